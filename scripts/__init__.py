@@ -1,0 +1,1 @@
+"""Maintenance tools, benchmarks and the support code for the README commands."""
