@@ -1,0 +1,345 @@
+"""The server side of one SCRAM exchange (RFC 5802), for users and delegation tokens.
+
+Storage is reached only through the two lookups passed in.  An unknown user
+or token is answered with a deterministic fake salt and fails at the final
+step with the same error as a wrong password, so names cannot be probed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+
+from core.errors import IllegalSaslStateException, SaslAuthenticationException
+from core.scram_crypto import (
+    DEFAULT_ITERATIONS,
+    SALT_LENGTH,
+    ScramCredential,
+    credential_from_password,
+    derive_keys,
+    hash_digest,
+    hmac_digest,
+    require_mechanism,
+)
+from events.types import ScramMechanism
+
+__all__ = ["TOKEN_ITERATIONS", "ScramServer", "TokenIdentity"]
+
+TOKEN_ITERATIONS = 4096
+_SUPPORTED_EXTENSIONS = frozenset({"tokenauth"})
+
+
+@dataclass(frozen=True, slots=True)
+class TokenIdentity:
+    """A delegation token as SCRAM sees it: its owner principal and its HMAC (the password)."""
+
+    owner: str
+    hmac: bytes = field(repr=False)
+
+
+UserLookup = Callable[[str], ScramCredential | None]
+TokenLookup = Callable[[str], TokenIdentity | None]
+
+
+class _State(Enum):
+    AWAIT_FIRST = "awaiting client-first"
+    AWAIT_FINAL = "awaiting client-final"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+def _fail(message: str) -> SaslAuthenticationException:
+    return SaslAuthenticationException(message)
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _b64decode(text: str, what: str) -> bytes:
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raise _fail(f"Malformed SCRAM message: {what} is not valid base64") from None
+
+
+def _unescape_name(escaped: str, what: str) -> str:
+    """Undo the saslname escaping ('=3D' for '=', '=2C' for ',')."""
+    parts = escaped.split("=")
+    out = [parts[0]]
+    for part in parts[1:]:
+        if part[:2] == "3D":
+            out.append("=" + part[2:])
+        elif part[:2] == "2C":
+            out.append("," + part[2:])
+        else:
+            raise _fail(f"Malformed SCRAM message: bad '=' escape in the {what}")
+    name = "".join(out)
+    if not name or "\x00" in name:
+        raise _fail(f"Malformed SCRAM message: the {what} is empty or contains NUL")
+    return name
+
+
+def _is_printable(text: str) -> bool:
+    return bool(text) and all("\x21" <= c <= "\x7e" and c != "," for c in text)
+
+
+@dataclass(frozen=True, slots=True)
+class _ClientFirst:
+    gs2_header: str
+    bare: str
+    username: str
+    nonce: str
+    token: bool
+
+
+def _parse_client_first(message: str) -> _ClientFirst:
+    parts = message.split(",")
+    if len(parts) < 4:
+        raise _fail("Malformed SCRAM client-first message")
+    flag, authz, user_attr, nonce_attr, *extension_attrs = parts
+    if flag.startswith("p="):
+        raise _fail("SCRAM channel binding (p=) is not supported")
+    if flag not in ("n", "y"):
+        raise _fail("Malformed SCRAM client-first message: bad GS2 channel binding flag")
+    if user_attr.startswith("m="):
+        raise _fail("SCRAM mandatory extensions (m=) are not supported")
+    if not user_attr.startswith("n=") or not nonce_attr.startswith("r="):
+        raise _fail("Malformed SCRAM client-first message: expected n= then r=")
+    username = _unescape_name(user_attr[2:], "user name")
+    if authz:
+        if not authz.startswith("a="):
+            raise _fail("Malformed SCRAM client-first message: bad authorization id")
+        if _unescape_name(authz[2:], "authorization id") != username:
+            raise _fail("SCRAM authorization id must be empty or equal the user name")
+    nonce = nonce_attr[2:]
+    if not _is_printable(nonce):
+        raise _fail("Malformed SCRAM client-first message: bad client nonce")
+    extensions: dict[str, str] = {}
+    for attr in extension_attrs:
+        key, sep, value = attr.partition("=")
+        if not sep or not key.isascii() or not key.isalnum() or key in extensions:
+            raise _fail("Malformed SCRAM client-first message: bad extension")
+        extensions[key] = value
+    unsupported = sorted(set(extensions) - _SUPPORTED_EXTENSIONS)
+    if unsupported:
+        raise _fail(f"Unsupported SCRAM extensions: {', '.join(unsupported)}")
+    token = extensions.get("tokenauth", "").lower() == "true"
+    bare = ",".join(parts[2:])
+    return _ClientFirst(f"{flag},{authz},", bare, username, nonce, token)
+
+
+def _default_nonce() -> str:
+    return secrets.token_urlsafe(24)
+
+
+class ScramServer:
+    """One server-side SCRAM exchange: ``first()``, ``final()``, then ``principal``.
+
+    ``lookup(username)`` returns the user's credential for this mechanism or
+    None; ``token_lookup(token_id)`` returns a live token or None (expired
+    tokens must read as None).  ``fake_salt_key`` keys the salts handed out for
+    unknown names.  Any error before completion ends the exchange as failed.
+    """
+
+    def __init__(
+        self,
+        mechanism: ScramMechanism | str,
+        lookup: UserLookup,
+        *,
+        token_lookup: TokenLookup | None = None,
+        fake_salt_key: bytes,
+        nonce_factory: Callable[[], str] | None = None,
+    ):
+        self._mechanism = require_mechanism(mechanism)
+        if not isinstance(fake_salt_key, bytes) or not fake_salt_key:
+            raise ValueError("fake_salt_key must be non-empty bytes")
+        self._lookup = lookup
+        self._token_lookup = token_lookup
+        self._fake_salt_key = fake_salt_key
+        self._nonce_factory = nonce_factory or _default_nonce
+        self._state = _State.AWAIT_FIRST
+        self._principal: str | None = None
+        self._token = False
+        self._clear()
+
+    def __repr__(self) -> str:
+        return f"ScramServer({self._mechanism.mechanism_name}, {self._state.value})"
+
+    @property
+    def mechanism(self) -> ScramMechanism:
+        return self._mechanism
+
+    @property
+    def complete(self) -> bool:
+        """True once ``final()`` has accepted the client's proof."""
+        return self._state is _State.COMPLETE
+
+    @property
+    def principal(self) -> str:
+        """The authenticated principal: 'User:<name>', or the token owner's principal."""
+        self._require_complete()
+        assert self._principal is not None
+        return self._principal
+
+    @property
+    def token_authenticated(self) -> bool:
+        """True when the client authenticated with a delegation token."""
+        self._require_complete()
+        return self._token
+
+    def first(self, client_first: str) -> str:
+        """Take the client-first message and return the server-first message."""
+        self._enter(_State.AWAIT_FIRST, "client-first")
+        try:
+            server_first = self._first(client_first)
+        except BaseException:
+            self._finish(_State.FAILED)
+            raise
+        self._state = _State.AWAIT_FINAL
+        return server_first
+
+    def final(self, client_final: str) -> str:
+        """Check the client-final message's proof and return the server-final message."""
+        self._enter(_State.AWAIT_FINAL, "client-final")
+        try:
+            server_final = self._final(client_final)
+        except BaseException:
+            self._finish(_State.FAILED)
+            raise
+        self._finish(_State.COMPLETE)
+        return server_final
+
+    # -- steps ---------------------------------------------------------------
+
+    def _first(self, client_first: str) -> str:
+        parsed = _parse_client_first(_as_text(client_first))
+        if parsed.token:
+            credential, known, principal = self._token_credential(parsed.username)
+        else:
+            credential = self._lookup(parsed.username)
+            known = credential is not None and credential.mechanism is self._mechanism
+            if not known:
+                credential = self._fake_user_credential(parsed.username)
+            principal = f"User:{parsed.username}"
+        assert credential is not None
+        server_nonce = self._nonce_factory()
+        if not _is_printable(server_nonce):
+            raise ValueError("nonce_factory must return printable ASCII without ','")
+        nonce = parsed.nonce + server_nonce
+        server_first = f"r={nonce},s={_b64(credential.salt)},i={credential.iterations}"
+        self._gs2_header = parsed.gs2_header
+        self._auth_prefix = f"{parsed.bare},{server_first},"
+        self._nonce = nonce
+        self._credential = credential
+        self._known = known
+        self._pending_principal = principal
+        self._token = parsed.token
+        return server_first
+
+    def _final(self, client_final: str) -> str:
+        without_proof, sep, proof_text = _as_text(client_final).rpartition(",p=")
+        attrs = without_proof.split(",") if sep else []
+        if len(attrs) < 2 or not attrs[0].startswith("c=") or not attrs[1].startswith("r="):
+            raise _fail("Malformed SCRAM client-final message")
+        if any("=" not in attr[1:] for attr in attrs[2:]):
+            raise _fail("Malformed SCRAM client-final message: bad extension")
+        binding = _b64decode(attrs[0][2:], "channel binding")
+        if not hmac.compare_digest(binding, self._gs2_header.encode("utf-8")):
+            raise _fail("SCRAM channel binding does not match the client-first message")
+        if attrs[1][2:] != self._nonce:
+            raise _fail("SCRAM nonce does not match the server-first message")
+        proof = _b64decode(proof_text, "client proof")
+        credential = self._credential
+        assert credential is not None
+        auth_message = (self._auth_prefix + without_proof).encode("utf-8")
+        signature = hmac_digest(self._mechanism, credential.stored_key, auth_message)
+        same_length = len(proof) == len(signature)
+        client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=False))
+        matches = hmac.compare_digest(
+            hash_digest(self._mechanism, client_key), credential.stored_key
+        )
+        if not (matches and same_length and self._known):
+            raise _fail(
+                f"Authentication with SASL mechanism {self._mechanism.mechanism_name} "
+                "failed: the credentials are not valid"
+            )
+        self._principal = self._pending_principal
+        server_signature = hmac_digest(self._mechanism, credential.server_key, auth_message)
+        return f"v={_b64(server_signature)}"
+
+    # -- credentials for tokens and unknown names ------------------------------
+
+    def _keyed(self, purpose: bytes, kind: bytes, name: str) -> bytes:
+        data = b"\x00".join(
+            (self._mechanism.mechanism_name.encode(), purpose, kind, name.encode("utf-8"))
+        )
+        return hmac.new(self._fake_salt_key, data, "sha512").digest()[:SALT_LENGTH]
+
+    def _fake_user_credential(self, username: str) -> ScramCredential:
+        salt = self._keyed(b"salt", b"user", username)
+        secret = self._keyed(b"secret", b"user", username)
+        stored_key, server_key = derive_keys(self._mechanism, secret)
+        return ScramCredential(self._mechanism, salt, stored_key, server_key, DEFAULT_ITERATIONS)
+
+    def _token_credential(self, token_id: str) -> tuple[ScramCredential, bool, str | None]:
+        if self._token_lookup is None:
+            raise _fail("Delegation token authentication is not enabled")
+        identity = self._token_lookup(token_id)
+        # Known and unknown tokens get the same salt recipe and the same PBKDF2 work.
+        salt = self._keyed(b"salt", b"token", token_id)
+        if identity is None:
+            password = _b64(self._keyed(b"secret", b"token", token_id)).encode("ascii")
+        else:
+            password = _b64(identity.hmac).encode("ascii")
+        credential = credential_from_password(self._mechanism, password, TOKEN_ITERATIONS, salt)
+        owner = identity.owner if identity is not None else None
+        return credential, identity is not None, owner
+
+    # -- state ---------------------------------------------------------------
+
+    def _enter(self, expected: _State, step: str) -> None:
+        if self._state is not expected:
+            state = self._state
+            if state is not _State.COMPLETE:
+                self._finish(_State.FAILED)
+            raise IllegalSaslStateException(
+                f"SCRAM exchange cannot take a {step} message when {state.value}"
+            )
+
+    def _require_complete(self) -> None:
+        if self._state is not _State.COMPLETE:
+            raise IllegalSaslStateException(
+                f"SCRAM exchange has not completed (it is {self._state.value})"
+            )
+
+    def _finish(self, state: _State) -> None:
+        self._state = state
+        if state is _State.FAILED:
+            self._principal = None
+            self._token = False
+        self._clear()
+
+    def _clear(self) -> None:
+        self._gs2_header = ""
+        self._auth_prefix = ""
+        self._nonce = ""
+        self._credential: ScramCredential | None = None
+        self._known = False
+        self._pending_principal: str | None = None
+
+
+def _as_text(message: str | bytes) -> str:
+    if isinstance(message, bytes | bytearray):
+        try:
+            return bytes(message).decode("utf-8")
+        except UnicodeDecodeError:
+            raise _fail("Malformed SCRAM message: not UTF-8") from None
+    if not isinstance(message, str):
+        raise TypeError(f"SCRAM messages are str, not {type(message).__name__}")
+    return message
