@@ -1,0 +1,204 @@
+"""The logged events as Python values, one frozen dataclass per Avro event schema.
+
+Each event names the entity it changes (``entity_key``): ``acl:<acl_id>``,
+``scram:<user>:<SCRAM-SHA-256|SCRAM-SHA-512>`` or ``token:<token_id>``.
+An ``Envelope`` wraps one event with its log position, time and actor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from .keyring import SealedSecret
+from .types import AclBinding, ScramMechanism
+
+__all__ = [
+    "EVENT_TYPES",
+    "AclCreated",
+    "AclDeleted",
+    "DelegationTokenExpired",
+    "DelegationTokenIssued",
+    "DelegationTokenRemoved",
+    "DelegationTokenRenewed",
+    "Envelope",
+    "Event",
+    "ScramCredentialDeleted",
+    "ScramCredentialUpserted",
+    "TokenRemovalReason",
+    "entity_key",
+]
+
+
+class TokenRemovalReason(Enum):
+    """Why a delegation token was removed."""
+
+    EXPIRED_BY_REQUEST = "EXPIRED_BY_REQUEST"
+    EXPIRED_BY_SWEEP = "EXPIRED_BY_SWEEP"
+
+
+def _scram_key(user: str, mechanism: ScramMechanism) -> str:
+    return f"scram:{user}:{ScramMechanism(mechanism).mechanism_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredentialUpserted:
+    """A SCRAM credential was created or replaced; salt and keys are sealed in ``secret``."""
+
+    user: str
+    mechanism: ScramMechanism
+    iterations: int
+    secret: SealedSecret
+
+    @property
+    def entity_key(self) -> str:
+        return _scram_key(self.user, self.mechanism)
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredentialDeleted:
+    """The SCRAM credential of a user for one mechanism was deleted."""
+
+    user: str
+    mechanism: ScramMechanism
+
+    @property
+    def entity_key(self) -> str:
+        return _scram_key(self.user, self.mechanism)
+
+
+@dataclass(frozen=True, slots=True)
+class AclCreated:
+    """An ACL was created and given the UUID ``acl_id``."""
+
+    acl_id: str
+    binding: AclBinding
+
+    @property
+    def entity_key(self) -> str:
+        return f"acl:{self.acl_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class AclDeleted:
+    """The ACL ``acl_id`` (whose binding is given) was deleted."""
+
+    acl_id: str
+    binding: AclBinding
+
+    @property
+    def entity_key(self) -> str:
+        return f"acl:{self.acl_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class DelegationTokenIssued:
+    """A delegation token was issued; its HMAC is never stored."""
+
+    token_id: str
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp_ms: int
+    expiry_timestamp_ms: int
+    max_timestamp_ms: int
+
+    @property
+    def entity_key(self) -> str:
+        return f"token:{self.token_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class DelegationTokenRenewed:
+    """A token was renewed: the period as requested (-1 = default) and the new expiry."""
+
+    token_id: str
+    renew_period_ms: int
+    expiry_timestamp_ms: int
+
+    @property
+    def entity_key(self) -> str:
+        return f"token:{self.token_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class DelegationTokenExpired:
+    """An expire request changed a token's expiry: the period as requested and the new expiry."""
+
+    token_id: str
+    expiry_period_ms: int
+    expiry_timestamp_ms: int
+
+    @property
+    def entity_key(self) -> str:
+        return f"token:{self.token_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class DelegationTokenRemoved:
+    """A token was removed, by an expire request or by the expiry sweep."""
+
+    token_id: str
+    reason: TokenRemovalReason
+
+    @property
+    def entity_key(self) -> str:
+        return f"token:{self.token_id}"
+
+
+Event = (
+    ScramCredentialUpserted
+    | ScramCredentialDeleted
+    | AclCreated
+    | AclDeleted
+    | DelegationTokenIssued
+    | DelegationTokenRenewed
+    | DelegationTokenExpired
+    | DelegationTokenRemoved
+)
+
+EVENT_TYPES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (
+        ScramCredentialUpserted,
+        ScramCredentialDeleted,
+        AclCreated,
+        AclDeleted,
+        DelegationTokenIssued,
+        DelegationTokenRenewed,
+        DelegationTokenExpired,
+        DelegationTokenRemoved,
+    )
+}
+
+
+def entity_key(event: Event) -> str:
+    """The key of the entity an event changes, e.g. ``acl:<uuid>``."""
+    return event.entity_key
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One logged event with its offset, commit time, actor and request id.
+
+    Writers build envelopes with ``offset=-1``; the codec assigns offsets and
+    fills ``fingerprint`` (the event schema's CRC-64-AVRO) when encoding.
+    """
+
+    offset: int
+    timestamp_ms: int
+    actor_principal: str
+    actor_host: str
+    request_id: str
+    event: Event
+    fingerprint: bytes = b""
+
+    @property
+    def event_type(self) -> str:
+        """The event's type name, e.g. ``AclCreated``."""
+        return type(self.event).__name__
+
+    @property
+    def entity_key(self) -> str:
+        """The key of the entity the event changes."""
+        return self.event.entity_key

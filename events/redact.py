@@ -1,0 +1,64 @@
+"""A JSON-safe view of an envelope with every secret replaced by a marker."""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+from enum import Enum
+from typing import Any
+
+from .keyring import SealedSecret
+from .records import Envelope
+from .types import AclBinding
+
+__all__ = ["redacted"]
+
+
+def redacted(envelope: Envelope) -> dict[str, Any]:
+    """The envelope as a JSON-serialisable dict: enums by name, sealed secrets as ``<sealed:KEY_ID>``."""
+    return {
+        "offset": envelope.offset,
+        "timestamp_ms": envelope.timestamp_ms,
+        "actor_principal": envelope.actor_principal,
+        "actor_host": envelope.actor_host,
+        "request_id": envelope.request_id,
+        "event_type": envelope.event_type,
+        "entity_key": envelope.event.entity_key,
+        "payload": _payload(envelope.event),
+    }
+
+
+def _payload(event: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(event):
+        value = getattr(event, f.name)
+        if isinstance(value, AclBinding):
+            out.update(_binding(value))
+        else:
+            out[f.name] = _value(value)
+    return out
+
+
+def _binding(binding: AclBinding) -> dict[str, Any]:
+    return {
+        "resource_type": binding.restype.name,
+        "resource_name": binding.name,
+        "pattern_type": binding.resource_pattern_type.name,
+        "principal": binding.principal,
+        "host": binding.host,
+        "operation": binding.operation.name,
+        "permission_type": binding.permission_type.name,
+    }
+
+
+def _value(value: Any) -> Any:
+    if isinstance(value, SealedSecret):
+        return f"<sealed:{value.key_id}>"
+    if isinstance(value, Enum):
+        return value.name
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return f"<{len(value)} bytes>"
+    if isinstance(value, (tuple, list)):
+        return [_value(v) for v in value]
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _value(getattr(value, f.name)) for f in fields(value)}
+    return value

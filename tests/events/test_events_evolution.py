@@ -1,0 +1,162 @@
+"""Schema evolution: logs written under older schemas stay readable."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from io import BytesIO
+from pathlib import Path
+
+import fastavro
+import pytest
+
+from events.codec import EventCodec
+from events.errors import EventSchemaError, UnknownSchemaError
+from events.records import AclCreated, Envelope
+from events.schemas import SCHEMA_DIR
+from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+
+OLD = EventCodec.default()
+BINDING = AclBinding.of(
+    ResourceType.GROUP,
+    "payments",
+    PatternType.PREFIXED,
+    "User:bob",
+    "*",
+    AclOperation.DESCRIBE,
+    AclPermissionType.DENY,
+)
+ENVELOPES = [
+    Envelope(-1, 1_700_000_000_000 + i, "User:admin", "h", "r", AclCreated(f"acl-{i}", BINDING))
+    for i in range(3)
+]
+
+
+def schema_copy(tmp_path: Path, edit) -> Path:
+    """A copy of the shipped schemas with AclCreated.avsc changed by ``edit``."""
+    target = tmp_path / "schemas"
+    shutil.copytree(SCHEMA_DIR, target, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    path = target / "events" / "AclCreated.avsc"
+    schema = json.loads(path.read_text())
+    edit(schema)
+    path.write_text(json.dumps(schema))
+    return target
+
+
+def add_comment(schema: dict) -> None:
+    schema["fields"].append(
+        {"name": "comment", "type": "string", "default": "none", "doc": "Why the ACL was made."}
+    )
+
+
+@pytest.fixture
+def new_codec(tmp_path) -> EventCodec:
+    return EventCodec(schema_copy(tmp_path, add_comment))
+
+
+def test_old_batches_decode_after_a_field_is_added(new_codec):
+    """A batch written before AclCreated gained a field decodes to the same events."""
+    payload = OLD.encode_batch(10, ENVELOPES)
+    new_codec.register_writer_schema(OLD.writer_schema_json)
+    decoded = new_codec.decode_batch(payload, OLD.fingerprint)
+    assert [(e.offset, e.event) for e in decoded] == [
+        (10 + i, e.event) for i, e in enumerate(ENVELOPES)
+    ]
+
+
+def test_old_records_read_the_new_fields_default(new_codec):
+    """Fields added since a batch was written read as their default."""
+    payload = OLD.encode_batch(0, ENVELOPES)
+    new_codec.register_writer_schema(OLD.writer_schema_json)
+    raw = new_codec.decode_batch_raw(payload, OLD.fingerprint)
+    assert [body["comment"] for _, body in (r["event"] for r in raw)] == ["none"] * 3
+
+
+def test_old_writer_schema_must_be_registered_first(new_codec):
+    """Without the old writer schema, its batches are refused with UnknownSchemaError."""
+    with pytest.raises(UnknownSchemaError, match=OLD.fingerprint.hex()):
+        new_codec.decode_batch(OLD.encode_batch(0, ENVELOPES), OLD.fingerprint)
+
+
+def test_register_writer_schema_returns_its_fingerprint(new_codec):
+    """Registering returns the fingerprint the old codec reported."""
+    assert new_codec.register_writer_schema(OLD.writer_schema_json) == OLD.fingerprint
+
+
+def test_fingerprint_changes_when_a_field_is_added(new_codec):
+    """The writer and event fingerprints change with the schema; others stay."""
+    assert new_codec.fingerprint != OLD.fingerprint
+    assert new_codec.event_fingerprint("AclCreated") != OLD.event_fingerprint("AclCreated")
+    assert new_codec.event_fingerprint("AclDeleted") == OLD.event_fingerprint("AclDeleted")
+
+
+def test_doc_changes_do_not_change_the_fingerprint(tmp_path):
+    """Docs are not part of the canonical form, so rewording one keeps the fingerprint."""
+    codec = EventCodec(schema_copy(tmp_path, lambda s: s.update(doc="Reworded.")))
+    assert codec.fingerprint == OLD.fingerprint
+
+
+def test_new_codec_writes_the_default_for_fields_python_lacks(new_codec):
+    """Events written by the new codec carry the new field's default, readable by any Avro reader."""
+    payload = new_codec.encode_batch(0, ENVELOPES[:1])
+    schema = fastavro.parse_schema(json.loads(new_codec.writer_schema_json))
+    [value] = fastavro.schemaless_reader(BytesIO(payload), schema, None, return_record_name=True)
+    assert value["event"][1]["comment"] == "none"
+
+
+def test_new_codec_round_trips_its_own_batches(new_codec):
+    """A codec built from changed schemas decodes what it encodes."""
+    decoded = new_codec.decode_batch(new_codec.encode_batch(0, ENVELOPES), new_codec.fingerprint)
+    assert [e.event for e in decoded] == [e.event for e in ENVELOPES]
+
+
+def test_old_single_objects_decode_after_registering_the_old_schema(new_codec):
+    """Single-object bytes from the old schema decode once its writer schema is registered."""
+    data = OLD.to_single_object(ENVELOPES[0].event)
+    new_codec.register_writer_schema(OLD.writer_schema_json)
+    assert new_codec.from_single_object(data) == ENVELOPES[0].event
+
+
+def test_enum_symbol_unknown_to_the_reader_reads_as_unknown(tmp_path):
+    """An operation a newer writer knows but this reader does not decodes as UNKNOWN."""
+    writer_dir = schema_copy(tmp_path, lambda s: None)
+    op_path = writer_dir / "common" / "AclOperation.avsc"
+    op = json.loads(op_path.read_text())
+    op["symbols"].append("TELEPORT")
+    op_path.write_text(json.dumps(op))
+    writer = json.loads(EventCodec(writer_dir).writer_schema_json)
+    body = {
+        "acl_id": "a",
+        "resource_type": "TOPIC",
+        "resource_name": "t",
+        "pattern_type": "LITERAL",
+        "principal": "User:a",
+        "host": "*",
+        "operation": "TELEPORT",
+        "permission_type": "ALLOW",
+    }
+    value = {
+        "offset": 0,
+        "timestamp_ms": 1,
+        "actor_principal": "User:a",
+        "actor_host": "h",
+        "request_id": "r",
+        "event_type": "AclCreated",
+        "fingerprint": b"\0" * 8,
+        "event": ("secmeta.events.AclCreated", body),
+    }
+    out = BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(writer), [value])
+    reader = EventCodec()
+    [env] = reader.decode_batch(out.getvalue(), reader.register_writer_schema(json.dumps(writer)))
+    assert env.event.binding.operation is AclOperation.UNKNOWN
+
+
+def test_added_field_without_default_is_rejected_when_the_codec_is_built(tmp_path):
+    """A new field with neither a default nor a Python attribute cannot be written."""
+
+    def add_required(schema):
+        schema["fields"].append({"name": "ticket", "type": "string", "doc": "A ticket."})
+
+    with pytest.raises(EventSchemaError, match="ticket"):
+        EventCodec(schema_copy(tmp_path, add_required))

@@ -1,0 +1,115 @@
+"""The shipped .avsc files: well-formed, documented, and in step with the Python types."""
+
+from __future__ import annotations
+
+import json
+
+import fastavro
+import pytest
+
+from events import types
+from events.records import EVENT_TYPES, TokenRemovalReason
+from events.schemas import SCHEMA_DIR, read_named_types, schema_files
+
+FILES = schema_files()
+NAMED = read_named_types()
+
+
+def load(path):
+    return json.loads(path.read_text())
+
+
+def walk_types(schema):
+    """Every dict-shaped type inside a schema, the schema included."""
+    if isinstance(schema, list):
+        for branch in schema:
+            yield from walk_types(branch)
+    elif isinstance(schema, dict):
+        yield schema
+        for field in schema.get("fields", ()):
+            yield from walk_types(field["type"])
+        if "items" in schema:
+            yield from walk_types(schema["items"])
+
+
+def test_the_expected_schema_files_ship():
+    """7 shared types, 8 event types and the envelope are shipped."""
+    relative = {p.relative_to(SCHEMA_DIR).parent.name or "." for p in FILES}
+    assert len(FILES) == 16 and relative == {".", "common", "events"}
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_each_file_defines_the_type_it_is_named_after(path):
+    """A file holds one named type in namespace secmeta.events, named as the file."""
+    schema = load(path)
+    assert (schema["namespace"], schema["name"]) == ("secmeta.events", path.stem)
+
+
+def prerequisites(path):
+    """The files a schema file refers to: shared types, and for the envelope the events too."""
+    layers = {"common": [], "events": ["common"], "schemas": ["common", "events"]}
+    return [p for p in FILES if p.parent.name in layers[path.parent.name]]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_each_file_parses_with_the_types_it_refers_to(path):
+    """fastavro parses every file once the named types it refers to are known."""
+    named = {}
+    for other in prerequisites(path):
+        fastavro.parse_schema(load(other), named_schemas=named)
+    assert fastavro.parse_schema(load(path), named_schemas=named)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_every_field_and_type_has_a_doc(path):
+    """Every record field, named type and array type carries a non-empty doc."""
+    for schema in walk_types(load(path)):
+        assert schema.get("doc", "").strip(), schema.get("name", schema)
+        for field in schema.get("fields", ()):
+            assert field.get("doc", "").strip(), field["name"]
+
+
+@pytest.mark.parametrize(
+    "enum",
+    [
+        types.ScramMechanism,
+        types.ResourceType,
+        types.PatternType,
+        types.AclOperation,
+        types.AclPermissionType,
+    ],
+    ids=lambda e: e.__name__,
+)
+def test_kafka_enum_symbols_follow_the_python_enum(enum):
+    """Symbols are the Kafka names in code order, defaulting to UNKNOWN."""
+    schema = NAMED[f"secmeta.events.{enum.__name__}"][0]
+    assert schema["symbols"] == [m.name for m in sorted(enum)]
+    assert schema["default"] == "UNKNOWN"
+
+
+def test_token_removal_reason_symbols_and_default():
+    """TokenRemovalReason lists both reasons and defaults to EXPIRED_BY_SWEEP."""
+    schema = NAMED["secmeta.events.TokenRemovalReason"][0]
+    assert schema["symbols"] == [r.name for r in TokenRemovalReason]
+    assert schema["default"] == "EXPIRED_BY_SWEEP"
+
+
+def test_envelope_union_holds_exactly_the_event_types():
+    """The envelope's event union names every event record and nothing else."""
+    envelope = NAMED["secmeta.events.Envelope"][0]
+    [union] = [f["type"] for f in envelope["fields"] if f["name"] == "event"]
+    assert sorted(union) == sorted(EVENT_TYPES)
+
+
+def test_envelope_timestamp_is_a_plain_long():
+    """timestamp_ms is a long with no logical type."""
+    envelope = NAMED["secmeta.events.Envelope"][0]
+    [field] = [f for f in envelope["fields"] if f["name"] == "timestamp_ms"]
+    assert field["type"] == "long"
+
+
+def test_envelope_fingerprint_is_an_eight_byte_fixed():
+    """The envelope's fingerprint field is fixed Fingerprint of size 8."""
+    envelope = NAMED["secmeta.events.Envelope"][0]
+    [field] = [f for f in envelope["fields"] if f["name"] == "fingerprint"]
+    assert (field["type"]["name"], field["type"]["size"]) == ("Fingerprint", 8)
