@@ -1,0 +1,36 @@
+"""The ``secmeta`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from core.cli import demo, keys_cmd, log_cmd
+from core.errors import SecmetaError
+from events.errors import EventsError
+from projections.snapshot import SnapshotError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="secmeta",
+        description="Event-sourced store of Kafka security state: SCRAM credentials, ACLs, delegation tokens.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    log_cmd.register(commands)
+    keys_cmd.register(commands)
+    demo.register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except (SecmetaError, EventsError, SnapshotError, FileNotFoundError, PermissionError) as exc:
+        print(f"secmeta: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("secmeta: interrupted", file=sys.stderr)
+        return 130
+

@@ -1,0 +1,7 @@
+"""Run the CLI as ``python -m core.cli``."""
+
+import sys
+
+from core.cli import main
+
+sys.exit(main())

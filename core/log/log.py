@@ -1,0 +1,600 @@
+"""The segmented, append-only, fsync'd metadata log.
+
+An append is one batch: encoded, framed with its CRC and chain link, written
+with one pwrite, then made durable according to the fsync policy.  Under
+``always``, concurrent appenders share fsyncs (group commit): whoever holds
+the sync lock flushes everything written so far, so waiting appenders find
+their batch already durable.  Readers only ever see durable, complete batches
+under ``always``; under ``interval`` and ``never`` they see what was written.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from core.errors import CorruptLogError, SecmetaError
+from core.log.format import (
+    MAGIC,
+    PREFIX_SIZE,
+    Batch,
+    FrameError,
+    decode_frame,
+    encode_frame,
+    genesis_link,
+)
+from core.log.segment import Segment
+from core.storedir import StoreDirectory
+from events.codec import EventCodec
+from events.durable import fsync_dir, write_atomically
+from events.keyring import Keyring
+from events.records import Envelope
+
+ANCHOR_FILE = "anchor.json"
+
+
+class FsyncPolicy(StrEnum):
+    ALWAYS = "always"
+    INTERVAL = "interval"
+    NEVER = "never"
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """How the log writes: segment size, fsync policy, index density."""
+
+    segment_bytes: int = 64 * 1024 * 1024
+    fsync: FsyncPolicy | str = FsyncPolicy.ALWAYS
+    fsync_interval_ms: int = 100
+    index_interval_bytes: int = 4096
+
+    def __post_init__(self):
+        try:
+            object.__setattr__(self, "fsync", FsyncPolicy(self.fsync))
+        except ValueError:
+            raise ValueError(f"fsync policy must be always, interval or never, not {self.fsync!r}") from None
+        if self.segment_bytes < 1024:
+            raise ValueError(f"segment_bytes must be at least 1024, not {self.segment_bytes}")
+        if self.fsync_interval_ms <= 0:
+            raise ValueError(f"fsync_interval_ms must be positive, not {self.fsync_interval_ms}")
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Where a batch landed: offsets [base_offset, next_offset)."""
+
+    base_offset: int
+    next_offset: int
+    timestamp_ms: int
+    link: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What opening the log had to repair (nothing, or a truncated tail)."""
+
+    segment: str | None = None
+    truncated_bytes: int = 0
+    from_offset: int | None = None
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.truncated_bytes > 0
+
+    def __str__(self) -> str:
+        if not self:
+            return "clean: nothing to recover"
+        return (
+            f"truncated {self.truncated_bytes} bytes of torn or corrupt tail in segment "
+            f"{self.segment} from offset {self.from_offset} ({self.reason})"
+        )
+
+
+class LogFailedError(SecmetaError):
+    """An fsync failed: the log's durable state is unknown, so it refuses further writes."""
+
+
+class Log:
+    """A store directory's log. Use ``Log.open``; one writer process per directory."""
+
+    def __init__(self, store: StoreDirectory, keyring: Keyring, codec: EventCodec, config: LogConfig, read_only: bool):
+        self.store = store
+        self.keyring = keyring
+        self.codec = codec
+        self.config = config
+        self.read_only = read_only
+        self.recovery = RecoveryReport()
+        self._segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._write_lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._visible = threading.Condition(threading.Lock())
+        self._next_offset = 0
+        self._visible_end = 0
+        self._start_offset = 0
+        self._last_link = genesis_link(store.store_id)
+        self._start_link = self._last_link
+        self._failed: BaseException | None = None
+        self._closed = False
+        self._flusher: threading.Thread | None = None
+        self._chain_key_id = keyring.newest_id
+        self._chain_key = keyring.chain_key(self._chain_key_id)
+
+    # -- opening ---------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike,
+        *,
+        keyring: Keyring,
+        codec: EventCodec | None = None,
+        config: LogConfig | None = None,
+        create: bool = True,
+        read_only: bool = False,
+    ) -> Log:
+        """Open the log of the store at ``path`` (creating the store if allowed)."""
+        store = StoreDirectory.open(path, create=create and not read_only, writer=not read_only)
+        try:
+            store.check_keyring(keyring, writer=not read_only)
+            log = cls(store, keyring, codec or EventCodec(), config or LogConfig(), read_only)
+            log._load_schemas()
+            log._load_segments()
+        except BaseException:
+            store.close()
+            raise
+        if not read_only and log.config.fsync == FsyncPolicy.INTERVAL:
+            log._flusher = threading.Thread(target=log._flush_loop, name="secmeta-log-flush", daemon=True)
+            log._flusher.start()
+        return log
+
+    def _load_schemas(self) -> None:
+        schema_dir = self.store.schema_dir
+        for path in sorted(schema_dir.glob("*.avsc")) if schema_dir.exists() else ():
+            self.codec.register_writer_schema(path.read_text())
+        own = schema_dir / f"{self.codec.fingerprint.hex()}.avsc"
+        if not self.read_only and not own.exists():
+            schema_dir.mkdir(exist_ok=True)
+            write_atomically(own, self.codec.writer_schema_json.encode())
+
+    def _load_segments(self) -> None:
+        log_dir = self.store.log_dir
+        anchor = log_dir / ANCHOR_FILE
+        if anchor.exists():
+            meta = json.loads(anchor.read_text())
+            self._start_offset = int(meta["next_offset"])
+            self._last_link = self._start_link = bytes.fromhex(meta["link"])
+        bases = sorted(int(p.stem) for p in log_dir.glob("*.log"))
+        interval = self.config.index_interval_bytes
+        for i, base in enumerate(bases):
+            last = i == len(bases) - 1
+            seg = Segment(log_dir, base, writable=last and not self.read_only, index_interval=interval)
+            self._add_segment(seg)
+            if last:
+                self._recover_active(seg)
+            elif not seg.load_indexes(bases[i + 1]):
+                self._scan_sealed(seg)
+                if not self.read_only:
+                    seg.write_indexes()
+        if not self._segments:
+            if self.read_only:
+                self._next_offset = self._visible_end = self._start_offset
+                return
+            self._add_segment(Segment(log_dir, self._start_offset, writable=True, index_interval=interval))
+            fsync_dir(log_dir)
+        self._start_offset = self._segments[0].base_offset
+        self._next_offset = self._visible_end = self._segments[-1].next_offset
+        link = self._last_batch_link()
+        if link is not None:
+            self._last_link = link
+
+    def _add_segment(self, seg: Segment) -> None:
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    def _scan_sealed(self, seg: Segment) -> None:
+        for batch in self._checked_frames(seg, 0, seg.size, seg.base_offset):
+            seg.note(batch, batch.position)
+
+    def _recover_active(self, seg: Segment) -> None:
+        """Scan the active segment; truncate a torn or corrupt tail, refuse corruption before it."""
+        expected = seg.base_offset
+        good_end = 0
+        try:
+            for batch in seg.frames(0, seg.size):
+                if batch.base_offset != expected:
+                    err = FrameError(f"batch claims offset {batch.base_offset} where {expected} was expected")
+                    err.position = batch.position  # type: ignore[attr-defined]
+                    raise err
+                seg.note(batch, batch.position)
+                expected = batch.next_offset
+                good_end = batch.position + batch.size
+        except FrameError as exc:
+            bad = exc.position  # type: ignore[attr-defined]
+            if _valid_frame_after(seg, bad + 1, expected):
+                raise CorruptLogError(
+                    f"segment {seg.name} is corrupt at offset {expected} (byte {bad}): {exc}; "
+                    "valid batches follow it, so this is not a torn tail and nothing was changed",
+                    segment=seg.name,
+                    offset=expected,
+                ) from None
+            if not self.read_only:
+                torn = seg.size - bad
+                seg.truncate(bad)
+                self.recovery = RecoveryReport(seg.name, torn, expected, str(exc))
+        seg.size = seg.visible_size = seg.synced_size = good_end
+
+    def _last_batch_link(self) -> bytes | None:
+        for seg in reversed(self._segments):
+            if seg.last_link is not None:
+                return seg.last_link
+            if seg.size:  # a sealed segment opened from its index: read its tail
+                return self._last_batch_link_of(seg)
+        return None
+
+    # -- appending -------------------------------------------------------------
+
+    def append(self, envelopes: Sequence[Envelope]) -> AppendResult:
+        """Append one batch; returns once it is durable per the fsync policy.
+
+        Encoding errors (an event that does not match its schema) raise before
+        anything is written.
+        """
+        if not envelopes:
+            raise ValueError("cannot append an empty batch")
+        with self._write_lock:
+            self._check_writable()
+            base = self._next_offset
+            payload = self.codec.encode_batch(base, envelopes)
+            ts = max(e.timestamp_ms for e in envelopes)
+            frame, link = encode_frame(
+                base, len(envelopes), ts, self.codec.fingerprint,
+                self._chain_key_id, self._chain_key, self._last_link, payload,
+            )
+            seg = self._segments[-1]
+            if seg.size and seg.size + len(frame) > self.config.segment_bytes:
+                seg = self._roll()
+            position = seg.write(frame)
+            seg.note(_WrittenBatch(base, len(envelopes), ts, link, len(frame)), position)  # type: ignore[arg-type]
+            self._next_offset = base + len(envelopes)
+            self._last_link = link
+            written_to = seg.size
+            if self.config.fsync != FsyncPolicy.ALWAYS:
+                self._publish(seg, seg.size, self._next_offset)
+        if self.config.fsync == FsyncPolicy.ALWAYS:
+            self._sync_through(seg, written_to)
+        return AppendResult(base, base + len(envelopes), ts, link)
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise SecmetaError("this log was opened read-only")
+        if self._closed:
+            raise SecmetaError("the log is closed")
+        if self._failed is not None:
+            raise LogFailedError(f"an earlier fsync failed ({self._failed}); reopen the store to recover")
+
+    def _sync_through(self, seg: Segment, size: int) -> None:
+        """Group commit: make everything written so far durable unless someone already did."""
+        with self._sync_lock:
+            if seg.synced_size >= size:
+                return
+            with self._write_lock:
+                active, active_size, end = self._segments[-1], self._segments[-1].size, self._next_offset
+            try:
+                active.sync()
+            except OSError as exc:
+                self._failed = exc
+                raise LogFailedError(f"fsync of {active.name} failed: {exc}") from exc
+            active.synced_size = active_size
+            self._publish(active, active_size, end)
+
+    def _publish(self, seg: Segment, size: int, end: int) -> None:
+        with self._visible:
+            if size > seg.visible_size:
+                seg.visible_size = size
+            if end > self._visible_end:
+                self._visible_end = end
+            self._visible.notify_all()
+
+    def _roll(self) -> Segment:
+        old = self._segments[-1]
+        old.sync()
+        old.synced_size = old.size
+        self._publish(old, old.size, self._next_offset)
+        old.write_indexes()
+        seg = Segment(self.store.log_dir, self._next_offset, writable=True, index_interval=self.config.index_interval_bytes)
+        fsync_dir(self.store.log_dir)
+        with self._visible:
+            self._add_segment(seg)
+        return seg
+
+    def _flush_loop(self) -> None:
+        interval = self.config.fsync_interval_ms / 1000
+        while not self._closed:
+            time.sleep(interval)
+            self.flush()
+
+    def flush(self) -> None:
+        """Fsync everything written so far (any policy)."""
+        if self.read_only or self._closed:
+            return
+        with self._write_lock:
+            seg = self._segments[-1]
+            size = seg.size
+        if seg.synced_size < size:
+            self._sync_through(seg, size)
+
+    # -- reading ---------------------------------------------------------------
+
+    @property
+    def start_offset(self) -> int:
+        return self._start_offset
+
+    @property
+    def end_offset(self) -> int:
+        """The offset the next event will get, counting only what readers may see."""
+        return self._visible_end
+
+    @property
+    def last_link(self) -> bytes:
+        return self._last_link
+
+    def link_at(self, next_offset: int) -> bytes | None:
+        """The chain link of the batch ending at ``next_offset`` (None if no batch ends there)."""
+        if next_offset == self._start_offset:
+            return self._start_link
+        for batch in self.batches(next_offset - 1, next_offset):
+            return batch.link if batch.next_offset == next_offset else None
+        return None
+
+    def batches(self, start: int = 0, end: int | None = None) -> Iterator[Batch]:
+        """Yield the visible batches holding offsets in [start, end)."""
+        if self.read_only:
+            self.refresh()
+        with self._visible:
+            segments = [(s, s.visible_size) for s in self._segments]
+            stop = self._visible_end if end is None else min(end, self._visible_end)
+        start = max(start, self._start_offset)
+        if start >= stop:
+            return
+        first = max(bisect.bisect_right([s.base_offset for s, _ in segments], start) - 1, 0)
+        for seg, size in segments[first:]:
+            if seg.base_offset >= stop:
+                return
+            expected = None
+            for batch in self._checked_frames(seg, seg.position_for(start), size, expected):
+                if batch.base_offset >= stop:
+                    return
+                if batch.next_offset > start:
+                    yield batch
+
+    def _checked_frames(self, seg: Segment, position: int, size: int, expected: int | None) -> Iterator[Batch]:
+        try:
+            for batch in seg.frames(position, size):
+                if expected is not None and batch.base_offset != expected:
+                    raise CorruptLogError(
+                        f"segment {seg.name}: batch at byte {batch.position} has offset "
+                        f"{batch.base_offset} where {expected} was expected",
+                        segment=seg.name,
+                        offset=expected,
+                    )
+                expected = batch.next_offset
+                yield batch
+        except FrameError as exc:
+            at = expected if expected is not None else seg.base_offset
+            raise CorruptLogError(
+                f"segment {seg.name} is corrupt at byte {exc.position} (after offset {at}): {exc}",  # type: ignore[attr-defined]
+                segment=seg.name,
+                offset=at,
+            ) from None
+
+    def decode(self, batch: Batch) -> list[Envelope]:
+        return self.codec.decode_batch(batch.payload, batch.schema_fp)
+
+    def read(self, start: int = 0, end: int | None = None) -> Iterator[Envelope]:
+        """Yield the visible events with offsets in [start, end), decoded."""
+        for batch in self.batches(start, end):
+            events = self.decode(batch)
+            if batch.base_offset < start or (end is not None and batch.next_offset > end):
+                events = [e for e in events if start <= e.offset and (end is None or e.offset < end)]
+            yield from events
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int:
+        """The first offset of the first batch whose time is >= ``timestamp_ms`` (end_offset if none)."""
+        with self._visible:
+            segments = list(self._segments)
+        for seg in segments:
+            if seg.max_timestamp < timestamp_ms:
+                continue
+            for batch in self._checked_frames(seg, seg.position_for_time(timestamp_ms), seg.visible_size, None):
+                if batch.timestamp_ms >= timestamp_ms:
+                    return batch.base_offset
+        return self.end_offset
+
+    def wait_for(self, offset: int, timeout: float | None) -> bool:
+        """Block until ``end_offset > offset`` or the timeout passes; True if it did."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.end_offset <= offset:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            if self.read_only:
+                time.sleep(min(0.02, remaining) if remaining is not None else 0.02)
+                self.refresh()
+            else:
+                with self._visible:
+                    if self._visible_end <= offset:
+                        self._visible.wait(remaining)
+        return True
+
+    def tail(self, start: int = 0) -> TailReader:
+        return TailReader(self, start)
+
+    def refresh(self) -> None:
+        """For a read-only log: pick up batches and segments another process appended since."""
+        if not self.read_only:
+            return
+        with self._visible:
+            if not self._segments:
+                self._load_segments()
+                return
+            seg = self._segments[-1]
+            size = os.fstat(seg.fd).st_size
+            if size > seg.visible_size:
+                try:
+                    for batch in seg.frames(seg.visible_size, size):
+                        if batch.base_offset != seg.next_offset:
+                            break
+                        seg.note(batch, batch.position)
+                        seg.visible_size = seg.size = batch.position + batch.size
+                except FrameError:
+                    pass  # a batch still being written: pick it up next time
+            newer = sorted(int(p.stem) for p in self.store.log_dir.glob("*.log") if int(p.stem) > seg.base_offset)
+            for base in newer:
+                if base != seg.next_offset or seg.visible_size < os.fstat(seg.fd).st_size:
+                    break
+                seg = Segment(self.store.log_dir, base, writable=False, index_interval=self.config.index_interval_bytes)
+                seg.size = seg.visible_size = 0
+                self._add_segment(seg)
+                size = os.fstat(seg.fd).st_size
+                try:
+                    for batch in seg.frames(0, size):
+                        seg.note(batch, batch.position)
+                        seg.visible_size = seg.size = batch.position + batch.size
+                except FrameError:
+                    pass
+            self._visible_end = self._segments[-1].next_offset
+            self._next_offset = self._visible_end
+
+    # -- retention -------------------------------------------------------------
+
+    def delete_segments_before(self, offset: int) -> list[str]:
+        """Delete sealed segments whose every event is below ``offset`` (covered by a snapshot).
+
+        Writes an anchor (start offset and chain link) first so verification
+        still starts from a known link.
+        """
+        self._check_writable()
+        with self._write_lock:
+            doomed = [s for s in self._segments[:-1] if s.next_offset <= offset]
+            if not doomed:
+                return []
+            keep_from = doomed[-1].next_offset
+            last_link = self._last_batch_link_of(doomed[-1])
+            anchor = {"next_offset": keep_from, "link": last_link.hex()}
+            write_atomically(self.store.log_dir / ANCHOR_FILE, json.dumps(anchor).encode())
+            with self._visible:
+                self._segments = self._segments[len(doomed):]
+                self._bases = self._bases[len(doomed):]
+                self._start_offset = keep_from
+                self._start_link = last_link
+            names = []
+            for seg in doomed:
+                seg.close()
+                for p in (seg.path, seg.index_path, seg.timeindex_path):
+                    p.unlink(missing_ok=True)
+                names.append(seg.name)
+            fsync_dir(self.store.log_dir)
+            return names
+
+    def _last_batch_link_of(self, seg: Segment) -> bytes:
+        """The link of a non-empty segment's last batch (read from its last indexed position)."""
+        batches = list(self._checked_frames(seg, seg.position_for(seg.next_offset), seg.size, None))
+        return batches[-1].link
+
+    def segments(self) -> list[Segment]:
+        with self._visible:
+            return list(self._segments)
+
+    # -- closing ---------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        if not self.read_only and self._failed is None:
+            try:
+                self.flush()
+            finally:
+                self._closed = True
+        self._closed = True
+        if self._flusher is not None:
+            self._flusher.join(timeout=2)
+        for seg in self._segments:
+            seg.close()
+        self.store.close()
+
+    def __enter__(self) -> Log:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        mode = "read-only" if self.read_only else f"fsync={self.config.fsync.value}"
+        return f"<Log {self.store.path} offsets [{self._start_offset}, {self.end_offset}) {mode}>"
+
+
+@dataclass(frozen=True, slots=True)
+class _WrittenBatch:
+    """The fields Segment.note needs, for a batch we just wrote."""
+
+    base_offset: int
+    count: int
+    timestamp_ms: int
+    link: bytes
+    size: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.count
+
+
+class TailReader:
+    """Follows the log from an offset: ``poll`` returns new events as they become visible."""
+
+    def __init__(self, log: Log, start: int = 0):
+        self.log = log
+        self.position = start
+
+    def poll(self, timeout: float | None = 1.0, max_events: int | None = None) -> list[Envelope]:
+        if not self.log.wait_for(self.position, timeout):
+            return []
+        out: list[Envelope] = []
+        for batch in self.log.batches(self.position):
+            for env in self.log.decode(batch):
+                if env.offset >= self.position:
+                    out.append(env)
+            self.position = batch.next_offset
+            if max_events is not None and len(out) >= max_events:
+                break
+        return out
+
+    def __iter__(self) -> Iterator[Envelope]:
+        while not self.log._closed:
+            yield from self.poll(timeout=0.5)
+
+
+def _valid_frame_after(seg: Segment, start: int, min_offset: int) -> bool:
+    """Is there any intact batch at or after byte ``start`` (so the damage is not a tail)?"""
+    size = os.fstat(seg.fd).st_size
+    if start >= size:
+        return False
+    data = os.pread(seg.fd, size - start, start)
+    magic = bytes([MAGIC])
+    i = data.find(magic, PREFIX_SIZE)
+    while i != -1:
+        try:
+            batch = decode_frame(data, i - PREFIX_SIZE)
+        except FrameError:
+            pass
+        else:
+            if batch.base_offset >= min_offset:
+                return True
+        i = data.find(magic, i + 1)
+    return False

@@ -1,0 +1,141 @@
+"""Rebuilding state from the log: newest valid snapshot + replay of the tail.
+
+A projection says how a batch of events changes a state; a snapshot codec
+says how that state is stored.  Both the store and the CLI load state only
+through here, so every reader reaches the same state by the same replay.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from core.errors import SecmetaError
+from core.log import Log
+from events.records import Envelope
+from projections.snapshot import (
+    SnapshotCodec,
+    SnapshotError,
+    SnapshotInfo,
+    SnapshotPolicy,
+    list_snapshots,
+    read_snapshot,
+    write_snapshot,
+)
+
+S = TypeVar("S")
+
+
+class Projection(Protocol[S]):
+    """How a batch of events changes a state (a pure function of both)."""
+
+    empty: S
+
+    def apply(self, state: S, envelopes: Sequence[Envelope]) -> S: ...
+
+
+@dataclass(frozen=True)
+class LoadedState(Generic[S]):
+    state: S
+    next_offset: int
+    snapshot: SnapshotInfo | None
+    replayed_events: int
+    rejected_snapshots: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        base = f"snapshot at offset {self.snapshot.next_offset}" if self.snapshot else "an empty state"
+        text = f"loaded {base} + {self.replayed_events} replayed events, now at offset {self.next_offset}"
+        for note in self.rejected_snapshots:
+            text += f"\n  skipped {note}"
+        return text
+
+
+def newest_valid_snapshot(log: Log, codec: SnapshotCodec[S]) -> tuple[SnapshotInfo | None, S | None, list[str]]:
+    """The newest snapshot that passes its CRC and matches the log's chain, with reasons for skips."""
+    rejected: list[str] = []
+    for path in reversed(list_snapshots(log.store.snapshot_dir)):
+        try:
+            info, state = read_snapshot(path, codec)
+        except SnapshotError as exc:
+            rejected.append(f"{path.name}: {exc}")
+            continue
+        if info.next_offset > log.end_offset:
+            rejected.append(f"{path.name}: it is at offset {info.next_offset}, past the log's end {log.end_offset}")
+            continue
+        link = log.link_at(info.next_offset)
+        if link is not None and link != info.link:
+            rejected.append(f"{path.name}: its chain link differs from the log's at offset {info.next_offset}")
+            continue
+        return info, state, rejected
+    return None, None, rejected
+
+
+def load_state(log: Log, projection: Projection[S], codec: SnapshotCodec[S], *, end: int | None = None) -> LoadedState[S]:
+    """Newest valid snapshot (at or before ``end``) plus replay of the log up to ``end``."""
+    info, state, rejected = newest_valid_snapshot(log, codec)
+    if info is not None and end is not None and info.next_offset > end:
+        info, state = None, None  # too new for the point asked: replay from the start
+    if info is None:
+        if log.start_offset > 0:
+            raise SecmetaError(
+                f"the log starts at offset {log.start_offset} (older segments were deleted) "
+                "and no valid snapshot covers them: " + "; ".join(rejected or ["no snapshot found"])
+            )
+        state, start = projection.empty, log.start_offset
+    else:
+        start = info.next_offset
+    replayed = 0
+    position = start
+    for batch in log.batches(start, end):
+        events = log.decode(batch)
+        if batch.base_offset < start or (end is not None and batch.next_offset > end):
+            events = [e for e in events if start <= e.offset and (end is None or e.offset < end)]
+        state = projection.apply(state, events)
+        replayed += len(events)
+        position = events[-1].offset + 1 if events else position
+    return LoadedState(state, position, info, replayed, tuple(rejected))  # type: ignore[arg-type]
+
+
+class Snapshotter(Generic[S]):
+    """Takes snapshots when the policy says so, and prunes old ones."""
+
+    def __init__(self, log: Log, codec: SnapshotCodec[S], policy: SnapshotPolicy, *, keep: int = 2,
+                 delete_covered_segments: bool = False, clock=time.time):
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1, not {keep}")
+        self.log, self.codec, self.policy = log, codec, policy
+        self.keep, self.delete_covered_segments = keep, delete_covered_segments
+        self._clock = clock
+        existing = list_snapshots(log.store.snapshot_dir)
+        self._last_offset = int(existing[-1].stem.split("-")[1]) if existing else log.start_offset
+        self._last_bytes = self._log_bytes()
+        self._last_time_ms = self._now_ms()
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _log_bytes(self) -> int:
+        return sum(s.size for s in self.log.segments())
+
+    def maybe_snapshot(self, state: S, next_offset: int) -> SnapshotInfo | None:
+        events = next_offset - self._last_offset
+        if not self.policy.due(events, self._log_bytes() - self._last_bytes, self._now_ms() - self._last_time_ms):
+            return None
+        return self.snapshot(state, next_offset)
+
+    def snapshot(self, state: S, next_offset: int) -> SnapshotInfo:
+        link = self.log.link_at(next_offset)
+        if link is None:
+            raise SecmetaError(f"no batch of the log ends at offset {next_offset}: cannot snapshot there")
+        info = write_snapshot(
+            self.log.store.snapshot_dir, self.codec, state,
+            next_offset=next_offset, link=link, timestamp_ms=self._now_ms(),
+        )
+        self._last_offset, self._last_bytes, self._last_time_ms = next_offset, self._log_bytes(), info.timestamp_ms
+        for old in list_snapshots(self.log.store.snapshot_dir)[: -self.keep]:
+            old.unlink(missing_ok=True)
+        if self.delete_covered_segments:
+            self.log.delete_segments_before(next_offset)
+        return info

@@ -1,0 +1,151 @@
+"""The on-disk layout of a store directory, its format version and its writer lock.
+
+    DIR/secmeta.json     format marker: format version, store id, key checks
+    DIR/LOCK             flock'd by the one writer process
+    DIR/log/             segments (core.log)
+    DIR/schemas/         every writer schema the log was written with, by fingerprint
+    DIR/snapshots/       snapshots (projections.snapshot)
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.errors import NewerFormatError, NotAStoreError, StoreLockedError
+from events.durable import write_atomically
+from events.errors import KeyringError
+from events.keyring import Keyring
+
+FORMAT_NAME = "secmeta-store"
+FORMAT_VERSION = 1
+META_FILE = "secmeta.json"
+LOCK_FILE = "LOCK"
+
+
+@dataclass
+class StoreDirectory:
+    """An opened store directory: paths, metadata and (for writers) the lock."""
+
+    path: Path
+    store_id: str
+    created_ms: int
+    key_checks: dict[str, str] = field(default_factory=dict)
+    _lock_fd: int | None = field(default=None, repr=False)
+
+    @property
+    def log_dir(self) -> Path:
+        return self.path / "log"
+
+    @property
+    def schema_dir(self) -> Path:
+        return self.path / "schemas"
+
+    @property
+    def snapshot_dir(self) -> Path:
+        return self.path / "snapshots"
+
+    @classmethod
+    def open(cls, path: str | os.PathLike, *, create: bool = True, writer: bool = True) -> StoreDirectory:
+        """Open (or with ``create`` initialise) a store directory; a writer takes the lock."""
+        root = Path(path)
+        meta_path = root / META_FILE
+        if not meta_path.exists():
+            if root.exists() and not root.is_dir():
+                raise NotAStoreError(f"{root} is not a directory, so it cannot be a secmeta store")
+            if root.exists() and any(root.iterdir()):
+                raise NotAStoreError(
+                    f"{root} is not a secmeta store (it has no {META_FILE}) and is not empty; "
+                    "refusing to write into it"
+                )
+            if not create:
+                raise NotAStoreError(f"{root} is not a secmeta store (no {META_FILE} there)")
+            return cls._create(root)
+        store = cls._read(meta_path)
+        if writer:
+            store._lock()
+        return store
+
+    @classmethod
+    def _create(cls, root: Path) -> StoreDirectory:
+        root.mkdir(parents=True, exist_ok=True)
+        store = cls(root, store_id=str(uuid.uuid4()), created_ms=int(time.time() * 1000))
+        store._lock()
+        for sub in (store.log_dir, store.schema_dir, store.snapshot_dir):
+            sub.mkdir(exist_ok=True)
+        store.save_meta()
+        return store
+
+    @classmethod
+    def _read(cls, meta_path: Path) -> StoreDirectory:
+        try:
+            meta = json.loads(meta_path.read_text())
+            name, version = meta["format"], int(meta["format_version"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise NotAStoreError(f"{meta_path} is not a readable secmeta store marker: {exc}") from None
+        if name != FORMAT_NAME:
+            raise NotAStoreError(f"{meta_path} names format {name!r}, not {FORMAT_NAME!r}")
+        if version > FORMAT_VERSION:
+            raise NewerFormatError(
+                f"store {meta_path.parent} has format version {version}; this secmeta reads "
+                f"versions up to {FORMAT_VERSION}: upgrade secmeta to open it"
+            )
+        return cls(
+            meta_path.parent,
+            store_id=meta["store_id"],
+            created_ms=int(meta["created_ms"]),
+            key_checks=dict(meta.get("key_checks", {})),
+        )
+
+    def save_meta(self) -> None:
+        meta = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "store_id": self.store_id,
+            "created_ms": self.created_ms,
+            "key_checks": self.key_checks,
+        }
+        write_atomically(self.path / META_FILE, json.dumps(meta, indent=2).encode())
+
+    def _lock(self) -> None:
+        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreLockedError(
+                f"store {self.path} is already open for writing by another process (pid {holder}); "
+                "one writer per store directory"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def check_keyring(self, keyring: Keyring, *, writer: bool) -> None:
+        """Fail clearly when the keyring's keys are not the ones this store was written with."""
+        for key_id, check in self.key_checks.items():
+            if key_id in keyring.ids and keyring.key_check(key_id) != check:
+                raise KeyringError(
+                    f"key {key_id!r} in the keyring does not match the key store {self.path} "
+                    "was written with (same id, different material)"
+                )
+        if self.key_checks and not set(self.key_checks) & set(keyring.ids):
+            raise KeyringError(
+                f"the keyring has none of the keys store {self.path} was written with "
+                f"(store uses: {', '.join(sorted(self.key_checks))}; keyring has: {', '.join(keyring.ids)})"
+            )
+        if writer and keyring.newest_id not in self.key_checks:
+            self.key_checks[keyring.newest_id] = keyring.key_check(keyring.newest_id)
+            self.save_meta()
+
+    def close(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
