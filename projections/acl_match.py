@@ -1,0 +1,198 @@
+"""ACL matching rules: filters, hosts (with CIDR ranges) and operation bit masks.
+
+Packed masks: an ACL's (operation, permission) is one bit of an int, the
+operation code for ALLOW and the code plus ``DENY_SHIFT`` for DENY, so the
+ACLs that apply to a request fold into one int with ``|``.
+
+Beyond Kafka, an ACL host may be a CIDR range (``10.0.0.0/8``,
+``2001:db8::/32``): it applies to a client whose host string parses as an
+address of the same IP version inside the range.  Exact string equality and
+``*`` still apply as in Kafka; an IPv4-mapped IPv6 address is not an IPv4
+address here.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from functools import lru_cache
+from types import MappingProxyType
+
+from events.types import (
+    WILDCARD,
+    AccessControlEntry,
+    AccessControlEntryFilter,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
+
+__all__ = [
+    "ACL_BITS",
+    "ALLOW_MASK",
+    "DENY_MASK",
+    "DENY_SHIFT",
+    "EXACT_MASK",
+    "OPERATIONS_BY_TYPE",
+    "acl_bit",
+    "acl_network",
+    "all_operations_bits",
+    "client_address",
+    "entry_filter_matches",
+    "filter_matches",
+    "host_matches",
+    "pattern_filter_matches",
+]
+
+Op = AclOperation
+
+DENY_SHIFT = 16
+
+# KIP-430: the operations reported per resource type.
+OPERATIONS_BY_TYPE: Mapping[ResourceType, tuple[AclOperation, ...]] = MappingProxyType(
+    {
+        ResourceType.TOPIC: (
+            Op.READ,
+            Op.WRITE,
+            Op.CREATE,
+            Op.DESCRIBE,
+            Op.DELETE,
+            Op.ALTER,
+            Op.DESCRIBE_CONFIGS,
+            Op.ALTER_CONFIGS,
+        ),
+        ResourceType.GROUP: (
+            Op.READ,
+            Op.DESCRIBE,
+            Op.DELETE,
+            Op.DESCRIBE_CONFIGS,
+            Op.ALTER_CONFIGS,
+        ),
+        ResourceType.CLUSTER: (
+            Op.CREATE,
+            Op.CLUSTER_ACTION,
+            Op.DESCRIBE_CONFIGS,
+            Op.ALTER_CONFIGS,
+            Op.IDEMPOTENT_WRITE,
+            Op.ALTER,
+            Op.DESCRIBE,
+        ),
+        ResourceType.TRANSACTIONAL_ID: (Op.DESCRIBE, Op.WRITE),
+        ResourceType.DELEGATION_TOKEN: (Op.DESCRIBE,),
+        ResourceType.USER: (Op.CREATE_TOKENS, Op.DESCRIBE_TOKENS),
+    }
+)
+
+# An ALLOW of any of these operations also allows the key (never for DENY).
+_IMPLIED_BY = {
+    Op.DESCRIBE: (Op.READ, Op.WRITE, Op.DELETE, Op.ALTER),
+    Op.DESCRIBE_CONFIGS: (Op.ALTER_CONFIGS,),
+}
+
+
+def acl_bit(operation: int, permission: int) -> int:
+    """The packed bit of one (operation, permission); 0 unless ALLOW or DENY."""
+    if permission == AclPermissionType.ALLOW:
+        return 1 << operation
+    if permission == AclPermissionType.DENY:
+        return 1 << (operation + DENY_SHIFT)
+    return 0
+
+
+# Indexed [permission code][operation code]: the packed bit of one ACL.
+ACL_BITS: tuple[tuple[int, ...], ...] = tuple(
+    tuple(acl_bit(op, permission) for op in Op) for permission in AclPermissionType
+)
+
+
+def _allow_mask(op: AclOperation) -> int:
+    ops = (op, Op.ALL, *_IMPLIED_BY.get(op, ()))
+    return sum({1 << o for o in ops})
+
+
+# Indexed by operation code: the packed bits that allow / deny / exactly grant it.
+ALLOW_MASK: tuple[int, ...] = tuple(_allow_mask(op) for op in Op)
+DENY_MASK: tuple[int, ...] = tuple(((1 << op) | (1 << Op.ALL)) << DENY_SHIFT for op in Op)
+EXACT_MASK: tuple[int, ...] = tuple((1 << op) | (1 << Op.ALL) for op in Op)
+
+
+def all_operations_bits(resource_type: ResourceType) -> int:
+    """The KIP-430 bitfield with every operation of the type set."""
+    return sum(1 << op for op in OPERATIONS_BY_TYPE.get(resource_type, ()))
+
+
+@lru_cache(maxsize=8192)
+def client_address(host: str) -> tuple[int, int] | None:
+    """(IP version, address as int) of a client host string, or None if not an IP."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return address.version, int(address)
+
+
+@lru_cache(maxsize=8192)
+def acl_network(host: str) -> tuple[int, int, int] | None:
+    """(IP version, network int, netmask int) of a CIDR ACL host, or None."""
+    if "/" not in host:
+        return None
+    try:
+        network = ipaddress.ip_network(host, strict=False)
+    except ValueError:
+        return None
+    return network.version, int(network.network_address), int(network.netmask)
+
+
+def host_matches(acl_host: str, host: str) -> bool:
+    """Whether an ACL host ('*', exact string or CIDR range) applies to a client host."""
+    if acl_host == WILDCARD or acl_host == host:
+        return True
+    network = acl_network(acl_host)
+    if network is None:
+        return False
+    address = client_address(host)
+    return (
+        address is not None and address[0] == network[0] and address[1] & network[2] == network[1]
+    )
+
+
+def pattern_filter_matches(f: ResourcePatternFilter, pattern: ResourcePattern) -> bool:
+    """Kafka's ResourcePatternFilter rules (ANY/exact: equal name; MATCH: would apply)."""
+    if f.resource_type != ResourceType.ANY and f.resource_type != pattern.resource_type:
+        return False
+    kind = f.pattern_type
+    if kind != PatternType.ANY and kind != PatternType.MATCH and kind != pattern.pattern_type:
+        return False
+    if f.name is None:
+        return True
+    if kind == PatternType.ANY or kind == pattern.pattern_type:
+        return f.name == pattern.name
+    if pattern.pattern_type == PatternType.LITERAL:
+        return f.name == pattern.name or pattern.name == WILDCARD
+    if pattern.pattern_type == PatternType.PREFIXED:
+        return f.name.startswith(pattern.name)
+    return False
+
+
+def entry_filter_matches(f: AccessControlEntryFilter, entry: AccessControlEntry) -> bool:
+    """None principal/host and ANY operation/permission match anything; else equality."""
+    return (
+        (f.principal is None or f.principal == entry.principal)
+        and (f.host is None or f.host == entry.host)
+        and (f.operation == Op.ANY or f.operation == entry.operation)
+        and (
+            f.permission_type == AclPermissionType.ANY or f.permission_type == entry.permission_type
+        )
+    )
+
+
+def filter_matches(f: AclBindingFilter, binding: AclBinding) -> bool:
+    """Whether a describe/delete filter selects an ACL."""
+    return pattern_filter_matches(f.pattern, binding.pattern) and entry_filter_matches(
+        f.entry, binding.entry
+    )

@@ -1,0 +1,297 @@
+"""The immutable ACL image and the delta that derives the next one.
+
+As Kafka's AclsImage/AclsDelta: an image is a value (``AclsImage.EMPTY`` to
+start); ``AclsDelta(image)`` records adds and removes by ACL id and
+``apply()`` returns a new image that shares every untouched part of the old
+one (persistent maps: O(k log n) for k changes).
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import ClassVar
+
+import immutables
+
+from events.types import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from projections.acl_index import EMPTY_MAP, AclIndex, Node
+from projections.acl_match import filter_matches
+
+__all__ = ["AclsDelta", "AclsImage", "canonical_binding", "canonical_entry"]
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class AclsImage:
+    """Every ACL by id, plus the authorizer index derived from them."""
+
+    acls: immutables.Map = EMPTY_MAP  # acl_id -> AclBinding
+    index: AclIndex = AclIndex.EMPTY
+    EMPTY: ClassVar[AclsImage]
+
+    def __repr__(self) -> str:
+        return f"AclsImage(<{len(self.acls)} ACLs>)"
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[str, AclBinding]]) -> AclsImage:
+        """An image holding these (acl_id, binding) pairs, e.g. from a snapshot."""
+        delta = AclsDelta(cls.EMPTY)
+        with _collector_paused(True):
+            for acl_id, binding in pairs:
+                delta.add(acl_id, binding)
+            return delta.apply()
+
+    def get(self, acl_id: str) -> AclBinding | None:
+        return self.acls.get(acl_id)
+
+    def __len__(self) -> int:
+        return len(self.acls)
+
+    def __contains__(self, acl_id: object) -> bool:
+        return acl_id in self.acls
+
+    def __iter__(self) -> Iterator[tuple[str, AclBinding]]:
+        """(acl_id, binding) pairs, in no particular order."""
+        return iter(self.acls.items())
+
+    def find(self, binding: AclBinding) -> str | None:
+        """The id of an ACL equal to ``binding`` in all seven fields, or None."""
+        pattern = binding.pattern
+        node = self.index.node(pattern.resource_type, pattern.pattern_type, pattern.name)
+        group = None if node is None else node.group(binding.entry.principal)
+        if group is None:
+            return None
+        acls = self.acls
+        for acl_id in group.acl_ids():
+            if acls[acl_id] == binding:
+                return acl_id
+        return None
+
+    def matching(self, f: AclBindingFilter) -> Iterator[tuple[str, AclBinding]]:
+        """(acl_id, binding) of every ACL the filter selects (Kafka filter rules).
+
+        A filter naming a resource uses the index; one without a name
+        but with a resource type walks that type; otherwise it scans.
+        """
+        pf = f.pattern
+        principal = f.entry.principal
+        if pf.name is None and pf.resource_type == ResourceType.ANY:
+            for acl_id, binding in self.acls.items():
+                if filter_matches(f, binding):
+                    yield acl_id, binding
+            return
+        if pf.resource_type == ResourceType.ANY:
+            types = range(len(self.index.types))
+        else:
+            types = (pf.resource_type,)
+        acls = self.acls
+        for resource_type in types:
+            for node in _filter_nodes(self.index, resource_type, pf.pattern_type, pf.name):
+                if principal is None:
+                    groups = node.groups()
+                else:
+                    group = node.group(principal)
+                    groups = () if group is None else (group,)
+                for group in groups:
+                    for acl_id in group.acl_ids():
+                        binding = acls[acl_id]
+                        if filter_matches(f, binding):
+                            yield acl_id, binding
+
+    def describe(self, f: AclBindingFilter) -> list[tuple[str, AclBinding]]:
+        """The ACLs a filter selects, as a list of (acl_id, binding) in no set order."""
+        return list(self.matching(f))
+
+
+AclsImage.EMPTY = AclsImage()
+
+
+def _filter_nodes(index: AclIndex, resource_type: int, pattern_type: int, name: str | None):
+    """The index nodes that may hold ACLs a pattern filter selects."""
+    t = index.types[resource_type]
+    use_literal = pattern_type in (PatternType.ANY, PatternType.MATCH, PatternType.LITERAL)
+    use_prefixed = pattern_type in (PatternType.ANY, PatternType.MATCH, PatternType.PREFIXED)
+    if name is None:
+        if use_literal:
+            yield from t.literal.values()
+        if use_prefixed:
+            yield from t.prefixed.values()
+        return
+    if pattern_type == PatternType.MATCH:
+        yield from t.applicable_nodes(name)
+        return
+    node: Node | None
+    if use_literal:
+        node = t.literal.get(name)
+        if node is not None:
+            yield node
+    if use_prefixed:
+        node = t.prefixed.get(name)
+        if node is not None:
+            yield node
+
+
+_INDEXED_PATTERNS = (PatternType.LITERAL, PatternType.PREFIXED)
+
+
+class _EntryTable:
+    """Interned AccessControlEntry values, shared by every ACL that has them.
+
+    Entries no ACL uses any more are dropped when the table has doubled
+    since the last sweep (a weak table without weak references).
+    """
+
+    __slots__ = ("entries", "limit")
+
+    def __init__(self) -> None:
+        self.entries: dict[tuple, AccessControlEntry] = {}
+        self.limit = 4096
+
+    def get(self, principal: str, host: str, operation: int, permission: int):
+        key = (principal, host, operation, permission)
+        entry = self.entries.get(key)
+        if entry is None:
+            entry = AccessControlEntry(
+                sys.intern(principal),
+                sys.intern(host),
+                AclOperation(operation),
+                AclPermissionType(permission),
+            )
+            key = (entry.principal, entry.host, entry.operation, entry.permission_type)
+            self.entries[key] = entry
+            if len(self.entries) > self.limit:
+                self._sweep()
+        return entry
+
+    def _sweep(self) -> None:
+        entries, getrefcount = self.entries, sys.getrefcount
+        # Referenced only by the table (and the call's argument): unused.
+        unused = [key for key in list(entries) if getrefcount(entries.get(key)) <= 2]
+        for key in unused:
+            del entries[key]
+        self.limit = max(4096, 2 * len(self.entries))
+
+
+_ENTRIES = _EntryTable()
+
+
+def canonical_entry(
+    principal: str, host: str, operation: int, permission_type: int
+) -> AccessControlEntry:
+    """The shared AccessControlEntry with these fields (interned strings, enum members).
+
+    Loaders that build bindings with it spare ``AclsDelta.add`` a copy.
+    """
+    return _ENTRIES.get(principal, host, operation, permission_type)
+
+
+def canonical_binding(binding: AclBinding) -> AclBinding:
+    """The binding with a shared entry and enum members; itself when already so."""
+    pattern, entry = binding.pattern, binding.entry
+    shared = _ENTRIES.get(entry.principal, entry.host, entry.operation, entry.permission_type)
+    resource_type, pattern_type = pattern.resource_type, pattern.pattern_type
+    if type(resource_type) is not ResourceType or type(pattern_type) is not PatternType:
+        pattern = ResourcePattern(
+            ResourceType(resource_type), pattern.name, PatternType(pattern_type)
+        )
+    if pattern is binding.pattern and shared is entry:
+        return binding
+    return AclBinding(pattern, shared)
+
+
+class AclsDelta:
+    """Changes to an AclsImage: id -> new binding, or None for removed.
+
+    ``add`` of an existing id replaces its binding; ``remove`` of an id that
+    is neither in the image nor added in this delta raises KeyError.
+    """
+
+    __slots__ = ("image", "_changes")
+
+    def __init__(self, image: AclsImage):
+        self.image = image
+        self._changes: dict[str, AclBinding | None] = {}
+
+    @property
+    def changes(self) -> Mapping[str, AclBinding | None]:
+        """Read-only view of the recorded changes (None = removed)."""
+        return MappingProxyType(self._changes)
+
+    def get(self, acl_id: str) -> AclBinding | None:
+        """The binding of an id as the delta stands (image plus changes)."""
+        if acl_id in self._changes:
+            return self._changes[acl_id]
+        return self.image.acls.get(acl_id)
+
+    def add(self, acl_id: str, binding: AclBinding) -> None:
+        """Record a new ACL (pattern type must be LITERAL or PREFIXED)."""
+        if binding.pattern.pattern_type not in _INDEXED_PATTERNS:
+            raise ValueError(f"ACL pattern type must be LITERAL or PREFIXED: {binding!r}")
+        self._changes[acl_id] = canonical_binding(binding)
+
+    def remove(self, acl_id: str) -> None:
+        """Record the removal of an ACL by id."""
+        if self.get(acl_id) is None:
+            raise KeyError(f"no ACL with id {acl_id!r}")
+        self._changes[acl_id] = None
+
+    def apply(self) -> AclsImage:
+        """A new image with the changes; the delta's base image is left as it was."""
+        base = self.image
+        acls = base.acls
+        removed: list[tuple[str, AclBinding]] = []
+        added: list[tuple[str, AclBinding]] = []
+        for acl_id, binding in self._changes.items():
+            old = acls.get(acl_id)
+            if old == binding:
+                continue
+            if old is not None:
+                removed.append((acl_id, old))
+            if binding is not None:
+                added.append((acl_id, binding))
+        if not removed and not added:
+            return base
+        with _collector_paused(len(removed) + len(added) >= _BULK):
+            if acls:
+                mutation = acls.mutate()
+                for acl_id, _ in removed:
+                    del mutation[acl_id]
+                for acl_id, binding in added:
+                    mutation[acl_id] = binding
+                new_acls = mutation.finish()
+            else:
+                new_acls = immutables.Map(added)
+            return AclsImage(new_acls, base.index.updated(removed, added, new_acls))
+
+
+_BULK = 10000
+
+
+@contextmanager
+def _collector_paused(pause: bool) -> Iterator[None]:
+    """Pause the cyclic GC while building a large image (it holds no cycles).
+
+    Without this, collections triggered by the many new objects cost more
+    than the build itself; the collector is restored as it was.
+    """
+    if not pause or not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

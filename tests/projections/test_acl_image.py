@@ -1,0 +1,233 @@
+"""AclsImage and AclsDelta: values, identity lookup, describe, structural sharing."""
+
+import pytest
+
+from events.types import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from projections.acls import AclsDelta, AclsImage, canonical_entry
+
+T, G = ResourceType.TOPIC, ResourceType.GROUP
+L, P, MATCH = PatternType.LITERAL, PatternType.PREFIXED, PatternType.MATCH
+READ, WRITE = AclOperation.READ, AclOperation.WRITE
+ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
+
+
+def acl(name="foo", pattern=L, rtype=T, principal="User:alice", host="*", op=READ, perm=ALLOW):
+    return AclBinding.of(rtype, name, pattern, principal, host, op, perm)
+
+
+def image(*bindings, base=AclsImage.EMPTY):
+    delta = AclsDelta(base)
+    for i, binding in enumerate(bindings):
+        delta.add(f"id{len(base) + i}", binding)
+    return delta.apply()
+
+
+def ids(pairs):
+    return sorted(acl_id for acl_id, _ in pairs)
+
+
+def test_empty_image_has_no_acls():
+    """EMPTY holds nothing."""
+    assert len(AclsImage.EMPTY) == 0 and list(AclsImage.EMPTY) == []
+
+
+def test_get_returns_added_binding():
+    """An added ACL is found by its id."""
+    assert image(acl()).get("id0") == acl()
+
+
+def test_iteration_yields_id_and_binding():
+    """Iterating an image yields (acl_id, binding) pairs."""
+    assert sorted(image(acl(), acl("bar"))) == [("id0", acl()), ("id1", acl("bar"))]
+
+
+def test_apply_leaves_base_image_unchanged():
+    """Applying a delta does not alter the image it started from."""
+    base = image(acl())
+    delta = AclsDelta(base)
+    delta.remove("id0")
+    delta.add("id9", acl("bar"))
+    delta.apply()
+    assert base.get("id0") == acl() and base.get("id9") is None and len(base) == 1
+
+
+def test_remove_drops_acl():
+    """A removed ACL is gone from the next image and its index."""
+    base = image(acl())
+    delta = AclsDelta(base)
+    delta.remove("id0")
+    after = delta.apply()
+    assert len(after) == 0 and after.find(acl()) is None and after == AclsImage.EMPTY
+
+
+def test_remove_unknown_id_raises():
+    """Removing an id the image does not hold is an error."""
+    with pytest.raises(KeyError):
+        AclsDelta(AclsImage.EMPTY).remove("nope")
+
+
+def test_add_then_remove_in_one_delta_is_nothing():
+    """An id added and removed within one delta leaves the image as it was."""
+    delta = AclsDelta(AclsImage.EMPTY)
+    delta.add("x", acl())
+    delta.remove("x")
+    assert delta.apply() is AclsImage.EMPTY
+
+
+def test_add_existing_id_replaces_binding():
+    """Adding an id again replaces its binding."""
+    after = image(acl(op=WRITE), base=image(acl()))
+    delta = AclsDelta(after)
+    delta.add("id0", acl("bar"))
+    replaced = delta.apply()
+    assert replaced.get("id0") == acl("bar") and replaced.find(acl()) is None
+
+
+def test_match_pattern_type_cannot_be_stored():
+    """Only LITERAL and PREFIXED ACLs enter an image."""
+    with pytest.raises(ValueError):
+        AclsDelta(AclsImage.EMPTY).add("x", acl(pattern=MATCH))
+
+
+def test_adding_to_a_group_keeps_its_other_acls():
+    """A second delta adding to the same resource and principal keeps the first ACLs."""
+    after = image(acl(op=WRITE), base=image(acl(), acl(host="10.0.0.1")))
+    assert after == AclsImage.of(
+        [("id0", acl()), ("id1", acl(host="10.0.0.1")), ("id2", acl(op=WRITE))]
+    )
+
+
+def test_untouched_resource_type_is_shared():
+    """A delta on topics reuses the group index object as it was."""
+    base = image(acl(rtype=G), acl())
+    after = image(acl("bar"), base=base)
+    assert after.index.types[G] is base.index.types[G]
+
+
+def test_untouched_resource_node_is_shared():
+    """A delta on one topic reuses the index node of another."""
+    base = image(acl("foo"), acl("bar"))
+    after = image(acl("baz"), base=base)
+    before_node = base.index.types[T].literal["foo"]
+    assert after.index.types[T].literal["foo"] is before_node
+
+
+def test_untouched_bindings_are_shared():
+    """The new image holds the very binding objects of untouched ACLs."""
+    base = image(acl())
+    after = image(acl("bar"), base=base)
+    assert after.get("id0") is base.get("id0")
+
+
+def test_find_identical_acl():
+    """find() returns the id of the ACL equal in all seven fields."""
+    assert image(acl(), acl(op=WRITE)).find(acl(op=WRITE)) == "id1"
+
+
+def test_find_differs_in_one_field():
+    """find() is None when only the host differs."""
+    assert image(acl()).find(acl(host="10.0.0.1")) is None
+
+
+def test_enum_codes_are_stored_as_members():
+    """A binding built with plain int codes is stored with enum members."""
+    raw = AclBinding(ResourcePattern(2, "foo", 3), AccessControlEntry("User:alice", "*", 3, 3))
+    stored = image(raw).get("id0")
+    assert type(stored.operation) is AclOperation and type(stored.restype) is ResourceType
+
+
+def test_entries_are_shared_between_acls():
+    """Two ACLs with the same principal, host, operation and permission share one entry."""
+    img = image(acl("foo"), acl("bar"))
+    assert img.get("id0").entry is img.get("id1").entry
+
+
+def test_canonical_entry_is_reused_by_add():
+    """A binding built on canonical_entry is stored as given."""
+    binding = AclBinding(ResourcePattern(T, "foo", L), canonical_entry("User:x", "*", READ, ALLOW))
+    assert image(binding).get("id0") is binding
+
+
+def test_image_of_equals_delta_build():
+    """AclsImage.of builds the same value as one delta."""
+    pairs = [("id0", acl()), ("id1", acl("bar", P))]
+    assert AclsImage.of(pairs) == image(acl(), acl("bar", P))
+
+
+def test_describe_by_literal_resource():
+    """A LITERAL filter on a name lists the literal ACLs of that name only."""
+    img = image(acl("foo"), acl("foo", P), acl("*"), acl("foobar"))
+    assert ids(img.describe(AclBindingFilter.of(T, "foo", L))) == ["id0"]
+
+
+def test_describe_pattern_any_lists_both_pattern_types():
+    """Pattern ANY on a name lists LITERAL and PREFIXED ACLs of exactly that name."""
+    img = image(acl("foo"), acl("foo", P), acl("*"), acl("fo", P))
+    assert ids(img.describe(AclBindingFilter.of(T, "foo"))) == ["id0", "id1"]
+
+
+def test_describe_match_lists_applying_patterns():
+    """MATCH lists the literal name, literal '*' and covering prefixes."""
+    img = image(acl("foo"), acl("*"), acl("fo", P), acl("foox", P), acl("bar"), acl("foo", rtype=G))
+    assert ids(img.describe(AclBindingFilter.of(T, "foo", MATCH))) == ["id0", "id1", "id2"]
+
+
+def test_describe_by_principal_on_resource():
+    """A resource filter with a principal lists only that principal's ACLs."""
+    img = image(acl(), acl(principal="User:bob"))
+    assert ids(img.describe(AclBindingFilter.of(T, "foo", principal="User:bob"))) == ["id1"]
+
+
+def test_describe_type_without_name():
+    """A filter with a type and no name lists every ACL of that type."""
+    img = image(acl(), acl("x", P), acl(rtype=G))
+    assert ids(img.describe(AclBindingFilter.of(T))) == ["id0", "id1"]
+
+
+def test_describe_any_with_name_spans_types():
+    """Type ANY with a name finds that name under every type."""
+    img = image(acl(), acl(rtype=G), acl("bar"))
+    assert ids(img.describe(AclBindingFilter.of(name="foo"))) == ["id0", "id1"]
+
+
+def test_describe_any_filter_lists_all():
+    """The empty filter lists every ACL."""
+    assert ids(image(acl(), acl(rtype=G)).describe(AclBindingFilter.any())) == ["id0", "id1"]
+
+
+def test_describe_applies_entry_fields():
+    """Entry fields of the filter narrow the result."""
+    img = image(acl(), acl(op=WRITE, perm=DENY))
+    assert ids(img.describe(AclBindingFilter.of(T, "foo", permission_type=DENY))) == ["id1"]
+
+
+def test_matching_is_what_describe_lists():
+    """matching() yields the pairs describe() returns."""
+    img = image(acl(), acl("fo", P))
+    flt = AclBindingFilter.of(T, "foo", MATCH)
+    assert sorted(img.matching(flt)) == sorted(img.describe(flt))
+
+
+def test_repr_is_short():
+    """An image's repr names its size, not its content."""
+    assert repr(image(acl())) == "AclsImage(<1 ACLs>)"
+
+
+def test_entry_table_sweep_drops_unused_entries():
+    """A sweep forgets entries no ACL holds and keeps those in use."""
+    from projections.acls import _EntryTable
+
+    table = _EntryTable()
+    kept = table.get("User:a", "*", READ, ALLOW)
+    table.get("User:b", "*", READ, ALLOW)
+    table._sweep()
+    assert list(table.entries.values()) == [kept]

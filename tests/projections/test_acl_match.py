@@ -1,0 +1,165 @@
+"""Filter matching, host/CIDR matching and operation masks (projections.acl_match)."""
+
+from events.types import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from projections.acl_match import (
+    ALLOW_MASK,
+    DENY_MASK,
+    OPERATIONS_BY_TYPE,
+    acl_bit,
+    all_operations_bits,
+    filter_matches,
+    host_matches,
+)
+
+T, L, P = ResourceType.TOPIC, PatternType.LITERAL, PatternType.PREFIXED
+READ, ALLOW = AclOperation.READ, AclPermissionType.ALLOW
+
+
+def acl(name="foo", pattern=L, rtype=T, principal="User:alice", host="*", op=READ, perm=ALLOW):
+    return AclBinding.of(rtype, name, pattern, principal, host, op, perm)
+
+
+def f(**fields):
+    return AclBindingFilter.of(**fields)
+
+
+def test_any_filter_matches_everything():
+    """The empty filter selects any ACL."""
+    assert filter_matches(AclBindingFilter.any(), acl(pattern=P, rtype=ResourceType.GROUP))
+
+
+def test_resource_type_must_be_equal_unless_any():
+    """A filter on TOPIC does not select a GROUP ACL."""
+    assert not filter_matches(f(resource_type=T), acl(rtype=ResourceType.GROUP))
+
+
+def test_pattern_any_requires_equal_name():
+    """Pattern ANY with a name selects only ACLs with exactly that name."""
+    assert filter_matches(f(name="foo"), acl(pattern=P)) and not filter_matches(
+        f(name="foobar"), acl(pattern=P)
+    )
+
+
+def test_exact_pattern_type_must_be_equal():
+    """A LITERAL filter does not select a PREFIXED ACL of the same name."""
+    assert not filter_matches(f(name="foo", pattern_type=L), acl(pattern=P))
+
+
+def test_exact_pattern_type_and_name_select():
+    """A PREFIXED filter selects the PREFIXED ACL of that name."""
+    assert filter_matches(f(name="foo", pattern_type=P), acl(pattern=P))
+
+
+def test_names_are_case_sensitive():
+    """'Foo' does not select 'foo'."""
+    assert not filter_matches(f(name="Foo"), acl())
+
+
+def test_match_selects_literal_wildcard():
+    """MATCH selects a LITERAL '*' ACL for any name."""
+    assert filter_matches(f(name="anything", pattern_type=PatternType.MATCH), acl(name="*"))
+
+
+def test_match_selects_prefixed_acl_that_prefixes_the_name():
+    """MATCH selects a PREFIXED ACL whose name starts the filter name."""
+    assert filter_matches(f(name="foobar", pattern_type=PatternType.MATCH), acl(pattern=P))
+
+
+def test_match_rejects_prefixed_acl_longer_than_name():
+    """MATCH does not select a PREFIXED ACL 'foo' for the name 'fo'."""
+    assert not filter_matches(f(name="fo", pattern_type=PatternType.MATCH), acl(pattern=P))
+
+
+def test_match_rejects_other_literal():
+    """MATCH does not select a LITERAL ACL of another name."""
+    assert not filter_matches(f(name="foobar", pattern_type=PatternType.MATCH), acl())
+
+
+def test_match_without_name_selects_all_patterns():
+    """MATCH with a null name selects any pattern type."""
+    assert filter_matches(f(pattern_type=PatternType.MATCH), acl(pattern=P))
+
+
+def test_null_principal_and_host_match_any():
+    """None principal/host select any entry; a given one must be equal."""
+    assert filter_matches(f(principal=None, host=None), acl(host="10.0.0.1")) and not (
+        filter_matches(f(principal="User:bob"), acl())
+    )
+
+
+def test_operation_and_permission_any_or_equal():
+    """Operation/permission ANY select anything; a given value must be equal."""
+    entry = acl(op=AclOperation.WRITE, perm=AclPermissionType.DENY)
+    assert filter_matches(f(), entry) and not filter_matches(f(operation=READ), entry)
+    assert not filter_matches(f(permission_type=ALLOW), entry)
+
+
+def test_filter_host_is_exact_not_cidr():
+    """A filter host compares as a string, CIDR or not."""
+    assert not filter_matches(f(host="10.0.0.1"), acl(host="10.0.0.0/8"))
+
+
+def test_host_wildcard_and_exact():
+    """'*' and an equal string apply; another string does not."""
+    assert host_matches("*", "h") and host_matches("h", "h") and not host_matches("h", "g")
+
+
+def test_cidr_v4_contains_address():
+    """10.0.0.0/8 applies to 10.1.2.3 and not to 11.0.0.1."""
+    assert host_matches("10.0.0.0/8", "10.1.2.3") and not host_matches("10.0.0.0/8", "11.0.0.1")
+
+
+def test_cidr_v6_contains_address():
+    """2001:db8::/32 applies to 2001:db8::1 and not to 2001:db9::1."""
+    assert host_matches("2001:db8::/32", "2001:db8::1")
+    assert not host_matches("2001:db8::/32", "2001:db9::1")
+
+
+def test_cidr_does_not_cross_ip_versions():
+    """::/0 does not apply to an IPv4 address."""
+    assert not host_matches("::/0", "10.0.0.1")
+
+
+def test_cidr_ignores_non_ip_hosts():
+    """A host name never falls inside a range."""
+    assert not host_matches("10.0.0.0/8", "kafka-client.local")
+
+
+def test_invalid_cidr_is_an_exact_string():
+    """'10.0.0.0/99' is not a range but still equals itself."""
+    assert not host_matches("10.0.0.0/99", "10.0.0.1") and host_matches(
+        "10.0.0.0/99", "10.0.0.0/99"
+    )
+
+
+def test_allow_of_read_implies_describe_mask():
+    """READ's ALLOW bit is in DESCRIBE's allow mask but not in its deny mask."""
+    read_allow = acl_bit(READ, ALLOW)
+    read_deny = acl_bit(READ, AclPermissionType.DENY)
+    assert ALLOW_MASK[AclOperation.DESCRIBE] & read_allow
+    assert not DENY_MASK[AclOperation.DESCRIBE] & read_deny
+
+
+def test_unknown_permission_has_no_bit():
+    """An ACL neither ALLOW nor DENY contributes nothing."""
+    assert acl_bit(READ, AclPermissionType.ANY) == 0
+
+
+def test_kip430_totals():
+    """All operations of each type give the KIP-430 totals."""
+    totals = {t: all_operations_bits(t) for t in OPERATIONS_BY_TYPE}
+    assert totals == {
+        ResourceType.TOPIC: 3576,
+        ResourceType.GROUP: 3400,
+        ResourceType.CLUSTER: 8096,
+        ResourceType.TRANSACTIONAL_ID: 272,
+        ResourceType.DELEGATION_TOKEN: 256,
+        ResourceType.USER: 24576,
+    }
