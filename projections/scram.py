@@ -1,0 +1,120 @@
+"""The immutable SCRAM credential image and the delta that derives the next one.
+
+``ScramImage`` maps user -> mechanism -> ``ScramEntry`` (iterations and the
+sealed salt/keys; never plaintext).  ``ScramDelta(image)`` records upserts
+and deletes; ``apply()`` returns a new image sharing every untouched user,
+or the same image when nothing changed.  A user with no credential left is
+not in the image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+import immutables
+
+from events.keyring import SealedSecret
+from events.types import ScramMechanism
+
+__all__ = ["ScramDelta", "ScramEntry", "ScramImage"]
+
+_EMPTY_MAP: immutables.Map = immutables.Map()
+
+
+@dataclass(frozen=True, slots=True)
+class ScramEntry:
+    """One credential: mechanism, iterations and the sealed secret (repr shows its key id only)."""
+
+    mechanism: ScramMechanism
+    iterations: int
+    secret: SealedSecret
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class ScramImage:
+    """Every SCRAM credential, by user then mechanism."""
+
+    users_map: immutables.Map = _EMPTY_MAP  # user -> Map(mechanism -> ScramEntry)
+    EMPTY: ClassVar[ScramImage]
+
+    def __repr__(self) -> str:
+        return f"ScramImage(<{len(self.users_map)} users>)"
+
+    def get(self, user: str, mechanism: ScramMechanism) -> ScramEntry | None:
+        """The credential of ``user`` for ``mechanism``, or None."""
+        return self.users_map.get(user, _EMPTY_MAP).get(mechanism)
+
+    def mechanisms(self, user: str) -> Mapping[ScramMechanism, ScramEntry]:
+        """The credentials of ``user`` by mechanism (empty if the user has none)."""
+        return self.users_map.get(user, _EMPTY_MAP)
+
+    def users(self) -> Iterable[str]:
+        """Every user with at least one credential, in no particular order."""
+        return self.users_map.keys()
+
+    def __len__(self) -> int:
+        return len(self.users_map)
+
+    def __contains__(self, user: object) -> bool:
+        return user in self.users_map
+
+    def __iter__(self) -> Iterator[tuple[str, ScramEntry]]:
+        """(user, entry) for every credential."""
+        for user, by_mechanism in self.users_map.items():
+            for entry in by_mechanism.values():
+                yield user, entry
+
+
+ScramImage.EMPTY = ScramImage()
+
+
+class ScramDelta:
+    """Changes to a ScramImage: (user, mechanism) -> new entry, or None for deleted."""
+
+    __slots__ = ("image", "_changes")
+
+    def __init__(self, image: ScramImage):
+        self.image = image
+        self._changes: dict[str, dict[ScramMechanism, ScramEntry | None]] = {}
+
+    def upsert(
+        self, user: str, mechanism: ScramMechanism, iterations: int, secret: SealedSecret
+    ) -> None:
+        """Create or replace the credential of ``user`` for ``mechanism``."""
+        entry = ScramEntry(mechanism, iterations, secret)
+        self._changes.setdefault(user, {})[mechanism] = entry
+
+    def delete(self, user: str, mechanism: ScramMechanism) -> None:
+        """Delete a credential; deleting one that does not exist changes nothing."""
+        self._changes.setdefault(user, {})[mechanism] = None
+
+    def apply(self) -> ScramImage:
+        """The image with the changes; the base image itself if none had an effect."""
+        base = self.image.users_map
+        users = None
+        for user, changes in self._changes.items():
+            old = base.get(user, _EMPTY_MAP)
+            inner = None
+            for mechanism, entry in changes.items():
+                if old.get(mechanism) == entry:
+                    continue
+                if inner is None:
+                    inner = old.mutate()
+                if entry is None:
+                    del inner[mechanism]
+                else:
+                    inner[mechanism] = entry
+            if inner is None:
+                continue
+            if users is None:
+                users = base.mutate()
+            new = inner.finish()
+            if new:
+                users[user] = new
+            else:
+                del users[user]
+        if users is None:
+            return self.image
+        return ScramImage(users.finish())

@@ -1,0 +1,114 @@
+"""The immutable delegation-token image and the delta that derives the next one.
+
+Tokens are kept by token id, without their HMAC (it is recomputed from the
+token secret, never stored).  ``TokensDelta(image)`` records issues, expiry
+changes and removals; ``apply()`` returns a new image sharing the untouched
+tokens, or the same image when nothing changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+import immutables
+
+__all__ = ["TokenInfo", "TokensDelta", "TokensImage"]
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    """A delegation token's metadata (no HMAC)."""
+
+    token_id: str
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp_ms: int
+    expiry_timestamp_ms: int
+    max_timestamp_ms: int
+
+    def is_expired(self, now_ms: int) -> bool:
+        """Kafka's rule: expired once now is past the expiry or the max timestamp."""
+        return now_ms > self.expiry_timestamp_ms or now_ms > self.max_timestamp_ms
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class TokensImage:
+    """Every delegation token, by token id."""
+
+    tokens: immutables.Map = immutables.Map()  # token_id -> TokenInfo
+    EMPTY: ClassVar[TokensImage]
+
+    def __repr__(self) -> str:
+        return f"TokensImage(<{len(self.tokens)} tokens>)"
+
+    def get(self, token_id: str) -> TokenInfo | None:
+        return self.tokens.get(token_id)
+
+    def __iter__(self) -> Iterator[TokenInfo]:
+        """Every token, in no particular order."""
+        return iter(self.tokens.values())
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def __contains__(self, token_id: object) -> bool:
+        return token_id in self.tokens
+
+    def expired(self, now_ms: int) -> list[TokenInfo]:
+        """The tokens expired at ``now_ms``, by token id."""
+        found = [t for t in self.tokens.values() if t.is_expired(now_ms)]
+        found.sort(key=lambda t: t.token_id)
+        return found
+
+
+TokensImage.EMPTY = TokensImage()
+
+
+class TokensDelta:
+    """Changes to a TokensImage: token_id -> new info, or None for removed."""
+
+    __slots__ = ("image", "_changes")
+
+    def __init__(self, image: TokensImage):
+        self.image = image
+        self._changes: dict[str, TokenInfo | None] = {}
+
+    def get(self, token_id: str) -> TokenInfo | None:
+        """A token as the delta stands (image plus changes)."""
+        if token_id in self._changes:
+            return self._changes[token_id]
+        return self.image.tokens.get(token_id)
+
+    def issue(self, info: TokenInfo) -> None:
+        """Add a token (replacing one with the same id)."""
+        self._changes[info.token_id] = info
+
+    def set_expiry(self, token_id: str, expiry_timestamp_ms: int) -> None:
+        """Change a token's expiry; an unknown token is ignored."""
+        current = self.get(token_id)
+        if current is not None:
+            self._changes[token_id] = replace(current, expiry_timestamp_ms=expiry_timestamp_ms)
+
+    def remove(self, token_id: str) -> None:
+        """Remove a token; removing an unknown one changes nothing."""
+        self._changes[token_id] = None
+
+    def apply(self) -> TokensImage:
+        """The image with the changes; the base image itself if none had an effect."""
+        base = self.image.tokens
+        mutation = None
+        for token_id, info in self._changes.items():
+            if base.get(token_id) == info:
+                continue
+            if mutation is None:
+                mutation = base.mutate()
+            if info is None:
+                del mutation[token_id]
+            else:
+                mutation[token_id] = info
+        if mutation is None:
+            return self.image
+        return TokensImage(mutation.finish())

@@ -1,0 +1,221 @@
+"""Properties of SecurityImage replay: batching, snapshots and the real log all agree."""
+
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core.log import Log, LogConfig
+from core.state import load_state
+from events.records import (
+    AclCreated,
+    AclDeleted,
+    DelegationTokenExpired,
+    DelegationTokenIssued,
+    DelegationTokenRemoved,
+    DelegationTokenRenewed,
+    Envelope,
+    ScramCredentialDeleted,
+    ScramCredentialUpserted,
+    TokenRemovalReason,
+)
+from events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    ScramMechanism,
+)
+from projections.image import SecurityImage, SecurityProjection
+from projections.image_snapshot import SecurityImageSnapshot
+from projections.snapshot import read_snapshot, write_snapshot
+from tests.logkit import make_keyring
+from tests.strategies_events import longs, names, principals, sealed_secrets
+
+PROJECTION = SecurityProjection()
+CODEC = SecurityImageSnapshot()
+
+# Small pools of ids, so later events meet the entities earlier ones made.
+users = st.sampled_from(["alice", "bob", "zoë"])
+mechanisms = st.sampled_from([ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512])
+acl_ids = st.sampled_from([f"acl-{i}" for i in range(6)])
+token_ids = st.sampled_from(["t1", "t2", "t3"])
+timestamps = st.integers(0, 2**45)
+bindings = st.builds(
+    AclBinding.of,
+    st.sampled_from(list(ResourceType)[2:]),
+    names,
+    st.sampled_from([PatternType.LITERAL, PatternType.PREFIXED]),
+    principals,
+    st.one_of(st.just("*"), st.just("10.0.0.0/8"), names),
+    st.sampled_from(AclOperation),
+    st.sampled_from([AclPermissionType.ALLOW, AclPermissionType.DENY]),
+)
+events = st.one_of(
+    st.builds(ScramCredentialUpserted, users, mechanisms, st.integers(4096, 16384), sealed_secrets),
+    st.builds(ScramCredentialDeleted, users, mechanisms),
+    st.builds(AclCreated, acl_ids, bindings),
+    st.builds(AclDeleted, acl_ids, bindings),
+    st.builds(
+        DelegationTokenIssued,
+        token_ids,
+        principals,
+        principals,
+        st.lists(principals, max_size=3).map(tuple),
+        timestamps,
+        timestamps,
+        timestamps,
+    ),
+    st.builds(DelegationTokenRenewed, token_ids, longs, timestamps),
+    st.builds(DelegationTokenExpired, token_ids, longs, timestamps),
+    st.builds(DelegationTokenRemoved, token_ids, st.sampled_from(TokenRemovalReason)),
+)
+event_lists = st.lists(events, max_size=40)
+cut_lists = st.lists(st.integers(0, 40), max_size=6)
+
+
+def envelopes(event_list, start=0):
+    """Envelopes with consecutive offsets from ``start`` (use start=-1 for a writer's)."""
+    return [
+        Envelope(-1 if start < 0 else start + i, 5, "User:admin", "::1", "req", event)
+        for i, event in enumerate(event_list)
+    ]
+
+
+def split(items, cuts):
+    """``items`` cut at the given positions into non-empty batches."""
+    points = sorted({c for c in cuts if 0 < c < len(items)})
+    bounds = [0, *points, len(items)]
+    return [items[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def replay(batches, state=SecurityImage.EMPTY):
+    for batch in batches:
+        state = PROJECTION.apply(state, batch)
+    return state
+
+
+def contents(image):
+    """An image as plain dicts (readable when an assertion fails)."""
+    return (
+        {(u, e.mechanism): (e.iterations, e.secret) for u, e in image.scram},
+        dict(image.acls),
+        {t.token_id: t for t in image.tokens},
+        image.next_offset,
+    )
+
+
+def model(event_list):
+    """What the image must hold after ``event_list``, computed with plain dicts."""
+    scram, acls, tokens = {}, {}, {}
+    for e in event_list:
+        if isinstance(e, ScramCredentialUpserted):
+            scram[(e.user, e.mechanism)] = (e.iterations, e.secret)
+        elif isinstance(e, ScramCredentialDeleted):
+            scram.pop((e.user, e.mechanism), None)
+        elif isinstance(e, AclCreated):
+            acls[e.acl_id] = e.binding
+        elif isinstance(e, AclDeleted):
+            acls.pop(e.acl_id, None)
+        elif isinstance(e, DelegationTokenIssued):
+            tokens[e.token_id] = (
+                e.owner,
+                e.requester,
+                e.renewers,
+                e.issue_timestamp_ms,
+                e.expiry_timestamp_ms,
+                e.max_timestamp_ms,
+            )
+        elif isinstance(e, DelegationTokenRenewed | DelegationTokenExpired):
+            if e.token_id in tokens:
+                old = tokens[e.token_id]
+                tokens[e.token_id] = (*old[:4], e.expiry_timestamp_ms, old[5])
+        elif isinstance(e, DelegationTokenRemoved):
+            tokens.pop(e.token_id, None)
+    return scram, acls, tokens
+
+
+@given(event_lists)
+def test_replay_matches_a_plain_dict_model(event_list):
+    """Replaying events holds exactly what a dict-based model of their meaning holds."""
+    scram, acls, tokens, _ = contents(replay([envelopes(event_list)]))
+    token_fields = {
+        k: (
+            t.owner,
+            t.requester,
+            t.renewers,
+            t.issue_timestamp_ms,
+            t.expiry_timestamp_ms,
+            t.max_timestamp_ms,
+        )
+        for k, t in tokens.items()
+    }
+    assert (scram, acls, token_fields) == model(event_list)
+
+
+@given(event_lists, cut_lists)
+def test_any_split_into_batches_gives_the_same_image(event_list, cuts):
+    """Replaying the events in any batches equals replaying them as one batch."""
+    envs = envelopes(event_list)
+    whole, batched = replay([envs]), replay(split(envs, cuts))
+    assert batched == whole, (contents(batched), contents(whole))
+
+
+@given(event_lists, st.integers(0, 40))
+def test_snapshot_of_prefix_plus_replay_of_rest_equals_full_replay(event_list, at):
+    """Snapshot after a prefix, load it, replay the rest: same image as replaying all."""
+    at = min(at, len(event_list))
+    envs = envelopes(event_list)
+    prefix = replay([envs[:at]])
+    with tempfile.TemporaryDirectory() as d:
+        info = write_snapshot(d, CODEC, prefix, next_offset=at, link=b"\0" * 32, timestamp_ms=0)
+        loaded = read_snapshot(info.path, CODEC)[1]
+    got, expected = replay([envs[at:]], loaded), replay([envs])
+    assert got == expected, (contents(got), contents(expected))
+
+
+@given(event_lists)
+def test_random_image_round_trips_through_a_snapshot(event_list):
+    """Any replayed image reads back equal from its snapshot."""
+    image = replay([envelopes(event_list)])
+    with tempfile.TemporaryDirectory() as d:
+        info = write_snapshot(
+            d, CODEC, image, next_offset=image.next_offset, link=b"\0" * 32, timestamp_ms=0
+        )
+        loaded = read_snapshot(info.path, CODEC)[1]
+    assert loaded == image, (contents(loaded), contents(image))
+
+
+@given(event_lists.filter(bool), cut_lists, st.one_of(st.none(), st.integers(1, 7)))
+def test_load_state_from_a_real_log_equals_in_memory_replay(event_list, cuts, snapshot_after):
+    """Appending to a Log and loading it (with or without a snapshot) equals in-memory replay."""
+    batches = split(envelopes(event_list, start=-1), cuts)
+    expected = replay([envelopes(event_list)])
+    with tempfile.TemporaryDirectory() as d:
+        keyring = make_keyring(Path(d))
+        with Log.open(Path(d) / "store", keyring=keyring, config=LogConfig(fsync="never")) as log:
+            state = SecurityImage.EMPTY
+            for i, batch in enumerate(batches, 1):
+                result = log.append(batch)
+                state = PROJECTION.apply(
+                    state, [replace(e, offset=result.base_offset + k) for k, e in enumerate(batch)]
+                )
+                if i == snapshot_after:
+                    write_snapshot(
+                        log.store.snapshot_dir,
+                        CODEC,
+                        state,
+                        next_offset=result.next_offset,
+                        link=result.link,
+                        timestamp_ms=0,
+                    )
+            loaded = load_state(log, SecurityProjection(), SecurityImageSnapshot())
+    used_snapshot = snapshot_after is not None and snapshot_after <= len(batches)
+    assert (loaded.state, loaded.next_offset, loaded.snapshot is not None) == (
+        expected,
+        len(event_list),
+        used_snapshot,
+    ), (contents(loaded.state), contents(expected))
