@@ -1,0 +1,44 @@
+"""Control functions: validate a request against an image and return the events to log.
+
+As Kafka's control managers, they never change state: the store appends the
+events they return as one batch and replays it. A request-level failure
+raises an ApiException subclass before any event exists.
+"""
+
+from core.control.acls import (
+    create_acls,
+    delete_acls,
+    describe_acls,
+    validate_binding,
+    validate_filter,
+)
+from core.control.authz import Decider, decider_for, parse_principal, require_cluster
+from core.control.scram import alter_scram_credentials, describe_scram_credentials
+from core.control.tokens import (
+    create_token,
+    describe_tokens,
+    expire_token,
+    hmac_for_token,
+    renew_token,
+    sweep_expired,
+)
+
+__all__ = [
+    "Decider",
+    "alter_scram_credentials",
+    "create_acls",
+    "create_token",
+    "decider_for",
+    "delete_acls",
+    "describe_acls",
+    "describe_scram_credentials",
+    "describe_tokens",
+    "expire_token",
+    "hmac_for_token",
+    "parse_principal",
+    "renew_token",
+    "require_cluster",
+    "sweep_expired",
+    "validate_binding",
+    "validate_filter",
+]

@@ -1,0 +1,253 @@
+"""Create, renew, expire, describe and sweep delegation tokens (KIP-48, KIP-373).
+
+Checks follow Kafka's order: the broker's (token-authenticated or
+unauthenticated callers, the CREATE_TOKENS check for another owner), then
+the controller's (tokens disabled, renewer types, the token's state).
+Failures raise the ApiException subclass of the Kafka code; nothing is
+changed here, the events returned are the change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac as _hmac
+from collections.abc import Callable, Iterable
+from uuid import uuid4
+
+from core.config import StoreConfig
+from core.control.authz import Decider, is_int64, parse_principal
+from core.errors import (
+    DelegationTokenAuthorizationException,
+    DelegationTokenDisabledException,
+    DelegationTokenExpiredException,
+    DelegationTokenNotFoundException,
+    DelegationTokenOwnerMismatchException,
+    InvalidPrincipalTypeException,
+    InvalidRequestException,
+    UnsupportedByAuthenticationException,
+)
+from core.types import DelegationToken, RequestContext
+from events.records import (
+    DelegationTokenExpired,
+    DelegationTokenIssued,
+    DelegationTokenRemoved,
+    DelegationTokenRenewed,
+    Event,
+    TokenRemovalReason,
+)
+from events.types import AclOperation, ResourceType
+from projections.tokens import TokenInfo, TokensImage
+
+__all__ = [
+    "USER_TYPE",
+    "create_token",
+    "describe_tokens",
+    "expire_token",
+    "hmac_for_token",
+    "renew_token",
+    "sweep_expired",
+]
+
+USER_TYPE = "User"
+
+FindToken = Callable[[bytes], TokenInfo | None]
+
+
+def _tokens_of(image) -> TokensImage:
+    return image if isinstance(image, TokensImage) else image.tokens
+
+
+def hmac_for_token(secret: bytes, token_id: str) -> bytes:
+    """HMAC-SHA512 keyed by the token secret over the token id (the token's password)."""
+    return _hmac.new(bytes(secret), token_id.encode("utf-8"), hashlib.sha512).digest()
+
+
+def _require_token_request_allowed(context: RequestContext) -> None:
+    if context.token_authenticated or not context.authenticated:
+        how = "token-authenticated" if context.token_authenticated else "unauthenticated"
+        raise UnsupportedByAuthenticationException(
+            f"Delegation token requests are not allowed on {how} connections")
+
+
+def _require_enabled(config: StoreConfig) -> None:
+    if config.token_secret is None:
+        raise DelegationTokenDisabledException(
+            "Delegation tokens are disabled: no token secret is configured")
+
+
+def _require_int64(name: str, value: object) -> None:
+    if not is_int64(value):
+        raise InvalidRequestException(f"{name} must be a 64-bit integer, not {value!r}")
+
+
+def _timestamp(name: str, value: int) -> int:
+    if not is_int64(value):
+        raise InvalidRequestException(f"The token's {name} overflows a 64-bit timestamp")
+    return value
+
+
+def create_token(
+    image,
+    context: RequestContext,
+    now_ms: int,
+    *,
+    owner: str | None = None,
+    renewers: Iterable[str] = (),
+    max_lifetime_ms: int = -1,
+    config: StoreConfig,
+    decider: Decider,
+    new_token_id: Callable[[], str] = lambda: str(uuid4()),
+    token_hmac: Callable[[str], bytes] | None = None,
+) -> tuple[list[Event], DelegationToken]:
+    """A DelegationTokenIssued event and the new token with its HMAC."""
+    _require_token_request_allowed(context)
+    requester = context.principal
+    owner = owner or requester
+    if parse_principal(owner) is None:
+        raise InvalidPrincipalTypeException(f"Invalid owner principal {owner!r}: expected Type:Name")
+    if owner != requester and not decider(
+        requester, context.host, AclOperation.CREATE_TOKENS, ResourceType.USER, owner
+    ):
+        raise DelegationTokenAuthorizationException(
+            f"Principal {requester} may not create tokens for {owner} (needs CREATE_TOKENS on "
+            f"USER:{owner})")
+    _require_enabled(config)
+    renewers = tuple(renewers)
+    for renewer in renewers:
+        parsed = parse_principal(renewer)
+        if parsed is None or parsed[0] != USER_TYPE:
+            raise InvalidPrincipalTypeException(f"Renewer {renewer!r} is not a User principal")
+    _require_int64("max_lifetime_ms", max_lifetime_ms)
+    lifetime = config.token_max_lifetime_ms
+    if max_lifetime_ms > 0:
+        lifetime = min(lifetime, max_lifetime_ms)
+    max_ts = _timestamp("max timestamp", now_ms + lifetime)
+    expiry = min(max_ts, _timestamp("expiry", now_ms + config.token_expiry_time_ms))
+    token_id = new_token_id()
+    secret = config.token_secret
+    hmac = token_hmac(token_id) if token_hmac is not None else hmac_for_token(secret, token_id)
+    event = DelegationTokenIssued(token_id, owner, requester, renewers, now_ms, expiry, max_ts)
+    token = DelegationToken(token_id, owner, requester, renewers, now_ms, expiry, max_ts, hmac)
+    return [event], token
+
+
+def _find(hmac: bytes, find_token: FindToken) -> TokenInfo:
+    info = find_token(hmac) if isinstance(hmac, bytes | bytearray) and hmac else None
+    if info is None:
+        raise DelegationTokenNotFoundException("No delegation token has this HMAC")
+    return info
+
+
+def _require_owner_or_renewer(info: TokenInfo, context: RequestContext, action: str) -> None:
+    if context.principal != info.owner and context.principal not in info.renewers:
+        raise DelegationTokenOwnerMismatchException(
+            f"Principal {context.principal} is neither the owner nor a renewer of token "
+            f"{info.token_id} and may not {action} it")
+
+
+def _require_not_expired(info: TokenInfo, now_ms: int) -> None:
+    if info.is_expired(now_ms):
+        raise DelegationTokenExpiredException(f"Delegation token {info.token_id} has expired")
+
+
+def renew_token(
+    image,
+    hmac: bytes,
+    renew_period_ms: int,
+    context: RequestContext,
+    now_ms: int,
+    *,
+    config: StoreConfig,
+    find_token: FindToken,
+) -> tuple[list[Event], int]:
+    """A DelegationTokenRenewed event and the new expiry timestamp."""
+    _require_token_request_allowed(context)
+    _require_enabled(config)
+    _require_int64("renew_period_ms", renew_period_ms)
+    info = _find(hmac, find_token)
+    _require_not_expired(info, now_ms)
+    _require_owner_or_renewer(info, context, "renew")
+    period = config.token_expiry_time_ms
+    if renew_period_ms > 0:
+        period = min(period, renew_period_ms)
+    expiry = min(info.max_timestamp_ms, now_ms + period)
+    return [DelegationTokenRenewed(info.token_id, renew_period_ms, expiry)], expiry
+
+
+def expire_token(
+    image,
+    hmac: bytes,
+    expiry_period_ms: int,
+    context: RequestContext,
+    now_ms: int,
+    *,
+    config: StoreConfig,
+    find_token: FindToken,
+) -> tuple[list[Event], int]:
+    """Change a token's expiry (or remove it at once for a negative period); the new expiry."""
+    _require_token_request_allowed(context)
+    _require_enabled(config)
+    _require_int64("expiry_period_ms", expiry_period_ms)
+    info = _find(hmac, find_token)
+    _require_owner_or_renewer(info, context, "expire")
+    if expiry_period_ms < 0:
+        return [DelegationTokenRemoved(info.token_id, TokenRemovalReason.EXPIRED_BY_REQUEST)], now_ms
+    _require_not_expired(info, now_ms)
+    expiry = min(info.max_timestamp_ms, now_ms + expiry_period_ms)
+    return [DelegationTokenExpired(info.token_id, expiry_period_ms, expiry)], expiry
+
+
+def _involves(info: TokenInfo, principal: str) -> bool:
+    return principal == info.owner or principal == info.requester or principal in info.renewers
+
+
+def _visible(info: TokenInfo, context: RequestContext, decider: Decider) -> bool:
+    caller, host = context.principal, context.host
+    return (
+        _involves(info, caller)
+        or decider(caller, host, AclOperation.DESCRIBE, ResourceType.DELEGATION_TOKEN, info.token_id)
+        or decider(caller, host, AclOperation.DESCRIBE_TOKENS, ResourceType.USER, info.owner)
+    )
+
+
+def describe_tokens(
+    image,
+    owners: Iterable[str] | None,
+    context: RequestContext,
+    *,
+    decider: Decider,
+    token_hmac: Callable[[str], bytes] | None = None,
+    include_hmac: bool = False,
+    config: StoreConfig | None = None,
+) -> list[DelegationToken]:
+    """The tokens of ``owners`` (None = all, empty = none) that the caller may see.
+
+    The HMAC is included only when ``include_hmac`` (Kafka always sends it).
+    """
+    _require_token_request_allowed(context)
+    if config is not None:
+        _require_enabled(config)
+    if owners is not None:
+        owners = frozenset(owners)
+        if not owners:
+            return []
+    if include_hmac and token_hmac is None:
+        raise ValueError("include_hmac needs token_hmac")
+    found: list[DelegationToken] = []
+    for info in sorted(_tokens_of(image), key=lambda t: (t.issue_timestamp_ms, t.token_id)):
+        if owners is not None and not any(_involves(info, owner) for owner in owners):
+            continue
+        if not _visible(info, context, decider):
+            continue
+        found.append(DelegationToken(
+            info.token_id, info.owner, info.requester, tuple(info.renewers),
+            info.issue_timestamp_ms, info.expiry_timestamp_ms, info.max_timestamp_ms,
+            token_hmac(info.token_id) if include_hmac else None,
+        ))
+    return found
+
+
+def sweep_expired(image, now_ms: int) -> list[Event]:
+    """A DelegationTokenRemoved (EXPIRED_BY_SWEEP) for every token expired at ``now_ms``."""
+    return [DelegationTokenRemoved(info.token_id, TokenRemovalReason.EXPIRED_BY_SWEEP)
+            for info in _tokens_of(image).expired(now_ms)]

@@ -1,0 +1,97 @@
+"""core.control.authz: the decider over an image and the cluster permission check."""
+
+import pytest
+
+from core.config import StoreConfig
+from core.control.authz import decider_for, parse_principal, require_cluster
+from core.errors import ClusterAuthorizationException, ErrorCode
+from core.types import RequestContext
+from events.records import AclCreated
+from events.types import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from projections.image import SecurityDelta, SecurityImage
+
+Op = AclOperation
+CLUSTER = ResourceType.CLUSTER
+BOB = "User:bob"
+
+
+def replayed(*events):
+    delta = SecurityDelta(SecurityImage.EMPTY)
+    for event in events:
+        delta.replay(event)
+    return delta.apply()
+
+
+def cluster_acl(principal=BOB, op=Op.ALTER, perm=AclPermissionType.ALLOW):
+    binding = AclBinding.of(CLUSTER, CLUSTER_NAME, PatternType.LITERAL, principal, "*", op, perm)
+    return AclCreated("a1", binding)
+
+
+def test_decider_allows_super_user_without_acls():
+    """A configured super user is allowed with no ACL at all."""
+    decide = decider_for(SecurityImage.EMPTY, StoreConfig(super_users={"User:root"}))
+    assert decide("User:root", "h", Op.ALTER, CLUSTER, CLUSTER_NAME)
+
+
+def test_decider_denies_other_principal_without_acls():
+    """Without ACLs and allow_everyone off, a plain principal is denied."""
+    decide = decider_for(SecurityImage.EMPTY, StoreConfig())
+    assert not decide(BOB, "h", Op.ALTER, CLUSTER, CLUSTER_NAME)
+
+
+def test_decider_honours_allow_everyone_if_no_acl_found():
+    """allow_everyone_if_no_acl_found allows a resource with no ACL."""
+    decide = decider_for(SecurityImage.EMPTY, StoreConfig(allow_everyone_if_no_acl_found=True))
+    assert decide(BOB, "h", Op.ALTER, CLUSTER, CLUSTER_NAME)
+
+
+def test_decider_reads_acls_of_the_image():
+    """An ALLOW ALTER on the cluster in the image allows that principal."""
+    decide = decider_for(replayed(cluster_acl()), StoreConfig())
+    assert decide(BOB, "h", Op.ALTER, CLUSTER, CLUSTER_NAME)
+
+
+def test_decider_applies_deny_acls():
+    """A DENY in the image beats allow_everyone_if_no_acl_found."""
+    image = replayed(cluster_acl(perm=AclPermissionType.DENY))
+    decide = decider_for(image, StoreConfig(allow_everyone_if_no_acl_found=True))
+    assert not decide(BOB, "h", Op.ALTER, CLUSTER, CLUSTER_NAME)
+
+
+def test_decider_accepts_a_bare_acls_image():
+    """decider_for also takes an AclsImage directly."""
+    decide = decider_for(replayed(cluster_acl()).acls, StoreConfig())
+    assert decide(BOB, "h", Op.ALTER, CLUSTER, CLUSTER_NAME)
+
+
+def test_require_cluster_raises_naming_principal_and_operation():
+    """A refused cluster operation raises ClusterAuthorizationException naming both."""
+    with pytest.raises(ClusterAuthorizationException) as info:
+        require_cluster(lambda *a: False, RequestContext(principal=BOB), Op.DESCRIBE)
+    assert info.value.error.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert BOB in str(info.value) and "DESCRIBE" in str(info.value)
+
+
+def test_require_cluster_asks_about_the_cluster_resource():
+    """require_cluster asks for (principal, host, op, CLUSTER, kafka-cluster)."""
+    calls = []
+    require_cluster(lambda *a: calls.append(a) or True, RequestContext(principal=BOB, host="h1"), Op.ALTER)
+    assert calls == [(BOB, "h1", Op.ALTER, CLUSTER, CLUSTER_NAME)]
+
+
+@pytest.mark.parametrize("text", ["alice", "", ":alice", "User:", None])
+def test_parse_principal_rejects_non_principals(text):
+    """Strings without a type, a colon or a name are not principals."""
+    assert parse_principal(text) is None
+
+
+def test_parse_principal_splits_at_first_colon():
+    """'User:a:b' is type User with name 'a:b'."""
+    assert parse_principal("User:a:b") == ("User", "a:b")
