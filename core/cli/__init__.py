@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.cli import demo, keys_cmd, log_cmd
+from core.cli import acls_cmd, authorize_cmd, configs_cmd, demo, keys_cmd, log_cmd, tokens_cmd
 from core.errors import SecmetaError
 from events.errors import EventsError
 from projections.snapshot import SnapshotError
@@ -17,6 +17,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Event-sourced store of Kafka security state: SCRAM credentials, ACLs, delegation tokens.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    acls_cmd.register(commands)
+    configs_cmd.register(commands)
+    tokens_cmd.register(commands)
+    authorize_cmd.register(commands)
     log_cmd.register(commands)
     keys_cmd.register(commands)
     demo.register(commands)
@@ -27,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0
-    except (SecmetaError, EventsError, SnapshotError, FileNotFoundError, PermissionError) as exc:
+    except (SecmetaError, EventsError, SnapshotError, FileNotFoundError, PermissionError, ValueError) as exc:
         print(f"secmeta: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

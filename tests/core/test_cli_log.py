@@ -130,7 +130,8 @@ def test_every_command_has_help(argv):
 
 
 def test_demo_runs_and_detects_tampering(tmp_path, capsys):
-    """The demo builds a store, verifies it, and shows a flipped bit being caught."""
-    assert run("demo", "--dir", str(tmp_path / "demo"), "--events", "1500") == 0
+    """The demo builds a store, authenticates, verifies it, and shows a flipped bit being caught."""
+    assert run("demo", "--dir", str(tmp_path / "demo"), "--users", "20", "--acls", "300") == 0
     out = capsys.readouterr().out
+    assert "authenticated as User:etl (token_authenticated=True)" in out
     assert "secmeta log verify: OK" in out and "FAILED at offset" in out

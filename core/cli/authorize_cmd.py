@@ -1,0 +1,44 @@
+"""``secmeta authorize``: one decision, with the ACLs (or rule) that made it."""
+
+from __future__ import annotations
+
+import argparse
+
+from core.cli.common import print_table
+from core.cli.security import add_resource_options, add_security_options, open_store, resources
+from events.types import AclOperation
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "authorize", help="decide whether a principal may do an operation on a resource",
+        description="Print ALLOWED or DENIED, the reason and the ACLs that decided it. "
+                    "Exit code 0 when allowed, 1 when denied.",
+    )
+    add_security_options(p)
+    p.add_argument("--principal", required=True, metavar="PRINCIPAL", help="who, e.g. User:alice")
+    p.add_argument("--host", default="*", metavar="HOST", help="client host or address (default *)")
+    p.add_argument("--operation", required=True, metavar="OP", help="e.g. Read, Write, Describe")
+    add_resource_options(p, many=False)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    targets = resources(args)
+    if len(targets) != 1:
+        raise ValueError("give exactly one resource: --topic, --group, --cluster, --transactional-id, --delegation-token or --user-principal")
+    (rtype, name), op = targets[0], AclOperation.parse(args.operation)
+    with open_store(args) as store:
+        decision = store.explain(args.principal, args.host, op, rtype, name)
+        ops = store.authorized_operations(args.principal, args.host, rtype, name)
+    verdict = "ALLOWED" if decision.allowed else "DENIED"
+    print(f"{verdict}: {args.principal} from {args.host} to {op.name} {rtype.name}:{name} ({decision.reason})")
+    if decision.acls:
+        print_table(
+            ["ACL ID", "PATTERN", "NAME", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION"],
+            [[i, b.resource_pattern_type.name, b.name, b.principal, b.host, b.operation.name, b.permission_type.name]
+             for i, b in decision.acls],
+        )
+    allowed = [o.name for o in AclOperation if ops >> o & 1]
+    print(f"authorized operations (KIP-430 bitfield {ops}): {', '.join(allowed) or 'none'}")
+    return 0 if decision.allowed else 1

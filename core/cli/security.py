@@ -1,0 +1,58 @@
+"""What the security commands share: opening the store, the acting principal, resource options."""
+
+from __future__ import annotations
+
+import argparse
+
+from core.cli.common import add_store_options, keyring, store_path
+from core.config import StoreConfig
+from core.types import RequestContext
+from events.types import CLUSTER_NAME, PatternType, ResourceType
+
+RESOURCE_OPTIONS = (
+    ("--topic", ResourceType.TOPIC, "topic name"),
+    ("--group", ResourceType.GROUP, "consumer group id"),
+    ("--transactional-id", ResourceType.TRANSACTIONAL_ID, "transactional id"),
+    ("--delegation-token", ResourceType.DELEGATION_TOKEN, "delegation token id"),
+    ("--user-principal", ResourceType.USER, "user principal (resource of type USER)"),
+)
+
+
+def add_security_options(parser: argparse.ArgumentParser) -> None:
+    add_store_options(parser)
+    parser.add_argument("--as", dest="as_principal", metavar="PRINCIPAL",
+                        help="act as this principal (default: the store's default_principal, User:admin)")
+    parser.add_argument("--from-host", default="127.0.0.1", metavar="HOST", help="the acting client's host (default 127.0.0.1)")
+
+
+def add_resource_options(parser: argparse.ArgumentParser, *, many: bool) -> None:
+    for flag, _, what in RESOURCE_OPTIONS:
+        parser.add_argument(flag, action="append" if many else "store", metavar="NAME", help=what)
+    parser.add_argument("--cluster", action="store_true", help=f"the cluster resource ({CLUSTER_NAME})")
+
+
+def resources(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
+    """(type, name) of every resource option given."""
+    out = []
+    for flag, rtype, _ in RESOURCE_OPTIONS:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        for name in value if isinstance(value, list) else ([value] if value is not None else []):
+            out.append((rtype, name))
+    if args.cluster:
+        out.append((ResourceType.CLUSTER, CLUSTER_NAME))
+    return out
+
+
+def pattern_type(text: str) -> PatternType:
+    return PatternType.parse(text)
+
+
+def open_store(args: argparse.Namespace):
+    from core.store import SecurityStore
+
+    path = store_path(args)
+    return SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args))
+
+
+def context(args: argparse.Namespace, store) -> RequestContext:
+    return RequestContext(principal=args.as_principal or store.config.default_principal, host=args.from_host, tls=True)

@@ -1,0 +1,313 @@
+"""SecurityStore: the embedded store a controller process uses.
+
+Every request runs one control function against the published image, appends
+the events it returns as one batch (the commit point), replays that batch
+into a new image and publishes it, all under one write lock: a request's
+events land together or not at all, and a call returns only after its batch
+is durable and visible (read-your-writes).  Reads never take the lock: they
+read whichever image is published, which is always a whole batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac as hmac_mod
+import os
+import threading
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from projections.image import SecurityDelta, SecurityImage, SecurityProjection
+from projections.image_snapshot import SecurityImageSnapshot
+
+from core import control
+from core.config import StoreConfig
+from core.errors import SecmetaError
+from core.log import Log
+from core.scram import ScramCredential, ScramServer, TokenIdentity
+from core.state import LoadedState, Snapshotter, load_state
+from core.types import (
+    DelegationToken,
+    DeleteAclsResult,
+    RequestContext,
+    UserScramCredentialAlteration,
+    UserScramCredentialsDescription,
+)
+from events.keyring import Keyring, open_scram
+from events.records import Envelope, Event, ScramCredentialUpserted
+from events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType, ScramMechanism
+from projections import authorizer
+from projections.tokens import TokenInfo
+
+SWEEPER = RequestContext(principal="System:token-sweeper", host="localhost", tls=True)
+
+
+class SecurityStore:
+    """SCRAM credentials, ACLs and delegation tokens with Kafka semantics, on a durable log."""
+
+    def __init__(self, log: Log, config: StoreConfig, keyring: Keyring, loaded: LoadedState[SecurityImage]):
+        self._log = log
+        self.config = config
+        self._keyring = keyring
+        self._image: SecurityImage = loaded.state
+        self.loaded = loaded
+        self._snapshot_codec = SecurityImageSnapshot()
+        self._snapshotter = Snapshotter(
+            log, self._snapshot_codec, config.snapshot_policy, keep=config.keep_snapshots,
+            delete_covered_segments=config.delete_covered_segments, clock=config.clock,
+        )
+        self._write_lock = threading.RLock()
+        self._hmac_index: dict[bytes, str] = {}
+        self._fake_salt_key = hmac_mod.new(keyring.chain_key(keyring.ids[0]), b"secmeta/fake-salt", hashlib.sha256).digest()
+        self._sweeper: threading.Thread | None = None
+        self._closed = threading.Event()
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: str | os.PathLike, config: StoreConfig | None = None, *, keyring: Keyring | None = None) -> SecurityStore:
+        """Create or reopen the store at ``directory`` (one writer process per directory)."""
+        if config is None:
+            config = StoreConfig.load(directory) if Path(directory).exists() else StoreConfig()
+        keyring = keyring or Keyring.load(config.key_file)
+        log = Log.open(directory, keyring=keyring, config=config.log)
+        try:
+            loaded = load_state(log, SecurityProjection(), SecurityImageSnapshot())
+            image = loaded.state
+            if image.next_offset != loaded.next_offset:
+                image = _at_offset(image, loaded.next_offset)
+                loaded = LoadedState(image, loaded.next_offset, loaded.snapshot, loaded.replayed_events, loaded.rejected_snapshots)
+        except BaseException:
+            log.close()
+            raise
+        return cls(log, config, keyring, loaded)
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._sweeper is not None:
+            self._sweeper.join(timeout=5)
+        with self._write_lock:
+            self._log.close()
+
+    def __enter__(self) -> SecurityStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        img = self._image
+        return (f"<SecurityStore {self._log.store.path} offset={img.next_offset} users={len(img.scram)} "
+                f"acls={len(img.acls)} tokens={len(img.tokens)}>")
+
+    @property
+    def image(self) -> SecurityImage:
+        """The published image: every batch up to ``image.next_offset`` applied."""
+        return self._image
+
+    @property
+    def log(self) -> Log:
+        return self._log
+
+    @property
+    def keyring(self) -> Keyring:
+        return self._keyring
+
+    # -- the write path ------------------------------------------------------------
+
+    def _now(self) -> int:
+        return self.config.now_ms()
+
+    def _commit(self, events: Sequence[Event], context: RequestContext, now_ms: int) -> SecurityImage:
+        """Append ``events`` as one batch, replay it, publish the new image. Caller holds the lock."""
+        if not events:
+            return self._image
+        request_id = context.request_id or uuid.uuid4().hex
+        envelopes = [Envelope(-1, now_ms, context.principal, context.host, request_id, e) for e in events]
+        result = self._log.append(envelopes)
+        delta = SecurityDelta(self._image)
+        delta.replay_all(envelopes)
+        self._image = delta.apply(result.next_offset)
+        self._snapshotter.maybe_snapshot(self._image, result.next_offset)
+        return self._image
+
+    def _decider(self, image: SecurityImage):
+        return control.decider_for(image, self.config)
+
+    def alter_user_scram_credentials(self, alterations: Iterable[UserScramCredentialAlteration], *, context: RequestContext) -> dict:
+        """Upsert and delete SCRAM credentials; one ApiError per user (NONE on success)."""
+        alterations = list(alterations)
+        with self._write_lock:
+            now, image = self._now(), self._image
+            events, results = control.alter_scram_credentials(
+                image, alterations, context, now, config=self.config, keyring=self._keyring, decider=self._decider(image),
+            )
+            self._commit(events, context, now)
+        return results
+
+    def create_acls(self, bindings: Iterable[AclBinding], *, context: RequestContext) -> list:
+        """Create ACLs; one ApiError per binding. An identical existing ACL is a successful no-op."""
+        bindings = list(bindings)
+        with self._write_lock:
+            now, image = self._now(), self._image
+            events, results = control.create_acls(image, bindings, context, now, config=self.config, decider=self._decider(image))
+            self._commit(events, context, now)
+        return results
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter], *, context: RequestContext) -> list[DeleteAclsResult]:
+        """Delete the ACLs matching each filter; per filter the bindings it removed."""
+        filters = list(filters)
+        with self._write_lock:
+            now, image = self._now(), self._image
+            events, results = control.delete_acls(image, filters, context, now, config=self.config, decider=self._decider(image))
+            self._commit(events, context, now)
+        return results
+
+    def create_delegation_token(self, *, context: RequestContext, owner: str | None = None,
+                                renewers: Iterable[str] = (), max_lifetime_ms: int = -1) -> DelegationToken:
+        """Issue a token (for ``owner``, default the requester); the result carries its HMAC."""
+        with self._write_lock:
+            now, image = self._now(), self._image
+            events, token = control.create_token(
+                image, context, now, owner=owner, renewers=tuple(renewers), max_lifetime_ms=max_lifetime_ms,
+                config=self.config, decider=self._decider(image), new_token_id=_new_token_id, token_hmac=self.token_hmac,
+            )
+            self._commit(events, context, now)
+        return token
+
+    def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1, *, context: RequestContext) -> int:
+        """Extend a token's expiry; returns the new expiry timestamp."""
+        with self._write_lock:
+            now, image = self._now(), self._image
+            events, expiry = control.renew_token(image, hmac, renew_period_ms, context, now, config=self.config, find_token=self._find_token)
+            self._commit(events, context, now)
+        return expiry
+
+    def expire_delegation_token(self, hmac: bytes, expiry_period_ms: int = -1, *, context: RequestContext) -> int:
+        """Move a token's expiry (a negative period removes it now); returns the new expiry."""
+        with self._write_lock:
+            now, image = self._now(), self._image
+            events, expiry = control.expire_token(image, hmac, expiry_period_ms, context, now, config=self.config, find_token=self._find_token)
+            self._commit(events, context, now)
+        return expiry
+
+    def sweep_expired_tokens(self) -> int:
+        """Remove every expired token (a logged change); returns how many were removed."""
+        with self._write_lock:
+            now = self._now()
+            events = control.sweep_expired(self._image, now)
+            self._commit(events, SWEEPER, now)
+        return len(events)
+
+    def start_token_sweeper(self) -> None:
+        """Run the expiry sweep in the background every ``token_expiry_check_interval_ms``."""
+        if self._sweeper is not None:
+            return
+        interval = self.config.token_expiry_check_interval_ms / 1000
+
+        def loop() -> None:
+            while not self._closed.wait(interval):
+                self.sweep_expired_tokens()
+
+        self._sweeper = threading.Thread(target=loop, name="secmeta-token-sweeper", daemon=True)
+        self._sweeper.start()
+
+    def snapshot(self):
+        """Write a snapshot of the current image now."""
+        with self._write_lock:
+            return self._snapshotter.snapshot(self._image, self._image.next_offset)
+
+    # -- reads -------------------------------------------------------------------
+
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None, *, context: RequestContext) -> dict[str, UserScramCredentialsDescription | object]:
+        image = self._image
+        return control.describe_scram_credentials(image, None if users is None else list(users), context, decider=self._decider(image))
+
+    def describe_acls(self, filter: AclBindingFilter, *, context: RequestContext) -> list[AclBinding]:
+        image = self._image
+        return control.describe_acls(image, filter, context, decider=self._decider(image))
+
+    def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *, context: RequestContext) -> list[DelegationToken]:
+        image = self._image
+        return control.describe_tokens(
+            image, None if owners is None else list(owners), context, decider=self._decider(image),
+            token_hmac=self.token_hmac, include_hmac=self.config.describe_tokens_include_hmac,
+        )
+
+    def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, resource_name: str) -> bool:
+        return authorizer.authorize(
+            self._image.acls, principal, host, operation, resource_type, resource_name,
+            super_users=self.config.super_users, allow_if_no_acl=self.config.allow_everyone_if_no_acl_found,
+        )
+
+    def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, resource_name: str) -> int:
+        return authorizer.authorized_operations(
+            self._image.acls, principal, host, resource_type, resource_name,
+            super_users=self.config.super_users, allow_if_no_acl=self.config.allow_everyone_if_no_acl_found,
+        )
+
+    def authorize_by_resource_type(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType) -> bool:
+        return authorizer.authorize_by_resource_type(
+            self._image.acls, principal, host, operation, resource_type,
+            super_users=self.config.super_users, allow_if_no_acl=self.config.allow_everyone_if_no_acl_found,
+        )
+
+    def explain(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, resource_name: str):
+        """The decision with the ACLs (or rule) that made it."""
+        return authorizer.explain(
+            self._image.acls, principal, host, operation, resource_type, resource_name,
+            super_users=self.config.super_users, allow_if_no_acl=self.config.allow_everyone_if_no_acl_found,
+        )
+
+    # -- authentication ----------------------------------------------------------
+
+    def scram_server(self, mechanism: ScramMechanism | str) -> ScramServer:
+        """A server-side SCRAM exchange for users and (with tokenauth=true) delegation tokens."""
+        return ScramServer(mechanism, self._scram_lookup_for(ScramMechanism.parse(mechanism) if isinstance(mechanism, str) else mechanism),
+                           token_lookup=self._token_identity, fake_salt_key=self._fake_salt_key)
+
+    def _scram_lookup_for(self, mechanism: ScramMechanism):
+        def lookup(user: str) -> ScramCredential | None:
+            entry = self._image.scram.get(user, mechanism)
+            if entry is None:
+                return None
+            secret = open_scram(self._keyring, ScramCredentialUpserted(user, mechanism, entry.iterations, entry.secret))
+            return ScramCredential(mechanism, secret.salt, secret.stored_key, secret.server_key, entry.iterations)
+
+        return lookup
+
+    def _token_identity(self, token_id: str) -> TokenIdentity | None:
+        info = self._image.tokens.get(token_id)
+        if info is None or self.config.token_secret is None or _expired(info, self._now()):
+            return None
+        return TokenIdentity(info.owner, self.token_hmac(token_id))
+
+    def token_hmac(self, token_id: str) -> bytes:
+        """HMAC-SHA512 of the token id under the configured secret (recomputed, never stored)."""
+        if self.config.token_secret is None:
+            raise SecmetaError("delegation tokens are disabled: no token_secret configured")
+        return hmac_mod.new(self.config.token_secret, token_id.encode(), hashlib.sha512).digest()
+
+    def _find_token(self, token_hmac: bytes) -> TokenInfo | None:
+        if self.config.token_secret is None:
+            return None
+        tokens = self._image.tokens
+        token_id = self._hmac_index.get(bytes(token_hmac))
+        if token_id is None or tokens.get(token_id) is None:
+            self._hmac_index = {self.token_hmac(t.token_id): t.token_id for t in tokens}
+            token_id = self._hmac_index.get(bytes(token_hmac))
+        return None if token_id is None else tokens.get(token_id)
+
+
+def _expired(info: TokenInfo, now_ms: int) -> bool:
+    return now_ms > info.expiry_timestamp_ms or now_ms > info.max_timestamp_ms
+
+
+def _new_token_id() -> str:
+    return uuid.uuid4().hex[:22]
+
+
+def _at_offset(image: SecurityImage, next_offset: int) -> SecurityImage:
+    return replace(image, next_offset=next_offset)

@@ -1,0 +1,132 @@
+"""Authorizer benchmark in the shape of Kafka's AuthorizerBenchmark, with pycasbin side by side.
+
+    python -m scripts.bench.authz [--sizes 10000 100000 1000000] [--casbin-sizes 10000]
+
+Per image size: authorize() p50/p99, authorized_operations, authorize_by_resource_type,
+describe_acls by resource (MATCH filter), image build, snapshot write and load,
+bytes per ACL; pycasbin deciding the same requests over the same ACLs; and SCRAM
+alter throughput for 1,000 users through the store (PBKDF2 + sealing + fsync).
+Targets (DESIGN.md): authorize p50 <= 10 us, p99 <= 50 us at 200k, growth < 2x from
+10k to 1M; authorized_operations and describe <= 1 ms at 200k; snapshot of 1M ACLs
+loads in <= 5 s; <= 600 bytes per ACL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import tempfile
+import time
+from pathlib import Path
+
+from core import RequestContext, ScramCredentialInfo, ScramMechanism, StoreConfig, UserScramCredentialUpsertion
+from core.store import SecurityStore
+from events.keyring import Keyring
+from projections.image import SecurityImage
+from projections.image_snapshot import SecurityImageSnapshot
+from projections.snapshot import read_snapshot, write_snapshot
+from scripts.bench import authz_core
+from scripts.bench.peers import casbin_decide, casbin_enforcer
+from scripts.bench.report import latencies_ns, percentiles, print_table, write_json
+
+
+def casbin_row(n: int, decisions: int) -> dict:
+    """pycasbin over the same ACLs and requests as secmeta's row of size n."""
+    acls = [
+        (b.principal, b.host, b.restype, b.name, b.resource_pattern_type, b.operation, b.permission_type)
+        for _, b in authz_core.bindings(n)
+    ]
+    start = time.perf_counter()
+    enforcer = casbin_enforcer(acls)
+    build = time.perf_counter() - start
+    reqs = authz_core.random_requests(n, decisions + 1)
+    casbin_decide(enforcer, *_casbin_args(reqs[0]))
+    samples = latencies_ns(lambda *r: casbin_decide(enforcer, *_casbin_args(r)), reqs[1:])
+    pct = percentiles(samples)
+    return {"acls": n, "build_s": build, "authorize_p50_us": pct["p50"] / 1000, "authorize_p99_us": pct["p99"] / 1000}
+
+
+def _casbin_args(request):
+    principal, host, op, rtype, name = request
+    return principal, host, rtype, name, op
+
+
+def snapshot_row(n: int, directory: Path) -> dict:
+    """Write a SecurityImage of n ACLs as a snapshot and time loading it back."""
+    image = SecurityImage(SecurityImage.EMPTY.scram, authz_core.build_image(n), SecurityImage.EMPTY.tokens, n)
+    codec = SecurityImageSnapshot()
+    start = time.perf_counter()
+    info = write_snapshot(directory, codec, image, next_offset=n, link=b"\0" * 32, timestamp_ms=0)
+    written = time.perf_counter() - start
+    del image
+    gc.collect()
+    start = time.perf_counter()
+    _, loaded = read_snapshot(info.path, codec)
+    load = time.perf_counter() - start
+    assert len(loaded.acls) == n
+    info.path.unlink()
+    return {"snapshot_write_s": written, "snapshot_load_s": load, "snapshot_bytes_per_acl": info.size / n}
+
+
+def scram_alter_rate(directory: Path, users: int = 1000) -> float:
+    Keyring.generate_file(directory / "keys.json")
+    with SecurityStore.open(directory / "scram", StoreConfig(), keyring=Keyring.from_file(directory / "keys.json")) as store:
+        alterations = [
+            UserScramCredentialUpsertion(f"user-{i}", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), f"pw-{i}".encode())
+            for i in range(users)
+        ]
+        start = time.perf_counter()
+        for i in range(0, users, 100):
+            store.alter_user_scram_credentials(alterations[i:i + 100], context=RequestContext())
+        return users / (time.perf_counter() - start)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--casbin-sizes", type=int, nargs="*", default=[10_000])
+    parser.add_argument("--casbin-decisions", type=int, default=200)
+    args = parser.parse_args(argv)
+
+    rows, peers = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.sizes:
+            print(f"measuring secmeta at {n:,} ACLs ...", flush=True)
+            row = authz_core.measure(n)
+            row["bytes_per_acl"] = authz_core.bytes_per_acl(min(n, 100_000))
+            row.update(snapshot_row(n, Path(tmp)))
+            rows.append(row)
+            gc.collect()
+        for n in args.casbin_sizes:
+            print(f"measuring pycasbin at {n:,} policies ...", flush=True)
+            peers.append(casbin_row(n, args.casbin_decisions))
+        print("measuring SCRAM alter throughput ...", flush=True)
+        scram_rate = scram_alter_rate(Path(tmp))
+
+    print_table(
+        "secmeta authorizer (latencies in microseconds)",
+        ["ACLs", "authz p50", "authz p99", "ops p50", "descr p50", "byType p50", "build s", "snap load s", "B/ACL"],
+        [[r["acls"], r["authorize_p50_us"], r["authorize_p99_us"], r["authorized_ops_p50_us"],
+          r["describe_by_resource_p50_us"], r["by_resource_type_p50_us"], r["build_s"], r["snapshot_load_s"],
+          r["bytes_per_acl"]] for r in rows],
+    )
+    by_size = {r["acls"]: r for r in rows}
+    print_table(
+        "side by side: same ACLs, same requests",
+        ["ACLs", "secmeta p50 us", "pycasbin p50 us", "secmeta p99 us", "pycasbin p99 us", "speed-up"],
+        [[p["acls"], by_size[p["acls"]]["authorize_p50_us"], p["authorize_p50_us"], by_size[p["acls"]]["authorize_p99_us"],
+          p["authorize_p99_us"], f"{p['authorize_p50_us'] / by_size[p['acls']]['authorize_p50_us']:,.0f}x"]
+         for p in peers if p["acls"] in by_size],
+    )
+    growth = None
+    if rows[0]["acls"] < rows[-1]["acls"]:
+        growth = rows[-1]["authorize_p50_us"] / rows[0]["authorize_p50_us"]
+        print(f"authorize p50 growth {rows[0]['acls']:,} -> {rows[-1]['acls']:,} ACLs: {growth:.2f}x (target < 2x)")
+    print(f"SCRAM alter: {scram_rate:,.0f} users/s (1,000 users, requests of 100, PBKDF2 4096 + AES-GCM + fsync)")
+    path = write_json("authz", {"secmeta": rows, "pycasbin": peers, "scram_alter_users_per_s": scram_rate, "p50_growth": growth})
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
