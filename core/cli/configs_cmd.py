@@ -88,12 +88,16 @@ def run(args: argparse.Namespace) -> int:
                 password if password is not None else _read_password(args.entity_name, mech)))
         for name in filter(None, (s.strip() for s in (args.delete_config or "").split(","))):
             alterations.append(UserScramCredentialDeletion(args.entity_name, ScramMechanism.parse(name)))
-        error = store.alter_user_scram_credentials(alterations, context=ctx)[args.entity_name]
-        if error:
-            print(f"Failed to alter credentials for user '{args.entity_name}': {error}")
-            return 1
-        print(f"Completed updating config for user {args.entity_name}.")
-        return 0
+        # Kafka refuses a user named twice in one request, so each mechanism is its own request.
+        failed = 0
+        for alteration in alterations:
+            error = store.alter_user_scram_credentials([alteration], context=ctx)[args.entity_name]
+            if error:
+                failed += 1
+                print(f"Failed to alter {alteration.mechanism.mechanism_name} for user '{args.entity_name}': {error}")
+        if not failed:
+            print(f"Completed updating config for user {args.entity_name}.")
+        return 1 if failed else 0
 
 
 def _describe(store, ctx, user: str | None) -> int:

@@ -10,7 +10,8 @@ from core.cli.common import add_store_options, iso_time, keyring, print_table, s
 from core.log import Log, verify_log
 from core.state import Snapshotter, load_state
 from events.redact import redacted
-from projections.latest import LatestByKey, LatestByKeySnapshot
+from projections.image import SecurityProjection
+from projections.image_snapshot import SecurityImageSnapshot
 from projections.snapshot import SnapshotError, SnapshotPolicy, list_snapshots, read_snapshot_info
 
 
@@ -33,7 +34,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     verify.set_defaults(func=verify_cmd)
 
     snap = sub.add_parser("snapshot", help="write a snapshot of the current state",
-                          description="Load the newest snapshot plus the log's tail and write a snapshot at the log's end.")
+                          description="Load the newest snapshot plus the log's tail and write a snapshot of the security image at the log's end.")
     add_store_options(snap)
     snap.set_defaults(func=snapshot_cmd)
 
@@ -83,10 +84,10 @@ def verify_cmd(args: argparse.Namespace) -> int:
 
 def snapshot_cmd(args: argparse.Namespace) -> int:
     with Log.open(store_path(args), keyring=keyring(args), read_only=True) as log:
-        codec = LatestByKeySnapshot(log.codec)
-        loaded = load_state(log, LatestByKey(), codec)
+        codec = SecurityImageSnapshot()
+        loaded = load_state(log, SecurityProjection(), codec)
         print(loaded)
         info = Snapshotter(log, codec, SnapshotPolicy()).snapshot(loaded.state, loaded.next_offset)
-        print(f"wrote {info.path} ({info.rows} entities, {info.size} bytes) at offset {info.next_offset}")
+        print(f"wrote {info.path} ({info.rows} rows, {info.size} bytes) at offset {info.next_offset}")
     return 0
 

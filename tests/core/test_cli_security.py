@@ -1,0 +1,142 @@
+"""The acls, configs, tokens and authorize commands, run as a user would."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+
+import pytest
+
+from core.cli import main
+from events.keyring import Keyring
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    keys = tmp_path / "keys.json"
+    Keyring.generate_file(keys)
+    monkeypatch.setenv("SECMETA_KEY_FILE", str(keys))
+    monkeypatch.setenv("SECMETA_STORE", str(tmp_path / "store"))
+    monkeypatch.setenv("SECMETA_TOKEN_SECRET", "cli-test-secret")
+    return tmp_path / "store"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_acls_add_list_remove(store, capsys):
+    """kafka-acls style add, list and remove round trip."""
+    code, out, _ = run(capsys, "acls", "--add", "--allow-principal", "User:alice", "--operation", "Read",
+                       "--operation", "Describe", "--topic", "orders", "--group", "etl")
+    assert code == 0 and out.count("added:") == 4
+    code, out, _ = run(capsys, "acls", "--list", "--topic", "orders")
+    assert code == 0 and "User:alice" in out and "READ" in out and "DESCRIBE" in out and "etl" not in out
+    code, out, _ = run(capsys, "acls", "--remove", "--topic", "orders", "--operation", "Read")
+    assert code == 0 and out.count("removed:") == 1
+    _, out, _ = run(capsys, "acls", "--list")
+    assert "READ" in out and out.count("User:alice") == 3
+
+
+def test_acls_add_prefixed_with_cidr_host(store, capsys):
+    """--resource-pattern-type prefixed and a CIDR --allow-host are stored as given."""
+    run(capsys, "acls", "--add", "--allow-principal", "User:bob", "--allow-host", "10.0.0.0/8",
+        "--topic", "pay-", "--resource-pattern-type", "prefixed", "--operation", "Write")
+    _, out, _ = run(capsys, "acls", "--list", "--topic", "pay-eu", "--resource-pattern-type", "match")
+    assert "PREFIXED" in out and "10.0.0.0/8" in out
+
+
+def test_acls_bad_input_is_named_and_nothing_written(store, capsys):
+    """A principal without a colon fails with INVALID_REQUEST naming it; the store stays empty."""
+    code, out, _ = run(capsys, "acls", "--add", "--allow-principal", "alice", "--topic", "t")
+    assert code == 1 and "INVALID_REQUEST" in out and "alice" in out
+    _, out, _ = run(capsys, "acls", "--list")
+    assert "no ACLs matched" in out
+
+
+def test_acls_unknown_operation_is_a_clear_error(store, capsys):
+    """An unknown operation name exits 2 and lists the valid ones."""
+    code, _, err = run(capsys, "acls", "--add", "--allow-principal", "User:a", "--operation", "Fly", "--topic", "t")
+    assert code == 2 and "'Fly'" in err and "READ" in err
+
+
+def test_acting_principal_without_permission_is_refused(store, capsys):
+    """--as a principal lacking ALTER on CLUSTER gets CLUSTER_AUTHORIZATION_FAILED."""
+    code, _, err = run(capsys, "acls", "--add", "--as", "User:eve", "--allow-principal", "User:eve", "--topic", "t")
+    assert code == 2 and "CLUSTER_AUTHORIZATION_FAILED" in err
+
+
+def test_configs_add_describe_delete(store, capsys):
+    """SCRAM credentials are set, described without secrets, and deleted."""
+    code, out, _ = run(capsys, "configs", "--entity-type", "users", "--entity-name", "alice", "--alter",
+                       "--add-config", "SCRAM-SHA-256=[iterations=8192,password=alice-secret],SCRAM-SHA-512=[password=alice-secret]")
+    assert code == 0 and "Completed" in out and "alice-secret" not in out
+    _, out, _ = run(capsys, "configs", "--entity-type", "users", "--describe")
+    assert "SCRAM-SHA-256=iterations=8192" in out and "SCRAM-SHA-512=iterations=4096" in out
+    assert "alice-secret" not in out
+    run(capsys, "configs", "--entity-type", "users", "--entity-name", "alice", "--alter", "--delete-config", "SCRAM-SHA-512")
+    _, out, _ = run(capsys, "configs", "--entity-type", "users", "--entity-name", "alice", "--describe")
+    assert "SCRAM-SHA-512" not in out and "SCRAM-SHA-256" in out
+
+
+def test_configs_password_from_stdin(store, capsys, monkeypatch):
+    """A password left out of --add-config is read from stdin when it is not a terminal."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("from-stdin\n"))
+    code, out, _ = run(capsys, "configs", "--entity-type", "users", "--entity-name", "bob", "--alter",
+                       "--add-config", "SCRAM-SHA-256=[iterations=4096]")
+    assert code == 0 and "from-stdin" not in out
+
+
+def test_configs_too_few_iterations_is_reported(store, capsys):
+    """Kafka's error code and message come back for a bad iteration count."""
+    code, out, _ = run(capsys, "configs", "--entity-type", "users", "--entity-name", "c", "--alter",
+                       "--add-config", "SCRAM-SHA-256=[iterations=10,password=x]")
+    assert code == 1 and "UNACCEPTABLE_CREDENTIAL" in out and "Too few iterations" in out
+
+
+def test_configs_malformed_add_config_is_named(store, capsys):
+    """A malformed --add-config value is quoted in the error."""
+    code, _, err = run(capsys, "configs", "--entity-type", "users", "--entity-name", "c", "--alter", "--add-config", "SCRAM-SHA-256=iterations")
+    assert code == 2 and "SCRAM-SHA-256=iterations" in err
+
+
+def test_tokens_create_renew_describe_expire(store, capsys):
+    """A token is created (HMAC shown once), renewed by its renewer, described without HMAC, expired."""
+    code, out, _ = run(capsys, "tokens", "--create", "--renewer-principal", "User:bob", "--max-life-time-period", "3600000")
+    assert code == 0
+    token_id, hmac_b64 = re.search(r"\n(\S+)\s+User:admin.*\s(\S+)\n", out).groups()
+    assert len(base64.b64decode(hmac_b64)) == 64
+    code, out, _ = run(capsys, "tokens", "--renew", "--hmac", hmac_b64, "--as", "User:bob")
+    assert code == 0 and "Renewed" in out
+    _, out, _ = run(capsys, "tokens", "--describe")
+    assert token_id in out and hmac_b64 not in out
+    code, out, _ = run(capsys, "tokens", "--expire", "--hmac", hmac_b64, "--expiry-time-period", "-1")
+    assert code == 0
+    _, out, _ = run(capsys, "tokens", "--describe")
+    assert "no tokens" in out
+
+
+def test_tokens_unknown_hmac_is_not_found(store, capsys):
+    """Renewing with an HMAC no token has exits 2 with DELEGATION_TOKEN_NOT_FOUND."""
+    run(capsys, "tokens", "--create")
+    code, _, err = run(capsys, "tokens", "--renew", "--hmac", base64.b64encode(b"x" * 64).decode())
+    assert code == 2 and "DELEGATION_TOKEN_NOT_FOUND" in err
+
+
+def test_authorize_prints_decision_and_deciding_acls(store, capsys):
+    """authorize explains the decision with the ACL that made it; exit code 0/1 for allow/deny."""
+    run(capsys, "acls", "--add", "--deny-principal", "User:alice", "--operation", "Write", "--topic", "t")
+    run(capsys, "acls", "--add", "--allow-principal", "User:alice", "--operation", "All", "--topic", "t")
+    code, out, _ = run(capsys, "authorize", "--principal", "User:alice", "--operation", "Write", "--topic", "t")
+    assert code == 1 and out.startswith("DENIED") and "DENY" in out and "denied by ACL" in out
+    code, out, _ = run(capsys, "authorize", "--principal", "User:alice", "--operation", "Read", "--topic", "t")
+    assert code == 0 and out.startswith("ALLOWED") and "ALL" in out
+
+
+def test_authorize_needs_exactly_one_resource(store, capsys):
+    """authorize without a resource is a clear error."""
+    code, _, err = run(capsys, "authorize", "--principal", "User:a", "--operation", "Read")
+    assert code == 2 and "exactly one resource" in err
