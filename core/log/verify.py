@@ -10,12 +10,11 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from events.codec import EventCodec
-
 from core.log.format import FrameError, genesis_link
 from core.log.log import ANCHOR_FILE
 from core.log.segment import Segment
 from core.storedir import StoreDirectory
+from events.codec import EventCodec
 from events.errors import EventsError
 from events.keyring import Keyring
 

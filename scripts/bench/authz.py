@@ -19,7 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from core import RequestContext, ScramCredentialInfo, ScramMechanism, StoreConfig, UserScramCredentialUpsertion
+from core import (
+    RequestContext,
+    ScramCredentialInfo,
+    ScramMechanism,
+    StoreConfig,
+    UserScramCredentialUpsertion,
+)
 from core.store import SecurityStore
 from events.keyring import Keyring
 from projections.image import SecurityImage
