@@ -181,8 +181,10 @@ def entity_key(event: Event) -> str:
 class Envelope:
     """One logged event with its offset, commit time, actor and request id.
 
-    Writers build envelopes with ``offset=-1``; the codec assigns offsets and
-    fills ``fingerprint`` (the event schema's CRC-64-AVRO) when encoding.
+    Writers build envelopes with ``offset=-1`` and no fingerprint. Neither is
+    stored: when a batch is decoded, ``offset`` is the batch's base offset plus
+    the event's position in it and ``fingerprint`` the CRC-64-AVRO of the event's
+    current schema (see EnvelopeGroup.avsc).
     """
 
     offset: int

@@ -58,16 +58,19 @@ class SecurityDelta:
         self._tokens: TokensDelta | None = None
 
     def scram_delta(self) -> ScramDelta:
+        """The SCRAM sub-delta, created on first use."""
         if self._scram is None:
             self._scram = ScramDelta(self.image.scram)
         return self._scram
 
     def acls_delta(self) -> AclsDelta:
+        """The ACL sub-delta, created on first use."""
         if self._acls is None:
             self._acls = AclsDelta(self.image.acls)
         return self._acls
 
     def tokens_delta(self) -> TokensDelta:
+        """The token sub-delta, created on first use."""
         if self._tokens is None:
             self._tokens = TokensDelta(self.image.tokens)
         return self._tokens
@@ -124,8 +127,9 @@ class SecurityDelta:
     def replay_all(self, envelopes: Iterable[Envelope]) -> None:
         """Replay the events of ``envelopes`` in order.
 
-        Same effect as ``replay`` per event, with the dispatch resolved once
-        per type and ACL creations added straight to the ACL delta.
+        Same effect as ``replay`` per event (the registered handlers, not
+        subclass overrides), with the dispatch resolved once per type and
+        ACL creations added straight to the ACL delta.
         """
         handlers = _HANDLERS
         add = None

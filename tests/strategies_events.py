@@ -37,6 +37,7 @@ __all__ = [
     "longs",
     "names",
     "principals",
+    "request_batches",
     "sealed_secrets",
 ]
 
@@ -116,3 +117,16 @@ def envelopes(event_strategy: st.SearchStrategy = events) -> st.SearchStrategy[E
 
 
 event_lists = st.lists(envelopes(), max_size=30)
+
+
+def _request(header, evs) -> list[Envelope]:
+    return [Envelope(-1, *header, event) for event in evs]
+
+
+_headers = st.tuples(timestamps, principals, st.one_of(st.just("127.0.0.1"), names), names)
+
+# Batches as the store appends them: a few requests, each several events under one header
+# (timestamp, actor principal, actor host, request id); consecutive requests may share one.
+request_batches = st.lists(
+    st.builds(_request, _headers, st.lists(events, min_size=1, max_size=6)), max_size=4
+).map(lambda requests: [env for request in requests for env in request])

@@ -359,11 +359,11 @@ class Log:
             self.refresh()
         with self._visible:
             segments = [(s, s.visible_size) for s in self._segments]
+            first = max(bisect.bisect_right(self._bases, start) - 1, 0)
             stop = self._visible_end if end is None else min(end, self._visible_end)
         start = max(start, self._start_offset)
         if start >= stop:
             return
-        first = max(bisect.bisect_right([s.base_offset for s, _ in segments], start) - 1, 0)
         for seg, size in segments[first:]:
             if seg.base_offset >= stop:
                 return
@@ -395,7 +395,7 @@ class Log:
             ) from None
 
     def decode(self, batch: Batch) -> list[Envelope]:
-        return self.codec.decode_batch(batch.payload, batch.schema_fp)
+        return self.codec.decode_batch(batch.payload, batch.schema_fp, batch.base_offset)
 
     def read(self, start: int = 0, end: int | None = None) -> Iterator[Envelope]:
         """Yield the visible events with offsets in [start, end), decoded."""
@@ -517,12 +517,11 @@ class Log:
     def close(self) -> None:
         if self._closed:
             return
-        if not self.read_only and self._failed is None:
-            try:
+        try:
+            if not self.read_only and self._failed is None:
                 self.flush()
-            finally:
-                self._closed = True
-        self._closed = True
+        finally:
+            self._closed = True
         if self._flusher is not None:
             self._flusher.join(timeout=2)
         for seg in self._segments:

@@ -79,7 +79,7 @@ def verify_log(
                 if batch.expected_link(keyring.chain_key(batch.key_id), link) != batch.link:
                     return failed("hash chain broken: this batch or one before it was altered", seg.name)
                 try:
-                    decoded = codec.decode_batch(batch.payload, batch.schema_fp)
+                    decoded = codec.decode_batch(batch.payload, batch.schema_fp, batch.base_offset)
                 except EventsError as exc:
                     return failed(f"batch does not decode: {exc}", seg.name)
                 if [e.offset for e in decoded] != list(range(batch.base_offset, batch.next_offset)):

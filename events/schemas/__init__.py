@@ -1,7 +1,8 @@
 """The shipped Avro schema files and helpers to load them as self-contained schemas.
 
 Each .avsc file defines one named type in namespace ``secmeta.events``
-(``common/`` shared types, ``events/`` one file per event type, ``Envelope.avsc``).
+(``common/`` shared types, ``events/`` one file per event type, ``EnvelopeGroup.avsc``,
+the record a batch payload is an array of).
 Files refer to each other by name; ``inline`` resolves those references into a
 single JSON schema that defines every named type once, with full names.
 """
@@ -20,7 +21,7 @@ from fastavro.schema import to_parsing_canonical_form
 from ..errors import EventSchemaError
 
 __all__ = [
-    "ENVELOPE",
+    "ENVELOPE_GROUP",
     "NAMESPACE",
     "SCHEMA_DIR",
     "avro_fingerprint",
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 NAMESPACE = "secmeta.events"
-ENVELOPE = f"{NAMESPACE}.Envelope"
+ENVELOPE_GROUP = f"{NAMESPACE}.EnvelopeGroup"
 SCHEMA_DIR = Path(__file__).resolve().parent
 PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 _NAMED = frozenset({"record", "error", "enum", "fixed"})

@@ -29,7 +29,13 @@ from events.types import (
     ResourceType,
     ScramMechanism,
 )
-from tests.strategies_events import envelopes, event_lists, events, events_of_each_type
+from tests.strategies_events import (
+    envelopes,
+    event_lists,
+    events,
+    events_of_each_type,
+    request_batches,
+)
 
 CODEC = EventCodec.default()
 BINDING = AclBinding.of(
@@ -62,8 +68,8 @@ def scram(iterations=4096) -> ScramCredentialUpserted:
     )
 
 
-def avro_value(env: Envelope, offset: int, codec: EventCodec = CODEC) -> dict:
-    """The Avro value the stored format documents for an envelope (an independent oracle)."""
+def avro_event(env: Envelope) -> tuple[str, dict]:
+    """The Avro union value the stored format documents for an envelope's event (an oracle)."""
     e = env.event
     name = type(e).__name__
     if isinstance(e, AclCreated) or name == "AclDeleted":
@@ -97,16 +103,30 @@ def avro_value(env: Envelope, offset: int, codec: EventCodec = CODEC) -> dict:
         }
         if "renewers" in body:
             body["renewers"] = list(body["renewers"])
-    return {
-        "offset": offset,
-        "timestamp_ms": env.timestamp_ms,
-        "actor_principal": env.actor_principal,
-        "actor_host": env.actor_host,
-        "request_id": env.request_id,
-        "event_type": name,
-        "fingerprint": codec.event_fingerprint(name),
-        "event": (f"secmeta.events.{name}", body),
-    }
+    return (f"secmeta.events.{name}", body)
+
+
+def avro_groups(envs: list[Envelope]) -> list[dict]:
+    """The array<EnvelopeGroup> value documented for a batch: runs of one header share a group."""
+    groups: list[dict] = []
+    for env in envs:
+        header = {
+            "timestamp_ms": env.timestamp_ms,
+            "actor_principal": env.actor_principal,
+            "actor_host": env.actor_host,
+            "request_id": env.request_id,
+        }
+        if not groups or {k: groups[-1][k] for k in header} != header:
+            groups.append({**header, "events": []})
+        groups[-1]["events"].append(avro_event(env))
+    return groups
+
+
+def fastavro_bytes(value) -> bytes:
+    schema = fastavro.parse_schema(json.loads(CODEC.writer_schema_json))
+    out = BytesIO()
+    fastavro.schemaless_writer(out, schema, value)
+    return out.getvalue()
 
 
 @pytest.mark.parametrize("event_class", list(events_of_each_type()), ids=lambda c: c.__name__)
@@ -117,7 +137,7 @@ def test_every_event_type_round_trips_through_a_batch(event_class, data):
         st.lists(envelopes(events_of_each_type()[event_class]), min_size=1, max_size=5)
     )
     base = data.draw(st.integers(0, 2**40))
-    decoded = CODEC.decode_batch(CODEC.encode_batch(base, envs), CODEC.fingerprint)
+    decoded = CODEC.decode_batch(CODEC.encode_batch(base, envs), CODEC.fingerprint, base)
     assert decoded == [
         Envelope(
             base + i,
@@ -132,23 +152,135 @@ def test_every_event_type_round_trips_through_a_batch(event_class, data):
     ]
 
 
-@given(envs=event_lists, base=st.integers(0, 2**62))
-def test_batch_bytes_are_exactly_fastavros_encoding_of_the_documented_value(envs, base):
-    """A batch is the Avro encoding of array<Envelope> that any Avro library writes."""
-    schema = fastavro.parse_schema(json.loads(CODEC.writer_schema_json))
-    expected = BytesIO()
-    fastavro.schemaless_writer(
-        expected, schema, [avro_value(e, base + i) for i, e in enumerate(envs)]
-    )
-    assert CODEC.encode_batch(base, envs) == expected.getvalue()
+@given(envs=st.one_of(event_lists, request_batches))
+def test_batch_bytes_are_exactly_fastavros_encoding_of_the_documented_value(envs):
+    """A batch is the Avro encoding of array<EnvelopeGroup> that any Avro library writes."""
+    assert CODEC.encode_batch(0, envs) == fastavro_bytes(avro_groups(envs))
 
 
 def test_a_plain_avro_reader_reads_enum_names_from_a_batch():
     """Enums are stored as Kafka's names, readable without secmeta."""
     payload = CODEC.encode_batch(7, [envelope(AclCreated("id-1", BINDING))])
     schema = fastavro.parse_schema(json.loads(CODEC.writer_schema_json))
-    [value] = fastavro.schemaless_reader(BytesIO(payload), schema, None, return_record_name=True)
-    assert (value["offset"], value["event"][1]["operation"]) == (7, "READ")
+    [group] = fastavro.schemaless_reader(BytesIO(payload), schema, None, return_record_name=True)
+    assert group["events"][0][1]["operation"] == "READ"
+
+
+@given(envs=request_batches, base=st.integers(0, 2**62))
+def test_request_batches_round_trip(envs, base):
+    """Batches of several requests decode to their envelopes, offsets base_offset + i."""
+    decoded = CODEC.decode_batch(CODEC.encode_batch(base, envs), CODEC.fingerprint, base)
+    assert decoded == [
+        Envelope(
+            base + i,
+            e.timestamp_ms,
+            e.actor_principal,
+            e.actor_host,
+            e.request_id,
+            e.event,
+            CODEC.event_fingerprint(e.event_type),
+        )
+        for i, e in enumerate(envs)
+    ]
+
+
+def test_a_batch_mixing_two_actors_keeps_each_envelopes_actor():
+    """Envelopes of two actors in one batch come back with their own actor, offsets base + i."""
+    alice = dict(actor_principal="User:alice", actor_host="10.0.0.2", request_id="r-a")
+    bob = dict(actor_principal="User:bob", actor_host="10.0.0.3", request_id="r-b")
+    envs = [
+        envelope(AclCreated("a1", BINDING), **alice),
+        envelope(AclCreated("a2", BINDING), **alice),
+        envelope(AclCreated("b1", BINDING), **bob),
+        envelope(AclCreated("a3", BINDING), **alice),
+    ]
+    decoded = CODEC.decode_batch(CODEC.encode_batch(40, envs), CODEC.fingerprint, 40)
+    assert [
+        (e.offset, e.actor_principal, e.actor_host, e.request_id, e.event) for e in decoded
+    ] == [
+        (40 + i, e.actor_principal, e.actor_host, e.request_id, e.event) for i, e in enumerate(envs)
+    ]
+
+
+def test_envelopes_sharing_a_header_are_stored_as_one_group():
+    """A request's envelopes (one time, actor and request id) store their header once."""
+    envs = [envelope(AclCreated(f"a{i}", BINDING)) for i in range(5)]
+    [group] = CODEC.decode_batch_raw(CODEC.encode_batch(0, envs), CODEC.fingerprint)
+    assert (group["request_id"], len(group["events"])) == ("req-1", 5)
+
+
+def test_only_consecutive_envelopes_share_a_group():
+    """Headers A, A, B, A make three groups, so the batch keeps its order."""
+    envs = [
+        envelope(AclCreated("1", BINDING)),
+        envelope(AclCreated("2", BINDING)),
+        envelope(AclCreated("3", BINDING), timestamp_ms=5),
+        envelope(AclCreated("4", BINDING)),
+    ]
+    raw = CODEC.decode_batch_raw(CODEC.encode_batch(0, envs), CODEC.fingerprint)
+    assert [len(g["events"]) for g in raw] == [2, 1, 1]
+
+
+def test_decode_batch_offsets_start_at_zero_by_default():
+    """Without a base offset, decoded offsets count from 0."""
+    envs = [envelope(AclCreated(f"a{i}", BINDING)) for i in range(3)]
+    decoded = CODEC.decode_batch(CODEC.encode_batch(9, envs), CODEC.fingerprint)
+    assert [e.offset for e in decoded] == [0, 1, 2]
+
+
+def test_offsets_and_fingerprints_given_to_encode_are_not_stored():
+    """Offsets and fingerprints are implied: what a writer put in them does not change the bytes."""
+    plain = [envelope(AclCreated("a", BINDING))]
+    filled = [envelope(AclCreated("a", BINDING), offset=77, fingerprint=b"x" * 8)]
+    assert CODEC.encode_batch(0, filled) == CODEC.encode_batch(0, plain)
+
+
+def test_envelopes_of_one_group_share_the_header_strings():
+    """The group's actor and request id strings are one object for all its envelopes."""
+    envs = [envelope(AclCreated(f"a{i}", BINDING)) for i in range(2)]
+    first, second = CODEC.decode_batch(CODEC.encode_batch(0, envs), CODEC.fingerprint)
+    assert first.actor_principal is second.actor_principal and first.request_id is second.request_id
+
+
+def test_a_bool_timestamp_is_rejected_after_an_equal_int_one():
+    """timestamp_ms=True is not merged into a group whose timestamp is 1: it is refused."""
+    envs = [envelope(AclCreated("a", BINDING), timestamp_ms=1)]
+    envs.append(envelope(AclCreated("b", BINDING), timestamp_ms=True))
+    with pytest.raises(EventSchemaError, match="envelope 1 .*timestamp_ms"):
+        CODEC.encode_batch(0, envs)
+
+
+@given(envs=st.one_of(event_lists, request_batches), base=st.integers(0, 2**62))
+def test_compiled_decoder_agrees_with_fastavro(envs, base):
+    """The compiled decoder of the codec's own batches returns what the fastavro path returns."""
+    payload = CODEC.encode_batch(base, envs)
+    compiled, end = CODEC._compiled_decode(payload, base)
+    assert end == len(payload)
+    assert compiled == CODEC._decode_resolved(payload, CODEC.fingerprint, base)
+
+
+@given(envs=request_batches.filter(bool), data=st.data())
+def test_a_corrupted_batch_decodes_as_fastavro_decodes_it_or_is_malformed(envs, data):
+    """After any byte is changed, decode_batch agrees with fastavro or raises MalformedEventError."""
+    payload = bytearray(CODEC.encode_batch(0, envs))
+    at = data.draw(st.integers(0, len(payload) - 1))
+    payload[at] = data.draw(st.integers(0, 255))
+    try:
+        expected = CODEC._decode_resolved(bytes(payload), CODEC.fingerprint, 0)
+    except MalformedEventError:
+        with pytest.raises(MalformedEventError):
+            CODEC.decode_batch(bytes(payload), CODEC.fingerprint)
+    else:
+        assert CODEC.decode_batch(bytes(payload), CODEC.fingerprint) == expected
+
+
+@given(envs=request_batches.filter(bool), data=st.data())
+def test_every_truncation_of_a_batch_is_malformed(envs, data):
+    """A batch cut anywhere raises MalformedEventError."""
+    payload = CODEC.encode_batch(0, envs)
+    cut = data.draw(st.integers(0, len(payload) - 1))
+    with pytest.raises(MalformedEventError):
+        CODEC.decode_batch(payload[:cut], CODEC.fingerprint)
 
 
 def test_empty_batch_round_trips():
@@ -337,10 +469,14 @@ def test_encode_event_names_the_bad_field():
     ],
 )
 def test_longs_at_varint_boundaries_encode_as_fastavro_does(value):
-    """Offsets and long fields at varint size boundaries match fastavro's bytes."""
+    """Long fields at varint size boundaries match fastavro's bytes."""
     env = envelope(DelegationTokenRenewed("t", value, abs(value) // 2), timestamp_ms=value)
-    base = max(0, value - 1)
-    schema = fastavro.parse_schema(json.loads(CODEC.writer_schema_json))
-    expected = BytesIO()
-    fastavro.schemaless_writer(expected, schema, [avro_value(env, base)])
-    assert CODEC.encode_batch(base, [env]) == expected.getvalue()
+    assert CODEC.encode_batch(0, [env]) == fastavro_bytes(avro_groups([env]))
+
+
+@pytest.mark.parametrize("value", [0, -1, 63, 64, 8192, -16385, 2**28, -(2**63), 2**63 - 1])
+def test_longs_at_varint_boundaries_decode_back(value):
+    """Long fields at varint size boundaries read back as written."""
+    env = envelope(DelegationTokenRenewed("t", value, abs(value) // 2), timestamp_ms=value)
+    [back] = CODEC.decode_batch(CODEC.encode_batch(0, [env]), CODEC.fingerprint)
+    assert (back.timestamp_ms, back.event) == (value, env.event)

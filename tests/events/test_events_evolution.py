@@ -32,11 +32,11 @@ ENVELOPES = [
 ]
 
 
-def schema_copy(tmp_path: Path, edit) -> Path:
-    """A copy of the shipped schemas with AclCreated.avsc changed by ``edit``."""
+def schema_copy(tmp_path: Path, edit, file: str = "events/AclCreated.avsc") -> Path:
+    """A copy of the shipped schemas with one file (AclCreated.avsc) changed by ``edit``."""
     target = tmp_path / "schemas"
     shutil.copytree(SCHEMA_DIR, target, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    path = target / "events" / "AclCreated.avsc"
+    path = target / file
     schema = json.loads(path.read_text())
     edit(schema)
     path.write_text(json.dumps(schema))
@@ -58,10 +58,17 @@ def test_old_batches_decode_after_a_field_is_added(new_codec):
     """A batch written before AclCreated gained a field decodes to the same events."""
     payload = OLD.encode_batch(10, ENVELOPES)
     new_codec.register_writer_schema(OLD.writer_schema_json)
-    decoded = new_codec.decode_batch(payload, OLD.fingerprint)
-    assert [(e.offset, e.event) for e in decoded] == [
-        (10 + i, e.event) for i, e in enumerate(ENVELOPES)
+    decoded = new_codec.decode_batch(payload, OLD.fingerprint, 10)
+    assert [(e.offset, e.timestamp_ms, e.event) for e in decoded] == [
+        (10 + i, e.timestamp_ms, e.event) for i, e in enumerate(ENVELOPES)
     ]
+
+
+def test_old_batches_read_the_current_event_fingerprint(new_codec):
+    """An event resolved from an old batch carries the fingerprint of the schema it now fits."""
+    new_codec.register_writer_schema(OLD.writer_schema_json)
+    decoded = new_codec.decode_batch(OLD.encode_batch(0, ENVELOPES), OLD.fingerprint)
+    assert {e.fingerprint for e in decoded} == {new_codec.event_fingerprint("AclCreated")}
 
 
 def test_old_records_read_the_new_fields_default(new_codec):
@@ -69,7 +76,7 @@ def test_old_records_read_the_new_fields_default(new_codec):
     payload = OLD.encode_batch(0, ENVELOPES)
     new_codec.register_writer_schema(OLD.writer_schema_json)
     raw = new_codec.decode_batch_raw(payload, OLD.fingerprint)
-    assert [body["comment"] for _, body in (r["event"] for r in raw)] == ["none"] * 3
+    assert [body["comment"] for group in raw for _, body in group["events"]] == ["none"] * 3
 
 
 def test_old_writer_schema_must_be_registered_first(new_codec):
@@ -100,8 +107,8 @@ def test_new_codec_writes_the_default_for_fields_python_lacks(new_codec):
     """Events written by the new codec carry the new field's default, readable by any Avro reader."""
     payload = new_codec.encode_batch(0, ENVELOPES[:1])
     schema = fastavro.parse_schema(json.loads(new_codec.writer_schema_json))
-    [value] = fastavro.schemaless_reader(BytesIO(payload), schema, None, return_record_name=True)
-    assert value["event"][1]["comment"] == "none"
+    [group] = fastavro.schemaless_reader(BytesIO(payload), schema, None, return_record_name=True)
+    assert group["events"][0][1]["comment"] == "none"
 
 
 def test_new_codec_round_trips_its_own_batches(new_codec):
@@ -136,20 +143,39 @@ def test_enum_symbol_unknown_to_the_reader_reads_as_unknown(tmp_path):
         "permission_type": "ALLOW",
     }
     value = {
-        "offset": 0,
         "timestamp_ms": 1,
         "actor_principal": "User:a",
         "actor_host": "h",
         "request_id": "r",
-        "event_type": "AclCreated",
-        "fingerprint": b"\0" * 8,
-        "event": ("secmeta.events.AclCreated", body),
+        "events": [("secmeta.events.AclCreated", body)],
     }
     out = BytesIO()
     fastavro.schemaless_writer(out, fastavro.parse_schema(writer), [value])
     reader = EventCodec()
     [env] = reader.decode_batch(out.getvalue(), reader.register_writer_schema(json.dumps(writer)))
     assert env.event.binding.operation is AclOperation.UNKNOWN
+
+
+def add_group_fields(schema: dict) -> None:
+    tags = {"type": "array", "items": "string", "doc": "Tags."}
+    schema["fields"].insert(1, {"name": "tags", "type": tags, "default": ["x"], "doc": "Tags."})
+    schema["fields"].append({"name": "region", "type": "string", "default": "eu", "doc": "Where."})
+
+
+def test_group_fields_python_lacks_are_written_as_defaults_and_skipped(tmp_path):
+    """A codec whose EnvelopeGroup gained fields Python lacks still round-trips its batches."""
+    codec = EventCodec(schema_copy(tmp_path, add_group_fields, "EnvelopeGroup.avsc"))
+    decoded = codec.decode_batch(codec.encode_batch(5, ENVELOPES), codec.fingerprint, 5)
+    assert [(e.offset, e.timestamp_ms, e.event) for e in decoded] == [
+        (5 + i, e.timestamp_ms, e.event) for i, e in enumerate(ENVELOPES)
+    ]
+
+
+def test_group_fields_python_lacks_hold_their_defaults(tmp_path):
+    """Any Avro reader sees the defaults of group fields Python has no value for."""
+    codec = EventCodec(schema_copy(tmp_path, add_group_fields, "EnvelopeGroup.avsc"))
+    [group] = codec.decode_batch_raw(codec.encode_batch(0, ENVELOPES[:1]), codec.fingerprint)
+    assert (group["tags"], group["region"]) == (["x"], "eu")
 
 
 def test_added_field_without_default_is_rejected_when_the_codec_is_built(tmp_path):
@@ -160,3 +186,11 @@ def test_added_field_without_default_is_rejected_when_the_codec_is_built(tmp_pat
 
     with pytest.raises(EventSchemaError, match="ticket"):
         EventCodec(schema_copy(tmp_path, add_required))
+
+
+def test_compiled_decoder_skips_group_fields_python_lacks(tmp_path):
+    """The compiled decoder steps over added group fields and agrees with fastavro."""
+    codec = EventCodec(schema_copy(tmp_path, add_group_fields, "EnvelopeGroup.avsc"))
+    payload = codec.encode_batch(3, ENVELOPES)
+    compiled, end = codec._compiled_decode(payload, 3)
+    assert (end, compiled) == (len(payload), codec._decode_resolved(payload, codec.fingerprint, 3))

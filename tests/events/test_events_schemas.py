@@ -33,7 +33,7 @@ def walk_types(schema):
 
 
 def test_the_expected_schema_files_ship():
-    """7 shared types, 8 event types and the envelope are shipped."""
+    """7 shared types, 8 event types and the envelope group are shipped."""
     relative = {p.relative_to(SCHEMA_DIR).parent.name or "." for p in FILES}
     assert len(FILES) == 16 and relative == {".", "common", "events"}
 
@@ -46,7 +46,7 @@ def test_each_file_defines_the_type_it_is_named_after(path):
 
 
 def prerequisites(path):
-    """The files a schema file refers to: shared types, and for the envelope the events too."""
+    """The files a schema file refers to: shared types, and for the envelope group the events too."""
     layers = {"common": [], "events": ["common"], "schemas": ["common", "events"]}
     return [p for p in FILES if p.parent.name in layers[path.parent.name]]
 
@@ -94,22 +94,28 @@ def test_token_removal_reason_symbols_and_default():
     assert schema["default"] == "EXPIRED_BY_SWEEP"
 
 
-def test_envelope_union_holds_exactly_the_event_types():
-    """The envelope's event union names every event record and nothing else."""
-    envelope = NAMED["secmeta.events.Envelope"][0]
-    [union] = [f["type"] for f in envelope["fields"] if f["name"] == "event"]
-    assert sorted(union) == sorted(EVENT_TYPES)
+GROUP = NAMED["secmeta.events.EnvelopeGroup"][0]
 
 
-def test_envelope_timestamp_is_a_plain_long():
+def test_envelope_group_events_are_an_array_of_exactly_the_event_types():
+    """A group's events are an array of the union of every event record and nothing else."""
+    [events] = [f["type"] for f in GROUP["fields"] if f["name"] == "events"]
+    assert events["type"] == "array" and sorted(events["items"]) == sorted(EVENT_TYPES)
+
+
+def test_envelope_group_stores_the_shared_header_and_the_events_only():
+    """Time, actor and request id are stored per group; offset, type and fingerprint are not."""
+    names = [f["name"] for f in GROUP["fields"]]
+    assert names == ["timestamp_ms", "actor_principal", "actor_host", "request_id", "events"]
+
+
+def test_envelope_group_timestamp_is_a_plain_long():
     """timestamp_ms is a long with no logical type."""
-    envelope = NAMED["secmeta.events.Envelope"][0]
-    [field] = [f for f in envelope["fields"] if f["name"] == "timestamp_ms"]
+    [field] = [f for f in GROUP["fields"] if f["name"] == "timestamp_ms"]
     assert field["type"] == "long"
 
 
-def test_envelope_fingerprint_is_an_eight_byte_fixed():
-    """The envelope's fingerprint field is fixed Fingerprint of size 8."""
-    envelope = NAMED["secmeta.events.Envelope"][0]
-    [field] = [f for f in envelope["fields"] if f["name"] == "fingerprint"]
-    assert (field["type"]["name"], field["type"]["size"]) == ("Fingerprint", 8)
+@pytest.mark.parametrize("implied", ["offset", "event type", "fingerprint", "base offset"])
+def test_envelope_group_doc_explains_what_is_implied(implied):
+    """The group's doc says how each part of an envelope that is not stored is implied."""
+    assert implied in GROUP["doc"]
