@@ -16,17 +16,19 @@ import hmac as hmac_mod
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from core import control
+from core import control, forensics
+from core import history as history_mod
 from core.config import StoreConfig
 from core.errors import SecmetaError
 from core.log import Log
 from core.scram import ScramCredential, ScramServer, TokenIdentity
 from core.state import LoadedState, Snapshotter, load_state
+from core.timetravel import Point, TimeTravel
 from core.types import (
     DelegationToken,
     DeleteAclsResult,
@@ -34,10 +36,10 @@ from core.types import (
     UserScramCredentialAlteration,
     UserScramCredentialsDescription,
 )
+from core.view import StoreView
 from events.keyring import Keyring, open_scram
 from events.records import Envelope, Event, ScramCredentialUpserted
 from events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType, ScramMechanism
-from projections import authorizer
 from projections.image import SecurityDelta, SecurityImage, SecurityProjection
 from projections.image_snapshot import SecurityImageSnapshot
 from projections.tokens import TokenInfo
@@ -64,16 +66,24 @@ class SecurityStore:
         self._fake_salt_key = hmac_mod.new(keyring.chain_key(keyring.ids[0]), b"secmeta/fake-salt", hashlib.sha256).digest()
         self._sweeper: threading.Thread | None = None
         self._closed = threading.Event()
+        self._view = StoreView(self._image, config, token_hmac=self.token_hmac)
+        self._timetravel = TimeTravel(log, now_ms=config.now_ms, live=lambda: self._image)
+        self._timetravel.note(self._image)
 
     # -- lifecycle ---------------------------------------------------------------
 
     @classmethod
-    def open(cls, directory: str | os.PathLike, config: StoreConfig | None = None, *, keyring: Keyring | None = None) -> SecurityStore:
-        """Create or reopen the store at ``directory`` (one writer process per directory)."""
+    def open(cls, directory: str | os.PathLike, config: StoreConfig | None = None, *, keyring: Keyring | None = None,
+             read_only: bool = False) -> SecurityStore:
+        """Create or reopen the store at ``directory`` (one writer process per directory).
+
+        ``read_only`` opens an existing store without its writer lock (beside a running
+        writer, e.g. for the CLI's reads and forensic queries); writes then raise.
+        """
         if config is None:
             config = StoreConfig.load(directory) if Path(directory).exists() else StoreConfig()
         keyring = keyring or Keyring.load(config.key_file)
-        log = Log.open(directory, keyring=keyring, config=config.log)
+        log = Log.open(directory, keyring=keyring, config=config.log, read_only=read_only)
         try:
             with _bulk_load():
                 loaded = load_state(log, SecurityProjection(), SecurityImageSnapshot())
@@ -126,12 +136,15 @@ class SecurityStore:
         """Append ``events`` as one batch, replay it, publish the new image. Caller holds the lock."""
         if not events:
             return self._image
+        if self._log.read_only:
+            raise SecmetaError(f"store {self._log.store.path} was opened read-only; this request would write")
         request_id = context.request_id or uuid.uuid4().hex
         envelopes = [Envelope(-1, now_ms, context.principal, context.host, request_id, e) for e in events]
         result = self._log.append(envelopes)
         delta = SecurityDelta(self._image)
         delta.replay_all(envelopes)
         self._image = delta.apply(result.next_offset)
+        self._timetravel.note(self._image)
         self._snapshotter.maybe_snapshot(self._image, result.next_offset)
         return self._image
 
@@ -221,47 +234,80 @@ class SecurityStore:
         with self._write_lock:
             return self._snapshotter.snapshot(self._image, self._image.next_offset)
 
-    # -- reads -------------------------------------------------------------------
+    # -- reads (answered by a view of the published image) -------------------------
+
+    def _live_view(self) -> StoreView:
+        view = self._view
+        if view.image is not self._image:
+            view = self._view = StoreView(self._image, self.config, token_hmac=self.token_hmac)
+        return view
 
     def describe_user_scram_credentials(self, users: Iterable[str] | None = None, *, context: RequestContext) -> dict[str, UserScramCredentialsDescription | object]:
-        image = self._image
-        return control.describe_scram_credentials(image, None if users is None else list(users), context, decider=self._decider(image))
+        return self._live_view().describe_user_scram_credentials(users, context=context)
 
     def describe_acls(self, filter: AclBindingFilter, *, context: RequestContext) -> list[AclBinding]:
-        image = self._image
-        return control.describe_acls(image, filter, context, decider=self._decider(image))
+        return self._live_view().describe_acls(filter, context=context)
 
     def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *, context: RequestContext) -> list[DelegationToken]:
-        image = self._image
-        return control.describe_tokens(
-            image, None if owners is None else list(owners), context, decider=self._decider(image),
-            token_hmac=self.token_hmac, include_hmac=self.config.describe_tokens_include_hmac,
-        )
+        return self._live_view().describe_delegation_tokens(owners, context=context)
 
     def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, resource_name: str) -> bool:
-        return authorizer.authorize(
-            self._image.acls, principal, host, operation, resource_type, resource_name,
-            super_users=self.config.super_users, allow_if_no_acl=self.config.allow_everyone_if_no_acl_found,
-        )
+        return self._live_view().authorize(principal, host, operation, resource_type, resource_name)
 
     def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, resource_name: str) -> int:
-        return authorizer.authorized_operations(
-            self._image.acls, principal, host, resource_type, resource_name,
-            super_users=self.config.super_users, allow_if_no_acl=self.config.allow_everyone_if_no_acl_found,
-        )
+        return self._live_view().authorized_operations(principal, host, resource_type, resource_name)
 
     def authorize_by_resource_type(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType) -> bool:
-        return authorizer.authorize_by_resource_type(
-            self._image.acls, principal, host, operation, resource_type,
-            super_users=self.config.super_users, allow_if_no_acl=self.config.allow_everyone_if_no_acl_found,
-        )
+        return self._live_view().authorize_by_resource_type(principal, host, operation, resource_type)
 
     def explain(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, resource_name: str):
         """The decision with the ACLs (or rule) that made it."""
-        return authorizer.explain(
-            self._image.acls, principal, host, operation, resource_type, resource_name,
-            super_users=self.config.super_users, allow_if_no_acl=self.config.allow_everyone_if_no_acl_found,
-        )
+        return self._live_view().explain(principal, host, operation, resource_type, resource_name)
+
+    # -- time travel and forensics (core.timetravel, core.history, core.forensics) ----
+
+    @property
+    def timetravel(self) -> TimeTravel:
+        return self._timetravel
+
+    def as_of(self, offset: int | None = None, timestamp_ms: int | None = None) -> StoreView:
+        """A read-only view of the store after its first ``offset`` events, or after every batch <= ``timestamp_ms``.
+
+        Requesters of describe calls are checked against the current ACLs.
+        Raises PointInTimeError for a point the store cannot show.
+        """
+        n = self._timetravel.resolve(offset=offset, timestamp_ms=timestamp_ms)
+        return self._view_at(n)
+
+    def _view_at(self, n: int) -> StoreView:
+        image = self._timetravel.image_at(n)
+        return StoreView(image, self.config, token_hmac=self.token_hmac, gate=lambda: self._image,
+                         timestamp_ms=self._timetravel.timestamp_before(n))
+
+    def history(self, *, principal: str | None = None, user: str | None = None, resource=None, event_types=None,
+                start_ms: int | None = None, end_ms: int | None = None, start_offset: int | None = None,
+                end_offset: int | None = None, limit: int | None = None) -> Iterator[history_mod.HistoryEntry]:
+        """Logged changes in order, redacted, filtered (see core.history.history for each filter)."""
+        return history_mod.history(
+            self._timetravel, principal=principal, user=user, resource=resource, event_types=event_types,
+            start_ms=start_ms, end_ms=end_ms, start_offset=start_offset, end_offset=end_offset, limit=limit)
+
+    def diff(self, a: int | Point | dict, b: int | Point | dict) -> history_mod.Diff:
+        """What changed between two points (offsets, Point.at_time(ms) or {"timestamp_ms": ms})."""
+        travel = self._timetravel
+        return history_mod.diff(travel, travel.resolve_point(a), travel.resolve_point(b))
+
+    def who_could(self, operation: AclOperation | str, resource_type: ResourceType | str, resource_name: str,
+                  at: int | Point | dict | None = None) -> list[forensics.Grant]:
+        """Every principal (and host) allowed at a point (default: now), with the ACLs or rule allowing it."""
+        image = self._image if at is None else self._timetravel.image_at(self._timetravel.resolve_point(at))
+        return forensics.who_could(image, self.config, operation, resource_type, resource_name)
+
+    def access_timeline(self, principal: str, operation: AclOperation | str, resource_type: ResourceType | str,
+                        resource_name: str, host: str = "*") -> list[forensics.Interval]:
+        """The intervals in which the principal was allowed, each opened and closed by a logged change."""
+        return forensics.access_timeline(self._timetravel, self.config, principal, operation, resource_type,
+                                         resource_name, host)
 
     # -- authentication ----------------------------------------------------------
 

@@ -1,0 +1,379 @@
+"""Forensic answers: who could do something at a point, and when a principal could.
+
+``who_could`` reads one image: every principal (and host) that ``authorize``
+would allow, with the ACLs or the rule that allow it.  ``Grant.allows``
+states exactly which (principal, host) pairs a grant covers, including the
+hosts a DENY takes away and, for the 'User:*' grant, the principals whose
+own DENY ACLs take them out of it (they are listed on their own).
+
+``access_timeline`` replays only the ACL events that can change one
+decision (ACLs of that resource type whose pattern applies to the name)
+and reports the intervals in which it was true, each opened and closed by
+the event that flipped it.  Super users and allow.everyone.if.no.acl.found
+come from the store's current config: settings are not logged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.config import StoreConfig
+from core.timetravel import QueryError, TimeTravel
+from events.records import AclCreated, AclDeleted, Envelope
+from events.types import (
+    WILDCARD,
+    WILDCARD_PRINCIPAL,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from projections.acl_match import ALLOW_MASK, EXACT_MASK, acl_network, host_matches
+from projections.authorizer import ALLOWED_BY_ACL, NO_ACL_FOUND, SUPER_USER
+from projections.image import SecurityImage
+
+__all__ = ["Change", "Grant", "Interval", "access_timeline", "parse_operation", "parse_resource_type", "who_could"]
+
+
+# -- arguments -------------------------------------------------------------------------------
+
+
+def parse_operation(operation: AclOperation | str | int) -> AclOperation:
+    """A concrete operation (not UNKNOWN or ANY), from the enum, its name or its code."""
+    try:
+        op = AclOperation.parse(operation) if isinstance(operation, str | int) else AclOperation(operation)
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+    if op in (AclOperation.UNKNOWN, AclOperation.ANY):
+        raise QueryError(f"operation must be a concrete operation, not {op.name}")
+    return op
+
+
+def parse_resource_type(resource_type: ResourceType | str | int) -> ResourceType:
+    """A concrete resource type (not UNKNOWN or ANY), from the enum, its name or its code."""
+    try:
+        rt = (ResourceType.parse(resource_type) if isinstance(resource_type, str | int)
+              else ResourceType(resource_type))
+    except ValueError as exc:
+        raise QueryError(str(exc)) from None
+    if rt in (ResourceType.UNKNOWN, ResourceType.ANY):
+        raise QueryError(f"resource type must be a concrete type, not {rt.name}")
+    return rt
+
+
+def _check_name(resource_name: object) -> str:
+    if not isinstance(resource_name, str) or not resource_name:
+        raise QueryError(f"resource name must be a non-empty string, not {resource_name!r}")
+    return resource_name
+
+
+# -- who could -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A principal allowed from ``host`` (an ACL host: '*', a host or a CIDR range), and why.
+
+    ``except_hosts``: client hosts inside ``host`` that a DENY ACL refuses.
+    ``except_principals`` (only on the 'User:*' grant): principals whose own
+    DENY ACLs take them out of it; their allowed hosts are their own grants.
+    """
+
+    principal: str
+    host: str
+    reason: str
+    acls: tuple[tuple[str, AclBinding], ...] = ()
+    except_hosts: tuple[str, ...] = ()
+    except_principals: tuple[str, ...] = ()
+
+    def allows(self, principal: str, host: str) -> bool:
+        """Whether this grant lets ``principal`` in from client ``host``."""
+        if self.principal == WILDCARD_PRINCIPAL:
+            if principal in self.except_principals:
+                return False
+        elif principal != self.principal:
+            return False
+        return host_matches(self.host, host) and not any(host_matches(d, host) for d in self.except_hosts)
+
+    def to_dict(self) -> dict:
+        return {
+            "principal": self.principal, "host": self.host, "reason": self.reason,
+            "acls": [{"acl_id": acl_id, "pattern_type": b.resource_pattern_type.name, "resource_name": b.name,
+                      "principal": b.principal, "host": b.host, "operation": b.operation.name,
+                      "permission_type": b.permission_type.name} for acl_id, b in self.acls],
+            "except_hosts": list(self.except_hosts), "except_principals": list(self.except_principals),
+        }
+
+
+def who_could(
+    image: SecurityImage,
+    config: StoreConfig,
+    operation: AclOperation | str,
+    resource_type: ResourceType | str,
+    resource_name: str,
+) -> list[Grant]:
+    """Every grant by which some principal may perform the operation on the resource in ``image``.
+
+    Super users first, then the 'User:*' grant, then principals by name.  A
+    (principal, host) is allowed by ``authorize`` iff some grant ``allows`` it.
+    """
+    op = parse_operation(operation)
+    rt = parse_resource_type(resource_type)
+    name = _check_name(resource_name)
+    grants = [Grant(su, WILDCARD, SUPER_USER) for su in sorted(config.super_users)]
+    found, allows, denies = _applying(image, op, rt, name)
+    if not found:
+        if config.allow_everyone_if_no_acl_found:
+            grants.append(Grant(WILDCARD_PRINCIPAL, WILDCARD, NO_ACL_FOUND))
+        return grants
+    wild_allow = allows.pop(WILDCARD_PRINCIPAL, [])
+    wild_deny = denies.pop(WILDCARD_PRINCIPAL, [])
+    denied_principals = tuple(sorted(p for p in denies if p not in config.super_users))
+    grants += _host_grants(WILDCARD_PRINCIPAL, wild_allow, wild_deny, denied_principals)
+    for principal in sorted(set(allows) | set(denies)):
+        if principal in config.super_users:
+            continue
+        own_allow, own_deny = allows.get(principal, []), denies.get(principal, [])
+        if own_deny:  # out of the wildcard grant: everything that allows it is listed here
+            grants += _host_grants(principal, own_allow + wild_allow, own_deny + wild_deny)
+        else:
+            grants += _host_grants(principal, own_allow, wild_deny)
+    return grants
+
+
+def _applying(image: SecurityImage, op: AclOperation, rt: ResourceType, name: str):
+    """(any ACL applies, relevant ALLOWs by principal, relevant DENYs by principal)."""
+    acls = image.acls
+    allow_mask, deny_mask = ALLOW_MASK[op], EXACT_MASK[op]
+    allows: dict[str, list[tuple[str, AclBinding]]] = {}
+    denies: dict[str, list[tuple[str, AclBinding]]] = {}
+    found = False
+    for node in acls.index.types[rt].applicable_nodes(name):
+        found = True
+        for group in node.groups():
+            for acl_id in group.acl_ids():
+                binding = acls.acls[acl_id]
+                entry = binding.entry
+                bit = 1 << entry.operation
+                if entry.permission_type == AclPermissionType.ALLOW and bit & allow_mask:
+                    allows.setdefault(entry.principal, []).append((acl_id, binding))
+                elif entry.permission_type == AclPermissionType.DENY and bit & deny_mask:
+                    denies.setdefault(entry.principal, []).append((acl_id, binding))
+    return found, allows, denies
+
+
+def _host_grants(principal: str, allow: list, deny: list, except_principals: tuple[str, ...] = ()) -> list[Grant]:
+    """One grant per allowing ACL host, minus the hosts the DENYs refuse."""
+    by_host: dict[str, list[tuple[str, AclBinding]]] = {}
+    for acl_id, binding in allow:
+        by_host.setdefault(binding.entry.host, []).append((acl_id, binding))
+    deny_hosts = sorted({binding.entry.host for _, binding in deny})
+    grants = []
+    for host in sorted(by_host):
+        if any(_covers(d, host) for d in deny_hosts):
+            continue
+        excepted = tuple(d for d in deny_hosts if _overlaps(host, d))
+        grants.append(Grant(principal, host, ALLOWED_BY_ACL, tuple(sorted(by_host[host])), excepted,
+                            except_principals))
+    return grants
+
+
+def _covers(deny: str, host: str) -> bool:
+    """Whether every client an ACL host ``host`` admits is refused by a DENY host ``deny``."""
+    # Used as a client host, an ACL host string is refused exactly when no client of it escapes:
+    # '*' only by '*', a range only by itself, a plain host by itself or a range holding it.
+    return host_matches(deny, host)
+
+
+def _overlaps(host: str, deny: str) -> bool:
+    """Whether some client admitted by ``host`` may be refused by ``deny`` (listing extra is harmless)."""
+    if host == WILDCARD:
+        return True
+    network = acl_network(host)
+    if network is None:
+        return False  # a plain host admits one client, and it is not refused (else covered)
+    if host_matches(host, deny):
+        return True
+    other = acl_network(deny)
+    if other is None or other[0] != network[0]:
+        return False
+    mask = network[2] & other[2]
+    return network[1] & mask == other[1] & mask
+
+
+# -- access timeline ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """The logged event that opened or closed access: where, when, who, and the ACL it touched."""
+
+    offset: int
+    timestamp_ms: int
+    actor_principal: str
+    actor_host: str
+    request_id: str
+    event_type: str
+    acl_id: str
+    binding: AclBinding
+
+    @classmethod
+    def of(cls, envelope: Envelope) -> Change:
+        event = envelope.event
+        return cls(envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
+                   envelope.request_id, envelope.event_type, event.acl_id, event.binding)
+
+    def to_dict(self) -> dict:
+        b = self.binding
+        return {
+            "offset": self.offset, "timestamp_ms": self.timestamp_ms, "actor_principal": self.actor_principal,
+            "actor_host": self.actor_host, "request_id": self.request_id, "event_type": self.event_type,
+            "acl_id": self.acl_id, "resource_type": b.restype.name, "resource_name": b.name,
+            "pattern_type": b.resource_pattern_type.name, "principal": b.principal, "host": b.host,
+            "operation": b.operation.name, "permission_type": b.permission_type.name,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """Offsets [start_offset, end_offset) of ``as_of`` in which the access was allowed.
+
+    ``opened_by`` is the event at offset ``start_offset - 1`` (None when the
+    access held from the store's beginning: a super user, or no ACL with
+    allow.everyone.if.no.acl.found); ``closed_by`` the event at
+    ``end_offset - 1`` (None while still open).  Times are those events'.
+    """
+
+    start_offset: int
+    start_ms: int | None
+    opened_by: Change | None
+    end_offset: int | None = None
+    end_ms: int | None = None
+    closed_by: Change | None = None
+    reason: str = ALLOWED_BY_ACL  # why access held when the interval opened
+
+    def contains(self, offset: int) -> bool:
+        """Whether the state as_of(offset=offset) falls in this interval."""
+        return self.start_offset <= offset and (self.end_offset is None or offset < self.end_offset)
+
+    def to_dict(self) -> dict:
+        return {
+            "start_offset": self.start_offset, "start_ms": self.start_ms,
+            "opened_by": None if self.opened_by is None else self.opened_by.to_dict(),
+            "end_offset": self.end_offset, "end_ms": self.end_ms,
+            "closed_by": None if self.closed_by is None else self.closed_by.to_dict(), "reason": self.reason,
+        }
+
+
+class _Decision:
+    """The ACLs that bear on one (principal, host, operation, resource) decision, kept up to date."""
+
+    def __init__(self, principal: str, host: str, op: AclOperation, rt: ResourceType, name: str,
+                 allow_if_no_acl: bool):
+        self.principal, self.host, self.rt, self.name = principal, host, rt, name
+        self.allow_mask, self.deny_mask = ALLOW_MASK[op], EXACT_MASK[op]
+        self.allow_if_no_acl = allow_if_no_acl
+        self.found: set[str] = set()
+        self.allows: set[str] = set()
+        self.denies: set[str] = set()
+
+    def applies(self, binding: AclBinding) -> bool:
+        """Does an ACL's pattern cover the resource (same type; literal name or '*', or a prefix)?"""
+        pattern = binding.pattern
+        if pattern.resource_type != self.rt:
+            return False
+        if pattern.pattern_type == PatternType.LITERAL:
+            return pattern.name == self.name or pattern.name == WILDCARD
+        return pattern.pattern_type == PatternType.PREFIXED and self.name.startswith(pattern.name)
+
+    def add(self, acl_id: str, binding: AclBinding) -> None:
+        self.found.add(acl_id)
+        entry = binding.entry
+        if entry.principal != self.principal and entry.principal != WILDCARD_PRINCIPAL:
+            return
+        if not host_matches(entry.host, self.host):
+            return
+        bit = 1 << entry.operation
+        if entry.permission_type == AclPermissionType.ALLOW and bit & self.allow_mask:
+            self.allows.add(acl_id)
+        elif entry.permission_type == AclPermissionType.DENY and bit & self.deny_mask:
+            self.denies.add(acl_id)
+
+    def remove(self, acl_id: str) -> None:
+        self.found.discard(acl_id)
+        self.allows.discard(acl_id)
+        self.denies.discard(acl_id)
+
+    @property
+    def reason(self) -> str:
+        return NO_ACL_FOUND if not self.found else ALLOWED_BY_ACL
+
+    @property
+    def allowed(self) -> bool:
+        if not self.found:
+            return self.allow_if_no_acl
+        return not self.denies and bool(self.allows)
+
+
+def access_timeline(
+    travel: TimeTravel,
+    config: StoreConfig,
+    principal: str,
+    operation: AclOperation | str,
+    resource_type: ResourceType | str,
+    resource_name: str,
+    host: str = WILDCARD,
+) -> list[Interval]:
+    """The intervals in which ``authorize(principal, host, operation, resource)`` was true, in order."""
+    op = parse_operation(operation)
+    rt = parse_resource_type(resource_type)
+    name = _check_name(resource_name)
+    if not isinstance(principal, str) or ":" not in principal:
+        raise QueryError(f"principal must look like Type:Name, not {principal!r}")
+    if not isinstance(host, str) or not host:
+        raise QueryError(f"host must be a non-empty string, not {host!r}")
+    log = travel.log
+    start, end = log.start_offset, log.end_offset
+    begin_ms = travel.begin_ms() if start == 0 else travel.timestamp_before(start)
+    if principal in config.super_users:
+        return [Interval(start, begin_ms, None, reason=SUPER_USER)]
+    decision = _Decision(principal, host, op, rt, name, bool(config.allow_everyone_if_no_acl_found))
+    if start > 0:  # older segments were deleted: begin from the state at the log's start
+        for acl_id, binding in travel.image_at(start).acls:
+            if decision.applies(binding):
+                decision.add(acl_id, binding)
+    intervals: list[Interval] = []
+    allowed = decision.allowed
+    opened: tuple | None = None  # (start offset, start ms, opener, reason) of the open interval
+    if allowed:
+        opened = (start, begin_ms, None, decision.reason)
+    for envelope in log.read(start, end):
+        event = envelope.event
+        kind = type(event)
+        if kind is AclCreated:
+            if not decision.applies(event.binding):
+                continue
+            decision.remove(event.acl_id)
+            decision.add(event.acl_id, event.binding)
+        elif kind is AclDeleted:
+            if event.acl_id not in decision.found:
+                continue
+            decision.remove(event.acl_id)
+        else:
+            continue
+        now = decision.allowed
+        if now == allowed:
+            continue
+        allowed = now
+        if now:
+            opened = (envelope.offset + 1, envelope.timestamp_ms, Change.of(envelope), decision.reason)
+        elif opened is not None:
+            start_offset, start_ms, opener, reason = opened
+            intervals.append(Interval(start_offset, start_ms, opener, envelope.offset + 1, envelope.timestamp_ms,
+                                      Change.of(envelope), reason))
+            opened = None
+    if opened is not None:
+        start_offset, start_ms, opener, reason = opened
+        intervals.append(Interval(start_offset, start_ms, opener, reason=reason))
+    return intervals

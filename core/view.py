@@ -1,0 +1,113 @@
+"""StoreView: the read-only questions (describe, authorize, explain) answered from one image.
+
+The live store answers through a view of its published image; ``as_of``
+returns a view of a past image.  A view never changes: it holds one
+immutable ``SecurityImage`` and the settings that shape the answers.
+
+Who may *ask* a describe question is checked against the ``gate`` image,
+by default the view's own image.  The store passes its live image as the
+gate for past views, so a principal whose rights were revoked cannot read
+old state through ``as_of``; the answers themselves come from the past.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from core import control
+from core.config import StoreConfig
+from core.types import DelegationToken, RequestContext, UserScramCredentialsDescription
+from events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType
+from projections import authorizer
+from projections.image import SecurityImage
+
+__all__ = ["StoreView"]
+
+
+class StoreView:
+    """Describe, authorize and explain over one immutable image (a point in the store's history)."""
+
+    __slots__ = ("image", "config", "timestamp_ms", "_token_hmac", "_gate", "_acls", "_super_users", "_allow_if_no_acl")
+
+    def __init__(
+        self,
+        image: SecurityImage,
+        config: StoreConfig,
+        *,
+        token_hmac: Callable[[str], bytes] | None = None,
+        gate: Callable[[], SecurityImage] | None = None,
+        timestamp_ms: int | None = None,
+    ):
+        self.image = image
+        self.config = config
+        self.timestamp_ms = timestamp_ms
+        self._token_hmac = token_hmac
+        self._gate = gate
+        self._acls = image.acls
+        self._super_users = frozenset(config.super_users)
+        self._allow_if_no_acl = bool(config.allow_everyone_if_no_acl_found)
+
+    @property
+    def offset(self) -> int:
+        """How many events the view has seen: it is the store after events [0, offset)."""
+        return self.image.next_offset
+
+    def __repr__(self) -> str:
+        img = self.image
+        return (f"<StoreView offset={img.next_offset} users={len(img.scram)} "
+                f"acls={len(img.acls)} tokens={len(img.tokens)}>")
+
+    def _decider(self):
+        gate = self.image if self._gate is None else self._gate()
+        return control.decider_for(gate, self.config)
+
+    # -- describe ------------------------------------------------------------------
+
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None, *,
+                                        context: RequestContext) -> dict[str, UserScramCredentialsDescription | object]:
+        """Mechanisms and iterations per user (needs DESCRIBE on CLUSTER); never a secret."""
+        return control.describe_scram_credentials(
+            self.image, None if users is None else list(users), context, decider=self._decider())
+
+    def describe_acls(self, filter: AclBindingFilter, *, context: RequestContext) -> list[AclBinding]:
+        """The ACLs the filter selects (needs DESCRIBE on CLUSTER)."""
+        return control.describe_acls(self.image, filter, context, decider=self._decider())
+
+    def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *,
+                                   context: RequestContext) -> list[DelegationToken]:
+        """The tokens the caller may see; with HMACs only if the config says so."""
+        include_hmac = bool(self.config.describe_tokens_include_hmac) and self._token_hmac is not None
+        return control.describe_tokens(
+            self.image, None if owners is None else list(owners), context, decider=self._decider(),
+            token_hmac=self._token_hmac, include_hmac=include_hmac,
+        )
+
+    # -- decisions -----------------------------------------------------------------
+
+    def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
+                  resource_name: str) -> bool:
+        return authorizer.authorize(
+            self._acls, principal, host, operation, resource_type, resource_name,
+            super_users=self._super_users, allow_if_no_acl=self._allow_if_no_acl,
+        )
+
+    def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, resource_name: str) -> int:
+        return authorizer.authorized_operations(
+            self._acls, principal, host, resource_type, resource_name,
+            super_users=self._super_users, allow_if_no_acl=self._allow_if_no_acl,
+        )
+
+    def authorize_by_resource_type(self, principal: str, host: str, operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        return authorizer.authorize_by_resource_type(
+            self._acls, principal, host, operation, resource_type,
+            super_users=self._super_users, allow_if_no_acl=self._allow_if_no_acl,
+        )
+
+    def explain(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
+                resource_name: str) -> authorizer.Decision:
+        """The decision with the ACLs (or rule) that made it."""
+        return authorizer.explain(
+            self._acls, principal, host, operation, resource_type, resource_name,
+            super_users=self._super_users, allow_if_no_acl=self._allow_if_no_acl,
+        )

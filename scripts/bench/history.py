@@ -1,0 +1,252 @@
+"""Benchmark of time travel and forensics: as_of, history, diff, who_could, access_timeline.
+
+    python -m scripts.bench.history [--sizes 100000 1000000] [--points 40] [--dir /tmp]
+
+Per log size (mixed events in batches of 100-1000 with increasing times, written
+with the Log API): opening the store, the first as_of (which replays the log once
+and leaves a checkpoint every 20k events), then as_of at random offsets and random
+times (p50 / p99 / max; target <= 0.5 s), history over a narrow time window and
+by principal, diff over 1k / 10k / 100k events, access_timeline, and the memory
+the checkpoints hold (RSS growth).  who_could is measured over an image of 100k ACLs in the
+shape of Kafka's AuthorizerBenchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import random
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from core import AclOperation, ResourceType, StoreConfig
+from core.log import Log, LogConfig
+from core.store import SecurityStore
+from core.timetravel import DEFAULT_INTERVAL
+from events.keyring import Keyring, SealedSecret
+from events.records import (
+    AclCreated,
+    AclDeleted,
+    DelegationTokenIssued,
+    DelegationTokenRemoved,
+    DelegationTokenRenewed,
+    Envelope,
+    ScramCredentialDeleted,
+    ScramCredentialUpserted,
+    TokenRemovalReason,
+)
+from events.types import AclBinding, AclPermissionType, PatternType, ScramMechanism
+from projections.image import SecurityImage
+from scripts.bench import authz_core
+from scripts.bench.report import percentiles, print_table, write_json
+
+TARGET_AS_OF_S = 0.5
+WINDOW_MS = 5_000  # a history window: 5 batches, about 2,750 events
+T0 = 1_700_000_000_000
+OPS = (AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.ALL)
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class _Generator:
+    """Mixed events: 60% ACL created, 20% ACL deleted, 10% SCRAM, 10% tokens."""
+
+    def __init__(self, seed: int = 0):
+        self.rng = random.Random(seed)
+        self.acls: list[tuple[str, AclBinding]] = []
+        self.tokens: list[str] = []
+        self.n = 0
+
+    def binding(self) -> AclBinding:
+        rng = self.rng
+        prefixed = rng.random() < 0.2
+        name = f"topic-{rng.randrange(20_000)}" if not prefixed else f"topic-{rng.randrange(200)}"
+        return AclBinding.of(
+            ResourceType.TOPIC if rng.random() < 0.9 else ResourceType.GROUP, name,
+            PatternType.PREFIXED if prefixed else PatternType.LITERAL, f"User:svc-{rng.randrange(500)}", "*",
+            rng.choice(OPS), AclPermissionType.DENY if rng.random() < 0.1 else AclPermissionType.ALLOW,
+        )
+
+    def event(self, ts: int):
+        rng = self.rng
+        self.n += 1
+        roll = rng.random()
+        if roll < 0.6 or (roll < 0.8 and not self.acls):
+            pair = (str(uuid.UUID(int=rng.getrandbits(128), version=4)), self.binding())
+            self.acls.append(pair)
+            return AclCreated(*pair)
+        if roll < 0.8:
+            i = rng.randrange(len(self.acls))
+            self.acls[i], self.acls[-1] = self.acls[-1], self.acls[i]
+            return AclDeleted(*self.acls.pop())
+        user = f"user-{rng.randrange(5000)}"
+        mechanism = rng.choice((ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512))
+        if roll < 0.88:
+            secret = SealedSecret("k-bench", rng.randbytes(12), rng.randbytes(80))
+            return ScramCredentialUpserted(user, mechanism, 4096, secret)
+        if roll < 0.9:
+            return ScramCredentialDeleted(user, mechanism)
+        if roll < 0.95 or not self.tokens:
+            token_id = uuid.UUID(int=rng.getrandbits(128)).hex[:22]
+            self.tokens.append(token_id)
+            owner = f"User:svc-{rng.randrange(500)}"
+            return DelegationTokenIssued(token_id, owner, owner, (), ts, ts + 86_400_000, ts + 7 * 86_400_000)
+        if roll < 0.98:
+            return DelegationTokenRenewed(rng.choice(self.tokens), -1, ts + 86_400_000)
+        i = rng.randrange(len(self.tokens))
+        self.tokens[i], self.tokens[-1] = self.tokens[-1], self.tokens[i]
+        return DelegationTokenRemoved(self.tokens.pop(), TokenRemovalReason.EXPIRED_BY_REQUEST)
+
+
+def build_log(directory: Path, keyring: Keyring, events: int, seed: int = 0) -> int:
+    """Write ``events`` mixed events in batches of 100-1000, one second apart; returns the last time."""
+    gen, rng = _Generator(seed), random.Random(seed + 1)
+    ts = T0
+    with Log.open(directory, keyring=keyring, config=LogConfig(fsync="never")) as log:
+        written = 0
+        while written < events:
+            size = min(rng.randint(100, 1000), events - written)
+            log.append([Envelope(-1, ts, "User:admin", "10.0.0.1", f"req-{written}", gen.event(ts))
+                        for _ in range(size)])
+            written += size
+            ts += 1000
+        log.flush()
+    return ts - 1000
+
+
+def _timed(fn, *args, **kwargs) -> float:
+    start = time.perf_counter()
+    fn(*args, **kwargs)
+    return time.perf_counter() - start
+
+
+def _stats(samples: list[float]) -> dict:
+    pct = percentiles(samples, (50, 99))
+    return {"p50_s": pct["p50"], "p99_s": pct["p99"], "max_s": max(samples), "n": len(samples)}
+
+
+def log_rows(events: int, points: int, directory: Path, keyring: Keyring) -> dict:
+    """Every measure that needs a log of ``events`` events."""
+    print(f"writing a log of {events:,} events ...", flush=True)
+    path = directory / f"log-{events}"
+    last_ts = build_log(path, keyring, events)
+    clock_s = (last_ts + 60_000) / 1000
+    config = StoreConfig(clock=lambda: clock_s, snapshot_policy=_no_snapshots())
+    rng = random.Random(7)
+    out: dict = {"events": events}
+    start = time.perf_counter()
+    store = SecurityStore.open(path, config, keyring=keyring)
+    out["open_s"] = time.perf_counter() - start
+    try:
+        rss = _rss_mb()
+        out["first_as_of_s"] = _timed(store.as_of, offset=events - 1)
+        out["checkpoints"] = len(store.timetravel.checkpoints)
+        gc.collect()
+        out["checkpoint_mb"] = _rss_mb() - rss
+        offsets = [rng.randrange(events) for _ in range(points)]
+        out["as_of_offset"] = _stats([_timed(store.as_of, offset=n) for n in offsets])
+        times = [rng.randrange(T0, last_ts + 1) for _ in range(points)]
+        out["as_of_time"] = _stats([_timed(store.as_of, timestamp_ms=t) for t in times])
+        out["as_of_cached"] = _stats([_timed(store.as_of, timestamp_ms=t) for t in times[-10:]])
+        windows = [rng.randrange(T0, last_ts - WINDOW_MS) for _ in range(10)]
+        out["history_window"] = _stats([_timed(lambda t=t: list(store.history(start_ms=t, end_ms=t + WINDOW_MS)))
+                                        for t in windows])
+        out["history_window_entries"] = len(list(store.history(start_ms=windows[0], end_ms=windows[0] + WINDOW_MS)))
+        out["history_principal_window"] = _stats(
+            [_timed(lambda t=t: list(store.history(principal="User:svc-7", start_ms=t, end_ms=t + 60_000)))
+             for t in windows])
+        out["history_principal_full_scan"] = _stats(
+            [_timed(lambda: list(store.history(principal="User:svc-7")))])
+        diffs = {}
+        for span in (1_000, 10_000, 100_000):
+            if span < events:
+                starts = [rng.randrange(events - span) for _ in range(5)]
+                diffs[span] = _stats([_timed(store.diff, a, a + span) for a in starts])
+        out["diff"] = diffs
+        out["access_timeline"] = _stats([_timed(store.access_timeline, "User:svc-7", AclOperation.READ,
+                                                ResourceType.TOPIC, "topic-42")])
+    finally:
+        store.close()
+    return out
+
+
+def _no_snapshots():
+    from projections.snapshot import SnapshotPolicy
+
+    return SnapshotPolicy(every_events=None, every_bytes=None)
+
+
+def who_could_row(acls: int, queries: int) -> dict:
+    """who_could over an image of ``acls`` ACLs (AuthorizerBenchmark shape), random resources."""
+    from core.forensics import who_could
+
+    image = SecurityImage(acls=authz_core.build_image(acls))
+    config = StoreConfig()
+    requests = authz_core.random_requests(acls, queries)
+    samples = [_timed(who_could, image, config, op, rtype, name) for _, _, op, rtype, name in requests]
+    grants = [len(who_could(image, config, op, rtype, name)) for _, _, op, rtype, name in requests[:50]]
+    return {"acls": acls, **_stats(samples), "mean_grants": sum(grants) / len(grants)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000], help="log sizes in events")
+    parser.add_argument("--points", type=int, default=40, help="random points per as_of measure")
+    parser.add_argument("--who-could-acls", type=int, default=100_000)
+    parser.add_argument("--dir", default=None, help="where to put the logs (default: a temp dir)")
+    args = parser.parse_args(argv)
+
+    results: dict = {"checkpoint_interval": DEFAULT_INTERVAL, "logs": [], "who_could": None}
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        tmp = Path(tmp)
+        Keyring.generate_file(tmp / "keys.json")
+        keyring = Keyring.from_file(tmp / "keys.json")
+        for size in args.sizes:
+            results["logs"].append(log_rows(size, args.points, tmp, keyring))
+            gc.collect()
+    print(f"who_could over {args.who_could_acls:,} ACLs ...", flush=True)
+    results["who_could"] = who_could_row(args.who_could_acls, 2000)
+
+    def verdict(seconds: float) -> str:
+        return "PASS" if seconds <= TARGET_AS_OF_S else "MISS"
+
+    rows = []
+    for r in results["logs"]:
+        n = f"{r['events']:,}"
+        rows += [
+            [n, "open store (full replay)", r["open_s"], "", "", ""],
+            [n, f"first as_of (builds {r['checkpoints']} checkpoints)", r["first_as_of_s"], "", "",
+             f"+{r['checkpoint_mb']:.0f} MB"],
+            [n, "as_of(offset=random)", r["as_of_offset"]["p50_s"], r["as_of_offset"]["p99_s"],
+             r["as_of_offset"]["max_s"], verdict(r["as_of_offset"]["max_s"])],
+            [n, "as_of(timestamp_ms=random)", r["as_of_time"]["p50_s"], r["as_of_time"]["p99_s"],
+             r["as_of_time"]["max_s"], verdict(r["as_of_time"]["max_s"])],
+            [n, "as_of, recently asked point", r["as_of_cached"]["p50_s"], r["as_of_cached"]["p99_s"],
+             r["as_of_cached"]["max_s"], ""],
+            [n, f"history, 5 s window ({r['history_window_entries']:,} entries)", r["history_window"]["p50_s"],
+             r["history_window"]["p99_s"], r["history_window"]["max_s"], ""],
+            [n, "history(principal=...), 60 s window", r["history_principal_window"]["p50_s"],
+             r["history_principal_window"]["p99_s"], r["history_principal_window"]["max_s"], ""],
+            [n, "history(principal=...), whole log", r["history_principal_full_scan"]["p50_s"], "", "", ""],
+        ]
+        for span, s in r["diff"].items():
+            rows.append([n, f"diff over {span:,} events", s["p50_s"], s["p99_s"], s["max_s"], ""])
+        rows.append([n, "access_timeline (whole log)", r["access_timeline"]["p50_s"], "", "", ""])
+    w = results["who_could"]
+    rows.append([f"{w['acls']:,} ACLs", f"who_could (~{w['mean_grants']:.1f} grants)", w["p50_s"], w["p99_s"],
+                 w["max_s"], ""])
+    print_table(f"time travel and forensics (checkpoint every {DEFAULT_INTERVAL:,} events; as_of target "
+                f"<= {TARGET_AS_OF_S} s)", ["log", "measure", "p50 s", "p99 s", "max s", "note"], rows)
+    path = write_json("history", results)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,126 @@
+"""StoreView: the read methods over one image, shared by the live store and its past views."""
+
+from __future__ import annotations
+
+import pytest
+
+from core import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    ApiException,
+    ErrorCode,
+    PatternType,
+    RequestContext,
+    ResourceType,
+    SecurityStore,
+    StoreConfig,
+)
+from core.view import StoreView
+from projections.image import SecurityImage
+from tests.logkit import make_keyring
+
+ADMIN = RequestContext("User:admin", "10.0.0.1")
+AUDITOR = RequestContext("User:auditor", "10.0.0.2")
+SECRET = b"token-secret-for-view-tests"
+
+
+class Clock:
+    def __init__(self, t: float = 1_800_000_000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def open_store(tmp_path):
+    keyring = make_keyring(tmp_path)
+    opened = []
+
+    def _open(**config) -> SecurityStore:
+        cfg = StoreConfig(token_secret=SECRET, clock=Clock(), **config)
+        store = SecurityStore.open(tmp_path / "store", cfg, keyring=keyring)
+        opened.append(store)
+        return store
+
+    yield _open
+    for s in opened:
+        s.close()
+
+
+def acl(name: str, principal: str = "User:alice", op=AclOperation.READ, rtype=ResourceType.TOPIC) -> AclBinding:
+    return AclBinding.of(rtype, name, PatternType.LITERAL, principal, "*", op, AclPermissionType.ALLOW)
+
+
+def test_store_reads_answer_through_a_view_of_the_published_image(open_store):
+    """The store's live view holds exactly the image the store publishes."""
+    store = open_store()
+    store.create_acls([acl("t")], context=ADMIN)
+    assert store.authorize("User:alice", "h", AclOperation.READ, ResourceType.TOPIC, "t")
+    assert store._live_view().image is store.image
+
+
+def test_view_of_an_empty_image_denies_and_describes_nothing(open_store):
+    """A view of the empty image answers as an empty store does."""
+    store = open_store()
+    view = StoreView(SecurityImage.EMPTY, store.config)
+    assert view.offset == 0
+    assert view.describe_acls(AclBindingFilter.any(), context=ADMIN) == []
+    assert not view.authorize("User:alice", "h", AclOperation.READ, ResourceType.TOPIC, "t")
+
+
+def test_view_answers_from_its_image_after_the_store_moves_on(open_store):
+    """A view keeps answering from its own image when later commits change the store."""
+    store = open_store()
+    store.create_acls([acl("t")], context=ADMIN)
+    view = store._live_view()
+    store.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, "t")], context=ADMIN)
+    assert view.authorize("User:alice", "h", AclOperation.READ, ResourceType.TOPIC, "t")
+    assert not store.authorize("User:alice", "h", AclOperation.READ, ResourceType.TOPIC, "t")
+
+
+def test_view_authorized_operations_matches_the_store(open_store):
+    """authorized_operations from a view of the live image equals the store's answer."""
+    store = open_store()
+    store.create_acls([acl("t"), acl("t", op=AclOperation.WRITE)], context=ADMIN)
+    view = StoreView(store.image, store.config)
+    args = ("User:alice", "h", ResourceType.TOPIC, "t")
+    assert view.authorized_operations(*args) == store.authorized_operations(*args) != 0
+
+
+def test_view_explain_names_the_deciding_acl(open_store):
+    """explain from a view returns the ACL that allowed the request."""
+    store = open_store()
+    store.create_acls([acl("t")], context=ADMIN)
+    decision = StoreView(store.image, store.config).explain("User:alice", "h", AclOperation.READ, ResourceType.TOPIC, "t")
+    assert decision.allowed and [b for _, b in decision.acls] == [acl("t")]
+
+
+def test_view_describe_tokens_has_no_hmac_by_default(open_store):
+    """Token descriptions from a view carry no HMAC unless configured."""
+    store = open_store()
+    store.create_delegation_token(context=ADMIN, owner="User:etl")
+    view = StoreView(store.image, store.config, token_hmac=store.token_hmac)
+    assert [t.hmac for t in view.describe_delegation_tokens(context=ADMIN)] == [None]
+
+
+def test_view_describe_tokens_includes_hmac_when_configured(open_store):
+    """With describe_tokens_include_hmac the live store's descriptions carry the token HMAC."""
+    store = open_store(describe_tokens_include_hmac=True)
+    token = store.create_delegation_token(context=ADMIN, owner="User:etl")
+    assert [t.hmac for t in store.describe_delegation_tokens(context=ADMIN)] == [token.hmac]
+
+
+def test_past_view_checks_the_requester_against_current_acls(open_store):
+    """A principal whose DESCRIBE right was revoked cannot read past state through as_of."""
+    store = open_store()
+    grant = acl("kafka-cluster", "User:auditor", AclOperation.DESCRIBE, ResourceType.CLUSTER)
+    store.create_acls([grant], context=ADMIN)
+    past = store.as_of(offset=1)
+    assert past.describe_acls(AclBindingFilter.any(), context=AUDITOR) == [grant]
+    store.delete_acls([AclBindingFilter.of(ResourceType.CLUSTER)], context=ADMIN)
+    with pytest.raises(ApiException) as info:
+        store.as_of(offset=1).describe_acls(AclBindingFilter.any(), context=AUDITOR)
+    assert info.value.error.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
