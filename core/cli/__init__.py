@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.cli import acls_cmd, authorize_cmd, configs_cmd, demo, keys_cmd, log_cmd, tokens_cmd
+from core.cli import (
+    acls_cmd,
+    authorize_cmd,
+    configs_cmd,
+    demo,
+    forensics_cmd,
+    keys_cmd,
+    log_cmd,
+    tokens_cmd,
+)
 from core.errors import SecmetaError
 from events.errors import EventsError
 from projections.snapshot import SnapshotError
@@ -21,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     configs_cmd.register(commands)
     tokens_cmd.register(commands)
     authorize_cmd.register(commands)
+    forensics_cmd.register(commands)
     log_cmd.register(commands)
     keys_cmd.register(commands)
     demo.register(commands)

@@ -7,12 +7,15 @@ import itertools
 
 from core.cli.common import print_table
 from core.cli.security import (
+    add_point_options,
     add_resource_options,
     add_security_options,
     context,
+    has_point,
     open_store,
     pattern_type,
     resources,
+    view,
 )
 from events.types import (
     WILDCARD,
@@ -42,6 +45,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--resource-pattern-type", default=None, metavar="TYPE",
                    help="literal or prefixed for --add (default literal); any, match, literal or prefixed for --list/--remove (default any for --list, literal for --remove)")
     p.add_argument("--force", action="store_true", help="accepted for compatibility; secmeta never prompts")
+    add_point_options(p)
     p.set_defaults(func=run)
 
 
@@ -65,14 +69,17 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("secmeta acls: error: --add needs a resource (--topic, --group, --cluster, ...)")
     if args.add and not _entries(args):
         raise SystemExit("secmeta acls: error: --add needs --allow-principal or --deny-principal")
-    with open_store(args) as store:
+    if has_point(args) and not args.list:
+        raise ValueError("--as-of and --at-offset apply to --list only")
+    with open_store(args, read_only=args.list) as store:
         ctx = context(args, store)
         if args.add:
             return _add(store, ctx, targets, ptype, args)
         filters = _filters(targets, ptype, args)
         if args.remove:
             return _remove(store, ctx, filters)
-        rows = [b for f in filters for b in store.describe_acls(f, context=ctx)]
+        source = view(store, args)
+        rows = [b for f in filters for b in source.describe_acls(f, context=ctx)]
         _print_bindings(sorted(set(rows), key=_sort_key))
         return 0
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 
 from core.cli.common import print_table
-from core.cli.security import add_resource_options, add_security_options, open_store, resources
+from core.cli.security import (
+    add_point_options,
+    add_resource_options,
+    add_security_options,
+    open_store,
+    resources,
+    view,
+)
 from events.types import AclOperation
 
 
@@ -20,6 +27,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="*", metavar="HOST", help="client host or address (default *)")
     p.add_argument("--operation", required=True, metavar="OP", help="e.g. Read, Write, Describe")
     add_resource_options(p, many=False)
+    add_point_options(p)
     p.set_defaults(func=run)
 
 
@@ -28,9 +36,10 @@ def run(args: argparse.Namespace) -> int:
     if len(targets) != 1:
         raise ValueError("give exactly one resource: --topic, --group, --cluster, --transactional-id, --delegation-token or --user-principal")
     (rtype, name), op = targets[0], AclOperation.parse(args.operation)
-    with open_store(args) as store:
-        decision = store.explain(args.principal, args.host, op, rtype, name)
-        ops = store.authorized_operations(args.principal, args.host, rtype, name)
+    with open_store(args, read_only=True) as store:
+        source = view(store, args)
+        decision = source.explain(args.principal, args.host, op, rtype, name)
+        ops = source.authorized_operations(args.principal, args.host, rtype, name)
     verdict = "ALLOWED" if decision.allowed else "DENIED"
     print(f"{verdict}: {args.principal} from {args.host} to {op.name} {rtype.name}:{name} ({decision.reason})")
     if decision.acls:

@@ -7,7 +7,14 @@ import getpass
 import re
 import sys
 
-from core.cli.security import add_security_options, context, open_store
+from core.cli.security import (
+    add_point_options,
+    add_security_options,
+    context,
+    has_point,
+    open_store,
+    view,
+)
 from core.errors import ApiError
 from core.types import (
     ScramCredentialInfo,
@@ -34,6 +41,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--add-config", metavar="CONFIGS",
                    help="e.g. 'SCRAM-SHA-256=[iterations=8192,password=...],SCRAM-SHA-512=[password=...]'")
     p.add_argument("--delete-config", metavar="MECHANISMS", help="e.g. SCRAM-SHA-512 (comma-separated)")
+    add_point_options(p)
     p.set_defaults(func=run)
 
 
@@ -73,10 +81,12 @@ def _read_password(user: str, mech: ScramMechanism) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
+    if has_point(args) and not args.describe:
+        raise ValueError("--as-of and --at-offset apply to --describe only")
+    with open_store(args, read_only=args.describe) as store:
         ctx = context(args, store)
         if args.describe:
-            return _describe(store, ctx, args.entity_name)
+            return _describe(view(store, args), ctx, args.entity_name)
         if not args.entity_name:
             raise ValueError("--alter needs --entity-name")
         if not (args.add_config or args.delete_config):

@@ -47,11 +47,34 @@ def pattern_type(text: str) -> PatternType:
     return PatternType.parse(text)
 
 
-def open_store(args: argparse.Namespace):
+def open_store(args: argparse.Namespace, *, read_only: bool = False):
+    """The store of --store; reads open it read-only so they work beside a running writer."""
     from core.store import SecurityStore
 
     path = store_path(args)
-    return SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args))
+    return SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), read_only=read_only)
+
+
+def add_point_options(parser: argparse.ArgumentParser) -> None:
+    """--as-of / --at-offset: answer as the store stood at that point."""
+    point = parser.add_mutually_exclusive_group()
+    point.add_argument("--as-of", metavar="TIME", help="answer as of this time (ISO-8601 with zone, or epoch ms)")
+    point.add_argument("--at-offset", metavar="N", help="answer as the store stood after its first N events")
+
+
+def has_point(args: argparse.Namespace) -> bool:
+    return getattr(args, "as_of", None) is not None or getattr(args, "at_offset", None) is not None
+
+
+def view(store, args: argparse.Namespace):
+    """The store itself, or its read-only view at --as-of / --at-offset."""
+    from core.timetravel import parse_offset, parse_time
+
+    if getattr(args, "as_of", None) is not None:
+        return store.as_of(timestamp_ms=parse_time(args.as_of))
+    if getattr(args, "at_offset", None) is not None:
+        return store.as_of(offset=parse_offset(args.at_offset))
+    return store
 
 
 def context(args: argparse.Namespace, store) -> RequestContext:

@@ -7,7 +7,14 @@ import base64
 import binascii
 
 from core.cli.common import iso_time, print_table
-from core.cli.security import add_security_options, context, open_store
+from core.cli.security import (
+    add_point_options,
+    add_security_options,
+    context,
+    has_point,
+    open_store,
+    view,
+)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -28,6 +35,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--hmac", metavar="BASE64", help="the token's HMAC, for --renew and --expire")
     p.add_argument("--renew-time-period", type=int, default=-1, metavar="MS", help="renew period in ms (default: the store's)")
     p.add_argument("--expiry-time-period", type=int, default=-1, metavar="MS", help="expiry period in ms; negative expires now")
+    add_point_options(p)
     p.set_defaults(func=run)
 
 
@@ -41,7 +49,9 @@ def _hmac(args) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
+    if has_point(args) and not args.describe:
+        raise ValueError("--as-of and --at-offset apply to --describe only")
+    with open_store(args, read_only=args.describe) as store:
         ctx = context(args, store)
         if args.create:
             if len(args.owner_principal) > 1:
@@ -58,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             expiry = store.expire_delegation_token(_hmac(args), args.expiry_time_period, context=ctx)
             print(f"Expired delegation token; expiry {iso_time(expiry)} ({expiry})")
         else:
-            tokens = store.describe_delegation_tokens(args.owner_principal or None, context=ctx)
+            tokens = view(store, args).describe_delegation_tokens(args.owner_principal or None, context=ctx)
             _table(tokens, show_hmac=store.config.describe_tokens_include_hmac)
     return 0
 
