@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     _fresh(store_dir, key_file)
     Keyring.generate_file(key_file)
     keyring = Keyring.from_file(key_file)
-    config = StoreConfig(token_secret=os.urandom(32))
+    clock = DemoClock()
+    config = StoreConfig(token_secret=os.urandom(32), clock=clock)
     print(f"== secmeta demo: store {store_dir}\n   keyring {key_file} (key {keyring.newest_id}); super user User:admin\n")
     rng = random.Random(7)
     with SecurityStore.open(store_dir, config, keyring=keyring) as store:
@@ -66,8 +67,9 @@ def run(args: argparse.Namespace) -> int:
         info = store.snapshot()
         print(f"\n6. snapshot at offset {info.next_offset}: {info.size:,} bytes")
         _last_events(store)
+        _over_time(store, clock)
     with SecurityStore.open(store_dir, config, keyring=keyring) as store:
-        print(f"\n8. reopened: {store.log.recovery}; {store.loaded}")
+        print(f"\n9. reopened: {store.log.recovery}; {store.loaded}")
         print(f"   {store!r}")
     _tamper(store_dir, keyring)
     print(f"\nTry: secmeta acls --list --topic orders-1 --store {store_dir} --key-file {key_file}")
@@ -206,8 +208,50 @@ def _last_events(store) -> None:
                 [[r["offset"], iso_time(r["timestamp_ms"]), r["actor_principal"], r["actor_host"], r["event_type"], r["entity_key"]] for r in rows])
 
 
+class DemoClock:
+    """Real time, plus whatever simulated time the demo has let pass."""
+
+    def __init__(self):
+        self.skew = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.skew
+
+    def advance(self, hours: float) -> None:
+        self.skew += hours * 3600
+
+
+def _over_time(store, clock: DemoClock) -> None:
+    from core.timetravel import Point
+
+    print("\n8. forensics over simulated time: who could read topic ledger-eu, and who changed that?")
+    grant = AclBinding.of(ResourceType.TOPIC, "ledger-", PatternType.PREFIXED, "User:carol", "*", AclOperation.READ, AclPermissionType.ALLOW)
+    before = store.log.end_offset
+    clock.advance(1)
+    store.create_acls([grant], context=RequestContext("User:admin", "10.0.0.1"))
+    granted = clock() * 1000
+    clock.advance(2)
+    store.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, "ledger-", PatternType.PREFIXED, "User:carol")],
+                      context=RequestContext("User:admin", "10.6.6.6"))
+    clock.advance(1)
+    for label, at in (("before the grant", Point.at_offset(before)), ("an hour after the grant", Point.at_time(int(granted) + 3_600_000)),
+                      ("now", None)):
+        who = {g.principal for g in store.who_could(AclOperation.READ, ResourceType.TOPIC, "ledger-eu", at=at)}
+        print(f"   {label}: {len(who)} principals could read it; User:carol {'among them' if 'User:carol' in who else 'not'}")
+    print("   timeline of User:carol READ topic ledger-eu:")
+    print_table(["FROM", "UNTIL", "OPENED BY", "CLOSED BY"],
+                [[iso_time(i.start_ms), iso_time(i.end_ms) if i.end_ms else "now",
+                  f"{i.opened_by.actor_principal} from {i.opened_by.actor_host} (offset {i.opened_by.offset})",
+                  f"{i.closed_by.actor_principal} from {i.closed_by.actor_host} (offset {i.closed_by.offset})" if i.closed_by else "-"]
+                 for i in store.access_timeline("User:carol", AclOperation.READ, ResourceType.TOPIC, "ledger-eu")])
+    view = store.as_of(timestamp_ms=int(granted) + 60_000)
+    allowed = view.authorize("User:carol", "10.1.1.9", AclOperation.READ, ResourceType.TOPIC, "ledger-eu")
+    print(f"   as_of(grant + 1 min).authorize(carol, READ, ledger-eu) = {allowed}; today = "
+          f"{store.authorize('User:carol', '10.1.1.9', AclOperation.READ, ResourceType.TOPIC, 'ledger-eu')}")
+
+
 def _tamper(store_dir: Path, keyring: Keyring) -> None:
-    print(f"\n9. secmeta log verify: {verify_log(store_dir, keyring=keyring)}")
+    print(f"\n10. secmeta log verify: {verify_log(store_dir, keyring=keyring)}")
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "tampered"
         shutil.copytree(store_dir, copy, ignore=shutil.ignore_patterns("LOCK"))

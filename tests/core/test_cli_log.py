@@ -134,4 +134,5 @@ def test_demo_runs_and_detects_tampering(tmp_path, capsys):
     assert run("demo", "--dir", str(tmp_path / "demo"), "--users", "20", "--acls", "300") == 0
     out = capsys.readouterr().out
     assert "authenticated as User:etl (token_authenticated=True)" in out
+    assert "User:carol among them" in out and "= True; today = False" in out
     assert "secmeta log verify: OK" in out and "FAILED at offset" in out
