@@ -60,15 +60,21 @@ def newest_valid_snapshot(log: Log, codec: SnapshotCodec[S]) -> tuple[SnapshotIn
     rejected: list[str] = []
     for path in reversed(list_snapshots(log.store.snapshot_dir)):
         try:
-            info, state = read_snapshot(path, codec)
+            info, state = read_snapshot(path, codec, log.keyring)
         except SnapshotError as exc:
             rejected.append(f"{path.name}: {exc}")
             continue
         if info.next_offset > log.end_offset:
             rejected.append(f"{path.name}: it is at offset {info.next_offset}, past the log's end {log.end_offset}")
             continue
+        if info.next_offset < log.start_offset:
+            rejected.append(f"{path.name}: it is at offset {info.next_offset}, before the log's start {log.start_offset}")
+            continue
         link = log.link_at(info.next_offset)
-        if link is not None and link != info.link:
+        if link is None:
+            rejected.append(f"{path.name}: no batch of the log ends at its offset {info.next_offset}")
+            continue
+        if link != info.link:
             rejected.append(f"{path.name}: its chain link differs from the log's at offset {info.next_offset}")
             continue
         return info, state, rejected
@@ -139,7 +145,7 @@ class Snapshotter(Generic[S]):
             raise SecmetaError(f"no batch of the log ends at offset {next_offset}: cannot snapshot there")
         info = write_snapshot(
             self.log.store.snapshot_dir, self.codec, state,
-            next_offset=next_offset, link=link, timestamp_ms=self._now_ms(),
+            next_offset=next_offset, link=link, timestamp_ms=self._now_ms(), keyring=self.log.keyring,
         )
         self._last_offset, self._last_bytes, self._last_time_ms = next_offset, self._log_bytes(), info.timestamp_ms
         for old in list_snapshots(self.log.store.snapshot_dir)[: -self.keep]:

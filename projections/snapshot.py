@@ -3,13 +3,17 @@
 A snapshot of the events [0, next_offset) is ``snapshot-<next_offset>.avro``:
 an Avro object container (rows described by the state's own record schema,
 metadata naming the offset, the chain link of the batch that ends there, the
-time and the state kind), followed by an 8-byte trailer ``SMSN`` + CRC-32 of
-everything before it.  Written atomically (temp file, fsync, rename, fsync
-of the directory); a file whose CRC fails is never loaded.
+time, the state kind and the key id), followed by a 40-byte trailer: an
+HMAC-SHA256 of the container under that keyring key, ``SMSN``, and a CRC-32
+of everything before the CRC.  The CRC catches damage cheaply; the HMAC makes
+a forged or edited snapshot fail to load for anyone without the key.  Written
+atomically (temp file, fsync, rename, fsync of the directory).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import io
 import os
 import struct
@@ -22,9 +26,11 @@ from typing import Any, Protocol, TypeVar
 import fastavro
 
 from events.durable import fsync_dir
+from events.keyring import Keyring
 
 SNAPSHOT_FORMAT = 1
-TRAILER = struct.Struct(">4sI")
+TRAILER = struct.Struct(">32s4sI")  # HMAC, magic, CRC
+MAC_LABEL = b"secmeta/snapshot"
 TRAILER_MAGIC = b"SMSN"
 PREFIX = "snapshot-"
 SUFFIX = ".avro"
@@ -109,22 +115,23 @@ def write_snapshot(
     next_offset: int,
     link: bytes,
     timestamp_ms: int,
+    keyring: Keyring | None = None,
 ) -> SnapshotInfo:
-    """Write ``state`` as the snapshot at ``next_offset``, atomically."""
+    """Write ``state`` as the snapshot at ``next_offset``, atomically (authenticated given a keyring)."""
     final = snapshot_path(Path(directory), next_offset)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.with_name(f".{final.name}.tmp")
     counter = _Counting(codec.rows(state))
+    metadata = _metadata(codec, next_offset, link, timestamp_ms)
+    mac = None
+    if keyring is not None:
+        metadata["secmeta.mac_key_id"] = keyring.newest_id
+        mac = _mac(keyring, keyring.newest_id)
     with open(tmp, "wb") as raw:
-        out = _CrcWriter(raw)
-        fastavro.writer(
-            out,
-            fastavro.parse_schema(codec.schema),
-            counter,
-            metadata=_metadata(codec, next_offset, link, timestamp_ms),
-            codec="null",
-        )
-        raw.write(TRAILER.pack(TRAILER_MAGIC, out.crc))
+        out = _CrcWriter(raw, mac)
+        fastavro.writer(out, fastavro.parse_schema(codec.schema), counter, metadata=metadata, codec="null")
+        digest = mac.digest() if mac is not None else bytes(32)
+        raw.write(TRAILER.pack(digest, TRAILER_MAGIC, zlib.crc32(digest + TRAILER_MAGIC, out.crc)))
         raw.flush()
         os.fsync(raw.fileno())
         size = raw.tell()
@@ -136,12 +143,15 @@ def write_snapshot(
 class _CrcWriter:
     """A write-only file wrapper that keeps the CRC-32 of what passed through."""
 
-    def __init__(self, raw):
+    def __init__(self, raw, mac=None):
         self._raw = raw
+        self._mac = mac
         self.crc = 0
 
     def write(self, data) -> int:
         self.crc = zlib.crc32(data, self.crc)
+        if self._mac is not None:
+            self._mac.update(data)
         return self._raw.write(data)
 
     def flush(self) -> None:
@@ -163,9 +173,12 @@ def _metadata(
     }
 
 
-def read_snapshot(path: str | os.PathLike, codec: SnapshotCodec[S]) -> tuple[SnapshotInfo, S]:
-    """Verify and load a snapshot; raise CorruptSnapshotError or SnapshotError naming the file."""
-    info, reader = _open(Path(path))
+def read_snapshot(path: str | os.PathLike, codec: SnapshotCodec[S], keyring: Keyring | None = None) -> tuple[SnapshotInfo, S]:
+    """Verify and load a snapshot; raise CorruptSnapshotError or SnapshotError naming the file.
+
+    Given a keyring, the snapshot must carry a valid HMAC under one of its keys.
+    """
+    info, reader = _open(Path(path), keyring)
     if info.kind != codec.kind:
         raise SnapshotError(
             f"snapshot {info.path.name} holds a {info.kind!r} state, not {codec.kind!r}"
@@ -175,18 +188,22 @@ def read_snapshot(path: str | os.PathLike, codec: SnapshotCodec[S]) -> tuple[Sna
     return replace(info, rows=counter.count), state
 
 
-def read_snapshot_info(path: str | os.PathLike) -> SnapshotInfo:
-    """Verify a snapshot's CRC and read its metadata without loading the state."""
-    return _open(Path(path))[0]
+def read_snapshot_info(path: str | os.PathLike, keyring: Keyring | None = None) -> SnapshotInfo:
+    """Verify a snapshot's CRC (and HMAC, given a keyring) and read its metadata, not its state."""
+    return _open(Path(path), keyring)[0]
 
 
-def _open(path: Path) -> tuple[SnapshotInfo, Any]:
+def _mac(keyring: Keyring, key_id: str):
+    return hmac.new(keyring.chain_key(key_id), MAC_LABEL, hashlib.sha256)
+
+
+def _open(path: Path, keyring: Keyring | None) -> tuple[SnapshotInfo, Any]:
     data = path.read_bytes()
     if len(data) < TRAILER.size:
         raise CorruptSnapshotError(f"snapshot {path.name} is truncated ({len(data)} bytes)")
-    magic, crc = TRAILER.unpack_from(data, len(data) - TRAILER.size)
+    digest, magic, crc = TRAILER.unpack_from(data, len(data) - TRAILER.size)
     body = memoryview(data)[: len(data) - TRAILER.size]
-    if magic != TRAILER_MAGIC or zlib.crc32(body) != crc:
+    if magic != TRAILER_MAGIC or zlib.crc32(memoryview(data)[: len(data) - 4]) != crc:
         raise CorruptSnapshotError(f"snapshot {path.name} fails its CRC check")
     try:
         reader = fastavro.reader(io.BytesIO(body))
@@ -209,6 +226,16 @@ def _open(path: Path) -> tuple[SnapshotInfo, Any]:
         raise SnapshotError(
             f"snapshot {path.name} has format {fmt}; this secmeta reads up to {SNAPSHOT_FORMAT}"
         )
+    if keyring is not None:
+        key_id = meta.get("secmeta.mac_key_id")
+        if key_id is None:
+            raise CorruptSnapshotError(f"snapshot {path.name} is not authenticated (no HMAC key id)")
+        if key_id not in keyring.ids:
+            raise SnapshotError(f"snapshot {path.name} is authenticated with key {key_id!r}, which is not in the keyring")
+        mac = _mac(keyring, key_id)
+        mac.update(body)
+        if not hmac.compare_digest(mac.digest(), digest):
+            raise CorruptSnapshotError(f"snapshot {path.name} fails its HMAC check: it was altered or forged")
     return info, reader
 
 

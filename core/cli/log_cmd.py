@@ -67,13 +67,14 @@ def _details(payload: dict) -> str:
 def verify_cmd(args: argparse.Namespace) -> int:
     path = store_path(args)
     checkpoints, problems = [], []
+    ring = keyring(args)
     for snap in list_snapshots(f"{path}/snapshots"):
         try:
-            info = read_snapshot_info(snap)
+            info = read_snapshot_info(snap, ring)
             checkpoints.append((info.next_offset, info.link))
         except SnapshotError as exc:
             problems.append(str(exc))
-    report = verify_log(path, keyring=keyring(args), checkpoints=checkpoints)
+    report = verify_log(path, keyring=ring, checkpoints=checkpoints)
     print(report)
     if checkpoints and report.ok:
         print(f"{len(checkpoints)} snapshot(s) agree with the log")

@@ -22,6 +22,7 @@ from enum import StrEnum
 from core.errors import CorruptLogError, SecmetaError
 from core.log.format import (
     MAGIC,
+    MAX_FRAME,
     PREFIX_SIZE,
     Batch,
     FrameError,
@@ -29,7 +30,7 @@ from core.log.format import (
     encode_frame,
     genesis_link,
 )
-from core.log.segment import Segment
+from core.log.segment import Segment, segment_name
 from core.storedir import StoreDirectory
 from events.codec import EventCodec
 from events.durable import fsync_dir, write_atomically
@@ -171,6 +172,8 @@ class Log:
             self._start_offset = int(meta["next_offset"])
             self._last_link = self._start_link = bytes.fromhex(meta["link"])
         bases = sorted(int(p.stem) for p in log_dir.glob("*.log"))
+        if anchor.exists():
+            bases = self._drop_covered(bases)
         interval = self.config.index_interval_bytes
         for i, base in enumerate(bases):
             last = i == len(bases) - 1
@@ -182,6 +185,8 @@ class Log:
                 self._scan_sealed(seg)
                 if not self.read_only:
                     seg.write_indexes()
+            if not last:
+                self._check_contiguous(seg, bases[i + 1])
         if not self._segments:
             if self.read_only:
                 self._next_offset = self._visible_end = self._start_offset
@@ -193,6 +198,28 @@ class Log:
         link = self._last_batch_link()
         if link is not None:
             self._last_link = link
+
+    def _drop_covered(self, bases: list[int]) -> list[int]:
+        """Segments below the retention anchor: leftovers of an interrupted deletion."""
+        keep = [b for b in bases if b >= self._start_offset]
+        if not self.read_only:
+            for base in bases[: len(bases) - len(keep)]:
+                for suffix in (".log", ".index", ".timeindex"):
+                    (self.store.log_dir / f"{segment_name(base)}{suffix}").unlink(missing_ok=True)
+        return keep
+
+    def _check_contiguous(self, seg: Segment, next_base: int) -> None:
+        """A sealed segment must end exactly where the next one starts (else one is missing)."""
+        batches = list(self._checked_frames(seg, seg.position_for(seg.next_offset), seg.size, None))
+        end = batches[-1].next_offset if batches else seg.base_offset
+        if end != next_base:
+            raise CorruptLogError(
+                f"segment {seg.name} ends at offset {end} but the next segment starts at {next_base}: "
+                "a segment is missing or was altered",
+                segment=seg.name, offset=end,
+            )
+        seg.next_offset = end
+        seg.last_link = batches[-1].link if batches else None
 
     def _add_segment(self, seg: Segment) -> None:
         self._segments.append(seg)
@@ -257,6 +284,8 @@ class Log:
                 base, len(envelopes), ts, self.codec.fingerprint,
                 self._chain_key_id, self._chain_key, self._last_link, payload,
             )
+            if len(frame) - 4 > MAX_FRAME:
+                raise ValueError(f"a batch of {len(frame):,} bytes exceeds the {MAX_FRAME:,}-byte frame limit; split the request")
             seg = self._segments[-1]
             if seg.size and seg.size + len(frame) > self.config.segment_bytes:
                 seg = self._roll()
@@ -304,7 +333,11 @@ class Log:
 
     def _roll(self) -> Segment:
         old = self._segments[-1]
-        old.sync()
+        try:
+            old.sync()
+        except OSError as exc:
+            self._failed = exc
+            raise LogFailedError(f"fsync of {old.name} failed while rolling: {exc}") from exc
         old.synced_size = old.size
         self._publish(old, old.size, self._next_offset)
         old.write_indexes()

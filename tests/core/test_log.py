@@ -15,7 +15,7 @@ from core.log.segment import Segment
 from events.errors import EventSchemaError, KeyringError
 from events.keyring import Keyring
 from events.records import AclCreated, Envelope
-from tests.logkit import acl_created, make_keyring, strip
+from tests.logkit import acl_created, make_keyring
 
 SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=256)
 
@@ -376,4 +376,37 @@ def test_repr_names_offsets_and_policy(store, keyring):
     with Log.open(store, keyring=keyring) as log:
         fill(log, 1)
         assert "offsets [0, 3)" in repr(log) and "fsync=always" in repr(log)
-    assert strip([]) == []
+
+
+def test_missing_middle_segment_is_detected_on_open(store, keyring):
+    """Deleting a sealed segment makes open fail, naming where the gap is."""
+    with Log.open(store, keyring=keyring, config=SMALL) as log:
+        fill(log, 40)
+    segs = segment_files(store)
+    segs[2].unlink()
+    with pytest.raises(CorruptLogError, match="a segment is missing"):
+        Log.open(store, keyring=keyring, config=SMALL)
+
+
+def test_interrupted_retention_leftovers_are_ignored(store, keyring):
+    """Segments already covered by the retention anchor (a crash mid-deletion) are dropped on open."""
+    with Log.open(store, keyring=keyring, config=SMALL) as log:
+        fill(log, 40)
+        first = segment_files(store)[0].read_bytes()
+        log.delete_segments_before(60)
+    segment_files(store)[0].with_name("00000000000000000000.log").write_bytes(first)
+    with Log.open(store, keyring=keyring, config=SMALL) as log:
+        assert log.start_offset > 0 and log.end_offset == 120
+    assert not (store / "log" / "00000000000000000000.log").exists()
+    assert verify_log(store, keyring=keyring).ok
+
+
+def test_batch_over_the_frame_limit_is_refused_before_writing(store, keyring, monkeypatch):
+    """A batch too large to frame is rejected and nothing is written (it would not survive recovery)."""
+    import core.log.log as log_module
+
+    monkeypatch.setattr(log_module, "MAX_FRAME", 500)
+    with Log.open(store, keyring=keyring) as log:
+        with pytest.raises(ValueError, match="frame limit"):
+            log.append([acl_created(i) for i in range(10)])
+        assert log.end_offset == 0

@@ -118,7 +118,8 @@ def test_snapshot_from_a_different_history_is_rejected(tmp_path, keyring, codec)
     with Log.open(tmp_path / "a", keyring=keyring) as a, Log.open(tmp_path / "b", keyring=keyring) as b:
         workload(a, 2)
         workload(b, 2, start=50)
-        write_snapshot(b.store.snapshot_dir, codec, full_replay(a), next_offset=6, link=a.link_at(6), timestamp_ms=1)
+        write_snapshot(b.store.snapshot_dir, codec, full_replay(a), next_offset=6, link=a.link_at(6), timestamp_ms=1,
+                       keyring=keyring)
         loaded = load_state(b, PROJECTION, codec)
         assert loaded.snapshot is None and "chain link differs" in loaded.rejected_snapshots[0]
         assert loaded.state == full_replay(b)
@@ -200,3 +201,50 @@ def test_snapshot_plus_tail_equals_full_replay(batches, cut):
             assert loaded.state == full_replay(log)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_forged_snapshot_without_the_key_is_rejected(tmp_path, keyring, codec):
+    """A snapshot rewritten by someone without the key fails its HMAC and is not loaded."""
+    with Log.open(tmp_path / "s", keyring=keyring) as log:
+        workload(log, 3)
+        real = full_replay(log)
+        Snapshotter(log, codec, SnapshotPolicy()).snapshot(real, 9)
+        forged = PROJECTION.apply(real, [acl_created(999)])
+        write_snapshot(log.store.snapshot_dir, codec, forged, next_offset=9, link=log.link_at(9), timestamp_ms=1)
+        loaded = load_state(log, PROJECTION, codec)
+        assert loaded.snapshot is None and "not authenticated" in loaded.rejected_snapshots[0]
+        assert loaded.state == real
+
+
+def test_snapshot_signed_with_another_key_is_rejected(tmp_path, keyring, codec):
+    """A valid-looking snapshot whose HMAC was made with a different key fails the check."""
+    other = make_keyring(tmp_path, "other.json")
+    with Log.open(tmp_path / "s", keyring=keyring) as log:
+        workload(log, 2)
+        write_snapshot(log.store.snapshot_dir, codec, full_replay(log), next_offset=6, link=log.link_at(6),
+                       timestamp_ms=1, keyring=other)
+        loaded = load_state(log, PROJECTION, codec)
+        assert loaded.snapshot is None and "not in the keyring" in loaded.rejected_snapshots[0]
+
+
+def test_snapshot_inside_a_batch_is_rejected(tmp_path, keyring, codec):
+    """A snapshot whose offset is not a batch boundary cannot be checked against the chain."""
+    with Log.open(tmp_path / "s", keyring=keyring) as log:
+        workload(log, 2)
+        state = PROJECTION.apply(PROJECTION.empty, list(log.read(0, 2)))
+        write_snapshot(log.store.snapshot_dir, codec, state, next_offset=2, link=bytes(32), timestamp_ms=1, keyring=keyring)
+        loaded = load_state(log, PROJECTION, codec)
+        assert loaded.snapshot is None and "no batch of the log ends" in loaded.rejected_snapshots[0]
+
+
+def test_snapshot_older_than_retained_log_is_rejected(tmp_path, keyring, codec):
+    """After retention, a snapshot below the log's start is refused rather than replayed with a gap."""
+    with Log.open(tmp_path / "s", keyring=keyring, config=SMALL) as log:
+        workload(log, 30)
+        old = Snapshotter(log, codec, SnapshotPolicy(), keep=5).snapshot(load_state(log, PROJECTION, codec, end=30).state, 30)
+        newest = Snapshotter(log, codec, SnapshotPolicy(), keep=5, delete_covered_segments=True).snapshot(full_replay(log), 90)
+        assert log.start_offset > 30
+        newest.path.write_bytes(b"garbage")
+        with pytest.raises(SecmetaError, match="before the log's start"):
+            load_state(log, PROJECTION, codec)
+        assert old.path.exists()
