@@ -211,6 +211,7 @@ def test_load_state_from_a_real_log_equals_in_memory_replay(event_list, cuts, sn
                         next_offset=result.next_offset,
                         link=result.link,
                         timestamp_ms=0,
+                        keyring=keyring,
                     )
             loaded = load_state(log, SecurityProjection(), SecurityImageSnapshot())
     used_snapshot = snapshot_after is not None and snapshot_after <= len(batches)
