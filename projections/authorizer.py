@@ -227,6 +227,9 @@ def _tables(t: TypeIndex, principal: str, operation: int, deny: bool, prefixed: 
     return tables
 
 
+HARDCODED_NAME = "hardcode"  # the resource name Kafka's default method probes first
+
+
 def authorize_by_resource_type(
     image: AclsImage,
     principal: str,
@@ -239,15 +242,17 @@ def authorize_by_resource_type(
 ) -> bool:
     """Whether the principal may perform the operation on some resource of the type.
 
-    Kafka's AclAuthorizer.authorizeByResourceType (KIP-679), without a scan:
-    only ACLs of the operation itself or ALL count (no implied DESCRIBE).
-    Super users: true.  An applying DENY on literal '*': false.  Otherwise
-    ``allow_if_no_acl``: true.  Otherwise true if an applying ALLOW exists on
-    literal '*', on a prefix no applying prefixed DENY is a prefix of, or on
-    a literal name with no applying literal DENY of that name and no
-    applying prefixed DENY that is a prefix of it.
+    Kafka's default Authorizer.authorizeByResourceType (KIP-679), without a scan:
+    first, if authorize() allows the operation on a literal resource named
+    "hardcode", true (this covers super users and allow.everyone.if.no.acl.found
+    when no ACL applies to that name).  Then only ACLs of the operation itself or
+    ALL count (no implied DESCRIBE): an applying DENY on literal '*' gives false;
+    otherwise true if an applying ALLOW exists on literal '*', on a prefix no
+    applying prefixed DENY is a prefix of, or on a literal name with no applying
+    literal DENY of that name and no applying prefixed DENY that is a prefix of it.
     """
-    if principal in super_users:
+    if authorize(image, principal, host, operation, resource_type, HARDCODED_NAME,
+                 super_users=super_users, allow_if_no_acl=allow_if_no_acl):
         return True
     t = image.index.types[resource_type]
     exact = EXACT_MASK[operation]
@@ -257,8 +262,6 @@ def authorize_by_resource_type(
         group = table.get(WILDCARD)
         if group is not None and group.host_bits(host) & deny_bits:
             return False
-    if allow_if_no_acl:
-        return True
     deny_prefixed = _tables(t, principal, operation, True, True)
     lengths = t.lengths
 

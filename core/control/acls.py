@@ -43,11 +43,15 @@ def _name(enum_type, value) -> str:
 
 
 def _valid_host(host: str) -> bool:
-    """'*', an address or host name, or (our extension) a CIDR range."""
+    """'*', an address or host name, or (our extension) a CIDR range written canonically.
+
+    ``10.0.0.1/8`` is refused (write ``10.0.0.0/8``): two spellings of one range
+    would be two ACLs with the same effect, and a filter on one would miss the other.
+    """
     if "/" not in host:
         return True
     try:
-        ipaddress.ip_network(host, strict=False)
+        ipaddress.ip_network(host, strict=True)
     except ValueError:
         return False
     return True
@@ -55,6 +59,13 @@ def _valid_host(host: str) -> bool:
 
 def validate_binding(binding: AclBinding) -> ApiError:
     """NONE, or INVALID_REQUEST naming the first field that cannot be stored."""
+    try:
+        return _validate_binding(binding)
+    except (TypeError, ValueError, AttributeError) as exc:
+        return _invalid(f"Malformed ACL binding: {exc}")
+
+
+def _validate_binding(binding: AclBinding) -> ApiError:
     pattern, entry = binding.pattern, binding.entry
     rtype, ptype = pattern.resource_type, pattern.pattern_type
     if ResourceType(rtype) in (ResourceType.UNKNOWN, ResourceType.ANY):
@@ -80,7 +91,7 @@ def validate_binding(binding: AclBinding) -> ApiError:
             return _invalid(f"The {field} is {len(value)} characters long; "
                             f"the limit is {MAX_STRING_LENGTH}")
     if not _valid_host(entry.host):
-        return _invalid(f"Invalid host {entry.host[:100]!r}: not a valid CIDR range")
+        return _invalid(f"Invalid host {entry.host[:100]!r}: not a valid CIDR range (write the network address, e.g. 10.0.0.0/8)")
     return _OK
 
 

@@ -81,12 +81,16 @@ def _credential(item: UserScramCredentialUpsertion, mech: ScramMechanism, iterat
                 context: RequestContext, config: StoreConfig):
     """The ScramCredential an upsertion asks for, or the ApiError refusing it."""
     password, salt, salted = item.password, item.salt, item.salted_password
+    for name, value in (("password", password), ("salt", salt), ("salted password", salted)):
+        if value is not None and not isinstance(value, str | bytes | bytearray):
+            return _unacceptable(f"The {name} must be bytes, not {type(value).__name__}")
     if password is not None and salted is not None:
         return _unacceptable("Give either a password or a salted password, not both")
+    if (password is not None or salted is not None) and not (context.tls or config.allow_plaintext_passwords):
+        # A salted password derives the client key, so it is as secret as the password itself.
+        return _unacceptable("Passwords and salted passwords may only be sent over TLS "
+                             "(plaintext passwords are not allowed by this store)")
     if password is not None:
-        if not (context.tls or config.allow_plaintext_passwords):
-            return _unacceptable("Passwords may only be sent over TLS (plaintext passwords are "
-                                 "not allowed by this store)")
         data = password.encode("utf-8") if isinstance(password, str) else bytes(password)
         if not data:
             return _unacceptable("Password must not be empty")
@@ -118,7 +122,11 @@ def _upsert(item: UserScramCredentialUpsertion, context: RequestContext, config:
     if mech not in config.enabled_mechanisms:
         return ApiError(ErrorCode.UNSUPPORTED_SASL_MECHANISM,
                         f"SCRAM mechanism {mech.mechanism_name} is not enabled"), None
-    iterations = _iterations(item.scram_credential_info.iterations, mech, config)
+    requested = item.scram_credential_info.iterations
+    if item.password is None and requested == -1:
+        # A pre-salted password was salted with the client's own count; a default cannot stand in for it.
+        return _unacceptable(f"Too few iterations: {requested} (a salted password needs the count it was salted with)"), None
+    iterations = _iterations(requested, mech, config)
     if isinstance(iterations, ApiError):
         return iterations, None
     cred = _credential(item, mech, iterations, context, config)

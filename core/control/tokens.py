@@ -63,7 +63,7 @@ def hmac_for_token(secret: bytes, token_id: str) -> bytes:
 
 
 def _require_token_request_allowed(context: RequestContext) -> None:
-    if context.token_authenticated or not context.authenticated:
+    if context.token_authenticated or not context.authenticated or context.principal == "User:ANONYMOUS":
         how = "token-authenticated" if context.token_authenticated else "unauthenticated"
         raise UnsupportedByAuthenticationException(
             f"Delegation token requests are not allowed on {how} connections")

@@ -153,12 +153,23 @@ def test_create_resource_type_checked_before_name():
     assert "resource type" in result.message and "ANY" in result.message
 
 
-@pytest.mark.parametrize("host", ["*", "10.1.2.3", "broker.example.com", "10.0.0.0/8", "2001:db8::/32",
-                                  "10.0.0.5/24"])
+@pytest.mark.parametrize("host", ["*", "10.1.2.3", "broker.example.com", "10.0.0.0/8", "2001:db8::/32"])
 def test_create_accepts_valid_hosts(host):
     """'*', addresses, names and CIDR ranges (ours) are valid hosts."""
     _, (result,) = create(acl(host=host))
     assert result == OK
+
+
+def test_create_refuses_a_cidr_with_host_bits_set():
+    """10.0.0.5/24 is refused with a hint: one range must have one spelling."""
+    _, (result,) = create(acl(host="10.0.0.5/24"))
+    assert result.code == ErrorCode.INVALID_REQUEST and "10.0.0.5/24" in result.message
+
+
+def test_create_with_a_non_enum_field_is_a_per_item_error():
+    """A binding whose resource type is not a code fails alone with INVALID_REQUEST."""
+    events, results = create(acl(), acl(rtype="TOPIC"))
+    assert results[0] == OK and results[1].code == ErrorCode.INVALID_REQUEST and len(events) == 1
 
 
 def test_create_cluster_named_kafka_cluster_is_valid():

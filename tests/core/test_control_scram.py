@@ -155,11 +155,11 @@ def test_iterations_default_from_config():
     assert event.iterations == 8192
 
 
-def test_iterations_default_applies_to_presalted_form():
-    """Iterations -1 also takes the default in the pre-salted form."""
-    config = StoreConfig(default_iterations={SHA256: 10000, SHA512: 4096})
-    (event,), _ = alter(salted(iterations=-1), config=config)
-    assert event.iterations == 10000
+def test_presalted_form_needs_its_real_iteration_count():
+    """Iterations -1 cannot stand in for the count a salted password was made with."""
+    events, results = alter(salted(iterations=-1))
+    assert events == [] and results["alice"].code == ErrorCode.UNACCEPTABLE_CREDENTIAL
+    assert "Too few iterations" in results["alice"].message
 
 
 @pytest.mark.parametrize("iterations", [4096, 16384])
@@ -302,9 +302,16 @@ def test_password_over_plaintext_allowed_by_config():
     assert code(up(), context=RequestContext(tls=False), config=config) == ErrorCode.NONE
 
 
-def test_presalted_form_is_allowed_over_plaintext():
-    """The pre-salted form carries no password and is accepted without TLS."""
-    assert code(salted(), context=RequestContext(tls=False)) == ErrorCode.NONE
+def test_presalted_form_needs_tls_too():
+    """A salted password is password-equivalent, so it is refused over plaintext like a password."""
+    assert code(salted(), context=RequestContext(tls=False)) == ErrorCode.UNACCEPTABLE_CREDENTIAL
+    allowed = StoreConfig(allow_plaintext_passwords=True)
+    assert code(salted(), context=RequestContext(tls=False), config=allowed) == ErrorCode.NONE
+
+
+def test_password_of_the_wrong_type_is_refused():
+    """An int password would silently become zero bytes; it is refused instead."""
+    assert code(up(password=8)) == ErrorCode.UNACCEPTABLE_CREDENTIAL
 
 
 def test_password_policy_rejection_names_the_policy():

@@ -194,8 +194,9 @@ def test_deleted_credential_no_longer_authenticates(open_store):
     client = ScramClient(["SCRAM-SHA-256"], "alice", "pw")
     server = store.scram_server("SCRAM-SHA-256")
     client.set_server_first(server.first(client.get_client_first()))
-    with pytest.raises(ApiException):
+    with pytest.raises(ApiException) as info:
         server.final(client.get_client_final())
+    assert info.value.error.code == ErrorCode.SASL_AUTHENTICATION_FAILED
 
 
 def _token_login(store, token) -> object:
@@ -229,6 +230,15 @@ def test_expired_token_is_swept_with_a_logged_reason(open_store, clock):
     assert last.event == DelegationTokenRemoved(token.token_id, TokenRemovalReason.EXPIRED_BY_SWEEP)
     assert last.actor_principal == "System:token-sweeper"
     assert store.describe_delegation_tokens(context=ADMIN) == []
+
+
+def test_anonymous_callers_cannot_request_tokens(open_store):
+    """An anonymous (one-way TLS) caller gets DELEGATION_TOKEN_REQUEST_NOT_ALLOWED and nothing is written."""
+    store = open_store()
+    with pytest.raises(ApiException) as info:
+        store.create_delegation_token(context=RequestContext("User:ANONYMOUS", "h"))
+    assert info.value.error.code == ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED
+    assert store.log.end_offset == 0
 
 
 def test_describe_tokens_omits_hmac_by_default(open_store):

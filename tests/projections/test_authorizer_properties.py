@@ -81,8 +81,8 @@ def brute_operations(acls, principal, host, rtype, name, supers, allow_if_no_acl
 
 
 def brute_by_type(acls, principal, host, op, rtype, supers, allow_if_no_acl):
-    """Kafka's AclAuthorizer.authorizeByResourceType, as a scan."""
-    if principal in supers:
+    """Kafka's default Authorizer.authorizeByResourceType, as a scan: probe "hardcode" first."""
+    if brute_authorize(acls, principal, host, op, rtype, "hardcode", supers, allow_if_no_acl):
         return True
     relevant = [
         b
@@ -103,8 +103,6 @@ def brute_by_type(acls, principal, host, op, rtype, supers, allow_if_no_acl):
     deny_literal, deny_prefixed = names(DENY, LITERAL), names(DENY, PREFIXED)
     if "*" in deny_literal:
         return False
-    if allow_if_no_acl:
-        return True
 
     def dominated(name):
         return any(name.startswith(prefix) for prefix in deny_prefixed)
@@ -119,8 +117,8 @@ def brute_by_type(acls, principal, host, op, rtype, supers, allow_if_no_acl):
 
 # --- strategies: small alphabets so prefixes and wildcards collide ----------------------
 
-names = st.sampled_from(["a", "ab", "abc", "b", "ba", "*"])
-request_names = st.sampled_from(["a", "ab", "abc", "abd", "b", "ba", "c", "*"])
+names = st.sampled_from(["a", "ab", "abc", "b", "ba", "*", "h", "hardcode"])
+request_names = st.sampled_from(["a", "ab", "abc", "abd", "b", "ba", "c", "*", "h", "hardcode"])
 principals = st.sampled_from(["User:alice", "User:bob", "User:*"])
 request_principals = st.sampled_from(["User:alice", "User:bob", "User:carol"])
 acl_hosts = st.sampled_from(
