@@ -21,6 +21,7 @@ def write_atomically(path: str | os.PathLike, data: bytes, mode: int = 0o644) ->
     tmp = path.with_name(f".{path.name}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
+        os.fchmod(fd, mode)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]

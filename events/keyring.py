@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as _dt
+import fcntl
 import hashlib
 import hmac
 import json
@@ -18,6 +19,7 @@ import secrets
 import struct
 import time
 from collections.abc import Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +28,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from events.durable import write_atomically
 
 from .errors import KeyringError, SealedSecretError, UnknownKeyError
 from .types import ScramMechanism
@@ -164,12 +168,13 @@ class Keyring:
     def generate_file(cls, path: str | os.PathLike[str]) -> str:
         """Create a key file (mode 0600) or add a newest key to it; return the new key id."""
         path = Path(path)
-        existing: list[MasterKey] = []
-        if path.exists():
-            existing = list(cls.from_file(path)._keys.values())
-        key = _new_key(k.id for k in existing)
         try:
-            _write_key_file(path, [*existing, key])
+            with _locked(path):  # two rotations at once must not lose a key
+                existing: list[MasterKey] = []
+                if path.exists():
+                    existing = list(cls.from_file(path)._keys.values())
+                key = _new_key(k.id for k in existing)
+                _write_key_file(path, [*existing, key])
         except OSError as exc:
             raise KeyringError(f"key file {path}: cannot write: {exc.strerror or exc}") from None
         return key.id
@@ -291,6 +296,16 @@ def _parse_keys(text: str, source: str) -> list[MasterKey]:
     return keys
 
 
+@contextmanager
+def _locked(path: Path):
+    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def _write_key_file(path: Path, keys: list[MasterKey]) -> None:
     doc = {
         "version": _FORMAT_VERSION,
@@ -304,18 +319,7 @@ def _write_key_file(path: Path, keys: list[MasterKey]) -> None:
         ],
     }
     data = (json.dumps(doc, indent=2) + "\n").encode("utf-8")
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomically(path, data, mode=0o600)
 
 
 # -- SCRAM secrets ------------------------------------------------------------

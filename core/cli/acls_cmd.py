@@ -69,6 +69,9 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("secmeta acls: error: --add needs a resource (--topic, --group, --cluster, ...)")
     if args.add and not _entries(args):
         raise SystemExit("secmeta acls: error: --add needs --allow-principal or --deny-principal")
+    if args.remove and not targets and not _entries(args) and not args.principal:
+        raise ValueError("--remove needs a resource (--topic, --group, --cluster, ...) or a principal; "
+                         "it will not remove every ACL")
     if has_point(args) and not args.list:
         raise ValueError("--as-of and --at-offset apply to --list only")
     with open_store(args, read_only=args.list) as store:

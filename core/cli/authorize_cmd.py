@@ -24,7 +24,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     )
     add_security_options(p)
     p.add_argument("--principal", required=True, metavar="PRINCIPAL", help="who, e.g. User:alice")
-    p.add_argument("--host", default="*", metavar="HOST", help="client host or address (default *)")
+    p.add_argument("--host", required=True, metavar="HOST",
+                   help="the client's host or address (host-specific ACLs depend on it)")
     p.add_argument("--operation", required=True, metavar="OP", help="e.g. Read, Write, Describe")
     add_resource_options(p, many=False)
     add_point_options(p)

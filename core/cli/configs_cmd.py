@@ -51,21 +51,23 @@ def parse_add_config(text: str) -> list[tuple[ScramMechanism, int, bytes | None]
     while pos < len(text):
         m = _CONFIG.match(text, pos)
         if not m:
-            raise ValueError(f"cannot parse --add-config near {text[pos:pos + 30]!r}: expected SCRAM-SHA-256=[key=value,...]")
+            raise ValueError(f"cannot parse --add-config at character {pos + 1}: expected "
+                             "SCRAM-SHA-256=[iterations=N,password=P],... (values are not echoed)")
         mech = ScramMechanism.parse(m.group(1))
         iterations, password = -1, None
         for item in filter(None, (s.strip() for s in m.group(2).split(","))):
             key, sep, value = item.partition("=")
             if not sep:
-                raise ValueError(f"{m.group(1)}: expected key=value, got {key!r}")
+                raise ValueError(f"{m.group(1)}: expected key=value items (a ',' inside a password is not supported; "
+                                 "leave the password out to be prompted for it)")
             if key == "iterations":
                 if not value.lstrip("-").isdigit():
-                    raise ValueError(f"{m.group(1)}: iterations must be a number, got {value!r}")
+                    raise ValueError(f"{m.group(1)}: iterations must be a number, got {value[:20]!r}")
                 iterations = int(value)
             elif key == "password":
                 password = value.encode()
             else:
-                raise ValueError(f"{m.group(1)}: unknown key {key!r} (use iterations and password)")
+                raise ValueError(f"{m.group(1)}: unknown key {key[:20]!r} (use iterations and password)")
         out.append((mech, iterations, password))
         pos = m.end()
     return out

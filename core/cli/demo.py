@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"== secmeta demo: store {store_dir}\n   keyring {key_file} (key {keyring.newest_id}); super user User:admin\n")
     rng = random.Random(7)
     with SecurityStore.open(store_dir, config, keyring=keyring) as store:
+        (store_dir / DEMO_MARKER).write_text("created by `secmeta demo`; the next demo run replaces this store\n")
         _users(store, args.users)
         _acls(store, rng, args.acls)
         _decisions(store)
@@ -76,10 +77,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+DEMO_MARKER = ".secmeta-demo"
+
+
 def _fresh(store: Path, key_file: Path) -> None:
+    """Remove a previous demo run; never a store the demo did not create."""
     if store.exists():
-        if not (store / "secmeta.json").exists():
-            raise NotAStoreError(f"{store} exists and is not a secmeta store; the demo will not overwrite it")
+        if not (store / DEMO_MARKER).exists():
+            raise NotAStoreError(f"{store} exists and was not created by the demo; the demo will not overwrite it "
+                                 "(pass --dir to use another directory)")
         shutil.rmtree(store)
     key_file.unlink(missing_ok=True)
 

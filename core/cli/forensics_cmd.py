@@ -57,7 +57,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_security_options(t)
     t.add_argument("--principal", required=True)
     t.add_argument("--operation", required=True, metavar="OP")
-    t.add_argument("--host", default="*", help="the client host (default *)")
+    t.add_argument("--host", required=True, help="the client's host or address (host-specific ACLs depend on it)")
     add_resource_options(t, many=False)
     t.add_argument("--json", action="store_true", help="print JSON instead of a table")
     t.set_defaults(func=timeline_cmd)

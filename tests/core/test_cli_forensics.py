@@ -83,10 +83,10 @@ def test_list_as_of_shows_the_past(store, capsys):
 
 def test_authorize_as_of(store, capsys):
     """authorize --as-of answers as the store did then."""
-    code, out, _ = run(capsys, "authorize", "--principal", "User:alice", "--operation", "Read", "--topic", "orders",
+    code, out, _ = run(capsys, "authorize", "--host", "10.1.1.1", "--principal", "User:alice", "--operation", "Read", "--topic", "orders",
                        "--as-of", str(T0 + 2 * MINUTE))
     assert code == 0 and out.startswith("ALLOWED")
-    code, _, _ = run(capsys, "authorize", "--principal", "User:alice", "--operation", "Read", "--topic", "orders")
+    code, _, _ = run(capsys, "authorize", "--host", "10.1.1.1", "--principal", "User:alice", "--operation", "Read", "--topic", "orders")
     assert code == 1
 
 
@@ -101,7 +101,7 @@ def test_who_could_at_a_time(store, capsys):
 
 def test_timeline_names_who_opened_and_closed_access(store, capsys):
     """timeline gives one interval opened by the create and closed by the delete from 10.9.9.9."""
-    _, out, _ = run(capsys, "timeline", "--principal", "User:alice", "--operation", "Read", "--topic", "orders", "--json")
+    _, out, _ = run(capsys, "timeline", "--host", "10.1.1.1", "--principal", "User:alice", "--operation", "Read", "--topic", "orders", "--json")
     (interval,) = json.loads(out)
     assert interval["opened_by"]["event_type"] == "AclCreated" and interval["start_ms"] == T0 + MINUTE
     assert interval["closed_by"]["actor_host"] == "10.9.9.9" and interval["end_ms"] == T0 + 3 * MINUTE

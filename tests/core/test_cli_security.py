@@ -100,7 +100,7 @@ def test_configs_too_few_iterations_is_reported(store, capsys):
 def test_configs_malformed_add_config_is_named(store, capsys):
     """A malformed --add-config value is quoted in the error."""
     code, _, err = run(capsys, "configs", "--entity-type", "users", "--entity-name", "c", "--alter", "--add-config", "SCRAM-SHA-256=iterations")
-    assert code == 2 and "SCRAM-SHA-256=iterations" in err
+    assert code == 2 and "cannot parse --add-config at character 1" in err
 
 
 def test_tokens_create_renew_describe_expire(store, capsys):
@@ -130,13 +130,37 @@ def test_authorize_prints_decision_and_deciding_acls(store, capsys):
     """authorize explains the decision with the ACL that made it; exit code 0/1 for allow/deny."""
     run(capsys, "acls", "--add", "--deny-principal", "User:alice", "--operation", "Write", "--topic", "t")
     run(capsys, "acls", "--add", "--allow-principal", "User:alice", "--operation", "All", "--topic", "t")
-    code, out, _ = run(capsys, "authorize", "--principal", "User:alice", "--operation", "Write", "--topic", "t")
+    code, out, _ = run(capsys, "authorize", "--host", "10.1.1.1", "--principal", "User:alice", "--operation", "Write", "--topic", "t")
     assert code == 1 and out.startswith("DENIED") and "DENY" in out and "denied by ACL" in out
-    code, out, _ = run(capsys, "authorize", "--principal", "User:alice", "--operation", "Read", "--topic", "t")
+    code, out, _ = run(capsys, "authorize", "--host", "10.1.1.1", "--principal", "User:alice", "--operation", "Read", "--topic", "t")
     assert code == 0 and out.startswith("ALLOWED") and "ALL" in out
 
 
 def test_authorize_needs_exactly_one_resource(store, capsys):
     """authorize without a resource is a clear error."""
-    code, _, err = run(capsys, "authorize", "--principal", "User:a", "--operation", "Read")
+    code, _, err = run(capsys, "authorize", "--host", "10.1.1.1", "--principal", "User:a", "--operation", "Read")
     assert code == 2 and "exactly one resource" in err
+
+
+def test_acls_remove_without_a_selector_is_refused(store, capsys):
+    """--remove with neither resource nor principal refuses instead of deleting every ACL."""
+    run(capsys, "acls", "--add", "--allow-principal", "User:a", "--topic", "t")
+    code, _, err = run(capsys, "acls", "--remove")
+    assert code == 2 and "will not remove every ACL" in err
+    _, out, _ = run(capsys, "acls", "--list")
+    assert "User:a" in out
+
+
+def test_configs_parse_errors_do_not_echo_passwords(store, capsys):
+    """A malformed --add-config never repeats the password text in the error."""
+    for bad in ("SCRAM-SHA-256=[password=pa,zq9x]", "SCRAM-SHA-256=[password=zq9x-secret"):
+        code, out, err = run(capsys, "configs", "--entity-type", "users", "--entity-name", "c", "--alter", "--add-config", bad)
+        assert code == 2 and "zq9x" not in err + out
+
+
+def test_demo_refuses_a_store_it_did_not_create(store, capsys, tmp_path):
+    """The demo never deletes a real store."""
+    run(capsys, "acls", "--add", "--allow-principal", "User:a", "--topic", "t")
+    code, _, err = run(capsys, "demo", "--dir", str(store))
+    assert code == 2 and "not created by the demo" in err
+    assert (store / "secmeta.json").exists()
