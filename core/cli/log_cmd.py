@@ -7,6 +7,7 @@ import json
 import sys
 
 from core.cli.common import add_store_options, iso_time, keyring, print_table, store_path
+from core.config import StoreConfig
 from core.log import Log, verify_log
 from core.state import Snapshotter, load_state
 from events.redact import redacted
@@ -84,11 +85,15 @@ def verify_cmd(args: argparse.Namespace) -> int:
 
 
 def snapshot_cmd(args: argparse.Namespace) -> int:
-    with Log.open(store_path(args), keyring=keyring(args), read_only=True) as log:
+    # The writer lock: snapshots are written into the store, so not beside a running writer
+    # (which takes its own snapshots by policy).
+    path = store_path(args)
+    config = StoreConfig.load(path)
+    with Log.open(path, keyring=keyring(args), config=config.log, create=False) as log:
         codec = SecurityImageSnapshot()
         loaded = load_state(log, SecurityProjection(), codec)
         print(loaded)
-        info = Snapshotter(log, codec, SnapshotPolicy()).snapshot(loaded.state, loaded.next_offset)
+        info = Snapshotter(log, codec, SnapshotPolicy(), keep=config.keep_snapshots).snapshot(loaded.state, loaded.next_offset)
         print(f"wrote {info.path} ({info.rows} rows, {info.size} bytes) at offset {info.next_offset}")
     return 0
 

@@ -136,3 +136,11 @@ def test_demo_runs_and_detects_tampering(tmp_path, capsys):
     assert "authenticated as User:etl (token_authenticated=True)" in out
     assert "User:carol among them" in out and "= True; today = False" in out
     assert "secmeta log verify: OK" in out and "FAILED at offset" in out
+
+
+def test_snapshot_refuses_while_a_writer_holds_the_store(store, capsys):
+    """log snapshot takes the writer lock rather than racing a running writer."""
+    path, _ = store
+    with Log.open(path, keyring=Keyring.load()):
+        assert run("log", "snapshot", "--store", str(path)) == 2
+    assert "already open for writing" in capsys.readouterr().err

@@ -1,4 +1,9 @@
-"""Crash safety: a writer killed with SIGKILL at random moments never loses an acknowledged batch."""
+"""Process-crash safety: a writer killed with SIGKILL at random moments never loses an acknowledged batch.
+
+SIGKILL leaves the page cache intact, so this proves recovery and the append
+protocol across process death, not fsync against power loss (which a test on
+one machine cannot cause); fsync placement is covered by the group-commit test.
+"""
 
 from __future__ import annotations
 
