@@ -1,0 +1,471 @@
+"""The follower: a standby that rebuilds the store's image from the history topic.
+
+It reads partition 0 of the history topic (explicit assignment, no group
+rebalancing) and replays the events with ``SecurityProjection`` (one
+``SecurityDelta`` per batch), exactly as the store does, so its image is the
+store's.  A message whose ``secmeta.offset`` it has already applied is a
+duplicate (a publisher re-sent it after a crash) and is skipped; a jump past
+the next offset (history deleted by retention) raises ``HistoryGapError``
+rather than diverge.  A message that is not ours goes to ``dead-letter.jsonl``
+in the checkpoint directory (reason, topic, partition, Kafka offset and the
+raw bytes) and is counted in ``skipped``: the follower never stops on it.
+
+Every ``checkpoint_every`` events and on ``close`` it writes a checkpoint:
+the image as a snapshot plus ``follower.json`` naming it, the log offset it
+reflects and the Kafka position to resume from.  ``bootstrap_from_state_topic``
+rebuilds the image from the compacted state topic instead of the whole
+history, then follows the history from the position the state recorded.
+"""
+
+from __future__ import annotations
+
+import base64
+import gc
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from consumers.kafka.client_config import client_settings
+from consumers.kafka.wire import (
+    HEADER_HISTORY_OFFSET,
+    NotOurMessage,
+    decode_message,
+    header_map,
+    is_removal,
+    message_offset,
+)
+from core.config import StoreConfig
+from core.errors import SecmetaError
+from core.view import StoreView
+from events.codec import EventCodec
+from events.durable import write_atomically
+from events.records import Envelope
+from projections.image import SecurityDelta, SecurityImage, SecurityProjection
+from projections.image_snapshot import SecurityImageSnapshot
+from projections.snapshot import SnapshotError, list_snapshots, read_snapshot, write_snapshot
+
+__all__ = ["CHECKPOINT_FILE", "DEAD_LETTER_FILE", "Follower", "FollowerError", "HistoryGapError"]
+
+CHECKPOINT_FILE = "follower.json"
+DEAD_LETTER_FILE = "dead-letter.jsonl"
+SNAPSHOT_DIR = "snapshots"
+PARTITION = 0
+
+logger = logging.getLogger("secmeta.kafka.follower")
+_PROJECTION = SecurityProjection()
+_FREEZE_AFTER = 1000  # a replay this large built enough long-lived image nodes to freeze them
+
+
+def _freeze() -> None:
+    """Move the image's nodes out of the cyclic GC's generations, as the store does after a load.
+
+    Images hold no cycles (reference counting frees them when dropped); without
+    this, every full collection in the process rescans the whole image.
+    """
+    gc.freeze()
+
+
+class FollowerError(SecmetaError):
+    """The follower cannot start or go on as configured (the message says why)."""
+
+
+class HistoryGapError(FollowerError):
+    """The history skips log offsets: applying on would give a wrong image.
+
+    ``last`` is the last applied log offset, ``found`` the next one present,
+    ``kafka_offset`` where it is; the follower's image and position stay
+    before the gap.
+    """
+
+    def __init__(self, message: str, *, last: int, found: int, kafka_offset: int):
+        super().__init__(message)
+        self.last, self.found, self.kafka_offset = last, found, kafka_offset
+
+
+class Follower:
+    """Keeps a SecurityImage identical to the store's by replaying the history topic."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        history_topic: str = "secmeta.history",
+        state_topic: str = "secmeta.state",
+        group_id: str | None = None,
+        checkpoint_dir: str | os.PathLike,
+        client_config: Mapping[str, object] | None = None,
+        checkpoint_every: int = 50_000,
+        max_batch: int = 5_000,
+        codec: EventCodec | None = None,
+    ):
+        if checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be positive, not {checkpoint_every}")
+        self.history_topic = history_topic
+        self.state_topic = state_topic
+        self.group_id = group_id
+        self.checkpoint_dir = Path(checkpoint_dir)
+        self.checkpoint_every = checkpoint_every
+        self.max_batch = max_batch
+        self.codec = codec or EventCodec()
+        self.dead_letter_path = self.checkpoint_dir / DEAD_LETTER_FILE
+        self._settings = client_settings(
+            bootstrap, client_config,
+            defaults={
+                "group.id": group_id or f"secmeta-follower-{uuid.uuid4().hex}",
+                "auto.offset.reset": "earliest",
+                "fetch.wait.max.ms": 100,  # a standby wants new events soon, not in 500 ms batches
+                "logger": logging.getLogger("secmeta.kafka.librdkafka"),
+            },
+            enforced={"enable.auto.commit": False, "enable.auto.offset.store": False},
+        )
+        self.image: SecurityImage = SecurityImage.EMPTY
+        self.position: int | None = None  # next Kafka offset to read in the history partition
+        self.applied = 0  # events applied since this follower started
+        self.duplicates = 0
+        self.skipped = 0  # messages that were not ours (in the dead-letter file)
+        self.gaps = 0
+        self.resumed_from: int | None = None  # log offset of the checkpoint loaded at start
+        self._since_checkpoint = 0
+        self._checkpointed: tuple[int, int | None] | None = None
+        self._last_error: str | None = None
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self._load_checkpoint()
+        self._consumer = Consumer(dict(self._settings))
+        self._assign()
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def applied_offset(self) -> int:
+        """The log offset of the last event in the image (-1 before any)."""
+        return self.image.next_offset - 1
+
+    def view(self, config: StoreConfig | None = None) -> StoreView:
+        """describe / authorize / authorized_operations over the current image."""
+        return StoreView(self.image, config or StoreConfig())
+
+    def stats(self) -> dict[str, int | None]:
+        return {
+            "applied_offset": self.applied_offset,
+            "position": self.position,
+            "applied": self.applied,
+            "duplicates": self.duplicates,
+            "skipped": self.skipped,
+            "gaps": self.gaps,
+        }
+
+    def _assign(self) -> None:
+        start = self.position
+        if start is None:
+            # An explicit offset spares librdkafka's timed (500 ms) offset query for BEGINNING.
+            try:
+                start, _ = self._consumer.get_watermark_offsets(
+                    TopicPartition(self.history_topic, PARTITION), timeout=5.0, cached=False)
+            except KafkaException:
+                start = OFFSET_BEGINNING
+        self._consumer.assign([TopicPartition(self.history_topic, PARTITION, start)])
+
+    # -- following -----------------------------------------------------------------------
+
+    def poll(self, timeout: float = 1.0) -> int:
+        """Apply what arrives within ``timeout`` seconds (one batch); return how many events were applied."""
+        messages = _consume(self._consumer, self.max_batch, timeout)
+        if not messages:
+            return 0
+        applied = self._apply_messages(messages)
+        if self._since_checkpoint >= self.checkpoint_every:
+            self.checkpoint()
+        return applied
+
+    def _apply_messages(self, messages) -> int:
+        codec = self.codec
+        last = self.image.next_offset - 1
+        envelopes: list[Envelope] = []
+        for msg in messages:
+            err = msg.error()
+            if err is not None:
+                self._kafka_error(err)
+                continue
+            self.position = msg.offset() + 1
+            try:
+                envelope = decode_message(codec, msg.key(), msg.value(), msg.headers())
+            except NotOurMessage as exc:
+                self._dead_letter(msg, exc.reason)
+                continue
+            if envelope.offset <= last:
+                self.duplicates += 1
+                continue
+            if envelope.offset != last + 1:
+                self._replay(envelopes)
+                self._stop_at_gap(last, envelope.offset, msg.offset())
+            envelopes.append(envelope)
+            last = envelope.offset
+        self._replay(envelopes)
+        return len(envelopes)
+
+    def _replay(self, envelopes: list[Envelope]) -> None:
+        """Apply events exactly as the store does (SecurityProjection: one delta per batch)."""
+        if envelopes:
+            self.image = _PROJECTION.apply(self.image, envelopes)
+            self.applied += len(envelopes)
+            self._since_checkpoint += len(envelopes)
+            if len(envelopes) >= _FREEZE_AFTER:
+                _freeze()
+
+    def _stop_at_gap(self, last: int, found: int, kafka_offset: int) -> None:
+        """Leave the position on a gap (what came before is applied) and raise HistoryGapError."""
+        self.gaps += 1
+        self.position = kafka_offset
+        self._consumer.assign([TopicPartition(self.history_topic, PARTITION, kafka_offset)])
+        message = (
+            f"history topic {self.history_topic} jumps from log offset {last} to {found} at Kafka offset "
+            f"{kafka_offset}: events {last + 1}..{found - 1} are missing (deleted by retention, or "
+            "published elsewhere); the image stays at offset "
+            f"{last}: rebuild it with bootstrap_from_state_topic()"
+        )
+        logger.error("%s", message)
+        raise HistoryGapError(message, last=last, found=found, kafka_offset=kafka_offset)
+
+    def _kafka_error(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._PARTITION_EOF:
+            return
+        text = err.str()
+        if text != self._last_error:
+            logger.warning("reading %s: %s", self.history_topic, text)
+        self._last_error = text
+
+    def high_watermark(self, timeout: float = 5.0) -> int:
+        """The history partition's high watermark (next Kafka offset to be written)."""
+        _, high = self._consumer.get_watermark_offsets(
+            TopicPartition(self.history_topic, PARTITION), timeout=timeout, cached=False)
+        return high
+
+    def caught_up_to(self, high: int) -> bool:
+        if self.position is not None:
+            return self.position >= high
+        low, _ = self._consumer.get_watermark_offsets(TopicPartition(self.history_topic, PARTITION),
+                                                      timeout=5.0, cached=False)
+        return high <= low
+
+    def catch_up(self, timeout: float = 30.0) -> bool:
+        """Apply everything up to the history topic's current high watermark; False if ``timeout`` ran out."""
+        deadline = time.monotonic() + timeout
+        high = None
+        while high is None:
+            try:
+                high = self.high_watermark(timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+            except KafkaException as exc:
+                self._kafka_error(exc.args[0])
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.1)
+        while not self.caught_up_to(high):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.poll(min(0.5, remaining))
+        return True
+
+    # -- dead letters --------------------------------------------------------------------
+
+    def _dead_letter(self, msg, reason: str, topic: str | None = None) -> None:
+        self.skipped += 1
+        topic = topic or msg.topic()
+        logger.warning("skipping a message that is not ours at %s[%d]@%d: %s (see %s)",
+                       topic, msg.partition(), msg.offset(), reason, self.dead_letter_path)
+        record = {
+            "reason": reason,
+            "topic": topic,
+            "partition": msg.partition(),
+            "kafka_offset": msg.offset(),
+            "timestamp_ms": msg.timestamp()[1],
+            "key_b64": _b64(msg.key()),
+            "value_b64": _b64(msg.value()),
+            "headers": [[name, _b64(value)] for name, value in (msg.headers() or [])],
+        }
+        with open(self.dead_letter_path, "a", encoding="utf-8") as out:
+            out.write(json.dumps(record, sort_keys=True) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+
+    # -- checkpoints ---------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write the image as a snapshot and the position it belongs to (skipped if unchanged)."""
+        self._since_checkpoint = 0
+        mark = (self.image.next_offset, self.position)
+        if mark == self._checkpointed:
+            return
+        snap_dir = self.checkpoint_dir / SNAPSHOT_DIR
+        info = write_snapshot(snap_dir, SecurityImageSnapshot(), self.image, next_offset=self.image.next_offset,
+                              link=b"", timestamp_ms=int(time.time() * 1000))
+        data = {
+            "history_topic": self.history_topic,
+            "partition": PARTITION,
+            "position": self.position,
+            "next_offset": self.image.next_offset,
+            "snapshot": info.path.name,
+        }
+        write_atomically(self.checkpoint_dir / CHECKPOINT_FILE, json.dumps(data).encode())
+        for path in list_snapshots(snap_dir):
+            if path.name != info.path.name:
+                path.unlink(missing_ok=True)
+        self._checkpointed = mark
+        if self.group_id and self.position is not None:
+            try:
+                self._consumer.commit(offsets=[TopicPartition(self.history_topic, PARTITION, self.position)],
+                                      asynchronous=False)
+            except KafkaException as exc:
+                logger.warning("could not commit the position to group %s: %s", self.group_id, exc)
+
+    def _load_checkpoint(self) -> None:
+        path = self.checkpoint_dir / CHECKPOINT_FILE
+        if not path.exists():
+            return
+        try:
+            data = json.loads(path.read_text())
+            topic, position = data["history_topic"], data["position"]
+            next_offset, name = int(data["next_offset"]), str(data["snapshot"])
+        except (ValueError, KeyError, TypeError, OSError) as exc:
+            logger.warning("follower checkpoint %s is unreadable (%r): starting from the beginning", path, exc)
+            return
+        if topic != self.history_topic:
+            raise FollowerError(
+                f"follower checkpoint {path} follows topic {topic!r}, not {self.history_topic!r}: "
+                "give another checkpoint directory"
+            )
+        try:
+            info, image = read_snapshot(self.checkpoint_dir / SNAPSHOT_DIR / name, SecurityImageSnapshot())
+        except (SnapshotError, OSError) as exc:
+            logger.warning("follower snapshot %s cannot be loaded (%s): starting from the beginning", name, exc)
+            return
+        if info.next_offset != next_offset or image.next_offset != next_offset:
+            logger.warning("follower snapshot %s is at offset %d, not %d: starting from the beginning",
+                           name, info.next_offset, next_offset)
+            return
+        self.image = image
+        _freeze()
+        self.position = None if position is None else int(position)
+        self.resumed_from = next_offset
+        self._checkpointed = (next_offset, self.position)
+
+    # -- bootstrap from the state topic --------------------------------------------------
+
+    def bootstrap_from_state_topic(self, timeout: float = 60.0) -> int:
+        """Rebuild the image from the compacted state topic, then follow history from there.
+
+        Reads the state topic to its high watermark, keeps the newest value
+        per key (a tombstone removes the key), replays those values in log
+        order, and resumes the history at the Kafka offset the newest state
+        message recorded.  Returns the number of live entities loaded.
+        """
+        consumer = Consumer({**self._settings, "group.id": f"secmeta-state-{uuid.uuid4().hex}"})
+        try:
+            latest, newest, history_at = self._read_state(consumer, timeout)
+        finally:
+            consumer.close()
+        live = sorted((env for env in latest.values() if env is not None and not is_removal(env)),
+                      key=lambda env: env.offset)
+        delta = SecurityDelta(SecurityImage.EMPTY)
+        delta.replay_all(live)
+        self.image = delta.apply(newest + 1)
+        _freeze()
+        self.position = history_at
+        if history_at is None and newest >= 0:
+            logger.warning("the state topic records no history position: following %s from its beginning",
+                           self.history_topic)
+        self._assign()
+        self.checkpoint()
+        logger.info("bootstrapped %d entities from %s at log offset %d", len(live), self.state_topic, newest)
+        return len(live)
+
+    def _read_state(self, consumer: Consumer, timeout: float):
+        """Newest envelope (None: removed) per key, the newest log offset, and its history position."""
+        deadline = time.monotonic() + timeout
+        tp = TopicPartition(self.state_topic, PARTITION)
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+        except KafkaException as exc:
+            raise FollowerError(f"cannot read the state topic {self.state_topic}: {exc.args[0].str()}") from None
+        latest: dict[bytes, Envelope | None] = {}
+        offsets: dict[bytes, int] = {}
+        newest, history_at = -1, None
+        if high <= low:
+            return latest, newest, history_at
+        consumer.assign([TopicPartition(self.state_topic, PARTITION, low)])
+        position = low
+        while position < high:
+            if time.monotonic() >= deadline:
+                raise FollowerError(
+                    f"reading the state topic {self.state_topic} timed out at Kafka offset {position} of {high}")
+            for msg in _consume(consumer, self.max_batch, 0.5):
+                err = msg.error()
+                if err is not None:
+                    self._kafka_error(err)
+                    continue
+                position = msg.offset() + 1
+                headers = header_map(msg.headers())
+                try:
+                    if msg.value() is None:
+                        offset, envelope = message_offset(headers), None
+                    else:
+                        envelope = decode_message(self.codec, msg.key(), msg.value(), msg.headers())
+                        offset = envelope.offset
+                except NotOurMessage as exc:
+                    self._dead_letter(msg, exc.reason)
+                    continue
+                key = bytes(msg.key() or b"")
+                if offset >= offsets.get(key, -1):  # a re-sent older value must not win
+                    latest[key], offsets[key] = envelope, offset
+                at = _history_offset(headers)
+                if offset > newest:
+                    newest, history_at = offset, at
+                elif offset == newest and at is not None and (history_at is None or at < history_at):
+                    history_at = at
+        return latest, newest, None if history_at is None else history_at + 1
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Checkpoint and leave."""
+        if self._consumer is None:
+            return
+        try:
+            self.checkpoint()
+        finally:
+            consumer, self._consumer = self._consumer, None
+            consumer.close()
+
+    def __enter__(self) -> Follower:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _consume(consumer: Consumer, limit: int, timeout: float) -> list:
+    """Up to ``limit`` messages: what is fetched already, else wait up to ``timeout`` for the first."""
+    messages = consumer.consume(num_messages=limit, timeout=0)
+    if not messages:
+        messages = consumer.consume(num_messages=1, timeout=timeout)
+        if messages and limit > 1:
+            messages.extend(consumer.consume(num_messages=limit - 1, timeout=0))
+    return messages
+
+
+def _history_offset(headers: dict[str, bytes]) -> int | None:
+    raw = headers.get(HEADER_HISTORY_OFFSET)
+    try:
+        return None if raw is None else int(raw.decode("ascii"))
+    except ValueError:
+        return None
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(bytes(data)).decode("ascii")

@@ -1,0 +1,578 @@
+"""The publisher: mirrors a store's log to a history topic and a compacted state topic.
+
+It opens the log read-only beside the running writer and tails it from its
+checkpoint, the next log offset to publish.  Events go out in chunks:
+
+1. every event of the chunk to the history topic; wait until the idempotent
+   producer (``acks=all``) confirmed them all, noting their Kafka offsets;
+2. the state form of every event to the state topic (with the history
+   offset in ``secmeta.history_offset``), a tombstone after each removal;
+   wait for those confirmations too;
+3. only then write the checkpoint (atomically).
+
+A crash anywhere re-sends from the checkpoint: no gap, and every duplicate
+carries the log offset it had the first time (``secmeta.offset``), which our
+readers skip.  Both topics are written to partition 0 only, so each holds
+the events in log order whatever its partition count.
+
+An unreachable broker is reported (progress callback, ``logging``) and
+retried with backoff, never raised; a missing topic is created, or a
+``TopicError`` says why it cannot be.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from consumers.kafka.client_config import client_settings
+from consumers.kafka.wire import (
+    HEADER_HISTORY_OFFSET,
+    encode_message,
+    encode_tombstone,
+    is_removal,
+)
+from core.errors import SecmetaError
+from core.log import Log
+from events.durable import write_atomically
+from events.keyring import Keyring
+from events.records import (
+    DelegationTokenExpired,
+    DelegationTokenIssued,
+    DelegationTokenRemoved,
+    DelegationTokenRenewed,
+    Envelope,
+)
+
+__all__ = [
+    "CHECKPOINT_FILE",
+    "Publisher",
+    "PublisherError",
+    "PublisherStatus",
+    "TopicError",
+    "ensure_topics",
+]
+
+CHECKPOINT_FILE = "kafka-publisher.json"
+PARTITION = 0
+STAGES = (
+    "connecting",
+    "broker unreachable",
+    "publishing",
+    "history delivered",
+    "state delivered",
+    "checkpointed",
+    "delivery failed",
+    "idle",
+    "stopped",
+)
+
+logger = logging.getLogger("secmeta.kafka.publisher")
+_UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+                KafkaError._RESOLVE}
+
+
+class PublisherError(SecmetaError):
+    """The publisher cannot go on as configured (the message says why and what to do)."""
+
+
+class TopicError(PublisherError):
+    """A topic is missing and cannot be created (or creation is disabled)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PublisherStatus:
+    """Where the publisher stands, as reported to the progress callback.
+
+    ``stage`` is one of STAGES; ``checkpoint`` the next log offset to
+    publish (everything before it is confirmed on both topics); ``lag`` how
+    many logged events are not yet confirmed.
+    """
+
+    stage: str
+    checkpoint: int
+    log_end: int
+    published: int
+    message: str = ""
+
+    @property
+    def lag(self) -> int:
+        return max(0, self.log_end - self.checkpoint)
+
+    def __str__(self) -> str:
+        text = f"{self.stage}: checkpoint {self.checkpoint}, log end {self.log_end}, lag {self.lag}"
+        return f"{text} ({self.message})" if self.message else text
+
+
+def ensure_topics(
+    client: Producer,
+    admin_config: Mapping[str, object],
+    topics: Mapping[str, Mapping[str, str]],
+    *,
+    create: bool = True,
+    timeout: float = 10.0,
+) -> list[str]:
+    """Make sure every topic (name -> topic configs) exists; return the ones created.
+
+    Missing topics are created with the AdminClient (1 partition).  A cluster
+    whose metadata names no reachable controller (librdkafka's mock cluster)
+    cannot create topics through the admin API: there the broker is asked to
+    auto-create them instead, with a warning that their configs (compaction)
+    are the broker's defaults.  Raises TopicError if a topic stays missing,
+    and KafkaException if the cluster cannot be reached.
+    """
+    metadata = client.list_topics(timeout=timeout)
+    missing = [name for name in topics if _absent(metadata, name)]
+    if not missing:
+        return []
+    if not create:
+        raise TopicError(
+            f"topic(s) {', '.join(missing)} do not exist and topic creation is disabled: "
+            "create them (the state topic with cleanup.policy=compact) or allow creation"
+        )
+    if metadata.controller_id in metadata.brokers:
+        _create_with_admin(admin_config, {name: topics[name] for name in missing}, timeout)
+    else:
+        logger.warning(
+            "the cluster names no reachable controller (controller id %s), so topics cannot be "
+            "created through the admin API; asking the broker to auto-create %s with its default "
+            "configs (cleanup.policy=compact is not set)", metadata.controller_id, ", ".join(missing))
+        for name in missing:
+            client.list_topics(topic=name, timeout=timeout)
+    metadata = client.list_topics(timeout=timeout)
+    still = [name for name in missing if _absent(metadata, name)]
+    if still:
+        raise TopicError(
+            f"topic(s) {', '.join(still)} do not exist and could not be created "
+            "(the broker neither accepted CreateTopics nor auto-created them)"
+        )
+    return missing
+
+
+def _absent(metadata, name: str) -> bool:
+    topic = metadata.topics.get(name)
+    return topic is None or topic.error is not None or not topic.partitions
+
+
+def _create_with_admin(admin_config: Mapping[str, object], topics: Mapping[str, Mapping[str, str]],
+                       timeout: float) -> None:
+    admin = AdminClient(dict(admin_config))
+    new = [NewTopic(name, num_partitions=1, replication_factor=-1, config=dict(cfg))
+           for name, cfg in topics.items()]
+    futures = admin.create_topics(new, request_timeout=timeout, operation_timeout=timeout)
+    for name, future in futures.items():
+        try:
+            future.result(timeout=timeout + 5)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                continue
+            raise TopicError(f"topic {name} does not exist and creating it failed: {err.str()}") from None
+        except Exception as exc:  # noqa: BLE001 - a future that never completes, etc.
+            raise TopicError(f"topic {name} does not exist and creating it failed: {exc!r}") from None
+        logger.info("created topic %s (%s)", name, dict(topics[name]) or "default configs")
+
+
+class _Chunk:
+    """Delivery bookkeeping for one chunk of events: Kafka offsets or errors by position."""
+
+    __slots__ = ("envelopes", "encoded", "history_offsets", "outstanding", "errors")
+
+    def __init__(self, envelopes: list[Envelope], encoded: list[tuple]):
+        self.envelopes = envelopes
+        self.encoded = encoded
+        self.history_offsets: list[int] = [-1] * len(envelopes)
+        self.outstanding = 0
+        self.errors: list[str] = []
+
+    def history_callback(self, index: int):
+        def delivered(err, msg) -> None:
+            self.outstanding -= 1
+            if err is not None:
+                self.errors.append(f"offset {self.envelopes[index].offset}: {err.str()}")
+            else:
+                self.history_offsets[index] = msg.offset()
+
+        return delivered
+
+    def state_callback(self, err, msg) -> None:
+        self.outstanding -= 1
+        if err is not None:
+            self.errors.append(err.str())
+
+
+class Publisher:
+    """Tails a store's log and produces every event to the history and state topics."""
+
+    def __init__(
+        self,
+        store_dir: str | os.PathLike,
+        keyring: Keyring,
+        bootstrap: str,
+        *,
+        history_topic: str = "secmeta.history",
+        state_topic: str = "secmeta.state",
+        client_config: Mapping[str, object] | None = None,
+        checkpoint_path: str | os.PathLike | None = None,
+        chunk_size: int = 10_000,
+        create_topics: bool = True,
+        metadata_timeout: float = 2.0,
+        max_backoff: float = 5.0,
+        progress: Callable[[PublisherStatus], None] | None = None,
+    ):
+        if history_topic == state_topic:
+            raise PublisherError(f"the history and state topics must differ (both are {history_topic!r})")
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be positive, not {chunk_size}")
+        self.history_topic = history_topic
+        self.state_topic = state_topic
+        self.chunk_size = chunk_size
+        self.create_topics = create_topics
+        self.metadata_timeout = metadata_timeout
+        self.max_backoff = max_backoff
+        self.progress = progress
+        self._settings = client_settings(
+            bootstrap, client_config,
+            defaults={"linger.ms": 5, "logger": logging.getLogger("secmeta.kafka.librdkafka")},
+            enforced={"enable.idempotence": True, "acks": "all"},
+        )
+        self._admin_settings = {k: v for k, v in self._settings.items()
+                                if k not in ("enable.idempotence", "acks", "linger.ms")}
+        self._log = Log.open(store_dir, keyring=keyring, read_only=True)
+        try:
+            self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else Path(store_dir) / CHECKPOINT_FILE
+            self._checkpoint = self._read_checkpoint()
+        except BaseException:
+            self._log.close()
+            raise
+        self.published = 0
+        self._producer: Producer | None = None
+        self._topics_ready = False
+        self._broker_down: str | None = None
+        self._fatal: str | None = None
+        self._backoff = 0.0
+        self._last_stage = ""
+        # Tokens as of the checkpoint (complete once loaded), for the state form of expiry changes.
+        self._tokens: dict[str, DelegationTokenIssued] = {}
+        self._tokens_complete = self._checkpoint == 0
+        self._closed = False
+
+    # -- checkpoint ----------------------------------------------------------------------
+
+    @property
+    def checkpoint(self) -> int:
+        """The next log offset to publish: every event before it is confirmed on both topics."""
+        return self._checkpoint
+
+    @property
+    def log_end(self) -> int:
+        self._log.refresh()
+        return self._log.end_offset
+
+    @property
+    def lag(self) -> int:
+        """Logged events not yet confirmed on the topics."""
+        return max(0, self.log_end - self._checkpoint)
+
+    def status(self, stage: str = "", message: str = "") -> PublisherStatus:
+        return PublisherStatus(stage or self._last_stage or "idle", self._checkpoint, self.log_end,
+                               self.published, message)
+
+    def _read_checkpoint(self) -> int:
+        path = self.checkpoint_path
+        if not path.exists():
+            start = 0
+        else:
+            try:
+                data = json.loads(path.read_text())
+                start = int(data["next_offset"])
+                topics = (data.get("history_topic"), data.get("state_topic"))
+            except (ValueError, KeyError, TypeError, OSError) as exc:
+                raise PublisherError(f"publisher checkpoint {path} is unreadable: {exc!r}") from None
+            if topics != (self.history_topic, self.state_topic):
+                raise PublisherError(
+                    f"publisher checkpoint {path} belongs to topics {topics[0]}/{topics[1]}, not "
+                    f"{self.history_topic}/{self.state_topic}: give another checkpoint path"
+                )
+            if start < 0:
+                raise PublisherError(f"publisher checkpoint {path} holds a negative offset {start}")
+        if start < self._log.start_offset:
+            raise PublisherError(
+                f"the log starts at offset {self._log.start_offset} but the publisher must resume at "
+                f"{start}: events [{start}, {self._log.start_offset}) were deleted before being published"
+            )
+        if start > self._log.end_offset:
+            raise PublisherError(
+                f"publisher checkpoint {path} is at offset {start}, past the log's end "
+                f"{self._log.end_offset}: it belongs to another store"
+            )
+        return start
+
+    def _write_checkpoint(self, next_offset: int) -> None:
+        data = {
+            "next_offset": next_offset,
+            "history_topic": self.history_topic,
+            "state_topic": self.state_topic,
+            "timestamp_ms": int(time.time() * 1000),
+        }
+        write_atomically(self.checkpoint_path, json.dumps(data).encode())
+        self._checkpoint = next_offset
+
+    # -- reporting -----------------------------------------------------------------------
+
+    def _report(self, stage: str, message: str = "") -> None:
+        self._last_stage = stage
+        if self.progress is not None:
+            self.progress(self.status(stage, message))
+
+    # -- the producer --------------------------------------------------------------------
+
+    def _on_error(self, err: KafkaError) -> None:
+        if err.fatal():
+            self._fatal = err.str()
+            logger.error("producer failed fatally: %s; it will be recreated", err.str())
+        elif err.code() in _UNREACHABLE:
+            self._broker_down = err.str()
+
+    def _producer_ready(self) -> Producer:
+        if self._producer is None or self._fatal is not None:
+            self._drop_producer()
+            self._fatal = None
+            self._producer = Producer({**self._settings, "error_cb": self._on_error})
+        return self._producer
+
+    def _drop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            try:
+                producer.purge()
+                producer.flush(0)
+            except Exception:  # noqa: BLE001 - a failed producer is dropped either way
+                pass
+
+    def _wait(self, stop: threading.Event | None, seconds: float) -> bool:
+        """Sleep (serving producer callbacks); True if asked to stop."""
+        if stop is not None:
+            return stop.wait(seconds)
+        time.sleep(seconds)
+        return False
+
+    def _retry_later(self, stop: threading.Event | None, deadline: float | None) -> None:
+        self._backoff = min(self.max_backoff, max(0.2, self._backoff * 2))
+        pause = self._backoff if deadline is None else max(0.0, min(self._backoff, deadline - time.monotonic()))
+        self._wait(stop, pause)
+
+    def _connect(self, stop: threading.Event | None, deadline: float | None) -> bool:
+        """Reach the cluster and make sure the topics exist; report and back off if unreachable."""
+        if self._topics_ready and self._producer is not None and self._fatal is None:
+            return True
+        producer = self._producer_ready()
+        if self._last_stage not in ("connecting", "broker unreachable"):
+            self._report("connecting", str(self._settings["bootstrap.servers"]))
+        try:
+            timeout = self.metadata_timeout
+            if deadline is not None:
+                timeout = max(0.1, min(timeout, deadline - time.monotonic()))
+            created = ensure_topics(
+                producer, self._admin_settings,
+                {self.history_topic: {}, self.state_topic: {"cleanup.policy": "compact"}},
+                create=self.create_topics, timeout=timeout,
+            )
+        except KafkaException as exc:
+            err = exc.args[0]
+            reason = err.str() if isinstance(err, KafkaError) else str(exc)
+            level = logging.DEBUG if self._last_stage == "broker unreachable" else logging.WARNING
+            logger.log(level, "broker unreachable at %s: %s; retrying", self._settings["bootstrap.servers"], reason)
+            self._report("broker unreachable", reason)
+            self._retry_later(stop, deadline)
+            return False
+        for name in created:
+            logger.info("topic %s was missing and has been created", name)
+        self._topics_ready = True
+        self._broker_down = None
+        self._backoff = 0.0
+        return True
+
+    def _produce(self, producer: Producer, topic: str, key: bytes, value: bytes | None, headers, callback) -> None:
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key, headers=headers, partition=PARTITION,
+                                 on_delivery=callback)
+                return
+            except BufferError:
+                producer.poll(0.05)
+
+    def _await(self, chunk: _Chunk, producer: Producer, stop: threading.Event | None,
+               deadline: float | None) -> bool:
+        """Serve delivery reports until the chunk is confirmed; False on failure, stop or deadline."""
+        while chunk.outstanding > 0:
+            if self._fatal is not None:
+                chunk.errors.append(f"fatal producer error: {self._fatal}")
+                return False
+            if (stop is not None and stop.is_set()) or (deadline is not None and time.monotonic() >= deadline):
+                return False
+            producer.flush(0.2)
+            if chunk.outstanding > 0 and self._broker_down is not None:
+                if self._last_stage != "broker unreachable":
+                    logger.warning("broker unreachable while delivering: %s; still retrying", self._broker_down)
+                self._report("broker unreachable", self._broker_down)
+                self._broker_down = None
+        return not chunk.errors
+
+    # -- publishing ----------------------------------------------------------------------
+
+    def publish_available(self, timeout: float | None = None, stop_event: threading.Event | None = None,
+                          max_events: int | None = None) -> int:
+        """Publish every event logged so far (at most ``max_events``); return how many were confirmed.
+
+        Blocks until they are all confirmed and checkpointed, or until
+        ``timeout`` seconds pass or ``stop_event`` is set (then it returns what
+        was confirmed so far; the rest is published by a later call).
+        """
+        if self._closed:
+            raise PublisherError("the publisher is closed")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        end = self.log_end
+        if max_events is not None:
+            end = min(end, self._checkpoint + max_events)
+        done = 0
+        while self._checkpoint < end:
+            if (stop_event is not None and stop_event.is_set()) or (
+                deadline is not None and time.monotonic() >= deadline
+            ):
+                break
+            if not self._connect(stop_event, deadline):
+                continue
+            envelopes = list(self._log.read(self._checkpoint, min(end, self._checkpoint + self.chunk_size)))
+            if self._publish_chunk(envelopes, stop_event, deadline):
+                done += len(envelopes)
+        return done
+
+    def _publish_chunk(self, envelopes: list[Envelope], stop: threading.Event | None,
+                       deadline: float | None) -> bool:
+        producer = self._producer_ready()
+        codec = self._log.codec
+        chunk = _Chunk(envelopes, [encode_message(codec, env) for env in envelopes])
+        self._report("publishing", f"offsets {envelopes[0].offset}..{envelopes[-1].offset}")
+        history = self.history_topic
+        for index, (key, value, headers) in enumerate(chunk.encoded):
+            chunk.outstanding += 1
+            self._produce(producer, history, key, value, headers, chunk.history_callback(index))
+        if not self._await(chunk, producer, stop, deadline):
+            return self._failed(chunk, "history")
+        self._report("history delivered", f"through offset {envelopes[-1].offset}")
+
+        tokens: dict[str, DelegationTokenIssued | None] = {}
+        state = self.state_topic
+        callback = chunk.state_callback
+        for index, env in enumerate(envelopes):
+            position = str(chunk.history_offsets[index]).encode()
+            key, value, headers = self._state_form(env, chunk.encoded[index], tokens)
+            chunk.outstanding += 1
+            self._produce(producer, state, key, value, [*headers, (HEADER_HISTORY_OFFSET, position)], callback)
+            if is_removal(env):
+                key, value, headers = encode_tombstone(env)
+                chunk.outstanding += 1
+                self._produce(producer, state, key, value, [*headers, (HEADER_HISTORY_OFFSET, position)],
+                              callback)
+        if not self._await(chunk, producer, stop, deadline):
+            return self._failed(chunk, "state")
+        self._report("state delivered", f"through offset {envelopes[-1].offset}")
+
+        self._write_checkpoint(envelopes[-1].offset + 1)
+        for token_id, token in tokens.items():
+            if token is None:
+                self._tokens.pop(token_id, None)
+            else:
+                self._tokens[token_id] = token
+        self.published += len(envelopes)
+        self._backoff = 0.0
+        self._report("checkpointed")
+        return True
+
+    def _failed(self, chunk: _Chunk, topic: str) -> bool:
+        if chunk.errors:
+            reason = "; ".join(chunk.errors[:3]) + (f" (+{len(chunk.errors) - 3} more)" if len(chunk.errors) > 3 else "")
+            logger.warning("delivery to the %s topic failed: %s; re-sending from offset %d",
+                           topic, reason, self._checkpoint)
+            self._report("delivery failed", reason)
+            self._drop_producer()  # a fresh idempotent producer re-sends from the checkpoint
+            self._topics_ready = False
+        return False
+
+    def _state_form(self, env: Envelope, encoded: tuple, tokens: dict[str, DelegationTokenIssued | None]) -> tuple:
+        """The state-topic message of an event: the event itself, or the whole token after an expiry change."""
+        event = env.event
+        if isinstance(event, DelegationTokenIssued):
+            tokens[event.token_id] = event
+        elif isinstance(event, DelegationTokenRemoved):
+            tokens[event.token_id] = None
+        elif isinstance(event, DelegationTokenRenewed | DelegationTokenExpired):
+            current = tokens[event.token_id] if event.token_id in tokens else self._token(event.token_id)
+            if current is not None:
+                current = replace(current, expiry_timestamp_ms=event.expiry_timestamp_ms)
+                tokens[event.token_id] = current
+                return encode_message(self._log.codec, replace(env, event=current))
+            logger.warning("expiry change at offset %d for token %s that is not known at the checkpoint; "
+                           "publishing the change itself to the state topic", env.offset, event.token_id)
+        return encoded
+
+    def _token(self, token_id: str) -> DelegationTokenIssued | None:
+        """A token as of the checkpoint (loading the image there once, when resuming)."""
+        if not self._tokens_complete:
+            from core.timetravel import TimeTravel  # only when resuming with token changes
+
+            image = TimeTravel(self._log, cache_size=1).image_at(self._checkpoint)
+            for info in image.tokens:
+                self._tokens.setdefault(info.token_id, DelegationTokenIssued(
+                    info.token_id, info.owner, info.requester, tuple(info.renewers),
+                    info.issue_timestamp_ms, info.expiry_timestamp_ms, info.max_timestamp_ms))
+            self._tokens_complete = True
+        return self._tokens.get(token_id)
+
+    def run(self, stop_event: threading.Event | None = None,
+            progress: Callable[[PublisherStatus], None] | None = None, *, poll_interval: float = 0.5) -> None:
+        """Publish until ``stop_event`` is set: new events as they are logged, retrying through outages."""
+        if progress is not None:
+            self.progress = progress
+        stop = stop_event or threading.Event()
+        while not stop.is_set():
+            if not self._connect(stop, None):  # report an unreachable cluster even with nothing to send
+                continue
+            self.publish_available(stop_event=stop)
+            if stop.is_set():
+                break
+            if self._checkpoint >= self.log_end:
+                if self._last_stage != "idle":
+                    self._report("idle")
+                if self._producer is not None:
+                    self._producer.poll(0)
+                self._log.wait_for(self._checkpoint, timeout=poll_interval)
+        self._report("stopped")
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Deliver what is in flight (briefly; the checkpoint covers the rest) and close the log."""
+        if self._closed:
+            return
+        self._closed = True
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.flush(timeout)
+        self._log.close()
+
+    def __enter__(self) -> Publisher:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

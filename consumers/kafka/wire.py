@@ -1,0 +1,189 @@
+"""How one logged event travels as a Kafka message, both ways.
+
+key
+    The entity the event changes, UTF-8 (``acl:<id>``, ``scram:<user>:<mech>``,
+    ``token:<id>``), so the compacted state topic keeps one value per entity.
+value
+    Avro single-object encoding of the event: ``C3 01``, the 8-byte schema
+    fingerprint, the body.  Secrets appear only sealed, as in the log.
+    ``None`` (a tombstone) on the state topic after a removal.
+headers
+    ``secmeta.offset`` (decimal log offset, also on tombstones),
+    ``secmeta.event_type``, ``secmeta.fingerprint`` (hex),
+    ``secmeta.timestamp_ms``, ``secmeta.actor_principal``,
+    ``secmeta.actor_host``, ``secmeta.request_id``.
+
+State-topic messages (values and tombstones) also carry
+``secmeta.history_offset``: the Kafka offset in the history topic (partition 0)
+of the same event, so a reader that rebuilt the state can follow the history
+from there.  A token's expiry change appears on the state topic as the whole
+token (a ``DelegationTokenIssued`` with the new expiry and the change's log
+offset), so the latest value per key is always a complete entity.
+
+``decode_message`` raises ``NotOurMessage`` (with a ``reason``) for anything
+that is not a message written by ``encode_message``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from events.codec import SINGLE_OBJECT_MARKER, EventCodec
+from events.errors import EventsError, UnknownSchemaError
+from events.records import AclDeleted, DelegationTokenRemoved, Envelope, ScramCredentialDeleted
+
+__all__ = [
+    "HEADER_ACTOR_HOST",
+    "HEADER_ACTOR_PRINCIPAL",
+    "HEADER_EVENT_TYPE",
+    "HEADER_FINGERPRINT",
+    "HEADER_HISTORY_OFFSET",
+    "HEADER_OFFSET",
+    "HEADER_REQUEST_ID",
+    "HEADER_TIMESTAMP",
+    "REMOVAL_EVENTS",
+    "NotOurMessage",
+    "decode_message",
+    "encode_message",
+    "encode_tombstone",
+    "header_map",
+    "is_removal",
+    "message_offset",
+]
+
+HEADER_OFFSET = "secmeta.offset"
+HEADER_EVENT_TYPE = "secmeta.event_type"
+HEADER_FINGERPRINT = "secmeta.fingerprint"
+HEADER_TIMESTAMP = "secmeta.timestamp_ms"
+HEADER_ACTOR_PRINCIPAL = "secmeta.actor_principal"
+HEADER_ACTOR_HOST = "secmeta.actor_host"
+HEADER_REQUEST_ID = "secmeta.request_id"
+HEADER_HISTORY_OFFSET = "secmeta.history_offset"
+
+_REQUIRED = (
+    HEADER_OFFSET,
+    HEADER_EVENT_TYPE,
+    HEADER_FINGERPRINT,
+    HEADER_TIMESTAMP,
+    HEADER_ACTOR_PRINCIPAL,
+    HEADER_ACTOR_HOST,
+    HEADER_REQUEST_ID,
+)
+
+#: Events after which the entity no longer exists (a tombstone follows on the state topic).
+REMOVAL_EVENTS: tuple[type, ...] = (AclDeleted, ScramCredentialDeleted, DelegationTokenRemoved)
+
+Headers = list[tuple[str, bytes]]
+
+
+class NotOurMessage(ValueError):
+    """A Kafka message that is not a secmeta event; ``reason`` says why."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+def is_removal(envelope: Envelope) -> bool:
+    """Whether the event removes its entity (so the state topic gets a tombstone)."""
+    return isinstance(envelope.event, REMOVAL_EVENTS)
+
+
+def encode_message(codec: EventCodec, envelope: Envelope) -> tuple[bytes, bytes, Headers]:
+    """The (key, value, headers) of one logged event."""
+    value = codec.to_single_object(envelope.event)
+    headers = [
+        (HEADER_OFFSET, str(envelope.offset).encode()),
+        (HEADER_EVENT_TYPE, envelope.event_type.encode()),
+        (HEADER_FINGERPRINT, value[2:10].hex().encode()),
+        (HEADER_TIMESTAMP, str(envelope.timestamp_ms).encode()),
+        (HEADER_ACTOR_PRINCIPAL, envelope.actor_principal.encode()),
+        (HEADER_ACTOR_HOST, envelope.actor_host.encode()),
+        (HEADER_REQUEST_ID, envelope.request_id.encode()),
+    ]
+    return envelope.entity_key.encode(), value, headers
+
+
+def encode_tombstone(envelope: Envelope) -> tuple[bytes, None, Headers]:
+    """The state-topic tombstone that follows a removal: key, no value, the offset header."""
+    return envelope.entity_key.encode(), None, [(HEADER_OFFSET, str(envelope.offset).encode())]
+
+
+def header_map(headers: Iterable[tuple[str, bytes | None]] | None) -> dict[str, bytes]:
+    """Headers as a dict (the last value of a repeated name wins; None values are dropped)."""
+    out: dict[str, bytes] = {}
+    for name, value in headers or ():
+        if value is not None:
+            out[name] = bytes(value)
+    return out
+
+
+def message_offset(headers: Sequence[tuple[str, bytes | None]] | dict[str, bytes] | None) -> int:
+    """The log offset a message carries in ``secmeta.offset``; NotOurMessage if absent or bad."""
+    found = headers if isinstance(headers, dict) else header_map(headers)
+    raw = found.get(HEADER_OFFSET)
+    if raw is None:
+        raise NotOurMessage(f"missing header {HEADER_OFFSET}")
+    return _int_header(HEADER_OFFSET, raw)
+
+
+def decode_message(
+    codec: EventCodec,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]] | None,
+) -> Envelope:
+    """The envelope a message carries; NotOurMessage naming what is wrong otherwise."""
+    found = header_map(headers)
+    missing = [name for name in _REQUIRED if name not in found]
+    if missing:
+        raise NotOurMessage(f"missing headers: {', '.join(missing)}")
+    if value is None:
+        raise NotOurMessage("tombstone (no value): not an event")
+    value = bytes(value)
+    if len(value) < 10:
+        raise NotOurMessage(f"truncated: {len(value)} bytes, the single-object header alone needs 10")
+    if value[:2] != SINGLE_OBJECT_MARKER:
+        raise NotOurMessage(f"wrong marker {value[:2].hex()}: not Avro single-object encoding (c301)")
+    fingerprint = value[2:10]
+    try:
+        event = codec.from_single_object(value)
+    except UnknownSchemaError:
+        raise NotOurMessage(f"unknown schema fingerprint {fingerprint.hex()}") from None
+    except EventsError as exc:
+        raise NotOurMessage(f"body does not decode (truncated or corrupt): {exc}") from None
+    if found[HEADER_FINGERPRINT].decode("ascii", "replace") != fingerprint.hex():
+        raise NotOurMessage(
+            f"header {HEADER_FINGERPRINT} {found[HEADER_FINGERPRINT]!r} does not match "
+            f"the value's fingerprint {fingerprint.hex()}"
+        )
+    event_type = type(event).__name__
+    if found[HEADER_EVENT_TYPE].decode("utf-8", "replace") != event_type:
+        raise NotOurMessage(
+            f"header {HEADER_EVENT_TYPE} {found[HEADER_EVENT_TYPE]!r} does not match the value's {event_type}"
+        )
+    if key is not None and bytes(key) != event.entity_key.encode():
+        raise NotOurMessage(f"key {bytes(key)!r} is not the event's entity key {event.entity_key!r}")
+    return Envelope(
+        offset=_int_header(HEADER_OFFSET, found[HEADER_OFFSET]),
+        timestamp_ms=_int_header(HEADER_TIMESTAMP, found[HEADER_TIMESTAMP]),
+        actor_principal=_text_header(HEADER_ACTOR_PRINCIPAL, found[HEADER_ACTOR_PRINCIPAL]),
+        actor_host=_text_header(HEADER_ACTOR_HOST, found[HEADER_ACTOR_HOST]),
+        request_id=_text_header(HEADER_REQUEST_ID, found[HEADER_REQUEST_ID]),
+        event=event,
+        fingerprint=codec.event_fingerprint(event_type),
+    )
+
+
+def _int_header(name: str, raw: bytes) -> int:
+    text = raw.decode("ascii", "replace")
+    if not text.isascii() or not text.lstrip("-").isdigit():
+        raise NotOurMessage(f"header {name} is not a decimal integer: {raw!r}")
+    return int(text)
+
+
+def _text_header(name: str, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NotOurMessage(f"header {name} is not UTF-8: {raw!r}") from None

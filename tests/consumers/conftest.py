@@ -1,0 +1,232 @@
+"""Kafka fixtures: librdkafka's built-in mock cluster over real TCP, and unique topic names.
+
+``kafka_bootstrap`` (session-scoped) starts a one-broker mock cluster and
+yields its bootstrap address ("127.0.0.1:PORT"); every client of the tests
+connects to it like to a real cluster.  The mock cannot create topics
+through the admin API (it names no controller), but auto-creates a topic
+(4 partitions) the first time a producer asks for its metadata; our
+publisher and ``make_topics`` rely on that, and write partition 0 only.
+Topic names must be unique per test (``unique_topic``) since the cluster is shared.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import socket
+
+import pytest
+from confluent_kafka import Producer
+
+_counter = itertools.count()
+
+
+def unique_topic(prefix: str = "t") -> str:
+    """A topic name no other test of this session uses."""
+    return f"{prefix}-{next(_counter)}"
+
+
+def make_topics(bootstrap: str, *names: str) -> None:
+    """Create topics on the mock cluster (by asking a producer for their metadata)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "logger": logging.getLogger("tests.kafka")})
+    for name in names:
+        metadata = producer.list_topics(topic=name, timeout=10)
+        if metadata.topics[name].error is not None:
+            raise RuntimeError(f"the mock cluster did not create {name}: {metadata.topics[name].error}")
+
+
+def unused_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (bound then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap():
+    """The bootstrap address of a session-wide librdkafka mock cluster (one broker)."""
+    creator = Producer({"test.mock.num.brokers": 1, "logger": logging.getLogger("tests.kafka.mock")})
+    address = creator.list_topics(timeout=10).orig_broker_name.split("/")[0]
+    yield address
+    creator.flush(1)
+    del creator
+
+
+@pytest.fixture
+def topics():
+    """A factory of unique topic names: ``topics("history")``."""
+    return unique_topic
+
+
+# -- stores and workloads ----------------------------------------------------------------
+
+from core import (  # noqa: E402
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    RequestContext,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    SecurityStore,
+    StoreConfig,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+from tests.logkit import make_keyring  # noqa: E402
+
+ADMIN = RequestContext("User:admin", "10.0.0.1")
+TOKEN_SECRET = b"token-secret-for-kafka-tests"
+
+
+class Clock:
+    """A settable clock (seconds), so token expiry is deterministic."""
+
+    def __init__(self, t: float = 1_800_000_000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@pytest.fixture
+def keyring(tmp_path):
+    return make_keyring(tmp_path)
+
+
+@pytest.fixture
+def store_dir(tmp_path):
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def store(store_dir, keyring, clock):
+    """A fresh SecurityStore (writer) in ``store_dir``."""
+    config = StoreConfig(token_secret=TOKEN_SECRET, clock=clock)
+    opened = SecurityStore.open(store_dir, config, keyring=keyring)
+    yield opened
+    opened.close()
+
+
+_USERS = [f"user{i}" for i in range(6)]
+_TOPICS = [f"topic-{i}" for i in range(8)]
+_MECHS = [ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512]
+
+
+def random_workload(store: SecurityStore, seed: int, steps: int = 40, clock: Clock | None = None) -> None:
+    """A seeded mix of every kind of change: ACLs, SCRAM credentials, tokens (renew, expire, sweep)."""
+    import random
+
+    rng = random.Random(seed)
+    tokens = []
+    for _ in range(steps):
+        kind = rng.random()
+        if kind < 0.4:
+            bindings = [
+                AclBinding.of(
+                    rng.choice([ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER]),
+                    "kafka-cluster" if rng.random() < 0.1 else rng.choice(_TOPICS),
+                    rng.choice([PatternType.LITERAL, PatternType.PREFIXED]),
+                    f"User:{rng.choice(_USERS)}", rng.choice(["*", "10.0.0.2"]),
+                    rng.choice([AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.ALL]),
+                    rng.choice([AclPermissionType.ALLOW, AclPermissionType.DENY]),
+                )
+                for _ in range(rng.randint(1, 4))
+            ]
+            bindings = [b for b in bindings if not (b.pattern.resource_type == ResourceType.CLUSTER
+                                                    and b.pattern.pattern_type == PatternType.PREFIXED)]
+            store.create_acls(bindings, context=ADMIN)
+        elif kind < 0.55:
+            store.delete_acls([AclBindingFilter.of(ResourceType.ANY, rng.choice(_TOPICS))], context=ADMIN)
+        elif kind < 0.7:
+            mech = rng.choice(_MECHS)
+            store.alter_user_scram_credentials(
+                [UserScramCredentialUpsertion(rng.choice(_USERS), ScramCredentialInfo(mech, rng.choice([4096, 8192])),
+                                              b"pw")], context=ADMIN)
+        elif kind < 0.78:
+            store.alter_user_scram_credentials(
+                [UserScramCredentialDeletion(rng.choice(_USERS), rng.choice(_MECHS))], context=ADMIN)
+        elif kind < 0.88:
+            tokens.append(store.create_delegation_token(
+                context=ADMIN, owner=f"User:{rng.choice(_USERS)}", renewers=["User:admin"]))
+        elif tokens:
+            token = rng.choice(tokens)
+            try:
+                if kind < 0.94:
+                    store.renew_delegation_token(token.hmac, rng.choice([-1, 60_000, 3_600_000]), context=ADMIN)
+                elif kind < 0.97:
+                    store.expire_delegation_token(token.hmac, rng.choice([-1, 120_000]), context=ADMIN)
+                else:
+                    if clock is not None:
+                        clock.t += 7200
+                    store.sweep_expired_tokens()
+            except Exception:  # noqa: BLE001 - a token already removed: Kafka's error, nothing logged
+                pass
+
+
+def image_state(image) -> tuple:
+    """An image as plain comparable values: SCRAM (with sealed secrets), ACLs by id, tokens."""
+    scram = {(user, mech): (entry.iterations, entry.secret)
+             for user in image.scram.users() for mech, entry in image.scram.mechanisms(user).items()}
+    acls = dict(iter(image.acls))
+    tokens = {t.token_id: t for t in image.tokens}
+    return scram, acls, tokens, image.next_offset
+
+
+def described(view) -> tuple:
+    """What describe answers through a view (store or follower): ACLs, SCRAM users, tokens."""
+    acls = sorted(map(repr, view.describe_acls(AclBindingFilter.any(), context=ADMIN)))
+    scram = {user: repr(desc) for user, desc in view.describe_user_scram_credentials(context=ADMIN).items()}
+    tokens = sorted(map(repr, view.describe_delegation_tokens(context=ADMIN)))
+    return acls, scram, tokens
+
+
+def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[int, bytes | None, bytes | None, list]]:
+    """Every message of partition 0 up to the high watermark: (kafka offset, key, value, headers)."""
+    import time
+    import uuid
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "logger": logging.getLogger("tests.kafka")})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=timeout, cached=False)
+        consumer.assign([TopicPartition(topic, 0, low)])
+        out, position, deadline = [], low, time.monotonic() + timeout
+        while position < high and time.monotonic() < deadline:
+            batch = consumer.consume(1000, 0) or consumer.consume(1, 0.5)
+            for msg in batch:
+                if msg.error() is None:
+                    out.append((msg.offset(), msg.key(), msg.value(), msg.headers() or []))
+                    position = msg.offset() + 1
+        if position < high:
+            raise RuntimeError(f"read {topic} only to {position} of {high}")
+        return out
+    finally:
+        consumer.close()
+
+
+def produce_raw(bootstrap: str, topic: str, messages: list[tuple[bytes | None, bytes | None, list]]) -> None:
+    """Produce (key, value, headers) messages to partition 0 as they are, and wait for them."""
+    producer = Producer({"bootstrap.servers": bootstrap, "logger": logging.getLogger("tests.kafka")})
+    for key, value, headers in messages:
+        producer.produce(topic, key=key, value=value, headers=headers, partition=0)
+    if producer.flush(30):
+        raise RuntimeError(f"could not deliver to {topic}")
+
+
+def live_keys(image) -> set[bytes]:
+    """The entity keys of everything the image holds (what the state topic must end with)."""
+    keys = {f"acl:{acl_id}" for acl_id, _ in image.acls}
+    keys |= {f"scram:{user}:{mech.mechanism_name}" for user in image.scram.users()
+             for mech in image.scram.mechanisms(user)}
+    keys |= {f"token:{t.token_id}" for t in image.tokens}
+    return {k.encode() for k in keys}

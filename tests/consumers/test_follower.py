@@ -1,0 +1,322 @@
+"""The follower against librdkafka's mock cluster: same image as the store, duplicates, dead letters, restarts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from consumers.kafka.follower import Follower, FollowerError, HistoryGapError
+from consumers.kafka.publisher import Publisher
+from consumers.kafka.wire import HEADER_FINGERPRINT, encode_message
+from core import AclOperation, ResourceType
+from core.view import StoreView
+from events.codec import EventCodec
+from tests.consumers.conftest import (
+    ADMIN,
+    described,
+    image_state,
+    make_topics,
+    produce_raw,
+    random_workload,
+)
+from tests.logkit import acl_created
+
+CODEC = EventCodec()
+
+
+@pytest.fixture
+def published(store_dir, keyring, kafka_bootstrap, topics):
+    """publish(): mirror everything logged so far to this test's two topics; returns (history, state)."""
+    names = (topics("history"), topics("state"))
+    publishers = []
+
+    def publish() -> tuple[str, str]:
+        if not publishers:
+            publishers.append(Publisher(store_dir, keyring, kafka_bootstrap, history_topic=names[0],
+                                        state_topic=names[1]))
+        publishers[0].publish_available(timeout=60)
+        return names
+
+    yield publish
+    for publisher in publishers:
+        publisher.close()
+
+
+@pytest.fixture
+def follow(kafka_bootstrap, tmp_path):
+    """follow(history, state, name="f", **kw): a Follower with its own checkpoint directory, closed at the end."""
+    opened = []
+
+    def make(history: str, state: str, name: str = "f", **kwargs) -> Follower:
+        follower = Follower(kafka_bootstrap, history_topic=history, state_topic=state,
+                            checkpoint_dir=tmp_path / name, **kwargs)
+        opened.append(follower)
+        return follower
+
+    yield make
+    for follower in opened:
+        follower.close()
+
+
+def store_view(store):
+    return StoreView(store.image, store.config)
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13, 14, 15])
+def test_follower_image_equals_the_store_image(seed, store, clock, published, follow):
+    """After a random workload, the follower holds the same credentials, ACLs and tokens at the same offset."""
+    random_workload(store, seed=seed, steps=60, clock=clock)
+    follower = follow(*published())
+    assert follower.catch_up(60)
+    assert image_state(follower.image) == image_state(store.image)
+
+
+def test_follower_describes_like_the_store(store, clock, published, follow):
+    """describe_acls, describe_user_scram_credentials and describe_delegation_tokens agree with the store."""
+    random_workload(store, seed=21, steps=60, clock=clock)
+    follower = follow(*published())
+    follower.catch_up(60)
+    assert described(follower.view()) == described(store_view(store))
+
+
+def test_follower_authorizes_like_the_store(store, clock, published, follow):
+    """authorize and authorized_operations give the store's answers for every user and topic."""
+    random_workload(store, seed=22, steps=60, clock=clock)
+    follower = follow(*published())
+    follower.catch_up(60)
+    view, expected = follower.view(), store_view(store)
+    for user in (f"User:user{i}" for i in range(6)):
+        for topic in (f"topic-{i}" for i in range(8)):
+            assert view.authorized_operations(user, "10.0.0.2", ResourceType.TOPIC, topic) == \
+                expected.authorized_operations(user, "10.0.0.2", ResourceType.TOPIC, topic)
+            assert view.authorize(user, "10.0.0.2", AclOperation.WRITE, ResourceType.TOPIC, topic) == \
+                expected.authorize(user, "10.0.0.2", AclOperation.WRITE, ResourceType.TOPIC, topic)
+
+
+def test_follower_keeps_up_with_new_events(store, published, follow):
+    """Events published after the follower caught up reach it on the next catch_up."""
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)
+    follower = follow(*published())
+    follower.catch_up(60)
+    store.create_acls([acl_created(2).event.binding], context=ADMIN)
+    published()
+    assert follower.catch_up(60) and image_state(follower.image) == image_state(store.image)
+
+
+def test_duplicates_are_ignored_by_offset(store, kafka_bootstrap, published, follow):
+    """Re-sent events (same secmeta.offset) are counted as duplicates and change nothing."""
+    store.create_acls([acl_created(i).event.binding for i in range(3)], context=ADMIN)
+    history, state = published()
+    produce_raw(kafka_bootstrap, history, [encode_message(CODEC, env) for env in store.log.read(1, 3)])
+    follower = follow(history, state)
+    assert follower.catch_up(60)
+    assert (follower.duplicates, follower.applied_offset) == (2, 2)
+    assert image_state(follower.image) == image_state(store.image)
+
+
+# -- messages that are not ours --------------------------------------------------------------
+
+
+def _bad_messages(store):
+    """Three broken copies of a real message: wrong marker, unknown fingerprint, truncated body."""
+    key, value, headers = encode_message(CODEC, next(iter(store.log.read(0, 1))))
+    bogus = [(n, (b"00" * 8) if n == HEADER_FINGERPRINT else v) for n, v in headers]
+    return [
+        (key, b"\x00\x01" + value[2:], headers),
+        (key, value[:2] + bytes(8) + value[10:], bogus),
+        (key, value[:12], headers),
+    ]
+
+
+@pytest.fixture
+def poisoned(store, kafka_bootstrap, published):
+    """A history topic: event 0, three messages that are not ours, then events 1 and 2."""
+    store.create_acls([acl_created(0).event.binding], context=ADMIN)
+    history, state = published()
+    produce_raw(kafka_bootstrap, history, _bad_messages(store))
+    store.create_acls([acl_created(1).event.binding, acl_created(2).event.binding], context=ADMIN)
+    published()
+    return history, state
+
+
+def test_not_ours_messages_are_counted_and_skipped(store, poisoned, follow):
+    """The follower skips the three bad messages, counts them, and still applies what follows."""
+    follower = follow(*poisoned)
+    assert follower.catch_up(60)
+    assert (follower.skipped, follower.applied_offset) == (3, 2)
+    assert image_state(follower.image) == image_state(store.image)
+
+
+def test_not_ours_messages_land_in_the_dead_letter_file(poisoned, follow, tmp_path):
+    """Each bad message is one JSON line with its reason, topic, partition and Kafka offset."""
+    follower = follow(*poisoned)
+    follower.catch_up(60)
+    records = [json.loads(line) for line in (tmp_path / "f" / "dead-letter.jsonl").read_text().splitlines()]
+    assert [(r["topic"], r["partition"], r["kafka_offset"]) for r in records] == [(poisoned[0], 0, k) for k in (1, 2, 3)]
+    reasons = [r["reason"] for r in records]
+    assert "marker" in reasons[0] and "unknown schema fingerprint" in reasons[1] and "truncated" in reasons[2]
+
+
+def test_dead_letters_keep_the_raw_message(store, poisoned, follow, tmp_path):
+    """The dead-letter record holds the message's bytes, so nothing is silently lost."""
+    import base64
+
+    follower = follow(*poisoned)
+    follower.catch_up(60)
+    first = json.loads((tmp_path / "f" / "dead-letter.jsonl").read_text().splitlines()[0])
+    assert base64.b64decode(first["value_b64"]) == _bad_messages(store)[0][1]
+
+
+# -- checkpoints and restarts ----------------------------------------------------------------
+
+
+def test_restart_resumes_from_the_checkpoint(store, clock, published, follow):
+    """A restarted follower loads its checkpoint and replays only the events published since."""
+    random_workload(store, seed=31, steps=40, clock=clock)
+    history, state = published()
+    first = follow(history, state)
+    first.catch_up(60)
+    at = first.applied_offset
+    first.close()
+    store.create_acls([acl_created(99).event.binding], context=ADMIN)
+    published()
+    second = follow(history, state)
+    assert second.resumed_from == at + 1
+    assert second.catch_up(60) and second.applied == 1
+    assert image_state(second.image) == image_state(store.image)
+
+
+def test_checkpoint_every_n_events(store, published, follow, tmp_path):
+    """With checkpoint_every=N the checkpoint file advances while following, before close."""
+    store.create_acls([acl_created(i).event.binding for i in range(10)], context=ADMIN)
+    follower = follow(*published(), checkpoint_every=5, max_batch=5)
+    follower.catch_up(60)
+    saved = json.loads((tmp_path / "f" / "follower.json").read_text())
+    assert saved["next_offset"] == 10 and saved["position"] == 10
+
+
+def test_checkpoint_of_another_topic_is_refused(store, published, follow):
+    """A checkpoint directory that follows another topic is a clear error, not a silent mix."""
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)
+    history, state = published()
+    follow(history, state).close()
+    with pytest.raises(FollowerError, match="follows topic"):
+        follow("another-history", state)
+
+
+def test_unloadable_checkpoint_starts_over(store, published, follow, tmp_path):
+    """A corrupt snapshot is not trusted: the follower replays from the beginning to the same image."""
+    store.create_acls([acl_created(i).event.binding for i in range(3)], context=ADMIN)
+    history, state = published()
+    first = follow(history, state)
+    first.catch_up(60)
+    first.close()
+    for snap in (tmp_path / "f" / "snapshots").iterdir():
+        snap.write_bytes(b"garbage")
+    restarted = follow(history, state)
+    assert restarted.resumed_from is None
+    assert restarted.catch_up(60) and image_state(restarted.image) == image_state(store.image)
+
+
+# -- bootstrap from the state topic ------------------------------------------------------------
+
+
+def test_bootstrap_from_state_topic_gives_the_same_image(store, clock, published, follow):
+    """Rebuilding from the compacted state topic reaches the store's image without the history."""
+    random_workload(store, seed=41, steps=80, clock=clock)
+    follower = follow(*published())
+    follower.bootstrap_from_state_topic()
+    assert image_state(follower.image) == image_state(store.image)
+    assert follower.applied == 0
+
+
+def test_bootstrap_then_follows_the_history(store, clock, published, follow):
+    """After bootstrapping, events published later arrive through the history topic."""
+    random_workload(store, seed=42, steps=40, clock=clock)
+    follower = follow(*published())
+    follower.bootstrap_from_state_topic()
+    bootstrapped_at = follower.image.next_offset
+    random_workload(store, seed=43, steps=20, clock=clock)
+    published()
+    assert follower.catch_up(60)
+    assert image_state(follower.image) == image_state(store.image)
+    assert follower.applied == store.log.end_offset - bootstrapped_at
+
+
+def test_bootstrap_of_an_empty_state_topic_is_empty(store, kafka_bootstrap, published, follow):
+    """With nothing published yet, bootstrap leaves the empty image and follows from the start."""
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)
+    history, state = published()
+    make_topics(kafka_bootstrap, state + "-unused")
+    follower = follow(history, state + "-unused")
+    assert follower.bootstrap_from_state_topic() == 0
+    assert follower.catch_up(60) and follower.applied_offset == 0
+
+
+def test_view_uses_the_given_config(store, published, follow):
+    """view(config) answers with that config's super users."""
+    from core import StoreConfig
+
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)
+    follower = follow(*published())
+    follower.catch_up(60)
+    view = follower.view(StoreConfig(super_users={"User:root"}))
+    assert view.authorize("User:root", "h", AclOperation.ALTER, ResourceType.CLUSTER, "kafka-cluster")
+
+
+def test_image_offset_matches_the_store(store, published, follow):
+    """applied_offset is the last event's log offset; the image's next_offset the store's."""
+    store.create_acls([acl_created(i).event.binding for i in range(4)], context=ADMIN)
+    follower = follow(*published())
+    follower.catch_up(60)
+    assert (follower.applied_offset, follower.image.next_offset) == (3, store.image.next_offset)
+
+
+
+# -- gaps ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def gapped(store, kafka_bootstrap, topics):
+    """A history topic holding log offsets 0, 1, 2 and then 5 (3 and 4 missing)."""
+    store.create_acls([acl_created(i).event.binding for i in range(6)], context=ADMIN)
+    history = topics("gapped")
+    envelopes = list(store.log.read())
+    produce_raw(kafka_bootstrap, history, [encode_message(CODEC, envelopes[i]) for i in (0, 1, 2, 5)])
+    return history
+
+
+def test_gap_in_the_history_is_an_error_naming_it(gapped, follow):
+    """Missing log offsets raise HistoryGapError naming them, instead of a silently wrong image."""
+    follower = follow(gapped, gapped + "-state")
+    with pytest.raises(HistoryGapError, match="events 3..4 are missing") as info:
+        follower.catch_up(60)
+    assert (info.value.last, info.value.found, info.value.kafka_offset) == (2, 5, 3)
+
+
+def test_image_stays_before_the_gap(gapped, follow):
+    """Events before the gap are applied; the position stays on the gap, so polling again raises again."""
+    follower = follow(gapped, gapped + "-state")
+    with pytest.raises(HistoryGapError):
+        follower.catch_up(60)
+    assert (follower.applied_offset, follower.position) == (2, 3)
+    with pytest.raises(HistoryGapError):
+        follower.catch_up(60)
+
+
+def test_group_id_gets_the_position_committed(store, kafka_bootstrap, published, follow):
+    """With a group id, a checkpoint also commits the Kafka position to the group (for lag tools)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    store.create_acls([acl_created(i).event.binding for i in range(3)], context=ADMIN)
+    history, state = published()
+    follower = follow(history, state, group_id="standby-1")
+    follower.catch_up(60)
+    follower.close()
+    probe = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "standby-1"})
+    try:
+        [committed] = probe.committed([TopicPartition(history, 0)], timeout=10)
+    finally:
+        probe.close()
+    assert committed.offset == 3

@@ -1,0 +1,369 @@
+"""The publisher against librdkafka's mock cluster: both topics, checkpoints, crashes, outages, settings."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from consumers.kafka.client_config import ClientConfigError, parse_client_config, read_client_config
+from consumers.kafka.follower import Follower
+from consumers.kafka.publisher import Publisher, PublisherError, TopicError
+from consumers.kafka.wire import HEADER_HISTORY_OFFSET, decode_message, header_map, message_offset
+from events.codec import EventCodec
+from events.records import DelegationTokenIssued
+from tests.consumers.conftest import (
+    ADMIN,
+    image_state,
+    live_keys,
+    random_workload,
+    read_topic,
+    unused_port,
+)
+from tests.logkit import acl_created
+
+REPO = Path(__file__).resolve().parents[2]
+CODEC = EventCodec()
+
+
+def publish(store_dir, keyring, bootstrap, history, state, **kwargs) -> int:
+    with Publisher(store_dir, keyring, bootstrap, history_topic=history, state_topic=state, **kwargs) as pub:
+        return pub.publish_available(timeout=60)
+
+
+def latest_per_key(messages) -> dict[bytes, bytes]:
+    """What compaction keeps: the last value per key, a tombstone removing the key."""
+    out: dict[bytes, bytes] = {}
+    for _, key, value, _ in messages:
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+# -- the topics ------------------------------------------------------------------------
+
+
+def test_history_holds_every_event_in_log_order(store, store_dir, keyring, clock, kafka_bootstrap, topics):
+    """Each logged event appears once on the history topic, offsets 0..n-1 in order."""
+    random_workload(store, seed=1, clock=clock)
+    history, state = topics("history"), topics("state")
+    assert publish(store_dir, keyring, kafka_bootstrap, history, state) == store.log.end_offset
+    messages = read_topic(kafka_bootstrap, history)
+    assert [message_offset(h) for _, _, _, h in messages] == list(range(store.log.end_offset))
+
+
+def test_history_events_equal_the_logged_ones(store, store_dir, keyring, clock, kafka_bootstrap, topics):
+    """Decoding the history topic gives back exactly the log's envelopes."""
+    random_workload(store, seed=2, clock=clock)
+    history, state = topics("history"), topics("state")
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    decoded = [decode_message(CODEC, k, v, h) for _, k, v, h in read_topic(kafka_bootstrap, history)]
+    assert decoded == list(store.log.read())
+
+
+def test_state_topic_ends_with_live_entities_only(store, store_dir, keyring, clock, kafka_bootstrap, topics):
+    """Keeping the last value per key (tombstones removing) leaves exactly the store's live entities."""
+    random_workload(store, seed=3, steps=80, clock=clock)
+    history, state = topics("history"), topics("state")
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    kept = latest_per_key(read_topic(kafka_bootstrap, state))
+    assert set(kept) == live_keys(store.image)
+
+
+def test_removals_are_followed_by_a_tombstone(store, store_dir, keyring, kafka_bootstrap, topics):
+    """A deleted ACL's key gets its AclDeleted value and then a tombstone with the same offset."""
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)
+    from core import AclBindingFilter
+
+    store.delete_acls([AclBindingFilter.any()], context=ADMIN)
+    history, state = topics("history"), topics("state")
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    messages = read_topic(kafka_bootstrap, state)
+    assert [(v is None, message_offset(h)) for _, _, v, h in messages] == [(False, 0), (False, 1), (True, 1)]
+
+
+def test_state_value_of_a_renewed_token_is_the_whole_token(store, store_dir, keyring, kafka_bootstrap, topics):
+    """After a renewal the token's latest state value is the full token with the new expiry."""
+    token = store.create_delegation_token(context=ADMIN, owner="User:etl", renewers=["User:admin"])
+    expiry = store.renew_delegation_token(token.hmac, 60_000, context=ADMIN)
+    history, state = topics("history"), topics("state")
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    _, key, value, headers = read_topic(kafka_bootstrap, state)[-1]
+    event = decode_message(CODEC, key, value, headers).event
+    assert isinstance(event, DelegationTokenIssued)
+    assert (event.owner, event.expiry_timestamp_ms, message_offset(headers)) == ("User:etl", expiry, 1)
+
+
+def test_renewal_after_a_restart_still_publishes_the_whole_token(store, store_dir, keyring, kafka_bootstrap, topics):
+    """A publisher resuming past the token's issue rebuilds it from the log for the state value."""
+    token = store.create_delegation_token(context=ADMIN, owner="User:etl", renewers=["User:admin"])
+    history, state = topics("history"), topics("state")
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    expiry = store.renew_delegation_token(token.hmac, 60_000, context=ADMIN)
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    _, key, value, headers = read_topic(kafka_bootstrap, state)[-1]
+    event = decode_message(CODEC, key, value, headers).event
+    assert (type(event), event.owner, event.expiry_timestamp_ms) == (DelegationTokenIssued, "User:etl", expiry)
+
+
+def test_state_messages_record_their_history_position(store, store_dir, keyring, kafka_bootstrap, topics):
+    """Each state message names the Kafka offset of the same event on the history topic."""
+    store.create_acls([acl_created(i).event.binding for i in range(3)], context=ADMIN)
+    history, state = topics("history"), topics("state")
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    history_at = {message_offset(h): k for k, _, _, h in read_topic(kafka_bootstrap, history)}
+    for _, _, _, headers in read_topic(kafka_bootstrap, state):
+        assert int(header_map(headers)[HEADER_HISTORY_OFFSET]) == history_at[message_offset(headers)]
+
+
+# -- checkpoints and restarts ----------------------------------------------------------------
+
+
+def test_checkpoint_is_the_next_offset_after_delivery(store, store_dir, keyring, kafka_bootstrap, topics):
+    """After publishing, the checkpoint file holds the log end."""
+    store.create_acls([acl_created(i).event.binding for i in range(4)], context=ADMIN)
+    publish(store_dir, keyring, kafka_bootstrap, topics("history"), topics("state"))
+    assert json.loads((store_dir / "kafka-publisher.json").read_text())["next_offset"] == 4
+
+
+def test_restart_publishes_only_what_is_new(store, store_dir, keyring, kafka_bootstrap, topics):
+    """A second publisher resumes at the checkpoint: no event is sent twice."""
+    history, state = topics("history"), topics("state")
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    store.create_acls([acl_created(2).event.binding, acl_created(3).event.binding], context=ADMIN)
+    assert publish(store_dir, keyring, kafka_bootstrap, history, state) == 2
+    assert [message_offset(h) for *_, h in read_topic(kafka_bootstrap, history)] == [0, 1, 2]
+
+
+def test_lag_is_log_end_minus_checkpoint(store, store_dir, keyring, kafka_bootstrap, topics):
+    """Before publishing the lag is every logged event; after, none."""
+    store.create_acls([acl_created(i).event.binding for i in range(5)], context=ADMIN)
+    with Publisher(store_dir, keyring, kafka_bootstrap, history_topic=topics("h"), state_topic=topics("s")) as pub:
+        before = pub.lag
+        pub.publish_available(timeout=60)
+        assert (before, pub.lag, pub.status().lag) == (5, 0, 0)
+
+
+def test_chunks_are_checkpointed_one_by_one(store, store_dir, keyring, kafka_bootstrap, topics):
+    """With small chunks every chunk ends in its own checkpoint, in order."""
+    store.create_acls([acl_created(i).event.binding for i in range(10)], context=ADMIN)
+    seen = []
+    with Publisher(store_dir, keyring, kafka_bootstrap, history_topic=topics("h"), state_topic=topics("s"),
+                   chunk_size=4, progress=lambda s: seen.append(s.checkpoint) if s.stage == "checkpointed" else None) as pub:
+        pub.publish_available(timeout=60)
+    assert seen == [4, 8, 10]
+
+
+def test_checkpoint_of_other_topics_is_refused(store, store_dir, keyring, kafka_bootstrap, topics):
+    """Resuming a checkpoint written for other topics would leave a gap: a clear error instead."""
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)
+    publish(store_dir, keyring, kafka_bootstrap, topics("h"), topics("s"))
+    with pytest.raises(PublisherError, match="belongs to topics"):
+        Publisher(store_dir, keyring, kafka_bootstrap, history_topic="other-h", state_topic="other-s")
+
+
+def test_unreadable_checkpoint_is_a_clear_error(store, store_dir, keyring, kafka_bootstrap):
+    """A corrupt checkpoint file is named in the error, not silently reset to zero."""
+    (store_dir / "kafka-publisher.json").write_text("{not json")
+    with pytest.raises(PublisherError, match="kafka-publisher.json is unreadable"):
+        Publisher(store_dir, keyring, kafka_bootstrap)
+
+
+_CHILD = textwrap.dedent("""
+    import os, signal, sys
+    from consumers.kafka.publisher import Publisher
+    from events.keyring import Keyring
+
+    store_dir, key_file, bootstrap, history, state, stage, chunk = sys.argv[1:8]
+    seen = []
+
+    def progress(status):
+        if status.stage == stage:
+            seen.append(status)
+            if len(seen) == 2:  # the second chunk got this far: die without any cleanup
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    pub = Publisher(store_dir, Keyring.from_file(key_file), bootstrap, history_topic=history,
+                    state_topic=state, chunk_size=int(chunk), progress=progress)
+    pub.publish_available(timeout=60)
+    sys.exit(3)  # not reached: the publisher must be killed mid-stream
+""")
+
+
+@pytest.mark.parametrize("stage", ["history delivered", "state delivered"])
+def test_killed_publisher_resumes_without_gap_or_visible_duplicate(
+    stage, store, store_dir, keyring, clock, tmp_path, kafka_bootstrap, topics
+):
+    """SIGKILL mid-stream, restart: the follower sees every offset once and equals the store."""
+    random_workload(store, seed=4, steps=50, clock=clock)
+    history, state = topics("history"), topics("state")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(store_dir), str(tmp_path / "keys.json"), kafka_bootstrap,
+         history, state, stage, "20"], cwd=REPO, env=env, capture_output=True, timeout=120)
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
+    assert json.loads((store_dir / "kafka-publisher.json").read_text())["next_offset"] == 20
+
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    offsets = [message_offset(h) for *_, h in read_topic(kafka_bootstrap, history)]
+    assert len(offsets) > store.log.end_offset  # the killed chunk was re-sent
+    assert sorted(set(offsets)) == list(range(store.log.end_offset))
+    with Follower(kafka_bootstrap, history_topic=history, checkpoint_dir=tmp_path / "f") as follower:
+        assert follower.catch_up(60)
+        assert image_state(follower.image) == image_state(store.image)
+        assert (follower.duplicates, follower.gaps) == (len(offsets) - store.log.end_offset, 0)
+
+
+# -- outages and topics --------------------------------------------------------------------
+
+
+def test_unreachable_broker_is_reported_and_retried_without_raising(store, store_dir, keyring, topics):
+    """With nobody listening, run() reports 'broker unreachable', keeps trying, and stops cleanly."""
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)
+    reported, stop, failures = threading.Event(), threading.Event(), []
+    statuses = []
+
+    def progress(status):
+        statuses.append(status)
+        if status.stage == "broker unreachable" and len([s for s in statuses if s.stage == status.stage]) >= 2:
+            reported.set()
+
+    pub = Publisher(store_dir, keyring, f"127.0.0.1:{unused_port()}", metadata_timeout=0.5, max_backoff=0.2)
+
+    def run():
+        try:
+            pub.run(stop, progress)
+        except BaseException as exc:  # noqa: BLE001 - the test asserts there is none
+            failures.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        assert reported.wait(60), [str(s) for s in statuses]
+    finally:
+        stop.set()
+        thread.join(60)
+        pub.close()
+    assert not thread.is_alive() and failures == []
+    assert (statuses[-1].stage, statuses[-1].checkpoint, statuses[-1].lag) == ("stopped", 0, 1)
+
+
+def test_publishes_once_pointed_at_a_live_cluster(store, store_dir, keyring, kafka_bootstrap, topics):
+    """After failing to reach a dead address, the same store publishes everything to a live cluster."""
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)
+    with Publisher(store_dir, keyring, f"127.0.0.1:{unused_port()}", metadata_timeout=0.3) as dead:
+        assert dead.publish_available(timeout=1.0) == 0
+    history = topics("history")
+    assert publish(store_dir, keyring, kafka_bootstrap, history, topics("state")) == 1
+    assert len(read_topic(kafka_bootstrap, history)) == 1
+
+
+def test_missing_topic_is_created(store, store_dir, keyring, kafka_bootstrap, topics):
+    """Topics that do not exist yet are created before the first event is sent."""
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)
+    history, state = topics("fresh-h"), topics("fresh-s")
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    assert len(read_topic(kafka_bootstrap, state)) == 1
+
+
+def test_missing_topic_without_creation_is_a_clear_error(store, store_dir, keyring, kafka_bootstrap, topics):
+    """With topic creation disabled, a missing topic raises TopicError naming it."""
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)
+    history = topics("absent")
+    with pytest.raises(TopicError, match=f"{history}.*creation is disabled"):
+        publish(store_dir, keyring, kafka_bootstrap, history, topics("absent-s"), create_topics=False)
+
+
+def test_same_topic_for_history_and_state_is_refused(store, store_dir, keyring, kafka_bootstrap):
+    """History and state must be two topics."""
+    with pytest.raises(PublisherError, match="must differ"):
+        Publisher(store_dir, keyring, kafka_bootstrap, history_topic="x", state_topic="x")
+
+
+# -- client settings --------------------------------------------------------------------------
+
+
+def test_idempotence_cannot_be_turned_off(store, store_dir, keyring, kafka_bootstrap):
+    """A client config with enable.idempotence=false is refused."""
+    with pytest.raises(ClientConfigError, match="enable.idempotence"):
+        Publisher(store_dir, keyring, kafka_bootstrap, client_config={"enable.idempotence": "false"})
+
+
+def test_acks_minus_one_is_accepted_as_all(store, store_dir, keyring, kafka_bootstrap):
+    """acks=-1 means acks=all, so it is not a conflict."""
+    Publisher(store_dir, keyring, kafka_bootstrap, client_config={"acks": "-1"}).close()
+
+
+def test_command_config_reads_key_value_lines(tmp_path):
+    """key=value lines are read; comments and blank lines are skipped; values keep inner '='."""
+    path = tmp_path / "client.properties"
+    path.write_text("# SASL\n\nsecurity.protocol = SASL_SSL\n! old style comment\n"
+                    "sasl.jaas.config=org.Foo required username=\"a\";\n")
+    assert read_client_config(path) == {
+        "security.protocol": "SASL_SSL", "sasl.jaas.config": "org.Foo required username=\"a\";"}
+
+
+def test_command_config_error_names_the_line(tmp_path):
+    """A line without '=' is reported with the file and its line number."""
+    path = tmp_path / "bad.properties"
+    path.write_text("acks=all\n# fine\nlinger.ms 5\n")
+    with pytest.raises(ClientConfigError, match=r"bad.properties, line 3: expected key=value"):
+        read_client_config(path)
+
+
+def test_command_config_empty_key_names_the_line():
+    """'=value' has no key: the error names the line."""
+    with pytest.raises(ClientConfigError, match="line 2: a setting has no key"):
+        parse_client_config("a=1\n=2\n", "x")
+
+
+def test_command_config_missing_file_is_a_clear_error(tmp_path):
+    """A missing --command-config file is named."""
+    with pytest.raises(ClientConfigError, match="does not exist"):
+        read_client_config(tmp_path / "nope.properties")
+
+
+def test_unreachable_broker_is_logged(store, store_dir, keyring, caplog):
+    """The outage also reaches the log: a warning naming the address."""
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)
+    address = f"127.0.0.1:{unused_port()}"
+    with caplog.at_level("WARNING", logger="secmeta.kafka.publisher"):
+        with Publisher(store_dir, keyring, address, metadata_timeout=0.3) as pub:
+            pub.publish_available(timeout=1.0)
+    assert any("broker unreachable" in r.getMessage() and address in r.getMessage() for r in caplog.records)
+
+
+def test_run_publishes_events_as_they_are_logged(store, store_dir, keyring, kafka_bootstrap, topics):
+    """run() tails the log: an event logged while it runs is published and checkpointed."""
+    stop, reached = threading.Event(), threading.Event()
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)
+    first_idle = threading.Event()
+
+    def progress(status):
+        if status.stage == "idle":
+            first_idle.set()
+        if status.stage == "checkpointed" and status.checkpoint == 2:
+            reached.set()
+
+    pub = Publisher(store_dir, keyring, kafka_bootstrap, history_topic=topics("h"), state_topic=topics("s"))
+    thread = threading.Thread(target=pub.run, args=(stop, progress))
+    thread.start()
+    try:
+        assert first_idle.wait(60)
+        store.create_acls([acl_created(2).event.binding], context=ADMIN)
+        assert reached.wait(60)
+    finally:
+        stop.set()
+        thread.join(60)
+        pub.close()
+    assert pub.checkpoint == 2

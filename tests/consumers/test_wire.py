@@ -1,0 +1,189 @@
+"""The Kafka wire format: key, single-object value and headers of one event, and what is not ours."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from consumers.kafka.wire import (
+    HEADER_FINGERPRINT,
+    HEADER_OFFSET,
+    NotOurMessage,
+    decode_message,
+    encode_message,
+    encode_tombstone,
+    is_removal,
+    message_offset,
+)
+from events.codec import EventCodec
+from events.keyring import SealedSecret
+from events.records import (
+    AclDeleted,
+    DelegationTokenRemoved,
+    Envelope,
+    ScramCredentialDeleted,
+    ScramCredentialUpserted,
+    TokenRemovalReason,
+)
+from events.types import ScramMechanism
+from tests.logkit import acl_created, binding
+from tests.strategies_events import envelopes
+
+CODEC = EventCodec()
+
+
+def at(envelope: Envelope, offset: int) -> Envelope:
+    return dataclasses.replace(envelope, offset=offset)
+
+
+def test_header_names_are_the_shared_contract():
+    """Every event message carries the seven secmeta headers, in this order."""
+    _, _, headers = encode_message(CODEC, at(acl_created(1), 5))
+    assert [name for name, _ in headers] == [
+        "secmeta.offset", "secmeta.event_type", "secmeta.fingerprint", "secmeta.timestamp_ms",
+        "secmeta.actor_principal", "secmeta.actor_host", "secmeta.request_id",
+    ]
+
+
+@given(envelopes(), st.integers(0, 2**62))
+def test_round_trip_gives_back_the_envelope(envelope, offset):
+    """decode(encode(e)) is e with its offset and its schema fingerprint."""
+    envelope = at(envelope, offset)
+    key, value, headers = encode_message(CODEC, envelope)
+    expected = dataclasses.replace(envelope, fingerprint=CODEC.event_fingerprint(envelope.event_type))
+    assert decode_message(CODEC, key, value, headers) == expected
+
+
+def test_key_is_the_entity_key():
+    """The message key is the entity the event changes, UTF-8."""
+    envelope = at(acl_created(7), 0)
+    key, _, _ = encode_message(CODEC, envelope)
+    assert key == envelope.entity_key.encode() and key.startswith(b"acl:")
+
+
+def test_value_is_avro_single_object_encoding():
+    """The value is C3 01, the event schema's 8-byte fingerprint, then the body."""
+    _, value, headers = encode_message(CODEC, at(acl_created(2), 3))
+    fingerprint = CODEC.event_fingerprint("AclCreated")
+    assert value[:2] == b"\xc3\x01" and value[2:10] == fingerprint
+    assert dict(headers)[HEADER_FINGERPRINT] == fingerprint.hex().encode()
+
+
+def test_secrets_travel_sealed():
+    """A SCRAM upsert's value holds the sealed secret as stored, and it decodes back sealed."""
+    secret = SealedSecret("k-1", b"n" * 12, b"ciphertext-and-tag")
+    envelope = Envelope(4, 1, "User:admin", "h", "r", ScramCredentialUpserted("alice", ScramMechanism.SCRAM_SHA_256, 4096, secret))
+    key, value, headers = encode_message(CODEC, envelope)
+    assert b"ciphertext-and-tag" in value
+    assert decode_message(CODEC, key, value, headers).event.secret == secret
+
+
+def test_offset_header_is_decimal_ascii():
+    """secmeta.offset is the log offset in decimal."""
+    _, _, headers = encode_message(CODEC, at(acl_created(1), 1234567))
+    assert dict(headers)[HEADER_OFFSET] == b"1234567"
+    assert message_offset(headers) == 1234567
+
+
+def test_tombstone_has_the_key_no_value_and_the_offset():
+    """A state-topic tombstone keeps the entity key and carries the offset header."""
+    envelope = Envelope(9, 1, "User:admin", "h", "r", AclDeleted("id-1", binding(1)))
+    key, value, headers = encode_tombstone(envelope)
+    assert (key, value, message_offset(headers)) == (b"acl:id-1", None, 9)
+
+
+@pytest.mark.parametrize("event", [
+    AclDeleted("a", binding(1)),
+    ScramCredentialDeleted("u", ScramMechanism.SCRAM_SHA_512),
+    DelegationTokenRemoved("t", TokenRemovalReason.EXPIRED_BY_SWEEP),
+])
+def test_removals_are_recognised(event):
+    """The three removal events are the ones followed by a tombstone."""
+    assert is_removal(Envelope(0, 1, "p", "h", "r", event))
+
+
+def test_a_creation_is_not_a_removal():
+    """AclCreated keeps its entity: no tombstone."""
+    assert not is_removal(at(acl_created(1), 0))
+
+
+def _message():
+    return encode_message(CODEC, at(acl_created(3), 11))
+
+
+def test_wrong_marker_is_not_ours():
+    """A value without the C3 01 marker is refused, naming the marker."""
+    key, value, headers = _message()
+    with pytest.raises(NotOurMessage, match="marker"):
+        decode_message(CODEC, key, b"\x00\x01" + value[2:], headers)
+
+
+def test_unknown_fingerprint_is_not_ours():
+    """A fingerprint no known schema has is refused, naming it."""
+    key, value, headers = _message()
+    bogus = bytes(8)
+    headers = [(n, bogus.hex().encode() if n == HEADER_FINGERPRINT else v) for n, v in headers]
+    with pytest.raises(NotOurMessage, match="unknown schema fingerprint 0000000000000000"):
+        decode_message(CODEC, key, value[:2] + bogus + value[10:], headers)
+
+
+def test_truncated_body_is_not_ours():
+    """A body cut short is refused as truncated or corrupt."""
+    key, value, headers = _message()
+    with pytest.raises(NotOurMessage, match="truncated"):
+        decode_message(CODEC, key, value[:14], headers)
+
+
+def test_too_short_for_a_header_is_not_ours():
+    """Fewer than 10 bytes cannot even hold the single-object header."""
+    key, value, headers = _message()
+    with pytest.raises(NotOurMessage, match="truncated"):
+        decode_message(CODEC, key, value[:6], headers)
+
+
+def test_missing_headers_are_named():
+    """A message without our headers is refused, naming the missing ones."""
+    key, value, headers = _message()
+    kept = [(n, v) for n, v in headers if n != HEADER_OFFSET]
+    with pytest.raises(NotOurMessage, match="missing headers: secmeta.offset"):
+        decode_message(CODEC, key, value, kept)
+
+
+def test_no_headers_at_all_is_not_ours():
+    """Kafka gives None for a message without headers: refused, not a crash."""
+    key, value, _ = _message()
+    with pytest.raises(NotOurMessage, match="missing headers"):
+        decode_message(CODEC, key, value, None)
+
+
+def test_key_of_another_entity_is_not_ours():
+    """The key must be the event's own entity key."""
+    _, value, headers = _message()
+    with pytest.raises(NotOurMessage, match="entity key"):
+        decode_message(CODEC, b"acl:someone-else", value, headers)
+
+
+def test_non_decimal_offset_is_not_ours():
+    """A secmeta.offset that is not a decimal integer is refused."""
+    key, value, headers = _message()
+    headers = [(n, b"12x" if n == HEADER_OFFSET else v) for n, v in headers]
+    with pytest.raises(NotOurMessage, match="decimal"):
+        decode_message(CODEC, key, value, headers)
+
+
+def test_tombstone_is_not_an_event():
+    """decode_message refuses a tombstone (readers handle those by offset)."""
+    key, _, headers = _message()
+    with pytest.raises(NotOurMessage, match="tombstone"):
+        decode_message(CODEC, key, None, headers)
+
+
+def test_not_our_message_carries_its_reason():
+    """NotOurMessage.reason is the text a dead-letter record stores."""
+    key, value, headers = _message()
+    with pytest.raises(NotOurMessage) as info:
+        decode_message(CODEC, key, b"\x00\x00" + value[2:], headers)
+    assert info.value.reason == str(info.value)
