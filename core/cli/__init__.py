@@ -11,6 +11,7 @@ from core.cli import (
     configs_cmd,
     demo,
     forensics_cmd,
+    kafka_cmd,
     keys_cmd,
     log_cmd,
     tokens_cmd,
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     tokens_cmd.register(commands)
     authorize_cmd.register(commands)
     forensics_cmd.register(commands)
+    kafka_cmd.register(commands)
     log_cmd.register(commands)
     keys_cmd.register(commands)
     demo.register(commands)

@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     with SecurityStore.open(store_dir, config, keyring=keyring) as store:
         print(f"\n9. reopened: {store.log.recovery}; {store.loaded}")
         print(f"   {store!r}")
+        _kafka(store, store_dir, keyring)
     _tamper(store_dir, keyring)
     print(f"\nTry: secmeta acls --list --topic orders-1 --store {store_dir} --key-file {key_file}")
     return 0
@@ -256,8 +257,59 @@ def _over_time(store, clock: DemoClock) -> None:
           f"{store.authorize('User:carol', '10.1.1.9', AclOperation.READ, ResourceType.TOPIC, 'ledger-eu')}")
 
 
+def _kafka(store, store_dir: Path, keyring: Keyring) -> None:
+    """Publish the log to a local mock Kafka cluster, follow it, and run the audit job on it."""
+    import json
+    import logging
+
+    try:
+        from confluent_kafka import Producer
+
+        from consumers.kafka.audit import AuditJob
+        from consumers.kafka.follower import Follower
+        from consumers.kafka.publisher import Publisher
+    except ImportError:
+        print("\n   (install the kafka extra to see the Kafka mirror)")
+        return
+    quiet = logging.getLogger("secmeta.demo.kafka")
+    quiet.setLevel(logging.ERROR)
+    logging.getLogger("secmeta.kafka").setLevel(logging.ERROR)
+    mock = Producer({"test.mock.num.brokers": 1, "logger": quiet})
+    bootstrap = mock.list_topics(timeout=10).orig_broker_name.split("/")[0]
+    print(f"\n10. Kafka: a local mock cluster at {bootstrap} (librdkafka's, real protocol)")
+    with tempfile.TemporaryDirectory() as tmp:
+        publisher = Publisher(store_dir, keyring, bootstrap, checkpoint_path=Path(tmp) / "publisher.json")
+        try:
+            published = publisher.publish_available()
+        finally:
+            publisher.close()
+        print(f"   published {published} events to secmeta.history and the compacted secmeta.state")
+        follower = Follower(bootstrap, checkpoint_dir=Path(tmp) / "follower")
+        try:
+            follower.catch_up()
+            same = follower.image.acls == store.image.acls and follower.image.scram == store.image.scram
+            print(f"   follower at offset {follower.applied_offset}: {len(follower.image.acls)} ACLs, "
+                  f"{len(follower.image.scram)} users; identical to the store: {same}")
+        finally:
+            follower.close()
+        audit = AuditJob(bootstrap, history_topic="secmeta.history", audit_file=Path(tmp) / "audit.jsonl",
+                         alerts_file=Path(tmp) / "alerts.jsonl")
+        try:
+            audit.process_available()
+        finally:
+            audit.close()
+        alerts = [json.loads(line) for line in (Path(tmp) / "alerts.jsonl").read_text().splitlines()]
+        lines = len((Path(tmp) / "audit.jsonl").read_text().splitlines())
+        print(f"   audit job: {lines} audit lines, {len(alerts)} alerts; for example:")
+        seen = set()
+        for alert in alerts:
+            if alert["rule"] not in seen:
+                seen.add(alert["rule"])
+                print(f"     [{alert['severity']}] {alert['rule']} @ offset {alert['offset']}: {alert['message'][:110]}")
+
+
 def _tamper(store_dir: Path, keyring: Keyring) -> None:
-    print(f"\n10. secmeta log verify: {verify_log(store_dir, keyring=keyring)}")
+    print(f"\n11. secmeta log verify: {verify_log(store_dir, keyring=keyring)}")
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "tampered"
         shutil.copytree(store_dir, copy, ignore=shutil.ignore_patterns("LOCK"))

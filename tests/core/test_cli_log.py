@@ -135,6 +135,7 @@ def test_demo_runs_and_detects_tampering(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "authenticated as User:etl (token_authenticated=True)" in out
     assert "User:carol among them" in out and "= True; today = False" in out
+    assert "identical to the store: True" in out and "alerts; for example" in out
     assert "secmeta log verify: OK" in out and "FAILED at offset" in out
 
 

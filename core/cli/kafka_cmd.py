@@ -1,0 +1,137 @@
+"""``secmeta kafka publish | follow`` and ``secmeta audit run``.
+
+The CLI is the top of the program, so these commands may use the read-side
+``consumers`` package; they import it inside the handlers so ``core`` itself
+never depends on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+
+from core.cli.common import add_store_options, keyring, store_path
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    kafka = commands.add_parser("kafka", help="mirror the log to Kafka topics and follow them",
+                                description="Mirror a store's log to Kafka and follow it into a standby image.")
+    sub = kafka.add_subparsers(dest="kafka_command", required=True, metavar="COMMAND")
+
+    pub = sub.add_parser("publish", help="tail the store's log into the history and state topics (until stopped)",
+                         description="Produce every logged event (idempotent, acks=all) to the history topic and the "
+                                     "compacted state topic; resumes from a durable checkpoint with no gap; shows "
+                                     "progress and lag; retries while the broker is unreachable.")
+    add_store_options(pub)
+    _client_options(pub)
+    pub.add_argument("--once", action="store_true", help="publish what is logged now, then exit")
+    pub.set_defaults(func=publish_cmd)
+
+    fol = sub.add_parser("follow", help="rebuild the store's image from the history topic (until stopped)",
+                         description="Consume the history topic into an image identical to the store's, "
+                                     "checkpointing so a restart resumes where it stopped.")
+    _client_options(fol)
+    fol.add_argument("--checkpoint-dir", required=True, metavar="DIR", help="where the follower keeps its checkpoint and dead letters")
+    fol.add_argument("--bootstrap-from-state", action="store_true", help="start from the compacted state topic")
+    fol.add_argument("--once", action="store_true", help="catch up to the topic's end, print a summary, exit")
+    fol.set_defaults(func=follow_cmd)
+
+    audit = commands.add_parser("audit", help="stream audit records and alerts from the history topic",
+                                description="Streaming audit of security changes with alert rules.")
+    asub = audit.add_subparsers(dest="audit_command", required=True, metavar="COMMAND")
+    run = asub.add_parser("run", help="run the audit job (until stopped)",
+                          description="Write one redacted JSON line per event and alerts (file and topic); "
+                                      "offsets are committed only after both are durable.")
+    _client_options(run, state_topic=False)
+    run.add_argument("--rules", metavar="FILE", help="rules file (TOML or JSON); default: the built-in rules")
+    run.add_argument("--alerts-topic", default="secmeta.alerts", metavar="TOPIC")
+    run.add_argument("--audit-file", default="secmeta-audit.jsonl", metavar="PATH")
+    run.add_argument("--alerts-file", default="secmeta-alerts.jsonl", metavar="PATH")
+    run.add_argument("--group", default="secmeta-audit", metavar="GROUP_ID")
+    run.add_argument("--once", action="store_true", help="process what is on the topic now, then exit")
+    run.set_defaults(func=audit_cmd)
+
+
+def _client_options(parser: argparse.ArgumentParser, *, state_topic: bool = True) -> None:
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
+    parser.add_argument("--history-topic", default="secmeta.history", metavar="TOPIC")
+    if state_topic:
+        parser.add_argument("--state-topic", default="secmeta.state", metavar="TOPIC")
+    parser.add_argument("--command-config", metavar="FILE", help="extra client settings (key=value lines, as Kafka's tools)")
+
+
+def _client_config(args: argparse.Namespace) -> dict:
+    from consumers.kafka.client_config import read_client_config
+
+    return read_client_config(args.command_config) if args.command_config else {}
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def _progress(status) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {status.stage}: published up to offset {status.checkpoint} "
+          f"of {status.log_end} (lag {status.lag}) {status.message}", file=sys.stderr, flush=True)
+
+
+def publish_cmd(args: argparse.Namespace) -> int:
+    from consumers.kafka.publisher import Publisher
+
+    publisher = Publisher(store_path(args), keyring(args), args.bootstrap_server, history_topic=args.history_topic,
+                          state_topic=args.state_topic, client_config=_client_config(args), progress=_progress)
+    try:
+        if args.once:
+            count = publisher.publish_available()
+            print(f"published {count} events to {args.history_topic} and {args.state_topic}")
+        else:
+            publisher.run(_stop_on_signals())
+    finally:
+        publisher.close()
+    return 0
+
+
+def follow_cmd(args: argparse.Namespace) -> int:
+    from consumers.kafka.follower import Follower
+
+    follower = Follower(args.bootstrap_server, history_topic=args.history_topic, state_topic=args.state_topic,
+                        checkpoint_dir=args.checkpoint_dir, client_config=_client_config(args))
+    try:
+        if args.bootstrap_from_state:
+            follower.bootstrap_from_state_topic()
+        if args.once:
+            follower.catch_up()
+        else:
+            stop = _stop_on_signals()
+            while not stop.is_set():
+                if follower.poll(1.0):
+                    print(f"applied up to log offset {follower.applied_offset}", file=sys.stderr, flush=True)
+        image = follower.image
+        print(f"follower at log offset {follower.applied_offset}: {len(image.scram)} users, {len(image.acls)} ACLs, "
+              f"{len(image.tokens)} tokens; skipped {follower.skipped} messages that were not ours")
+    finally:
+        follower.close()
+    return 0
+
+
+def audit_cmd(args: argparse.Namespace) -> int:
+    from consumers.kafka.audit import AuditJob
+
+    job = AuditJob(args.bootstrap_server, history_topic=args.history_topic, alerts_topic=args.alerts_topic,
+                   audit_file=args.audit_file, alerts_file=args.alerts_file, rules=args.rules, group_id=args.group,
+                   client_config=_client_config(args))
+    try:
+        if args.once:
+            count = job.process_available()
+            print(f"audited {count} events; audit lines in {args.audit_file}, alerts in {args.alerts_file}")
+        else:
+            job.run(_stop_on_signals())
+    finally:
+        job.close()
+    return 0
