@@ -17,6 +17,16 @@ from events.types import (
 )
 
 
+class Clock:
+    """A settable clock (seconds since the epoch) for StoreConfig(clock=...): time moves only when told."""
+
+    def __init__(self, t: float = 1_800_000_000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
 def make_keyring(directory: Path, name: str = "keys.json") -> Keyring:
     path = Path(directory) / name
     Keyring.generate_file(path)

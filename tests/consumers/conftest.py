@@ -75,20 +75,12 @@ from core import (  # noqa: E402
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from tests.logkit import make_keyring  # noqa: E402
+from tests.logkit import Clock, make_keyring  # noqa: E402
 
 ADMIN = RequestContext("User:admin", "10.0.0.1")
 TOKEN_SECRET = b"token-secret-for-kafka-tests"
 
 
-class Clock:
-    """A settable clock (seconds), so token expiry is deterministic."""
-
-    def __init__(self, t: float = 1_800_000_000.0):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from core import (
 from projections import authorizer
 from projections.acls import AclsImage
 from projections.image import SecurityImage, SecurityProjection
-from tests.logkit import make_keyring
+from tests.logkit import Clock, make_keyring
 
 ADMIN = RequestContext("User:admin", "10.0.0.1")
 PRINCIPALS = ["User:alice", "User:bob", "User:*", "Group:ops", "User:admin"]
@@ -87,12 +87,6 @@ def test_who_could_grants_cite_only_allow_acls_that_apply(acls, operation, name)
 # -- timelines -------------------------------------------------------------------------------
 
 
-class Clock:
-    def __init__(self, t: float = 1_800_000_000.0):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture(scope="module")

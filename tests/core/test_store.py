@@ -30,18 +30,12 @@ from core import (
 from core.errors import StoreLockedError
 from core.log import verify_log
 from events.records import DelegationTokenRemoved, TokenRemovalReason
-from tests.logkit import make_keyring
+from tests.logkit import Clock, make_keyring
 
 ADMIN = RequestContext("User:admin", "10.0.0.1")
 SECRET = b"token-secret-for-tests"
 
 
-class Clock:
-    def __init__(self, t: float = 1_800_000_000.0):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from core.timetravel import TimeTravel
 from core.view import StoreView
 from projections.image import SecurityImage, SecurityProjection
 from projections.snapshot import SnapshotPolicy
-from tests.logkit import make_keyring
+from tests.logkit import Clock, make_keyring
 
 ADMIN = RequestContext("User:admin", "10.0.0.1")
 PRINCIPALS = ["User:alice", "User:bob", "User:*", "Group:ops"]
@@ -60,12 +60,6 @@ requests = st.one_of(
 steps = st.lists(st.tuples(requests, st.sampled_from([0, 1, 2])), min_size=1, max_size=14)
 
 
-class Clock:
-    def __init__(self, t: float = 1_800_000_000.0):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture(scope="module")

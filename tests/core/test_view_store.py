@@ -19,19 +19,13 @@ from core import (
 )
 from core.view import StoreView
 from projections.image import SecurityImage
-from tests.logkit import make_keyring
+from tests.logkit import Clock, make_keyring
 
 ADMIN = RequestContext("User:admin", "10.0.0.1")
 AUDITOR = RequestContext("User:auditor", "10.0.0.2")
 SECRET = b"token-secret-for-view-tests"
 
 
-class Clock:
-    def __init__(self, t: float = 1_800_000_000.0):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture
