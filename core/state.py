@@ -7,6 +7,8 @@ through here, so every reader reaches the same state by the same replay.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +28,7 @@ from projections.snapshot import (
 )
 
 S = TypeVar("S")
+logger = logging.getLogger("secmeta.snapshots")
 # Replay applies events in chunks this large: a projection's result does not depend on
 # how events are split into applies, and big chunks let images build in bulk.
 REPLAY_CHUNK = 100_000
@@ -126,6 +129,8 @@ class Snapshotter(Generic[S]):
         self._last_offset = int(existing[-1].stem.split("-")[1]) if existing else log.start_offset
         self._last_bytes = self._log_bytes()
         self._last_time_ms = self._now_ms()
+        self._thread: threading.Thread | None = None
+        self._thread_lock = threading.Lock()
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -133,11 +138,38 @@ class Snapshotter(Generic[S]):
     def _log_bytes(self) -> int:
         return sum(s.size for s in self.log.segments())
 
-    def maybe_snapshot(self, state: S, next_offset: int) -> SnapshotInfo | None:
+    def due(self, next_offset: int) -> bool:
         events = next_offset - self._last_offset
-        if not self.policy.due(events, self._log_bytes() - self._last_bytes, self._now_ms() - self._last_time_ms):
+        return self.policy.due(events, self._log_bytes() - self._last_bytes, self._now_ms() - self._last_time_ms)
+
+    def maybe_snapshot(self, state: S, next_offset: int, *, background: bool = False) -> SnapshotInfo | None:
+        """Snapshot if the policy says so; with ``background``, in a thread (one at a time).
+
+        States are immutable, so writing one in the background while newer batches
+        are applied is safe; a write that fails is logged and retried at the next due point.
+        """
+        if not self.due(next_offset):
             return None
-        return self.snapshot(state, next_offset)
+        if not background:
+            return self.snapshot(state, next_offset)
+        with self._thread_lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._background, args=(state, next_offset),
+                                                name="secmeta-snapshot", daemon=True)
+                self._thread.start()
+        return None
+
+    def _background(self, state: S, next_offset: int) -> None:
+        try:
+            self.snapshot(state, next_offset)
+        except Exception as exc:  # noqa: BLE001 - a failed snapshot must never take the store down
+            logger.warning("snapshot at offset %d failed: %s", next_offset, exc)
+
+    def wait(self) -> None:
+        """Wait for a background snapshot in progress."""
+        thread = self._thread
+        if thread is not None:
+            thread.join()
 
     def snapshot(self, state: S, next_offset: int) -> SnapshotInfo:
         link = self.log.link_at(next_offset)

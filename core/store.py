@@ -101,6 +101,7 @@ class SecurityStore:
         if self._sweeper is not None:
             self._sweeper.join(timeout=5)
         with self._write_lock:
+            self._snapshotter.wait()
             self._log.close()
 
     def __enter__(self) -> SecurityStore:
@@ -145,7 +146,7 @@ class SecurityStore:
         delta.replay_all(envelopes)
         self._image = delta.apply(result.next_offset)
         self._timetravel.note(self._image)
-        self._snapshotter.maybe_snapshot(self._image, result.next_offset)
+        self._snapshotter.maybe_snapshot(self._image, result.next_offset, background=True)
         return self._image
 
     def _decider(self, image: SecurityImage):

@@ -281,3 +281,17 @@ def test_replaying_the_log_gives_the_live_state(tmp_path_factory, ops):
         live = state_of(store)
     with SecurityStore.open(tmp / "s", cfg, keyring=keyring) as again:
         assert state_of(again) == live
+
+
+def test_policy_snapshots_are_written_and_used_on_reopen(tmp_path, keyring, clock):
+    """With a snapshot every 10 events, writes produce snapshots (in the background) that reopening uses."""
+    from projections.snapshot import SnapshotPolicy
+
+    cfg = StoreConfig(token_secret=SECRET, clock=clock, snapshot_policy=SnapshotPolicy(every_events=10, every_bytes=None))
+    with SecurityStore.open(tmp_path / "s", cfg, keyring=keyring) as store:
+        for i in range(6):
+            store.create_acls([acl(f"t{i}-{j}") for j in range(5)], context=ADMIN)
+        live = state_of(store)
+    with SecurityStore.open(tmp_path / "s", cfg, keyring=keyring) as again:
+        assert again.loaded.snapshot is not None and again.loaded.snapshot.next_offset >= 10
+        assert state_of(again) == live
