@@ -101,7 +101,7 @@ class SecurityStore:
         if self._sweeper is not None:
             self._sweeper.join(timeout=5)
         with self._write_lock:
-            self._snapshotter.wait()
+            self.wait_for_snapshots()
             self._log.close()
 
     def __enter__(self) -> SecurityStore:
@@ -229,6 +229,10 @@ class SecurityStore:
 
         self._sweeper = threading.Thread(target=loop, name="secmeta-token-sweeper", daemon=True)
         self._sweeper.start()
+
+    def wait_for_snapshots(self) -> None:
+        """Wait until a policy snapshot being written in the background is on disk."""
+        self._snapshotter.wait()
 
     def snapshot(self):
         """Write a snapshot of the current image now."""

@@ -338,11 +338,11 @@ class TimeTravel:
 
     def _load_snapshot(self, offset: int, path) -> SecurityImage | None:
         try:
-            info, image = read_snapshot(path, SecurityImageSnapshot())
+            info, image = read_snapshot(path, SecurityImageSnapshot(), self.log.keyring)
         except (SnapshotError, OSError):
             return None
         link = self.log.link_at(info.next_offset)
-        if info.next_offset != offset or (link is not None and link != info.link):
+        if info.next_offset != offset or link is None or link != info.link:
             return None
         return replace(image, next_offset=offset)
 

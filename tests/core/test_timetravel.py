@@ -317,6 +317,7 @@ def test_a_snapshot_serves_as_a_starting_point(open_store, clock):
     """With no checkpoint near the point, the newest snapshot before it is loaded instead of a full replay."""
     store = open_store(snapshot_policy=SnapshotPolicy(every_events=5, every_bytes=None))
     fill(store, clock, 7)
+    store.wait_for_snapshots()
     travel = TimeTravel(store.log, interval=100)
     travel._offsets.clear()
     travel._images.clear()
