@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 CHILD = textwrap.dedent(
     """
-    import random, sys
+    import os, random, sys
     from core.log import Log
     from events.keyring import Keyring
     from tests.logkit import acl_created
@@ -31,12 +31,12 @@ CHILD = textwrap.dedent(
     store, keys, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
     rng = random.Random(seed)
     log = Log.open(store, keyring=Keyring.from_file(keys))
-    print("OPEN", log.end_offset, flush=True)
+    os.write(1, f"OPEN {log.end_offset}\\n".encode())  # one write: a kill cannot split the line
     while True:
         start = log.end_offset
         n = rng.choice([1, 7, 300, 1500])
         result = log.append([acl_created(start + i, ts=start + i) for i in range(n)])
-        print("ACK", result.next_offset, flush=True)
+        os.write(1, f"ACK {result.next_offset}\\n".encode())
     """
 )
 
@@ -59,8 +59,8 @@ def test_sigkill_never_loses_acknowledged_batches(tmp_path):
         time.sleep(rng.uniform(0.0, 0.25))
         child.send_signal(signal.SIGKILL)
         out, _ = child.communicate()
-        for line in out.splitlines():
-            if line.startswith("ACK"):
+        for line in out.splitlines(keepends=True):
+            if line.startswith("ACK ") and line.endswith("\n"):  # only complete acknowledgements count
                 acked = max(acked, int(line.split()[1]))
     with Log.open(store, keyring=keyring) as log:
         assert log.end_offset >= acked
