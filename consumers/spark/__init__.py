@@ -1,0 +1,23 @@
+"""Spark readers of a secmeta store: Python data sources and a local-session builder.
+
+Importing this package does not import pyspark; import ``consumers.spark.log_source``
+(or call ``register``) when Spark is installed (the ``spark`` extra).
+"""
+
+from __future__ import annotations
+
+__all__ = ["local_session", "register"]
+
+
+def local_session(app: str = "secmeta", master: str = "local[2]"):
+    """A SparkSession for local use; see ``consumers.spark.session.local_session``."""
+    from consumers.spark.session import local_session as _local_session
+
+    return _local_session(app=app, master=master)
+
+
+def register(spark) -> None:
+    """Register the ``secmeta`` data source with ``spark``."""
+    from consumers.spark.log_source import SecmetaLogDataSource
+
+    spark.dataSource.register(SecmetaLogDataSource)

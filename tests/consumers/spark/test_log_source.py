@@ -1,0 +1,222 @@
+"""The ``secmeta`` Spark data source: batch and streaming reads of a store's log."""
+
+from __future__ import annotations
+
+import base64
+from datetime import UTC, datetime
+
+import pytest
+
+from consumers.spark.log_source import SCHEMA, LogRange, event_row, plan_ranges
+from core import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    RequestContext,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    SecurityStore,
+    StoreConfig,
+    UserScramCredentialUpsertion,
+)
+from core.log import Log, LogConfig
+from events.keyring import Keyring
+from events.records import ScramCredentialUpserted
+from events.redact import redacted
+from tests.logkit import Clock
+
+ADMIN = RequestContext("User:admin", "10.0.0.1")
+SALT = b"salt-that-must-never-leak-0123456789"
+
+
+def _acl(name: str, principal: str = "User:alice", pattern=PatternType.LITERAL) -> AclBinding:
+    return AclBinding.of(ResourceType.TOPIC, name, pattern, principal, "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+
+
+def _write_workload(store: SecurityStore) -> None:
+    store.create_acls([_acl("orders"), _acl("pay", pattern=PatternType.PREFIXED)], context=ADMIN)
+    errors = store.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                      b"pw-alice", salt=SALT)],
+        context=ADMIN,
+    )
+    assert all(e.is_success for e in errors.values())
+    store.create_delegation_token(context=ADMIN, owner="User:alice", renewers=("User:bob",))
+    deleted = store.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, "orders")], context=ADMIN)
+    assert len(deleted[0].acls) == 1
+    # enough ACLs to roll the (tiny) segments a few times
+    store.create_acls([_acl(f"t-{i}", principal=f"User:u{i}") for i in range(30)], context=ADMIN)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("spark-src")
+    key_file = root / "keys.json"
+    Keyring.generate_file(key_file)
+    keyring = Keyring.from_file(key_file)
+    cfg = StoreConfig(token_secret=b"token-secret-for-tests", clock=Clock(),
+                      log=LogConfig(segment_bytes=2048))
+    store_dir = root / "store"
+    with SecurityStore.open(store_dir, cfg, keyring=keyring) as store:
+        _write_workload(store)
+    return store_dir, key_file, keyring, cfg
+
+
+def _log_envelopes(store_dir, keyring):
+    with Log.open(store_dir, keyring=keyring, read_only=True) as log:
+        return list(log.read()), [s.base_offset for s in log.segments()]
+
+
+def _naive(row: tuple) -> tuple:
+    """A row as collect() returns it: timestamps as naive datetimes in the session time zone (UTC)."""
+    return tuple(v.replace(tzinfo=None) if isinstance(v, datetime) else v for v in row)
+
+
+def _reader(spark, store_dir, key_file):
+    return spark.read.format("secmeta").option("path", str(store_dir)).option("keyFile", str(key_file))
+
+
+def test_plan_ranges_splits_at_segment_bases():
+    """A range is cut at every segment base inside it and nowhere else."""
+    assert plan_ranges([0, 10, 20], 5, 25) == [LogRange(5, 10), LogRange(10, 20), LogRange(20, 25)]
+    assert plan_ranges([0, 10], 10, 12) == [LogRange(10, 12)]
+    assert plan_ranges([0, 10], 7, 7) == []
+
+
+def test_batch_read_equals_the_log(spark, workspace):
+    """A batch read returns exactly the log's events, in offset order, with their envelope fields."""
+    store_dir, key_file, keyring, _ = workspace
+    envelopes, bases = _log_envelopes(store_dir, keyring)
+    assert len(bases) > 1, "the workload should span several segments"
+    df = _reader(spark, store_dir, key_file).load()
+    assert df.schema == SCHEMA
+    assert df.rdd.getNumPartitions() == len(bases)
+    rows = df.orderBy("offset").collect()
+    assert [r.offset for r in rows] == [e.offset for e in envelopes]
+    assert [r.event_type for r in rows] == [e.event_type for e in envelopes]
+    assert [r.entity_key for r in rows] == [e.entity_key for e in envelopes]
+    assert [(r.actor_principal, r.actor_host, r.request_id) for r in rows] == [
+        (e.actor_principal, e.actor_host, e.request_id) for e in envelopes]
+    assert [tuple(r) for r in rows] == [_naive(event_row(e)) for e in envelopes]
+    for r in rows:
+        assert r.timestamp == datetime.fromtimestamp(r.timestamp_ms / 1000, UTC).replace(tzinfo=None)
+
+
+def test_batch_read_flattens_payloads(spark, workspace):
+    """ACL, credential and token rows carry their payload in named columns."""
+    store_dir, key_file, *_ = workspace
+    df = _reader(spark, store_dir, key_file).load()
+    acl = df.where("event_type = 'AclCreated' AND resource_name = 'pay'").collect()
+    assert len(acl) == 1
+    assert (acl[0].resource_type, acl[0].pattern_type, acl[0].principal, acl[0].host,
+            acl[0].operation, acl[0].permission_type) == (
+        "TOPIC", "PREFIXED", "User:alice", "*", "READ", "ALLOW")
+    assert acl[0].entity_key == f"acl:{acl[0].acl_id}"
+    cred = df.where("event_type = 'ScramCredentialUpserted'").collect()
+    assert [(c.user, c.mechanism, c.iterations) for c in cred] == [("alice", "SCRAM_SHA_512", 8192)]
+    tok = df.where("event_type = 'DelegationTokenIssued'").collect()
+    assert len(tok) == 1
+    assert (tok[0].owner, tok[0].requester, tok[0].renewers) == ("User:alice", "User:admin", ["User:bob"])
+    assert tok[0].issue_timestamp < tok[0].expiry_timestamp <= tok[0].max_timestamp
+    assert tok[0].user is None and tok[0].acl_id is None
+    gone = df.where("event_type = 'AclDeleted'").collect()
+    assert [(g.resource_name, g.entity_key) for g in gone] == [("orders", f"acl:{gone[0].acl_id}")]
+
+
+def test_batch_read_of_an_offset_range(spark, workspace):
+    """startOffset / endOffset bound a batch read to [start, end)."""
+    store_dir, key_file, *_ = workspace
+    df = _reader(spark, store_dir, key_file).option("startOffset", 3).option("endOffset", 9).load()
+    assert sorted(r.offset for r in df.select("offset").collect()) == list(range(3, 9))
+
+
+def test_bad_option_is_refused(spark, workspace):
+    """A non-numeric maxEventsPerTrigger is refused when the stream is defined."""
+    store_dir, key_file, *_ = workspace
+    with pytest.raises(Exception, match="maxEventsPerTrigger must be an integer"):
+        (spark.readStream.format("secmeta").option("path", str(store_dir))
+         .option("keyFile", str(key_file)).option("maxEventsPerTrigger", "many").load())
+
+
+def test_batch_read_carries_no_secret(spark, workspace):
+    """Neither the sealed ciphertext nor the salt appears in any row, in any encoding."""
+    store_dir, key_file, keyring, _ = workspace
+    envelopes, _ = _log_envelopes(store_dir, keyring)
+    sealed = [e.event.secret for e in envelopes if isinstance(e.event, ScramCredentialUpserted)]
+    assert sealed
+    needles = [SALT]
+    for s in sealed:
+        needles += [s.ciphertext, s.nonce]
+    forms = set()
+    for n in needles:
+        forms |= {n.hex(), base64.b64encode(n).decode(), n.decode("latin-1"), repr(n)}
+    assert "secret" not in SCHEMA.fieldNames()
+    for row in _reader(spark, store_dir, key_file).load().collect():
+        text = repr(tuple(row))
+        for form in forms:
+            assert form not in text
+
+
+def test_not_a_store_fails_before_any_job(spark, tmp_path, workspace):
+    """A path that is not a store is refused when the DataFrame is defined, with the store's message."""
+    _, key_file, *_ = workspace
+    with pytest.raises(Exception, match="not a secmeta store"):
+        _reader(spark, tmp_path, key_file).load()
+    with pytest.raises(Exception, match="not a secmeta store"):
+        (spark.readStream.format("secmeta").option("path", str(tmp_path))
+         .option("keyFile", str(key_file)).load())
+
+
+def test_stream_available_now_resumes_from_checkpoint(spark, workspace, tmp_path):
+    """availableNow reads all events; a second run on the same checkpoint reads only the new ones."""
+    store_dir, key_file, keyring, cfg = workspace
+    seen: list[list[int]] = []
+
+    def collect(batch_df, batch_id):
+        seen.append(sorted(r.offset for r in batch_df.select("offset").collect()))
+
+    def run():
+        query = (spark.readStream.format("secmeta").option("path", str(store_dir))
+                 .option("keyFile", str(key_file)).option("maxEventsPerTrigger", 15).load()
+                 .writeStream.foreachBatch(collect)
+                 .option("checkpointLocation", str(tmp_path / "ckpt"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        assert query.exception() is None
+
+    envelopes, _ = _log_envelopes(store_dir, keyring)
+    run()
+    first = [o for b in seen for o in b]
+    assert first == [e.offset for e in envelopes]
+    assert all(len(b) <= 15 for b in seen) and len([b for b in seen if b]) > 1
+
+    with SecurityStore.open(store_dir, cfg, keyring=keyring) as store:
+        store.create_acls([_acl("late-1"), _acl("late-2")], context=ADMIN)
+    seen.clear()
+    run()
+    after, _ = _log_envelopes(store_dir, keyring)
+    assert [o for b in seen for o in b] == [e.offset for e in after[len(envelopes):]]
+    assert len(after) == len(envelopes) + 2
+
+
+def test_event_row_agrees_with_the_redacted_view(workspace):
+    """Every row holds the redacted view's values (enum names, ms as UTC timestamps), secret excepted."""
+    store_dir, _, keyring, _ = workspace
+    envelopes, _ = _log_envelopes(store_dir, keyring)
+    assert {e.event_type for e in envelopes} >= {
+        "AclCreated", "AclDeleted", "ScramCredentialUpserted", "DelegationTokenIssued"}
+    for e in envelopes:
+        view = redacted(e)
+        row = dict(zip(SCHEMA.fieldNames(), event_row(e)))
+        flat = {k: v for k, v in view.items() if k != "payload"} | view["payload"]
+        flat.pop("secret", None)
+        for key, value in flat.items():
+            if key.endswith("_timestamp_ms"):
+                assert row[key.removesuffix("_ms")] == datetime.fromtimestamp(value / 1000, UTC)
+            else:
+                assert row[key] == value, key
+        assert row["timestamp"] == datetime.fromtimestamp(e.timestamp_ms / 1000, UTC)
