@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Generic, Protocol, TypeVar
 
 from core.errors import SecmetaError
@@ -100,18 +101,10 @@ def load_state(log: Log, projection: Projection[S], codec: SnapshotCodec[S], *, 
         start = info.next_offset
     replayed = 0
     position = start
-    pending: list[Envelope] = []
-    for batch in log.batches(start, end):
-        events = log.decode(batch)
-        if batch.base_offset < start or (end is not None and batch.next_offset > end):
-            events = [e for e in events if start <= e.offset and (end is None or e.offset < end)]
-        pending.extend(events)
-        if len(pending) >= REPLAY_CHUNK:
-            state = projection.apply(state, pending)
-            replayed, position, pending = replayed + len(pending), pending[-1].offset + 1, []
-    if pending:
-        state = projection.apply(state, pending)
-        replayed, position = replayed + len(pending), pending[-1].offset + 1
+    events = log.read(start, end)
+    while chunk := list(islice(events, REPLAY_CHUNK)):
+        state = projection.apply(state, chunk)
+        replayed, position = replayed + len(chunk), chunk[-1].offset + 1
     return LoadedState(state, position, info, replayed, tuple(rejected))  # type: ignore[arg-type]
 
 

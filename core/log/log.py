@@ -478,16 +478,7 @@ class Log:
                 self._load_segments()
                 return
             seg = self._segments[-1]
-            size = os.fstat(seg.fd).st_size
-            if size > seg.visible_size:
-                try:
-                    for batch in seg.frames(seg.visible_size, size):
-                        if batch.base_offset != seg.next_offset:
-                            break
-                        seg.note(batch, batch.position)
-                        seg.visible_size = seg.size = batch.position + batch.size
-                except FrameError:
-                    pass  # a batch still being written: pick it up next time
+            _take_new_batches(seg)
             newer = sorted(int(p.stem) for p in self.store.log_dir.glob("*.log") if int(p.stem) > seg.base_offset)
             for base in newer:
                 if base != seg.next_offset or seg.visible_size < os.fstat(seg.fd).st_size:
@@ -495,13 +486,7 @@ class Log:
                 seg = Segment(self.store.log_dir, base, writable=False, index_interval=self.config.index_interval_bytes)
                 seg.size = seg.visible_size = 0
                 self._add_segment(seg)
-                size = os.fstat(seg.fd).st_size
-                try:
-                    for batch in seg.frames(0, size):
-                        seg.note(batch, batch.position)
-                        seg.visible_size = seg.size = batch.position + batch.size
-                except FrameError:
-                    pass
+                _take_new_batches(seg)
             self._visible_end = self._segments[-1].next_offset
             self._next_offset = self._visible_end
 
@@ -610,6 +595,21 @@ class TailReader:
     def __iter__(self) -> Iterator[Envelope]:
         while not self.log._closed:
             yield from self.poll(timeout=0.5)
+
+
+def _take_new_batches(seg: Segment) -> None:
+    """Make a read-only segment's complete batches past its visible end visible (stop at a partial one)."""
+    size = os.fstat(seg.fd).st_size
+    if size <= seg.visible_size:
+        return
+    try:
+        for batch in seg.frames(seg.visible_size, size):
+            if batch.base_offset != seg.next_offset:
+                break
+            seg.note(batch, batch.position)
+            seg.visible_size = seg.size = batch.position + batch.size
+    except FrameError:
+        pass  # a batch still being written: picked up next time
 
 
 def _valid_frame_after(seg: Segment, start: int, min_offset: int) -> bool:

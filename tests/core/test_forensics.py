@@ -19,7 +19,7 @@ from core import (
 )
 from core.forensics import Grant
 from core.timetravel import Point, PointInTimeError, QueryError
-from tests.logkit import make_keyring
+from tests.logkit import Clock, make_keyring
 
 ADMIN = RequestContext("User:admin", "10.0.0.1")
 OPS = RequestContext("User:ops", "10.0.0.7")
@@ -28,13 +28,6 @@ READ, WRITE = AclOperation.READ, AclOperation.WRITE
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 TOPIC = ResourceType.TOPIC
 
-
-class Clock:
-    def __init__(self, t: float = T0 / 1000):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture

@@ -25,20 +25,13 @@ from core import (
 )
 from core.timetravel import Point, PointInTimeError, QueryError
 from events.records import AclCreated, ScramCredentialUpserted
-from tests.logkit import make_keyring
+from tests.logkit import Clock, make_keyring
 
 ADMIN = RequestContext("User:admin", "10.0.0.1", request_id="req-admin")
 OPS = RequestContext("User:ops", "10.0.0.7")
 T0 = 1_800_000_000_000
 SHA256 = ScramMechanism.SCRAM_SHA_256
 
-
-class Clock:
-    def __init__(self, t: float = T0 / 1000):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture

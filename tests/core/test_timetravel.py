@@ -19,18 +19,11 @@ from core import (
 from core.log import LogConfig
 from core.timetravel import Point, PointInTimeError, TimeTravel, as_point, parse_offset, parse_time
 from projections.snapshot import SnapshotPolicy
-from tests.logkit import make_keyring
+from tests.logkit import Clock, make_keyring
 
 ADMIN = RequestContext("User:admin", "10.0.0.1")
 T0 = 1_800_000_000_000
 
-
-class Clock:
-    def __init__(self, t: float = T0 / 1000):
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @pytest.fixture
