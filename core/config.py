@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from core.log import LogConfig
+from core.scram_crypto import DEFAULT_ITERATIONS
 from events.types import ScramMechanism
 from projections.snapshot import SnapshotPolicy
 
@@ -40,7 +41,7 @@ class StoreConfig:
     # SCRAM (KIP-554 / KIP-506)
     enabled_mechanisms: frozenset[ScramMechanism] = frozenset({ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512})
     default_iterations: dict[ScramMechanism, int] = field(
-        default_factory=lambda: {ScramMechanism.SCRAM_SHA_256: 4096, ScramMechanism.SCRAM_SHA_512: 4096}
+        default_factory=lambda: {ScramMechanism.SCRAM_SHA_256: DEFAULT_ITERATIONS, ScramMechanism.SCRAM_SHA_512: DEFAULT_ITERATIONS}
     )
     allow_plaintext_passwords: bool = False
     password_policy: PasswordPolicy | None = None

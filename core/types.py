@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from core.errors import ApiError
 from events.types import AclBinding, ScramMechanism
 
-DEFAULT_ITERATIONS = -1  # "use the store's default for the mechanism" (KIP-506)
+USE_DEFAULT_ITERATIONS = -1  # "use the store's default for the mechanism" (KIP-506)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ class ScramCredentialInfo:
     """A mechanism and its iteration count (what describe may show)."""
 
     mechanism: ScramMechanism
-    iterations: int = DEFAULT_ITERATIONS
+    iterations: int = USE_DEFAULT_ITERATIONS
 
 
 @dataclass(frozen=True, slots=True)
