@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from consumers.spark.log_source import SCHEMA, LogRange, event_row, plan_ranges
+from consumers.spark.log_source import LogRange, plan_ranges
+from consumers.spark.rows import SCHEMA, event_row
 from core import (
     AclBinding,
     AclBindingFilter,
@@ -220,3 +221,21 @@ def test_event_row_agrees_with_the_redacted_view(workspace):
             else:
                 assert row[key] == value, key
         assert row["timestamp"] == datetime.fromtimestamp(e.timestamp_ms / 1000, UTC)
+
+
+def test_plan_ranges_splits_large_segments():
+    """No range holds more than max_events; cuts still fall on segment bases."""
+    assert plan_ranges([0, 25], 0, 30, max_events=10) == [
+        LogRange(0, 10), LogRange(10, 20), LogRange(20, 25), LogRange(25, 30)]
+
+
+def test_arrow_batches_equal_python_rows(workspace):
+    """The Arrow form the sources hand to Spark holds exactly the rows event_row makes."""
+    from consumers.spark.rows import arrow_batch
+
+    store_dir, _, keyring, _ = workspace
+    envelopes, _ = _log_envelopes(store_dir, keyring)
+    batch = arrow_batch(envelopes)
+    as_rows = [tuple(r.values()) for r in batch.to_pylist()]
+    assert as_rows == [event_row(e) for e in envelopes]
+    assert arrow_batch([]).num_rows == 0
