@@ -1,0 +1,204 @@
+"""The compaction job: a stream from a store's log into history, snapshot and interval tables.
+
+    query = compaction_stream(spark, STORE, TABLES, key_file=KEYS)   # runs until stopped
+    manifest = compact(spark, STORE, TABLES, key_file=KEYS)          # everything now, then stop
+
+Each micro-batch (``_Commit``) is one *commit*:
+
+1. the batch's events are written as Parquet into a staging directory (the
+   only pass over the source);
+2. for ACLs, credentials and tokens, ``intervals.advance`` turns the previous
+   snapshot version and the staged events into a new snapshot version
+   (``snapshots/<kind>/v=<offset>``: the open intervals) and the intervals the
+   batch closed, in one job;
+3. staged history and closed-interval files move into their tables, named
+   ``c<commit>-...``;
+4. the manifest is replaced (write, fsync, rename): from here readers see the
+   new version. Snapshot versions beyond ``retain_versions`` are then deleted.
+
+A failure anywhere before step 4 leaves the previous version intact: its
+files are untouched, and the failed attempt's files are ignored by readers and
+removed by the next commit. A batch is applied once: Spark replays a batch
+under the same batch id after a crash, and a batch whose events the manifest
+already holds (same checkpoint and batch id, or offsets below the manifest's)
+is skipped, so a replay changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+
+from consumers.spark import intervals
+from consumers.spark.intervals import KINDS
+from consumers.spark.tables import HISTORY, Manifest, Tables, TablesError, Version
+
+__all__ = ["DEFAULT_RETAIN_VERSIONS", "compact", "compaction_stream", "open_tables"]
+
+DEFAULT_RETAIN_VERSIONS = 10
+_APPENDED = [HISTORY, *(k.intervals for k in KINDS)]
+
+
+def open_tables(store_dir: str | os.PathLike, tables_dir: str | os.PathLike) -> Tables:
+    """The tables directory for ``store_dir``, created if new; checked before any Spark job.
+
+    Raises TablesError for a tables directory of another store or of a newer format,
+    and the store's own errors for a path that is not a store.
+    """
+    from core.config import StoreConfig
+    from core.storedir import StoreDirectory
+
+    store = StoreDirectory.open(store_dir, create=False, writer=False)
+    try:
+        store_id = store.store_id
+    finally:
+        store.close()
+    config = StoreConfig.load(store_dir)
+    settings = {"super_users": sorted(config.super_users),
+                "allow_everyone_if_no_acl_found": bool(config.allow_everyone_if_no_acl_found)}
+    tables = Tables(tables_dir)
+    if tables.exists():
+        manifest = tables.manifest()
+        if manifest.store_id != store_id:
+            raise TablesError(
+                f"{tables.path} holds the tables of store {manifest.store_id} ({manifest.store_path}), "
+                f"not of {store_dir} (store {store_id}); use another tables directory")
+        if manifest.config != settings:
+            manifest.config = settings
+            tables.write_manifest(manifest)
+    else:
+        if tables.path.exists() and any(tables.path.iterdir()):
+            raise TablesError(f"{tables.path} is not empty and is not a secmeta tables directory")
+        tables.write_manifest(Manifest(store_id, str(Path(store_dir).resolve()), config=settings))
+    return tables
+
+
+class _Commit:
+    """The foreachBatch function: one micro-batch of events -> one published version."""
+
+    def __init__(self, spark: SparkSession, tables: Tables, checkpoint: str, retain_versions: int,
+                 fail_at: Callable[[str], None] | None = None) -> None:
+        self.spark = spark
+        self.tables = tables
+        self.checkpoint = checkpoint
+        self.retain_versions = retain_versions
+        self.fail_at = fail_at or (lambda step: None)  # tests inject failures between steps
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        tables = self.tables
+        manifest = tables.manifest()
+        if manifest.last_batch == {"checkpoint": self.checkpoint, "batch_id": batch_id} or (
+                manifest.last_batch.get("checkpoint") == self.checkpoint
+                and batch_id <= manifest.last_batch.get("batch_id", -1)):
+            return  # a replay of a batch already committed
+        commit = manifest.commits + 1
+        tables.discard_uncommitted(manifest, _APPENDED)
+        staging = tables.staging_dir(commit)
+
+        # 1. the events, once, into staging (history rows; also the input of step 2)
+        events = batch.where(F.col("offset") >= manifest.offset).withColumn(
+            "event_date", F.expr("date_from_unix_date(CAST(floor(timestamp_ms / 86400000) AS INT))"))
+        events.write.partitionBy("event_date").parquet(str(staging / HISTORY))
+        if not any((staging / HISTORY).rglob("*.parquet")):  # an empty batch: no new version
+            shutil.rmtree(staging, ignore_errors=True)
+            return
+        staged = self.spark.read.parquet(str(staging / HISTORY))
+        stats = staged.agg(F.count(F.lit(1)).alias("n"), F.min("offset").alias("lo"),
+                           F.max("offset").alias("hi"), F.max("timestamp_ms").alias("ts")).first()
+        self.fail_at("staged")
+        if stats.lo != manifest.offset or stats.hi - stats.lo + 1 != stats.n:
+            raise TablesError(
+                f"batch {batch_id} holds offsets {stats.lo}..{stats.hi} ({stats.n} events) but the tables "
+                f"continue at offset {manifest.offset}; the checkpoint {self.checkpoint} does not match "
+                f"{tables.path}")
+        new_offset = stats.hi + 1
+
+        # 2. new snapshot versions (open intervals) and the intervals this batch closed, one job per kind
+        for kind in KINDS:
+            previous = intervals.empty(kind, staged)
+            if manifest.versions:
+                previous = self.spark.read.schema(previous.schema).parquet(
+                    str(tables.snapshot_dir(kind.name, manifest.offset)))
+            out = intervals.advance(kind, previous, staged)
+            out.withColumn("open", F.col("valid_to_offset").isNull()).write.partitionBy("open").parquet(
+                str(staging / kind.name))
+            tables.publish_files(staging / kind.name / "open=true", tables.snapshot_dir(kind.name, new_offset),
+                                 commit, make=True)
+            self.fail_at(f"snapshot:{kind.name}")
+
+        # 3. appended tables; 4. the manifest
+        tables.publish_files(staging / HISTORY, tables.table_dir(HISTORY), commit)
+        for kind in KINDS:
+            tables.publish_files(staging / kind.name / "open=false", tables.table_dir(kind.intervals), commit)
+        self.fail_at("published")
+        manifest.commits = commit
+        manifest.versions.append(Version(new_offset, commit, stats.ts, stats.n))
+        manifest.last_batch = {"checkpoint": self.checkpoint, "batch_id": batch_id}
+        tables.write_manifest(manifest)
+        shutil.rmtree(staging, ignore_errors=True)
+        tables.drop_versions(manifest, [k.name for k in KINDS], self.retain_versions)
+
+
+def compaction_stream(
+    spark: SparkSession,
+    store_dir: str | os.PathLike,
+    tables_dir: str | os.PathLike,
+    *,
+    key_file: str | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    once: bool = False,
+    max_events_per_trigger: int | None = None,
+    retain_versions: int = DEFAULT_RETAIN_VERSIONS,
+    trigger_seconds: float = 5.0,
+    fail_at: Callable[[str], None] | None = None,
+) -> StreamingQuery:
+    """Start the compaction stream (``once``: everything in the log now, then stop).
+
+    The checkpoint defaults to ``TABLES/_checkpoint``. Bad arguments, a path that
+    is not a store and an unusable tables directory raise before any Spark job.
+    """
+    if retain_versions < 1:
+        raise ValueError(f"retain_versions must be at least 1, not {retain_versions}")
+    if max_events_per_trigger is not None and max_events_per_trigger < 1:
+        raise ValueError(f"max_events_per_trigger must be at least 1, not {max_events_per_trigger}")
+    tables = open_tables(store_dir, tables_dir)
+    checkpoint = str(Path(checkpoint) if checkpoint is not None else tables.path / "_checkpoint")
+    from consumers.spark import register
+
+    register(spark)
+    reader = spark.readStream.format("secmeta").option("path", str(store_dir))
+    if key_file is not None:
+        reader = reader.option("keyFile", str(key_file))
+    if max_events_per_trigger is not None:
+        reader = reader.option("maxEventsPerTrigger", max_events_per_trigger)
+    writer = (reader.load().writeStream.queryName(f"secmeta-compact-{tables.path.name}")
+              .foreachBatch(_Commit(spark, tables, checkpoint, retain_versions, fail_at))
+              .option("checkpointLocation", checkpoint))
+    writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{trigger_seconds} seconds")
+    return writer.start()
+
+
+def compact(spark: SparkSession, store_dir: str | os.PathLike, tables_dir: str | os.PathLike, **options) -> Manifest:
+    """Compact everything the log holds now (an availableNow run) and return the new manifest.
+
+    Raises the stream's error if a batch failed (the tables keep their last version).
+    """
+    query = compaction_stream(spark, store_dir, tables_dir, once=True, **options)
+    query.awaitTermination()
+    error = query.exception()
+    if error is not None:
+        raise error
+    return Tables(tables_dir).manifest()
+
+
+def wait_for(query: StreamingQuery, poll_seconds: float = 0.2) -> None:
+    """Block until ``query`` stops (used by the CLI so Ctrl-C stops it cleanly)."""
+    while query.isActive:
+        time.sleep(poll_seconds)

@@ -1,0 +1,125 @@
+"""From events to validity intervals: the Spark transformation behind the compacted tables.
+
+For each kind of entity (ACLs, SCRAM credentials, delegation tokens) the state
+at any point is a set of *intervals*: an entity with its attributes, valid from
+the event that set them to the event that replaced or removed them. The open
+intervals are the current snapshot; closed ones never change again.
+
+``advance(kind, snapshot, events)`` takes the snapshot (open intervals) before
+a micro-batch and the batch's event rows, and returns one DataFrame: the new
+snapshot (open intervals, ``valid_to_offset`` null) and the intervals the batch
+closed, so one job writes both. Only entities the batch touches are windowed;
+the others pass through. The rules are the projections' (``projections.image``):
+
+- ACL: ``AclCreated`` opens, ``AclDeleted`` closes (acl ids are never reused).
+- credential (user, mechanism): ``ScramCredentialUpserted`` opens a new interval
+  (closing the previous one: a replaced credential), ``ScramCredentialDeleted`` closes.
+- token: ``DelegationTokenIssued`` opens; ``DelegationTokenRenewed`` and
+  ``DelegationTokenExpired`` set a new expiry (closing the interval and opening
+  one with the same token and the new expiry); ``DelegationTokenRemoved`` closes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+__all__ = ["CLOSE_COLUMNS", "INTERVAL_COLUMNS", "KINDS", "OPEN_COLUMNS", "Kind", "advance", "columns", "empty", "project"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One entity kind: its table names, key, attributes and the events that open, update or close it."""
+
+    name: str  # snapshot table name
+    intervals: str  # validity-interval table name
+    key: tuple[str, ...]
+    attributes: tuple[str, ...]
+    opens: tuple[str, ...]
+    closes: tuple[str, ...]
+    updates: tuple[str, ...] = ()  # events carrying only some attributes (the others carry over)
+
+    @property
+    def event_types(self) -> tuple[str, ...]:
+        return self.opens + self.updates + self.closes
+
+
+ACLS = Kind(
+    "acls", "acl_intervals", ("acl_id",),
+    ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type"),
+    opens=("AclCreated",), closes=("AclDeleted",))
+CREDENTIALS = Kind(
+    "scram_users", "credential_intervals", ("user", "mechanism"), ("iterations",),
+    opens=("ScramCredentialUpserted",), closes=("ScramCredentialDeleted",))
+TOKENS = Kind(
+    "tokens", "token_intervals", ("token_id",),
+    ("owner", "requester", "renewers", "issue_timestamp", "expiry_timestamp", "max_timestamp"),
+    opens=("DelegationTokenIssued",), closes=("DelegationTokenRemoved",),
+    updates=("DelegationTokenRenewed", "DelegationTokenExpired"))
+
+KINDS = (ACLS, CREDENTIALS, TOKENS)
+
+# Who and what opened an interval (every table), and closed it (interval tables only).
+OPEN_COLUMNS = ("valid_from_offset", "valid_from", "opened_by", "opened_by_host", "opened_request_id",
+                "opened_event")
+CLOSE_COLUMNS = ("valid_to_offset", "valid_to", "closed_by", "closed_by_host", "closed_request_id",
+                  "closed_event")
+INTERVAL_COLUMNS = OPEN_COLUMNS + CLOSE_COLUMNS
+_EVENT_FIELDS = ("offset", "timestamp", "actor_principal", "actor_host", "request_id", "event_type")
+_ACTION = "_action"
+
+
+def project(kind: Kind, events: DataFrame) -> DataFrame:
+    """The events of ``kind`` as interval-opening rows (close events carry no attributes), plus an action column."""
+    types = F.col("event_type")
+    action = F.when(types.isin(*kind.closes), F.lit("close"))
+    if kind.updates:
+        action = action.when(types.isin(*kind.updates), F.lit("update"))
+    action = action.otherwise(F.lit("open"))
+    # an update carries the attributes it changes (the others are null and carry over); a close none
+    attributes = [F.when(action != "close", F.col(a)).alias(a) for a in kind.attributes]
+    return events.where(types.isin(*kind.event_types)).select(
+        *[F.col(k) for k in kind.key], *attributes,
+        *[F.col(src).alias(dst) for src, dst in zip(_EVENT_FIELDS, OPEN_COLUMNS, strict=True)],
+        *[F.lit(None).cast(_close_type(c)).alias(c) for c in CLOSE_COLUMNS],
+        action.alias(_ACTION),
+    )
+
+
+def empty(kind: Kind, events: DataFrame) -> DataFrame:
+    """No intervals, typed from the event schema."""
+    return project(kind, events.limit(0)).select(*columns(kind))
+
+
+def columns(kind: Kind) -> list[str]:
+    """The columns of an interval (and snapshot) table of ``kind``, in order."""
+    return [*kind.key, *kind.attributes, *INTERVAL_COLUMNS]
+
+
+def advance(kind: Kind, snapshot: DataFrame, events: DataFrame) -> DataFrame:
+    """The snapshot after ``events`` (rows with a null ``valid_to_offset``) and the intervals they closed.
+
+    ``snapshot``: the open intervals before ``events`` (as ``columns(kind)``).
+    """
+    changes = project(kind, events)
+    touched = changes.select(*kind.key).distinct()
+    keep = snapshot.join(touched, list(kind.key), "left_anti")
+    rows = (snapshot.join(touched, list(kind.key), "left_semi").withColumn(_ACTION, F.lit("open"))
+            .unionByName(changes))
+    by_key = Window.partitionBy(*kind.key).orderBy("valid_from_offset")
+    if kind.updates:
+        carried = by_key.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        rows = rows.select(
+            *kind.key, *[F.last(a, ignorenulls=True).over(carried).alias(a) for a in kind.attributes],
+            *OPEN_COLUMNS, _ACTION)
+    rows = rows.select(
+        *kind.key, *kind.attributes, *OPEN_COLUMNS, _ACTION,
+        *[F.lead(src).over(by_key).alias(dst) for src, dst in zip(OPEN_COLUMNS, CLOSE_COLUMNS, strict=True)])
+    states = rows.where(F.col(_ACTION) != "close").select(*columns(kind))
+    return keep.select(*columns(kind)).unionByName(states)
+
+
+def _close_type(column: str) -> str:
+    return {"valid_to_offset": "bigint", "valid_to": "timestamp"}.get(column, "string")
