@@ -28,7 +28,7 @@ def compacted(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("compaction")
     space = make_workspace(root, seed=7, steps=80)
     tables = root / "tables"
-    manifest = compact(spark, space.store_dir, tables, key_file=str(space.key_file), max_events_per_trigger=9,
+    manifest = compact(spark, space.store_dir, tables, key_file=str(space.key_file), max_events_per_trigger=25,
                        retain_versions=3)
     return space, tables, manifest
 
@@ -100,3 +100,89 @@ def test_a_newer_tables_format_is_refused_before_any_job(spark, compacted, tmp_p
         compact(spark, space.store_dir, newer, key_file=str(space.key_file))
     with pytest.raises(TablesError, match="newer secmeta"):
         TableReader(spark, newer)
+
+
+# -- restarts, failures and replays --------------------------------------------------------
+
+
+def _table_state(spark, tables) -> dict:
+    """Everything a reader sees, as comparable sets (intervals, snapshots, history)."""
+    reader = TableReader(spark, tables)
+    state = {"offset": reader.offset,
+             "history": sorted(tuple(r) for r in reader.history().drop("event_date").collect())}
+    for name in ("acl_intervals", "credential_intervals", "token_intervals"):
+        state[name] = sorted(map(tuple, reader.intervals(name).collect()), key=repr)
+    for name in ("acls", "scram_users", "tokens"):
+        state[name] = sorted(map(tuple, reader.snapshot(name).collect()), key=repr)
+    return state
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def _fail(at: str):
+    def fail_at(step: str) -> None:
+        if step == at:
+            raise Boom(f"injected failure at {step}")
+    return fail_at
+
+
+@pytest.fixture(scope="module")
+def two_phase(spark, tmp_path_factory):
+    """A store compacted part-way (first half of its requests), then grown by a second workload."""
+    from tests.consumers.conftest import random_workload
+
+    root = tmp_path_factory.mktemp("restart")
+    space = make_workspace(root, seed=11, steps=30)
+    tables = root / "tables"
+    first = compact(spark, space.store_dir, tables, key_file=str(space.key_file), max_events_per_trigger=20)
+    before = _table_state(spark, tables)
+    with space.open() as store:
+        random_workload(store, 12, steps=30, clock=space.config.clock)
+    return space, tables, first, before
+
+
+@pytest.mark.parametrize("step", ["staged", "snapshot:scram_users", "published"])
+def test_a_failed_batch_leaves_the_previous_version(spark, two_phase, step):
+    """A failure inside a commit raises, and readers still see exactly the version before it."""
+    space, tables, first, before = two_phase
+    with pytest.raises(Exception, match="injected failure"):
+        compact(spark, space.store_dir, tables, key_file=str(space.key_file), fail_at=_fail(step))
+    assert TableReader(spark, tables).manifest.versions == first.versions
+    assert _table_state(spark, tables) == before
+
+
+def test_restart_after_more_events_equals_a_fresh_run(spark, two_phase, tmp_path):
+    """Resuming on the checkpoint (after the failed attempts above) gives the tables of one fresh run."""
+    space, tables, first, _ = two_phase
+    resumed = compact(spark, space.store_dir, tables, key_file=str(space.key_file), max_events_per_trigger=25)
+    fresh_dir = tmp_path / "fresh"
+    fresh = compact(spark, space.store_dir, fresh_dir, key_file=str(space.key_file))
+    assert resumed.offset == fresh.offset > first.offset
+    assert _table_state(spark, tables) == _table_state(spark, fresh_dir)
+    leftovers = [p for p in tables.rglob("*.parquet") if "_staging" in p.parts]
+    assert leftovers == []
+
+
+def test_a_replayed_batch_id_changes_nothing(spark, two_phase):
+    """foreachBatch called again with a batch id already committed (Spark's replay) is a no-op."""
+    from consumers.spark.compaction import _Commit
+    from consumers.spark.tables import Tables
+
+    space, tables, *_ = two_phase
+    manifest = Tables(tables).manifest()
+    before = _table_state(spark, tables)
+    commit = _Commit(spark, Tables(tables), manifest.last_batch["checkpoint"], retain_versions=10)
+    batch = (spark.read.format("secmeta").option("path", str(space.store_dir))
+             .option("keyFile", str(space.key_file)).option("startOffset", 0).load())
+    commit(batch, manifest.last_batch["batch_id"])
+    assert Tables(tables).manifest().commits == manifest.commits
+    assert _table_state(spark, tables) == before
+
+
+def test_another_stores_tables_are_refused(spark, two_phase, compacted):
+    space, _, _, _ = two_phase
+    _, other_tables, _ = compacted
+    with pytest.raises(TablesError, match="not of"):
+        compact(spark, space.store_dir, other_tables, key_file=str(space.key_file))
