@@ -84,8 +84,10 @@ class _Commit:
     """The foreachBatch function: one micro-batch of events -> one published version."""
 
     def __init__(self, spark: SparkSession, tables: Tables, checkpoint: str, retain_versions: int,
-                 fail_at: Callable[[str], None] | None = None) -> None:
+                 fail_at: Callable[[str], None] | None = None,
+                 progress: Callable[[Version], None] | None = None) -> None:
         self.spark = spark
+        self.progress = progress
         self.tables = tables
         self.checkpoint = checkpoint
         self.retain_versions = retain_versions
@@ -144,6 +146,8 @@ class _Commit:
         tables.write_manifest(manifest)
         shutil.rmtree(staging, ignore_errors=True)
         tables.drop_versions(manifest, [k.name for k in KINDS], self.retain_versions)
+        if self.progress is not None:
+            self.progress(manifest.versions[-1])
 
 
 def compaction_stream(
@@ -158,11 +162,13 @@ def compaction_stream(
     retain_versions: int = DEFAULT_RETAIN_VERSIONS,
     trigger_seconds: float = 5.0,
     fail_at: Callable[[str], None] | None = None,
+    progress: Callable[[Version], None] | None = None,
 ) -> StreamingQuery:
     """Start the compaction stream (``once``: everything in the log now, then stop).
 
     The checkpoint defaults to ``TABLES/_checkpoint``. Bad arguments, a path that
     is not a store and an unusable tables directory raise before any Spark job.
+    ``progress`` is called on the driver with each version published.
     """
     if retain_versions < 1:
         raise ValueError(f"retain_versions must be at least 1, not {retain_versions}")
@@ -179,7 +185,7 @@ def compaction_stream(
     if max_events_per_trigger is not None:
         reader = reader.option("maxEventsPerTrigger", max_events_per_trigger)
     writer = (reader.load().writeStream.queryName(f"secmeta-compact-{tables.path.name}")
-              .foreachBatch(_Commit(spark, tables, checkpoint, retain_versions, fail_at))
+              .foreachBatch(_Commit(spark, tables, checkpoint, retain_versions, fail_at, progress))
               .option("checkpointLocation", checkpoint))
     writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{trigger_seconds} seconds")
     return writer.start()

@@ -1,4 +1,10 @@
-"""A SparkSession builder for local mode whose workers run this interpreter."""
+"""The SparkSession secmeta's jobs run in: local mode by default, any cluster with a master URL.
+
+Workers must run the driver's interpreter (the same secmeta and pyarrow), so
+``spark.pyspark.python`` is set to ``sys.executable`` unless PYSPARK_PYTHON
+names another one (on a cluster, an interpreter path that exists on the workers).
+Under ``spark-submit`` the master comes from spark-submit unless one is given.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +13,39 @@ import sys
 
 from pyspark.sql import SparkSession
 
-__all__ = ["local_session"]
+__all__ = ["DEFAULT_MASTER", "local_session", "session"]
+
+DEFAULT_MASTER = "local[2]"
 
 
-def local_session(app: str = "secmeta", master: str = "local[2]") -> SparkSession:
-    """Get or create a quiet SparkSession: same interpreter for workers, few shuffle partitions, no UI."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.appName(app)
-        .master(master)
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.pyspark.driver.python", sys.executable)
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
-        .getOrCreate()
-    )
+def _under_spark_submit() -> bool:
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def session(app: str = "secmeta", master: str | None = None) -> SparkSession:
+    """Get or create a quiet SparkSession (UTC, no UI, few shuffle partitions in local mode)."""
+    python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master is None and not _under_spark_submit():
+        master = DEFAULT_MASTER
+    builder = SparkSession.builder.appName(app)
+    if master is not None:
+        builder = builder.master(master)
+    builder = (builder.config("spark.pyspark.python", python)
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.showConsoleProgress", "false"))
+    if master is not None and master.startswith("local"):
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        builder = (builder.config("spark.pyspark.driver.python", sys.executable)
+                   .config("spark.sql.shuffle.partitions", "2")
+                   .config("spark.default.parallelism", "2")
+                   .config("spark.ui.enabled", "false")
+                   .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR"))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def local_session(app: str = "secmeta", master: str = DEFAULT_MASTER) -> SparkSession:
+    """A local-mode session whose workers run this interpreter (tests, the demo, benchmarks)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    return session(app, master)

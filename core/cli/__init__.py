@@ -14,6 +14,7 @@ from core.cli import (
     kafka_cmd,
     keys_cmd,
     log_cmd,
+    spark_cmd,
     tokens_cmd,
 )
 from core.errors import SecmetaError
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     authorize_cmd.register(commands)
     forensics_cmd.register(commands)
     kafka_cmd.register(commands)
+    spark_cmd.register(commands)
     log_cmd.register(commands)
     keys_cmd.register(commands)
     demo.register(commands)
