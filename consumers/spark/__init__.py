@@ -1,4 +1,4 @@
-"""Spark readers of a secmeta store: Python data sources and a local-session builder.
+"""Spark readers and jobs of a secmeta store: Python data sources, compaction, queries, audit.
 
 Importing this package does not import pyspark; import ``consumers.spark.log_source``
 (or call ``register``) when Spark is installed (the ``spark`` extra).
@@ -17,7 +17,9 @@ def local_session(app: str = "secmeta", master: str = "local[2]"):
 
 
 def register(spark) -> None:
-    """Register the ``secmeta`` data source with ``spark``."""
+    """Register the ``secmeta`` (log) and ``secmeta-kafka`` (history topic) data sources with ``spark``."""
+    from consumers.spark.kafka_source import SecmetaKafkaDataSource
     from consumers.spark.log_source import SecmetaLogDataSource
 
     spark.dataSource.register(SecmetaLogDataSource)
+    spark.dataSource.register(SecmetaKafkaDataSource)
