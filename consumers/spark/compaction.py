@@ -84,14 +84,14 @@ class _Commit:
     """The foreachBatch function: one micro-batch of events -> one published version."""
 
     def __init__(self, spark: SparkSession, tables: Tables, checkpoint: str, retain_versions: int,
-                 fail_at: Callable[[str], None] | None = None,
+                 after_step: Callable[[str], None] | None = None,
                  progress: Callable[[Version], None] | None = None) -> None:
         self.spark = spark
         self.progress = progress
         self.tables = tables
         self.checkpoint = checkpoint
         self.retain_versions = retain_versions
-        self.fail_at = fail_at or (lambda step: None)  # tests inject failures between steps
+        self.after_step = after_step or (lambda step: None)  # timing, and failures injected by tests
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         tables = self.tables
@@ -114,7 +114,7 @@ class _Commit:
         staged = self.spark.read.parquet(str(staging / HISTORY))
         stats = staged.agg(F.count(F.lit(1)).alias("n"), F.min("offset").alias("lo"),
                            F.max("offset").alias("hi"), F.max("timestamp_ms").alias("ts")).first()
-        self.fail_at("staged")
+        self.after_step("staged")
         if stats.lo != manifest.offset or stats.hi - stats.lo + 1 != stats.n:
             raise TablesError(
                 f"batch {batch_id} holds offsets {stats.lo}..{stats.hi} ({stats.n} events) but the tables "
@@ -133,13 +133,13 @@ class _Commit:
                 str(staging / kind.name))
             tables.publish_files(staging / kind.name / "open=true", tables.snapshot_dir(kind.name, new_offset),
                                  commit, make=True)
-            self.fail_at(f"snapshot:{kind.name}")
+            self.after_step(f"snapshot:{kind.name}")
 
         # 3. appended tables; 4. the manifest
         tables.publish_files(staging / HISTORY, tables.table_dir(HISTORY), commit)
         for kind in KINDS:
             tables.publish_files(staging / kind.name / "open=false", tables.table_dir(kind.intervals), commit)
-        self.fail_at("published")
+        self.after_step("published")
         manifest.commits = commit
         manifest.versions.append(Version(new_offset, commit, stats.ts, stats.n))
         manifest.last_batch = {"checkpoint": self.checkpoint, "batch_id": batch_id}
@@ -161,7 +161,7 @@ def compaction_stream(
     max_events_per_trigger: int | None = None,
     retain_versions: int = DEFAULT_RETAIN_VERSIONS,
     trigger_seconds: float = 5.0,
-    fail_at: Callable[[str], None] | None = None,
+    after_step: Callable[[str], None] | None = None,
     progress: Callable[[Version], None] | None = None,
 ) -> StreamingQuery:
     """Start the compaction stream (``once``: everything in the log now, then stop).
@@ -185,7 +185,7 @@ def compaction_stream(
     if max_events_per_trigger is not None:
         reader = reader.option("maxEventsPerTrigger", max_events_per_trigger)
     writer = (reader.load().writeStream.queryName(f"secmeta-compact-{tables.path.name}")
-              .foreachBatch(_Commit(spark, tables, checkpoint, retain_versions, fail_at, progress))
+              .foreachBatch(_Commit(spark, tables, checkpoint, retain_versions, after_step, progress))
               .option("checkpointLocation", checkpoint))
     writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{trigger_seconds} seconds")
     return writer.start()

@@ -122,10 +122,10 @@ class Boom(RuntimeError):
 
 
 def _fail(at: str):
-    def fail_at(step: str) -> None:
+    def after_step(step: str) -> None:
         if step == at:
             raise Boom(f"injected failure at {step}")
-    return fail_at
+    return after_step
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +148,7 @@ def test_a_failed_batch_leaves_the_previous_version(spark, two_phase, step):
     """A failure inside a commit raises, and readers still see exactly the version before it."""
     space, tables, first, before = two_phase
     with pytest.raises(Exception, match="injected failure"):
-        compact(spark, space.store_dir, tables, key_file=str(space.key_file), fail_at=_fail(step))
+        compact(spark, space.store_dir, tables, key_file=str(space.key_file), after_step=_fail(step))
     assert TableReader(spark, tables).manifest.versions == first.versions
     assert _table_state(spark, tables) == before
 
