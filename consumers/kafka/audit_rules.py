@@ -335,6 +335,14 @@ class MassDeletion:
         """The same rule with an empty window."""
         return dataclasses.replace(self, _windows={})
 
+    def state(self) -> dict[str, list[int]]:
+        """The window state as JSON-ready values: each actor's deletion times, as held."""
+        return {actor: list(window) for actor, window in self._windows.items() if window}
+
+    def load_state(self, state: Mapping[str, Sequence[int]]) -> None:
+        """Replace the window state with one ``state`` returned (exactly, unlike ``restore``)."""
+        self._windows = {actor: deque(int(t) for t in times) for actor, times in state.items()}
+
 
 RULE_TYPES: tuple[type, ...] = (
     ClusterAdminGrant,
