@@ -44,6 +44,22 @@ def register(commands: argparse._SubParsersAction) -> None:
                          help="how often a running job looks for new events (default: 5)")
     compact.set_defaults(func=compact_cmd)
 
+    audit = sub.add_parser(
+        "audit", help="stream the log through the audit rules into an alerts table (until stopped, or --once)",
+        description="Evaluate the Kafka audit job's alert rules (the defaults, or --rules FILE in TOML or "
+                    "JSON) over the store's log, writing alerts as Parquet under --alerts; resumes from its "
+                    "checkpoint with the same results as one uninterrupted run.")
+    audit.add_argument("--store", metavar="DIR", required=True, help="the store directory to read")
+    add_key_option(audit)
+    audit.add_argument("--alerts", metavar="DIR", required=True, help="the alerts table directory")
+    audit.add_argument("--rules", metavar="FILE", help="rules file (TOML or JSON); default: the built-in rules")
+    audit.add_argument("--once", action="store_true", help="audit what is logged now, then exit")
+    audit.add_argument("--max-events-per-trigger", type=_positive, metavar="N",
+                       help="at most N events per micro-batch (default: all available)")
+    audit.add_argument("--checkpoint", metavar="DIR", help="streaming checkpoint (default: ALERTS/_checkpoint)")
+    _master(audit)
+    audit.set_defaults(func=audit_cmd)
+
 
 def _positive(text: str) -> int:
     try:
@@ -109,3 +125,27 @@ def compact_cmd(args: argparse.Namespace) -> int:
           f"{len(manifest.versions)} versions kept) in {args.tables}")
     return 0
 
+
+
+def audit_cmd(args: argparse.Namespace) -> int:
+    from consumers.kafka.audit_rules import load_rules
+    from consumers.spark.audit import read_alerts, run_audit
+
+    rules = load_rules(args.rules)  # a bad rules file fails before Spark starts
+    spark = _session(args)
+    query = run_audit(spark, store_path(args), args.key_file, args.alerts, rules=rules, once=args.once,
+                      checkpoint=args.checkpoint, max_events_per_trigger=args.max_events_per_trigger)
+    if not args.once:
+        print(f"auditing {args.store} into {args.alerts} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+        try:
+            query.awaitTermination()
+        except KeyboardInterrupt:
+            query.stop()
+            raise
+    alerts = read_alerts(spark, args.alerts)
+    counts = {r.rule: r["count"] for r in alerts.groupBy("rule").count().collect()}
+    events = sum(p.get("numInputRows", 0) for p in query.recentProgress)
+    print(f"audited {events} events; the alerts table {args.alerts} holds {sum(counts.values())} alerts")
+    for rule, n in sorted(counts.items()):
+        print(f"  {rule}: {n}")
+    return 0
