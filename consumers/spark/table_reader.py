@@ -83,7 +83,8 @@ class TableReader:
 
     def offset_at_time(self, timestamp_ms: int) -> int:
         """N such that events [0, N) are the ones stamped <= ``timestamp_ms`` (the store's rule)."""
-        later = (self.history().where(F.col("timestamp_ms") > timestamp_ms)
+        day = F.expr(f"date_from_unix_date(CAST(floor({int(timestamp_ms)} / 86400000) AS INT))")
+        later = (self.history().where((F.col("event_date") >= day) & (F.col("timestamp_ms") > timestamp_ms))
                  .agg(F.min("offset").alias("n")).first())
         return self.offset if later is None or later.n is None else int(later.n)
 

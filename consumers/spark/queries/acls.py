@@ -1,0 +1,126 @@
+"""ACLs at a point, and who could do an operation on a resource there, from the ACL interval tables.
+
+``acls_at`` lists the ACLs in force at a point with who created them.
+``who_could_at`` selects in Spark only the ACLs that can bear on one resource
+(in force at the point, of its type, with a pattern that applies to its name),
+collects that small set into an authorizer image and asks
+``core.forensics.who_could``: the answer is the store's, by the same code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from consumers.spark.queries.points import PointArg, check_point, offset_of, settings
+from consumers.spark.table_reader import TableReader
+from core.forensics import Grant, parse_operation, parse_resource_type, who_could
+from core.timetravel import QueryError
+from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from projections.acls import AclsImage
+from projections.image import SecurityImage
+
+__all__ = ["AclInForce", "acls_at", "acls_in_force", "who_could_at"]
+
+_BINDING = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type")
+
+
+@dataclass(frozen=True, slots=True)
+class AclInForce:
+    """An ACL in force at a point, and the logged change that created it."""
+
+    acl_id: str
+    binding: AclBinding
+    created_offset: int
+    created_ms: int
+    created_by: str
+    created_by_host: str
+    created_request_id: str
+
+    def to_dict(self) -> dict:
+        b = self.binding
+        return {"acl_id": self.acl_id, "resource_type": b.restype.name, "resource_name": b.name,
+                "pattern_type": b.resource_pattern_type.name, "principal": b.principal, "host": b.host,
+                "operation": b.operation.name, "permission_type": b.permission_type.name,
+                "created_offset": self.created_offset, "created_ms": self.created_ms,
+                "created_by": self.created_by, "created_by_host": self.created_by_host,
+                "created_request_id": self.created_request_id}
+
+
+def acls_in_force(reader: TableReader, n: int) -> DataFrame:
+    """The ACL intervals in force at offset ``n`` (already validated): one row per ACL.
+
+    A kept snapshot version is read as is (only the open intervals of that
+    version); any other offset filters the interval table.
+    """
+    if n in {v.offset for v in reader.manifest.versions} or (n == 0 and not reader.manifest.versions):
+        return reader.snapshot("acls", n)
+    return reader.intervals("acl_intervals").where(_in_force(n))
+
+
+def _in_force(n: int) -> Column:
+    return (F.col("valid_from_offset") < F.lit(n)) & (
+        F.col("valid_to_offset").isNull() | (F.col("valid_to_offset") >= F.lit(n)))
+
+
+def _binding(row) -> AclBinding:
+    return AclBinding.of(ResourceType[row.resource_type], row.resource_name, PatternType[row.pattern_type],
+                         row.principal, row.host, AclOperation[row.operation],
+                         AclPermissionType[row.permission_type])
+
+
+def acls_at(reader: TableReader, at: PointArg = None) -> list[AclInForce]:
+    """Every ACL in force at the point (default: the tables' version), sorted by ACL id.
+
+    The same ACLs ``store.as_of(...).describe_acls(AclBindingFilter.any())`` lists.
+    Raises PointInTimeError for a bad point before any Spark job.
+    """
+    point = check_point(reader, at)
+    n = offset_of(reader, point)
+    rows = (acls_in_force(reader, n)
+            .select("acl_id", *_BINDING, "valid_from_offset",
+                    F.unix_millis("valid_from").alias("created_ms"), "opened_by", "opened_by_host",
+                    "opened_request_id")
+            .collect())
+    found = [AclInForce(r.acl_id, _binding(r), r.valid_from_offset, r.created_ms, r.opened_by, r.opened_by_host,
+                        r.opened_request_id) for r in rows]
+    return sorted(found, key=lambda a: a.acl_id)
+
+
+def _applying(reader: TableReader, n: int, resource_type: ResourceType, name: str) -> DataFrame:
+    """ACLs in force at ``n`` whose pattern applies to ``resource_type``:``name`` (authorizer rules):
+    LITERAL with that name or '*', PREFIXED with a name that is a prefix of it."""
+    literal = (F.col("pattern_type") == PatternType.LITERAL.name) & F.col("resource_name").isin(name, "*")
+    prefixed = (F.col("pattern_type") == PatternType.PREFIXED.name) & F.lit(name).startswith(
+        F.col("resource_name"))
+    return (acls_in_force(reader, n)
+            .where((F.col("resource_type") == resource_type.name) & (literal | prefixed))
+            .select("acl_id", *_BINDING))
+
+
+def who_could_at(
+    reader: TableReader,
+    operation: AclOperation | str | int,
+    resource_type: ResourceType | str | int,
+    resource_name: str,
+    at: PointArg = None,
+) -> list[Grant]:
+    """Every grant by which some principal could perform ``operation`` on the resource at the point.
+
+    Exactly ``store.who_could(operation, resource_type, resource_name, at=...)``:
+    super users and allow.everyone.if.no.acl.found come from the manifest (the
+    store's current settings, as the store uses its current config). Raises
+    QueryError / PointInTimeError for bad arguments before any Spark job.
+    """
+    op = parse_operation(operation)
+    rt = parse_resource_type(resource_type)
+    if not isinstance(resource_name, str) or not resource_name:
+        raise QueryError(f"resource name must be a non-empty string, not {resource_name!r}")
+    point = check_point(reader, at)
+    config = settings(reader)
+    n = offset_of(reader, point)
+    pairs = [(r.acl_id, _binding(r)) for r in _applying(reader, n, rt, resource_name).collect()]
+    image = SecurityImage(acls=AclsImage.of(pairs), next_offset=n)
+    return who_could(image, config, op, rt, resource_name)

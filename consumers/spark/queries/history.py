@@ -1,0 +1,97 @@
+"""The change history of a principal or SCRAM user, from the history table.
+
+The matching rules are ``core.history.history``'s:
+
+- ``principal`` matches an event whose actor is the principal, or whose subject
+  is: an ACL's principal (created or deleted), a SCRAM user as ``User:<name>``,
+  a token's owner, requester or renewer. Renew, expire and remove events do not
+  name those parties: they are the parties of the token's DelegationTokenIssued
+  event (a semi-join with the issue events of the history table, which always
+  starts at offset 0);
+- ``user`` matches ScramCredentialUpserted / ScramCredentialDeleted of that user;
+- ``start`` / ``end`` bound the changes: an offset start N keeps offsets >= N, an
+  offset end N keeps offsets < N (the changes that made the state at N); a time
+  start T keeps events stamped >= T and a time end T events stamped <= T (both
+  inclusive, like ``store.history(start_ms=, end_ms=)`` and ``--since/--until``).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from consumers.spark.queries.points import PointArg, check_point, event_date_of
+from consumers.spark.table_reader import TableReader
+from core.timetravel import QueryError
+
+__all__ = ["change_history"]
+
+_ACL_EVENTS = ("AclCreated", "AclDeleted")
+_SCRAM_EVENTS = ("ScramCredentialUpserted", "ScramCredentialDeleted")
+_ISSUED = "DelegationTokenIssued"
+_TOKEN_LATER = ("DelegationTokenRenewed", "DelegationTokenExpired", "DelegationTokenRemoved")
+
+
+def change_history(
+    reader: TableReader,
+    principal: str | None = None,
+    user: str | None = None,
+    start: PointArg = None,
+    end: PointArg = None,
+) -> DataFrame:
+    """The history rows (redacted: the history table's columns) that pass every filter, by offset.
+
+    Both filters None: every change in the range. Raises QueryError /
+    PointInTimeError for bad arguments before any Spark job.
+    """
+    for name, value in (("principal", principal), ("user", user)):
+        if value is not None and not isinstance(value, str):
+            raise QueryError(f"{name} must be a string, not {value!r}")
+    first, last = check_point(reader, start), check_point(reader, end)
+    if first is not None and last is not None and (first.offset is None) == (last.offset is None):
+        # (an offset and a time are not comparable without a Spark job: such a range may just be empty)
+        if (first.offset, first.timestamp_ms) > (last.offset, last.timestamp_ms):
+            raise QueryError(f"the start ({first}) is after the end ({last})")
+
+    history = reader.history()
+    rows = history
+    if first is not None:
+        if first.offset is not None:
+            rows = rows.where(F.col("offset") >= first.offset)
+        else:
+            rows = rows.where(F.col("timestamp_ms") >= first.timestamp_ms)
+            day = event_date_of(first.timestamp_ms)  # partition pruning: same rows
+            if day is not None:
+                rows = rows.where(F.col("event_date") >= F.lit(day))
+    if last is not None:
+        if last.offset is not None:
+            rows = rows.where(F.col("offset") < last.offset)
+        else:
+            rows = rows.where(F.col("timestamp_ms") <= last.timestamp_ms)
+            day = event_date_of(last.timestamp_ms)
+            if day is not None:
+                rows = rows.where(F.col("event_date") <= F.lit(day))
+    if user is not None:
+        rows = rows.where(F.col("event_type").isin(*_SCRAM_EVENTS) & (F.col("user") == F.lit(user)))
+    if principal is not None:
+        rows = _involving(history, rows, principal)
+    return rows.orderBy("offset")
+
+
+def _involving(history: DataFrame, rows: DataFrame, principal: str) -> DataFrame:
+    p = F.lit(principal)
+    event = F.col("event_type")
+    party = (F.col("owner") == p) | (F.col("requester") == p) | F.coalesce(
+        F.array_contains(F.col("renewers"), p), F.lit(False))
+    tokens = (history.where((event == _ISSUED) & party)
+              .select(F.col("token_id").alias("_involved_token")).distinct())
+    direct = (
+        (F.col("actor_principal") == p)
+        | (event.isin(*_ACL_EVENTS) & (F.col("principal") == p))
+        | (event.isin(*_SCRAM_EVENTS) & (F.concat(F.lit("User:"), F.col("user")) == p))
+        | ((event == _ISSUED) & party)
+    )
+    later = event.isin(*_TOKEN_LATER) & (F.col("token_id") == F.col("_involved_token"))
+    marked = rows.join(F.broadcast(tokens), later, "left")
+    involved = F.coalesce(direct, F.lit(False)) | F.col("_involved_token").isNotNull()
+    return marked.where(involved).drop("_involved_token")

@@ -1,0 +1,112 @@
+"""Points in time over the compacted tables: what a point argument may be, and its offset N.
+
+A point is given as
+
+- an ``int``: an offset N, "the state after the first N events" (0 <= N <= the
+  tables' version, ``reader.offset``);
+- ``core.timetravel.Point`` (``Point.at_offset(n)`` or ``Point.at_time(ms)``), or
+  a mapping ``{"offset": n}`` / ``{"timestamp_ms": ms}`` (``core.timetravel.as_point``);
+- a ``str``: a time, ISO-8601 with a zone or epoch milliseconds
+  (``core.timetravel.parse_time``, the CLI's rule and messages);
+- ``None``: the tables' current version.
+
+A time T means the store's rule: after every batch stamped <= T, i.e. N is the
+first offset stamped later than T (``TableReader.offset_at_time``). A time
+after the newest compacted event gives the tables' version (the tables cannot
+know of events the compaction job has not read yet); a time before the first
+event gives 0 (the empty state; the store itself refuses times before its
+creation, which the tables do not record).
+
+``check_point`` validates without any Spark job; ``resolve`` may run one (a
+time needs a scan of the history table).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import date, timedelta
+
+from consumers.spark.table_reader import TableReader
+from consumers.spark.tables import TablesError
+from core.config import StoreConfig
+from core.timetravel import Point, PointInTimeError, QueryError, as_point, parse_time
+
+__all__ = ["PointArg", "check_point", "check_time", "event_date_of", "offset_of", "require_order", "resolve", "settings"]
+
+PointArg = int | str | Point | Mapping | None
+
+_EPOCH_DATE = date(1970, 1, 1)
+_DAY_MS = 86_400_000
+
+
+def check_point(reader: TableReader, at: PointArg) -> Point | None:
+    """The point ``at`` names, validated against the tables' version (no Spark job); None: current.
+
+    Raises PointInTimeError for a malformed point, a negative offset or an
+    offset past the tables' version.
+    """
+    if at is None:
+        return None
+    if isinstance(at, str):
+        return Point.at_time(parse_time(at))
+    point = as_point(at)
+    if point.offset is not None:
+        n = point.offset
+        if n < 0:
+            raise PointInTimeError(f"offset {n} is negative")
+        if n > reader.offset:
+            raise PointInTimeError(
+                f"offset {n} is past the tables' version: {reader.tables.path} holds events "
+                f"[0, {reader.offset}); run `secmeta spark compact` to catch up")
+    return point
+
+
+def check_time(value: int | str | Point, what: str = "time") -> int:
+    """Epoch ms from an int, ISO-8601/epoch-ms text or ``Point.at_time`` (no Spark job)."""
+    if isinstance(value, Point):
+        if value.timestamp_ms is None:
+            raise PointInTimeError(f"the {what} must be a time, not {value}")
+        return value.timestamp_ms
+    return parse_time(value)
+
+
+def resolve(reader: TableReader, at: PointArg = None) -> int:
+    """The offset N of a point: events [0, N) make the state there (a time costs one Spark job)."""
+    point = check_point(reader, at)
+    return offset_of(reader, point)
+
+
+def offset_of(reader: TableReader, point: Point | None) -> int:
+    if point is None:
+        return reader.offset
+    if point.offset is not None:
+        return point.offset
+    return reader.offset_at_time(point.timestamp_ms)  # type: ignore[arg-type]
+
+
+def settings(reader: TableReader) -> StoreConfig:
+    """The store settings the authorizer needs (super users, allow-if-no-ACL) from the manifest."""
+    config = reader.manifest.config
+    missing = [k for k in ("super_users", "allow_everyone_if_no_acl_found") if k not in config]
+    if missing:
+        raise TablesError(
+            f"the manifest of {reader.tables.path} does not record the store's {' and '.join(missing)}; "
+            "run `secmeta spark compact` once more to record them")
+    try:
+        return StoreConfig(super_users=frozenset(config["super_users"]),
+                           allow_everyone_if_no_acl_found=bool(config["allow_everyone_if_no_acl_found"]))
+    except (TypeError, ValueError) as exc:
+        raise TablesError(f"the manifest of {reader.tables.path} has unusable settings: {exc}") from None
+
+
+def event_date_of(timestamp_ms: int) -> date | None:
+    """The ``event_date`` partition of a time (None when outside the dates Python can show)."""
+    try:
+        return _EPOCH_DATE + timedelta(days=timestamp_ms // _DAY_MS)
+    except OverflowError:
+        return None
+
+
+def require_order(first: int, second: int, names: tuple[str, str]) -> None:
+    if first > second:
+        raise QueryError(f"{names[0]} {first} is after {names[1]} {second}")
