@@ -146,7 +146,13 @@ def who_could_cmd(args: argparse.Namespace) -> int:
     op = AclOperation.parse(args.operation)
     with open_store(args, read_only=True) as store:
         grants = store.who_could(op, rtype, name, at=_point(args, "at"))
-    if args.json:
+    print_grants(grants, op, rtype, name, as_json=args.json)
+    return 0
+
+
+def print_grants(grants, op: AclOperation, rtype, name: str, *, as_json: bool) -> None:
+    """who-could's answer as a table (or JSON): principal, host, why, ACLs, exceptions."""
+    if as_json:
         print_json([g.to_dict() for g in grants])
     elif grants:
         print_table(["PRINCIPAL", "HOST", "WHY", "ACL IDS", "EXCEPT HOSTS", "EXCEPT PRINCIPALS"],
@@ -154,7 +160,6 @@ def who_could_cmd(args: argparse.Namespace) -> int:
                       ",".join(g.except_hosts) or "-", ",".join(g.except_principals) or "-"] for g in grants])
     else:
         print(f"nobody could {op.name} {rtype.name}:{name} then")
-    return 0
 
 
 def timeline_cmd(args: argparse.Namespace) -> int:

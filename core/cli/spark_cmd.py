@@ -13,8 +13,12 @@ import argparse
 import sys
 import time
 
-from core.cli.common import add_key_option, iso_time, store_path
+from core.cli.common import add_key_option, iso_time, print_json, print_table, store_path
+from core.cli.forensics_cmd import _one_resource, _point, _point_pair, print_grants
+from core.cli.security import add_resource_options
 from core.errors import SecmetaError
+from core.forensics import parse_operation
+from core.timetravel import parse_time
 
 _SPARK_HELP = ("Local Spark (local[2]) by default; --master URL runs on a cluster. Under spark-submit, "
                "the master comes from spark-submit.")
@@ -60,6 +64,56 @@ def register(commands: argparse._SubParsersAction) -> None:
     _master(audit)
     audit.set_defaults(func=audit_cmd)
 
+    query = sub.add_parser(
+        "query", help="point-in-time questions over the tables (ACLs at T, who could, history, tokens, SQL)",
+        description="Answer forensic questions from a tables directory written by `secmeta spark compact`; "
+                    "answers equal the embedded store's as_of / who-could / history. Times are ISO-8601 "
+                    "with a zone, or epoch ms; --*-offset N means after the first N events.")
+    qsub = query.add_subparsers(dest="query_command", required=True, metavar="QUERY")
+
+    acls = qsub.add_parser("acls", help="the ACLs in force at a point, and who created each",
+                           description="The ACLs in force at a time or offset (default: the tables' version).")
+    _tables(acls)
+    _point_pair(acls, "at", "the point to ask about (default: the tables' version)")
+    acls.set_defaults(func=query_acls_cmd)
+
+    who = qsub.add_parser("who-could", help="every principal allowed an operation on a resource at a point",
+                          description="Who could do OPERATION on the resource at a point, from which hosts, "
+                                      "and the ACLs or super-user rule that allowed it (the authorizer's rules).")
+    _tables(who)
+    who.add_argument("--operation", required=True, metavar="OP")
+    add_resource_options(who, many=False)
+    _point_pair(who, "at", "the point to ask about (default: the tables' version)")
+    who.set_defaults(func=query_who_could_cmd)
+
+    hist = qsub.add_parser("history", help="the change history of a principal or a SCRAM user",
+                           description="Logged changes made by or about a principal (actor or subject) or to a "
+                                       "user's credentials, redacted, in offset order.")
+    _tables(hist)
+    hist.add_argument("--principal", help="changes made by, or about, this principal")
+    hist.add_argument("--user", help="changes to this SCRAM user's credentials")
+    hist.add_argument("--since", metavar="TIME", help="from this time (inclusive)")
+    hist.add_argument("--until", metavar="TIME", help="up to this time (inclusive)")
+    hist.add_argument("--limit", type=_positive, default=1000, metavar="N", help="print at most N (default 1000)")
+    hist.set_defaults(func=query_history_cmd)
+
+    tokens = qsub.add_parser("tokens", help="delegation tokens alive at some moment between two times",
+                             description="Tokens issued, not yet removed and not past their expiry at some "
+                                         "moment in [--from, --to].")
+    _tables(tokens)
+    tokens.add_argument("--from", dest="t1", required=True, metavar="TIME", help="the window's start")
+    tokens.add_argument("--to", dest="t2", metavar="TIME", help="the window's end (default: --from)")
+    tokens.set_defaults(func=query_tokens_cmd)
+
+    sql = qsub.add_parser("sql", help="any SQL over the tables' views (secmeta_history, secmeta_acl_intervals, ...)",
+                          description="Run SQL over temporary views of one version: secmeta_history, secmeta_acls, "
+                                      "secmeta_scram_users, secmeta_tokens, secmeta_acl_intervals, "
+                                      "secmeta_credential_intervals, secmeta_token_intervals.")
+    _tables(sql)
+    sql.add_argument("statement", metavar="SQL")
+    sql.add_argument("--limit", type=_positive, default=1000, metavar="N", help="print at most N rows (default 1000)")
+    sql.set_defaults(func=query_sql_cmd)
+
 
 def _positive(text: str) -> int:
     try:
@@ -79,6 +133,12 @@ def _store_and_tables(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", metavar="DIR", required=True, help="the store directory to read")
     add_key_option(parser)
     parser.add_argument("--tables", metavar="DIR", required=True, help="the tables directory")
+    _master(parser)
+
+
+def _tables(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tables", metavar="DIR", required=True, help="the tables directory")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _master(parser)
 
 
@@ -149,3 +209,106 @@ def audit_cmd(args: argparse.Namespace) -> int:
     for rule, n in sorted(counts.items()):
         print(f"  {rule}: {n}")
     return 0
+
+
+# -- queries: arguments are checked, and the manifest read, before Spark starts ------------------
+
+
+def _reader(args: argparse.Namespace):
+    from consumers.spark.tables import Tables
+
+    Tables(args.tables).manifest()  # not a tables directory / newer format: fail before Spark starts
+    from consumers.spark.table_reader import TableReader
+
+    return TableReader(_session(args), args.tables)
+
+
+def query_acls_cmd(args: argparse.Namespace) -> int:
+    from consumers.spark import queries
+
+    at = _point(args, "at")
+    found = queries.acls_at(_reader(args), at)
+    if args.json:
+        print_json([a.to_dict() for a in found])
+        return 0
+    print_table(["ACL ID", "RESOURCE", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION", "CREATED BY"],
+                [[a.acl_id, f"{a.binding.restype.name}:{a.binding.name}", a.binding.resource_pattern_type.name,
+                  a.binding.principal, a.binding.host, a.binding.operation.name, a.binding.permission_type.name,
+                  f"{a.created_by} @{a.created_offset} {iso_time(a.created_ms)}"] for a in found])
+    print(f"{len(found)} ACLs in force at {at or 'the tables version'}")
+    return 0
+
+
+def query_who_could_cmd(args: argparse.Namespace) -> int:
+    from consumers.spark import queries
+
+    rtype, name = _one_resource(args)
+    op = parse_operation(args.operation)
+    at = _point(args, "at")
+    grants = queries.who_could_at(_reader(args), op, rtype, name, at)
+    print_grants(grants, op, rtype, name, as_json=args.json)
+    return 0
+
+
+def query_history_cmd(args: argparse.Namespace) -> int:
+    from consumers.spark import queries
+
+    start = None if args.since is None else parse_time(args.since)
+    end = None if args.until is None else parse_time(args.until)
+    reader = _reader(args)
+    rows = queries.change_history(reader, principal=args.principal, user=args.user,
+                                  start=None if start is None else {"timestamp_ms": start},
+                                  end=None if end is None else {"timestamp_ms": end})
+    found = rows.limit(args.limit + 1).collect()
+    shown = found[:args.limit]
+    envelope = ("offset", "timestamp", "timestamp_ms", "actor_principal", "actor_host", "request_id",
+                "event_type", "entity_key", "event_date")
+    if args.json:
+        print_json([{k: v for k, v in r.asDict().items() if v is not None and k != "event_date"} for r in shown])
+        return 0
+    print_table(["OFFSET", "TIME", "ACTOR", "HOST", "EVENT", "ENTITY", "DETAILS"],
+                [[r.offset, iso_time(r.timestamp_ms), r.actor_principal, r.actor_host, r.event_type, r.entity_key,
+                  " ".join(f"{k}={_cell(v)}" for k, v in r.asDict().items() if k not in envelope and v is not None)]
+                 for r in shown])
+    print(f"{len(shown)} changes" + (" (more not shown: raise --limit)" if len(found) > args.limit else ""))
+    return 0
+
+
+def query_tokens_cmd(args: argparse.Namespace) -> int:
+    from consumers.spark import queries
+
+    t1 = parse_time(args.t1)
+    t2 = t1 if args.t2 is None else parse_time(args.t2)
+    alive = queries.tokens_alive(_reader(args), t1, t2)
+    if args.json:
+        print_json([t.to_dict() for t in alive])
+        return 0
+    print_table(["TOKEN ID", "OWNER", "REQUESTER", "RENEWERS", "ISSUED", "EXPIRES", "ALIVE FROM"],
+                [[t.token_id, t.owner, t.requester, ",".join(t.renewers) or "-", iso_time(t.issue_timestamp_ms),
+                  iso_time(t.expiry_timestamp_ms), iso_time(t.alive_from_ms)] for t in alive])
+    print(f"{len(alive)} tokens alive between {iso_time(t1)} and {iso_time(t2)}")
+    return 0
+
+
+def query_sql_cmd(args: argparse.Namespace) -> int:
+    reader = _reader(args)
+    reader.register_views()
+    _print_rows(reader.spark.sql(args.statement), args)
+    return 0
+
+
+def _print_rows(df, args: argparse.Namespace) -> None:
+    rows = df.limit(args.limit + 1).collect()
+    shown = rows[:args.limit]
+    if args.json:
+        print_json([r.asDict(recursive=True) for r in shown])
+        return
+    print_table(df.columns, [[_cell(v) for v in r] for r in shown])
+    more = " (more not shown: raise --limit)" if len(rows) > args.limit else ""
+    print(f"{len(shown)} rows{more}")
+
+
+def _cell(value) -> str:
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return "" if value is None else str(value)
