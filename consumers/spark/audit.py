@@ -593,18 +593,11 @@ def run_audit(
             f"max_events_per_trigger must be a whole number > 0, not {max_events_per_trigger!r}"
         )
     _check_store(store_dir, key_file)
-    from consumers.spark import register
+    from consumers.spark.log_source import log_stream
 
-    register(spark)
-    reader = spark.readStream.format("secmeta").option("path", str(store_dir))
-    if key_file is not None:
-        reader = reader.option("keyFile", str(key_file))
-    if max_events_per_trigger is not None:
-        reader = reader.option("maxEventsPerTrigger", max_events_per_trigger)
+    source = log_stream(spark, store_dir, key_file, max_events_per_trigger)
     checkpoint = Path(checkpoint) if checkpoint is not None else Path(alerts_dir) / DEFAULT_CHECKPOINT
-    query = audit_stream(
-        spark, reader.load(), alerts_dir, rules, checkpoint, available_now=once
-    )
+    query = audit_stream(spark, source, alerts_dir, rules, checkpoint, available_now=once)
     if once:
         query.awaitTermination()
     return query

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from consumers.spark import intervals
 from consumers.spark.intervals import KINDS
+from consumers.spark.log_source import log_stream
 from consumers.spark.tables import HISTORY, Manifest, Tables, TablesError, Version
 
 __all__ = ["DEFAULT_RETAIN_VERSIONS", "compact", "compaction_stream", "open_tables"]
@@ -176,15 +176,8 @@ def compaction_stream(
         raise ValueError(f"max_events_per_trigger must be at least 1, not {max_events_per_trigger}")
     tables = open_tables(store_dir, tables_dir)
     checkpoint = str(Path(checkpoint) if checkpoint is not None else tables.path / "_checkpoint")
-    from consumers.spark import register
-
-    register(spark)
-    reader = spark.readStream.format("secmeta").option("path", str(store_dir))
-    if key_file is not None:
-        reader = reader.option("keyFile", str(key_file))
-    if max_events_per_trigger is not None:
-        reader = reader.option("maxEventsPerTrigger", max_events_per_trigger)
-    writer = (reader.load().writeStream.queryName(f"secmeta-compact-{tables.path.name}")
+    source = log_stream(spark, store_dir, key_file, max_events_per_trigger)
+    writer = (source.writeStream.queryName(f"secmeta-compact-{tables.path.name}")
               .foreachBatch(_Commit(spark, tables, checkpoint, retain_versions, after_step, progress))
               .option("checkpointLocation", checkpoint))
     writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{trigger_seconds} seconds")
@@ -203,8 +196,3 @@ def compact(spark: SparkSession, store_dir: str | os.PathLike, tables_dir: str |
         raise error
     return Tables(tables_dir).manifest()
 
-
-def wait_for(query: StreamingQuery, poll_seconds: float = 0.2) -> None:
-    """Block until ``query`` stops (used by the CLI so Ctrl-C stops it cleanly)."""
-    while query.isActive:
-        time.sleep(poll_seconds)

@@ -115,7 +115,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from consumers.spark.log_source import SecmetaSourceError
+from consumers.spark.options import SecmetaSourceError, int_option, option
 from consumers.spark.rows import SCHEMA, arrow_batch
 
 __all__ = [
@@ -524,30 +524,14 @@ class _PartitionRead:
 # -- options ---------------------------------------------------------------------------
 
 
-def _option(options: Mapping[str, str], name: str) -> str | None:
-    value = options.get(name)
-    if value is None:
-        value = options.get(name.lower())
-    return None if value is None else str(value)
-
-
 def _int_option(options: Mapping[str, str], name: str, *, minimum: int = 1) -> int | None:
-    text = _option(options, name)
-    if text is None or text.strip() == "":
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise SecmetaKafkaSourceError(f"option {name} must be an integer, not {text!r}") from None
-    if value < minimum:
-        raise SecmetaKafkaSourceError(f"option {name} must be >= {minimum}, not {value}")
-    return value
+    return int_option(options, name, minimum=minimum, error=SecmetaKafkaSourceError)
 
 
 def _client_settings(options: Mapping[str, str]) -> dict[str, str]:
     """bootstrap.servers and the kafka.* pass-through settings."""
-    prefixed = _option(options, "kafka.bootstrap.servers")
-    plain = _option(options, "bootstrap.servers")
+    prefixed = option(options, "kafka.bootstrap.servers")
+    plain = option(options, "bootstrap.servers")
     if prefixed and plain and prefixed.strip() != plain.strip():
         raise SecmetaKafkaSourceError(
             f"options kafka.bootstrap.servers ({prefixed!r}) and bootstrap.servers ({plain!r}) disagree: give one")
@@ -578,24 +562,24 @@ class SecmetaKafkaDataSource(DataSource):
     def __init__(self, options: Mapping[str, str]) -> None:
         super().__init__(options)
         settings = _client_settings(options)
-        topic = (_option(options, "topic") or "").strip()
+        topic = (option(options, "topic") or "").strip()
         if not topic:
             raise SecmetaKafkaSourceError(
                 'the secmeta-kafka data source needs .option("topic", HISTORY_TOPIC)')
-        self.starting = parse_offsets(_option(options, "startingOffsets"), "startingOffsets", topic,
+        self.starting = parse_offsets(option(options, "startingOffsets"), "startingOffsets", topic,
                                       default=EARLIEST)
-        self.ending = parse_offsets(_option(options, "endingOffsets"), "endingOffsets", topic,
+        self.ending = parse_offsets(option(options, "endingOffsets"), "endingOffsets", topic,
                                     default=LATEST, allow_earliest=False)
-        self.has_ending = _option(options, "endingOffsets") is not None
+        self.has_ending = option(options, "endingOffsets") is not None
         self.max_events = _int_option(options, "maxEventsPerTrigger")
         per_partition = _int_option(options, "maxEventsPerPartition") or DEFAULT_EVENTS_PER_PARTITION
         lookback = _int_option(options, "duplicateLookback", minimum=0)
         poll_ms = _int_option(options, "pollTimeoutMs") or DEFAULT_POLL_TIMEOUT_MS
         metadata_ms = _int_option(options, "metadataTimeoutMs") or DEFAULT_METADATA_TIMEOUT_MS
-        policy = (_option(options, "notOurMessages") or "skip").strip().lower()
+        policy = (option(options, "notOurMessages") or "skip").strip().lower()
         if policy not in ("skip", "fail"):
             raise SecmetaKafkaSourceError(f"option notOurMessages must be skip or fail, not {policy!r}")
-        prefix = (_option(options, "groupIdPrefix") or "secmeta-spark").strip()
+        prefix = (option(options, "groupIdPrefix") or "secmeta-spark").strip()
         if not prefix:
             raise SecmetaKafkaSourceError("option groupIdPrefix must not be empty")
         self.source = _Topic(

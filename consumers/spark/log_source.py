@@ -35,6 +35,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from consumers.spark.options import SecmetaSourceError, int_option, option
 from consumers.spark.rows import SCHEMA, arrow_batch, event_row
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "SecmetaLogDataSource",
     "SecmetaSourceError",
     "event_row",
+    "log_stream",
     "plan_ranges",
 ]
 
@@ -51,8 +53,15 @@ DEFAULT_EVENTS_PER_PARTITION = 100_000
 _ARROW_BATCH = 8192
 
 
-class SecmetaSourceError(ValueError):
-    """A secmeta data source was given bad options (no path, a bad number)."""
+def log_stream(spark, store_dir, key_file=None, max_events_per_trigger: int | None = None):
+    """A streaming DataFrame of a store's log (registers the source with ``spark`` first)."""
+    spark.dataSource.register(SecmetaLogDataSource)
+    reader = spark.readStream.format("secmeta").option("path", str(store_dir))
+    if key_file is not None:
+        reader = reader.option("keyFile", str(key_file))
+    if max_events_per_trigger is not None:
+        reader = reader.option("maxEventsPerTrigger", max_events_per_trigger)
+    return reader.load()
 
 
 @dataclass(frozen=True)
@@ -118,42 +127,19 @@ class _Store:
                 yield arrow_batch(chunk)
 
 
-def _option(options: Mapping[str, str], name: str) -> str | None:
-    value = options.get(name)
-    if value is None:
-        value = options.get(name.lower())
-    return value
-
-
-def _int_option(options: Mapping[str, str], name: str) -> int | None:
-    text = _option(options, name)
-    if text is None or text == "":
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise SecmetaSourceError(f"option {name} must be an integer, not {text!r}") from None
-    if value < 0:
-        raise SecmetaSourceError(f"option {name} must be >= 0, not {value}")
-    return value
-
-
 class SecmetaLogDataSource(DataSource):
     """``format("secmeta")``: the events of a store's log; see the module docstring."""
 
     def __init__(self, options: Mapping[str, str]) -> None:
         super().__init__(options)
-        path = _option(options, "path")
+        path = option(options, "path")
         if not path:
             raise SecmetaSourceError('the secmeta data source needs .option("path", STORE_DIR)')
-        per_partition = _int_option(options, "maxEventsPerPartition")
-        self.max_events = _int_option(options, "maxEventsPerTrigger")
-        for name, value in (("maxEventsPerPartition", per_partition), ("maxEventsPerTrigger", self.max_events)):
-            if value == 0:
-                raise SecmetaSourceError(f"option {name} must be > 0")
-        self.store = _Store(path, _option(options, "keyFile"), per_partition or DEFAULT_EVENTS_PER_PARTITION)
-        self.start_offset = _int_option(options, "startOffset")
-        self.end_offset = _int_option(options, "endOffset")
+        per_partition = int_option(options, "maxEventsPerPartition")
+        self.max_events = int_option(options, "maxEventsPerTrigger")
+        self.store = _Store(path, option(options, "keyFile"), per_partition or DEFAULT_EVENTS_PER_PARTITION)
+        self.start_offset = int_option(options, "startOffset", minimum=0)
+        self.end_offset = int_option(options, "endOffset", minimum=0)
         # Fail here, on the driver, before any Spark job: not a store, wrong keyring, corrupt log.
         self.store.bounds()
 

@@ -32,6 +32,8 @@ def session(app: str = "secmeta", master: str | None = None) -> SparkSession:
         builder = builder.master(master)
     builder = (builder.config("spark.pyspark.python", python)
                .config("spark.sql.session.timeZone", "UTC")
+               # partitioned writes (history by date) without sorting each task's rows first
+               .config("spark.sql.maxConcurrentOutputFileWriters", "16")
                .config("spark.ui.showConsoleProgress", "false"))
     if master is not None and master.startswith("local"):
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
