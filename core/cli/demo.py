@@ -43,6 +43,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     demo.add_argument("--dir", default="demo-store", help="store directory to (re)create (default ./demo-store)")
     demo.add_argument("--users", type=int, default=300, help="SCRAM users to create (default 300)")
     demo.add_argument("--acls", type=int, default=3000, help="ACLs to create (default 3000)")
+    demo.add_argument("--no-spark", action="store_true", help="skip the Spark part (it starts a local JVM)")
     demo.set_defaults(func=run)
 
 
@@ -68,12 +69,14 @@ def run(args: argparse.Namespace) -> int:
         info = store.snapshot()
         print(f"\n6. snapshot at offset {info.next_offset}: {info.size:,} bytes")
         _last_events(store)
-        _over_time(store, clock)
+        point = _over_time(store, clock)
     with SecurityStore.open(store_dir, config, keyring=keyring) as store:
         print(f"\n9. reopened: {store.log.recovery}; {store.loaded}")
         print(f"   {store!r}")
         _kafka(store, store_dir, keyring)
     _tamper(store_dir, keyring)
+    if not args.no_spark:
+        _spark(store_dir, key_file, config, keyring, point)
     print(f"\nTry: secmeta acls --list --topic orders-1 --store {store_dir} --key-file {key_file}")
     return 0
 
@@ -228,7 +231,7 @@ class DemoClock:
         self.skew += hours * 3600
 
 
-def _over_time(store, clock: DemoClock) -> None:
+def _over_time(store, clock: DemoClock):
     from core.timetravel import Point
 
     print("\n8. forensics over simulated time: who could read topic ledger-eu, and who changed that?")
@@ -255,6 +258,7 @@ def _over_time(store, clock: DemoClock) -> None:
     allowed = view.authorize("User:carol", "10.1.1.9", AclOperation.READ, ResourceType.TOPIC, "ledger-eu")
     print(f"   as_of(grant + 1 min).authorize(carol, READ, ledger-eu) = {allowed}; today = "
           f"{store.authorize('User:carol', '10.1.1.9', AclOperation.READ, ResourceType.TOPIC, 'ledger-eu')}")
+    return Point.at_time(int(granted) + 3_600_000)
 
 
 def _kafka(store, store_dir: Path, keyring: Keyring) -> None:
@@ -318,3 +322,52 @@ def _tamper(store_dir: Path, keyring: Keyring) -> None:
         data[len(data) // 2] ^= 0x01
         segment.write_bytes(bytes(data))
         print(f"   one bit flipped in a copy's {segment.name}: {verify_log(copy, keyring=keyring)}")
+
+
+def _spark(store_dir: Path, key_file: Path, config: StoreConfig, keyring: Keyring, point) -> None:
+    """Compact the demo store with local Spark and ask a point-in-time question of the tables."""
+    from core.store import SecurityStore
+
+    try:
+        from consumers.spark import queries
+        from consumers.spark.compaction import compact
+        from consumers.spark.session import session
+        from consumers.spark.table_reader import TableReader
+    except ImportError:
+        print("\n   (install the spark extra to see the Spark compaction)")
+        return
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        print("\n   (Spark needs a Java runtime: install one to see the Spark compaction)")
+        return
+    tables = store_dir.with_name(store_dir.name + ".tables")
+    shutil.rmtree(tables, ignore_errors=True)
+    print(f"\n12. Spark (local[2]): compacting the log into history, snapshot and interval tables in {tables}")
+    started = time.monotonic()
+    from pyspark.sql import SparkSession
+
+    ours = SparkSession.getActiveSession() is None  # stop only a session this demo started
+    spark = session(app="secmeta-demo")
+    try:
+        manifest = compact(spark, store_dir, tables, key_file=str(key_file), max_events_per_trigger=2000,
+                           progress=lambda v: print(f"   version {v.offset}: +{v.events} events", flush=True))
+        print(f"   {manifest.offset} events compacted in {time.monotonic() - started:.0f} s "
+              f"(including starting Spark)")
+        reader = TableReader(spark, tables)
+        grants = queries.who_could_at(reader, "READ", "TOPIC", "ledger-eu", point)
+        acls = queries.acls_at(reader, point)
+        with SecurityStore.open(store_dir, config, keyring=keyring, read_only=True) as store:
+            embedded = store.who_could("READ", "TOPIC", "ledger-eu", at=point)
+            view = store.as_of(timestamp_ms=point.timestamp_ms)
+            embedded_acls = view.describe_acls(AclBindingFilter.any(), context=ADMIN)
+        print(f"   who could READ topic ledger-eu at {iso_time(point.timestamp_ms)}, from the Spark tables:")
+        print_table(["PRINCIPAL", "HOST", "WHY"], [[g.principal, g.host, g.reason] for g in grants[:6]])
+        if len(grants) > 6:
+            print(f"   ... {len(grants) - 6} more")
+        print(f"   equal to the embedded store's who_could: {grants == embedded}; ACLs in force then: "
+              f"{len(acls)} (Spark) and {len(embedded_acls)} (store), same set: "
+              f"{sorted(map(repr, (a.binding for a in acls))) == sorted(map(repr, embedded_acls))}")
+        print(f"   try: secmeta spark query sql --tables {tables} "
+              "\"SELECT event_type, count(*) FROM secmeta_history GROUP BY event_type\"")
+    finally:
+        if ours:
+            spark.stop()

@@ -137,6 +137,7 @@ def test_demo_runs_and_detects_tampering(tmp_path, capsys):
     assert "User:carol among them" in out and "= True; today = False" in out
     assert "identical to the store: True" in out and "alerts; for example" in out
     assert "secmeta log verify: OK" in out and "FAILED at offset" in out
+    assert "equal to the embedded store's who_could: True" in out and "same set: True" in out
 
 
 def test_snapshot_refuses_while_a_writer_holds_the_store(store, capsys):
