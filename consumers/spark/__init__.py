@@ -9,11 +9,11 @@ from __future__ import annotations
 __all__ = ["local_session", "register"]
 
 
-def local_session(app: str = "secmeta", master: str = "local[2]"):
+def local_session(app: str = "secmeta", master: str = "local[2]", driver_memory: str | None = None):
     """A SparkSession for local use; see ``consumers.spark.session.local_session``."""
     from consumers.spark.session import local_session as _local_session
 
-    return _local_session(app=app, master=master)
+    return _local_session(app=app, master=master, driver_memory=driver_memory)
 
 
 def register(spark) -> None:

@@ -109,7 +109,7 @@ class _Commit:
             "event_date", F.expr("date_from_unix_date(CAST(floor(timestamp_ms / 86400000) AS INT))"))
         events.write.partitionBy("event_date").parquet(str(staging / HISTORY))
         if not any((staging / HISTORY).rglob("*.parquet")):  # an empty batch: no new version
-            shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(staging.parent, ignore_errors=True)
             return
         staged = self.spark.read.parquet(str(staging / HISTORY))
         stats = staged.agg(F.count(F.lit(1)).alias("n"), F.min("offset").alias("lo"),
@@ -144,7 +144,7 @@ class _Commit:
         manifest.versions.append(Version(new_offset, commit, stats.ts, stats.n))
         manifest.last_batch = {"checkpoint": self.checkpoint, "batch_id": batch_id}
         tables.write_manifest(manifest)
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging.parent, ignore_errors=True)
         tables.drop_versions(manifest, [k.name for k in KINDS], self.retain_versions)
         if self.progress is not None:
             self.progress(manifest.versions[-1])

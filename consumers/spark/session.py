@@ -22,8 +22,11 @@ def _under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def session(app: str = "secmeta", master: str | None = None) -> SparkSession:
-    """Get or create a quiet SparkSession (UTC, no UI, few shuffle partitions in local mode)."""
+def session(app: str = "secmeta", master: str | None = None, driver_memory: str | None = None) -> SparkSession:
+    """Get or create a quiet SparkSession (UTC, no UI, few shuffle partitions in local mode).
+
+    ``driver_memory`` (e.g. "4g") applies only when this call starts Spark.
+    """
     python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master is None and not _under_spark_submit():
         master = DEFAULT_MASTER
@@ -35,6 +38,8 @@ def session(app: str = "secmeta", master: str | None = None) -> SparkSession:
                # partitioned writes (history by date) without sorting each task's rows first
                .config("spark.sql.maxConcurrentOutputFileWriters", "16")
                .config("spark.ui.showConsoleProgress", "false"))
+    if driver_memory is not None:
+        builder = builder.config("spark.driver.memory", driver_memory)
     if master is not None and master.startswith("local"):
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         builder = (builder.config("spark.pyspark.driver.python", sys.executable)
@@ -47,7 +52,7 @@ def session(app: str = "secmeta", master: str | None = None) -> SparkSession:
     return spark
 
 
-def local_session(app: str = "secmeta", master: str = DEFAULT_MASTER) -> SparkSession:
+def local_session(app: str = "secmeta", master: str = DEFAULT_MASTER, driver_memory: str | None = None) -> SparkSession:
     """A local-mode session whose workers run this interpreter (tests, the demo, benchmarks)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    return session(app, master)
+    return session(app, master, driver_memory)
