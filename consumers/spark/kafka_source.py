@@ -116,7 +116,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from consumers.spark.options import SecmetaSourceError, int_option, option
-from consumers.spark.rows import SCHEMA, arrow_batch
+from consumers.spark.rows import SCHEMA, arrow_batches
 
 __all__ = [
     "EARLIEST",
@@ -135,7 +135,6 @@ DEFAULT_EVENTS_PER_PARTITION = 100_000
 DEFAULT_DUPLICATE_LOOKBACK = 10_000
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 DEFAULT_METADATA_TIMEOUT_MS = 10_000
-_ARROW_BATCH = 8192
 _FETCH_BATCH = 2000
 
 #: Offsets in an offsets option that mean "the partition's earliest / latest offset" (Spark's Kafka values).
@@ -385,11 +384,18 @@ class _PartitionRead:
 
     def batches(self) -> Iterator:
         """Arrow batches of the range's new events, in Kafka order."""
+        yield from arrow_batches(self._envelopes())
+        if self.duplicates or self.foreign:
+            part = self.part
+            logger.info("%s[%d] [%d, %d): skipped %d duplicate(s) and %d message(s) not ours", self.topic.topic,
+                        part.partition, part.start, part.end, self.duplicates, self.foreign)
+
+    def _envelopes(self) -> Iterator:
+        """The range's new events (duplicates and messages not ours dropped), in Kafka order."""
         from consumers.kafka.wire import NotOurMessage, message_offset
 
         part = self.part
         seed: list | None = []  # (log offset, message) before the range, to seed the duplicate filter
-        chunk: list = []
         for msg in self._messages():
             offset = msg.offset()
             if offset < part.start:
@@ -403,15 +409,7 @@ class _PartitionRead:
                 seed = None
             envelope = self._take(msg, offset)
             if envelope is not None:
-                chunk.append(envelope)
-                if len(chunk) == _ARROW_BATCH:
-                    yield arrow_batch(chunk)
-                    chunk = []
-        if chunk:
-            yield arrow_batch(chunk)
-        if self.duplicates or self.foreign:
-            logger.info("%s[%d] [%d, %d): skipped %d duplicate(s) and %d message(s) not ours", self.topic.topic,
-                        part.partition, part.start, part.end, self.duplicates, self.foreign)
+                yield envelope
 
     def _seed(self, seed: list) -> None:
         """The highest log offset of an event before the range: the newest that decodes, highest first.

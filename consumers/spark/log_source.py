@@ -36,7 +36,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from consumers.spark.options import SecmetaSourceError, int_option, option
-from consumers.spark.rows import SCHEMA, arrow_batch, event_row
+from consumers.spark.rows import SCHEMA, arrow_batches, event_row
 
 __all__ = [
     "SCHEMA",
@@ -48,9 +48,8 @@ __all__ = [
     "plan_ranges",
 ]
 
-# Events per Spark task at most (a large segment is read by several tasks), and per Arrow batch.
+# Events per Spark task at most (a large segment is read by several tasks).
 DEFAULT_EVENTS_PER_PARTITION = 100_000
-_ARROW_BATCH = 8192
 
 
 def log_stream(spark, store_dir, key_file=None, max_events_per_trigger: int | None = None):
@@ -117,14 +116,7 @@ class _Store:
         if part.start >= part.end:
             return
         with self.open() as log:
-            chunk = []
-            for envelope in log.read(part.start, part.end):
-                chunk.append(envelope)
-                if len(chunk) == _ARROW_BATCH:
-                    yield arrow_batch(chunk)
-                    chunk = []
-            if chunk:
-                yield arrow_batch(chunk)
+            yield from arrow_batches(log.read(part.start, part.end))
 
 
 class SecmetaLogDataSource(DataSource):

@@ -12,8 +12,9 @@ sources hand to Spark (several times faster than tuples).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import fields
+import gc
+import typing
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any
@@ -29,7 +30,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-__all__ = ["ARROW_SCHEMA", "SCHEMA", "arrow_batch", "event_row"]
+__all__ = ["ARROW_BATCH", "ARROW_SCHEMA", "SCHEMA", "arrow_batch", "arrow_batches", "event_row"]
+
+ARROW_BATCH = 8192  # rows per Arrow batch handed to Spark
 
 _TS = TimestampType()
 
@@ -88,66 +91,63 @@ ARROW_SCHEMA = pa.schema([pa.field(name, _arrow_type(dtype)) for name, dtype, _ 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _name(value: Any) -> Any:
-    return value.name if isinstance(value, Enum) else value
-
-
-_BINDING_FIELDS: dict[str, Any] = {
-    "resource_type": lambda b: b.restype.name,
-    "resource_name": lambda b: b.name,
-    "pattern_type": lambda b: b.resource_pattern_type.name,
-    "principal": lambda b: b.principal,
-    "host": lambda b: b.host,
-    "operation": lambda b: b.operation.name,
-    "permission_type": lambda b: b.permission_type.name,
+# How the columns filled from an ACL binding are read from an event's ``binding``.
+_BINDING_FIELDS: dict[str, str] = {
+    "resource_type": "b.pattern.resource_type._name_",
+    "resource_name": "b.pattern.name",
+    "pattern_type": "b.pattern.pattern_type._name_",
+    "principal": "b.entry.principal",
+    "host": "b.entry.host",
+    "operation": "b.entry.operation._name_",
+    "permission_type": "b.entry.permission_type._name_",
 }
 
 
-def _extractor(source: str, dtype: Any, event_type: type):
-    """How one payload column is read from an event of ``event_type`` (None: the column is null).
+def _expression(source: str, dtype: Any, hints: dict[str, Any]) -> str:
+    """The Python expression reading one payload column from event ``e`` (binding ``b``); "None" if absent.
 
-    Timestamp columns are read as milliseconds; the caller converts them.
+    Enums become their names; timestamp columns stay in milliseconds (the caller converts them).
     """
-    names = {f.name for f in fields(event_type)}
-    if source in _BINDING_FIELDS and "binding" in names:
-        get = _BINDING_FIELDS[source]
-        return lambda event: get(event.binding)
-    if source not in names:
-        return None
+    if source in _BINDING_FIELDS and "binding" in hints:
+        return _BINDING_FIELDS[source]
+    if source not in hints:
+        return "None"
     if isinstance(dtype, ArrayType):
-        return lambda event: [str(v) for v in getattr(event, source)]
-    return lambda event: _name(getattr(event, source))
+        return f"list(e.{source})"
+    hint = hints[source]
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return f"e.{source}._name_"
+    return f"e.{source}"
 
 
-_PLANS: dict[type, list[tuple[int, Any]]] = {}
+_ROW_MAKERS: dict[type, Any] = {}
 
 
-def _plan(event_type: type) -> list[tuple[int, Any]]:
-    """(column index, extractor) for every payload column an event type fills."""
-    plan = _PLANS.get(event_type)
-    if plan is None:
-        plan = []
-        for i, (_column, dtype, source) in enumerate(_COLUMNS):
-            if source is not None and (get := _extractor(source, dtype, event_type)) is not None:
-                plan.append((i, get))
-        _PLANS[event_type] = plan
-    return plan
+def _row_maker(event_type: type):
+    """A function from an envelope of ``event_type`` to its row (timestamps in ms), compiled once.
+
+    One tuple expression per event type: several times faster than filling a list
+    column by column, and rows are what the sources spend their time on.
+    """
+    maker = _ROW_MAKERS.get(event_type)
+    if maker is None:
+        hints = typing.get_type_hints(event_type)
+        payload = [_expression(source, dtype, hints) for _c, dtype, source in _COLUMNS[_ENVELOPE_WIDTH:]]
+        source = (
+            "def row(env):\n"
+            "    e = env.event\n"
+            + ("    b = e.binding\n" if "binding" in hints else "")
+            + "    return (env.offset, env.timestamp_ms, env.timestamp_ms, env.actor_principal, "
+            f"env.actor_host, env.request_id, {event_type.__name__!r}, e.entity_key, {', '.join(payload)})\n")
+        namespace: dict[str, Any] = {}
+        exec(compile(source, f"<secmeta row of {event_type.__name__}>", "exec"), namespace)  # noqa: S102
+        maker = _ROW_MAKERS[event_type] = namespace["row"]
+    return maker
 
 
-def _raw_row(envelope) -> list:
+def _raw_row(envelope) -> tuple:
     """A row with timestamps still in milliseconds."""
-    event = envelope.event
-    row: list[Any] = [None] * _WIDTH
-    row[0] = envelope.offset
-    row[1] = row[2] = envelope.timestamp_ms
-    row[3] = envelope.actor_principal
-    row[4] = envelope.actor_host
-    row[5] = envelope.request_id
-    row[6] = type(event).__name__
-    row[7] = event.entity_key
-    for index, get in _plan(type(event)):
-        row[index] = get(event)
-    return row
+    return _row_maker(type(envelope.event))(envelope)
 
 
 _TIME_COLUMNS = [i for i, (_n, dtype, _s) in enumerate(_COLUMNS) if isinstance(dtype, TimestampType)]
@@ -155,7 +155,7 @@ _TIME_COLUMNS = [i for i, (_n, dtype, _s) in enumerate(_COLUMNS) if isinstance(d
 
 def event_row(envelope) -> tuple:
     """One row of ``SCHEMA`` for a decoded envelope (secrets left out by construction)."""
-    row = _raw_row(envelope)
+    row = list(_raw_row(envelope))
     for i in _TIME_COLUMNS:
         if row[i] is not None:
             row[i] = _EPOCH + timedelta(milliseconds=row[i])
@@ -169,7 +169,9 @@ def arrow_batch(envelopes: Sequence) -> pa.RecordBatch:
     """The rows of ``envelopes`` as one RecordBatch of ``ARROW_SCHEMA``."""
     if not envelopes:
         return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
-    columns = list(zip(*map(_raw_row, envelopes), strict=True))
+    makers = _ROW_MAKERS
+    columns = list(zip(*[(makers.get(type(env.event)) or _row_maker(type(env.event)))(env)
+                         for env in envelopes], strict=True))
     arrays = []
     for i, field in enumerate(ARROW_SCHEMA):
         if i in _TIME_COLUMNS:
@@ -177,3 +179,26 @@ def arrow_batch(envelopes: Sequence) -> pa.RecordBatch:
         else:
             arrays.append(pa.array(columns[i], type=field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+def arrow_batches(envelopes: Iterable, size: int = ARROW_BATCH) -> Iterator[pa.RecordBatch]:
+    """``envelopes`` as RecordBatches of ``size`` rows, with Python's cyclic garbage collector paused.
+
+    Decoding makes millions of short-lived, acyclic objects; with the collector on,
+    its sweeps cost about 40% of a source's read rate. It is turned back on when
+    the batches are exhausted or the generator is closed.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        chunk = []
+        for envelope in envelopes:
+            chunk.append(envelope)
+            if len(chunk) == size:
+                yield arrow_batch(chunk)
+                chunk = []
+        if chunk:
+            yield arrow_batch(chunk)
+    finally:
+        if enabled:
+            gc.enable()
