@@ -6,11 +6,12 @@
 Each micro-batch (``_Commit``) is one *commit*:
 
 1. the batch's events are written as Parquet into a staging directory (the
-   only pass over the source);
+   only pass over the source), counted on the way (``observe``: offsets, time,
+   closing events per kind);
 2. for ACLs, credentials and tokens, ``intervals.advance`` turns the previous
    snapshot version and the staged events into a new snapshot version
    (``snapshots/<kind>/v=<offset>``: the open intervals) and the intervals the
-   batch closed, in one job;
+   batch closed, one job per kind, the three jobs running side by side;
 3. staged history and closed-interval files move into their tables, named
    ``c<commit>-...``;
 4. the manifest is replaced (write, fsync, rename): from here readers see the
@@ -29,9 +30,10 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
@@ -43,6 +45,7 @@ from consumers.spark.tables import HISTORY, Manifest, Tables, TablesError, Versi
 __all__ = ["DEFAULT_RETAIN_VERSIONS", "compact", "compaction_stream", "open_tables"]
 
 DEFAULT_RETAIN_VERSIONS = 10
+BROADCAST_CLOSES = 500_000  # closing events of one kind in a batch sent whole to every task, at most
 _APPENDED = [HISTORY, *(k.intervals for k in KINDS)]
 
 
@@ -104,36 +107,44 @@ class _Commit:
         tables.discard_uncommitted(manifest, _APPENDED)
         staging = tables.staging_dir(commit)
 
-        # 1. the events, once, into staging (history rows; also the input of step 2)
+        # 1. the events, once, into staging (history rows; also the input of step 2), counted on the way
+        observed = Observation(f"secmeta-commit-{commit}")
         events = batch.where(F.col("offset") >= manifest.offset).withColumn(
-            "event_date", F.expr("date_from_unix_date(CAST(floor(timestamp_ms / 86400000) AS INT))"))
+            "event_date", F.expr("date_from_unix_date(CAST(floor(timestamp_ms / 86400000) AS INT))")
+        ).observe(observed, F.count(F.lit(1)).alias("n"), F.min("offset").alias("lo"),
+                  F.max("offset").alias("hi"), F.max("timestamp_ms").alias("ts"),
+                  *[F.count_if(F.col("event_type").isin(*k.closes)).alias(f"closes:{k.name}") for k in KINDS])
         events.write.partitionBy("event_date").parquet(str(staging / HISTORY))
-        if not any((staging / HISTORY).rglob("*.parquet")):  # an empty batch: no new version
+        stats = observed.get
+        if not stats["n"]:  # an empty batch: no new version
             shutil.rmtree(staging.parent, ignore_errors=True)
             return
-        staged = self.spark.read.parquet(str(staging / HISTORY))
-        stats = staged.agg(F.count(F.lit(1)).alias("n"), F.min("offset").alias("lo"),
-                           F.max("offset").alias("hi"), F.max("timestamp_ms").alias("ts")).first()
         self.after_step("staged")
-        if stats.lo != manifest.offset or stats.hi - stats.lo + 1 != stats.n:
+        if stats["lo"] != manifest.offset or stats["hi"] - stats["lo"] + 1 != stats["n"]:
             raise TablesError(
-                f"batch {batch_id} holds offsets {stats.lo}..{stats.hi} ({stats.n} events) but the tables "
-                f"continue at offset {manifest.offset}; the checkpoint {self.checkpoint} does not match "
+                f"batch {batch_id} holds offsets {stats['lo']}..{stats['hi']} ({stats['n']} events) but the "
+                f"tables continue at offset {manifest.offset}; the checkpoint {self.checkpoint} does not match "
                 f"{tables.path}")
-        new_offset = stats.hi + 1
+        new_offset = stats["hi"] + 1
 
-        # 2. new snapshot versions (open intervals) and the intervals this batch closed, one job per kind
-        for kind in KINDS:
+        # 2. new snapshot versions (open intervals) and the intervals this batch closed: one job per
+        # kind, run side by side (each is small next to Spark's per-job overhead)
+        staged = self.spark.read.parquet(str(staging / HISTORY))
+
+        def advance(kind: intervals.Kind) -> None:
             previous = intervals.empty(kind, staged)
             if manifest.versions:
                 previous = self.spark.read.schema(previous.schema).parquet(
                     str(tables.snapshot_dir(kind.name, manifest.offset)))
-            out = intervals.advance(kind, previous, staged)
+            out = intervals.advance(kind, previous, staged, few_closes=stats[f"closes:{kind.name}"] <= BROADCAST_CLOSES)
             out.withColumn("open", F.col("valid_to_offset").isNull()).write.partitionBy("open").parquet(
                 str(staging / kind.name))
             tables.publish_files(staging / kind.name / "open=true", tables.snapshot_dir(kind.name, new_offset),
                                  commit, make=True)
-            self.after_step(f"snapshot:{kind.name}")
+
+        with ThreadPoolExecutor(len(KINDS), thread_name_prefix="secmeta-compact") as pool:
+            for kind, _done in zip(KINDS, pool.map(advance, KINDS), strict=True):
+                self.after_step(f"snapshot:{kind.name}")
 
         # 3. appended tables; 4. the manifest
         tables.publish_files(staging / HISTORY, tables.table_dir(HISTORY), commit)
@@ -141,7 +152,7 @@ class _Commit:
             tables.publish_files(staging / kind.name / "open=false", tables.table_dir(kind.intervals), commit)
         self.after_step("published")
         manifest.commits = commit
-        manifest.versions.append(Version(new_offset, commit, stats.ts, stats.n))
+        manifest.versions.append(Version(new_offset, commit, stats["ts"], stats["n"]))
         manifest.last_batch = {"checkpoint": self.checkpoint, "batch_id": batch_id}
         tables.write_manifest(manifest)
         shutil.rmtree(staging.parent, ignore_errors=True)

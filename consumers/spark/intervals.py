@@ -11,7 +11,9 @@ snapshot (open intervals, ``valid_to_offset`` null) and the intervals the batch
 closed, so one job writes both. Only entities the batch touches are windowed;
 the others pass through. The rules are the projections' (``projections.image``):
 
-- ACL: ``AclCreated`` opens, ``AclDeleted`` closes (acl ids are never reused).
+- ACL: ``AclCreated`` opens, ``AclDeleted`` closes (acl ids are never reused,
+  so the batch's closes are joined to the open rows: no window, and no shuffle
+  of the snapshot when the closes are few enough to broadcast).
 - credential (user, mechanism): ``ScramCredentialUpserted`` opens a new interval
   (closing the previous one: a replaced credential), ``ScramCredentialDeleted`` closes.
 - token: ``DelegationTokenIssued`` opens; ``DelegationTokenRenewed`` and
@@ -40,6 +42,9 @@ class Kind:
     opens: tuple[str, ...]
     closes: tuple[str, ...]
     updates: tuple[str, ...] = ()  # events carrying only some attributes (the others carry over)
+    # Each key opens at most once and closes at most once (acl ids are never reused): an interval is
+    # then an opening row joined with its closing event, and no window over the key is needed.
+    single_use_keys: bool = False
 
     @property
     def event_types(self) -> tuple[str, ...]:
@@ -49,7 +54,7 @@ class Kind:
 ACLS = Kind(
     "acls", "acl_intervals", ("acl_id",),
     ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type"),
-    opens=("AclCreated",), closes=("AclDeleted",))
+    opens=("AclCreated",), closes=("AclDeleted",), single_use_keys=True)
 CREDENTIALS = Kind(
     "scram_users", "credential_intervals", ("user", "mechanism"), ("iterations",),
     opens=("ScramCredentialUpserted",), closes=("ScramCredentialDeleted",))
@@ -98,12 +103,16 @@ def columns(kind: Kind) -> list[str]:
     return [*kind.key, *kind.attributes, *INTERVAL_COLUMNS]
 
 
-def advance(kind: Kind, snapshot: DataFrame, events: DataFrame) -> DataFrame:
+def advance(kind: Kind, snapshot: DataFrame, events: DataFrame, few_closes: bool = False) -> DataFrame:
     """The snapshot after ``events`` (rows with a null ``valid_to_offset``) and the intervals they closed.
 
     ``snapshot``: the open intervals before ``events`` (as ``columns(kind)``).
+    ``few_closes``: the events close few enough intervals to send them to every
+    task (a broadcast join: no shuffle of the snapshot) where ``kind`` allows it.
     """
     changes = project(kind, events)
+    if kind.single_use_keys:
+        return _joined(kind, snapshot, changes, few_closes)
     touched = changes.select(*kind.key).distinct()
     keep = snapshot.join(touched, list(kind.key), "left_anti")
     rows = (snapshot.join(touched, list(kind.key), "left_semi").withColumn(_ACTION, F.lit("open"))
@@ -119,6 +128,17 @@ def advance(kind: Kind, snapshot: DataFrame, events: DataFrame) -> DataFrame:
         *[F.lead(src).over(by_key).alias(dst) for src, dst in zip(OPEN_COLUMNS, CLOSE_COLUMNS, strict=True)])
     states = rows.where(F.col(_ACTION) != "close").select(*columns(kind))
     return keep.select(*columns(kind)).unionByName(states)
+
+
+def _joined(kind: Kind, snapshot: DataFrame, changes: DataFrame, few_closes: bool) -> DataFrame:
+    """``advance`` for single-use keys: every opening row (snapshot or batch) left-joined with its close."""
+    opens = changes.where(F.col(_ACTION) == "open").select(*columns(kind))
+    closes = changes.where(F.col(_ACTION) == "close").select(
+        *kind.key, *[F.col(src).alias(dst) for src, dst in zip(OPEN_COLUMNS, CLOSE_COLUMNS, strict=True)])
+    if few_closes:
+        closes = F.broadcast(closes)
+    rows = snapshot.select(*columns(kind)).unionByName(opens).drop(*CLOSE_COLUMNS)
+    return rows.join(closes, list(kind.key), "left").select(*columns(kind))
 
 
 def _close_type(column: str) -> str:

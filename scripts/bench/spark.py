@@ -10,16 +10,18 @@ session measures:
 * the ceiling: the ``secmeta`` source read alone (batch read into Spark's
   ``noop`` sink), events/s;
 * compaction: ``compact`` (one availableNow run: history, snapshots,
-  intervals, manifest) over the same log, events/s, with the time of each step;
+  intervals, manifest) over the same log, events/s, with the time of each step,
+  first in a new JVM, then warm;
 * point-in-time queries on tables compacted from a ``--query-events`` log:
   resolving a time to an offset, the ACLs in force then, who could read a
   topic then, a principal's change history and the tokens alive in a window.
 
 Logs and tables are kept under ``--dir`` (default: a temporary directory) and
 reused when they already hold the asked-for event count. Spark is warmed up
-before timing by a source read and a compaction of a 50,000-event log (a
-long-running stream is warm; the first job of a JVM pays for class loading
-and code generation). Nothing is asserted; see bench-results/spark.json.
+by a source read before timing. Compaction runs twice on fresh tables: the
+first run pays for class loading and JIT compilation in a new JVM; the second
+is the rate of a long-running stream (the target applies to it). Nothing is
+asserted; see bench-results/spark.json.
 """
 
 from __future__ import annotations
@@ -38,7 +40,6 @@ from scripts.bench.history import T0, build_log
 from scripts.bench.report import print_table, rate, write_json
 
 TARGET = 100_000  # DESIGN.md: Spark compaction (local[2]) >= 100k events/s
-WARM_UP_EVENTS = 50_000
 
 
 def _store(root: Path, keyring: Keyring, events: int) -> Path:
@@ -122,19 +123,22 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = local_session(app="secmeta-bench", master="local[2]", driver_memory="6g")
     register(spark)
-    # warm-up (JIT, codegen, Python workers): the source, and a whole compaction of a small log
-    _source_rate(spark, store, key_file, args.events)
-    _compaction(spark, _store(root, keyring, WARM_UP_EVENTS), key_file, root / "tables-warm-up", WARM_UP_EVENTS)
+    _source_rate(spark, store, key_file, args.events)  # warm-up: JVM, Python workers, codegen
     ceiling = _source_rate(spark, store, key_file, args.events)
-    compaction, steps = _compaction(spark, store, key_file, root / f"tables-{args.events}", args.events)
+    tables = root / f"tables-{args.events}"
+    first, first_steps = _compaction(spark, store, key_file, tables, args.events)
+    warm, steps = _compaction(spark, store, key_file, tables, args.events)
     print_table(f"Spark compaction, {args.events:,} events, local[2]", ["measure", "events/s", "vs target"], [
         ["secmeta source read (ceiling)", ceiling, ""],
-        ["compaction (history + snapshots + intervals)", compaction,
-         "PASS" if compaction >= TARGET else f"MISS (target {TARGET:,})"],
+        ["compaction, first run in this JVM", first, ""],
+        ["compaction, warm (history + snapshots + intervals)", warm,
+         "PASS" if warm >= TARGET else f"MISS (target {TARGET:,})"],
     ])
-    print_table("compaction steps", ["step", "seconds"], [[k, round(v, 2)] for k, v in steps.items()])
-    result = {"events": args.events, "source_events_per_s": ceiling, "compaction_events_per_s": compaction,
-              "steps_s": steps, "target_events_per_s": TARGET}
+    print_table("compaction steps (seconds)", ["step", "first run", "warm"],
+                [[k, round(first_steps[k], 2), round(v, 2)] for k, v in steps.items()])
+    result = {"events": args.events, "source_events_per_s": ceiling, "compaction_first_run_events_per_s": first,
+              "compaction_events_per_s": warm, "steps_s": steps, "first_run_steps_s": first_steps,
+              "target_events_per_s": TARGET}
 
     if args.query_events:
         big = _store(root, keyring, args.query_events)

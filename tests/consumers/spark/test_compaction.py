@@ -52,6 +52,20 @@ def test_intervals_equal_the_store_at_every_offset(spark, compacted):
                     for r in _in_force(tokens, n)} == token_state(view), n
 
 
+def test_shuffled_closes_give_the_same_intervals(spark, compacted, tmp_path, monkeypatch):
+    """Batches with more closes than BROADCAST_CLOSES take the shuffle join: same tables as broadcasting."""
+    from consumers.spark import compaction
+
+    space, tables, _manifest = compacted
+    monkeypatch.setattr(compaction, "BROADCAST_CLOSES", 0)
+    shuffled = tmp_path / "tables"
+    compact(spark, space.store_dir, shuffled, key_file=str(space.key_file), max_events_per_trigger=25)
+    for name in ("acl_intervals", "credential_intervals", "token_intervals"):
+        want, got = (sorted(map(tuple, TableReader(spark, t).intervals(name).collect()), key=repr)
+                     for t in (tables, shuffled))
+        assert got == want and got, name
+
+
 def test_history_holds_every_event_once_by_date(spark, compacted):
     space, tables, manifest = compacted
     history = TableReader(spark, tables).history()
