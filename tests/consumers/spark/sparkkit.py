@@ -5,10 +5,46 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import AclBindingFilter, SecurityStore, StoreConfig
+from core import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    SecurityStore,
+    StoreConfig,
+    UserScramCredentialUpsertion,
+)
 from core.log import LogConfig
 from events.keyring import Keyring
 from tests.consumers.conftest import ADMIN, TOKEN_SECRET, random_workload
+
+SALT = b"salt-that-must-never-leak-0123456789"  # the sources' tests look for it in every row
+
+
+def topic_acl(name: str, principal: str = "User:alice", pattern=PatternType.LITERAL) -> AclBinding:
+    return AclBinding.of(ResourceType.TOPIC, name, pattern, principal, "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+
+
+def write_small_workload(store: SecurityStore) -> None:
+    """Every event type but a token removal: ACLs (one prefixed), a SCRAM credential salted with SALT,
+    a token renewed once, an ACL deletion, then 30 more ACLs (enough to roll tiny segments)."""
+    store.create_acls([topic_acl("orders"), topic_acl("pay", pattern=PatternType.PREFIXED)], context=ADMIN)
+    errors = store.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                      b"pw-alice", salt=SALT)],
+        context=ADMIN,
+    )
+    assert all(e.is_success for e in errors.values())
+    token = store.create_delegation_token(context=ADMIN, owner="User:alice", renewers=("User:bob", "User:admin"))
+    store.renew_delegation_token(token.hmac, 60_000, context=ADMIN)
+    deleted = store.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, "orders")], context=ADMIN)
+    assert len(deleted[0].acls) == 1
+    store.create_acls([topic_acl(f"t-{i}", principal=f"User:u{i}") for i in range(30)], context=ADMIN)
 
 
 class TickingClock:

@@ -19,48 +19,13 @@ from consumers.spark.kafka_source import (
     plan_kafka_ranges,
 )
 from consumers.spark.rows import SCHEMA, event_row
-from core import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    RequestContext,
-    ResourceType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    SecurityStore,
-    StoreConfig,
-    UserScramCredentialUpsertion,
-)
+from core import SecurityStore, StoreConfig
 from core.log import Log, LogConfig
 from events.keyring import Keyring
 from events.records import ScramCredentialUpserted
 from tests.consumers.conftest import produce_raw, read_topic, unique_topic, unused_port
+from tests.consumers.spark.sparkkit import ADMIN, SALT, topic_acl, write_small_workload
 from tests.logkit import Clock
-
-ADMIN = RequestContext("User:admin", "10.0.0.1")
-SALT = b"salt-that-must-never-leak-kafka-0123"
-
-
-def _acl(name: str, principal: str = "User:alice", pattern=PatternType.LITERAL) -> AclBinding:
-    return AclBinding.of(ResourceType.TOPIC, name, pattern, principal, "*",
-                         AclOperation.READ, AclPermissionType.ALLOW)
-
-
-def _write_workload(store: SecurityStore) -> None:
-    store.create_acls([_acl("orders"), _acl("pay", pattern=PatternType.PREFIXED)], context=ADMIN)
-    errors = store.alter_user_scram_credentials(
-        [UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
-                                      b"pw-alice", salt=SALT)],
-        context=ADMIN,
-    )
-    assert all(e.is_success for e in errors.values())
-    token = store.create_delegation_token(context=ADMIN, owner="User:alice", renewers=("User:admin",))
-    store.renew_delegation_token(token.hmac, 60_000, context=ADMIN)
-    deleted = store.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, "orders")], context=ADMIN)
-    assert len(deleted[0].acls) == 1
-    store.create_acls([_acl(f"t-{i}", principal=f"User:u{i}") for i in range(30)], context=ADMIN)
 
 
 class Workspace:
@@ -103,7 +68,7 @@ class Workspace:
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory, kafka_bootstrap):
     ws = Workspace(tmp_path_factory.mktemp("spark-kafka"), kafka_bootstrap)
-    ws.write(_write_workload)
+    ws.write(write_small_workload)
     assert ws.publish() == len(ws.envelopes())
     return ws
 
@@ -262,7 +227,7 @@ def test_a_silent_cluster_fails_the_task_after_the_poll_timeout(workspace):
 def test_stream_available_now_resumes_from_checkpoint(spark, tmp_path, kafka_bootstrap):
     """availableNow with maxEventsPerTrigger reads every event once; a second run reads only new ones."""
     ws = Workspace(tmp_path, kafka_bootstrap)
-    ws.write(_write_workload)
+    ws.write(write_small_workload)
     ws.publish()
     seen: list[list[int]] = []
 
@@ -285,7 +250,7 @@ def test_stream_available_now_resumes_from_checkpoint(spark, tmp_path, kafka_boo
     end = json.loads(query.lastProgress["sources"][0]["endOffset"])
     assert end["0"] == len(envelopes)  # Kafka offsets per partition; the others are empty
 
-    ws.write(lambda store: store.create_acls([_acl("late-1"), _acl("late-2")], context=ADMIN))
+    ws.write(lambda store: store.create_acls([topic_acl("late-1"), topic_acl("late-2")], context=ADMIN))
     assert ws.publish() == 2
     seen.clear()
     run()

@@ -9,48 +9,13 @@ import pytest
 
 from consumers.spark.log_source import LogRange, plan_ranges
 from consumers.spark.rows import SCHEMA, event_row
-from core import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    RequestContext,
-    ResourceType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    SecurityStore,
-    StoreConfig,
-    UserScramCredentialUpsertion,
-)
+from core import SecurityStore, StoreConfig
 from core.log import Log, LogConfig
 from events.keyring import Keyring
 from events.records import ScramCredentialUpserted
 from events.redact import redacted
+from tests.consumers.spark.sparkkit import ADMIN, SALT, topic_acl, write_small_workload
 from tests.logkit import Clock
-
-ADMIN = RequestContext("User:admin", "10.0.0.1")
-SALT = b"salt-that-must-never-leak-0123456789"
-
-
-def _acl(name: str, principal: str = "User:alice", pattern=PatternType.LITERAL) -> AclBinding:
-    return AclBinding.of(ResourceType.TOPIC, name, pattern, principal, "*",
-                         AclOperation.READ, AclPermissionType.ALLOW)
-
-
-def _write_workload(store: SecurityStore) -> None:
-    store.create_acls([_acl("orders"), _acl("pay", pattern=PatternType.PREFIXED)], context=ADMIN)
-    errors = store.alter_user_scram_credentials(
-        [UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
-                                      b"pw-alice", salt=SALT)],
-        context=ADMIN,
-    )
-    assert all(e.is_success for e in errors.values())
-    store.create_delegation_token(context=ADMIN, owner="User:alice", renewers=("User:bob",))
-    deleted = store.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, "orders")], context=ADMIN)
-    assert len(deleted[0].acls) == 1
-    # enough ACLs to roll the (tiny) segments a few times
-    store.create_acls([_acl(f"t-{i}", principal=f"User:u{i}") for i in range(30)], context=ADMIN)
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +28,7 @@ def workspace(tmp_path_factory):
                       log=LogConfig(segment_bytes=2048))
     store_dir = root / "store"
     with SecurityStore.open(store_dir, cfg, keyring=keyring) as store:
-        _write_workload(store)
+        write_small_workload(store)
     return store_dir, key_file, keyring, cfg
 
 
@@ -121,7 +86,7 @@ def test_batch_read_flattens_payloads(spark, workspace):
     assert [(c.user, c.mechanism, c.iterations) for c in cred] == [("alice", "SCRAM_SHA_512", 8192)]
     tok = df.where("event_type = 'DelegationTokenIssued'").collect()
     assert len(tok) == 1
-    assert (tok[0].owner, tok[0].requester, tok[0].renewers) == ("User:alice", "User:admin", ["User:bob"])
+    assert (tok[0].owner, tok[0].requester, tok[0].renewers) == ("User:alice", "User:admin", ["User:bob", "User:admin"])
     assert tok[0].issue_timestamp < tok[0].expiry_timestamp <= tok[0].max_timestamp
     assert tok[0].user is None and tok[0].acl_id is None
     gone = df.where("event_type = 'AclDeleted'").collect()
@@ -196,7 +161,7 @@ def test_stream_available_now_resumes_from_checkpoint(spark, workspace, tmp_path
     assert all(len(b) <= 15 for b in seen) and len([b for b in seen if b]) > 1
 
     with SecurityStore.open(store_dir, cfg, keyring=keyring) as store:
-        store.create_acls([_acl("late-1"), _acl("late-2")], context=ADMIN)
+        store.create_acls([topic_acl("late-1"), topic_acl("late-2")], context=ADMIN)
     seen.clear()
     run()
     after, _ = _log_envelopes(store_dir, keyring)
