@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 __all__ = ["DEFAULT_MASTER", "local_session", "session"]
 
 DEFAULT_MASTER = "local[2]"
+_LOG4J2 = Path(__file__).with_name("log4j2.properties")  # errors only: a quiet console in local mode
 
 
 def _under_spark_submit() -> bool:
@@ -42,11 +44,12 @@ def session(app: str = "secmeta", master: str | None = None, driver_memory: str 
         builder = builder.config("spark.driver.memory", driver_memory)
     if master is not None and master.startswith("local"):
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode: no "resolves to a loopback" warning
         builder = (builder.config("spark.pyspark.driver.python", sys.executable)
                    .config("spark.sql.shuffle.partitions", "2")
                    .config("spark.default.parallelism", "2")
                    .config("spark.ui.enabled", "false")
-                   .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR"))
+                   .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_LOG4J2.as_uri()}"))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
