@@ -592,8 +592,9 @@ def run_audit(
         raise SparkAuditError(
             f"max_events_per_trigger must be a whole number > 0, not {max_events_per_trigger!r}"
         )
-    _check_store(store_dir, key_file)
-    from consumers.spark.log_source import log_stream
+    from consumers.spark.log_source import check_log, log_stream
+
+    check_log(store_dir, key_file)
 
     source = log_stream(spark, store_dir, key_file, max_events_per_trigger)
     checkpoint = Path(checkpoint) if checkpoint is not None else Path(alerts_dir) / DEFAULT_CHECKPOINT
@@ -601,16 +602,6 @@ def run_audit(
     if once:
         query.awaitTermination()
     return query
-
-
-def _check_store(store_dir: str | os.PathLike, key_file: str | os.PathLike | None) -> None:
-    """Open the store's log read-only on the driver: not a store, bad keyring or corrupt log raise here."""
-    from core.log import Log
-    from events.keyring import Keyring
-
-    keyring = Keyring.load(key_file)
-    with Log.open(store_dir, keyring=keyring, read_only=True):
-        pass
 
 
 def read_alerts(spark, alerts_dir: str | os.PathLike):

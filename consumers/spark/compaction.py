@@ -33,30 +33,44 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.util import inheritable_thread_target
 
 from consumers.spark import intervals
 from consumers.spark.intervals import KINDS
-from consumers.spark.log_source import log_stream
+from consumers.spark.log_source import check_log, log_stream
 from consumers.spark.tables import HISTORY, Manifest, Tables, TablesError, Version
+from core.errors import SecmetaError
 
-__all__ = ["DEFAULT_RETAIN_VERSIONS", "compact", "compaction_stream", "open_tables"]
+__all__ = ["DEFAULT_RETAIN_VERSIONS", "CompactionError", "compact", "compaction_stream", "open_tables", "wait"]
 
 DEFAULT_RETAIN_VERSIONS = 10
-BROADCAST_CLOSES = 500_000  # closing events of one kind in a batch sent whole to every task, at most
+# Closing events of a single-use kind (ACL deletions) in one batch sent whole to every task, at most:
+# ~150 bytes a row in the driver's and executors' memory (~40 MB at the limit); above it, a shuffle join.
+BROADCAST_CLOSES = 250_000
+_SINGLE_USE = [k for k in KINDS if k.single_use_keys]
+_COMMITS: dict[str, _Commit] = {}  # by query id: the batch function of each running compaction stream
+
+
+class CompactionError(SecmetaError):
+    """A compaction stream failed; the tables keep their last version."""
 _APPENDED = [HISTORY, *(k.intervals for k in KINDS)]
 
 
-def open_tables(store_dir: str | os.PathLike, tables_dir: str | os.PathLike) -> Tables:
+def open_tables(store_dir: str | os.PathLike, tables_dir: str | os.PathLike, key_file: str | None = None) -> Tables:
     """The tables directory for ``store_dir``, created if new; checked before any Spark job.
 
     Raises TablesError for a tables directory of another store or of a newer format,
-    and the store's own errors for a path that is not a store.
+    or one whose next event the log no longer holds (removed by retention), and the
+    store's own errors for a path that is not a store or a wrong keyring.
     """
     from core.config import StoreConfig
     from core.storedir import StoreDirectory
+
+    log_start, _log_end = check_log(store_dir, key_file)
 
     store = StoreDirectory.open(store_dir, create=False, writer=False)
     try:
@@ -80,6 +94,12 @@ def open_tables(store_dir: str | os.PathLike, tables_dir: str | os.PathLike) -> 
         if tables.path.exists() and any(tables.path.iterdir()):
             raise TablesError(f"{tables.path} is not empty and is not a secmeta tables directory")
         tables.write_manifest(Manifest(store_id, str(Path(store_dir).resolve()), config=settings))
+    offset = tables.manifest().offset
+    if log_start > offset:
+        raise TablesError(
+            f"the log of {store_dir} starts at offset {log_start} (older events were removed by retention) but "
+            f"{tables.path} needs every event from offset {offset} on: history and intervals cannot be built "
+            f"without them")
     return tables
 
 
@@ -95,12 +115,19 @@ class _Commit:
         self.checkpoint = checkpoint
         self.retain_versions = retain_versions
         self.after_step = after_step or (lambda step: None)  # timing, and failures injected by tests
+        self.failure: BaseException | None = None  # the error of the batch that stopped the stream
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        try:
+            self._commit(batch, batch_id)
+        except BaseException as exc:
+            self.failure = exc
+            raise
+
+    def _commit(self, batch: DataFrame, batch_id: int) -> None:
         tables = self.tables
         manifest = tables.manifest()
-        if manifest.last_batch == {"checkpoint": self.checkpoint, "batch_id": batch_id} or (
-                manifest.last_batch.get("checkpoint") == self.checkpoint
+        if (manifest.last_batch.get("checkpoint") == self.checkpoint
                 and batch_id <= manifest.last_batch.get("batch_id", -1)):
             return  # a replay of a batch already committed
         commit = manifest.commits + 1
@@ -113,7 +140,7 @@ class _Commit:
             "event_date", F.expr("date_from_unix_date(CAST(floor(timestamp_ms / 86400000) AS INT))")
         ).observe(observed, F.count(F.lit(1)).alias("n"), F.min("offset").alias("lo"),
                   F.max("offset").alias("hi"), F.max("timestamp_ms").alias("ts"),
-                  *[F.count_if(F.col("event_type").isin(*k.closes)).alias(f"closes:{k.name}") for k in KINDS])
+                  *[F.count_if(F.col("event_type").isin(*k.closes)).alias(f"closes:{k.name}") for k in _SINGLE_USE])
         events.write.partitionBy("event_date").parquet(str(staging / HISTORY))
         stats = observed.get
         if not stats["n"]:  # an empty batch: no new version
@@ -136,15 +163,17 @@ class _Commit:
             if manifest.versions:
                 previous = self.spark.read.schema(previous.schema).parquet(
                     str(tables.snapshot_dir(kind.name, manifest.offset)))
-            out = intervals.advance(kind, previous, staged, few_closes=stats[f"closes:{kind.name}"] <= BROADCAST_CLOSES)
+            few_closes = kind.single_use_keys and stats[f"closes:{kind.name}"] <= BROADCAST_CLOSES
+            out = intervals.advance(kind, previous, staged, few_closes=few_closes)
             out.withColumn("open", F.col("valid_to_offset").isNull()).write.partitionBy("open").parquet(
                 str(staging / kind.name))
             tables.publish_files(staging / kind.name / "open=true", tables.snapshot_dir(kind.name, new_offset),
                                  commit, make=True)
 
+        # threads that carry the stream's job group, so stopping the stream cancels their jobs too
         with ThreadPoolExecutor(len(KINDS), thread_name_prefix="secmeta-compact") as pool:
-            for kind, _done in zip(KINDS, pool.map(advance, KINDS), strict=True):
-                self.after_step(f"snapshot:{kind.name}")
+            list(pool.map(inheritable_thread_target(self.spark)(advance), KINDS))
+        self.after_step("snapshots")
 
         # 3. appended tables; 4. the manifest
         tables.publish_files(staging / HISTORY, tables.table_dir(HISTORY), commit)
@@ -185,25 +214,46 @@ def compaction_stream(
         raise ValueError(f"retain_versions must be at least 1, not {retain_versions}")
     if max_events_per_trigger is not None and max_events_per_trigger < 1:
         raise ValueError(f"max_events_per_trigger must be at least 1, not {max_events_per_trigger}")
-    tables = open_tables(store_dir, tables_dir)
+    if not trigger_seconds > 0 or trigger_seconds == float("inf"):
+        raise ValueError(f"trigger_seconds must be a positive number of seconds, not {trigger_seconds}")
+    tables = open_tables(store_dir, tables_dir, key_file)
     checkpoint = str(Path(checkpoint) if checkpoint is not None else tables.path / "_checkpoint")
     source = log_stream(spark, store_dir, key_file, max_events_per_trigger)
+    commit = _Commit(spark, tables, checkpoint, retain_versions, after_step, progress)
     writer = (source.writeStream.queryName(f"secmeta-compact-{tables.path.name}")
-              .foreachBatch(_Commit(spark, tables, checkpoint, retain_versions, after_step, progress))
-              .option("checkpointLocation", checkpoint))
+              .foreachBatch(commit).option("checkpointLocation", checkpoint))
     writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{trigger_seconds} seconds")
-    return writer.start()
+    query = writer.start()
+    _COMMITS[query.id] = commit
+    return query
+
+
+def wait(query: StreamingQuery) -> None:
+    """Wait until a compaction stream ends (stopped, or done with ``once``).
+
+    A failed batch raises its own error if it is secmeta's (TablesError, ...),
+    else a CompactionError naming it; either way the tables keep their last version.
+    """
+    try:
+        query.awaitTermination()
+    except StreamingQueryException as exc:
+        commit = _COMMITS.get(query.id)
+        failure = commit.failure if commit is not None else None
+        if isinstance(failure, SecmetaError):
+            raise failure from None
+        cause = f"{type(failure).__name__}: {failure}" if failure is not None else str(exc).splitlines()[0]
+        raise CompactionError(f"the compaction stream failed and the tables keep their last version: "
+                              f"{cause}") from failure
+    finally:
+        if not query.isActive:
+            _COMMITS.pop(query.id, None)
 
 
 def compact(spark: SparkSession, store_dir: str | os.PathLike, tables_dir: str | os.PathLike, **options) -> Manifest:
     """Compact everything the log holds now (an availableNow run) and return the new manifest.
 
-    Raises the stream's error if a batch failed (the tables keep their last version).
+    Raises as ``wait`` does if a batch failed (the tables keep their last version).
     """
-    query = compaction_stream(spark, store_dir, tables_dir, once=True, **options)
-    query.awaitTermination()
-    error = query.exception()
-    if error is not None:
-        raise error
+    wait(compaction_stream(spark, store_dir, tables_dir, once=True, **options))
     return Tables(tables_dir).manifest()
 

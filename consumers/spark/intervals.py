@@ -46,6 +46,10 @@ class Kind:
     # then an opening row joined with its closing event, and no window over the key is needed.
     single_use_keys: bool = False
 
+    def __post_init__(self) -> None:
+        if self.single_use_keys and self.updates:
+            raise ValueError(f"{self.name}: a kind with update events needs the window, not single-use keys")
+
     @property
     def event_types(self) -> tuple[str, ...]:
         return self.opens + self.updates + self.closes

@@ -278,7 +278,7 @@ class _Topic:
     """Where the topic is and how to read it; picklable, holds no client."""
 
     topic: str
-    settings: dict[str, str] = field(hash=False)
+    settings: dict[str, str] = field(hash=False, repr=False)  # may hold sasl.password
     metadata_timeout: float = DEFAULT_METADATA_TIMEOUT_MS / 1000
     poll_timeout: float = DEFAULT_POLL_TIMEOUT_MS / 1000
     per_partition: int = DEFAULT_EVENTS_PER_PARTITION

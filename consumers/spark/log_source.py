@@ -43,6 +43,7 @@ __all__ = [
     "LogRange",
     "SecmetaLogDataSource",
     "SecmetaSourceError",
+    "check_log",
     "event_row",
     "log_stream",
     "plan_ranges",
@@ -61,6 +62,15 @@ def log_stream(spark, store_dir, key_file=None, max_events_per_trigger: int | No
     if max_events_per_trigger is not None:
         reader = reader.option("maxEventsPerTrigger", max_events_per_trigger)
     return reader.load()
+
+
+def check_log(store_dir, key_file=None) -> tuple[int, int]:
+    """Open a store's log on the driver, before any Spark job: (start offset, end offset).
+
+    Not a store, a wrong or missing keyring and a corrupt log raise here, with the store's own errors.
+    """
+    start, end, _bases = _Store(str(store_dir), None if key_file is None else str(key_file)).bounds()
+    return start, end
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ credential row carries the mechanism and iteration count only, tokens carry no
 HMAC, because only the columns listed here are ever read from an event.
 
 ``event_row`` makes one Python row (for tests and small reads);
-``arrow_batch`` makes a pyarrow RecordBatch of many envelopes, which is what the
+``arrow_batches`` turns envelopes into pyarrow RecordBatches, which is what the
 sources hand to Spark (several times faster than tuples).
 """
 
@@ -69,8 +69,7 @@ _COLUMNS: list[tuple[str, Any, str | None]] = [
     ("expiry_period_ms", LongType(), "expiry_period_ms"),
     ("reason", StringType(), "reason"),
 ]
-_ENVELOPE_WIDTH = 8
-_WIDTH = len(_COLUMNS)
+_ENVELOPE_WIDTH = next(i for i, (_n, _t, source) in enumerate(_COLUMNS) if source is not None)
 
 SCHEMA = StructType([StructField(name, dtype, nullable=True) for name, dtype, _ in _COLUMNS])
 
@@ -120,6 +119,12 @@ def _expression(source: str, dtype: Any, hints: dict[str, Any]) -> str:
     return f"e.{source}"
 
 
+# The envelope columns, read from ``env`` (its event ``e``; TYPE: the event type's name).
+_ENVELOPE_EXPRESSIONS = {
+    "offset": "env.offset", "timestamp": "env.timestamp_ms", "timestamp_ms": "env.timestamp_ms",
+    "actor_principal": "env.actor_principal", "actor_host": "env.actor_host", "request_id": "env.request_id",
+    "event_type": "TYPE", "entity_key": "e.entity_key",
+}
 _ROW_MAKERS: dict[type, Any] = {}
 
 
@@ -132,13 +137,14 @@ def _row_maker(event_type: type):
     maker = _ROW_MAKERS.get(event_type)
     if maker is None:
         hints = typing.get_type_hints(event_type)
+        envelope = [_ENVELOPE_EXPRESSIONS[name].replace("TYPE", repr(event_type.__name__))
+                    for name, _t, _s in _COLUMNS[:_ENVELOPE_WIDTH]]
         payload = [_expression(source, dtype, hints) for _c, dtype, source in _COLUMNS[_ENVELOPE_WIDTH:]]
         source = (
             "def row(env):\n"
             "    e = env.event\n"
             + ("    b = e.binding\n" if "binding" in hints else "")
-            + "    return (env.offset, env.timestamp_ms, env.timestamp_ms, env.actor_principal, "
-            f"env.actor_host, env.request_id, {event_type.__name__!r}, e.entity_key, {', '.join(payload)})\n")
+            + f"    return ({', '.join(envelope + payload)})\n")
         namespace: dict[str, Any] = {}
         exec(compile(source, f"<secmeta row of {event_type.__name__}>", "exec"), namespace)  # noqa: S102
         maker = _ROW_MAKERS[event_type] = namespace["row"]
@@ -169,9 +175,7 @@ def arrow_batch(envelopes: Sequence) -> pa.RecordBatch:
     """The rows of ``envelopes`` as one RecordBatch of ``ARROW_SCHEMA``."""
     if not envelopes:
         return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
-    makers = _ROW_MAKERS
-    columns = list(zip(*[(makers.get(type(env.event)) or _row_maker(type(env.event)))(env)
-                         for env in envelopes], strict=True))
+    columns = list(zip(*[_row_maker(type(env.event))(env) for env in envelopes], strict=True))
     arrays = []
     for i, field in enumerate(ARROW_SCHEMA):
         if i in _TIME_COLUMNS:
@@ -182,23 +186,31 @@ def arrow_batch(envelopes: Sequence) -> pa.RecordBatch:
 
 
 def arrow_batches(envelopes: Iterable, size: int = ARROW_BATCH) -> Iterator[pa.RecordBatch]:
-    """``envelopes`` as RecordBatches of ``size`` rows, with Python's cyclic garbage collector paused.
+    """``envelopes`` as RecordBatches of ``size`` rows, decoded with Python's cyclic garbage collector paused.
 
     Decoding makes millions of short-lived, acyclic objects; with the collector on,
-    its sweeps cost about 40% of a source's read rate. It is turned back on when
-    the batches are exhausted or the generator is closed.
+    its sweeps cost about 40% of a source's read rate. The collector is paused
+    only while this generator runs (taking envelopes and building a batch) and
+    is back in its previous state whenever the caller has control.
     """
     enabled = gc.isenabled()
+    chunk: list = []
     gc.disable()
     try:
-        chunk = []
         for envelope in envelopes:
             chunk.append(envelope)
             if len(chunk) == size:
-                yield arrow_batch(chunk)
+                batch = arrow_batch(chunk)
                 chunk = []
+                if enabled:
+                    gc.enable()
+                yield batch
+                gc.disable()
         if chunk:
-            yield arrow_batch(chunk)
+            batch = arrow_batch(chunk)
+            if enabled:
+                gc.enable()
+            yield batch
     finally:
         if enabled:
             gc.enable()

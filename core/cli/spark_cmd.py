@@ -44,7 +44,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     compact.add_argument("--retain-versions", type=_positive, default=10, metavar="N",
                          help="snapshot versions kept queryable (default: 10)")
     compact.add_argument("--checkpoint", metavar="DIR", help="streaming checkpoint (default: TABLES/_checkpoint)")
-    compact.add_argument("--trigger-seconds", type=float, default=5.0, metavar="S",
+    compact.add_argument("--trigger-seconds", type=_seconds, default=5.0, metavar="S",
                          help="how often a running job looks for new events (default: 5)")
     compact.set_defaults(func=compact_cmd)
 
@@ -115,6 +115,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     sql.set_defaults(func=query_sql_cmd)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
+    return value
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -152,10 +162,10 @@ def _session(args: argparse.Namespace):
 
 
 def compact_cmd(args: argparse.Namespace) -> int:
-    from consumers.spark.compaction import compaction_stream, open_tables
+    from consumers.spark.compaction import compaction_stream, open_tables, wait
 
     store = store_path(args)
-    open_tables(store, args.tables)  # checks the store and the tables directory before Spark starts
+    open_tables(store, args.tables, args.key_file)  # checks store, keyring and tables before Spark starts
     spark = _session(args)
     started = time.monotonic()
 
@@ -171,13 +181,10 @@ def compact_cmd(args: argparse.Namespace) -> int:
     if not args.once:
         print(f"compacting {store} into {args.tables} (Ctrl-C to stop)", file=sys.stderr, flush=True)
     try:
-        query.awaitTermination()
+        wait(query)
     except KeyboardInterrupt:
         query.stop()
         raise
-    if query.exception() is not None:
-        raise SecmetaError(f"the compaction stream failed; the tables keep their last version: "
-                           f"{query.exception()}")
     from consumers.spark.tables import Tables
 
     manifest = Tables(args.tables).manifest()
@@ -188,20 +195,28 @@ def compact_cmd(args: argparse.Namespace) -> int:
 
 
 def audit_cmd(args: argparse.Namespace) -> int:
+    from pyspark.errors import StreamingQueryException
+
     from consumers.kafka.audit_rules import load_rules
     from consumers.spark.audit import read_alerts, run_audit
+    from consumers.spark.log_source import check_log
 
-    rules = load_rules(args.rules)  # a bad rules file fails before Spark starts
+    rules = load_rules(args.rules)  # a bad rules file, store or keyring fails before Spark starts
+    check_log(store_path(args), args.key_file)
     spark = _session(args)
-    query = run_audit(spark, store_path(args), args.key_file, args.alerts, rules=rules, once=args.once,
-                      checkpoint=args.checkpoint, max_events_per_trigger=args.max_events_per_trigger)
-    if not args.once:
-        print(f"auditing {args.store} into {args.alerts} (Ctrl-C to stop)", file=sys.stderr, flush=True)
-        try:
-            query.awaitTermination()
-        except KeyboardInterrupt:
-            query.stop()
-            raise
+    try:
+        query = run_audit(spark, store_path(args), args.key_file, args.alerts, rules=rules, once=args.once,
+                          checkpoint=args.checkpoint, max_events_per_trigger=args.max_events_per_trigger)
+        if not args.once:
+            print(f"auditing {args.store} into {args.alerts} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+            try:
+                query.awaitTermination()
+            except KeyboardInterrupt:
+                query.stop()
+                raise
+    except StreamingQueryException as exc:
+        raise SecmetaError(f"the audit stream failed (alerts already written stay): {str(exc).splitlines()[0]}") \
+            from None
     alerts = read_alerts(spark, args.alerts)
     counts = {r.rule: r["count"] for r in alerts.groupBy("rule").count().collect()}
     events = sum(p.get("numInputRows", 0) for p in query.recentProgress)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(f"Spark compaction, {args.events:,} events, local[2]", ["measure", "events/s", "vs target"], [
         ["secmeta source read (ceiling)", ceiling, ""],
         ["compaction, first run in this JVM", first, ""],
-        [f"compaction, median of {WARM_RUNS} more runs", runs[len(runs) // 2][0], ""],
+        [f"compaction, median of {WARM_RUNS} more runs", statistics.median(r[0] for r in runs), ""],
         [f"compaction, warm (best of {WARM_RUNS} more runs)", warm,
          "PASS" if warm >= TARGET else f"MISS (target {TARGET:,})"],
     ])

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from consumers.spark.compaction import compact
+from consumers.spark.compaction import CompactionError, compact, open_tables
 from consumers.spark.table_reader import TableReader
 from consumers.spark.tables import TablesError
 from core.log import Log
@@ -157,13 +157,24 @@ def two_phase(spark, tmp_path_factory):
     return space, tables, first, before
 
 
-@pytest.mark.parametrize("step", ["staged", "snapshot:scram_users", "published"])
+@pytest.mark.parametrize("step", ["staged", "snapshots", "published"])
 def test_a_failed_batch_leaves_the_previous_version(spark, two_phase, step):
     """A failure inside a commit raises, and readers still see exactly the version before it."""
     space, tables, first, before = two_phase
-    with pytest.raises(Exception, match="injected failure"):
+    with pytest.raises(CompactionError, match=f"keep their last version: Boom: injected failure at {step}"):
         compact(spark, space.store_dir, tables, key_file=str(space.key_file), after_step=_fail(step))
     assert TableReader(spark, tables).manifest.versions == first.versions
+    assert _table_state(spark, tables) == before
+
+
+def test_a_secmeta_error_in_a_batch_is_raised_as_itself(spark, two_phase):
+    space, tables, first, before = two_phase
+
+    def refuse(step: str) -> None:
+        raise TablesError(f"refused at {step}")
+
+    with pytest.raises(TablesError, match="refused at staged"):
+        compact(spark, space.store_dir, tables, key_file=str(space.key_file), after_step=refuse)
     assert _table_state(spark, tables) == before
 
 
@@ -199,3 +210,20 @@ def test_another_stores_tables_are_refused(spark, two_phase, compacted):
     _, other_tables, _ = compacted
     with pytest.raises(TablesError, match="not of"):
         compact(spark, space.store_dir, other_tables, key_file=str(space.key_file))
+
+
+def test_a_wrong_keyring_and_a_trimmed_log_fail_before_spark(tmp_path):
+    """No SparkSession is used: open_tables (which compaction_stream and the CLI call first) refuses."""
+    from events.errors import KeyringError
+    from events.keyring import Keyring
+
+    space = make_workspace(tmp_path, seed=3, steps=20, segment_bytes=1024)
+    Keyring.generate_file(tmp_path / "other-keys.json")
+    with pytest.raises(KeyringError, match="none of the keys"):
+        open_tables(space.store_dir, tmp_path / "tables", tmp_path / "other-keys.json")
+    assert not (tmp_path / "tables").exists()
+    with Log.open(space.store_dir, keyring=space.keyring) as log:
+        assert log.delete_segments_before(log.end_offset)
+        start = log.start_offset
+    with pytest.raises(TablesError, match=f"starts at offset {start} .*removed by retention.* from offset 0 on"):
+        open_tables(space.store_dir, tmp_path / "tables", space.key_file)

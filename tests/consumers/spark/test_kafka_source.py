@@ -351,3 +351,11 @@ def test_ending_offsets_are_refused_for_a_stream(spark, workspace, tmp_path):
                  .trigger(availableNow=True).start())
         query.awaitTermination(60)
         raise AssertionError(str(query.exception()))
+
+
+def test_client_settings_stay_out_of_reprs():
+    """Kafka client settings may carry a SASL password: the picklable topic handle never shows them."""
+    from consumers.spark.kafka_source import _Topic
+
+    topic = _Topic("secmeta.history", {"bootstrap.servers": "b:9092", "sasl.password": "hunter2-secret"})
+    assert "hunter2-secret" not in repr(topic) and "secmeta.history" in repr(topic)

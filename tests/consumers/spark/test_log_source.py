@@ -204,3 +204,27 @@ def test_arrow_batches_equal_python_rows(workspace):
     as_rows = [tuple(r.values()) for r in batch.to_pylist()]
     assert as_rows == [event_row(e) for e in envelopes]
     assert arrow_batch([]).num_rows == 0
+
+
+def test_arrow_batches_pause_the_collector_only_while_decoding(workspace):
+    """Python's GC is on whenever the caller holds a batch, and after the batches end or are dropped."""
+    import gc
+
+    from consumers.spark.rows import arrow_batches
+
+    store_dir, _key_file, keyring, _cfg = workspace
+    envelopes, _bases = _log_envelopes(store_dir, keyring)
+    assert gc.isenabled()
+    seen = []
+    for batch in arrow_batches(envelopes, size=4):
+        seen.append((batch.num_rows, gc.isenabled()))
+    assert sum(n for n, _ in seen) == len(envelopes) and all(on for _, on in seen) and gc.isenabled()
+    batches = arrow_batches(iter(envelopes), size=4)
+    next(batches)
+    batches.close()
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a caller that turned it off keeps it off
+        assert all(not gc.isenabled() for _ in arrow_batches(envelopes, size=4)) and not gc.isenabled()
+    finally:
+        gc.enable()

@@ -58,6 +58,17 @@ def test_bad_query_input_fails_before_spark(cli_space, capsys, argv, message):
     assert code == 2 and message in err
 
 
+@pytest.mark.parametrize("seconds", ["0", "-1", "inf", "soon"])
+def test_bad_trigger_seconds_fail_before_spark(cli_space, capsys, tmp_path, seconds):
+    space, _ = cli_space
+    with pytest.raises(SystemExit) as exit_:
+        main(["spark", "compact", "--store", str(space.store_dir), "--key-file", str(space.key_file),
+              "--tables", str(tmp_path / "t"), "--trigger-seconds", seconds])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "argument --trigger-seconds:" in err and "number of seconds" in err
+    assert not (tmp_path / "t").exists()
+
+
 def test_not_a_store_and_not_tables_fail_clearly(cli_space, capsys, tmp_path):
     space, _ = cli_space
     code, _, err = _run(capsys, "spark", "compact", "--store", str(tmp_path), "--key-file", str(space.key_file),
