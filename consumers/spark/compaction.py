@@ -125,6 +125,7 @@ class _Commit:
             raise
 
     def _commit(self, batch: DataFrame, batch_id: int) -> None:
+        self.after_step("started")  # Spark has planned the batch and handed it over
         tables = self.tables
         manifest = tables.manifest()
         if (manifest.last_batch.get("checkpoint") == self.checkpoint
@@ -208,7 +209,10 @@ def compaction_stream(
 
     The checkpoint defaults to ``TABLES/_checkpoint``. Bad arguments, a path that
     is not a store and an unusable tables directory raise before any Spark job.
-    ``progress`` is called on the driver with each version published.
+    ``progress`` is called on the driver with each version published, and
+    ``after_step(name)`` after each step of a batch: "started" (Spark handed it
+    over), "staged", "snapshots", "published" (timings; tests inject failures).
+    Wait for the stream with ``wait`` to get secmeta's errors rather than Spark's.
     """
     if retain_versions < 1:
         raise ValueError(f"retain_versions must be at least 1, not {retain_versions}")
