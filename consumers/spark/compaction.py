@@ -48,6 +48,7 @@ from core.errors import SecmetaError
 __all__ = ["DEFAULT_RETAIN_VERSIONS", "CompactionError", "compact", "compaction_stream", "open_tables", "wait"]
 
 DEFAULT_RETAIN_VERSIONS = 10
+_APPENDED = [HISTORY, *(k.intervals for k in KINDS)]
 # Closing events of a single-use kind (ACL deletions) in one batch sent whole to every task, at most:
 # ~150 bytes a row in the driver's and executors' memory (~40 MB at the limit); above it, a shuffle join.
 BROADCAST_CLOSES = 250_000
@@ -57,7 +58,6 @@ _COMMITS: dict[str, _Commit] = {}  # by query id: the batch function of each run
 
 class CompactionError(SecmetaError):
     """A compaction stream failed; the tables keep their last version."""
-_APPENDED = [HISTORY, *(k.intervals for k in KINDS)]
 
 
 def open_tables(store_dir: str | os.PathLike, tables_dir: str | os.PathLike, key_file: str | None = None) -> Tables:
