@@ -1,0 +1,50 @@
+"""What a request handler gets and returns: the contract between the connection loop and the APIs.
+
+A handler is a plain function ``handler(call) -> kio response entity`` of the response
+class for ``call.frame.api_key`` / ``call.frame.api_version`` (``core.wire.codec.response_class``).
+The connection loop runs it off the event loop (in a worker thread), so it may block on
+the store (fsync, PBKDF2); the store serialises writes itself.  A handler never raises
+for a per-item problem: Kafka's per-item error codes go into the response.  A request-level
+``ApiException`` from the store becomes the response's top-level error code and message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from core.types import RequestContext
+from core.wire.codec import RequestFrame
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    """This one-node cluster as Metadata and DescribeCluster describe it to a client."""
+
+    node_id: int           # the broker id, also the controller id
+    cluster_id: str        # the store's id
+    host: str              # advertised host of the listener the client connected to
+    port: int              # advertised port of that listener
+    rack: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One decoded request on an authenticated connection."""
+
+    store: Any             # core.store.SecurityStore (Any: handlers must not need more than its public API)
+    context: RequestContext  # principal, peer host, tls, token_authenticated of the connection
+    frame: RequestFrame    # api key, version, correlation id, client id and the kio request
+    broker: BrokerInfo
+
+    @property
+    def request(self) -> Any:
+        return self.frame.request
+
+    @property
+    def version(self) -> int:
+        return self.frame.api_version
+
+
+Handler = Callable[[Call], Any]
