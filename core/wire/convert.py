@@ -1,0 +1,424 @@
+"""Kafka protocol fields <-> secmeta types, for the server's handlers and the client alike.
+
+Functions named ``*_fields`` return plain values (dicts) for ``core.wire.codec.build``,
+which drops the keys a version lacks; functions named ``*_from_*`` read kio entities
+(anything with the attributes) back into secmeta types.  Nothing here validates: an
+out-of-range enum code reads as UNKNOWN, as Kafka's ``fromCode`` does, and the store's
+own validation turns it into the per-item error.  Nothing here logs or formats a
+password, salt, salted password or HMAC.
+
+Timestamps in Create/Renew/ExpireDelegationToken responses are kio ``TZAware`` datetimes
+that kio cannot read back when negative.  Kafka sends -1 there with an error; we send
+``NO_TIMESTAMP_MS`` (0) instead, which every client ignores when the error code is set.
+"""
+
+from __future__ import annotations
+
+import datetime
+import secrets
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from core.config import MAX_ITERATIONS
+from core.errors import ApiError, ApiException, ErrorCode
+from core.scram import DEFAULT_ITERATIONS, SALT_LENGTH, salted_password
+from core.types import (
+    USE_DEFAULT_ITERATIONS,
+    DelegationToken,
+    ScramCredentialInfo,
+    UserScramCredentialAlteration,
+    UserScramCredentialDeletion,
+    UserScramCredentialsDescription,
+    UserScramCredentialUpsertion,
+)
+from events.types import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    ScramMechanism,
+)
+
+__all__ = [
+    "NO_TIMESTAMP_MS",
+    "acl_creation_fields",
+    "alter_request_fields",
+    "alter_result_fields",
+    "alter_results_from",
+    "alterations_from_request",
+    "binding_fields",
+    "binding_from",
+    "bindings_from_resources",
+    "create_token_args",
+    "create_token_error_fields",
+    "create_token_request_fields",
+    "create_token_response_fields",
+    "datetime_from_ms",
+    "describe_result_fields",
+    "describe_results_from",
+    "describe_users_fields",
+    "described_token_fields",
+    "error_fields",
+    "error_from",
+    "error_from_exception",
+    "filter_fields",
+    "filter_from",
+    "matching_acl_fields",
+    "ms_from",
+    "owners_fields",
+    "owners_from_request",
+    "principal_join",
+    "principal_split",
+    "resources_fields",
+    "token_from_create_response",
+    "token_from_described",
+    "users_from_request",
+]
+
+NO_TIMESTAMP_MS = 0
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+# -- errors ---------------------------------------------------------------------------
+
+def error_fields(error: ApiError) -> dict[str, Any]:
+    """error_code and error_message of an ApiError (no message for NONE)."""
+    return {"error_code": int(error.code), "error_message": error.message if error else None}
+
+
+def error_from(code: int, message: str | None = None) -> ApiError:
+    """The ApiError of a wire (code, message); a code secmeta does not name reads as
+    UNKNOWN_SERVER_ERROR with the code and its Kafka name kept in the message."""
+    code = int(code)
+    try:
+        return ApiError(ErrorCode(code), message)
+    except ValueError:
+        try:
+            from kio.schema.errors import ErrorCode as KioErrorCode
+            name = KioErrorCode(code).name.upper()
+        except ValueError:
+            name = "UNKNOWN"
+        text = f"{name} ({code})" + (f": {message}" if message else "")
+        return ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, text)
+
+
+def error_from_exception(exc: BaseException) -> ApiError:
+    """The ApiError an exception stands for (UNKNOWN_SERVER_ERROR for anything not an ApiException)."""
+    if isinstance(exc, ApiException):
+        return exc.error
+    return ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "Unexpected server error")
+
+
+# -- ACL bindings and filters -----------------------------------------------------------
+
+def binding_fields(binding: AclBinding, *, pattern_key: str = "pattern_type") -> dict[str, Any]:
+    """The seven wire fields of a binding; ``pattern_key`` names the pattern type field
+    (``resource_pattern_type`` in CreateAcls' AclCreation, ``pattern_type`` elsewhere)."""
+    return {
+        "resource_type": int(binding.pattern.resource_type),
+        "resource_name": binding.pattern.name,
+        pattern_key: int(binding.pattern.pattern_type),
+        "principal": binding.entry.principal,
+        "host": binding.entry.host,
+        "operation": int(binding.entry.operation),
+        "permission_type": int(binding.entry.permission_type),
+    }
+
+
+def acl_creation_fields(binding: AclBinding) -> dict[str, Any]:
+    """An AclCreation of CreateAcls."""
+    return binding_fields(binding, pattern_key="resource_pattern_type")
+
+
+def matching_acl_fields(binding: AclBinding) -> dict[str, Any]:
+    """A DeleteAclsMatchingAcl of DeleteAcls (always without error: a removed binding)."""
+    return {"error_code": 0, "error_message": None, **binding_fields(binding)}
+
+
+def _pattern_type_of(entity: Any) -> int:
+    value = getattr(entity, "resource_pattern_type", None)
+    if value is None:
+        value = getattr(entity, "pattern_type", PatternType.LITERAL)
+    return int(value)
+
+
+def binding_from(entity: Any, acl: Any = None) -> AclBinding:
+    """The binding of an AclCreation or DeleteAclsMatchingAcl, or of a DescribeAclsResource
+    (``entity``) with one of its AclDescriptions (``acl``)."""
+    entry = entity if acl is None else acl
+    return AclBinding.of(
+        ResourceType(int(entity.resource_type)), entity.resource_name, PatternType(_pattern_type_of(entity)),
+        entry.principal, entry.host, AclOperation(int(entry.operation)),
+        AclPermissionType(int(entry.permission_type)),
+    )
+
+
+def filter_fields(f: AclBindingFilter) -> dict[str, Any]:
+    """The filter fields of DescribeAclsRequest and DeleteAclsFilter."""
+    return {
+        "resource_type_filter": int(f.pattern.resource_type),
+        "resource_name_filter": f.pattern.name,
+        "pattern_type_filter": int(f.pattern.pattern_type),
+        "principal_filter": f.entry.principal,
+        "host_filter": f.entry.host,
+        "operation": int(f.entry.operation),
+        "permission_type": int(f.entry.permission_type),
+    }
+
+
+def filter_from(entity: Any) -> AclBindingFilter:
+    """The AclBindingFilter of a DescribeAclsRequest or a DeleteAclsFilter."""
+    return AclBindingFilter.of(
+        ResourceType(int(entity.resource_type_filter)), entity.resource_name_filter,
+        PatternType(int(getattr(entity, "pattern_type_filter", PatternType.LITERAL))),
+        entity.principal_filter, entity.host_filter, AclOperation(int(entity.operation)),
+        AclPermissionType(int(entity.permission_type)),
+    )
+
+
+def resources_fields(bindings: Iterable[AclBinding]) -> list[dict[str, Any]]:
+    """DescribeAcls' resources: the bindings grouped by resource pattern (first-seen order),
+    as Kafka's DescribeAclsResponse.aclsResources groups them."""
+    groups: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+    for b in bindings:
+        key = (int(b.pattern.resource_type), b.pattern.name, int(b.pattern.pattern_type))
+        groups.setdefault(key, []).append({
+            "principal": b.entry.principal, "host": b.entry.host,
+            "operation": int(b.entry.operation), "permission_type": int(b.entry.permission_type),
+        })
+    return [{"resource_type": rtype, "resource_name": name, "pattern_type": ptype, "acls": acls}
+            for (rtype, name, ptype), acls in groups.items()]
+
+
+def bindings_from_resources(resources: Iterable[Any]) -> list[AclBinding]:
+    """The bindings of DescribeAcls' resources, flattened."""
+    return [binding_from(resource, acl) for resource in resources for acl in resource.acls]
+
+
+# -- SCRAM credentials --------------------------------------------------------------------
+
+def alterations_from_request(request: Any) -> list[UserScramCredentialAlteration]:
+    """An AlterUserScramCredentialsRequest's items: deletions first, then upsertions, in
+    request order (the order Kafka's ScramControlManager.alterCredentials walks them)."""
+    items: list[UserScramCredentialAlteration] = [
+        UserScramCredentialDeletion(d.name, ScramMechanism(int(d.mechanism))) for d in request.deletions]
+    items.extend(
+        UserScramCredentialUpsertion(
+            u.name, ScramCredentialInfo(ScramMechanism(int(u.mechanism)), int(u.iterations)),
+            salt=bytes(u.salt), salted_password=bytes(u.salted_password))
+        for u in request.upsertions)
+    return items
+
+
+def _mechanism(value: Any) -> ScramMechanism:
+    """The mechanism a caller names (member, code or name); anything else reads as UNKNOWN."""
+    try:
+        return ScramMechanism.parse(value)
+    except (TypeError, ValueError):
+        return ScramMechanism.UNKNOWN
+
+
+def _clamp_int32(value: int) -> int:
+    return max(_INT32_MIN, min(_INT32_MAX, int(value)))
+
+
+def _upsertion_fields(u: UserScramCredentialUpsertion) -> dict[str, Any]:
+    """The wire form of an upsertion: a password is salted here, as Kafka's AdminClient does.
+
+    Anything that cannot be salted (unknown mechanism, iterations outside 1..MAX_ITERATIONS,
+    an empty password) goes out unsalted (empty bytes) for the server to refuse.
+    """
+    mechanism = _mechanism(u.mechanism)
+    iterations = int(u.scram_credential_info.iterations)
+    if u.password is None:
+        return {"name": u.user, "mechanism": int(mechanism), "iterations": _clamp_int32(iterations),
+                "salt": bytes(u.salt or b""), "salted_password": bytes(u.salted_password or b"")}
+    if iterations == USE_DEFAULT_ITERATIONS:
+        iterations = DEFAULT_ITERATIONS  # the wire has no "default": the count salts the password
+    password = u.password.encode("utf-8") if isinstance(u.password, str) else bytes(u.password)
+    salt = bytes(u.salt) if u.salt else secrets.token_bytes(SALT_LENGTH)
+    salted = b""
+    if mechanism is not ScramMechanism.UNKNOWN and password and 1 <= iterations <= MAX_ITERATIONS:
+        salted = salted_password(mechanism, password, salt, iterations)
+    return {"name": u.user, "mechanism": int(mechanism), "iterations": _clamp_int32(iterations),
+            "salt": salt, "salted_password": salted}
+
+
+def alter_request_fields(alterations: Iterable[UserScramCredentialAlteration]) -> dict[str, Any]:
+    """AlterUserScramCredentialsRequest fields (deletions, upsertions) for the alterations."""
+    deletions, upsertions = [], []
+    for item in alterations:
+        if isinstance(item, UserScramCredentialDeletion):
+            deletions.append({"name": item.user, "mechanism": int(_mechanism(item.mechanism))})
+        else:
+            upsertions.append(_upsertion_fields(item))
+    return {"deletions": deletions, "upsertions": upsertions}
+
+
+def alter_result_fields(results: Mapping[str, ApiError]) -> list[dict[str, Any]]:
+    """AlterUserScramCredentialsResult items, one per user."""
+    return [{"user": user, **error_fields(error)} for user, error in results.items()]
+
+
+def alter_results_from(results: Iterable[Any]) -> dict[str, ApiError]:
+    """User -> ApiError of an AlterUserScramCredentialsResponse's results."""
+    return {r.user: error_from(r.error_code, r.error_message) for r in results}
+
+
+def describe_users_fields(users: Iterable[str] | None) -> dict[str, Any]:
+    """DescribeUserScramCredentialsRequest fields (None = every user)."""
+    return {"users": None if users is None else [{"name": u} for u in users]}
+
+
+def users_from_request(request: Any) -> list[str] | None:
+    """The users a DescribeUserScramCredentialsRequest names; None (null or empty) = every user."""
+    return [u.name for u in request.users] if request.users else None
+
+
+def describe_result_fields(results: Mapping[str, UserScramCredentialsDescription | ApiError]) -> list[dict[str, Any]]:
+    """DescribeUserScramCredentialsResult items, one per user."""
+    out = []
+    for user, result in results.items():
+        if isinstance(result, ApiError):
+            out.append({"user": user, **error_fields(result), "credential_infos": []})
+        else:
+            infos = [{"mechanism": int(i.mechanism), "iterations": int(i.iterations)}
+                     for i in result.scram_credential_infos]
+            out.append({"user": user, "error_code": 0, "error_message": None, "credential_infos": infos})
+    return out
+
+
+def describe_results_from(results: Iterable[Any]) -> dict[str, UserScramCredentialsDescription | ApiError]:
+    """User -> description or ApiError of a DescribeUserScramCredentialsResponse's results."""
+    out: dict[str, UserScramCredentialsDescription | ApiError] = {}
+    for r in results:
+        if int(r.error_code):
+            out[r.user] = error_from(r.error_code, r.error_message)
+        else:
+            infos = tuple(ScramCredentialInfo(ScramMechanism(int(i.mechanism)), int(i.iterations))
+                          for i in r.credential_infos)
+            out[r.user] = UserScramCredentialsDescription(r.user, infos)
+    return out
+
+
+# -- delegation tokens ------------------------------------------------------------------------
+
+def principal_split(principal: str) -> tuple[str, str]:
+    """(type, name) of ``Type:Name`` split at the first colon, as Kafka's KafkaPrincipal has them."""
+    kind, colon, name = principal.partition(":")
+    return (kind, name) if colon else ("", principal)
+
+
+def principal_join(kind: str | None, name: str | None) -> str:
+    """``Type:Name`` (KafkaPrincipal.toString)."""
+    return f"{kind or ''}:{name or ''}"
+
+
+def datetime_from_ms(ms: int) -> datetime.datetime:
+    """A UTC datetime of exactly ``ms`` milliseconds since the epoch (kio's TZAware fields)."""
+    return _EPOCH + datetime.timedelta(milliseconds=int(ms))
+
+
+def ms_from(value: datetime.datetime | datetime.timedelta | int) -> int:
+    """Milliseconds of a datetime (since the epoch), a timedelta or an int."""
+    if isinstance(value, datetime.datetime):
+        return (value - _EPOCH) // datetime.timedelta(milliseconds=1)
+    if isinstance(value, datetime.timedelta):
+        return value // datetime.timedelta(milliseconds=1)
+    return int(value)
+
+
+def _principal_fields(principal: str, prefix: str = "") -> dict[str, str]:
+    kind, name = principal_split(principal)
+    return {f"{prefix}principal_type": kind, f"{prefix}principal_name": name}
+
+
+def create_token_request_fields(owner: str | None = None, renewers: Iterable[str] = (),
+                                max_lifetime_ms: int = -1) -> dict[str, Any]:
+    """CreateDelegationTokenRequest fields (owner only exists from v3)."""
+    owner_type, owner_name = principal_split(owner) if owner else (None, None)
+    return {"owner_principal_type": owner_type, "owner_principal_name": owner_name,
+            "renewers": [_principal_fields(r) for r in renewers], "max_lifetime": int(max_lifetime_ms)}
+
+
+def create_token_args(request: Any) -> dict[str, Any]:
+    """store.create_delegation_token's keyword arguments (owner, renewers, max_lifetime_ms);
+    no owner name (null or empty) means the requester, as in Kafka's KafkaApis."""
+    owner_name = getattr(request, "owner_principal_name", None)
+    owner = principal_join(getattr(request, "owner_principal_type", None), owner_name) if owner_name else None
+    renewers = tuple(principal_join(r.principal_type, r.principal_name) for r in request.renewers)
+    return {"owner": owner, "renewers": renewers, "max_lifetime_ms": ms_from(request.max_lifetime)}
+
+
+def create_token_response_fields(token: DelegationToken) -> dict[str, Any]:
+    """CreateDelegationTokenResponse fields of a created token (with its HMAC)."""
+    return {
+        "error_code": 0, **_principal_fields(token.owner), **_principal_fields(token.requester, "token_requester_"),
+        "issue_timestamp": datetime_from_ms(token.issue_timestamp_ms),
+        "expiry_timestamp": datetime_from_ms(token.expiry_timestamp_ms),
+        "max_timestamp": datetime_from_ms(token.max_timestamp_ms),
+        "token_id": token.token_id, "hmac": token.hmac or b"",
+    }
+
+
+def create_token_error_fields(error: ApiError, owner: str, requester: str) -> dict[str, Any]:
+    """CreateDelegationTokenResponse fields of a refused request (owner and requester kept,
+    as Kafka's CreateDelegationTokenResponse.prepareResponse does)."""
+    none = datetime_from_ms(NO_TIMESTAMP_MS)
+    return {
+        "error_code": int(error.code), **_principal_fields(owner), **_principal_fields(requester, "token_requester_"),
+        "issue_timestamp": none, "expiry_timestamp": none, "max_timestamp": none, "token_id": "", "hmac": b"",
+    }
+
+
+def token_from_create_response(response: Any, renewers: Iterable[str] = ()) -> DelegationToken:
+    """The DelegationToken a successful CreateDelegationTokenResponse describes (the response
+    has no renewers: pass those requested).  Before v3 the requester is the owner."""
+    owner = principal_join(response.principal_type, response.principal_name)
+    requester = _requester_of(response, owner)
+    return DelegationToken(
+        response.token_id, owner, requester, tuple(renewers), ms_from(response.issue_timestamp),
+        ms_from(response.expiry_timestamp), ms_from(response.max_timestamp), bytes(response.hmac) or None)
+
+
+def _requester_of(entity: Any, owner: str) -> str:
+    name = getattr(entity, "token_requester_principal_name", None)
+    if not name:
+        return owner
+    return principal_join(getattr(entity, "token_requester_principal_type", None), name)
+
+
+def owners_fields(owners: Iterable[str] | None) -> dict[str, Any]:
+    """DescribeDelegationTokenRequest fields (None = every owner)."""
+    return {"owners": None if owners is None else [_principal_fields(o) for o in owners]}
+
+
+def owners_from_request(request: Any) -> list[str] | None:
+    """The owners a DescribeDelegationTokenRequest names: None (null) = all, [] = none,
+    as Kafka's DelegationTokenManager.describeTokens reads them."""
+    if request.owners is None:
+        return None
+    return [principal_join(o.principal_type, o.principal_name) for o in request.owners]
+
+
+def described_token_fields(token: DelegationToken) -> dict[str, Any]:
+    """A DescribedDelegationToken (an empty HMAC when the store withholds it)."""
+    return {
+        **_principal_fields(token.owner), **_principal_fields(token.requester, "token_requester_"),
+        "issue_timestamp": token.issue_timestamp_ms, "expiry_timestamp": token.expiry_timestamp_ms,
+        "max_timestamp": token.max_timestamp_ms, "token_id": token.token_id, "hmac": token.hmac or b"",
+        "renewers": [_principal_fields(r) for r in token.renewers],
+    }
+
+
+def token_from_described(entity: Any) -> DelegationToken:
+    """The DelegationToken of a DescribedDelegationToken (hmac None when empty)."""
+    owner = principal_join(entity.principal_type, entity.principal_name)
+    return DelegationToken(
+        entity.token_id, owner, _requester_of(entity, owner),
+        tuple(principal_join(r.principal_type, r.principal_name) for r in entity.renewers),
+        int(entity.issue_timestamp), int(entity.expiry_timestamp), int(entity.max_timestamp),
+        bytes(entity.hmac) or None)
