@@ -1,0 +1,51 @@
+"""CreateAcls (30), DescribeAcls (29) and DeleteAcls (31) over the store.
+
+As Kafka (ControllerApis.handleCreateAcls / handleDeleteAcls, AclApis.handleDescribeAcls
+and the requests' getErrorResponse): a request-level failure such as
+CLUSTER_AUTHORIZATION_FAILED is repeated on every creation or filter of CreateAcls and
+DeleteAcls, and is DescribeAcls' top-level error with no resources.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.errors import ApiError
+from core.server.call import Call
+from core.server.handling import request_level, respond
+from core.wire import convert
+
+
+def _per_creation(call: Call, error: ApiError) -> Any:
+    return respond(call, results=[convert.error_fields(error)] * len(call.request.creations))
+
+
+@request_level(_per_creation)
+def create_acls(call: Call) -> Any:
+    bindings = [convert.binding_from(creation) for creation in call.request.creations]
+    errors = call.store.create_acls(bindings, context=call.context)
+    return respond(call, results=[convert.error_fields(e) for e in errors])
+
+
+def _describe_failed(call: Call, error: ApiError) -> Any:
+    return respond(call, **convert.error_fields(error), resources=[])
+
+
+@request_level(_describe_failed)
+def describe_acls(call: Call) -> Any:
+    bindings = call.store.describe_acls(convert.filter_from(call.request), context=call.context)
+    return respond(call, error_code=0, error_message=None, resources=convert.resources_fields(bindings))
+
+
+def _per_filter(call: Call, error: ApiError) -> Any:
+    failed = {**convert.error_fields(error), "matching_acls": []}
+    return respond(call, filter_results=[failed] * len(call.request.filters))
+
+
+@request_level(_per_filter)
+def delete_acls(call: Call) -> Any:
+    filters = [convert.filter_from(f) for f in call.request.filters]
+    results = call.store.delete_acls(filters, context=call.context)
+    return respond(call, filter_results=[
+        {**convert.error_fields(r.error), "matching_acls": [convert.matching_acl_fields(b) for b in r.acls]}
+        for r in results])

@@ -1,0 +1,42 @@
+"""DescribeUserScramCredentials (50) and AlterUserScramCredentials (51) over the store.
+
+Kafka's request carries a salted password (KIP-554), which the store accepts with its
+salt as ``UserScramCredentialUpsertion(salt=..., salted_password=...)`` and validates
+itself.  Request-level failures as Kafka's getErrorResponse: Describe puts the error at
+the top and on a result per named user; Alter gives one result per distinct user,
+sorted by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.errors import ApiError
+from core.server.call import Call
+from core.server.handling import request_level, respond
+from core.wire import convert
+
+
+def _describe_failed(call: Call, error: ApiError) -> Any:
+    users = convert.users_from_request(call.request) or []
+    return respond(call, **convert.error_fields(error),
+                   results=convert.describe_result_fields(dict.fromkeys(users, error)))
+
+
+@request_level(_describe_failed)
+def describe_user_scram_credentials(call: Call) -> Any:
+    results = call.store.describe_user_scram_credentials(convert.users_from_request(call.request),
+                                                         context=call.context)
+    return respond(call, error_code=0, error_message=None, results=convert.describe_result_fields(results))
+
+
+def _alter_failed(call: Call, error: ApiError) -> Any:
+    users = sorted({item.name for item in (*call.request.deletions, *call.request.upsertions)})
+    return respond(call, results=convert.alter_result_fields(dict.fromkeys(users, error)))
+
+
+@request_level(_alter_failed)
+def alter_user_scram_credentials(call: Call) -> Any:
+    results = call.store.alter_user_scram_credentials(convert.alterations_from_request(call.request),
+                                                      context=call.context)
+    return respond(call, results=convert.alter_result_fields(results))
