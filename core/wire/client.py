@@ -1,0 +1,179 @@
+"""A small synchronous admin client over Kafka's protocol, with SecurityStore's admin API.
+
+``RemoteAdmin.connect("127.0.0.1:9092", command_config="client.properties")`` (or
+``RemoteAdmin(ClientConfig(...))``) opens one authenticated connection
+(core.wire.connection) and answers the admin calls of ``core.store.SecurityStore`` with the
+same names, arguments and return types, so the CLI and tests can use either:
+``create_acls``, ``describe_acls``, ``delete_acls``, ``alter_user_scram_credentials``,
+``describe_user_scram_credentials``, ``create_delegation_token``,
+``renew_delegation_token``, ``expire_delegation_token``, ``describe_delegation_tokens``.
+``context=`` is accepted and ignored: the connection's login decides who asks.
+
+Request-level errors raise the ApiException subclass of the Kafka code
+(``ApiException.from_error``), as the store does.  CreateAcls, DeleteAcls and
+AlterUserScramCredentials have no top-level error on the wire, so a request the broker
+refused for want of the cluster permission comes back as CLUSTER_AUTHORIZATION_FAILED on
+every item (Kafka's KafkaApis/ControllerApis do the same); when every item carries it the
+client raises ClusterAuthorizationException, as the store would have.
+
+Requests are built from plain values with core.wire.codec.build and the field helpers of
+core.wire.convert; SCRAM upsertions with a password are salted here with a fresh random
+salt (Kafka's AdminClient: UserScramCredentialUpsertion.generateRandomSalt and
+KafkaAdminClient.getSaltedPassword), and iterations -1 become 4096 (ConfigCommand's
+DefaultScramIterations), because the wire carries only the salted password.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from core.errors import ApiError, ApiException, ErrorCode, UnsupportedVersionException
+from core.types import (
+    DelegationToken,
+    DeleteAclsResult,
+    RequestContext,
+    UserScramCredentialAlteration,
+    UserScramCredentialsDescription,
+)
+from core.wire import convert
+from core.wire.client_config import ClientConfig, ClientConfigError
+from core.wire.codec import build, request_class
+from core.wire.connection import BrokerConnectionError, Connection
+from events.types import AclBinding, AclBindingFilter
+
+__all__ = ["BrokerConnectionError", "ClientConfig", "ClientConfigError", "Connection", "RemoteAdmin"]
+
+DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
+CREATE_TOKEN, RENEW_TOKEN, EXPIRE_TOKEN, DESCRIBE_TOKENS = 38, 39, 40, 41
+DESCRIBE_SCRAM, ALTER_SCRAM = 50, 51
+
+
+def _raise_if_error(code: Any, message: str | None = None) -> None:
+    error = convert.error_from(int(code), message)
+    if error:
+        raise ApiException.from_error(error)
+
+
+def _raise_if_refused(errors: list[ApiError]) -> None:
+    """A refused request arrives as CLUSTER_AUTHORIZATION_FAILED on every item."""
+    if errors and all(e.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED for e in errors):
+        raise ApiException.from_error(errors[0])
+
+
+class RemoteAdmin:
+    """SecurityStore's admin calls answered by a broker over one connection; a context manager."""
+
+    def __init__(self, config: ClientConfig):
+        self.config = config
+        self._conn = Connection.open(config)
+
+    @classmethod
+    def connect(cls, bootstrap_server: str | None, command_config: str | os.PathLike | None = None) -> RemoteAdmin:
+        """Connect as Kafka's tools do: --bootstrap-server and an optional --command-config file."""
+        return cls(ClientConfig.load(bootstrap_server, command_config))
+
+    @property
+    def broker(self) -> str:
+        """HOST:PORT of the broker this client is connected to."""
+        return self._conn.broker
+
+    @property
+    def connection(self) -> Connection:
+        return self._conn
+
+    def __repr__(self) -> str:
+        return f"RemoteAdmin({self._conn.broker}, {self.config.security_protocol})"
+
+    def __enter__(self) -> RemoteAdmin:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def _call(self, api_key: int, **values: Any) -> Any:
+        return self._conn.call(api_key, lambda version: build(request_class(api_key, version), **values))
+
+    # -- ACLs ----------------------------------------------------------------------------
+
+    def create_acls(self, bindings: Iterable[AclBinding], *, context: RequestContext | None = None) -> list[ApiError]:
+        """Create ACLs; one ApiError per binding (CreateAcls)."""
+        creations = [convert.acl_creation_fields(b) for b in bindings]
+        response = self._call(CREATE_ACLS, creations=creations)
+        errors = [convert.error_from(r.error_code, r.error_message) for r in response.results]
+        _raise_if_refused(errors)
+        return errors
+
+    def describe_acls(self, filter: AclBindingFilter, *, context: RequestContext | None = None) -> list[AclBinding]:
+        """The ACLs the filter selects (DescribeAcls)."""
+        response = self._call(DESCRIBE_ACLS, **convert.filter_fields(filter))
+        _raise_if_error(response.error_code, response.error_message)
+        return convert.bindings_from_resources(response.resources)
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter], *,
+                    context: RequestContext | None = None) -> list[DeleteAclsResult]:
+        """Delete the ACLs each filter matches; per filter its error and removed bindings (DeleteAcls)."""
+        response = self._call(DELETE_ACLS, filters=[convert.filter_fields(f) for f in filters])
+        results = []
+        for r in response.filter_results:
+            error = convert.error_from(r.error_code, r.error_message)
+            results.append(DeleteAclsResult(error, tuple(convert.binding_from(m) for m in r.matching_acls)))
+        _raise_if_refused([r.error for r in results])
+        return results
+
+    # -- SCRAM credentials -----------------------------------------------------------------
+
+    def alter_user_scram_credentials(self, alterations: Iterable[UserScramCredentialAlteration], *,
+                                     context: RequestContext | None = None) -> dict[str, ApiError]:
+        """Upsert and delete SCRAM credentials; one ApiError per user (AlterUserScramCredentials)."""
+        response = self._call(ALTER_SCRAM, **convert.alter_request_fields(alterations))
+        results = convert.alter_results_from(response.results)
+        _raise_if_refused(list(results.values()))
+        return results
+
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None, *,
+                                        context: RequestContext | None = None,
+                                        ) -> dict[str, UserScramCredentialsDescription | ApiError]:
+        """Mechanisms and iterations per user (DescribeUserScramCredentials; None = every user)."""
+        response = self._call(DESCRIBE_SCRAM, **convert.describe_users_fields(None if users is None else list(users)))
+        _raise_if_error(response.error_code, response.error_message)
+        return convert.describe_results_from(response.results)
+
+    # -- delegation tokens -----------------------------------------------------------------
+
+    def create_delegation_token(self, *, context: RequestContext | None = None, owner: str | None = None,
+                                renewers: Iterable[str] = (), max_lifetime_ms: int = -1) -> DelegationToken:
+        """Issue a token (for ``owner``, default the login's principal); it carries its HMAC."""
+        renewers = tuple(renewers)
+        if owner is not None and self._conn.version_for(CREATE_TOKEN) < 3:
+            raise UnsupportedVersionException(
+                f"broker {self.broker} cannot create a token for another owner (CreateDelegationToken v3 needed)")
+        fields = convert.create_token_request_fields(owner, renewers, max_lifetime_ms)
+        response = self._call(CREATE_TOKEN, **fields)
+        _raise_if_error(response.error_code)
+        return convert.token_from_create_response(response, renewers)
+
+    def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1, *,
+                               context: RequestContext | None = None) -> int:
+        """Extend the token's expiry; the new expiry timestamp (RenewDelegationToken)."""
+        response = self._call(RENEW_TOKEN, hmac=bytes(hmac), renew_period=int(renew_period_ms))
+        _raise_if_error(response.error_code)
+        return convert.ms_from(response.expiry_timestamp)
+
+    def expire_delegation_token(self, hmac: bytes, expiry_period_ms: int = -1, *,
+                                context: RequestContext | None = None) -> int:
+        """Move the token's expiry (negative: now); the new expiry timestamp (ExpireDelegationToken)."""
+        response = self._call(EXPIRE_TOKEN, hmac=bytes(hmac), expiry_time_period=int(expiry_period_ms))
+        _raise_if_error(response.error_code)
+        return convert.ms_from(response.expiry_timestamp)
+
+    def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *,
+                                   context: RequestContext | None = None) -> list[DelegationToken]:
+        """The tokens the login may see, of ``owners`` (None = all; DescribeDelegationToken)."""
+        response = self._call(DESCRIBE_TOKENS, **convert.owners_fields(None if owners is None else list(owners)))
+        _raise_if_error(response.error_code)
+        return [convert.token_from_described(t) for t in response.tokens]

@@ -1,0 +1,253 @@
+"""Client settings as Kafka client properties, read from a ``--command-config`` file.
+
+The keys are Kafka's (and librdkafka's, where they agree): ``bootstrap.servers``,
+``security.protocol``, ``sasl.mechanism``, ``sasl.username``, ``sasl.password``,
+``sasl.jaas.config`` (ScramLoginModule's ``username``, ``password`` and ``tokenauth``
+options, as Kafka's ScramLoginModule and ScramSaslClientCallbackHandler take them),
+``ssl.ca.location``, ``ssl.certificate.location``, ``ssl.key.location``,
+``ssl.key.password``, ``ssl.endpoint.identification.algorithm`` (``https``, the default,
+checks the broker's host name; empty or ``none`` does not), ``client.id``,
+``request.timeout.ms`` and ``socket.connection.setup.timeout.ms``.  Other keys are
+ignored, as Kafka's tools ignore settings meant for other clients.
+
+The file format is Java's ``.properties`` (java.util.Properties.load): ``key=value``,
+``key: value`` or ``key value``, ``#``/``!`` comments, backslash line continuations and
+escapes.  Passwords never show in reprs or error messages.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from core.errors import SecmetaError
+
+__all__ = [
+    "SECURITY_PROTOCOLS",
+    "ClientConfig",
+    "ClientConfigError",
+    "load_properties",
+    "parse_jaas_config",
+    "parse_properties",
+]
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+class ClientConfigError(SecmetaError, ValueError):
+    """Client settings that cannot be used (never quotes a secret)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """How to reach and log in to a broker."""
+
+    bootstrap_servers: tuple[str, ...]
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    token_auth: bool = False
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_key_password: str | None = field(default=None, repr=False)
+    ssl_check_hostname: bool = True
+    client_id: str = "secmeta-admin"
+    request_timeout_s: float = 30.0
+    connect_timeout_s: float = 10.0
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str], *, bootstrap_servers: str | None = None) -> ClientConfig:
+        """Settings from Kafka client properties; ``bootstrap_servers`` (e.g. --bootstrap-server) wins."""
+        servers = bootstrap_servers or props.get("bootstrap.servers")
+        if not servers:
+            raise ClientConfigError("no broker given: pass --bootstrap-server HOST:PORT or set bootstrap.servers")
+        addresses = tuple(s.strip() for s in servers.split(",") if s.strip())
+        for address in addresses:
+            split_address(address)
+        protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ClientConfigError(f"unknown security.protocol {protocol!r}; use one of {', '.join(SECURITY_PROTOCOLS)}")
+        jaas = parse_jaas_config(props["sasl.jaas.config"]) if props.get("sasl.jaas.config") else {}
+        mechanism = props.get("sasl.mechanism") or props.get("sasl.mechanisms")
+        mechanism = mechanism.strip().upper() if mechanism else None
+        username = props.get("sasl.username") or jaas.get("username")
+        password = props.get("sasl.password") or jaas.get("password")
+        if protocol.startswith("SASL_"):
+            if mechanism is None:
+                raise ClientConfigError(f"security.protocol {protocol} needs sasl.mechanism "
+                                        f"({' or '.join(SASL_MECHANISMS)})")
+            if mechanism not in SASL_MECHANISMS:
+                raise ClientConfigError(f"unsupported sasl.mechanism {mechanism!r}; use {' or '.join(SASL_MECHANISMS)}")
+            if not username or password is None:
+                raise ClientConfigError(f"security.protocol {protocol} needs sasl.username and sasl.password "
+                                        "(or username and password in sasl.jaas.config)")
+        identification = props.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
+        if identification not in ("https", "", "none"):
+            raise ClientConfigError(f"unknown ssl.endpoint.identification.algorithm {identification!r}; use https or none")
+        return cls(
+            bootstrap_servers=addresses,
+            security_protocol=protocol,
+            sasl_mechanism=mechanism,
+            sasl_username=username,
+            sasl_password=password,
+            token_auth=str(jaas.get("tokenauth", "false")).lower() == "true",
+            ssl_ca_location=_path(props.get("ssl.ca.location")),
+            ssl_certificate_location=_path(props.get("ssl.certificate.location")),
+            ssl_key_location=_path(props.get("ssl.key.location")),
+            ssl_key_password=props.get("ssl.key.password"),
+            ssl_check_hostname=identification == "https",
+            client_id=props.get("client.id", "secmeta-admin"),
+            request_timeout_s=_millis(props, "request.timeout.ms", 30000) / 1000,
+            connect_timeout_s=_millis(props, "socket.connection.setup.timeout.ms", 10000) / 1000,
+        )
+
+    @classmethod
+    def load(cls, bootstrap_servers: str | None, command_config: str | os.PathLike | None = None) -> ClientConfig:
+        """Settings for a CLI run: --bootstrap-server plus the optional --command-config file."""
+        props = load_properties(command_config) if command_config else {}
+        return cls.from_properties(props, bootstrap_servers=bootstrap_servers)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """(host, port) of ``HOST:PORT`` (``[::1]:9092`` for IPv6)."""
+    host, sep, port = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isascii() or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ClientConfigError(f"bad broker address {address!r}: expected HOST:PORT")
+    return host, int(port)
+
+
+def _path(value: str | None) -> str | None:
+    return os.path.expanduser(value.strip()) if value and value.strip() else None
+
+
+def _millis(props: Mapping[str, str], key: str, default: int) -> int:
+    text = props.get(key)
+    if text is None:
+        return default
+    if not text.strip().isdigit() or int(text) <= 0:
+        raise ClientConfigError(f"{key} must be a positive number of milliseconds, got {text[:20]!r}")
+    return int(text)
+
+
+# -- java.util.Properties ---------------------------------------------------------------
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def load_properties(path: str | os.PathLike) -> dict[str, str]:
+    """Read a Java ``.properties`` file (UTF-8)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_properties(f.read())
+    except OSError as exc:
+        raise ClientConfigError(f"cannot read client settings {os.fspath(path)!r}: {exc.strerror}") from None
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text into a dict (later keys win)."""
+    out: dict[str, str] = {}
+    for line in _logical_lines(text):
+        key, value = _split_key(line)
+        out[_unescape(key)] = _unescape(value)
+    return out
+
+
+def _logical_lines(text: str):
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip(" \t\f")
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += line[:-1]
+            continue
+        yield pending + line
+        pending = ""
+    if pending:
+        yield pending
+
+
+def _split_key(line: str) -> tuple[str, str]:
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "=: \t\f":
+            break
+        i += 1
+    key, rest = line[:i], line[i:]
+    rest = rest.lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return key, rest
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c != "\\" or i + 1 == len(text):
+            out.append(c)
+            i += 1
+            continue
+        n = text[i + 1]
+        if n == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2:i + 6]):
+            out.append(chr(int(text[i + 2:i + 6], 16)))
+            i += 6
+            continue
+        out.append(_ESCAPES.get(n, n))
+        i += 2
+    return "".join(out)
+
+
+# -- sasl.jaas.config -------------------------------------------------------------------
+
+_JAAS_OPTION = re.compile(r'\s*([A-Za-z0-9_.-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;"]+)')
+
+
+def parse_jaas_config(text: str) -> dict[str, str]:
+    """The options of one ``ScramLoginModule required key="value" ...;`` entry (Kafka's JaasConfig).
+
+    Only SCRAM's login module is understood; an error names what is wrong, never a value.
+    """
+    m = re.match(r"\s*([A-Za-z0-9_.$]+)\s+(required|requisite|sufficient|optional)\b", text)
+    if not m:
+        raise ClientConfigError("cannot parse sasl.jaas.config: expected '<LoginModule> required key=\"value\" ...;'")
+    if m.group(1) != SCRAM_LOGIN_MODULE:
+        raise ClientConfigError(f"sasl.jaas.config names {m.group(1)}; only {SCRAM_LOGIN_MODULE} is supported")
+    options: dict[str, str] = {}
+    pos = m.end()
+    while True:
+        option = _JAAS_OPTION.match(text, pos)
+        if not option:
+            break
+        value = option.group(2)
+        if value.startswith('"'):
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        options[option.group(1)] = value
+        pos = option.end()
+    rest = text[pos:].strip()
+    if rest not in (";", ""):
+        raise ClientConfigError(f"cannot parse sasl.jaas.config after option {len(options)}: expected key=\"value\" or ';'")
+    return options
