@@ -1,0 +1,48 @@
+"""Settings of ``secmeta serve``, named after the Kafka broker settings they mirror."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.server.listeners import SslConfig
+from events.types import ScramMechanism
+
+__all__ = ["MIB", "ServerConfig"]
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """How the server runs; every limit has Kafka's default where Kafka has one."""
+
+    node_id: int = 1                                     # broker.id / node.id: broker and controller
+    advertised: dict[str, tuple[str, int]] = field(default_factory=dict)  # listener name -> (host, port)
+    ssl: SslConfig | None = None
+    sasl_mechanisms: tuple[ScramMechanism, ...] = (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+    socket_request_max_bytes: int = 100 * MIB            # socket.request.max.bytes
+    connections_max_idle_ms: int = 600_000               # connections.max.idle.ms
+    max_connections: int = 1000                          # max.connections (Kafka: unlimited)
+    failed_authentication_delay_ms: int = 100            # connection.failed.authentication.delay.ms
+    failed_authentications_burst: int = 10               # per peer IP, before failures are slowed to ...
+    failed_authentications_per_second: float = 1.0       # ... this steady rate (librdkafka retries ~20/s)
+    frame_read_timeout_ms: int = 30_000                  # a frame started must arrive whole within this
+    tls_handshake_timeout_ms: int = 10_000
+    shutdown_drain_ms: int = 30_000                      # how long SIGTERM waits for in-flight requests
+    workers: int = 8                                     # threads running handlers (blocking store calls)
+
+    def __post_init__(self):
+        if not 0 <= self.node_id <= 2**31 - 1:
+            raise ValueError(f"node id must be within 0..2147483647, not {self.node_id}")
+        for name in ("socket_request_max_bytes", "connections_max_idle_ms", "max_connections",
+                     "frame_read_timeout_ms", "tls_handshake_timeout_ms", "workers",
+                     "failed_authentications_burst"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.failed_authentication_delay_ms < 0 or self.shutdown_drain_ms < 0:
+            raise ValueError("delays must not be negative")
+        if self.failed_authentications_per_second <= 0:
+            raise ValueError("failed_authentications_per_second must be positive")
+        if not self.sasl_mechanisms:
+            raise ValueError("at least one SASL mechanism must be enabled")
+        object.__setattr__(self, "sasl_mechanisms", tuple(ScramMechanism(m) for m in self.sasl_mechanisms))

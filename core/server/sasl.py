@@ -1,0 +1,213 @@
+"""One connection's authentication, as Kafka's SaslServerAuthenticator does it.
+
+On a SASL listener the client may send ApiVersions and SaslHandshake (v0 or v1), then
+SaslAuthenticate requests carrying the SCRAM messages to ``store.scram_server()``; nothing
+else is served before authentication completes (the connection is closed, as Kafka does).
+After a SaslHandshake v0 the SCRAM messages come as raw size-prefixed tokens without a
+Kafka header (Kafka's legacy framing), and are answered the same way.
+
+A failed exchange answers SASL_AUTHENTICATION_FAILED with Kafka's one message for bad
+credentials, whatever went wrong (an unknown user and a wrong password look the same);
+the connection then closes after a delay (``FailedAuthLimiter``).
+
+On PLAINTEXT and SSL listeners the connection is authenticated from the start
+(User:ANONYMOUS, or the client certificate's DN); SaslHandshake and SaslAuthenticate are
+then answered ILLEGAL_SASL_STATE, as KafkaApis answers them after authentication.
+Nothing here logs or keeps SCRAM messages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from core.errors import ApiException, ErrorCode
+from core.scram_server import ScramServer
+from core.server.listeners import SecurityProtocol
+from core.types import RequestContext
+from core.wire.codec import API_NAMES, RequestFrame, build, response_class
+from events.types import ScramMechanism
+
+__all__ = ["Authenticator", "FailedAuthLimiter", "Step", "failure_message"]
+
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+API_VERSIONS = 18
+
+
+def failure_message(mechanism: str) -> str:
+    """Kafka's answer to any failed SASL exchange (SaslServerAuthenticator.handleSaslToken)."""
+    return f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What the connection does after an authentication request."""
+
+    response: Any = None          # a kio response to send
+    raw: bytes | None = None      # or a raw token to send (after SaslHandshake v0)
+    close: str | None = None      # then close, for this reason (for the log)
+    failed: bool = False          # the close is a failed authentication (delayed, rate-limited)
+
+
+class _State(Enum):
+    HANDSHAKE = "awaiting SaslHandshake"
+    AUTHENTICATE = "awaiting SaslAuthenticate"
+    RAW = "awaiting a raw SASL token"
+    COMPLETE = "authenticated"
+    FAILED = "failed"
+
+
+class Authenticator:
+    """The authentication state of one connection and its RequestContext once authenticated."""
+
+    def __init__(self, store: Any, protocol: SecurityProtocol, mechanisms: tuple[ScramMechanism, ...],
+                 context: RequestContext):
+        self._store = store
+        self._mechanisms = tuple(m.mechanism_name for m in mechanisms)
+        self._sasl = protocol.sasl
+        self._state = _State.HANDSHAKE if protocol.sasl else _State.COMPLETE
+        self._context = context if not protocol.sasl else dataclasses.replace(context, authenticated=False)
+        self._mechanism: str | None = None
+        self._scram: ScramServer | None = None
+        self._first_done = False
+
+    def __repr__(self) -> str:
+        return f"Authenticator({self._state.value}, {self._mechanism or '-'})"
+
+    @property
+    def authenticated(self) -> bool:
+        return self._state is _State.COMPLETE
+
+    @property
+    def expects_raw_token(self) -> bool:
+        """True after a SaslHandshake v0: the next frame is a SASL token, not a Kafka request."""
+        return self._state is _State.RAW
+
+    @property
+    def context(self) -> RequestContext:
+        return self._context
+
+    def refusal(self, api_key: int) -> str | None:
+        """Why a request of ``api_key`` may not be served now (None: it may)."""
+        name = API_NAMES.get(api_key, f"api key {api_key}")
+        if self._state is _State.HANDSHAKE and api_key not in (API_VERSIONS, SASL_HANDSHAKE):
+            return f"ILLEGAL_SASL_STATE: unexpected {name} request before SASL authentication"
+        if self._state is _State.AUTHENTICATE and api_key != SASL_AUTHENTICATE:
+            return f"ILLEGAL_SASL_STATE: unexpected {name} request during SASL authentication"
+        if self._state is _State.FAILED:
+            return f"ILLEGAL_SASL_STATE: {name} request after a failed authentication"
+        return None
+
+    # -- requests ----------------------------------------------------------------
+
+    def handle(self, frame: RequestFrame) -> Step:
+        """Answer a SaslHandshake or SaslAuthenticate request (may block: run it off the event loop)."""
+        if frame.api_key == SASL_HANDSHAKE:
+            return self._handshake(frame)
+        if frame.api_key == SASL_AUTHENTICATE:
+            return self._authenticate(frame)
+        raise ValueError(f"not an authentication request: {frame.name}")
+
+    def handle_raw(self, token: bytes) -> Step:
+        """A raw SCRAM message after SaslHandshake v0: answered raw; a failure just closes (Kafka's legacy framing)."""
+        reply, error = self._evaluate(token)
+        if error is not None:
+            return Step(close=error, failed=True)
+        return Step(raw=reply)
+
+    def _handshake(self, frame: RequestFrame) -> Step:
+        cls = response_class(frame.api_key, frame.api_version)
+        if self._state is not _State.HANDSHAKE:
+            return Step(build(cls, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[]))
+        mechanism = frame.request.mechanism
+        if mechanism not in self._mechanisms:
+            self._state = _State.FAILED
+            response = build(cls, error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=list(self._mechanisms))
+            return Step(response, close=f"UNSUPPORTED_SASL_MECHANISM: the client asked for {mechanism[:64]!r}",
+                        failed=True)
+        self._mechanism = mechanism
+        self._scram = self._store.scram_server(mechanism)
+        self._state = _State.RAW if frame.api_version == 0 else _State.AUTHENTICATE
+        return Step(build(cls, error_code=ErrorCode.NONE, mechanisms=list(self._mechanisms)))
+
+    def _authenticate(self, frame: RequestFrame) -> Step:
+        cls = response_class(frame.api_key, frame.api_version)
+        if self._state is not _State.AUTHENTICATE:
+            message = ("SaslAuthenticate request received after successful authentication" if self._sasl
+                       else "Unexpected SaslAuthenticate request on a listener without SASL")
+            return Step(build(cls, error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=message, auth_bytes=b"",
+                              session_lifetime=0))
+        reply, error = self._evaluate(frame.request.auth_bytes)
+        if error is not None:
+            assert self._mechanism is not None
+            response = build(cls, error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
+                             error_message=failure_message(self._mechanism), auth_bytes=b"", session_lifetime=0)
+            return Step(response, close=error, failed=True)
+        return Step(build(cls, error_code=ErrorCode.NONE, error_message=None, auth_bytes=reply, session_lifetime=0))
+
+    def _evaluate(self, message: bytes) -> tuple[bytes, str | None]:
+        """(reply, None) for the next SCRAM step, or (b"", reason) when the exchange failed."""
+        scram = self._scram
+        assert scram is not None and self._mechanism is not None
+        try:
+            if self._context.authenticated:
+                raise ValueError("already authenticated")
+            if not self._first_done:
+                reply = scram.first(bytes(message))
+                self._first_done = True
+            else:
+                reply = scram.final(bytes(message))
+                self._complete(scram)
+        except (ApiException, ValueError, TypeError) as exc:
+            self._state = _State.FAILED
+            self._scram = None
+            # The exchange's own reason is the same for an unknown user and a wrong password.
+            return b"", f"authentication failed with {self._mechanism}: {exc}"
+        return reply.encode("utf-8"), None
+
+    def _complete(self, scram: ScramServer) -> None:
+        self._context = dataclasses.replace(self._context, principal=scram.principal,
+                                            token_authenticated=scram.token_authenticated, authenticated=True)
+        self._state = _State.COMPLETE
+        self._scram = None
+
+
+class FailedAuthLimiter:
+    """How long to hold a connection whose authentication failed before closing it, per peer IP.
+
+    Every failure waits at least ``base_delay_s`` (Kafka's connection.failed.authentication.delay.ms);
+    a token bucket per IP (``burst`` failures, refilled at ``rate`` per second) lengthens the
+    wait once an address fails faster than that, so a client retrying in a loop (librdkafka
+    reconnects ~20 times a second) is held to ``rate`` failures a second.  Used from the event
+    loop only.
+    """
+
+    MAX_DELAY_S = 10.0
+    MAX_TRACKED = 10_000
+
+    def __init__(self, base_delay_s: float, burst: int, rate: float, clock=time.monotonic):
+        self._base, self._burst, self._rate, self._clock = base_delay_s, float(burst), rate, clock
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def close_delay(self, ip: str) -> float:
+        """Record one failed authentication from ``ip``; the seconds to wait before closing."""
+        now = self._clock()
+        tokens, last = self._buckets.get(ip, (self._burst, now))
+        tokens = min(self._burst, tokens + (now - last) * self._rate) - 1
+        tokens = max(tokens, -self.MAX_DELAY_S * self._rate)
+        if len(self._buckets) >= self.MAX_TRACKED and ip not in self._buckets:
+            self._prune(now)
+        self._buckets[ip] = (tokens, now)
+        return max(self._base, -tokens / self._rate)
+
+    def _prune(self, now: float) -> None:
+        full = [ip for ip, (tokens, last) in self._buckets.items()
+                if tokens + (now - last) * self._rate >= self._burst]
+        for ip in full:
+            del self._buckets[ip]
+        while len(self._buckets) >= self.MAX_TRACKED:
+            del self._buckets[next(iter(self._buckets))]

@@ -1,0 +1,211 @@
+"""``secmeta serve``: an asyncio server on Kafka's wire protocol in front of one SecurityStore.
+
+The server is the store's only writer; handlers run in a thread pool (the store blocks on
+fsync and PBKDF2 and serialises writes itself) while the event loop only moves bytes.
+It is a one-node cluster: node ``config.node_id`` is the broker and the controller, and the
+cluster id is the store's id.  ``Server`` runs inside an event loop; ``ServerThread`` runs
+one in a background thread for tests, benchmarks and the demo.  The server never closes
+the store: whoever opened it does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from core.server.apis import HANDLERS
+from core.server.call import BrokerInfo
+from core.server.config import ServerConfig
+from core.server.connection import Connection, log, peer_of
+from core.server.listeners import Listener, ListenerError, parse_listeners, ssl_context
+from core.server.sasl import FailedAuthLimiter
+
+__all__ = ["Server", "ServerThread", "cluster_id"]
+
+
+def cluster_id(store: Any) -> str:
+    """The cluster id clients see: the store's id (secmeta.json)."""
+    return store.log.store.store_id
+
+
+class Server:
+    """Listeners bound to one store; ``start()``, then ``stop()`` drains and closes them."""
+
+    def __init__(self, store: Any, listeners: str | Sequence[Listener], config: ServerConfig | None = None):
+        self.store = store
+        self.listeners = parse_listeners(listeners) if isinstance(listeners, str) else tuple(listeners)
+        self.config = config or ServerConfig()
+        self.handlers = dict(HANDLERS)
+        for name in self.config.advertised:
+            if name not in {listener.name for listener in self.listeners}:
+                raise ListenerError(f"advertised listener {name} is not a listener")
+        needs_tls = any(listener.protocol.tls for listener in self.listeners)
+        self.ssl_context = ssl_context(self.config.ssl) if needs_tls else None
+        if needs_tls and self.config.ssl is None:  # pragma: no cover - ssl_context raised already
+            raise ListenerError("a TLS listener needs --ssl-cert and --ssl-key")
+        self.limiter = FailedAuthLimiter(self.config.failed_authentication_delay_ms / 1000,
+                                         self.config.failed_authentications_burst,
+                                         self.config.failed_authentications_per_second)
+        self.executor: ThreadPoolExecutor | None = None
+        self.addresses: dict[str, tuple[str, int]] = {}     # listener name -> bound (host, port)
+        self.brokers: dict[str, BrokerInfo] = {}            # listener name -> what Metadata advertises
+        self._servers: list[asyncio.base_events.Server] = []
+        self._connections: dict[Connection, asyncio.Task] = {}
+        self._stopping = False
+
+    def __repr__(self) -> str:
+        bound = ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.addresses.items()) or "not started"
+        return f"<Server {bound} connections={len(self._connections)}>"
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
+    async def start(self) -> None:
+        """Bind every listener (port 0: an ephemeral port, see ``addresses``)."""
+        self.executor = ThreadPoolExecutor(self.config.workers, thread_name_prefix="secmeta-serve")
+        the_cluster = cluster_id(self.store)
+        try:
+            for listener in self.listeners:
+                server = await asyncio.start_server(
+                    lambda r, w, listener=listener: self._accepted(listener, r, w),
+                    host=listener.host or None, port=listener.port, reuse_address=True)
+                self._servers.append(server)
+                sockname = server.sockets[0].getsockname()
+                self.addresses[listener.name] = (str(sockname[0]), int(sockname[1]))
+                host, port = self.config.advertised.get(listener.name, (listener.host, int(sockname[1])))
+                if host in ("", "0.0.0.0", "::"):
+                    host = socket.getfqdn()
+                self.brokers[listener.name] = BrokerInfo(self.config.node_id, the_cluster, host, port)
+        except BaseException:
+            await self._close_listeners()
+            self.executor.shutdown(wait=False)
+            raise
+
+    def _accepted(self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Called synchronously from connection_made: nothing has been read yet, so a TLS
+        # listener can pause reading here and hand the untouched socket to start_tls.
+        peer = peer_of(writer)
+        if self._stopping:
+            writer.transport.abort()
+            return
+        if len(self._connections) >= self.config.max_connections:
+            log.warning("closed connection from %s on %s: too many connections (max.connections=%d)",
+                        peer, listener.name, self.config.max_connections)
+            writer.transport.abort()
+            return
+        if listener.protocol.tls:
+            writer.transport.pause_reading()
+        connection = Connection(self, listener, self.brokers[listener.name], reader, writer, peer)
+        task = asyncio.get_running_loop().create_task(connection.run(), name=f"secmeta {peer}")
+        self._connections[connection] = task
+        task.add_done_callback(lambda _t, c=connection: self._connections.pop(c, None))
+
+    async def stop(self) -> None:
+        """Stop accepting, let in-flight requests finish (up to shutdown_drain_ms), close every connection."""
+        self._stopping = True
+        await self._close_listeners()
+        for connection, task in list(self._connections.items()):
+            connection.stopping = True
+            if not connection.in_flight:
+                task.cancel()
+        tasks = list(self._connections.values())
+        if tasks:
+            _done, pending = await asyncio.wait(tasks, timeout=self.config.shutdown_drain_ms / 1000)
+            for task in pending:
+                task.cancel()
+            if pending:
+                log.warning("shutdown: %d connection(s) still busy after %d ms were closed",
+                            len(pending), self.config.shutdown_drain_ms)
+                await asyncio.wait(pending, timeout=5)
+        if self.executor is not None:
+            executor, self.executor = self.executor, None
+            await asyncio.get_running_loop().run_in_executor(None, executor.shutdown, True)
+
+    async def _close_listeners(self) -> None:
+        for server in self._servers:
+            server.close()
+        for server in self._servers:
+            try:
+                await asyncio.wait_for(server.wait_closed(), 1)
+            except TimeoutError:  # wait_closed waits for connections on 3.12+
+                pass
+        self._servers.clear()
+
+
+class ServerThread:
+    """A ``Server`` on its own event loop in a daemon thread: a context manager.
+
+    ``with ServerThread(store, "PLAINTEXT://127.0.0.1:0") as server:`` binds, and
+    ``server.addresses["PLAINTEXT"]`` is the bound (host, port); ``bootstrap("PLAINTEXT")``
+    is "host:port".  Leaving the block (or ``stop()``) drains and stops it; the store stays open.
+    """
+
+    def __init__(self, store: Any, listeners: str | Sequence[Listener], config: ServerConfig | None = None):
+        self.server = Server(store, listeners, config)
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+
+    @property
+    def addresses(self) -> dict[str, tuple[str, int]]:
+        return dict(self.server.addresses)
+
+    def bootstrap(self, listener: str) -> str:
+        host, port = self.server.addresses[listener]
+        return f"{host}:{port}"
+
+    def start(self, timeout: float = 30) -> ServerThread:
+        self._thread = threading.Thread(target=self._run, name="secmeta-serve-loop", daemon=True)
+        self._thread.start()
+        if not self._started.wait(timeout):
+            raise TimeoutError("the server did not start")
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except BaseException as exc:  # noqa: BLE001 - reported to start()
+            self._error = self._error or exc
+            self._started.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop_event = asyncio.Event()
+        try:
+            await self.server.start()
+        except BaseException as exc:
+            self._error = exc
+            self._started.set()
+            return
+        self._started.set()
+        await self._stop_event.wait()
+        await self.server.stop()
+
+    def stop(self, timeout: float = 60) -> None:
+        if self._loop is not None and self._stop_event is not None and self._thread is not None:
+            if self._thread.is_alive():
+                self._loop.call_soon_threadsafe(self._stop_event.set)
+            self._thread.join(timeout)
+        self._thread = None
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<ServerThread {self.server!r}>"
+
+
+logging.getLogger("secmeta.server").addHandler(logging.NullHandler())
