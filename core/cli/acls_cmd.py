@@ -8,11 +8,12 @@ import itertools
 from core.cli.common import print_table
 from core.cli.security import (
     add_point_options,
+    add_remote_options,
     add_resource_options,
     add_security_options,
     context,
     has_point,
-    open_store,
+    open_admin,
     pattern_type,
     resources,
     view,
@@ -35,6 +36,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     action.add_argument("--remove", action="store_true", help="remove ACLs matching the options")
     action.add_argument("--list", action="store_true", help="list ACLs matching the options")
     add_security_options(p)
+    add_remote_options(p)
     add_resource_options(p, many=True)
     p.add_argument("--allow-principal", action="append", default=[], metavar="PRINCIPAL", help="principal to allow (repeatable)")
     p.add_argument("--deny-principal", action="append", default=[], metavar="PRINCIPAL", help="principal to deny (repeatable)")
@@ -74,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
                          "it will not remove every ACL")
     if has_point(args) and not args.list:
         raise ValueError("--as-of and --at-offset apply to --list only")
-    with open_store(args, read_only=args.list) as store:
+    with open_admin(args, read_only=args.list) as store:
         ctx = context(args, store)
         if args.add:
             return _add(store, ctx, targets, ptype, args)

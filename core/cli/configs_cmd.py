@@ -9,10 +9,11 @@ import sys
 
 from core.cli.security import (
     add_point_options,
+    add_remote_options,
     add_security_options,
     context,
     has_point,
-    open_store,
+    open_admin,
     view,
 )
 from core.errors import ApiError
@@ -33,6 +34,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "A password left out of --add-config is asked for without echo (or read from stdin).",
     )
     add_security_options(p)
+    add_remote_options(p)
     p.add_argument("--entity-type", required=True, choices=["users"], help="only 'users' is supported")
     p.add_argument("--entity-name", metavar="USER", help="the user (all users with --describe when omitted)")
     action = p.add_mutually_exclusive_group(required=True)
@@ -85,7 +87,7 @@ def _read_password(user: str, mech: ScramMechanism) -> bytes:
 def run(args: argparse.Namespace) -> int:
     if has_point(args) and not args.describe:
         raise ValueError("--as-of and --at-offset apply to --describe only")
-    with open_store(args, read_only=args.describe) as store:
+    with open_admin(args, read_only=args.describe) as store:
         ctx = context(args, store)
         if args.describe:
             return _describe(view(store, args), ctx, args.entity_name)

@@ -22,7 +22,15 @@ def add_security_options(parser: argparse.ArgumentParser) -> None:
     add_store_options(parser)
     parser.add_argument("--as", dest="as_principal", metavar="PRINCIPAL",
                         help="act as this principal (default: the store's default_principal, User:admin)")
-    parser.add_argument("--from-host", default="127.0.0.1", metavar="HOST", help="the acting client's host (default 127.0.0.1)")
+    parser.add_argument("--from-host", default=None, metavar="HOST", help="the acting client's host (default 127.0.0.1)")
+
+
+def add_remote_options(parser: argparse.ArgumentParser) -> None:
+    """--bootstrap-server / --command-config: talk to a running `secmeta serve` instead of a store directory."""
+    parser.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                        help="send the request to this running server over Kafka's protocol instead of opening --store")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="Kafka client properties for --bootstrap-server (security.protocol, sasl.*, ssl.*)")
 
 
 def add_resource_options(parser: argparse.ArgumentParser, *, many: bool) -> None:
@@ -55,6 +63,30 @@ def open_store(args: argparse.Namespace, *, read_only: bool = False):
     return SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), read_only=read_only)
 
 
+def open_admin(args: argparse.Namespace, *, read_only: bool = False):
+    """The one local/remote choice: a RemoteAdmin connected to --bootstrap-server, else the store of --store.
+
+    Both have the same admin methods and are context managers.  Over the wire the login of
+    --command-config decides who asks, so --as and --from-host are refused, and so are
+    --as-of / --at-offset, which read a store's history.
+    """
+    if getattr(args, "bootstrap_server", None) is None:
+        if getattr(args, "command_config", None):
+            raise ValueError("--command-config needs --bootstrap-server")
+        return open_store(args, read_only=read_only)
+    for flag in ("as_of", "at_offset"):
+        if getattr(args, flag, None) is not None:
+            raise ValueError(f"--{flag.replace('_', '-')} reads a store's history and cannot be used with "
+                             "--bootstrap-server (a server answers as of now)")
+    for flag, value in (("--as", args.as_principal), ("--from-host", args.from_host)):
+        if value is not None:
+            raise ValueError(f"{flag} cannot be used with --bootstrap-server: the server takes the principal "
+                             "and host from the connection (log in with --command-config)")
+    from core.wire.client import RemoteAdmin
+
+    return RemoteAdmin.connect(args.bootstrap_server, args.command_config)
+
+
 def add_point_options(parser: argparse.ArgumentParser) -> None:
     """--as-of / --at-offset: answer as the store stood at that point."""
     point = parser.add_mutually_exclusive_group()
@@ -77,5 +109,9 @@ def view(store, args: argparse.Namespace):
     return store
 
 
-def context(args: argparse.Namespace, store) -> RequestContext:
-    return RequestContext(principal=args.as_principal or store.config.default_principal, host=args.from_host, tls=True)
+def context(args: argparse.Namespace, store) -> RequestContext | None:
+    """Who acts on a local store; None over the wire, where the connection's login decides."""
+    if getattr(args, "bootstrap_server", None) is not None:
+        return None
+    return RequestContext(principal=args.as_principal or store.config.default_principal,
+                          host=args.from_host or "127.0.0.1", tls=True)

@@ -9,10 +9,11 @@ import binascii
 from core.cli.common import iso_time, print_table
 from core.cli.security import (
     add_point_options,
+    add_remote_options,
     add_security_options,
     context,
     has_point,
-    open_store,
+    open_admin,
     view,
 )
 
@@ -28,6 +29,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     for name, what in (("create", "issue a token"), ("renew", "extend a token"), ("expire", "expire a token"), ("describe", "list tokens")):
         action.add_argument(f"--{name}", action="store_true", help=what)
     add_security_options(p)
+    add_remote_options(p)
     p.add_argument("--owner-principal", action="append", default=[], metavar="PRINCIPAL",
                    help="--create: the owner (default: the requester); --describe: owners to list (repeatable)")
     p.add_argument("--renewer-principal", action="append", default=[], metavar="PRINCIPAL", help="renewer (repeatable)")
@@ -51,7 +53,7 @@ def _hmac(args) -> bytes:
 def run(args: argparse.Namespace) -> int:
     if has_point(args) and not args.describe:
         raise ValueError("--as-of and --at-offset apply to --describe only")
-    with open_store(args, read_only=args.describe) as store:
+    with open_admin(args, read_only=args.describe) as store:
         ctx = context(args, store)
         if args.create:
             if len(args.owner_principal) > 1:
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"Expired delegation token; expiry {iso_time(expiry)} ({expiry})")
         else:
             tokens = view(store, args).describe_delegation_tokens(args.owner_principal or None, context=ctx)
-            _table(tokens, show_hmac=store.config.describe_tokens_include_hmac)
+            _table(tokens, show_hmac=any(t.hmac for t in tokens))
     return 0
 
 
