@@ -220,6 +220,10 @@ class Connection:
         return await asyncio.get_running_loop().run_in_executor(self._server.executor, fn, *args)
 
     async def _finish(self, step: Step, correlation_id: int) -> None:
+        if step.failed:
+            # Kafka holds the failure answer back (connection.failed.authentication.delay.ms): a
+            # client that reconnects at once after a failure then fails at most this often.
+            await asyncio.sleep(self._server.limiter.close_delay(self.peer.host))
         if step.response is not None:
             await self._write(encode_response(correlation_id, step.response))
         elif step.raw is not None:
@@ -227,7 +231,6 @@ class Connection:
         if step.close is None:
             return
         if step.failed:
-            await asyncio.sleep(self._server.limiter.close_delay(self.peer.host))
             raise _Close(step.close, logging.INFO)
         raise _Close(step.close)
 

@@ -1,0 +1,366 @@
+"""Shared set-up for tests that talk to ``secmeta serve``: a test CA, a running server, a raw client.
+
+    ca = make_ca(tmp_path / "tls")                        # CA, server cert (SAN 127.0.0.1, localhost), client cert
+    with running_server(tmp_path, "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0") as srv:
+        srv.bootstrap("SASL_SSL")                         # "127.0.0.1:PORT"
+        AdminClient(srv.confluent_config("SASL_SSL", "admin", ADMIN_PASSWORD))
+        with RawClient.connect(srv, "PLAINTEXT") as raw:  # kio frames over a plain socket
+            raw.request(build(request_class(18, 3), client_software_name="t", client_software_version="1"))
+
+The server runs in a background thread (``ServerThread``) over a fresh store with a keyring
+in the tmp dir; ``users`` (default: admin, a super user, with ADMIN_PASSWORD) get SCRAM-SHA-256
+and -512 credentials at 4096 iterations before the server starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import ipaddress
+import socket
+import ssl
+import struct
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from scramp import ScramClient
+
+from core import (
+    RequestContext,
+    ScramCredentialInfo,
+    ScramMechanism,
+    SecurityStore,
+    StoreConfig,
+    UserScramCredentialUpsertion,
+)
+from core.server.config import ServerConfig
+from core.server.listeners import ClientAuth, SslConfig
+from core.server.server import ServerThread
+from core.wire.codec import build, decode_response, encode_request, request_class
+from tests.logkit import make_keyring
+
+__all__ = [
+    "ADMIN",
+    "ADMIN_PASSWORD",
+    "CLIENT_DN",
+    "TOKEN_SECRET",
+    "RawClient",
+    "RunningServer",
+    "TestCA",
+    "add_user",
+    "make_ca",
+    "running_server",
+]
+
+ADMIN = RequestContext("User:admin", "127.0.0.1")       # a super user (StoreConfig's default)
+ADMIN_PASSWORD = "admin-secret"
+TOKEN_SECRET = b"serverkit-token-secret"
+#: The client certificate's subject as Kafka prints it (RFC 2253, last RDN first).
+CLIENT_DN = "CN=client-1,OU=tests,O=secmeta"
+MECHANISMS = (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+
+
+# -- a test CA ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TestCA:
+    """PEM files of a throwaway CA, a server certificate for 127.0.0.1/localhost and a client certificate."""
+
+    __test__ = False  # not a pytest class
+
+    directory: Path
+    ca_cert: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+    client_dn: str = CLIENT_DN
+
+    def server_ssl(self, client_auth: ClientAuth | str = ClientAuth.NONE) -> SslConfig:
+        auth = client_auth if isinstance(client_auth, ClientAuth) else ClientAuth.parse(client_auth)
+        return SslConfig(str(self.server_cert), str(self.server_key), str(self.ca_cert), auth)
+
+    def client_context(self, *, with_cert: bool = False) -> ssl.SSLContext:
+        """A client-side context trusting the CA (hostname checked), optionally presenting the client cert."""
+        context = ssl.create_default_context(cafile=str(self.ca_cert))
+        if with_cert:
+            context.load_cert_chain(str(self.client_cert), str(self.client_key))
+        return context
+
+
+def _name(*pairs: tuple[Any, str]) -> x509.Name:
+    return x509.Name([x509.NameAttribute(oid, value) for oid, value in pairs])
+
+
+def _write_key(path: Path, key) -> None:
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                       serialization.NoEncryption()))
+
+
+def _certificate(subject: x509.Name, issuer: x509.Name, public_key, signing_key, *, ca: bool,
+                 extensions: list | None = None) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(public_key)
+               .serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5))
+               .not_valid_after(now + datetime.timedelta(days=2))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    for extension in extensions or []:
+        builder = builder.add_extension(extension, critical=False)
+    return builder.sign(signing_key, hashes.SHA256())
+
+
+def make_ca(directory: Path) -> TestCA:
+    """Write ca.pem, server.pem/server.key (SAN IP 127.0.0.1, DNS localhost) and client.pem/client.key."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = _name((NameOID.COMMON_NAME, "secmeta test CA"), (NameOID.ORGANIZATION_NAME, "secmeta"))
+    ca_cert = _certificate(ca_name, ca_name, ca_key.public_key(), ca_key, ca=True,
+                           extensions=[x509.KeyUsage(False, False, False, False, False, True, True, False, False)])
+    paths = {n: directory / n for n in ("ca.pem", "server.pem", "server.key", "client.pem", "client.key")}
+    paths["ca.pem"].write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+
+    server_key = ec.generate_private_key(ec.SECP256R1())
+    server_cert = _certificate(
+        _name((NameOID.COMMON_NAME, "localhost")), ca_name, server_key.public_key(), ca_key, ca=False,
+        extensions=[x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                                 x509.DNSName("localhost")]),
+                    x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH])])
+    paths["server.pem"].write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(paths["server.key"], server_key)
+
+    client_key = ec.generate_private_key(ec.SECP256R1())
+    # RDNs in certificate order O, OU, CN: Kafka prints them last first (CN=...,OU=...,O=...).
+    client_cert = _certificate(
+        _name((NameOID.ORGANIZATION_NAME, "secmeta"), (NameOID.ORGANIZATIONAL_UNIT_NAME, "tests"),
+              (NameOID.COMMON_NAME, "client-1")),
+        ca_name, client_key.public_key(), ca_key, ca=False,
+        extensions=[x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH])])
+    paths["client.pem"].write_bytes(client_cert.public_bytes(serialization.Encoding.PEM))
+    _write_key(paths["client.key"], client_key)
+    return TestCA(directory, paths["ca.pem"], paths["server.pem"], paths["server.key"],
+                  paths["client.pem"], paths["client.key"])
+
+
+# -- a store and a running server ---------------------------------------------------
+
+def add_user(store: SecurityStore, name: str, password: str, mechanisms=MECHANISMS, iterations: int = 4096) -> None:
+    """Give ``name`` SCRAM credentials for ``password`` through the store's API (as User:admin)."""
+    for mechanism in mechanisms:  # Kafka takes one alteration per user per request
+        results = store.alter_user_scram_credentials(
+            [UserScramCredentialUpsertion(name, ScramCredentialInfo(mechanism, iterations), password.encode())],
+            context=ADMIN)
+        errors = {user: err for user, err in results.items() if err}
+        assert not errors, errors
+
+
+@dataclass
+class RunningServer:
+    """A server in a background thread over a fresh store: what tests need to reach it."""
+
+    store: SecurityStore
+    thread: ServerThread
+    ca: TestCA | None
+    directory: Path
+    passwords: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def addresses(self) -> dict[str, tuple[str, int]]:
+        """Listener name -> bound (host, port)."""
+        return self.thread.addresses
+
+    @property
+    def cluster_id(self) -> str:
+        return self.store.log.store.store_id
+
+    @property
+    def node_id(self) -> int:
+        return self.thread.server.config.node_id
+
+    def bootstrap(self, listener: str) -> str:
+        return self.thread.bootstrap(listener)
+
+    def log_end(self) -> int:
+        """The store's log end offset: unchanged means nothing was written."""
+        return self.store.log.end_offset
+
+    def confluent_config(self, listener: str, user: str | None = None, password: str | None = None,
+                         mechanism: str = "SCRAM-SHA-256", **extra: Any) -> dict[str, Any]:
+        """librdkafka settings for ``listener`` (fails fast: short socket and request timeouts)."""
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap(listener),
+            "security.protocol": listener,
+            "socket.timeout.ms": 5000,
+            "socket.connection.setup.timeout.ms": 5000,
+            "reconnect.backoff.max.ms": 1000,
+        }
+        if "SSL" in listener:
+            assert self.ca is not None, "this server has no TLS"
+            config["ssl.ca.location"] = str(self.ca.ca_cert)
+        if listener.startswith("SASL"):
+            config.update({"sasl.mechanism": mechanism, "sasl.username": user or "admin",
+                           "sasl.password": password if password is not None else self.passwords.get(user or "admin", "")})
+        config.update(extra)
+        return config
+
+    def kafka_python_config(self, listener: str, user: str | None = None, password: str | None = None,
+                            mechanism: str = "SCRAM-SHA-256", **extra: Any) -> dict[str, Any]:
+        """kafka-python KafkaAdminClient keyword arguments for ``listener``."""
+        config: dict[str, Any] = {"bootstrap_servers": self.bootstrap(listener), "security_protocol": listener,
+                                  "request_timeout_ms": 10000}
+        if "SSL" in listener:
+            assert self.ca is not None, "this server has no TLS"
+            config["ssl_cafile"] = str(self.ca.ca_cert)
+        if listener.startswith("SASL"):
+            config.update({"sasl_mechanism": mechanism, "sasl_plain_username": user or "admin",
+                           "sasl_plain_password": password if password is not None
+                           else self.passwords.get(user or "admin", "")})
+        config.update(extra)
+        return config
+
+
+@contextmanager
+def running_server(directory: Path, listeners: str = "PLAINTEXT://127.0.0.1:0", *,
+                   config: ServerConfig | None = None, store_config: StoreConfig | None = None,
+                   users: Mapping[str, str] | None = None,
+                   client_auth: ClientAuth | str = ClientAuth.NONE) -> Iterator[RunningServer]:
+    """A server on ``listeners`` (port 0 = ephemeral) over a fresh store in ``directory``.
+
+    TLS listeners get a test CA (made in ``directory/tls``) unless ``config.ssl`` is given.
+    ``users`` maps names to passwords (default {"admin": ADMIN_PASSWORD}).
+    The store is closed when the block ends.
+    """
+    directory = Path(directory)
+    users = {"admin": ADMIN_PASSWORD} if users is None else dict(users)
+    config = config or ServerConfig()
+    ca = None
+    if "SSL" in listeners:
+        ca = make_ca(directory / "tls")
+        if config.ssl is None:
+            config = _replace(config, ssl=ca.server_ssl(client_auth))
+    store_config = store_config or StoreConfig(token_secret=TOKEN_SECRET)
+    store = SecurityStore.open(directory / "store", store_config, keyring=make_keyring(directory))
+    try:
+        for name, password in users.items():
+            add_user(store, name, password)
+        with ServerThread(store, listeners, config) as thread:
+            yield RunningServer(store, thread, ca, directory, dict(users))
+    finally:
+        store.close()
+
+
+def _replace(config: ServerConfig, **changes: Any) -> ServerConfig:
+    return dataclasses.replace(config, **changes)
+
+
+# -- a raw protocol client ------------------------------------------------------------
+
+class RawClient:
+    """One socket speaking kio-encoded frames: send requests, read responses, see the server close."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self._correlation = 0
+
+    @classmethod
+    def connect(cls, server: RunningServer | tuple[str, int], listener: str = "PLAINTEXT", *,
+                timeout: float = 5.0, with_cert: bool = False) -> RawClient:
+        host, port = server.addresses[listener] if isinstance(server, RunningServer) else server
+        sock = socket.create_connection((host, port), timeout=timeout)
+        if isinstance(server, RunningServer) and "SSL" in listener:
+            assert server.ca is not None
+            sock = server.ca.client_context(with_cert=with_cert).wrap_socket(sock, server_hostname=host)
+        return cls(sock)
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    @property
+    def local_address(self) -> str:
+        """'host:port' of this end, as the server's log lines name the peer."""
+        host, port = self.sock.getsockname()[:2]
+        return f"{host}:{port}"
+
+    def send_bytes(self, payload: bytes) -> None:
+        self.sock.sendall(payload)
+
+    def send(self, request: Any, *, correlation_id: int | None = None, client_id: str | None = "serverkit") -> int:
+        """Send a kio request entity; returns its correlation id."""
+        if correlation_id is None:
+            self._correlation += 1
+            correlation_id = self._correlation
+        self.sock.sendall(encode_request(correlation_id, client_id, request))
+        return correlation_id
+
+    def read_frame(self) -> bytes:
+        """One size-prefixed frame's payload; ConnectionError if the server closed."""
+        size = struct.unpack(">i", self._read_exactly(4))[0]
+        return self._read_exactly(size)
+
+    def _read_exactly(self, n: int) -> bytes:
+        chunks, got = [], 0
+        while got < n:
+            chunk = self.sock.recv(n - got)
+            if not chunk:
+                raise ConnectionError(f"the server closed the connection ({got} of {n} bytes read)")
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+    def receive(self, api_key: int, api_version: int) -> tuple[int, Any]:
+        """(correlation id, kio response) of the next frame, decoded as ``api_key`` v``api_version``."""
+        return decode_response(api_key, api_version, self.read_frame())
+
+    def request(self, request: Any) -> Any:
+        """Send ``request`` and return its decoded response (correlation id checked)."""
+        correlation_id = self.send(request)
+        got, response = self.receive(request.__api_key__, request.__version__)
+        assert got == correlation_id, (got, correlation_id)
+        return response
+
+    def closed_by_server(self, timeout: float = 5.0) -> bool:
+        """True if the server closes the connection within ``timeout`` (any unread data is discarded)."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                if not self.sock.recv(65536):
+                    return True
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
+            return True
+        except TimeoutError:
+            return False
+        except OSError:
+            return True
+
+    def api_versions(self, version: int = 3) -> Any:
+        cls = request_class(18, version)
+        return self.request(build(cls, client_software_name="serverkit", client_software_version="1.0"))
+
+    def sasl_login(self, user: str, password: str, mechanism: str = "SCRAM-SHA-256") -> Any:
+        """SaslHandshake v1 + two SaslAuthenticate v2 (scramp's client); the last SaslAuthenticate response."""
+        handshake = self.request(build(request_class(17, 1), mechanism=mechanism))
+        if handshake.error_code != 0:
+            return handshake
+        client = ScramClient([mechanism], user, password)
+        first = self.request(build(request_class(36, 2), auth_bytes=client.get_client_first().encode()))
+        if first.error_code != 0:
+            return first
+        client.set_server_first(first.auth_bytes.decode())
+        final = self.request(build(request_class(36, 2), auth_bytes=client.get_client_final().encode()))
+        if final.error_code == 0:
+            client.set_server_final(final.auth_bytes.decode())
+        return final
