@@ -269,6 +269,8 @@ class RawClient:
     def __init__(self, sock: socket.socket):
         self.sock = sock
         self._correlation = 0
+        host, port = sock.getsockname()[:2]
+        self.local_address = f"{host}:{port}"   # as the server's log lines name this peer
 
     @classmethod
     def connect(cls, server: RunningServer | tuple[str, int], listener: str = "PLAINTEXT", *,
@@ -288,12 +290,6 @@ class RawClient:
 
     def close(self) -> None:
         self.sock.close()
-
-    @property
-    def local_address(self) -> str:
-        """'host:port' of this end, as the server's log lines name the peer."""
-        host, port = self.sock.getsockname()[:2]
-        return f"{host}:{port}"
 
     def send_bytes(self, payload: bytes) -> None:
         self.sock.sendall(payload)

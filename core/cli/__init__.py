@@ -14,6 +14,7 @@ from core.cli import (
     kafka_cmd,
     keys_cmd,
     log_cmd,
+    serve_cmd,
     spark_cmd,
     tokens_cmd,
 )
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     spark_cmd.register(commands)
     log_cmd.register(commands)
     keys_cmd.register(commands)
+    serve_cmd.register(commands)
     demo.register(commands)
     return parser
 

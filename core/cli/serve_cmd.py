@@ -1,0 +1,125 @@
+"""``secmeta serve``: the store behind Kafka's wire protocol until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from core.cli.common import add_store_options, keyring, store_path
+from core.server.config import ServerConfig
+from core.server.listeners import ClientAuth, SslConfig, parse_advertised, parse_listeners
+
+_DEFAULTS = ServerConfig()
+
+
+class _DefaultsShown(argparse.HelpFormatter):
+    """Help lines end with the default, where there is one and the text does not give it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.option_strings and action.default not in (None, False, argparse.SUPPRESS) and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    p = commands.add_parser(
+        "serve", help="serve the store to Kafka clients (admin and SASL APIs) until SIGTERM",
+        description="Serve the store on Kafka's wire protocol: Kafka's admin clients manage ACLs, SCRAM "
+                    "credentials and delegation tokens, and log in with SCRAM. This process becomes the "
+                    "store's one writer and a one-node cluster (broker and controller) whose id is the "
+                    "store's id.",
+        formatter_class=_DefaultsShown)
+    add_store_options(p)
+    p.add_argument("--listeners", required=True, metavar="LIST",
+                   help="Kafka listeners, e.g. PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9094 "
+                        "(protocols PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; port 0 = any free port)")
+    p.add_argument("--advertised-listeners", metavar="LIST", default=None,
+                   help="addresses clients are told to connect to, per listener (default: the bound address)")
+    p.add_argument("--ssl-cert", metavar="PEM", help="server certificate (chain) for SSL and SASL_SSL listeners")
+    p.add_argument("--ssl-key", metavar="PEM", help="private key of --ssl-cert (if not in the same file)")
+    p.add_argument("--ssl-ca", metavar="PEM", help="CA certificates that client certificates must chain to")
+    p.add_argument("--ssl-client-auth", choices=[c.value for c in ClientAuth], default=ClientAuth.NONE.value,
+                   help="ask TLS clients for a certificate (Kafka's ssl.client.auth)")
+    p.add_argument("--sasl-mechanisms", metavar="LIST",
+                   default=",".join(m.mechanism_name for m in _DEFAULTS.sasl_mechanisms),
+                   help="SASL mechanisms offered on SASL listeners")
+    p.add_argument("--node-id", type=int, default=_DEFAULTS.node_id, metavar="N",
+                   help="id of this node (broker and controller)")
+    p.add_argument("--socket-request-max-bytes", type=int, default=_DEFAULTS.socket_request_max_bytes, metavar="N",
+                   help="largest request frame accepted (Kafka's socket.request.max.bytes)")
+    p.add_argument("--connections-max-idle-ms", type=int, default=_DEFAULTS.connections_max_idle_ms, metavar="MS",
+                   help="close connections idle this long (Kafka's connections.max.idle.ms)")
+    p.add_argument("--max-connections", type=int, default=_DEFAULTS.max_connections, metavar="N",
+                   help="refuse connections beyond this many (Kafka's max.connections)")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   help="level of the server's log on stderr")
+    p.set_defaults(func=run)
+
+
+def _mechanisms(text: str):
+    from events.types import ScramMechanism
+
+    out = []
+    for name in (n.strip() for n in text.split(",")):
+        if name not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ValueError(f"--sasl-mechanisms: {name!r} is not SCRAM-SHA-256 or SCRAM-SHA-512")
+        out.append(ScramMechanism.parse(name))
+    return tuple(dict.fromkeys(out))
+
+
+def server_config(args: argparse.Namespace) -> tuple[tuple, ServerConfig]:
+    """The listeners and ServerConfig of the command line (errors name the bad option)."""
+    listeners = parse_listeners(args.listeners)
+    ssl = None
+    if args.ssl_cert or args.ssl_key or args.ssl_ca:
+        ssl = SslConfig(args.ssl_cert, args.ssl_key, args.ssl_ca, ClientAuth.parse(args.ssl_client_auth))
+    config = ServerConfig(
+        node_id=args.node_id,
+        advertised=parse_advertised(args.advertised_listeners, listeners),
+        ssl=ssl,
+        sasl_mechanisms=_mechanisms(args.sasl_mechanisms),
+        socket_request_max_bytes=args.socket_request_max_bytes,
+        connections_max_idle_ms=args.connections_max_idle_ms,
+        max_connections=args.max_connections,
+    )
+    return listeners, config
+
+
+def run(args: argparse.Namespace) -> int:
+    from core.config import StoreConfig
+    from core.server.server import Server
+    from core.store import SecurityStore
+
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    listeners, config = server_config(args)
+    path = store_path(args)
+    with SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args)) as store:
+        server = Server(store, listeners, config)   # checks TLS files before anything binds
+        store.start_token_sweeper()
+        asyncio.run(_serve(server))
+    print("stopped; store closed", file=sys.stderr, flush=True)
+    return 0
+
+
+async def _serve(server) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start()
+    try:
+        for listener in server.listeners:
+            host, port = server.addresses[listener.name]
+            shown = f"[{host}]" if ":" in host else host
+            print(f"listening on {listener.name}://{shown}:{port}", flush=True)
+        await stop.wait()
+        print("stopping: draining in-flight requests", file=sys.stderr, flush=True)
+    finally:
+        await server.stop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)

@@ -1,0 +1,189 @@
+"""The server at the frame level (tests/serverkit.RawClient): API versions, cluster metadata, the SASL state machine.
+
+Kafka behaviour pinned here comes from clients/.../requests/ApiVersionsRequest.java
+(getErrorResponse: UNSUPPORTED_VERSION with a v0 body listing ApiVersions' own range,
+KIP-511), security/authenticator/SaslServerAuthenticator.java (only ApiVersions and
+SaslHandshake before the handshake, only SaslAuthenticate after it, one message for bad
+credentials, legacy v0 raw tokens) and server/KafkaApis (SaslHandshake after authentication
+is ILLEGAL_SASL_STATE; DescribeCluster and Metadata describe brokers and the controller).
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+
+import pytest
+from scramp import ScramClient
+
+from core.server.cluster_apis import AUTHORIZED_OPERATIONS_OMITTED
+from core.server.sasl import FailedAuthLimiter
+from core.wire.codec import SERVED_VERSIONS, build, request_class
+from tests.serverkit import ADMIN_PASSWORD, RawClient
+
+UNKNOWN_TOPIC_OR_PARTITION, ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM = 3, 34, 33
+UNSUPPORTED_VERSION, SASL_AUTHENTICATION_FAILED = 35, 58
+
+
+def _api_versions_frame(version: int, correlation_id: int) -> bytes:
+    """An ApiVersions request at a version no kio class describes (header v2, empty body)."""
+    client_id = b"probe"
+    payload = struct.pack(">hhih", 18, version, correlation_id, len(client_id)) + client_id + b"\x00" + b"\x00"
+    return struct.pack(">i", len(payload)) + payload
+
+
+def test_api_versions_lists_every_served_api(shared_server):
+    """ApiVersions v3 lists the served keys with their version ranges, throttle time 0."""
+    with RawClient.connect(shared_server) as raw:
+        response = raw.api_versions(3)
+    assert response.error_code == 0
+    got = {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
+    assert {3, 17, 18, 36, 60} <= set(got)
+    assert all(got[k] == SERVED_VERSIONS[k] for k in got)
+    assert response.throttle_time.total_seconds() == 0
+
+
+def test_unsupported_api_versions_version_falls_back_to_v0(shared_server):
+    """An ApiVersions version we do not serve gets UNSUPPORTED_VERSION in a v0 body naming ApiVersions' range,
+    and the connection stays open for the client's retry (ApiVersionsRequest.getErrorResponse)."""
+    with RawClient.connect(shared_server) as raw:
+        raw.send_bytes(_api_versions_frame(9, 77))
+        correlation_id, response = raw.receive(18, 0)
+        assert correlation_id == 77
+        assert response.error_code == UNSUPPORTED_VERSION
+        assert [(k.api_key, k.min_version, k.max_version) for k in response.api_keys] == [(18, *SERVED_VERSIONS[18])]
+        assert raw.api_versions(0).error_code == 0
+
+
+def test_api_versions_rejects_an_invalid_client_software_name(shared_server):
+    """ApiVersionsRequest.isValid: a software name outside [a-zA-Z0-9.-] is INVALID_REQUEST."""
+    with RawClient.connect(shared_server) as raw:
+        response = raw.request(build(request_class(18, 3), client_software_name="bad name!",
+                                     client_software_version="1"))
+    assert response.error_code == 42
+
+
+def test_metadata_describes_this_broker_and_unknown_topics(shared_server):
+    """Metadata v10: this node as broker and controller, the store's id as cluster id, requested topics unknown."""
+    host, port = shared_server.addresses["PLAINTEXT"]
+    request = build(request_class(3, 10), topics=[{"name": "orders", "topic_id": None}],
+                    include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+    with RawClient.connect(shared_server) as raw:
+        response = raw.request(request)
+    assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(1, host, port)]
+    assert response.controller_id == 1 and response.cluster_id == shared_server.cluster_id
+    assert [(t.name, t.error_code) for t in response.topics] == [("orders", UNKNOWN_TOPIC_OR_PARTITION)]
+    assert response.cluster_authorized_operations == AUTHORIZED_OPERATIONS_OMITTED
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_describe_cluster_without_authorized_operations(shared_server, version):
+    """DescribeCluster v0-v2 not asking for operations answers Kafka's 'omitted' value -2147483648."""
+    with RawClient.connect(shared_server) as raw:
+        response = raw.request(build(request_class(60, version), include_cluster_authorized_operations=False,
+                                     include_fenced_brokers=False))
+    assert response.error_code == 0 and response.cluster_id == shared_server.cluster_id
+    assert response.cluster_authorized_operations == AUTHORIZED_OPERATIONS_OMITTED
+    assert [b.broker_id for b in response.brokers] == [1]
+
+
+def test_sasl_handshake_on_a_plaintext_listener_is_an_illegal_state(shared_server):
+    """KafkaApis answers SaslHandshake on an authenticated connection with ILLEGAL_SASL_STATE and keeps it open."""
+    with RawClient.connect(shared_server) as raw:
+        response = raw.request(build(request_class(17, 1), mechanism="SCRAM-SHA-256"))
+        assert response.error_code == ILLEGAL_SASL_STATE
+        assert raw.api_versions().error_code == 0
+
+
+def test_sasl_login_then_requests_are_served(shared_server):
+    """SaslHandshake v1 + SaslAuthenticate v2 with the right password, then Metadata is served."""
+    with RawClient.connect(shared_server, "SASL_PLAINTEXT") as raw:
+        assert raw.api_versions().error_code == 0
+        final = raw.sasl_login("admin", ADMIN_PASSWORD, "SCRAM-SHA-512")
+        assert final.error_code == 0 and final.auth_bytes.startswith(b"v=")
+        response = raw.request(build(request_class(60, 2), include_cluster_authorized_operations=True,
+                                     include_fenced_brokers=False))
+    assert response.cluster_authorized_operations not in (0, AUTHORIZED_OPERATIONS_OMITTED)
+
+
+def test_legacy_handshake_v0_takes_raw_scram_tokens(shared_server):
+    """After SaslHandshake v0 the SCRAM messages travel as raw size-prefixed tokens (Kafka's legacy framing)."""
+    with RawClient.connect(shared_server, "SASL_PLAINTEXT") as raw:
+        assert raw.request(build(request_class(17, 0), mechanism="SCRAM-SHA-256")).error_code == 0
+        client = ScramClient(["SCRAM-SHA-256"], "admin", ADMIN_PASSWORD)
+        for message in (client.get_client_first, None):
+            if message is None:
+                token = client.get_client_final().encode()
+            else:
+                token = message().encode()
+            raw.send_bytes(struct.pack(">i", len(token)) + token)
+            reply = raw.read_frame().decode()
+            if message is not None:
+                client.set_server_first(reply)
+        client.set_server_final(reply)  # raises if the server's signature is wrong
+        assert raw.api_versions().error_code == 0
+
+
+def _one_close_line(caplog, raw: RawClient, fragment: str) -> str:
+    lines = [r.getMessage() for r in caplog.records
+             if r.name == "secmeta.server" and r.levelno >= logging.INFO and raw.local_address in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def test_a_request_before_sasl_authentication_closes_the_connection(shared_server, caplog):
+    """On a SASL listener, Metadata before authentication closes the connection; nothing is written."""
+    caplog.set_level(logging.INFO, logger="secmeta.server")
+    before = shared_server.log_end()
+    with RawClient.connect(shared_server, "SASL_PLAINTEXT") as raw:
+        raw.send(build(request_class(3, 12), topics=None, include_topic_authorized_operations=False))
+        assert raw.closed_by_server()
+    _one_close_line(caplog, raw, "ILLEGAL_SASL_STATE")
+    assert shared_server.log_end() == before
+
+
+def test_other_requests_during_the_sasl_exchange_close_the_connection(shared_server, caplog):
+    """After the handshake only SaslAuthenticate is accepted (SaslServerAuthenticator.handleSaslToken)."""
+    caplog.set_level(logging.INFO, logger="secmeta.server")
+    with RawClient.connect(shared_server, "SASL_PLAINTEXT") as raw:
+        assert raw.request(build(request_class(17, 1), mechanism="SCRAM-SHA-256")).error_code == 0
+        raw.send(build(request_class(18, 3), client_software_name="x", client_software_version="1"))
+        assert raw.closed_by_server()
+    _one_close_line(caplog, raw, "during SASL authentication")
+
+
+def test_unsupported_mechanism_lists_the_enabled_ones(shared_server, caplog):
+    """SaslHandshake for PLAIN answers UNSUPPORTED_SASL_MECHANISM with the enabled mechanisms, then closes."""
+    caplog.set_level(logging.INFO, logger="secmeta.server")
+    with RawClient.connect(shared_server, "SASL_PLAINTEXT") as raw:
+        response = raw.request(build(request_class(17, 1), mechanism="PLAIN"))
+        assert response.error_code == UNSUPPORTED_SASL_MECHANISM
+        assert list(response.mechanisms) == ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+        assert raw.closed_by_server()
+    _one_close_line(caplog, raw, "UNSUPPORTED_SASL_MECHANISM")
+
+
+@pytest.mark.parametrize("user", ["admin", "nobody"])
+def test_bad_credentials_answer_kafkas_message(shared_server, caplog, user):
+    """A wrong password and an unknown user get the same SASL_AUTHENTICATION_FAILED message, then the close."""
+    caplog.set_level(logging.INFO, logger="secmeta.server")
+    with RawClient.connect(shared_server, "SASL_PLAINTEXT") as raw:
+        final = raw.sasl_login(user, "wrong-password", "SCRAM-SHA-256")
+        assert final.error_code == SASL_AUTHENTICATION_FAILED
+        assert final.error_message == ("Authentication failed during authentication due to invalid credentials "
+                                       "with SASL mechanism SCRAM-SHA-256")
+        assert raw.closed_by_server()
+    line = _one_close_line(caplog, raw, "authentication failed")
+    assert "wrong-password" not in line and user not in line.split(": ", 1)[1]
+
+
+def test_failed_authentications_are_slowed_per_peer_address():
+    """The first failures from an address wait the base delay; a burst beyond the bucket waits 1/rate per failure."""
+    now = [100.0]
+    limiter = FailedAuthLimiter(0.1, burst=3, rate=2.0, clock=lambda: now[0])
+    assert [limiter.close_delay("10.0.0.1") for _ in range(3)] == [0.1, 0.1, 0.1]
+    assert [limiter.close_delay("10.0.0.1") for _ in range(2)] == [0.5, 1.0]
+    assert limiter.close_delay("10.0.0.2") == 0.1          # other addresses are not affected
+    now[0] += 60
+    assert limiter.close_delay("10.0.0.1") == 0.1          # the bucket refills
