@@ -239,6 +239,7 @@ def running_server(directory: Path, listeners: str = "PLAINTEXT://127.0.0.1:0", 
     The store is closed when the block ends.
     """
     directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
     users = {"admin": ADMIN_PASSWORD} if users is None else dict(users)
     config = config or ServerConfig()
     ca = None
