@@ -298,7 +298,8 @@ def _connect(address: str, config: ClientConfig) -> socket.socket:
         tls = context.wrap_socket(sock, server_hostname=host)
     except ssl.SSLCertVerificationError as exc:
         sock.close()
-        raise BrokerConnectionError(f"TLS handshake with broker {address} failed: {exc.verify_message or exc.reason}") from None
+        raise BrokerConnectionError(f"TLS handshake with broker {address} failed: certificate verify failed: "
+                                    f"{exc.verify_message or exc.reason}") from None
     except ssl.SSLError as exc:
         sock.close()
         raise BrokerConnectionError(f"TLS handshake with broker {address} failed: {exc.reason or exc}") from None
