@@ -30,11 +30,13 @@ from core.server.principals import ANONYMOUS, tls_principal
 from core.server.sasl import Authenticator, Step
 from core.types import RequestContext
 from core.wire.codec import (
+    API_NAMES,
     FrameError,
     UnsupportedApi,
     decode_request,
     encode_response,
     frame_size,
+    peek_header,
     response_class,
 )
 
@@ -186,6 +188,10 @@ class Connection:
             raise _Close(str(exc)) from None
         except FrameError as exc:
             raise _Close(str(exc)) from None
+        except Exception as exc:  # kio raises KeyError for an unknown tagged field, and maybe more
+            key, version, _ = peek_header(data)
+            name = API_NAMES.get(key, f"api key {key}")
+            raise _Close(f"malformed {name} v{version} request: {type(exc).__name__}: {exc}") from None
         refusal = auth.refusal(frame.api_key)
         if refusal is not None:
             raise _Close(refusal)
