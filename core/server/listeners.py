@@ -186,9 +186,9 @@ class SslConfig:
 _VERIFY = {ClientAuth.NONE: ssl.CERT_NONE, ClientAuth.REQUESTED: ssl.CERT_OPTIONAL, ClientAuth.REQUIRED: ssl.CERT_REQUIRED}
 
 
-def ssl_context(config: SslConfig) -> ssl.SSLContext:
+def ssl_context(config: SslConfig | None) -> ssl.SSLContext:
     """The server-side TLS context of ``config`` (TLS 1.2 or newer)."""
-    if not config.cert:
+    if config is None or not config.cert:
         raise ListenerError("a TLS listener (SSL, SASL_SSL) needs --ssl-cert (and --ssl-key unless the cert file holds the key)")
     for flag, path in (("--ssl-cert", config.cert), ("--ssl-key", config.key), ("--ssl-ca", config.ca)):
         if path is not None and not Path(path).is_file():

@@ -46,8 +46,6 @@ class Server:
                 raise ListenerError(f"advertised listener {name} is not a listener")
         needs_tls = any(listener.protocol.tls for listener in self.listeners)
         self.ssl_context = ssl_context(self.config.ssl) if needs_tls else None
-        if needs_tls and self.config.ssl is None:  # pragma: no cover - ssl_context raised already
-            raise ListenerError("a TLS listener needs --ssl-cert and --ssl-key")
         self.limiter = FailedAuthLimiter(self.config.failed_authentication_delay_ms / 1000,
                                          self.config.failed_authentications_burst,
                                          self.config.failed_authentications_per_second)

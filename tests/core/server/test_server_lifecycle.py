@@ -1,0 +1,123 @@
+"""Starting, draining and stopping the server: ServerThread in-process and ``secmeta serve`` under SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from core import SecurityStore, StoreConfig
+from core.errors import ClusterAuthorizationException
+from core.server.cluster_apis import CLUSTER_HANDLERS
+from core.wire.codec import build, request_class
+from events.keyring import Keyring
+from tests.logkit import make_keyring
+from tests.serverkit import ADMIN_PASSWORD, RawClient, add_user
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _describe_cluster():
+    return build(request_class(60, 2), include_cluster_authorized_operations=False, include_fenced_brokers=False)
+
+
+def test_stop_drains_the_in_flight_request_and_closes_idle_connections(serve):
+    """stop(): the request being handled is answered, then its connection and idle ones are closed."""
+    server = serve()
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(call):
+        entered.set()
+        release.wait(10)
+        return CLUSTER_HANDLERS[60](call)
+
+    server.thread.server.handlers[60] = slow
+    with RawClient.connect(server) as busy, RawClient.connect(server) as idle:
+        assert idle.api_versions().error_code == 0
+        correlation_id = busy.send(_describe_cluster())
+        assert entered.wait(10)
+        stopper = threading.Thread(target=server.thread.stop)
+        stopper.start()
+        assert idle.closed_by_server()
+        release.set()
+        got, response = busy.receive(60, 2)
+        assert (got, response.error_code, response.cluster_id) == (correlation_id, 0, server.cluster_id)
+        assert busy.closed_by_server()
+        stopper.join(10)
+        assert not stopper.is_alive()
+
+
+def test_a_request_level_api_exception_becomes_the_top_level_error(serve):
+    """A handler's ApiException is answered as the response's top-level error code and message."""
+    server = serve()
+
+    def refuse(call):
+        raise ClusterAuthorizationException("Cluster authorization failed.")
+
+    server.thread.server.handlers[60] = refuse
+    with RawClient.connect(server) as raw:
+        response = raw.request(_describe_cluster())
+        assert (response.error_code, response.error_message) == (31, "Cluster authorization failed.")
+        assert raw.api_versions().error_code == 0
+
+
+def test_a_handler_bug_answers_unknown_server_error_and_keeps_the_connection(serve):
+    """An unexpected exception in a handler is UNKNOWN_SERVER_ERROR (Kafka's getErrorResponse), not a hang."""
+    server = serve()
+
+    def broken(call):
+        raise RuntimeError("bug")
+
+    server.thread.server.handlers[60] = broken
+    with RawClient.connect(server) as raw:
+        assert raw.request(_describe_cluster()).error_code == -1
+        assert raw.api_versions().error_code == 0
+
+
+def test_listener_errors_are_raised_by_start(tmp_path):
+    """A TLS listener without a certificate fails before anything binds, naming the missing option."""
+    from core.server.listeners import ListenerError
+    from core.server.server import ServerThread
+
+    with SecurityStore.open(tmp_path / "store", StoreConfig(), keyring=make_keyring(tmp_path)) as store:
+        with pytest.raises(ListenerError, match="--ssl-cert"):
+            ServerThread(store, "SSL://127.0.0.1:0")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_secmeta_serve_drains_on_sigterm_and_the_store_reopens(tmp_path):
+    """`secmeta serve` prints its listener, serves, exits 0 on SIGTERM and leaves a store that reopens."""
+    keys = tmp_path / "keys.json"
+    Keyring.generate_file(keys)
+    store_dir = tmp_path / "store"
+    with SecurityStore.open(store_dir, StoreConfig(), keyring=Keyring.from_file(keys)) as store:
+        add_user(store, "admin", ADMIN_PASSWORD)
+        end = store.log.end_offset
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core.cli", "serve", "--store", str(store_dir), "--key-file", str(keys),
+         "--listeners", "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+    try:
+        lines = [proc.stdout.readline().strip() for _ in range(2)]
+        assert lines[0].startswith("listening on PLAINTEXT://127.0.0.1:"), lines
+        assert lines[1].startswith("listening on SASL_PLAINTEXT://127.0.0.1:"), lines
+        ports = [int(line.rsplit(":", 1)[1]) for line in lines]
+        with RawClient.connect(("127.0.0.1", ports[1])) as raw:
+            assert raw.sasl_login("admin", ADMIN_PASSWORD).error_code == 0
+            assert raw.request(_describe_cluster()).error_code == 0
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(30) == 0
+            assert raw.closed_by_server()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert "stopped; store closed" in proc.stderr.read()
+    with SecurityStore.open(store_dir, StoreConfig(), keyring=Keyring.from_file(keys)) as store:
+        assert store.log.end_offset == end

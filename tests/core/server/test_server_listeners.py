@@ -1,0 +1,116 @@
+"""Kafka's listeners syntax, TLS settings and the principals of non-SASL connections."""
+
+from __future__ import annotations
+
+import pytest
+from cryptography import x509
+from cryptography.x509.oid import NameOID
+
+from core.cli import build_parser
+from core.cli.serve_cmd import server_config
+from core.server.listeners import (
+    ClientAuth,
+    Listener,
+    ListenerError,
+    SecurityProtocol,
+    SslConfig,
+    parse_advertised,
+    parse_listeners,
+    ssl_context,
+)
+from core.server.principals import dn_rfc2253
+from events.types import ScramMechanism
+
+
+def test_listeners_are_named_after_their_protocol():
+    listeners = parse_listeners("PLAINTEXT://127.0.0.1:9092, SASL_SSL://0.0.0.0:9094,SSL://:0,SASL_PLAINTEXT://[::1]:9095")
+    assert listeners == (
+        Listener("PLAINTEXT", SecurityProtocol.PLAINTEXT, "127.0.0.1", 9092),
+        Listener("SASL_SSL", SecurityProtocol.SASL_SSL, "0.0.0.0", 9094),
+        Listener("SSL", SecurityProtocol.SSL, "", 0),
+        Listener("SASL_PLAINTEXT", SecurityProtocol.SASL_PLAINTEXT, "::1", 9095),
+    )
+    assert [(listener.protocol.tls, listener.protocol.sasl) for listener in listeners] == [
+        (False, False), (True, True), (True, False), (False, True)]
+    assert str(listeners[3]) == "SASL_PLAINTEXT://[::1]:9095"
+
+
+@pytest.mark.parametrize("text, named", [
+    ("", "listeners is empty"),
+    ("PLAINTEXT://127.0.0.1:9092,", "empty entry"),
+    ("HTTP://127.0.0.1:80", "HTTP is not a security protocol"),
+    ("PLAINTEXT://127.0.0.1", "has no port"),
+    ("PLAINTEXT://127.0.0.1:99999", "port '99999'"),
+    ("PLAINTEXT://127.0.0.1:-1", "port '-1'"),
+    ("PLAINTEXT://bad_host!:9092", "host 'bad_host!'"),
+    ("PLAINTEXT://[nope]:9092", "host 'nope' is not an IPv6 address"),
+    ("PLAINTEXT://a:1,PLAINTEXT://b:2", "listener PLAINTEXT is given twice"),
+    ("PLAINTEXT://a:9092,SSL://b:9092", "port 9092 is used by another listener"),
+    ("127.0.0.1:9092", "not of the form PROTOCOL://HOST:PORT"),
+])
+def test_bad_listeners_name_the_bad_part(text, named):
+    with pytest.raises(ListenerError, match=named.replace("(", r"\(").replace(")", r"\)")):
+        parse_listeners(text)
+
+
+def test_advertised_listeners():
+    listeners = parse_listeners("PLAINTEXT://0.0.0.0:9092,SSL://0.0.0.0:9093")
+    assert parse_advertised("PLAINTEXT://broker.example.com:19092", listeners) == {
+        "PLAINTEXT": ("broker.example.com", 19092)}
+    assert parse_advertised(None, listeners) == {}
+    with pytest.raises(ListenerError, match="there is no listener SASL_SSL"):
+        parse_advertised("SASL_SSL://h:1", listeners)
+    with pytest.raises(ListenerError, match="cannot connect to host '0.0.0.0'"):
+        parse_advertised("SSL://0.0.0.0:1", listeners)
+
+
+def test_ssl_settings_are_checked(tmp_path):
+    with pytest.raises(ListenerError, match="--ssl-cert"):
+        ssl_context(None)
+    with pytest.raises(ListenerError, match="no such file"):
+        ssl_context(SslConfig(str(tmp_path / "missing.pem")))
+    with pytest.raises(ListenerError, match="not one of none, requested, required"):
+        ClientAuth.parse("sometimes")
+
+
+def test_client_auth_needs_a_ca(tmp_path):
+    from tests.serverkit import make_ca
+
+    ca = make_ca(tmp_path)
+    assert ssl_context(ca.server_ssl("requested")).verify_mode.name == "CERT_OPTIONAL"
+    assert ssl_context(ca.server_ssl("required")).verify_mode.name == "CERT_REQUIRED"
+    with pytest.raises(ListenerError, match="needs --ssl-ca"):
+        ssl_context(SslConfig(str(ca.server_cert), str(ca.server_key), None, ClientAuth.REQUIRED))
+
+
+def test_subject_dn_is_printed_as_java_does():
+    """X500Principal.getName(): last RDN first, RFC 2253 escapes, unknown attributes as OID=#hex(DER)."""
+    name = x509.Name([
+        x509.NameAttribute(NameOID.COUNTRY_NAME, "US"),
+        x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Acme, Inc."),
+        x509.NameAttribute(NameOID.COMMON_NAME, "alice"),
+        x509.NameAttribute(NameOID.EMAIL_ADDRESS, "a@b"),
+    ])
+    assert dn_rfc2253(name) == r"1.2.840.113549.1.9.1=#1603614062,CN=alice,O=Acme\, Inc.,C=US"
+
+
+def test_serve_command_line_builds_the_server_config():
+    args = build_parser().parse_args([
+        "serve", "--store", "s", "--listeners", "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "--advertised-listeners", "SASL_SSL://localhost:9094", "--sasl-mechanisms", "SCRAM-SHA-512",
+        "--node-id", "7", "--socket-request-max-bytes", "4096", "--connections-max-idle-ms", "1000",
+        "--max-connections", "5", "--ssl-cert", "c.pem", "--ssl-client-auth", "requested"])
+    listeners, config = server_config(args)
+    assert [listener.name for listener in listeners] == ["PLAINTEXT", "SASL_SSL"]
+    assert config.advertised == {"SASL_SSL": ("localhost", 9094)}
+    assert config.sasl_mechanisms == (ScramMechanism.SCRAM_SHA_512,)
+    assert (config.node_id, config.socket_request_max_bytes, config.connections_max_idle_ms,
+            config.max_connections) == (7, 4096, 1000, 5)
+    assert config.ssl == SslConfig("c.pem", None, None, ClientAuth.REQUESTED)
+
+
+def test_serve_rejects_mechanisms_it_cannot_offer():
+    args = build_parser().parse_args(["serve", "--store", "s", "--listeners", "SASL_PLAINTEXT://127.0.0.1:0",
+                                      "--sasl-mechanisms", "PLAIN"])
+    with pytest.raises(ValueError, match="'PLAIN' is not SCRAM-SHA-256 or SCRAM-SHA-512"):
+        server_config(args)
