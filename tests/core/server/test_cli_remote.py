@@ -1,0 +1,175 @@
+"""``secmeta acls / configs / tokens --bootstrap-server ...`` against a running server.
+
+As Kafka's tools (kafka-acls.sh / AclCommand, kafka-configs.sh / ConfigCommand,
+kafka-delegation-tokens.sh / DelegationTokenCommand) take --bootstrap-server and
+--command-config, the CLI then talks to a server over the protocol instead of opening a
+store, with the same output and exit codes as the local path.  The server's log records
+each change with the principal the connection logged in as and its client host.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import socket
+
+import pytest
+
+from core.cli import main
+from events.keyring import Keyring
+from tests.clientkit import client_properties, remote_admin, write_command_config
+from tests.serverkit import ADMIN_PASSWORD
+
+USERS = {"admin": ADMIN_PASSWORD, "alice": "alice-pw"}
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def local_store(tmp_path, monkeypatch):
+    """A local store directory for the same commands without --bootstrap-server (the reference output)."""
+    keys = tmp_path / "local-keys.json"
+    Keyring.generate_file(keys)
+    monkeypatch.setenv("SECMETA_KEY_FILE", str(keys))
+    monkeypatch.setenv("SECMETA_TOKEN_SECRET", "cli-remote-secret")
+    return ["--store", str(tmp_path / "local-store")]
+
+
+@pytest.fixture
+def remote(serve, tmp_path):
+    """A SASL_SSL server and ``--bootstrap-server B --command-config F`` logging in as ``user``."""
+    server = serve("SASL_SSL://127.0.0.1:0", users=USERS)
+
+    def args(user: str = "admin", password: str | None = None, **props: str) -> list[str]:
+        config = write_command_config(tmp_path, client_properties(server, "SASL_SSL", user, password, **props),
+                                      name=f"{user}-{len(props)}.properties")
+        return ["--bootstrap-server", server.bootstrap("SASL_SSL"), "--command-config", str(config)]
+
+    args.server = server
+    return args
+
+
+ADD = ["acls", "--add", "--allow-principal", "User:alice", "--operation", "Read", "--operation", "Describe",
+       "--topic", "orders", "--group", "etl"]
+LIST = ["acls", "--list", "--topic", "orders"]
+LIST_ALL = ["acls", "--list"]
+REMOVE = ["acls", "--remove", "--topic", "orders", "--operation", "Read"]
+BAD = ["acls", "--add", "--allow-principal", "alice", "--topic", "t"]
+
+
+def test_acls_add_list_remove_print_what_the_local_path_prints(capsys, local_store, remote):
+    """Each acls command gives the same exit code and output over the wire as on a local store (AclCommand)."""
+    outputs = []
+    for argv in (ADD, LIST, LIST_ALL, REMOVE, LIST_ALL, BAD):
+        local = run(capsys, *argv, *local_store)
+        over_wire = run(capsys, *argv, *remote())
+        assert over_wire[:2] == local[:2], argv
+        outputs.append(over_wire)
+    assert outputs[0][1].count("added:") == 4
+    assert outputs[3] == (0, "removed: TOPIC:orders (LITERAL) ALLOW User:alice from * to READ\n", "")
+    assert outputs[5][0] == 1 and "INVALID_REQUEST" in outputs[5][1]
+
+
+def test_acls_over_the_wire_are_logged_with_the_login_and_client_host(capsys, remote):
+    """The store's log shows each change with the connection's principal (User:admin) and client host."""
+    server = remote.server
+    start = server.log_end()
+    assert run(capsys, *ADD, *remote())[0] == 0
+    assert run(capsys, *REMOVE, *remote())[0] == 0
+    entries = [e for e in server.store.history() if e.offset >= start]
+    assert [e.event_type for e in entries] == ["AclCreated"] * 4 + ["AclDeleted"]
+    assert {(e.actor_principal, e.actor_host) for e in entries} == {("User:admin", "127.0.0.1")}
+
+
+def test_refused_request_exits_non_zero_and_writes_nothing(capsys, local_store, remote):
+    """alice has no CLUSTER ALTER: exit 2 with CLUSTER_AUTHORIZATION_FAILED, as the local path; the log does not move."""
+    end = remote.server.log_end()
+    code, out, err = run(capsys, *ADD, *remote("alice"))
+    assert code == 2 and "CLUSTER_AUTHORIZATION_FAILED" in err and out == ""
+    local_code, _, local_err = run(capsys, *ADD, *local_store, "--as", "User:alice")
+    assert local_code == code and "CLUSTER_AUTHORIZATION_FAILED" in local_err
+    code, _, err = run(capsys, "configs", "--entity-type", "users", "--entity-name", "alice", "--alter",
+                       "--add-config", "SCRAM-SHA-256=[password=x]", *remote("alice"))
+    assert code != 0 and "CLUSTER_AUTHORIZATION_FAILED" in err
+    assert remote.server.log_end() == end
+
+
+def test_configs_alter_and_describe(capsys, local_store, remote):
+    """kafka-configs style alter/describe over the wire print what the local path prints; the new password logs in."""
+    alter = ["configs", "--entity-type", "users", "--entity-name", "bob", "--alter",
+             "--add-config", "SCRAM-SHA-256=[iterations=8192,password=bob-pw],SCRAM-SHA-512=[password=bob-pw]"]
+    describe = ["configs", "--entity-type", "users", "--entity-name", "bob", "--describe"]
+    delete = ["configs", "--entity-type", "users", "--entity-name", "bob", "--alter", "--delete-config", "SCRAM-SHA-512"]
+    results = {}
+    for where, extra in (("local", local_store), ("remote", remote())):
+        results[where] = [run(capsys, *argv, *extra)[:2] for argv in (alter, describe, delete, describe)]
+    assert results["remote"][0] == (0, "Completed updating config for user bob.\n")
+    # The wire carries a salted password, so the client picks the iterations for -1: 4096 (ConfigCommand's
+    # DefaultScramIterations); the local store uses its own default, also 4096 unless configured.
+    assert results["remote"] == results["local"]
+    assert "SCRAM-SHA-256=iterations=8192" in results["remote"][1][1]
+    with remote_admin(remote.server, "SASL_SSL", "bob", "bob-pw") as bob:
+        assert bob.describe_delegation_tokens() == []
+    last = list(remote.server.store.history())[-1]
+    assert (last.event_type, last.actor_principal, last.actor_host) == ("ScramCredentialDeleted", "User:admin", "127.0.0.1")
+
+
+def test_tokens_create_describe_renew_expire(capsys, remote):
+    """kafka-delegation-tokens style: --create prints the HMAC once, --describe withholds it, renew/expire by HMAC."""
+    code, out, _ = run(capsys, "tokens", "--create", "--renewer-principal", "User:alice", *remote())
+    assert code == 0 and out.startswith("Created delegation token:")
+    header, _, row = out.splitlines()[1:4]
+    assert header.split()[-1] == "HMAC"
+    token_id, hmac_text = row.split()[0], row.split()[-1]
+    assert base64.b64decode(hmac_text) == remote.server.store.token_hmac(token_id)
+    code, out, _ = run(capsys, "tokens", "--describe", *remote())
+    assert code == 0 and token_id in out and "User:alice" in out and "HMAC" not in out and hmac_text not in out
+    code, out, _ = run(capsys, "tokens", "--renew", "--hmac", hmac_text, "--renew-time-period", "60000", *remote())
+    assert code == 0 and re.match(r"Renewed delegation token; new expiry \S+Z \(\d+\)", out)
+    code, out, _ = run(capsys, "tokens", "--expire", "--hmac", hmac_text, "--expiry-time-period", "-1", *remote())
+    assert code == 0 and out.startswith("Expired delegation token")
+    assert run(capsys, "tokens", "--describe", *remote())[1] == "no tokens visible to this principal\n"
+    issued = [e for e in remote.server.store.history() if e.event_type == "DelegationTokenIssued"]
+    assert [(e.actor_principal, e.actor_host) for e in issued] == [("User:admin", "127.0.0.1")]
+
+
+def test_a_token_login_from_the_command_config_may_not_create_tokens(capsys, remote):
+    """ScramLoginModule ... tokenauth=true in sasl.jaas.config logs in with a token: DELEGATION_TOKEN_REQUEST_NOT_ALLOWED."""
+    code, out, _ = run(capsys, "tokens", "--create", *remote())
+    row = out.splitlines()[3].split()
+    token_id, hmac_text = row[0], row[-1]
+    code, out, err = run(capsys, "tokens", "--create", *remote(token_id, hmac_text, token=True))
+    assert code == 2 and "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED" in err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--as-of", "2026-01-01T00:00:00Z"], "--as-of reads a store's history"),
+    (["--at-offset", "3"], "--at-offset reads a store's history"),
+    (["--as", "User:alice"], "--as cannot be used with --bootstrap-server"),
+    (["--from-host", "10.0.0.1"], "--from-host cannot be used with --bootstrap-server"),
+])
+def test_local_only_options_are_usage_errors_with_bootstrap_server(capsys, remote, extra, message):
+    """--as-of / --at-offset / --as / --from-host with --bootstrap-server: exit 2, nothing sent."""
+    code, out, err = run(capsys, *LIST_ALL, *remote(), *extra)
+    assert code == 2 and message in err and out == ""
+
+
+def test_command_config_needs_bootstrap_server(capsys, local_store, tmp_path):
+    """--command-config alone is a usage error (it would be silently ignored otherwise)."""
+    code, _, err = run(capsys, *LIST_ALL, *local_store, "--command-config", str(tmp_path / "x.properties"))
+    assert code == 2 and "--command-config needs --bootstrap-server" in err
+
+
+def test_unreachable_server_and_bad_password_are_clear_errors(capsys, remote):
+    """No server: 'cannot connect to broker HOST:PORT: connection refused'; a bad password: SASL_AUTHENTICATION_FAILED."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code, _, err = run(capsys, *LIST_ALL, "--bootstrap-server", f"127.0.0.1:{port}")
+    assert code == 2 and f"cannot connect to broker 127.0.0.1:{port}: connection refused" in err
+    code, _, err = run(capsys, *LIST_ALL, *remote("admin", "wrong-password"))
+    assert code == 2 and "SASL_AUTHENTICATION_FAILED" in err and "wrong-password" not in err
