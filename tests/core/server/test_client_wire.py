@@ -32,6 +32,7 @@ from core.errors import (
     UnsupportedVersionException,
 )
 from core.server.config import ServerConfig
+from core.wire import codec
 from core.wire.client import BrokerConnectionError, ClientConfig, RemoteAdmin
 from core.wire.codec import SERVED_VERSIONS
 from events.types import CLUSTER_NAME
@@ -214,3 +215,13 @@ def test_added_user_logs_in(serve):
         with remote_admin(server, "SASL_PLAINTEXT", "dave", "dave-pw", mechanism=mechanism) as admin:
             with pytest.raises(ClusterAuthorizationException):
                 admin.describe_acls(ANY_ACL)
+
+
+def test_api_versions_falls_back_to_the_brokers_version(serve, monkeypatch):
+    """A broker serving only ApiVersions v0-v2 answers our v4 with UNSUPPORTED_VERSION in a v0 body;
+    the client retries at v2, as ApiVersionsResponse.parse and NetworkClient do."""
+    server = serve("SASL_PLAINTEXT://127.0.0.1:0")
+    monkeypatch.setitem(codec.SERVED_VERSIONS, 18, (0, 2))
+    with remote_admin(server, "SASL_PLAINTEXT") as admin:
+        assert admin.connection.broker_versions[18] == (0, 2)
+        assert admin.describe_acls(ANY_ACL) == []
