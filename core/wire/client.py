@@ -63,7 +63,10 @@ def _raise_if_refused(errors: list[ApiError]) -> None:
 
 
 class RemoteAdmin:
-    """SecurityStore's admin calls answered by a broker over one connection; a context manager."""
+    """SecurityStore's admin calls answered by a broker over one connection; a context manager.
+
+    Calls are synchronous, one at a time (not thread-safe: use one RemoteAdmin per thread).
+    """
 
     def __init__(self, config: ClientConfig):
         self.config = config

@@ -33,7 +33,7 @@ from core.errors import (
     UnsupportedSaslMechanismException,
     UnsupportedVersionException,
 )
-from core.wire.client_config import ClientConfig, split_address
+from core.wire.client_config import ClientConfig, ClientConfigError, split_address
 from core.wire.codec import (
     API_NAMES,
     SERVED_VERSIONS,
@@ -73,7 +73,7 @@ def _software_version() -> str:
 
 
 class Connection:
-    """An open connection to one broker; a context manager."""
+    """An open connection to one broker; a context manager.  One request at a time: not thread-safe."""
 
     def __init__(self, sock: socket.socket, broker: str, config: ClientConfig):
         self._sock = sock
@@ -150,7 +150,8 @@ class Connection:
     def _authenticate(self) -> None:
         config = self._config
         mechanism = config.sasl_mechanism
-        assert mechanism is not None and config.sasl_username and config.sasl_password is not None
+        if mechanism is None or not config.sasl_username or config.sasl_password is None:
+            raise ClientConfigError(f"{config.security_protocol} needs sasl.mechanism, sasl.username and sasl.password")
         handshake = self.call(SASL_HANDSHAKE, lambda v: build(request_class(SASL_HANDSHAKE, v), mechanism=mechanism))
         if int(handshake.error_code) != ErrorCode.NONE:
             enabled = ", ".join(handshake.mechanisms) or "none"
