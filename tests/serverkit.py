@@ -152,8 +152,11 @@ def make_ca(directory: Path) -> TestCA:
 
 # -- a store and a running server ---------------------------------------------------
 
-def add_user(store: SecurityStore, name: str, password: str, mechanisms=MECHANISMS, iterations: int = 4096) -> None:
-    """Give ``name`` SCRAM credentials for ``password`` through the store's API (as User:admin)."""
+def add_user(store: SecurityStore, name: str, password: str, mechanisms=None, iterations: int = 4096) -> None:
+    """Give ``name`` SCRAM credentials for ``password`` through the store's API (as User:admin),
+    for ``mechanisms`` (default: every mechanism the store enables)."""
+    if mechanisms is None:
+        mechanisms = [m for m in MECHANISMS if m in store.config.enabled_mechanisms]
     for mechanism in mechanisms:  # Kafka takes one alteration per user per request
         results = store.alter_user_scram_credentials(
             [UserScramCredentialUpsertion(name, ScramCredentialInfo(mechanism, iterations), password.encode())],
@@ -171,6 +174,11 @@ class RunningServer:
     ca: TestCA | None
     directory: Path
     passwords: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def _password(self, user: str | None) -> str:
+        """The password running_server gave ``user`` (admin: ADMIN_PASSWORD even if added later)."""
+        user = user or "admin"
+        return self.passwords.get(user, ADMIN_PASSWORD if user == "admin" else "")
 
     @property
     def addresses(self) -> dict[str, tuple[str, int]]:
@@ -207,7 +215,7 @@ class RunningServer:
             config["ssl.ca.location"] = str(self.ca.ca_cert)
         if listener.startswith("SASL"):
             config.update({"sasl.mechanism": mechanism, "sasl.username": user or "admin",
-                           "sasl.password": password if password is not None else self.passwords.get(user or "admin", "")})
+                           "sasl.password": password if password is not None else self._password(user)})
         config.update(extra)
         return config
 
@@ -221,8 +229,7 @@ class RunningServer:
             config["ssl_cafile"] = str(self.ca.ca_cert)
         if listener.startswith("SASL"):
             config.update({"sasl_mechanism": mechanism, "sasl_plain_username": user or "admin",
-                           "sasl_plain_password": password if password is not None
-                           else self.passwords.get(user or "admin", "")})
+                           "sasl_plain_password": password if password is not None else self._password(user)})
         config.update(extra)
         return config
 

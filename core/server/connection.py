@@ -180,7 +180,7 @@ class Connection:
             await self._finish(step, 0)
             return
         try:
-            frame = decode_request(data)
+            frame = decode_request(data, trailing_ok=True)  # as Kafka: bytes after the request are ignored
         except UnsupportedApi as exc:
             if exc.api_key == _API_VERSIONS and auth.refusal(_API_VERSIONS) is None:
                 await self._write(encode_response(exc.correlation_id, api_versions_fallback()))

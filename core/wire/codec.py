@@ -125,11 +125,14 @@ def is_served(api_key: int, api_version: int) -> bool:
     return low_high is not None and low_high[0] <= api_version <= low_high[1]
 
 
-def decode_request(frame: bytes) -> RequestFrame:
+def decode_request(frame: bytes, *, trailing_ok: bool = False) -> RequestFrame:
     """Decode one request frame (without its size prefix).
 
     Raises UnsupportedApi for a key or version outside SERVED_VERSIONS (the caller may
     still answer it, e.g. ApiVersions' fallback) and FrameError for anything malformed.
+    ``trailing_ok`` ignores bytes after the request, as Kafka's broker does (its
+    RequestContext.parseRequest never checks for them; librdkafka 2.16 sends one extra
+    tag byte after AlterUserScramCredentials v0).
     """
     api_key, api_version, correlation_id = peek_header(frame)
     if not is_served(api_key, api_version):
@@ -140,10 +143,48 @@ def decode_request(frame: bytes) -> RequestFrame:
         request, body_size = entity_reader(request_cls)(frame, header_size)
     except (SerialError, ValueError, IndexError, UnicodeDecodeError, OverflowError) as exc:
         raise FrameError(f"malformed {API_NAMES[api_key]} v{api_version} request: {type(exc).__name__}") from exc
+    null = _null_field(request)
+    if null is not None:
+        # Kafka's generated readers refuse this ("non-nullable field ... was serialized as null").
+        raise FrameError(f"malformed {API_NAMES[api_key]} v{api_version} request: non-nullable field {null} is null")
     trailing = len(frame) - header_size - body_size
-    if trailing:
+    if trailing and not trailing_ok:
         raise FrameError(f"malformed {API_NAMES[api_key]} v{api_version} request: {trailing} trailing bytes")
     return RequestFrame(api_key, api_version, correlation_id, header.client_id, request)
+
+
+def _null_field(entity: Any) -> str | None:
+    """The path of the first field that is None although its type is not nullable (kio reads a
+    null array or string without complaint), or None."""
+    for name, (nullable, nested) in _null_plan(type(entity)).items():
+        value = getattr(entity, name)
+        if value is None:
+            if not nullable:
+                return name
+            continue
+        if nested:
+            for item in value if isinstance(value, tuple) else (value,):
+                inner = _null_field(item)
+                if inner is not None:
+                    return f"{name}.{inner}"
+    return None
+
+
+@cache
+def _null_plan(cls: type) -> dict[str, tuple[bool, bool]]:
+    """Field name -> (nullable, holds nested entities)."""
+    hints = typing.get_type_hints(cls)
+    plan = {}
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        nullable = False
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):
+            args = typing.get_args(tp)
+            nullable = type(None) in args
+            tp = next(a for a in args if a is not type(None))
+        item = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else tp
+        plan[f.name] = (nullable, dataclasses.is_dataclass(item))
+    return plan
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import socket
 import struct
+import time
 from contextlib import contextmanager
 
 import pytest
@@ -21,8 +22,15 @@ from tests.serverkit import RawClient
 
 
 def _log_lines(caplog, peer: str) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.name == "secmeta.server" and r.levelno >= logging.INFO and peer in r.getMessage()]
+    """The server's lines naming ``peer`` (waiting for the first: after a failed TLS handshake the
+    socket is closed by asyncio before the server's coroutine logs why)."""
+    deadline = time.monotonic() + 5
+    while True:
+        lines = [r.getMessage() for r in caplog.records
+                 if r.name == "secmeta.server" and r.levelno >= logging.INFO and peer in r.getMessage()]
+        if lines or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.01)
 
 
 @contextmanager
@@ -76,11 +84,15 @@ def test_truncated_frame(shared_server, caplog):
         raw.sock.shutdown(socket.SHUT_WR)
 
 
-def test_trailing_bytes_after_a_request(shared_server, caplog):
+def test_trailing_bytes_after_a_request_are_ignored(shared_server):
+    """Kafka's RequestContext.parseRequest does not check for unread bytes (librdkafka 2.16 sends an extra
+    tag byte after AlterUserScramCredentials v0), so neither do we: the request is answered."""
     frame = _metadata_frame()
     payload = frame[4:] + b"\x00\x00"
-    with _only_this_connection_closes(shared_server, caplog, "trailing bytes") as raw:
+    with RawClient.connect(shared_server) as raw:
         raw.send_bytes(struct.pack(">i", len(payload)) + payload)
+        correlation_id, response = raw.receive(3, 12)
+        assert correlation_id == 1 and response.cluster_id == shared_server.cluster_id
 
 
 def test_oversize_frame(serve, caplog):
