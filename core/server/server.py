@@ -70,9 +70,12 @@ class Server:
         the_cluster = cluster_id(self.store)
         try:
             for listener in self.listeners:
-                server = await asyncio.start_server(
-                    lambda r, w, listener=listener: self._accepted(listener, r, w),
-                    host=listener.host or None, port=listener.port, reuse_address=True)
+                try:
+                    server = await asyncio.start_server(
+                        lambda r, w, listener=listener: self._accepted(listener, r, w),
+                        host=await _bind_address(listener.host), port=listener.port, reuse_address=True)
+                except OSError as exc:
+                    raise ListenerError(f"cannot listen on {listener}: {exc.strerror or exc}") from None
                 self._servers.append(server)
                 sockname = server.sockets[0].getsockname()
                 self.addresses[listener.name] = (str(sockname[0]), int(sockname[1]))
@@ -134,6 +137,20 @@ class Server:
             except TimeoutError:  # wait_closed waits for connections on 3.12+
                 pass
         self._servers.clear()
+
+
+async def _bind_address(host: str) -> str | None:
+    """The one address to bind for ``host`` (Kafka binds the first address a name resolves to;
+    binding all of them would give each its own ephemeral port); None binds every interface."""
+    if not host:
+        return None
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ListenerError(f"listener host {host!r} does not resolve: {exc}") from None
+    if not infos:
+        raise ListenerError(f"listener host {host!r} does not resolve")
+    return str(infos[0][4][0])
 
 
 class ServerThread:

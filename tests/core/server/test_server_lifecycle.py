@@ -121,3 +121,19 @@ def test_secmeta_serve_drains_on_sigterm_and_the_store_reopens(tmp_path):
     assert "stopped; store closed" in proc.stderr.read()
     with SecurityStore.open(store_dir, StoreConfig(), keyring=Keyring.from_file(keys)) as store:
         assert store.log.end_offset == end
+
+
+def test_a_port_in_use_is_a_listener_error(tmp_path):
+    """Binding a taken port fails start() with the listener named, and nothing keeps running."""
+    import socket
+
+    from core.server.listeners import ListenerError
+    from core.server.server import ServerThread
+
+    with socket.socket() as taken, SecurityStore.open(tmp_path / "store", StoreConfig(),
+                                                      keyring=make_keyring(tmp_path)) as store:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ListenerError, match=f"cannot listen on PLAINTEXT://127.0.0.1:{port}"):
+            ServerThread(store, f"PLAINTEXT://127.0.0.1:{port}").start()
