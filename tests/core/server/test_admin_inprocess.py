@@ -165,15 +165,18 @@ def test_token_errors_map_to_kafka_codes(store):
     assert int(bad_renewer.error_code) == ErrorCode.INVALID_PRINCIPAL_TYPE
 
 
-def test_an_unexpected_failure_answers_unknown_server_error(store):
-    """A bug in the store answers UNKNOWN_SERVER_ERROR and names no secret."""
+def test_an_unexpected_failure_answers_unknown_server_error(store, caplog):
+    """A bug behind a handler answers UNKNOWN_SERVER_ERROR on every item; the log names the
+    exception's type, not its message (which could carry anything)."""
 
     class Broken:
         def create_acls(self, *a, **k):
-            raise RuntimeError("boom")
+            raise RuntimeError("secret-looking detail")
 
-    created = call(Broken(), ADMIN, 30, 3, creations=[convert.acl_creation_fields(READ)])
-    assert [int(r.error_code) for r in created.results] == [-1]
+    with caplog.at_level("INFO", logger="secmeta.server"):
+        created = call(Broken(), ADMIN, 30, 3, creations=[convert.acl_creation_fields(READ)] * 2)
+    assert [(int(r.error_code), r.error_message) for r in created.results] == [(-1, "Unexpected server error")] * 2
+    assert "RuntimeError" in caplog.text and "secret-looking" not in caplog.text
 
 
 def _scram_login(store, user: str, password: str) -> bool:
