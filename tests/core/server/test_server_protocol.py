@@ -187,3 +187,15 @@ def test_failed_authentications_are_slowed_per_peer_address():
     assert limiter.close_delay("10.0.0.2") == 0.1          # other addresses are not affected
     now[0] += 60
     assert limiter.close_delay("10.0.0.1") == 0.1          # the bucket refills
+
+
+def test_pipelined_requests_are_answered_in_order(shared_server):
+    """Several requests sent before any answer is read come back one by one, in request order."""
+    with RawClient.connect(shared_server) as raw:
+        sent = [(raw.send(build(request_class(60, 2), include_cluster_authorized_operations=False,
+                                include_fenced_brokers=False)), 60, 2),
+                (raw.send(build(request_class(18, 3), client_software_name="t", client_software_version="1")), 18, 3),
+                (raw.send(build(request_class(3, 12), topics=None, include_topic_authorized_operations=False)), 3, 12)]
+        for correlation_id, key, version in sent:
+            got, response = raw.receive(key, version)
+            assert got == correlation_id and response.error_code == 0
