@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"\n9. reopened: {store.log.recovery}; {store.loaded}")
         print(f"   {store!r}")
         _kafka(store, store_dir, keyring)
+        serve(store)
     _tamper(store_dir, keyring)
     if not args.no_spark:
         _spark(store_dir, key_file, config, keyring, point)
@@ -312,8 +313,109 @@ def _kafka(store, store_dir: Path, keyring: Keyring) -> None:
                 print(f"     [{alert['severity']}] {alert['rule']} @ offset {alert['offset']}: {alert['message'][:110]}")
 
 
+def serve(store, number: int = 11) -> None:
+    """Serve ``store`` on a SASL_SSL listener; real Kafka clients (librdkafka) change it and log in.
+
+    A throwaway CA (core.server.testca) signs the server certificate; User:admin gets a
+    SCRAM credential in-process first (as ``kafka-storage.sh format --add-scram`` does),
+    then everything goes over the wire and the log shows who did it from where.
+    """
+    import logging
+    import secrets
+
+    try:
+        from confluent_kafka import KafkaException
+        from confluent_kafka import admin as ck
+    except ImportError:
+        print(f"\n{number}. (install the kafka extra to see secmeta serve with a real Kafka client)")
+        return
+    from core.server.config import ServerConfig
+    from core.server.server import ServerThread
+    from core.server.testca import make_ca
+
+    quiet = logging.getLogger("secmeta.demo.serve")
+    quiet.setLevel(logging.CRITICAL)
+    passwords = {"admin": secrets.token_urlsafe(16), "dora": secrets.token_urlsafe(16)}  # never printed
+    sha512 = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192)
+    store.alter_user_scram_credentials([UserScramCredentialUpsertion("admin", sha512, passwords["admin"].encode())],
+                                       context=ADMIN)
+    with tempfile.TemporaryDirectory() as tmp:
+        ca = make_ca(Path(tmp) / "tls")
+        with ServerThread(store, "SASL_SSL://127.0.0.1:0", ServerConfig(ssl=ca.server_ssl())) as server:
+            bootstrap = server.bootstrap("SASL_SSL")
+            print(f"\n{number}. secmeta serve on SASL_SSL://{bootstrap} (a throwaway CA made with cryptography; "
+                  "SCRAM-SHA-256/512)\n   User:admin got a SCRAM-SHA-512 credential in-process "
+                  "(as kafka-storage.sh format --add-scram does); the rest goes over the wire:")
+
+            def client(user: str) -> ck.AdminClient:
+                return ck.AdminClient({
+                    "bootstrap.servers": bootstrap, "security.protocol": "SASL_SSL",
+                    "ssl.ca.location": str(ca.ca_cert), "sasl.mechanism": "SCRAM-SHA-512",
+                    "sasl.username": user, "sasl.password": passwords[user],
+                    "logger": quiet, "log.connection.close": False})
+
+            def code(future) -> str:
+                try:
+                    future.result(timeout=15)
+                except KafkaException as exc:
+                    return exc.args[0].name()
+                return "NONE"
+
+            def shown(b: ck.AclBinding) -> str:   # in Kafka's names (librdkafka calls CLUSTER "BROKER")
+                return (f"{ResourceType(b.restype.value).name} {b.name} {b.resource_pattern_type.name} "
+                        f"{b.principal} {b.operation.name} {b.permission_type.name}")
+
+            before = store.log.end_offset
+            rows = []
+            admin = client("admin")
+            upsert = ck.UserScramCredentialUpsertion("dora", ck.ScramCredentialInfo(ck.ScramMechanism.SCRAM_SHA_512, 8192),
+                                                     passwords["dora"].encode())
+            done = admin.alter_user_scram_credentials([upsert], request_timeout=10)
+            rows.append(["admin", "AlterUserScramCredentials", "upsert dora SCRAM-SHA-512 iterations=8192",
+                         code(done["dora"])])
+            grants = [ck.AclBinding(ck.ResourceType.TOPIC, "payments-", ck.ResourcePatternType.PREFIXED, "User:dora", "*",
+                                    ck.AclOperation.READ, ck.AclPermissionType.ALLOW),
+                      ck.AclBinding(ck.ResourceType.BROKER, "kafka-cluster", ck.ResourcePatternType.LITERAL, "User:dora",
+                                    "*", ck.AclOperation.DESCRIBE, ck.AclPermissionType.ALLOW)]
+            for binding, future in admin.create_acls(grants, request_timeout=10).items():
+                rows.append(["admin", "CreateAcls", shown(binding), code(future)])
+            mine = ck.AclBindingFilter(ck.ResourceType.ANY, None, ck.ResourcePatternType.ANY, "User:dora", None,
+                                       ck.AclOperation.ANY, ck.AclPermissionType.ANY)
+            found = admin.describe_acls(mine, request_timeout=10).result(timeout=15)
+            rows.append(["admin", "DescribeAcls", "principal User:dora", f"{len(found)} ACLs"])
+            dora = client("dora")   # a new connection: the password set a moment ago logs in
+            cluster = dora.describe_cluster(include_authorized_operations=True, request_timeout=10).result(timeout=15)
+            ops = ", ".join(sorted(op.name for op in cluster.authorized_operations or ())) or "none"
+            rows.append(["dora", "DescribeCluster", "include_authorized_operations",
+                         f"controller {cluster.controller.id}; dora may: {ops}"])
+            refused = dora.create_acls([ck.AclBinding(ck.ResourceType.TOPIC, "dora-own", ck.ResourcePatternType.LITERAL,
+                                                      "User:dora", "*", ck.AclOperation.ALL,
+                                                      ck.AclPermissionType.ALLOW)], request_timeout=10)
+            rows.append(["dora", "CreateAcls", "TOPIC dora-own LITERAL User:dora ALL ALLOW",
+                         ", ".join(code(f) for f in refused.values())])
+            del admin, dora   # disconnect before the server stops
+        print("   requests from confluent-kafka's AdminClient (librdkafka), SCRAM-SHA-512 over TLS:")
+        print_table(["LOGIN", "REQUEST", "ARGUMENTS", "RESULT"], rows)
+        print("   the log entries they produced (actor and host recorded from the connection; the refused "
+              "request wrote nothing):")
+        entries = [redacted(e) for e in store.log.read(before)]
+        print_table(["OFFSET", "ACTOR", "HOST", "REQUEST", "EVENT", "WHAT"],
+                    [[r["offset"], r["actor_principal"], r["actor_host"], r["request_id"][:8], r["event_type"],
+                      _what(r["payload"])] for r in entries])
+
+
+def _what(payload: dict) -> str:
+    """A log entry's change in one line: the ACL binding, or the SCRAM credential (secrets stay sealed)."""
+    if "resource_type" in payload:
+        return " ".join(str(payload[k]) for k in ("resource_type", "resource_name", "pattern_type", "principal",
+                                                   "operation", "permission_type"))
+    if "mechanism" in payload:
+        return f"{payload['user']} {payload['mechanism']} iterations={payload.get('iterations', '-')}"
+    return ", ".join(f"{k}={v}" for k, v in payload.items())
+
+
 def _tamper(store_dir: Path, keyring: Keyring) -> None:
-    print(f"\n11. secmeta log verify: {verify_log(store_dir, keyring=keyring)}")
+    print(f"\n12. secmeta log verify: {verify_log(store_dir, keyring=keyring)}")
     with tempfile.TemporaryDirectory() as tmp:
         copy = Path(tmp) / "tampered"
         shutil.copytree(store_dir, copy, ignore=shutil.ignore_patterns("LOCK"))
@@ -341,7 +443,7 @@ def _spark(store_dir: Path, key_file: Path, config: StoreConfig, keyring: Keyrin
         return
     tables = store_dir.with_name(store_dir.name + ".tables")
     shutil.rmtree(tables, ignore_errors=True)
-    print(f"\n12. Spark (local[2]): compacting the log into history, snapshot and interval tables in {tables}")
+    print(f"\n13. Spark (local[2]): compacting the log into history, snapshot and interval tables in {tables}")
     started = time.monotonic()
     from pyspark.sql import SparkSession
 
