@@ -154,8 +154,6 @@ class Authenticator:
         scram = self._scram
         assert scram is not None and self._mechanism is not None
         try:
-            if self._context.authenticated:
-                raise ValueError("already authenticated")
             if not self._first_done:
                 reply = scram.first(bytes(message))
                 self._first_done = True
