@@ -1,7 +1,7 @@
 """The streaming audit job: history topic -> audit file, alerts file and alerts topic.
 
 For every event of the history topic the job writes one redacted JSON line to
-the audit file and evaluates the alert rules (``audit_rules``); alerts go, as
+the audit file and evaluates the alert rules (``consumers.audit_rules``); alerts go, as
 JSON lines, to the alerts file and, as JSON values keyed by rule name, to the
 alerts topic. Messages that are not secmeta events are counted and written to
 a dead-letter file, never raised.
@@ -59,7 +59,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from consumers.kafka.audit_rules import Alert, AuditRules, load_rules
+from consumers.audit_rules import Alert, AuditRules, load_rules
 from consumers.kafka.client_config import client_settings
 from consumers.kafka.publisher import TopicError, ensure_topics
 from consumers.kafka.wire import HEADER_OFFSET, NotOurMessage, decode_message, header_map

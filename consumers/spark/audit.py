@@ -3,7 +3,7 @@
     query = run_audit(spark, STORE, KEYS, ALERTS, rules="rules.toml", once=True)
     spark.read.parquet(ALERTS)            # or read_alerts(spark, ALERTS): also when still empty
 
-The rules are ``consumers.kafka.audit_rules.AuditRules``, the very objects the
+The rules are ``consumers.audit_rules.AuditRules``, the very objects the
 Kafka audit job evaluates (``load_rules``: the defaults, or a TOML/JSON rules
 file). They work on ``Envelope`` values; the stream rebuilds each event's
 envelope from its row (``envelope_from_row``, the inverse of
@@ -64,7 +64,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from consumers.kafka.audit_rules import Alert, AuditRules, load_rules
+from consumers.audit_rules import Alert, AuditRules, load_rules
 from consumers.spark.rows import SCHEMA
 from core.errors import SecmetaError
 from events.durable import fsync_dir, write_atomically
@@ -579,7 +579,7 @@ def run_audit(
     Errors found before anything runs, with a message for the user: the store
     (``core.errors.NotAStoreError`` and other ``SecmetaError``), the keyring
     (``events.errors.KeyringError``), the rules file
-    (``consumers.kafka.audit_rules.RulesFileError``), the alerts directory or an
+    (``consumers.audit_rules.RulesFileError``), the alerts directory or an
     option (``SparkAuditError``); all are ``SecmetaError``, ``EventsError`` or
     ``ValueError``.
     """

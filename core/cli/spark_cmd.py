@@ -197,7 +197,7 @@ def compact_cmd(args: argparse.Namespace) -> int:
 def audit_cmd(args: argparse.Namespace) -> int:
     from pyspark.errors import StreamingQueryException
 
-    from consumers.kafka.audit_rules import load_rules
+    from consumers.audit_rules import load_rules
     from consumers.spark.audit import read_alerts, run_audit
     from consumers.spark.log_source import check_log
 

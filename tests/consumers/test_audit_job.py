@@ -9,8 +9,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
+from consumers.audit_rules import parse_rules
 from consumers.kafka.audit import AuditError, AuditInterrupted, AuditJob, JsonLines
-from consumers.kafka.audit_rules import parse_rules
 from consumers.kafka.wire import encode_message
 from events.codec import EventCodec
 from events.keyring import SealedSecret

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from consumers.kafka.audit_rules import (
+from consumers.audit_rules import (
     Alert,
     AuditRules,
     MassDeletion,

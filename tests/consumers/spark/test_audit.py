@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from consumers.kafka.audit_rules import AuditRules, MassDeletion, RulesFileError, load_rules
+from consumers.audit_rules import AuditRules, MassDeletion, RulesFileError, load_rules
 from consumers.spark.audit import (
     ALERTS_SCHEMA,
     MARKER,
