@@ -3,13 +3,17 @@
 Batch calls return ApiError values per item; request-level failures raise an
 ApiException subclass (one per code) whose ``error`` is the ApiError.
 Store-level failures that are not Kafka errors (a corrupt log, a locked
-directory) derive from SecmetaError.
+directory, a query that cannot be answered) derive from SecmetaError, the one
+error root, which lives on the lowest floor (events.errors) and is re-exported here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+
+from events.errors import InvalidValueError as InvalidValueError
+from events.errors import SecmetaError as SecmetaError
 
 
 class ErrorCode(IntEnum):
@@ -55,10 +59,6 @@ class ApiError:
 
 
 NONE = ApiError()
-
-
-class SecmetaError(Exception):
-    """Base of every error secmeta raises on purpose."""
 
 
 class ApiException(SecmetaError):
@@ -130,3 +130,11 @@ class CorruptLogError(SecmetaError):
         super().__init__(message)
         self.segment = segment
         self.offset = offset
+
+
+class QueryError(SecmetaError, ValueError):
+    """A history or forensic query that cannot be answered as asked (the message says why)."""
+
+
+class PointInTimeError(QueryError):
+    """A point in time the store cannot show: malformed, before it began, in the future, past the end."""

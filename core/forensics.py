@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.config import StoreConfig
-from core.timetravel import QueryError, TimeTravel
+from core.errors import QueryError
+from core.timetravel import TimeTravel
 from events.records import AclCreated, AclDeleted, Envelope
 from events.types import (
     WILDCARD,

@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from core.timetravel import QueryError, TimeTravel, _require_int
+from core.errors import QueryError
+from core.timetravel import TimeTravel, _require_int
 from events.records import (
     EVENT_TYPES,
     AclCreated,

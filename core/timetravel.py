@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from core.errors import SecmetaError
+from core.errors import InvalidValueError, PointInTimeError
 from core.log import Log
 from projections.image import SecurityDelta, SecurityImage
 from projections.image_snapshot import SecurityImageSnapshot
@@ -32,8 +32,6 @@ from projections.snapshot import SnapshotError, list_snapshots, read_snapshot
 __all__ = [
     "DEFAULT_INTERVAL",
     "Point",
-    "PointInTimeError",
-    "QueryError",
     "TimeTravel",
     "as_point",
     "parse_offset",
@@ -45,14 +43,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _SNAPSHOT_BYTES_PER_EVENT = 64  # loading a snapshot row costs about as much as replaying an event
 _FREEZE_AFTER = 1000  # replays this long build enough long-lived nodes to freeze them (see _collector_paused)
-
-
-class QueryError(SecmetaError, ValueError):
-    """A history or forensic query that cannot be answered as asked (the message says why)."""
-
-
-class PointInTimeError(QueryError):
-    """A point in time the store cannot show: malformed, before it began, in the future, past the end."""
 
 
 # -- points ---------------------------------------------------------------------------
@@ -167,7 +157,7 @@ class TimeTravel:
         use_snapshots: bool = True,
     ):
         if interval < 1:
-            raise ValueError(f"checkpoint interval must be positive, not {interval}")
+            raise InvalidValueError(f"checkpoint interval must be positive, not {interval}")
         self.log = log
         self.interval = interval
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))

@@ -41,11 +41,18 @@ __all__ = ["DecoderCompiler", "EventBranch", "Malformed", "Unsupported"]
 
 
 class Unsupported(Exception):
-    """The schema uses something the decoder compiler does not handle."""
+    """The schema uses something the decoder compiler does not handle.
+
+    Control flow, not a SecmetaError: the codec catches it and uses fastavro instead.
+    """
 
 
 class Malformed(Exception):
-    """The bytes are not a value of the schema."""
+    """The bytes are not a value of the schema.
+
+    Control flow, not a SecmetaError: the codec catches it and decodes with fastavro,
+    which raises the MalformedEventError a caller sees.
+    """
 
 
 def _read_long(buf: bytes, p: int) -> tuple[int, int]:

@@ -1,11 +1,25 @@
-"""Exceptions raised by the events package (codec, keyring, sealing)."""
+"""secmeta's error root, and the exceptions raised by the events package (codec, keyring, sealing).
+
+``SecmetaError`` lives here, on the lowest floor, so that every package's errors
+can derive from it without importing a higher one; ``core`` re-exports it
+(``from core import SecmetaError``). Catching ``SecmetaError`` catches every
+error secmeta raises on purpose.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 
-class EventsError(Exception):
+class SecmetaError(Exception):
+    """Base of every error secmeta raises on purpose; the message says what was wrong."""
+
+
+class InvalidValueError(SecmetaError, ValueError):
+    """A value secmeta was given that it cannot use (a setting, a name, an argument); the message names it."""
+
+
+class EventsError(SecmetaError):
     """Base class of every error the events package raises."""
 
 

@@ -26,6 +26,7 @@ from typing import Any, Protocol, TypeVar
 import fastavro
 
 from events.durable import fsync_dir
+from events.errors import SecmetaError
 from events.keyring import Keyring
 
 SNAPSHOT_FORMAT = 1
@@ -38,12 +39,12 @@ SUFFIX = ".avro"
 S = TypeVar("S")
 
 
-class SnapshotError(Exception):
+class SnapshotError(SecmetaError):
     """A snapshot that cannot be used."""
 
 
 class CorruptSnapshotError(SnapshotError):
-    pass
+    """A snapshot whose bytes fail their CRC, HMAC or schema (not written by us, or damaged)."""
 
 
 class SnapshotCodec(Protocol[S]):

@@ -13,10 +13,12 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from events.errors import InvalidValueError
+
 __all__ = ["ClientConfigError", "client_settings", "parse_client_config", "read_client_config"]
 
 
-class ClientConfigError(ValueError):
+class ClientConfigError(InvalidValueError):
     """A client properties file or setting that cannot be used; the message says where."""
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from events.codec import SINGLE_OBJECT_MARKER, EventCodec
-from events.errors import EventsError, UnknownSchemaError
+from events.errors import EventsError, SecmetaError, UnknownSchemaError
 from events.records import AclDeleted, DelegationTokenRemoved, Envelope, ScramCredentialDeleted
 
 __all__ = [
@@ -76,7 +76,7 @@ REMOVAL_EVENTS: tuple[type, ...] = (AclDeleted, ScramCredentialDeleted, Delegati
 Headers = list[tuple[str, bytes]]
 
 
-class NotOurMessage(ValueError):
+class NotOurMessage(SecmetaError, ValueError):
     """A Kafka message that is not a secmeta event; ``reason`` says why."""
 
     def __init__(self, reason: str):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from events.errors import InvalidValueError
+
 __all__ = ["SecmetaSourceError", "int_option", "option"]
 
 
-class SecmetaSourceError(ValueError):
+class SecmetaSourceError(InvalidValueError):
     """A secmeta data source was given bad options (no path, a bad number)."""
 
 

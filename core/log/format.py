@@ -24,6 +24,8 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
+from core.errors import SecmetaError
+
 MAGIC = 1
 PREFIX = struct.Struct(">II")  # length, crc
 FIXED = struct.Struct(">BqIq8sB")  # magic, base_offset, count, timestamp, schema_fp, key_id_len
@@ -86,7 +88,7 @@ def encode_frame(
     return PREFIX.pack(len(body) + 4, zlib.crc32(body)) + body, link
 
 
-class FrameError(ValueError):
+class FrameError(SecmetaError, ValueError):
     """A frame that does not parse or fails its CRC (``truncated`` when the data ends early)."""
 
     def __init__(self, message: str, *, truncated: bool = False):

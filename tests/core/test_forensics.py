@@ -17,8 +17,9 @@ from core import (
     SecurityStore,
     StoreConfig,
 )
+from core.errors import PointInTimeError, QueryError
 from core.forensics import Grant
-from core.timetravel import Point, PointInTimeError, QueryError
+from core.timetravel import Point
 from tests.logkit import Clock, make_keyring
 
 ADMIN = RequestContext("User:admin", "10.0.0.1")

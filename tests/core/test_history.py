@@ -23,7 +23,8 @@ from core import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from core.timetravel import Point, PointInTimeError, QueryError
+from core.errors import PointInTimeError, QueryError
+from core.timetravel import Point
 from events.records import AclCreated, ScramCredentialUpserted
 from tests.logkit import Clock, make_keyring
 

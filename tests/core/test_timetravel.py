@@ -16,8 +16,9 @@ from core import (
     SecurityStore,
     StoreConfig,
 )
+from core.errors import PointInTimeError
 from core.log import LogConfig
-from core.timetravel import Point, PointInTimeError, TimeTravel, as_point, parse_offset, parse_time
+from core.timetravel import Point, TimeTravel, as_point, parse_offset, parse_time
 from projections.snapshot import SnapshotPolicy
 from tests.logkit import Clock, make_keyring
 

@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 
 from consumers.spark.queries.points import PointArg, check_point, offset_of, settings
 from consumers.spark.table_reader import TableReader
+from core.errors import QueryError
 from core.forensics import Grant, parse_operation, parse_resource_type, who_could
-from core.timetravel import QueryError
 from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from projections.acls import AclsImage
 from projections.image import SecurityImage

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from consumers.spark.queries.points import PointArg, check_point, event_date_of
 from consumers.spark.table_reader import TableReader
-from core.timetravel import QueryError
+from core.errors import QueryError
 
 __all__ = ["change_history"]
 

@@ -29,7 +29,8 @@ from datetime import date, timedelta
 from consumers.spark.table_reader import TableReader
 from consumers.spark.tables import TablesError
 from core.config import StoreConfig
-from core.timetravel import Point, PointInTimeError, QueryError, as_point, parse_time
+from core.errors import PointInTimeError, QueryError
+from core.timetravel import Point, as_point, parse_time
 
 __all__ = ["PointArg", "check_point", "check_time", "event_date_of", "offset_of", "require_order", "resolve", "settings"]
 

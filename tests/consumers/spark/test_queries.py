@@ -31,8 +31,9 @@ from core import (  # noqa: E402
     PatternType,
     ResourceType,
 )
+from core.errors import PointInTimeError, QueryError  # noqa: E402
 from core.forensics import parse_operation, parse_resource_type  # noqa: E402
-from core.timetravel import Point, PointInTimeError, QueryError, parse_time  # noqa: E402
+from core.timetravel import Point, parse_time  # noqa: E402
 from projections.authorizer import NO_ACL_FOUND, SUPER_USER  # noqa: E402
 from tests.consumers.conftest import ADMIN  # noqa: E402
 from tests.consumers.spark.sparkkit import Workspace, acl_state, make_workspace  # noqa: E402

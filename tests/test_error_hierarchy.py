@@ -1,0 +1,83 @@
+"""One error root: every exception class secmeta defines derives from SecmetaError.
+
+The classes are found by importing every module of the four packages, so a new
+``class SomethingError(ValueError)`` anywhere fails here, and catching
+``SecmetaError`` (as the CLI does) keeps catching every error we raise on purpose.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+
+import consumers
+import core
+import events
+import projections
+from events.errors import SecmetaError
+
+# Exceptions used as control flow inside one module; none of them reaches a caller.
+CONTROL_FLOW = {
+    # the codec catches it and decodes with fastavro instead
+    "events.avro_decoder.Unsupported": "compiled decoder cannot handle the schema",
+    "events.avro_decoder.Malformed": "compiled decoder cannot read the bytes",
+}
+
+
+def _modules():
+    for package in (events, projections, core, consumers):
+        yield package
+        for info in pkgutil.walk_packages(package.__path__, prefix=package.__name__ + "."):
+            if not info.name.endswith(".__main__"):  # running it would start the CLI
+                yield importlib.import_module(info.name)
+
+
+def _exception_classes() -> dict[str, type[BaseException]]:
+    found = {}
+    for module in _modules():
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, BaseException) and cls.__module__ == module.__name__:
+                found[f"{cls.__module__}.{cls.__qualname__}"] = cls
+    return found
+
+
+EXCEPTIONS = _exception_classes()
+# Private classes (core.server.connection._Close, ...) are control flow inside their module.
+PUBLIC = sorted(n for n, cls in EXCEPTIONS.items() if n not in CONTROL_FLOW and not cls.__name__.startswith("_"))
+
+
+def test_the_walk_finds_the_errors_of_every_package():
+    for name in (
+        "events.errors.EventsError",
+        "projections.snapshot.SnapshotError",
+        "core.errors.QueryError",
+        "core.log.format.FrameError",
+        "consumers.kafka.wire.NotOurMessage",
+        "consumers.spark.options.SecmetaSourceError",
+    ):
+        assert name in EXCEPTIONS
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_every_public_exception_derives_from_secmeta_error(name):
+    cls = EXCEPTIONS[name]
+    assert issubclass(cls, SecmetaError), f"{name} bases: {[b.__name__ for b in cls.__mro__[1:]]}"
+
+
+@pytest.mark.parametrize("name", sorted(CONTROL_FLOW))
+def test_control_flow_exceptions_stay_inside_the_codec(name):
+    # listed so that the exemption is deliberate; if one is removed or becomes
+    # a SecmetaError, drop it from CONTROL_FLOW
+    assert name in EXCEPTIONS
+    assert not issubclass(EXCEPTIONS[name], SecmetaError)
+
+
+def test_there_is_one_root_reexported_by_core():
+    from core import SecmetaError as from_core
+    from core.errors import SecmetaError as from_core_errors
+
+    assert from_core is SecmetaError
+    assert from_core_errors is SecmetaError
