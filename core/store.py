@@ -157,11 +157,11 @@ class SecurityStore:
         alterations = list(alterations)
         with self._write_lock:
             now, image = self._now(), self._image
-            events, results = control.alter_scram_credentials(
-                image, alterations, context, now, config=self.config, keyring=self._keyring, decider=self._decider(image),
+            result = control.alter_scram_credentials(
+                image, alterations, context, config=self.config, keyring=self._keyring, decider=self._decider(image),
             )
-            self._commit(events, context, now)
-        return results
+            self._commit(result.events, context, now)
+        return result.response
 
     def create_acls(self, bindings: Iterable[AclBinding], *, context: RequestContext) -> list:
         """Create ACLs; one ApiError per binding. An identical existing ACL is a successful no-op."""

@@ -79,7 +79,7 @@ class StoreView:
         include_hmac = bool(self.config.describe_tokens_include_hmac) and self._token_hmac is not None
         return control.describe_tokens(
             self.image, None if owners is None else list(owners), context, decider=self._decider(),
-            token_hmac=self._token_hmac, include_hmac=include_hmac,
+            config=self.config, token_hmac=self._token_hmac, include_hmac=include_hmac,
         )
 
     # -- decisions -----------------------------------------------------------------

@@ -1,24 +1,29 @@
 """Alter and describe SCRAM credentials (KIP-554, with KIP-506's server-side passwords).
 
-``alter_scram_credentials`` validates each user's item in the reference's
-order of precedence and returns the events to log plus one ApiError per
-user; it changes nothing itself. Error messages name the bad value, never a
-password, salt or salted password.
+``alter_scram_credentials`` follows Kafka's ScramControlManager.alterCredentials:
+it walks the deletions, then the upsertions, each in request order, and stops
+looking at a user at that user's first error, so the first failing item
+decides the user's result; a user's second valid item is DUPLICATE_RESOURCE and
+none of that user's items apply. It returns the events to log and one ApiError
+per user; it changes nothing itself. Messages start with Kafka's words (clients
+match on them) and name the bad value, never a password, salt or salted password.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from core.config import MAX_ITERATIONS, MIN_ITERATIONS, StoreConfig
 from core.control.authz import Decider, require_cluster
+from core.control.result import ControlResult
 from core.errors import ApiError, ErrorCode
 from core.scram import DEFAULT_ITERATIONS, credential_from_password, credential_from_salted_password
 from core.types import (
     RequestContext,
     ScramCredentialInfo,
+    UserScramCredentialAlteration,
     UserScramCredentialDeletion,
     UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
@@ -31,6 +36,7 @@ __all__ = ["alter_scram_credentials", "describe_scram_credentials"]
 
 _OK = ApiError()
 _UNACCEPTABLE = ErrorCode.UNACCEPTABLE_CREDENTIAL
+_TWICE = "A user credential cannot be altered twice in the same request"
 
 
 def _unacceptable(message: str) -> ApiError:
@@ -53,16 +59,25 @@ def _check_user_and_mechanism(user: str, mechanism: object) -> ApiError | None:
     return None
 
 
-def _delete(image, item: UserScramCredentialDeletion) -> tuple[ApiError, Event | None]:
+@dataclass(frozen=True, slots=True)
+class _Upsert:
+    """An upsertion that passed every check, with its mechanism and iteration count resolved."""
+
+    item: UserScramCredentialUpsertion
+    mechanism: ScramMechanism
+    iterations: int
+
+
+def _check_deletion(image, item: UserScramCredentialDeletion) -> ApiError | Event:
     error = _check_user_and_mechanism(item.user, item.mechanism)
     if error:
-        return error, None
+        return error
     mech = _mechanism(item.mechanism)
     if image.scram.get(item.user, mech) is None:
         return ApiError(ErrorCode.RESOURCE_NOT_FOUND,
-                        f"Attempt to delete a {mech.mechanism_name} credential of user "
-                        f"{item.user!r} that does not exist"), None
-    return _OK, ScramCredentialDeleted(item.user, mech)
+                        f"Attempt to delete a user credential that does not exist: "
+                        f"{mech.mechanism_name} of user {item.user!r}")
+    return ScramCredentialDeleted(item.user, mech)
 
 
 def _iterations(requested: object, mech: ScramMechanism, config: StoreConfig) -> int | ApiError:
@@ -77,9 +92,8 @@ def _iterations(requested: object, mech: ScramMechanism, config: StoreConfig) ->
     return requested
 
 
-def _credential(item: UserScramCredentialUpsertion, mech: ScramMechanism, iterations: int,
-                context: RequestContext, config: StoreConfig):
-    """The ScramCredential an upsertion asks for, or the ApiError refusing it."""
+def _check_secret(item: UserScramCredentialUpsertion, context: RequestContext, config: StoreConfig) -> ApiError | None:
+    """Refuse a password or salted password this store cannot take (KIP-506's checks)."""
     password, salt, salted = item.password, item.salt, item.salted_password
     for name, value in (("password", password), ("salt", salt), ("salted password", salted)):
         if value is not None and not isinstance(value, str | bytes | bytearray):
@@ -91,83 +105,94 @@ def _credential(item: UserScramCredentialUpsertion, mech: ScramMechanism, iterat
         return _unacceptable("Passwords and salted passwords may only be sent over TLS "
                              "(plaintext passwords are not allowed by this store)")
     if password is not None:
-        data = password.encode("utf-8") if isinstance(password, str) else bytes(password)
-        if not data:
+        if not password:
             return _unacceptable("Password must not be empty")
         policy = config.password_policy
-        if policy is not None and not policy.accept(data):
+        if policy is not None and not policy.accept(_bytes(password)):
             return _unacceptable(f"Password rejected by the password policy: {policy.description}")
         if salt is not None and not salt:
             return _unacceptable("A salt, when given with a password, must not be empty")
-        return credential_from_password(mech, data, iterations, salt=None if salt is None else bytes(salt))
+        return None
     if salt is None and salted is None:
         return _unacceptable("No password or salted password given")
     if not salt:
         return _unacceptable("A salted password needs a non-empty salt")
     if not salted:
         return _unacceptable("A salt needs a non-empty salted password")
-    expected = hashlib.new(mech.hash_name).digest_size
-    if len(salted) != expected:
-        return _unacceptable(f"Salted password is {len(salted)} bytes long; "
-                             f"{mech.mechanism_name} needs {expected}")
-    return credential_from_salted_password(mech, bytes(salt), bytes(salted), iterations)
+    # As Kafka (ScramControlManager.finishUpsertion), keys are derived from whatever
+    # salted-password bytes arrive: HMAC takes a key of any length.
+    return None
 
 
-def _upsert(item: UserScramCredentialUpsertion, context: RequestContext, config: StoreConfig,
-            keyring: Keyring) -> tuple[ApiError, Event | None]:
+def _bytes(value: str | bytes | bytearray) -> bytes:
+    return value.encode("utf-8") if isinstance(value, str) else bytes(value)
+
+
+def _check_upsertion(item: UserScramCredentialUpsertion, context: RequestContext,
+                     config: StoreConfig) -> ApiError | _Upsert:
     error = _check_user_and_mechanism(item.user, item.mechanism)
     if error:
-        return error, None
+        return error
     mech = _mechanism(item.mechanism)
     if mech not in config.enabled_mechanisms:
         return ApiError(ErrorCode.UNSUPPORTED_SASL_MECHANISM,
-                        f"SCRAM mechanism {mech.mechanism_name} is not enabled"), None
+                        f"SCRAM mechanism {mech.mechanism_name} is not enabled")
     requested = item.scram_credential_info.iterations
     if item.password is None and requested == -1:
         # A pre-salted password was salted with the client's own count; a default cannot stand in for it.
-        return _unacceptable(f"Too few iterations: {requested} (a salted password needs the count it was salted with)"), None
+        return _unacceptable(f"Too few iterations: {requested} (a salted password needs the count it was salted with)")
     iterations = _iterations(requested, mech, config)
     if isinstance(iterations, ApiError):
-        return iterations, None
-    cred = _credential(item, mech, iterations, context, config)
-    if isinstance(cred, ApiError):
-        return cred, None
+        return iterations
+    return _check_secret(item, context, config) or _Upsert(item, mech, iterations)
+
+
+def _upserted(plan: _Upsert, keyring: Keyring) -> Event:
+    """The event of an accepted upsertion: the credential derived and sealed (the costly step, done last)."""
+    item, mech = plan.item, plan.mechanism
+    salt = None if item.salt is None else bytes(item.salt)
+    if item.password is not None:
+        cred = credential_from_password(mech, _bytes(item.password), plan.iterations, salt=salt)
+    else:
+        cred = credential_from_salted_password(mech, salt, bytes(item.salted_password), plan.iterations)
     sealed = seal_scram(keyring, item.user, mech, cred.salt, cred.stored_key, cred.server_key)
-    return _OK, ScramCredentialUpserted(item.user, mech, iterations, sealed)
+    return ScramCredentialUpserted(item.user, mech, plan.iterations, sealed)
 
 
 def alter_scram_credentials(
     image,
-    alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion],
+    alterations: Iterable[UserScramCredentialAlteration],
     context: RequestContext,
-    now_ms: int,
     *,
     config: StoreConfig,
     keyring: Keyring,
     decider: Decider,
-) -> tuple[list[Event], dict[str, ApiError]]:
-    """Events for the valid alterations and one ApiError per user (needs ALTER on CLUSTER)."""
+) -> ControlResult[dict[str, ApiError]]:
+    """Events for the accepted users and one ApiError per user, in request order (needs ALTER on CLUSTER)."""
     require_cluster(decider, context, AclOperation.ALTER)
     items = list(alterations)
-    counts = Counter(item.user for item in items)
-    results: dict[str, ApiError] = {}
-    events: list[Event] = []
-    for item in items:
+    deletions = [item for item in items if isinstance(item, UserScramCredentialDeletion)]
+    upsertions = [item for item in items if not isinstance(item, UserScramCredentialDeletion)]
+    errors: dict[str, ApiError] = {}
+    accepted: dict[str, Event | _Upsert] = {}
+    for item in (*deletions, *upsertions):
         user = item.user
-        if user in results:
+        if user in errors:
             continue
-        if counts[user] > 1:
-            results[user] = ApiError(ErrorCode.DUPLICATE_RESOURCE,
-                                     f"User {user!r} appears more than once in the request")
+        if accepted.pop(user, None) is not None:
+            errors[user] = ApiError(ErrorCode.DUPLICATE_RESOURCE, _TWICE)
             continue
         if isinstance(item, UserScramCredentialDeletion):
-            error, event = _delete(image, item)
+            checked = _check_deletion(image, item)
         else:
-            error, event = _upsert(item, context, config, keyring)
-        results[user] = error
-        if event is not None:
-            events.append(event)
-    return events, results
+            checked = _check_upsertion(item, context, config)
+        if isinstance(checked, ApiError):
+            errors[user] = checked
+        else:
+            accepted[user] = checked
+    events = [_upserted(plan, keyring) if isinstance(plan, _Upsert) else plan for plan in accepted.values()]
+    results = {item.user: errors.get(item.user, _OK) for item in items}
+    return ControlResult(events, results)
 
 
 def _description(scram, user: str) -> UserScramCredentialsDescription | None:
@@ -196,10 +221,11 @@ def describe_scram_credentials(
         if user in results:
             continue
         if counts[user] > 1:
-            results[user] = ApiError(ErrorCode.DUPLICATE_RESOURCE,
-                                     f"User {user!r} is named more than once in the request")
+            results[user] = ApiError(
+                ErrorCode.DUPLICATE_RESOURCE,
+                f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}")
             continue
         found = _description(scram, user)
         results[user] = found if found is not None else ApiError(
-            ErrorCode.RESOURCE_NOT_FOUND, f"User {user!r} has no SCRAM credentials")
+            ErrorCode.RESOURCE_NOT_FOUND, f"Attempt to describe a user credential that does not exist: {user}")
     return results

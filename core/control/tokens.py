@@ -1,8 +1,9 @@
 """Create, renew, expire, describe and sweep delegation tokens (KIP-48, KIP-373).
 
-Checks follow Kafka's order: the broker's (token-authenticated or
-unauthenticated callers, the CREATE_TOKENS check for another owner), then
-the controller's (tokens disabled, renewer types, the token's state).
+Checks follow Kafka's order (KafkaApis.handleCreateTokenRequest, then the
+controller): token-authenticated or unauthenticated callers, the CREATE_TOKENS
+check for another owner, renewer types, then tokens disabled and the token's
+state. Describe answers DELEGATION_TOKEN_AUTH_DISABLED too when tokens are off.
 Failures raise the ApiException subclass of the Kafka code; nothing is
 changed here, the events returned are the change.
 """
@@ -111,12 +112,12 @@ def create_token(
         raise DelegationTokenAuthorizationException(
             f"Principal {requester} may not create tokens for {owner} (needs CREATE_TOKENS on "
             f"USER:{owner})")
-    _require_enabled(config)
     renewers = tuple(renewers)
-    for renewer in renewers:
+    for renewer in renewers:  # the broker checks renewers before the controller sees the request
         parsed = parse_principal(renewer)
         if parsed is None or parsed[0] != USER_TYPE:
             raise InvalidPrincipalTypeException(f"Renewer {renewer!r} is not a User principal")
+    _require_enabled(config)
     _require_int64("max_lifetime_ms", max_lifetime_ms)
     lifetime = config.token_max_lifetime_ms
     if max_lifetime_ms > 0:
@@ -216,17 +217,16 @@ def describe_tokens(
     context: RequestContext,
     *,
     decider: Decider,
+    config: StoreConfig,
     token_hmac: Callable[[str], bytes] | None = None,
     include_hmac: bool = False,
-    config: StoreConfig | None = None,
 ) -> list[DelegationToken]:
     """The tokens of ``owners`` (None = all, empty = none) that the caller may see.
 
     The HMAC is included only when ``include_hmac`` (Kafka always sends it).
     """
     _require_token_request_allowed(context)
-    if config is not None:
-        _require_enabled(config)
+    _require_enabled(config)
     if owners is not None:
         owners = frozenset(owners)
         if not owners:

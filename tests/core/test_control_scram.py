@@ -53,7 +53,9 @@ def delete(user="alice", mech=SHA256):
 
 
 def alter(*items, image=SecurityImage.EMPTY, context=ADMIN, config=CONFIG, decider=allow):
-    return alter_scram_credentials(image, items, context, 1000, config=config, keyring=KEYRING, decider=decider)
+    """(events, per-user results) of one alter request."""
+    result = alter_scram_credentials(image, items, context, config=config, keyring=KEYRING, decider=decider)
+    return list(result.events), result.response
 
 
 def image_with(*items):
@@ -95,7 +97,7 @@ def test_alter_refused_does_not_consume_items():
         yield up()
 
     with pytest.raises(ClusterAuthorizationException):
-        alter_scram_credentials(SecurityImage.EMPTY, items(), ADMIN, 0, config=CONFIG, keyring=KEYRING,
+        alter_scram_credentials(SecurityImage.EMPTY, items(), ADMIN, config=CONFIG, keyring=KEYRING,
                                 decider=deny)
     assert consumed == []
 
@@ -171,30 +173,67 @@ def test_iteration_bounds_are_inclusive(iterations):
 # -- precedence and per-item errors ------------------------------------------------
 
 
-def test_duplicate_user_gets_duplicate_resource():
-    """A user named twice gets DUPLICATE_RESOURCE and no event."""
+def test_second_valid_item_of_a_user_is_duplicate_resource():
+    """A user's second valid item: DUPLICATE_RESOURCE with Kafka's message, and neither item applies.
+
+    Kafka: ScramControlManager.alterCredentials; AlterUserScramCredentialsRequestTest.testAlterSameThingTwice.
+    """
     events, results = alter(up(), up(mech=SHA512))
-    assert results["alice"].code == ErrorCode.DUPLICATE_RESOURCE
+    assert results == {"alice": ApiError(ErrorCode.DUPLICATE_RESOURCE,
+                                         "A user credential cannot be altered twice in the same request")}
     assert events == []
 
 
-def test_duplicate_mixing_deletion_and_upsertion():
-    """A deletion and an upsertion of the same user are duplicates too."""
-    events, results = alter(delete(mech=SHA512), up(), image=image_with(up(mech=SHA512)))
-    assert results == {"alice": results["alice"]}
-    assert results["alice"].code == ErrorCode.DUPLICATE_RESOURCE
+def test_deletion_and_upsertion_of_one_user_are_duplicates():
+    """A valid deletion and an upsertion of the same user: DUPLICATE_RESOURCE, nothing applies.
+
+    Kafka: AlterUserScramCredentialsRequestTest.testAlterSameThingTwice (deletions d1, d2 with upsertions u1, u2).
+    """
+    image = image_with(up(user="user1"), up(user="user2"))
+    events, results = alter(delete("user1"), delete("user2"), up("user1"), up("user2"), image=image)
+    assert {user: r.code for user, r in results.items()} == {
+        "user1": ErrorCode.DUPLICATE_RESOURCE, "user2": ErrorCode.DUPLICATE_RESOURCE}
     assert events == []
 
 
-def test_duplicate_beats_empty_user_name():
-    """A duplicated empty user name still gets DUPLICATE_RESOURCE."""
-    _, results = alter(up(user=""), up(user=""))
-    assert results[""].code == ErrorCode.DUPLICATE_RESOURCE
+def test_first_failing_item_decides_over_a_later_valid_one():
+    """An unknown mechanism followed by a valid item of the same user answers UNSUPPORTED_SASL_MECHANISM.
+
+    Kafka: ScramControlManager.alterCredentials stops at a user's first error;
+    AlterUserScramCredentialsRequestTest.testAlterUnknownMechanism (upsertionUnknown4, upsertionValid4).
+    """
+    events, results = alter(up(mech=UNKNOWN), up())
+    assert results["alice"].code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+    assert results["alice"].message.startswith("Unknown SCRAM mechanism")
+    assert events == []
 
 
-def test_duplicate_beats_an_invalid_first_item():
-    """A duplicate whose first item is invalid gets DUPLICATE_RESOURCE, not that item's error."""
-    _, results = alter(up(mech=UNKNOWN), up())
+def test_two_deletions_of_a_missing_credential_are_resource_not_found():
+    """Deleting a missing credential twice answers RESOURCE_NOT_FOUND, not DUPLICATE_RESOURCE.
+
+    Kafka: ScramControlManager.alterCredentials (the first deletion's error stops the user).
+    """
+    _, results = alter(delete(), delete())
+    assert results["alice"].code == ErrorCode.RESOURCE_NOT_FOUND
+
+
+def test_empty_user_named_three_times_is_unacceptable_once():
+    """Empty user names in two deletions and an upsertion: one UNACCEPTABLE_CREDENTIAL result.
+
+    Kafka: AlterUserScramCredentialsRequestTest.testAlterEmptyUser.
+    """
+    _, results = alter(delete(user=""), delete(user=""), up(user=""))
+    assert results == {"": ApiError(ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty")}
+
+
+def test_deletions_are_looked_at_before_upsertions():
+    """An invalid upsertion listed before a valid deletion of the same user answers DUPLICATE_RESOURCE:
+    the deletion is looked at first, so the upsertion is the user's second item.
+
+    Kafka: ScramControlManager.alterCredentials walks request.deletions() before request.upsertions().
+    """
+    image = image_with(up())
+    _, results = alter(up(iterations=1), delete(), image=image)
     assert results["alice"].code == ErrorCode.DUPLICATE_RESOURCE
 
 
@@ -271,8 +310,13 @@ def test_too_few_iterations_beats_transport_check():
 
 
 def test_delete_missing_credential_is_resource_not_found():
-    """Deleting a credential that does not exist gets RESOURCE_NOT_FOUND."""
-    assert code(delete()) == ErrorCode.RESOURCE_NOT_FOUND
+    """Deleting a credential that does not exist gets RESOURCE_NOT_FOUND, its message starting as Kafka's.
+
+    Kafka: ScramControlManager.validateDeletion; AlterUserScramCredentialsRequestTest.testDeleteSomethingThatDoesNotExist.
+    """
+    _, results = alter(delete())
+    assert results["alice"].code == ErrorCode.RESOURCE_NOT_FOUND
+    assert results["alice"].message.startswith("Attempt to delete a user credential that does not exist")
 
 
 def test_delete_other_mechanism_is_resource_not_found():
@@ -372,11 +416,16 @@ def test_presalted_needs_a_salted_password(salted_password):
     assert code(salted(salted_password=salted_password)) == ErrorCode.UNACCEPTABLE_CREDENTIAL
 
 
-def test_salted_password_of_wrong_length_is_named():
-    """A 31-byte salted password for SHA-256 gets UNACCEPTABLE_CREDENTIAL naming the length."""
-    _, results = alter(salted(salted_password=bytes(31)))
-    assert results["alice"].code == ErrorCode.UNACCEPTABLE_CREDENTIAL
-    assert "31" in results["alice"].message and "32" in results["alice"].message
+def test_salted_password_of_any_length_derives_the_keys():
+    """A salted password that is not the hash length is taken as it is, its keys derived from those bytes.
+
+    Kafka: ScramControlManager.finishUpsertion (no length check); AlterUserScramCredentialsRequestTest
+    upserts the 14 bytes "saltedPassword".
+    """
+    (event,), results = alter(salted(salted_password=b"saltedPassword"))
+    assert results == {"alice": NONE}
+    secret = open_scram(KEYRING, event)
+    assert (secret.stored_key, secret.server_key) == derive_keys(SHA256, b"saltedPassword")
 
 
 # -- per user results --------------------------------------------------------------
@@ -395,12 +444,12 @@ def test_one_result_per_user_in_request_order():
     assert list(results) == ["b", "a", "c"]
 
 
-def test_events_follow_request_order():
-    """Events come in the order of the items that produced them."""
+def test_events_are_deletions_then_upsertions_in_request_order():
+    """Events come as Kafka's records do: the deletions, then the upsertions, each in request order."""
     image = image_with(up(user="z"))
     events, _ = alter(up(user="y"), delete(user="z"), up(user="x"), image=image)
     assert [(type(e).__name__, e.user) for e in events] == [
-        ("ScramCredentialUpserted", "y"), ("ScramCredentialDeleted", "z"), ("ScramCredentialUpserted", "x")
+        ("ScramCredentialDeleted", "z"), ("ScramCredentialUpserted", "y"), ("ScramCredentialUpserted", "x")
     ]
 
 
@@ -415,7 +464,7 @@ def test_no_secret_appears_in_any_error_message():
     """No error message contains the password, salt or salted password, raw or base64."""
     items = [
         up(user="u1", iterations=1), up(user="u2", salt=SALT), up(user="u3", mech=UNKNOWN),
-        salted(user="u4", salted_password=SALTED[:31]), salted(user="u5", salt=b""),
+        salted(user="u4", salted_password=SALTED[:31], iterations=1), salted(user="u5", salt=b""),
         up(user="u6", password=PASSWORD + b"x" * 3),
     ]
     policy = PasswordPolicy(lambda p: False, "never")
@@ -469,14 +518,23 @@ def test_describe_lists_every_mechanism_of_a_user():
 
 
 def test_describe_missing_user_is_resource_not_found():
-    """A user without credentials gets RESOURCE_NOT_FOUND."""
-    assert describe(["nobody"], image_with(up()))["nobody"].code == ErrorCode.RESOURCE_NOT_FOUND
+    """A user without credentials gets RESOURCE_NOT_FOUND with Kafka's message.
+
+    Kafka: ScramImage.describe; DescribeUserScramCredentialsRequestTest.testUnknownUser.
+    """
+    assert describe(["nobody"], image_with(up()))["nobody"] == ApiError(
+        ErrorCode.RESOURCE_NOT_FOUND, "Attempt to describe a user credential that does not exist: nobody")
 
 
 def test_describe_duplicate_name_gets_one_duplicate_result():
-    """A name given twice gets a single DUPLICATE_RESOURCE result."""
+    """A name given twice gets a single DUPLICATE_RESOURCE result with Kafka's message.
+
+    Kafka: ScramImage.describe; DescribeUserScramCredentialsRequestTest.testDescribeSameUserTwice.
+    """
     result = describe(["alice", "alice"], image_with(up()))
-    assert list(result) == ["alice"] and result["alice"].code == ErrorCode.DUPLICATE_RESOURCE
+    assert result == {"alice": ApiError(
+        ErrorCode.DUPLICATE_RESOURCE,
+        "Cannot describe SCRAM credentials for the same user twice in a single request: alice")}
 
 
 def test_describe_per_user_results_are_independent():

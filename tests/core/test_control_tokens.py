@@ -167,9 +167,13 @@ def test_authorization_failure_beats_auth_disabled():
         create(owner=BOB, decider=deny, config=StoreConfig())
 
 
-def test_auth_disabled_beats_bad_renewer():
-    """AUTH_DISABLED is reported before a renewer's principal type."""
-    with pytest.raises(DelegationTokenDisabledException):
+def test_bad_renewer_beats_auth_disabled():
+    """A non-User renewer answers INVALID_PRINCIPAL_TYPE even when tokens are disabled.
+
+    Kafka: KafkaApis.handleCreateTokenRequest checks renewer types before forwarding to the controller,
+    which is where DELEGATION_TOKEN_AUTH_DISABLED comes from.
+    """
+    with pytest.raises(InvalidPrincipalTypeException):
         create(renewers=["Group:ops"], config=StoreConfig())
 
 
@@ -454,7 +458,7 @@ def three_tokens():
 
 
 def describe(owners, principal=ALICE, decider=deny, image=None, **kw):
-    found = describe_tokens(image or three_tokens(), owners, ctx(principal), decider=decider, **kw)
+    found = describe_tokens(image or three_tokens(), owners, ctx(principal), decider=decider, config=CONFIG, **kw)
     return [t.token_id for t in found]
 
 
@@ -505,19 +509,19 @@ def test_describe_with_describe_tokens_on_the_owner():
 
 def test_describe_omits_hmac_by_default():
     """Described tokens carry no HMAC unless asked."""
-    found = describe_tokens(three_tokens(), None, ctx(), decider=deny, token_hmac=lambda t: mac(t))
+    found = describe_tokens(three_tokens(), None, ctx(), decider=deny, config=CONFIG, token_hmac=lambda t: mac(t))
     assert [t.hmac for t in found] == [None]
 
 
 def test_describe_includes_hmac_when_configured():
     """include_hmac adds each token's HMAC."""
-    found = describe_tokens(three_tokens(), None, ctx(), decider=deny, token_hmac=mac, include_hmac=True)
+    found = describe_tokens(three_tokens(), None, ctx(), decider=deny, config=CONFIG, token_hmac=mac, include_hmac=True)
     assert [t.hmac for t in found] == [mac("t-alice")]
 
 
 def test_describe_returns_token_fields():
     """A described token has the owner, requester, renewers and timestamps of the image."""
-    (token,) = describe_tokens(three_tokens(), [BOB], ctx(BOB), decider=deny)
+    (token,) = describe_tokens(three_tokens(), [BOB], ctx(BOB), decider=deny, config=CONFIG)
     assert (token.owner, token.requester, token.renewers) == (BOB, BOB, (CAROL,))
     assert (token.issue_timestamp_ms, token.expiry_timestamp_ms) == (NOW + 1, NOW + 1 + EXPIRY_DEFAULT)
 
@@ -525,11 +529,14 @@ def test_describe_returns_token_fields():
 def test_describe_refused_for_token_authenticated_caller():
     """A token-authenticated caller gets DELEGATION_TOKEN_REQUEST_NOT_ALLOWED."""
     with pytest.raises(UnsupportedByAuthenticationException):
-        describe_tokens(three_tokens(), None, ctx(token_authenticated=True), decider=allow)
+        describe_tokens(three_tokens(), None, ctx(token_authenticated=True), decider=allow, config=CONFIG)
 
 
 def test_describe_with_disabled_config_is_auth_disabled():
-    """Given a config without a token secret, describe gives AUTH_DISABLED."""
+    """Without a token secret, describe answers DELEGATION_TOKEN_AUTH_DISABLED, not an empty list.
+
+    Kafka: KafkaApis.handleDescribeTokensRequest; DelegationTokenRequestsWithDisableTokenFeatureTest.
+    """
     with pytest.raises(DelegationTokenDisabledException):
         describe_tokens(three_tokens(), None, ctx(), decider=allow, config=StoreConfig())
 

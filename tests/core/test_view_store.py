@@ -118,3 +118,17 @@ def test_past_view_checks_the_requester_against_current_acls(open_store):
     with pytest.raises(ApiException) as info:
         store.as_of(offset=1).describe_acls(AclBindingFilter.any(), context=AUDITOR)
     assert info.value.error.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_describe_tokens_on_a_store_without_token_secret_is_auth_disabled(tmp_path):
+    """A store with tokens disabled answers describe with DELEGATION_TOKEN_AUTH_DISABLED, live and as_of alike.
+
+    Kafka: KafkaApis.handleDescribeTokensRequest answers DELEGATION_TOKEN_AUTH_DISABLED when token auth is off
+    (DelegationTokenRequestsWithDisableTokenFeatureTest).
+    """
+    with SecurityStore.open(tmp_path / "s", StoreConfig(clock=Clock()), keyring=make_keyring(tmp_path)) as store:
+        store.create_acls([acl("t")], context=ADMIN)
+        for view in (store, store.as_of(offset=0)):
+            with pytest.raises(ApiException) as info:
+                view.describe_delegation_tokens(context=ADMIN)
+            assert info.value.error.code == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED

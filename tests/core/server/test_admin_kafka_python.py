@@ -129,7 +129,7 @@ def test_scram_alter_and_describe(server, admin_factory):
     described = admin.describe_user_scram_credentials(["carol", "dan"])
     assert described["carol"] == {"error": None, "credential_infos": [
         {"mechanism": ScramMechanism.SCRAM_SHA_256, "iterations": 8192}]}
-    assert described["dan"]["error"] == "User 'dan' has no SCRAM credentials"
+    assert described["dan"]["error"] == "Attempt to describe a user credential that does not exist: dan"
     assert set(admin.describe_user_scram_credentials()) == {"admin", "bob", "carol"}
     assert admin.alter_user_scram_credentials(
         [UserScramCredentialDeletion("carol", ScramMechanism.SCRAM_SHA_256)]) == {"carol": None}
