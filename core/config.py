@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from core.errors import InvalidValueError
 from core.log import LogConfig
 from core.scram_crypto import DEFAULT_ITERATIONS
 from events.types import ScramMechanism
@@ -66,17 +67,17 @@ class StoreConfig:
         object.__setattr__(self, "enabled_mechanisms", frozenset(ScramMechanism(m) for m in self.enabled_mechanisms))
         for principal in self.super_users:
             if ":" not in principal:
-                raise ValueError(f"super user {principal!r} is not a principal of the form Type:Name")
+                raise InvalidValueError(f"super user {principal!r} is not a principal of the form Type:Name")
         for mech, its in self.default_iterations.items():
             if not MIN_ITERATIONS <= its <= MAX_ITERATIONS:
-                raise ValueError(f"default iterations for {ScramMechanism(mech).name} must be within "
+                raise InvalidValueError(f"default iterations for {ScramMechanism(mech).name} must be within "
                                  f"{MIN_ITERATIONS}..{MAX_ITERATIONS}, not {its}")
         for name in ("token_max_lifetime_ms", "token_expiry_time_ms", "token_expiry_check_interval_ms",
                      "max_acl_changes_per_request"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, not {getattr(self, name)}")
+                raise InvalidValueError(f"{name} must be positive, not {getattr(self, name)}")
         if self.token_secret is not None and len(self.token_secret) == 0:
-            raise ValueError("token_secret must not be empty (leave it None to disable delegation tokens)")
+            raise InvalidValueError("token_secret must not be empty (leave it None to disable delegation tokens)")
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -99,10 +100,10 @@ class StoreConfig:
             try:
                 values = json.loads(path.read_text())
             except ValueError as exc:
-                raise ValueError(f"{path} is not valid JSON: {exc}") from None
+                raise InvalidValueError(f"{path} is not valid JSON: {exc}") from None
             unknown = set(values) - set(cls._PERSISTED)
             if unknown:
-                raise ValueError(f"{path} has unknown settings: {', '.join(sorted(unknown))}")
+                raise InvalidValueError(f"{path} has unknown settings: {', '.join(sorted(unknown))}")
             if "super_users" in values:
                 values["super_users"] = frozenset(values["super_users"])
         secret = os.environ.get("SECMETA_TOKEN_SECRET")

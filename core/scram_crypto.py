@@ -11,7 +11,7 @@ import hmac
 import secrets
 from dataclasses import dataclass, field
 
-from core.errors import UnsupportedSaslMechanismException
+from core.errors import InvalidValueError, UnsupportedSaslMechanismException
 from events.types import ScramMechanism
 
 __all__ = [
@@ -73,9 +73,9 @@ def _as_bytes(password: bytes | str) -> bytes:
 
 def _check_salt_and_iterations(salt: bytes, iterations: int) -> None:
     if not isinstance(salt, bytes) or not salt:
-        raise ValueError("salt must be non-empty bytes")
+        raise InvalidValueError("salt must be non-empty bytes")
     if not isinstance(iterations, int) or isinstance(iterations, bool) or iterations < 1:
-        raise ValueError(f"iterations must be a positive int, got {iterations!r}")
+        raise InvalidValueError(f"iterations must be a positive int, got {iterations!r}")
 
 
 def salted_password(

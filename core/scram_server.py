@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from core.errors import IllegalSaslStateException, SaslAuthenticationException
+from core.errors import IllegalSaslStateException, InvalidValueError, SaslAuthenticationException
 from core.scram_crypto import (
     DEFAULT_ITERATIONS,
     SALT_LENGTH,
@@ -158,7 +158,7 @@ class ScramServer:
     ):
         self._mechanism = require_mechanism(mechanism)
         if not isinstance(fake_salt_key, bytes) or not fake_salt_key:
-            raise ValueError("fake_salt_key must be non-empty bytes")
+            raise InvalidValueError("fake_salt_key must be non-empty bytes")
         self._lookup = lookup
         self._token_lookup = token_lookup
         self._fake_salt_key = fake_salt_key
@@ -230,7 +230,7 @@ class ScramServer:
         assert credential is not None
         server_nonce = self._nonce_factory()
         if not _is_printable(server_nonce):
-            raise ValueError("nonce_factory must return printable ASCII without ','")
+            raise InvalidValueError("nonce_factory must return printable ASCII without ','")
         nonce = parsed.nonce + server_nonce
         server_first = f"r={nonce},s={_b64(credential.salt)},i={credential.iterations}"
         self._gs2_header = parsed.gs2_header

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Generic, Protocol, TypeVar
 
-from core.errors import SecmetaError
+from core.errors import InvalidValueError, SecmetaError
 from core.log import Log
 from events.records import Envelope
 from projections.snapshot import (
@@ -114,7 +114,7 @@ class Snapshotter(Generic[S]):
     def __init__(self, log: Log, codec: SnapshotCodec[S], policy: SnapshotPolicy, *, keep: int = 2,
                  delete_covered_segments: bool = False, clock=time.time):
         if keep < 1:
-            raise ValueError(f"keep must be at least 1, not {keep}")
+            raise InvalidValueError(f"keep must be at least 1, not {keep}")
         self.log, self.codec, self.policy = log, codec, policy
         self.keep, self.delete_covered_segments = keep, delete_covered_segments
         self._clock = clock

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+from events.errors import InvalidValueError
+
 __all__ = [
     "AccessControlEntry",
     "AccessControlEntryFilter",
@@ -51,7 +53,7 @@ class _KafkaEnum(IntEnum):
             return cls[key]
         except KeyError:
             names = ", ".join(m.name for m in cls)
-            raise ValueError(f"unknown {cls.__name__} {text!r} (one of: {names})") from None
+            raise InvalidValueError(f"unknown {cls.__name__} {text!r} (one of: {names})") from None
 
 
 class ScramMechanism(_KafkaEnum):

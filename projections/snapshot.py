@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 import fastavro
 
 from events.durable import fsync_dir
-from events.errors import SecmetaError
+from events.errors import InvalidValueError, SecmetaError
 from events.keyring import Keyring
 
 SNAPSHOT_FORMAT = 1
@@ -84,7 +84,7 @@ class SnapshotPolicy:
         for name in ("every_events", "every_bytes", "max_age_ms"):
             value = getattr(self, name)
             if value is not None and value <= 0:
-                raise ValueError(f"SnapshotPolicy.{name} must be positive or None, not {value}")
+                raise InvalidValueError(f"SnapshotPolicy.{name} must be positive or None, not {value}")
 
     def due(self, events_since: int, bytes_since: int, age_ms: int) -> bool:
         if events_since <= 0:

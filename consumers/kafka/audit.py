@@ -63,7 +63,7 @@ from consumers.audit_rules import Alert, AuditRules, load_rules
 from consumers.kafka.client_config import client_settings
 from consumers.kafka.publisher import TopicError, ensure_topics
 from consumers.kafka.wire import HEADER_OFFSET, NotOurMessage, decode_message, header_map
-from core.errors import SecmetaError
+from core.errors import InvalidValueError, SecmetaError
 from events.codec import EventCodec
 from events.durable import fsync_dir
 from events.errors import EventsError
@@ -228,7 +228,7 @@ class AuditJob:
                 f"the history and alerts topics must differ (both are {history_topic!r})"
             )
         if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, not {batch_size}")
+            raise InvalidValueError(f"batch_size must be positive, not {batch_size}")
         self.bootstrap = bootstrap
         self.history_topic = history_topic
         self.alerts_topic = alerts_topic

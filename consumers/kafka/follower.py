@@ -41,7 +41,7 @@ from consumers.kafka.wire import (
     message_offset,
 )
 from core.config import StoreConfig
-from core.errors import SecmetaError
+from core.errors import InvalidValueError, SecmetaError
 from core.view import StoreView
 from events.codec import EventCodec
 from events.durable import write_atomically
@@ -105,7 +105,7 @@ class Follower:
         codec: EventCodec | None = None,
     ):
         if checkpoint_every < 1:
-            raise ValueError(f"checkpoint_every must be positive, not {checkpoint_every}")
+            raise InvalidValueError(f"checkpoint_every must be positive, not {checkpoint_every}")
         self.history_topic = history_topic
         self.state_topic = state_topic
         self.group_id = group_id

@@ -41,7 +41,7 @@ from consumers.kafka.wire import (
     encode_tombstone,
     is_removal,
 )
-from core.errors import SecmetaError
+from core.errors import InvalidValueError, SecmetaError
 from core.log import Log
 from events.durable import write_atomically
 from events.keyring import Keyring
@@ -232,7 +232,7 @@ class Publisher:
         if history_topic == state_topic:
             raise PublisherError(f"the history and state topics must differ (both are {history_topic!r})")
         if chunk_size < 1:
-            raise ValueError(f"chunk_size must be positive, not {chunk_size}")
+            raise InvalidValueError(f"chunk_size must be positive, not {chunk_size}")
         self.history_topic = history_topic
         self.state_topic = state_topic
         self.chunk_size = chunk_size

@@ -66,7 +66,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 
 from consumers.audit_rules import Alert, AuditRules, load_rules
 from consumers.spark.rows import SCHEMA
-from core.errors import SecmetaError
+from core.errors import InvalidValueError, SecmetaError
 from events.durable import fsync_dir, write_atomically
 from events.keyring import SealedSecret
 from events.records import (
@@ -404,7 +404,7 @@ class AlertsSink:
         try:
             saved = json.loads(path.read_text(encoding="utf-8"))
             if saved.get("format") != _STATE_FORMAT or saved.get("version") != 1:
-                raise ValueError("not a secmeta audit state file")
+                raise InvalidValueError("not a secmeta audit state file")
             states = saved["rules"]
             for rule in rules.rules:
                 rule.load_state(states.get(rule.name, {}))

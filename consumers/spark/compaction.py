@@ -43,7 +43,7 @@ from consumers.spark import intervals
 from consumers.spark.intervals import KINDS
 from consumers.spark.log_source import check_log, log_stream
 from consumers.spark.tables import HISTORY, Manifest, Tables, TablesError, Version
-from core.errors import SecmetaError
+from core.errors import InvalidValueError, SecmetaError
 
 __all__ = ["DEFAULT_RETAIN_VERSIONS", "CompactionError", "compact", "compaction_stream", "open_tables", "wait"]
 
@@ -215,11 +215,11 @@ def compaction_stream(
     Wait for the stream with ``wait`` to get secmeta's errors rather than Spark's.
     """
     if retain_versions < 1:
-        raise ValueError(f"retain_versions must be at least 1, not {retain_versions}")
+        raise InvalidValueError(f"retain_versions must be at least 1, not {retain_versions}")
     if max_events_per_trigger is not None and max_events_per_trigger < 1:
-        raise ValueError(f"max_events_per_trigger must be at least 1, not {max_events_per_trigger}")
+        raise InvalidValueError(f"max_events_per_trigger must be at least 1, not {max_events_per_trigger}")
     if not trigger_seconds > 0 or trigger_seconds == float("inf"):
-        raise ValueError(f"trigger_seconds must be a positive number of seconds, not {trigger_seconds}")
+        raise InvalidValueError(f"trigger_seconds must be a positive number of seconds, not {trigger_seconds}")
     tables = open_tables(store_dir, tables_dir, key_file)
     checkpoint = str(Path(checkpoint) if checkpoint is not None else tables.path / "_checkpoint")
     source = log_stream(spark, store_dir, key_file, max_events_per_trigger)

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from core.errors import InvalidValueError
+
 __all__ = ["CLOSE_COLUMNS", "INTERVAL_COLUMNS", "KINDS", "OPEN_COLUMNS", "Kind", "advance", "columns", "empty", "project"]
 
 
@@ -48,7 +50,7 @@ class Kind:
 
     def __post_init__(self) -> None:
         if self.single_use_keys and self.updates:
-            raise ValueError(f"{self.name}: a kind with update events needs the window, not single-use keys")
+            raise InvalidValueError(f"{self.name}: a kind with update events needs the window, not single-use keys")
 
     @property
     def event_types(self) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from core.cli.security import (
     resources,
     view,
 )
+from core.errors import InvalidValueError
 from events.types import (
     WILDCARD,
     AclBinding,
@@ -72,10 +73,10 @@ def run(args: argparse.Namespace) -> int:
     if args.add and not _entries(args):
         raise SystemExit("secmeta acls: error: --add needs --allow-principal or --deny-principal")
     if args.remove and not targets and not _entries(args) and not args.principal:
-        raise ValueError("--remove needs a resource (--topic, --group, --cluster, ...) or a principal; "
+        raise InvalidValueError("--remove needs a resource (--topic, --group, --cluster, ...) or a principal; "
                          "it will not remove every ACL")
     if has_point(args) and not args.list:
-        raise ValueError("--as-of and --at-offset apply to --list only")
+        raise InvalidValueError("--as-of and --at-offset apply to --list only")
     with open_admin(args, read_only=args.list) as store:
         ctx = context(args, store)
         if args.add:

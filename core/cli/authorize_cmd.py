@@ -13,6 +13,7 @@ from core.cli.security import (
     resources,
     view,
 )
+from core.errors import InvalidValueError
 from events.types import AclOperation
 
 
@@ -35,7 +36,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     targets = resources(args)
     if len(targets) != 1:
-        raise ValueError("give exactly one resource: --topic, --group, --cluster, --transactional-id, --delegation-token or --user-principal")
+        raise InvalidValueError("give exactly one resource: --topic, --group, --cluster, --transactional-id, --delegation-token or --user-principal")
     (rtype, name), op = targets[0], AclOperation.parse(args.operation)
     with open_store(args, read_only=True) as store:
         source = view(store, args)

@@ -16,7 +16,7 @@ from core.cli.security import (
     open_admin,
     view,
 )
-from core.errors import ApiError
+from core.errors import ApiError, InvalidValueError
 from core.types import (
     ScramCredentialInfo,
     UserScramCredentialDeletion,
@@ -53,23 +53,23 @@ def parse_add_config(text: str) -> list[tuple[ScramMechanism, int, bytes | None]
     while pos < len(text):
         m = _CONFIG.match(text, pos)
         if not m:
-            raise ValueError(f"cannot parse --add-config at character {pos + 1}: expected "
+            raise InvalidValueError(f"cannot parse --add-config at character {pos + 1}: expected "
                              "SCRAM-SHA-256=[iterations=N,password=P],... (values are not echoed)")
         mech = ScramMechanism.parse(m.group(1))
         iterations, password = -1, None
         for item in filter(None, (s.strip() for s in m.group(2).split(","))):
             key, sep, value = item.partition("=")
             if not sep:
-                raise ValueError(f"{m.group(1)}: expected key=value items (a ',' inside a password is not supported; "
+                raise InvalidValueError(f"{m.group(1)}: expected key=value items (a ',' inside a password is not supported; "
                                  "leave the password out to be prompted for it)")
             if key == "iterations":
                 if not value.lstrip("-").isdigit():
-                    raise ValueError(f"{m.group(1)}: iterations must be a number, got {value[:20]!r}")
+                    raise InvalidValueError(f"{m.group(1)}: iterations must be a number, got {value[:20]!r}")
                 iterations = int(value)
             elif key == "password":
                 password = value.encode()
             else:
-                raise ValueError(f"{m.group(1)}: unknown key {key[:20]!r} (use iterations and password)")
+                raise InvalidValueError(f"{m.group(1)}: unknown key {key[:20]!r} (use iterations and password)")
         out.append((mech, iterations, password))
         pos = m.end()
     return out
@@ -80,21 +80,21 @@ def _read_password(user: str, mech: ScramMechanism) -> bytes:
         return getpass.getpass(f"Password for {user} ({mech.mechanism_name}): ").encode()
     line = sys.stdin.readline()
     if not line:
-        raise ValueError(f"no password for {user} ({mech.mechanism_name}) on stdin")
+        raise InvalidValueError(f"no password for {user} ({mech.mechanism_name}) on stdin")
     return line.rstrip("\n").encode()
 
 
 def run(args: argparse.Namespace) -> int:
     if has_point(args) and not args.describe:
-        raise ValueError("--as-of and --at-offset apply to --describe only")
+        raise InvalidValueError("--as-of and --at-offset apply to --describe only")
     with open_admin(args, read_only=args.describe) as store:
         ctx = context(args, store)
         if args.describe:
             return _describe(view(store, args), ctx, args.entity_name)
         if not args.entity_name:
-            raise ValueError("--alter needs --entity-name")
+            raise InvalidValueError("--alter needs --entity-name")
         if not (args.add_config or args.delete_config):
-            raise ValueError("--alter needs --add-config or --delete-config")
+            raise InvalidValueError("--alter needs --add-config or --delete-config")
         alterations = []
         for mech, iterations, password in parse_add_config(args.add_config or ""):
             alterations.append(UserScramCredentialUpsertion(

@@ -6,6 +6,7 @@ import argparse
 
 from core.cli.common import add_store_options, keyring, store_path
 from core.config import StoreConfig
+from core.errors import InvalidValueError
 from core.types import RequestContext
 from events.types import CLUSTER_NAME, PatternType, ResourceType
 
@@ -72,15 +73,15 @@ def open_admin(args: argparse.Namespace, *, read_only: bool = False):
     """
     if getattr(args, "bootstrap_server", None) is None:
         if getattr(args, "command_config", None):
-            raise ValueError("--command-config needs --bootstrap-server")
+            raise InvalidValueError("--command-config needs --bootstrap-server")
         return open_store(args, read_only=read_only)
     for flag in ("as_of", "at_offset"):
         if getattr(args, flag, None) is not None:
-            raise ValueError(f"--{flag.replace('_', '-')} reads a store's history and cannot be used with "
+            raise InvalidValueError(f"--{flag.replace('_', '-')} reads a store's history and cannot be used with "
                              "--bootstrap-server (a server answers as of now)")
     for flag, value in (("--as", args.as_principal), ("--from-host", args.from_host)):
         if value is not None:
-            raise ValueError(f"{flag} cannot be used with --bootstrap-server: the server takes the principal "
+            raise InvalidValueError(f"{flag} cannot be used with --bootstrap-server: the server takes the principal "
                              "and host from the connection (log in with --command-config)")
     from core.wire.client import RemoteAdmin
 

@@ -9,6 +9,7 @@ import signal
 import sys
 
 from core.cli.common import add_store_options, keyring, store_path
+from core.errors import InvalidValueError
 from core.server.config import ServerConfig
 from core.server.listeners import ClientAuth, SslConfig, parse_advertised, parse_listeners
 
@@ -66,7 +67,7 @@ def _mechanisms(text: str):
     out = []
     for name in (n.strip() for n in text.split(",")):
         if name not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-            raise ValueError(f"--sasl-mechanisms: {name!r} is not SCRAM-SHA-256 or SCRAM-SHA-512")
+            raise InvalidValueError(f"--sasl-mechanisms: {name!r} is not SCRAM-SHA-256 or SCRAM-SHA-512")
         out.append(ScramMechanism.parse(name))
     return tuple(dict.fromkeys(out))
 

@@ -16,6 +16,7 @@ from core.cli.security import (
     open_admin,
     view,
 )
+from core.errors import InvalidValueError
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -43,21 +44,21 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def _hmac(args) -> bytes:
     if not args.hmac:
-        raise ValueError("--renew and --expire need --hmac")
+        raise InvalidValueError("--renew and --expire need --hmac")
     try:
         return base64.b64decode(args.hmac, validate=True)
     except binascii.Error:
-        raise ValueError("--hmac must be the base64 HMAC printed by --create") from None
+        raise InvalidValueError("--hmac must be the base64 HMAC printed by --create") from None
 
 
 def run(args: argparse.Namespace) -> int:
     if has_point(args) and not args.describe:
-        raise ValueError("--as-of and --at-offset apply to --describe only")
+        raise InvalidValueError("--as-of and --at-offset apply to --describe only")
     with open_admin(args, read_only=args.describe) as store:
         ctx = context(args, store)
         if args.create:
             if len(args.owner_principal) > 1:
-                raise ValueError("--create takes at most one --owner-principal")
+                raise InvalidValueError("--create takes at most one --owner-principal")
             owner = args.owner_principal[0] if args.owner_principal else None
             token = store.create_delegation_token(context=ctx, owner=owner, renewers=args.renewer_principal,
                                                   max_lifetime_ms=args.max_life_time_period)

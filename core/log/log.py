@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from core.errors import CorruptLogError, SecmetaError
+from core.errors import CorruptLogError, InvalidValueError, SecmetaError
 from core.log.format import (
     MAGIC,
     MAX_FRAME,
@@ -59,11 +59,11 @@ class LogConfig:
         try:
             object.__setattr__(self, "fsync", FsyncPolicy(self.fsync))
         except ValueError:
-            raise ValueError(f"fsync policy must be always, interval or never, not {self.fsync!r}") from None
+            raise InvalidValueError(f"fsync policy must be always, interval or never, not {self.fsync!r}") from None
         if self.segment_bytes < 1024:
-            raise ValueError(f"segment_bytes must be at least 1024, not {self.segment_bytes}")
+            raise InvalidValueError(f"segment_bytes must be at least 1024, not {self.segment_bytes}")
         if self.fsync_interval_ms <= 0:
-            raise ValueError(f"fsync_interval_ms must be positive, not {self.fsync_interval_ms}")
+            raise InvalidValueError(f"fsync_interval_ms must be positive, not {self.fsync_interval_ms}")
 
 
 @dataclass(frozen=True)
@@ -274,7 +274,7 @@ class Log:
         anything is written.
         """
         if not envelopes:
-            raise ValueError("cannot append an empty batch")
+            raise InvalidValueError("cannot append an empty batch")
         with self._write_lock:
             self._check_writable()
             base = self._next_offset
@@ -285,7 +285,7 @@ class Log:
                 self._chain_key_id, self._chain_key, self._last_link, payload,
             )
             if len(frame) - 4 > MAX_FRAME:
-                raise ValueError(f"a batch of {len(frame):,} bytes exceeds the {MAX_FRAME:,}-byte frame limit; split the request")
+                raise InvalidValueError(f"a batch of {len(frame):,} bytes exceeds the {MAX_FRAME:,}-byte frame limit; split the request")
             seg = self._segments[-1]
             if seg.size and seg.size + len(frame) > self.config.segment_bytes:
                 seg = self._roll()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from core.errors import InvalidValueError
 from core.server.listeners import SslConfig
 from events.types import ScramMechanism
 
@@ -33,16 +34,16 @@ class ServerConfig:
 
     def __post_init__(self):
         if not 0 <= self.node_id <= 2**31 - 1:
-            raise ValueError(f"node id must be within 0..2147483647, not {self.node_id}")
+            raise InvalidValueError(f"node id must be within 0..2147483647, not {self.node_id}")
         for name in ("socket_request_max_bytes", "connections_max_idle_ms", "max_connections",
                      "frame_read_timeout_ms", "tls_handshake_timeout_ms", "workers",
                      "failed_authentications_burst"):
             if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, not {getattr(self, name)}")
+                raise InvalidValueError(f"{name} must be positive, not {getattr(self, name)}")
         if self.failed_authentication_delay_ms < 0 or self.shutdown_drain_ms < 0:
-            raise ValueError("delays must not be negative")
+            raise InvalidValueError("delays must not be negative")
         if self.failed_authentications_per_second <= 0:
-            raise ValueError("failed_authentications_per_second must be positive")
+            raise InvalidValueError("failed_authentications_per_second must be positive")
         if not self.sasl_mechanisms:
-            raise ValueError("at least one SASL mechanism must be enabled")
+            raise InvalidValueError("at least one SASL mechanism must be enabled")
         object.__setattr__(self, "sasl_mechanisms", tuple(ScramMechanism(m) for m in self.sasl_mechanisms))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from core.errors import ApiException, ErrorCode
+from core.errors import ApiException, ErrorCode, InvalidValueError
 from core.scram_server import ScramServer
 from core.server.listeners import SecurityProtocol
 from core.types import RequestContext
@@ -110,7 +110,7 @@ class Authenticator:
             return self._handshake(frame)
         if frame.api_key == SASL_AUTHENTICATE:
             return self._authenticate(frame)
-        raise ValueError(f"not an authentication request: {frame.name}")
+        raise InvalidValueError(f"not an authentication request: {frame.name}")
 
     def handle_raw(self, token: bytes) -> Step:
         """A raw SCRAM message after SaslHandshake v0: answered raw; a failure just closes (Kafka's legacy framing)."""

@@ -23,7 +23,7 @@ import secrets
 from collections.abc import Mapping
 from enum import Enum
 
-from core.errors import IllegalSaslStateException, SaslAuthenticationException
+from core.errors import IllegalSaslStateException, InvalidValueError, SaslAuthenticationException
 from core.scram_crypto import hash_digest, hmac_digest, require_mechanism, salted_password
 from events.types import ScramMechanism
 
@@ -69,16 +69,16 @@ class ScramClient:
                  extensions: Mapping[str, str] | None = None, nonce: str | None = None):
         self._mechanism = require_mechanism(mechanism)
         if not username:
-            raise ValueError("SCRAM user name must not be empty")
+            raise InvalidValueError("SCRAM user name must not be empty")
         self._username = username
         self._password = password.encode("utf-8") if isinstance(password, str) else bytes(password)
         self._extensions = dict(extensions or {})
         for key, value in self._extensions.items():
             if not (key.isascii() and key.isalpha()) or "," in value:
-                raise ValueError(f"bad SCRAM extension name or value for {key!r}")
+                raise InvalidValueError(f"bad SCRAM extension name or value for {key!r}")
         self._nonce = nonce if nonce is not None else _default_nonce()
         if not self._nonce or any(not ("\x21" <= c <= "\x7e") or c == "," for c in self._nonce):
-            raise ValueError("SCRAM client nonce must be printable ASCII without ','")
+            raise InvalidValueError("SCRAM client nonce must be printable ASCII without ','")
         self._state = _State.FIRST
         self._client_first_bare = ""
         self._auth_message = b""
