@@ -13,18 +13,17 @@ and leaves checkpoints behind, and live commits add their own.
 from __future__ import annotations
 
 import bisect
-import gc
 import re
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from core.errors import InvalidValueError, PointInTimeError
 from core.log import Log
+from projections.gc_pause import FREEZE_AFTER, paused_gc
 from projections.image import SecurityDelta, SecurityImage
 from projections.image_snapshot import SecurityImageSnapshot
 from projections.snapshot import SnapshotError, list_snapshots, read_snapshot
@@ -42,7 +41,6 @@ DEFAULT_INTERVAL = 20_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _SNAPSHOT_BYTES_PER_EVENT = 64  # loading a snapshot row costs about as much as replaying an event
-_FREEZE_AFTER = 1000  # replays this long build enough long-lived nodes to freeze them (see _collector_paused)
 
 
 # -- points ---------------------------------------------------------------------------
@@ -340,7 +338,7 @@ class TimeTravel:
         """Replay events [start, n) onto ``image``, leaving checkpoints every ``interval`` events."""
         if start == n:
             return image
-        with _collector_paused() as paused:
+        with paused_gc() as paused:
             delta = SecurityDelta(image)
             since = start
             for batch in self.log.batches(start, n):
@@ -353,33 +351,5 @@ class TimeTravel:
                     self._add(checkpoint)
                     delta, since = SecurityDelta(checkpoint), batch.next_offset
             # The result (cached) and any checkpoints live long: keep full collections off them.
-            paused.freeze = n - start >= _FREEZE_AFTER
+            paused.freeze = n - start >= FREEZE_AFTER
             return delta.apply(n)
-
-
-
-class _Pause:
-    freeze = False
-
-
-@contextmanager
-def _collector_paused():
-    """Keep the cyclic GC off while replay builds many immutable nodes (images hold no cycles).
-
-    Set ``freeze`` on the yielded value when many long-lived nodes were
-    built (checkpoints, cached images): they are moved out of the
-    collector's generations, as the store does after loading, so later full
-    collections do not rescan them.  They are still freed by reference
-    counting when dropped, since images hold no cycles.
-    """
-    pause = _Pause()
-    enabled = gc.isenabled()
-    if enabled:
-        gc.disable()
-    try:
-        yield pause
-    finally:
-        if pause.freeze:
-            gc.freeze()
-        if enabled:
-            gc.enable()

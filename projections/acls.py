@@ -8,16 +8,15 @@ one (persistent maps: O(k log n) for k changes).
 
 from __future__ import annotations
 
-import gc
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import ClassVar
 
 import immutables
 
+from events.errors import InvalidValueError
 from events.types import (
     AccessControlEntry,
     AclBinding,
@@ -30,6 +29,7 @@ from events.types import (
 )
 from projections.acl_index import EMPTY_MAP, AclIndex, Node
 from projections.acl_match import filter_matches
+from projections.gc_pause import paused_gc
 
 __all__ = ["AclsDelta", "AclsImage", "canonical_binding", "canonical_entry"]
 
@@ -49,7 +49,7 @@ class AclsImage:
     def of(cls, pairs: Iterable[tuple[str, AclBinding]]) -> AclsImage:
         """An image holding these (acl_id, binding) pairs, e.g. from a snapshot."""
         delta = AclsDelta(cls.EMPTY)
-        with _collector_paused(True):
+        with paused_gc():
             for acl_id, binding in pairs:
                 delta.add(acl_id, binding)
             return delta.apply()
@@ -239,7 +239,7 @@ class AclsDelta:
     def add(self, acl_id: str, binding: AclBinding) -> None:
         """Record a new ACL (pattern type must be LITERAL or PREFIXED)."""
         if binding.pattern.pattern_type not in _INDEXED_PATTERNS:
-            raise ValueError(f"ACL pattern type must be LITERAL or PREFIXED: {binding!r}")
+            raise InvalidValueError(f"ACL pattern type must be LITERAL or PREFIXED: {binding!r}")
         self._changes[acl_id] = canonical_binding(binding)
 
     def remove(self, acl_id: str) -> None:
@@ -264,7 +264,7 @@ class AclsDelta:
                 added.append((acl_id, binding))
         if not removed and not added:
             return base
-        with _collector_paused(len(removed) + len(added) >= _BULK):
+        with paused_gc(pause=len(removed) + len(added) >= _BULK):
             if acls:
                 mutation = acls.mutate()
                 for acl_id, _ in removed:
@@ -277,21 +277,4 @@ class AclsDelta:
             return AclsImage(new_acls, base.index.updated(removed, added, new_acls))
 
 
-_BULK = 10000
-
-
-@contextmanager
-def _collector_paused(pause: bool) -> Iterator[None]:
-    """Pause the cyclic GC while building a large image (it holds no cycles).
-
-    Without this, collections triggered by the many new objects cost more
-    than the build itself; the collector is restored as it was.
-    """
-    if not pause or not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+_BULK = 10000  # changes from which applying a delta pauses the cyclic GC

@@ -8,7 +8,6 @@ image, reusing every sub-image its events did not touch.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import singledispatchmethod
@@ -26,6 +25,7 @@ from events.records import (
     ScramCredentialUpserted,
 )
 from projections.acls import AclsDelta, AclsImage
+from projections.gc_pause import paused_gc
 from projections.scram import ScramDelta, ScramImage
 from projections.tokens import TokenInfo, TokensDelta, TokensImage
 
@@ -179,15 +179,7 @@ class SecurityProjection:
         """The image after ``envelopes``; next_offset is the last envelope's offset + 1."""
         if not envelopes:
             return state
-        # The cyclic GC finds nothing to free in images but rescans them on
-        # every collection the new nodes trigger; keep it off while building.
-        paused = gc.isenabled()
-        if paused:
-            gc.disable()
-        try:
+        with paused_gc():
             delta = SecurityDelta(state)
             delta.replay_all(envelopes)
             return delta.apply(envelopes[-1].offset + 1)
-        finally:
-            if paused:
-                gc.enable()

@@ -20,7 +20,6 @@ history, then follows the history from the position the state recorded.
 from __future__ import annotations
 
 import base64
-import gc
 import json
 import logging
 import os
@@ -46,6 +45,7 @@ from core.view import StoreView
 from events.codec import EventCodec
 from events.durable import write_atomically
 from events.records import Envelope
+from projections.gc_pause import FREEZE_AFTER, paused_gc
 from projections.image import SecurityDelta, SecurityImage, SecurityProjection
 from projections.image_snapshot import SecurityImageSnapshot
 from projections.snapshot import SnapshotError, list_snapshots, read_snapshot, write_snapshot
@@ -59,16 +59,6 @@ PARTITION = 0
 
 logger = logging.getLogger("secmeta.kafka.follower")
 _PROJECTION = SecurityProjection()
-_FREEZE_AFTER = 1000  # a replay this large built enough long-lived image nodes to freeze them
-
-
-def _freeze() -> None:
-    """Move the image's nodes out of the cyclic GC's generations, as the store does after a load.
-
-    Images hold no cycles (reference counting frees them when dropped); without
-    this, every full collection in the process rescans the whole image.
-    """
-    gc.freeze()
 
 
 class FollowerError(SecmetaError):
@@ -212,11 +202,10 @@ class Follower:
     def _replay(self, envelopes: list[Envelope]) -> None:
         """Apply events exactly as the store does (SecurityProjection: one delta per batch)."""
         if envelopes:
-            self.image = _PROJECTION.apply(self.image, envelopes)
+            with paused_gc(freeze=len(envelopes) >= FREEZE_AFTER):
+                self.image = _PROJECTION.apply(self.image, envelopes)
             self.applied += len(envelopes)
             self._since_checkpoint += len(envelopes)
-            if len(envelopes) >= _FREEZE_AFTER:
-                _freeze()
 
     def _stop_at_gap(self, last: int, found: int, kafka_offset: int) -> None:
         """Leave the position on a gap (what came before is applied) and raise HistoryGapError."""
@@ -341,7 +330,8 @@ class Follower:
                 "give another checkpoint directory"
             )
         try:
-            info, image = read_snapshot(self.checkpoint_dir / SNAPSHOT_DIR / name, SecurityImageSnapshot())
+            with paused_gc(freeze=True):  # as the store loads its snapshot
+                info, image = read_snapshot(self.checkpoint_dir / SNAPSHOT_DIR / name, SecurityImageSnapshot())
         except (SnapshotError, OSError) as exc:
             logger.warning("follower snapshot %s cannot be loaded (%s): starting from the beginning", name, exc)
             return
@@ -350,7 +340,6 @@ class Follower:
                            name, info.next_offset, next_offset)
             return
         self.image = image
-        _freeze()
         self.position = None if position is None else int(position)
         self.resumed_from = next_offset
         self._checkpointed = (next_offset, self.position)
@@ -372,10 +361,10 @@ class Follower:
             consumer.close()
         live = sorted((env for env in latest.values() if env is not None and not is_removal(env)),
                       key=lambda env: env.offset)
-        delta = SecurityDelta(SecurityImage.EMPTY)
-        delta.replay_all(live)
-        self.image = delta.apply(newest + 1)
-        _freeze()
+        with paused_gc(freeze=True):
+            delta = SecurityDelta(SecurityImage.EMPTY)
+            delta.replay_all(live)
+            self.image = delta.apply(newest + 1)
         self.position = history_at
         if history_at is None and newest >= 0:
             logger.warning("the state topic records no history position: following %s from its beginning",

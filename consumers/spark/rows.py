@@ -12,11 +12,11 @@ sources hand to Spark (several times faster than tuples).
 
 from __future__ import annotations
 
-import gc
 import typing
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import Enum
+from itertools import islice
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +29,8 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
+
+from projections.gc_pause import paused_gc
 
 __all__ = ["ARROW_BATCH", "ARROW_SCHEMA", "SCHEMA", "arrow_batch", "arrow_batches", "event_row"]
 
@@ -193,24 +195,11 @@ def arrow_batches(envelopes: Iterable, size: int = ARROW_BATCH) -> Iterator[pa.R
     only while this generator runs (taking envelopes and building a batch) and
     is back in its previous state whenever the caller has control.
     """
-    enabled = gc.isenabled()
-    chunk: list = []
-    gc.disable()
-    try:
-        for envelope in envelopes:
-            chunk.append(envelope)
-            if len(chunk) == size:
-                batch = arrow_batch(chunk)
-                chunk = []
-                if enabled:
-                    gc.enable()
-                yield batch
-                gc.disable()
-        if chunk:
-            batch = arrow_batch(chunk)
-            if enabled:
-                gc.enable()
-            yield batch
-    finally:
-        if enabled:
-            gc.enable()
+    envelopes = iter(envelopes)
+    while True:
+        with paused_gc():
+            chunk = list(islice(envelopes, size))
+            batch = arrow_batch(chunk) if chunk else None
+        if batch is None:
+            return
+        yield batch
