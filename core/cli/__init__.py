@@ -1,4 +1,9 @@
-"""The ``secmeta`` command line."""
+"""The ``secmeta`` command line.
+
+The store's own commands are here; the Kafka and Spark commands and the demo
+live with their code in ``consumers`` and join through the ``secmeta.commands``
+entry-point group (``core.cli.plugins``), so ``core`` imports nothing above it.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +14,11 @@ from core.cli import (
     acls_cmd,
     authorize_cmd,
     configs_cmd,
-    demo,
     forensics_cmd,
-    kafka_cmd,
     keys_cmd,
     log_cmd,
+    plugins,
     serve_cmd,
-    spark_cmd,
     tokens_cmd,
 )
 from core.errors import SecmetaError
@@ -34,12 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
     tokens_cmd.register(commands)
     authorize_cmd.register(commands)
     forensics_cmd.register(commands)
-    kafka_cmd.register(commands)
-    spark_cmd.register(commands)
     log_cmd.register(commands)
     keys_cmd.register(commands)
     serve_cmd.register(commands)
-    demo.register(commands)
+    plugins.register_all(commands)
     return parser
 
 

@@ -1,8 +1,8 @@
-"""``secmeta kafka publish | follow`` and ``secmeta audit run``.
+"""``secmeta kafka publish | follow`` and ``secmeta audit run``, added to the CLI by the kafka extra.
 
-The CLI is the top of the program, so these commands may use the read-side
-``consumers`` package; they import it inside the handlers so ``core`` itself
-never depends on it.
+Registered through the ``secmeta.commands`` entry-point group (pyproject.toml);
+``register`` only builds parsers and the handlers import confluent-kafka's
+users, so the CLI starts without the extra and explains what to install.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import threading
 import time
 
 from core.cli.common import add_store_options, keyring, store_path
+from core.cli.plugins import Commands
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -53,6 +54,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--group", default="secmeta-audit", metavar="GROUP_ID")
     run.add_argument("--once", action="store_true", help="process what is on the topic now, then exit")
     run.set_defaults(func=audit_cmd)
+
+
+COMMANDS = Commands(register, extra="kafka")
 
 
 def _client_options(parser: argparse.ArgumentParser, *, state_topic: bool = True) -> None:

@@ -3,8 +3,10 @@
 Local mode (``local[2]``) unless ``--master`` names a cluster; under
 ``spark-submit`` the master comes from spark-submit. Every argument, the store
 and the tables directory are checked before Spark starts, so bad input fails
-fast with a clear message. The ``consumers`` package is imported inside the
-handlers so ``core`` never depends on it.
+fast with a clear message. Registered through the ``secmeta.commands``
+entry-point group (pyproject.toml); ``register`` only builds parsers and the
+handlers import pyspark's users, so the CLI starts without the spark extra and
+explains what to install.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import sys
 import time
 
 from core.cli.common import add_key_option, iso_time, print_json, print_table, store_path
-from core.cli.forensics_cmd import _one_resource, _point, _point_pair, print_grants
+from core.cli.forensics_cmd import add_point_options, one_resource, point, print_grants
+from core.cli.plugins import Commands
 from core.cli.security import add_resource_options
 from core.errors import SecmetaError
 from core.forensics import parse_operation
@@ -74,7 +77,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     acls = qsub.add_parser("acls", help="the ACLs in force at a point, and who created each",
                            description="The ACLs in force at a time or offset (default: the tables' version).")
     _tables(acls)
-    _point_pair(acls, "at", "the point to ask about (default: the tables' version)")
+    add_point_options(acls, "at", "the point to ask about (default: the tables' version)")
     acls.set_defaults(func=query_acls_cmd)
 
     who = qsub.add_parser("who-could", help="every principal allowed an operation on a resource at a point",
@@ -83,7 +86,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     _tables(who)
     who.add_argument("--operation", required=True, metavar="OP")
     add_resource_options(who, many=False)
-    _point_pair(who, "at", "the point to ask about (default: the tables' version)")
+    add_point_options(who, "at", "the point to ask about (default: the tables' version)")
     who.set_defaults(func=query_who_could_cmd)
 
     hist = qsub.add_parser("history", help="the change history of a principal or a SCRAM user",
@@ -113,6 +116,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     sql.add_argument("statement", metavar="SQL")
     sql.add_argument("--limit", type=_positive, default=1000, metavar="N", help="print at most N rows (default 1000)")
     sql.set_defaults(func=query_sql_cmd)
+
+
+COMMANDS = Commands(register, extra="spark")
 
 
 def _seconds(text: str) -> float:
@@ -241,7 +247,7 @@ def _reader(args: argparse.Namespace):
 def query_acls_cmd(args: argparse.Namespace) -> int:
     from consumers.spark import queries
 
-    at = _point(args, "at")
+    at = point(args, "at")
     found = queries.acls_at(_reader(args), at)
     if args.json:
         print_json([a.to_dict() for a in found])
@@ -257,9 +263,9 @@ def query_acls_cmd(args: argparse.Namespace) -> int:
 def query_who_could_cmd(args: argparse.Namespace) -> int:
     from consumers.spark import queries
 
-    rtype, name = _one_resource(args)
+    rtype, name = one_resource(args)
     op = parse_operation(args.operation)
-    at = _point(args, "at")
+    at = point(args, "at")
     grants = queries.who_could_at(_reader(args), op, rtype, name, at)
     print_grants(grants, op, rtype, name, as_json=args.json)
     return 0

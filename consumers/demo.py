@@ -1,4 +1,9 @@
-"""``secmeta demo``: the main job on an embedded default store, narrated."""
+"""``secmeta demo``: the main job on an embedded default store, narrated.
+
+It lives with the consumers because it also shows the Kafka mirror and the Spark
+tables (each skipped, with a note, when its extra is not installed); it joins
+the CLI through the ``secmeta.commands`` entry-point group (pyproject.toml).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import time
 from pathlib import Path
 
 from core.cli.common import iso_time, print_table
+from core.cli.plugins import Commands
 from core.config import StoreConfig
 from core.errors import ApiException, NotAStoreError
 from core.log import verify_log
@@ -45,6 +51,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     demo.add_argument("--acls", type=int, default=3000, help="ACLs to create (default 3000)")
     demo.add_argument("--no-spark", action="store_true", help="skip the Spark part (it starts a local JVM)")
     demo.set_defaults(func=run)
+
+
+COMMANDS = Commands(register)
 
 
 def run(args: argparse.Namespace) -> int:

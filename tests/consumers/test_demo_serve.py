@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from consumers.demo import serve
 from core import SecurityStore, StoreConfig
-from core.cli.demo import serve
 from tests.logkit import make_keyring
 
 pytest.importorskip("confluent_kafka")
