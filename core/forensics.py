@@ -11,6 +11,10 @@ decision (ACLs of that resource type whose pattern applies to the name)
 and reports the intervals in which it was true, each opened and closed by
 the event that flipped it.  Super users and allow.everyone.if.no.acl.found
 come from the store's current config: settings are not logged.
+
+Both decide through ``projections.acl_decision.decide``, the rule
+``authorize`` and ``explain`` use; this module only chooses the ACLs to hand
+it and presents the answers.
 """
 
 from __future__ import annotations
@@ -27,11 +31,11 @@ from events.types import (
     AclBinding,
     AclOperation,
     AclPermissionType,
-    PatternType,
     ResourceType,
 )
-from projections.acl_match import ALLOW_MASK, EXACT_MASK, acl_network, host_matches
-from projections.authorizer import ALLOWED_BY_ACL, NO_ACL_FOUND, SUPER_USER
+from projections.acl_decision import ALLOWED_BY_ACL, SUPER_USER, Decision, applies, decide, effect
+from projections.acl_match import acl_network, covers, host_matches
+from projections.authorizer import acls_on
 from projections.image import SecurityImage
 
 __all__ = ["Change", "Grant", "Interval", "access_timeline", "parse_operation", "parse_resource_type", "who_could"]
@@ -117,74 +121,59 @@ def who_could(
     """Every grant by which some principal may perform the operation on the resource in ``image``.
 
     Super users first, then the 'User:*' grant, then principals by name.  A
-    (principal, host) is allowed by ``authorize`` iff some grant ``allows`` it.
+    (principal, host) is allowed by ``authorize`` iff some grant ``allows`` it:
+    each grant is a request ``acl_decision.decide`` allows, the grant's ACL host
+    taken as the client host, with the ALLOWs of that host and every DENY that
+    applies to the principal.
     """
     op = parse_operation(operation)
     rt = parse_resource_type(resource_type)
     name = _check_name(resource_name)
     grants = [Grant(su, WILDCARD, SUPER_USER) for su in sorted(config.super_users)]
-    found, allows, denies = _applying(image, op, rt, name)
-    if not found:
-        if config.allow_everyone_if_no_acl_found:
-            grants.append(Grant(WILDCARD_PRINCIPAL, WILDCARD, NO_ACL_FOUND))
+    on_resource = acls_on(image.acls, rt, name)
+    if not on_resource:
+        default = decide(WILDCARD_PRINCIPAL, WILDCARD, op, (), resource_has_acls=False,
+                         allow_if_no_acl=bool(config.allow_everyone_if_no_acl_found))
+        if default.allowed:
+            grants.append(Grant(WILDCARD_PRINCIPAL, WILDCARD, default.reason))
         return grants
+    allows: dict[str, list[tuple[str, AclBinding]]] = {}
+    denies: dict[str, list[tuple[str, AclBinding]]] = {}
+    for pair in on_resource:
+        entry = pair[1].entry
+        what = effect(entry, op)
+        if what is not None:
+            (denies if what == AclPermissionType.DENY else allows).setdefault(entry.principal, []).append(pair)
     wild_allow = allows.pop(WILDCARD_PRINCIPAL, [])
     wild_deny = denies.pop(WILDCARD_PRINCIPAL, [])
     denied_principals = tuple(sorted(p for p in denies if p not in config.super_users))
-    grants += _host_grants(WILDCARD_PRINCIPAL, wild_allow, wild_deny, denied_principals)
+    grants += _host_grants(WILDCARD_PRINCIPAL, op, wild_allow, wild_deny, denied_principals)
     for principal in sorted(set(allows) | set(denies)):
         if principal in config.super_users:
             continue
         own_allow, own_deny = allows.get(principal, []), denies.get(principal, [])
         if own_deny:  # out of the wildcard grant: everything that allows it is listed here
-            grants += _host_grants(principal, own_allow + wild_allow, own_deny + wild_deny)
+            grants += _host_grants(principal, op, own_allow + wild_allow, own_deny + wild_deny)
         else:
-            grants += _host_grants(principal, own_allow, wild_deny)
+            grants += _host_grants(principal, op, own_allow, wild_deny)
     return grants
 
 
-def _applying(image: SecurityImage, op: AclOperation, rt: ResourceType, name: str):
-    """(any ACL applies, relevant ALLOWs by principal, relevant DENYs by principal)."""
-    acls = image.acls
-    allow_mask, deny_mask = ALLOW_MASK[op], EXACT_MASK[op]
-    allows: dict[str, list[tuple[str, AclBinding]]] = {}
-    denies: dict[str, list[tuple[str, AclBinding]]] = {}
-    found = False
-    for node in acls.index.types[rt].applicable_nodes(name):
-        found = True
-        for group in node.groups():
-            for acl_id in group.acl_ids():
-                binding = acls.acls[acl_id]
-                entry = binding.entry
-                bit = 1 << entry.operation
-                if entry.permission_type == AclPermissionType.ALLOW and bit & allow_mask:
-                    allows.setdefault(entry.principal, []).append((acl_id, binding))
-                elif entry.permission_type == AclPermissionType.DENY and bit & deny_mask:
-                    denies.setdefault(entry.principal, []).append((acl_id, binding))
-    return found, allows, denies
-
-
-def _host_grants(principal: str, allow: list, deny: list, except_principals: tuple[str, ...] = ()) -> list[Grant]:
-    """One grant per allowing ACL host, minus the hosts the DENYs refuse."""
+def _host_grants(principal: str, op: AclOperation, allow: list, deny: list,
+                 except_principals: tuple[str, ...] = ()) -> list[Grant]:
+    """One grant per allowing ACL host the decision allows, excepting the DENY hosts inside it."""
     by_host: dict[str, list[tuple[str, AclBinding]]] = {}
-    for acl_id, binding in allow:
-        by_host.setdefault(binding.entry.host, []).append((acl_id, binding))
+    for pair in allow:
+        by_host.setdefault(pair[1].entry.host, []).append(pair)
     deny_hosts = sorted({binding.entry.host for _, binding in deny})
     grants = []
     for host in sorted(by_host):
-        if any(_covers(d, host) for d in deny_hosts):
+        decision = decide(principal, host, op, by_host[host] + deny, resource_has_acls=True)
+        if not decision.allowed:
             continue
         excepted = tuple(d for d in deny_hosts if _overlaps(host, d))
-        grants.append(Grant(principal, host, ALLOWED_BY_ACL, tuple(sorted(by_host[host])), excepted,
-                            except_principals))
+        grants.append(Grant(principal, host, decision.reason, decision.acls, excepted, except_principals))
     return grants
-
-
-def _covers(deny: str, host: str) -> bool:
-    """Whether every client an ACL host ``host`` admits is refused by a DENY host ``deny``."""
-    # Used as a client host, an ACL host string is refused exactly when no client of it escapes:
-    # '*' only by '*', a range only by itself, a plain host by itself or a range holding it.
-    return host_matches(deny, host)
 
 
 def _overlaps(host: str, deny: str) -> bool:
@@ -267,54 +256,33 @@ class Interval:
         }
 
 
-class _Decision:
-    """The ACLs that bear on one (principal, host, operation, resource) decision, kept up to date."""
+class _Tracked:
+    """The ACLs on one resource, kept up to date from the log, and the decision they make for one request."""
 
     def __init__(self, principal: str, host: str, op: AclOperation, rt: ResourceType, name: str,
-                 allow_if_no_acl: bool):
-        self.principal, self.host, self.rt, self.name = principal, host, rt, name
-        self.allow_mask, self.deny_mask = ALLOW_MASK[op], EXACT_MASK[op]
-        self.allow_if_no_acl = allow_if_no_acl
-        self.found: set[str] = set()
-        self.allows: set[str] = set()
-        self.denies: set[str] = set()
+                 config: StoreConfig):
+        self.principal, self.host, self.op, self.rt, self.name = principal, host, op, rt, name
+        self.super_users = frozenset(config.super_users)
+        self.allow_if_no_acl = bool(config.allow_everyone_if_no_acl_found)
+        self.on_resource: set[str] = set()
+        self.applying: dict[str, AclBinding] = {}  # the ACLs of on_resource that apply to principal and host
 
-    def applies(self, binding: AclBinding) -> bool:
-        """Does an ACL's pattern cover the resource (same type; literal name or '*', or a prefix)?"""
-        pattern = binding.pattern
-        if pattern.resource_type != self.rt:
-            return False
-        if pattern.pattern_type == PatternType.LITERAL:
-            return pattern.name == self.name or pattern.name == WILDCARD
-        return pattern.pattern_type == PatternType.PREFIXED and self.name.startswith(pattern.name)
+    def covers(self, binding: AclBinding) -> bool:
+        return covers(binding.pattern, self.rt, self.name)
 
     def add(self, acl_id: str, binding: AclBinding) -> None:
-        self.found.add(acl_id)
-        entry = binding.entry
-        if entry.principal != self.principal and entry.principal != WILDCARD_PRINCIPAL:
-            return
-        if not host_matches(entry.host, self.host):
-            return
-        bit = 1 << entry.operation
-        if entry.permission_type == AclPermissionType.ALLOW and bit & self.allow_mask:
-            self.allows.add(acl_id)
-        elif entry.permission_type == AclPermissionType.DENY and bit & self.deny_mask:
-            self.denies.add(acl_id)
+        self.on_resource.add(acl_id)
+        if applies(binding.entry, self.principal, self.host):
+            self.applying[acl_id] = binding
 
     def remove(self, acl_id: str) -> None:
-        self.found.discard(acl_id)
-        self.allows.discard(acl_id)
-        self.denies.discard(acl_id)
+        self.on_resource.discard(acl_id)
+        self.applying.pop(acl_id, None)
 
-    @property
-    def reason(self) -> str:
-        return NO_ACL_FOUND if not self.found else ALLOWED_BY_ACL
-
-    @property
-    def allowed(self) -> bool:
-        if not self.found:
-            return self.allow_if_no_acl
-        return not self.denies and bool(self.allows)
+    def decision(self) -> Decision:
+        return decide(self.principal, self.host, self.op, self.applying.items(),
+                      resource_has_acls=bool(self.on_resource), super_users=self.super_users,
+                      allow_if_no_acl=self.allow_if_no_acl)
 
 
 def access_timeline(
@@ -337,13 +305,14 @@ def access_timeline(
     log = travel.log
     start, end = log.start_offset, log.end_offset
     begin_ms = travel.begin_ms() if start == 0 else travel.timestamp_before(start)
-    if principal in config.super_users:
-        return [Interval(start, begin_ms, None, reason=SUPER_USER)]
-    decision = _Decision(principal, host, op, rt, name, bool(config.allow_everyone_if_no_acl_found))
+    tracked = _Tracked(principal, host, op, rt, name, config)
     if start > 0:  # older segments were deleted: begin from the state at the log's start
         for acl_id, binding in travel.image_at(start).acls:
-            if decision.applies(binding):
-                decision.add(acl_id, binding)
+            if tracked.covers(binding):
+                tracked.add(acl_id, binding)
+    decision = tracked.decision()
+    if decision.reason == SUPER_USER:  # no logged change can alter it
+        return [Interval(start, begin_ms, None, reason=SUPER_USER)]
     intervals: list[Interval] = []
     allowed = decision.allowed
     opened: tuple | None = None  # (start offset, start ms, opener, reason) of the open interval
@@ -353,21 +322,21 @@ def access_timeline(
         event = envelope.event
         kind = type(event)
         if kind is AclCreated:
-            if not decision.applies(event.binding):
+            if not tracked.covers(event.binding):
                 continue
-            decision.remove(event.acl_id)
-            decision.add(event.acl_id, event.binding)
+            tracked.remove(event.acl_id)
+            tracked.add(event.acl_id, event.binding)
         elif kind is AclDeleted:
-            if event.acl_id not in decision.found:
+            if event.acl_id not in tracked.on_resource:
                 continue
-            decision.remove(event.acl_id)
+            tracked.remove(event.acl_id)
         else:
             continue
-        now = decision.allowed
-        if now == allowed:
+        decision = tracked.decision()
+        if decision.allowed == allowed:
             continue
-        allowed = now
-        if now:
+        allowed = decision.allowed
+        if allowed:
             opened = (envelope.offset + 1, envelope.timestamp_ms, Change.of(envelope), decision.reason)
         elif opened is not None:
             start_offset, start_ms, opener, reason = opened

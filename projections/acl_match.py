@@ -43,6 +43,7 @@ __all__ = [
     "acl_network",
     "all_operations_bits",
     "client_address",
+    "covers",
     "entry_filter_matches",
     "filter_matches",
     "host_matches",
@@ -161,6 +162,21 @@ def host_matches(acl_host: str, host: str) -> bool:
     )
 
 
+def covers(pattern: ResourcePattern, resource_type: ResourceType, name: str) -> bool:
+    """Whether an ACL's pattern applies to a resource: same type, and a LITERAL of that name or '*',
+    or a PREFIXED whose name starts the resource's (a prefix equal to the name included).
+
+    Kafka: StandardAuthorizerData.authorize checks the literal name, the literal '*' and
+    every PREFIXED pattern that is a prefix of the name (``TypeIndex.applicable_nodes`` is
+    the indexed form of this rule).
+    """
+    if pattern.resource_type != resource_type:
+        return False
+    if pattern.pattern_type == PatternType.LITERAL:
+        return pattern.name == name or pattern.name == WILDCARD
+    return pattern.pattern_type == PatternType.PREFIXED and name.startswith(pattern.name)
+
+
 def pattern_filter_matches(f: ResourcePatternFilter, pattern: ResourcePattern) -> bool:
     """Kafka's ResourcePatternFilter rules (ANY/exact: equal name; MATCH: would apply)."""
     if f.resource_type != ResourceType.ANY and f.resource_type != pattern.resource_type:
@@ -172,11 +188,7 @@ def pattern_filter_matches(f: ResourcePatternFilter, pattern: ResourcePattern) -
         return True
     if kind == PatternType.ANY or kind == pattern.pattern_type:
         return f.name == pattern.name
-    if pattern.pattern_type == PatternType.LITERAL:
-        return f.name == pattern.name or pattern.name == WILDCARD
-    if pattern.pattern_type == PatternType.PREFIXED:
-        return f.name.startswith(pattern.name)
-    return False
+    return covers(pattern, pattern.resource_type, f.name)
 
 
 def entry_filter_matches(f: AccessControlEntryFilter, entry: AccessControlEntry) -> bool:

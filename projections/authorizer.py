@@ -1,11 +1,11 @@
-"""Authorization decisions over an AclsImage (Kafka's rules, via the index).
+"""Authorization decisions over an AclsImage: Kafka's rules, via the index.
 
-``authorize`` follows the reference's five rules: super users; the ACLs that
-apply (same type; LITERAL equal or '*', PREFIXED prefix; principal or
-'User:*'; host); any applying DENY of the operation or ALL denies; an ALLOW
-of it or ALL allows (READ/WRITE/DELETE/ALTER imply DESCRIBE, ALTER_CONFIGS
-implies DESCRIBE_CONFIGS, for ALLOW only); with no ACL at all on the
-resource the answer is ``allow_if_no_acl``; else deny.
+The rule itself (super users, which ACLs apply, deny wins, implied
+operations, the no-ACL default) is ``acl_decision``'s: ``authorize`` and
+``authorized_operations`` gather the packed bits of the applying ACLs through
+the index and ask ``acl_decision.verdict``; ``explain`` hands the ACLs the
+index finds for the principal to ``acl_decision.decide``, which returns the
+same verdict with the deciding ACLs.
 
 Beyond Kafka: an ACL host may be a CIDR range ("10.0.0.0/8",
 "2001:db8::/32") that applies to clients whose host parses as an address
@@ -17,26 +17,28 @@ hosts and ranges are cached).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from functools import lru_cache
 
 from events.types import (
     WILDCARD,
     WILDCARD_PRINCIPAL,
     AclBinding,
     AclOperation,
-    AclPermissionType,
     ResourceType,
 )
-from projections.acl_index import TypeIndex, grant_key
-from projections.acl_match import (
-    ALLOW_MASK,
-    DENY_MASK,
-    DENY_SHIFT,
-    EXACT_MASK,
-    OPERATIONS_BY_TYPE,
-    all_operations_bits,
-    host_matches,
+from projections.acl_decision import (
+    ALLOWED_BY_ACL,
+    DENIED_BY_ACL,
+    FOUND,
+    NO_ACL_FOUND,
+    NO_MATCHING_ALLOW,
+    SUPER_USER,
+    Decision,
+    decide,
+    verdict,
 )
+from projections.acl_index import TypeIndex, grant_key
+from projections.acl_match import DENY_SHIFT, EXACT_MASK, OPERATIONS_BY_TYPE
 from projections.acls import AclsImage
 
 __all__ = [
@@ -46,31 +48,25 @@ __all__ = [
     "NO_ACL_FOUND",
     "NO_MATCHING_ALLOW",
     "SUPER_USER",
+    "acls_on",
     "authorize",
     "authorize_by_resource_type",
     "authorized_operations",
     "explain",
 ]
 
-_FOUND = 1 << 40  # set by _gather when any ACL exists for the resource
 _NO_SUPER_USERS: frozenset[str] = frozenset()
-
-SUPER_USER = "super user"
-DENIED_BY_ACL = "denied by ACL"
-ALLOWED_BY_ACL = "allowed by ACL"
-NO_MATCHING_ALLOW = "no ACL allows"
-NO_ACL_FOUND = "no ACL found"
 
 
 def _gather(t: TypeIndex, principal: str, host: str, name: str) -> int:
-    """Packed bits of the ACLs applying to the request, plus _FOUND if any exist."""
+    """Packed bits of the ACLs applying to the request, plus FOUND if any cover the resource."""
     bits = 0
     node = t.literal.get(name)
     if node is not None:
-        bits = _FOUND | node.bits(principal, host)
+        bits = FOUND | node.bits(principal, host)
     node = t.wildcard
     if node is not None:
-        bits |= _FOUND | node.bits(principal, host)
+        bits |= FOUND | node.bits(principal, host)
     lengths = t.lengths
     if lengths:
         get = t.prefixed.get
@@ -80,7 +76,7 @@ def _gather(t: TypeIndex, principal: str, host: str, name: str) -> int:
                 break
             node = get(name[:length])
             if node is not None:
-                bits |= _FOUND | node.bits(principal, host)
+                bits |= FOUND | node.bits(principal, host)
     return bits
 
 
@@ -96,23 +92,8 @@ def authorize(
     allow_if_no_acl: bool = False,
 ) -> bool:
     """Whether the principal from host may perform the operation on the resource."""
-    if principal in super_users:
-        return True
     bits = _gather(image.index.types[resource_type], principal, host, resource_name)
-    if not bits:
-        return allow_if_no_acl
-    if bits & DENY_MASK[operation]:
-        return False
-    return bits & ALLOW_MASK[operation] != 0
-
-
-_OPERATION_MASKS = {
-    resource_type: tuple((1 << op, DENY_MASK[op], ALLOW_MASK[op]) for op in ops)
-    for resource_type, ops in OPERATIONS_BY_TYPE.items()
-}
-_ALL_BITS = {
-    resource_type: all_operations_bits(resource_type) for resource_type in OPERATIONS_BY_TYPE
-}
+    return verdict(principal in super_users, bits, operation, allow_if_no_acl).allowed
 
 
 def authorized_operations(
@@ -126,34 +107,39 @@ def authorized_operations(
     allow_if_no_acl: bool = False,
 ) -> int:
     """KIP-430 bitfield: bit i set when operation code i is allowed on the resource."""
-    masks = _OPERATION_MASKS.get(resource_type)
-    if masks is None:
+    if resource_type not in OPERATIONS_BY_TYPE:
         return 0
-    if principal in super_users:
-        return _ALL_BITS[resource_type]
     bits = _gather(image.index.types[resource_type], principal, host, resource_name)
-    if not bits:
-        return _ALL_BITS[resource_type] if allow_if_no_acl else 0
+    return _operations(principal in super_users, bits, resource_type, allow_if_no_acl)
+
+
+@lru_cache(maxsize=16384)
+def _operations(super_user: bool, bits: int, resource_type: ResourceType, allow_if_no_acl: bool) -> int:
+    """The KIP-430 bitfield ``verdict`` gives for packed bits (few distinct values: cached)."""
     result = 0
-    for bit, deny, allow in masks:
-        if bits & allow and not bits & deny:
-            result |= bit
+    for op in OPERATIONS_BY_TYPE[resource_type]:
+        if verdict(super_user, bits, op, allow_if_no_acl).allowed:
+            result |= 1 << op
     return result
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """An authorization answer and why: the reason and the ACLs that decided it."""
+def acls_on(image: AclsImage, resource_type: ResourceType, resource_name: str) -> list[tuple[str, AclBinding]]:
+    """Every (ACL id, binding) whose pattern covers the resource, whoever it is for, by ACL id."""
+    acls = image.acls
+    found = [
+        (acl_id, acls[acl_id])
+        for node in image.index.types[resource_type].applicable_nodes(resource_name)
+        for group in node.groups()
+        for acl_id in group.acl_ids()
+    ]
+    found.sort(key=lambda pair: pair[0])
+    return found
 
-    allowed: bool
-    reason: str
-    acls: tuple[tuple[str, AclBinding], ...] = ()
 
-
-def _applying(image: AclsImage, principal: str, host: str, t: TypeIndex, name: str):
-    """(found, applying ACLs as (id, binding)) for a request, via the index."""
+def _candidates(image: AclsImage, principal: str, t: TypeIndex, name: str):
+    """(whether any ACL covers the resource, the covering ACLs of the principal and 'User:*')."""
     found = False
-    applying = []
+    candidates = []
     principals = (
         (principal,) if principal == WILDCARD_PRINCIPAL else (principal, WILDCARD_PRINCIPAL)
     )
@@ -161,14 +147,9 @@ def _applying(image: AclsImage, principal: str, host: str, t: TypeIndex, name: s
         found = True
         for who in principals:
             group = node.group(who)
-            if group is None:
-                continue
-            for acl_id in group.acl_ids():
-                binding = image.acls[acl_id]
-                if host_matches(binding.entry.host, host):
-                    applying.append((acl_id, binding))
-    applying.sort(key=lambda pair: pair[0])
-    return found, applying
+            if group is not None:
+                candidates.extend((acl_id, image.acls[acl_id]) for acl_id in group.acl_ids())
+    return found, candidates
 
 
 def explain(
@@ -183,30 +164,9 @@ def explain(
     allow_if_no_acl: bool = False,
 ) -> Decision:
     """The decision ``authorize`` makes, with the deciding ACLs (for the CLI)."""
-    if principal in super_users:
-        return Decision(True, SUPER_USER)
-    t = image.index.types[resource_type]
-    found, applying = _applying(image, principal, host, t, resource_name)
-    deny_ops = EXACT_MASK[operation]
-    allow_ops = ALLOW_MASK[operation]
-    denies = tuple(
-        (acl_id, b)
-        for acl_id, b in applying
-        if b.entry.permission_type == AclPermissionType.DENY and (1 << b.entry.operation) & deny_ops
-    )
-    if denies:
-        return Decision(False, DENIED_BY_ACL, denies)
-    allows = tuple(
-        (acl_id, b)
-        for acl_id, b in applying
-        if b.entry.permission_type == AclPermissionType.ALLOW
-        and (1 << b.entry.operation) & allow_ops
-    )
-    if allows:
-        return Decision(True, ALLOWED_BY_ACL, allows)
-    if found:
-        return Decision(False, NO_MATCHING_ALLOW)
-    return Decision(allow_if_no_acl, NO_ACL_FOUND)
+    found, candidates = _candidates(image, principal, image.index.types[resource_type], resource_name)
+    return decide(principal, host, operation, candidates, resource_has_acls=found,
+                  super_users=super_users, allow_if_no_acl=allow_if_no_acl)
 
 
 def _tables(t: TypeIndex, principal: str, operation: int, deny: bool, prefixed: bool) -> list:

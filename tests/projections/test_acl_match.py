@@ -14,6 +14,7 @@ from projections.acl_match import (
     OPERATIONS_BY_TYPE,
     acl_bit,
     all_operations_bits,
+    covers,
     filter_matches,
     host_matches,
 )
@@ -85,6 +86,21 @@ def test_match_rejects_other_literal():
 def test_match_without_name_selects_all_patterns():
     """MATCH with a null name selects any pattern type."""
     assert filter_matches(f(pattern_type=PatternType.MATCH), acl(pattern=P))
+
+
+def test_covers_a_prefix_equal_to_the_name():
+    """A PREFIXED 'foo' applies to the topic 'foo' itself (Kafka StandardAuthorizerTest.testPrefixAcls:
+    alice's PREFIXED 'fooa' allows DESCRIBE on the topic 'fooa')."""
+    assert covers(acl(pattern=P).pattern, T, "foo") and covers(acl(pattern=P).pattern, T, "foo_bar")
+    assert not covers(acl(pattern=P).pattern, T, "fo")
+
+
+def test_covers_literal_names_and_the_literal_wildcard():
+    """A LITERAL applies to its own name only; a LITERAL '*' to every name of its type, '*' included."""
+    assert covers(acl().pattern, T, "foo") and not covers(acl().pattern, T, "foobar")
+    assert covers(acl(name="*").pattern, T, "anything") and covers(acl(name="*").pattern, T, "*")
+    assert not covers(acl(name="*").pattern, ResourceType.GROUP, "anything")
+    assert not covers(acl(name="*", pattern=P).pattern, T, "anything")  # a PREFIXED '*' is the prefix '*'
 
 
 def test_null_principal_and_host_match_any():
