@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from core.config import MAX_ITERATIONS
-from core.errors import ApiError, ApiException, ErrorCode
+from core.errors import ApiError, ErrorCode
 from core.scram import DEFAULT_ITERATIONS, SALT_LENGTH, salted_password
 from core.types import (
     USE_DEFAULT_ITERATIONS,
@@ -62,7 +62,6 @@ __all__ = [
     "described_token_fields",
     "error_fields",
     "error_from",
-    "error_from_exception",
     "filter_fields",
     "filter_from",
     "matching_acl_fields",
@@ -103,13 +102,6 @@ def error_from(code: int, message: str | None = None) -> ApiError:
             name = "UNKNOWN"
         text = f"{name} ({code})" + (f": {message}" if message else "")
         return ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, text)
-
-
-def error_from_exception(exc: BaseException) -> ApiError:
-    """The ApiError an exception stands for (UNKNOWN_SERVER_ERROR for anything not an ApiException)."""
-    if isinstance(exc, ApiException):
-        return exc.error
-    return ApiError(ErrorCode.UNKNOWN_SERVER_ERROR, "Unexpected server error")
 
 
 # -- ACL bindings and filters -----------------------------------------------------------
