@@ -29,6 +29,7 @@ from core.log import Log
 from core.scram import ScramCredential, ScramServer, TokenIdentity
 from core.state import LoadedState, Snapshotter, load_state
 from core.timetravel import Point, TimeTravel
+from core.token_hmac import TokenHmacs, token_hmac
 from core.types import (
     DelegationToken,
     DeleteAclsResult,
@@ -42,7 +43,6 @@ from events.records import Envelope, Event, ScramCredentialUpserted
 from events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType, ScramMechanism
 from projections.image import SecurityDelta, SecurityImage, SecurityProjection
 from projections.image_snapshot import SecurityImageSnapshot
-from projections.tokens import TokenInfo
 
 SWEEPER = RequestContext(principal="System:token-sweeper", host="localhost", tls=True)
 
@@ -62,11 +62,11 @@ class SecurityStore:
             delete_covered_segments=config.delete_covered_segments, clock=config.clock,
         )
         self._write_lock = threading.RLock()
-        self._hmac_index: dict[bytes, str] = {}
+        self._hmacs = TokenHmacs.of(self._image.tokens, config.token_secret)
         self._fake_salt_key = hmac_mod.new(keyring.chain_key(keyring.ids[0]), b"secmeta/fake-salt", hashlib.sha256).digest()
         self._sweeper: threading.Thread | None = None
         self._closed = threading.Event()
-        self._view = StoreView(self._image, config, token_hmac=self.token_hmac)
+        self._view = StoreView(self._image, config)
         self._timetravel = TimeTravel(log, now_ms=config.now_ms, live=lambda: self._image)
         self._timetravel.note(self._image)
 
@@ -145,6 +145,7 @@ class SecurityStore:
         delta = SecurityDelta(self._image)
         delta.replay_all(envelopes)
         self._image = delta.apply(result.next_offset)
+        self._hmacs = self._hmacs.advanced(events)
         self._timetravel.note(self._image)
         self._snapshotter.maybe_snapshot(self._image, result.next_offset, background=True)
         return self._image
@@ -168,54 +169,54 @@ class SecurityStore:
         bindings = list(bindings)
         with self._write_lock:
             now, image = self._now(), self._image
-            events, results = control.create_acls(image, bindings, context, now, config=self.config, decider=self._decider(image))
-            self._commit(events, context, now)
-        return results
+            result = control.create_acls(image, bindings, context, config=self.config, decider=self._decider(image))
+            self._commit(result.events, context, now)
+        return result.response
 
     def delete_acls(self, filters: Iterable[AclBindingFilter], *, context: RequestContext) -> list[DeleteAclsResult]:
         """Delete the ACLs matching each filter; per filter the bindings it removed."""
         filters = list(filters)
         with self._write_lock:
             now, image = self._now(), self._image
-            events, results = control.delete_acls(image, filters, context, now, config=self.config, decider=self._decider(image))
-            self._commit(events, context, now)
-        return results
+            result = control.delete_acls(image, filters, context, config=self.config, decider=self._decider(image))
+            self._commit(result.events, context, now)
+        return result.response
 
     def create_delegation_token(self, *, context: RequestContext, owner: str | None = None,
                                 renewers: Iterable[str] = (), max_lifetime_ms: int = -1) -> DelegationToken:
         """Issue a token (for ``owner``, default the requester); the result carries its HMAC."""
         with self._write_lock:
             now, image = self._now(), self._image
-            events, token = control.create_token(
+            result = control.create_token(
                 image, context, now, owner=owner, renewers=tuple(renewers), max_lifetime_ms=max_lifetime_ms,
-                config=self.config, decider=self._decider(image), new_token_id=_new_token_id, token_hmac=self.token_hmac,
+                config=self.config, decider=self._decider(image), new_token_id=_new_token_id,
             )
-            self._commit(events, context, now)
-        return token
+            self._commit(result.events, context, now)
+        return result.response
 
     def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1, *, context: RequestContext) -> int:
         """Extend a token's expiry; returns the new expiry timestamp."""
         with self._write_lock:
-            now, image = self._now(), self._image
-            events, expiry = control.renew_token(image, hmac, renew_period_ms, context, now, config=self.config, find_token=self._find_token)
-            self._commit(events, context, now)
-        return expiry
+            now = self._now()
+            result = control.renew_token(self._image, self._hmacs, hmac, renew_period_ms, context, now, config=self.config)
+            self._commit(result.events, context, now)
+        return result.response
 
     def expire_delegation_token(self, hmac: bytes, expiry_period_ms: int = -1, *, context: RequestContext) -> int:
         """Move a token's expiry (a negative period removes it now); returns the new expiry."""
         with self._write_lock:
-            now, image = self._now(), self._image
-            events, expiry = control.expire_token(image, hmac, expiry_period_ms, context, now, config=self.config, find_token=self._find_token)
-            self._commit(events, context, now)
-        return expiry
+            now = self._now()
+            result = control.expire_token(self._image, self._hmacs, hmac, expiry_period_ms, context, now, config=self.config)
+            self._commit(result.events, context, now)
+        return result.response
 
     def sweep_expired_tokens(self) -> int:
         """Remove every expired token (a logged change); returns how many were removed."""
         with self._write_lock:
             now = self._now()
-            events = control.sweep_expired(self._image, now)
-            self._commit(events, SWEEPER, now)
-        return len(events)
+            result = control.sweep_expired(self._image, now)
+            self._commit(result.events, SWEEPER, now)
+        return result.response
 
     def start_token_sweeper(self) -> None:
         """Run the expiry sweep in the background every ``token_expiry_check_interval_ms``."""
@@ -244,7 +245,7 @@ class SecurityStore:
     def _live_view(self) -> StoreView:
         view = self._view
         if view.image is not self._image:
-            view = self._view = StoreView(self._image, self.config, token_hmac=self.token_hmac)
+            view = self._view = StoreView(self._image, self.config)
         return view
 
     def describe_user_scram_credentials(self, users: Iterable[str] | None = None, *, context: RequestContext) -> dict[str, UserScramCredentialsDescription | object]:
@@ -286,7 +287,7 @@ class SecurityStore:
 
     def _view_at(self, n: int) -> StoreView:
         image = self._timetravel.image_at(n)
-        return StoreView(image, self.config, token_hmac=self.token_hmac, gate=lambda: self._image,
+        return StoreView(image, self.config, gate=lambda: self._image,
                          timestamp_ms=self._timetravel.timestamp_before(n))
 
     def history(self, *, principal: str | None = None, user: str | None = None, resource=None, event_types=None,
@@ -333,7 +334,7 @@ class SecurityStore:
 
     def _token_identity(self, token_id: str) -> TokenIdentity | None:
         info = self._image.tokens.get(token_id)
-        if info is None or self.config.token_secret is None or _expired(info, self._now()):
+        if info is None or self.config.token_secret is None or info.is_expired(self._now()):
             return None
         return TokenIdentity(info.owner, self.token_hmac(token_id))
 
@@ -341,17 +342,7 @@ class SecurityStore:
         """HMAC-SHA512 of the token id under the configured secret (recomputed, never stored)."""
         if self.config.token_secret is None:
             raise SecmetaError("delegation tokens are disabled: no token_secret configured")
-        return hmac_mod.new(self.config.token_secret, token_id.encode(), hashlib.sha512).digest()
-
-    def _find_token(self, token_hmac: bytes) -> TokenInfo | None:
-        if self.config.token_secret is None:
-            return None
-        tokens = self._image.tokens
-        token_id = self._hmac_index.get(bytes(token_hmac))
-        if token_id is None or tokens.get(token_id) is None:
-            self._hmac_index = {self.token_hmac(t.token_id): t.token_id for t in tokens}
-            token_id = self._hmac_index.get(bytes(token_hmac))
-        return None if token_id is None else tokens.get(token_id)
+        return token_hmac(self.config.token_secret, token_id)
 
 
 @contextmanager
@@ -369,10 +360,6 @@ def _bulk_load():
         gc.freeze()
         if enabled:
             gc.enable()
-
-
-def _expired(info: TokenInfo, now_ms: int) -> bool:
-    return now_ms > info.expiry_timestamp_ms or now_ms > info.max_timestamp_ms
 
 
 def _new_token_id() -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from core.errors import ApiError
 from events.types import AclBinding, ScramMechanism
+from projections.tokens import TokenInfo
 
 USE_DEFAULT_ITERATIONS = -1  # "use the store's default for the mechanism" (KIP-506)
 
@@ -77,18 +78,17 @@ class DeleteAclsResult:
 
 
 @dataclass(frozen=True, slots=True)
-class DelegationToken:
-    """A delegation token as create and describe return it.
+class DelegationToken(TokenInfo):
+    """A delegation token as create and describe return it: the image's token record plus its HMAC.
 
     ``hmac`` (the token's password) is present after create, and in describe
     only when the store is configured to include it; it never shows in repr.
     """
 
-    token_id: str
-    owner: str
-    requester: str
-    renewers: tuple[str, ...]
-    issue_timestamp_ms: int
-    expiry_timestamp_ms: int
-    max_timestamp_ms: int
     hmac: bytes | None = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, info: TokenInfo, hmac: bytes | None = None) -> DelegationToken:
+        """The token ``info`` describes, with ``hmac`` when given."""
+        return cls(info.token_id, info.owner, info.requester, tuple(info.renewers), info.issue_timestamp_ms,
+                   info.expiry_timestamp_ms, info.max_timestamp_ms, hmac)

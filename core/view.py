@@ -27,21 +27,19 @@ __all__ = ["StoreView"]
 class StoreView:
     """Describe, authorize and explain over one immutable image (a point in the store's history)."""
 
-    __slots__ = ("image", "config", "timestamp_ms", "_token_hmac", "_gate", "_acls", "_super_users", "_allow_if_no_acl")
+    __slots__ = ("image", "config", "timestamp_ms", "_gate", "_acls", "_super_users", "_allow_if_no_acl")
 
     def __init__(
         self,
         image: SecurityImage,
         config: StoreConfig,
         *,
-        token_hmac: Callable[[str], bytes] | None = None,
         gate: Callable[[], SecurityImage] | None = None,
         timestamp_ms: int | None = None,
     ):
         self.image = image
         self.config = config
         self.timestamp_ms = timestamp_ms
-        self._token_hmac = token_hmac
         self._gate = gate
         self._acls = image.acls
         self._super_users = frozenset(config.super_users)
@@ -76,11 +74,8 @@ class StoreView:
     def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *,
                                    context: RequestContext) -> list[DelegationToken]:
         """The tokens the caller may see; with HMACs only if the config says so."""
-        include_hmac = bool(self.config.describe_tokens_include_hmac) and self._token_hmac is not None
         return control.describe_tokens(
-            self.image, None if owners is None else list(owners), context, decider=self._decider(),
-            config=self.config, token_hmac=self._token_hmac, include_hmac=include_hmac,
-        )
+            self.image, None if owners is None else list(owners), context, decider=self._decider(), config=self.config)
 
     # -- decisions -----------------------------------------------------------------
 

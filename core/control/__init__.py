@@ -1,8 +1,11 @@
 """Control functions: validate a request against an image and return the events to log.
 
-As Kafka's control managers, they never change state: the store appends the
-events they return as one batch and replays it. A request-level failure
-raises an ApiException subclass before any event exists.
+As Kafka's control managers, they never change state: a write takes the image
+it decides on (and the request, the time, the settings) and returns a
+``ControlResult(events, response)`` (Kafka's ControllerResult); the store
+appends the events as one batch, replays it, then answers with the response.
+Reads (``describe_*``) return their answer, as Kafka's read paths do. A
+request-level failure raises an ApiException subclass before any event exists.
 """
 
 from core.control.acls import (
@@ -13,17 +16,18 @@ from core.control.acls import (
     validate_filter,
 )
 from core.control.authz import Decider, decider_for, parse_principal, require_cluster
+from core.control.result import ControlResult
 from core.control.scram import alter_scram_credentials, describe_scram_credentials
 from core.control.tokens import (
     create_token,
     describe_tokens,
     expire_token,
-    hmac_for_token,
     renew_token,
     sweep_expired,
 )
 
 __all__ = [
+    "ControlResult",
     "Decider",
     "alter_scram_credentials",
     "create_acls",
@@ -34,7 +38,6 @@ __all__ = [
     "describe_scram_credentials",
     "describe_tokens",
     "expire_token",
-    "hmac_for_token",
     "parse_principal",
     "renew_token",
     "require_cluster",

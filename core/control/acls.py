@@ -13,6 +13,7 @@ from uuid import uuid4
 
 from core.config import StoreConfig
 from core.control.authz import Decider, acls_of, parse_principal, require_cluster
+from core.control.result import ControlResult
 from core.errors import ApiError, ErrorCode, InvalidRequestException
 from core.types import DeleteAclsResult, RequestContext
 from events.records import AclCreated, AclDeleted, Event
@@ -112,12 +113,11 @@ def create_acls(
     image,
     bindings: Iterable[AclBinding],
     context: RequestContext,
-    now_ms: int,
     *,
     config: StoreConfig,
     decider: Decider,
     new_id: Callable[[], str] = lambda: str(uuid4()),
-) -> tuple[list[Event], list[ApiError]]:
+) -> ControlResult[list[ApiError]]:
     """AclCreated events for the new valid bindings and one ApiError per binding."""
     require_cluster(decider, context, AclOperation.ALTER)
     bindings = list(bindings)
@@ -137,18 +137,17 @@ def create_acls(
         seen.add(binding)
         if acls.find(binding) is None:
             events.append(AclCreated(new_id(), binding))
-    return events, results
+    return ControlResult(events, results)
 
 
 def delete_acls(
     image,
     filters: Iterable[AclBindingFilter],
     context: RequestContext,
-    now_ms: int,
     *,
     config: StoreConfig,
     decider: Decider,
-) -> tuple[list[Event], list[DeleteAclsResult]]:
+) -> ControlResult[list[DeleteAclsResult]]:
     """One AclDeleted per matched ACL and, per filter, the bindings it removed."""
     require_cluster(decider, context, AclOperation.ALTER)
     acls = acls_of(image)
@@ -166,12 +165,14 @@ def delete_acls(
     if len(removed) > limit:
         raise InvalidRequestException(
             f"The filters match {len(removed)} ACLs; at most {limit} may be deleted per request")
-    return [AclDeleted(acl_id, binding) for acl_id, binding in removed.items()], results
+    return ControlResult([AclDeleted(acl_id, binding) for acl_id, binding in removed.items()], results)
 
 
 def describe_acls(image, f: AclBindingFilter, context: RequestContext, *,
                   decider: Decider) -> list[AclBinding]:
-    """The ACLs a filter selects (needs DESCRIBE on CLUSTER; an UNKNOWN field is INVALID_REQUEST)."""
+    """The ACLs a filter selects (needs DESCRIBE on CLUSTER; an UNKNOWN field is INVALID_REQUEST).
+
+    A read: it returns its answer, not a ControlResult."""
     require_cluster(decider, context, AclOperation.DESCRIBE)
     error = validate_filter(f)
     if error:

@@ -209,7 +209,9 @@ def describe_scram_credentials(
     *,
     decider: Decider,
 ) -> dict[str, UserScramCredentialsDescription | ApiError]:
-    """Mechanisms and iterations per user (needs DESCRIBE on CLUSTER); no secret ever."""
+    """Mechanisms and iterations per user (needs DESCRIBE on CLUSTER); no secret ever.
+
+    A read: it returns its answer, not a ControlResult (as Kafka's ScramImage.describe)."""
     require_cluster(decider, context, AclOperation.DESCRIBE)
     scram = image.scram
     wanted = list(users) if users is not None else []

@@ -10,13 +10,12 @@ changed here, the events returned are the change.
 
 from __future__ import annotations
 
-import hashlib
-import hmac as _hmac
 from collections.abc import Callable, Iterable
 from uuid import uuid4
 
 from core.config import StoreConfig
 from core.control.authz import Decider, is_int64, parse_principal
+from core.control.result import ControlResult
 from core.errors import (
     DelegationTokenAuthorizationException,
     DelegationTokenDisabledException,
@@ -27,13 +26,13 @@ from core.errors import (
     InvalidRequestException,
     UnsupportedByAuthenticationException,
 )
+from core.token_hmac import TokenHmacs, token_hmac
 from core.types import DelegationToken, RequestContext
 from events.records import (
     DelegationTokenExpired,
     DelegationTokenIssued,
     DelegationTokenRemoved,
     DelegationTokenRenewed,
-    Event,
     TokenRemovalReason,
 )
 from events.types import AclOperation, ResourceType
@@ -44,23 +43,15 @@ __all__ = [
     "create_token",
     "describe_tokens",
     "expire_token",
-    "hmac_for_token",
     "renew_token",
     "sweep_expired",
 ]
 
 USER_TYPE = "User"
 
-FindToken = Callable[[bytes], TokenInfo | None]
-
 
 def _tokens_of(image) -> TokensImage:
     return image if isinstance(image, TokensImage) else image.tokens
-
-
-def hmac_for_token(secret: bytes, token_id: str) -> bytes:
-    """HMAC-SHA512 keyed by the token secret over the token id (the token's password)."""
-    return _hmac.new(bytes(secret), token_id.encode("utf-8"), hashlib.sha512).digest()
 
 
 def _require_token_request_allowed(context: RequestContext) -> None:
@@ -70,10 +61,11 @@ def _require_token_request_allowed(context: RequestContext) -> None:
             f"Delegation token requests are not allowed on {how} connections")
 
 
-def _require_enabled(config: StoreConfig) -> None:
+def _require_enabled(config: StoreConfig) -> bytes:
     if config.token_secret is None:
         raise DelegationTokenDisabledException(
             "Delegation tokens are disabled: no token secret is configured")
+    return config.token_secret
 
 
 def _require_int64(name: str, value: object) -> None:
@@ -98,8 +90,7 @@ def create_token(
     config: StoreConfig,
     decider: Decider,
     new_token_id: Callable[[], str] = lambda: str(uuid4()),
-    token_hmac: Callable[[str], bytes] | None = None,
-) -> tuple[list[Event], DelegationToken]:
+) -> ControlResult[DelegationToken]:
     """A DelegationTokenIssued event and the new token with its HMAC."""
     _require_token_request_allowed(context)
     requester = context.principal
@@ -117,23 +108,21 @@ def create_token(
         parsed = parse_principal(renewer)
         if parsed is None or parsed[0] != USER_TYPE:
             raise InvalidPrincipalTypeException(f"Renewer {renewer!r} is not a User principal")
-    _require_enabled(config)
+    secret = _require_enabled(config)
     _require_int64("max_lifetime_ms", max_lifetime_ms)
     lifetime = config.token_max_lifetime_ms
     if max_lifetime_ms > 0:
         lifetime = min(lifetime, max_lifetime_ms)
     max_ts = _timestamp("max timestamp", now_ms + lifetime)
     expiry = min(max_ts, _timestamp("expiry", now_ms + config.token_expiry_time_ms))
-    token_id = new_token_id()
-    secret = config.token_secret
-    hmac = token_hmac(token_id) if token_hmac is not None else hmac_for_token(secret, token_id)
-    event = DelegationTokenIssued(token_id, owner, requester, renewers, now_ms, expiry, max_ts)
-    token = DelegationToken(token_id, owner, requester, renewers, now_ms, expiry, max_ts, hmac)
-    return [event], token
+    info = TokenInfo(new_token_id(), owner, requester, renewers, now_ms, expiry, max_ts)
+    event = DelegationTokenIssued(info.token_id, owner, requester, renewers, now_ms, expiry, max_ts)
+    return ControlResult([event], DelegationToken.of(info, token_hmac(secret, info.token_id)))
 
 
-def _find(hmac: bytes, find_token: FindToken) -> TokenInfo:
-    info = find_token(hmac) if isinstance(hmac, bytes | bytearray) and hmac else None
+def _find(image, hmacs: TokenHmacs, hmac: bytes) -> TokenInfo:
+    token_id = hmacs.token_id(hmac)
+    info = None if token_id is None else _tokens_of(image).get(token_id)
     if info is None:
         raise DelegationTokenNotFoundException("No delegation token has this HMAC")
     return info
@@ -153,49 +142,55 @@ def _require_not_expired(info: TokenInfo, now_ms: int) -> None:
 
 def renew_token(
     image,
+    hmacs: TokenHmacs,
     hmac: bytes,
     renew_period_ms: int,
     context: RequestContext,
     now_ms: int,
     *,
     config: StoreConfig,
-    find_token: FindToken,
-) -> tuple[list[Event], int]:
-    """A DelegationTokenRenewed event and the new expiry timestamp."""
+) -> ControlResult[int]:
+    """A DelegationTokenRenewed event and the new expiry timestamp.
+
+    ``hmacs`` is the HMAC index of ``image``'s tokens (the image holds no HMAC).
+    """
     _require_token_request_allowed(context)
     _require_enabled(config)
     _require_int64("renew_period_ms", renew_period_ms)
-    info = _find(hmac, find_token)
+    info = _find(image, hmacs, hmac)
     _require_not_expired(info, now_ms)
     _require_owner_or_renewer(info, context, "renew")
     period = config.token_expiry_time_ms
     if renew_period_ms > 0:
         period = min(period, renew_period_ms)
     expiry = min(info.max_timestamp_ms, now_ms + period)
-    return [DelegationTokenRenewed(info.token_id, renew_period_ms, expiry)], expiry
+    return ControlResult([DelegationTokenRenewed(info.token_id, renew_period_ms, expiry)], expiry)
 
 
 def expire_token(
     image,
+    hmacs: TokenHmacs,
     hmac: bytes,
     expiry_period_ms: int,
     context: RequestContext,
     now_ms: int,
     *,
     config: StoreConfig,
-    find_token: FindToken,
-) -> tuple[list[Event], int]:
-    """Change a token's expiry (or remove it at once for a negative period); the new expiry."""
+) -> ControlResult[int]:
+    """Change a token's expiry (or remove it at once for a negative period); the new expiry.
+
+    ``hmacs`` is the HMAC index of ``image``'s tokens (the image holds no HMAC).
+    """
     _require_token_request_allowed(context)
     _require_enabled(config)
     _require_int64("expiry_period_ms", expiry_period_ms)
-    info = _find(hmac, find_token)
+    info = _find(image, hmacs, hmac)
     _require_owner_or_renewer(info, context, "expire")
     if expiry_period_ms < 0:
-        return [DelegationTokenRemoved(info.token_id, TokenRemovalReason.EXPIRED_BY_REQUEST)], now_ms
+        return ControlResult([DelegationTokenRemoved(info.token_id, TokenRemovalReason.EXPIRED_BY_REQUEST)], now_ms)
     _require_not_expired(info, now_ms)
     expiry = min(info.max_timestamp_ms, now_ms + expiry_period_ms)
-    return [DelegationTokenExpired(info.token_id, expiry_period_ms, expiry)], expiry
+    return ControlResult([DelegationTokenExpired(info.token_id, expiry_period_ms, expiry)], expiry)
 
 
 def _involves(info: TokenInfo, principal: str) -> bool:
@@ -218,36 +213,31 @@ def describe_tokens(
     *,
     decider: Decider,
     config: StoreConfig,
-    token_hmac: Callable[[str], bytes] | None = None,
-    include_hmac: bool = False,
 ) -> list[DelegationToken]:
     """The tokens of ``owners`` (None = all, empty = none) that the caller may see.
 
-    The HMAC is included only when ``include_hmac`` (Kafka always sends it).
+    A read: it returns its answer, not a ControlResult. The HMAC is included
+    only when ``config.describe_tokens_include_hmac`` (Kafka always sends it).
     """
     _require_token_request_allowed(context)
-    _require_enabled(config)
+    secret = _require_enabled(config)
     if owners is not None:
         owners = frozenset(owners)
         if not owners:
             return []
-    if include_hmac and token_hmac is None:
-        raise ValueError("include_hmac needs token_hmac")
+    include_hmac = bool(config.describe_tokens_include_hmac)
     found: list[DelegationToken] = []
     for info in sorted(_tokens_of(image), key=lambda t: (t.issue_timestamp_ms, t.token_id)):
         if owners is not None and not any(_involves(info, owner) for owner in owners):
             continue
         if not _visible(info, context, decider):
             continue
-        found.append(DelegationToken(
-            info.token_id, info.owner, info.requester, tuple(info.renewers),
-            info.issue_timestamp_ms, info.expiry_timestamp_ms, info.max_timestamp_ms,
-            token_hmac(info.token_id) if include_hmac else None,
-        ))
+        found.append(DelegationToken.of(info, token_hmac(secret, info.token_id) if include_hmac else None))
     return found
 
 
-def sweep_expired(image, now_ms: int) -> list[Event]:
-    """A DelegationTokenRemoved (EXPIRED_BY_SWEEP) for every token expired at ``now_ms``."""
-    return [DelegationTokenRemoved(info.token_id, TokenRemovalReason.EXPIRED_BY_SWEEP)
-            for info in _tokens_of(image).expired(now_ms)]
+def sweep_expired(image, now_ms: int) -> ControlResult[int]:
+    """A DelegationTokenRemoved (EXPIRED_BY_SWEEP) for every token expired at ``now_ms``; how many."""
+    events = [DelegationTokenRemoved(info.token_id, TokenRemovalReason.EXPIRED_BY_SWEEP)
+              for info in _tokens_of(image).expired(now_ms)]
+    return ControlResult(events, len(events))

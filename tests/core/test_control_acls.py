@@ -19,6 +19,7 @@ from events.types import (
     ResourceType,
 )
 from projections.image import SecurityDelta, SecurityImage
+from tests.core.controlkit import unpacked
 
 T = ResourceType
 P = PatternType
@@ -47,7 +48,7 @@ def ids():
 
 
 def create(*bindings, image=SecurityImage.EMPTY, config=CONFIG, decider=allow, new_id=None):
-    return create_acls(image, bindings, ADMIN, 0, config=config, decider=decider, new_id=new_id or ids())
+    return unpacked(create_acls(image, bindings, ADMIN, config=config, decider=decider, new_id=new_id or ids()))
 
 
 def image_of(*bindings):
@@ -60,7 +61,7 @@ def image_of(*bindings):
 
 
 def delete(*filters, image, config=CONFIG, decider=allow):
-    return delete_acls(image, filters, ADMIN, 0, config=config, decider=decider)
+    return unpacked(delete_acls(image, filters, ADMIN, config=config, decider=decider))
 
 
 def flt(**kw):
@@ -91,7 +92,7 @@ def test_create_emits_acl_created_with_new_id():
 
 def test_create_default_ids_are_uuids():
     """Without new_id, each new ACL gets a distinct random UUID string."""
-    events, _ = create_acls(SecurityImage.EMPTY, [acl("a"), acl("b")], ADMIN, 0, config=CONFIG, decider=allow)
+    events = create_acls(SecurityImage.EMPTY, [acl("a"), acl("b")], ADMIN, config=CONFIG, decider=allow).events
     first, second = (e.acl_id for e in events)
     assert first != second and len(first) == 36 and first.count("-") == 4
 

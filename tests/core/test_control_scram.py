@@ -19,6 +19,7 @@ from events.keyring import Keyring, open_scram
 from events.records import ScramCredentialDeleted, ScramCredentialUpserted
 from events.types import CLUSTER_NAME, AclOperation, ResourceType, ScramMechanism
 from projections.image import SecurityDelta, SecurityImage
+from tests.core.controlkit import unpacked
 
 SHA256, SHA512, UNKNOWN = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512, ScramMechanism.UNKNOWN
 KEYRING = Keyring.generate()
@@ -54,8 +55,7 @@ def delete(user="alice", mech=SHA256):
 
 def alter(*items, image=SecurityImage.EMPTY, context=ADMIN, config=CONFIG, decider=allow):
     """(events, per-user results) of one alter request."""
-    result = alter_scram_credentials(image, items, context, config=config, keyring=KEYRING, decider=decider)
-    return list(result.events), result.response
+    return unpacked(alter_scram_credentials(image, items, context, config=config, keyring=KEYRING, decider=decider))
 
 
 def image_with(*items):

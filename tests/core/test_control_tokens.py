@@ -6,11 +6,11 @@ import hmac
 import pytest
 
 from core.config import DAY_MS, StoreConfig
+from core.control import ControlResult
 from core.control.tokens import (
     create_token,
     describe_tokens,
     expire_token,
-    hmac_for_token,
     renew_token,
     sweep_expired,
 )
@@ -25,6 +25,7 @@ from core.errors import (
     InvalidRequestException,
     UnsupportedByAuthenticationException,
 )
+from core.token_hmac import TokenHmacs, token_hmac
 from core.types import RequestContext
 from events.records import (
     DelegationTokenExpired,
@@ -35,6 +36,7 @@ from events.records import (
 )
 from events.types import AclOperation, ResourceType
 from projections.image import SecurityDelta, SecurityImage
+from tests.core.controlkit import unpacked
 
 SECRET = b"token-secret-key"
 CONFIG = StoreConfig(token_secret=SECRET)
@@ -57,8 +59,8 @@ def ctx(principal=ALICE, **kw):
 
 
 def create(context=None, *, now=NOW, config=CONFIG, decider=deny, token_id="tok-1", **kw):
-    return create_token(SecurityImage.EMPTY, context or ctx(), now, config=config, decider=decider,
-                        new_token_id=lambda: token_id, **kw)
+    return unpacked(create_token(SecurityImage.EMPTY, context or ctx(), now, config=config, decider=decider,
+                                 new_token_id=lambda: token_id, **kw))
 
 
 def image_of(*created_events):
@@ -74,21 +76,18 @@ def issued(token_id="tok-1", owner=ALICE, requester=ALICE, renewers=(), now=NOW,
     return event
 
 
-def finder(image):
-    tokens = {hmac_for_token(SECRET, t.token_id): t for t in image.tokens}
-    return tokens.get
-
-
 def renew(image, hmac_, period=-1, context=None, now=NOW, config=CONFIG):
-    return renew_token(image, hmac_, period, context or ctx(), now, config=config, find_token=finder(image))
+    hmacs = TokenHmacs.of(image.tokens, SECRET)
+    return unpacked(renew_token(image, hmacs, hmac_, period, context or ctx(), now, config=config))
 
 
 def expire(image, hmac_, period=-1, context=None, now=NOW, config=CONFIG):
-    return expire_token(image, hmac_, period, context or ctx(), now, config=config, find_token=finder(image))
+    hmacs = TokenHmacs.of(image.tokens, SECRET)
+    return unpacked(expire_token(image, hmacs, hmac_, period, context or ctx(), now, config=config))
 
 
 def mac(token_id="tok-1"):
-    return hmac_for_token(SECRET, token_id)
+    return token_hmac(SECRET, token_id)
 
 
 # -- create: who may ---------------------------------------------------------------
@@ -200,15 +199,9 @@ def test_create_returns_the_token_with_its_hmac():
     assert (token.token_id, token.issue_timestamp_ms) == ("tok-1", NOW)
 
 
-def test_create_uses_injected_hmac_function():
-    """A supplied token_hmac computes the token's HMAC."""
-    _, token = create(token_hmac=lambda token_id: b"mac:" + token_id.encode())
-    assert token.hmac == b"mac:tok-1"
-
-
 def test_create_default_token_ids_are_random():
     """Without new_token_id each token gets a fresh random id."""
-    ids = {create_token(SecurityImage.EMPTY, ctx(), NOW, config=CONFIG, decider=deny)[1].token_id
+    ids = {create_token(SecurityImage.EMPTY, ctx(), NOW, config=CONFIG, decider=deny).response.token_id
            for _ in range(2)}
     assert len(ids) == 2
 
@@ -509,13 +502,14 @@ def test_describe_with_describe_tokens_on_the_owner():
 
 def test_describe_omits_hmac_by_default():
     """Described tokens carry no HMAC unless asked."""
-    found = describe_tokens(three_tokens(), None, ctx(), decider=deny, config=CONFIG, token_hmac=lambda t: mac(t))
+    found = describe_tokens(three_tokens(), None, ctx(), decider=deny, config=CONFIG)
     assert [t.hmac for t in found] == [None]
 
 
 def test_describe_includes_hmac_when_configured():
-    """include_hmac adds each token's HMAC."""
-    found = describe_tokens(three_tokens(), None, ctx(), decider=deny, config=CONFIG, token_hmac=mac, include_hmac=True)
+    """describe_tokens_include_hmac adds each token's HMAC."""
+    config = StoreConfig(token_secret=SECRET, describe_tokens_include_hmac=True)
+    found = describe_tokens(three_tokens(), None, ctx(), decider=deny, config=config)
     assert [t.hmac for t in found] == [mac("t-alice")]
 
 
@@ -547,22 +541,28 @@ def test_describe_with_disabled_config_is_auth_disabled():
 def test_sweep_removes_tokens_past_expiry():
     """Tokens past their expiry get DelegationTokenRemoved(EXPIRED_BY_SWEEP)."""
     image = image_of(issued("old", now=NOW), issued("new", now=NOW + DAY_MS))
-    assert sweep_expired(image, NOW + DAY_MS + 1) == [
-        DelegationTokenRemoved("old", TokenRemovalReason.EXPIRED_BY_SWEEP)
-    ]
+    result = sweep_expired(image, NOW + DAY_MS + 1)
+    assert result == ControlResult([DelegationTokenRemoved("old", TokenRemovalReason.EXPIRED_BY_SWEEP)], 1)
 
 
 def test_sweep_removes_tokens_past_max():
     """A token past its max timestamp is swept."""
     image = image_of(issued("short", max_lifetime_ms=10))
-    assert [e.token_id for e in sweep_expired(image, NOW + 11)] == ["short"]
+    assert [e.token_id for e in sweep_expired(image, NOW + 11).events] == ["short"]
 
 
 def test_sweep_keeps_token_at_its_expiry():
     """At exactly the expiry timestamp a token is not swept."""
-    assert sweep_expired(image_of(issued()), NOW + EXPIRY_DEFAULT) == []
+    assert sweep_expired(image_of(issued()), NOW + EXPIRY_DEFAULT) == ControlResult((), 0)
 
 
 def test_sweep_of_nothing_expired_is_empty():
     """With no expired token the sweep emits nothing."""
-    assert sweep_expired(three_tokens(), NOW) == []
+    assert sweep_expired(three_tokens(), NOW) == ControlResult((), 0)
+
+
+def test_renew_decides_on_the_image_it_is_given():
+    """A token the HMAC index knows but the given image does not is NOT_FOUND: the image decides."""
+    hmacs = TokenHmacs.of(image_of(issued()).tokens, SECRET)
+    with pytest.raises(DelegationTokenNotFoundException):
+        renew_token(SecurityImage.EMPTY, hmacs, mac(), -1, ctx(), NOW, config=CONFIG)

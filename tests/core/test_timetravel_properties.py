@@ -138,9 +138,9 @@ def test_as_of_offset_equals_a_fresh_store_of_the_first_n_events(keyring, plan, 
             travel = TimeTravel(store.log, interval=interval)
             for cut in cuts:
                 n = round(cut * end)
-                expected = answers(StoreView(replayed(events[:n]), store.config, token_hmac=store.token_hmac))
+                expected = answers(StoreView(replayed(events[:n]), store.config))
                 assert answers(store.as_of(offset=n)) == expected
-                assert answers(StoreView(travel.image_at(n), store.config, token_hmac=store.token_hmac)) == expected
+                assert answers(StoreView(travel.image_at(n), store.config)) == expected
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -158,6 +158,5 @@ def test_as_of_time_equals_a_fresh_store_of_the_events_until_then(keyring, plan,
             candidates = [t for t in candidates if begin <= t <= now]
             for i in pick:
                 t = candidates[i % len(candidates)]
-                expected = answers(StoreView(replayed([e for e in events if e.timestamp_ms <= t]), store.config,
-                                             token_hmac=store.token_hmac))
+                expected = answers(StoreView(replayed([e for e in events if e.timestamp_ms <= t]), store.config))
                 assert answers(store.as_of(timestamp_ms=t)) == expected

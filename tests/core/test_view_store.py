@@ -96,7 +96,7 @@ def test_view_describe_tokens_has_no_hmac_by_default(open_store):
     """Token descriptions from a view carry no HMAC unless configured."""
     store = open_store()
     store.create_delegation_token(context=ADMIN, owner="User:etl")
-    view = StoreView(store.image, store.config, token_hmac=store.token_hmac)
+    view = StoreView(store.image, store.config)
     assert [t.hmac for t in view.describe_delegation_tokens(context=ADMIN)] == [None]
 
 
