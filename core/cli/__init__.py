@@ -22,8 +22,6 @@ from core.cli import (
     tokens_cmd,
 )
 from core.errors import SecmetaError
-from events.errors import EventsError
-from projections.snapshot import SnapshotError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0
-    except (SecmetaError, EventsError, SnapshotError, FileNotFoundError, PermissionError, ValueError) as exc:
+    except (SecmetaError, OSError) as exc:  # every error secmeta raises on purpose; files it could not use
         print(f"secmeta: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

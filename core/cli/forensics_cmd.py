@@ -12,6 +12,7 @@ from core.cli.security import (
     pattern_type,
     resources,
 )
+from core.errors import InvalidValueError
 from core.timetravel import Point, parse_offset, parse_time
 from events.types import AclOperation, ResourcePatternFilter, ScramMechanism
 
@@ -81,14 +82,14 @@ def point(args: argparse.Namespace, name: str) -> Point | None:
 def one_resource(args: argparse.Namespace):
     targets = resources(args)
     if len(targets) != 1:
-        raise ValueError("give exactly one resource: --topic, --group, --cluster, --transactional-id, --delegation-token or --user-principal")
+        raise InvalidValueError("give exactly one resource: --topic, --group, --cluster, --transactional-id, --delegation-token or --user-principal")
     return targets[0]
 
 
 def history_cmd(args: argparse.Namespace) -> int:
     targets = resources(args)
     if len(targets) > 1:
-        raise ValueError("give at most one resource")
+        raise InvalidValueError("give at most one resource")
     resource = None
     if targets:
         (rtype, name), = targets
