@@ -1,4 +1,5 @@
-"""SCRAM key derivation (RFC 5802) and the credential a server keeps.
+"""SCRAM key derivation (RFC 5802), the credential a server keeps, and the message pieces
+both sides of an exchange share (base64, nonces, UTF-8 text; core.wire.scram_client, core.scram_server).
 
 Passwords are taken as plain UTF-8 bytes, as Kafka does (no SASLprep).
 Only the salt, StoredKey, ServerKey and iteration count are ever kept.
@@ -6,23 +7,34 @@ Only the salt, StoredKey, ServerKey and iteration count are ever kept.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass, field
 
-from core.errors import InvalidValueError, UnsupportedSaslMechanismException
+from core.errors import (
+    InvalidValueError,
+    SaslAuthenticationException,
+    UnsupportedSaslMechanismException,
+)
 from events.types import ScramMechanism
 
 __all__ = [
     "DEFAULT_ITERATIONS",
     "SALT_LENGTH",
     "ScramCredential",
+    "b64",
+    "b64decode",
     "credential_from_password",
     "credential_from_salted_password",
     "derive_keys",
     "hash_digest",
     "hmac_digest",
+    "is_printable",
+    "message_text",
+    "new_nonce",
     "require_mechanism",
     "salted_password",
 ]
@@ -116,3 +128,40 @@ def credential_from_password(
         salt = secrets.token_bytes(SALT_LENGTH)
     salted = salted_password(mechanism, password, salt, iterations)
     return credential_from_salted_password(mechanism, salt, salted, iterations)
+
+
+# -- message pieces both sides use ------------------------------------------------------
+
+def b64(data: bytes) -> str:
+    """Base64 text of ``data`` (salts, proofs, signatures, a token HMAC as password)."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def b64decode(text: str, what: str) -> bytes:
+    """The bytes of base64 ``text``; a SaslAuthenticationException naming ``what`` if it is not base64."""
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raise SaslAuthenticationException(f"Malformed SCRAM message: {what} is not valid base64") from None
+
+
+def message_text(message: str | bytes) -> str:
+    """A SCRAM message as text: bytes must be UTF-8 (else SaslAuthenticationException)."""
+    if isinstance(message, bytes | bytearray):
+        try:
+            return bytes(message).decode("utf-8")
+        except UnicodeDecodeError:
+            raise SaslAuthenticationException("Malformed SCRAM message: not UTF-8") from None
+    if not isinstance(message, str):
+        raise TypeError(f"SCRAM messages are str, not {type(message).__name__}")
+    return message
+
+
+def is_printable(text: str) -> bool:
+    """A valid nonce: non-empty printable ASCII without ',' (RFC 5802's printable)."""
+    return bool(text) and all("\x21" <= c <= "\x7e" and c != "," for c in text)
+
+
+def new_nonce() -> str:
+    """A fresh random nonce: 192 bits, URL-safe base64 (printable, no ','; Kafka: 130 bits in base 36)."""
+    return secrets.token_urlsafe(24)

@@ -7,10 +7,7 @@ step with the same error as a wrong password, so names cannot be probed.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hmac
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
@@ -20,10 +17,15 @@ from core.scram_crypto import (
     DEFAULT_ITERATIONS,
     SALT_LENGTH,
     ScramCredential,
+    b64,
+    b64decode,
     credential_from_password,
     derive_keys,
     hash_digest,
     hmac_digest,
+    is_printable,
+    message_text,
+    new_nonce,
     require_mechanism,
 )
 from events.types import ScramMechanism
@@ -53,21 +55,6 @@ class _State(Enum):
     FAILED = "failed"
 
 
-def _fail(message: str) -> SaslAuthenticationException:
-    return SaslAuthenticationException(message)
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _b64decode(text: str, what: str) -> bytes:
-    try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError):
-        raise _fail(f"Malformed SCRAM message: {what} is not valid base64") from None
-
-
 def _unescape_name(escaped: str, what: str) -> str:
     """Undo the saslname escaping ('=3D' for '=', '=2C' for ',')."""
     parts = escaped.split("=")
@@ -78,15 +65,11 @@ def _unescape_name(escaped: str, what: str) -> str:
         elif part[:2] == "2C":
             out.append("," + part[2:])
         else:
-            raise _fail(f"Malformed SCRAM message: bad '=' escape in the {what}")
+            raise SaslAuthenticationException(f"Malformed SCRAM message: bad '=' escape in the {what}")
     name = "".join(out)
     if not name or "\x00" in name:
-        raise _fail(f"Malformed SCRAM message: the {what} is empty or contains NUL")
+        raise SaslAuthenticationException(f"Malformed SCRAM message: the {what} is empty or contains NUL")
     return name
-
-
-def _is_printable(text: str) -> bool:
-    return bool(text) and all("\x21" <= c <= "\x7e" and c != "," for c in text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,41 +84,37 @@ class _ClientFirst:
 def _parse_client_first(message: str) -> _ClientFirst:
     parts = message.split(",")
     if len(parts) < 4:
-        raise _fail("Malformed SCRAM client-first message")
+        raise SaslAuthenticationException("Malformed SCRAM client-first message")
     flag, authz, user_attr, nonce_attr, *extension_attrs = parts
     if flag.startswith("p="):
-        raise _fail("SCRAM channel binding (p=) is not supported")
+        raise SaslAuthenticationException("SCRAM channel binding (p=) is not supported")
     if flag not in ("n", "y"):
-        raise _fail("Malformed SCRAM client-first message: bad GS2 channel binding flag")
+        raise SaslAuthenticationException("Malformed SCRAM client-first message: bad GS2 channel binding flag")
     if user_attr.startswith("m="):
-        raise _fail("SCRAM mandatory extensions (m=) are not supported")
+        raise SaslAuthenticationException("SCRAM mandatory extensions (m=) are not supported")
     if not user_attr.startswith("n=") or not nonce_attr.startswith("r="):
-        raise _fail("Malformed SCRAM client-first message: expected n= then r=")
+        raise SaslAuthenticationException("Malformed SCRAM client-first message: expected n= then r=")
     username = _unescape_name(user_attr[2:], "user name")
     if authz:
         if not authz.startswith("a="):
-            raise _fail("Malformed SCRAM client-first message: bad authorization id")
+            raise SaslAuthenticationException("Malformed SCRAM client-first message: bad authorization id")
         if _unescape_name(authz[2:], "authorization id") != username:
-            raise _fail("SCRAM authorization id must be empty or equal the user name")
+            raise SaslAuthenticationException("SCRAM authorization id must be empty or equal the user name")
     nonce = nonce_attr[2:]
-    if not _is_printable(nonce):
-        raise _fail("Malformed SCRAM client-first message: bad client nonce")
+    if not is_printable(nonce):
+        raise SaslAuthenticationException("Malformed SCRAM client-first message: bad client nonce")
     extensions: dict[str, str] = {}
     for attr in extension_attrs:
         key, sep, value = attr.partition("=")
         if not sep or not key.isascii() or not key.isalnum() or key in extensions:
-            raise _fail("Malformed SCRAM client-first message: bad extension")
+            raise SaslAuthenticationException("Malformed SCRAM client-first message: bad extension")
         extensions[key] = value
     unsupported = sorted(set(extensions) - _SUPPORTED_EXTENSIONS)
     if unsupported:
-        raise _fail(f"Unsupported SCRAM extensions: {', '.join(unsupported)}")
+        raise SaslAuthenticationException(f"Unsupported SCRAM extensions: {', '.join(unsupported)}")
     token = extensions.get("tokenauth", "").lower() == "true"
     bare = ",".join(parts[2:])
     return _ClientFirst(f"{flag},{authz},", bare, username, nonce, token)
-
-
-def _default_nonce() -> str:
-    return secrets.token_urlsafe(24)
 
 
 class ScramServer:
@@ -162,7 +141,7 @@ class ScramServer:
         self._lookup = lookup
         self._token_lookup = token_lookup
         self._fake_salt_key = fake_salt_key
-        self._nonce_factory = nonce_factory or _default_nonce
+        self._nonce_factory = nonce_factory or new_nonce
         self._state = _State.AWAIT_FIRST
         self._principal: str | None = None
         self._token = False
@@ -218,7 +197,7 @@ class ScramServer:
     # -- steps ---------------------------------------------------------------
 
     def _first(self, client_first: str) -> str:
-        parsed = _parse_client_first(_as_text(client_first))
+        parsed = _parse_client_first(message_text(client_first))
         if parsed.token:
             credential, known, principal = self._token_credential(parsed.username)
         else:
@@ -229,10 +208,10 @@ class ScramServer:
             principal = f"User:{parsed.username}"
         assert credential is not None
         server_nonce = self._nonce_factory()
-        if not _is_printable(server_nonce):
+        if not is_printable(server_nonce):
             raise InvalidValueError("nonce_factory must return printable ASCII without ','")
         nonce = parsed.nonce + server_nonce
-        server_first = f"r={nonce},s={_b64(credential.salt)},i={credential.iterations}"
+        server_first = f"r={nonce},s={b64(credential.salt)},i={credential.iterations}"
         self._gs2_header = parsed.gs2_header
         self._auth_prefix = f"{parsed.bare},{server_first},"
         self._nonce = nonce
@@ -243,18 +222,18 @@ class ScramServer:
         return server_first
 
     def _final(self, client_final: str) -> str:
-        without_proof, sep, proof_text = _as_text(client_final).rpartition(",p=")
+        without_proof, sep, proof_text = message_text(client_final).rpartition(",p=")
         attrs = without_proof.split(",") if sep else []
         if len(attrs) < 2 or not attrs[0].startswith("c=") or not attrs[1].startswith("r="):
-            raise _fail("Malformed SCRAM client-final message")
+            raise SaslAuthenticationException("Malformed SCRAM client-final message")
         if any("=" not in attr[1:] for attr in attrs[2:]):
-            raise _fail("Malformed SCRAM client-final message: bad extension")
-        binding = _b64decode(attrs[0][2:], "channel binding")
+            raise SaslAuthenticationException("Malformed SCRAM client-final message: bad extension")
+        binding = b64decode(attrs[0][2:], "channel binding")
         if not hmac.compare_digest(binding, self._gs2_header.encode("utf-8")):
-            raise _fail("SCRAM channel binding does not match the client-first message")
+            raise SaslAuthenticationException("SCRAM channel binding does not match the client-first message")
         if attrs[1][2:] != self._nonce:
-            raise _fail("SCRAM nonce does not match the server-first message")
-        proof = _b64decode(proof_text, "client proof")
+            raise SaslAuthenticationException("SCRAM nonce does not match the server-first message")
+        proof = b64decode(proof_text, "client proof")
         credential = self._credential
         assert credential is not None
         auth_message = (self._auth_prefix + without_proof).encode("utf-8")
@@ -265,13 +244,13 @@ class ScramServer:
             hash_digest(self._mechanism, client_key), credential.stored_key
         )
         if not (matches and same_length and self._known):
-            raise _fail(
+            raise SaslAuthenticationException(
                 f"Authentication with SASL mechanism {self._mechanism.mechanism_name} "
                 "failed: the credentials are not valid"
             )
         self._principal = self._pending_principal
         server_signature = hmac_digest(self._mechanism, credential.server_key, auth_message)
-        return f"v={_b64(server_signature)}"
+        return f"v={b64(server_signature)}"
 
     # -- credentials for tokens and unknown names ------------------------------
 
@@ -289,14 +268,14 @@ class ScramServer:
 
     def _token_credential(self, token_id: str) -> tuple[ScramCredential, bool, str | None]:
         if self._token_lookup is None:
-            raise _fail("Delegation token authentication is not enabled")
+            raise SaslAuthenticationException("Delegation token authentication is not enabled")
         identity = self._token_lookup(token_id)
         # Known and unknown tokens get the same salt recipe and the same PBKDF2 work.
         salt = self._keyed(b"salt", b"token", token_id)
         if identity is None:
-            password = _b64(self._keyed(b"secret", b"token", token_id)).encode("ascii")
+            password = b64(self._keyed(b"secret", b"token", token_id)).encode("ascii")
         else:
-            password = _b64(identity.hmac).encode("ascii")
+            password = b64(identity.hmac).encode("ascii")
         credential = credential_from_password(self._mechanism, password, TOKEN_ITERATIONS, salt)
         owner = identity.owner if identity is not None else None
         return credential, identity is not None, owner
@@ -332,14 +311,3 @@ class ScramServer:
         self._credential: ScramCredential | None = None
         self._known = False
         self._pending_principal: str | None = None
-
-
-def _as_text(message: str | bytes) -> str:
-    if isinstance(message, bytes | bytearray):
-        try:
-            return bytes(message).decode("utf-8")
-        except UnicodeDecodeError:
-            raise _fail("Malformed SCRAM message: not UTF-8") from None
-    if not isinstance(message, str):
-        raise TypeError(f"SCRAM messages are str, not {type(message).__name__}")
-    return message

@@ -16,15 +16,22 @@ with the client nonce, and fewer iterations than the mechanism's minimum (4096) 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hmac
-import secrets
 from collections.abc import Mapping
 from enum import Enum
 
 from core.errors import IllegalSaslStateException, InvalidValueError, SaslAuthenticationException
-from core.scram_crypto import hash_digest, hmac_digest, require_mechanism, salted_password
+from core.scram_crypto import (
+    b64,
+    b64decode,
+    hash_digest,
+    hmac_digest,
+    is_printable,
+    message_text,
+    new_nonce,
+    require_mechanism,
+    salted_password,
+)
 from events.types import ScramMechanism
 
 __all__ = ["MIN_ITERATIONS", "ScramClient", "sasl_name", "token_login"]
@@ -47,18 +54,6 @@ def sasl_name(username: str) -> str:
     return username.replace("=", "=3D").replace(",", "=2C")
 
 
-def _fail(message: str) -> SaslAuthenticationException:
-    return SaslAuthenticationException(message)
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _default_nonce() -> str:
-    return secrets.token_urlsafe(24)  # printable, no ',' (Kafka: 130 random bits in base 36)
-
-
 class ScramClient:
     """One client-side SCRAM exchange; the password and derived keys never show in repr."""
 
@@ -76,8 +71,8 @@ class ScramClient:
         for key, value in self._extensions.items():
             if not (key.isascii() and key.isalpha()) or "," in value:
                 raise InvalidValueError(f"bad SCRAM extension name or value for {key!r}")
-        self._nonce = nonce if nonce is not None else _default_nonce()
-        if not self._nonce or any(not ("\x21" <= c <= "\x7e") or c == "," for c in self._nonce):
+        self._nonce = nonce if nonce is not None else new_nonce()
+        if not is_printable(self._nonce):
             raise InvalidValueError("SCRAM client nonce must be printable ASCII without ','")
         self._state = _State.FIRST
         self._client_first_bare = ""
@@ -109,15 +104,15 @@ class ScramClient:
         """Check server-first and return client-final (``c=biws,r=NONCE,p=PROOF``)."""
         self._expect(_State.AWAIT_SERVER_FIRST, "take server-first")
         try:
-            text = _as_text(server_first)
+            text = message_text(server_first)
             nonce, salt, iterations = _parse_server_first(text)
             if not nonce.startswith(self._nonce) or len(nonce) <= len(self._nonce):
-                raise _fail("Invalid server nonce: does not start with client nonce")
+                raise SaslAuthenticationException("Invalid server nonce: does not start with client nonce")
             if iterations < MIN_ITERATIONS:
-                raise _fail(f"Requested iterations {iterations} is less than the minimum "
+                raise SaslAuthenticationException(f"Requested iterations {iterations} is less than the minimum "
                             f"{MIN_ITERATIONS} for {self._mechanism.mechanism_name}")
             self._salted = salted_password(self._mechanism, self._password, salt, iterations)
-            without_proof = f"c={_b64(GS2_HEADER.encode())},r={nonce}"
+            without_proof = f"c={b64(GS2_HEADER.encode())},r={nonce}"
             self._auth_message = f"{self._client_first_bare},{text},{without_proof}".encode()
             client_key = hmac_digest(self._mechanism, self._salted, b"Client Key")
             stored_key = hash_digest(self._mechanism, client_key)
@@ -127,22 +122,22 @@ class ScramClient:
             self._finish(_State.FAILED)
             raise
         self._state = _State.AWAIT_SERVER_FINAL
-        return f"{without_proof},p={_b64(proof)}"
+        return f"{without_proof},p={b64(proof)}"
 
     def verify(self, server_final: str | bytes) -> None:
         """Check the server's signature (``v=...``); an ``e=...`` answer or a mismatch fails."""
         self._expect(_State.AWAIT_SERVER_FINAL, "take server-final")
         try:
-            text = _as_text(server_final)
+            text = message_text(server_final)
             if text.startswith("e="):
-                raise _fail(f"SCRAM authentication failed with error: {text[2:].split(',')[0]}")
+                raise SaslAuthenticationException(f"SCRAM authentication failed with error: {text[2:].split(',')[0]}")
             if not text.startswith("v="):
-                raise _fail("Invalid SCRAM server final message format")
-            signature = _b64decode(text[2:].split(",")[0], "server signature")
+                raise SaslAuthenticationException("Invalid SCRAM server final message format")
+            signature = b64decode(text[2:].split(",")[0], "server signature")
             server_key = hmac_digest(self._mechanism, self._salted, b"Server Key")
             expected = hmac_digest(self._mechanism, server_key, self._auth_message)
             if not hmac.compare_digest(signature, expected):
-                raise _fail("Invalid server signature in server final message")
+                raise SaslAuthenticationException("Invalid server signature in server final message")
         except BaseException:
             self._finish(_State.FAILED)
             raise
@@ -167,40 +162,24 @@ def token_login(mechanism: ScramMechanism | str, token_id: str, token_hmac: byte
 
     ``token_hmac`` is the token's HMAC (bytes) or its base64 text; the password is the base64 text.
     """
-    password = token_hmac if isinstance(token_hmac, str) else _b64(token_hmac)
+    password = token_hmac if isinstance(token_hmac, str) else b64(token_hmac)
     return ScramClient(mechanism, token_id, password, extensions={"tokenauth": "true"}, **kwargs)
-
-
-def _as_text(message: str | bytes) -> str:
-    if isinstance(message, bytes | bytearray):
-        try:
-            return bytes(message).decode("utf-8")
-        except UnicodeDecodeError:
-            raise _fail("Malformed SCRAM server message: not UTF-8") from None
-    return message
-
-
-def _b64decode(text: str, what: str) -> bytes:
-    try:
-        return base64.b64decode(text.encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError):
-        raise _fail(f"Malformed SCRAM server message: {what} is not valid base64") from None
 
 
 def _parse_server_first(text: str) -> tuple[str, bytes, int]:
     """(nonce, salt, iterations) of ``r=...,s=...,i=...[,ext=...]``; a mandatory extension fails."""
     attrs = text.split(",")
     if attrs and attrs[0].startswith("m="):
-        raise _fail("SCRAM mandatory extensions (m=) are not supported")
+        raise SaslAuthenticationException("SCRAM mandatory extensions (m=) are not supported")
     if len(attrs) < 3 or not (attrs[0].startswith("r=") and attrs[1].startswith("s=")
                               and attrs[2].startswith("i=")):
-        raise _fail("Invalid SCRAM server first message format")
+        raise SaslAuthenticationException("Invalid SCRAM server first message format")
     nonce, iterations_text = attrs[0][2:], attrs[2][2:]
-    if not nonce or any(not ("\x21" <= c <= "\x7e") for c in nonce):
-        raise _fail("Invalid SCRAM server first message format: bad nonce")
+    if not is_printable(nonce):
+        raise SaslAuthenticationException("Invalid SCRAM server first message format: bad nonce")
     if not (iterations_text.isascii() and iterations_text.isdigit()) or int(iterations_text) <= 0:
-        raise _fail("Invalid SCRAM server first message format: invalid iterations")
-    salt = _b64decode(attrs[1][2:], "salt")
+        raise SaslAuthenticationException("Invalid SCRAM server first message format: invalid iterations")
+    salt = b64decode(attrs[1][2:], "salt")
     if not salt:
-        raise _fail("Invalid SCRAM server first message format: empty salt")
+        raise SaslAuthenticationException("Invalid SCRAM server first message format: empty salt")
     return nonce, salt, int(iterations_text)
