@@ -4,10 +4,15 @@
     with remote_admin(server, "SASL_SSL", "admin", ADMIN_PASSWORD) as admin:  # RemoteAdmin over that listener
         admin.describe_acls(ANY_ACL)
     path = write_command_config(tmp_path, props)                            # a --command-config file
+    with refusing_port() as port:                                           # connecting there is refused
+        ...
 """
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +26,7 @@ from events.types import (
 )
 from tests.serverkit import RunningServer
 
-__all__ = ["ANY_ACL", "client_properties", "remote_admin", "write_command_config"]
+__all__ = ["ANY_ACL", "client_properties", "refusing_port", "remote_admin", "write_command_config"]
 
 ANY_ACL = AclBindingFilter.of(ResourceType.ANY, None, PatternType.ANY, None, None, AclOperation.ANY,
                               AclPermissionType.ANY)
@@ -58,3 +63,12 @@ def write_command_config(directory: Path, props: dict[str, str], name: str = "cl
     path = Path(directory) / name
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items() if k != "bootstrap.servers"))
     return path
+
+
+@contextmanager
+def refusing_port() -> Iterator[int]:
+    """A 127.0.0.1 port bound but not listening for the block: a connection there is refused
+    (no race with another process taking a port released too early)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]

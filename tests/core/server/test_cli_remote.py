@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import base64
 import re
-import socket
 
 import pytest
 
 from core.cli import main
 from events.keyring import Keyring
-from tests.clientkit import client_properties, remote_admin, write_command_config
+from tests.clientkit import client_properties, refusing_port, remote_admin, write_command_config
 from tests.serverkit import ADMIN_PASSWORD
 
 USERS = {"admin": ADMIN_PASSWORD, "alice": "alice-pw"}
@@ -166,10 +165,8 @@ def test_command_config_needs_bootstrap_server(capsys, local_store, tmp_path):
 
 def test_unreachable_server_and_bad_password_are_clear_errors(capsys, remote):
     """No server: 'cannot connect to broker HOST:PORT: connection refused'; a bad password: SASL_AUTHENTICATION_FAILED."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    code, _, err = run(capsys, *LIST_ALL, "--bootstrap-server", f"127.0.0.1:{port}")
+    with refusing_port() as port:
+        code, _, err = run(capsys, *LIST_ALL, "--bootstrap-server", f"127.0.0.1:{port}")
     assert code == 2 and f"cannot connect to broker 127.0.0.1:{port}: connection refused" in err
     code, _, err = run(capsys, *LIST_ALL, *remote("admin", "wrong-password"))
     assert code == 2 and "SASL_AUTHENTICATION_FAILED" in err and "wrong-password" not in err

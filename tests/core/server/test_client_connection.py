@@ -15,12 +15,7 @@ import pytest
 
 from core.wire.client_config import ClientConfig
 from core.wire.connection import BrokerConnectionError, Connection
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.clientkit import refusing_port
 
 
 def _config(port: int, **props) -> ClientConfig:
@@ -30,18 +25,19 @@ def _config(port: int, **props) -> ClientConfig:
 
 def test_connection_refused_names_the_broker():
     """Nobody listening: 'cannot connect to broker HOST:PORT: connection refused'."""
-    port = _free_port()
-    with pytest.raises(BrokerConnectionError, match=f"broker 127.0.0.1:{port}: connection refused"):
+    with refusing_port() as port, pytest.raises(BrokerConnectionError,
+                                                match=f"broker 127.0.0.1:{port}: connection refused"):
         Connection.open(_config(port))
 
 
 def test_every_bootstrap_server_is_tried():
-    """With two dead bootstrap servers the error names both."""
-    a, b = _free_port(), _free_port()
-    config = ClientConfig.from_properties({}, bootstrap_servers=f"127.0.0.1:{a},127.0.0.1:{b}")
-    with pytest.raises(BrokerConnectionError) as info:
-        Connection.open(config)
-    assert f"127.0.0.1:{a}" in str(info.value) and f"127.0.0.1:{b}" in str(info.value)
+    """With two dead bootstrap servers the error names both, each refused."""
+    with refusing_port() as a, refusing_port() as b:
+        config = ClientConfig.from_properties({}, bootstrap_servers=f"127.0.0.1:{a},127.0.0.1:{b}")
+        with pytest.raises(BrokerConnectionError) as info:
+            Connection.open(config)
+    assert str(info.value) == (f"cannot connect to broker 127.0.0.1:{a}: connection refused; "
+                               f"cannot connect to broker 127.0.0.1:{b}: connection refused")
 
 
 @pytest.fixture
