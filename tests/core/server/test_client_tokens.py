@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import time
 
 import pytest
 
@@ -39,6 +38,7 @@ from core.errors import (
     UnsupportedByAuthenticationException,
 )
 from tests.clientkit import remote_admin
+from tests.logkit import Clock
 from tests.serverkit import ADMIN, ADMIN_PASSWORD, TOKEN_SECRET
 
 SASL_SSL = "SASL_SSL://127.0.0.1:0"
@@ -150,11 +150,14 @@ def test_token_login_fails_with_a_wrong_hmac_or_once_expired(serve):
 
 
 def test_expired_token_cannot_be_renewed(serve):
-    """A token past its expiry (a tiny max lifetime) answers DELEGATION_TOKEN_EXPIRED to renew."""
-    server = serve(SASL_SSL, users=USERS)
+    """A token past its max lifetime answers DELEGATION_TOKEN_EXPIRED to renew (the store's clock moves)."""
+    clock = Clock()
+    server = serve(SASL_SSL, users=USERS, store_config=StoreConfig(token_secret=TOKEN_SECRET, clock=clock))
     with remote_admin(server, "SASL_SSL", "alice") as alice:
-        token = alice.create_delegation_token(max_lifetime_ms=1)
-        time.sleep(0.01)
+        token = alice.create_delegation_token(max_lifetime_ms=60_000)
+        clock.t += 59
+        assert alice.renew_delegation_token(token.hmac) == token.max_timestamp_ms
+        clock.t += 2
         with pytest.raises(DelegationTokenExpiredException):
             alice.renew_delegation_token(token.hmac)
 
