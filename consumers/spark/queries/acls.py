@@ -2,9 +2,11 @@
 
 ``acls_at`` lists the ACLs in force at a point with who created them.
 ``who_could_at`` selects in Spark only the ACLs that can bear on one resource
-(in force at the point, of its type, with a pattern that applies to its name),
-collects that small set into an authorizer image and asks
-``core.forensics.who_could``: the answer is the store's, by the same code.
+(in force at the point, of its type, with a pattern that applies to its name:
+``on_resource``, the one rule written in SQL, tested against
+``projections.acl_match.covers``), collects that small set into an authorizer
+image and asks ``core.forensics.who_could``: the decision is the store's, by
+the same code.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from events.types import AclBinding, AclOperation, AclPermissionType, PatternTyp
 from projections.acls import AclsImage
 from projections.image import SecurityImage
 
-__all__ = ["AclInForce", "acls_at", "acls_in_force", "who_could_at"]
+__all__ = ["AclInForce", "acls_at", "acls_in_force", "on_resource", "who_could_at"]
 
 _BINDING = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type")
 
@@ -89,15 +91,14 @@ def acls_at(reader: TableReader, at: PointArg = None) -> list[AclInForce]:
     return sorted(found, key=lambda a: a.acl_id)
 
 
-def _applying(reader: TableReader, n: int, resource_type: ResourceType, name: str) -> DataFrame:
-    """ACLs in force at ``n`` whose pattern applies to ``resource_type``:``name`` (authorizer rules):
-    LITERAL with that name or '*', PREFIXED with a name that is a prefix of it."""
+def on_resource(acls: DataFrame, resource_type: ResourceType, name: str) -> DataFrame:
+    """The rows of ``acls`` whose pattern applies to ``resource_type``:``name``: the same type, LITERAL with
+    that name or '*', PREFIXED with a name that is a prefix of it (``projections.acl_match.covers``,
+    written in SQL so that Spark selects the few ACLs before Python decides)."""
     literal = (F.col("pattern_type") == PatternType.LITERAL.name) & F.col("resource_name").isin(name, "*")
     prefixed = (F.col("pattern_type") == PatternType.PREFIXED.name) & F.lit(name).startswith(
         F.col("resource_name"))
-    return (acls_in_force(reader, n)
-            .where((F.col("resource_type") == resource_type.name) & (literal | prefixed))
-            .select("acl_id", *_BINDING))
+    return acls.where((F.col("resource_type") == resource_type.name) & (literal | prefixed))
 
 
 def who_could_at(
@@ -121,6 +122,7 @@ def who_could_at(
     point = check_point(reader, at)
     config = settings(reader)
     n = offset_of(reader, point)
-    pairs = [(r.acl_id, _binding(r)) for r in _applying(reader, n, rt, resource_name).collect()]
+    rows = on_resource(acls_in_force(reader, n), rt, resource_name).select("acl_id", *_BINDING).collect()
+    pairs = [(r.acl_id, _binding(r)) for r in rows]
     image = SecurityImage(acls=AclsImage.of(pairs), next_offset=n)
     return who_could(image, config, op, rt, resource_name)

@@ -22,6 +22,8 @@ from consumers.spark.queries import (  # noqa: E402
     tokens_alive,
     who_could_at,
 )
+from consumers.spark.queries.acls import on_resource  # noqa: E402
+from consumers.spark.queries.tokens import alive_in  # noqa: E402
 from consumers.spark.table_reader import TableReader  # noqa: E402
 from core import (  # noqa: E402
     AclBinding,
@@ -34,7 +36,9 @@ from core import (  # noqa: E402
 from core.errors import PointInTimeError, QueryError  # noqa: E402
 from core.forensics import parse_operation, parse_resource_type  # noqa: E402
 from core.timetravel import Point, parse_time  # noqa: E402
-from projections.authorizer import NO_ACL_FOUND, SUPER_USER  # noqa: E402
+from projections.acl_decision import NO_ACL_FOUND, SUPER_USER  # noqa: E402
+from projections.acl_match import covers  # noqa: E402
+from projections.tokens import TokenInfo  # noqa: E402
 from tests.consumers.conftest import ADMIN  # noqa: E402
 from tests.consumers.spark.sparkkit import Workspace, acl_state, make_workspace  # noqa: E402
 
@@ -305,14 +309,18 @@ def test_change_history_ranges_equal_the_store(spark, case):
 # -- tokens_alive ------------------------------------------------------------------------------
 
 
+def _alive_in_store(store, t: int) -> list[TokenInfo]:
+    """The store's answer at t: the tokens of its state at t that it would still authenticate at t."""
+    return [info for info in store.as_of(timestamp_ms=t).image.tokens if not info.is_expired(t)]
+
+
 def _alive_reference(store, t1: int, t2: int, times: list[int]) -> dict[str, tuple[int, int]]:
     """token id -> (first moment alive, expiry at the last moment alive), sampling T1 and batch times in (T1, T2]."""
     out: dict[str, tuple[int, int]] = {}
     for t in [t1, *[b for b in times if t1 < b <= t2]]:
-        for token in store.as_of(timestamp_ms=t).describe_delegation_tokens(context=ADMIN):
-            if token.expiry_timestamp_ms > t:
-                first = out.get(token.token_id, (t, 0))[0]
-                out[token.token_id] = (first, token.expiry_timestamp_ms)
+        for token in _alive_in_store(store, t):
+            first = out.get(token.token_id, (t, 0))[0]
+            out[token.token_id] = (first, token.expiry_timestamp_ms)
     return out
 
 
@@ -337,22 +345,67 @@ def test_tokens_alive_equal_the_store_sampled_at_batch_times(spark, case):
         assert nonempty >= 2
 
 
-def test_an_expired_token_is_not_alive_until_the_sweep(spark, case_a):
-    """The renewed-for-60s token is in the state after its expiry, yet not alive; the removed one never was later."""
+def test_a_token_is_alive_at_its_expiry_instant_and_not_after(spark, case_a):
+    """Kafka's rule (expired iff now > expiry): the renewed-for-60s token is alive at its expiry instant, as the
+    store still authenticates it then, and not a millisecond later, though it stays in the state until the sweep."""
     reader = TableReader(spark, case_a.tables)
     with case_a.space.open() as store:
         renewed = next(e for e in store.history(event_types=["DelegationTokenRenewed"], principal="User:alice"))
         expiry = renewed.payload["expiry_timestamp_ms"]
         token_id = renewed.payload["token_id"]
-        in_state = {t.token_id for t in store.as_of(timestamp_ms=expiry + 1).describe_delegation_tokens(
-            context=ADMIN)}
-    assert token_id in in_state
-    assert token_id in {t.token_id for t in tokens_alive(reader, expiry - 1)}
-    assert token_id not in {t.token_id for t in tokens_alive(reader, expiry)}
-    assert token_id not in {t.token_id for t in tokens_alive(reader, expiry, expiry + 60_000)}
-    assert token_id in {t.token_id for t in tokens_alive(reader, "2000-01-01T00:00:00Z", expiry - 1)}
+        alive_at_expiry = {t.token_id for t in _alive_in_store(store, expiry)}
+        alive_after = {t.token_id for t in _alive_in_store(store, expiry + 1)}
+        in_state_after = {t.token_id for t in store.as_of(timestamp_ms=expiry + 1).image.tokens}
+    assert token_id in alive_at_expiry and token_id not in alive_after and token_id in in_state_after
+    assert token_id in {t.token_id for t in tokens_alive(reader, expiry)}
+    assert token_id not in {t.token_id for t in tokens_alive(reader, expiry + 1)}
+    assert token_id not in {t.token_id for t in tokens_alive(reader, expiry + 1, expiry + 60_000)}
+    [found] = [t for t in tokens_alive(reader, "2000-01-01T00:00:00Z", expiry) if t.token_id == token_id]
+    assert found.expiry_timestamp_ms == expiry
 
 
+def _token_rows(spark, tokens: list[TokenInfo], valid_from_ms: int):
+    """``token_intervals``-shaped rows: one open interval per token from ``valid_from_ms``."""
+    rows = [(t.token_id, t.owner, t.requester, list(t.renewers), 1, valid_from_ms, None, t.issue_timestamp_ms,
+             t.expiry_timestamp_ms, t.max_timestamp_ms) for t in tokens]
+    schema = ("token_id string, owner string, requester string, renewers array<string>, valid_from_offset long, "
+              "from_ms long, to_ms long, issue_ms long, expiry_ms long, max_ms long")
+    stamp = F.timestamp_millis
+    return spark.createDataFrame(rows, schema).select(
+        "token_id", "owner", "requester", "renewers", "valid_from_offset", stamp("from_ms").alias("valid_from"),
+        stamp("to_ms").alias("valid_to"), stamp("issue_ms").alias("issue_timestamp"),
+        stamp("expiry_ms").alias("expiry_timestamp"), stamp("max_ms").alias("max_timestamp"))
+
+
+def test_token_expiry_in_sql_is_the_stores_rule_at_every_boundary(spark):
+    """alive_in's SQL keeps a token at t exactly when TokenInfo.is_expired(t) is false: expiry and max timestamp
+    before, at and after t, and equal to each other."""
+    t = 1_800_000_000_000
+    tokens = [TokenInfo(f"tok{i}", "User:alice", "User:alice", ("User:bob",), t - 10_000, t + de, t + dm)
+              for i, (de, dm) in enumerate((de, dm) for de in (-1, 0, 1) for dm in (-1, 0, 1, 5000) if dm >= de)]
+    rows = _token_rows(spark, tokens, valid_from_ms=t - 5000)
+    expected = {info.token_id for info in tokens if not info.is_expired(t)}
+    assert expected and expected != {info.token_id for info in tokens}
+    assert {r.token_id for r in alive_in(rows, t, t).collect()} == expected
+    assert {r.token_id for r in alive_in(rows, t - 1, t + 1).collect()} == {
+        info.token_id for info in tokens if not info.is_expired(t - 1)}
+
+
+# -- the pattern rule in SQL -----------------------------------------------------------------
+
+
+def test_on_resource_in_sql_is_the_projections_pattern_rule(spark):
+    """on_resource's SQL selects exactly the ACLs acl_match.covers says apply: prefixes equal to the name, longer
+    than it or of other types, LITERAL '*', a PREFIXED '*', names that differ in case."""
+    names = ["pay", "payments", "paym", "p", "*", "Pay", "payments-eu", "x"]
+    bindings = [_acl(rt, name, pattern, "User:*", "*", Op.READ, ALLOW)
+                for rt in (T, G) for name in names for pattern in (LIT, PRE)]
+    rows = [(str(i), b.restype.name, b.name, b.resource_pattern_type.name) for i, b in enumerate(bindings)]
+    acls = spark.createDataFrame(rows, "acl_id string, resource_type string, resource_name string, "
+                                       "pattern_type string")
+    for rt, name in [(T, "payments"), (T, "pay"), (T, "*"), (G, "paym"), (T, "Payments"), (T, "p")]:
+        found = {r.acl_id for r in on_resource(acls, rt, name).select("acl_id").collect()}
+        assert found == {str(i) for i, b in enumerate(bindings) if covers(b.pattern, rt, name)}, (rt, name)
 # -- bad input -------------------------------------------------------------------------------
 
 
