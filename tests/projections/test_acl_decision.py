@@ -115,13 +115,20 @@ settings = st.fixed_dictionaries(
     {"super_users": st.sampled_from([frozenset(), frozenset({"User:alice"})]), "allow_if_no_acl": st.booleans()})
 
 
-@given(st.lists(bindings, max_size=20), requests, settings)
-def test_decide_over_every_acl_on_the_resource_equals_authorize_and_explain(acls, request, config):
-    """decide() over all ACLs on the resource answers as the indexed authorize() and explain()."""
+def decide_on_image(acls, request, config):
+    """(image, every ACL on the requested resource, decide() over them) for a request tuple."""
     image = AclsImage.of(pairs(*acls))
     principal, host, op, rtype, name = request
     on_resource = acls_on(image, rtype, name)
-    decision = decide(principal, host, op, on_resource, resource_has_acls=bool(on_resource), **config)
+    return image, on_resource, decide(principal, host, op, on_resource, resource_has_acls=bool(on_resource),
+                                      **config)
+
+
+@given(st.lists(bindings, max_size=20), requests, settings)
+def test_decide_over_every_acl_on_the_resource_equals_authorize_and_explain(acls, request, config):
+    """decide() over all ACLs on the resource answers as the indexed authorize() and explain()."""
+    image, on_resource, decision = decide_on_image(acls, request, config)
+    principal, host, op, rtype, name = request
     assert decision.allowed == authorize(image, principal, host, op, rtype, name, **config)
     assert decision == explain(image, principal, host, op, rtype, name, **config)
 
@@ -129,10 +136,8 @@ def test_decide_over_every_acl_on_the_resource_equals_authorize_and_explain(acls
 @given(st.lists(bindings, max_size=20), requests, settings)
 def test_the_deciding_acls_are_exactly_those_that_decide(acls, request, config):
     """Each deciding ACL applies and has the decision's effect; without them all, the decision changes."""
-    image = AclsImage.of(pairs(*acls))
-    principal, host, op, rtype, name = request
-    on_resource = acls_on(image, rtype, name)
-    decision = decide(principal, host, op, on_resource, resource_has_acls=bool(on_resource), **config)
+    _, on_resource, decision = decide_on_image(acls, request, config)
+    principal, host, op, _, _ = request
     if not decision.acls:
         assert decision.reason in (SUPER_USER, NO_MATCHING_ALLOW, NO_ACL_FOUND)
         return
