@@ -16,9 +16,9 @@ import sys
 import time
 
 from core.cli.common import add_key_option, iso_time, print_json, print_table, store_path
-from core.cli.forensics_cmd import add_point_options, one_resource, point, print_grants
+from core.cli.forensics_cmd import add_point_pair, point_arg, print_grants
 from core.cli.plugins import Commands
-from core.cli.security import add_resource_options
+from core.cli.security import add_resource_options, one_resource
 from core.errors import SecmetaError
 from core.forensics import parse_operation
 from core.timetravel import parse_time
@@ -77,7 +77,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     acls = qsub.add_parser("acls", help="the ACLs in force at a point, and who created each",
                            description="The ACLs in force at a time or offset (default: the tables' version).")
     _tables(acls)
-    add_point_options(acls, "at", "the point to ask about (default: the tables' version)")
+    add_point_pair(acls, "at", "the point to ask about (default: the tables' version)")
     acls.set_defaults(func=query_acls_cmd)
 
     who = qsub.add_parser("who-could", help="every principal allowed an operation on a resource at a point",
@@ -86,7 +86,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     _tables(who)
     who.add_argument("--operation", required=True, metavar="OP")
     add_resource_options(who, many=False)
-    add_point_options(who, "at", "the point to ask about (default: the tables' version)")
+    add_point_pair(who, "at", "the point to ask about (default: the tables' version)")
     who.set_defaults(func=query_who_could_cmd)
 
     hist = qsub.add_parser("history", help="the change history of a principal or a SCRAM user",
@@ -247,7 +247,7 @@ def _reader(args: argparse.Namespace):
 def query_acls_cmd(args: argparse.Namespace) -> int:
     from consumers.spark import queries
 
-    at = point(args, "at")
+    at = point_arg(args, "at")
     found = queries.acls_at(_reader(args), at)
     if args.json:
         print_json([a.to_dict() for a in found])
@@ -265,7 +265,7 @@ def query_who_could_cmd(args: argparse.Namespace) -> int:
 
     rtype, name = one_resource(args)
     op = parse_operation(args.operation)
-    at = point(args, "at")
+    at = point_arg(args, "at")
     grants = queries.who_could_at(_reader(args), op, rtype, name, at)
     print_grants(grants, op, rtype, name, as_json=args.json)
     return 0

@@ -9,11 +9,10 @@ from core.cli.security import (
     add_point_options,
     add_resource_options,
     add_security_options,
+    one_resource,
     open_store,
-    resources,
     view,
 )
-from core.errors import InvalidValueError
 from events.types import AclOperation
 
 
@@ -34,10 +33,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    targets = resources(args)
-    if len(targets) != 1:
-        raise InvalidValueError("give exactly one resource: --topic, --group, --cluster, --transactional-id, --delegation-token or --user-principal")
-    (rtype, name), op = targets[0], AclOperation.parse(args.operation)
+    (rtype, name), op = one_resource(args), AclOperation.parse(args.operation)
     with open_store(args, read_only=True) as store:
         source = view(store, args)
         decision = source.explain(args.principal, args.host, op, rtype, name)

@@ -8,6 +8,7 @@ from core.cli.common import iso_time, print_json, print_table
 from core.cli.security import (
     add_resource_options,
     add_security_options,
+    one_resource,
     open_store,
     pattern_type,
     resources,
@@ -37,8 +38,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                             description="ACLs added and removed, credentials upserted and deleted, tokens "
                                         "issued, renewed, expired and removed between two points.")
     add_security_options(d)
-    add_point_options(d, "from", "the earlier point")
-    add_point_options(d, "to", "the later point (default: now)")
+    add_point_pair(d, "from", "the earlier point")
+    add_point_pair(d, "to", "the later point (default: now)")
     d.add_argument("--json", action="store_true", help="print JSON instead of text")
     d.set_defaults(func=diff_cmd)
 
@@ -48,7 +49,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_security_options(w)
     w.add_argument("--operation", required=True, metavar="OP")
     add_resource_options(w, many=False)
-    add_point_options(w, "at", "the point to ask about (default: now)")
+    add_point_pair(w, "at", "the point to ask about (default: now)")
     w.add_argument("--json", action="store_true", help="print JSON instead of a table")
     w.set_defaults(func=who_could_cmd)
 
@@ -64,26 +65,19 @@ def register(commands: argparse._SubParsersAction) -> None:
     t.set_defaults(func=timeline_cmd)
 
 
-def add_point_options(parser: argparse.ArgumentParser, name: str, what: str) -> None:
+def add_point_pair(parser: argparse.ArgumentParser, name: str, what: str) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument(f"--{name}", metavar="TIME", help=f"{what}: ISO-8601 with zone, or epoch ms")
     group.add_argument(f"--{name}-offset", metavar="N", help=f"{what}: after the first N events")
 
 
-def point(args: argparse.Namespace, name: str) -> Point | None:
+def point_arg(args: argparse.Namespace, name: str) -> Point | None:
     time_text, offset_text = getattr(args, name), getattr(args, f"{name}_offset")
     if time_text is not None:
         return Point.at_time(parse_time(time_text))
     if offset_text is not None:
         return Point.at_offset(parse_offset(offset_text))
     return None
-
-
-def one_resource(args: argparse.Namespace):
-    targets = resources(args)
-    if len(targets) != 1:
-        raise InvalidValueError("give exactly one resource: --topic, --group, --cluster, --transactional-id, --delegation-token or --user-principal")
-    return targets[0]
 
 
 def history_cmd(args: argparse.Namespace) -> int:
@@ -113,8 +107,8 @@ def history_cmd(args: argparse.Namespace) -> int:
 
 def diff_cmd(args: argparse.Namespace) -> int:
     with open_store(args, read_only=True) as store:
-        start = point(args, "from") or Point.at_offset(0)
-        end = point(args, "to") or Point.at_offset(store.log.end_offset)
+        start = point_arg(args, "from") or Point.at_offset(0)
+        end = point_arg(args, "to") or Point.at_offset(store.log.end_offset)
         diff = store.diff(start, end)
     if args.json:
         print_json(diff.to_dict())
@@ -146,7 +140,7 @@ def who_could_cmd(args: argparse.Namespace) -> int:
     rtype, name = one_resource(args)
     op = AclOperation.parse(args.operation)
     with open_store(args, read_only=True) as store:
-        grants = store.who_could(op, rtype, name, at=point(args, "at"))
+        grants = store.who_could(op, rtype, name, at=point_arg(args, "at"))
     print_grants(grants, op, rtype, name, as_json=args.json)
     return 0
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 
-from core.cli.common import add_store_options, keyring, store_path
+from core.cli.common import DEFAULT_STORE_ENV, add_store_options, keyring, store_path
 from core.config import StoreConfig
 from core.errors import InvalidValueError
 from core.types import RequestContext
@@ -32,6 +33,9 @@ def add_remote_options(parser: argparse.ArgumentParser) -> None:
                         help="send the request to this running server over Kafka's protocol instead of opening --store")
     parser.add_argument("--command-config", metavar="FILE",
                         help="Kafka client properties for --bootstrap-server (security.protocol, sasl.*, ssl.*)")
+    # $SECMETA_STORE applies in open_admin, and only without --bootstrap-server: an explicit --store
+    # beside --bootstrap-server is then told apart from the environment's and refused.
+    parser.set_defaults(store=None)
 
 
 def add_resource_options(parser: argparse.ArgumentParser, *, many: bool) -> None:
@@ -52,6 +56,15 @@ def resources(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
     return out
 
 
+def one_resource(args: argparse.Namespace) -> tuple[ResourceType, str]:
+    """(type, name) of the one resource option given; more or fewer is an error naming the options."""
+    targets = resources(args)
+    if len(targets) != 1:
+        raise InvalidValueError("give exactly one resource: --topic, --group, --cluster, --transactional-id, "
+                                "--delegation-token or --user-principal")
+    return targets[0]
+
+
 def pattern_type(text: str) -> PatternType:
     return PatternType.parse(text)
 
@@ -69,12 +82,19 @@ def open_admin(args: argparse.Namespace, *, read_only: bool = False):
 
     Both have the same admin methods and are context managers.  Over the wire the login of
     --command-config decides who asks, so --as and --from-host are refused, and so are
-    --as-of / --at-offset, which read a store's history.
+    --as-of / --at-offset, which read a store's history, and --store / --key-file, which name
+    a local store (the $SECMETA_STORE and $SECMETA_KEY_FILE defaults are not used then).
     """
     if getattr(args, "bootstrap_server", None) is None:
         if getattr(args, "command_config", None):
             raise InvalidValueError("--command-config needs --bootstrap-server")
+        if args.store is None:
+            args = argparse.Namespace(**{**vars(args), "store": os.environ.get(DEFAULT_STORE_ENV)})
         return open_store(args, read_only=read_only)
+    for flag, value in (("--store", args.store), ("--key-file", args.key_file)):
+        if value is not None:
+            raise InvalidValueError(f"{flag} cannot be used with --bootstrap-server: the server holds the store "
+                                    "(give one or the other)")
     for flag in ("as_of", "at_offset"):
         if getattr(args, flag, None) is not None:
             raise InvalidValueError(f"--{flag.replace('_', '-')} reads a store's history and cannot be used with "
