@@ -145,16 +145,34 @@ def test_a_token_login_from_the_command_config_may_not_create_tokens(capsys, rem
     assert code == 2 and "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED" in err
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--as-of", "2026-01-01T00:00:00Z"], "--as-of reads a store's history"),
-    (["--at-offset", "3"], "--at-offset reads a store's history"),
-    (["--as", "User:alice"], "--as cannot be used with --bootstrap-server"),
-    (["--from-host", "10.0.0.1"], "--from-host cannot be used with --bootstrap-server"),
+@pytest.mark.parametrize("command, extra, message", [
+    (LIST_ALL, ["--as-of", "2026-01-01T00:00:00Z"], "--as-of reads a store's history"),
+    (LIST_ALL, ["--at-offset", "3"], "--at-offset reads a store's history"),
+    (ADD, ["--as", "User:alice"], "--as cannot be used with --bootstrap-server"),
+    (ADD, ["--from-host", "10.0.0.1"], "--from-host cannot be used with --bootstrap-server"),
+    (ADD, ["--store", "/tmp/elsewhere"], "--store cannot be used with --bootstrap-server"),
+    (ADD, ["--key-file", "/tmp/keys.json"], "--key-file cannot be used with --bootstrap-server"),
 ])
-def test_local_only_options_are_usage_errors_with_bootstrap_server(capsys, remote, extra, message):
-    """--as-of / --at-offset / --as / --from-host with --bootstrap-server: exit 2, nothing sent."""
-    code, out, err = run(capsys, *LIST_ALL, *remote(), *extra)
+def test_local_only_options_are_usage_errors_with_bootstrap_server(capsys, remote, command, extra, message):
+    """--as-of / --at-offset / --as / --from-host / --store / --key-file with --bootstrap-server: exit 2,
+    nothing written."""
+    end = remote.server.log_end()
+    code, out, err = run(capsys, *command, *remote(), *extra)
     assert code == 2 and message in err and out == ""
+    assert remote.server.log_end() == end
+
+
+def test_secmeta_store_from_the_environment_is_not_used_with_bootstrap_server(capsys, local_store, remote,
+                                                                              monkeypatch):
+    """$SECMETA_STORE (and $SECMETA_KEY_FILE) name the local store only: with --bootstrap-server the change
+    goes to the server and the local store is untouched; without it, $SECMETA_STORE is the store."""
+    monkeypatch.setenv("SECMETA_STORE", local_store[1])
+    assert run(capsys, *ADD, *remote())[0] == 0
+    assert run(capsys, *LIST_ALL, *remote())[1].count("User:alice") == 4
+    code, _, err = run(capsys, *LIST_ALL)             # the local store, from the environment: never created
+    assert code == 2 and local_store[1] in err
+    assert run(capsys, *ADD)[0] == 0
+    assert run(capsys, *LIST_ALL)[1].count("User:alice") == 4
 
 
 def test_command_config_needs_bootstrap_server(capsys, local_store, tmp_path):
