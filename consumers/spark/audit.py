@@ -6,8 +6,8 @@
 The rules are ``consumers.audit_rules.AuditRules``, the very objects the
 Kafka audit job evaluates (``load_rules``: the defaults, or a TOML/JSON rules
 file). They work on ``Envelope`` values; the stream rebuilds each event's
-envelope from its row (``envelope_from_row``, the inverse of
-``consumers.spark.rows.event_row``). Rows never carry a secret, so a rebuilt
+envelope from its row (``consumers.spark.rows.envelope_from_row``, the inverse
+of ``event_row``). Rows never carry a secret, so a rebuilt
 ``ScramCredentialUpserted`` holds the empty stand-in ``NO_SECRET``: no rule reads
 a secret, and the tests check that the alerts equal ``AuditRules.evaluate`` over
 the logged envelopes themselves.
@@ -55,8 +55,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,40 +64,18 @@ import pyarrow.parquet as pq
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from consumers.audit_rules import Alert, AuditRules, load_rules
-from consumers.spark.rows import SCHEMA
+from consumers.spark.rows import SCHEMA, envelope_from_row, python_rows
 from core.errors import InvalidValueError, SecmetaError
 from events.durable import fsync_dir, write_atomically
-from events.keyring import SealedSecret
-from events.records import (
-    AclCreated,
-    AclDeleted,
-    DelegationTokenExpired,
-    DelegationTokenIssued,
-    DelegationTokenRemoved,
-    DelegationTokenRenewed,
-    Envelope,
-    ScramCredentialDeleted,
-    ScramCredentialUpserted,
-    TokenRemovalReason,
-)
-from events.types import (
-    AclBinding,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourceType,
-    ScramMechanism,
-)
+from events.records import AclDeleted
 
 __all__ = [
     "ALERTS_SCHEMA",
     "MARKER",
-    "NO_SECRET",
     "STATE_DIR",
     "AlertsSink",
     "SparkAuditError",
     "audit_stream",
-    "envelope_from_row",
     "read_alerts",
     "run_audit",
 ]
@@ -145,104 +122,6 @@ class SparkAuditError(SecmetaError, ValueError):
     """The Spark audit cannot run as asked (a bad source, alerts directory or option)."""
 
 
-# -- rows back to envelopes -------------------------------------------------------------
-
-#: Stands for the sealed secret of a ``ScramCredentialUpserted`` rebuilt from a row: rows
-#: never carry one, and no alert rule reads it. It holds nothing.
-NO_SECRET = SealedSecret("<not in rows>", b"", b"")
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MS = timedelta(milliseconds=1)
-
-
-def _ms(value: Any) -> int:
-    """Milliseconds since the epoch from a row's timestamp (ms as an int, or a datetime; naive = UTC)."""
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return (value - _EPOCH) // _MS
-    return int(value)
-
-
-def _binding(row: Mapping[str, Any]) -> AclBinding:
-    return AclBinding.of(
-        ResourceType[row["resource_type"]],
-        row["resource_name"],
-        PatternType[row["pattern_type"]],
-        row["principal"],
-        row["host"],
-        AclOperation[row["operation"]],
-        AclPermissionType[row["permission_type"]],
-    )
-
-
-_BUILDERS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
-    "AclCreated": lambda r: AclCreated(r["acl_id"], _binding(r)),
-    "AclDeleted": lambda r: AclDeleted(r["acl_id"], _binding(r)),
-    "ScramCredentialUpserted": lambda r: ScramCredentialUpserted(
-        r["user"], ScramMechanism[r["mechanism"]], int(r["iterations"]), NO_SECRET
-    ),
-    "ScramCredentialDeleted": lambda r: ScramCredentialDeleted(
-        r["user"], ScramMechanism[r["mechanism"]]
-    ),
-    "DelegationTokenIssued": lambda r: DelegationTokenIssued(
-        r["token_id"],
-        r["owner"],
-        r["requester"],
-        tuple(r["renewers"] or ()),
-        _ms(r["issue_timestamp"]),
-        _ms(r["expiry_timestamp"]),
-        _ms(r["max_timestamp"]),
-    ),
-    "DelegationTokenRenewed": lambda r: DelegationTokenRenewed(
-        r["token_id"], int(r["renew_period_ms"]), _ms(r["expiry_timestamp"])
-    ),
-    "DelegationTokenExpired": lambda r: DelegationTokenExpired(
-        r["token_id"], int(r["expiry_period_ms"]), _ms(r["expiry_timestamp"])
-    ),
-    "DelegationTokenRemoved": lambda r: DelegationTokenRemoved(
-        r["token_id"], TokenRemovalReason[r["reason"]]
-    ),
-}
-
-
-def envelope_from_row(row: Mapping[str, Any]) -> Envelope:
-    """The envelope a row of ``SCHEMA`` was made from, its secret (if any) replaced by ``NO_SECRET``.
-
-    Timestamp columns may hold milliseconds or datetimes (naive ones are read as UTC).
-    """
-    event_type = row["event_type"]
-    build = _BUILDERS.get(event_type)
-    if build is None:
-        raise SparkAuditError(
-            f"the row at log offset {row.get('offset')} has an unknown event type {event_type!r}"
-        )
-    try:
-        event = build(row)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise SparkAuditError(
-            f"the {event_type} row at log offset {row.get('offset')} cannot be read: {exc!r}"
-        ) from None
-    return Envelope(
-        int(row["offset"]),
-        int(row["timestamp_ms"]),
-        row["actor_principal"],
-        row["actor_host"],
-        row["request_id"],
-        event,
-    )
-
-
-def _python_rows(data: pa.RecordBatch | pa.Table) -> list[dict[str, Any]]:
-    """The rows as dicts, timestamp columns as milliseconds since the epoch (whatever their zone)."""
-    columns = []
-    for column in data.columns:
-        if pa.types.is_timestamp(column.type):
-            column = column.cast(pa.timestamp("ms", tz=column.type.tz), safe=False).cast(pa.int64())
-        columns.append(column)
-    return pa.table(columns, names=data.schema.names).to_pylist()
-
-
 # -- the rules, split ---------------------------------------------------------------------
 
 
@@ -275,7 +154,7 @@ def _evaluator(stateless: AuditRules, watched: frozenset[str] | None, stateful: 
             names: list[str | None] = []
             severities: list[str | None] = []
             messages: list[str | None] = []
-            for i, row in enumerate(_python_rows(batch)):
+            for i, row in enumerate(python_rows(batch)):
                 if stateless.rules:
                     for alert in stateless.evaluate(envelope_from_row(row)):
                         take.append(i)
@@ -357,7 +236,7 @@ class AlertsSink:
         """Evaluate the rules on one micro-batch and write (or replace) its alerts file."""
         evaluator = _evaluator(self.stateless, self.watched, bool(self.stateful.rules))
         selected = batch_df.select(*SCHEMA.fieldNames())
-        rows = _python_rows(selected.mapInArrow(evaluator, _EVAL_SCHEMA).toArrow())
+        rows = python_rows(selected.mapInArrow(evaluator, _EVAL_SCHEMA).toArrow())
         alerts = [_row_alert(r) for r in rows if r["rule"] is not None]
         watched = sorted((r for r in rows if r["rule"] is None), key=lambda r: r["offset"])
         rules = None

@@ -1,4 +1,4 @@
-"""One row schema for every secmeta Spark source, and how envelopes become rows.
+"""One row schema for every secmeta Spark source, and how envelopes become rows and rows envelopes.
 
 ``SCHEMA``: the envelope (offset, time, actor, request, event type, entity key),
 then the payload flattened into nullable columns. Secrets never appear: a SCRAM
@@ -8,12 +8,19 @@ HMAC, because only the columns listed here are ever read from an event.
 ``event_row`` makes one Python row (for tests and small reads);
 ``arrow_batches`` turns envelopes into pyarrow RecordBatches, which is what the
 sources hand to Spark (several times faster than tuples).
+
+``envelope_from_row`` goes back (the Spark audit job runs its rules on the
+rebuilt envelopes); ``python_rows`` reads a pyarrow batch or table as such
+rows. Both directions follow the one column table ``_COLUMNS``, so a field
+added to an event without a column fails when this module loads. Rows never
+carry a secret, so a rebuilt ``ScramCredentialUpserted`` holds ``NO_SECRET``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import typing
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from itertools import islice
@@ -30,9 +37,24 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from events.errors import InvalidValueError
+from events.keyring import SealedSecret
+from events.records import EVENT_TYPES, Envelope
+from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from projections.gc_pause import paused_gc
 
-__all__ = ["ARROW_BATCH", "ARROW_SCHEMA", "SCHEMA", "arrow_batch", "arrow_batches", "event_row"]
+__all__ = [
+    "ARROW_BATCH",
+    "ARROW_SCHEMA",
+    "NO_SECRET",
+    "SCHEMA",
+    "RowError",
+    "arrow_batch",
+    "arrow_batches",
+    "envelope_from_row",
+    "event_row",
+    "python_rows",
+]
 
 ARROW_BATCH = 8192  # rows per Arrow batch handed to Spark
 
@@ -203,3 +225,104 @@ def arrow_batches(envelopes: Iterable, size: int = ARROW_BATCH) -> Iterator[pa.R
         if batch is None:
             return
         yield batch
+
+
+# -- rows back to envelopes -------------------------------------------------------------
+
+#: Stands for the sealed secret of a ``ScramCredentialUpserted`` rebuilt from a row: rows
+#: never carry one, and no alert rule reads it. It holds nothing.
+NO_SECRET = SealedSecret("<not in rows>", b"", b"")
+
+_MS_DELTA = timedelta(milliseconds=1)
+
+
+class RowError(InvalidValueError):
+    """A row that is not one of ``SCHEMA``'s events; the message names its log offset and what is wrong."""
+
+
+def _ms(value: Any) -> int:
+    """Milliseconds since the epoch from a row's timestamp (ms as an int, or a datetime; naive = UTC)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return (value - _EPOCH) // _MS_DELTA
+    return int(value)
+
+
+def _binding(row: Mapping[str, Any]) -> AclBinding:
+    """The inverse of ``_BINDING_FIELDS``."""
+    return AclBinding.of(
+        ResourceType[row["resource_type"]],
+        row["resource_name"],
+        PatternType[row["pattern_type"]],
+        row["principal"],
+        row["host"],
+        AclOperation[row["operation"]],
+        AclPermissionType[row["permission_type"]],
+    )
+
+
+_COLUMN_OF = {source: (name, dtype) for name, dtype, source in _COLUMNS[_ENVELOPE_WIDTH:]}
+
+
+def _field_reader(event_type: type, field: str, hint: Any) -> Callable[[Mapping[str, Any]], Any]:
+    """How one field of ``event_type`` is read back from its column (the inverse of ``_expression``)."""
+    if field == "binding":
+        return _binding
+    if field == "secret":
+        return lambda _row: NO_SECRET
+    if field not in _COLUMN_OF:
+        raise TypeError(f"{event_type.__name__}.{field} has no column in the Spark row schema")
+    name, dtype = _COLUMN_OF[field]
+    if isinstance(dtype, TimestampType):
+        return lambda row: _ms(row[name])
+    if isinstance(dtype, ArrayType):
+        return lambda row: tuple(row[name] or ())
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        return lambda row: hint[row[name]]
+    if isinstance(dtype, (IntegerType, LongType)):
+        return lambda row: int(row[name])
+    return lambda row: row[name]
+
+
+def _event_builder(event_type: type) -> Callable[[Mapping[str, Any]], Any]:
+    hints = typing.get_type_hints(event_type)
+    readers = [_field_reader(event_type, f.name, hints[f.name]) for f in dataclasses.fields(event_type)]
+    return lambda row: event_type(*[read(row) for read in readers])
+
+
+_BUILDERS = {name: _event_builder(cls) for name, cls in EVENT_TYPES.items()}
+
+
+def envelope_from_row(row: Mapping[str, Any]) -> Envelope:
+    """The envelope a row of ``SCHEMA`` was made from, its secret (if any) replaced by ``NO_SECRET``.
+
+    Timestamp columns may hold milliseconds or datetimes (naive ones are read as UTC).
+    Raises RowError for an unknown event type or a column that cannot be read.
+    """
+    event_type = row["event_type"]
+    build = _BUILDERS.get(event_type)
+    if build is None:
+        raise RowError(f"the row at log offset {row.get('offset')} has an unknown event type {event_type!r}")
+    try:
+        event = build(row)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RowError(f"the {event_type} row at log offset {row.get('offset')} cannot be read: {exc!r}") from None
+    return Envelope(
+        int(row["offset"]),
+        int(row["timestamp_ms"]),
+        row["actor_principal"],
+        row["actor_host"],
+        row["request_id"],
+        event,
+    )
+
+
+def python_rows(data: pa.RecordBatch | pa.Table) -> list[dict[str, Any]]:
+    """The rows as dicts, timestamp columns as milliseconds since the epoch (whatever their zone)."""
+    columns = []
+    for column in data.columns:
+        if pa.types.is_timestamp(column.type):
+            column = column.cast(pa.timestamp("ms", tz=column.type.tz), safe=False).cast(pa.int64())
+        columns.append(column)
+    return pa.table(columns, names=data.schema.names).to_pylist()

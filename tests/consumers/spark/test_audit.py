@@ -15,17 +15,14 @@ from consumers.audit_rules import AuditRules, MassDeletion, RulesFileError, load
 from consumers.spark.audit import (
     ALERTS_SCHEMA,
     MARKER,
-    NO_SECRET,
     STATE_DIR,
     AlertsSink,
     SparkAuditError,
-    _python_rows,
     audit_stream,
-    envelope_from_row,
     read_alerts,
     run_audit,
 )
-from consumers.spark.rows import SCHEMA, event_row
+from consumers.spark.rows import NO_SECRET, SCHEMA, envelope_from_row, event_row, python_rows
 from core import (
     AclBinding,
     AclBindingFilter,
@@ -212,7 +209,7 @@ def test_rows_rebuild_the_logged_envelopes(spark, audited):
     assert [envelope_from_row(dict(zip(SCHEMA.fieldNames(), event_row(e)))) for e in envelopes] == wanted
     table = (spark.read.format("secmeta").option("path", str(audited.store_dir))
              .option("keyFile", str(audited.key_file)).load().orderBy("offset").toArrow())
-    assert [envelope_from_row(r) for r in _python_rows(table)] == wanted
+    assert [envelope_from_row(r) for r in python_rows(table)] == wanted
 
 
 def test_every_rule_fires_as_the_kafka_jobs_rules_do(spark, audited):
