@@ -12,17 +12,26 @@ What Kafka does and these tests hold the server to:
   ScramControlManager.alterCredentials for the per-user codes (RESOURCE_NOT_FOUND, UNACCEPTABLE_CREDENTIAL, ...).
 - Kafka's AclAuthorizerTest / StandardAuthorizerTest filter semantics (ANY, MATCH, LITERAL, PREFIXED) are the
   store's; here the wire answer must equal the store's own answer for each filter.
+- AclControlManager.deleteAcls / deleteAclsForFilter (metadata/src/main/java/org/apache/kafka/controller): each
+  filter lists every binding it matches in the ACLs as they stood before the request (records are only replayed
+  afterwards), so a binding two filters match is listed under both; the removal records are a set, so it is
+  removed once (AclControlManagerTest.testDeleteDedupe: two filters, one record, two results).
+
+The ACL and SCRAM tests run on each way in: PLAINTEXT as User:ANONYMOUS (granted CLUSTER ALTER and DESCRIBE
+by ACL, plaintext passwords allowed: KIP-506's TLS rule is tested on its own), and SASL_SSL logged in as admin
+with SCRAM-SHA-256 and with SCRAM-SHA-512.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import admin as ck
 
-from core import StoreConfig
+from core import ScramCredentialInfo, StoreConfig
 from core.errors import ErrorCode
 from core.wire import convert
 from core.wire.codec import build, request_class
@@ -71,9 +80,35 @@ FILTERS = {
 }
 
 
+USERS = {"admin": "admin-secret", "bob": "bob-secret"}
+ANONYMOUS_GRANTS = frozenset(AclBinding.of(C, CLUSTER_NAME, LIT, "User:ANONYMOUS", "*", op, ALLOW)
+                             for op in (AclOperation.ALTER, AclOperation.DESCRIBE))
+
+
 @pytest.fixture
 def server(serve):
-    return serve(LISTENERS, users={"admin": "admin-secret", "bob": "bob-secret"})
+    return serve(LISTENERS, users=USERS)
+
+
+@dataclass(frozen=True)
+class Wire:
+    server: object
+    admin: ck.AdminClient
+    grants: frozenset[AclBinding]     # the ACLs the fixture created to let this principal administer
+
+
+@pytest.fixture(params=[("PLAINTEXT", None), ("SASL_SSL", "SCRAM-SHA-256"), ("SASL_SSL", "SCRAM-SHA-512")],
+                ids=["PLAINTEXT", "SASL_SSL-SCRAM-SHA-256", "SASL_SSL-SCRAM-SHA-512"])
+def wire(serve, request):
+    """An AdminClient with the cluster rights on one way in (see the module docstring)."""
+    listener, mechanism = request.param
+    plaintext = listener == "PLAINTEXT"
+    server = serve(LISTENERS, users=USERS,
+                   store_config=StoreConfig(token_secret=TOKEN_SECRET, allow_plaintext_passwords=plaintext))
+    grants = ANONYMOUS_GRANTS if plaintext else frozenset()
+    assert not any(server.store.create_acls(list(grants), context=ADMIN))
+    admin = ck.AdminClient(server.confluent_config(listener, "admin", mechanism=mechanism or "SCRAM-SHA-256"))
+    return Wire(server, admin, grants)
 
 
 def _admin(server, user="admin"):
@@ -84,11 +119,12 @@ def _describe(admin, f: AclBindingFilter) -> set[AclBinding]:
     return {from_ck(b) for b in admin.describe_acls(ck_filter(f), request_timeout=10).result(timeout=TIMEOUT)}
 
 
-def test_create_describe_delete_acls_with_every_filter_kind(server):
-    """Each filter kind describes over the wire exactly what the store answers, then deletes it."""
-    admin = _admin(server)
+def test_create_describe_delete_acls_with_every_filter_kind(wire):
+    """Each filter kind describes over the wire exactly what the store answers, then deletes it;
+    a binding two filters match is listed under both (AclControlManager.deleteAclsForFilter)."""
+    server, admin = wire.server, wire.admin
     assert result_codes(admin.create_acls([ck_binding(b) for b in BINDINGS], request_timeout=10)) == [ErrorCode.NONE] * len(BINDINGS)
-    assert set(server.store.describe_acls(AclBindingFilter.any(), context=ADMIN)) == set(BINDINGS)
+    assert set(server.store.describe_acls(AclBindingFilter.any(), context=ADMIN)) == set(BINDINGS) | wire.grants
     for name, f in FILTERS.items():
         expected = set(server.store.describe_acls(f, context=ADMIN))
         assert _describe(admin, f) == expected, name
@@ -96,20 +132,18 @@ def test_create_describe_delete_acls_with_every_filter_kind(server):
     assert _describe(admin, FILTERS["none"]) == set()
 
     deletes = [FILTERS["match"], FILTERS["principal"], FILTERS["none"]]
-    expected_removed = [set(server.store.describe_acls(f, context=ADMIN)) for f in deletes]
-    expected_removed[1] -= expected_removed[0]  # a binding is reported by the first filter that removes it
     futures = admin.delete_acls([ck_filter(f) for f in deletes], request_timeout=10)
     removed = [{from_ck(b) for b in futures[ck_filter(f)].result(timeout=TIMEOUT)} for f in deletes]
-    assert removed[0] == expected_removed[0] and removed[2] == set()
-    assert removed[1] | removed[0] >= expected_removed[1]
-    left = set(BINDINGS) - removed[0] - removed[1]
+    # BINDINGS[2] (User:bob on TOPIC "*") matches both the MATCH filter and the principal filter.
+    assert removed == [{BINDINGS[0], BINDINGS[1], BINDINGS[2]}, {BINDINGS[2], BINDINGS[3]}, set()]
+    left = (set(BINDINGS) | wire.grants) - removed[0] - removed[1]
     assert set(server.store.describe_acls(AclBindingFilter.any(), context=ADMIN)) == left
     assert _describe(admin, AclBindingFilter.any()) == left
 
 
-def test_creating_an_existing_acl_succeeds_and_bad_ones_are_invalid_request(server):
+def test_creating_an_existing_acl_succeeds_and_bad_ones_are_invalid_request(wire):
     """A duplicate is a successful no-op; a wrong CLUSTER name or a principal without a type is INVALID_REQUEST."""
-    admin = _admin(server)
+    server, admin = wire.server, wire.admin
     bad_cluster = AclBinding.of(C, "other", LIT, "User:alice", "*", AclOperation.ALTER, ALLOW)
     bad_principal = AclBinding.of(T, "t", LIT, "alice", "*", AclOperation.READ, ALLOW)
     assert result_codes(admin.create_acls([ck_binding(BINDINGS[0])], request_timeout=10)) == [ErrorCode.NONE]
@@ -119,12 +153,12 @@ def test_creating_an_existing_acl_succeeds_and_bad_ones_are_invalid_request(serv
     with pytest.raises(KafkaException) as raised:
         futures[ck_binding(bad_cluster)].result(timeout=TIMEOUT)
     assert "kafka-cluster" in raised.value.args[0].str()
-    assert server.store.describe_acls(AclBindingFilter.any(), context=ADMIN) == [BINDINGS[0]]
+    assert set(server.store.describe_acls(AclBindingFilter.any(), context=ADMIN)) == {BINDINGS[0]} | wire.grants
 
 
-def test_scram_upsert_describe_delete(server):
+def test_scram_upsert_describe_delete(wire):
     """Upsertions with a password, describe (all and by name) and deletion, as the store sees them."""
-    admin = _admin(server)
+    server, admin = wire.server, wire.admin
     alterations = [
         ck.UserScramCredentialUpsertion("carol", ck.ScramCredentialInfo(ck.ScramMechanism.SCRAM_SHA_512, 8192), b"pw-1"),
         ck.UserScramCredentialUpsertion("dan", ck.ScramCredentialInfo(ck.ScramMechanism.SCRAM_SHA_256, 4096), b"pw-2"),
@@ -143,9 +177,9 @@ def test_scram_upsert_describe_delete(server):
     assert set(server.store.describe_user_scram_credentials(context=ADMIN)) == {"admin", "bob", "dan"}
 
 
-def test_scram_errors_surface_as_kafka_error_codes(server):
+def test_scram_errors_surface_as_kafka_error_codes(wire):
     """RESOURCE_NOT_FOUND, UNACCEPTABLE_CREDENTIAL, DUPLICATE_RESOURCE per user, with the store's messages."""
-    admin = _admin(server)
+    server, admin = wire.server, wire.admin
     futures = admin.alter_user_scram_credentials([
         ck.UserScramCredentialDeletion("nobody", ck.ScramMechanism.SCRAM_SHA_256),
         ck.UserScramCredentialUpsertion("few", ck.ScramCredentialInfo(ck.ScramMechanism.SCRAM_SHA_256, 100), b"pw"),
@@ -245,17 +279,44 @@ def _logs_in(server, user: str, password: str, mechanism: str = "SCRAM-SHA-512")
     return True
 
 
-def test_password_set_through_admin_client_logs_in_at_once_and_a_deleted_one_fails(server):
-    """SCRAM-SHA-512 login with a password just set by AdminClient succeeds on the next connection;
-    after AdminClient deletes that credential the next connection fails (read-your-writes, which Kafka lacks)."""
+@pytest.mark.parametrize("mechanism, other", [(ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512),
+                                              (ScramMechanism.SCRAM_SHA_512, ScramMechanism.SCRAM_SHA_256)],
+                         ids=["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_password_set_through_admin_client_logs_in_at_once_and_a_deleted_one_fails(server, mechanism, other):
+    """A login with a password just set by AdminClient succeeds on the next connection; after AdminClient
+    deletes that credential the next connection fails (read-your-writes, which Kafka lacks)."""
     admin = _admin(server)
-    upsert = ck.UserScramCredentialUpsertion("erin", ck.ScramCredentialInfo(ck.ScramMechanism.SCRAM_SHA_512, 8192), b"erin-pw")
+    name, other_name = mechanism.mechanism_name, other.mechanism_name
+    upsert = ck.UserScramCredentialUpsertion("erin", ck.ScramCredentialInfo(ck.ScramMechanism(int(mechanism)), 8192),
+                                             b"erin-pw")
     assert result_codes(admin.alter_user_scram_credentials([upsert], request_timeout=10)) == [ErrorCode.NONE]
-    assert _logs_in(server, "erin", "erin-pw")
-    assert not _logs_in(server, "erin", "wrong-pw")
-    deletion = ck.UserScramCredentialDeletion("erin", ck.ScramMechanism.SCRAM_SHA_512)
+    assert _logs_in(server, "erin", "erin-pw", name)
+    assert not _logs_in(server, "erin", "wrong-pw", name)
+    assert not _logs_in(server, "erin", "erin-pw", other_name)   # no credential for the other mechanism
+    deletion = ck.UserScramCredentialDeletion("erin", ck.ScramMechanism(int(mechanism)))
     assert result_codes(admin.alter_user_scram_credentials([deletion], request_timeout=10)) == [ErrorCode.NONE]
-    assert not _logs_in(server, "erin", "erin-pw")
-    add_user(server.store, "erin", "again", mechanisms=(ScramMechanism.SCRAM_SHA_256,))
-    assert not _logs_in(server, "erin", "again")          # only -256 now: -512 still fails
-    assert _logs_in(server, "erin", "again", mechanism="SCRAM-SHA-256")
+    assert not _logs_in(server, "erin", "erin-pw", name)
+    add_user(server.store, "erin", "again", mechanisms=(other,))
+    assert not _logs_in(server, "erin", "again", name)          # only the other mechanism now
+    assert _logs_in(server, "erin", "again", other_name)
+
+
+def test_a_password_over_plaintext_is_refused_unless_the_store_allows_it(serve):
+    """KIP-506 as the store enforces it: by default an upsertion arriving on a non-TLS connection is
+    UNACCEPTABLE_CREDENTIAL (a salted password is as secret as the password); a deletion still works."""
+    server = serve(LISTENERS, users=USERS)
+    server.store.create_acls(list(ANONYMOUS_GRANTS), context=ADMIN)
+    admin = ck.AdminClient(server.confluent_config("PLAINTEXT"))
+    end = server.log_end()
+    futures = admin.alter_user_scram_credentials([
+        ck.UserScramCredentialUpsertion("carol", ck.ScramCredentialInfo(ck.ScramMechanism.SCRAM_SHA_256, 4096), b"pw"),
+        ck.UserScramCredentialDeletion("bob", ck.ScramMechanism.SCRAM_SHA_512),
+    ], request_timeout=10)
+    assert {user: code_of(f) for user, f in futures.items()} == {
+        "carol": ErrorCode.UNACCEPTABLE_CREDENTIAL, "bob": ErrorCode.NONE}
+    with pytest.raises(KafkaException) as raised:
+        futures["carol"].result(timeout=TIMEOUT)
+    assert raised.value.args[0].str().startswith("Passwords and salted passwords may only be sent over TLS")
+    assert server.log_end() == end + 1
+    assert set(server.store.describe_user_scram_credentials(["bob"], context=ADMIN)["bob"].scram_credential_infos) == {
+        ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096)}
