@@ -45,7 +45,7 @@ class _KafkaEnum(IntEnum):
 
     @classmethod
     def parse(cls, text: str | int) -> _KafkaEnum:
-        """Parse a name (any case, '-' or '_') or a code; raise ValueError naming the bad value."""
+        """Parse a name (any case, '-' or '_') or a code; raise InvalidValueError (a ValueError) naming the bad value."""
         if isinstance(text, int) and not isinstance(text, bool):
             return cls(text)
         key = str(text).strip().upper().replace("-", "_")
