@@ -12,9 +12,13 @@ same names, arguments and return types, so the CLI and tests can use either:
 Request-level errors raise the ApiException subclass of the Kafka code
 (``ApiException.from_error``), as the store does.  CreateAcls, DeleteAcls and
 AlterUserScramCredentials have no top-level error on the wire, so a request the broker
-refused for want of the cluster permission comes back as CLUSTER_AUTHORIZATION_FAILED on
-every item (Kafka's KafkaApis/ControllerApis do the same); when every item carries it the
-client raises ClusterAuthorizationException, as the store would have.
+refused as a whole comes back as the same error on every item (Kafka's
+CreateAclsRequest/DeleteAclsRequest/AlterUserScramCredentialsRequest.getErrorResponse).
+The client raises it, as the store would have, when it cannot be a per-item answer:
+CLUSTER_AUTHORIZATION_FAILED on every item (no permission to change anything), or an
+INVALID_REQUEST on every item of which one at least passes the store's own validation
+(core.control.acls.validate_binding / validate_filter), so only a request-level refusal such
+as ``max_acl_changes_per_request`` can have caused it.
 
 Requests are built from plain values with core.wire.codec.build and the field helpers of
 core.wire.convert; SCRAM upsertions with a password are salted here with a fresh random
@@ -29,6 +33,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from core.control.acls import validate_binding, validate_filter
 from core.errors import ApiError, ApiException, ErrorCode, UnsupportedVersionException
 from core.types import (
     DelegationToken,
@@ -56,9 +61,13 @@ def _raise_if_error(code: Any, message: str | None = None) -> None:
         raise ApiException.from_error(error)
 
 
-def _raise_if_refused(errors: list[ApiError]) -> None:
-    """A refused request arrives as CLUSTER_AUTHORIZATION_FAILED on every item."""
-    if errors and all(e.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED for e in errors):
+def _raise_if_refused(errors: list[ApiError], valid: Iterable[bool] = ()) -> None:
+    """Raise the error a refused request repeated on every item (see the module docstring);
+    ``valid`` says, per item, whether it passes the store's own validation."""
+    if not errors or any(e != errors[0] for e in errors):
+        return
+    code = errors[0].code
+    if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED or (code == ErrorCode.INVALID_REQUEST and any(valid)):
         raise ApiException.from_error(errors[0])
 
 
@@ -105,10 +114,10 @@ class RemoteAdmin:
 
     def create_acls(self, bindings: Iterable[AclBinding], *, context: RequestContext | None = None) -> list[ApiError]:
         """Create ACLs; one ApiError per binding (CreateAcls)."""
-        creations = [convert.acl_creation_fields(b) for b in bindings]
-        response = self._call(CREATE_ACLS, creations=creations)
+        bindings = list(bindings)
+        response = self._call(CREATE_ACLS, creations=[convert.acl_creation_fields(b) for b in bindings])
         errors = [convert.error_from(r.error_code, r.error_message) for r in response.results]
-        _raise_if_refused(errors)
+        _raise_if_refused(errors, (not validate_binding(b) for b in bindings))
         return errors
 
     def describe_acls(self, filter: AclBindingFilter, *, context: RequestContext | None = None) -> list[AclBinding]:
@@ -120,12 +129,13 @@ class RemoteAdmin:
     def delete_acls(self, filters: Iterable[AclBindingFilter], *,
                     context: RequestContext | None = None) -> list[DeleteAclsResult]:
         """Delete the ACLs each filter matches; per filter its error and removed bindings (DeleteAcls)."""
+        filters = list(filters)
         response = self._call(DELETE_ACLS, filters=[convert.filter_fields(f) for f in filters])
         results = []
         for r in response.filter_results:
             error = convert.error_from(r.error_code, r.error_message)
             results.append(DeleteAclsResult(error, tuple(convert.binding_from(m) for m in r.matching_acls)))
-        _raise_if_refused([r.error for r in results])
+        _raise_if_refused([r.error for r in results], (not validate_filter(f) for f in filters))
         return results
 
     # -- SCRAM credentials -----------------------------------------------------------------

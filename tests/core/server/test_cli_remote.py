@@ -14,6 +14,7 @@ import re
 
 import pytest
 
+from core import SecurityStore, StoreConfig
 from core.cli import main
 from events.keyring import Keyring
 from tests.clientkit import client_properties, refusing_port, remote_admin, write_command_config
@@ -71,6 +72,20 @@ def test_acls_add_list_remove_print_what_the_local_path_prints(capsys, local_sto
     assert outputs[0][1].count("added:") == 4
     assert outputs[3] == (0, "removed: TOPIC:orders (LITERAL) ALLOW User:alice from * to READ\n", "")
     assert outputs[5][0] == 1 and "INVALID_REQUEST" in outputs[5][1]
+
+
+def test_acls_over_the_change_limit_exit_like_the_local_path(capsys, local_store, serve, tmp_path):
+    """max_acl_changes_per_request refuses the whole request (INVALID_REQUEST): over the wire, where the server
+    repeats the refusal on every binding, the CLI prints and exits as on a local store with the same limit."""
+    config = StoreConfig(token_secret=b"cli-remote-secret", max_acl_changes_per_request=2)
+    server = serve("SASL_SSL://127.0.0.1:0", users=USERS, store_config=config)
+    SecurityStore.open(local_store[1], config, keyring=Keyring.load(None)).close()   # $SECMETA_KEY_FILE's keys
+    config.save(local_store[1])
+    props = write_command_config(tmp_path, client_properties(server, "SASL_SSL", "admin"))
+    over_wire = run(capsys, *ADD, "--bootstrap-server", server.bootstrap("SASL_SSL"), "--command-config", str(props))
+    local = run(capsys, *ADD, *local_store)
+    assert over_wire == local
+    assert local[0] == 2 and "The request creates 4 ACLs; the limit is 2 per request" in local[2]
 
 
 def test_acls_over_the_wire_are_logged_with_the_login_and_client_host(capsys, remote):

@@ -20,6 +20,7 @@ from core import (
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
+    StoreConfig,
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
@@ -27,6 +28,7 @@ from core.errors import (
     ApiError,
     ClusterAuthorizationException,
     ErrorCode,
+    InvalidRequestException,
     SaslAuthenticationException,
     UnsupportedSaslMechanismException,
     UnsupportedVersionException,
@@ -36,7 +38,7 @@ from core.wire import codec
 from core.wire.client import BrokerConnectionError, ClientConfig, RemoteAdmin
 from events.types import CLUSTER_NAME
 from tests.clientkit import ANY_ACL, client_properties, remote_admin
-from tests.serverkit import ADMIN, ADMIN_PASSWORD, CLIENT_DN, add_user, make_ca
+from tests.serverkit import ADMIN, ADMIN_PASSWORD, CLIENT_DN, TOKEN_SECRET, add_user, make_ca
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
 READ_ORDERS = AclBinding.of(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice", "*",
@@ -108,6 +110,37 @@ def test_acls_round_trip_and_the_log_names_the_connection(serve):
     entries = list(server.store.history())
     assert {(e.event_type, e.actor_principal, e.actor_host) for e in entries[-3:]} == {
         ("AclCreated", "User:admin", "127.0.0.1"), ("AclDeleted", "User:admin", "127.0.0.1")}
+
+
+def test_a_request_over_the_acl_change_limit_raises_like_the_store(serve):
+    """max_acl_changes_per_request refuses the whole request: the store raises InvalidRequestException and
+    the server repeats it on every item (CreateAclsRequest/DeleteAclsRequest.getErrorResponse); the client
+    raises it, as Kafka's AclControlManager does for too many deletions (testDeleteExceedsMaxRecords).
+    Items that are each invalid stay per-item errors, even when their messages are the same."""
+    config = StoreConfig(token_secret=TOKEN_SECRET, max_acl_changes_per_request=2)
+    server = serve("SASL_SSL://127.0.0.1:0", store_config=config)
+    three = [AclBinding.of(ResourceType.TOPIC, f"t{i}", PatternType.LITERAL, "User:alice", "*",
+                           AclOperation.READ, AclPermissionType.ALLOW) for i in range(3)]
+    unnamed = [AclBinding.of(ResourceType.GROUP, "", PatternType.LITERAL, "User:alice", "*", op,
+                             AclPermissionType.ALLOW) for op in (AclOperation.READ, AclOperation.DESCRIBE)]
+    end = server.log_end()
+    with remote_admin(server, "SASL_SSL") as admin:
+        with pytest.raises(InvalidRequestException) as over_wire:
+            admin.create_acls(three)
+        with pytest.raises(InvalidRequestException) as local:
+            server.store.create_acls(three, context=ADMIN)
+        assert over_wire.value.error == local.value.error
+        assert over_wire.value.error.message == "The request creates 3 ACLs; the limit is 2 per request"
+        assert server.log_end() == end
+        errors = admin.create_acls(unnamed)
+        assert errors == server.store.create_acls(unnamed, context=ADMIN)
+        assert [e.code for e in errors] == [ErrorCode.INVALID_REQUEST] * 2 and errors[0] == errors[1]
+
+        assert admin.create_acls(three[:2]) == [ApiError(ErrorCode.NONE)] * 2
+        assert admin.create_acls(three[2:]) == [ApiError(ErrorCode.NONE)]
+        with pytest.raises(InvalidRequestException, match="The filters match 3 ACLs; at most 2 may be deleted"):
+            admin.delete_acls([ANY_ACL])
+        assert set(admin.describe_acls(ANY_ACL)) == set(three)
 
 
 def test_refused_writes_raise_and_write_nothing(serve):
