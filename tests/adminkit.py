@@ -29,7 +29,8 @@ from events.types import (
     ScramMechanism,
 )
 
-__all__ = ["TIMEOUT", "ck_alteration", "ck_binding", "ck_filter", "code_of", "from_ck", "result_codes"]
+__all__ = ["TIMEOUT", "ck_alteration", "ck_binding", "ck_filter", "code_of", "from_ck", "ours_upsertion", "outcome_of",
+           "result_codes"]
 
 TIMEOUT = 15
 
@@ -70,6 +71,16 @@ def code_of(future: Future) -> ErrorCode:
     except KafkaException as exc:
         return ErrorCode(exc.args[0].code())
     return ErrorCode.NONE
+
+
+def outcome_of(future: Future) -> tuple[ErrorCode, str | None]:
+    """(code, message) a future ends with ((NONE, None) on success), to compare with an ApiError's."""
+    try:
+        future.result(timeout=TIMEOUT)
+    except KafkaException as exc:
+        error = exc.args[0]
+        return ErrorCode(error.code()), error.str()
+    return ErrorCode.NONE, None
 
 
 def result_codes(futures: Mapping) -> list[ErrorCode]:

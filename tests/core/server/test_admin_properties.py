@@ -1,21 +1,28 @@
 """Property: ACL and SCRAM changes made through confluent-kafka's AdminClient over the wire leave the
 server's store equal to a second store given the same changes through the Python API: the same ACL set,
-the same credential descriptions, and the same per-item error codes (and removed bindings) on the way.
+the same credential descriptions, and the same per-item errors (code and message) and removed bindings
+on the way.
 
 The wire path is Kafka's: librdkafka salts each password itself (KIP-554's salted password, as Kafka's
 KafkaAdminClient.alterUserScramCredentials does) and the server hands salt + salted password to the store;
 the Python API gets the password.  Mechanism and iteration checks (ScramControlManager.alterCredentials)
 and ACL validation (AclControlManager.validateNewAcl) are the store's own on both paths.
+
+Every example starts from a fresh pair (a new server and a new local store), so a failing example
+leaves nothing behind for the next one or for shrinking.
 """
 
 from __future__ import annotations
 
-import pytest
+from contextlib import contextmanager
+from pathlib import Path
+
 from confluent_kafka import admin as ck
-from hypothesis import event, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from core import SecurityStore, StoreConfig
+from core.errors import ErrorCode
 from core.types import RequestContext, UserScramCredentialDeletion
 from events.types import (
     CLUSTER_NAME,
@@ -32,9 +39,9 @@ from tests.adminkit import (
     ck_alteration,
     ck_binding,
     ck_filter,
-    code_of,
     from_ck,
     ours_upsertion,
+    outcome_of,
 )
 from tests.logkit import make_keyring
 from tests.serverkit import ADMIN_PASSWORD, TOKEN_SECRET, add_user, running_server
@@ -70,10 +77,9 @@ operations = st.one_of(
 CONTEXT = RequestContext("User:admin", "127.0.0.1", tls=True)
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory):
+@contextmanager
+def _fresh_pair(directory: Path):
     """(server, its AdminClient, a second store) that start equal: admin's credentials only."""
-    directory = tmp_path_factory.mktemp("admin-property")
     with running_server(directory / "served", "SASL_SSL://127.0.0.1:0") as server:
         config = StoreConfig(token_secret=TOKEN_SECRET)
         with SecurityStore.open(directory / "local", config, keyring=make_keyring(directory)) as local:
@@ -82,42 +88,48 @@ def pair(tmp_path_factory):
             yield server, admin, local
 
 
+def _errors(errors) -> list[tuple[ErrorCode, str | None]]:
+    return [(e.code, e.message) for e in errors]
+
+
 def _create(admin, local, items):
     futures = admin.create_acls([ck_binding(b) for b in items], request_timeout=10)
-    wire = [code_of(futures[ck_binding(b)]) for b in items]
-    return wire, [e.code for e in local.create_acls(items, context=CONTEXT)]
+    wire = [outcome_of(futures[ck_binding(b)]) for b in items]
+    return wire, _errors(local.create_acls(items, context=CONTEXT))
 
 
 def _delete(admin, local, items):
     futures = admin.delete_acls([ck_filter(f) for f in items], request_timeout=10)
     wire = []
     for f in items:
-        code = code_of(futures[ck_filter(f)])
+        code, message = outcome_of(futures[ck_filter(f)])
         removed = set() if code else {from_ck(b) for b in futures[ck_filter(f)].result(timeout=TIMEOUT)}
-        wire.append((code, removed))
-    return wire, [(r.error.code, set(r.acls)) for r in local.delete_acls(items, context=CONTEXT)]
+        wire.append((code, message, removed))
+    return wire, [(r.error.code, r.error.message, set(r.acls)) for r in local.delete_acls(items, context=CONTEXT)]
 
 
 def _alter(admin, local, items):
     futures = admin.alter_user_scram_credentials([ck_alteration(a) for a in items], request_timeout=10)
-    wire = {user: code_of(f) for user, f in futures.items()}
-    return wire, {user: e.code for user, e in local.alter_user_scram_credentials(items, context=CONTEXT).items()}
+    wire = {user: outcome_of(f) for user, f in futures.items()}
+    python = local.alter_user_scram_credentials(items, context=CONTEXT)
+    return wire, {user: (e.code, e.message) for user, e in python.items()}
 
 
 APPLY = {"create": _create, "delete": _delete, "alter": _alter}
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(operations, min_size=1, max_size=5))
-def test_admin_client_changes_equal_python_api_changes(pair, ops):
+def test_admin_client_changes_equal_python_api_changes(tmp_path_factory, ops):
     """The same sequence through AdminClient and through the Python API: same results, same state."""
-    server, admin, local = pair
-    for kind, items in ops:
-        wire, python = APPLY[kind](admin, local, items)
-        assert wire == python, (kind, items)
-        codes = python.values() if isinstance(python, dict) else [c[0] if isinstance(c, tuple) else c for c in python]
-        for code in codes:
-            event(f"{kind} {code.name}")
-    any_acl = AclBindingFilter.any()
-    assert set(server.store.describe_acls(any_acl, context=CONTEXT)) == set(local.describe_acls(any_acl, context=CONTEXT))
-    assert server.store.describe_user_scram_credentials(context=CONTEXT) == local.describe_user_scram_credentials(context=CONTEXT)
+    with _fresh_pair(tmp_path_factory.mktemp("admin-property")) as (server, admin, local):
+        for kind, items in ops:
+            wire, python = APPLY[kind](admin, local, items)
+            assert wire == python, (kind, items)
+            outcomes = python.values() if isinstance(python, dict) else python
+            for outcome in outcomes:
+                event(f"{kind} {outcome[0].name}")
+        any_acl = AclBindingFilter.any()
+        assert set(server.store.describe_acls(any_acl, context=CONTEXT)) == set(local.describe_acls(any_acl, context=CONTEXT))
+        assert (server.store.describe_user_scram_credentials(context=CONTEXT)
+                == local.describe_user_scram_credentials(context=CONTEXT))
