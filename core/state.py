@@ -17,6 +17,7 @@ from typing import Generic, Protocol, TypeVar
 
 from core.errors import InvalidValueError, SecmetaError
 from core.log import Log
+from core.log.fit import snapshot_misfit
 from events.records import Envelope
 from projections.snapshot import (
     SnapshotCodec,
@@ -33,6 +34,7 @@ logger = logging.getLogger("secmeta.snapshots")
 # Replay applies events in chunks this large: a projection's result does not depend on
 # how events are split into applies, and big chunks let images build in bulk.
 REPLAY_CHUNK = 100_000
+PRUNE_RETRIES = 3
 
 
 class Projection(Protocol[S]):
@@ -60,7 +62,19 @@ class LoadedState(Generic[S]):
 
 
 def newest_valid_snapshot(log: Log, codec: SnapshotCodec[S]) -> tuple[SnapshotInfo | None, S | None, list[str]]:
-    """The newest snapshot that passes its CRC and matches the log's chain, with reasons for skips."""
+    """The newest snapshot that passes its CRC and HMAC and fits the log's chain, with reasons for skips.
+
+    A snapshot the writer prunes while we read it is skipped, and the listing taken again.
+    """
+    for _ in range(PRUNE_RETRIES):
+        try:
+            return _newest_valid_snapshot(log, codec)
+        except FileNotFoundError:
+            continue
+    return _newest_valid_snapshot(log, codec)
+
+
+def _newest_valid_snapshot(log: Log, codec: SnapshotCodec[S]) -> tuple[SnapshotInfo | None, S | None, list[str]]:
     rejected: list[str] = []
     for path in reversed(list_snapshots(log.store.snapshot_dir)):
         try:
@@ -68,18 +82,9 @@ def newest_valid_snapshot(log: Log, codec: SnapshotCodec[S]) -> tuple[SnapshotIn
         except SnapshotError as exc:
             rejected.append(f"{path.name}: {exc}")
             continue
-        if info.next_offset > log.end_offset:
-            rejected.append(f"{path.name}: it is at offset {info.next_offset}, past the log's end {log.end_offset}")
-            continue
-        if info.next_offset < log.start_offset:
-            rejected.append(f"{path.name}: it is at offset {info.next_offset}, before the log's start {log.start_offset}")
-            continue
-        link = log.link_at(info.next_offset)
-        if link is None:
-            rejected.append(f"{path.name}: no batch of the log ends at its offset {info.next_offset}")
-            continue
-        if link != info.link:
-            rejected.append(f"{path.name}: its chain link differs from the log's at offset {info.next_offset}")
+        misfit = snapshot_misfit(info.next_offset, info.link, log.start_offset, log.end_offset, log.link_at)
+        if misfit is not None:
+            rejected.append(f"{path.name}: {misfit}")
             continue
         return info, state, rejected
     return None, None, rejected

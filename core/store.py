@@ -83,7 +83,8 @@ class SecurityStore:
         if config is None:
             config = StoreConfig.load(directory) if Path(directory).exists() else StoreConfig()
         keyring = keyring or Keyring.load(config.key_file)
-        log = Log.open(directory, keyring=keyring, config=config.log, read_only=read_only)
+        log = Log.open(directory, keyring=keyring, config=config.log, read_only=read_only,
+                       retention=config.delete_covered_segments)
         try:
             with _bulk_load():
                 loaded = load_state(log, SecurityProjection(), SecurityImageSnapshot())

@@ -1,7 +1,8 @@
 """The on-disk layout of a store directory, its format version and its writer lock.
 
     DIR/secmeta.json     format marker: format version, store id, key checks
-    DIR/LOCK             flock'd by the one writer process
+    DIR/                 the directory itself is flock'd by the one writer process
+                         (a lock on a file could be bypassed by deleting the file)
     DIR/log/             segments (core.log)
     DIR/schemas/         every writer schema the log was written with, by fingerprint
     DIR/snapshots/       snapshots (projections.snapshot)
@@ -25,7 +26,6 @@ from events.keyring import Keyring
 FORMAT_NAME = "secmeta-store"
 FORMAT_VERSION = 1
 META_FILE = "secmeta.json"
-LOCK_FILE = "LOCK"
 
 
 @dataclass
@@ -113,19 +113,31 @@ class StoreDirectory:
         write_atomically(self.path / META_FILE, json.dumps(meta, indent=2).encode())
 
     def _lock(self) -> None:
-        fd = os.open(self.path / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        """flock the store directory itself, then check the path still names the directory locked."""
+        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
             os.close(fd)
             raise StoreLockedError(
-                f"store {self.path} is already open for writing by another process (pid {holder}); "
-                "one writer per store directory"
+                f"store {self.path} is already open for writing by another process; one writer per store directory"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, str(os.getpid()).encode())
+        locked, here = os.fstat(fd), os.stat(self.path)
+        if (locked.st_dev, locked.st_ino) != (here.st_dev, here.st_ino):
+            os.close(fd)
+            raise StoreLockedError(f"store {self.path} was replaced while it was being locked; open it again")
         self._lock_fd = fd
+
+    def remove_crash_leftovers(self) -> list[Path]:
+        """Delete temporary files a crashed writer left (only the lock holder writes them)."""
+        if self._lock_fd is None:
+            raise StoreLockedError(f"store {self.path} is not locked by this process: it must not clean it")
+        removed = []
+        for directory in (self.path, self.log_dir, self.schema_dir, self.snapshot_dir):
+            for tmp in directory.glob(".*.tmp"):
+                tmp.unlink(missing_ok=True)
+                removed.append(tmp)
+        return removed
 
     def check_keyring(self, keyring: Keyring, *, writer: bool) -> None:
         """Fail clearly when the keyring's keys are not the ones this store was written with."""

@@ -7,6 +7,7 @@ from core.log.log import (
     Log,
     LogConfig,
     LogFailedError,
+    OffsetOutOfRangeError,
     RecoveryReport,
     TailReader,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "Log",
     "LogConfig",
     "LogFailedError",
+    "OffsetOutOfRangeError",
     "RecoveryReport",
     "TailReader",
     "VerifyReport",

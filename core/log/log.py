@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import logging
 import os
 import threading
 import time
@@ -20,24 +21,19 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from core.errors import CorruptLogError, InvalidValueError, SecmetaError
-from core.log.format import (
-    MAGIC,
-    MAX_FRAME,
-    PREFIX_SIZE,
-    Batch,
-    FrameError,
-    decode_frame,
-    encode_frame,
-    genesis_link,
-)
+from core.log.anchor import ANCHOR_FILE, Anchor, read_anchor, write_anchor
+from core.log.format import MAX_FRAME, Batch, FrameError, encode_frame, genesis_link
+from core.log.highwater import HighWater, Mark
 from core.log.segment import Segment, segment_name
 from core.storedir import StoreDirectory
 from events.codec import EventCodec
 from events.durable import fsync_dir, write_atomically
+from events.errors import UnknownKeyError
 from events.keyring import Keyring
 from events.records import Envelope
 
-ANCHOR_FILE = "anchor.json"
+logger = logging.getLogger("secmeta.log")
+OPEN_ATTEMPTS = 3  # a read-only open retries when the writer deletes a file it was about to read
 
 
 class FsyncPolicy(StrEnum):
@@ -101,11 +97,25 @@ class LogFailedError(SecmetaError):
     """An fsync failed: the log's durable state is unknown, so it refuses further writes."""
 
 
+class OffsetOutOfRangeError(SecmetaError):
+    """A reader asked for offsets retention already deleted (Kafka's OFFSET_OUT_OF_RANGE)."""
+
+
+def retention_configured(store: StoreDirectory) -> bool:
+    """Whether the store's saved settings (config.json) enable deleting covered segments."""
+    try:
+        return json.loads((store.path / "config.json").read_text()).get("delete_covered_segments") is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 class Log:
     """A store directory's log. Use ``Log.open``; one writer process per directory."""
 
-    def __init__(self, store: StoreDirectory, keyring: Keyring, codec: EventCodec, config: LogConfig, read_only: bool):
+    def __init__(self, store: StoreDirectory, keyring: Keyring, codec: EventCodec, config: LogConfig, read_only: bool,
+                 retention: bool = False):
         self.store = store
+        self.retention = retention
         self.keyring = keyring
         self.codec = codec
         self.config = config
@@ -126,6 +136,9 @@ class Log:
         self._flusher: threading.Thread | None = None
         self._chain_key_id = keyring.newest_id
         self._chain_key = keyring.chain_key(self._chain_key_id)
+        self._chain_keys = {self._chain_key_id: self._chain_key}
+        self._high_water = HighWater(store.log_dir, store.store_id, keyring)
+        self._anchor_stamp: tuple[int, int] | None = None
 
     # -- opening ---------------------------------------------------------------
 
@@ -139,17 +152,31 @@ class Log:
         config: LogConfig | None = None,
         create: bool = True,
         read_only: bool = False,
+        retention: bool | None = None,
     ) -> Log:
-        """Open the log of the store at ``path`` (creating the store if allowed)."""
-        store = StoreDirectory.open(path, create=create and not read_only, writer=not read_only)
-        try:
-            store.check_keyring(keyring, writer=not read_only)
-            log = cls(store, keyring, codec or EventCodec(), config or LogConfig(), read_only)
-            log._load_schemas()
-            log._load_segments()
-        except BaseException:
-            store.close()
-            raise
+        """Open the log of the store at ``path`` (creating the store if allowed).
+
+        ``retention``: whether covered segments may have been deleted (a log that does not
+        start at offset 0 is refused otherwise); None takes the store's saved setting.
+        """
+        for attempt in range(OPEN_ATTEMPTS):
+            store = StoreDirectory.open(path, create=create and not read_only, writer=not read_only)
+            try:
+                store.check_keyring(keyring, writer=not read_only)
+                if not read_only:
+                    store.remove_crash_leftovers()
+                allowed = retention_configured(store) if retention is None else retention
+                log = cls(store, keyring, codec or EventCodec(), config or LogConfig(), read_only, allowed)
+                log._load_schemas()
+                log._load_segments()
+                break
+            except FileNotFoundError:
+                store.close()
+                if not read_only or attempt == OPEN_ATTEMPTS - 1:
+                    raise
+            except BaseException:
+                store.close()
+                raise
         if not read_only and log.config.fsync == FsyncPolicy.INTERVAL:
             log._flusher = threading.Thread(target=log._flush_loop, name="secmeta-log-flush", daemon=True)
             log._flusher.start()
@@ -165,39 +192,71 @@ class Log:
             write_atomically(own, self.codec.writer_schema_json.encode())
 
     def _load_segments(self) -> None:
+        """Find the segments, check where the log starts and ends, recover the active segment's tail."""
+        for seg in self._segments:
+            seg.close()
+        self._segments, self._bases = [], []
         log_dir = self.store.log_dir
-        anchor = log_dir / ANCHOR_FILE
-        if anchor.exists():
-            meta = json.loads(anchor.read_text())
-            self._start_offset = int(meta["next_offset"])
-            self._last_link = self._start_link = bytes.fromhex(meta["link"])
+        mark = self._high_water.read()  # before listing segments: a running writer only moves it forward
+        self._take_anchor(self._read_anchor())
         bases = sorted(int(p.stem) for p in log_dir.glob("*.log"))
-        if anchor.exists():
-            bases = self._drop_covered(bases)
+        bases = self._drop_covered(bases)
+        if not self.read_only:
+            self._drop_orphan_indexes(bases)
+        if bases and bases[0] != self._start_offset:
+            raise CorruptLogError(
+                f"the log's first segment starts at offset {bases[0]} but the log starts at offset "
+                f"{self._start_offset}: the oldest segments were deleted"
+                + ("" if self._start_offset else " without a retention anchor"),
+                segment=f"{segment_name(bases[0])}.log", offset=self._start_offset,
+            )
         interval = self.config.index_interval_bytes
         for i, base in enumerate(bases):
             last = i == len(bases) - 1
             seg = Segment(log_dir, base, writable=last and not self.read_only, index_interval=interval)
             self._add_segment(seg)
             if last:
-                self._recover_active(seg)
-            elif not seg.load_indexes(bases[i + 1]):
+                self._recover_active(seg, mark)
+            elif not seg.load_indexes(bases[i + 1], self.keyring, self.store.store_id):
                 self._scan_sealed(seg)
                 if not self.read_only:
-                    seg.write_indexes()
+                    seg.write_indexes(self.keyring, self.store.store_id)
             if not last:
                 self._check_contiguous(seg, bases[i + 1])
-        if not self._segments:
-            if self.read_only:
-                self._next_offset = self._visible_end = self._start_offset
-                return
+        if not self._segments and not self.read_only:
             self._add_segment(Segment(log_dir, self._start_offset, writable=True, index_interval=interval))
             fsync_dir(log_dir)
-        self._start_offset = self._segments[0].base_offset
-        self._next_offset = self._visible_end = self._segments[-1].next_offset
+        self._next_offset = self._visible_end = self._segments[-1].next_offset if self._segments else self._start_offset
         link = self._last_batch_link()
         if link is not None:
             self._last_link = link
+        self._check_first_batch()
+        self._check_high_water(mark)
+        if not self.read_only:
+            self._high_water.reset(Mark(self._next_offset, self._last_link))
+
+    def _read_anchor(self) -> Anchor | None:
+        anchor = read_anchor(self.store.log_dir, self.store.store_id, self.keyring)
+        if anchor is not None and not self.retention:
+            raise CorruptLogError(
+                f"the log starts at offset {anchor.next_offset} after a retention anchor, but deleting "
+                "covered segments (delete_covered_segments) is not configured for this store: "
+                "the beginning of its history is missing",
+                offset=0,
+            )
+        return anchor
+
+    def _take_anchor(self, anchor: Anchor | None) -> None:
+        try:
+            st = os.stat(self.store.log_dir / ANCHOR_FILE)
+            self._anchor_stamp = (st.st_ino, st.st_mtime_ns)
+        except FileNotFoundError:
+            self._anchor_stamp = None
+        if anchor is not None:
+            self._start_offset, self._start_link = anchor.next_offset, anchor.link
+        else:
+            self._start_offset, self._start_link = 0, genesis_link(self.store.store_id)
+        self._last_link = self._start_link
 
     def _drop_covered(self, bases: list[int]) -> list[int]:
         """Segments below the retention anchor: leftovers of an interrupted deletion."""
@@ -207,6 +266,14 @@ class Log:
                 for suffix in (".log", ".index", ".timeindex"):
                     (self.store.log_dir / f"{segment_name(base)}{suffix}").unlink(missing_ok=True)
         return keep
+
+    def _drop_orphan_indexes(self, bases: list[int]) -> None:
+        """Index files whose segment is gone (a crash between deleting a segment and its indexes)."""
+        names = {segment_name(b) for b in bases}
+        for suffix in ("*.index", "*.timeindex"):
+            for path in self.store.log_dir.glob(suffix):
+                if path.stem not in names:
+                    path.unlink(missing_ok=True)
 
     def _check_contiguous(self, seg: Segment, next_base: int) -> None:
         """A sealed segment must end exactly where the next one starts (else one is missing)."""
@@ -222,40 +289,81 @@ class Log:
         seg.last_link = batches[-1].link if batches else None
 
     def _add_segment(self, seg: Segment) -> None:
+        seg.prev_link = self._segments[-1].last_link if self._segments else self._start_link
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
 
     def _scan_sealed(self, seg: Segment) -> None:
-        for batch in self._checked_frames(seg, 0, seg.size, seg.base_offset):
+        for batch in self._chained(seg, 0, seg.base_offset, seg.prev_link, size=seg.size):
             seg.note(batch, batch.position)
 
-    def _recover_active(self, seg: Segment) -> None:
-        """Scan the active segment; truncate a torn or corrupt tail, refuse corruption before it."""
-        expected = seg.base_offset
-        good_end = 0
+    def _recover_active(self, seg: Segment, mark: Mark | None) -> None:
+        """Scan the active segment, checking every batch's chain link; cut only a torn tail.
+
+        A torn tail is an incomplete final batch (the data ends before its length says)
+        beyond the high-water mark: a crash left it unacknowledged.  Anything else that
+        does not parse, or a batch whose link is wrong, is refused with the offset.
+        """
+        expected, good_end, prev = seg.base_offset, 0, seg.prev_link
         try:
             for batch in seg.frames(0, seg.size):
                 if batch.base_offset != expected:
-                    err = FrameError(f"batch claims offset {batch.base_offset} where {expected} was expected")
-                    err.position = batch.position  # type: ignore[attr-defined]
-                    raise err
+                    raise CorruptLogError(
+                        f"segment {seg.name}: batch at byte {batch.position} has offset {batch.base_offset} "
+                        f"where {expected} was expected: a batch was deleted, duplicated or reordered",
+                        segment=seg.name, offset=expected,
+                    )
+                self._check_link(seg, batch, prev)
                 seg.note(batch, batch.position)
-                expected = batch.next_offset
-                good_end = batch.position + batch.size
+                expected, good_end, prev = batch.next_offset, batch.position + batch.size, batch.link
         except FrameError as exc:
-            bad = exc.position  # type: ignore[attr-defined]
-            if _valid_frame_after(seg, bad + 1, expected):
+            acknowledged = mark.next_offset if mark is not None else self._start_offset
+            if not exc.truncated or expected < acknowledged:
+                why = ("a complete batch that does not parse or fails its CRC is not a torn write" if not exc.truncated
+                       else f"the high-water mark records offsets up to {acknowledged} as acknowledged")
                 raise CorruptLogError(
-                    f"segment {seg.name} is corrupt at offset {expected} (byte {bad}): {exc}; "
-                    "valid batches follow it, so this is not a torn tail and nothing was changed",
-                    segment=seg.name,
-                    offset=expected,
+                    f"segment {seg.name} is corrupt at offset {expected} (byte {good_end}): {exc}; {why}. "
+                    f"Nothing was changed; `secmeta log recover --truncate-after {expected}` cuts the log "
+                    "there (what it removes goes to a quarantine file)",
+                    segment=seg.name, offset=expected,
                 ) from None
             if not self.read_only:
-                torn = seg.size - bad
-                seg.truncate(bad)
+                torn = seg.size - good_end
+                seg.truncate(good_end)
                 self.recovery = RecoveryReport(seg.name, torn, expected, str(exc))
+                logger.warning("%s", self.recovery)
         seg.size = seg.visible_size = seg.synced_size = good_end
+
+    def _check_first_batch(self) -> None:
+        """The first batch chains from the genesis link (bound to the store id) or the sealed anchor."""
+        if self._segments and self._segments[0].size:
+            seg = self._segments[0]
+            for _ in self._chained(seg, 0, seg.base_offset, self._start_link, size=seg.size):
+                return
+
+    def _check_high_water(self, mark: Mark | None) -> None:
+        """The log must reach the acknowledged end, with the acknowledged batch at it."""
+        end = self._next_offset
+        if mark is None:
+            if end > self._start_offset:
+                raise CorruptLogError(
+                    f"the log's high-water file is missing but the log holds offsets up to {end}: "
+                    "the end of the log cannot be checked; `secmeta log recover --truncate-after N` rewrites it",
+                    offset=end,
+                )
+            return
+        if end < mark.next_offset:
+            raise CorruptLogError(
+                f"the log ends at offset {end} but its high-water mark records offsets up to "
+                f"{mark.next_offset} as acknowledged: acknowledged batches were removed from the end",
+                offset=end,
+            )
+        if mark.next_offset < self._start_offset or self.link_at(mark.next_offset) != mark.link:
+            raise CorruptLogError(
+                f"the batch ending at the high-water mark (offset {mark.next_offset}) is not the one "
+                "that was acknowledged there: the log was rewritten",
+                offset=mark.next_offset,
+            )
 
     def _last_batch_link(self) -> bytes | None:
         for seg in reversed(self._segments):
@@ -305,6 +413,8 @@ class Log:
             raise SecmetaError("this log was opened read-only")
         if self._closed:
             raise SecmetaError("the log is closed")
+        if self._failed is None and self._high_water.failed is not None:
+            self._failed = self._high_water.failed
         if self._failed is not None:
             raise LogFailedError(f"an earlier fsync failed ({self._failed}); reopen the store to recover")
 
@@ -314,9 +424,11 @@ class Log:
             if seg.synced_size >= size:
                 return
             with self._write_lock:
-                active, active_size, end = self._segments[-1], self._segments[-1].size, self._next_offset
+                active, active_size = self._segments[-1], self._segments[-1].size
+                end, link = self._next_offset, self._last_link
             try:
                 active.sync()
+                self._high_water.record(Mark(end, link))  # only after the data it vouches for is durable
             except OSError as exc:
                 self._failed = exc
                 raise LogFailedError(f"fsync of {active.name} failed: {exc}") from exc
@@ -340,7 +452,7 @@ class Log:
             raise LogFailedError(f"fsync of {old.name} failed while rolling: {exc}") from exc
         old.synced_size = old.size
         self._publish(old, old.size, self._next_offset)
-        old.write_indexes()
+        old.write_indexes(self.keyring, self.store.store_id)
         seg = Segment(self.store.log_dir, self._next_offset, writable=True, index_interval=self.config.index_interval_bytes)
         fsync_dir(self.store.log_dir)
         with self._visible:
@@ -400,12 +512,38 @@ class Log:
         for seg, size in segments[first:]:
             if seg.base_offset >= stop:
                 return
-            expected = None
-            for batch in self._checked_frames(seg, seg.position_for(start), size, expected):
+            for batch in self._chained(seg, *seg.anchor_for(start), size=size):
                 if batch.base_offset >= stop:
                     return
                 if batch.next_offset > start:
                     yield batch
+
+    def _chained(self, seg: Segment, position: int, offset: int, prev: bytes | None, *, size: int) -> Iterator[Batch]:
+        """The batches from byte ``position`` (where offset ``offset`` starts), each checked against
+        the chain link before it; with ``prev`` None the first batch read only lends its link."""
+        for batch in self._checked_frames(seg, position, size, offset):
+            if prev is not None:
+                self._check_link(seg, batch, prev)
+                yield batch
+            prev = batch.link
+
+    def _check_link(self, seg: Segment, batch: Batch, prev: bytes | None) -> None:
+        key = self._chain_keys.get(batch.key_id)
+        if key is None:
+            try:
+                key = self._chain_keys[batch.key_id] = self.keyring.chain_key(batch.key_id)
+            except UnknownKeyError:
+                raise CorruptLogError(
+                    f"segment {seg.name}: the batch at offset {batch.base_offset} is linked with key id "
+                    f"{batch.key_id!r}, which is not in the keyring, so it cannot be checked",
+                    segment=seg.name, offset=batch.base_offset,
+                ) from None
+        if prev is None or batch.expected_link(key, prev) != batch.link:
+            raise CorruptLogError(
+                f"segment {seg.name}: the batch at offset {batch.base_offset} fails its hash chain link: "
+                "it or the batch before it was altered",
+                segment=seg.name, offset=batch.base_offset,
+            )
 
     def _checked_frames(self, seg: Segment, position: int, size: int, expected: int | None) -> Iterator[Batch]:
         try:
@@ -445,7 +583,7 @@ class Log:
         for seg in segments:
             if seg.max_timestamp < timestamp_ms:
                 continue
-            for batch in self._checked_frames(seg, seg.position_for_time(timestamp_ms), seg.visible_size, None):
+            for batch in self._chained(seg, *seg.anchor_for(seg.offset_for_time(timestamp_ms)), size=seg.visible_size):
                 if batch.timestamp_ms >= timestamp_ms:
                     return batch.base_offset
         return self.end_offset
@@ -477,6 +615,7 @@ class Log:
             if not self._segments:
                 self._load_segments()
                 return
+            self._follow_retention()
             seg = self._segments[-1]
             _take_new_batches(seg)
             newer = sorted(int(p.stem) for p in self.store.log_dir.glob("*.log") if int(p.stem) > seg.base_offset)
@@ -490,36 +629,57 @@ class Log:
             self._visible_end = self._segments[-1].next_offset
             self._next_offset = self._visible_end
 
+    def _follow_retention(self) -> None:
+        """A read-only log drops the segments the writer's retention deleted since (caller holds _visible)."""
+        try:
+            st = os.stat(self.store.log_dir / ANCHOR_FILE)
+        except FileNotFoundError:
+            return
+        if (st.st_ino, st.st_mtime_ns) == self._anchor_stamp:
+            return
+        anchor = self._read_anchor()
+        if anchor is None or anchor.next_offset <= self._start_offset:
+            return
+        gone = [s for s in self._segments[:-1] if s.next_offset <= anchor.next_offset]
+        for seg in gone:
+            seg.close()
+        self._segments, self._bases = self._segments[len(gone):], self._bases[len(gone):]
+        self._take_anchor(anchor)
+        self._last_link = self._segments[-1].last_link or self._last_link
+
     # -- retention -------------------------------------------------------------
 
     def delete_segments_before(self, offset: int) -> list[str]:
         """Delete sealed segments whose every event is below ``offset`` (covered by a snapshot).
 
-        Writes an anchor (start offset and chain link) first so verification
-        still starts from a known link.
+        Only when retention is configured.  Writes a sealed anchor first (start offset,
+        chain link, the retention that produced it) so the chain still starts from a
+        link nobody without the key could have written.
         """
         self._check_writable()
+        if not self.retention:
+            raise SecmetaError("deleting covered segments is not configured for this store (delete_covered_segments)")
+        self.flush()  # the high-water mark must not lag behind what is deleted
         with self._write_lock:
             doomed = [s for s in self._segments[:-1] if s.next_offset <= offset]
             if not doomed:
                 return []
             keep_from = doomed[-1].next_offset
             last_link = self._last_batch_link_of(doomed[-1])
-            anchor = {"next_offset": keep_from, "link": last_link.hex()}
-            write_atomically(self.store.log_dir / ANCHOR_FILE, json.dumps(anchor).encode())
+            names = tuple(s.name for s in doomed)
+            anchor = Anchor(keep_from, last_link, offset, names, int(time.time() * 1000))
+            write_anchor(self.store.log_dir, self.store.store_id, self.keyring, anchor)
             with self._visible:
                 self._segments = self._segments[len(doomed):]
                 self._bases = self._bases[len(doomed):]
                 self._start_offset = keep_from
                 self._start_link = last_link
-            names = []
             for seg in doomed:
                 seg.close()
                 for p in (seg.path, seg.index_path, seg.timeindex_path):
                     p.unlink(missing_ok=True)
-                names.append(seg.name)
             fsync_dir(self.store.log_dir)
-            return names
+            return list(names)
 
     def _last_batch_link_of(self, seg: Segment) -> bytes:
         """The link of a non-empty segment's last batch (read from its last indexed position)."""
@@ -544,6 +704,7 @@ class Log:
             self._flusher.join(timeout=2)
         for seg in self._segments:
             seg.close()
+        self._high_water.close()
         self.store.close()
 
     def __enter__(self) -> Log:
@@ -580,7 +741,18 @@ class TailReader:
         self.position = start
 
     def poll(self, timeout: float | None = 1.0, max_events: int | None = None) -> list[Envelope]:
-        if not self.log.wait_for(self.position, timeout):
+        """Events from ``position`` on (waiting up to ``timeout`` for some).
+
+        Raises OffsetOutOfRangeError when retention deleted offsets this reader had not read yet.
+        """
+        self.log.refresh()
+        ready = self.log.wait_for(self.position, timeout)
+        if self.position < self.log.start_offset:
+            raise OffsetOutOfRangeError(
+                f"this reader is at offset {self.position} but the log now starts at offset "
+                f"{self.log.start_offset}: retention deleted the events in between before they were read"
+            )
+        if not ready:
             return []
         out: list[Envelope] = []
         for batch in self.log.batches(self.position):
@@ -611,22 +783,3 @@ def _take_new_batches(seg: Segment) -> None:
     except FrameError:
         pass  # a batch still being written: picked up next time
 
-
-def _valid_frame_after(seg: Segment, start: int, min_offset: int) -> bool:
-    """Is there any intact batch at or after byte ``start`` (so the damage is not a tail)?"""
-    size = os.fstat(seg.fd).st_size
-    if start >= size:
-        return False
-    data = os.pread(seg.fd, size - start, start)
-    magic = bytes([MAGIC])
-    i = data.find(magic, PREFIX_SIZE)
-    while i != -1:
-        try:
-            batch = decode_frame(data, i - PREFIX_SIZE)
-        except FrameError:
-            pass
-        else:
-            if batch.base_offset >= min_offset:
-                return True
-        i = data.find(magic, i + 1)
-    return False

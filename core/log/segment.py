@@ -3,8 +3,10 @@
 Files are named by the segment's base offset: ``00000000000000001000.log``
 with ``.index`` (relative offset u32, position u32) and ``.timeindex``
 (newest timestamp so far i64, relative offset u32) written when the
-segment is sealed.  The active segment's indexes live in memory and are
-rebuilt from the data on open (recovery scans that segment anyway).
+segment is sealed.  Both are sealed with the chain key and bound to the
+store and the segment's offsets and size (core.log.seal); one that fails
+its seal is rebuilt from the data.  The active segment's indexes live in
+memory and are rebuilt from the data on open (recovery scans that segment anyway).
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from core.log.format import Batch, FrameError, decode_frame
+from core.log.seal import BrokenSealError, seal, unseal
 from events.durable import write_atomically
+from events.keyring import Keyring
 
 INDEX_ENTRY = struct.Struct(">II")
 TIME_ENTRY = struct.Struct(">qI")
@@ -44,6 +48,7 @@ class Segment:
         self.synced_size = self.size
         self.next_offset = base_offset
         self.last_link: bytes | None = None
+        self.prev_link: bytes | None = None  # the link of the batch before this segment's first
         self.last_batch_offset = -1
         self._offsets: list[int] = []
         self._positions: list[int] = []
@@ -99,12 +104,22 @@ class Segment:
         i = bisect.bisect_right(self._offsets, offset) - 1
         return self._positions[i] if i >= 0 else 0
 
-    def position_for_time(self, timestamp_ms: int) -> int:
-        """Byte position from which batches with newest timestamp >= ``timestamp_ms`` start."""
+    def anchor_for(self, offset: int) -> tuple[int, int, bytes | None]:
+        """Where to start reading to check the chain of the batch holding ``offset``.
+
+        (position, base offset of the batch there, link before it): at the start of the
+        segment the link is ``prev_link``; otherwise reading starts one index entry
+        earlier and the link is None: the first batch read only lends its link.
+        """
+        i = bisect.bisect_right(self._offsets, offset) - 1
+        if i <= 0:
+            return 0, self.base_offset, self.prev_link
+        return self._positions[i - 1], self._offsets[i - 1], None
+
+    def offset_for_time(self, timestamp_ms: int) -> int:
+        """An offset at or before the first batch whose newest timestamp is >= ``timestamp_ms``."""
         i = bisect.bisect_left(self._times, timestamp_ms) - 1
-        if i < 0:
-            return 0
-        return self.position_for(self._time_offsets[i])
+        return self._time_offsets[i] if i >= 0 else self.base_offset
 
     # -- writing ---------------------------------------------------------------
 
@@ -148,25 +163,34 @@ class Segment:
 
     # -- indexes ---------------------------------------------------------------
 
-    def write_indexes(self) -> None:
+    def _index_context(self, suffix: str, store_id: str, next_offset: int, size: int) -> bytes:
+        return f"secmeta/{suffix}:{store_id}:{self.base_offset}:{next_offset}:{size}".encode()
+
+    def write_indexes(self, keyring: Keyring, store_id: str) -> None:
+        """Write the sealed segment's index files (after its last batch is durable)."""
+        for path, body in self._index_bodies():
+            context = self._index_context(path.suffix, store_id, self.next_offset, self.size)
+            write_atomically(path, seal(keyring, context, body))
+
+    def _index_bodies(self) -> tuple[tuple[Path, bytes], tuple[Path, bytes]]:
         base = self.base_offset
-        write_atomically(
-            self.index_path,
-            b"".join(INDEX_ENTRY.pack(o - base, p) for o, p in zip(self._offsets, self._positions)),
-        )
-        write_atomically(
-            self.timeindex_path,
-            b"".join(TIME_ENTRY.pack(t, o - base) for t, o in zip(self._times, self._time_offsets)),
+        return (
+            (self.index_path, b"".join(INDEX_ENTRY.pack(o - base, p) for o, p in zip(self._offsets, self._positions))),
+            (self.timeindex_path, b"".join(TIME_ENTRY.pack(t, o - base) for t, o in zip(self._times, self._time_offsets))),
         )
 
-    def load_indexes(self, next_offset: int) -> bool:
-        """Load a sealed segment's index files; False when missing or inconsistent."""
+    def _read_index_file(self, path: Path, keyring: Keyring, store_id: str, next_offset: int) -> bytes | None:
+        """The body of an index file if it is present and sealed for this segment as it is now."""
         try:
-            raw = self.index_path.read_bytes()
-            traw = self.timeindex_path.read_bytes()
-        except FileNotFoundError:
-            return False
-        if len(raw) % INDEX_ENTRY.size or len(traw) % TIME_ENTRY.size or not raw:
+            return unseal(keyring, self._index_context(path.suffix, store_id, next_offset, self.size), path.read_bytes())
+        except (FileNotFoundError, BrokenSealError):
+            return None
+
+    def load_indexes(self, next_offset: int, keyring: Keyring, store_id: str) -> bool:
+        """Load a sealed segment's index files; False when missing, not sealed for it, or inconsistent."""
+        raw = self._read_index_file(self.index_path, keyring, store_id, next_offset)
+        traw = self._read_index_file(self.timeindex_path, keyring, store_id, next_offset)
+        if raw is None or traw is None or len(raw) % INDEX_ENTRY.size or len(traw) % TIME_ENTRY.size or not raw:
             return False
         entries = [INDEX_ENTRY.unpack_from(raw, i) for i in range(0, len(raw), INDEX_ENTRY.size)]
         times = [TIME_ENTRY.unpack_from(traw, i) for i in range(0, len(traw), TIME_ENTRY.size)]
@@ -180,6 +204,33 @@ class Segment:
         self._max_ts = self._times[-1] if self._times else -1
         self.next_offset = next_offset
         return True
+
+    def index_problem(self, batches: list[Batch], keyring: Keyring, store_id: str) -> str | None:
+        """Why this sealed segment's index files do not describe ``batches`` (its every batch), or None.
+
+        Missing files are no problem (open rebuilds them); present ones must carry our seal
+        for this segment, index only batch starts, and hold every rise of the newest timestamp.
+        """
+        next_offset = batches[-1].next_offset if batches else self.base_offset
+        starts = {(b.base_offset - self.base_offset, b.position) for b in batches}
+        rises, newest = [], -1
+        for b in batches:
+            if b.timestamp_ms > newest:
+                newest = b.timestamp_ms
+                rises.append(TIME_ENTRY.pack(newest, b.base_offset - self.base_offset))
+        for path in (self.index_path, self.timeindex_path):
+            if not path.exists():
+                continue
+            body = self._read_index_file(path, keyring, store_id, next_offset)
+            if body is None:
+                return f"index file {path.name} is not sealed for this segment: altered, forged or stale"
+            if path == self.index_path:
+                entries = [INDEX_ENTRY.unpack_from(body, i) for i in range(0, len(body) - len(body) % 8, 8)]
+                if len(body) % 8 or not entries or entries[0] != (0, 0) or not set(entries) <= starts:
+                    return f"index file {path.name} points at positions where no batch starts"
+            elif body != b"".join(rises):
+                return f"time index file {path.name} does not match the batches' timestamps"
+        return None
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -5,13 +5,16 @@ Read-only: it never repairs anything, it reports the first problem and where it 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from core.errors import CorruptLogError
+from core.log.anchor import read_anchor
+from core.log.fit import snapshot_misfit
 from core.log.format import FrameError, genesis_link
-from core.log.log import ANCHOR_FILE
+from core.log.highwater import HighWater
+from core.log.log import retention_configured
 from core.log.segment import Segment
 from core.storedir import StoreDirectory
 from events.codec import EventCodec
@@ -42,11 +45,15 @@ def verify_log(
     keyring: Keyring,
     codec: EventCodec | None = None,
     checkpoints: Iterable[tuple[int, bytes]] = (),
+    retention: bool | None = None,
 ) -> VerifyReport:
-    """Check the whole log of the store at ``path``.
+    """Check the whole log of the store at ``path`` as open does, and more.
 
     ``checkpoints`` are (next_offset, link) pairs recorded elsewhere (snapshots):
-    each must match the chain, which also exposes batches cut off the tail.
+    each must fit the log as open requires (core.log.fit), which also exposes
+    batches cut off the tail.  ``retention`` (None: the store's saved setting)
+    allows a log that starts after a sealed retention anchor.  Sealed index files
+    must describe their segment's batches; the log must reach its high-water mark.
     """
     store = StoreDirectory.open(path, create=False, writer=False)
     store.check_keyring(keyring, writer=False)
@@ -54,18 +61,27 @@ def verify_log(
     for schema in sorted(store.schema_dir.glob("*.avsc")):
         codec.register_writer_schema(schema.read_text())
     expected, link = 0, genesis_link(store.store_id)
-    anchor = store.log_dir / ANCHOR_FILE
-    if anchor.exists():
-        meta = json.loads(anchor.read_text())
-        expected, link = int(meta["next_offset"]), bytes.fromhex(meta["link"])
+    try:
+        mark = HighWater(store.log_dir, store.store_id, keyring).read()
+        anchor = read_anchor(store.log_dir, store.store_id, keyring)
+    except CorruptLogError as exc:
+        return VerifyReport(False, 0, 0, 0, exc.offset, None, str(exc))
+    if anchor is not None:
+        if not (retention_configured(store) if retention is None else retention):
+            return VerifyReport(False, 0, 0, 0, 0, None, f"the log starts at offset {anchor.next_offset} after a "
+                                "retention anchor, but delete_covered_segments is not configured: history is missing")
+        expected, link = anchor.next_offset, anchor.link
+    start = expected
     links = {expected: link}
     batches = events = 0
 
     def failed(problem: str, segment: str | None = None) -> VerifyReport:
         return VerifyReport(False, batches, events, expected, expected, segment, problem)
 
-    for base in sorted(int(p.stem) for p in store.log_dir.glob("*.log")):
+    bases = sorted(int(p.stem) for p in store.log_dir.glob("*.log"))
+    for base in bases:
         seg = Segment(store.log_dir, base, writable=False)
+        seg_batches = []
         try:
             if base != expected:
                 return failed(f"segment starts at offset {base} but offset {expected} was expected "
@@ -88,16 +104,25 @@ def verify_log(
                 links[expected] = link
                 batches += 1
                 events += batch.count
+                seg_batches.append(batch)
+            if base != bases[-1] and (problem := seg.index_problem(seg_batches, keyring, store.store_id)):
+                return failed(problem, seg.name)
         except FrameError as exc:
-            kind = "torn (incomplete)" if exc.truncated else "corrupt"
-            return failed(f"{kind} batch at byte {exc.position}: {exc}", seg.name)  # type: ignore[attr-defined]
+            acknowledged = mark.next_offset if mark is not None else start
+            if not (exc.truncated and base == bases[-1] and expected >= acknowledged):
+                kind = f"torn (incomplete) before the acknowledged end {acknowledged}" if exc.truncated else "corrupt"
+                return failed(f"{kind} batch at byte {exc.position}: {exc}", seg.name)  # type: ignore[attr-defined]
+            # an incomplete final batch beyond the high-water mark: a torn write the next writer open cuts
         finally:
             seg.close()
+    if mark is None and expected > start:
+        return failed("the log's high-water file is missing: its end cannot be checked")
+    if mark is not None and (mark.next_offset > expected or links.get(mark.next_offset) != mark.link):
+        return failed(f"the log ends at offset {expected} without the batch acknowledged at its high-water mark "
+                      f"{mark.next_offset}: acknowledged batches were removed or rewritten")
     for offset, want in checkpoints:
-        if offset > expected:
-            return failed(f"a snapshot records offset {offset} but the log ends at {expected}: "
-                          "batches were removed from the end")
-        if offset in links and links[offset] != want:
-            return failed(f"a snapshot at offset {offset} records a different chain link: "
-                          "the log was rewritten after that snapshot")
+        if offset < start:
+            continue  # superseded by retention: open does not use it, and it contradicts nothing
+        if misfit := snapshot_misfit(offset, want, start, expected, links.get):
+            return failed(f"a snapshot does not fit the log: {misfit}")
     return VerifyReport(True, batches, events, expected)

@@ -360,15 +360,15 @@ def test_read_only_reader_sees_another_writers_appends(store, keyring):
 
 def test_retention_deletes_only_covered_segments(store, keyring):
     """Deleting segments below an offset keeps the rest readable and verifiable."""
-    with Log.open(store, keyring=keyring, config=SMALL) as log:
+    with Log.open(store, keyring=keyring, config=SMALL, retention=True) as log:
         fill(log, 40)
         deleted = log.delete_segments_before(60)
         assert deleted
         assert log.start_offset <= 60
         assert [e.offset for e in log.read(60, 62)] == [60, 61]
-    with Log.open(store, keyring=keyring, config=SMALL) as log:
+    with Log.open(store, keyring=keyring, config=SMALL, retention=True) as log:
         assert log.start_offset <= 60 and log.end_offset == 120
-    assert verify_log(store, keyring=keyring).ok
+    assert verify_log(store, keyring=keyring, retention=True).ok
 
 
 def test_repr_names_offsets_and_policy(store, keyring):
@@ -390,15 +390,15 @@ def test_missing_middle_segment_is_detected_on_open(store, keyring):
 
 def test_interrupted_retention_leftovers_are_ignored(store, keyring):
     """Segments already covered by the retention anchor (a crash mid-deletion) are dropped on open."""
-    with Log.open(store, keyring=keyring, config=SMALL) as log:
+    with Log.open(store, keyring=keyring, config=SMALL, retention=True) as log:
         fill(log, 40)
         first = segment_files(store)[0].read_bytes()
         log.delete_segments_before(60)
     segment_files(store)[0].with_name("00000000000000000000.log").write_bytes(first)
-    with Log.open(store, keyring=keyring, config=SMALL) as log:
+    with Log.open(store, keyring=keyring, config=SMALL, retention=True) as log:
         assert log.start_offset > 0 and log.end_offset == 120
     assert not (store / "log" / "00000000000000000000.log").exists()
-    assert verify_log(store, keyring=keyring).ok
+    assert verify_log(store, keyring=keyring, retention=True).ok
 
 
 def test_batch_over_the_frame_limit_is_refused_before_writing(store, keyring, monkeypatch):

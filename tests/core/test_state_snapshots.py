@@ -154,7 +154,7 @@ def test_bad_policy_is_refused():
 
 def test_retention_is_off_by_default_and_keeps_history(tmp_path, keyring, codec):
     """Without retention every segment stays; with it, covered segments go and loading still works."""
-    with Log.open(tmp_path / "s", keyring=keyring, config=SMALL) as log:
+    with Log.open(tmp_path / "s", keyring=keyring, config=SMALL, retention=True) as log:
         workload(log, 30)
         segments = len(log.segments())
         Snapshotter(log, codec, SnapshotPolicy()).snapshot(full_replay(log), 90)
@@ -164,12 +164,12 @@ def test_retention_is_off_by_default_and_keeps_history(tmp_path, keyring, codec)
         assert len(log.segments()) < segments and log.start_offset > 0
         workload(log, 2, start=30)
         assert load_state(log, PROJECTION, codec).state == PROJECTION.apply(expected, list(log.read(90)))
-    assert verify_log(tmp_path / "s", keyring=keyring).ok
+    assert verify_log(tmp_path / "s", keyring=keyring, retention=True).ok
 
 
 def test_deleted_history_without_snapshot_is_an_error(tmp_path, keyring, codec):
     """If old segments are gone and no snapshot covers them, loading says so."""
-    with Log.open(tmp_path / "s", keyring=keyring, config=SMALL) as log:
+    with Log.open(tmp_path / "s", keyring=keyring, config=SMALL, retention=True) as log:
         workload(log, 30)
         Snapshotter(log, codec, SnapshotPolicy(), delete_covered_segments=True).snapshot(full_replay(log), 90)
         for p in list_snapshots(log.store.snapshot_dir):
@@ -239,7 +239,7 @@ def test_snapshot_inside_a_batch_is_rejected(tmp_path, keyring, codec):
 
 def test_snapshot_older_than_retained_log_is_rejected(tmp_path, keyring, codec):
     """After retention, a snapshot below the log's start is refused rather than replayed with a gap."""
-    with Log.open(tmp_path / "s", keyring=keyring, config=SMALL) as log:
+    with Log.open(tmp_path / "s", keyring=keyring, config=SMALL, retention=True) as log:
         workload(log, 30)
         old = Snapshotter(log, codec, SnapshotPolicy(), keep=5).snapshot(load_state(log, PROJECTION, codec, end=30).state, 30)
         newest = Snapshotter(log, codec, SnapshotPolicy(), keep=5, delete_covered_segments=True).snapshot(full_replay(log), 90)
