@@ -48,6 +48,7 @@ __all__ = [
     "TOKEN_SECRET",
     "RawClient",
     "RunningServer",
+    "ServerClosed",
     "TestCA",
     "add_user",
     "make_ca",
@@ -181,6 +182,14 @@ def _replace(config: ServerConfig, **changes: Any) -> ServerConfig:
 
 # -- a raw protocol client ------------------------------------------------------------
 
+class ServerClosed(ConnectionError):
+    """The server closed the connection after ``got`` of the ``wanted`` bytes being read."""
+
+    def __init__(self, got: int, wanted: int):
+        super().__init__(f"the server closed the connection ({got} of {wanted} bytes read)")
+        self.got = got
+
+
 class RawClient:
     """One socket speaking kio-encoded frames: send requests, read responses, see the server close."""
 
@@ -221,16 +230,29 @@ class RawClient:
         return correlation_id
 
     def read_frame(self) -> bytes:
-        """One size-prefixed frame's payload; ConnectionError if the server closed."""
+        """One size-prefixed frame's payload; ServerClosed (a ConnectionError) if the server closed."""
         size = struct.unpack(">i", self._read_exactly(4))[0]
         return self._read_exactly(size)
+
+    def next_frame(self) -> bytes | None:
+        """The next frame's payload, or None if the server closed (or reset) the connection before it
+        began; closing inside a frame raises ServerClosed."""
+        try:
+            prefix = self._read_exactly(4)
+        except ServerClosed as exc:
+            if exc.got:
+                raise
+            return None
+        except ConnectionResetError:
+            return None
+        return self._read_exactly(struct.unpack(">i", prefix)[0])
 
     def _read_exactly(self, n: int) -> bytes:
         chunks, got = [], 0
         while got < n:
             chunk = self.sock.recv(n - got)
             if not chunk:
-                raise ConnectionError(f"the server closed the connection ({got} of {n} bytes read)")
+                raise ServerClosed(got, n)
             chunks.append(chunk)
             got += len(chunk)
         return b"".join(chunks)
