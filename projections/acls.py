@@ -29,6 +29,7 @@ from events.types import (
 )
 from projections.acl_index import EMPTY_MAP, AclIndex, Node
 from projections.acl_match import filter_matches
+from projections.errors import InconsistentEventError
 from projections.gc_pause import paused_gc
 
 __all__ = ["AclsDelta", "AclsImage", "canonical_binding", "canonical_entry"]
@@ -216,7 +217,8 @@ class AclsDelta:
     """Changes to an AclsImage: id -> new binding, or None for removed.
 
     ``add`` of an existing id replaces its binding; ``remove`` of an id that
-    is neither in the image nor added in this delta raises KeyError.
+    is neither in the image nor added in this delta raises InconsistentEventError
+    (as Kafka's AclsDelta.replay of a RemoveAccessControlEntryRecord).
     """
 
     __slots__ = ("image", "_changes")
@@ -245,7 +247,7 @@ class AclsDelta:
     def remove(self, acl_id: str) -> None:
         """Record the removal of an ACL by id."""
         if self.get(acl_id) is None:
-            raise KeyError(f"no ACL with id {acl_id!r}")
+            raise InconsistentEventError(f"removal of ACL {acl_id!r}, which does not exist")
         self._changes[acl_id] = None
 
     def apply(self) -> AclsImage:

@@ -1,7 +1,8 @@
 """The combined security image (SCRAM, ACLs, tokens) and the delta that replays events.
 
 ``SecurityDelta(image)`` replays events (one ``replay`` per event type) into
-sub-deltas created on first use; ``apply(next_offset)`` returns the next
+sub-deltas created on first use; an event that removes, renews or expires
+something absent raises InconsistentEventError (a bug in the log, surfaced); ``apply(next_offset)`` returns the next
 image, reusing every sub-image its events did not touch.
 ``SecurityProjection`` is the ``core.state`` projection over it.
 """
@@ -25,6 +26,7 @@ from events.records import (
     ScramCredentialUpserted,
 )
 from projections.acls import AclsDelta, AclsImage
+from projections.errors import InconsistentEventError
 from projections.gc_pause import paused_gc
 from projections.scram import ScramDelta, ScramImage
 from projections.tokens import TokenInfo, TokensDelta, TokensImage
@@ -94,9 +96,7 @@ class SecurityDelta:
 
     @replay.register
     def _(self, event: AclDeleted) -> None:
-        acls = self.acls_delta()
-        if acls.get(event.acl_id) is not None:
-            acls.remove(event.acl_id)
+        self.acls_delta().remove(event.acl_id)
 
     @replay.register
     def _(self, event: DelegationTokenIssued) -> None:
@@ -129,22 +129,27 @@ class SecurityDelta:
 
         Same effect as ``replay`` per event (the registered handlers, not
         subclass overrides), with the dispatch resolved once per type and
-        ACL creations added straight to the ACL delta.
+        ACL creations added straight to the ACL delta. An event that does not
+        fit the state before it raises InconsistentEventError naming its offset.
         """
         handlers = _HANDLERS
         add = None
-        for envelope in envelopes:
-            event = envelope.event
-            cls = type(event)
-            if cls is AclCreated:
-                if add is None:
-                    add = self.acls_delta().add
-                add(event.acl_id, event.binding)
-                continue
-            handler = handlers.get(cls)
-            if handler is None:
-                handler = handlers[cls] = _DISPATCH(cls)
-            handler(self, event)
+        envelope = None
+        try:
+            for envelope in envelopes:
+                event = envelope.event
+                cls = type(event)
+                if cls is AclCreated:
+                    if add is None:
+                        add = self.acls_delta().add
+                    add(event.acl_id, event.binding)
+                    continue
+                handler = handlers.get(cls)
+                if handler is None:
+                    handler = handlers[cls] = _DISPATCH(cls)
+                handler(self, event)
+        except InconsistentEventError as exc:
+            raise exc.at(envelope.offset) from None
 
     def apply(self, next_offset: int | None = None) -> SecurityImage:
         """The next image (at ``next_offset``, by default the base's), sharing untouched parts."""

@@ -17,6 +17,7 @@ import immutables
 
 from events.keyring import SealedSecret
 from events.types import ScramMechanism
+from projections.errors import InconsistentEventError
 
 __all__ = ["ScramDelta", "ScramEntry", "ScramImage"]
 
@@ -86,8 +87,18 @@ class ScramDelta:
         entry = ScramEntry(mechanism, iterations, secret)
         self._changes.setdefault(user, {})[mechanism] = entry
 
+    def get(self, user: str, mechanism: ScramMechanism) -> ScramEntry | None:
+        """A credential as the delta stands (image plus changes)."""
+        changes = self._changes.get(user)
+        if changes is not None and mechanism in changes:
+            return changes[mechanism]
+        return self.image.get(user, mechanism)
+
     def delete(self, user: str, mechanism: ScramMechanism) -> None:
-        """Delete a credential; deleting one that does not exist changes nothing."""
+        """Delete a credential; one that does not exist raises InconsistentEventError (as Kafka's replay)."""
+        if self.get(user, mechanism) is None:
+            raise InconsistentEventError(
+                f"deletion of the {ScramMechanism(mechanism).name} credential of user {user!r}, which does not exist")
         self._changes.setdefault(user, {})[mechanism] = None
 
     def apply(self) -> ScramImage:

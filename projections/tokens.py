@@ -2,8 +2,9 @@
 
 Tokens are kept by token id, without their HMAC (it is recomputed from the
 token secret, never stored).  ``TokensDelta(image)`` records issues, expiry
-changes and removals; ``apply()`` returns a new image sharing the untouched
-tokens, or the same image when nothing changed.
+changes and removals (of a token that does not exist: InconsistentEventError);
+``apply()`` returns a new image sharing the untouched tokens, or the same image
+when nothing changed. ``TokenInfo.is_expired`` is the one expiry rule.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import immutables
+
+from projections.errors import InconsistentEventError
 
 __all__ = ["TokenInfo", "TokensDelta", "TokensImage"]
 
@@ -87,14 +90,20 @@ class TokensDelta:
         self._changes[info.token_id] = info
 
     def set_expiry(self, token_id: str, expiry_timestamp_ms: int) -> None:
-        """Change a token's expiry; an unknown token is ignored."""
-        current = self.get(token_id)
-        if current is not None:
-            self._changes[token_id] = replace(current, expiry_timestamp_ms=expiry_timestamp_ms)
+        """Change a token's expiry; an unknown token raises InconsistentEventError."""
+        current = self._existing(token_id, "expiry change")
+        self._changes[token_id] = replace(current, expiry_timestamp_ms=expiry_timestamp_ms)
 
     def remove(self, token_id: str) -> None:
-        """Remove a token; removing an unknown one changes nothing."""
+        """Remove a token; an unknown token raises InconsistentEventError."""
+        self._existing(token_id, "removal")
         self._changes[token_id] = None
+
+    def _existing(self, token_id: str, change: str) -> TokenInfo:
+        current = self.get(token_id)
+        if current is None:
+            raise InconsistentEventError(f"{change} of delegation token {token_id!r}, which does not exist")
+        return current
 
     def apply(self) -> TokensImage:
         """The image with the changes; the base image itself if none had an effect."""

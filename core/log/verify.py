@@ -1,4 +1,10 @@
-"""Full verification of a log: every CRC, offset continuity, the keyed hash chain, decoding.
+"""Full verification of a log: every CRC, offset continuity, the keyed hash chain, decoding, replay.
+
+Every event is also replayed into the security image, so an event that does not
+fit the state before it (the removal of an unknown ACL or token, the deletion of
+a missing credential) is reported with its offset. Replay starts from the empty
+image, or, when older segments were deleted, from the oldest readable snapshot
+at or after the log's start.
 
 Read-only: it never repairs anything, it reports the first problem and where it is.
 """
@@ -20,6 +26,10 @@ from core.storedir import StoreDirectory
 from events.codec import EventCodec
 from events.errors import EventsError
 from events.keyring import Keyring
+from projections.errors import InconsistentEventError
+from projections.image import SecurityDelta, SecurityImage
+from projections.image_snapshot import SecurityImageSnapshot
+from projections.snapshot import SnapshotError, list_snapshots, read_snapshot
 
 
 @dataclass(frozen=True)
@@ -31,10 +41,15 @@ class VerifyReport:
     first_bad_offset: int | None = None
     segment: str | None = None
     problem: str | None = None
+    replayed_from: int | None = None  # where the replay check began; None: no snapshot to begin from
 
     def __str__(self) -> str:
         if self.ok:
-            return f"OK: {self.batches} batches, {self.events} events, CRCs and hash chain intact up to offset {self.end_offset}"
+            replay = ("every event replays" if self.replayed_from == 0 else
+                      f"every event from offset {self.replayed_from} replays" if self.replayed_from is not None else
+                      "events not replayed: no readable snapshot covers the log's start")
+            return (f"OK: {self.batches} batches, {self.events} events, CRCs and hash chain intact up to offset "
+                    f"{self.end_offset}, {replay}")
         where = f" in segment {self.segment}" if self.segment else ""
         return f"FAILED at offset {self.first_bad_offset}{where}: {self.problem}"
 
@@ -74,9 +89,11 @@ def verify_log(
     start = expected
     links = {expected: link}
     batches = events = 0
+    replayed_from, image = _replay_start(store, expected, keyring)
 
-    def failed(problem: str, segment: str | None = None) -> VerifyReport:
-        return VerifyReport(False, batches, events, expected, expected, segment, problem)
+    def failed(problem: str, segment: str | None = None, offset: int | None = None) -> VerifyReport:
+        bad = expected if offset is None else offset
+        return VerifyReport(False, batches, events, expected, bad, segment, problem, replayed_from)
 
     bases = sorted(int(p.stem) for p in store.log_dir.glob("*.log"))
     for base in bases:
@@ -100,6 +117,13 @@ def verify_log(
                     return failed(f"batch does not decode: {exc}", seg.name)
                 if [e.offset for e in decoded] != list(range(batch.base_offset, batch.next_offset)):
                     return failed("the events inside the batch do not carry the batch's offsets", seg.name)
+                if image is not None and batch.base_offset >= replayed_from:
+                    delta = SecurityDelta(image)
+                    try:
+                        delta.replay_all(decoded)
+                    except InconsistentEventError as exc:
+                        return failed(f"inconsistent event: {exc.detail}", seg.name, exc.offset)
+                    image = delta.apply(batch.next_offset)
                 link, expected = batch.link, batch.next_offset
                 links[expected] = link
                 batches += 1
@@ -125,4 +149,18 @@ def verify_log(
             continue  # superseded by retention: open does not use it, and it contradicts nothing
         if misfit := snapshot_misfit(offset, want, start, expected, links.get):
             return failed(f"a snapshot does not fit the log: {misfit}")
-    return VerifyReport(True, batches, events, expected)
+    return VerifyReport(True, batches, events, expected, replayed_from=replayed_from)
+
+
+def _replay_start(store: StoreDirectory, start: int, keyring: Keyring) -> tuple[int | None, SecurityImage | None]:
+    """Where the replay check begins and the image there (None, None when nothing covers the log's start)."""
+    if start == 0:
+        return 0, SecurityImage.EMPTY
+    for path in list_snapshots(store.snapshot_dir):
+        try:
+            info, image = read_snapshot(path, SecurityImageSnapshot(), keyring)
+        except SnapshotError:
+            continue
+        if info.next_offset >= start:
+            return info.next_offset, image
+    return None, None

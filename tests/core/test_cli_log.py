@@ -6,16 +6,19 @@ import base64
 import json
 import subprocess
 import sys
+import uuid
 
 import pytest
 
+from core import SecurityStore, StoreConfig
 from core.cli import main
 from core.log import Log
 from core.scram import credential_from_password
 from events.keyring import Keyring, seal_scram
 from events.records import Envelope, ScramCredentialUpserted
 from events.types import ScramMechanism
-from tests.logkit import acl_created
+from projections.errors import InconsistentEventError
+from tests.logkit import acl_created, acl_deleted
 
 
 @pytest.fixture
@@ -64,9 +67,34 @@ def test_dump_json_is_valid_and_ranged(store, capsys):
 
 
 def test_verify_ok_exits_zero(store, capsys):
-    """verify prints OK and exits 0 on an intact log."""
+    """verify prints OK and exits 0 on an intact log whose every event replays."""
     assert run("log", "verify", "--store", str(store[0])) == 0
-    assert capsys.readouterr().out.startswith("OK: 2 batches, 4 events")
+    out = capsys.readouterr().out
+    assert out.startswith("OK: 2 batches, 4 events") and "every event replays" in out
+
+
+@pytest.fixture
+def inconsistent_store(store):
+    """The store's log plus a batch (offsets 4-5) whose second event deletes an ACL that never existed."""
+    path, _ = store
+    with Log.open(path, keyring=Keyring.load(None)) as log:
+        log.append([acl_created(7), acl_deleted(99)])
+    return path
+
+
+def test_verify_reports_an_inconsistent_event_with_its_offset(inconsistent_store, capsys):
+    """verify exits 1 naming the offset of an event that removes an unknown ACL (Kafka: AclsDelta.replay throws)."""
+    assert run("log", "verify", "--store", str(inconsistent_store)) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("FAILED at offset 5 ")
+    assert f"inconsistent event: removal of ACL {str(uuid.UUID(int=99))!r}, which does not exist" in out
+
+
+def test_opening_a_store_whose_log_is_inconsistent_fails_naming_the_offset(inconsistent_store):
+    """Loading a log with an inconsistent event raises InconsistentEventError at that event's offset."""
+    with pytest.raises(InconsistentEventError, match="^the log is inconsistent at offset 5: removal of ACL") as info:
+        SecurityStore.open(inconsistent_store, StoreConfig(), keyring=Keyring.load(None), read_only=True)
+    assert info.value.offset == 5
 
 
 def test_verify_failure_exits_one_with_the_offset(store, capsys):

@@ -13,6 +13,7 @@ from events.types import (
     ResourceType,
 )
 from projections.acls import AclsDelta, AclsImage, canonical_entry
+from projections.errors import InconsistentEventError
 
 T, G = ResourceType.TOPIC, ResourceType.GROUP
 L, P, MATCH = PatternType.LITERAL, PatternType.PREFIXED, PatternType.MATCH
@@ -70,8 +71,8 @@ def test_remove_drops_acl():
 
 
 def test_remove_unknown_id_raises():
-    """Removing an id the image does not hold is an error."""
-    with pytest.raises(KeyError):
+    """Removing an id the image does not hold raises InconsistentEventError naming the id (Kafka: AclsDelta.replay)."""
+    with pytest.raises(InconsistentEventError, match="'nope'"):
         AclsDelta(AclsImage.EMPTY).remove("nope")
 
 

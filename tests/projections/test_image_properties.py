@@ -4,6 +4,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,6 +30,7 @@ from events.types import (
     ResourceType,
     ScramMechanism,
 )
+from projections.errors import InconsistentEventError
 from projections.image import SecurityImage, SecurityProjection
 from projections.image_snapshot import SecurityImageSnapshot
 from projections.snapshot import read_snapshot, write_snapshot
@@ -73,7 +75,33 @@ events = st.one_of(
     st.builds(DelegationTokenExpired, token_ids, longs, timestamps),
     st.builds(DelegationTokenRemoved, token_ids, st.sampled_from(TokenRemovalReason)),
 )
-event_lists = st.lists(events, max_size=40)
+
+
+def _key(event):
+    """The entity an event is about: (kind, id)."""
+    if isinstance(event, ScramCredentialUpserted | ScramCredentialDeleted):
+        return "scram", (event.user, event.mechanism)
+    if isinstance(event, AclCreated | AclDeleted):
+        return "acl", event.acl_id
+    return "token", event.token_id
+
+
+def consistent(event_list):
+    """The events that fit the state before them: removals, renewals and expiries of absent entities dropped."""
+    alive, kept = set(), []
+    for event in event_list:
+        key = _key(event)
+        if isinstance(event, ScramCredentialUpserted | AclCreated | DelegationTokenIssued):
+            alive.add(key)
+        elif key not in alive:
+            continue
+        elif isinstance(event, ScramCredentialDeleted | AclDeleted | DelegationTokenRemoved):
+            alive.discard(key)
+        kept.append(event)
+    return kept
+
+
+event_lists = st.lists(events, max_size=40).map(consistent)
 cut_lists = st.lists(st.integers(0, 40), max_size=6)
 
 
@@ -220,3 +248,20 @@ def test_load_state_from_a_real_log_equals_in_memory_replay(event_list, cuts, sn
         len(event_list),
         used_snapshot,
     ), (contents(loaded.state), contents(expected))
+
+
+@given(st.lists(events, min_size=1, max_size=40))
+def test_an_inconsistent_event_raises_naming_its_offset(event_list):
+    """Replay of any event list raises InconsistentEventError at the first event that does not fit, naming its offset.
+
+    Kafka: AclsDelta.replay(RemoveAccessControlEntryRecord) and ScramControlManager.replay throw for an absent entity.
+    """
+    kept = consistent(event_list)
+    first_bad = next((i for i, (a, b) in enumerate(zip(event_list, [*kept, None])) if a is not b), None)
+    batch = envelopes(event_list, start=100)
+    if first_bad is None:
+        replay([batch])
+        return
+    with pytest.raises(InconsistentEventError, match=f"^the log is inconsistent at offset {100 + first_bad}: ") as info:
+        replay([batch])
+    assert info.value.offset == 100 + first_bad

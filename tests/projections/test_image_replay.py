@@ -26,6 +26,7 @@ from events.types import (
     ResourceType,
     ScramMechanism,
 )
+from projections.errors import InconsistentEventError
 from projections.image import SecurityDelta, SecurityImage, SecurityProjection
 from projections.tokens import TokenInfo
 
@@ -82,10 +83,15 @@ def test_acl_deleted_removes_the_acl():
     assert "a1" not in replayed(AclCreated("a1", BINDING), AclDeleted("a1", BINDING)).acls
 
 
-def test_acl_deleted_of_unknown_id_is_ignored():
-    """AclDeleted of an id not in the image leaves the ACL image as it was."""
+def test_acl_deleted_of_unknown_id_raises_with_its_offset():
+    """AclDeleted of an id not in the image raises, naming the event's offset.
+
+    Kafka: AclsDelta.replay(RemoveAccessControlEntryRecord) throws for an unknown id.
+    """
     base = replayed(AclCreated("a1", BINDING))
-    assert replayed(AclDeleted("zz", BINDING), base=base).acls is base.acls
+    with pytest.raises(InconsistentEventError, match="^the log is inconsistent at offset 7: removal of ACL 'zz'") as info:
+        SecurityDelta(base).replay_all([envelope(6, AclCreated("a2", BINDING)), envelope(7, AclDeleted("zz", BINDING))])
+    assert info.value.offset == 7
 
 
 def test_token_issued_adds_the_token():
@@ -106,9 +112,20 @@ def test_token_expired_sets_the_expiry():
     assert got.expiry_timestamp_ms == 15
 
 
-def test_renewal_of_unknown_token_is_ignored():
-    """Renewing a token the image lacks adds nothing."""
-    assert len(replayed(DelegationTokenRenewed("nope", -1, 500)).tokens) == 0
+@pytest.mark.parametrize("event", [
+    DelegationTokenRenewed("nope", -1, 500),
+    DelegationTokenExpired("nope", 5, 15),
+    DelegationTokenRemoved("nope", TokenRemovalReason.EXPIRED_BY_SWEEP),
+    ScramCredentialDeleted("nobody", ScramMechanism.SCRAM_SHA_256),
+], ids=lambda e: type(e).__name__)
+def test_change_of_an_absent_entity_raises_with_its_offset(event):
+    """Renewal, expiry or removal of an unknown token, deletion of a missing credential: raises naming the offset.
+
+    Kafka: ScramControlManager.replay(RemoveUserScramCredentialRecord) throws "Unable to find credential to delete".
+    """
+    with pytest.raises(InconsistentEventError, match="^the log is inconsistent at offset 3: .*'no(pe|body)'") as info:
+        SecurityProjection().apply(SecurityImage.EMPTY, [envelope(3, event)])
+    assert info.value.offset == 3
 
 
 def test_token_removed_drops_the_token():
@@ -160,7 +177,7 @@ def test_scram_only_batch_shares_acls_and_tokens():
 def test_apply_without_effect_returns_the_same_image():
     """A delta whose events change nothing, at the same offset, returns its base image."""
     base = replayed(UPSERT)
-    assert replayed(ScramCredentialDeleted("bob", SHA256), base=base) is base
+    assert replayed(UPSERT, base=base) is base
 
 
 def test_projection_sets_next_offset_after_last_event():
@@ -199,6 +216,6 @@ def test_projection_keeps_a_disabled_collector_disabled():
 def test_projection_moves_offset_even_without_state_change():
     """A batch with no effect still advances next_offset."""
     state = replayed(UPSERT)
-    batch = [envelope(4, ScramCredentialDeleted("bob", SHA256))]
+    batch = [envelope(4, UPSERT)]
     got = SecurityProjection().apply(state, batch)
     assert got == replace(state, next_offset=5)

@@ -1,7 +1,10 @@
 """ScramImage and ScramDelta: credentials by user and mechanism, structural sharing."""
 
+import pytest
+
 from events.keyring import SealedSecret
 from events.types import ScramMechanism
+from projections.errors import InconsistentEventError
 from projections.scram import ScramDelta, ScramEntry, ScramImage
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
@@ -80,10 +83,11 @@ def test_delete_then_upsert_in_one_delta_keeps_the_upsert():
     assert delta.apply().get("alice", SHA256).iterations == 9999
 
 
-def test_deleting_absent_credential_returns_same_image():
-    """Deleting a credential that does not exist changes nothing."""
+def test_deleting_absent_credential_raises():
+    """Deleting a credential that does not exist raises InconsistentEventError (Kafka: ScramControlManager.replay)."""
     base = image(("alice", SHA256, 4096))
-    assert deleted(base, "alice", SHA512) is base
+    with pytest.raises(InconsistentEventError, match="SCRAM_SHA_512 credential of user 'alice'"):
+        deleted(base, "alice", SHA512)
 
 
 def test_upsert_of_identical_credential_returns_same_image():

@@ -1,5 +1,8 @@
 """TokensImage and TokensDelta: tokens by id, expiry changes, Kafka's expiry rule."""
 
+import pytest
+
+from projections.errors import InconsistentEventError
 from projections.tokens import TokenInfo, TokensDelta, TokensImage
 
 
@@ -36,12 +39,10 @@ def test_set_expiry_changes_only_the_expiry():
     assert delta.apply().get("t1") == token(expiry=1_500)
 
 
-def test_set_expiry_of_unknown_token_is_ignored():
-    """Changing the expiry of a token that does not exist changes nothing."""
-    base = issued(token())
-    delta = TokensDelta(base)
-    delta.set_expiry("nope", 5)
-    assert delta.apply() is base
+def test_set_expiry_of_unknown_token_raises():
+    """Changing the expiry of a token that does not exist raises InconsistentEventError naming it."""
+    with pytest.raises(InconsistentEventError, match="expiry change of delegation token 'nope'"):
+        TokensDelta(issued(token())).set_expiry("nope", 5)
 
 
 def test_set_expiry_after_issue_in_same_delta_applies():
@@ -60,12 +61,10 @@ def test_remove_drops_the_token():
     assert got.get("t1") is None and len(got) == 0
 
 
-def test_remove_of_unknown_token_returns_same_image():
-    """Removing a token that does not exist changes nothing."""
-    base = issued(token())
-    delta = TokensDelta(base)
-    delta.remove("nope")
-    assert delta.apply() is base
+def test_remove_of_unknown_token_raises():
+    """Removing a token that does not exist raises InconsistentEventError naming it."""
+    with pytest.raises(InconsistentEventError, match="removal of delegation token 'nope'"):
+        TokensDelta(issued(token())).remove("nope")
 
 
 def test_apply_leaves_base_image_unchanged():
