@@ -10,15 +10,15 @@ import uuid
 
 import pytest
 
-from core import SecurityStore, StoreConfig
+from core import AclBindingFilter, RequestContext, ResourceType, SecurityStore, StoreConfig
 from core.cli import main
-from core.log import Log
+from core.log import Log, LogConfig, verify_log
 from core.scram import credential_from_password
 from events.keyring import Keyring, seal_scram
 from events.records import Envelope, ScramCredentialUpserted
 from events.types import ScramMechanism
 from projections.errors import InconsistentEventError
-from tests.logkit import acl_created, acl_deleted
+from tests.logkit import acl_created, acl_deleted, binding
 
 
 @pytest.fixture
@@ -174,3 +174,22 @@ def test_snapshot_refuses_while_a_writer_holds_the_store(store, capsys):
     with Log.open(path, keyring=Keyring.load()):
         assert run("log", "snapshot", "--store", str(path)) == 2
     assert "already open for writing" in capsys.readouterr().err
+
+
+def test_verify_replays_from_the_snapshot_when_older_segments_are_gone(tmp_path):
+    """With covered segments deleted, verify replays the rest from the snapshot: a delete of an ACL created
+    before the log's start is consistent, an unknown one is reported at its offset."""
+    ring = Keyring.generate()
+    config = StoreConfig(log=LogConfig(segment_bytes=4096, index_interval_bytes=256), delete_covered_segments=True)
+    with SecurityStore.open(tmp_path / "s", config, keyring=ring) as store:
+        for i in range(60):
+            store.create_acls([binding(i)], context=RequestContext())
+        store.snapshot()
+        assert store.log.start_offset > 0
+        store.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, "topic-0")], context=RequestContext())
+    report = verify_log(tmp_path / "s", keyring=ring, retention=True)
+    assert report.ok and 0 < report.replayed_from <= 60
+    with Log.open(tmp_path / "s", keyring=ring, retention=True) as log:
+        log.append([acl_deleted(0)])
+    report = verify_log(tmp_path / "s", keyring=ring, retention=True)
+    assert (report.ok, report.first_bad_offset) == (False, 61) and "inconsistent event" in report.problem

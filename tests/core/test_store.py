@@ -295,3 +295,16 @@ def test_policy_snapshots_are_written_and_used_on_reopen(tmp_path, keyring, cloc
     with SecurityStore.open(tmp_path / "s", cfg, keyring=keyring) as again:
         assert again.loaded.snapshot is not None and again.loaded.snapshot.next_offset >= 10
         assert state_of(again) == live
+
+
+def test_token_found_by_its_hmac_after_reopen_and_gone_after_removal(open_store, clock):
+    """A token's HMAC renews it after the store reopens; once expired by request it answers NOT_FOUND."""
+    store = open_store()
+    token = store.create_delegation_token(context=ADMIN)
+    store.close()
+    store = open_store()
+    assert store.renew_delegation_token(token.hmac, context=ADMIN) == token.expiry_timestamp_ms
+    store.expire_delegation_token(token.hmac, -1, context=ADMIN)
+    with pytest.raises(ApiException) as info:
+        store.renew_delegation_token(token.hmac, context=ADMIN)
+    assert info.value.error.code == ErrorCode.DELEGATION_TOKEN_NOT_FOUND
