@@ -4,6 +4,11 @@ As Kafka (ControllerApis.handleCreateAcls / handleDeleteAcls, AclApis.handleDesc
 and the requests' getErrorResponse): a request-level failure such as
 CLUSTER_AUTHORIZATION_FAILED is repeated on every creation or filter of CreateAcls and
 DeleteAcls, and is DescribeAcls' top-level error with no resources.
+
+A DescribeAcls whose filter names a resource is answered on the event loop: the store's
+index then visits only the nodes that can hold ACLs for that name (the literal name, the
+'*' wildcard and the prefixes of the name), so its work is bounded by the ACLs bound to
+that one name.  A filter without a name may scan every ACL: it runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -31,7 +36,11 @@ def _describe_failed(call: Call, error: ApiError) -> Any:
     return respond(call, **convert.error_fields(error), resources=[])
 
 
-@request_level(_describe_failed)
+def _names_a_resource(call: Call) -> bool:
+    return call.request.resource_name_filter is not None
+
+
+@request_level(_describe_failed, on_loop=_names_a_resource)
 def describe_acls(call: Call) -> Any:
     bindings = call.store.describe_acls(convert.filter_from(call.request), context=call.context)
     return respond(call, error_code=0, error_message=None, resources=convert.resources_fields(bindings))

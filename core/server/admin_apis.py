@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from core.server import acl_apis, scram_apis, token_apis
-from core.server.call import Handler
+from core.server.handling import Handler
+from core.wire.codec import ApiKey
 
-#: API key -> handler.
-ADMIN_HANDLERS: dict[int, Handler] = {
-    29: acl_apis.describe_acls,
-    30: acl_apis.create_acls,
-    31: acl_apis.delete_acls,
-    38: token_apis.create_delegation_token,
-    39: token_apis.renew_delegation_token,
-    40: token_apis.expire_delegation_token,
-    41: token_apis.describe_delegation_token,
-    50: scram_apis.describe_user_scram_credentials,
-    51: scram_apis.alter_user_scram_credentials,
+ADMIN_HANDLERS: dict[ApiKey, Handler] = {
+    ApiKey.DESCRIBE_ACLS: acl_apis.describe_acls,
+    ApiKey.CREATE_ACLS: acl_apis.create_acls,
+    ApiKey.DELETE_ACLS: acl_apis.delete_acls,
+    ApiKey.CREATE_DELEGATION_TOKEN: token_apis.create_delegation_token,
+    ApiKey.RENEW_DELEGATION_TOKEN: token_apis.renew_delegation_token,
+    ApiKey.EXPIRE_DELEGATION_TOKEN: token_apis.expire_delegation_token,
+    ApiKey.DESCRIBE_DELEGATION_TOKEN: token_apis.describe_delegation_token,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: scram_apis.describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: scram_apis.alter_user_scram_credentials,
 }

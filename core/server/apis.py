@@ -1,23 +1,19 @@
-"""The dispatch table: API key -> handler, for every API the server answers.
+"""The dispatch table: API key -> handler, for every API in ``core.wire.codec.ApiKey``.
 
 SaslHandshake (17) and SaslAuthenticate (36) are answered by the connection's
-``core.server.sasl.Authenticator``, not through this table; ApiVersions advertises them
-with every key that has a handler here.
+``core.server.sasl.Authenticator``, not through this table.
 """
 
 from __future__ import annotations
 
 from core.server.admin_apis import ADMIN_HANDLERS
-from core.server.call import Handler
 from core.server.cluster_apis import CLUSTER_HANDLERS
+from core.server.handling import Handler
+from core.wire.codec import ApiKey
 
-__all__ = ["AUTH_KEYS", "HANDLERS", "served_keys"]
+__all__ = ["AUTH_KEYS", "HANDLERS"]
 
-AUTH_KEYS = frozenset({17, 36})
+AUTH_KEYS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 
-HANDLERS: dict[int, Handler] = {**CLUSTER_HANDLERS, **ADMIN_HANDLERS}
+HANDLERS: dict[ApiKey, Handler] = {**CLUSTER_HANDLERS, **ADMIN_HANDLERS}
 
-
-def served_keys() -> frozenset[int]:
-    """API keys with a handler (or answered by the authenticator): what ApiVersions advertises."""
-    return frozenset(HANDLERS) | AUTH_KEYS

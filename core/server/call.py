@@ -1,16 +1,15 @@
 """What a request handler gets and returns: the contract between the connection loop and the APIs.
 
-A handler is a plain function ``handler(call) -> kio response entity`` of the response
-class for ``call.frame.api_key`` / ``call.frame.api_version`` (``core.wire.codec.response_class``).
-The connection loop runs it off the event loop (in a worker thread), so it may block on
-the store (fsync, PBKDF2); the store serialises writes itself.  A handler never raises
-for a per-item problem: Kafka's per-item error codes go into the response.  A request-level
-``ApiException`` from the store becomes the response's top-level error code and message.
+A handler (``core.server.handling.Handler``) turns a ``Call`` into a kio response entity of
+the response class for ``call.frame.api_key`` / ``call.frame.api_version``
+(``core.wire.codec.response_class``).  The connection runs it in a worker thread unless the
+handler says the request is a bounded read, so it may block on the store (fsync, PBKDF2);
+the store serialises writes itself.  A handler never raises for a per-item problem: Kafka's
+per-item error codes go into the response.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,5 +45,3 @@ class Call:
     def version(self) -> int:
         return self.frame.api_version
 
-
-Handler = Callable[[Call], Any]

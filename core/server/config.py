@@ -20,10 +20,13 @@ class ServerConfig:
     node_id: int = 1                                     # broker.id / node.id: broker and controller
     advertised: dict[str, tuple[str, int]] = field(default_factory=dict)  # listener name -> (host, port)
     ssl: SslConfig | None = None
-    sasl_mechanisms: tuple[ScramMechanism, ...] = (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+    sasl_mechanisms: tuple[ScramMechanism, ...] | None = None  # None: every mechanism the store enables
     socket_request_max_bytes: int = 100 * MIB            # socket.request.max.bytes
+    sasl_server_max_receive_size: int = 512 * 1024       # sasl.server.max.receive.size: any frame before login
     connections_max_idle_ms: int = 600_000               # connections.max.idle.ms
+    idle_before_login_ms: int = 10_000                   # a SASL connection not logged in is closed sooner
     max_connections: int = 1000                          # max.connections (Kafka: unlimited)
+    max_connections_per_ip: int = 100                    # max.connections.per.ip (Kafka: unlimited; no address exempt)
     failed_authentication_delay_ms: int = 100            # connection.failed.authentication.delay.ms
     failed_authentications_burst: int = 10               # per peer IP, before failures are slowed to ...
     failed_authentications_per_second: float = 1.0       # ... this steady rate (librdkafka retries ~20/s)
@@ -35,8 +38,8 @@ class ServerConfig:
     def __post_init__(self):
         if not 0 <= self.node_id <= 2**31 - 1:
             raise InvalidValueError(f"node id must be within 0..2147483647, not {self.node_id}")
-        for name in ("socket_request_max_bytes", "connections_max_idle_ms", "max_connections",
-                     "frame_read_timeout_ms", "tls_handshake_timeout_ms", "workers",
+        for name in ("socket_request_max_bytes", "sasl_server_max_receive_size", "connections_max_idle_ms",
+                     "idle_before_login_ms", "max_connections", "max_connections_per_ip", "frame_read_timeout_ms", "tls_handshake_timeout_ms", "workers",
                      "failed_authentications_burst"):
             if getattr(self, name) <= 0:
                 raise InvalidValueError(f"{name} must be positive, not {getattr(self, name)}")
@@ -44,6 +47,7 @@ class ServerConfig:
             raise InvalidValueError("delays must not be negative")
         if self.failed_authentications_per_second <= 0:
             raise InvalidValueError("failed_authentications_per_second must be positive")
-        if not self.sasl_mechanisms:
-            raise InvalidValueError("at least one SASL mechanism must be enabled")
-        object.__setattr__(self, "sasl_mechanisms", tuple(ScramMechanism(m) for m in self.sasl_mechanisms))
+        if self.sasl_mechanisms is not None:
+            if not self.sasl_mechanisms:
+                raise InvalidValueError("at least one SASL mechanism must be enabled")
+            object.__setattr__(self, "sasl_mechanisms", tuple(ScramMechanism(m) for m in self.sasl_mechanisms))

@@ -1,10 +1,19 @@
 """One client connection: frames in, one request at a time, responses out in order.
 
-A connection reads a 4-byte size, checks it against socket.request.max.bytes, reads the
-frame (a stalled frame times out), decodes it with ``core.wire.codec``, lets its
-``Authenticator`` decide whether the request may be served, runs the handler in the
-server's thread pool and writes the response before reading the next request, so
-responses leave in request order (kafka-python matches them strictly in order).
+A connection reads a 4-byte size and checks it (socket.request.max.bytes; before login
+sasl.server.max.receive.size, 512 KiB) before reading the body, all under one timeout
+(idle until a frame starts, then a stalled frame).  It reads the request header and lets
+its ``Authenticator`` refuse the request before decoding the body, decodes it with
+``core.wire.codec``, answers it and writes the response before reading the next request,
+so responses leave in request order (kafka-python matches them strictly in order).
+
+Where the work runs: the event loop answers what is cheap and bounded by the request's
+own size (ApiVersions, Metadata, DescribeCluster, SCRAM steps of user logins, and the
+reads a handler's ``on_loop`` accepts: a DescribeAcls naming a resource, a
+DescribeUserScramCredentials naming a few users), and decodes frames up to
+``ON_LOOP_BYTES``.  Everything else runs in the server's thread pool, response encoding
+included: writes (fsync), SCRAM alterations and token logins (PBKDF2), reads that may
+scan the store, and any large frame.
 
 Anything the server cannot serve (garbage, a truncated frame, an unknown API key or
 version, a TLS handshake failure, a stall, idleness, a refused SASL state) closes this
@@ -18,37 +27,39 @@ import asyncio
 import logging
 import ssl
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.errors import ApiException, ErrorCode
+from core.errors import ApiError, ErrorCode
+from core.server.apis import AUTH_KEYS
 from core.server.call import BrokerInfo, Call
 from core.server.cluster_apis import api_versions_fallback
-from core.server.error_response import error_response
+from core.server.handling import log_failure
 from core.server.listeners import Listener
 from core.server.principals import ANONYMOUS, tls_principal
-from core.server.sasl import Authenticator, Step
+from core.server.sasl import Authenticator, Refusal, Step
 from core.types import RequestContext
 from core.wire.codec import (
-    API_NAMES,
+    ApiKey,
     FrameError,
+    RequestFrame,
     UnsupportedApi,
     decode_request,
     encode_response,
     frame_size,
     peek_header,
-    response_class,
 )
 
 if TYPE_CHECKING:
     from core.server.server import Server
 
-__all__ = ["Connection", "log"]
+__all__ = ["ON_LOOP_BYTES", "Connection", "log"]
 
 log = logging.getLogger("secmeta.server")
 
-_API_VERSIONS = 18
-_AUTH_KEYS = (17, 36)
+#: Frames up to this size are decoded on the event loop (kio reads ~1 MB in ~50-100 ms: larger ones go to a worker).
+ON_LOOP_BYTES = 64 * 1024
 
 
 class _Close(Exception):
@@ -87,6 +98,7 @@ class Connection:
         self._server, self._listener, self._broker = server, listener, broker
         self._reader, self._writer, self.peer = reader, writer, peer
         self._config = server.config
+        self._high_water = 0        # the transport's write buffer limit, known once TLS is up
         self.in_flight = False      # a request is being handled: shutdown lets it finish
         self.stopping = False       # the server is shutting down: close after the current request
 
@@ -97,7 +109,7 @@ class Connection:
         try:
             auth = await self._start()
             while not self.stopping:
-                frame = await self._read_frame()
+                frame = await self._read_frame(auth)
                 self.in_flight = True
                 await self._serve(auth, frame)
                 self.in_flight = False
@@ -109,10 +121,10 @@ class Connection:
         except asyncio.CancelledError:
             log.debug("closing %s on %s: cancelled (shutdown)", self.peer, self._listener.name)
         except (ConnectionError, OSError) as exc:
-            log.info("closed connection from %s on %s: %s", self.peer, self._listener.name,
-                     f"connection error: {type(exc).__name__}: {exc}")
-        except Exception:  # a bug: still one record, with the traceback
-            log.exception("closed connection from %s on %s: internal error", self.peer, self._listener.name)
+            log.info("closed connection from %s on %s: connection error: %s", self.peer, self._listener.name,
+                     type(exc).__name__)
+        except Exception as exc:  # a bug: still one record, the traceback only at DEBUG
+            log_failure(f"closed connection from {self.peer} on {self._listener.name}: internal error", exc)
         finally:
             self.in_flight = False
             self._writer.transport.abort()
@@ -126,48 +138,54 @@ class Connection:
                 await self._writer.start_tls(self._server.ssl_context,
                                              ssl_handshake_timeout=self._config.tls_handshake_timeout_ms / 1000)
             except (ssl.SSLError, ConnectionError, OSError, TimeoutError) as exc:
-                raise _Close(f"TLS handshake failed: {type(exc).__name__}: {exc}") from None
+                reason = getattr(exc, "reason", None) or type(exc).__name__
+                raise _Close(f"TLS handshake failed: {reason}") from None
             principal = tls_principal(self._writer.get_extra_info("ssl_object"))
+        self._high_water = self._writer.transport.get_write_buffer_limits()[1]
         context = RequestContext(principal=principal, host=self.peer.host, tls=self._listener.protocol.tls)
-        return Authenticator(self._server.store, self._listener.protocol, self._config.sasl_mechanisms, context)
+        return Authenticator(self._server.store, self._listener.protocol, self._server.sasl_mechanisms, context,
+                             self._server.limiter)
 
     # -- frames -------------------------------------------------------------------
 
-    async def _read_frame(self) -> bytes:
-        idle_s = self._config.connections_max_idle_ms / 1000
+    async def _read_frame(self, auth: Authenticator) -> bytes:
+        config = self._config
+        if auth.complete:
+            idle_ms, limit, limit_name = (config.connections_max_idle_ms, config.socket_request_max_bytes,
+                                          "socket.request.max.bytes")
+        else:
+            idle_ms, limit, limit_name = (config.idle_before_login_ms, config.sasl_server_max_receive_size,
+                                          "sasl.server.max.receive.size (before login)")
+        reader, size = self._reader, None
         try:
-            first = await asyncio.wait_for(self._reader.readexactly(1), idle_s)
-        except asyncio.IncompleteReadError:
-            raise _ClientGone() from None
-        except TimeoutError:
-            raise _Close(f"idle for {self._config.connections_max_idle_ms} ms (connections.max.idle.ms)",
-                         logging.INFO) from None
-        stall_s = self._config.frame_read_timeout_ms / 1000
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + stall_s
-        prefix = first + await self._read_exactly(3, deadline, "size")
-        size = frame_size(prefix)
-        limit = self._config.socket_request_max_bytes
-        if size < 0:
-            raise _Close(f"invalid frame size {size}")
-        if size > limit:
-            raise _Close(f"frame of {size} bytes is larger than socket.request.max.bytes ({limit})")
-        return await self._read_exactly(size, deadline, f"frame of {size} bytes")
-
-    async def _read_exactly(self, n: int, deadline: float, what: str) -> bytes:
-        timeout = max(0.0, deadline - asyncio.get_running_loop().time())
-        try:
-            return await asyncio.wait_for(self._reader.readexactly(n), timeout)
+            async with asyncio.timeout(idle_ms / 1000) as deadline:
+                size = frame_size(await reader.readexactly(4))
+                if size < 0:
+                    raise _Close(f"invalid frame size {size}")
+                if size > limit:
+                    raise _Close(f"frame of {size} bytes is larger than {limit_name} ({limit})")
+                deadline.reschedule(asyncio.get_running_loop().time() + config.frame_read_timeout_ms / 1000)
+                return await reader.readexactly(size)
         except asyncio.IncompleteReadError as exc:
-            raise _Close(f"truncated {what}: the client closed after {len(exc.partial)} of {n} bytes",
+            if size is None and not exc.partial:
+                raise _ClientGone() from None
+            what = "size" if size is None else f"frame of {size} bytes"
+            raise _Close(f"truncated {what}: the client closed after {len(exc.partial)} of {exc.expected} bytes",
                          logging.INFO) from None
         except TimeoutError:
-            raise _Close(f"stalled: {what} not received within {self._config.frame_read_timeout_ms} ms") from None
+            if size is None:
+                setting = "connections.max.idle.ms" if auth.complete else "idle before login"
+                raise _Close(f"idle for {idle_ms} ms ({setting})", logging.INFO) from None
+            raise _Close(f"stalled: frame of {size} bytes not received within {config.frame_read_timeout_ms} ms") from None
 
     async def _write(self, data: bytes) -> None:
-        self._writer.write(data)
+        writer = self._writer
+        writer.write(data)
+        if writer.transport.get_write_buffer_size() <= self._high_water:
+            return  # drain() would return at once: skip its cost
         try:
-            await asyncio.wait_for(self._writer.drain(), self._config.frame_read_timeout_ms / 1000)
+            async with asyncio.timeout(self._config.frame_read_timeout_ms / 1000):
+                await writer.drain()
         except TimeoutError:
             raise _Close(f"stalled: the client did not read a {len(data)}-byte response within "
                          f"{self._config.frame_read_timeout_ms} ms") from None
@@ -176,54 +194,69 @@ class Connection:
 
     async def _serve(self, auth: Authenticator, data: bytes) -> None:
         if auth.expects_raw_token:
-            step = await self._off_loop(auth.handle_raw, data)
+            step = await self._maybe_off_loop(auth.may_block(data), auth.handle_raw, data)
             await self._finish(step, 0)
             return
         try:
-            frame = decode_request(data, trailing_ok=True)  # as Kafka: bytes after the request are ignored
+            api_key, _, correlation_id = peek_header(data)
+        except FrameError as exc:
+            raise _Close(str(exc)) from None
+        refusal = auth.refusal(api_key)
+        if refusal is not None and refusal.message is None:
+            raise _Close(refusal.reason)
+        frame = await self._decode(data, api_key, correlation_id, refused=refusal is not None)
+        if frame is None:
+            return
+        if refusal is not None:
+            await self._refuse(auth, frame, refusal, len(data))
+        if frame.api_key in AUTH_KEYS:
+            message = bytes(getattr(frame.request, "auth_bytes", b""))
+            step = await self._maybe_off_loop(auth.may_block(message), auth.handle, frame)
+            await self._finish(step, frame.correlation_id)
+            return
+        handler = self._server.handlers[ApiKey(frame.api_key)]
+        call = Call(self._server.store, auth.context, frame, self._broker)
+        if len(data) <= ON_LOOP_BYTES and handler.on_loop(call):
+            response = handler(call)
+            await self._write(encode_response(frame.correlation_id, response))
+            if frame.api_key == ApiKey.API_VERSIONS and not auth.complete:
+                auth.api_versions_answered(int(response.error_code))
+        else:
+            await self._write(await self._off_loop(_answer, handler, call))
+
+    async def _decode(self, data: bytes, api_key: int, correlation_id: int, *, refused: bool) -> RequestFrame | None:
+        """The decoded request, or None when it was answered here (ApiVersions' fallback)."""
+        try:
+            return await self._maybe_off_loop(len(data) > ON_LOOP_BYTES, decode_request, data, trailing_ok=True)
         except UnsupportedApi as exc:
-            if exc.api_key == _API_VERSIONS and auth.refusal(_API_VERSIONS) is None:
-                await self._write(encode_response(exc.correlation_id, api_versions_fallback()))
-                return
+            if api_key == ApiKey.API_VERSIONS and not refused:
+                await self._write(encode_response(correlation_id, api_versions_fallback()))
+                return None
             raise _Close(str(exc)) from None
         except FrameError as exc:
             raise _Close(str(exc)) from None
-        except Exception as exc:  # kio raises KeyError for an unknown tagged field, and maybe more
-            key, version, _ = peek_header(data)
-            name = API_NAMES.get(key, f"api key {key}")
-            raise _Close(f"malformed {name} v{version} request: {type(exc).__name__}: {exc}") from None
-        refusal = auth.refusal(frame.api_key)
-        if refusal is not None:
-            raise _Close(refusal)
-        if frame.api_key in _AUTH_KEYS:
-            step = await self._off_loop(auth.handle, frame)
-            await self._finish(step, frame.correlation_id)
-            return
-        handler = self._server.handlers.get(frame.api_key)
-        if handler is None:
-            raise _Close(f"unsupported request: {frame.name} v{frame.api_version} (no handler)")
-        response = await self._off_loop(self._call, handler, Call(self._server.store, auth.context, frame, self._broker))
-        await self._write(encode_response(frame.correlation_id, response))
 
-    def _call(self, handler, call: Call) -> Any:
-        """Run a handler (in a worker thread); a request-level error becomes the top-level error."""
-        frame = call.frame
-        try:
-            return handler(call)
-        except ApiException as exc:
-            response = error_response(response_class(frame.api_key, frame.api_version), exc.error.code, exc.error.message)
-            if response is None:
-                raise
-            return response
-        except Exception:
-            log.exception("handler of %s v%d failed for %s", frame.name, frame.api_version, self.peer)
-            response = error_response(response_class(frame.api_key, frame.api_version), ErrorCode.UNKNOWN_SERVER_ERROR, None)
-            if response is None:
-                raise
-            return response
+    async def _refuse(self, auth: Authenticator, frame: RequestFrame, refusal: Refusal, size: int) -> None:
+        """Answer a request sent during the SASL exchange with its error response, then close."""
+        error = ApiError(ErrorCode.ILLEGAL_SASL_STATE, refusal.message)
+        if frame.api_key == ApiKey.SASL_HANDSHAKE:
+            response = encode_response(frame.correlation_id, auth.refused_handshake(frame))
+        else:
+            handler = self._server.handlers[ApiKey(frame.api_key)]
+            call = Call(self._server.store, auth.context, frame, self._broker)
+            response = await self._maybe_off_loop(size > ON_LOOP_BYTES, _refused, handler, call, error)
+        await self._write(response)
+        raise _Close(refusal.reason)
 
-    async def _off_loop(self, fn, *args) -> Any:
+    async def _off_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._server.executor, fn, *args)
+
+    async def _maybe_off_loop(self, off: bool, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if not off:
+            return fn(*args, **kwargs)
+        if kwargs:
+            return await self._off_loop(lambda: fn(*args, **kwargs))
+        return await self._off_loop(fn, *args)
 
     async def _finish(self, step: Step, correlation_id: int) -> None:
         if step.failed:
@@ -240,3 +273,11 @@ class Connection:
             raise _Close(step.close, logging.INFO)
         raise _Close(step.close)
 
+
+def _answer(handler: Any, call: Call) -> bytes:
+    """A worker thread's whole job for one request: the handler, then the response frame."""
+    return encode_response(call.frame.correlation_id, handler(call))
+
+
+def _refused(handler: Any, call: Call, error: ApiError) -> bytes:
+    return encode_response(call.frame.correlation_id, handler.error_response(call, error))

@@ -1,25 +1,31 @@
-"""What every admin handler shares: building its response and turning failures into one.
+"""What every API handler shares: building its response and turning failures into one.
 
-``request_level(on_error)`` wraps a handler so that a request-level failure becomes
-the response Kafka's ``AbstractRequest.getErrorResponse`` builds for that API:
-``on_error(call, ApiError)`` returns it.  An ``ApiException`` from the store carries
-its own code and message; anything else is logged (type and API only) and answered
-UNKNOWN_SERVER_ERROR, as Kafka's RequestHandlerHelper.handleError does, so one bad
-request never costs the connection.
+A ``Handler`` pairs an API's ``serve(call)`` with its ``error_response(call, error)``,
+the response Kafka's ``AbstractRequest.getErrorResponse`` builds for that API.  Calling
+the handler serves the request; an ``ApiException`` from the store becomes
+``error_response`` with its own code and message; anything else is logged (API and
+exception type only, the traceback at DEBUG) and answered UNKNOWN_SERVER_ERROR, as
+Kafka's RequestHandlerHelper.handleError does, so one bad request never costs the
+connection.  The connection also uses ``error_response`` to refuse a request during SASL
+authentication (ILLEGAL_SASL_STATE), as Kafka's SaslServerAuthenticator does.
+
+``on_loop(call)`` says whether a request may be answered on the event loop: only reads
+of the store's immutable image whose work is bounded by the request's own shape, never
+a write, a PBKDF2 or a scan of the whole store (see ``core.server.connection``).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from core.errors import ApiError, ApiException, ErrorCode
-from core.server.call import Call, Handler
+from core.server.call import Call
 from core.wire.codec import build, response_class
 
-__all__ = ["UNEXPECTED", "request_level", "respond"]
+__all__ = ["UNEXPECTED", "Handler", "log_failure", "request_level", "respond"]
 
 log = logging.getLogger("secmeta.server")
 
@@ -31,21 +37,39 @@ def respond(call: Call, **fields: Any) -> Any:
     return build(response_class(call.frame.api_key, call.version), throttle_time=0, **fields)
 
 
-def request_level(on_error: Callable[[Call, ApiError], Any]) -> Callable[[Handler], Handler]:
-    """Answer a request-level failure of the wrapped handler with ``on_error(call, error)``."""
+def log_failure(message: str, exc: BaseException) -> None:
+    """The one way a failure is logged: ``message`` and the exception's type, never its text
+    (it may quote the client's bytes); the traceback only when DEBUG is on."""
+    log.error("%s: %s", message, type(exc).__name__, exc_info=log.isEnabledFor(logging.DEBUG))
 
-    def wrap(handler: Handler) -> Handler:
-        @functools.wraps(handler)
-        def handle(call: Call) -> Any:
-            try:
-                return handler(call)
-            except ApiException as exc:
-                return on_error(call, exc.error)
-            except Exception as exc:
-                log.error("%s v%d from %s failed: %s", call.frame.name, call.version, call.context.host,
-                          type(exc).__name__, exc_info=log.isEnabledFor(logging.DEBUG))
-                return on_error(call, UNEXPECTED)
 
-        return handle
+def _never(call: Call) -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    """One API's handler: ``handler(call)`` is its response, whatever happens."""
+
+    serve: Callable[[Call], Any]
+    error_response: Callable[[Call, ApiError], Any]
+    on_loop: Callable[[Call], bool] = _never
+
+    def __call__(self, call: Call) -> Any:
+        try:
+            return self.serve(call)
+        except ApiException as exc:
+            return self.error_response(call, exc.error)
+        except Exception as exc:
+            log_failure(f"{call.frame.name} v{call.version} from {call.context.host} failed", exc)
+            return self.error_response(call, UNEXPECTED)
+
+
+def request_level(on_error: Callable[[Call, ApiError], Any], *,
+                  on_loop: Callable[[Call], bool] = _never) -> Callable[[Callable[[Call], Any]], Handler]:
+    """Make a ``Handler`` of the decorated function, answering failures with ``on_error(call, error)``."""
+
+    def wrap(serve: Callable[[Call], Any]) -> Handler:
+        return Handler(serve, on_error, on_loop)
 
     return wrap

@@ -1,14 +1,18 @@
 """One connection's authentication, as Kafka's SaslServerAuthenticator does it.
 
-On a SASL listener the client may send ApiVersions and SaslHandshake (v0 or v1), then
-SaslAuthenticate requests carrying the SCRAM messages to ``store.scram_server()``; nothing
-else is served before authentication completes (the connection is closed, as Kafka does).
-After a SaslHandshake v0 the SCRAM messages come as raw size-prefixed tokens without a
-Kafka header (Kafka's legacy framing), and are answered the same way.
+On a SASL listener the client may send one ApiVersions (an unsupported version or an
+invalid one may be retried; a second answered one closes the connection) and a
+SaslHandshake (v0 or v1), then SaslAuthenticate requests carrying the SCRAM messages to
+``store.scram_server()``.  Before the handshake any other request closes the connection;
+during the exchange any other request is answered with its own error response carrying
+ILLEGAL_SASL_STATE, then the connection closes.  After a SaslHandshake v0 the SCRAM
+messages come as raw size-prefixed tokens without a Kafka header (Kafka's legacy
+framing), and are answered the same way.
 
 A failed exchange answers SASL_AUTHENTICATION_FAILED with Kafka's one message for bad
 credentials, whatever went wrong (an unknown user and a wrong password look the same);
-the connection then closes after a delay (``FailedAuthLimiter``).
+the connection then closes after a delay (``FailedAuthLimiter``).  An address whose
+failure bucket is empty gets that answer to its next exchange without it being evaluated.
 
 On PLAINTEXT and SSL listeners the connection is authenticated from the start
 (User:ANONYMOUS, or the client certificate's DN); SaslHandshake and SaslAuthenticate are
@@ -28,14 +32,13 @@ from core.errors import ApiException, ErrorCode, InvalidValueError
 from core.scram_server import ScramServer
 from core.server.listeners import SecurityProtocol
 from core.types import RequestContext
-from core.wire.codec import API_NAMES, RequestFrame, build, response_class
+from core.wire.codec import ApiKey, RequestFrame, build, response_class
 from events.types import ScramMechanism
 
-__all__ = ["Authenticator", "FailedAuthLimiter", "Step", "failure_message"]
+__all__ = ["AFTER_AUTHENTICATION", "Authenticator", "FailedAuthLimiter", "Refusal", "Step", "failure_message"]
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
-API_VERSIONS = 18
+#: KafkaApis.handleSaslAuthenticateRequest's answer on an authenticated connection.
+AFTER_AUTHENTICATION = "SaslAuthenticate request received after successful authentication"
 
 
 def failure_message(mechanism: str) -> str:
@@ -53,7 +56,17 @@ class Step:
     failed: bool = False          # the close is a failed authentication (delayed, rate-limited)
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A request that may not be served now: close the connection for ``reason``; if ``message``
+    is set, first answer the request with ILLEGAL_SASL_STATE and this message (Kafka's text)."""
+
+    reason: str
+    message: str | None = None
+
+
 class _State(Enum):
+    VERSIONS_OR_HANDSHAKE = "awaiting ApiVersions or SaslHandshake"
     HANDSHAKE = "awaiting SaslHandshake"
     AUTHENTICATE = "awaiting SaslAuthenticate"
     RAW = "awaiting a raw SASL token"
@@ -65,11 +78,10 @@ class Authenticator:
     """The authentication state of one connection and its RequestContext once authenticated."""
 
     def __init__(self, store: Any, protocol: SecurityProtocol, mechanisms: tuple[ScramMechanism, ...],
-                 context: RequestContext):
-        self._store = store
+                 context: RequestContext, limiter: FailedAuthLimiter):
+        self._store, self._limiter = store, limiter
         self._mechanisms = tuple(m.mechanism_name for m in mechanisms)
-        self._sasl = protocol.sasl
-        self._state = _State.HANDSHAKE if protocol.sasl else _State.COMPLETE
+        self._state = _State.VERSIONS_OR_HANDSHAKE if protocol.sasl else _State.COMPLETE
         self._context = context if not protocol.sasl else dataclasses.replace(context, authenticated=False)
         self._mechanism: str | None = None
         self._scram: ScramServer | None = None
@@ -79,7 +91,8 @@ class Authenticator:
         return f"Authenticator({self._state.value}, {self._mechanism or '-'})"
 
     @property
-    def authenticated(self) -> bool:
+    def complete(self) -> bool:
+        """True once the connection is authenticated (from the start on PLAINTEXT and SSL)."""
         return self._state is _State.COMPLETE
 
     @property
@@ -91,24 +104,45 @@ class Authenticator:
     def context(self) -> RequestContext:
         return self._context
 
-    def refusal(self, api_key: int) -> str | None:
-        """Why a request of ``api_key`` may not be served now (None: it may)."""
-        name = API_NAMES.get(api_key, f"api key {api_key}")
-        if self._state is _State.HANDSHAKE and api_key not in (API_VERSIONS, SASL_HANDSHAKE):
-            return f"ILLEGAL_SASL_STATE: unexpected {name} request before SASL authentication"
-        if self._state is _State.AUTHENTICATE and api_key != SASL_AUTHENTICATE:
-            return f"ILLEGAL_SASL_STATE: unexpected {name} request during SASL authentication"
-        if self._state is _State.FAILED:
-            return f"ILLEGAL_SASL_STATE: {name} request after a failed authentication"
-        return None
+    def refusal(self, api_key: int) -> Refusal | None:
+        """Why a request of ``api_key`` may not be served now (None: it may), from its header alone."""
+        state = self._state
+        if state is _State.COMPLETE:
+            return None
+        name = ApiKey(api_key).name if api_key in ApiKey._value2member_map_ else str(api_key)
+        if state is _State.VERSIONS_OR_HANDSHAKE and api_key in (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE):
+            return None
+        if state is _State.HANDSHAKE and api_key == ApiKey.SASL_HANDSHAKE:
+            return None
+        if state is _State.HANDSHAKE and api_key == ApiKey.API_VERSIONS:
+            return Refusal("ILLEGAL_SASL_STATE: a second ApiVersions request before SASL authentication")
+        if state is _State.AUTHENTICATE:
+            if api_key == ApiKey.SASL_AUTHENTICATE:
+                return None
+            return Refusal(f"ILLEGAL_SASL_STATE: unexpected {name} request during SASL authentication",
+                           f"Unexpected Kafka request of type {name} during SASL authentication.")
+        if state is _State.FAILED:
+            return Refusal(f"ILLEGAL_SASL_STATE: {name} request after a failed authentication")
+        return Refusal(f"ILLEGAL_SASL_STATE: unexpected {name} request before SASL authentication")
+
+    def api_versions_answered(self, error_code: int) -> None:
+        """An ApiVersions answer was sent: a successful one ends the versions step (Kafka's
+        handleApiVersionsRequest moves to HANDSHAKE_REQUEST only then)."""
+        if self._state is _State.VERSIONS_OR_HANDSHAKE and error_code == 0:
+            self._state = _State.HANDSHAKE
+
+    def may_block(self, message: bytes) -> bool:
+        """True if answering this SCRAM message may run PBKDF2 (a delegation-token login derives
+        the token's credential): run it off the event loop.  User logins are a few HMACs."""
+        return not self._first_done and b"tokenauth" in message
 
     # -- requests ----------------------------------------------------------------
 
     def handle(self, frame: RequestFrame) -> Step:
-        """Answer a SaslHandshake or SaslAuthenticate request (may block: run it off the event loop)."""
-        if frame.api_key == SASL_HANDSHAKE:
+        """Answer a SaslHandshake or SaslAuthenticate request."""
+        if frame.api_key == ApiKey.SASL_HANDSHAKE:
             return self._handshake(frame)
-        if frame.api_key == SASL_AUTHENTICATE:
+        if frame.api_key == ApiKey.SASL_AUTHENTICATE:
             return self._authenticate(frame)
         raise InvalidValueError(f"not an authentication request: {frame.name}")
 
@@ -119,15 +153,20 @@ class Authenticator:
             return Step(close=error, failed=True)
         return Step(raw=reply)
 
+    def refused_handshake(self, frame: RequestFrame) -> Any:
+        """SaslHandshakeRequest.getErrorResponse(ILLEGAL_SASL_STATE): no mechanisms."""
+        return build(response_class(frame.api_key, frame.api_version), error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                     mechanisms=[])
+
     def _handshake(self, frame: RequestFrame) -> Step:
+        if self._state not in (_State.VERSIONS_OR_HANDSHAKE, _State.HANDSHAKE):
+            return Step(self.refused_handshake(frame))
         cls = response_class(frame.api_key, frame.api_version)
-        if self._state is not _State.HANDSHAKE:
-            return Step(build(cls, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[]))
         mechanism = frame.request.mechanism
         if mechanism not in self._mechanisms:
             self._state = _State.FAILED
             response = build(cls, error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=list(self._mechanisms))
-            return Step(response, close=f"UNSUPPORTED_SASL_MECHANISM: the client asked for {mechanism[:64]!r}",
+            return Step(response, close="UNSUPPORTED_SASL_MECHANISM: the client asked for a mechanism not enabled",
                         failed=True)
         self._mechanism = mechanism
         self._scram = self._store.scram_server(mechanism)
@@ -137,10 +176,8 @@ class Authenticator:
     def _authenticate(self, frame: RequestFrame) -> Step:
         cls = response_class(frame.api_key, frame.api_version)
         if self._state is not _State.AUTHENTICATE:
-            message = ("SaslAuthenticate request received after successful authentication" if self._sasl
-                       else "Unexpected SaslAuthenticate request on a listener without SASL")
-            return Step(build(cls, error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=message, auth_bytes=b"",
-                              session_lifetime=0))
+            return Step(build(cls, error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=AFTER_AUTHENTICATION,
+                              auth_bytes=b"", session_lifetime=0))
         reply, error = self._evaluate(frame.request.auth_bytes)
         if error is not None:
             assert self._mechanism is not None
@@ -153,6 +190,10 @@ class Authenticator:
         """(reply, None) for the next SCRAM step, or (b"", reason) when the exchange failed."""
         scram = self._scram
         assert scram is not None and self._mechanism is not None
+        if not self._first_done and not self._limiter.allows(self._context.host):
+            self._fail()
+            return b"", (f"authentication failed with {self._mechanism}: too many failed authentications "
+                         "from this address (not evaluated)")
         try:
             if not self._first_done:
                 reply = scram.first(bytes(message))
@@ -161,11 +202,14 @@ class Authenticator:
                 reply = scram.final(bytes(message))
                 self._complete(scram)
         except (ApiException, ValueError, TypeError) as exc:
-            self._state = _State.FAILED
-            self._scram = None
-            # The exchange's own reason is the same for an unknown user and a wrong password.
-            return b"", f"authentication failed with {self._mechanism}: {exc}"
+            self._fail()
+            # The exception's type only: its text may quote the client's message.
+            return b"", f"authentication failed with {self._mechanism}: {type(exc).__name__}"
         return reply.encode("utf-8"), None
+
+    def _fail(self) -> None:
+        self._state = _State.FAILED
+        self._scram = None
 
     def _complete(self, scram: ScramServer) -> None:
         self._context = dataclasses.replace(self._context, principal=scram.principal,
@@ -175,13 +219,15 @@ class Authenticator:
 
 
 class FailedAuthLimiter:
-    """How long to hold a connection whose authentication failed before closing it, per peer IP.
+    """How failed authentications are slowed, per peer IP.
 
-    Every failure waits at least ``base_delay_s`` (Kafka's connection.failed.authentication.delay.ms);
-    a token bucket per IP (``burst`` failures, refilled at ``rate`` per second) lengthens the
-    wait once an address fails faster than that, so a client retrying in a loop (librdkafka
-    reconnects ~20 times a second) is held to ``rate`` failures a second.  Used from the event
-    loop only.
+    Every failure waits at least ``base_delay_s`` before the close (Kafka's
+    connection.failed.authentication.delay.ms); a token bucket per IP (``burst`` failures,
+    refilled at ``rate`` per second) lengthens the wait once an address fails faster than
+    that, and while its bucket is empty (``allows`` is False) a new exchange from it is
+    answered as failed without being evaluated, so neither retrying in a loop (librdkafka
+    reconnects ~20 times a second) nor many connections at once get more than ``rate``
+    guesses a second once the burst is spent.  Used from the event loop only.
     """
 
     MAX_DELAY_S = 10.0
@@ -191,12 +237,18 @@ class FailedAuthLimiter:
         self._base, self._burst, self._rate, self._clock = base_delay_s, float(burst), rate, clock
         self._buckets: dict[str, tuple[float, float]] = {}
 
+    def _tokens(self, ip: str, now: float) -> float:
+        tokens, last = self._buckets.get(ip, (self._burst, now))
+        return min(self._burst, tokens + (now - last) * self._rate)
+
+    def allows(self, ip: str) -> bool:
+        """True if ``ip`` may try to authenticate now (its bucket holds a whole token)."""
+        return ip not in self._buckets or self._tokens(ip, self._clock()) >= 1
+
     def close_delay(self, ip: str) -> float:
         """Record one failed authentication from ``ip``; the seconds to wait before closing."""
         now = self._clock()
-        tokens, last = self._buckets.get(ip, (self._burst, now))
-        tokens = min(self._burst, tokens + (now - last) * self._rate) - 1
-        tokens = max(tokens, -self.MAX_DELAY_S * self._rate)
+        tokens = max(self._tokens(ip, now) - 1, -self.MAX_DELAY_S * self._rate)
         if len(self._buckets) >= self.MAX_TRACKED and ip not in self._buckets:
             self._prune(now)
         self._buckets[ip] = (tokens, now)

@@ -4,7 +4,9 @@ Kafka's request carries a salted password (KIP-554), which the store accepts wit
 salt as ``UserScramCredentialUpsertion(salt=..., salted_password=...)`` and validates
 itself.  Request-level failures as Kafka's getErrorResponse: Describe puts the error at
 the top and on a result per named user; Alter gives one result per distinct user,
-sorted by name.
+sorted by name.  A Describe naming at most ``ON_LOOP_USERS`` users is answered on the event
+loop (one lookup per user in the immutable image); describing every user, or more, and
+every Alter (PBKDF2, fsync) run in a worker thread.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from core.server.call import Call
 from core.server.handling import request_level, respond
 from core.wire import convert
 
+ON_LOOP_USERS = 64
+
 
 def _describe_failed(call: Call, error: ApiError) -> Any:
     users = convert.users_from_request(call.request) or []
@@ -23,7 +27,11 @@ def _describe_failed(call: Call, error: ApiError) -> Any:
                    results=convert.describe_result_fields(dict.fromkeys(users, error)))
 
 
-@request_level(_describe_failed)
+def _names_few_users(call: Call) -> bool:
+    return bool(call.request.users) and len(call.request.users) <= ON_LOOP_USERS
+
+
+@request_level(_describe_failed, on_loop=_names_few_users)
 def describe_user_scram_credentials(call: Call) -> Any:
     results = call.store.describe_user_scram_credentials(convert.users_from_request(call.request),
                                                          context=call.context)

@@ -1,7 +1,9 @@
 """``secmeta serve``: an asyncio server on Kafka's wire protocol in front of one SecurityStore.
 
-The server is the store's only writer; handlers run in a thread pool (the store blocks on
-fsync and PBKDF2 and serialises writes itself) while the event loop only moves bytes.
+The server is the store's only writer; writes and anything else that may block or take
+long run in a thread pool (the store blocks on fsync and PBKDF2 and serialises writes
+itself), while the event loop moves bytes and answers the cheap, bounded reads
+(``core.server.connection`` says which).
 It is a one-node cluster: node ``config.node_id`` is the broker and the controller, and the
 cluster id is the store's id.  ``Server`` runs inside an event loop; ``ServerThread`` runs
 one in a background thread for tests, benchmarks and the demo.  The server never closes
@@ -14,16 +16,19 @@ import asyncio
 import logging
 import socket
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from core.errors import InvalidValueError
 from core.server.apis import HANDLERS
 from core.server.call import BrokerInfo
 from core.server.config import ServerConfig
 from core.server.connection import Connection, log, peer_of
 from core.server.listeners import Listener, ListenerError, parse_listeners, ssl_context
 from core.server.sasl import FailedAuthLimiter
+from events.types import ScramMechanism
 
 __all__ = ["Server", "ServerThread", "cluster_id"]
 
@@ -41,6 +46,7 @@ class Server:
         self.listeners = parse_listeners(listeners) if isinstance(listeners, str) else tuple(listeners)
         self.config = config or ServerConfig()
         self.handlers = dict(HANDLERS)
+        self.sasl_mechanisms = _sasl_mechanisms(self.config, store)
         for name in self.config.advertised:
             if name not in {listener.name for listener in self.listeners}:
                 raise ListenerError(f"advertised listener {name} is not a listener")
@@ -54,6 +60,7 @@ class Server:
         self.brokers: dict[str, BrokerInfo] = {}            # listener name -> what Metadata advertises
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: dict[Connection, asyncio.Task] = {}
+        self._per_ip: Counter[str] = Counter()
         self._stopping = False
 
     def __repr__(self) -> str:
@@ -81,7 +88,7 @@ class Server:
                 self.addresses[listener.name] = (str(sockname[0]), int(sockname[1]))
                 host, port = self.config.advertised.get(listener.name, (listener.host, int(sockname[1])))
                 if host in ("", "0.0.0.0", "::"):
-                    host = socket.getfqdn()
+                    host = await asyncio.get_running_loop().run_in_executor(self.executor, socket.getfqdn)
                 self.brokers[listener.name] = BrokerInfo(self.config.node_id, the_cluster, host, port)
         except BaseException:
             await self._close_listeners()
@@ -100,12 +107,25 @@ class Server:
                         peer, listener.name, self.config.max_connections)
             writer.transport.abort()
             return
+        if self._per_ip[peer.host] >= self.config.max_connections_per_ip:
+            log.warning("closed connection from %s on %s: too many connections from %s (max.connections.per.ip=%d)",
+                        peer, listener.name, peer.host, self.config.max_connections_per_ip)
+            writer.transport.abort()
+            return
         if listener.protocol.tls:
             writer.transport.pause_reading()
         connection = Connection(self, listener, self.brokers[listener.name], reader, writer, peer)
         task = asyncio.get_running_loop().create_task(connection.run(), name=f"secmeta {peer}")
         self._connections[connection] = task
-        task.add_done_callback(lambda _t, c=connection: self._connections.pop(c, None))
+        self._per_ip[peer.host] += 1
+        task.add_done_callback(lambda _t, c=connection: self._forget(c))
+
+    def _forget(self, connection: Connection) -> None:
+        self._connections.pop(connection, None)
+        host = connection.peer.host
+        self._per_ip[host] -= 1
+        if self._per_ip[host] <= 0:
+            del self._per_ip[host]
 
     async def stop(self) -> None:
         """Stop accepting, let in-flight requests finish (up to shutdown_drain_ms), close every connection."""
@@ -137,6 +157,19 @@ class Server:
             except TimeoutError:  # wait_closed waits for connections on 3.12+
                 pass
         self._servers.clear()
+
+
+def _sasl_mechanisms(config: ServerConfig, store: Any) -> tuple[ScramMechanism, ...]:
+    """The mechanisms SASL listeners offer: those configured, each enabled in the store (else an
+    error naming it), or by default every one the store enables."""
+    enabled = store.config.enabled_mechanisms
+    if config.sasl_mechanisms is None:
+        return tuple(m for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512) if m in enabled)
+    refused = [m.mechanism_name for m in config.sasl_mechanisms if m not in enabled]
+    if refused:
+        raise InvalidValueError(f"SASL mechanism(s) {', '.join(refused)} not enabled in the store (its enabled "
+                                f"mechanisms: {', '.join(sorted(m.mechanism_name for m in enabled)) or 'none'})")
+    return config.sasl_mechanisms
 
 
 async def _bind_address(host: str) -> str | None:

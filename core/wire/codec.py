@@ -6,39 +6,42 @@ fields (api key, api version, correlation id, client id), so they can be read be
 the request's version is known to be served.  ApiVersions responses always carry
 response header v0, which kio's response classes already declare.
 
+``ApiKey`` is the one table of the APIs secmeta serves: key, Kafka's name, versions.
 ``build(cls, **values)`` constructs any kio entity from plain Python values, dropping
-values for fields the version lacks, so handlers can be written once for every version.
+values for fields this version lacks (but that another version of the API has), so
+handlers can be written once for every version.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib
 import io
+import pkgutil
+import struct
 import types
 import typing
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
 from functools import cache
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
-from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
-from kio.serial.readers import read_int16, read_int32
-from kio.serial.writers import write_int32
-from kio.static.primitive import i32Timedelta, i64Timedelta
 
 from core.errors import SecmetaError
 
 __all__ = [
-    "API_NAMES",
-    "SERVED_VERSIONS",
+    "ApiKey",
     "FrameError",
     "RequestFrame",
     "UnsupportedApi",
+    "api_name",
     "build",
     "decode_request",
     "decode_response",
@@ -46,34 +49,56 @@ __all__ = [
     "encode_response",
     "frame_size",
     "peek_header",
+    "request_class",
+    "response_class",
 ]
 
-#: API key -> (min version, max version) that secmeta serves, inclusive.
-SERVED_VERSIONS: dict[int, tuple[int, int]] = {
-    3: (0, 13),    # Metadata
-    17: (0, 1),    # SaslHandshake
-    18: (0, 4),    # ApiVersions
-    29: (1, 3),    # DescribeAcls
-    30: (1, 3),    # CreateAcls
-    31: (1, 3),    # DeleteAcls
-    36: (0, 2),    # SaslAuthenticate
-    38: (1, 3),    # CreateDelegationToken
-    39: (1, 2),    # RenewDelegationToken
-    40: (1, 2),    # ExpireDelegationToken
-    41: (1, 3),    # DescribeDelegationToken
-    50: (0, 0),    # DescribeUserScramCredentials
-    51: (0, 0),    # AlterUserScramCredentials
-    60: (0, 2),    # DescribeCluster
-}
 
-API_NAMES: dict[int, str] = {
-    3: "Metadata", 17: "SaslHandshake", 18: "ApiVersions", 29: "DescribeAcls", 30: "CreateAcls",
-    31: "DeleteAcls", 36: "SaslAuthenticate", 38: "CreateDelegationToken", 39: "RenewDelegationToken",
-    40: "ExpireDelegationToken", 41: "DescribeDelegationToken", 50: "DescribeUserScramCredentials",
-    51: "AlterUserScramCredentials", 60: "DescribeCluster",
-}
+class ApiKey(IntEnum):
+    """The APIs secmeta serves, each with the versions it serves (inclusive).
 
-API_VERSIONS_KEY = 18
+    ``ApiKey.DESCRIBE_ACLS == 29``; ``.kafka_name`` is "DescribeAcls"; ``.versions`` is (1, 3).
+    """
+
+    versions: tuple[int, int]
+
+    def __new__(cls, key: int, low: int, high: int) -> ApiKey:
+        member = int.__new__(cls, key)
+        member._value_ = key
+        member.versions = (low, high)
+        return member
+
+    METADATA = 3, 0, 13
+    SASL_HANDSHAKE = 17, 0, 1
+    API_VERSIONS = 18, 0, 4
+    DESCRIBE_ACLS = 29, 1, 3
+    CREATE_ACLS = 30, 1, 3
+    DELETE_ACLS = 31, 1, 3
+    SASL_AUTHENTICATE = 36, 0, 2
+    CREATE_DELEGATION_TOKEN = 38, 1, 3
+    RENEW_DELEGATION_TOKEN = 39, 1, 2
+    EXPIRE_DELEGATION_TOKEN = 40, 1, 2
+    DESCRIBE_DELEGATION_TOKEN = 41, 1, 3
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50, 0, 0
+    ALTER_USER_SCRAM_CREDENTIALS = 51, 0, 0
+    DESCRIBE_CLUSTER = 60, 0, 2
+
+    @property
+    def kafka_name(self) -> str:
+        """The API's name in Kafka's message definitions (DESCRIBE_ACLS -> DescribeAcls)."""
+        return "".join(word.capitalize() for word in self.name.split("_"))
+
+    @classmethod
+    def served(cls, api_key: int, api_version: int) -> bool:
+        """True if ``api_key`` is served at ``api_version``."""
+        api = cls._value2member_map_.get(api_key)
+        return api is not None and api.versions[0] <= api_version <= api.versions[1]
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's name of a served API, or "api key N"."""
+    api = ApiKey._value2member_map_.get(api_key)
+    return api.kafka_name if api is not None else f"api key {api_key}"
 
 
 class FrameError(SecmetaError):
@@ -84,116 +109,93 @@ class UnsupportedApi(SecmetaError):
     """A request for an API key or version this server does not serve."""
 
     def __init__(self, api_key: int, api_version: int, correlation_id: int):
-        name = API_NAMES.get(api_key, f"api key {api_key}")
-        super().__init__(f"unsupported request: {name} v{api_version}")
+        super().__init__(f"unsupported request: {api_name(api_key)} v{api_version}")
         self.api_key, self.api_version, self.correlation_id = api_key, api_version, correlation_id
 
 
 @dataclass(frozen=True, slots=True)
 class RequestFrame:
-    """One decoded request: its header fields and its kio request entity."""
+    """One decoded request: its header fields and its kio request entity (never in the repr:
+    requests carry salted passwords, token HMACs and SASL messages)."""
 
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
-    request: Any
+    request: Any = field(repr=False)
 
     @property
     def name(self) -> str:
-        return API_NAMES.get(self.api_key, f"api key {self.api_key}")
+        return api_name(self.api_key)
+
+
+_HEADER = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
 
 
 def frame_size(prefix: bytes) -> int:
     """The size announced by a frame's 4-byte prefix."""
-    return int(read_int32(prefix, 0)[0])
+    return int(_SIZE.unpack(prefix)[0])
 
 
 def peek_header(frame: bytes) -> tuple[int, int, int]:
     """(api key, api version, correlation id) of a request frame, without decoding the rest."""
-    try:
-        api_key, _ = read_int16(frame, 0)
-        api_version, _ = read_int16(frame, 2)
-        correlation_id, _ = read_int32(frame, 4)
-    except (SerialError, ValueError, IndexError) as exc:
-        raise FrameError(f"truncated request header ({len(frame)} bytes)") from exc
-    return int(api_key), int(api_version), int(correlation_id)
-
-
-def is_served(api_key: int, api_version: int) -> bool:
-    low_high = SERVED_VERSIONS.get(api_key)
-    return low_high is not None and low_high[0] <= api_version <= low_high[1]
+    if len(frame) < _HEADER.size:
+        raise FrameError(f"truncated request header ({len(frame)} bytes)")
+    return _HEADER.unpack_from(frame)
 
 
 def decode_request(frame: bytes, *, trailing_ok: bool = False) -> RequestFrame:
     """Decode one request frame (without its size prefix).
 
-    Raises UnsupportedApi for a key or version outside SERVED_VERSIONS (the caller may
+    Raises UnsupportedApi for a key or version that is not served (the caller may
     still answer it, e.g. ApiVersions' fallback) and FrameError for anything malformed.
     ``trailing_ok`` ignores bytes after the request, as Kafka's broker does (its
     RequestContext.parseRequest never checks for them; librdkafka 2.16 sends one extra
     tag byte after AlterUserScramCredentials v0).
     """
     api_key, api_version, correlation_id = peek_header(frame)
-    if not is_served(api_key, api_version):
+    if not ApiKey.served(api_key, api_version):
         raise UnsupportedApi(api_key, api_version, correlation_id)
+    what = f"{api_name(api_key)} v{api_version} request"
     request_cls = load_request_schema(api_key, api_version)
     try:
         header, header_size = entity_reader(request_cls.__header_schema__)(frame, 0)
         request, body_size = entity_reader(request_cls)(frame, header_size)
-    except (SerialError, ValueError, IndexError, UnicodeDecodeError, OverflowError) as exc:
-        raise FrameError(f"malformed {API_NAMES[api_key]} v{api_version} request: {type(exc).__name__}") from exc
+    except (SerialError, ValueError, IndexError, KeyError, UnicodeDecodeError, OverflowError) as exc:
+        # kio raises KeyError for an unknown tagged field
+        raise FrameError(f"malformed {what}: {type(exc).__name__}") from None
     null = _null_field(request)
     if null is not None:
         # Kafka's generated readers refuse this ("non-nullable field ... was serialized as null").
-        raise FrameError(f"malformed {API_NAMES[api_key]} v{api_version} request: non-nullable field {null} is null")
+        raise FrameError(f"malformed {what}: non-nullable field {null} is null")
     trailing = len(frame) - header_size - body_size
     if trailing and not trailing_ok:
-        raise FrameError(f"malformed {API_NAMES[api_key]} v{api_version} request: {trailing} trailing bytes")
+        raise FrameError(f"malformed {what}: {trailing} trailing bytes")
     return RequestFrame(api_key, api_version, correlation_id, header.client_id, request)
 
 
 def _null_field(entity: Any) -> str | None:
     """The path of the first field that is None although its type is not nullable (kio reads a
     null array or string without complaint), or None."""
-    for name, (nullable, nested) in _null_plan(type(entity)).items():
-        value = getattr(entity, name)
+    for f in _fields(type(entity)):
+        value = getattr(entity, f.name)
         if value is None:
-            if not nullable:
-                return name
+            if not f.nullable:
+                return f.name
             continue
-        if nested:
+        if f.nested is not None:
             for item in value if isinstance(value, tuple) else (value,):
                 inner = _null_field(item)
                 if inner is not None:
-                    return f"{name}.{inner}"
+                    return f"{f.name}.{inner}"
     return None
-
-
-@cache
-def _null_plan(cls: type) -> dict[str, tuple[bool, bool]]:
-    """Field name -> (nullable, holds nested entities)."""
-    hints = typing.get_type_hints(cls)
-    plan = {}
-    for f in dataclasses.fields(cls):
-        tp = hints[f.name]
-        nullable = False
-        if typing.get_origin(tp) in (typing.Union, types.UnionType):
-            args = typing.get_args(tp)
-            nullable = type(None) in args
-            tp = next(a for a in args if a is not type(None))
-        item = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else tp
-        plan[f.name] = (nullable, dataclasses.is_dataclass(item))
-    return plan
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """A whole response frame (size prefix included) for ``response`` (a kio response entity)."""
     header_cls = type(response).__header_schema__
-    body = io.BytesIO()
-    entity_writer(header_cls)(body, header_cls(correlation_id=correlation_id))
-    entity_writer(type(response))(body, response)
-    return _with_size(body.getvalue())
+    return _framed(header_cls, header_cls(correlation_id=correlation_id), response)
 
 
 def encode_request(correlation_id: int, client_id: str | None, request: Any) -> bytes:
@@ -201,10 +203,18 @@ def encode_request(correlation_id: int, client_id: str | None, request: Any) -> 
     header_cls = type(request).__header_schema__
     header = header_cls(request_api_key=request.__api_key__, request_api_version=request.__version__,
                         correlation_id=correlation_id, client_id=client_id)
-    body = io.BytesIO()
-    entity_writer(header_cls)(body, header)
-    entity_writer(type(request))(body, request)
-    return _with_size(body.getvalue())
+    return _framed(header_cls, header, request)
+
+
+def _framed(header_cls: type, header: Any, entity: Any) -> bytes:
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    entity_writer(header_cls)(out, header)
+    entity_writer(type(entity))(out, entity)
+    size = out.tell() - 4
+    out.seek(0)
+    out.write(_SIZE.pack(size))
+    return out.getvalue()
 
 
 def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
@@ -213,9 +223,9 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
     try:
         header, header_size = entity_reader(response_cls.__header_schema__)(frame, 0)
         response, _ = entity_reader(response_cls)(frame, header_size)
-    except (SerialError, ValueError, IndexError, UnicodeDecodeError, OverflowError) as exc:
-        raise FrameError(f"malformed {API_NAMES.get(api_key, api_key)} v{api_version} response: "
-                         f"{type(exc).__name__}") from exc
+    except (SerialError, ValueError, IndexError, KeyError, UnicodeDecodeError, OverflowError) as exc:
+        raise FrameError(f"malformed {api_name(api_key)} v{api_version} response: "
+                         f"{type(exc).__name__}") from None
     return int(header.correlation_id), response
 
 
@@ -227,43 +237,76 @@ def response_class(api_key: int, api_version: int) -> type:
     return load_response_schema(api_key, api_version)
 
 
-def _with_size(payload: bytes) -> bytes:
-    out = io.BytesIO()
-    write_int32(out, len(payload))
-    out.write(payload)
-    return out.getvalue()
-
-
-# -- building entities from plain values ------------------------------------------------
+# -- kio entities by reflection, once per class --------------------------------------------
 
 def build(cls: type, /, **values: Any) -> Any:
     """An instance of the kio entity ``cls`` from plain values.
 
-    Keys the version does not have are dropped; ints become the field's primitive type,
-    error codes become kio's ErrorCode, milliseconds become timedeltas, and lists of
-    dicts (or of already-built entities) become tuples of the nested entity type.
-    A field without a default that is not given is an error (a bug in the caller).
+    Keys this version lacks are dropped if another version of the same entity has them
+    (a key no version has is a TypeError: a typo in the caller); ints become the field's
+    primitive type, error codes become kio's ErrorCode, milliseconds become timedeltas,
+    and lists of dicts (or of already-built entities) become tuples of the nested entity
+    type.  A field without a default that is not given is a TypeError (a bug in the caller).
     """
     kwargs = {}
-    for name, (convert, required) in _field_plan(cls).items():
-        if name in values:
-            kwargs[name] = convert(values[name])
-        elif required:
-            raise TypeError(f"{cls.__module__}.{cls.__name__}: no value for required field {name!r}")
+    for f in _fields(cls):
+        if f.name in values:
+            kwargs[f.name] = f.convert(values[f.name])
+        elif f.required:
+            raise TypeError(f"{cls.__module__}.{cls.__qualname__}: no value for required field {f.name!r}")
+    if len(kwargs) != len(values):
+        unknown = set(values) - _names_in_any_version(cls)
+        if unknown:
+            raise TypeError(f"{cls.__module__}.{cls.__qualname__}: no version has the field(s) {sorted(unknown)}")
     return cls(**kwargs)
 
 
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """How one field of a kio entity is built and checked."""
+
+    name: str
+    convert: Callable[[Any], Any]   # a plain value -> the field's type
+    required: bool                  # no default
+    nullable: bool                  # None is a valid value
+    nested: type | None             # the entity type held (alone or in a tuple), if any
+
+
 @cache
-def _field_plan(cls: type) -> dict[str, tuple[Any, bool]]:
+def _fields(cls: type) -> tuple[_Field, ...]:
     hints = typing.get_type_hints(cls)
-    plan = {}
+    plan = []
     for f in dataclasses.fields(cls):
+        tp = hints[f.name]
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        plan[f.name] = (_converter(hints[f.name]), required)
-    return plan
+        inner, nullable = tp, False
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):
+            args = typing.get_args(tp)
+            nullable = type(None) in args
+            inner = next(a for a in args if a is not type(None))
+        item = typing.get_args(inner)[0] if typing.get_origin(inner) is tuple else inner
+        nested = item if dataclasses.is_dataclass(item) else None
+        plan.append(_Field(f.name, _converter(tp), required, nullable, nested))
+    return tuple(plan)
 
 
-def _converter(tp: Any):
+@cache
+def _names_in_any_version(cls: type) -> frozenset[str]:
+    """Field names of ``cls`` in every version of its API (kio.schema.<api>.v<N>.<module>)."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    parts = cls.__module__.split(".")
+    if len(parts) == 5 and parts[:2] == ["kio", "schema"] and parts[3].startswith("v"):
+        package = importlib.import_module(".".join(parts[:3]))
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name.startswith("v"):
+                module = importlib.import_module(f"{package.__name__}.{info.name}.{parts[4]}")
+                sibling = getattr(module, cls.__name__, None)
+                if sibling is not None:
+                    names.update(f.name for f in dataclasses.fields(sibling))
+    return frozenset(names)
+
+
+def _converter(tp: Any) -> Callable[[Any], Any]:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -283,15 +326,3 @@ def _converter(tp: Any):
     if isinstance(tp, type) and issubclass(tp, int) and tp not in (int, bool):
         return lambda v: tp(int(v))
     return lambda v: v
-
-
-def millis(value: datetime.timedelta | int) -> int:
-    """Milliseconds of a kio timedelta field (or an int passed through)."""
-    if isinstance(value, datetime.timedelta):
-        return round(value.total_seconds() * 1000)
-    return int(value)
-
-
-# Re-exported for callers that need them to name field types.
-Timedelta32, Timedelta64 = i32Timedelta, i64Timedelta
-RequestHeaderPrefix = RequestHeaderV1

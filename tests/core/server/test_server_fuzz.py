@@ -12,7 +12,7 @@ import random
 import socket
 import struct
 
-from core.wire.codec import SERVED_VERSIONS, build, encode_request, request_class
+from core.wire.codec import ApiKey, build, encode_request, request_class
 from tests.serverkit import RawClient
 
 SEED = 20261124
@@ -44,7 +44,8 @@ _VALUES = {
 
 def _corpus() -> list[bytes]:
     frames = []
-    for key, (low, high) in sorted(SERVED_VERSIONS.items()):
+    for key in sorted(ApiKey):
+        low, high = key.versions
         for version in range(low, high + 1):
             frames.append(encode_request(7, "fuzzer", build(request_class(key, version), **_VALUES[key])))
     return frames

@@ -14,6 +14,7 @@ import pytest
 from core import SecurityStore, StoreConfig
 from core.errors import ClusterAuthorizationException
 from core.server.cluster_apis import CLUSTER_HANDLERS
+from core.server.handling import Handler
 from core.wire.codec import build, request_class
 from events.keyring import Keyring
 from tests.logkit import make_keyring
@@ -36,7 +37,8 @@ def test_stop_drains_the_in_flight_request_and_closes_idle_connections(serve):
         release.wait(10)
         return CLUSTER_HANDLERS[60](call)
 
-    server.thread.server.handlers[60] = slow
+    # A handler that blocks: run in a worker thread (on_loop not given).
+    server.thread.server.handlers[60] = Handler(slow, CLUSTER_HANDLERS[60].error_response)
     with RawClient.connect(server) as busy, RawClient.connect(server) as idle:
         assert idle.api_versions().error_code == 0
         correlation_id = busy.send(_describe_cluster())
@@ -53,13 +55,14 @@ def test_stop_drains_the_in_flight_request_and_closes_idle_connections(serve):
 
 
 def test_a_request_level_api_exception_becomes_the_top_level_error(serve):
-    """A handler's ApiException is answered as the response's top-level error code and message."""
+    """An ApiException inside DescribeCluster's handler is answered as the response's top-level error code
+    and message (DescribeClusterRequest.getErrorResponse)."""
     server = serve()
 
     def refuse(call):
         raise ClusterAuthorizationException("Cluster authorization failed.")
 
-    server.thread.server.handlers[60] = refuse
+    server.thread.server.handlers[60] = Handler(refuse, CLUSTER_HANDLERS[60].error_response)
     with RawClient.connect(server) as raw:
         response = raw.request(_describe_cluster())
         assert (response.error_code, response.error_message) == (31, "Cluster authorization failed.")
@@ -73,7 +76,7 @@ def test_a_handler_bug_answers_unknown_server_error_and_keeps_the_connection(ser
     def broken(call):
         raise RuntimeError("bug")
 
-    server.thread.server.handlers[60] = broken
+    server.thread.server.handlers[60] = Handler(broken, CLUSTER_HANDLERS[60].error_response)
     with RawClient.connect(server) as raw:
         assert raw.request(_describe_cluster()).error_code == -1
         assert raw.api_versions().error_code == 0
