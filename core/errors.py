@@ -37,6 +37,7 @@ class ErrorCode(IntEnum):
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92
     UNACCEPTABLE_CREDENTIAL = 93
+    UNSUPPORTED_ENDPOINT_TYPE = 115
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,9 +45,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--ssl-ca", metavar="PEM", help="CA certificates that client certificates must chain to")
     p.add_argument("--ssl-client-auth", choices=[c.value for c in ClientAuth], default=ClientAuth.NONE.value,
                    help="ask TLS clients for a certificate (Kafka's ssl.client.auth)")
-    p.add_argument("--sasl-mechanisms", metavar="LIST",
-                   default=",".join(m.mechanism_name for m in _DEFAULTS.sasl_mechanisms),
-                   help="SASL mechanisms offered on SASL listeners")
+    p.add_argument("--sasl-mechanisms", metavar="LIST", default=None,
+                   help="SASL mechanisms offered on SASL listeners, each enabled in the store "
+                        "(default: every mechanism the store enables)")
     p.add_argument("--node-id", type=int, default=_DEFAULTS.node_id, metavar="N",
                    help="id of this node (broker and controller)")
     p.add_argument("--socket-request-max-bytes", type=int, default=_DEFAULTS.socket_request_max_bytes, metavar="N",
@@ -56,6 +56,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                    help="close connections idle this long (Kafka's connections.max.idle.ms)")
     p.add_argument("--max-connections", type=int, default=_DEFAULTS.max_connections, metavar="N",
                    help="refuse connections beyond this many (Kafka's max.connections)")
+    p.add_argument("--max-connections-per-ip", type=int, default=_DEFAULTS.max_connections_per_ip, metavar="N",
+                   help="refuse connections from one address beyond this many (Kafka's max.connections.per.ip)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="level of the server's log on stderr")
     p.set_defaults(func=run)
@@ -82,10 +84,11 @@ def server_config(args: argparse.Namespace) -> tuple[tuple, ServerConfig]:
         node_id=args.node_id,
         advertised=parse_advertised(args.advertised_listeners, listeners),
         ssl=ssl,
-        sasl_mechanisms=_mechanisms(args.sasl_mechanisms),
+        sasl_mechanisms=None if args.sasl_mechanisms is None else _mechanisms(args.sasl_mechanisms),
         socket_request_max_bytes=args.socket_request_max_bytes,
         connections_max_idle_ms=args.connections_max_idle_ms,
         max_connections=args.max_connections,
+        max_connections_per_ip=args.max_connections_per_ip,
     )
     return listeners, config
 
