@@ -15,7 +15,7 @@ import argparse
 import sys
 import time
 
-from core.cli.common import add_key_option, iso_time, print_json, print_table, store_path
+from core.cli.common import add_key_option, emit_json, iso_time, print_table, store_path
 from core.cli.forensics_cmd import add_point_pair, point_arg, print_grants
 from core.cli.plugins import Commands
 from core.cli.security import add_resource_options, one_resource
@@ -250,7 +250,7 @@ def query_acls_cmd(args: argparse.Namespace) -> int:
     at = point_arg(args, "at")
     found = queries.acls_at(_reader(args), at)
     if args.json:
-        print_json([a.to_dict() for a in found])
+        emit_json([a.to_dict() for a in found])
         return 0
     print_table(["ACL ID", "RESOURCE", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION", "CREATED BY"],
                 [[a.acl_id, f"{a.binding.restype.name}:{a.binding.name}", a.binding.resource_pattern_type.name,
@@ -285,7 +285,7 @@ def query_history_cmd(args: argparse.Namespace) -> int:
     envelope = ("offset", "timestamp", "timestamp_ms", "actor_principal", "actor_host", "request_id",
                 "event_type", "entity_key", "event_date")
     if args.json:
-        print_json([{k: v for k, v in r.asDict().items() if v is not None and k != "event_date"} for r in shown])
+        emit_json([{k: v for k, v in r.asDict().items() if v is not None and k != "event_date"} for r in shown])
         return 0
     print_table(["OFFSET", "TIME", "ACTOR", "HOST", "EVENT", "ENTITY", "DETAILS"],
                 [[r.offset, iso_time(r.timestamp_ms), r.actor_principal, r.actor_host, r.event_type, r.entity_key,
@@ -302,7 +302,7 @@ def query_tokens_cmd(args: argparse.Namespace) -> int:
     t2 = t1 if args.t2 is None else parse_time(args.t2)
     alive = queries.tokens_alive(_reader(args), t1, t2)
     if args.json:
-        print_json([t.to_dict() for t in alive])
+        emit_json([t.to_dict() for t in alive])
         return 0
     print_table(["TOKEN ID", "OWNER", "REQUESTER", "RENEWERS", "ISSUED", "EXPIRES", "ALIVE FROM"],
                 [[t.token_id, t.owner, t.requester, ",".join(t.renewers) or "-", iso_time(t.issue_timestamp_ms),
@@ -322,7 +322,7 @@ def _print_rows(df, args: argparse.Namespace) -> None:
     rows = df.limit(args.limit + 1).collect()
     shown = rows[:args.limit]
     if args.json:
-        print_json([r.asDict(recursive=True) for r in shown])
+        emit_json([r.asDict(recursive=True) for r in shown])
         return
     print_table(df.columns, [[_cell(v) for v in r] for r in shown])
     more = " (more not shown: raise --limit)" if len(rows) > args.limit else ""

@@ -1,14 +1,22 @@
-"""What every CLI command shares: store and key options, time formatting, tables and JSON."""
+"""What every CLI command shares: store and key options, and the one output formatter.
+
+Output: ``emit(rows, columns, json=...)`` prints rows (mappings) as an aligned table of the named
+columns, or as a JSON array of the whole rows; ``emit_json(value)`` prints any other answer as JSON;
+``iso_time(ms)`` is the one way a time is shown (ISO-8601 UTC with milliseconds and ``Z``), and the
+JSON encoder writes datetimes the same way.  ``add_json_option`` gives a read command its ``--json``.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+import enum
+import json as _json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
+from events.errors import InvalidValueError
 from events.keyring import Keyring
 
 DEFAULT_STORE_ENV = "SECMETA_STORE"
@@ -29,9 +37,14 @@ def add_key_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON (times as ISO-8601 UTC with Z) instead of a table")
+
+
 def store_path(args: argparse.Namespace) -> str:
     if not args.store:
-        raise SystemExit(f"secmeta: error: no store given: pass --store DIR or set ${DEFAULT_STORE_ENV}")
+        raise InvalidValueError(f"no store given: pass --store DIR or set ${DEFAULT_STORE_ENV}")
     return args.store
 
 
@@ -40,8 +53,70 @@ def keyring(args: argparse.Namespace) -> Keyring:
 
 
 def iso_time(ms: int) -> str:
-    """Epoch milliseconds as ISO-8601 UTC with millisecond precision."""
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """Epoch milliseconds as ISO-8601 UTC with millisecond precision and ``Z``."""
+    return _iso(datetime.fromtimestamp(ms / 1000, UTC))
+
+
+def _iso(when: datetime) -> str:
+    if when.tzinfo is None:  # Spark hands back naive datetimes in the session's zone, which is UTC
+        when = when.replace(tzinfo=UTC)
+    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _plain(value: object) -> object:
+    """What the JSON encoder writes for a value json cannot: datetimes in ISO-8601 Z, enums by name."""
+    if isinstance(value, datetime):
+        return _iso(value)
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ",".join(_cell(v) for v in value) or "-"
+    if isinstance(value, datetime):
+        return _iso(value)
+    if isinstance(value, enum.Enum):
+        return value.name
+    return str(value)
+
+
+def emit(rows: Iterable[Mapping[str, object]], columns: Mapping[str, str] | Sequence[str], *,
+         json: bool = False, empty: str | None = None, out=None) -> int:
+    """Print rows for a person (an aligned table) or a program (``json=True``); return how many.
+
+    ``columns`` maps a row key to its table header (a plain list of keys is headed by the key in
+    upper case).  JSON is one array holding every key of every row, not only the columns.  A table
+    shows None as ``-`` and joins lists with commas; ``empty`` is printed instead of a bare header
+    when there are no rows.  Rows may be a generator: JSON is streamed, a table is not.
+    """
+    out = out or sys.stdout
+    if json:
+        count = 0
+        out.write("[")
+        for count, row in enumerate(rows, 1):
+            out.write(("," if count > 1 else "") + "\n  " + _json.dumps(dict(row), default=_plain))
+        out.write("\n]\n" if count else "]\n")
+        return count
+    headers = dict(columns) if isinstance(columns, Mapping) else {c: c.upper() for c in columns}
+    cells = [[_cell(row.get(key)) for key in headers] for row in rows]
+    if not cells and empty is not None:
+        print(empty, file=out)
+        return 0
+    print_table(list(headers.values()), cells, out=out)
+    return len(cells)
+
+
+def emit_json(value: object, out=None) -> None:
+    """Print one answer that is not a list of rows (a decision, a diff, a report) as JSON."""
+    out = out or sys.stdout
+    _json.dump(value, out, indent=2, default=_plain)
+    print(file=out)
 
 
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[object]], out=None) -> None:
@@ -54,7 +129,3 @@ def print_table(headers: Sequence[str], rows: Iterable[Sequence[object]], out=No
         if n == 0:
             print("  ".join("-" * w for w in widths), file=out)
 
-
-def print_json(value: object, out=None) -> None:
-    json.dump(value, out or sys.stdout, indent=2, sort_keys=False, default=str)
-    print(file=out or sys.stdout)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import iso_time, print_json, print_table
+from core.cli.common import emit_json, iso_time, print_table
 from core.cli.security import (
     add_resource_options,
     add_security_options,
@@ -95,7 +95,7 @@ def history_cmd(args: argparse.Namespace) -> int:
             end_ms=None if args.until is None else parse_time(args.until), limit=args.limit,
         ))
     if args.json:
-        print_json([e.to_dict() for e in entries])
+        emit_json([e.to_dict() for e in entries])
     elif entries:
         print_table(["OFFSET", "TIME", "ACTOR", "HOST", "EVENT", "ENTITY", "DETAILS"],
                     [[e.offset, iso_time(e.timestamp_ms), e.actor_principal, e.actor_host, e.event_type, e.entity_key,
@@ -111,7 +111,7 @@ def diff_cmd(args: argparse.Namespace) -> int:
         end = point_arg(args, "to") or Point.at_offset(store.log.end_offset)
         diff = store.diff(start, end)
     if args.json:
-        print_json(diff.to_dict())
+        emit_json(diff.to_dict())
         return 0
     print(f"changes between offset {diff.start_offset} and {diff.end_offset}:")
     sections = [
@@ -148,7 +148,7 @@ def who_could_cmd(args: argparse.Namespace) -> int:
 def print_grants(grants, op: AclOperation, rtype, name: str, *, as_json: bool) -> None:
     """who-could's answer as a table (or JSON): principal, host, why, ACLs, exceptions."""
     if as_json:
-        print_json([g.to_dict() for g in grants])
+        emit_json([g.to_dict() for g in grants])
     elif grants:
         print_table(["PRINCIPAL", "HOST", "WHY", "ACL IDS", "EXCEPT HOSTS", "EXCEPT PRINCIPALS"],
                     [[g.principal, g.host, g.reason, ",".join(i for i, _ in g.acls) or "-",
@@ -163,7 +163,7 @@ def timeline_cmd(args: argparse.Namespace) -> int:
     with open_store(args, read_only=True) as store:
         intervals = store.access_timeline(args.principal, op, rtype, name, host=args.host)
     if args.json:
-        print_json([i.to_dict() for i in intervals])
+        emit_json([i.to_dict() for i in intervals])
         return 0
     if not intervals:
         print(f"{args.principal} was never allowed to {op.name} {rtype.name}:{name} from {args.host}")
