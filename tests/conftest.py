@@ -1,12 +1,18 @@
-"""Shared test set-up: Spark's worker interpreter and Hypothesis profiles.
+"""Shared test set-up: Hypothesis profiles, Spark's worker interpreter, and the fixtures many folders use.
 
-Kept light on purpose: importing this module must not start Spark or touch disk.
+Kept light on purpose: importing this module must not start Spark or Kafka or touch disk; the
+session fixtures ``kafka_bootstrap`` and ``spark`` start theirs on first use (imports inside them).
+Plain helpers (ADMIN, acl(), upsert(), open_store()) live in tests/storekit.py.
 """
 
+import logging
 import os
 import sys
 
+import pytest
 from hypothesis import settings
+
+from tests.logkit import Clock, make_keyring
 
 # Spark workers must run the same interpreter (the venv's) as the tests.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -17,3 +23,42 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 settings.register_profile("ci", deadline=None, max_examples=50)
 settings.register_profile("thorough", deadline=None, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture
+def keyring(tmp_path):
+    """A fresh keyring, its file in ``tmp_path``."""
+    return make_keyring(tmp_path)
+
+
+@pytest.fixture
+def clock():
+    """A settable clock (``clock.t += 60``) for StoreConfig(clock=...)."""
+    return Clock()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap():
+    """The bootstrap address of a session-wide librdkafka mock cluster (one broker)."""
+    from confluent_kafka import Producer
+
+    creator = Producer({"test.mock.num.brokers": 1, "logger": logging.getLogger("tests.kafka.mock")})
+    address = creator.list_topics(timeout=10).orig_broker_name.split("/")[0]
+    yield address
+    creator.flush(1)
+    del creator
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for every Spark test of the run, with the secmeta sources registered."""
+    from tests.extras import require_extra
+
+    require_extra("pyspark", "spark")
+    from consumers.spark import register
+    from consumers.spark.session import local_session
+
+    session = local_session(app="secmeta-tests", master="local[2]")
+    register(session)
+    yield session
+    session.stop()

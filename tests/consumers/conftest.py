@@ -1,8 +1,8 @@
 """Kafka fixtures: librdkafka's built-in mock cluster over real TCP, and unique topic names.
 
-``kafka_bootstrap`` (session-scoped) starts a one-broker mock cluster and
-yields its bootstrap address ("127.0.0.1:PORT"); every client of the tests
-connects to it like to a real cluster.  The mock cannot create topics
+``kafka_bootstrap`` (session-scoped, in tests/conftest.py) starts a one-broker
+mock cluster and yields its bootstrap address ("127.0.0.1:PORT"); every client
+of the tests connects to it like to a real cluster.  The mock cannot create topics
 through the admin API (it names no controller), but auto-creates a topic
 (4 partitions) the first time a producer asks for its metadata; our
 publisher and ``make_topics`` rely on that, and write partition 0 only.
@@ -42,16 +42,6 @@ def unused_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def kafka_bootstrap():
-    """The bootstrap address of a session-wide librdkafka mock cluster (one broker)."""
-    creator = Producer({"test.mock.num.brokers": 1, "logger": logging.getLogger("tests.kafka.mock")})
-    address = creator.list_topics(timeout=10).orig_broker_name.split("/")[0]
-    yield address
-    creator.flush(1)
-    del creator
-
-
 @pytest.fixture
 def topics():
     """A factory of unique topic names: ``topics("history")``."""
@@ -66,7 +56,6 @@ from core import (  # noqa: E402
     AclOperation,
     AclPermissionType,
     PatternType,
-    RequestContext,
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
@@ -75,27 +64,13 @@ from core import (  # noqa: E402
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from tests.logkit import Clock, make_keyring  # noqa: E402
-
-ADMIN = RequestContext("User:admin", "10.0.0.1")
-TOKEN_SECRET = b"token-secret-for-kafka-tests"
-
-
-
-
-@pytest.fixture
-def keyring(tmp_path):
-    return make_keyring(tmp_path)
+from tests.logkit import Clock  # noqa: E402
+from tests.storekit import ADMIN, TOKEN_SECRET  # noqa: E402
 
 
 @pytest.fixture
 def store_dir(tmp_path):
     return tmp_path / "store"
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
-
 from consumers.demo import serve
 from core import SecurityStore, StoreConfig
+from tests.extras import require_extra
 from tests.logkit import make_keyring
 
-pytest.importorskip("confluent_kafka")
+require_extra("confluent_kafka", "kafka")
 
 
 def _table_after(out: str, heading: str) -> list[list[str]]:

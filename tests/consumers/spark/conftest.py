@@ -1,18 +1,8 @@
-"""One local SparkSession for every Spark test of the run, with the secmeta sources registered."""
+"""The Spark tests need pyspark (the spark extra): skipped without it, a failure in CI.
 
-from __future__ import annotations
+Their one local SparkSession is the ``spark`` fixture of tests/conftest.py.
+"""
 
-import pytest
+from tests.extras import require_extra
 
-pytest.importorskip("pyspark")
-
-
-@pytest.fixture(scope="session")
-def spark():
-    from consumers.spark import register
-    from consumers.spark.session import local_session
-
-    session = local_session(app="secmeta-tests", master="local[2]")
-    register(session)
-    yield session
-    session.stop()
+require_extra("pyspark", "spark")

@@ -1,0 +1,110 @@
+"""The reader contract: one suite that every reader of the log runs (eventsourcing's tests/persistence.py style).
+
+A reader rebuilds state from what a writer left behind: the log (store replay), a snapshot plus the
+log's tail, the store's time travel, Kafka topics (the follower), Spark tables. Each test module
+subclasses ``ReaderContract`` and implements ``images``: the reader's image at each offset asked for.
+The suite checks it equals the image the writer published at that offset (``workloads.record``).
+
+``ReaderContract`` runs one seeded workload (every event type, and the token expiry edges): every
+offset the writer published, or for an expensive reader (``every_offset = False``, Spark) a sample of
+them and the end. ``GeneratedReaderContract`` adds
+Hypothesis-generated workloads, for the readers cheap enough to run many.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+
+from core import SecurityStore, StoreConfig
+from core.log import Log
+from events.keyring import Keyring
+from tests.contract.images import Image
+from tests.contract.workloads import Recording, Step, record, seeded, workloads
+from tests.logkit import Clock
+from tests.storekit import TOKEN_SECRET
+
+__all__ = ["SEED", "GeneratedReaderContract", "ReaderContract", "Written", "write"]
+
+SEED, STEPS = 2026, 40  # the seeded workload every reader runs
+EVENT_TYPES = {"ScramCredentialUpserted", "ScramCredentialDeleted", "AclCreated", "AclDeleted",
+               "DelegationTokenIssued", "DelegationTokenRenewed", "DelegationTokenExpired", "DelegationTokenRemoved"}
+SAMPLE = 6  # offsets an expensive reader is checked at (plus the end)
+
+
+@dataclass(frozen=True)
+class Written:
+    """A closed store that ran a workload, and what its writer published."""
+
+    store_dir: Path
+    key_file: Path
+    keyring: Keyring
+    config: StoreConfig
+    recording: Recording
+
+
+def write(directory: Path, steps: tuple[Step, ...], after=None) -> Written:
+    """A store in ``directory`` that ran ``steps`` (``after(store)`` follows each, see ``record``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    key_file = directory / "keys.json"
+    Keyring.generate_file(key_file)
+    keyring = Keyring.from_file(key_file)
+    clock = Clock()
+    config = StoreConfig(token_secret=TOKEN_SECRET, clock=clock)
+    with SecurityStore.open(directory / "store", config, keyring=keyring) as store:
+        recording = record(store, clock, steps, after)
+    return Written(directory / "store", key_file, keyring, config, recording)
+
+
+def seeded_steps() -> tuple[Step, ...]:
+    return seeded(SEED, STEPS)
+
+
+class ReaderContract:
+    """Subclass per reader; implement ``images``. The ``written`` fixture is the seeded workload."""
+
+    every_offset = True
+
+    def images(self, written: Written, offsets: list[int]) -> dict[int, Image]:
+        """The reader's image after events [0, N), for each N in ``offsets`` (ascending)."""
+        raise NotImplementedError
+
+    def offsets(self, recording: Recording) -> list[int]:
+        return recording.offsets if self.every_offset else recording.sample(SAMPLE)
+
+    def check(self, written: Written) -> None:
+        """The reader's image equals the writer's at each offset checked; a failure names the first offset."""
+        recording = written.recording
+        offsets = self.offsets(recording)
+        got = self.images(written, offsets)
+        assert sorted(got) == offsets, "the reader must answer every offset asked for"
+        for n in offsets:
+            assert got[n] == recording.images[n], f"offset {n} of {recording.end}"
+
+    def test_the_seeded_workload_reaches_the_writers_image(self, written):
+        """At every offset checked (each published one, or a sample and the end), the writer's image."""
+        with Log.open(written.store_dir, keyring=written.keyring, read_only=True) as log:
+            assert {e.event_type for e in log.read()} == EVENT_TYPES, "the seeded workload logs every event type"
+        self.check(written)
+
+
+class GeneratedReaderContract(ReaderContract):
+    """A cheap reader: also every published offset of Hypothesis-generated workloads."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.test_generated_workloads_reach_the_writers_image = _generated_test()  # one Hypothesis test per reader
+
+
+def _generated_test():
+    @settings(suppress_health_check=[HealthCheck.too_slow])
+    @given(steps=workloads())
+    def test_generated_workloads_reach_the_writers_image(self, steps):
+        """Generated SCRAM, ACL and token requests: the reader reaches the writer's image at each offset."""
+        with tempfile.TemporaryDirectory() as tmp:
+            self.check(write(Path(tmp), steps))
+
+    return test_generated_workloads_reach_the_writers_image

@@ -1,0 +1,75 @@
+"""The Spark tables: the compaction job (consumers/spark/compaction.py) and the queries over its tables.
+
+One compaction of the seeded workload in micro-batches of 12 events (so requests are split across
+batches), in the session-wide SparkSession. At a sample of published offsets the ACLs come from the
+``acls_at`` query, credentials and tokens from the interval tables (in force at N as tables.py
+documents them: ``valid_from_offset < N`` and not closed before N); at the end, from the snapshot tables.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.contract.images import Image, acl_row
+from tests.contract.suite import ReaderContract
+from tests.extras import require_extra
+
+require_extra("pyspark", "spark")
+
+from pyspark.sql import functions as F  # noqa: E402
+
+from consumers.spark.compaction import compact  # noqa: E402
+from consumers.spark.queries import acls_at  # noqa: E402
+from consumers.spark.table_reader import TableReader  # noqa: E402
+
+
+def _token_columns() -> list:
+    return ["token_id", "owner", "requester", "renewers",
+            *(F.unix_millis(c).alias(c) for c in ("issue_timestamp", "expiry_timestamp", "max_timestamp"))]
+
+
+def _in_force(rows, n: int) -> list:
+    return [r for r in rows if r.valid_from_offset < n and (r.valid_to_offset is None or r.valid_to_offset >= n)]
+
+
+def _credentials(rows) -> frozenset:
+    return frozenset((r.user, r.mechanism, r.iterations) for r in rows)
+
+
+def _tokens(rows) -> frozenset:
+    return frozenset((r.token_id, r.owner, r.requester, tuple(sorted(r.renewers)), r.issue_timestamp,
+                      r.expiry_timestamp, r.max_timestamp) for r in rows)
+
+
+class TestSparkTables(ReaderContract):
+    every_offset = False
+    spark = None
+
+    @pytest.fixture(autouse=True)
+    def _session(self, spark):
+        self.spark = spark
+
+    def images(self, written, offsets):
+        tables = written.store_dir.parent / "tables"
+        manifest = compact(self.spark, written.store_dir, tables, key_file=str(written.key_file),
+                           max_events_per_trigger=12)
+        end = written.recording.end
+        assert manifest.offset == end and manifest.commits > 1
+        reader = TableReader(self.spark, tables)
+        credentials = reader.intervals("credential_intervals").collect()
+        tokens = reader.intervals("token_intervals").select(*_token_columns(), "valid_from_offset",
+                                                             "valid_to_offset").collect()
+        images = {}
+        for n in offsets:
+            acls = frozenset(acl_row(a.binding.restype, a.binding.name, a.binding.resource_pattern_type,
+                                     a.binding.principal, a.binding.host, a.binding.operation,
+                                     a.binding.permission_type) for a in acls_at(reader, n))
+            images[n] = Image(acls, _credentials(_in_force(credentials, n)), _tokens(_in_force(tokens, n)))
+        now = Image(
+            frozenset(tuple(r) for r in reader.snapshot("acls").select(
+                "resource_type", "resource_name", "pattern_type", "principal", "host", "operation",
+                "permission_type").collect()),
+            _credentials(reader.snapshot("scram_users").collect()),
+            _tokens(reader.snapshot("tokens").select(*_token_columns()).collect()))
+        assert now == written.recording.images[end], "the snapshot tables hold the end image"
+        return images
