@@ -299,9 +299,15 @@ def test_idempotence_cannot_be_turned_off(store, store_dir, keyring, kafka_boots
         Publisher(store_dir, keyring, kafka_bootstrap, client_config={"enable.idempotence": "false"})
 
 
-def test_acks_minus_one_is_accepted_as_all(store, store_dir, keyring, kafka_bootstrap):
-    """acks=-1 means acks=all, so it is not a conflict."""
-    Publisher(store_dir, keyring, kafka_bootstrap, client_config={"acks": "-1"}).close()
+def test_acks_minus_one_is_accepted_as_all(store, store_dir, keyring, kafka_bootstrap, topics):
+    """acks=-1 is acks=all (Kafka's ProducerConfig, ACKS_DOC: "all ... equivalent to acks=-1"): the publisher
+    takes it and publishes every event, while acks=1 (weaker than the publisher needs) is refused."""
+    store.create_acls([acl_created(i).event.binding for i in range(3)], context=ADMIN)
+    history, state = topics("history"), topics("state")
+    assert publish(store_dir, keyring, kafka_bootstrap, history, state, client_config={"acks": "-1"}) == 3
+    assert [message_offset(headers) for _, _, _, headers in read_topic(kafka_bootstrap, history)] == [0, 1, 2]
+    with pytest.raises(ClientConfigError, match="client setting acks=1 is not allowed here: it must be all"):
+        Publisher(store_dir, keyring, kafka_bootstrap, client_config={"acks": "1"})
 
 
 def test_command_config_reads_key_value_lines(tmp_path):
