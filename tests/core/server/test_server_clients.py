@@ -3,7 +3,8 @@
 librdkafka (confluent-kafka) asks for describe_cluster with Metadata v10 and
 include_cluster_authorized_operations; kafka-python sends DescribeCluster v2 (KIP-430).
 Both must see this one-node cluster: node 1 is broker and controller, the cluster id is the
-store's id, and the authorized operations are the store's answer for the connection's principal.
+store's id, and the authorized operations are the principal's operations on the cluster, or none
+without DESCRIBE on it (KafkaApis.handleTopicMetadataRequest, AuthHelper.computeDescribeClusterResponse).
 """
 
 from __future__ import annotations
@@ -12,28 +13,19 @@ import re
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AclOperation as CkAclOperation
 from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 
 from core import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from core.wire.codec import build, request_class
 from events.types import CLUSTER_NAME
-from tests.serverkit import ADMIN, CLIENT_DN, add_user
+from tests.serverkit import ADMIN, CLIENT_DN, RawClient, add_user
 
 TIMEOUT = 15
 
-
-def _ops(bits: int, *, librdkafka: bool) -> set[str]:
-    """Names of the KIP-430 bits set in ``bits`` (librdkafka knows operations up to IDEMPOTENT_WRITE = 12)."""
-    names = {op.name for op in AclOperation if op.value > 2 and bits & (1 << op.value)}
-    if librdkafka:
-        names &= {op.name for op in CkAclOperation}
-    return names
-
-
-def _expected_ops(server, principal: str, *, librdkafka: bool = True) -> set[str]:
-    bits = server.store.authorized_operations(principal, "127.0.0.1", ResourceType.CLUSTER, CLUSTER_NAME)
-    return _ops(bits, librdkafka=librdkafka)
+#: A super user's operations on the cluster: every operation Kafka's AclEntry.supportedOperations(CLUSTER) lists.
+EVERY_CLUSTER_OPERATION = {"CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE",
+                           "ALTER", "DESCRIBE"}
 
 
 def _describe(config: dict):
@@ -61,9 +53,7 @@ def test_describe_cluster_over_sasl_as_super_user(shared_server, listener, mecha
     """SASL with SCRAM as User:admin (a super user): every cluster operation librdkafka can name."""
     result = _describe(shared_server.confluent_config(listener, "admin", mechanism=mechanism))
     _check_cluster(result, shared_server, listener)
-    got = {op.name for op in result.authorized_operations}
-    assert got == _expected_ops(shared_server, "User:admin")
-    assert {"ALTER", "DESCRIBE", "CLUSTER_ACTION"} <= got
+    assert {op.name for op in result.authorized_operations} == EVERY_CLUSTER_OPERATION
 
 
 def test_describe_cluster_over_ssl_without_a_certificate(shared_server):
@@ -98,8 +88,25 @@ def test_kafka_python_describe_cluster_over_sasl_ssl(shared_server):
     assert result["cluster_id"] == shared_server.cluster_id
     assert result["controller_id"] == shared_server.node_id
     assert [(b["broker_id"], b["host"], b["port"]) for b in result["brokers"]] == [(shared_server.node_id, host, port)]
-    got = {getattr(op, "name", str(op)) for op in result["authorized_operations"]}
-    assert got == _expected_ops(shared_server, "User:admin", librdkafka=False)
+    assert {getattr(op, "name", str(op)) for op in result["authorized_operations"]} == EVERY_CLUSTER_OPERATION
+
+
+def test_without_describe_on_the_cluster_no_operation_is_shown(serve):
+    """ALTER_CONFIGS (which implies DESCRIBE_CONFIGS, not DESCRIBE) on the cluster: Kafka answers 0 for the
+    cluster's authorized operations, through Metadata v10 (librdkafka) and DescribeCluster (KafkaApis)."""
+    server = serve("SASL_PLAINTEXT://127.0.0.1:0")
+    add_user(server.store, "carol", "carol-pw")
+    errors = server.store.create_acls([AclBinding.of(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL,
+                                                     "User:carol", "*", AclOperation.ALTER_CONFIGS,
+                                                     AclPermissionType.ALLOW)], context=ADMIN)
+    assert not any(errors)
+    result = _describe(server.confluent_config("SASL_PLAINTEXT", "carol", "carol-pw"))
+    assert not result.authorized_operations
+    with RawClient.connect(server, "SASL_PLAINTEXT") as raw:
+        assert raw.sasl_login("carol", "carol-pw").error_code == 0
+        response = raw.request(build(request_class(60, 2), include_cluster_authorized_operations=True,
+                                     include_fenced_brokers=False))
+    assert (response.error_code, response.cluster_authorized_operations) == (0, 0)
 
 
 def _login_errors(config: dict) -> list[KafkaError]:
