@@ -123,7 +123,9 @@ class ScramServer:
     ``lookup(username)`` returns the user's credential for this mechanism or
     None; ``token_lookup(token_id)`` returns a live token or None (expired
     tokens must read as None).  ``fake_salt_key`` keys the salts handed out for
-    unknown names.  Any error before completion ends the exchange as failed.
+    unknown names; ``fake_iterations`` is the count announced for them (the store's
+    default for the mechanism, which its users' credentials have unless set otherwise).
+    Any error before completion ends the exchange as failed.
     """
 
     def __init__(
@@ -133,6 +135,7 @@ class ScramServer:
         *,
         token_lookup: TokenLookup | None = None,
         fake_salt_key: bytes,
+        fake_iterations: int = DEFAULT_ITERATIONS,
         nonce_factory: Callable[[], str] | None = None,
     ):
         self._mechanism = require_mechanism(mechanism)
@@ -141,6 +144,7 @@ class ScramServer:
         self._lookup = lookup
         self._token_lookup = token_lookup
         self._fake_salt_key = fake_salt_key
+        self._fake_iterations = fake_iterations
         self._nonce_factory = nonce_factory or new_nonce
         self._state = _State.AWAIT_FIRST
         self._principal: str | None = None
@@ -264,7 +268,7 @@ class ScramServer:
         salt = self._keyed(b"salt", b"user", username)
         secret = self._keyed(b"secret", b"user", username)
         stored_key, server_key = derive_keys(self._mechanism, secret)
-        return ScramCredential(self._mechanism, salt, stored_key, server_key, DEFAULT_ITERATIONS)
+        return ScramCredential(self._mechanism, salt, stored_key, server_key, self._fake_iterations)
 
     def _token_credential(self, token_id: str) -> tuple[ScramCredential, bool, str | None]:
         if self._token_lookup is None:

@@ -10,14 +10,12 @@ read whichever image is published, which is always a whole batch.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import hmac as hmac_mod
 import os
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from core import history as history_mod
 from core.config import StoreConfig
 from core.errors import SecmetaError
 from core.log import Log
-from core.scram import ScramCredential, ScramServer, TokenIdentity
+from core.scram import DEFAULT_ITERATIONS, ScramCredential, ScramServer, TokenIdentity
 from core.state import LoadedState, Snapshotter, load_state
 from core.timetravel import Point, TimeTravel
 from core.token_hmac import TokenHmacs, token_hmac
@@ -41,6 +39,7 @@ from core.view import StoreView
 from events.keyring import Keyring, open_scram
 from events.records import Envelope, Event, ScramCredentialUpserted
 from events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType, ScramMechanism
+from projections.gc_pause import paused_gc
 from projections.image import SecurityDelta, SecurityImage, SecurityProjection
 from projections.image_snapshot import SecurityImageSnapshot
 
@@ -86,7 +85,7 @@ class SecurityStore:
         log = Log.open(directory, keyring=keyring, config=config.log, read_only=read_only,
                        retention=config.delete_covered_segments)
         try:
-            with _bulk_load():
+            with paused_gc(freeze=True):  # the loaded image lives long
                 loaded = load_state(log, SecurityProjection(), SecurityImageSnapshot())
             image = loaded.state
             if image.next_offset != loaded.next_offset:
@@ -321,7 +320,9 @@ class SecurityStore:
     def scram_server(self, mechanism: ScramMechanism | str) -> ScramServer:
         """A server-side SCRAM exchange for users and (with tokenauth=true) delegation tokens."""
         return ScramServer(mechanism, self._scram_lookup_for(ScramMechanism.parse(mechanism) if isinstance(mechanism, str) else mechanism),
-                           token_lookup=self._token_identity, fake_salt_key=self._fake_salt_key)
+                           token_lookup=self._token_identity, fake_salt_key=self._fake_salt_key,
+                           fake_iterations=self.config.default_iterations.get(ScramMechanism.parse(mechanism),
+                                                                              DEFAULT_ITERATIONS))
 
     def _scram_lookup_for(self, mechanism: ScramMechanism):
         def lookup(user: str) -> ScramCredential | None:
@@ -344,23 +345,6 @@ class SecurityStore:
         if self.config.token_secret is None:
             raise SecmetaError("delegation tokens are disabled: no token_secret configured")
         return token_hmac(self.config.token_secret, token_id)
-
-
-@contextmanager
-def _bulk_load():
-    """Pause the cyclic GC while millions of immutable objects are built, then freeze them.
-
-    The image holds several GC-tracked objects per ACL and contains no cycles;
-    without this, full collections during and after a large load rescan all of it.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        if enabled:
-            gc.enable()
 
 
 def _new_token_id() -> str:

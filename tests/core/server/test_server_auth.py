@@ -7,6 +7,8 @@ which Kafka's DelegationTokenManager forbids from creating tokens.
 
 from __future__ import annotations
 
+import base64
+
 from confluent_kafka.admin import AclBinding as CkAclBinding
 from confluent_kafka.admin import AclOperation as CkAclOperation
 from confluent_kafka.admin import AclPermissionType as CkAclPermissionType
@@ -14,10 +16,11 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import ResourcePatternType as CkPatternType
 from confluent_kafka.admin import ResourceType as CkResourceType
 
-from core import RequestContext
+from core import RequestContext, StoreConfig
 from core.wire.codec import build, request_class
 from core.wire.scram_client import token_login
-from tests.serverkit import ADMIN, RawClient, add_user
+from events.types import ScramMechanism
+from tests.serverkit import ADMIN, TOKEN_SECRET, RawClient, add_user
 
 DELEGATION_TOKEN_REQUEST_NOT_ALLOWED = 64
 
@@ -65,3 +68,27 @@ def test_a_token_with_a_wrong_hmac_fails_like_a_wrong_password(serve):
         assert final.error_code == 58
         assert final.error_message.startswith("Authentication failed during authentication due to invalid credentials")
         assert raw.closed_by_server()
+
+
+def _server_first(raw: RawClient, user: str) -> dict[str, str]:
+    """The server-first message's attributes for ``user`` (SaslHandshake v1, then one SaslAuthenticate)."""
+    assert raw.request(build(request_class(17, 1), mechanism="SCRAM-SHA-512")).error_code == 0
+    reply = raw.request(build(request_class(36, 2), auth_bytes=f"n,,n={user},r=fixednonce".encode()))
+    assert reply.error_code == 0
+    return dict(attr.split("=", 1) for attr in reply.auth_bytes.decode().split(","))
+
+
+def test_an_unknown_user_gets_the_iterations_and_salt_length_of_real_ones(serve):
+    """With a store whose SCRAM-SHA-512 default is 8192 iterations (KIP-506 default per mechanism), an unknown
+    user's server-first message announces 8192 and a salt as long as a real user's: the names cannot be told apart."""
+    config = StoreConfig(token_secret=TOKEN_SECRET, default_iterations={ScramMechanism.SCRAM_SHA_256: 4096,
+                                                                        ScramMechanism.SCRAM_SHA_512: 8192})
+    server = serve("SASL_PLAINTEXT://127.0.0.1:0", store_config=config)
+    add_user(server.store, "dave", "dave-pw", [ScramMechanism.SCRAM_SHA_512], iterations=8192)
+    answers = []
+    for user in ("dave", "nobody"):
+        with RawClient.connect(server, "SASL_PLAINTEXT") as raw:
+            answers.append(_server_first(raw, user))
+    known, unknown = answers
+    assert known["i"] == unknown["i"] == "8192"
+    assert len(base64.b64decode(known["s"])) == len(base64.b64decode(unknown["s"]))
