@@ -34,6 +34,11 @@ repeated:
 * the mass-deletion window is replayed from the audit file's tail (the
   records within the window before the last one).
 
+``after_step(name)``, if given, is called after each step of a batch:
+"alerts written" (dead letters and alerts in their files), "audited" (the
+audit lines too), "published" (alerts confirmed, before the commit); tests
+inject crashes and failures there, as the Spark compaction's ``after_step``.
+
 A torn last line (a crash mid-write) is cut when a file is opened. The
 dead-letter file defaults to ``<audit file stem>.dead-letter.jsonl`` beside
 the audit file; ``AuditJob.stats`` counts what was done and skipped.
@@ -52,7 +57,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,12 +120,16 @@ class AuditStats:
 
 
 class JsonLines:
-    """An append-only JSON-lines file: batches are fsync'd; a torn last line is cut on open."""
+    """An append-only JSON-lines file: batches are fsync'd; a torn last line is cut on open.
 
-    _CHUNK = 1 << 16
+    ``read_chunk``: how many bytes a backwards read (tail repair, ``newest_first``) takes at a time.
+    """
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, *, read_chunk: int = 1 << 16) -> None:
+        if read_chunk < 1:
+            raise InvalidValueError(f"read_chunk must be positive, not {read_chunk}")
         self.path = Path(path)
+        self.read_chunk = read_chunk
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             created = not self.path.exists()
@@ -146,7 +155,7 @@ class JsonLines:
         keep = 0
         pos = size
         while pos > 0:
-            start = max(0, pos - self._CHUNK)
+            start = max(0, pos - self.read_chunk)
             found = os.pread(fd, pos - start, start).rfind(b"\n")
             if found >= 0:
                 keep = start + found + 1
@@ -177,7 +186,7 @@ class JsonLines:
         pos = os.fstat(fd).st_size
         rest = b""
         while pos > 0:
-            start = max(0, pos - self._CHUNK)
+            start = max(0, pos - self.read_chunk)
             lines = (os.pread(fd, pos - start, start) + rest).split(b"\n")
             pos = start
             rest = lines[0]
@@ -222,6 +231,7 @@ class AuditJob:
         batch_size: int = 500,
         timeout: float = 10.0,
         max_backoff: float = 5.0,
+        after_step: Callable[[str], None] | None = None,
     ) -> None:
         if history_topic == alerts_topic:
             raise AuditError(
@@ -236,6 +246,7 @@ class AuditJob:
         self.batch_size = batch_size
         self.timeout = timeout
         self.max_backoff = max_backoff
+        self.after_step = after_step
         self.rules = rules if isinstance(rules, AuditRules) else load_rules(rules)
         self.stats = AuditStats()
         self._codec = codec or EventCodec.default()
@@ -541,13 +552,20 @@ class AuditJob:
             self._settled = offset
         self._dead.append(dead)
         self._alerts.append([a.to_dict() for a in new_alerts])
+        self._step("alerts written")
         self._audit.append(audit_lines)
         self.stats.dead_letters += len(dead)
         self.stats.alerts += len(new_alerts)
         self.stats.events += len(audit_lines)
+        self._step("audited")
         self._publish(to_produce)
+        self._step("published")
         self._commit(commit)
         return len(audit_lines)
+
+    def _step(self, name: str) -> None:
+        if self.after_step is not None:
+            self.after_step(name)
 
     def _dead_letter(self, msg, reason: str, dead: list[dict[str, Any]]) -> None:
         key = (msg.topic(), msg.partition(), msg.offset())

@@ -293,23 +293,25 @@ def test_restart_after_new_events_continues_the_stream(setup):
     assert sorted(topic_alerts(setup.bootstrap, setup.alerts_topic)) == sorted(EXPECTED)
 
 
-def crash_at(job, monkeypatch, name, target=None):
-    """Make the job's ``name`` step (of ``target``) die; return the offsets audited before it."""
+def crash_after(setup, step, **kwargs):
+    """Run a job that dies right after the batch step ``step`` (its after_step hook); return the offsets
+    audited before it died."""
 
-    def crash(*args):
-        raise Crash
+    def crash(name):
+        if name == step:
+            raise Crash
 
-    monkeypatch.setattr(target or job, name, crash)
+    job = setup.job(after_step=crash, **kwargs)
     with pytest.raises(Crash):
         settle(job)
     job.close()
-    return [r["offset"] for r in lines(job._audit.path)]
+    return [r["offset"] for r in lines(setup.audit_file)]
 
 
-def test_crash_before_commit_repeats_nothing(setup, monkeypatch):
+def test_crash_before_commit_repeats_nothing(setup):
     """Dying after files and topic are written, before the commit, leaves no duplicate."""
     setup.produce(messages(scenario()))
-    audited = crash_at(setup.job(batch_size=8), monkeypatch, "_commit")
+    audited = crash_after(setup, "published", batch_size=8)
     assert audited and sorted(topic_alerts(setup.bootstrap, setup.alerts_topic)) == sorted(
         a for a in EXPECTED if a[0] in audited
     )
@@ -321,11 +323,10 @@ def test_crash_before_commit_repeats_nothing(setup, monkeypatch):
     assert sorted(topic_alerts(setup.bootstrap, setup.alerts_topic)) == sorted(EXPECTED)
 
 
-def test_crash_between_alerts_and_audit_write_repeats_nothing(setup, monkeypatch):
+def test_crash_between_alerts_and_audit_write_repeats_nothing(setup):
     """Dying after the alerts are written but before the audit lines leaves no duplicate."""
     setup.produce(messages(scenario()))
-    job = setup.job()
-    assert crash_at(job, monkeypatch, "append", job._audit) == []
+    assert crash_after(setup, "alerts written") == []
     assert file_alerts(setup.alerts_file)
     with setup.job() as job:
         settle(job)
@@ -334,10 +335,10 @@ def test_crash_between_alerts_and_audit_write_repeats_nothing(setup, monkeypatch
     assert sorted(topic_alerts(setup.bootstrap, setup.alerts_topic)) == sorted(EXPECTED)
 
 
-def test_crash_before_producing_publishes_alerts_from_the_file(setup, monkeypatch):
+def test_crash_before_producing_publishes_alerts_from_the_file(setup):
     """Alerts written to the file but never produced reach the topic after a restart."""
     setup.produce(messages(scenario()))
-    audited = crash_at(setup.job(), monkeypatch, "_publish")
+    audited = crash_after(setup, "audited")
     assert audited
     with setup.job() as job:
         settle(job)
@@ -346,30 +347,28 @@ def test_crash_before_producing_publishes_alerts_from_the_file(setup, monkeypatc
     assert sorted(topic_alerts(setup.bootstrap, setup.alerts_topic)) == sorted(EXPECTED)
 
 
-def test_dead_letter_is_not_repeated_after_a_crash(setup, monkeypatch):
+def test_dead_letter_is_not_repeated_after_a_crash(setup):
     """A message dead-lettered before a crash is not dead-lettered again on restart."""
     setup.produce([FOREIGN] + messages(scenario()[:3]))
-    crash_at(setup.job(), monkeypatch, "_commit")
+    crash_after(setup, "published")
     with setup.job() as job:
         settle(job)
         assert job.stats.dead_letters == 0
     assert len(lines(setup.dead_file)) == 1
 
 
-def test_passing_failure_is_redone_by_the_same_job(setup, monkeypatch):
-    """After AuditInterrupted the next call resumes from the commit, losing and repeating nothing."""
+def test_passing_failure_is_redone_by_the_same_job(setup):
+    """After AuditInterrupted (before the alerts were produced) the next call resumes from the commit,
+    losing and repeating nothing."""
     setup.produce(messages(scenario()))
-    job = setup.job()
-    publish = job._publish
     calls = []
 
-    def fail_once(alerts):
-        if not calls:
-            calls.append(alerts)
+    def fail_once(step):
+        if step == "audited" and not calls:
+            calls.append(step)
             raise AuditInterrupted("delivery timed out (test)")
-        publish(alerts)
 
-    monkeypatch.setattr(job, "_publish", fail_once)
+    job = setup.job(after_step=fail_once)
     with job:
         with pytest.raises(AuditInterrupted):
             settle(job)
@@ -379,10 +378,10 @@ def test_passing_failure_is_redone_by_the_same_job(setup, monkeypatch):
     assert sorted(topic_alerts(setup.bootstrap, setup.alerts_topic)) == sorted(EXPECTED)
 
 
-def test_torn_audit_line_is_cut_and_its_event_redone(setup, monkeypatch):
+def test_torn_audit_line_is_cut_and_its_event_redone(setup):
     """A half-written last audit line (crash before the commit) is cut and its event audited once."""
     setup.produce(messages(scenario()[:5]))
-    audited = crash_at(setup.job(), monkeypatch, "_commit")
+    audited = crash_after(setup, "published")
     text = setup.audit_file.read_text()
     setup.audit_file.write_text(text[: text.rstrip("\n").rfind("\n") + 12])
     with setup.job() as job:
@@ -460,10 +459,9 @@ def test_same_history_and_alerts_topic_is_refused(setup):
 # -- JSON-lines files -------------------------------------------------------------------------
 
 
-def test_json_lines_reads_newest_first_across_chunks(tmp_path, monkeypatch):
+def test_json_lines_reads_newest_first_across_chunks(tmp_path):
     """newest_first yields every record backwards, whatever the read chunk size."""
-    monkeypatch.setattr(JsonLines, "_CHUNK", 7)
-    file = JsonLines(tmp_path / "f.jsonl")
+    file = JsonLines(tmp_path / "f.jsonl", read_chunk=7)
     file.append([{"i": i, "pad": "x" * i} for i in range(20)])
     assert [r["i"] for r in file.newest_first()] == list(range(19, -1, -1))
     file.close()
@@ -475,3 +473,12 @@ def test_json_lines_cuts_a_torn_tail_on_open(tmp_path):
     path.write_bytes(b'{"i":0}\n{"i":1}\n{"i":')
     JsonLines(path).close()
     assert path.read_bytes() == b'{"i":0}\n{"i":1}\n'
+
+
+def test_json_lines_refuses_a_read_chunk_below_one(tmp_path):
+    """read_chunk=0 is refused with the setting named, before the file is created."""
+    from core.errors import InvalidValueError
+
+    with pytest.raises(InvalidValueError, match="read_chunk must be positive, not 0"):
+        JsonLines(tmp_path / "f.jsonl", read_chunk=0)
+    assert not (tmp_path / "f.jsonl").exists()
