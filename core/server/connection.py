@@ -262,7 +262,9 @@ class Connection:
         if step.failed:
             # Kafka holds the failure answer back (connection.failed.authentication.delay.ms): a
             # client that reconnects at once after a failure then fails at most this often.
-            await asyncio.sleep(self._server.limiter.close_delay(self.peer.host))
+            limiter = self._server.limiter
+            await asyncio.sleep(limiter.close_delay(self.peer.host) if step.evaluated
+                                else limiter.refused_delay(self.peer.host))
         if step.response is not None:
             await self._write(encode_response(correlation_id, step.response))
         elif step.raw is not None:

@@ -12,7 +12,8 @@ framing), and are answered the same way.
 A failed exchange answers SASL_AUTHENTICATION_FAILED with Kafka's one message for bad
 credentials, whatever went wrong (an unknown user and a wrong password look the same);
 the connection then closes after a delay (``FailedAuthLimiter``).  An address whose
-failure bucket is empty gets that answer to its next exchange without it being evaluated.
+failure bucket is empty gets that answer to its next exchange without it being evaluated
+(held as long as the bucket is short, and not counted as one more failure).
 
 On PLAINTEXT and SSL listeners the connection is authenticated from the start
 (User:ANONYMOUS, or the client certificate's DN); SaslHandshake and SaslAuthenticate are
@@ -54,6 +55,7 @@ class Step:
     raw: bytes | None = None      # or a raw token to send (after SaslHandshake v0)
     close: str | None = None      # then close, for this reason (for the log)
     failed: bool = False          # the close is a failed authentication (delayed, rate-limited)
+    evaluated: bool = True        # the credentials were checked (False: refused unevaluated, not a guess)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,9 +150,9 @@ class Authenticator:
 
     def handle_raw(self, token: bytes) -> Step:
         """A raw SCRAM message after SaslHandshake v0: answered raw; a failure just closes (Kafka's legacy framing)."""
-        reply, error = self._evaluate(token)
+        reply, error, evaluated = self._evaluate(token)
         if error is not None:
-            return Step(close=error, failed=True)
+            return Step(close=error, failed=True, evaluated=evaluated)
         return Step(raw=reply)
 
     def refused_handshake(self, frame: RequestFrame) -> Any:
@@ -178,22 +180,22 @@ class Authenticator:
         if self._state is not _State.AUTHENTICATE:
             return Step(build(cls, error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=AFTER_AUTHENTICATION,
                               auth_bytes=b"", session_lifetime=0))
-        reply, error = self._evaluate(frame.request.auth_bytes)
+        reply, error, evaluated = self._evaluate(frame.request.auth_bytes)
         if error is not None:
             assert self._mechanism is not None
             response = build(cls, error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
                              error_message=failure_message(self._mechanism), auth_bytes=b"", session_lifetime=0)
-            return Step(response, close=error, failed=True)
+            return Step(response, close=error, failed=True, evaluated=evaluated)
         return Step(build(cls, error_code=ErrorCode.NONE, error_message=None, auth_bytes=reply, session_lifetime=0))
 
-    def _evaluate(self, message: bytes) -> tuple[bytes, str | None]:
-        """(reply, None) for the next SCRAM step, or (b"", reason) when the exchange failed."""
+    def _evaluate(self, message: bytes) -> tuple[bytes, str | None, bool]:
+        """(reply, None, True) for the next SCRAM step, or (b"", reason, evaluated) when the exchange failed."""
         scram = self._scram
         assert scram is not None and self._mechanism is not None
         if not self._first_done and not self._limiter.allows(self._context.host):
             self._fail()
             return b"", (f"authentication failed with {self._mechanism}: too many failed authentications "
-                         "from this address (not evaluated)")
+                         "from this address (not evaluated)"), False
         try:
             if not self._first_done:
                 reply = scram.first(bytes(message))
@@ -204,8 +206,8 @@ class Authenticator:
         except (ApiException, ValueError, TypeError) as exc:
             self._fail()
             # The exception's type only: its text may quote the client's message.
-            return b"", f"authentication failed with {self._mechanism}: {type(exc).__name__}"
-        return reply.encode("utf-8"), None
+            return b"", f"authentication failed with {self._mechanism}: {type(exc).__name__}", True
+        return reply.encode("utf-8"), None, True
 
     def _fail(self) -> None:
         self._state = _State.FAILED
@@ -244,6 +246,10 @@ class FailedAuthLimiter:
     def allows(self, ip: str) -> bool:
         """True if ``ip`` may try to authenticate now (its bucket holds a whole token)."""
         return ip not in self._buckets or self._tokens(ip, self._clock()) >= 1
+
+    def refused_delay(self, ip: str) -> float:
+        """The seconds to hold an exchange refused unevaluated (not a guess: nothing is recorded)."""
+        return max(self._base, -self._tokens(ip, self._clock()) / self._rate)
 
     def close_delay(self, ip: str) -> float:
         """Record one failed authentication from ``ip``; the seconds to wait before closing."""

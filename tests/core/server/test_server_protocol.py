@@ -16,10 +16,15 @@ import struct
 import pytest
 from scramp import ScramClient
 
+from core import StoreConfig
+from core.errors import InvalidValueError
 from core.server.cluster_apis import AUTHORIZED_OPERATIONS_OMITTED
+from core.server.config import ServerConfig
 from core.server.sasl import FailedAuthLimiter
+from core.server.server import Server
 from core.wire.codec import build, request_class
-from tests.serverkit import ADMIN_PASSWORD, RawClient
+from events.types import ScramMechanism
+from tests.serverkit import ADMIN_PASSWORD, TOKEN_SECRET, RawClient
 
 UNKNOWN_TOPIC_OR_PARTITION, ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM = 3, 34, 33
 UNSUPPORTED_VERSION, SASL_AUTHENTICATION_FAILED = 35, 58
@@ -84,6 +89,24 @@ def test_metadata_describes_this_broker_and_unknown_topics(shared_server):
     assert response.controller_id == 1 and response.cluster_id == shared_server.cluster_id
     assert [(t.name, t.error_code) for t in response.topics] == [("orders", UNKNOWN_TOPIC_OR_PARTITION)]
     assert response.cluster_authorized_operations == AUTHORIZED_OPERATIONS_OMITTED
+
+
+@pytest.mark.parametrize("endpoint_type", [0, 3, 127])
+def test_describe_cluster_refuses_an_unknown_endpoint_type(shared_server, endpoint_type):
+    """AuthHelper.computeDescribeClusterResponse: EndpointType.UNKNOWN is UNSUPPORTED_ENDPOINT_TYPE (v1+)."""
+    with RawClient.connect(shared_server) as raw:
+        response = raw.request(build(request_class(60, 1), include_cluster_authorized_operations=False,
+                                     endpoint_type=endpoint_type))
+    assert (response.error_code, response.error_message) == (115, f"Unsupported endpoint type {endpoint_type}")
+    assert response.brokers == ()
+
+
+def test_describe_cluster_for_the_controller_endpoint(shared_server):
+    """This node is the controller too: endpoint type 2 (CONTROLLER) is answered and echoed."""
+    with RawClient.connect(shared_server) as raw:
+        response = raw.request(build(request_class(60, 1), include_cluster_authorized_operations=False,
+                                     endpoint_type=2))
+    assert (response.error_code, response.endpoint_type, response.controller_id) == (0, 2, 1)
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])
@@ -153,14 +176,46 @@ def test_a_request_before_sasl_authentication_closes_the_connection(shared_serve
     assert shared_server.log_end() == before
 
 
-def test_other_requests_during_the_sasl_exchange_close_the_connection(shared_server, caplog):
-    """After the handshake only SaslAuthenticate is accepted (SaslServerAuthenticator.handleSaslToken)."""
+def test_other_requests_during_the_sasl_exchange_get_their_error_response_then_close(shared_server, caplog):
+    """After the handshake only SaslAuthenticate is accepted: another request is answered with its own error
+    response carrying ILLEGAL_SASL_STATE and Kafka's text, then the connection closes
+    (SaslServerAuthenticator.handleSaslToken: buildResponseOnAuthenticateFailure(getErrorResponse(e)))."""
     caplog.set_level(logging.INFO, logger="secmeta.server")
+    before = shared_server.log_end()
     with RawClient.connect(shared_server, "SASL_PLAINTEXT") as raw:
         assert raw.request(build(request_class(17, 1), mechanism="SCRAM-SHA-256")).error_code == 0
-        raw.send(build(request_class(18, 3), client_software_name="x", client_software_version="1"))
+        response = raw.request(build(request_class(29, 3), resource_type_filter=1, resource_name_filter=None,
+                                     pattern_type_filter=1, principal_filter=None, host_filter=None,
+                                     operation=1, permission_type=1))
+        assert (response.error_code, response.error_message, response.resources) == (
+            ILLEGAL_SASL_STATE, "Unexpected Kafka request of type DESCRIBE_ACLS during SASL authentication.", ())
         assert raw.closed_by_server()
     _one_close_line(caplog, raw, "during SASL authentication")
+    assert shared_server.log_end() == before
+
+
+def test_a_second_api_versions_before_the_handshake_closes(shared_server, caplog):
+    """SaslServerAuthenticator.handleApiVersionsRequest takes one ApiVersions (state HANDSHAKE_OR_VERSIONS_REQUEST);
+    an answered one moves on to HANDSHAKE_REQUEST, where another ApiVersions closes the connection.
+    An unsupported version is answered without moving on, so the client may retry."""
+    caplog.set_level(logging.INFO, logger="secmeta.server")
+    with RawClient.connect(shared_server, "SASL_PLAINTEXT") as raw:
+        raw.send_bytes(_api_versions_frame(9, 5))
+        assert raw.receive(18, 0)[1].error_code == UNSUPPORTED_VERSION
+        assert raw.api_versions(3).error_code == 0
+        raw.send(build(request_class(18, 3), client_software_name="x", client_software_version="1"))
+        assert raw.closed_by_server()
+    _one_close_line(caplog, raw, "a second ApiVersions")
+
+
+def test_sasl_authenticate_on_a_plaintext_listener_is_an_illegal_state(shared_server):
+    """KafkaApis.handleSaslAuthenticateRequest answers any SaslAuthenticate that reaches it (the connection is
+    authenticated) with ILLEGAL_SASL_STATE and its one text; the connection stays open."""
+    with RawClient.connect(shared_server) as raw:
+        response = raw.request(build(request_class(36, 2), auth_bytes=b"n,,n=admin,r=abc"))
+        assert (response.error_code, response.error_message) == (
+            ILLEGAL_SASL_STATE, "SaslAuthenticate request received after successful authentication")
+        assert raw.api_versions().error_code == 0
 
 
 def test_unsupported_mechanism_lists_the_enabled_ones(shared_server, caplog):
@@ -186,6 +241,47 @@ def test_bad_credentials_answer_kafkas_message(shared_server, caplog, user):
         assert raw.closed_by_server()
     line = _one_close_line(caplog, raw, "authentication failed")
     assert "wrong-password" not in line and user not in line.split(": ", 1)[1]
+
+
+def test_an_address_out_of_failures_is_refused_without_evaluation(serve, caplog):
+    """Once an address has spent its failed-login bucket, its next exchange fails without its password being
+    checked (the right one included), so parallel connections get no more guesses than the bucket allows."""
+    server = serve("SASL_PLAINTEXT://127.0.0.1:0", config=ServerConfig(
+        failed_authentications_burst=1, failed_authentications_per_second=0.001, failed_authentication_delay_ms=0))
+    caplog.set_level(logging.INFO, logger="secmeta.server")
+    with RawClient.connect(server, "SASL_PLAINTEXT") as raw:
+        assert raw.sasl_login("admin", "wrong").error_code == SASL_AUTHENTICATION_FAILED
+    with RawClient.connect(server, "SASL_PLAINTEXT") as raw:
+        first = raw.request(build(request_class(17, 1), mechanism="SCRAM-SHA-256"))
+        assert first.error_code == 0
+        response = raw.request(build(request_class(36, 2), auth_bytes=b"n,,n=admin,r=abc"))
+        assert (response.error_code, response.auth_bytes) == (SASL_AUTHENTICATION_FAILED, b"")
+        assert raw.closed_by_server()
+    _one_close_line(caplog, raw, "not evaluated")
+
+
+def test_the_failure_bucket_allows_while_it_holds_a_token():
+    now = [0.0]
+    limiter = FailedAuthLimiter(0.0, burst=2, rate=1.0, clock=lambda: now[0])
+    assert limiter.allows("10.0.0.1")
+    limiter.close_delay("10.0.0.1")
+    assert limiter.allows("10.0.0.1")
+    limiter.close_delay("10.0.0.1")
+    assert not limiter.allows("10.0.0.1") and limiter.allows("10.0.0.2")
+    now[0] += 1.0
+    assert limiter.allows("10.0.0.1")
+
+
+def test_sasl_mechanisms_default_to_those_the_store_enables(serve):
+    """A store enabling only SCRAM-SHA-512 offers only it; asking the server to offer SCRAM-SHA-256 is refused at start."""
+    config = StoreConfig(token_secret=TOKEN_SECRET, enabled_mechanisms={ScramMechanism.SCRAM_SHA_512})
+    server = serve("SASL_PLAINTEXT://127.0.0.1:0", store_config=config)
+    with RawClient.connect(server, "SASL_PLAINTEXT") as raw:
+        response = raw.request(build(request_class(17, 1), mechanism="SCRAM-SHA-256"))
+    assert (response.error_code, list(response.mechanisms)) == (UNSUPPORTED_SASL_MECHANISM, ["SCRAM-SHA-512"])
+    with pytest.raises(InvalidValueError, match="SCRAM-SHA-256 not enabled in the store"):
+        Server(server.store, "SASL_PLAINTEXT://127.0.0.1:0",
+               ServerConfig(sasl_mechanisms=(ScramMechanism.SCRAM_SHA_256,)))
 
 
 def test_failed_authentications_are_slowed_per_peer_address():

@@ -163,3 +163,44 @@ def _raw_ssl_listener(monkeypatch):
         return original(cls, server, listener, **kw)
 
     monkeypatch.setattr(RawClient, "connect", classmethod(connect))
+
+
+def test_a_large_frame_before_login_is_refused_before_its_body(shared_server, caplog):
+    """Before SASL authentication a frame may not exceed sasl.server.max.receive.size (512 KiB, Kafka's
+    DEFAULT_SASL_SERVER_MAX_RECEIVE_SIZE): announcing 1 MiB closes the connection without waiting for the body."""
+    with _only_this_connection_closes(shared_server, caplog, "larger than sasl.server.max.receive.size",
+                                      listener="SASL_PLAINTEXT") as raw:
+        raw.send_bytes(struct.pack(">i", 1024 * 1024) + struct.pack(">hhi", 30, 3, 1))
+
+
+def test_a_request_refused_before_login_is_not_decoded(shared_server, caplog):
+    """A CreateAcls before login is refused from its header: its malformed body is never read."""
+    payload = struct.pack(">hhih", 30, 3, 1, -1) + b"\x00" + b"\xff" * 1000
+    with _only_this_connection_closes(shared_server, caplog, "ILLEGAL_SASL_STATE: unexpected CREATE_ACLS request "
+                                      "before SASL authentication", listener="SASL_PLAINTEXT") as raw:
+        raw.send_bytes(struct.pack(">i", len(payload)) + payload)
+
+
+def test_an_idle_connection_before_login_is_closed_sooner(serve, caplog):
+    """A SASL connection that has not logged in is closed after idle_before_login_ms, not connections.max.idle.ms."""
+    server = serve("SASL_PLAINTEXT://127.0.0.1:0", config=ServerConfig(idle_before_login_ms=300))
+    caplog.set_level(logging.INFO, logger="secmeta.server")
+    with RawClient.connect(server, "SASL_PLAINTEXT") as raw:
+        assert raw.api_versions().error_code == 0
+        assert raw.closed_by_server()
+    lines = _log_lines(caplog, raw.local_address)
+    assert len(lines) == 1 and "idle for 300 ms (idle before login)" in lines[0], lines
+
+
+def test_connections_from_one_address_beyond_its_cap_are_refused(serve, caplog):
+    """max.connections.per.ip (127.0.0.1 is not exempt): the connection over it is closed, the others work."""
+    server = serve(config=ServerConfig(max_connections_per_ip=2))
+    caplog.set_level(logging.INFO, logger="secmeta.server")
+    with RawClient.connect(server) as a, RawClient.connect(server) as b:
+        with RawClient.connect(server) as c:
+            assert c.closed_by_server()
+        lines = _log_lines(caplog, c.local_address)
+        assert len(lines) == 1 and "too many connections from 127.0.0.1 (max.connections.per.ip=2)" in lines[0]
+        assert a.api_versions().error_code == 0 and b.api_versions().error_code == 0
+    with RawClient.connect(server) as d:   # closed connections free their places
+        assert d.api_versions().error_code == 0
