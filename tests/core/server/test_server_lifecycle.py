@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -69,17 +70,23 @@ def test_a_request_level_api_exception_becomes_the_top_level_error(serve):
         assert raw.api_versions().error_code == 0
 
 
-def test_a_handler_bug_answers_unknown_server_error_and_keeps_the_connection(serve):
-    """An unexpected exception in a handler is UNKNOWN_SERVER_ERROR (Kafka's getErrorResponse), not a hang."""
+def test_a_handler_bug_answers_unknown_server_error_and_keeps_the_connection(serve, caplog):
+    """An unexpected exception in a handler is UNKNOWN_SERVER_ERROR (Kafka's getErrorResponse), not a hang;
+    the log names the API and the exception's type, never its text (which may quote the client), and has
+    no traceback unless DEBUG is on."""
     server = serve()
+    caplog.set_level(logging.INFO, logger="secmeta.server")
 
     def broken(call):
-        raise RuntimeError("bug")
+        raise RuntimeError("client-controlled text")
 
     server.thread.server.handlers[60] = Handler(broken, CLUSTER_HANDLERS[60].error_response)
     with RawClient.connect(server) as raw:
         assert raw.request(_describe_cluster()).error_code == -1
         assert raw.api_versions().error_code == 0
+    records = [r for r in caplog.records if r.name == "secmeta.server" and r.levelno >= logging.ERROR]
+    assert [r.getMessage() for r in records] == ["DescribeCluster v2 from 127.0.0.1 failed: RuntimeError"]
+    assert not records[0].exc_info
 
 
 def test_listener_errors_are_raised_by_start(tmp_path):
