@@ -2,7 +2,7 @@
 
 Kept light on purpose: importing this module must not start Spark or Kafka or touch disk; the
 session fixtures ``kafka_bootstrap`` and ``spark`` start theirs on first use (imports inside them).
-Plain helpers (ADMIN, acl(), upsert(), open_store()) live in tests/storekit.py.
+Plain helpers (ADMIN, TOKEN_SECRET, acl(), upsert(), store_at()) live in tests/storekit.py.
 """
 
 import logging
@@ -13,6 +13,7 @@ import pytest
 from hypothesis import settings
 
 from tests.logkit import Clock, make_keyring
+from tests.storekit import store_at
 
 # Spark workers must run the same interpreter (the venv's) as the tests.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -35,6 +36,23 @@ def keyring(tmp_path):
 def clock():
     """A settable clock (``clock.t += 60``) for StoreConfig(clock=...)."""
     return Clock()
+
+
+@pytest.fixture
+def open_store(tmp_path, keyring, clock):
+    """open_store(**config): (re)open the store in ``tmp_path / "store"`` with the ``keyring``, the ``clock``
+    and a token secret (any StoreConfig field overrides); every store opened is closed at the end."""
+    opened = []
+
+    def _open(**config):
+        config.setdefault("clock", clock)
+        store = store_at(tmp_path / "store", keyring, **config)
+        opened.append(store)
+        return store
+
+    yield _open
+    for store in opened:
+        store.close()
 
 
 @pytest.fixture(scope="session")

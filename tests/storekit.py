@@ -1,6 +1,6 @@
 """What tests of the store share: the acting admin, a token secret, ACL and SCRAM builders, opening a store.
 
-The fixtures built on these (``keyring``, ``clock``, ``open_store``) live in ``tests/conftest.py``.
+The fixtures built on these (``keyring``, ``clock``, the ``open_store`` factory) live in ``tests/conftest.py``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from core import (
 )
 from events.keyring import Keyring
 
-__all__ = ["ADMIN", "TOKEN_SECRET", "acl", "open_store", "upsert"]
+__all__ = ["ADMIN", "TOKEN_SECRET", "acl", "store_at", "upsert"]
 
 ADMIN = RequestContext("User:admin", "10.0.0.1")  # a super user (StoreConfig's default super_users)
 TOKEN_SECRET = b"token-secret-for-tests"
@@ -36,12 +36,12 @@ def acl(name: str = "foo", principal: str = "User:alice", op: AclOperation = Acl
 
 
 def upsert(user: str, password: bytes = b"pw", mech: ScramMechanism = ScramMechanism.SCRAM_SHA_256,
-           iterations: int = 4096) -> UserScramCredentialUpsertion:
-    """A SCRAM credential upsertion (salt chosen by the store)."""
-    return UserScramCredentialUpsertion(user, ScramCredentialInfo(mech, iterations), password)
+           iterations: int = 4096, *, salt: bytes | None = None) -> UserScramCredentialUpsertion:
+    """A SCRAM credential upsertion (without ``salt``, the store chooses one)."""
+    return UserScramCredentialUpsertion(user, ScramCredentialInfo(mech, iterations), password, salt=salt)
 
 
-def open_store(directory: str | Path, keyring: Keyring, *, read_only: bool = False, **config) -> SecurityStore:
+def store_at(directory: str | Path, keyring: Keyring, *, read_only: bool = False, **config) -> SecurityStore:
     """``SecurityStore.open(directory, StoreConfig(token_secret=TOKEN_SECRET, **config))``."""
     config.setdefault("token_secret", TOKEN_SECRET)
     return SecurityStore.open(directory, StoreConfig(**config), keyring=keyring, read_only=read_only)

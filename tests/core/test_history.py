@@ -4,55 +4,36 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import replace
 
 import pytest
 
 from core import (
-    AclBinding,
     AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
     PatternType,
     RequestContext,
     ResourcePatternFilter,
     ResourceType,
-    ScramCredentialInfo,
     ScramMechanism,
-    SecurityStore,
-    StoreConfig,
     UserScramCredentialDeletion,
-    UserScramCredentialUpsertion,
 )
 from core.errors import PointInTimeError, QueryError
 from core.timetravel import Point
 from events.records import AclCreated, ScramCredentialUpserted
-from tests.logkit import Clock, make_keyring
+from tests import storekit
+from tests.logkit import Clock
+from tests.storekit import acl, store_at, upsert
 
-ADMIN = RequestContext("User:admin", "10.0.0.1", request_id="req-admin")
+ADMIN = replace(storekit.ADMIN, request_id="req-admin")
 OPS = RequestContext("User:ops", "10.0.0.7")
 T0 = 1_800_000_000_000
 SHA256 = ScramMechanism.SCRAM_SHA_256
 
 
-
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def store(tmp_path, clock):
-    config = StoreConfig(token_secret=b"history-secret", clock=clock, super_users=frozenset({"User:admin", "User:ops"}))
-    with SecurityStore.open(tmp_path / "store", config, keyring=make_keyring(tmp_path)) as s:
+def store(tmp_path, keyring, clock):
+    with store_at(tmp_path / "store", keyring, clock=clock, super_users=frozenset({"User:admin", "User:ops"})) as s:
         yield s
-
-
-def acl(name: str, principal: str = "User:alice", pattern=PatternType.LITERAL, rtype=ResourceType.TOPIC) -> AclBinding:
-    return AclBinding.of(rtype, name, pattern, principal, "*", AclOperation.READ, AclPermissionType.ALLOW)
-
-
-def upsert(user: str, iterations: int = 4096, salt: bytes | None = None):
-    return UserScramCredentialUpsertion(user, ScramCredentialInfo(SHA256, iterations), b"pw", salt=salt)
 
 
 def tick(clock: Clock) -> None:
@@ -264,7 +245,7 @@ def test_diff_is_the_net_effect_for_acls(store):
 def test_diff_lists_credentials_upserted_and_deleted(store):
     """Credentials are reported as (user, mechanism, iterations)."""
     store.alter_user_scram_credentials([upsert("carol"), upsert("dave")], context=ADMIN)
-    store.alter_user_scram_credentials([UserScramCredentialDeletion("carol", SHA256), upsert("erin", 8192)],
+    store.alter_user_scram_credentials([UserScramCredentialDeletion("carol", SHA256), upsert("erin", iterations=8192)],
                                        context=ADMIN)
     diff = store.diff(2, 4)
     assert diff.credentials_upserted == (("erin", SHA256, 8192),)
@@ -274,7 +255,7 @@ def test_diff_lists_credentials_upserted_and_deleted(store):
 def test_diff_counts_a_replaced_credential_as_upserted(store):
     """Re-upserting an existing credential is an upsert in the diff."""
     store.alter_user_scram_credentials([upsert("carol")], context=ADMIN)
-    store.alter_user_scram_credentials([upsert("carol", 8192)], context=ADMIN)
+    store.alter_user_scram_credentials([upsert("carol", iterations=8192)], context=ADMIN)
     assert store.diff(1, 2).credentials_upserted == (("carol", SHA256, 8192),)
 
 

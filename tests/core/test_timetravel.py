@@ -5,52 +5,20 @@ from __future__ import annotations
 import pytest
 
 from core import (
-    AclBinding,
     AclBindingFilter,
     AclOperation,
-    AclPermissionType,
-    PatternType,
-    RequestContext,
     ResourceType,
     SecmetaError,
     SecurityStore,
-    StoreConfig,
 )
 from core.errors import PointInTimeError
 from core.log import LogConfig
 from core.timetravel import Point, TimeTravel, as_point, parse_offset, parse_time
 from projections.snapshot import SnapshotPolicy
-from tests.logkit import Clock, make_keyring
+from tests.logkit import Clock
+from tests.storekit import ADMIN, acl
 
-ADMIN = RequestContext("User:admin", "10.0.0.1")
 T0 = 1_800_000_000_000
-
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def open_store(tmp_path, clock):
-    keyring = make_keyring(tmp_path)
-    opened = []
-
-    def _open(**config) -> SecurityStore:
-        cfg = StoreConfig(token_secret=b"secret", clock=clock, **config)
-        store = SecurityStore.open(tmp_path / "store", cfg, keyring=keyring)
-        opened.append(store)
-        return store
-
-    yield _open
-    for s in opened:
-        s.close()
-
-
-def acl(name: str, principal: str = "User:alice") -> AclBinding:
-    return AclBinding.of(ResourceType.TOPIC, name, PatternType.LITERAL, principal, "*", AclOperation.READ,
-                         AclPermissionType.ALLOW)
 
 
 def names(view) -> list[str]:
