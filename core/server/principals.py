@@ -25,29 +25,60 @@ _KEYWORDS = {
 }
 
 
-def _der_value(attribute: x509.NameAttribute) -> bytes:
-    raw = attribute.value.encode("utf-8") if isinstance(attribute.value, str) else bytes(attribute.value)
-    tag = attribute._type.value  # the ASN.1 string type the certificate used
-    size = len(raw)
-    if size < 0x80:
-        length = bytes([size])
-    else:
-        body = size.to_bytes((size.bit_length() + 7) // 8, "big")
-        length = bytes([0x80 | len(body)]) + body
-    return bytes([tag]) + length + raw
+def _tlv(der: bytes, at: int) -> tuple[int, int]:
+    """(start, end) of the value of the DER element at ``at``."""
+    length, start = der[at + 1], at + 2
+    if length & 0x80:
+        count = length & 0x7F
+        length, start = int.from_bytes(der[start:start + count], "big"), start + count
+    return start, start + length
 
 
-def _attribute(attribute: x509.NameAttribute) -> str:
+def _encoded_values(name: x509.Name) -> list[dict[str, list[bytes]]]:
+    """Per RDN, OID -> the DER of its attribute values (tag, length and content as the certificate has
+    them), read from the name's public DER encoding: Name ::= SEQUENCE OF SET OF SEQUENCE {oid, value}."""
+    der = name.public_bytes()
+    rdns = []
+    at, end = _tlv(der, 0)
+    while at < end:
+        set_at, set_end = _tlv(der, at)
+        values: dict[str, list[bytes]] = {}
+        while set_at < set_end:
+            attr_at, attr_end = _tlv(der, set_at)
+            _, oid_end = _tlv(der, attr_at)
+            values.setdefault(_oid_text(der[attr_at:oid_end]), []).append(der[oid_end:attr_end])
+            set_at = attr_end
+        rdns.append(values)
+        at = set_end
+    return rdns
+
+
+def _oid_text(element: bytes) -> str:
+    """The dotted text of a DER OBJECT IDENTIFIER element."""
+    content = element[_tlv(element, 0)[0]:]
+    arcs, value = [], 0
+    for byte in content:
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            arcs.append(value)
+            value = 0
+    first = min(arcs[0] // 40, 2)
+    return ".".join(str(a) for a in (first, arcs[0] - 40 * first, *arcs[1:]))
+
+
+def _attribute(attribute: x509.NameAttribute, encoded: dict[str, list[bytes]]) -> str:
     keyword = _KEYWORDS.get(attribute.oid)
     if keyword is None:
-        return f"{attribute.oid.dotted_string}=#{_der_value(attribute).hex()}"
+        return f"{attribute.oid.dotted_string}=#{encoded[attribute.oid.dotted_string].pop(0).hex()}"
     text = attribute.rfc4514_string()
     return keyword + text[text.index("="):]
 
 
 def dn_rfc2253(name: x509.Name) -> str:
     """``name`` as Java's X500Principal.getName() prints it (RFC 2253)."""
-    return ",".join("+".join(_attribute(a) for a in rdn) for rdn in reversed(name.rdns))
+    encoded = _encoded_values(name)
+    return ",".join("+".join(_attribute(a, values) for a in rdn)
+                    for rdn, values in reversed(list(zip(name.rdns, encoded, strict=True))))
 
 
 def tls_principal(ssl_object: ssl.SSLObject | None) -> str:

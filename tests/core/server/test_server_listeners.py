@@ -94,6 +94,20 @@ def test_subject_dn_is_printed_as_java_does():
     assert dn_rfc2253(name) == r"1.2.840.113549.1.9.1=#1603614062,CN=alice,O=Acme\, Inc.,C=US"
 
 
+def test_unknown_attributes_in_a_multi_valued_rdn_keep_their_own_der():
+    """Each unknown attribute of a multi-valued RDN is printed with its own DER value (tag UTF8String 0x0c
+    for a UTF-8 value, as the certificate encodes it), and a long value gets a long-form DER length."""
+    long_value = "x" * 200
+    name = x509.Name([
+        x509.RelativeDistinguishedName([x509.NameAttribute(NameOID.COMMON_NAME, "svc"),
+                                        x509.NameAttribute(x509.ObjectIdentifier("1.3.6.1.4.1.99999.1"), "ab"),
+                                        x509.NameAttribute(x509.ObjectIdentifier("2.999.7"), long_value)]),
+    ])
+    parts = set(dn_rfc2253(name).split("+"))
+    assert parts == {"CN=svc", "1.3.6.1.4.1.99999.1=#0c026162",
+                     "2.999.7=#0c81c8" + long_value.encode().hex()}
+
+
 def test_serve_command_line_builds_the_server_config():
     args = build_parser().parse_args([
         "serve", "--store", "s", "--listeners", "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
