@@ -45,15 +45,25 @@ class _KafkaEnum(IntEnum):
 
     @classmethod
     def parse(cls, text: str | int) -> _KafkaEnum:
-        """Parse a name (any case, '-' or '_') or a code; raise InvalidValueError (a ValueError) naming the bad value."""
+        """Parse a name or a code; raise InvalidValueError (a ValueError) naming the bad value.
+
+        A name matches in any case with or without '_' / '-' between its words, so Kafka's tools'
+        spelling (``IdempotentWrite``, SecurityUtils.operation / toPascalCase) and the enum's
+        (``IDEMPOTENT_WRITE``) both parse.
+        """
         if isinstance(text, int) and not isinstance(text, bool):
             return cls(text)
-        key = str(text).strip().upper().replace("-", "_")
-        try:
-            return cls[key]
-        except KeyError:
-            names = ", ".join(m.name for m in cls)
-            raise InvalidValueError(f"unknown {cls.__name__} {text!r} (one of: {names})") from None
+        key = _squash(str(text))
+        for member in cls:
+            if _squash(member.name) == key:
+                return member
+        names = ", ".join(m.name for m in cls)
+        raise InvalidValueError(f"unknown {cls.__name__} {text!r} (one of: {names})")
+
+
+def _squash(name: str) -> str:
+    """A name without case or word separators: 'IdempotentWrite', 'idempotent-write' -> 'IDEMPOTENTWRITE'."""
+    return name.strip().upper().replace("_", "").replace("-", "")
 
 
 class ScramMechanism(_KafkaEnum):

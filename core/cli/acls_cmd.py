@@ -1,12 +1,21 @@
-"""``secmeta acls``: kafka-acls.sh against a store directory."""
+"""``secmeta acls``: kafka-acls.sh (Kafka's AclCommand) against a store directory or a server.
+
+--add and --remove build their ACLs as AclCommand does (``core.cli.acl_request``) and print what
+AclCommand prints: "Adding ACLs for resource ...", "Acl ... already exists.", and before a removal
+"Are you sure you want to remove ACLs: ... from resource filter ...? (y/n)" unless --force.  The
+answer is read from a terminal; with none (or at end of input) nothing is removed.  --list prints
+a table, or JSON with --json.
+"""
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import sys
 
-from core.cli.common import print_table
+from core.cli import acl_request
+from core.cli.common import add_json_option, emit
 from core.cli.security import (
+    OPERATION_NAMES,
     add_point_options,
     add_remote_options,
     add_resource_options,
@@ -14,134 +23,196 @@ from core.cli.security import (
     context,
     has_point,
     open_admin,
-    pattern_type,
-    resources,
     view,
 )
 from core.errors import InvalidValueError
 from events.types import (
-    WILDCARD,
+    AccessControlEntry,
+    AccessControlEntryFilter,
     AclBinding,
     AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    ResourceType,
+    ResourcePattern,
+    ResourcePatternFilter,
 )
+
+COLUMNS = {"resource_type": "RESOURCE", "name": "NAME", "pattern_type": "PATTERN", "principal": "PRINCIPAL",
+           "host": "HOST", "operation": "OPERATION", "permission_type": "PERMISSION"}
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser("acls", help="add, remove and list ACLs (kafka-acls.sh options)",
-                            description="Add, remove and list ACLs, with kafka-acls.sh option names.")
+                            description="Add, remove and list ACLs with kafka-acls.sh's options, as Kafka's "
+                                        "AclCommand does; options kafka-acls.sh would ignore are refused.")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--add", action="store_true", help="add ACLs")
-    action.add_argument("--remove", action="store_true", help="remove ACLs matching the options")
-    action.add_argument("--list", action="store_true", help="list ACLs matching the options")
+    action.add_argument("--remove", action="store_true",
+                        help="remove the ACLs the options name (asks first unless --force)")
+    action.add_argument("--list", action="store_true", help="list the ACLs of the resources given (all without one)")
     add_security_options(p)
     add_remote_options(p)
     add_resource_options(p, many=True)
-    p.add_argument("--allow-principal", action="append", default=[], metavar="PRINCIPAL", help="principal to allow (repeatable)")
-    p.add_argument("--deny-principal", action="append", default=[], metavar="PRINCIPAL", help="principal to deny (repeatable)")
-    p.add_argument("--allow-host", action="append", default=[], metavar="HOST", help="host or CIDR to allow from (default *)")
-    p.add_argument("--deny-host", action="append", default=[], metavar="HOST", help="host or CIDR to deny from (default *)")
-    p.add_argument("--operation", action="append", default=[], metavar="OP", help="operation, e.g. Read, Write, All (repeatable; default All)")
-    p.add_argument("--principal", metavar="PRINCIPAL", help="with --list: only ACLs of this principal")
-    p.add_argument("--resource-pattern-type", default=None, metavar="TYPE",
-                   help="literal or prefixed for --add (default literal); any, match, literal or prefixed for --list/--remove (default any for --list, literal for --remove)")
-    p.add_argument("--force", action="store_true", help="accepted for compatibility; secmeta never prompts")
+    p.add_argument("--idempotent", action="store_true",
+                   help="with --producer: also allow IdempotentWrite on the cluster")
+    p.add_argument("--producer", action="store_true",
+                   help="allow a producer: Write, Describe and Create on --topic, Write and Describe on "
+                        "--transactional-id")
+    p.add_argument("--consumer", action="store_true",
+                   help="allow a consumer: Read and Describe on --topic, Read on --group")
+    p.add_argument("--allow-principal", action="append", default=[], metavar="PRINCIPAL",
+                   help="principal (Type:name) to allow (repeatable)")
+    p.add_argument("--deny-principal", action="append", default=[], metavar="PRINCIPAL",
+                   help="principal (Type:name) to deny (repeatable)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                   help="host or CIDR --allow-principal is allowed from (repeatable; default *)")
+    p.add_argument("--deny-host", action="append", default=[], metavar="HOST",
+                   help="host or CIDR --deny-principal is denied from (repeatable; default *)")
+    p.add_argument("--operation", action="append", default=[], metavar="OP",
+                   help=f"operation to allow or deny (repeatable; default All), any case: {OPERATION_NAMES}")
+    p.add_argument("--principal", action="append", default=[], metavar="PRINCIPAL",
+                   help="with --list: only the ACLs of this principal (repeatable)")
+    p.add_argument("--resource-pattern-type", default="literal", metavar="TYPE",
+                   help="literal or prefixed; for --list and --remove also any (any pattern type, the name "
+                        "exactly) or match (every ACL that applies to the name) (default: literal)")
+    p.add_argument("--force", action="store_true", help="remove without asking")
+    add_json_option(p)
     add_point_options(p)
     p.set_defaults(func=run)
 
 
-def _operations(args) -> list[AclOperation]:
-    return [AclOperation.parse(op) for op in args.operation] or [AclOperation.ALL]
-
-
-def _entries(args) -> list[tuple[str, str, AclPermissionType]]:
-    out = []
-    for principals, hosts, perm in ((args.allow_principal, args.allow_host, AclPermissionType.ALLOW),
-                                    (args.deny_principal, args.deny_host, AclPermissionType.DENY)):
-        out += [(p, h, perm) for p, h in itertools.product(principals, hosts or [WILDCARD])]
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
-    default_pattern = "any" if args.list else "literal"
-    ptype = pattern_type(args.resource_pattern_type or default_pattern)
-    targets = resources(args)
-    if args.add and not targets:
-        raise SystemExit("secmeta acls: error: --add needs a resource (--topic, --group, --cluster, ...)")
-    if args.add and not _entries(args):
-        raise SystemExit("secmeta acls: error: --add needs --allow-principal or --deny-principal")
-    if args.remove and not targets and not _entries(args) and not args.principal:
-        raise InvalidValueError("--remove needs a resource (--topic, --group, --cluster, ...) or a principal; "
-                         "it will not remove every ACL")
+    acl_request.check_options(args)
+    ptype = acl_request.pattern_type(args)
     if has_point(args) and not args.list:
         raise InvalidValueError("--as-of and --at-offset apply to --list only")
-    with open_admin(args, read_only=args.list) as store:
+    if args.json and not args.list:
+        raise InvalidValueError("--json applies to --list only")
+    if args.list:
+        return _list(args, acl_request.resource_filters(args, ptype))
+    request = acl_request.build(args, ptype)
+    if args.add and not all(request.values()):
+        raise InvalidValueError("You must specify one of: --allow-principal, --deny-principal when trying to add ACLs.")
+    with open_admin(args) as store:
         ctx = context(args, store)
         if args.add:
-            return _add(store, ctx, targets, ptype, args)
-        filters = _filters(targets, ptype, args)
-        if args.remove:
-            return _remove(store, ctx, filters)
-        source = view(store, args)
-        rows = [b for f in filters for b in source.describe_acls(f, context=ctx)]
-        _print_bindings(sorted(set(rows), key=_sort_key))
-        return 0
+            return _add(store, ctx, request)
+        return _remove(store, ctx, request, force=args.force)
 
 
-def _add(store, ctx, targets, ptype, args) -> int:
-    bindings = [
-        AclBinding.of(rtype, name, ptype, principal, host, op, perm)
-        for (rtype, name), (principal, host, perm), op in itertools.product(targets, _entries(args), _operations(args))
-    ]
-    failed = 0
-    for binding, error in zip(bindings, store.create_acls(bindings, context=ctx)):
-        status = "added" if not error else f"FAILED {error}"
-        failed += bool(error)
-        print(f"{status}: {_describe(binding)}")
-    return 1 if failed else 0
+def _add(store, ctx, request: acl_request.Request) -> int:
+    """AclCommand.addAcls: per resource, say which ACLs exist already and which are added; one create request."""
+    new: list[AclBinding] = []
+    for f, entries in sorted(request.items(), key=_pattern_key):
+        pattern = ResourcePattern(f.resource_type, f.name, f.pattern_type)
+        existing = set(store.describe_acls(AclBindingFilter(f, AccessControlEntryFilter()), context=ctx))
+        adding = []
+        for entry in sorted(entries, key=_entry_key):
+            binding = AclBinding(pattern, entry)
+            if binding in existing:
+                print(f"Acl {kafka_binding(binding)} already exists.")
+            else:
+                adding.append(binding)
+        if adding:
+            print(f"Adding ACLs for resource `{kafka_pattern(pattern)}`: \n "
+                  + "\n".join(f"\t{kafka_entry(b.entry)}" for b in adding) + "\n")
+        new += adding
+    errors = store.create_acls(new, context=ctx) if new else []
+    for binding, error in zip(new, errors):
+        if error:
+            print(f"Failed to add {kafka_binding(binding)}: {error}")
+    return 1 if any(errors) else 0
 
 
-def _filters(targets, ptype, args) -> list[AclBindingFilter]:
-    entries = _entries(args) or [(args.principal, None, AclPermissionType.ANY)]
-    ops = [AclOperation.parse(op) for op in args.operation] or [AclOperation.ANY]
-    pats = targets or [(ResourceType.ANY, None)]
-    return [
-        AclBindingFilter.of(rtype, name, ptype, principal, None if host == WILDCARD and not (args.allow_host or args.deny_host) else host, op, perm)
-        for (rtype, name), (principal, host, perm), op in itertools.product(pats, entries, ops)
-    ]
+def _remove(store, ctx, request: acl_request.Request, *, force: bool) -> int:
+    """AclCommand.removeAcls: per resource filter, ask, then delete the entries given (all without one)."""
+    unanswered = False
+    for f, entries in sorted(request.items(), key=_pattern_key):
+        ordered = sorted(entries, key=_entry_key)
+        if ordered:
+            question = ("Are you sure you want to remove ACLs: \n "
+                        + "\n".join(f"\t{kafka_entry(e)}" for e in ordered)
+                        + f"\n from resource filter `{kafka_pattern(f)}`? (y/n)")
+        else:
+            question = f"Are you sure you want to delete all ACLs for resource filter `{kafka_pattern(f)}`? (y/n)"
+        answer = True if force else _ask(question)
+        unanswered |= answer is None
+        if not answer:
+            continue
+        filters = [AclBindingFilter(f, _entry_filter(e)) for e in ordered] or [AclBindingFilter(f)]
+        results = store.delete_acls(filters, context=ctx)
+        removed = list(dict.fromkeys(b for r in results for b in r.acls))
+        for binding in removed:
+            print(f"Removed {kafka_binding(binding)}")
+        errors = [r.error for r in results if r.error]
+        for error in errors:
+            print(f"Failed to remove ACLs from resource filter `{kafka_pattern(f)}`: {error}")
+        if errors:
+            return 1
+        if not removed:
+            print(f"No ACLs matched resource filter `{kafka_pattern(f)}`")
+    return 1 if unanswered else 0
 
 
-def _remove(store, ctx, filters) -> int:
-    results = store.delete_acls(filters, context=ctx)
-    failed = 0
-    for result in results:
-        if result.error:
-            failed += 1
-            print(f"FAILED {result.error}")
-        for binding in result.acls:
-            print(f"removed: {_describe(binding)}")
-    if not any(r.acls for r in results) and not failed:
-        print("no ACLs matched")
-    return 1 if failed else 0
+def _ask(question: str) -> bool | None:
+    """AclCommand.confirmAction: the question, then a line from the terminal; 'y' (any case) is yes.
+
+    None when there is no terminal to answer on or input ends, and nothing is removed.
+    """
+    print(question, flush=True)
+    if not sys.stdin.isatty():
+        print("secmeta: no terminal to answer on, nothing removed (pass --force to remove without asking)",
+              file=sys.stderr)
+        return None
+    line = sys.stdin.readline()
+    if not line:
+        return None
+    return line.rstrip("\r\n").lower() == "y"
 
 
-def _sort_key(b: AclBinding):
-    return (b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation, b.permission_type)
+def _entry_filter(e: AccessControlEntry) -> AccessControlEntryFilter:
+    """AccessControlEntry.toFilter: matches that entry exactly (All matches only All, * only *)."""
+    return AccessControlEntryFilter(e.principal, e.host, e.operation, e.permission_type)
 
 
-def _describe(b: AclBinding) -> str:
-    return (f"{b.restype.name}:{b.name} ({b.resource_pattern_type.name}) {b.permission_type.name} "
-            f"{b.principal} from {b.host} to {b.operation.name}")
+def _list(args: argparse.Namespace, filters: list[ResourcePatternFilter]) -> int:
+    """AclCommand.listAcls: the ACLs of each resource filter (all without one), of the --principal ones if given."""
+    with open_admin(args, read_only=True) as store:
+        ctx, source = context(args, store), view(store, args)
+        found = {b for f in filters or [ResourcePatternFilter()]
+                 for b in source.describe_acls(AclBindingFilter(f), context=ctx)}
+    principals = {p.strip() for p in args.principal}
+    rows = [_row(b) for b in sorted(found, key=_binding_key) if not principals or b.principal in principals]
+    emit(rows, COLUMNS, json=args.json, empty="no ACLs matched")
+    return 0
 
 
-def _print_bindings(bindings: list[AclBinding]) -> None:
-    if not bindings:
-        print("no ACLs matched")
-        return
-    print_table(
-        ["RESOURCE", "NAME", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION"],
-        [[b.restype.name, b.name, b.resource_pattern_type.name, b.principal, b.host, b.operation.name, b.permission_type.name] for b in bindings],
-    )
+def _row(b: AclBinding) -> dict[str, object]:
+    return {"resource_type": b.restype.name, "name": b.name, "pattern_type": b.resource_pattern_type.name,
+            "principal": b.principal, "host": b.host, "operation": b.operation.name,
+            "permission_type": b.permission_type.name}
 
+
+def _pattern_key(item) -> tuple:
+    f = item[0]
+    return (f.resource_type, f.name, f.pattern_type)
+
+
+def _entry_key(e: AccessControlEntry) -> tuple:
+    return (e.principal, e.host, e.operation, e.permission_type)
+
+
+def _binding_key(b: AclBinding) -> tuple:
+    return (b.restype, b.name, b.resource_pattern_type, *_entry_key(b.entry))
+
+
+# Kafka's toString of ResourcePattern(Filter), AccessControlEntry and AclBinding, as AclCommand prints them.
+def kafka_pattern(p: ResourcePattern | ResourcePatternFilter) -> str:
+    return f"ResourcePattern(resourceType={p.resource_type.name}, name={p.name}, patternType={p.pattern_type.name})"
+
+
+def kafka_entry(e: AccessControlEntry) -> str:
+    return (f"(principal={e.principal}, host={e.host}, operation={e.operation.name}, "
+            f"permissionType={e.permission_type.name})")
+
+
+def kafka_binding(b: AclBinding) -> str:
+    return f"(pattern={kafka_pattern(b.pattern)}, entry={kafka_entry(b.entry)})"

@@ -9,7 +9,7 @@ from core.cli.common import DEFAULT_STORE_ENV, add_store_options, keyring, store
 from core.config import StoreConfig
 from core.errors import InvalidValueError
 from core.types import RequestContext
-from events.types import CLUSTER_NAME, PatternType, ResourceType
+from events.types import CLUSTER_NAME, AclOperation, PatternType, ResourceType
 
 RESOURCE_OPTIONS = (
     ("--topic", ResourceType.TOPIC, "topic name"),
@@ -67,6 +67,28 @@ def one_resource(args: argparse.Namespace) -> tuple[ResourceType, str]:
 
 def pattern_type(text: str) -> PatternType:
     return PatternType.parse(text)
+
+
+def kafka_operation_name(op: AclOperation) -> str:
+    """An operation as Kafka's tools write it (SecurityUtils.operationName): IDEMPOTENT_WRITE -> IdempotentWrite."""
+    return "".join(word.capitalize() for word in op.name.split("_"))
+
+
+# AclEntry.ACL_OPERATIONS: every operation but the filter-only UNKNOWN and ANY.
+ACL_OPERATIONS = tuple(op for op in AclOperation if op not in (AclOperation.UNKNOWN, AclOperation.ANY))
+OPERATION_NAMES = ", ".join(kafka_operation_name(op) for op in ACL_OPERATIONS)
+
+
+def operation(text: str) -> AclOperation:
+    """--operation of acls and authorize: a name as kafka-acls.sh takes it (Read, IdempotentWrite, ...) in any
+    case, or as the enum spells it (IDEMPOTENT_WRITE); UNKNOWN and ANY are no operation an ACL can name."""
+    try:
+        op = AclOperation.parse(text)
+    except InvalidValueError:
+        op = AclOperation.UNKNOWN
+    if op not in ACL_OPERATIONS:
+        raise InvalidValueError(f"unknown operation {text!r} (valid operation names: {OPERATION_NAMES})")
+    return op
 
 
 def open_store(args: argparse.Namespace, *, read_only: bool = False):
