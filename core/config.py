@@ -1,4 +1,15 @@
-"""StoreConfig: every setting of a store, with Kafka's defaults where Kafka has one."""
+"""StoreConfig: every setting of a store, with Kafka's defaults where Kafka has one.
+
+Settings are typed and checked when a StoreConfig is built, from Python or from ``config.json``:
+each field's annotation below is its schema (type and range), and pydantic validates every value
+against it in strict mode, so ``"no"`` is not a bool, ``True`` is not an int and ``"1000"`` is not a
+number of milliseconds: the error names the setting, the value and the expected type, and nothing
+is opened with a setting that failed (fail closed). A secret's value (``token_secret``) is never shown.
+
+Why pydantic and not msgspec: pydantic validates Python values against a type (``TypeAdapter`` in
+strict mode, with ranges and instance checks from the annotation), which is what a StoreConfig built
+in code needs; msgspec checks types only while decoding or converting, not when a Struct is built.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +17,22 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from functools import cache
 from pathlib import Path
+from typing import Annotated, Union, get_args, get_origin, get_type_hints
 
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    InstanceOf,
+    ValidationError,
+    create_model,
+)
+
+from core import validation
 from core.errors import InvalidValueError
 from core.log import LogConfig
 from core.scram_crypto import DEFAULT_ITERATIONS
@@ -17,7 +41,29 @@ from projections.snapshot import SnapshotPolicy
 
 DAY_MS = 24 * 3600 * 1000
 CONFIG_FILE = "config.json"
+TOKEN_SECRET_ENV = "SECMETA_TOKEN_SECRET"
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
+INT64_MAX, INT32_MAX = 2**63 - 1, 2**31 - 1
+_SECRET_SETTINGS = frozenset({"token_secret"})
+
+
+def _principal(value: str) -> str:
+    try:
+        return validation.principal(value, "the principal")
+    except InvalidValueError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _mechanism(value: ScramMechanism) -> ScramMechanism:
+    if value is ScramMechanism.UNKNOWN:
+        raise ValueError("UNKNOWN is not a SCRAM mechanism")
+    return value
+
+
+Principal = Annotated[str, AfterValidator(_principal)]
+Millis = Annotated[int, Field(gt=0, le=INT64_MAX)]  # Kafka's LONG settings, atLeast(1)
+Iterations = Annotated[int, Field(ge=MIN_ITERATIONS, le=MAX_ITERATIONS)]
+Mechanism = Annotated[ScramMechanism, AfterValidator(_mechanism)]
 
 
 @dataclass(frozen=True)
@@ -34,50 +80,46 @@ class PasswordPolicy:
 
 @dataclass(frozen=True)
 class StoreConfig:
-    """Settings of a SecurityStore. Secrets (token_secret) never show in repr."""
+    """Settings of a SecurityStore, checked when built (InvalidValueError naming the setting). Secrets never show in repr."""
 
-    super_users: frozenset[str] = frozenset({"User:admin"})
+    super_users: frozenset[Principal] = frozenset({"User:admin"})
     allow_everyone_if_no_acl_found: bool = False
-    default_principal: str = "User:admin"
+    default_principal: Principal = "User:admin"
     # SCRAM (KIP-554 / KIP-506)
-    enabled_mechanisms: frozenset[ScramMechanism] = frozenset({ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512})
-    default_iterations: dict[ScramMechanism, int] = field(
+    enabled_mechanisms: frozenset[Mechanism] = frozenset({ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512})
+    default_iterations: dict[Mechanism, Iterations] = field(
         default_factory=lambda: {ScramMechanism.SCRAM_SHA_256: DEFAULT_ITERATIONS, ScramMechanism.SCRAM_SHA_512: DEFAULT_ITERATIONS}
     )
     allow_plaintext_passwords: bool = False
-    password_policy: PasswordPolicy | None = None
+    password_policy: InstanceOf[PasswordPolicy] | None = None
     # delegation tokens (KIP-48)
-    token_secret: bytes | None = field(default=None, repr=False)
-    token_max_lifetime_ms: int = 7 * DAY_MS
-    token_expiry_time_ms: int = DAY_MS
-    token_expiry_check_interval_ms: int = 3600 * 1000
+    token_secret: Annotated[bytes, Field(min_length=1)] | None = field(default=None, repr=False)
+    token_max_lifetime_ms: Millis = 7 * DAY_MS
+    token_expiry_time_ms: Millis = DAY_MS
+    token_expiry_check_interval_ms: Millis = 3600 * 1000
     describe_tokens_include_hmac: bool = False
     # limits
-    max_acl_changes_per_request: int = 10_000
+    max_acl_changes_per_request: Annotated[int, Field(gt=0, le=INT32_MAX)] = 10_000
     # durability and snapshots
-    log: LogConfig = field(default_factory=LogConfig)
-    snapshot_policy: SnapshotPolicy = field(default_factory=SnapshotPolicy)
-    keep_snapshots: int = 2
+    log: InstanceOf[LogConfig] = field(default_factory=LogConfig)
+    snapshot_policy: InstanceOf[SnapshotPolicy] = field(default_factory=SnapshotPolicy)
+    keep_snapshots: Annotated[int, Field(ge=1, le=INT32_MAX)] = 2
     delete_covered_segments: bool = False
-    key_file: str | None = None
+    key_file: str | InstanceOf[os.PathLike] | None = None
     clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)
 
     def __post_init__(self):
-        object.__setattr__(self, "super_users", frozenset(self.super_users))
-        object.__setattr__(self, "enabled_mechanisms", frozenset(ScramMechanism(m) for m in self.enabled_mechanisms))
-        for principal in self.super_users:
-            if ":" not in principal:
-                raise InvalidValueError(f"super user {principal!r} is not a principal of the form Type:Name")
-        for mech, its in self.default_iterations.items():
-            if not MIN_ITERATIONS <= its <= MAX_ITERATIONS:
-                raise InvalidValueError(f"default iterations for {ScramMechanism(mech).name} must be within "
-                                 f"{MIN_ITERATIONS}..{MAX_ITERATIONS}, not {its}")
-        for name in ("token_max_lifetime_ms", "token_expiry_time_ms", "token_expiry_check_interval_ms",
-                     "max_acl_changes_per_request"):
-            if getattr(self, name) <= 0:
-                raise InvalidValueError(f"{name} must be positive, not {getattr(self, name)}")
-        if self.token_secret is not None and len(self.token_secret) == 0:
-            raise InvalidValueError("token_secret must not be empty (leave it None to disable delegation tokens)")
+        # Collections given as lists or sets (config.json, callers) are frozen; a str is not a collection here.
+        if isinstance(self.super_users, list | tuple | set):
+            object.__setattr__(self, "super_users", frozenset(self.super_users))
+        if isinstance(self.enabled_mechanisms, list | tuple | set | frozenset):
+            object.__setattr__(self, "enabled_mechanisms", frozenset(
+                validation.enum_value(ScramMechanism, m, "setting enabled_mechanisms") for m in self.enabled_mechanisms))
+        if isinstance(self.default_iterations, dict):
+            object.__setattr__(self, "default_iterations", {
+                validation.enum_value(ScramMechanism, m, "setting default_iterations"): its
+                for m, its in self.default_iterations.items()})
+        _check_settings(self)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -101,15 +143,18 @@ class StoreConfig:
                 values = json.loads(path.read_text())
             except ValueError as exc:
                 raise InvalidValueError(f"{path} is not valid JSON: {exc}") from None
+            if not isinstance(values, dict):
+                raise InvalidValueError(f"{path} must hold a JSON object of settings, not {type(values).__name__}")
             unknown = set(values) - set(cls._PERSISTED)
             if unknown:
                 raise InvalidValueError(f"{path} has unknown settings: {', '.join(sorted(unknown))}")
-            if "super_users" in values:
-                values["super_users"] = frozenset(values["super_users"])
-        secret = os.environ.get("SECMETA_TOKEN_SECRET")
+        secret = os.environb.get(TOKEN_SECRET_ENV.encode())  # bytes: nothing to encode, nothing to fail on
         if secret:
-            values["token_secret"] = secret.encode()
-        return cls(**values)
+            values["token_secret"] = secret
+        try:
+            return cls(**values)
+        except InvalidValueError as exc:
+            raise InvalidValueError(f"{path}: {exc}") from None
 
     def save(self, directory: str | os.PathLike) -> Path:
         path = Path(directory) / CONFIG_FILE
@@ -117,6 +162,53 @@ class StoreConfig:
         data["super_users"] = sorted(self.super_users)
         path.write_text(json.dumps(data, indent=2) + "\n")
         return path
+
+
+# -- checking settings -------------------------------------------------------------------
+
+_STRICT = ConfigDict(strict=True, arbitrary_types_allowed=True)
+
+
+@cache
+def _schemas() -> dict[str, object]:
+    return get_type_hints(StoreConfig, include_extras=True)
+
+
+@cache
+def _model() -> type[BaseModel]:
+    """One strict pydantic model whose fields are StoreConfig's annotations."""
+    return create_model("StoreConfig", __config__=_STRICT, **{name: (hint, ...) for name, hint in _schemas().items()})
+
+
+def _check_settings(config: StoreConfig) -> None:
+    values = {f.name: getattr(config, f.name) for f in fields(config)}
+    try:
+        _model().model_validate(values)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        name = str(problem["loc"][0])
+        value = values[name]
+        shown = "(hidden)" if name in _SECRET_SETTINGS else repr(value)
+        message = problem["msg"].removeprefix("Value error, ")
+        raise InvalidValueError(
+            f"setting {name} = {shown} ({type(value).__name__}) is invalid: expected "
+            f"{_type_name(_schemas()[name])}: {message}") from None
+
+
+def _type_name(hint: object) -> str:
+    """A reader's name for a setting's type: 'bool', 'int', 'frozenset[str]', 'bytes or None'."""
+    origin, args = get_origin(hint), get_args(hint)
+    if origin is Annotated:
+        return _type_name(args[0])
+    if origin in (Union, type(int | None)):
+        return " or ".join(_type_name(a) for a in args)
+    if origin is not None and args and origin.__module__ == "builtins":
+        return f"{origin.__name__}[{', '.join(_type_name(a) for a in args)}]"
+    if origin is not None:
+        return getattr(origin, "__name__", str(origin))
+    if hint is type(None):
+        return "None"
+    return getattr(hint, "__name__", str(hint)).replace("InstanceOf", "")
 
 
 __all__ = ["StoreConfig", "PasswordPolicy", "MIN_ITERATIONS", "MAX_ITERATIONS"]

@@ -2,35 +2,40 @@
 
 Per binding or filter an ApiError; a request that lacks the cluster
 permission or exceeds ``max_acl_changes_per_request`` raises before any
-event. Beyond Kafka, an ACL host may be a CIDR range (``10.0.0.0/8``).
+event. Every field passes core.validation first (names, principals, hosts: a
+host is '*', a canonical address or, beyond Kafka, a canonical CIDR range such
+as ``10.0.0.0/8``); enum fields may be given by name.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable, Iterable
 from uuid import uuid4
 
+from core import validation
 from core.config import StoreConfig
-from core.control.authz import Decider, acls_of, parse_principal, require_cluster
+from core.control.authz import Decider, acls_of, require_cluster
 from core.control.result import ControlResult
 from core.errors import ApiError, ErrorCode, InvalidRequestException
 from core.types import DeleteAclsResult, RequestContext
+from core.validation import FieldError
 from events.records import AclCreated, AclDeleted, Event
 from events.types import (
     CLUSTER_NAME,
+    AccessControlEntry,
+    AccessControlEntryFilter,
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     PatternType,
+    ResourcePattern,
+    ResourcePatternFilter,
     ResourceType,
 )
 
-__all__ = ["MAX_STRING_LENGTH", "create_acls", "delete_acls", "describe_acls", "validate_binding",
-           "validate_filter"]
-
-MAX_STRING_LENGTH = 32767  # Kafka's protocol limit for a (non-compact) string
+__all__ = ["checked_binding", "checked_filter", "create_acls", "delete_acls", "describe_acls",
+           "validate_binding", "validate_filter"]
 
 _OK = ApiError()
 
@@ -39,73 +44,73 @@ def _invalid(message: str) -> ApiError:
     return ApiError(ErrorCode.INVALID_REQUEST, message)
 
 
-def _name(enum_type, value) -> str:
-    return enum_type(value).name if isinstance(value, int) else repr(value)
+def checked_binding(binding: object) -> AclBinding:
+    """The binding with its enums resolved (names accepted), or FieldError naming the first bad field."""
+    if not isinstance(binding, AclBinding):
+        raise FieldError("ACL binding", f"must be an AclBinding, not {type(binding).__name__}")
+    pattern, entry = binding.pattern, binding.entry
+    if not isinstance(pattern, ResourcePattern) or not isinstance(entry, AccessControlEntry):
+        raise FieldError("ACL binding", "must hold a ResourcePattern and an AccessControlEntry")
+    rtype = validation.enum_value(ResourceType, pattern.resource_type, "resource type", concrete=True)
+    ptype = validation.enum_value(PatternType, pattern.pattern_type, "pattern type")
+    if ptype not in (PatternType.LITERAL, PatternType.PREFIXED):
+        raise FieldError("pattern type", f"must be LITERAL or PREFIXED, not {ptype.name}")
+    operation = validation.enum_value(AclOperation, entry.operation, "operation", concrete=True)
+    permission = validation.enum_value(AclPermissionType, entry.permission_type, "permission type", concrete=True)
+    name = validation.text(pattern.name, "resource name")
+    if not name:
+        raise FieldError("resource name", "must not be empty")
+    if rtype == ResourceType.CLUSTER and name != CLUSTER_NAME:
+        raise FieldError("resource name", f"of the CLUSTER resource can only be {CLUSTER_NAME}, not {name[:100]!r}")
+    principal = validation.principal(entry.principal)
+    host = validation.acl_host(entry.host)
+    return AclBinding.of(rtype, name, ptype, principal, host, operation, permission)
 
 
-def _valid_host(host: str) -> bool:
-    """'*', an address or host name, or (our extension) a CIDR range written canonically.
-
-    ``10.0.0.1/8`` is refused (write ``10.0.0.0/8``): two spellings of one range
-    would be two ACLs with the same effect, and a filter on one would miss the other.
-    """
-    if "/" not in host:
-        return True
-    try:
-        ipaddress.ip_network(host, strict=True)
-    except ValueError:
-        return False
-    return True
-
-
-def validate_binding(binding: AclBinding) -> ApiError:
+def validate_binding(binding: object) -> ApiError:
     """NONE, or INVALID_REQUEST naming the first field that cannot be stored."""
     try:
-        return _validate_binding(binding)
-    except (TypeError, ValueError, AttributeError) as exc:
-        return _invalid(f"Malformed ACL binding: {exc}")
-
-
-def _validate_binding(binding: AclBinding) -> ApiError:
-    pattern, entry = binding.pattern, binding.entry
-    rtype, ptype = pattern.resource_type, pattern.pattern_type
-    if ResourceType(rtype) in (ResourceType.UNKNOWN, ResourceType.ANY):
-        return _invalid(f"Invalid resource type {_name(ResourceType, rtype)}")
-    if PatternType(ptype) not in (PatternType.LITERAL, PatternType.PREFIXED):
-        return _invalid(f"Invalid pattern type {_name(PatternType, ptype)}")
-    if AclOperation(entry.operation) in (AclOperation.UNKNOWN, AclOperation.ANY):
-        return _invalid(f"Invalid operation {_name(AclOperation, entry.operation)}")
-    if AclPermissionType(entry.permission_type) not in (AclPermissionType.ALLOW, AclPermissionType.DENY):
-        return _invalid(f"Invalid permission type {_name(AclPermissionType, entry.permission_type)}")
-    if not pattern.name:
-        return _invalid("Resource name must not be empty")
-    if rtype == ResourceType.CLUSTER and pattern.name != CLUSTER_NAME:
-        return _invalid(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}, "
-                        f"not {pattern.name[:100]!r}")
-    if parse_principal(entry.principal) is None:
-        return _invalid(f"Invalid principal {str(entry.principal)[:100]!r}: expected Type:Name")
-    if not entry.host:
-        return _invalid("Host must not be empty (use '*' for any host)")
-    for field, value in (("resource name", pattern.name), ("principal", entry.principal),
-                         ("host", entry.host)):
-        if len(value) > MAX_STRING_LENGTH:
-            return _invalid(f"The {field} is {len(value)} characters long; "
-                            f"the limit is {MAX_STRING_LENGTH}")
-    if not _valid_host(entry.host):
-        return _invalid(f"Invalid host {entry.host[:100]!r}: not a valid CIDR range (write the network address, e.g. 10.0.0.0/8)")
+        checked_binding(binding)
+    except FieldError as exc:
+        return _invalid(str(exc))
     return _OK
 
 
-def validate_filter(f: AclBindingFilter) -> ApiError:
-    """NONE, or INVALID_REQUEST when a filter field is UNKNOWN."""
+def checked_filter(f: object) -> AclBindingFilter:
+    """The filter with its enums resolved (names accepted), or FieldError naming the first bad field.
+
+    UNKNOWN in any enum field is refused (as Kafka's AclBindingFilter.findIndefiniteField); names and
+    hosts are checked as text only: a filter stores nothing, it selects.
+    """
+    if not isinstance(f, AclBindingFilter):
+        raise FieldError("ACL filter", f"must be an AclBindingFilter, not {type(f).__name__}")
+    pattern, entry = f.pattern, f.entry
+    if not isinstance(pattern, ResourcePatternFilter) or not isinstance(entry, AccessControlEntryFilter):
+        raise FieldError("ACL filter", "must hold a ResourcePatternFilter and an AccessControlEntryFilter")
+    fields = []
     for label, enum_type, value in (
-        ("resource type", ResourceType, f.pattern.resource_type),
-        ("pattern type", PatternType, f.pattern.pattern_type),
-        ("operation", AclOperation, f.entry.operation),
-        ("permission type", AclPermissionType, f.entry.permission_type),
+        ("resource type", ResourceType, pattern.resource_type),
+        ("pattern type", PatternType, pattern.pattern_type),
+        ("operation", AclOperation, entry.operation),
+        ("permission type", AclPermissionType, entry.permission_type),
     ):
-        if enum_type(value) == 0:
-            return _invalid(f"Unknown {label} in the filter")
+        member = validation.enum_value(enum_type, value, label)
+        if member == 0:
+            raise FieldError(label, "must not be UNKNOWN in a filter")
+        fields.append(member)
+    rtype, ptype, operation, permission = fields
+    name = validation.optional_text(pattern.name, "resource name")
+    principal = validation.optional_text(entry.principal, "principal")
+    host = validation.optional_text(entry.host, "host")
+    return AclBindingFilter.of(rtype, name, ptype, principal, host, operation, permission)
+
+
+def validate_filter(f: object) -> ApiError:
+    """NONE, or INVALID_REQUEST naming the first bad field of the filter."""
+    try:
+        checked_filter(f)
+    except FieldError as exc:
+        return _invalid(str(exc))
     return _OK
 
 
@@ -129,10 +134,14 @@ def create_acls(
     seen: set[AclBinding] = set()
     events: list[Event] = []
     results: list[ApiError] = []
-    for binding in bindings:
-        error = validate_binding(binding)
-        results.append(error)
-        if error or binding in seen:
+    for given in bindings:
+        try:
+            binding = checked_binding(given)
+        except FieldError as exc:
+            results.append(_invalid(str(exc)))
+            continue
+        results.append(_OK)
+        if binding in seen:
             continue
         seen.add(binding)
         if acls.find(binding) is None:
@@ -153,10 +162,11 @@ def delete_acls(
     acls = acls_of(image)
     removed: dict[str, AclBinding] = {}
     results: list[DeleteAclsResult] = []
-    for f in filters:
-        error = validate_filter(f)
-        if error:
-            results.append(DeleteAclsResult(error))
+    for given in filters:
+        try:
+            f = checked_filter(given)
+        except FieldError as exc:
+            results.append(DeleteAclsResult(_invalid(str(exc))))
             continue
         matched = sorted(acls.matching(f), key=lambda pair: pair[0])
         removed.update(matched)
@@ -174,7 +184,8 @@ def describe_acls(image, f: AclBindingFilter, context: RequestContext, *,
 
     A read: it returns its answer, not a ControlResult."""
     require_cluster(decider, context, AclOperation.DESCRIBE)
-    error = validate_filter(f)
-    if error:
-        raise InvalidRequestException(error=error)
+    try:
+        f = checked_filter(f)
+    except FieldError as exc:
+        raise InvalidRequestException(str(exc)) from None
     return [binding for _, binding in acls_of(image).matching(f)]

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from core import validation
 from core.config import MAX_ITERATIONS, MIN_ITERATIONS, StoreConfig
 from core.control.authz import Decider, require_cluster
 from core.control.result import ControlResult
-from core.errors import ApiError, ErrorCode
+from core.errors import ApiError, ErrorCode, InvalidRequestException
 from core.scram import DEFAULT_ITERATIONS, credential_from_password, credential_from_salted_password
 from core.types import (
     RequestContext,
@@ -28,6 +29,7 @@ from core.types import (
     UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
 )
+from core.validation import FieldError
 from events.keyring import Keyring, seal_scram
 from events.records import Event, ScramCredentialDeleted, ScramCredentialUpserted
 from events.types import AclOperation, ScramMechanism
@@ -54,6 +56,10 @@ def _mechanism(value: object) -> ScramMechanism:
 def _check_user_and_mechanism(user: str, mechanism: object) -> ApiError | None:
     if not user:
         return _unacceptable("Username must not be empty")
+    try:
+        validation.text(user, "user")
+    except FieldError as exc:
+        return ApiError(ErrorCode.INVALID_REQUEST, str(exc))
     if _mechanism(mechanism) is ScramMechanism.UNKNOWN:
         return ApiError(ErrorCode.UNSUPPORTED_SASL_MECHANISM, f"Unknown SCRAM mechanism {mechanism!r}")
     return None
@@ -66,6 +72,8 @@ class _Upsert:
     item: UserScramCredentialUpsertion
     mechanism: ScramMechanism
     iterations: int
+    secret: bytes = field(repr=False)  # the password, or the salted password
+    salt: bytes | None = field(default=None, repr=False)
 
 
 def _check_deletion(image, item: UserScramCredentialDeletion) -> ApiError | Event:
@@ -92,12 +100,15 @@ def _iterations(requested: object, mech: ScramMechanism, config: StoreConfig) ->
     return requested
 
 
-def _check_secret(item: UserScramCredentialUpsertion, context: RequestContext, config: StoreConfig) -> ApiError | None:
-    """Refuse a password or salted password this store cannot take (KIP-506's checks)."""
-    password, salt, salted = item.password, item.salt, item.salted_password
-    for name, value in (("password", password), ("salt", salt), ("salted password", salted)):
-        if value is not None and not isinstance(value, str | bytes | bytearray):
-            return _unacceptable(f"The {name} must be bytes, not {type(value).__name__}")
+def _check_secret(item: UserScramCredentialUpsertion, context: RequestContext,
+                  config: StoreConfig) -> ApiError | tuple[bytes, bytes | None]:
+    """(password or salted password, salt) as bytes, or why this store cannot take them (KIP-506's checks)."""
+    try:
+        password, salt, salted = (None if value is None else validation.secret_bytes(value, name)
+                                  for name, value in (("password", item.password), ("salt", item.salt),
+                                                      ("salted password", item.salted_password)))
+    except FieldError as exc:  # the message names the field, never the value
+        return _unacceptable(f"The {exc}")
     if password is not None and salted is not None:
         return _unacceptable("Give either a password or a salted password, not both")
     if (password is not None or salted is not None) and not (context.tls or config.allow_plaintext_passwords):
@@ -108,11 +119,11 @@ def _check_secret(item: UserScramCredentialUpsertion, context: RequestContext, c
         if not password:
             return _unacceptable("Password must not be empty")
         policy = config.password_policy
-        if policy is not None and not policy.accept(_bytes(password)):
+        if policy is not None and not policy.accept(password):
             return _unacceptable(f"Password rejected by the password policy: {policy.description}")
         if salt is not None and not salt:
             return _unacceptable("A salt, when given with a password, must not be empty")
-        return None
+        return password, salt
     if salt is None and salted is None:
         return _unacceptable("No password or salted password given")
     if not salt:
@@ -121,11 +132,7 @@ def _check_secret(item: UserScramCredentialUpsertion, context: RequestContext, c
         return _unacceptable("A salt needs a non-empty salted password")
     # As Kafka (ScramControlManager.finishUpsertion), keys are derived from whatever
     # salted-password bytes arrive: HMAC takes a key of any length.
-    return None
-
-
-def _bytes(value: str | bytes | bytearray) -> bytes:
-    return value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    return salted, salt
 
 
 def _check_upsertion(item: UserScramCredentialUpsertion, context: RequestContext,
@@ -144,17 +151,19 @@ def _check_upsertion(item: UserScramCredentialUpsertion, context: RequestContext
     iterations = _iterations(requested, mech, config)
     if isinstance(iterations, ApiError):
         return iterations
-    return _check_secret(item, context, config) or _Upsert(item, mech, iterations)
+    secret = _check_secret(item, context, config)
+    if isinstance(secret, ApiError):
+        return secret
+    return _Upsert(item, mech, iterations, *secret)
 
 
 def _upserted(plan: _Upsert, keyring: Keyring) -> Event:
     """The event of an accepted upsertion: the credential derived and sealed (the costly step, done last)."""
     item, mech = plan.item, plan.mechanism
-    salt = None if item.salt is None else bytes(item.salt)
     if item.password is not None:
-        cred = credential_from_password(mech, _bytes(item.password), plan.iterations, salt=salt)
+        cred = credential_from_password(mech, plan.secret, plan.iterations, salt=plan.salt)
     else:
-        cred = credential_from_salted_password(mech, salt, bytes(item.salted_password), plan.iterations)
+        cred = credential_from_salted_password(mech, plan.salt, plan.secret, plan.iterations)
     sealed = seal_scram(keyring, item.user, mech, cred.salt, cred.stored_key, cred.server_key)
     return ScramCredentialUpserted(item.user, mech, plan.iterations, sealed)
 
@@ -171,6 +180,12 @@ def alter_scram_credentials(
     """Events for the accepted users and one ApiError per user, in request order (needs ALTER on CLUSTER)."""
     require_cluster(decider, context, AclOperation.ALTER)
     items = list(alterations)
+    for index, item in enumerate(items):  # a user names each result, so it must be a string
+        if not isinstance(item, UserScramCredentialUpsertion | UserScramCredentialDeletion):
+            raise InvalidRequestException(f"alteration {index} must be a UserScramCredentialUpsertion or "
+                                          f"UserScramCredentialDeletion, not {type(item).__name__}")
+        if not isinstance(item.user, str):
+            raise InvalidRequestException(f"alteration {index}: user must be a string, not {type(item.user).__name__}")
     deletions = [item for item in items if isinstance(item, UserScramCredentialDeletion)]
     upsertions = [item for item in items if not isinstance(item, UserScramCredentialDeletion)]
     errors: dict[str, ApiError] = {}
@@ -215,6 +230,9 @@ def describe_scram_credentials(
     require_cluster(decider, context, AclOperation.DESCRIBE)
     scram = image.scram
     wanted = list(users) if users is not None else []
+    for user in wanted:
+        if not isinstance(user, str):
+            raise InvalidRequestException(f"user must be a string, not {type(user).__name__}")
     if not wanted:
         return {user: _description(scram, user) for user in sorted(scram.users())}
     counts = Counter(wanted)
@@ -226,6 +244,11 @@ def describe_scram_credentials(
             results[user] = ApiError(
                 ErrorCode.DUPLICATE_RESOURCE,
                 f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}")
+            continue
+        try:
+            validation.text(user, "user")
+        except FieldError as exc:
+            results[user] = ApiError(ErrorCode.INVALID_REQUEST, str(exc))
             continue
         found = _description(scram, user)
         results[user] = found if found is not None else ApiError(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from uuid import uuid4
 
+from core import validation
 from core.config import StoreConfig
 from core.control.authz import Decider, is_int64, parse_principal
 from core.control.result import ControlResult
@@ -28,6 +29,7 @@ from core.errors import (
 )
 from core.token_hmac import TokenHmacs, token_hmac
 from core.types import DelegationToken, RequestContext
+from core.validation import FieldError
 from events.records import (
     DelegationTokenExpired,
     DelegationTokenIssued,
@@ -95,6 +97,7 @@ def create_token(
     _require_token_request_allowed(context)
     requester = context.principal
     owner = owner or requester
+    _checked_text(owner, "owner")
     if parse_principal(owner) is None:
         raise InvalidPrincipalTypeException(f"Invalid owner principal {owner!r}: expected Type:Name")
     if owner != requester and not decider(
@@ -103,8 +106,11 @@ def create_token(
         raise DelegationTokenAuthorizationException(
             f"Principal {requester} may not create tokens for {owner} (needs CREATE_TOKENS on "
             f"USER:{owner})")
+    if isinstance(renewers, str):
+        raise InvalidRequestException("renewers must be a list of principals, not one string")
     renewers = tuple(renewers)
     for renewer in renewers:  # the broker checks renewers before the controller sees the request
+        _checked_text(renewer, "renewer")
         parsed = parse_principal(renewer)
         if parsed is None or parsed[0] != USER_TYPE:
             raise InvalidPrincipalTypeException(f"Renewer {renewer!r} is not a User principal")
@@ -120,7 +126,16 @@ def create_token(
     return ControlResult([event], DelegationToken.of(info, token_hmac(secret, info.token_id)))
 
 
+def _checked_text(value: object, field: str) -> None:
+    try:
+        validation.text(value, field)
+    except FieldError as exc:
+        raise InvalidRequestException(str(exc)) from None
+
+
 def _find(image, hmacs: TokenHmacs, hmac: bytes) -> TokenInfo:
+    if not isinstance(hmac, bytes | bytearray):  # never quoted: it is the token's password
+        raise InvalidRequestException(f"hmac must be bytes, not {type(hmac).__name__}")
     token_id = hmacs.token_id(hmac)
     info = None if token_id is None else _tokens_of(image).get(token_id)
     if info is None:
@@ -222,6 +237,11 @@ def describe_tokens(
     _require_token_request_allowed(context)
     secret = _require_enabled(config)
     if owners is not None:
+        if isinstance(owners, str):
+            raise InvalidRequestException("owners must be a list of principals, not one string")
+        owners = tuple(owners)
+        for owner in owners:
+            _checked_text(owner, "owner")
         owners = frozenset(owners)
         if not owners:
             return []

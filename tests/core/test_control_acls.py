@@ -5,9 +5,10 @@ import itertools
 import pytest
 
 from core.config import StoreConfig
-from core.control.acls import MAX_STRING_LENGTH, create_acls, delete_acls, describe_acls
+from core.control.acls import create_acls, delete_acls, describe_acls
 from core.errors import ApiError, ClusterAuthorizationException, ErrorCode, InvalidRequestException
 from core.types import DeleteAclsResult, RequestContext
+from core.validation import MAX_NAME_BYTES
 from events.records import AclCreated, AclDeleted
 from events.types import (
     CLUSTER_NAME,
@@ -112,9 +113,9 @@ INVALID = {
     "principal without colon": acl(principal="alice"),
     "principal without name": acl(principal="User:"),
     "empty host": acl(host=""),
-    "oversized name": acl(name="n" * (MAX_STRING_LENGTH + 1)),
-    "oversized principal": acl(principal="User:" + "p" * MAX_STRING_LENGTH),
-    "oversized host": acl(host="h" * (MAX_STRING_LENGTH + 1)),
+    "oversized name": acl(name="n" * (MAX_NAME_BYTES + 1)),
+    "oversized principal": acl(principal="User:" + "p" * MAX_NAME_BYTES),
+    "oversized host": acl(host="1" * (MAX_NAME_BYTES + 1)),
     "CIDR prefix too long": acl(host="10.0.0.0/33"),
     "CIDR garbage": acl(host="10.0.0/x"),
 }
@@ -133,13 +134,15 @@ def test_create_oversized_field_is_named(field):
     binding = {"name": INVALID["oversized name"], "principal": INVALID["oversized principal"],
                "host": INVALID["oversized host"]}[field]
     _, (result,) = create(binding)
-    assert field in result.message and str(MAX_STRING_LENGTH) in result.message
+    assert field in result.message and str(MAX_NAME_BYTES) in result.message
 
 
-def test_create_name_at_the_string_limit_is_accepted():
-    """A name of exactly 32767 characters is accepted."""
-    _, (result,) = create(acl(name="n" * MAX_STRING_LENGTH))
+def test_create_name_at_the_limit_is_accepted():
+    """A name of exactly 1,024 bytes (in UTF-8: 512 two-byte characters) is accepted, one more byte is not."""
+    _, (result,) = create(acl(name="é" * (MAX_NAME_BYTES // 2)))
     assert result == OK
+    _, (result,) = create(acl(name="é" * (MAX_NAME_BYTES // 2) + "n"))
+    assert result.code == ErrorCode.INVALID_REQUEST and "resource name" in result.message
 
 
 def test_create_invalid_cidr_is_named():
@@ -154,11 +157,22 @@ def test_create_resource_type_checked_before_name():
     assert "resource type" in result.message and "ANY" in result.message
 
 
-@pytest.mark.parametrize("host", ["*", "10.1.2.3", "broker.example.com", "10.0.0.0/8", "2001:db8::/32"])
+@pytest.mark.parametrize("host", ["*", "10.1.2.3", "2001:db8::1", "10.0.0.0/8", "2001:db8::/32"])
 def test_create_accepts_valid_hosts(host):
-    """'*', addresses, names and CIDR ranges (ours) are valid hosts."""
+    """'*', canonical addresses and canonical CIDR ranges (ours) are valid hosts."""
     _, (result,) = create(acl(host=host))
     assert result == OK
+
+
+@pytest.mark.parametrize("host", ["broker.example.com", "999.999.999.999", "not a host!!", "010.0.0.1", "10.0.0.1 ",
+                                  "fe80::1%eth0", "2001:DB8::1", "2001:db8:0:0::1", "::ffff:10.0.0.1", "10.0.0.1\n", "10.0.0.1\x00"])
+def test_create_refuses_a_host_that_can_never_match(host):
+    """A host name, a bad or non-canonical address, a zone index or a control character: refused, naming the host.
+
+    Kafka stores any string and compares it with the client's address (AclEntry / StandardAcl host
+    equality), so such an ACL would never match; secmeta refuses it (a documented difference)."""
+    events, (result,) = create(acl(host=host))
+    assert result.code == ErrorCode.INVALID_REQUEST and result.message.startswith("host") and events == []
 
 
 def test_create_refuses_a_cidr_with_host_bits_set():
@@ -168,9 +182,20 @@ def test_create_refuses_a_cidr_with_host_bits_set():
 
 
 def test_create_with_a_non_enum_field_is_a_per_item_error():
-    """A binding whose resource type is not a code fails alone with INVALID_REQUEST."""
-    events, results = create(acl(), acl(rtype="TOPIC"))
-    assert results[0] == OK and results[1].code == ErrorCode.INVALID_REQUEST and len(events) == 1
+    """A binding whose resource type is neither a ResourceType, its name nor its code fails alone, naming the field."""
+    events, results = create(acl(), acl(rtype=object()))
+    assert results[0] == OK and len(events) == 1
+    assert results[1].code == ErrorCode.INVALID_REQUEST and results[1].message.startswith("resource type")
+
+
+def test_create_takes_enum_names_and_stores_the_enums():
+    """Enum fields given by name (as Kafka's tools spell them) are stored as the enums themselves."""
+    events, results = create(acl(rtype="topic", op="IdempotentWrite", perm="Allow", pattern="LITERAL"))
+    assert results == [OK]
+    binding = events[0].binding
+    assert (binding.restype, binding.operation, binding.permission_type) == (T.TOPIC, Op.IDEMPOTENT_WRITE,
+                                                                             AclPermissionType.ALLOW)
+    assert type(binding.restype) is T and type(binding.operation) is Op
 
 
 def test_create_cluster_named_kafka_cluster_is_valid():
@@ -313,7 +338,7 @@ def test_delete_any_filter_matches_every_acl():
 
 def test_delete_entry_fields_must_equal():
     """Principal, host, operation and permission filters select by equality."""
-    image = image_of(acl(op=Op.READ), acl(op=Op.WRITE), acl(host="h", perm=DENY), acl(principal="User:bob"))
+    image = image_of(acl(op=Op.READ), acl(op=Op.WRITE), acl(host="10.0.0.9", perm=DENY), acl(principal="User:bob"))
     _, (result,) = delete(flt(principal="User:alice", host="*", operation=Op.WRITE, permission_type=ALLOW),
                           image=image)
     assert result.acls == (acl(op=Op.WRITE),)

@@ -29,7 +29,7 @@ from tests.logkit import Clock, make_keyring
 
 ADMIN = RequestContext("User:admin", "10.0.0.1")
 PRINCIPALS = ["User:alice", "User:bob", "User:*", "Group:ops", "User:admin"]
-HOSTS = ["*", "10.0.0.1", "10.0.0.0/24", "10.0.0.0/16", "10.0.1.5", "h1", "2001:db8::/32", "2001:db8::1"]
+HOSTS = ["*", "10.0.0.1", "10.0.0.0/24", "10.0.0.0/16", "10.0.1.5", "10.0.2.7", "2001:db8::/32", "2001:db8::1"]
 NAMES = ["orders", "ord", "o", "payments", "*"]
 OPS = [AclOperation.READ, AclOperation.WRITE, AclOperation.ALL, AclOperation.DESCRIBE, AclOperation.ALTER]
 TYPES = [ResourceType.TOPIC, ResourceType.GROUP]

@@ -94,8 +94,8 @@ def settings(reader: TableReader) -> StoreConfig:
             f"the manifest of {reader.tables.path} does not record the store's {' and '.join(missing)}; "
             "run `secmeta spark compact` once more to record them")
     try:
-        return StoreConfig(super_users=frozenset(config["super_users"]),
-                           allow_everyone_if_no_acl_found=bool(config["allow_everyone_if_no_acl_found"]))
+        return StoreConfig(super_users=config["super_users"],  # checked strictly: "false" is no bool
+                           allow_everyone_if_no_acl_found=config["allow_everyone_if_no_acl_found"])
     except (TypeError, ValueError) as exc:
         raise TablesError(f"the manifest of {reader.tables.path} has unusable settings: {exc}") from None
 

@@ -1,0 +1,143 @@
+"""The one validation layer at the public API boundary: every name, host, enum and secret a caller hands in.
+
+The store's control functions (which serve the Python API, the CLI and the protocol server alike)
+call these before anything is logged, so a value that passes here can be stored, shown and matched;
+one that does not raises ``FieldError`` (an InvalidValueError) naming the field and the problem, and
+the caller turns it into its per-item ``ApiError(INVALID_REQUEST)`` or request-level exception.
+
+Rules (stricter than Kafka where noted in the README's list of differences):
+
+- text (principals, resource names, user names, token owners and renewers, hosts, request ids): a
+  ``str`` of valid UTF-8 (no lone surrogate), no control character (Unicode category Cc: C0, DEL,
+  C1), at most ``MAX_NAME_BYTES`` (1,024) bytes encoded. Kafka bounds only the protocol string
+  (32,767 bytes) and topic names (249 characters); nothing in Kafka needs a longer name than 1,024.
+- principals: ``Type:Name`` with both parts non-empty (Kafka's SecurityUtils.parseKafkaPrincipal).
+- ACL hosts: ``*``, an IPv4 or IPv6 address written canonically (as ``ipaddress`` prints it: no
+  leading zeros, lower-case compressed IPv6, no zone index, IPv4-mapped IPv6 written as the IPv4
+  address Java reports for such a client), or (our extension) a canonical CIDR
+  range. Kafka stores any string and matches it literally against the client's address, so a host
+  name or a non-canonical spelling is an ACL that can never match; we refuse it.
+- enums: the enum itself, its name in any case and spelling Kafka's tools use (``IDEMPOTENT_WRITE``,
+  ``IdempotentWrite``, ``idempotent-write``) or its code; never a bool.
+- secrets (passwords, salts, salted passwords): ``bytes``, or ``str`` encoded as UTF-8; a failure
+  never carries the value, not even as the context of the error.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from enum import IntEnum
+from typing import TypeVar
+
+from events.errors import InvalidValueError
+
+__all__ = [
+    "MAX_NAME_BYTES",
+    "FieldError",
+    "acl_host",
+    "enum_value",
+    "optional_text",
+    "principal",
+    "secret_bytes",
+    "text",
+]
+
+MAX_NAME_BYTES = 1024
+_SHOWN = 64  # characters of a refused value quoted in an error
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+E = TypeVar("E", bound=IntEnum)
+
+
+class FieldError(InvalidValueError):
+    """A value refused at the API boundary; ``field`` names it and the message says why."""
+
+    def __init__(self, field: str, problem: str):
+        self.field = field
+        super().__init__(f"{field} {problem}")
+
+
+def _shown(value: str) -> str:
+    return repr(value if len(value) <= _SHOWN else value[:_SHOWN] + "...")
+
+
+def text(value: object, field: str, *, max_bytes: int = MAX_NAME_BYTES) -> str:
+    """``value`` if it is a string secmeta can store and show; else FieldError naming ``field``."""
+    if not isinstance(value, str):
+        raise FieldError(field, f"must be a string, not {type(value).__name__}")
+    if _SURROGATE.search(value):
+        raise FieldError(field, f"{_shown(value)} is not valid UTF-8 (it holds a lone surrogate)")
+    control = _CONTROL.search(value)
+    if control:
+        raise FieldError(field, f"{_shown(value)} contains the control character U+{ord(control.group()):04X}")
+    if len(value) * 4 > max_bytes and len(value.encode("utf-8")) > max_bytes:
+        raise FieldError(field, f"is {len(value.encode('utf-8'))} bytes long; the limit is {max_bytes} bytes")
+    return value
+
+
+def optional_text(value: object, field: str) -> str | None:
+    """None, or ``text(value, field)``."""
+    return None if value is None else text(value, field)
+
+
+def principal(value: object, field: str = "principal") -> str:
+    """A ``Type:Name`` principal that passes ``text``."""
+    kind, colon, name = text(value, field).partition(":")
+    if not (colon and kind and name):
+        raise FieldError(field, f"{_shown(value)} is not of the form Type:Name")  # type: ignore[arg-type]
+    return value  # type: ignore[return-value]
+
+
+def acl_host(value: object, field: str = "host") -> str:
+    """'*', a canonical IPv4/IPv6 address or a canonical CIDR range."""
+    host = text(value, field)
+    if host == "*":
+        return host
+    if not host:
+        raise FieldError(field, "must not be empty (use '*' for any host)")
+    if "%" in host:
+        raise FieldError(field, f"{_shown(host)} has a zone index; ACL hosts are addresses without one")
+    try:
+        parsed = ipaddress.ip_network(host, strict=True) if "/" in host else ipaddress.ip_address(host)
+    except ValueError:
+        what = "a CIDR range (write the network address, e.g. 10.0.0.0/8)" if "/" in host else (
+            "an IP address (ACLs match the client's address, never a host name)")
+        raise FieldError(field, f"{_shown(host)} is not '*' or {what}") from None
+    mapped = getattr(parsed, "ipv4_mapped", None)
+    if mapped is not None:  # Java (and so Kafka) sees such a client as its IPv4 address
+        raise FieldError(field, f"{_shown(host)} is an IPv4-mapped IPv6 address: write {str(mapped)!r}")
+    if str(parsed) != host:
+        raise FieldError(field, f"{_shown(host)} is not written canonically: write {str(parsed)!r}")
+    return host
+
+
+def enum_value(enum_type: type[E], value: object, field: str, *, concrete: bool = False) -> E:
+    """``value`` as a member of ``enum_type``: the member, its name (any case, Kafka's spellings) or code.
+
+    ``concrete`` refuses UNKNOWN and ANY (a value a request must name exactly).
+    """
+    if isinstance(value, enum_type):
+        member = value
+    elif isinstance(value, bool) or not isinstance(value, str | int):
+        raise FieldError(field, f"must be a {enum_type.__name__} or its name, not {type(value).__name__}")
+    else:
+        try:
+            member = enum_type.parse(value)  # type: ignore[attr-defined]
+        except ValueError as exc:
+            raise FieldError(field, f"is not valid: {exc}") from None
+    if concrete and member.name in ("UNKNOWN", "ANY"):
+        raise FieldError(field, f"must name one {enum_type.__name__}, not {member.name}")
+    return member
+
+
+def secret_bytes(value: object, field: str) -> bytes:
+    """A password, salt or salted password as bytes (a str as UTF-8); errors never hold the value."""
+    if isinstance(value, bytes | bytearray):
+        return bytes(value)
+    if not isinstance(value, str):
+        raise FieldError(field, f"must be bytes, not {type(value).__name__}")
+    if _SURROGATE.search(value):  # checked, not caught: a UnicodeEncodeError would carry the secret
+        raise FieldError(field, "is not valid UTF-8 (it holds a lone surrogate)")
+    return value.encode("utf-8")
