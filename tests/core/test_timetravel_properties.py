@@ -16,12 +16,10 @@ from core import (
     AclPermissionType,
     ApiException,
     PatternType,
-    RequestContext,
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
     SecurityStore,
-    StoreConfig,
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
@@ -30,8 +28,8 @@ from core.view import StoreView
 from projections.image import SecurityImage, SecurityProjection
 from projections.snapshot import SnapshotPolicy
 from tests.logkit import Clock, make_keyring
+from tests.storekit import ADMIN, store_at
 
-ADMIN = RequestContext("User:admin", "10.0.0.1")
 PRINCIPALS = ["User:alice", "User:bob", "User:*", "Group:ops"]
 HOSTS = ["*", "10.0.0.1", "10.0.0.0/24"]
 NAMES = ["orders", "ord", "payments", "*"]
@@ -118,10 +116,8 @@ def answers(view) -> tuple:
     return acls, scram, tokens, decisions, operations
 
 
-def open_store(directory: Path, keyring, clock: Clock, snapshot_every: int | None) -> SecurityStore:
-    policy = SnapshotPolicy(every_events=snapshot_every, every_bytes=None)
-    config = StoreConfig(token_secret=b"property-secret", clock=clock, snapshot_policy=policy)
-    return SecurityStore.open(directory / "store", config, keyring=keyring)
+def snapshots_every(events: int | None) -> SnapshotPolicy:
+    return SnapshotPolicy(every_events=events, every_bytes=None)
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -131,7 +127,7 @@ def test_as_of_offset_equals_a_fresh_store_of_the_first_n_events(keyring, plan, 
     """For random requests and offsets N, as_of(offset=N) answers as a store built from events [0, N)."""
     clock = Clock()
     with tempfile.TemporaryDirectory() as tmp:
-        with open_store(Path(tmp), keyring, clock, snapshot_every) as store:
+        with store_at(Path(tmp) / "store", keyring, clock=clock, snapshot_policy=snapshots_every(snapshot_every)) as store:
             run(store, clock, plan)
             end = store.log.end_offset
             events = list(store.log.read(0, end))
@@ -149,7 +145,7 @@ def test_as_of_time_equals_a_fresh_store_of_the_events_until_then(keyring, plan,
     """For random requests and times T, as_of(timestamp_ms=T) answers as a store built from events stamped <= T."""
     clock = Clock()
     with tempfile.TemporaryDirectory() as tmp:
-        with open_store(Path(tmp), keyring, clock, None) as store:
+        with store_at(Path(tmp) / "store", keyring, clock=clock, snapshot_policy=snapshots_every(None)) as store:
             run(store, clock, plan)
             events = list(store.log.read())
             begin = store.timetravel.begin_ms()

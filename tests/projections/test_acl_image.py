@@ -14,15 +14,12 @@ from events.types import (
 )
 from projections.acls import AclsDelta, AclsImage, canonical_entry
 from projections.errors import InconsistentEventError
+from tests.storekit import acl
 
 T, G = ResourceType.TOPIC, ResourceType.GROUP
 L, P, MATCH = PatternType.LITERAL, PatternType.PREFIXED, PatternType.MATCH
 READ, WRITE = AclOperation.READ, AclOperation.WRITE
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
-
-
-def acl(name="foo", pattern=L, rtype=T, principal="User:alice", host="*", op=READ, perm=ALLOW):
-    return AclBinding.of(rtype, name, pattern, principal, host, op, perm)
 
 
 def image(*bindings, base=AclsImage.EMPTY):
@@ -160,25 +157,25 @@ def test_canonical_entry_is_reused_by_add():
 
 def test_image_of_equals_delta_build():
     """AclsImage.of builds the same value as one delta."""
-    pairs = [("id0", acl()), ("id1", acl("bar", P))]
-    assert AclsImage.of(pairs) == image(acl(), acl("bar", P))
+    pairs = [("id0", acl()), ("id1", acl("bar", pattern=P))]
+    assert AclsImage.of(pairs) == image(acl(), acl("bar", pattern=P))
 
 
 def test_describe_by_literal_resource():
     """A LITERAL filter on a name lists the literal ACLs of that name only."""
-    img = image(acl("foo"), acl("foo", P), acl("*"), acl("foobar"))
+    img = image(acl("foo"), acl("foo", pattern=P), acl("*"), acl("foobar"))
     assert ids(img.describe(AclBindingFilter.of(T, "foo", L))) == ["id0"]
 
 
 def test_describe_pattern_any_lists_both_pattern_types():
     """Pattern ANY on a name lists LITERAL and PREFIXED ACLs of exactly that name."""
-    img = image(acl("foo"), acl("foo", P), acl("*"), acl("fo", P))
+    img = image(acl("foo"), acl("foo", pattern=P), acl("*"), acl("fo", pattern=P))
     assert ids(img.describe(AclBindingFilter.of(T, "foo"))) == ["id0", "id1"]
 
 
 def test_describe_match_lists_applying_patterns():
     """MATCH lists the literal name, literal '*' and covering prefixes."""
-    img = image(acl("foo"), acl("*"), acl("fo", P), acl("foox", P), acl("bar"), acl("foo", rtype=G))
+    img = image(acl("foo"), acl("*"), acl("fo", pattern=P), acl("foox", pattern=P), acl("bar"), acl("foo", rtype=G))
     assert ids(img.describe(AclBindingFilter.of(T, "foo", MATCH))) == ["id0", "id1", "id2"]
 
 
@@ -190,7 +187,7 @@ def test_describe_by_principal_on_resource():
 
 def test_describe_type_without_name():
     """A filter with a type and no name lists every ACL of that type."""
-    img = image(acl(), acl("x", P), acl(rtype=G))
+    img = image(acl(), acl("x", pattern=P), acl(rtype=G))
     assert ids(img.describe(AclBindingFilter.of(T))) == ["id0", "id1"]
 
 
@@ -213,7 +210,7 @@ def test_describe_applies_entry_fields():
 
 def test_matching_is_what_describe_lists():
     """matching() yields the pairs describe() returns."""
-    img = image(acl(), acl("fo", P))
+    img = image(acl(), acl("fo", pattern=P))
     flt = AclBindingFilter.of(T, "foo", MATCH)
     assert sorted(img.matching(flt)) == sorted(img.describe(flt))
 

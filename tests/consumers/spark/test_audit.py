@@ -43,8 +43,8 @@ from core.log import Log, LogConfig
 from events.keyring import Keyring
 from events.records import DelegationTokenRemoved, ScramCredentialUpserted, TokenRemovalReason
 from tests.logkit import Clock
+from tests.storekit import ADMIN
 
-ADMIN = RequestContext("User:admin", "10.0.0.1")
 OPS = RequestContext("User:ops", "10.0.0.7")  # a super user of the store, not a trusted actor of the rules
 SALT = b"salt-that-must-never-leak-0123456789"
 PASSWORD = b"pw-that-must-never-leak"
