@@ -22,14 +22,12 @@ from events.records import (
     ScramCredentialUpserted,
 )
 from events.types import (
-    AclBinding,
     AclOperation,
-    AclPermissionType,
-    PatternType,
     ResourceType,
     ScramMechanism,
 )
 from tests.consumers.conftest import make_topics, produce_raw, unused_port
+from tests.storekit import acl
 
 CODEC = EventCodec.default()
 T0 = 1_800_000_000_000 + 2 * 3_600_000  # 10:00 UTC
@@ -45,21 +43,15 @@ class Crash(BaseException):
     """Stands for the process dying at a chosen point."""
 
 
-def acl(resource, name, principal, operation, pattern=PatternType.LITERAL):
-    return AclBinding.of(
-        resource, name, pattern, principal, "*", operation, AclPermissionType.ALLOW
-    )
-
-
 def scenario() -> list[Envelope]:
     """Fifteen events; the comment names the alert each raises."""
-    topic_read = acl(ResourceType.TOPIC, "orders", "User:alice", AclOperation.READ)
+    topic_read = acl("orders", "User:alice", AclOperation.READ)
     events = [
         # 0 cluster_admin_grant
         (
             "User:admin",
             AclCreated(
-                "a0", acl(ResourceType.CLUSTER, "kafka-cluster", "User:ops", AclOperation.ALL)
+                "a0", acl("kafka-cluster", "User:ops", AclOperation.ALL, rtype=ResourceType.CLUSTER)
             ),
         ),
         # 1 nothing
@@ -67,7 +59,7 @@ def scenario() -> list[Envelope]:
         # 2 wildcard_grant
         (
             "User:admin",
-            AclCreated("a2", acl(ResourceType.TOPIC, "orders", "User:*", AclOperation.WRITE)),
+            AclCreated("a2", acl("orders", "User:*", AclOperation.WRITE)),
         ),
         # 3 protected_credential_change
         (
@@ -88,7 +80,7 @@ def scenario() -> list[Envelope]:
         (
             "User:bob",
             AclCreated(
-                "a5", acl(ResourceType.CLUSTER, "kafka-cluster", "User:bob", AclOperation.DESCRIBE)
+                "a5", acl("kafka-cluster", "User:bob", AclOperation.DESCRIBE, rtype=ResourceType.CLUSTER)
             ),
         ),
     ]
