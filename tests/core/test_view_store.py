@@ -5,47 +5,18 @@ from __future__ import annotations
 import pytest
 
 from core import (
-    AclBinding,
     AclBindingFilter,
     AclOperation,
-    AclPermissionType,
     ApiException,
     ErrorCode,
-    PatternType,
     RequestContext,
     ResourceType,
-    SecurityStore,
-    StoreConfig,
 )
 from core.view import StoreView
 from projections.image import SecurityImage
-from tests.logkit import Clock, make_keyring
+from tests.storekit import ADMIN, acl
 
-ADMIN = RequestContext("User:admin", "10.0.0.1")
 AUDITOR = RequestContext("User:auditor", "10.0.0.2")
-SECRET = b"token-secret-for-view-tests"
-
-
-
-
-@pytest.fixture
-def open_store(tmp_path):
-    keyring = make_keyring(tmp_path)
-    opened = []
-
-    def _open(**config) -> SecurityStore:
-        cfg = StoreConfig(token_secret=SECRET, clock=Clock(), **config)
-        store = SecurityStore.open(tmp_path / "store", cfg, keyring=keyring)
-        opened.append(store)
-        return store
-
-    yield _open
-    for s in opened:
-        s.close()
-
-
-def acl(name: str, principal: str = "User:alice", op=AclOperation.READ, rtype=ResourceType.TOPIC) -> AclBinding:
-    return AclBinding.of(rtype, name, PatternType.LITERAL, principal, "*", op, AclPermissionType.ALLOW)
 
 
 def test_store_reads_answer_through_a_view_of_the_published_image(open_store):
@@ -110,7 +81,7 @@ def test_view_describe_tokens_includes_hmac_when_configured(open_store):
 def test_past_view_checks_the_requester_against_current_acls(open_store):
     """A principal whose DESCRIBE right was revoked cannot read past state through as_of."""
     store = open_store()
-    grant = acl("kafka-cluster", "User:auditor", AclOperation.DESCRIBE, ResourceType.CLUSTER)
+    grant = acl("kafka-cluster", "User:auditor", AclOperation.DESCRIBE, rtype=ResourceType.CLUSTER)
     store.create_acls([grant], context=ADMIN)
     past = store.as_of(offset=1)
     assert past.describe_acls(AclBindingFilter.any(), context=AUDITOR) == [grant]
@@ -120,15 +91,15 @@ def test_past_view_checks_the_requester_against_current_acls(open_store):
     assert info.value.error.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
-def test_describe_tokens_on_a_store_without_token_secret_is_auth_disabled(tmp_path):
+def test_describe_tokens_on_a_store_without_token_secret_is_auth_disabled(open_store):
     """A store with tokens disabled answers describe with DELEGATION_TOKEN_AUTH_DISABLED, live and as_of alike.
 
     Kafka: KafkaApis.handleDescribeTokensRequest answers DELEGATION_TOKEN_AUTH_DISABLED when token auth is off
     (DelegationTokenRequestsWithDisableTokenFeatureTest).
     """
-    with SecurityStore.open(tmp_path / "s", StoreConfig(clock=Clock()), keyring=make_keyring(tmp_path)) as store:
-        store.create_acls([acl("t")], context=ADMIN)
-        for view in (store, store.as_of(offset=0)):
-            with pytest.raises(ApiException) as info:
-                view.describe_delegation_tokens(context=ADMIN)
-            assert info.value.error.code == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
+    store = open_store(token_secret=None)
+    store.create_acls([acl("t")], context=ADMIN)
+    for view in (store, store.as_of(offset=0)):
+        with pytest.raises(ApiException) as info:
+            view.describe_delegation_tokens(context=ADMIN)
+        assert info.value.error.code == ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED
