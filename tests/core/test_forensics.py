@@ -7,22 +7,18 @@ import json
 import pytest
 
 from core import (
-    AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     PatternType,
     RequestContext,
     ResourceType,
-    SecurityStore,
-    StoreConfig,
 )
 from core.errors import PointInTimeError, QueryError
 from core.forensics import Grant
 from core.timetravel import Point
-from tests.logkit import Clock, make_keyring
+from tests.storekit import ADMIN, acl
 
-ADMIN = RequestContext("User:admin", "10.0.0.1")
 OPS = RequestContext("User:ops", "10.0.0.7")
 T0 = 1_800_000_000_000
 READ, WRITE = AclOperation.READ, AclOperation.WRITE
@@ -30,31 +26,15 @@ ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 TOPIC = ResourceType.TOPIC
 
 
-
 @pytest.fixture
-def clock():
-    return Clock()
+def open_store(open_store):
+    """The shared open_store, with User:ops a super user too."""
 
-
-@pytest.fixture
-def open_store(tmp_path, clock):
-    keyring = make_keyring(tmp_path)
-    opened = []
-
-    def _open(**config) -> SecurityStore:
+    def _open(**config):
         config.setdefault("super_users", frozenset({"User:admin", "User:ops"}))
-        store = SecurityStore.open(tmp_path / "store", StoreConfig(clock=clock, **config), keyring=keyring)
-        opened.append(store)
-        return store
+        return open_store(**config)
 
-    yield _open
-    for s in opened:
-        s.close()
-
-
-def acl(name: str, principal: str = "User:alice", op=READ, perm=ALLOW, host: str = "*",
-        pattern=PatternType.LITERAL) -> AclBinding:
-    return AclBinding.of(TOPIC, name, pattern, principal, host, op, perm)
+    return _open
 
 
 def acl_grants(grants: list[Grant]) -> list[tuple[str, str]]:
