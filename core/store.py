@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac as hmac_mod
+import logging
 import os
 import threading
 import uuid
@@ -36,6 +37,7 @@ from core.types import (
     UserScramCredentialsDescription,
 )
 from core.view import StoreView
+from events.errors import KeyringError, SealedSecretError
 from events.keyring import Keyring, open_scram
 from events.records import Envelope, Event, ScramCredentialUpserted
 from events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType, ScramMechanism
@@ -43,6 +45,7 @@ from projections.gc_pause import paused_gc
 from projections.image import SecurityDelta, SecurityImage, SecurityProjection
 from projections.image_snapshot import SecurityImageSnapshot
 
+_log = logging.getLogger(__name__)
 SWEEPER = RequestContext(principal="System:token-sweeper", host="localhost", tls=True)
 
 
@@ -73,16 +76,21 @@ class SecurityStore:
 
     @classmethod
     def open(cls, directory: str | os.PathLike, config: StoreConfig | None = None, *, keyring: Keyring | None = None,
-             read_only: bool = False) -> SecurityStore:
-        """Create or reopen the store at ``directory`` (one writer process per directory).
+             read_only: bool = False, create: bool = True) -> SecurityStore:
+        """Reopen the store at ``directory``, or create it there (one writer process per directory).
 
+        ``create=False`` refuses a directory that is not a store (NotAStoreError): the CLI opens
+        that way, so a mistyped ``--store`` never starts a new store (``secmeta init`` creates one).
+        The Python API creates by default, as DESIGN's contract has it: a program names its own
+        directory, and an existing non-empty directory that is not a store is refused either way.
         ``read_only`` opens an existing store without its writer lock (beside a running
         writer, e.g. for the CLI's reads and forensic queries); writes then raise.
+        A writer needs every key that sealed a live credential or linked the log's chain.
         """
         if config is None:
             config = StoreConfig.load(directory) if Path(directory).exists() else StoreConfig()
         keyring = keyring or Keyring.load(config.key_file)
-        log = Log.open(directory, keyring=keyring, config=config.log, read_only=read_only,
+        log = Log.open(directory, keyring=keyring, config=config.log, read_only=read_only, create=create,
                        retention=config.delete_covered_segments)
         try:
             with paused_gc(freeze=True):  # the loaded image lives long
@@ -91,6 +99,10 @@ class SecurityStore:
             if image.next_offset != loaded.next_offset:
                 image = _at_offset(image, loaded.next_offset)
                 loaded = LoadedState(image, loaded.next_offset, loaded.snapshot, loaded.replayed_events, loaded.rejected_snapshots)
+            if not read_only:
+                keyring.require({entry.secret.key_id for _, entry in image.scram},
+                                "sealed live SCRAM credentials, so writing would leave them unusable")
+                keyring.require(log.store.key_checks, "linked the log's hash chain, so it could not be verified")
         except BaseException:
             log.close()
             raise
@@ -329,7 +341,11 @@ class SecurityStore:
             entry = self._image.scram.get(user, mechanism)
             if entry is None:
                 return None
-            secret = open_scram(self._keyring, ScramCredentialUpserted(user, mechanism, entry.iterations, entry.secret))
+            try:
+                secret = open_scram(self._keyring, ScramCredentialUpserted(user, mechanism, entry.iterations, entry.secret))
+            except (KeyringError, SealedSecretError) as exc:  # fails as an unknown user does, same message
+                _log.warning("SCRAM credential of user %r cannot be opened: %s", user, exc)
+                return None
             return ScramCredential(mechanism, secret.salt, secret.stored_key, secret.server_key, entry.iterations)
 
         return lookup

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from core import validation
 from core.errors import ApiError
 from events.types import AclBinding, ScramMechanism
 from projections.tokens import TokenInfo
@@ -21,6 +22,15 @@ class RequestContext:
     token_authenticated: bool = False
     authenticated: bool = True
     request_id: str | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse what cannot be logged as the actor: a bad principal, host or request id, a non-bool flag."""
+        validation.principal(self.principal, "context principal")
+        validation.text(self.host, "context host")
+        validation.optional_text(self.request_id, "context request_id")
+        for name in ("tls", "token_authenticated", "authenticated"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"context {name} must be a bool, not {type(getattr(self, name)).__name__}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from core import control
+from core import control, validation
 from core.config import StoreConfig
 from core.types import DelegationToken, RequestContext, UserScramCredentialsDescription
+from core.validation import FieldError
 from events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType
 from projections import authorizer
 from projections.image import SecurityImage
 
-__all__ = ["StoreView"]
+__all__ = ["StoreView", "decision_args"]
 
 
 class StoreView:
@@ -79,30 +80,54 @@ class StoreView:
 
     # -- decisions -----------------------------------------------------------------
 
-    def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
+    def authorize(self, principal: str, host: str, operation: AclOperation | str, resource_type: ResourceType | str,
                   resource_name: str) -> bool:
+        """Whether ``principal`` from ``host`` may do ``operation`` (enum, name or code) on the resource."""
+        operation, resource_type = decision_args(principal, host, operation, resource_type, resource_name)
         return authorizer.authorize(
             self._acls, principal, host, operation, resource_type, resource_name,
             super_users=self._super_users, allow_if_no_acl=self._allow_if_no_acl,
         )
 
-    def authorized_operations(self, principal: str, host: str, resource_type: ResourceType, resource_name: str) -> int:
+    def authorized_operations(self, principal: str, host: str, resource_type: ResourceType | str,
+                              resource_name: str) -> int:
+        """The KIP-430 bitfield of the operations ``principal`` from ``host`` may do on the resource."""
+        _, resource_type = decision_args(principal, host, None, resource_type, resource_name)
         return authorizer.authorized_operations(
             self._acls, principal, host, resource_type, resource_name,
             super_users=self._super_users, allow_if_no_acl=self._allow_if_no_acl,
         )
 
-    def authorize_by_resource_type(self, principal: str, host: str, operation: AclOperation,
-                                   resource_type: ResourceType) -> bool:
+    def authorize_by_resource_type(self, principal: str, host: str, operation: AclOperation | str,
+                                   resource_type: ResourceType | str) -> bool:
+        operation, resource_type = decision_args(principal, host, operation, resource_type, "")
         return authorizer.authorize_by_resource_type(
             self._acls, principal, host, operation, resource_type,
             super_users=self._super_users, allow_if_no_acl=self._allow_if_no_acl,
         )
 
-    def explain(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType,
+    def explain(self, principal: str, host: str, operation: AclOperation | str, resource_type: ResourceType | str,
                 resource_name: str) -> authorizer.Decision:
         """The decision with the ACLs (or rule) that made it."""
+        operation, resource_type = decision_args(principal, host, operation, resource_type, resource_name)
         return authorizer.explain(
             self._acls, principal, host, operation, resource_type, resource_name,
             super_users=self._super_users, allow_if_no_acl=self._allow_if_no_acl,
         )
+
+
+def decision_args(principal: object, host: object, operation: object, resource_type: object,
+                  resource_name: object) -> tuple[AclOperation | None, ResourceType]:
+    """The operation (None stays None) and resource type of a decision, converted from names or codes.
+
+    The strings must be strings (FieldError naming the one that is not); their content is not
+    checked: a question stores nothing, and a name no ACL can hold simply matches none.
+    """
+    for field, value in (("principal", principal), ("host", host), ("resource name", resource_name)):
+        if not isinstance(value, str):
+            raise FieldError(field, f"must be a string, not {type(value).__name__}")
+    if operation is not None and type(operation) is not AclOperation:
+        operation = validation.enum_value(AclOperation, operation, "operation")
+    if type(resource_type) is not ResourceType:
+        resource_type = validation.enum_value(ResourceType, resource_type, "resource type")
+    return operation, resource_type  # type: ignore[return-value]

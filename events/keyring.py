@@ -16,6 +16,7 @@ import hmac
 import json
 import os
 import secrets
+import stat
 import struct
 import time
 from collections.abc import Iterable
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "KEYS_ENV",
     "KEY_FILE_ENV",
+    "OPEN_KEY_FILE_ENV",
     "Keyring",
     "MasterKey",
     "ScramSecret",
@@ -50,6 +52,7 @@ __all__ = [
 ]
 
 KEY_FILE_ENV = "SECMETA_KEY_FILE"
+OPEN_KEY_FILE_ENV = "SECMETA_ALLOW_OPEN_KEY_FILE"
 KEYS_ENV = "SECMETA_KEYS"
 KEY_SIZE = 32
 NONCE_SIZE = 12
@@ -134,12 +137,24 @@ class Keyring:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Keyring:
-        """Load a key file: {"version": 1, "keys": [{"id", "created_ms", "material": base64}]}."""
+        """Load a key file: {"version": 1, "keys": [{"id", "created_ms", "material": base64}]}.
+
+        As ssh does with private keys, a key file that its group or others may read or write is
+        refused (chmod 600 it), unless $SECMETA_ALLOW_OPEN_KEY_FILE is 1.
+        """
         source = f"key file {os.fspath(path)}"
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            with open(path, "rb") as f:
+                mode = os.fstat(f.fileno()).st_mode
+                data = f.read()
         except OSError as exc:
             raise KeyringError(f"{source}: cannot read: {exc.strerror or exc}") from None
+        if mode & 0o077 and os.environ.get(OPEN_KEY_FILE_ENV) != "1":
+            raise KeyringError(
+                f"{source}: permissions {stat.S_IMODE(mode):04o} are too open: the keys must be readable by "
+                f"their owner only (chmod 600 {os.fspath(path)}; {OPEN_KEY_FILE_ENV}=1 loads it anyway)")
+        try:
+            text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise KeyringError(f"{source}: not UTF-8 text") from None
         return cls.from_json(text, source=source)
@@ -193,6 +208,14 @@ class Keyring:
 
     def __contains__(self, key_id: object) -> bool:
         return key_id in self._keys
+
+    def require(self, key_ids: Iterable[str], what: str) -> None:
+        """Raise KeyringError naming every id in ``key_ids`` this keyring lacks (``what`` says what needs them)."""
+        missing = sorted(set(key_ids) - set(self._keys))
+        if missing:
+            raise KeyringError(
+                f"the {self._source} lacks key{'s' if len(missing) > 1 else ''} {', '.join(missing)}, "
+                f"which {what}; add {'them' if len(missing) > 1 else 'it'} back to the keyring")
 
     def __repr__(self) -> str:
         return f"Keyring(ids={list(self._keys)!r}, newest={self.newest_id!r})"

@@ -15,7 +15,7 @@ from events.types import CLUSTER_NAME, AclOperation, ResourceType
 from projections.acls import AclsImage
 from projections.authorizer import authorize
 
-__all__ = ["Decider", "INT64_MAX", "INT64_MIN", "acls_of", "decider_for", "is_int64", "parse_principal",
+__all__ = ["Decider", "checked_context", "INT64_MAX", "INT64_MIN", "acls_of", "decider_for", "is_int64", "parse_principal",
            "require_cluster"]
 
 Decider = Callable[[str, str, AclOperation, ResourceType, str], bool]
@@ -41,8 +41,16 @@ def decider_for(image, config) -> Decider:
     return decide
 
 
+def checked_context(context: object) -> RequestContext:
+    """``context`` if it is a RequestContext (its fields are checked when it is built); else TypeError."""
+    if not isinstance(context, RequestContext):
+        raise TypeError(f"context must be a RequestContext, not {type(context).__name__}")
+    return context
+
+
 def require_cluster(decider: Decider, context: RequestContext, operation: AclOperation) -> None:
     """Raise ClusterAuthorizationException unless the requester may ``operation`` the cluster."""
+    checked_context(context)
     if not decider(context.principal, context.host, operation, ResourceType.CLUSTER, CLUSTER_NAME):
         raise ClusterAuthorizationException(
             f"Principal {context.principal} is not authorized to {AclOperation(operation).name} "

@@ -15,7 +15,7 @@ from uuid import uuid4
 
 from core import validation
 from core.config import StoreConfig
-from core.control.authz import Decider, is_int64, parse_principal
+from core.control.authz import Decider, checked_context, is_int64, parse_principal
 from core.control.result import ControlResult
 from core.errors import (
     DelegationTokenAuthorizationException,
@@ -57,6 +57,7 @@ def _tokens_of(image) -> TokensImage:
 
 
 def _require_token_request_allowed(context: RequestContext) -> None:
+    checked_context(context)
     if context.token_authenticated or not context.authenticated or context.principal == "User:ANONYMOUS":
         how = "token-authenticated" if context.token_authenticated else "unauthenticated"
         raise UnsupportedByAuthenticationException(

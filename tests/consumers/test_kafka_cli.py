@@ -14,6 +14,7 @@ def env(store, keyring, tmp_path, monkeypatch, clock):
     store.close()
     keys = tmp_path / "cli-keys.json"
     keys.write_bytes((tmp_path / "keys.json").read_bytes())
+    keys.chmod(0o600)
     monkeypatch.setenv("SECMETA_KEY_FILE", str(keys))
     return store
 

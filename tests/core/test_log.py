@@ -140,6 +140,7 @@ def test_wrong_key_with_the_same_id_is_detected(store, keyring, tmp_path):
     other = make_keyring(tmp_path, "other.json")
     impostor["keys"][0]["material"] = json.loads((tmp_path / "other.json").read_text())["keys"][0]["material"]
     (tmp_path / "bad.json").write_text(json.dumps(impostor))
+    (tmp_path / "bad.json").chmod(0o600)
     with pytest.raises(KeyringError, match="does not match"):
         Log.open(store, keyring=Keyring.from_file(tmp_path / "bad.json"))
     with pytest.raises(KeyringError, match="none of the keys"):

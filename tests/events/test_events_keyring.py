@@ -18,6 +18,7 @@ from events.types import ScramMechanism
 def key_file(tmp_path, keys, version=1, name="keys.json"):
     path = tmp_path / name
     path.write_text(json.dumps({"version": version, "keys": keys}))
+    path.chmod(0o600)
     return path
 
 
@@ -205,6 +206,7 @@ def test_malformed_key_file_names_the_file_and_problem(tmp_path, content, proble
     """Each malformed key file raises KeyringError naming the file and what is wrong."""
     path = tmp_path / "broken.json"
     path.write_text(content)
+    path.chmod(0o600)
     with pytest.raises(KeyringError) as info:
         Keyring.from_file(path)
     assert str(path) in str(info.value) and problem in str(info.value)
