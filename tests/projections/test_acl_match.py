@@ -1,7 +1,6 @@
 """Filter matching, host/CIDR matching and operation masks (projections.acl_match)."""
 
 from events.types import (
-    AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
@@ -18,13 +17,10 @@ from projections.acl_match import (
     filter_matches,
     host_matches,
 )
+from tests.storekit import acl
 
 T, L, P = ResourceType.TOPIC, PatternType.LITERAL, PatternType.PREFIXED
 READ, ALLOW = AclOperation.READ, AclPermissionType.ALLOW
-
-
-def acl(name="foo", pattern=L, rtype=T, principal="User:alice", host="*", op=READ, perm=ALLOW):
-    return AclBinding.of(rtype, name, pattern, principal, host, op, perm)
 
 
 def f(**fields):

@@ -4,7 +4,6 @@ import pytest
 
 from events.types import (
     CLUSTER_NAME,
-    AclBinding,
     AclOperation,
     AclPermissionType,
     PatternType,
@@ -12,6 +11,7 @@ from events.types import (
 )
 from projections.acls import AclsDelta, AclsImage
 from projections.authorizer import authorize_by_resource_type, authorized_operations
+from tests.storekit import acl
 
 T, G = ResourceType.TOPIC, ResourceType.GROUP
 L, P = PatternType.LITERAL, PatternType.PREFIXED
@@ -27,10 +27,6 @@ TOTALS = [
     (ResourceType.DELEGATION_TOKEN, 256),
     (ResourceType.USER, 24576),
 ]
-
-
-def acl(name="foo", pattern=L, rtype=T, principal=ALICE, host="*", op=Op.READ, perm=ALLOW):
-    return AclBinding.of(rtype, name, pattern, principal, host, op, perm)
 
 
 def image(*bindings):
@@ -112,7 +108,7 @@ def test_by_type_literal_allow():
 
 def test_by_type_prefixed_allow():
     """One prefixed ALLOW is enough."""
-    assert by_type(image(acl("fo", P)))
+    assert by_type(image(acl("fo", pattern=P)))
 
 
 def test_by_type_nothing_allowed():
@@ -152,27 +148,27 @@ def test_by_type_literal_deny_blocks_same_literal():
 
 def test_by_type_prefixed_deny_blocks_literal_it_prefixes():
     """A prefixed DENY 'fo' blocks the literal ALLOW 'foo'."""
-    assert not by_type(image(acl(), acl("fo", P, perm=DENY)))
+    assert not by_type(image(acl(), acl("fo", pattern=P, perm=DENY)))
 
 
 def test_by_type_prefixed_deny_blocks_longer_prefix():
     """A prefixed DENY 'fo' blocks the prefixed ALLOW 'foo'."""
-    assert not by_type(image(acl("foo", P), acl("fo", P, perm=DENY)))
+    assert not by_type(image(acl("foo", pattern=P), acl("fo", pattern=P, perm=DENY)))
 
 
 def test_by_type_longer_prefixed_deny_does_not_block():
     """A prefixed DENY 'foox' leaves the prefixed ALLOW 'foo' (e.g. 'fooy')."""
-    assert by_type(image(acl("foo", P), acl("foox", P, perm=DENY)))
+    assert by_type(image(acl("foo", pattern=P), acl("foox", pattern=P, perm=DENY)))
 
 
 def test_by_type_literal_deny_does_not_block_prefix():
     """A literal DENY 'foo' leaves the prefixed ALLOW 'foo'."""
-    assert by_type(image(acl("foo", P), acl(perm=DENY)))
+    assert by_type(image(acl("foo", pattern=P), acl(perm=DENY)))
 
 
 def test_by_type_wildcard_allow_beats_prefixed_deny():
     """An ALLOW on literal '*' answers true despite prefixed DENYs."""
-    assert by_type(image(acl("*"), acl("f", P, perm=DENY)))
+    assert by_type(image(acl("*"), acl("f", pattern=P, perm=DENY)))
 
 
 def test_by_type_deny_of_other_host_does_not_block():

@@ -1,7 +1,6 @@
 """authorize(): one test per rule of the reference, plus CIDR hosts and explain()."""
 
 from events.types import (
-    AclBinding,
     AclOperation,
     AclPermissionType,
     PatternType,
@@ -17,16 +16,13 @@ from projections.authorizer import (
     authorize,
     explain,
 )
+from tests.storekit import acl
 
 T, G = ResourceType.TOPIC, ResourceType.GROUP
 L, P = PatternType.LITERAL, PatternType.PREFIXED
 Op = AclOperation
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 ALICE = "User:alice"
-
-
-def acl(name="foo", pattern=L, rtype=T, principal=ALICE, host="*", op=Op.READ, perm=ALLOW):
-    return AclBinding.of(rtype, name, pattern, principal, host, op, perm)
 
 
 def image(*bindings):
@@ -68,12 +64,12 @@ def test_wildcard_name_stays_within_its_type():
 
 def test_prefixed_acl_allows_names_it_prefixes():
     """A PREFIXED ALLOW 'fo' allows 'foo'."""
-    assert may(image(acl("fo", P)))
+    assert may(image(acl("fo", pattern=P)))
 
 
 def test_prefixed_acl_ignores_shorter_names():
     """A PREFIXED ALLOW 'foobar' does not allow 'foo' (an ACL exists nowhere for it)."""
-    assert not may(image(acl("foobar", P)))
+    assert not may(image(acl("foobar", pattern=P)))
 
 
 def test_wildcard_principal_applies_to_everyone():
@@ -207,7 +203,7 @@ def test_explain_deny_lists_the_deny():
 
 def test_explain_allow_lists_the_allows():
     """explain() returns the ALLOW ACLs that grant the operation (implied ones too)."""
-    decision = explain(image(acl("fo", P), acl(op=Op.WRITE)), ALICE, "h", Op.DESCRIBE, T, "foo")
+    decision = explain(image(acl("fo", pattern=P), acl(op=Op.WRITE)), ALICE, "h", Op.DESCRIBE, T, "foo")
     assert (decision.allowed, decision.reason, [i for i, _ in decision.acls]) == (
         True,
         ALLOWED_BY_ACL,
