@@ -20,11 +20,11 @@ from events.records import ScramCredentialDeleted, ScramCredentialUpserted
 from events.types import CLUSTER_NAME, AclOperation, ResourceType, ScramMechanism
 from projections.image import SecurityDelta, SecurityImage
 from tests.core.controlkit import unpacked
+from tests.storekit import ADMIN
 
 SHA256, SHA512, UNKNOWN = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512, ScramMechanism.UNKNOWN
 KEYRING = Keyring.generate()
 CONFIG = StoreConfig()
-ADMIN = RequestContext()
 PASSWORD = b"hunter2-Sup3rSecret"
 SALT = b"salt-0123456789-salt"
 SALTED = bytes(range(32))
@@ -85,7 +85,7 @@ def test_alter_asks_for_alter_on_the_cluster():
     """alter asks the decider for ALTER on the kafka-cluster resource."""
     calls = []
     alter(up(), decider=lambda *a: calls.append(a) or True)
-    assert calls == [("User:admin", "127.0.0.1", AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)]
+    assert calls == [("User:admin", "10.0.0.1", AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME)]
 
 
 def test_alter_refused_does_not_consume_items():

@@ -35,8 +35,8 @@ from events.types import (
     ScramMechanism,
 )
 from tests.logkit import Clock, make_keyring
+from tests.serverkit import ADMIN  # User:admin from 127.0.0.1, as the server's own clients
 
-ADMIN = RequestContext("User:admin", "127.0.0.1", tls=True)
 ALICE = RequestContext("User:alice", "127.0.0.1", tls=True)
 BROKER = BrokerInfo(node_id=1, cluster_id="c", host="127.0.0.1", port=9092)
 READ = AclBinding.of(ResourceType.TOPIC, "orders-", PatternType.PREFIXED, "User:alice", "*",
