@@ -48,10 +48,13 @@ def register(commands: argparse._SubParsersAction) -> None:
                                       "offsets are committed only after both are durable.")
     _client_options(run, state_topic=False)
     run.add_argument("--rules", metavar="FILE", help="rules file (TOML or JSON); default: the built-in rules")
-    run.add_argument("--alerts-topic", default="secmeta.alerts", metavar="TOPIC")
-    run.add_argument("--audit-file", default="secmeta-audit.jsonl", metavar="PATH")
-    run.add_argument("--alerts-file", default="secmeta-alerts.jsonl", metavar="PATH")
-    run.add_argument("--group", default="secmeta-audit", metavar="GROUP_ID")
+    run.add_argument("--alerts-topic", default="secmeta.alerts", metavar="TOPIC", help="where alerts are produced")
+    run.add_argument("--audit-file", default="secmeta-audit.jsonl", metavar="PATH",
+                     help="the audit trail, one redacted JSON line per event")
+    run.add_argument("--alerts-file", default="secmeta-alerts.jsonl", metavar="PATH",
+                     help="alerts, one JSON line each")
+    run.add_argument("--group", default="secmeta-audit", metavar="GROUP_ID",
+                     help="the consumer group whose committed offsets resume the job")
     run.add_argument("--once", action="store_true", help="process what is on the topic now, then exit")
     run.set_defaults(func=audit_cmd)
 
@@ -60,10 +63,13 @@ COMMANDS = Commands(register, extra="kafka")
 
 
 def _client_options(parser: argparse.ArgumentParser, *, state_topic: bool = True) -> None:
-    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
-    parser.add_argument("--history-topic", default="secmeta.history", metavar="TOPIC")
+    parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
+                        help="the Kafka cluster to connect to (comma-separated list)")
+    parser.add_argument("--history-topic", default="secmeta.history", metavar="TOPIC",
+                        help="every logged event, in log order")
     if state_topic:
-        parser.add_argument("--state-topic", default="secmeta.state", metavar="TOPIC")
+        parser.add_argument("--state-topic", default="secmeta.state", metavar="TOPIC",
+                            help="the compacted topic: the latest event per entity")
     parser.add_argument("--command-config", metavar="FILE", help="extra client settings (key=value lines, as Kafka's tools)")
 
 

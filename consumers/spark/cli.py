@@ -15,8 +15,15 @@ import argparse
 import sys
 import time
 
-from core.cli.common import add_key_option, emit_json, iso_time, print_table, store_path
-from core.cli.forensics_cmd import add_point_pair, point_arg, print_grants
+from core.cli.common import add_json_option, add_key_option, emit, iso_time, store_path
+from core.cli.forensics_cmd import (
+    EVENT_COLUMNS,
+    OPERATION_HELP,
+    add_point,
+    add_window_options,
+    as_of_arg,
+    print_grants,
+)
 from core.cli.plugins import Commands
 from core.cli.security import add_resource_options, one_resource
 from core.errors import SecmetaError
@@ -71,33 +78,32 @@ def register(commands: argparse._SubParsersAction) -> None:
         "query", help="point-in-time questions over the tables (ACLs at T, who could, history, tokens, SQL)",
         description="Answer forensic questions from a tables directory written by `secmeta spark compact`; "
                     "answers equal the embedded store's as_of / who-could / history. Times are ISO-8601 "
-                    "with a zone, or epoch ms; --*-offset N means after the first N events.")
+                    "with a zone, or epoch ms; --at-offset N means after the first N events.")
     qsub = query.add_subparsers(dest="query_command", required=True, metavar="QUERY")
 
     acls = qsub.add_parser("acls", help="the ACLs in force at a point, and who created each",
                            description="The ACLs in force at a time or offset (default: the tables' version).")
     _tables(acls)
-    add_point_pair(acls, "at", "the point to ask about (default: the tables' version)")
+    add_point(acls)
     acls.set_defaults(func=query_acls_cmd)
 
     who = qsub.add_parser("who-could", help="every principal allowed an operation on a resource at a point",
                           description="Who could do OPERATION on the resource at a point, from which hosts, "
                                       "and the ACLs or super-user rule that allowed it (the authorizer's rules).")
     _tables(who)
-    who.add_argument("--operation", required=True, metavar="OP")
+    who.add_argument("--operation", required=True, metavar="OP", help=OPERATION_HELP)
     add_resource_options(who, many=False)
-    add_point_pair(who, "at", "the point to ask about (default: the tables' version)")
+    add_point(who)
     who.set_defaults(func=query_who_could_cmd)
 
     hist = qsub.add_parser("history", help="the change history of a principal or a SCRAM user",
                            description="Logged changes made by or about a principal (actor or subject) or to a "
                                        "user's credentials, redacted, in offset order.")
     _tables(hist)
-    hist.add_argument("--principal", help="changes made by, or about, this principal")
-    hist.add_argument("--user", help="changes to this SCRAM user's credentials")
-    hist.add_argument("--since", metavar="TIME", help="from this time (inclusive)")
-    hist.add_argument("--until", metavar="TIME", help="up to this time (inclusive)")
-    hist.add_argument("--limit", type=_positive, default=1000, metavar="N", help="print at most N (default 1000)")
+    hist.add_argument("--principal", metavar="PRINCIPAL", help="changes made by, or about, this principal")
+    hist.add_argument("--user", metavar="NAME", help="changes to this SCRAM user's credentials")
+    add_window_options(hist)
+    hist.add_argument("--limit", type=_positive, default=1000, metavar="N", help="print at most N")
     hist.set_defaults(func=query_history_cmd)
 
     tokens = qsub.add_parser("tokens", help="delegation tokens alive at some moment between two times",
@@ -113,8 +119,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                                       "secmeta_scram_users, secmeta_tokens, secmeta_acl_intervals, "
                                       "secmeta_credential_intervals, secmeta_token_intervals.")
     _tables(sql)
-    sql.add_argument("statement", metavar="SQL")
-    sql.add_argument("--limit", type=_positive, default=1000, metavar="N", help="print at most N rows (default 1000)")
+    sql.add_argument("statement", metavar="SQL", help="the query, e.g. 'SELECT * FROM secmeta_acls'")
+    sql.add_argument("--limit", type=_positive, default=1000, metavar="N", help="print at most N rows")
     sql.set_defaults(func=query_sql_cmd)
 
 
@@ -154,7 +160,7 @@ def _store_and_tables(parser: argparse.ArgumentParser) -> None:
 
 def _tables(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tables", metavar="DIR", required=True, help="the tables directory")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_json_option(parser)
     _master(parser)
 
 
@@ -247,16 +253,15 @@ def _reader(args: argparse.Namespace):
 def query_acls_cmd(args: argparse.Namespace) -> int:
     from consumers.spark import queries
 
-    at = point_arg(args, "at")
+    at = as_of_arg(args)
     found = queries.acls_at(_reader(args), at)
-    if args.json:
-        emit_json([a.to_dict() for a in found])
-        return 0
-    print_table(["ACL ID", "RESOURCE", "PATTERN", "PRINCIPAL", "HOST", "OPERATION", "PERMISSION", "CREATED BY"],
-                [[a.acl_id, f"{a.binding.restype.name}:{a.binding.name}", a.binding.resource_pattern_type.name,
-                  a.binding.principal, a.binding.host, a.binding.operation.name, a.binding.permission_type.name,
-                  f"{a.created_by} @{a.created_offset} {iso_time(a.created_ms)}"] for a in found])
-    print(f"{len(found)} ACLs in force at {at or 'the tables version'}")
+    emit(({**a.to_dict(), "resource": f"{a.binding.restype.name}:{a.binding.name}",
+           "created": f"{a.created_by} @{a.created_offset} {iso_time(a.created_ms)}"} for a in found),
+         {"acl_id": "ACL ID", "resource": "RESOURCE", "pattern_type": "PATTERN", "principal": "PRINCIPAL",
+          "host": "HOST", "operation": "OPERATION", "permission_type": "PERMISSION", "created": "CREATED BY"},
+         json=args.json)
+    if not args.json:
+        print(f"{len(found)} ACLs in force at {at or 'the tables version'}")
     return 0
 
 
@@ -265,7 +270,7 @@ def query_who_could_cmd(args: argparse.Namespace) -> int:
 
     rtype, name = one_resource(args)
     op = parse_operation(args.operation)
-    at = point_arg(args, "at")
+    at = as_of_arg(args)
     grants = queries.who_could_at(_reader(args), op, rtype, name, at)
     print_grants(grants, op, rtype, name, as_json=args.json)
     return 0
@@ -274,8 +279,8 @@ def query_who_could_cmd(args: argparse.Namespace) -> int:
 def query_history_cmd(args: argparse.Namespace) -> int:
     from consumers.spark import queries
 
-    start = None if args.since is None else parse_time(args.since)
-    end = None if args.until is None else parse_time(args.until)
+    start = None if args.start is None else parse_time(args.start)
+    end = None if args.end is None else parse_time(args.end)
     reader = _reader(args)
     rows = queries.change_history(reader, principal=args.principal, user=args.user,
                                   start=None if start is None else {"timestamp_ms": start},
@@ -285,12 +290,12 @@ def query_history_cmd(args: argparse.Namespace) -> int:
     envelope = ("offset", "timestamp", "timestamp_ms", "actor_principal", "actor_host", "request_id",
                 "event_type", "entity_key", "event_date")
     if args.json:
-        emit_json([{k: v for k, v in r.asDict().items() if v is not None and k != "event_date"} for r in shown])
+        emit(({k: v for k, v in r.asDict().items() if v is not None and k != "event_date"} for r in shown), [],
+             json=True)
         return 0
-    print_table(["OFFSET", "TIME", "ACTOR", "HOST", "EVENT", "ENTITY", "DETAILS"],
-                [[r.offset, iso_time(r.timestamp_ms), r.actor_principal, r.actor_host, r.event_type, r.entity_key,
-                  " ".join(f"{k}={_cell(v)}" for k, v in r.asDict().items() if k not in envelope and v is not None)]
-                 for r in shown])
+    emit(({**r.asDict(), "time": iso_time(r.timestamp_ms),
+           "details": " ".join(f"{k}={_cell(v)}" for k, v in r.asDict().items() if k not in envelope and v is not None)}
+          for r in shown), EVENT_COLUMNS)
     print(f"{len(shown)} changes" + (" (more not shown: raise --limit)" if len(found) > args.limit else ""))
     return 0
 
@@ -301,12 +306,12 @@ def query_tokens_cmd(args: argparse.Namespace) -> int:
     t1 = parse_time(args.t1)
     t2 = t1 if args.t2 is None else parse_time(args.t2)
     alive = queries.tokens_alive(_reader(args), t1, t2)
+    emit(({**t.to_dict(), "issued": iso_time(t.issue_timestamp_ms), "expires": iso_time(t.expiry_timestamp_ms),
+           "alive_from": iso_time(t.alive_from_ms)} for t in alive),
+         {"token_id": "TOKEN ID", "owner": "OWNER", "requester": "REQUESTER", "renewers": "RENEWERS",
+          "issued": "ISSUED", "expires": "EXPIRES", "alive_from": "ALIVE FROM"}, json=args.json)
     if args.json:
-        emit_json([t.to_dict() for t in alive])
         return 0
-    print_table(["TOKEN ID", "OWNER", "REQUESTER", "RENEWERS", "ISSUED", "EXPIRES", "ALIVE FROM"],
-                [[t.token_id, t.owner, t.requester, ",".join(t.renewers) or "-", iso_time(t.issue_timestamp_ms),
-                  iso_time(t.expiry_timestamp_ms), iso_time(t.alive_from_ms)] for t in alive])
     print(f"{len(alive)} tokens alive between {iso_time(t1)} and {iso_time(t2)}")
     return 0
 
@@ -321,10 +326,9 @@ def query_sql_cmd(args: argparse.Namespace) -> int:
 def _print_rows(df, args: argparse.Namespace) -> None:
     rows = df.limit(args.limit + 1).collect()
     shown = rows[:args.limit]
+    emit((r.asDict(recursive=True) for r in shown), {c: c for c in df.columns}, json=args.json)
     if args.json:
-        emit_json([r.asDict(recursive=True) for r in shown])
         return
-    print_table(df.columns, [[_cell(v) for v in r] for r in shown])
     more = " (more not shown: raise --limit)" if len(rows) > args.limit else ""
     print(f"{len(shown)} rows{more}")
 

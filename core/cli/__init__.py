@@ -8,28 +8,60 @@ entry-point group (``core.cli.plugins``), so ``core`` imports nothing above it.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
 from core.cli import (
     acls_cmd,
     authorize_cmd,
     configs_cmd,
     forensics_cmd,
+    init_cmd,
     keys_cmd,
     log_cmd,
     plugins,
     serve_cmd,
     tokens_cmd,
 )
-from core.errors import SecmetaError
+from core.errors import NotAStoreError, SecmetaError
+from events.errors import KeyringError
+
+# Exit codes, as Kafka's tools and Unix commands use them: 0 done, 1 refused or failed (a Kafka
+# error, a denied decision, a store or file that could not be used), 2 the command line is wrong.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def is_usage_error(exc: SecmetaError) -> bool:
+    """What was typed cannot be used: a bad value (secmeta's errors that are ValueErrors:
+    InvalidValueError, QueryError, a bad client or listener setting, a directory that is not a
+    tables directory), a --store that names no store, no keyring or an unusable one, a command
+    whose extra is not installed (as argparse's unknown command)."""
+    return isinstance(exc, (ValueError, NotAStoreError, KeyringError, plugins.MissingExtraError))
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Argparse's help, with each option's default appended unless its help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (action.option_strings and action.default not in (None, False, [], argparse.SUPPRESS)
+                and "default" not in text):
+            text += " (default: %(default)s)"
+        return text
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="secmeta",
+        prog="secmeta", formatter_class=HelpFormatter,
         description="Event-sourced store of Kafka security state: SCRAM credentials, ACLs, delegation tokens.",
+        epilog="Exit codes: 0 done; 1 refused or failed (a Kafka error, a DENIED decision, a store that "
+               "cannot be used); 2 usage error (a bad option or value).",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    init_cmd.register(commands)
     acls_cmd.register(commands)
     configs_cmd.register(commands)
     tokens_cmd.register(commands)
@@ -39,17 +71,50 @@ def build_parser() -> argparse.ArgumentParser:
     keys_cmd.register(commands)
     serve_cmd.register(commands)
     plugins.register_all(commands)
+    for sub in subparsers(parser):
+        sub.formatter_class = HelpFormatter
     return parser
+
+
+def subparsers(parser: argparse.ArgumentParser):
+    """Every parser below ``parser``, depth first."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # an alias maps to the same parser
+                yield sub
+                yield from subparsers(sub)
+
+
+def _version() -> str:
+    try:
+        return version("secmeta")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args) or 0
-    except (SecmetaError, OSError) as exc:  # every error secmeta raises on purpose; files it could not use
+        code = args.func(args) or EXIT_OK
+        sys.stdout.flush()  # here, so a reader that went away is seen before Python's exit flushes
+        return code
+    except BrokenPipeError:
+        return _reader_went_away()
+    except (SecmetaError, OSError) as exc:  # refused by the store or Kafka's rules; files it could not use
         print(f"secmeta: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE if isinstance(exc, SecmetaError) and is_usage_error(exc) else EXIT_FAILED
     except KeyboardInterrupt:
         print("secmeta: interrupted", file=sys.stderr)
-        return 130
+        return 128 + signal.SIGINT
 
+
+def _reader_went_away() -> int:
+    """``secmeta history | head``: the reader closed the pipe; stop quietly, as Unix tools do.
+
+    Python would report the failed flush of what is still buffered when it exits, so stdout is
+    pointed at /dev/null first.  The exit status is the shell's for a process killed by SIGPIPE.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE

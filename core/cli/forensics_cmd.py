@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import emit_json, iso_time, print_table
+from core.cli.common import add_json_option, emit, emit_json, iso_time
 from core.cli.security import (
+    add_point_options,
     add_resource_options,
     add_security_options,
     one_resource,
@@ -22,16 +23,16 @@ def register(commands: argparse._SubParsersAction) -> None:
     h = commands.add_parser("history", help="logged changes: who changed what, when, from where",
                             description="Logged changes in order, filtered; payloads redacted (never secrets).")
     add_security_options(h)
-    h.add_argument("--principal", help="changes made by, or about, this principal (actor or subject)")
-    h.add_argument("--user", help="changes to this SCRAM user's credentials")
+    h.add_argument("--principal", metavar="PRINCIPAL",
+                   help="changes made by, or about, this principal (actor or subject)")
+    h.add_argument("--user", metavar="NAME", help="changes to this SCRAM user's credentials")
     add_resource_options(h, many=False)
     h.add_argument("--resource-pattern-type", default="match", metavar="TYPE",
-                   help="how --topic etc. match ACL patterns: match (default), literal, prefixed, any")
+                   help="how --topic etc. match ACL patterns: match, literal, prefixed or any (default: match)")
     h.add_argument("--event-type", action="append", metavar="TYPE", help="e.g. AclCreated (repeatable)")
-    h.add_argument("--since", metavar="TIME", help="from this time (ISO-8601 with zone, or epoch ms)")
-    h.add_argument("--until", metavar="TIME", help="up to this time")
-    h.add_argument("--limit", type=int, help="at most this many entries")
-    h.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_window_options(h)
+    h.add_argument("--limit", type=int, metavar="N", help="at most N entries (default: all)")
+    add_json_option(h)
     h.set_defaults(func=history_cmd)
 
     d = commands.add_parser("diff", help="what changed between two points in time",
@@ -40,29 +41,48 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_security_options(d)
     add_point_pair(d, "from", "the earlier point")
     add_point_pair(d, "to", "the later point (default: now)")
-    d.add_argument("--json", action="store_true", help="print JSON instead of text")
+    add_json_option(d)
     d.set_defaults(func=diff_cmd)
 
     w = commands.add_parser("who-could", help="every principal allowed an operation on a resource at a point",
                             description="Who could do OPERATION on the resource at a time or offset (default now), "
                                         "from which hosts, and the ACLs or super-user rule that allowed it.")
     add_security_options(w)
-    w.add_argument("--operation", required=True, metavar="OP")
+    w.add_argument("--operation", required=True, metavar="OP", help=OPERATION_HELP)
     add_resource_options(w, many=False)
-    add_point_pair(w, "at", "the point to ask about (default: now)")
-    w.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_point(w)
+    add_json_option(w)
     w.set_defaults(func=who_could_cmd)
 
     t = commands.add_parser("timeline", help="when a principal could do an operation on a resource, and who changed it",
                             description="The intervals in which the principal was allowed, each opened and closed by "
                                         "the logged change (offset, time, actor) that caused it.")
     add_security_options(t)
-    t.add_argument("--principal", required=True)
-    t.add_argument("--operation", required=True, metavar="OP")
+    t.add_argument("--principal", required=True, metavar="PRINCIPAL", help="who, e.g. User:alice")
+    t.add_argument("--operation", required=True, metavar="OP", help=OPERATION_HELP)
     t.add_argument("--host", required=True, help="the client's host or address (host-specific ACLs depend on it)")
     add_resource_options(t, many=False)
-    t.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_json_option(t)
     t.set_defaults(func=timeline_cmd)
+
+
+OPERATION_HELP = ("the ACL operation: " + ", ".join(op.name.title().replace("_", "") for op in AclOperation
+                                                if op not in (AclOperation.ANY, AclOperation.UNKNOWN)))
+
+
+def add_point(parser: argparse.ArgumentParser) -> None:
+    """One point in the store's past, named as everywhere: --as-of TIME or --at-offset N (--at: old spelling)."""
+    add_point_options(parser)
+    parser.add_argument("--at", dest="as_of", help=argparse.SUPPRESS)
+
+
+def add_window_options(parser: argparse.ArgumentParser) -> None:
+    """A time window, named as diff's and spark query tokens': --from TIME / --to TIME (--since/--until: old)."""
+    parser.add_argument("--from", dest="start", metavar="TIME",
+                        help="from this time, inclusive (ISO-8601 with zone, or epoch ms)")
+    parser.add_argument("--to", dest="end", metavar="TIME", help="up to this time, inclusive")
+    parser.add_argument("--since", dest="start", help=argparse.SUPPRESS)
+    parser.add_argument("--until", dest="end", help=argparse.SUPPRESS)
 
 
 def add_point_pair(parser: argparse.ArgumentParser, name: str, what: str) -> None:
@@ -71,13 +91,19 @@ def add_point_pair(parser: argparse.ArgumentParser, name: str, what: str) -> Non
     group.add_argument(f"--{name}-offset", metavar="N", help=f"{what}: after the first N events")
 
 
-def point_arg(args: argparse.Namespace, name: str) -> Point | None:
-    time_text, offset_text = getattr(args, name), getattr(args, f"{name}_offset")
+def point_arg(args: argparse.Namespace, time_dest: str, offset_dest: str | None = None) -> Point | None:
+    """The point of --NAME TIME / --NAME-offset N (or of the two dests given), None if neither."""
+    time_text, offset_text = getattr(args, time_dest), getattr(args, offset_dest or f"{time_dest}_offset")
     if time_text is not None:
         return Point.at_time(parse_time(time_text))
     if offset_text is not None:
         return Point.at_offset(parse_offset(offset_text))
     return None
+
+
+def as_of_arg(args: argparse.Namespace) -> Point | None:
+    """The point of add_point's options."""
+    return point_arg(args, "as_of", "at_offset")
 
 
 def history_cmd(args: argparse.Namespace) -> int:
@@ -91,18 +117,17 @@ def history_cmd(args: argparse.Namespace) -> int:
     with open_store(args, read_only=True) as store:
         entries = list(store.history(
             principal=args.principal, user=args.user, resource=resource, event_types=args.event_type,
-            start_ms=None if args.since is None else parse_time(args.since),
-            end_ms=None if args.until is None else parse_time(args.until), limit=args.limit,
+            start_ms=None if args.start is None else parse_time(args.start),
+            end_ms=None if args.end is None else parse_time(args.end), limit=args.limit,
         ))
-    if args.json:
-        emit_json([e.to_dict() for e in entries])
-    elif entries:
-        print_table(["OFFSET", "TIME", "ACTOR", "HOST", "EVENT", "ENTITY", "DETAILS"],
-                    [[e.offset, iso_time(e.timestamp_ms), e.actor_principal, e.actor_host, e.event_type, e.entity_key,
-                      " ".join(f"{k}={v}" for k, v in e.payload.items())] for e in entries])
-    else:
-        print("no logged changes match")
+    emit(({**e.to_dict(), "time": iso_time(e.timestamp_ms),
+           "details": " ".join(f"{k}={v}" for k, v in e.payload.items())} for e in entries),
+         EVENT_COLUMNS, json=args.json, empty="no logged changes match")
     return 0
+
+
+EVENT_COLUMNS = {"offset": "OFFSET", "time": "TIME", "actor_principal": "ACTOR", "actor_host": "HOST",
+                 "event_type": "EVENT", "entity_key": "ENTITY", "details": "DETAILS"}
 
 
 def diff_cmd(args: argparse.Namespace) -> int:
@@ -140,21 +165,17 @@ def who_could_cmd(args: argparse.Namespace) -> int:
     rtype, name = one_resource(args)
     op = AclOperation.parse(args.operation)
     with open_store(args, read_only=True) as store:
-        grants = store.who_could(op, rtype, name, at=point_arg(args, "at"))
+        grants = store.who_could(op, rtype, name, at=as_of_arg(args))
     print_grants(grants, op, rtype, name, as_json=args.json)
     return 0
 
 
 def print_grants(grants, op: AclOperation, rtype, name: str, *, as_json: bool) -> None:
     """who-could's answer as a table (or JSON): principal, host, why, ACLs, exceptions."""
-    if as_json:
-        emit_json([g.to_dict() for g in grants])
-    elif grants:
-        print_table(["PRINCIPAL", "HOST", "WHY", "ACL IDS", "EXCEPT HOSTS", "EXCEPT PRINCIPALS"],
-                    [[g.principal, g.host, g.reason, ",".join(i for i, _ in g.acls) or "-",
-                      ",".join(g.except_hosts) or "-", ",".join(g.except_principals) or "-"] for g in grants])
-    else:
-        print(f"nobody could {op.name} {rtype.name}:{name} then")
+    emit(({**g.to_dict(), "acl_ids": [i for i, _ in g.acls]} for g in grants),
+         {"principal": "PRINCIPAL", "host": "HOST", "reason": "WHY", "acl_ids": "ACL IDS",
+          "except_hosts": "EXCEPT HOSTS", "except_principals": "EXCEPT PRINCIPALS"},
+         json=as_json, empty=f"nobody could {op.name} {rtype.name}:{name} then")
 
 
 def timeline_cmd(args: argparse.Namespace) -> int:
@@ -162,18 +183,13 @@ def timeline_cmd(args: argparse.Namespace) -> int:
     op = AclOperation.parse(args.operation)
     with open_store(args, read_only=True) as store:
         intervals = store.access_timeline(args.principal, op, rtype, name, host=args.host)
-    if args.json:
-        emit_json([i.to_dict() for i in intervals])
-        return 0
-    if not intervals:
-        print(f"{args.principal} was never allowed to {op.name} {rtype.name}:{name} from {args.host}")
-        return 0
 
     def change(c) -> str:
         return "-" if c is None else f"@{c.offset} {c.event_type} by {c.actor_principal} from {c.actor_host}"
 
-    print_table(["FROM", "UNTIL", "OPENED BY", "CLOSED BY", "WHY"],
-                [[iso_time(i.start_ms) if i.start_ms is not None else "beginning",
-                  iso_time(i.end_ms) if i.end_ms is not None else "now",
-                  change(i.opened_by), change(i.closed_by), i.reason] for i in intervals])
+    emit(({**i.to_dict(), "from": iso_time(i.start_ms) if i.start_ms is not None else "beginning",
+           "until": iso_time(i.end_ms) if i.end_ms is not None else "now",
+           "opened": change(i.opened_by), "closed": change(i.closed_by)} for i in intervals),
+         {"from": "FROM", "until": "UNTIL", "opened": "OPENED BY", "closed": "CLOSED BY", "reason": "WHY"},
+         json=args.json, empty=f"{args.principal} was never allowed to {op.name} {rtype.name}:{name} from {args.host}")
     return 0

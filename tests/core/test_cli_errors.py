@@ -1,7 +1,8 @@
-"""What `secmeta` prints when it cannot do what was asked: one line naming the problem, exit 2.
+"""What `secmeta` prints when it cannot do what was asked: one line naming the problem.
 
 ``main`` catches ``SecmetaError`` (every error secmeta raises on purpose) and ``OSError``
 (a file or directory it could not use); anything else is a bug and keeps its traceback.
+A bad value on the command line exits 2 (a usage error); a file it could not use exits 1.
 """
 
 from __future__ import annotations
@@ -33,6 +34,6 @@ def test_a_tables_directory_under_a_file_is_one_error_line(tmp_path, capsys):
     not_a_dir.write_text("")
     code, out, err = _run(capsys, "spark", "compact", "--store", str(store), "--key-file", str(keys),
                           "--tables", str(not_a_dir / "tables"), "--once")
-    assert (code, out) == (2, "")
+    assert (code, out) == (1, "")
     assert err.startswith("secmeta: error: ") and err.count("\n") == 1
     assert "Not a directory" in err and str(not_a_dir / "tables") in err

@@ -64,11 +64,32 @@ def test_history_lists_changes_with_actors_and_no_secrets(store, capsys):
 
 
 def test_history_filters_by_resource_and_time(store, capsys):
-    """--topic with MATCH semantics and --since/--until narrow the history."""
+    """--topic with MATCH semantics and --from/--to (as diff's) narrow the history."""
     _, out, _ = run(capsys, "history", "--topic", "orders", "--json")
     assert [r["event_type"] for r in json.loads(out)] == ["AclCreated", "AclDeleted"]
+    _, out, _ = run(capsys, "history", "--from", "2026-01-01T00:01:30Z", "--to", str(T0 + 150_000), "--json")
+    assert [r["event_type"] for r in json.loads(out)] == ["ScramCredentialUpserted"]
+
+
+def test_history_table_and_json_show_times_in_iso_8601_with_z(store, capsys):
+    """One time format everywhere: the table's TIME column and JSON's time are ISO-8601 UTC with Z."""
+    _, out, _ = run(capsys, "history", "--limit", "1")
+    assert out.splitlines()[0].split() == ["OFFSET", "TIME", "ACTOR", "HOST", "EVENT", "ENTITY", "DETAILS"]
+    assert out.splitlines()[2].split()[:3] == ["0", "2026-01-01T00:01:00.000Z", "User:admin"]
+    _, out, _ = run(capsys, "history", "--limit", "1", "--json")
+    assert json.loads(out)[0]["time"] == "2026-01-01T00:01:00.000Z"
+
+
+def test_the_old_spellings_still_work_but_are_not_offered(store, capsys):
+    """--since/--until (history) and --at (who-could) are hidden aliases of --from/--to and --as-of."""
     _, out, _ = run(capsys, "history", "--since", "2026-01-01T00:01:30Z", "--until", str(T0 + 150_000), "--json")
     assert [r["event_type"] for r in json.loads(out)] == ["ScramCredentialUpserted"]
+    _, out, _ = run(capsys, "who-could", "--operation", "Read", "--topic", "orders", "--at", str(T0 + 2 * MINUTE))
+    assert "User:alice" in out
+    with pytest.raises(SystemExit):
+        main(["who-could", "--help"])
+    shown = capsys.readouterr().out
+    assert "--as-of TIME" in shown and "--at-offset N" in shown and "--at " not in shown
 
 
 def test_list_as_of_shows_the_past(store, capsys):
@@ -90,9 +111,22 @@ def test_authorize_as_of(store, capsys):
     assert code == 1
 
 
+def test_authorize_json_gives_the_decision_and_the_acls_that_made_it(store, capsys):
+    """authorize --json: the verdict, reason and deciding ACL as JSON; the exit code stays 0 allowed / 1 denied."""
+    argv = ["authorize", "--host", "10.1.1.1", "--principal", "User:alice", "--operation", "Read", "--topic", "orders",
+            "--json"]
+    code, out, _ = run(capsys, *argv, "--as-of", str(T0 + 2 * MINUTE))
+    answer = json.loads(out)
+    assert code == 0 and answer["decision"] == "ALLOWED" and answer["operation"] == "READ"
+    assert [(a["principal"], a["operation"], a["permission_type"]) for a in answer["acls"]] == [("User:alice", "READ", "ALLOW")]
+    assert "READ" in answer["authorized_operations"]
+    code, out, _ = run(capsys, *argv)
+    assert code == 1 and json.loads(out)["decision"] == "DENIED" and json.loads(out)["acls"] == []
+
+
 def test_who_could_at_a_time(store, capsys):
-    """who-could names alice (and the super user) while the grant existed."""
-    _, out, _ = run(capsys, "who-could", "--operation", "Read", "--topic", "orders", "--at", str(T0 + 2 * MINUTE), "--json")
+    """who-could --as-of (the name acls --list and authorize use) names alice while the grant existed."""
+    _, out, _ = run(capsys, "who-could", "--operation", "Read", "--topic", "orders", "--as-of", str(T0 + 2 * MINUTE), "--json")
     principals = {g["principal"] for g in json.loads(out)}
     assert principals == {"User:alice", "User:admin"}
     _, out, _ = run(capsys, "who-could", "--operation", "Read", "--topic", "orders", "--json")
@@ -120,7 +154,7 @@ def test_diff_between_times(store, capsys):
         (["acls", "--list", "--as-of", "yesterday"], "yesterday"),
         (["acls", "--list", "--as-of", "2020-01-01T00:00:00Z"], "before"),
         (["acls", "--list", "--at-offset", "99"], "99"),
-        (["who-could", "--operation", "Read", "--topic", "t", "--at", "2999-01-01T00:00:00Z"], "future"),
+        (["who-could", "--operation", "Read", "--topic", "t", "--as-of", "2999-01-01T00:00:00Z"], "future"),
         (["acls", "--add", "--allow-principal", "User:x", "--topic", "t", "--as-of", "0"], "--list only"),
     ],
 )
