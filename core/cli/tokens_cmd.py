@@ -1,4 +1,13 @@
-"""``secmeta tokens``: kafka-delegation-tokens.sh against a store directory."""
+"""``secmeta tokens``: kafka-delegation-tokens.sh, on a store or a server.
+
+Options, per-action checks and output lines follow DelegationTokenCommand (tools/.../DelegationTokenCommand.java):
+one action; each action refuses the options that belong to another (checkArgs); ``--expire`` needs --hmac and
+--expiry-time-period (-1 expires at once, so it is never a default); ``--renew`` needs --hmac.  The table has
+Kafka's columns with times as ISO-8601 UTC.  Differences: --max-life-time-period and --renew-time-period may be
+left out for the store's default (-1, as Kafka's value -1 means), the request is not echoed (Kafka's
+"Calling ... with hmac :..." line repeats the token's password), and --describe shows HMACs only when the
+store is configured to return them (``describe_tokens_include_hmac``).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +15,7 @@ import argparse
 import base64
 import binascii
 
-from core.cli.common import iso_time, print_table
+from core.cli.common import add_json_option, emit, emit_json, iso_time
 from core.cli.security import (
     add_point_options,
     add_remote_options,
@@ -17,6 +26,20 @@ from core.cli.security import (
     view,
 )
 from core.errors import InvalidValueError
+from core.types import DelegationToken
+
+ACTIONS = ("create", "renew", "expire", "describe")
+# DelegationTokenCommandOptions.checkArgs: the options each action refuses (secmeta adds --renewer-principal
+# to --expire's and --describe's, where Kafka ignores it).
+_INVALID = {
+    "create": ("hmac", "renew_time_period", "expiry_time_period"),
+    "renew": ("renewer_principal", "max_life_time_period", "expiry_time_period", "owner_principal"),
+    "expire": ("renewer_principal", "max_life_time_period", "renew_time_period", "owner_principal"),
+    "describe": ("renewer_principal", "renew_time_period", "max_life_time_period", "hmac", "expiry_time_period"),
+}
+_REQUIRED = {"renew": ("hmac",), "expire": ("hmac", "expiry_time_period")}
+_COLUMNS = {"token_id": "TOKENID", "hmac": "HMAC", "owner": "OWNER", "requester": "REQUESTER",
+            "renewers": "RENEWERS", "issue_date": "ISSUEDATE", "expiry_date": "EXPIRYDATE", "max_date": "MAXDATE"}
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -27,65 +50,102 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "--describe never shows it unless the store is configured to.",
     )
     action = p.add_mutually_exclusive_group(required=True)
-    for name, what in (("create", "issue a token"), ("renew", "extend a token"), ("expire", "expire a token"), ("describe", "list tokens")):
-        action.add_argument(f"--{name}", action="store_true", help=what)
+    action.add_argument("--create", action="store_true", help="create a token (for --owner-principal, default the requester)")
+    action.add_argument("--renew", action="store_true", help="renew the token of --hmac by --renew-time-period")
+    action.add_argument("--expire", action="store_true", help="expire the token of --hmac after --expiry-time-period")
+    action.add_argument("--describe", action="store_true", help="list the tokens this principal may see")
     add_security_options(p)
     add_remote_options(p)
     p.add_argument("--owner-principal", action="append", default=[], metavar="PRINCIPAL",
-                   help="--create: the owner (default: the requester); --describe: owners to list (repeatable)")
-    p.add_argument("--renewer-principal", action="append", default=[], metavar="PRINCIPAL", help="renewer (repeatable)")
-    p.add_argument("--max-life-time-period", type=int, default=-1, metavar="MS", help="requested max lifetime in ms (default: the store's)")
-    p.add_argument("--hmac", metavar="BASE64", help="the token's HMAC, for --renew and --expire")
-    p.add_argument("--renew-time-period", type=int, default=-1, metavar="MS", help="renew period in ms (default: the store's)")
-    p.add_argument("--expiry-time-period", type=int, default=-1, metavar="MS", help="expiry period in ms; negative expires now")
+                   help="--create: the token's owner, Type:name (default: the requester); "
+                        "--describe: only tokens of these owners (repeatable)")
+    p.add_argument("--renewer-principal", action="append", default=[], metavar="PRINCIPAL",
+                   help="--create: a principal that may renew the token, Type:name (repeatable)")
+    p.add_argument("--max-life-time-period", type=int, metavar="MS",
+                   help="--create: max life of the token in ms; -1 or left out: the store's max lifetime")
+    p.add_argument("--hmac", metavar="BASE64", help="--renew / --expire: the token's HMAC, as --create printed it")
+    p.add_argument("--renew-time-period", type=int, metavar="MS",
+                   help="--renew: renew period in ms; -1 or left out: the store's renew period")
+    p.add_argument("--expiry-time-period", type=int, metavar="MS",
+                   help="--expire (required): expire after this many ms; -1 expires the token at once")
+    add_json_option(p)
     add_point_options(p)
     p.set_defaults(func=run)
 
 
-def _hmac(args) -> bytes:
-    if not args.hmac:
-        raise InvalidValueError("--renew and --expire need --hmac")
+def _check(args: argparse.Namespace, action: str) -> None:
+    """DelegationTokenCommandOptions.checkArgs: an option of another action is a usage error, not ignored."""
+    given = [name for name in _INVALID[action] if getattr(args, name) not in (None, [])]
+    if given:
+        raise InvalidValueError(f"{', '.join(_flag(n) for n in given)} cannot be used with --{action}")
+    missing = [name for name in _REQUIRED.get(action, ()) if getattr(args, name) is None]
+    if missing:
+        raise InvalidValueError(f"--{action} needs {' and '.join(_flag(n) for n in missing)}")
+    if has_point(args) and action != "describe":
+        raise InvalidValueError("--as-of and --at-offset apply to --describe only")
+    if action == "create" and len(args.owner_principal) > 1:
+        raise InvalidValueError("--create takes one --owner-principal")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _hmac(args: argparse.Namespace) -> bytes:
     try:
         return base64.b64decode(args.hmac, validate=True)
     except binascii.Error:
-        raise InvalidValueError("--hmac must be the base64 HMAC printed by --create") from None
+        raise InvalidValueError("--hmac must be the base64 HMAC that --create printed (the value is not repeated)") from None
 
 
 def run(args: argparse.Namespace) -> int:
-    if has_point(args) and not args.describe:
-        raise InvalidValueError("--as-of and --at-offset apply to --describe only")
-    with open_admin(args, read_only=args.describe) as store:
+    action = next(a for a in ACTIONS if getattr(args, a))
+    _check(args, action)
+    hmac = _hmac(args) if args.hmac is not None else None
+    with open_admin(args, read_only=action == "describe") as store:
         ctx = context(args, store)
-        if args.create:
-            if len(args.owner_principal) > 1:
-                raise InvalidValueError("--create takes at most one --owner-principal")
-            owner = args.owner_principal[0] if args.owner_principal else None
-            token = store.create_delegation_token(context=ctx, owner=owner, renewers=args.renewer_principal,
-                                                  max_lifetime_ms=args.max_life_time_period)
-            print("Created delegation token:")
-            _table([token], show_hmac=True)
-        elif args.renew:
-            expiry = store.renew_delegation_token(_hmac(args), args.renew_time_period, context=ctx)
-            print(f"Renewed delegation token; new expiry {iso_time(expiry)} ({expiry})")
-        elif args.expire:
-            expiry = store.expire_delegation_token(_hmac(args), args.expiry_time_period, context=ctx)
-            print(f"Expired delegation token; expiry {iso_time(expiry)} ({expiry})")
-        else:
+        if action == "create":
+            token = store.create_delegation_token(
+                context=ctx, owner=args.owner_principal[0] if args.owner_principal else None,
+                renewers=args.renewer_principal, max_lifetime_ms=_period(args.max_life_time_period))
+            if not args.json:
+                print(f"Created delegation token with tokenId : {token.token_id}")
+            _print_tokens([token], json=args.json)
+        elif action == "describe":
             tokens = view(store, args).describe_delegation_tokens(args.owner_principal or None, context=ctx)
-            _table(tokens, show_hmac=any(t.hmac for t in tokens))
+            if not args.json:
+                print(f"Total number of tokens : {len(tokens)}")
+            _print_tokens(tokens, json=args.json)
+        else:
+            if action == "renew":
+                expiry = store.renew_delegation_token(hmac, _period(args.renew_time_period), context=ctx)
+            else:
+                expiry = store.expire_delegation_token(hmac, args.expiry_time_period, context=ctx)
+            if args.json:
+                emit_json({"expiry_date": iso_time(expiry), "expiry_timestamp_ms": expiry})
+            else:
+                print(f"Completed {action} operation. New expiry date : {iso_time(expiry)}")
     return 0
 
 
-def _table(tokens, *, show_hmac: bool) -> None:
-    headers = ["TOKENID", "OWNER", "REQUESTER", "RENEWERS", "ISSUED", "EXPIRES", "MAX"] + (["HMAC"] if show_hmac else [])
-    rows = []
-    for t in tokens:
-        row = [t.token_id, t.owner, t.requester, ",".join(t.renewers) or "-", iso_time(t.issue_timestamp_ms),
-               iso_time(t.expiry_timestamp_ms), iso_time(t.max_timestamp_ms)]
-        if show_hmac:
-            row.append(base64.b64encode(t.hmac).decode() if t.hmac else "-")
-        rows.append(row)
-    if rows:
-        print_table(headers, rows)
-    else:
-        print("no tokens visible to this principal")
+def _period(ms: int | None) -> int:
+    return -1 if ms is None else ms
+
+
+def _row(token: DelegationToken) -> dict[str, object]:
+    row: dict[str, object] = {"token_id": token.token_id}
+    if token.hmac:
+        row["hmac"] = base64.b64encode(token.hmac).decode()
+    row.update(owner=token.owner, requester=token.requester, renewers=list(token.renewers),
+               issue_date=iso_time(token.issue_timestamp_ms), expiry_date=iso_time(token.expiry_timestamp_ms),
+               max_date=iso_time(token.max_timestamp_ms))
+    return row
+
+
+def _print_tokens(tokens: list[DelegationToken], *, json: bool) -> None:
+    rows = [_row(t) for t in tokens]
+    if json:
+        emit(rows, _COLUMNS, json=True)
+    elif rows:
+        columns = _COLUMNS if any("hmac" in r for r in rows) else {k: v for k, v in _COLUMNS.items() if k != "hmac"}
+        emit(rows, columns)
