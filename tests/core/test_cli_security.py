@@ -1,10 +1,6 @@
-"""The acls, configs, tokens and authorize commands, run as a user would."""
+"""The acls and authorize commands, run as a user would (configs and tokens: test_cli_configs.py, test_cli_tokens.py)."""
 
 from __future__ import annotations
-
-import base64
-import io
-import re
 
 import pytest
 
