@@ -1,4 +1,5 @@
-"""The acls and authorize commands, run as a user would (configs and tokens: test_cli_configs.py, test_cli_tokens.py)."""
+"""The acls and authorize commands, run as a user would (configs and tokens: test_cli_configs.py, test_cli_tokens.py;
+kafka-acls.sh fidelity: test_cli_acls.py, test_cli_acls_kafka.py)."""
 
 from __future__ import annotations
 
@@ -29,11 +30,12 @@ def test_acls_add_list_remove(store, capsys):
     """kafka-acls style add, list and remove round trip."""
     code, out, _ = run(capsys, "acls", "--add", "--allow-principal", "User:alice", "--operation", "Read",
                        "--operation", "Describe", "--topic", "orders", "--group", "etl")
-    assert code == 0 and out.count("added:") == 4
+    assert code == 0 and out.count("Adding ACLs for resource") == 2 and out.count("principal=User:alice") == 4
     code, out, _ = run(capsys, "acls", "--list", "--topic", "orders")
     assert code == 0 and "User:alice" in out and "READ" in out and "DESCRIBE" in out and "etl" not in out
-    code, out, _ = run(capsys, "acls", "--remove", "--topic", "orders", "--operation", "Read")
-    assert code == 0 and out.count("removed:") == 1
+    code, out, _ = run(capsys, "acls", "--remove", "--force", "--topic", "orders", "--allow-principal", "User:alice",
+                       "--operation", "Read")
+    assert code == 0 and out.count("Removed ") == 1
     _, out, _ = run(capsys, "acls", "--list")
     assert "READ" in out and out.count("User:alice") == 3
 
@@ -44,20 +46,6 @@ def test_acls_add_prefixed_with_cidr_host(store, capsys):
         "--topic", "pay-", "--resource-pattern-type", "prefixed", "--operation", "Write")
     _, out, _ = run(capsys, "acls", "--list", "--topic", "pay-eu", "--resource-pattern-type", "match")
     assert "PREFIXED" in out and "10.0.0.0/8" in out
-
-
-def test_acls_bad_input_is_named_and_nothing_written(store, capsys):
-    """A principal without a colon fails with INVALID_REQUEST naming it; the store stays empty."""
-    code, out, _ = run(capsys, "acls", "--add", "--allow-principal", "alice", "--topic", "t")
-    assert code == 1 and "INVALID_REQUEST" in out and "alice" in out
-    _, out, _ = run(capsys, "acls", "--list")
-    assert "no ACLs matched" in out
-
-
-def test_acls_unknown_operation_is_a_clear_error(store, capsys):
-    """An unknown operation name exits 2 and lists the valid ones."""
-    code, _, err = run(capsys, "acls", "--add", "--allow-principal", "User:a", "--operation", "Fly", "--topic", "t")
-    assert code == 2 and "'Fly'" in err and "READ" in err
 
 
 def test_acting_principal_without_permission_is_refused(store, capsys):
@@ -80,15 +68,6 @@ def test_authorize_needs_exactly_one_resource(store, capsys):
     """authorize without a resource is a clear error."""
     code, _, err = run(capsys, "authorize", "--host", "10.1.1.1", "--principal", "User:a", "--operation", "Read")
     assert code == 2 and "exactly one resource" in err
-
-
-def test_acls_remove_without_a_selector_is_refused(store, capsys):
-    """--remove with neither resource nor principal refuses instead of deleting every ACL."""
-    run(capsys, "acls", "--add", "--allow-principal", "User:a", "--topic", "t")
-    code, _, err = run(capsys, "acls", "--remove")
-    assert code == 2 and "will not remove every ACL" in err
-    _, out, _ = run(capsys, "acls", "--list")
-    assert "User:a" in out
 
 
 def test_demo_refuses_a_store_it_did_not_create(store, capsys, tmp_path):
