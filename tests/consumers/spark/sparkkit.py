@@ -20,7 +20,8 @@ from core import (
 )
 from core.log import LogConfig
 from events.keyring import Keyring
-from tests.consumers.conftest import ADMIN, TOKEN_SECRET, random_workload
+from tests.consumers.conftest import random_workload
+from tests.storekit import ADMIN, TOKEN_SECRET
 
 SALT = b"salt-that-must-never-leak-0123456789"  # the sources' tests look for it in every row
 

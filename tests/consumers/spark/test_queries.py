@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pyspark")
+from tests.extras import require_extra
+
+require_extra("pyspark", "spark")
 
 from pyspark.sql import functions as F  # noqa: E402
 
@@ -39,8 +41,8 @@ from core.timetravel import Point, parse_time  # noqa: E402
 from projections.acl_decision import NO_ACL_FOUND, SUPER_USER  # noqa: E402
 from projections.acl_match import covers  # noqa: E402
 from projections.tokens import TokenInfo  # noqa: E402
-from tests.consumers.conftest import ADMIN  # noqa: E402
 from tests.consumers.spark.sparkkit import Workspace, acl_state, make_workspace  # noqa: E402
+from tests.storekit import ADMIN  # noqa: E402
 
 T, G, C, X = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
