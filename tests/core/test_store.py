@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from scramp import ScramClient
 
 from core import (
-    AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
@@ -20,56 +19,16 @@ from core import (
     PatternType,
     RequestContext,
     ResourceType,
-    ScramCredentialInfo,
     ScramMechanism,
     SecurityStore,
     StoreConfig,
     UserScramCredentialDeletion,
-    UserScramCredentialUpsertion,
 )
 from core.errors import StoreLockedError
 from core.log import verify_log
 from events.records import DelegationTokenRemoved, TokenRemovalReason
-from tests.logkit import Clock, make_keyring
-
-ADMIN = RequestContext("User:admin", "10.0.0.1")
-SECRET = b"token-secret-for-tests"
-
-
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def keyring(tmp_path):
-    return make_keyring(tmp_path)
-
-
-@pytest.fixture
-def open_store(tmp_path, keyring, clock):
-    opened = []
-
-    def _open(**config) -> SecurityStore:
-        cfg = StoreConfig(token_secret=SECRET, clock=clock, **config)
-        store = SecurityStore.open(tmp_path / "store", cfg, keyring=keyring)
-        opened.append(store)
-        return store
-
-    yield _open
-    for s in opened:
-        s.close()
-
-
-def acl(name: str, principal: str = "User:alice", op=AclOperation.READ, perm=AclPermissionType.ALLOW,
-        pattern=PatternType.LITERAL, rtype=ResourceType.TOPIC) -> AclBinding:
-    return AclBinding.of(rtype, name, pattern, principal, "*", op, perm)
-
-
-def upsert(user: str, password: bytes = b"pw", mech=ScramMechanism.SCRAM_SHA_256, iterations: int = 4096):
-    return UserScramCredentialUpsertion(user, ScramCredentialInfo(mech, iterations), password)
+from tests.logkit import make_keyring
+from tests.storekit import ADMIN, TOKEN_SECRET, acl, upsert
 
 
 def state_of(store: SecurityStore) -> tuple:
@@ -266,7 +225,7 @@ def test_replaying_the_log_gives_the_live_state(tmp_path_factory, ops):
     """For random request sequences, a fresh store rebuilt from the log equals the live one."""
     tmp = tmp_path_factory.mktemp("replay")
     keyring = make_keyring(tmp)
-    cfg = StoreConfig(token_secret=SECRET)
+    cfg = StoreConfig(token_secret=TOKEN_SECRET)
     with SecurityStore.open(tmp / "s", cfg, keyring=keyring) as store:
         for op in ops:
             if op[0] == "acl":
@@ -287,7 +246,7 @@ def test_policy_snapshots_are_written_and_used_on_reopen(tmp_path, keyring, cloc
     """With a snapshot every 10 events, writes produce snapshots (in the background) that reopening uses."""
     from projections.snapshot import SnapshotPolicy
 
-    cfg = StoreConfig(token_secret=SECRET, clock=clock, snapshot_policy=SnapshotPolicy(every_events=10, every_bytes=None))
+    cfg = StoreConfig(token_secret=TOKEN_SECRET, clock=clock, snapshot_policy=SnapshotPolicy(every_events=10, every_bytes=None))
     with SecurityStore.open(tmp_path / "s", cfg, keyring=keyring) as store:
         for i in range(6):
             store.create_acls([acl(f"t{i}-{j}") for j in range(5)], context=ADMIN)
