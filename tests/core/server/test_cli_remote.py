@@ -57,7 +57,7 @@ ADD = ["acls", "--add", "--allow-principal", "User:alice", "--operation", "Read"
        "--topic", "orders", "--group", "etl"]
 LIST = ["acls", "--list", "--topic", "orders"]
 LIST_ALL = ["acls", "--list"]
-REMOVE = ["acls", "--remove", "--topic", "orders", "--operation", "Read"]
+REMOVE = ["acls", "--remove", "--force", "--topic", "orders", "--allow-principal", "User:alice", "--operation", "Read"]
 BAD = ["acls", "--add", "--allow-principal", "alice", "--topic", "t"]
 
 
@@ -69,8 +69,9 @@ def test_acls_add_list_remove_print_what_the_local_path_prints(capsys, local_sto
         over_wire = run(capsys, *argv, *remote())
         assert over_wire[:2] == local[:2], argv
         outputs.append(over_wire)
-    assert outputs[0][1].count("added:") == 4
-    assert outputs[3] == (0, "removed: TOPIC:orders (LITERAL) ALLOW User:alice from * to READ\n", "")
+    assert outputs[0][1].count("Adding ACLs for resource") == 2 and outputs[0][1].count("principal=User:alice") == 4
+    assert outputs[3] == (0, "Removed (pattern=ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL), "
+                             "entry=(principal=User:alice, host=*, operation=READ, permissionType=ALLOW))\n", "")
     assert outputs[5][0] == 1 and "INVALID_REQUEST" in outputs[5][1]
 
 
