@@ -157,21 +157,20 @@ def decode_request(frame: bytes, *, trailing_ok: bool = False) -> RequestFrame:
     api_key, api_version, correlation_id = peek_header(frame)
     if not ApiKey.served(api_key, api_version):
         raise UnsupportedApi(api_key, api_version, correlation_id)
-    what = f"{api_name(api_key)} v{api_version} request"
-    request_cls = load_request_schema(api_key, api_version)
+    request_cls = request_class(api_key, api_version)
     try:
         header, header_size = entity_reader(request_cls.__header_schema__)(frame, 0)
         request, body_size = entity_reader(request_cls)(frame, header_size)
     except (SerialError, ValueError, IndexError, KeyError, UnicodeDecodeError, OverflowError) as exc:
         # kio raises KeyError for an unknown tagged field
-        raise FrameError(f"malformed {what}: {type(exc).__name__}") from None
+        raise FrameError(f"malformed {api_name(api_key)} v{api_version} request: {type(exc).__name__}") from None
     null = _null_field(request)
     if null is not None:
         # Kafka's generated readers refuse this ("non-nullable field ... was serialized as null").
-        raise FrameError(f"malformed {what}: non-nullable field {null} is null")
+        raise FrameError(f"malformed {api_name(api_key)} v{api_version} request: non-nullable field {null} is null")
     trailing = len(frame) - header_size - body_size
     if trailing and not trailing_ok:
-        raise FrameError(f"malformed {what}: {trailing} trailing bytes")
+        raise FrameError(f"malformed {api_name(api_key)} v{api_version} request: {trailing} trailing bytes")
     return RequestFrame(api_key, api_version, correlation_id, header.client_id, request)
 
 
@@ -219,7 +218,7 @@ def _framed(header_cls: type, header: Any, entity: Any) -> bytes:
 
 def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
     """(correlation id, kio response entity) of a response frame (without its size prefix)."""
-    response_cls = load_response_schema(api_key, api_version)
+    response_cls = response_class(api_key, api_version)
     try:
         header, header_size = entity_reader(response_cls.__header_schema__)(frame, 0)
         response, _ = entity_reader(response_cls)(frame, header_size)
@@ -229,11 +228,15 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
     return int(header.correlation_id), response
 
 
+@cache
 def request_class(api_key: int, api_version: int) -> type:
+    """kio's request class of an API version (kio resolves it by name on every call: cached here)."""
     return load_request_schema(api_key, api_version)
 
 
+@cache
 def response_class(api_key: int, api_version: int) -> type:
+    """kio's response class of an API version (cached, as ``request_class``)."""
     return load_response_schema(api_key, api_version)
 
 
@@ -306,6 +309,9 @@ def _names_in_any_version(cls: type) -> frozenset[str]:
     return frozenset(names)
 
 
+_SIGNED_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
+
+
 def _converter(tp: Any) -> Callable[[Any], Any]:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
@@ -318,11 +324,19 @@ def _converter(tp: Any) -> Callable[[Any], Any]:
     if tp is KioErrorCode:
         return lambda v: v if isinstance(v, KioErrorCode) else KioErrorCode(int(v))
     if isinstance(tp, type) and issubclass(tp, datetime.timedelta):
-        return lambda v: tp(v if isinstance(v, datetime.timedelta) else datetime.timedelta(milliseconds=int(v)))
+        zero = tp(datetime.timedelta(0))   # throttle_time=0 on every response: built once
+        return lambda v: zero if v == 0 else tp(v if isinstance(v, datetime.timedelta)
+                                                else datetime.timedelta(milliseconds=int(v)))
     if tp is uuid.UUID:
         return lambda v: v if isinstance(v, uuid.UUID) else uuid.UUID(str(v))
     if dataclasses.is_dataclass(tp):
         return lambda v: v if isinstance(v, tp) else build(tp, **v)
     if isinstance(tp, type) and issubclass(tp, int) and tp not in (int, bool):
-        return lambda v: tp(int(v))
+        bits = _SIGNED_BITS.get(tp.__name__)
+        if bits is None:
+            return lambda v: tp(int(v))
+        # kio's i8..i64 check their range when constructed (~2 us each): an int in range is kept
+        # as it is (kio's writers take it), anything else goes through kio's own check.
+        low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        return lambda v: v if type(v) is int and low <= v <= high else tp(int(v))
     return lambda v: v
