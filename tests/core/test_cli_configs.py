@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from core.cli.scram_configs import ScramSetting, scram_settings, split_add_config
 from events.types import ScramMechanism
+from tests.clientkit import client_properties, remote_admin, write_command_config
 from tests.clikit import log_end, make_store, run
+from tests.serverkit import running_server
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
 
@@ -245,3 +247,47 @@ def test_a_bracketed_scram_value_carries_any_password(password, iterations, mech
     text = f"{mechanism.mechanism_name}=[{prefix}password={password}]"
     settings = scram_settings(split_add_config(text), "--add-config")
     assert settings == [ScramSetting(mechanism, -1 if iterations is None else iterations, password.encode())]
+
+
+# -- over the wire: the same command against `secmeta serve` (--bootstrap-server, --command-config) ----------
+
+
+@pytest.fixture
+def server(tmp_path):
+    with running_server(tmp_path / "server", "SASL_SSL://127.0.0.1:0") as running:
+        yield running
+
+
+def over_the_wire(server, tmp_path) -> list[str]:
+    config = write_command_config(tmp_path, client_properties(server, "SASL_SSL", "admin"))
+    return ["--bootstrap-server", server.bootstrap("SASL_SSL"), "--command-config", str(config)]
+
+
+def test_over_the_wire_a_refused_alteration_writes_nothing(server, tmp_path, capsys):
+    """The server runs the same request: --add-config and --delete-config of the user is DUPLICATE_RESOURCE
+    and two mechanisms in one --add-config apply neither; the server's log does not move."""
+    wire = over_the_wire(server, tmp_path)
+    assert run(capsys, *alter("--add-config", "SCRAM-SHA-256=[password=old]"), *wire)[0] == 0
+    before = server.log_end()
+    for options in (["--add-config", "SCRAM-SHA-256=[password=new]", "--delete-config", "SCRAM-SHA-256"],
+                    ["--add-config", "SCRAM-SHA-512=[password=new],SCRAM-SHA-256=[iterations=10,password=new]"]):
+        code, out, err = run(capsys, *alter(*options), *wire)
+        assert (code, out) == (1, "") and "nothing was changed: DUPLICATE_RESOURCE" in err
+    assert server.log_end() == before
+    with remote_admin(server, "SASL_SSL", "alice", "old") as alice:  # the old password still logs in
+        assert alice.describe_delegation_tokens() == []
+
+
+def test_over_the_wire_user_and_add_config_file_set_the_password_given(server, tmp_path, capsys):
+    """--user with --add-config-file over the wire: the password from the file, commas and all, logs in;
+    --describe --json reads it back from the server."""
+    wire = over_the_wire(server, tmp_path)
+    path = tmp_path / "bob.properties"
+    path.write_text("SCRAM-SHA-512 : iterations=8192,password=p,w=d\\u00e9 1\n")  # properties: ':' and \\u escapes
+    assert run(capsys, *alter("--add-config-file", str(path), user="bob"), *wire) == (
+        0, "Completed updating config for user bob.\n", "")
+    with remote_admin(server, "SASL_SSL", "bob", "p,w=d\u00e9 1", mechanism="SCRAM-SHA-512") as bob:
+        assert bob.describe_delegation_tokens() == []
+    code, out, err = run(capsys, *describe("bob"), "--json", *wire)
+    assert (code, err) == (0, "")
+    assert json.loads(out) == [{"user": "bob", "credentials": [{"mechanism": "SCRAM-SHA-512", "iterations": 8192}]}]

@@ -16,7 +16,9 @@ import pytest
 
 from core import SecurityStore, StoreConfig
 from events.keyring import Keyring
+from tests.clientkit import client_properties, write_command_config
 from tests.clikit import log_end, make_store, run
+from tests.serverkit import running_server
 
 HEADER = ["TOKENID", "HMAC", "OWNER", "REQUESTER", "RENEWERS", "ISSUEDATE", "EXPIRYDATE", "MAXDATE"]
 
@@ -152,3 +154,33 @@ def test_refused_operations_exit_1_and_write_nothing(store, capsys, options, err
     code, out, err = run(capsys, "tokens", *options)
     assert (code, out) == (1, "") and error in err
     assert log_end(store) == before
+
+
+def test_renew_and_expire_json(store, capsys):
+    """--json on renew/expire: the new expiry as ISO-8601 UTC and epoch ms, which describe then shows."""
+    _, hmac = create(capsys)
+    code, out, err = run(capsys, "tokens", "--renew", "--hmac", hmac, "--renew-time-period", "60000", "--json")
+    renewed = json.loads(out)
+    assert (code, err, list(renewed)) == (0, "", ["expiry_date", "expiry_timestamp_ms"])
+    assert ms(renewed["expiry_date"]) == renewed["expiry_timestamp_ms"]
+    assert json.loads(run(capsys, "tokens", "--describe", "--json")[1])[0]["expiry_date"] == renewed["expiry_date"]
+    code, out, _ = run(capsys, "tokens", "--expire", "--hmac", hmac, "--expiry-time-period", "-1", "--json")
+    assert code == 0 and json.loads(out)["expiry_timestamp_ms"] <= renewed["expiry_timestamp_ms"]
+    assert json.loads(run(capsys, "tokens", "--describe", "--json")[1]) == []
+
+
+def test_over_the_wire_the_same_commands_and_json(tmp_path, capsys):
+    """Against `secmeta serve` (--bootstrap-server, --command-config): --create --json carries the server's HMAC,
+    --describe --json the same token without it; a refused renew exits 1 and the server's log does not move."""
+    with running_server(tmp_path / "server", "SASL_SSL://127.0.0.1:0") as server:
+        config = write_command_config(tmp_path, client_properties(server, "SASL_SSL", "admin"))
+        wire = ["--bootstrap-server", server.bootstrap("SASL_SSL"), "--command-config", str(config)]
+        code, out, err = run(capsys, "tokens", "--create", "--renewer-principal", "User:bob", "--json", *wire)
+        [created] = json.loads(out)
+        assert (code, err) == (0, "") and base64.b64decode(created["hmac"]) == server.store.token_hmac(created["token_id"])
+        assert json.loads(run(capsys, "tokens", "--describe", "--json", *wire)[1]) == [
+            {k: v for k, v in created.items() if k != "hmac"}]
+        before = server.log_end()
+        code, out, err = run(capsys, "tokens", "--renew", "--hmac", base64.b64encode(b"x" * 64).decode(), *wire)
+        assert (code, out) == (1, "") and "DELEGATION_TOKEN_NOT_FOUND" in err
+        assert server.log_end() == before
