@@ -45,7 +45,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
         "configs", help="alter and describe users' SCRAM credentials (kafka-configs.sh options)",
         description="Alter and describe users' SCRAM credentials, with kafka-configs.sh option names. "
-                    "All of one --alter is one request: it applies whole or not at all. A password left out "
+                    "All of one --alter is one AlterUserScramCredentials request: it applies whole or not at all, "
+                    "and Kafka's controller takes one change per user per request, so alter one mechanism per "
+                    "command. A password left out "
                     "of --add-config is asked for without echo (or read from stdin, one line per mechanism).",
     )
     add_security_options(p)

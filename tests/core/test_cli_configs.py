@@ -137,6 +137,8 @@ def test_add_config_file_is_a_java_properties_file(store, capsys, tmp_path):
     (["--add-config", "SCRAM-SHA-256=[password=x]", "--add-config", "SCRAM-SHA-512=[password=x]"],
      "--add-config given more than once"),
     ([], "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter"),
+    (["--delete-config", "SCRAM-SHA-256", "--json"], "--json applies to --describe only"),
+    (["--delete-config", "SCRAM-SHA-256", "--at-offset", "0"], "--as-of and --at-offset apply to --describe only"),
 ])
 def test_alter_option_mistakes_are_usage_errors(store, capsys, tmp_path, options, message):
     """ConfigCommandOptions.checkArgs's --alter rules; a repeated --add-config is refused, not last-wins."""
