@@ -91,11 +91,15 @@ def run(args: argparse.Namespace) -> int:
     request = acl_request.build(args, ptype)
     if args.add and not all(request.values()):
         raise InvalidValueError("You must specify one of: --allow-principal, --deny-principal when trying to add ACLs.")
-    with open_admin(args) as store:
-        ctx = context(args, store)
-        if args.add:
-            return _add(store, ctx, request)
-        return _remove(store, ctx, request, force=args.force)
+    if args.add:
+        with open_admin(args) as store:
+            return _add(store, context(args, store), request)
+    confirmed, unanswered = _confirm(request, force=args.force)
+    if confirmed:  # asked before the store is opened, so no writer's lock is held while a person reads
+        with open_admin(args) as store:
+            if _remove(store, context(args, store), confirmed):
+                return 1
+    return 1 if unanswered else 0
 
 
 def _add(store, ctx, request: acl_request.Request) -> int:
@@ -122,9 +126,10 @@ def _add(store, ctx, request: acl_request.Request) -> int:
     return 1 if any(errors) else 0
 
 
-def _remove(store, ctx, request: acl_request.Request, *, force: bool) -> int:
-    """AclCommand.removeAcls: per resource filter, ask, then delete the entries given (all without one)."""
-    unanswered = False
+def _confirm(request: acl_request.Request, *, force: bool):
+    """AclCommand.removeAcls's question per resource filter (none with --force): the filters answered yes, each
+    with its entries (none: every ACL of the filter), and whether some question went unanswered."""
+    confirmed, unanswered = [], False
     for f, entries in sorted(request.items(), key=_pattern_key):
         ordered = sorted(entries, key=_entry_key)
         if ordered:
@@ -135,8 +140,15 @@ def _remove(store, ctx, request: acl_request.Request, *, force: bool) -> int:
             question = f"Are you sure you want to delete all ACLs for resource filter `{kafka_pattern(f)}`? (y/n)"
         answer = True if force else _ask(question)
         unanswered |= answer is None
-        if not answer:
-            continue
+        if answer:
+            confirmed.append((f, ordered))
+    return confirmed, unanswered
+
+
+def _remove(store, ctx, confirmed) -> int:
+    """AclCommand.removeAcls: per resource filter, delete the entries given (AccessControlEntry.toFilter), or
+    every ACL of the filter; print what went.  1 when the store refused a filter."""
+    for f, ordered in confirmed:
         filters = [AclBindingFilter(f, _entry_filter(e)) for e in ordered] or [AclBindingFilter(f)]
         results = store.delete_acls(filters, context=ctx)
         removed = list(dict.fromkeys(b for r in results for b in r.acls))
@@ -149,7 +161,7 @@ def _remove(store, ctx, request: acl_request.Request, *, force: bool) -> int:
             return 1
         if not removed:
             print(f"No ACLs matched resource filter `{kafka_pattern(f)}`")
-    return 1 if unanswered else 0
+    return 0
 
 
 def _ask(question: str) -> bool | None:
