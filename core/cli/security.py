@@ -96,7 +96,8 @@ def open_store(args: argparse.Namespace, *, read_only: bool = False):
     from core.store import SecurityStore
 
     path = store_path(args)
-    return SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), read_only=read_only)
+    return SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), read_only=read_only,
+                              create=False)  # only `secmeta init` creates a store
 
 
 def open_admin(args: argparse.Namespace, *, read_only: bool = False):

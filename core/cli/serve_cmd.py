@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     listeners, config = server_config(args)
     path = store_path(args)
-    with SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args)) as store:
+    with SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), create=False) as store:
         server = Server(store, listeners, config)   # checks TLS files before anything binds
         store.start_token_sweeper()
         asyncio.run(_serve(server))

@@ -28,6 +28,7 @@ def test_a_question_about_two_resources_is_refused_naming_the_options(capsys):
 def test_a_tables_directory_under_a_file_is_one_error_line(tmp_path, capsys):
     keys, store = tmp_path / "keys.json", tmp_path / "store"
     Keyring.generate_file(keys)
+    assert _run(capsys, "init", "--store", str(store), "--key-file", str(keys))[0] == 0
     assert _run(capsys, "acls", "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic",
                 "orders", "--store", str(store), "--key-file", str(keys))[0] == 0
     not_a_dir = tmp_path / "a-file"

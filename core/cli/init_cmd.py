@@ -1,0 +1,40 @@
+"""``secmeta init``: create a store, the one command that does.
+
+Every other command opens ``--store`` with ``create=False``, so a mistyped directory is an error
+("not a secmeta store") instead of a new, empty store that answers every question with nothing
+(as ``kafka-storage.sh format`` is the one step that makes a Kafka log directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from core.cli.common import add_store_options, keyring, store_path
+from core.errors import StoreError
+from core.storedir import META_FILE
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    init = commands.add_parser(
+        "init", help="create a new store",
+        description=(
+            "Create a new, empty store in DIR (which must not exist or be empty), written with the "
+            "keyring's newest key. Every other command refuses a directory that is not a store."
+        ),
+    )
+    add_store_options(init)
+    init.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from core.store import SecurityStore
+
+    path = store_path(args)
+    if (Path(path) / META_FILE).exists():
+        raise StoreError(f"{path} is already a secmeta store; nothing was changed")
+    ring = keyring(args)
+    with SecurityStore.open(path, keyring=ring, create=True) as store:
+        store_id = store.log.store.store_id
+    print(f"created store {path} (id {store_id}, key {ring.newest_id})")
+    return 0
