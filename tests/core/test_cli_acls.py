@@ -17,7 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
+from core.cli.security import operation
+from core.errors import InvalidValueError
 from tests.core.aclcli import AclCli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -304,3 +308,23 @@ def test_a_failed_creation_exits_1_and_names_the_binding(cli):
     assert ("Failed to add (pattern=ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL), "
             "entry=(principal=alice, host=*, operation=READ, permissionType=ALLOW)): INVALID_REQUEST") in out
     assert cli.end_offset() == end
+
+
+WORDS = {op: op.split("_") for op in KAFKA_NAMES.values()}
+
+
+@given(st.sampled_from(sorted(WORDS)), st.data())
+def test_any_case_and_separator_of_an_operation_parses_to_it(op, data):
+    """Each word of the name in any case, joined by nothing, '_' or '-': that operation (acls and authorize)."""
+    words = [data.draw(st.sampled_from([w.lower(), w.upper(), w.capitalize()])) for w in WORDS[op]]
+    spelling = data.draw(st.sampled_from(["", "_", "-"])).join(words)
+    assert operation(spelling).name == op
+
+
+@given(st.text(max_size=20))
+def test_a_name_no_operation_has_is_refused(text):
+    """Anything that is not an operation's name (nor Any / Unknown, which name none) is refused naming it."""
+    squashed = text.strip().upper().replace("_", "").replace("-", "")
+    assume(squashed not in {n.upper() for n in KAFKA_NAMES})
+    with pytest.raises(InvalidValueError, match="unknown operation"):
+        operation(text)
