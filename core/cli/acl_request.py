@@ -79,10 +79,11 @@ def check_options(args: argparse.Namespace) -> None:
         if getattr(args, f"{side}_host") and not getattr(args, f"{side}_principal"):
             raise InvalidValueError(f"--{side}-host needs --{side}-principal: it is the host that principal "
                                     f"is {side}ed from")
-    if args.remove and args.operation and not (args.allow_principal or args.deny_principal):
-        raise InvalidValueError("--operation on --remove needs --allow-principal or --deny-principal; without "
+    narrowing = ["--operation"] * bool(args.operation) + [f"--{r}" for r in roles]
+    if args.remove and narrowing and not (args.allow_principal or args.deny_principal):
+        raise InvalidValueError(f"{narrowing[0]} on --remove needs --allow-principal or --deny-principal; without "
                                 "one kafka-acls.sh ignores it and removes every ACL of the resource (to do "
-                                "that, leave --operation out)")
+                                f"that, leave {narrowing[0]} out)")
 
 
 def pattern_type(args: argparse.Namespace) -> PatternType:

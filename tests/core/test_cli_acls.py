@@ -279,6 +279,8 @@ REFUSED = {
     # options AclCommand would silently ignore
     "--remove --operation without a principal": (["--remove", "--force", "--topic", "payments", "--operation", "Read"],
                                                  "--operation on --remove needs --allow-principal or --deny-principal"),
+    "--remove --consumer without a principal": (["--remove", "--force", "--consumer", "--topic", "payments", "--group", "etl"],
+                                                "--consumer on --remove needs --allow-principal or --deny-principal"),
     "--allow-host without --allow-principal": (["--add", "--topic", "t", "--deny-principal", "User:a",
                                                 "--allow-host", "10.0.0.1"], "--allow-host needs --allow-principal"),
     "--list --operation": (["--list", "--operation", "Read"], "--operation cannot be used with --list"),
