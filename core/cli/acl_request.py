@@ -75,10 +75,10 @@ def check_options(args: argparse.Namespace) -> None:
         if unused:
             raise InvalidValueError(f"--{' --'.join(roles)} uses no {', '.join(unused)} resource "
                                     "(for the producer's IdempotentWrite on the cluster give --idempotent)")
-    for side in ("allow", "deny"):
+    for side, verb in (("allow", "allowed"), ("deny", "denied")):
         if getattr(args, f"{side}_host") and not getattr(args, f"{side}_principal"):
             raise InvalidValueError(f"--{side}-host needs --{side}-principal: it is the host that principal "
-                                    f"is {side}ed from")
+                                    f"is {verb} from")
     narrowing = ["--operation"] * bool(args.operation) + [f"--{r}" for r in roles]
     if args.remove and narrowing and not (args.allow_principal or args.deny_principal):
         raise InvalidValueError(f"{narrowing[0]} on --remove needs --allow-principal or --deny-principal; without "

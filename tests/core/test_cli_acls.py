@@ -283,6 +283,10 @@ REFUSED = {
                                                 "--consumer on --remove needs --allow-principal or --deny-principal"),
     "--allow-host without --allow-principal": (["--add", "--topic", "t", "--deny-principal", "User:a",
                                                 "--allow-host", "10.0.0.1"], "--allow-host needs --allow-principal"),
+    "--deny-host without --deny-principal": (["--remove", "--topic", "t", "--allow-principal", "User:a",
+                                              "--deny-host", "10.0.0.1"],
+                                             "--deny-host needs --deny-principal: it is the host that principal is "
+                                             "denied from"),
     "--list --operation": (["--list", "--operation", "Read"], "--operation cannot be used with --list"),
     "--producer with a group": (["--add", "--producer", "--topic", "t", "--group", "g", "--allow-principal", "User:a"],
                                 "--producer uses no GROUP resource"),
