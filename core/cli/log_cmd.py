@@ -1,4 +1,4 @@
-"""``secmeta log``: dump, verify and snapshot a store's log."""
+"""``secmeta log``: dump, verify, snapshot and (explicitly) recover a store's log."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ import sys
 
 from core.cli.common import add_store_options, iso_time, keyring, print_table, store_path
 from core.config import StoreConfig
-from core.log import Log, verify_log
+from core.log import Log, VerifyReport, verify_log
+from core.log.recover import truncate_after
 from core.state import Snapshotter, load_state
+from events.codec import EventCodec
+from events.keyring import Keyring
 from events.redact import redacted
 from projections.image import SecurityProjection
 from projections.image_snapshot import SecurityImageSnapshot
@@ -33,6 +36,18 @@ def register(commands: argparse._SubParsersAction) -> None:
                                         "that snapshots agree with the log. Exit code 1 and the first bad offset on failure.")
     add_store_options(verify)
     verify.set_defaults(func=verify_cmd)
+
+    recover = sub.add_parser(
+        "recover", help="cut a log that open refuses after an offset, quarantining the rest",
+        description="The explicit repair of a log that open refuses (a damaged batch, a log ending before its "
+                    "high-water mark, a missing high-water file): keep the batches before OFFSET, move every byte "
+                    "after it and every snapshot past it to DIR/quarantine/, record OFFSET as the high-water mark. "
+                    "Takes the writer lock. The error open printed names the offset to give.")
+    add_store_options(recover)
+    recover.add_argument("--truncate-after", dest="offset", type=int, required=True, metavar="OFFSET",
+                         help="keep offsets below this one (a batch boundary)")
+    recover.add_argument("--reason", default="", help="why, recorded in the quarantine's recovery.json")
+    recover.set_defaults(func=recover_cmd)
 
     snap = sub.add_parser("snapshot", help="write a snapshot of the current state",
                           description="Load the newest snapshot plus the log's tail and write a snapshot of the security image at the log's end.")
@@ -66,22 +81,30 @@ def _details(payload: dict) -> str:
 
 
 def verify_cmd(args: argparse.Namespace) -> int:
-    path = store_path(args)
+    report, agreeing, problems = verify_store(store_path(args), keyring(args))
+    print(report)
+    if agreeing and report.ok:
+        print(f"{agreeing} snapshot(s) agree with the log")
+    for problem in problems:
+        print(f"snapshot problem: {problem}")
+    return 0 if report.ok and not problems else 1
+
+
+def verify_store(path: str, ring: Keyring, codec: EventCodec | None = None) -> tuple[VerifyReport, int, list[str]]:
+    """The log's report, how many snapshots were checked against it, and the snapshots that are unusable."""
     checkpoints, problems = [], []
-    ring = keyring(args)
     for snap in list_snapshots(f"{path}/snapshots"):
         try:
             info = read_snapshot_info(snap, ring)
             checkpoints.append((info.next_offset, info.link))
         except SnapshotError as exc:
             problems.append(str(exc))
-    report = verify_log(path, keyring=ring, checkpoints=checkpoints)
-    print(report)
-    if checkpoints and report.ok:
-        print(f"{len(checkpoints)} snapshot(s) agree with the log")
-    for problem in problems:
-        print(f"snapshot problem: {problem}")
-    return 0 if report.ok and not problems else 1
+    return verify_log(path, keyring=ring, codec=codec, checkpoints=checkpoints), len(checkpoints), problems
+
+
+def recover_cmd(args: argparse.Namespace) -> int:
+    print(truncate_after(store_path(args), args.offset, keyring=keyring(args), reason=args.reason))
+    return 0
 
 
 def snapshot_cmd(args: argparse.Namespace) -> int:

@@ -163,8 +163,6 @@ class Log:
             store = StoreDirectory.open(path, create=create and not read_only, writer=not read_only)
             try:
                 store.check_keyring(keyring, writer=not read_only)
-                if not read_only:
-                    store.remove_crash_leftovers()
                 allowed = retention_configured(store) if retention is None else retention
                 log = cls(store, keyring, codec or EventCodec(), config or LogConfig(), read_only, allowed)
                 log._load_schemas()
@@ -184,9 +182,10 @@ class Log:
 
     def _load_schemas(self) -> None:
         schema_dir = self.store.schema_dir
-        for path in sorted(schema_dir.glob("*.avsc")) if schema_dir.exists() else ():
-            self.codec.register_writer_schema(path.read_text())
         own = schema_dir / f"{self.codec.fingerprint.hex()}.avsc"
+        for path in sorted(schema_dir.glob("*.avsc")) if schema_dir.exists() else ():
+            if path != own:  # the codec knows its own schema (and trusts no file for it)
+                self.codec.register_writer_schema(path.read_text())
         if not self.read_only and not own.exists():
             schema_dir.mkdir(exist_ok=True)
             write_atomically(own, self.codec.writer_schema_json.encode())
@@ -201,8 +200,6 @@ class Log:
         self._take_anchor(self._read_anchor())
         bases = sorted(int(p.stem) for p in log_dir.glob("*.log"))
         bases = self._drop_covered(bases)
-        if not self.read_only:
-            self._drop_orphan_indexes(bases)
         if bases and bases[0] != self._start_offset:
             raise CorruptLogError(
                 f"the log's first segment starts at offset {bases[0]} but the log starts at offset "
@@ -211,6 +208,7 @@ class Log:
                 segment=f"{segment_name(bases[0])}.log", offset=self._start_offset,
             )
         interval = self.config.index_interval_bytes
+        unindexed = []
         for i, base in enumerate(bases):
             last = i == len(bases) - 1
             seg = Segment(log_dir, base, writable=last and not self.read_only, index_interval=interval)
@@ -219,8 +217,7 @@ class Log:
                 self._recover_active(seg, mark)
             elif not seg.load_indexes(bases[i + 1], self.keyring, self.store.store_id):
                 self._scan_sealed(seg)
-                if not self.read_only:
-                    seg.write_indexes(self.keyring, self.store.store_id)
+                unindexed.append(seg)
             if not last:
                 self._check_contiguous(seg, bases[i + 1])
         if not self._segments and not self.read_only:
@@ -232,7 +229,11 @@ class Log:
             self._last_link = link
         self._check_first_batch()
         self._check_high_water(mark)
-        if not self.read_only:
+        if not self.read_only:  # the log is sound: clean up after a crash, record where it ends
+            self.store.remove_crash_leftovers()
+            self._drop_orphan_indexes(bases)
+            for seg in unindexed:
+                seg.write_indexes(self.keyring, self.store.store_id)
             self._high_water.reset(Mark(self._next_offset, self._last_link))
 
     def _read_anchor(self) -> Anchor | None:
@@ -241,7 +242,7 @@ class Log:
             raise CorruptLogError(
                 f"the log starts at offset {anchor.next_offset} after a retention anchor, but deleting "
                 "covered segments (delete_covered_segments) is not configured for this store: "
-                "the beginning of its history is missing",
+                f"its history from offset 0 to {anchor.next_offset} is missing",
                 offset=0,
             )
         return anchor

@@ -1,0 +1,157 @@
+"""Tampering with a store as someone with write access to its directory but no keys would.
+
+Every byte of a small store's last segment, newest snapshot and derived files
+(high-water mark, retention anchor, index files) is flipped, one fresh copy per
+flip: `secmeta log verify` (the function the command runs) and both opens
+(read-only and writer) must refuse it, or it must be provably harmless: both
+opens serve exactly the untouched store's state and time lookups.  A refused
+writer open changes no file, so nothing is ever silently truncated.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from core.cli.log_cmd import verify_store
+from core.errors import SecmetaError
+from core.log import Log
+from core.state import load_state
+from events.codec import EventCodec
+from projections.image import SecurityProjection
+from projections.image_snapshot import SecurityImageSnapshot
+from projections.snapshot import list_snapshots
+from tests.logkit import build_tamper_store, make_keyring, tamper_config
+
+SEED = 20261124
+CODEC = EventCodec()  # building one costs ~10 ms; every open of every copy shares it
+
+
+@pytest.fixture(scope="module")
+def original():
+    """(store path, keyring, retention, batch times, what an open serves) for an untouched store.
+
+    Retention is configured so that the store has every kind of derived file (a retention
+    anchor besides the high-water mark, index files and snapshots); copies live in memory
+    (/dev/shm) where there is one, so that thousands of them take seconds.
+    """
+    with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as tmp:
+        keyring = make_keyring(Path(tmp))
+        path = Path(tmp) / "store"
+        times = build_tamper_store(path, keyring, retention=True)
+        yield path, keyring, True, times, serve(path, keyring, True, times, read_only=True)
+
+
+@pytest.fixture
+def work(original):
+    """A scratch directory beside the original store."""
+    scratch = original[0].parent / "work"
+    scratch.mkdir()
+    yield scratch
+    shutil.rmtree(scratch)
+
+
+def serve(path: Path, keyring, retention: bool, times: list[int], *, read_only: bool):
+    """What an open serves (as SecurityStore.open loads it): the image and the offset of every batch time."""
+    config = tamper_config(retention)
+    with Log.open(path, keyring=keyring, codec=CODEC, config=config.log, read_only=read_only, retention=retention) as log:
+        loaded = load_state(log, SecurityProjection(), SecurityImageSnapshot())
+        return loaded.state, loaded.next_offset, tuple(log.offset_for_timestamp(t) for t in times)
+
+
+def files_of(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def judge(copy: Path, keyring, retention: bool, times: list[int], truth) -> str:
+    """'detected', 'harmless' (both opens serve the truth), or what went wrong."""
+    report, _, problems = verify_store(str(copy), keyring, CODEC)
+    verify_caught = not report.ok or bool(problems)
+    outcomes, before = [], files_of(copy)
+    for read_only in (True, False):
+        try:
+            outcomes.append(serve(copy, keyring, retention, times, read_only=read_only))
+        except SecmetaError as exc:
+            outcomes.append(exc)
+            if files_of(copy) != before:
+                return f"a refused {'read-only' if read_only else 'writer'} open changed files ({exc})"
+    refused = [isinstance(o, SecmetaError) for o in outcomes]
+    if all(refused):
+        return "detected" if verify_caught else f"both opens refuse ({outcomes[0]}) but verify passes"
+    if all(o == truth for o in outcomes):
+        return "harmless"
+    return f"served something else: read-only {outcomes[0]!r:.200}, writer {outcomes[1]!r:.200}; verify ok={not verify_caught}"
+
+
+def tampered_files(path: Path) -> list[str]:
+    """The last segment, the newest snapshot and every derived file of the log."""
+    log_dir = path / "log"
+    names = [sorted(log_dir.glob("*.log"))[-1], list_snapshots(path / "snapshots")[-1], log_dir / "high-water"]
+    names += sorted(log_dir.glob("*.index")) + sorted(log_dir.glob("*.timeindex")) + sorted(log_dir.glob("retention-anchor"))
+    return [str(p.relative_to(path)) for p in names]
+
+
+def flip_every_byte(original, work: Path, name: str) -> dict[str, list[int]]:
+    path, keyring, retention, times, truth = original
+    rng = random.Random(f"{SEED}:{name}")
+    data = (path / name).read_bytes()
+    verdicts: dict[str, list[int]] = {}
+    copy = work / "copy"
+    for i in range(len(data)):
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(path, copy)
+        flipped = bytearray(data)
+        flipped[i] ^= rng.randrange(1, 256)
+        (copy / name).write_bytes(bytes(flipped))
+        verdicts.setdefault(judge(copy, keyring, retention, times, truth), []).append(i)
+    return verdicts
+
+
+@pytest.fixture
+def quick_fsync(monkeypatch):
+    """Durability is the crash tests' subject; here fsyncs would only make 10,000 opens slow."""
+    import core.log.highwater
+    import core.log.segment
+    import events.durable
+
+    def nothing(fd):
+        return None
+
+    for module in (core.log.highwater, core.log.segment):
+        monkeypatch.setattr(module, "_datasync", nothing)
+    monkeypatch.setattr(events.durable.os, "fsync", nothing)
+
+
+def test_the_untouched_store_verifies_and_opens(original):
+    """The baseline: verify passes and both opens serve the same state."""
+    path, keyring, retention, times, truth = original
+    report, snapshots, problems = verify_store(str(path), keyring, CODEC)
+    assert report.ok and snapshots == 2 and not problems, (report, problems)
+    assert serve(path, keyring, retention, times, read_only=False) == truth
+
+
+@pytest.mark.parametrize("kind", ["segment", "snapshot", "high-water", "index", "timeindex", "retention-anchor"])
+def test_every_byte_flip_is_detected_or_harmless(original, work, quick_fsync, kind):
+    """Each flip of each byte: verify and both opens refuse it, or both opens serve the untouched state."""
+    path = original[0]
+    names = [n for n in tampered_files(path) if _kind(n) == kind]
+    assert names, f"the store has no {kind} file"
+    for name in names:
+        verdicts = flip_every_byte(original, work, name)
+        bad = {v: at[:5] for v, at in verdicts.items() if v not in ("detected", "harmless")}
+        assert not bad, f"{name}: {bad}"
+        if kind in ("segment", "high-water", "retention-anchor"):
+            assert set(verdicts) == {"detected"}, f"{name}: {({v: len(at) for v, at in verdicts.items()})}"
+
+
+def _kind(name: str) -> str:
+    if name.endswith(".log"):
+        return "segment"
+    if name.endswith(".avro"):
+        return "snapshot"
+    return Path(name).suffix.lstrip(".") or Path(name).name
