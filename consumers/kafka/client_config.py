@@ -1,60 +1,95 @@
-"""Kafka client settings: a ``--command-config`` properties file, and merging with ours.
+"""Kafka client settings for the Kafka jobs: a ``--command-config`` file as librdkafka settings.
 
-The file is the one Kafka's own tools take: one ``key=value`` per line,
-blank lines and lines starting with ``#`` or ``!`` ignored, whitespace
-around keys and values trimmed.  Values are kept as strings (librdkafka
-accepts strings for every setting).  A line that is not ``key=value``
-raises ``ClientConfigError`` naming the file and line number.
+The file is the one Kafka's own tools take, read by the one properties parser
+(core.wire.client_config.load_properties, a real java.util.Properties reader). Kafka's JVM client
+settings that librdkafka spells differently are translated:
+
+- ``sasl.jaas.config`` with PlainLoginModule or ScramLoginModule: its ``username`` and ``password``
+  become ``sasl.username`` / ``sasl.password`` (Kafka's JaasConfig syntax);
+- ``ssl.endpoint.identification.algorithm=`` (empty: no host-name check) becomes ``none``;
+- PEM given inline (``ssl.truststore.certificates``, ``ssl.keystore.certificate.chain``,
+  ``ssl.keystore.key``) becomes ``ssl.ca.pem``, ``ssl.certificate.pem``, ``ssl.key.pem``.
+
+A JVM-only key with no librdkafka equivalent (JKS/PKCS12 stores, Java classes, serializers) is
+refused with ClientConfigError naming it and what to use instead. Other keys pass through unchanged
+(librdkafka takes most of Kafka's names, e.g. ``security.protocol``, ``sasl.mechanism``,
+``ssl.ca.location``, ``client.id``). Values stay strings; no error ever quotes a value.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 
-from events.errors import InvalidValueError
+from core.wire.client_config import (
+    PLAIN_LOGIN_MODULE,
+    SCRAM_LOGIN_MODULE,
+    ClientConfigError,
+    load_properties,
+    parse_jaas_config,
+)
 
-__all__ = ["ClientConfigError", "client_settings", "parse_client_config", "read_client_config"]
+__all__ = ["JVM_ONLY", "ClientConfigError", "client_settings", "librdkafka_settings", "read_client_config"]
+
+_PEM = "librdkafka reads PEM files: convert the store (keytool / openssl) and set "
+JVM_ONLY: Mapping[str, str] = {
+    "ssl.truststore.location": _PEM + "ssl.ca.location",
+    "ssl.truststore.password": _PEM + "ssl.ca.location (a PEM CA file has no password)",
+    "ssl.truststore.type": _PEM + "ssl.ca.location",
+    "ssl.keystore.location": _PEM + "ssl.certificate.location and ssl.key.location",
+    "ssl.keystore.password": _PEM + "ssl.key.password for the PEM key",
+    "ssl.keystore.type": _PEM + "ssl.certificate.location and ssl.key.location",
+    "ssl.trustmanager.algorithm": "librdkafka uses OpenSSL's verification; leave it out",
+    "ssl.keymanager.algorithm": "librdkafka uses OpenSSL; leave it out",
+    "ssl.protocol": "librdkafka negotiates the TLS version with OpenSSL; leave it out",
+    "ssl.enabled.protocols": "librdkafka negotiates the TLS version with OpenSSL; leave it out",
+    "ssl.engine.factory.class": "a Java class; librdkafka has ssl.engine.location for OpenSSL engines",
+    "sasl.login.callback.handler.class": "a Java class; librdkafka cannot load it",
+    "sasl.client.callback.handler.class": "a Java class; librdkafka cannot load it",
+    "sasl.login.class": "a Java class; librdkafka cannot load it",
+    "security.providers": "Java security providers; librdkafka uses OpenSSL",
+    "interceptor.classes": "Java classes; librdkafka cannot load them",
+    "metric.reporters": "Java classes; librdkafka reports statistics through statistics.interval.ms",
+    "key.serializer": "the Kafka jobs encode their own records; leave it out",
+    "value.serializer": "the Kafka jobs encode their own records; leave it out",
+    "key.deserializer": "the Kafka jobs decode their own records; leave it out",
+    "value.deserializer": "the Kafka jobs decode their own records; leave it out",
+    "default.api.timeout.ms": "use the command's --timeout",
+}
+_RENAMED = {
+    "ssl.truststore.certificates": "ssl.ca.pem",
+    "ssl.keystore.certificate.chain": "ssl.certificate.pem",
+    "ssl.keystore.key": "ssl.key.pem",
+}
 
 
-class ClientConfigError(InvalidValueError):
-    """A client properties file or setting that cannot be used; the message says where."""
-
-
-def parse_client_config(text: str, source: str = "<client config>") -> dict[str, str]:
-    """Settings from properties text; ``source`` names it in errors."""
-    settings: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
+def librdkafka_settings(props: Mapping[str, str], source: str = "client settings") -> dict[str, str]:
+    """Kafka client properties as librdkafka settings; ClientConfigError naming every key without one."""
+    unsupported = sorted(key for key in props if key in JVM_ONLY)
+    if unsupported:
+        raise ClientConfigError(f"{source}: " + "; ".join(
+            f"{key} has no librdkafka equivalent ({JVM_ONLY[key]})" for key in unsupported))
+    out: dict[str, str] = {}
+    for key, value in props.items():
+        if key == "sasl.jaas.config":
             continue
-        key, sep, value = line.partition("=")
-        key = key.strip()
-        if not sep:
-            raise ClientConfigError(
-                f"{source}, line {number}: expected key=value, got {_shown(line)}"
-            )
-        if not key:
-            raise ClientConfigError(f"{source}, line {number}: a setting has no key before '='")
-        if any(c.isspace() for c in key):
-            raise ClientConfigError(
-                f"{source}, line {number}: key {key!r} contains whitespace"
-            )
-        settings[key] = value.strip()
-    return settings
+        if key == "ssl.endpoint.identification.algorithm" and not value.strip():
+            value = "none"  # Kafka's empty value turns the check off; librdkafka spells that 'none'
+        out[_RENAMED.get(key, key)] = value
+    if props.get("sasl.jaas.config"):
+        options = parse_jaas_config(props["sasl.jaas.config"], (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE))
+        if options.get("tokenauth", "false").lower() == "true":
+            raise ClientConfigError(f"{source}: sasl.jaas.config has tokenauth=true; librdkafka cannot log in "
+                                    "with a delegation token over SCRAM")
+        for option, key in (("username", "sasl.username"), ("password", "sasl.password")):
+            if option in options:
+                out.setdefault(key, options[option])  # an explicit sasl.username / sasl.password wins
+    return out
 
 
 def read_client_config(path: str | os.PathLike) -> dict[str, str]:
-    """Settings from a properties file (``--command-config``)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ClientConfigError(f"client config file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ClientConfigError(f"client config file {path} cannot be read: {exc}") from None
-    return parse_client_config(text, str(path))
+    """The librdkafka settings of a properties file (``--command-config``)."""
+    return librdkafka_settings(load_properties(path), source=os.fspath(path))
 
 
 def client_settings(
@@ -96,7 +131,3 @@ def _norm(key: str, value: object) -> str:
     if key in ("acks", "request.required.acks") and text == "-1":
         return "all"
     return text
-
-
-def _shown(line: str, limit: int = 60) -> str:
-    return repr(line if len(line) <= limit else line[:limit] + "...")

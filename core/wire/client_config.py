@@ -10,9 +10,11 @@ checks the broker's host name; empty or ``none`` does not), ``client.id``,
 ``request.timeout.ms`` and ``socket.connection.setup.timeout.ms``.  Other keys are
 ignored, as Kafka's tools ignore settings meant for other clients.
 
-The file format is Java's ``.properties`` (java.util.Properties.load): ``key=value``,
-``key: value`` or ``key value``, ``#``/``!`` comments, backslash line continuations and
-escapes.  Passwords never show in reprs or error messages.
+The file format is Java's ``.properties`` (java.util.Properties.load, read by the
+javaproperties library; UTF-8 where Java reads ISO-8859-1): ``key=value``, ``key: value`` or
+``key value``, ``#``/``!`` comments, backslash line continuations and escapes.  This is the one
+parser of client settings: the Kafka jobs (consumers.kafka.client_config) read theirs with it.
+Passwords never show in reprs or error messages.
 """
 
 from __future__ import annotations
@@ -22,9 +24,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from core.errors import SecmetaError
+import javaproperties
+
+from core.errors import InvalidValueError
 
 __all__ = [
+    "PLAIN_LOGIN_MODULE",
+    "SCRAM_LOGIN_MODULE",
     "SECURITY_PROTOCOLS",
     "ClientConfig",
     "ClientConfigError",
@@ -36,10 +42,11 @@ __all__ = [
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
-class ClientConfigError(SecmetaError, ValueError):
-    """Client settings that cannot be used (never quotes a secret)."""
+class ClientConfigError(InvalidValueError):
+    """Client settings that cannot be used (never quotes a secret); the one such error, Kafka jobs' included."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,78 +154,28 @@ def _millis(props: Mapping[str, str], key: str, default: int) -> int:
 
 # -- java.util.Properties ---------------------------------------------------------------
 
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
 
 def load_properties(path: str | os.PathLike) -> dict[str, str]:
-    """Read a Java ``.properties`` file (UTF-8)."""
+    """Read a Java ``.properties`` file (UTF-8); errors name the file, never a value."""
     try:
         with open(path, encoding="utf-8") as f:
-            return parse_properties(f.read())
+            text = f.read()
     except OSError as exc:
         raise ClientConfigError(f"cannot read client settings {os.fspath(path)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ClientConfigError(f"client settings {os.fspath(path)!r} are not UTF-8 text") from None
+    return parse_properties(text, source=os.fspath(path))
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text into a dict (later keys win)."""
-    out: dict[str, str] = {}
-    for line in _logical_lines(text):
-        key, value = _split_key(line)
-        out[_unescape(key)] = _unescape(value)
-    return out
-
-
-def _logical_lines(text: str):
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.lstrip(" \t\f")
-        if not pending and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            pending += line[:-1]
-            continue
-        yield pending + line
-        pending = ""
-    if pending:
-        yield pending
-
-
-def _split_key(line: str) -> tuple[str, str]:
-    i = 0
-    while i < len(line):
-        c = line[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c in "=: \t\f":
-            break
-        i += 1
-    key, rest = line[:i], line[i:]
-    rest = rest.lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t\f")
-    return key, rest
-
-
-def _unescape(text: str) -> str:
-    if "\\" not in text:
-        return text
-    out, i = [], 0
-    while i < len(text):
-        c = text[i]
-        if c != "\\" or i + 1 == len(text):
-            out.append(c)
-            i += 1
-            continue
-        n = text[i + 1]
-        if n == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2:i + 6]):
-            out.append(chr(int(text[i + 2:i + 6], 16)))
-            i += 6
-            continue
-        out.append(_ESCAPES.get(n, n))
-        i += 2
-    return "".join(out)
+def parse_properties(text: str, source: str = "client settings") -> dict[str, str]:
+    """Parse Java ``.properties`` text (java.util.Properties.load, by javaproperties); later keys win."""
+    try:
+        props = javaproperties.loads(text)
+    except ValueError as exc:  # a bad \uXXXX escape: the message quotes only the escape
+        raise ClientConfigError(f"{source}: {exc}") from None
+    if "" in props:
+        raise ClientConfigError(f"{source}: a setting has no key (a line starts with '=' or ':')")
+    return props
 
 
 # -- sasl.jaas.config -------------------------------------------------------------------
@@ -226,16 +183,18 @@ def _unescape(text: str) -> str:
 _JAAS_OPTION = re.compile(r'\s*([A-Za-z0-9_.-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;"]+)')
 
 
-def parse_jaas_config(text: str) -> dict[str, str]:
-    """The options of one ``ScramLoginModule required key="value" ...;`` entry (Kafka's JaasConfig).
+def parse_jaas_config(text: str, modules: tuple[str, ...] = (SCRAM_LOGIN_MODULE,)) -> dict[str, str]:
+    """The options of one ``<LoginModule> required key="value" ...;`` entry (Kafka's JaasConfig).
 
-    Only SCRAM's login module is understood; an error names what is wrong, never a value.
+    Only the login modules in ``modules`` are accepted (secmeta's own client speaks SCRAM only);
+    an error names what is wrong, never a value.
     """
     m = re.match(r"\s*([A-Za-z0-9_.$]+)\s+(required|requisite|sufficient|optional)\b", text)
     if not m:
         raise ClientConfigError("cannot parse sasl.jaas.config: expected '<LoginModule> required key=\"value\" ...;'")
-    if m.group(1) != SCRAM_LOGIN_MODULE:
-        raise ClientConfigError(f"sasl.jaas.config names {m.group(1)}; only {SCRAM_LOGIN_MODULE} is supported")
+    if m.group(1) not in modules:
+        raise ClientConfigError(f"sasl.jaas.config names {m.group(1)}; only {' or '.join(modules)} "
+                                f"{'is' if len(modules) == 1 else 'are'} supported here")
     options: dict[str, str] = {}
     pos = m.end()
     while True:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from consumers.kafka.client_config import ClientConfigError, parse_client_config, read_client_config
+from consumers.kafka.client_config import ClientConfigError
 from consumers.kafka.follower import Follower
 from consumers.kafka.publisher import Publisher, PublisherError, TopicError
 from consumers.kafka.wire import HEADER_HISTORY_OFFSET, decode_message, header_map, message_offset
@@ -308,35 +308,6 @@ def test_acks_minus_one_is_accepted_as_all(store, store_dir, keyring, kafka_boot
     assert [message_offset(headers) for _, _, _, headers in read_topic(kafka_bootstrap, history)] == [0, 1, 2]
     with pytest.raises(ClientConfigError, match="client setting acks=1 is not allowed here: it must be all"):
         Publisher(store_dir, keyring, kafka_bootstrap, client_config={"acks": "1"})
-
-
-def test_command_config_reads_key_value_lines(tmp_path):
-    """key=value lines are read; comments and blank lines are skipped; values keep inner '='."""
-    path = tmp_path / "client.properties"
-    path.write_text("# SASL\n\nsecurity.protocol = SASL_SSL\n! old style comment\n"
-                    "sasl.jaas.config=org.Foo required username=\"a\";\n")
-    assert read_client_config(path) == {
-        "security.protocol": "SASL_SSL", "sasl.jaas.config": "org.Foo required username=\"a\";"}
-
-
-def test_command_config_error_names_the_line(tmp_path):
-    """A line without '=' is reported with the file and its line number."""
-    path = tmp_path / "bad.properties"
-    path.write_text("acks=all\n# fine\nlinger.ms 5\n")
-    with pytest.raises(ClientConfigError, match=r"bad.properties, line 3: expected key=value"):
-        read_client_config(path)
-
-
-def test_command_config_empty_key_names_the_line():
-    """'=value' has no key: the error names the line."""
-    with pytest.raises(ClientConfigError, match="line 2: a setting has no key"):
-        parse_client_config("a=1\n=2\n", "x")
-
-
-def test_command_config_missing_file_is_a_clear_error(tmp_path):
-    """A missing --command-config file is named."""
-    with pytest.raises(ClientConfigError, match="does not exist"):
-        read_client_config(tmp_path / "nope.properties")
 
 
 def test_unreachable_broker_is_logged(store, store_dir, keyring, caplog):
