@@ -8,6 +8,8 @@ users, so the CLI starts without the extra and explains what to install.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import signal
 import sys
 import threading
@@ -15,6 +17,9 @@ import time
 
 from core.cli.common import add_store_options, keyring, store_path
 from core.cli.plugins import Commands
+from core.cli.progress import Progress
+
+DEFAULT_TIMEOUT = 30.0
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -29,6 +34,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_store_options(pub)
     _client_options(pub)
     pub.add_argument("--once", action="store_true", help="publish what is logged now, then exit")
+    _timeout(pub, "with --once: give up after this many seconds, exit 1 naming what is left unpublished")
     pub.set_defaults(func=publish_cmd)
 
     fol = sub.add_parser("follow", help="rebuild the store's image from the history topic (until stopped)",
@@ -38,6 +44,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     fol.add_argument("--checkpoint-dir", required=True, metavar="DIR", help="where the follower keeps its checkpoint and dead letters")
     fol.add_argument("--bootstrap-from-state", action="store_true", help="start from the compacted state topic")
     fol.add_argument("--once", action="store_true", help="catch up to the topic's end, print a summary, exit")
+    _timeout(fol, "give up reading the state topic, or catching up with --once, after this many seconds "
+                  "(exit 1 naming why)")
     fol.set_defaults(func=follow_cmd)
 
     audit = commands.add_parser("audit", help="stream audit records and alerts from the history topic",
@@ -73,6 +81,37 @@ def _client_options(parser: argparse.ArgumentParser, *, state_topic: bool = True
     parser.add_argument("--command-config", metavar="FILE", help="extra client settings (key=value lines, as Kafka's tools)")
 
 
+def _timeout(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=what)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
+    return value
+
+
+@contextlib.contextmanager
+def _quiet_clients():
+    """librdkafka's log as one line per problem (ClientProblems); our own warnings as one line each."""
+    from consumers.kafka.client_log import ClientProblems
+
+    ours = logging.getLogger("secmeta")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("secmeta: %(message)s"))
+    handler.setLevel(logging.WARNING)
+    ours.addHandler(handler)
+    try:
+        with ClientProblems() as problems:
+            yield problems
+    finally:
+        ours.removeHandler(handler)
+
+
 def _client_config(args: argparse.Namespace) -> dict:
     from consumers.kafka.client_config import read_client_config
 
@@ -86,47 +125,67 @@ def _stop_on_signals() -> threading.Event:
     return stop
 
 
-def _progress(status) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {status.stage}: published up to offset {status.checkpoint} "
-          f"of {status.log_end} (lag {status.lag}) {status.message}", file=sys.stderr, flush=True)
-
-
 def publish_cmd(args: argparse.Namespace) -> int:
-    from consumers.kafka.publisher import Publisher
+    from consumers.kafka.publisher import Publisher, PublisherError
 
-    publisher = Publisher(store_path(args), keyring(args), args.bootstrap_server, history_topic=args.history_topic,
-                          state_topic=args.state_topic, client_config=_client_config(args), progress=_progress)
-    try:
-        if args.once:
-            count = publisher.publish_available()
-            print(f"published {count} events to {args.history_topic} and {args.state_topic}")
-        else:
-            publisher.run(_stop_on_signals())
-    finally:
-        publisher.close()
+    with _quiet_clients() as problems, Progress("publish", unit="events") as progress:
+        trouble = []  # the latest reason the publisher gave for not getting on
+
+        def report(status) -> None:
+            if status.stage in ("broker unreachable", "delivery failed"):
+                trouble[:] = [status.message]
+            progress.update(status.checkpoint, status.log_end)
+
+        publisher = Publisher(store_path(args), keyring(args), args.bootstrap_server,
+                              history_topic=args.history_topic, state_topic=args.state_topic,
+                              client_config=_client_config(args), progress=report)
+        try:
+            if not args.once:
+                publisher.run(_stop_on_signals())
+                return 0
+            start, end = publisher.checkpoint, publisher.log_end
+            count = publisher.publish_available(timeout=args.timeout)
+        finally:
+            publisher.close(timeout=1.0 if publisher.checkpoint < publisher.log_end else 5.0)
+        if publisher.checkpoint < end:  # the client's log is in now that close has served it
+            why = problems.reason() or (trouble[0] if trouble else "the broker did not confirm them")
+            raise PublisherError(
+                f"published {count} of {end - start} events to {args.history_topic} and {args.state_topic} "
+                f"in {args.timeout:g} s, then gave up: {why}. Nothing is lost: the next run resumes at "
+                f"log offset {publisher.checkpoint} (raise --timeout to wait longer)")
+    print(f"published {count} events to {args.history_topic} and {args.state_topic}")
     return 0
 
 
 def follow_cmd(args: argparse.Namespace) -> int:
-    from consumers.kafka.follower import Follower
+    from consumers.kafka.follower import Follower, FollowerError
 
-    follower = Follower(args.bootstrap_server, history_topic=args.history_topic, state_topic=args.state_topic,
-                        checkpoint_dir=args.checkpoint_dir, client_config=_client_config(args))
-    try:
-        if args.bootstrap_from_state:
-            follower.bootstrap_from_state_topic()
-        if args.once:
-            follower.catch_up()
-        else:
-            stop = _stop_on_signals()
-            while not stop.is_set():
-                if follower.poll(1.0):
-                    print(f"applied up to log offset {follower.applied_offset}", file=sys.stderr, flush=True)
-        image = follower.image
-        print(f"follower at log offset {follower.applied_offset}: {len(image.scram)} users, {len(image.acls)} ACLs, "
-              f"{len(image.tokens)} tokens; skipped {follower.skipped} messages that were not ours")
-    finally:
-        follower.close()
+    with _quiet_clients() as problems, Progress("follow", unit="messages") as progress:
+        deadline = time.monotonic() + args.timeout
+        follower = Follower(args.bootstrap_server, history_topic=args.history_topic, state_topic=args.state_topic,
+                            checkpoint_dir=args.checkpoint_dir, client_config=_client_config(args))
+        try:
+            if args.bootstrap_from_state:
+                loaded = follower.bootstrap_from_state_topic(timeout=args.timeout)
+                progress.note(f"{loaded} entities from {args.state_topic} up to log offset "
+                              f"{follower.applied_offset}")
+            caught_up = not args.once or follower.catch_up(timeout=max(0.1, deadline - time.monotonic()),
+                                                            progress=progress.update)
+            if not args.once:
+                stop = _stop_on_signals()
+                while not stop.is_set():
+                    if follower.poll(1.0):
+                        progress.update(follower.applied_offset + 1)
+        finally:
+            follower.close()
+        if not caught_up:  # the client's log is in now that close has served it
+            why = problems.reason() or "the history topic did not reach its end"
+            raise FollowerError(
+                f"could not catch up with {args.history_topic} in {args.timeout:g} s: {why}. The image "
+                f"stays at log offset {follower.applied_offset} (raise --timeout to wait longer)")
+    image = follower.image
+    print(f"follower at log offset {follower.applied_offset}: {len(image.scram)} users, {len(image.acls)} ACLs, "
+          f"{len(image.tokens)} tokens; skipped {follower.skipped} messages that were not ours")
     return 0
 
 

@@ -25,12 +25,13 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from consumers.kafka.client_config import client_settings
+from consumers.kafka.client_log import LIBRDKAFKA_LOGGER
 from consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
     NotOurMessage,
@@ -50,7 +51,7 @@ from projections.image import SecurityDelta, SecurityImage, SecurityProjection
 from projections.image_snapshot import SecurityImageSnapshot
 from projections.snapshot import SnapshotError, list_snapshots, read_snapshot, write_snapshot
 
-__all__ = ["CHECKPOINT_FILE", "DEAD_LETTER_FILE", "Follower", "FollowerError", "HistoryGapError"]
+__all__ = ["CHECKPOINT_FILE", "DEAD_LETTER_FILE", "Follower", "FollowerError", "HistoryGapError", "StateGapError"]
 
 CHECKPOINT_FILE = "follower.json"
 DEAD_LETTER_FILE = "dead-letter.jsonl"
@@ -63,6 +64,10 @@ _PROJECTION = SecurityProjection()
 
 class FollowerError(SecmetaError):
     """The follower cannot start or go on as configured (the message says why)."""
+
+
+class StateGapError(FollowerError):
+    """The state topic cannot give the whole image: records were deleted, or it names no history position."""
 
 
 class HistoryGapError(FollowerError):
@@ -110,7 +115,7 @@ class Follower:
                 "group.id": group_id or f"secmeta-follower-{uuid.uuid4().hex}",
                 "auto.offset.reset": "earliest",
                 "fetch.wait.max.ms": 100,  # a standby wants new events soon, not in 500 ms batches
-                "logger": logging.getLogger("secmeta.kafka.librdkafka"),
+                "logger": logging.getLogger(LIBRDKAFKA_LOGGER),
             },
             enforced={"enable.auto.commit": False, "enable.auto.offset.store": False},
         )
@@ -216,7 +221,7 @@ class Follower:
             f"history topic {self.history_topic} jumps from log offset {last} to {found} at Kafka offset "
             f"{kafka_offset}: events {last + 1}..{found - 1} are missing (deleted by retention, or "
             "published elsewhere); the image stays at offset "
-            f"{last}: rebuild it with bootstrap_from_state_topic()"
+            f"{last}: rebuild it from the state topic with `secmeta kafka follow --bootstrap-from-state`"
         )
         logger.error("%s", message)
         raise HistoryGapError(message, last=last, found=found, kafka_offset=kafka_offset)
@@ -242,8 +247,11 @@ class Follower:
                                                       timeout=5.0, cached=False)
         return high <= low
 
-    def catch_up(self, timeout: float = 30.0) -> bool:
-        """Apply everything up to the history topic's current high watermark; False if ``timeout`` ran out."""
+    def catch_up(self, timeout: float = 30.0, progress: Callable[[int, int], None] | None = None) -> bool:
+        """Apply everything up to the history topic's current high watermark; False if ``timeout`` ran out.
+
+        ``progress(position, high)`` is called after each batch with the Kafka offsets.
+        """
         deadline = time.monotonic() + timeout
         high = None
         while high is None:
@@ -259,6 +267,8 @@ class Follower:
             if remaining <= 0:
                 return False
             self.poll(min(0.5, remaining))
+            if progress is not None and self.position is not None:
+                progress(self.position, high)
         return True
 
     # -- dead letters --------------------------------------------------------------------
@@ -365,10 +375,13 @@ class Follower:
             delta = SecurityDelta(SecurityImage.EMPTY)
             delta.replay_all(live)
             self.image = delta.apply(newest + 1)
-        self.position = history_at
         if history_at is None and newest >= 0:
-            logger.warning("the state topic records no history position: following %s from its beginning",
-                           self.history_topic)
+            raise StateGapError(
+                f"the state topic {self.state_topic} holds events up to log offset {newest} but records no "
+                f"position in {self.history_topic} ({HEADER_HISTORY_OFFSET} header), so the follower cannot "
+                "tell where the history continues: it was not written by `secmeta kafka publish`; follow "
+                "the whole history instead (without --bootstrap-from-state)")
+        self.position = history_at
         self._assign()
         self.checkpoint()
         logger.info("bootstrapped %d entities from %s at log offset %d", len(live), self.state_topic, newest)
@@ -382,6 +395,15 @@ class Follower:
             low, high = consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
         except KafkaException as exc:
             raise FollowerError(f"cannot read the state topic {self.state_topic}: {exc.args[0].str()}") from None
+        if low > 0:
+            # Compaction never moves a partition's log start offset; retention and DeleteRecords do
+            # (Kafka's storage/.../internals/log/LogStartOffsetIncrementReason.java: SegmentDeletion,
+            # ClientRecordDeletion), and the records they drop may be the only ones left for some entities.
+            raise StateGapError(
+                f"the state topic {self.state_topic} starts at Kafka offset {low}, not 0: records before it "
+                "were deleted (retention or DeleteRecords), so entities whose newest change was among them "
+                "would be missing; the state topic must be cleanup.policy=compact only. Follow the whole "
+                "history instead (without --bootstrap-from-state) if it is complete")
         latest: dict[bytes, Envelope | None] = {}
         offsets: dict[bytes, int] = {}
         newest, history_at = -1, None

@@ -35,6 +35,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from consumers.kafka.client_config import client_settings
+from consumers.kafka.client_log import LIBRDKAFKA_LOGGER
 from consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
     encode_message,
@@ -242,7 +243,7 @@ class Publisher:
         self.progress = progress
         self._settings = client_settings(
             bootstrap, client_config,
-            defaults={"linger.ms": 5, "logger": logging.getLogger("secmeta.kafka.librdkafka")},
+            defaults={"linger.ms": 5, "logger": logging.getLogger(LIBRDKAFKA_LOGGER)},
             enforced={"enable.idempotence": True, "acks": "all"},
         )
         self._admin_settings = {k: v for k, v in self._settings.items()

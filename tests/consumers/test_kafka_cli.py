@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
+from consumers.kafka.wire import encode_message
 from core.cli import main
-from tests.consumers.conftest import random_workload
+from events.codec import EventCodec
+from tests.clientkit import refusing_port
+from tests.consumers.conftest import produce_raw, random_workload
+from tests.logkit import acl_created
+from tests.storekit import ADMIN
+
+CODEC = EventCodec()
 
 
 @pytest.fixture
@@ -62,3 +73,86 @@ def test_audit_rules_file_errors_are_named(kafka_bootstrap, tmp_path, capsys):
     code = main(["audit", "run", "--once", "--bootstrap-server", kafka_bootstrap, "--history-topic", "h",
                  "--rules", str(rules), "--audit-file", str(tmp_path / "a"), "--alerts-file", str(tmp_path / "b")])
     assert code == 2 and "threshhold" in capsys.readouterr().err
+
+
+# -- bounded jobs against an unreachable broker, librdkafka's log summarised ------------------------
+
+
+def _secmeta(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The CLI in its own process, as a user runs it (stderr is the terminal's, not a logger's)."""
+    return subprocess.run([sys.executable, "-m", "core.cli", *argv], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120)
+
+
+def test_publish_once_to_an_unreachable_broker_gives_up_at_the_timeout(env, store_dir, tmp_path):
+    """publish --once exits 1 after --timeout naming what is left and why, with one line per client problem;
+    the checkpoint does not move, so the next run resumes where this one was."""
+    with refusing_port() as port:
+        ran = _secmeta("kafka", "publish", "--once", "--store", str(store_dir), "--bootstrap-server",
+                       f"127.0.0.1:{port}", "--timeout", "2", env={"SECMETA_KEY_FILE": os.environ["SECMETA_KEY_FILE"]})
+    assert (ran.returncode, ran.stdout) == (1, "")
+    lines = ran.stderr.splitlines()
+    assert lines[-1].startswith(f"secmeta: error: published 0 of {env.log.end_offset} events to secmeta.history "
+                                "and secmeta.state in 2 s, then gave up: ")
+    assert f"Connect to ipv4#127.0.0.1:{port} failed: Connection refused" in lines[-1]
+    assert "the next run resumes at log offset 0" in lines[-1]
+    client_lines = [line for line in lines if line.startswith("kafka: ")]
+    assert client_lines == [f"kafka: 127.0.0.1:{port}/bootstrap: Connect to ipv4#127.0.0.1:{port} failed: "
+                            "Connection refused"]
+    assert len(lines) <= 4 and "Traceback" not in ran.stderr
+    assert not (store_dir / "kafka-publisher.json").exists()
+
+
+def test_follow_once_from_an_unreachable_broker_fails_instead_of_an_empty_image(tmp_path):
+    """follow --once that cannot read the history exits 1 saying so, instead of 0 with an empty image."""
+    with refusing_port() as port:
+        ran = _secmeta("kafka", "follow", "--once", "--checkpoint-dir", str(tmp_path / "f"), "--bootstrap-server",
+                       f"127.0.0.1:{port}", "--timeout", "2", env={})
+    assert (ran.returncode, ran.stdout) == (1, "")
+    lines = ran.stderr.splitlines()
+    assert lines[-1].startswith("secmeta: error: could not catch up with secmeta.history in 2 s: ")
+    assert "Connection refused" in lines[-1] and "stays at log offset -1" in lines[-1]
+    assert [line for line in lines if line.startswith("kafka: ")] == [
+        f"kafka: 127.0.0.1:{port}/bootstrap: Connect to ipv4#127.0.0.1:{port} failed: Connection refused"]
+    assert len(lines) <= 4 and "Traceback" not in ran.stderr
+
+
+def test_timeout_must_be_a_positive_number_of_seconds(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["kafka", "follow", "--once", "--checkpoint-dir", "d", "--bootstrap-server", "h:1", "--timeout", "0"])
+    assert exit_.value.code == 2 and "must be a positive number of seconds, not 0" in capsys.readouterr().err
+
+
+# -- gaps name the CLI option ----------------------------------------------------------------------
+
+
+def test_a_gap_in_the_history_fails_naming_the_cli_option(store, kafka_bootstrap, topics, tmp_path, capsys):
+    """follow --once over a history missing log offsets 3..4 exits 1 and points to --bootstrap-from-state."""
+    store.create_acls([acl_created(i).event.binding for i in range(6)], context=ADMIN)
+    history = topics("cli-gapped")
+    envelopes = list(store.log.read())
+    produce_raw(kafka_bootstrap, history, [encode_message(CODEC, envelopes[i]) for i in (0, 1, 2, 5)])
+    code = main(["kafka", "follow", "--once", "--checkpoint-dir", str(tmp_path / "f"), "--bootstrap-server",
+                 kafka_bootstrap, "--history-topic", history, "--timeout", "30"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, "")
+    assert "events 3..4 are missing" in err and "`secmeta kafka follow --bootstrap-from-state`" in err
+    assert "bootstrap_from_state_topic" not in err
+
+
+def test_bootstrap_from_a_state_topic_without_history_positions_fails(store, kafka_bootstrap, topics, tmp_path,
+                                                                      capsys):
+    """A state topic that does not say where the history continues cannot give a trustworthy image:
+    --bootstrap-from-state exits 1 naming the topic, instead of reporting a partial image."""
+    store.create_acls([acl_created(i).event.binding for i in range(6)], context=ADMIN)
+    history, state = topics("cli-history"), topics("cli-state")
+    envelopes = list(store.log.read())
+    produce_raw(kafka_bootstrap, history, [encode_message(CODEC, env) for env in envelopes])
+    produce_raw(kafka_bootstrap, state, [encode_message(CODEC, envelopes[i]) for i in (0, 5)])
+    code = main(["kafka", "follow", "--once", "--bootstrap-from-state", "--checkpoint-dir", str(tmp_path / "f"),
+                 "--bootstrap-server", kafka_bootstrap, "--history-topic", history, "--state-topic", state])
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, "")
+    assert err.startswith(f"secmeta: error: the state topic {state} holds events up to log offset 5 but records "
+                          f"no position in {history}")
+    assert "without --bootstrap-from-state" in err
