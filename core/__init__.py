@@ -8,8 +8,34 @@ from core.errors import (
     ApiError,
     ApiException,
     ClusterAuthorizationException,
+    CorruptLogError,
+    DelegationTokenAuthorizationException,
+    DelegationTokenDisabledException,
+    DelegationTokenExpiredException,
+    DelegationTokenNotFoundException,
+    DelegationTokenOwnerMismatchException,
+    DuplicateResourceException,
     ErrorCode,
+    IllegalSaslStateException,
+    InvalidPrincipalTypeException,
+    InvalidRequestException,
+    InvalidValueError,
+    NewerFormatError,
+    NotAStoreError,
+    NotControllerException,
+    PointInTimeError,
+    QueryError,
+    ResourceNotFoundException,
+    SaslAuthenticationException,
     SecmetaError,
+    SecurityDisabledException,
+    StoreError,
+    StoreLockedError,
+    UnacceptableCredentialException,
+    UnknownServerErrorException,
+    UnsupportedByAuthenticationException,
+    UnsupportedSaslMechanismException,
+    UnsupportedVersionException,
 )
 from core.types import (
     DelegationToken,
@@ -20,6 +46,9 @@ from core.types import (
     UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
 )
+from core.validation import FieldError
+from events.errors import KeyringError, SealedSecretError, UnknownKeyError
+from events.keyring import Keyring
 from events.types import (
     AccessControlEntry,
     AccessControlEntryFilter,
@@ -34,14 +63,24 @@ from events.types import (
     ScramMechanism,
 )
 
+# These pull in every layer; each is imported on first use so `import core` stays cheap for
+# tools that only need the types.
+_LAZY = {
+    "SecurityStore": "core.store",
+    "StoreView": "core.view",
+    "HistoryEntry": "core.history",
+    "Diff": "core.history",
+    "Grant": "core.forensics",
+    "Interval": "core.forensics",
+    "Point": "core.timetravel",
+}
+
 
 def __getattr__(name: str):
-    # SecurityStore pulls in every layer; import it on first use so `import core`
-    # stays cheap for tools that only need the types.
-    if name == "SecurityStore":
-        from core.store import SecurityStore
+    if name in _LAZY:
+        import importlib
 
-        return SecurityStore
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'core' has no attribute {name!r}")
 
 
@@ -55,20 +94,57 @@ __all__ = [
     "ApiError",
     "ApiException",
     "ClusterAuthorizationException",
+    "CorruptLogError",
     "DelegationToken",
+    "DelegationTokenAuthorizationException",
+    "DelegationTokenDisabledException",
+    "DelegationTokenExpiredException",
+    "DelegationTokenNotFoundException",
+    "DelegationTokenOwnerMismatchException",
     "DeleteAclsResult",
+    "Diff",
+    "DuplicateResourceException",
     "ErrorCode",
+    "FieldError",
+    "Grant",
+    "HistoryEntry",
+    "IllegalSaslStateException",
+    "Interval",
+    "InvalidPrincipalTypeException",
+    "InvalidRequestException",
+    "InvalidValueError",
+    "Keyring",
+    "KeyringError",
+    "NewerFormatError",
+    "NotAStoreError",
+    "NotControllerException",
     "PasswordPolicy",
     "PatternType",
+    "Point",
+    "PointInTimeError",
+    "QueryError",
     "RequestContext",
+    "ResourceNotFoundException",
     "ResourcePattern",
     "ResourcePatternFilter",
     "ResourceType",
+    "SaslAuthenticationException",
     "ScramCredentialInfo",
     "ScramMechanism",
+    "SealedSecretError",
     "SecmetaError",
+    "SecurityDisabledException",
     "SecurityStore",
     "StoreConfig",
+    "StoreError",
+    "StoreLockedError",
+    "StoreView",
+    "UnacceptableCredentialException",
+    "UnknownKeyError",
+    "UnknownServerErrorException",
+    "UnsupportedByAuthenticationException",
+    "UnsupportedSaslMechanismException",
+    "UnsupportedVersionException",
     "UserScramCredentialDeletion",
     "UserScramCredentialUpsertion",
     "UserScramCredentialsDescription",
