@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import tomllib
 from collections import deque
@@ -70,6 +71,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from core import validation
 from events.errors import InvalidValueError
 from events.records import (
     AclCreated,
@@ -417,7 +419,7 @@ class AuditRules:
 def _parse_operations(value: Any, where: str) -> frozenset[AclOperation]:
     names = _string_list(value, where)
     try:
-        return frozenset(AclOperation.parse(n) for n in names)
+        return frozenset(validation.enum_value(AclOperation, n, "operation", concrete=True) for n in names)
     except ValueError as exc:
         raise RulesFileError(f"{where}: {exc}") from None
 
@@ -429,7 +431,11 @@ def _string_list(value: Any, where: str) -> list[str]:
 
 
 def _parse_principals(value: Any, where: str) -> frozenset[str]:
-    return frozenset(_string_list(value, where))
+    """Type:Name principals: a bare name would never equal an actor, so the rule would never apply."""
+    try:
+        return frozenset(validation.principal(p) for p in _string_list(value, where))
+    except ValueError as exc:
+        raise RulesFileError(f"{where}: {exc}") from None
 
 
 def _parse_users(value: Any, where: str) -> frozenset[str]:
@@ -449,7 +455,7 @@ def _parse_threshold(value: Any, where: str) -> int:
 
 
 def _parse_seconds(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         raise RulesFileError(f"{where}: expected a number of seconds > 0, got {value!r}")
     return value
 

@@ -448,6 +448,22 @@ def test_unknown_operation_is_an_error():
         parse_rules({"wildcard_grant": {"operations": ["WRTIE"]}}, "f.toml")
 
 
+@pytest.mark.parametrize("rule, key, value, problem", [
+    ("super_user_change", "trusted_actors", ["alice"], "not of the form Type:Name"),
+    ("super_user_change", "trusted_actors", ["User:ops\nUser:x"], "control character"),
+    ("wildcard_grant", "operations", ["ANY"], "not ANY"),
+    ("mass_deletion", "window_seconds", float("nan"), "number of seconds"),
+    ("mass_deletion", "window_seconds", float("inf"), "number of seconds"),
+    ("mass_deletion", "enabled", "false", "true or false"),
+])
+def test_values_that_would_silently_never_apply_are_errors(rule, key, value, problem):
+    """A bare actor name (never equal to a Type:Name actor), ANY, NaN or infinite seconds, "false" for a bool:
+    each is refused naming the rule and key, instead of a rule that quietly never fires."""
+    with pytest.raises(RulesFileError, match=rf"f\.toml: \[{rule}\] {key}") as info:
+        parse_rules({rule: {key: value}}, "f.toml")
+    assert problem in str(info.value)
+
+
 def test_unknown_severity_is_an_error():
     """A severity outside low/medium/high/critical is rejected."""
     with pytest.raises(RulesFileError, match="severity"):
