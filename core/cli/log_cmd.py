@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
+import dataclasses
 
-from core.cli.common import add_store_options, iso_time, keyring, print_table, store_path
+from core.cli.common import (
+    add_json_option,
+    add_store_options,
+    emit,
+    emit_json,
+    iso_time,
+    keyring,
+    store_path,
+)
+from core.cli.forensics_cmd import EVENT_COLUMNS
+from core.cli.progress import Progress
 from core.config import StoreConfig
 from core.log import Log, VerifyReport, verify_log
 from core.log.recover import truncate_after
@@ -26,15 +35,19 @@ def register(commands: argparse._SubParsersAction) -> None:
     dump = sub.add_parser("dump", help="print logged events (secrets redacted)",
                           description="Print logged events with offset, time, actor and payload. Secret material is never shown.")
     add_store_options(dump)
-    dump.add_argument("--from", dest="start", type=int, default=0, metavar="OFFSET", help="first offset (default 0)")
-    dump.add_argument("--to", dest="end", type=int, default=None, metavar="OFFSET", help="stop before this offset")
-    dump.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    dump.add_argument("--from-offset", dest="start", type=int, default=0, metavar="N", help="first offset")
+    dump.add_argument("--to-offset", dest="end", type=int, default=None, metavar="N",
+                      help="stop before this offset (default: the log's end)")
+    dump.add_argument("--from", dest="start", type=int, help=argparse.SUPPRESS)  # the old spellings
+    dump.add_argument("--to", dest="end", type=int, help=argparse.SUPPRESS)
+    add_json_option(dump)
     dump.set_defaults(func=dump_cmd)
 
     verify = sub.add_parser("verify", help="check every CRC, offset and the keyed hash chain",
                             description="Check every batch's CRC, offset continuity, the keyed hash chain and "
                                         "that snapshots agree with the log. Exit code 1 and the first bad offset on failure.")
     add_store_options(verify)
+    add_json_option(verify)
     verify.set_defaults(func=verify_cmd)
 
     recover = sub.add_parser(
@@ -55,25 +68,32 @@ def register(commands: argparse._SubParsersAction) -> None:
     snap.set_defaults(func=snapshot_cmd)
 
 
+LARGE_DUMP = 10_000  # events from which log dump shows its progress on stderr
+
+
 def dump_cmd(args: argparse.Namespace) -> int:
     with Log.open(store_path(args), keyring=keyring(args), read_only=True) as log:
-        rows = (redacted(env) for env in log.read(args.start, args.end))
+        total = max(0, (log.end_offset if args.end is None else min(args.end, log.end_offset)) - args.start)
+        rows = _with_progress((redacted(env) for env in log.read(args.start, args.end)), total)
         if args.json:
-            out = sys.stdout
-            out.write("[")
-            for n, row in enumerate(rows):
-                out.write(("," if n else "") + "\n  " + json.dumps(row, default=str))
-            out.write("\n]\n")
+            emit(({**r, "time": iso_time(r["timestamp_ms"])} for r in rows), [], json=True)
             return 0
-        print_table(
-            ["OFFSET", "TIME", "ACTOR", "HOST", "EVENT", "ENTITY", "DETAILS"],
-            (
-                [r["offset"], iso_time(r["timestamp_ms"]), r["actor_principal"], r["actor_host"],
-                 r["event_type"], r["entity_key"], _details(r["payload"])]
-                for r in rows
-            ),
-        )
+        emit(({**r, "time": iso_time(r["timestamp_ms"]), "details": _details(r["payload"])} for r in rows),
+             EVENT_COLUMNS)
     return 0
+
+
+def _with_progress(rows, total: int):
+    """The rows, reporting how many were read when there are enough for the wait to be noticed."""
+    if total < LARGE_DUMP:
+        yield from rows
+        return
+    with Progress("log dump", unit="events") as progress:
+        progress.update(0, total)
+        for count, row in enumerate(rows, 1):
+            if count % 1_000 == 0 or count == total:
+                progress.update(count)
+            yield row
 
 
 def _details(payload: dict) -> str:
@@ -82,6 +102,10 @@ def _details(payload: dict) -> str:
 
 def verify_cmd(args: argparse.Namespace) -> int:
     report, agreeing, problems = verify_store(store_path(args), keyring(args))
+    if args.json:
+        emit_json({**dataclasses.asdict(report), "snapshots_agreeing": agreeing if report.ok else 0,
+                   "snapshot_problems": problems})
+        return 0 if report.ok and not problems else 1
     print(report)
     if agreeing and report.ok:
         print(f"{agreeing} snapshot(s) agree with the log")

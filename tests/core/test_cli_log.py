@@ -56,14 +56,41 @@ def test_dump_prints_a_table_without_secrets(store, capsys):
 
 
 def test_dump_json_is_valid_and_ranged(store, capsys):
-    """--json prints a JSON array; --from/--to select offsets."""
+    """--json prints a JSON array with ISO-8601 times; --from-offset/--to-offset select offsets."""
     path, cred = store
-    assert run("log", "dump", "--store", str(path), "--json", "--from", "1", "--to", "4") == 0
+    assert run("log", "dump", "--store", str(path), "--json", "--from-offset", "1", "--to-offset", "4") == 0
     out = capsys.readouterr().out
     rows = json.loads(out)
     assert [r["offset"] for r in rows] == [1, 2, 3]
     assert rows[-1]["event_type"] == "ScramCredentialUpserted"
+    assert rows[-1]["time"] == "1970-01-01T00:00:02.000Z" and rows[-1]["timestamp_ms"] == 2_000
     assert not any(s in out for s in secret_texts(cred))
+    assert run("log", "dump", "--store", str(path), "--json", "--from", "1", "--to", "4") == 0  # the old spelling
+    assert json.loads(capsys.readouterr().out) == rows
+
+
+def test_a_large_dump_shows_its_progress_on_stderr(store, capsys, monkeypatch):
+    """Past LARGE_DUMP events, log dump reports on stderr (here, off a terminal: its last line); a small
+    dump prints nothing there, and stdout holds only the dump."""
+    from core.cli import log_cmd
+
+    path, _ = store
+    assert run("log", "dump", "--store", str(path), "--json") == 0
+    out, err = capsys.readouterr()
+    assert err == "" and len(json.loads(out)) == 4
+    monkeypatch.setattr(log_cmd, "LARGE_DUMP", 4)
+    assert run("log", "dump", "--store", str(path), "--json") == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)) == 4
+    assert err.startswith("log dump: 4/4 events (100%)") and err.count("\n") == 1
+
+
+def test_verify_json_reports_the_check(store, capsys):
+    """log verify --json: the report's fields, exit 0 when intact."""
+    assert run("log", "verify", "--store", str(store[0]), "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["ok"], report["events"], report["end_offset"], report["first_bad_offset"]) == (True, 4, 4, None)
+    assert report["snapshot_problems"] == []
 
 
 def test_verify_ok_exits_zero(store, capsys):
@@ -106,6 +133,9 @@ def test_verify_failure_exits_one_with_the_offset(store, capsys):
     seg.write_bytes(bytes(data))
     assert run("log", "verify", "--store", str(path)) == 1
     assert "FAILED at offset 3" in capsys.readouterr().out
+    assert run("log", "verify", "--store", str(path), "--json") == 1
+    report = json.loads(capsys.readouterr().out)
+    assert (report["ok"], report["first_bad_offset"]) == (False, 3)
 
 
 def test_snapshot_writes_a_file_verify_then_checks(store, capsys):
