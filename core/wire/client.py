@@ -44,16 +44,11 @@ from core.types import (
 )
 from core.wire import convert
 from core.wire.client_config import ClientConfig, ClientConfigError
-from core.wire.codec import build, request_class
+from core.wire.codec import ApiKey, build, request_class
 from core.wire.connection import BrokerConnectionError, Connection
 from events.types import AclBinding, AclBindingFilter
 
 __all__ = ["BrokerConnectionError", "ClientConfig", "ClientConfigError", "Connection", "RemoteAdmin"]
-
-DESCRIBE_ACLS, CREATE_ACLS, DELETE_ACLS = 29, 30, 31
-CREATE_TOKEN, RENEW_TOKEN, EXPIRE_TOKEN, DESCRIBE_TOKENS = 38, 39, 40, 41
-DESCRIBE_SCRAM, ALTER_SCRAM = 50, 51
-
 
 def _raise_if_error(code: Any, message: str | None = None) -> None:
     error = convert.error_from(int(code), message)
@@ -115,14 +110,14 @@ class RemoteAdmin:
     def create_acls(self, bindings: Iterable[AclBinding], *, context: RequestContext | None = None) -> list[ApiError]:
         """Create ACLs; one ApiError per binding (CreateAcls)."""
         bindings = list(bindings)
-        response = self._call(CREATE_ACLS, creations=[convert.acl_creation_fields(b) for b in bindings])
+        response = self._call(ApiKey.CREATE_ACLS, creations=[convert.acl_creation_fields(b) for b in bindings])
         errors = [convert.error_from(r.error_code, r.error_message) for r in response.results]
         _raise_if_refused(errors, (not validate_binding(b) for b in bindings))
         return errors
 
     def describe_acls(self, filter: AclBindingFilter, *, context: RequestContext | None = None) -> list[AclBinding]:
         """The ACLs the filter selects (DescribeAcls)."""
-        response = self._call(DESCRIBE_ACLS, **convert.filter_fields(filter))
+        response = self._call(ApiKey.DESCRIBE_ACLS, **convert.filter_fields(filter))
         _raise_if_error(response.error_code, response.error_message)
         return convert.bindings_from_resources(response.resources)
 
@@ -130,7 +125,7 @@ class RemoteAdmin:
                     context: RequestContext | None = None) -> list[DeleteAclsResult]:
         """Delete the ACLs each filter matches; per filter its error and removed bindings (DeleteAcls)."""
         filters = list(filters)
-        response = self._call(DELETE_ACLS, filters=[convert.filter_fields(f) for f in filters])
+        response = self._call(ApiKey.DELETE_ACLS, filters=[convert.filter_fields(f) for f in filters])
         results = []
         for r in response.filter_results:
             error = convert.error_from(r.error_code, r.error_message)
@@ -143,7 +138,7 @@ class RemoteAdmin:
     def alter_user_scram_credentials(self, alterations: Iterable[UserScramCredentialAlteration], *,
                                      context: RequestContext | None = None) -> dict[str, ApiError]:
         """Upsert and delete SCRAM credentials; one ApiError per user (AlterUserScramCredentials)."""
-        response = self._call(ALTER_SCRAM, **convert.alter_request_fields(alterations))
+        response = self._call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, **convert.alter_request_fields(alterations))
         results = convert.alter_results_from(response.results)
         _raise_if_refused(list(results.values()))
         return results
@@ -152,7 +147,8 @@ class RemoteAdmin:
                                         context: RequestContext | None = None,
                                         ) -> dict[str, UserScramCredentialsDescription | ApiError]:
         """Mechanisms and iterations per user (DescribeUserScramCredentials; None = every user)."""
-        response = self._call(DESCRIBE_SCRAM, **convert.describe_users_fields(None if users is None else list(users)))
+        users = None if users is None else list(users)
+        response = self._call(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, **convert.describe_users_fields(users))
         _raise_if_error(response.error_code, response.error_message)
         return convert.describe_results_from(response.results)
 
@@ -162,31 +158,33 @@ class RemoteAdmin:
                                 renewers: Iterable[str] = (), max_lifetime_ms: int = -1) -> DelegationToken:
         """Issue a token (for ``owner``, default the login's principal); it carries its HMAC."""
         renewers = tuple(renewers)
-        if owner is not None and self._conn.version_for(CREATE_TOKEN) < 3:
+        if owner is not None and self._conn.version_for(ApiKey.CREATE_DELEGATION_TOKEN) < 3:
             raise UnsupportedVersionException(
                 f"broker {self.broker} cannot create a token for another owner (CreateDelegationToken v3 needed)")
         fields = convert.create_token_request_fields(owner, renewers, max_lifetime_ms)
-        response = self._call(CREATE_TOKEN, **fields)
+        response = self._call(ApiKey.CREATE_DELEGATION_TOKEN, **fields)
         _raise_if_error(response.error_code)
         return convert.token_from_create_response(response, renewers)
 
     def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1, *,
                                context: RequestContext | None = None) -> int:
         """Extend the token's expiry; the new expiry timestamp (RenewDelegationToken)."""
-        response = self._call(RENEW_TOKEN, hmac=bytes(hmac), renew_period=int(renew_period_ms))
+        response = self._call(ApiKey.RENEW_DELEGATION_TOKEN, hmac=bytes(hmac), renew_period=int(renew_period_ms))
         _raise_if_error(response.error_code)
         return convert.ms_from(response.expiry_timestamp)
 
     def expire_delegation_token(self, hmac: bytes, expiry_period_ms: int = -1, *,
                                 context: RequestContext | None = None) -> int:
         """Move the token's expiry (negative: now); the new expiry timestamp (ExpireDelegationToken)."""
-        response = self._call(EXPIRE_TOKEN, hmac=bytes(hmac), expiry_time_period=int(expiry_period_ms))
+        response = self._call(ApiKey.EXPIRE_DELEGATION_TOKEN, hmac=bytes(hmac),
+                              expiry_time_period=int(expiry_period_ms))
         _raise_if_error(response.error_code)
         return convert.ms_from(response.expiry_timestamp)
 
     def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *,
                                    context: RequestContext | None = None) -> list[DelegationToken]:
         """The tokens the login may see, of ``owners`` (None = all; DescribeDelegationToken)."""
-        response = self._call(DESCRIBE_TOKENS, **convert.owners_fields(None if owners is None else list(owners)))
+        owners = None if owners is None else list(owners)
+        response = self._call(ApiKey.DESCRIBE_DELEGATION_TOKEN, **convert.owners_fields(owners))
         _raise_if_error(response.error_code)
         return [convert.token_from_described(t) for t in response.tokens]

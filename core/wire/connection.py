@@ -35,9 +35,9 @@ from core.errors import (
 )
 from core.wire.client_config import ClientConfig, ClientConfigError, split_address
 from core.wire.codec import (
-    API_NAMES,
-    SERVED_VERSIONS,
+    ApiKey,
     FrameError,
+    api_name,
     build,
     decode_response,
     encode_request,
@@ -48,13 +48,11 @@ from core.wire.scram_client import ScramClient, token_login
 
 __all__ = ["CLIENT_VERSIONS", "MAX_RESPONSE_BYTES", "BrokerConnectionError", "Connection"]
 
-API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
-
 #: API key -> (min, max) versions this client speaks: those secmeta serves, whose kio classes
 #: the client builds with codec.build (SaslHandshake from v1: v0 sends raw SASL tokens).
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
-    **SERVED_VERSIONS,
-    SASL_HANDSHAKE: (1, 1),
+    **{int(api): api.versions for api in ApiKey},
+    ApiKey.SASL_HANDSHAKE: (1, 1),
 }
 
 #: A response larger than this is refused (Kafka's socket.request.max.bytes default).
@@ -128,20 +126,20 @@ class Connection:
     def _api_versions(self) -> dict[int, tuple[int, int]]:
         """ApiVersions at our newest version; on UNSUPPORTED_VERSION (answered with a v0 body)
         retry at the broker's newest, as ApiVersionsResponse.parse and NetworkClient do."""
-        version = CLIENT_VERSIONS[API_VERSIONS][1]
+        version = CLIENT_VERSIONS[ApiKey.API_VERSIONS][1]
         for _ in range(2):
-            request = build(request_class(API_VERSIONS, version), client_software_name="secmeta",
+            request = build(request_class(ApiKey.API_VERSIONS, version), client_software_name="secmeta",
                             client_software_version=_software_version())
             frame = self._roundtrip(request)
             if _error_code_after_v0_header(frame) == ErrorCode.UNSUPPORTED_VERSION:
-                _, fallback = self._decode(API_VERSIONS, 0, frame)
-                theirs = {int(k.api_key): int(k.max_version) for k in fallback.api_keys}.get(API_VERSIONS)
-                low = CLIENT_VERSIONS[API_VERSIONS][0]
+                _, fallback = self._decode(ApiKey.API_VERSIONS, 0, frame)
+                theirs = {int(k.api_key): int(k.max_version) for k in fallback.api_keys}.get(ApiKey.API_VERSIONS)
+                low = CLIENT_VERSIONS[ApiKey.API_VERSIONS][0]
                 if theirs is None or theirs < low or theirs >= version:
                     break
                 version = min(theirs, version)
                 continue
-            _, response = self._decode(API_VERSIONS, version, frame)
+            _, response = self._decode(ApiKey.API_VERSIONS, version, frame)
             if int(response.error_code) != ErrorCode.NONE:
                 raise self._api_exception(int(response.error_code), None, "ApiVersions")
             return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in response.api_keys}
@@ -152,7 +150,8 @@ class Connection:
         mechanism = config.sasl_mechanism
         if mechanism is None or not config.sasl_username or config.sasl_password is None:
             raise ClientConfigError(f"{config.security_protocol} needs sasl.mechanism, sasl.username and sasl.password")
-        handshake = self.call(SASL_HANDSHAKE, lambda v: build(request_class(SASL_HANDSHAKE, v), mechanism=mechanism))
+        handshake = self.call(ApiKey.SASL_HANDSHAKE,
+                              lambda v: build(request_class(ApiKey.SASL_HANDSHAKE, v), mechanism=mechanism))
         if int(handshake.error_code) != ErrorCode.NONE:
             enabled = ", ".join(handshake.mechanisms) or "none"
             raise UnsupportedSaslMechanismException(
@@ -172,7 +171,8 @@ class Connection:
             raise SaslAuthenticationException(f"{exc.error.message} (broker {self.broker})") from None
 
     def _sasl_step(self, token: bytes) -> bytes:
-        response = self.call(SASL_AUTHENTICATE, lambda v: build(request_class(SASL_AUTHENTICATE, v), auth_bytes=token))
+        response = self.call(ApiKey.SASL_AUTHENTICATE,
+                             lambda v: build(request_class(ApiKey.SASL_AUTHENTICATE, v), auth_bytes=token))
         code = int(response.error_code)
         if code != ErrorCode.NONE:
             raise self._api_exception(code, response.error_message, "SaslAuthenticate")
@@ -182,7 +182,7 @@ class Connection:
 
     def version_for(self, api_key: int) -> int:
         """The highest version of ``api_key`` that both this client and the broker speak."""
-        name = API_NAMES.get(api_key, f"api key {api_key}")
+        name = api_name(api_key)
         ours = CLIENT_VERSIONS.get(api_key)
         theirs = self.broker_versions.get(api_key)
         if ours is None:
@@ -205,7 +205,7 @@ class Connection:
     def _roundtrip(self, request: Any) -> bytes:
         self._correlation_id += 1
         correlation_id = self._correlation_id
-        name = f"{API_NAMES.get(int(request.__api_key__), request.__api_key__)} v{int(request.__version__)}"
+        name = f"{api_name(int(request.__api_key__))} v{int(request.__version__)}"
         self._send(encode_request(correlation_id, self._config.client_id, request), name)
         frame = self._receive(name)
         if len(frame) < 4:

@@ -261,7 +261,7 @@ def test_api_versions_falls_back_to_the_brokers_version(serve, monkeypatch):
     """A broker serving only ApiVersions v0-v2 answers our v4 with UNSUPPORTED_VERSION in a v0 body;
     the client retries at v2, as ApiVersionsResponse.parse and NetworkClient do."""
     server = serve("SASL_PLAINTEXT://127.0.0.1:0")
-    monkeypatch.setitem(codec.SERVED_VERSIONS, 18, (0, 2))
+    monkeypatch.setattr(codec.ApiKey.API_VERSIONS, "versions", (0, 2))
     with remote_admin(server, "SASL_PLAINTEXT") as admin:
         assert admin.connection.broker_versions[18] == (0, 2)
         assert admin.describe_acls(ANY_ACL) == []
