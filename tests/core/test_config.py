@@ -1,0 +1,137 @@
+"""Typed, fail-closed settings: StoreConfig and config.json refuse a value of the wrong type or range.
+
+Issue 13 ("allow_everyone_if_no_acl_found": "no" made every request ALLOWED) and issue 14 (StoreConfig
+accepted wrong types and checked them late or never) each observed case is one row below.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import traceback
+
+import pytest
+
+from core import InvalidValueError, SecurityStore, StoreConfig
+from core.cli import main
+from core.config import CONFIG_FILE
+from core.log import LogConfig
+from events.keyring import Keyring
+from events.types import ScramMechanism
+
+BAD_SETTINGS = [
+    # (setting, value, the expected type the error names)
+    ("allow_everyone_if_no_acl_found", "false", "bool"),
+    ("allow_everyone_if_no_acl_found", "no", "bool"),
+    ("describe_tokens_include_hmac", "no", "bool"),
+    ("delete_covered_segments", 1, "bool"),
+    ("max_acl_changes_per_request", True, "int"),
+    ("max_acl_changes_per_request", 0, "int"),
+    ("token_expiry_time_ms", 2**70, "int"),
+    ("token_max_lifetime_ms", "1000", "int"),
+    ("token_expiry_check_interval_ms", 1.5, "int"),
+    ("keep_snapshots", 0, "int"),
+    ("default_principal", "admin", "str"),
+    ("super_users", "User:admin", "frozenset[str]"),
+    ("super_users", ["User:admin", "bob"], "frozenset[str]"),
+    ("default_iterations", {ScramMechanism.SCRAM_SHA_256: 100}, "dict[ScramMechanism, int]"),
+    ("log", {}, "LogConfig"),
+    ("snapshot_policy", None, "SnapshotPolicy"),
+    ("password_policy", "min 8", "PasswordPolicy or None"),
+    ("key_file", 3, "str or PathLike or None"),
+    ("clock", 3, "Callable"),
+]
+
+
+@pytest.mark.parametrize("setting, value, expected", BAD_SETTINGS, ids=[f"{s}={v!r}" for s, v, _ in BAD_SETTINGS])
+def test_a_wrong_setting_is_refused_when_built_naming_setting_value_and_type(setting, value, expected):
+    """StoreConfig(setting=value) raises InvalidValueError naming the setting, the value and the expected type."""
+    with pytest.raises(InvalidValueError) as info:
+        StoreConfig(**{setting: value})
+    message = str(info.value)
+    assert f"setting {setting} = " in message and f"expected {expected}" in message
+    shown = repr(frozenset(value)) if isinstance(value, list) else repr(value)
+    assert shown in message
+
+
+def test_token_secret_as_str_is_refused_without_showing_it():
+    """token_secret must be bytes: a str is refused at once (not at the first token), and the error hides it."""
+    secret = "hunter2-" + secrets.token_hex(8)  # made here, so the test's own source never holds it
+    with pytest.raises(InvalidValueError) as info:
+        StoreConfig(token_secret=secret)
+    shown = repr(info.value) + repr(info.value.args) + "".join(traceback.format_exception(info.value))
+    assert "setting token_secret" in str(info.value) and "expected bytes or None" in str(info.value)
+    assert secret not in shown
+
+
+def test_collections_may_be_given_as_lists_and_mechanisms_by_name():
+    """Lists become frozensets, mechanism names their enum; the result equals the typed spelling."""
+    config = StoreConfig(super_users=["User:admin", "User:ops"], enabled_mechanisms=["SCRAM-SHA-256"],
+                         default_iterations={"scram-sha-256": 8192}, log=LogConfig())
+    assert config == StoreConfig(super_users=frozenset({"User:admin", "User:ops"}),
+                                 enabled_mechanisms=frozenset({ScramMechanism.SCRAM_SHA_256}),
+                                 default_iterations={ScramMechanism.SCRAM_SHA_256: 8192})
+
+
+def test_with_checks_the_changed_settings_too():
+    """with_() builds a new StoreConfig, so it checks the same way."""
+    with pytest.raises(InvalidValueError, match="setting keep_snapshots"):
+        StoreConfig().with_(keep_snapshots=-1)
+
+
+def write_config(directory, **settings):
+    directory.mkdir(exist_ok=True)
+    (directory / CONFIG_FILE).write_text(json.dumps(settings))
+
+
+@pytest.mark.parametrize("setting, value", [
+    ("allow_everyone_if_no_acl_found", "no"),
+    ("describe_tokens_include_hmac", "false"),
+    ("token_max_lifetime_ms", "1000"),
+    ("max_acl_changes_per_request", True),
+    ("super_users", "User:admin"),
+])
+def test_config_json_is_parsed_strictly(tmp_path, setting, value):
+    """A wrong type in config.json is an error naming the file, the key, the value and the type."""
+    write_config(tmp_path, **{setting: value})
+    with pytest.raises(InvalidValueError) as info:
+        StoreConfig.load(tmp_path)
+    message = str(info.value)
+    assert str(tmp_path / CONFIG_FILE) in message and f"setting {setting} = {value!r}" in message
+
+
+def test_config_json_round_trip(tmp_path):
+    """save() then load() gives the same persisted settings."""
+    config = StoreConfig(super_users=frozenset({"User:admin", "User:ops"}), allow_everyone_if_no_acl_found=True,
+                         token_max_lifetime_ms=1000, token_expiry_time_ms=500)
+    config.save(tmp_path)
+    assert StoreConfig.load(tmp_path) == config
+
+
+def test_config_json_must_be_an_object(tmp_path):
+    """A JSON list is not a settings table."""
+    (tmp_path / CONFIG_FILE).write_text("[]")
+    with pytest.raises(InvalidValueError, match="must hold a JSON object"):
+        StoreConfig.load(tmp_path)
+
+
+def test_token_secret_from_the_environment_is_taken_as_bytes(tmp_path, monkeypatch):
+    """$SECMETA_TOKEN_SECRET is read as bytes: bytes that are not UTF-8 neither fail nor ride on an error."""
+    monkeypatch.setenv("SECMETA_TOKEN_SECRET", "s3cret-\udcff")  # the environment holds b"s3cret-\xff"
+    assert StoreConfig.load(tmp_path).token_secret == b"s3cret-\xff"
+
+
+@pytest.mark.parametrize("setting, value", [("allow_everyone_if_no_acl_found", "no"), ("token_max_lifetime_ms", "1000")])
+def test_cli_refuses_a_store_with_a_bad_config_json_in_one_line(tmp_path, monkeypatch, capsys, setting, value):
+    """The CLI exits 2 with one error line naming the key (no traceback), and decides nothing: fail closed."""
+    keys, store = tmp_path / "keys.json", tmp_path / "store"
+    Keyring.generate_file(keys)
+    monkeypatch.setenv("SECMETA_KEY_FILE", str(keys))
+    SecurityStore.open(store, keyring=Keyring.from_file(keys)).close()
+    write_config(store, **{setting: value})
+    code = main(["authorize", "--store", str(store), "--principal", "User:bob", "--host", "10.0.0.1",
+                 "--operation", "Read", "--topic", "orders"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err.startswith("secmeta: error: ") and f"setting {setting} = {value!r}" in err
+    assert len(err.strip().splitlines()) == 1
