@@ -15,7 +15,7 @@ import re
 import pytest
 
 from core import SecurityStore, StoreConfig
-from core.cli import main
+from core.cli import EXIT_FAILED, EXIT_USAGE, main
 from events.keyring import Keyring
 from tests.clientkit import client_properties, refusing_port, remote_admin, write_command_config
 from tests.serverkit import ADMIN_PASSWORD
@@ -81,13 +81,12 @@ def test_acls_over_the_change_limit_exit_like_the_local_path(capsys, local_store
     repeats the refusal on every binding, the CLI prints and exits as on a local store with the same limit."""
     config = StoreConfig(token_secret=b"cli-remote-secret", max_acl_changes_per_request=2)
     server = serve("SASL_SSL://127.0.0.1:0", users=USERS, store_config=config)
-    SecurityStore.open(local_store[1], config, keyring=Keyring.load(None)).close()   # $SECMETA_KEY_FILE's keys
     config.save(local_store[1])
     props = write_command_config(tmp_path, client_properties(server, "SASL_SSL", "admin"))
     over_wire = run(capsys, *ADD, "--bootstrap-server", server.bootstrap("SASL_SSL"), "--command-config", str(props))
     local = run(capsys, *ADD, *local_store)
     assert over_wire == local
-    assert local[0] == 2 and "The request creates 4 ACLs; the limit is 2 per request" in local[2]
+    assert local[0] == EXIT_FAILED and "INVALID_REQUEST: The request creates 4 ACLs; the limit is 2 per request" in local[2]
 
 
 def test_acls_over_the_wire_are_logged_with_the_login_and_client_host(capsys, remote):
@@ -102,10 +101,10 @@ def test_acls_over_the_wire_are_logged_with_the_login_and_client_host(capsys, re
 
 
 def test_refused_request_exits_non_zero_and_writes_nothing(capsys, local_store, remote):
-    """alice has no CLUSTER ALTER: exit 2 with CLUSTER_AUTHORIZATION_FAILED, as the local path; the log does not move."""
+    """alice has no CLUSTER ALTER: exit 1 with CLUSTER_AUTHORIZATION_FAILED, as the local path; the log does not move."""
     end = remote.server.log_end()
     code, out, err = run(capsys, *ADD, *remote("alice"))
-    assert code == 2 and "CLUSTER_AUTHORIZATION_FAILED" in err and out == ""
+    assert code == EXIT_FAILED and "CLUSTER_AUTHORIZATION_FAILED" in err and out == ""
     local_code, _, local_err = run(capsys, *ADD, *local_store, "--as", "User:alice")
     assert local_code == code and "CLUSTER_AUTHORIZATION_FAILED" in local_err
     code, _, err = run(capsys, "configs", "--entity-type", "users", "--entity-name", "alice", "--alter",
@@ -182,7 +181,7 @@ def test_local_only_options_are_usage_errors_with_bootstrap_server(capsys, remot
     nothing written."""
     end = remote.server.log_end()
     code, out, err = run(capsys, *command, *remote(), *extra)
-    assert code == 2 and message in err and out == ""
+    assert code == EXIT_USAGE and message in err and out == ""
     assert remote.server.log_end() == end
 
 
@@ -202,13 +201,13 @@ def test_secmeta_store_from_the_environment_is_not_used_with_bootstrap_server(ca
 def test_command_config_needs_bootstrap_server(capsys, local_store, tmp_path):
     """--command-config alone is a usage error (it would be silently ignored otherwise)."""
     code, _, err = run(capsys, *LIST_ALL, *local_store, "--command-config", str(tmp_path / "x.properties"))
-    assert code == 2 and "--command-config needs --bootstrap-server" in err
+    assert code == EXIT_USAGE and "--command-config needs --bootstrap-server" in err
 
 
 def test_unreachable_server_and_bad_password_are_clear_errors(capsys, remote):
     """No server: 'cannot connect to broker HOST:PORT: connection refused'; a bad password: SASL_AUTHENTICATION_FAILED."""
     with refusing_port() as port:
         code, _, err = run(capsys, *LIST_ALL, "--bootstrap-server", f"127.0.0.1:{port}")
-    assert code == 2 and f"cannot connect to broker 127.0.0.1:{port}: connection refused" in err
+    assert code == EXIT_FAILED and f"cannot connect to broker 127.0.0.1:{port}: connection refused" in err
     code, _, err = run(capsys, *LIST_ALL, *remote("admin", "wrong-password"))
-    assert code == 2 and "SASL_AUTHENTICATION_FAILED" in err and "wrong-password" not in err
+    assert code == EXIT_FAILED and "SASL_AUTHENTICATION_FAILED" in err and "wrong-password" not in err
