@@ -35,6 +35,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 
 from core.errors import SecmetaError
+from core.wire import bounds
 
 __all__ = [
     "ApiKey",
@@ -159,6 +160,11 @@ def decode_request(frame: bytes, *, trailing_ok: bool = False) -> RequestFrame:
         raise UnsupportedApi(api_key, api_version, correlation_id)
     request_cls = request_class(api_key, api_version)
     try:
+        # kio's native reader allocates announced array lengths up front: bound them first.
+        bounds.check(request_cls, frame, bounds.check(request_cls.__header_schema__, frame, 0))
+    except bounds.LengthError as exc:
+        raise FrameError(f"malformed {api_name(api_key)} v{api_version} request: {exc}") from None
+    try:
         header, header_size = entity_reader(request_cls.__header_schema__)(frame, 0)
         request, body_size = entity_reader(request_cls)(frame, header_size)
     except (SerialError, ValueError, IndexError, KeyError, UnicodeDecodeError, OverflowError) as exc:
@@ -220,9 +226,11 @@ def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, 
     """(correlation id, kio response entity) of a response frame (without its size prefix)."""
     response_cls = response_class(api_key, api_version)
     try:
+        bounds.check(response_cls, frame, bounds.check(response_cls.__header_schema__, frame, 0))
         header, header_size = entity_reader(response_cls.__header_schema__)(frame, 0)
         response, _ = entity_reader(response_cls)(frame, header_size)
-    except (SerialError, ValueError, IndexError, KeyError, UnicodeDecodeError, OverflowError) as exc:
+    except (bounds.LengthError, SerialError, ValueError, IndexError, KeyError, UnicodeDecodeError,
+            OverflowError) as exc:
         raise FrameError(f"malformed {api_name(api_key)} v{api_version} response: "
                          f"{type(exc).__name__}") from None
     return int(header.correlation_id), response
