@@ -97,7 +97,7 @@ def create_token(
     """A DelegationTokenIssued event and the new token with its HMAC."""
     _require_token_request_allowed(context)
     requester = context.principal
-    owner = owner or requester
+    owner = requester if owner is None or owner == "" else owner  # 0 or False is a wrong type, not "no owner"
     _checked_text(owner, "owner")
     if parse_principal(owner) is None:
         raise InvalidPrincipalTypeException(f"Invalid owner principal {owner!r}: expected Type:Name")

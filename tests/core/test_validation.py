@@ -1,0 +1,257 @@
+"""Input refused at the door (core.validation through the store's public API): each bad input is an error
+naming its field, and a refused request writes nothing (the log's end offset does not move).
+
+Issue 14 observed: NUL bytes and newlines in principals, names, hosts, users and owners accepted and written;
+hosts that can never match stored; lone surrogates escaping as codec errors; None giving AttributeError;
+1 MB names accepted. Issue 13: authorize() with names raised TypeError while who_could took them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    ApiException,
+    ErrorCode,
+    FieldError,
+    InvalidRequestException,
+    RequestContext,
+    ResourceType,
+    UserScramCredentialDeletion,
+)
+from core.validation import MAX_NAME_BYTES, acl_host, enum_value, principal, text
+from events.types import ScramMechanism
+from tests.storekit import ADMIN, acl, upsert
+
+# -- the classes of bad input ----------------------------------------------------------------
+
+CONTROL = st.sampled_from(["\x00", "\n", "\r", "\t", "\x1b", "\x7f", "\x85", "\x9f"])
+SURROGATE = st.integers(0xD800, 0xDFFF).map(chr)
+WRONG_TYPE = st.sampled_from([None, 0, 1.5, True, b"User:bob", ["User:bob"], object()])
+SAFE = st.text(st.characters(codec="utf-8", categories=["L", "N"]), min_size=1, max_size=8)
+
+
+def spoiled(prefix: str) -> st.SearchStrategy:
+    """A string that starts out fine (``prefix`` + letters) and holds a control character or a lone surrogate,
+    or is one byte too long, or is no string at all."""
+    poisoned = st.tuples(SAFE, st.one_of(CONTROL, SURROGATE), SAFE).map(lambda p: prefix + p[0] + p[1] + p[2])
+    too_long = st.integers(0, 100).map(lambda n: prefix + "x" * (MAX_NAME_BYTES + 1 - len(prefix) + n))
+    return st.one_of(poisoned, too_long, WRONG_TYPE)
+
+
+BAD_HOST = st.one_of(
+    spoiled("10.0.0."),
+    st.sampled_from(["", "broker.example.com", "999.999.999.999", "not a host!!", "010.0.0.1", "10.0.0.1 ",
+                     "fe80::1%eth0", "2001:DB8::1", "::ffff:10.0.0.1", "10.0.0.5/24", "10.0.0.0/33", "*.*"]),
+    st.from_regex(r"[a-z][a-z0-9-]{0,20}(\.[a-z]{2,5}){1,2}", fullmatch=True),
+)
+BAD_ENUM = st.one_of(WRONG_TYPE, st.sampled_from(["", "NOPE", "Reed"]))
+
+# field label in the error -> (how to spoil a binding with a value, the bad values)
+BINDING_FIELDS = {
+    "resource name": (lambda b, v: _pattern(b, name=v), st.one_of(spoiled("orders-"), st.just(""))),
+    "principal": (lambda b, v: _entry(b, principal=v), st.one_of(spoiled("User:"), st.sampled_from(["alice", "User:", ":x"]))),
+    "host": (lambda b, v: _entry(b, host=v), BAD_HOST),
+    "resource type": (lambda b, v: _pattern(b, resource_type=v), st.one_of(BAD_ENUM, st.just("ANY"))),
+    "pattern type": (lambda b, v: _pattern(b, pattern_type=v), st.one_of(BAD_ENUM, st.just("MATCH"))),
+    "operation": (lambda b, v: _entry(b, operation=v), st.one_of(BAD_ENUM, st.just("Any"))),
+    "permission type": (lambda b, v: _entry(b, permission_type=v), st.one_of(BAD_ENUM, st.just("unknown"))),
+}
+
+
+def _pattern(binding: AclBinding, **change) -> AclBinding:
+    return dataclasses.replace(binding, pattern=dataclasses.replace(binding.pattern, **change))
+
+
+def _entry(binding: AclBinding, **change) -> AclBinding:
+    return dataclasses.replace(binding, entry=dataclasses.replace(binding.entry, **change))
+
+
+@pytest.fixture
+def store(open_store):
+    return open_store()
+
+
+LENIENT = settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+
+
+# -- the property: every class, nothing written, the field named --------------------------------
+
+
+@LENIENT
+@given(data=st.data(), field=st.sampled_from(sorted(BINDING_FIELDS)))
+def test_a_bad_acl_field_is_invalid_request_naming_it_and_writes_nothing(store, data, field):
+    """create_acls: INVALID_REQUEST whose message starts with the field; the log does not move."""
+    spoil, values = BINDING_FIELDS[field]
+    binding = spoil(acl("orders"), data.draw(values, label=field))
+    end = store.log.end_offset
+    (result,) = store.create_acls([binding], context=ADMIN)
+    assert result.code == ErrorCode.INVALID_REQUEST and result.message.startswith(field), result.message
+    assert store.log.end_offset == end
+
+
+@LENIENT
+@given(data=st.data(), field=st.sampled_from(["resource name", "principal", "host"]))
+def test_a_bad_filter_text_is_invalid_request_naming_it_and_deletes_nothing(store, data, field):
+    """delete_acls: a filter string with a control character, a surrogate or the wrong type fails alone."""
+    if not store.image.acls:
+        store.create_acls([acl("orders")], context=ADMIN)
+    value = data.draw(spoiled("x").filter(lambda v: v is not None), label=field)
+    key = {"resource name": "name", "principal": "principal", "host": "host"}[field]
+    end = store.log.end_offset
+    (result,) = store.delete_acls([AclBindingFilter.of(**{key: value})], context=ADMIN)
+    assert result.error.code == ErrorCode.INVALID_REQUEST and result.error.message.startswith(field)
+    assert store.log.end_offset == end and len(store.image.acls) == 1
+
+
+@LENIENT
+@given(user=spoiled("alice").filter(lambda v: isinstance(v, str)))
+def test_a_bad_scram_user_is_a_per_user_error_naming_it(store, user):
+    """alter_user_scram_credentials: the user's result names 'user'; nothing is written."""
+    end = store.log.end_offset
+    result = store.alter_user_scram_credentials([upsert(user), upsert("bob")], context=ADMIN)
+    assert result[user].code == ErrorCode.INVALID_REQUEST and result[user].message.startswith("user")
+    assert result["bob"].code == ErrorCode.NONE  # the good user is applied, as Kafka's per-user results
+    assert store.image.scram.get(user, ScramMechanism.SCRAM_SHA_256) is None
+    assert store.log.end_offset == end + 1
+
+
+@LENIENT
+@given(owner=spoiled("User:").filter(lambda v: v is not None))
+def test_a_bad_token_owner_is_refused_naming_it(store, owner):
+    """create_delegation_token: an ApiException naming 'owner'; no token is issued."""
+    end = store.log.end_offset
+    with pytest.raises(ApiException) as info:
+        store.create_delegation_token(context=ADMIN, owner=owner)
+    assert "owner" in str(info.value) and store.log.end_offset == end
+
+
+@LENIENT
+@given(renewer=spoiled("User:"))
+def test_a_bad_token_renewer_is_refused_naming_it(store, renewer):
+    """create_delegation_token: an ApiException naming the renewer field; no token is issued."""
+    end = store.log.end_offset
+    with pytest.raises(ApiException) as info:
+        store.create_delegation_token(context=ADMIN, renewers=[renewer])
+    assert "enewer" in str(info.value) and store.log.end_offset == end
+
+
+@LENIENT
+@given(field=st.sampled_from(["principal", "host", "request_id"]), data=st.data())
+def test_a_bad_request_context_is_refused_when_built_naming_the_field(field, data):
+    """RequestContext(...) raises a ValueError or TypeError naming the field (never later, inside the codec)."""
+    value = data.draw(spoiled("User:" if field == "principal" else "x").filter(lambda v: v is not None))
+    with pytest.raises((ValueError, TypeError)) as info:
+        RequestContext(**{field: value})
+    assert f"context {field}" in str(info.value)
+
+
+# -- one test per observed case --------------------------------------------------------------------
+
+
+def test_a_newline_in_a_principal_cannot_fake_rows(store):
+    """'User:bob\\nUser:admin' (a fake row in acls --list) is refused and nothing is written."""
+    (result,) = store.create_acls([acl("t", principal="User:bob\nUser:admin")], context=ADMIN)
+    assert result.code == ErrorCode.INVALID_REQUEST and "U+000A" in result.message
+    assert len(store.image.acls) == 0
+
+
+def test_a_scram_user_with_nul_is_refused(store):
+    """A user with a NUL (who could never log in) is refused."""
+    assert store.alter_user_scram_credentials([upsert("eve\x00")], context=ADMIN)["eve\x00"].code == \
+        ErrorCode.INVALID_REQUEST
+
+
+def test_a_one_megabyte_name_is_refused_stating_the_limit(store):
+    """A 1 MB resource name: INVALID_REQUEST stating the 1,024-byte limit."""
+    (result,) = store.create_acls([acl("n" * 2**20)], context=ADMIN)
+    assert result.message == f"resource name is {2**20} bytes long; the limit is {MAX_NAME_BYTES} bytes"
+
+
+def test_a_lone_surrogate_is_a_per_item_error_not_a_codec_error(store):
+    """A surrogate in a resource name fails that item only, before the codec sees it."""
+    results = store.create_acls([acl("ok"), acl("bad\ud800")], context=ADMIN)
+    assert results[0].code == ErrorCode.NONE and results[1].code == ErrorCode.INVALID_REQUEST
+    assert "lone surrogate" in results[1].message and len(store.image.acls) == 1
+
+
+def test_none_items_and_context_are_clear_errors(store):
+    """None as a binding, a filter or an alteration, and context=None: errors naming them, never AttributeError."""
+    assert store.create_acls([None], context=ADMIN)[0].message == "ACL binding must be an AclBinding, not NoneType"
+    assert store.delete_acls([None], context=ADMIN)[0].error.message.startswith("ACL filter must be")
+    with pytest.raises(InvalidRequestException, match="alteration 0 must be"):
+        store.alter_user_scram_credentials([None], context=ADMIN)
+    with pytest.raises(InvalidRequestException, match="user must be a string"):
+        store.alter_user_scram_credentials([UserScramCredentialDeletion(None, ScramMechanism.SCRAM_SHA_256)],
+                                           context=ADMIN)
+    with pytest.raises(TypeError, match="context must be a RequestContext, not NoneType"):
+        store.create_acls([acl()], context=None)
+    with pytest.raises(InvalidRequestException, match="ACL filter must be"):
+        store.describe_acls(None, context=ADMIN)
+
+
+def test_authorize_takes_names_as_who_could_does(store):
+    """authorize('User:a', '1.1.1.1', 'READ', 'TOPIC', 't') answers like the enum call (issue 13)."""
+    store.create_acls([acl("t", principal="User:a")], context=ADMIN)
+    assert store.authorize("User:a", "1.1.1.1", "READ", "TOPIC", "t")
+    assert store.authorize("User:a", "1.1.1.1", "Read", "topic", "t") == \
+        store.authorize("User:a", "1.1.1.1", AclOperation.READ, ResourceType.TOPIC, "t")
+    assert store.explain("User:a", "1.1.1.1", "IdempotentWrite", "CLUSTER", "kafka-cluster").allowed is False
+    assert store.authorized_operations("User:a", "1.1.1.1", "topic", "t") == \
+        store.authorized_operations("User:a", "1.1.1.1", ResourceType.TOPIC, "t")
+
+
+@pytest.mark.parametrize("args, field", [
+    ((None, "1.1.1.1", "READ", "TOPIC", "t"), "principal"),
+    (("User:a", 5, "READ", "TOPIC", "t"), "host"),
+    (("User:a", "1.1.1.1", "REED", "TOPIC", "t"), "operation"),
+    (("User:a", "1.1.1.1", "READ", object(), "t"), "resource type"),
+    (("User:a", "1.1.1.1", "READ", "TOPIC", None), "resource name"),
+])
+def test_authorize_with_a_bad_argument_names_it(store, args, field):
+    """A wrong type or an unknown name is FieldError naming the argument (not a TypeError from deep inside)."""
+    with pytest.raises(FieldError) as info:
+        store.authorize(*args)
+    assert info.value.field == field
+
+
+# -- the layer's own rules ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["*", "10.0.0.1", "2001:db8::1", "::1", "10.0.0.0/8", "2001:db8::/32", "0.0.0.0/0"])
+def test_canonical_hosts_pass(host):
+    assert acl_host(host) == host
+
+
+def test_a_non_canonical_host_is_told_its_canonical_spelling():
+    with pytest.raises(FieldError, match="write '2001:db8::1'"):
+        acl_host("2001:DB8:0::1")
+
+
+def test_text_at_the_byte_limit_passes_and_one_more_byte_fails():
+    text("é" * (MAX_NAME_BYTES // 2), "name")
+    with pytest.raises(FieldError, match="1025 bytes long"):
+        text("é" * (MAX_NAME_BYTES // 2) + "x", "name")
+
+
+def test_enum_value_spellings_and_concreteness():
+    """Kafka's tools' names, the enum's names and codes; never a bool; concrete refuses ANY and UNKNOWN."""
+    for spelling in ("IdempotentWrite", "IDEMPOTENT_WRITE", "idempotent-write", 12, AclOperation.IDEMPOTENT_WRITE):
+        assert enum_value(AclOperation, spelling, "operation") is AclOperation.IDEMPOTENT_WRITE
+    with pytest.raises(FieldError, match="not bool"):
+        enum_value(AclOperation, True, "operation")
+    with pytest.raises(FieldError, match="not ANY"):
+        enum_value(AclOperation, "any", "operation", concrete=True)
+
+
+def test_principal_needs_both_parts():
+    for bad in ("alice", "User:", ":alice"):
+        with pytest.raises(FieldError, match="not of the form Type:Name"):
+            principal(bad)
