@@ -166,7 +166,7 @@ class StoreConfig:
 
 # -- checking settings -------------------------------------------------------------------
 
-_STRICT = ConfigDict(strict=True, arbitrary_types_allowed=True)
+_STRICT = ConfigDict(strict=True, arbitrary_types_allowed=True, hide_input_in_errors=True)
 
 
 @cache
@@ -184,15 +184,16 @@ def _check_settings(config: StoreConfig) -> None:
     values = {f.name: getattr(config, f.name) for f in fields(config)}
     try:
         _model().model_validate(values)
+        return
     except ValidationError as exc:
-        problem = exc.errors()[0]
-        name = str(problem["loc"][0])
-        value = values[name]
-        shown = "(hidden)" if name in _SECRET_SETTINGS else repr(value)
-        message = problem["msg"].removeprefix("Value error, ")
-        raise InvalidValueError(
-            f"setting {name} = {shown} ({type(value).__name__}) is invalid: expected "
-            f"{_type_name(_schemas()[name])}: {message}") from None
+        problem = exc.errors(include_input=False)[0]
+    name = str(problem["loc"][0])
+    value = values[name]
+    shown = "(hidden)" if name in _SECRET_SETTINGS else repr(value)
+    message = problem["msg"].removeprefix("Value error, ")
+    # raised outside the except block, so pydantic's error (which holds the input) is not chained to it
+    raise InvalidValueError(f"setting {name} = {shown} ({type(value).__name__}) is invalid: expected "
+                            f"{_type_name(_schemas()[name])}: {message}")
 
 
 def _type_name(hint: object) -> str:

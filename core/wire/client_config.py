@@ -158,12 +158,16 @@ def _millis(props: Mapping[str, str], key: str, default: int) -> int:
 def load_properties(path: str | os.PathLike) -> dict[str, str]:
     """Read a Java ``.properties`` file (UTF-8); errors name the file, never a value."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as exc:
         raise ClientConfigError(f"cannot read client settings {os.fspath(path)!r}: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise ClientConfigError(f"client settings {os.fspath(path)!r} are not UTF-8 text") from None
+        text = None
+    if text is None:  # raised outside the except: the UnicodeDecodeError holds the file's bytes, passwords too
+        raise ClientConfigError(f"client settings {os.fspath(path)!r} are not UTF-8 text")
     return parse_properties(text, source=os.fspath(path))
 
 

@@ -94,3 +94,12 @@ def test_a_jvm_only_key_on_the_command_line_is_one_error_line(tmp_path, monkeypa
     assert code == 2 and out == ""
     assert err.startswith("secmeta: error: ") and "ssl.truststore.location has no librdkafka equivalent" in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_file_that_is_not_utf8_is_refused_without_its_bytes(tmp_path):
+    """A properties file that is not UTF-8: the error names the file and chains nothing holding its bytes."""
+    path = tmp_path / "latin1.properties"
+    path.write_bytes(b"sasl.password=caf\xe9-secret\n")
+    with pytest.raises(ClientConfigError, match="not UTF-8 text") as info:
+        read_client_config(path)
+    assert info.value.__context__ is None and info.value.__cause__ is None
