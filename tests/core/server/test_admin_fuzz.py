@@ -139,7 +139,6 @@ def huge_array(directory: str) -> None:
             assert bystander.api_versions().error_code == 0
 
 
-
 def test_a_huge_compact_array_length_closes_only_that_connection(tmp_path):
     """A frame announcing more items than it has bytes is malformed: that connection closes, the server
     (and every other connection) stays up.  kio 0.6.5's native reader allocates an announced array
@@ -360,7 +359,6 @@ def fuzz_admin(directory: str) -> None:
                                 read_only=True) as reopened:
             assert reopened.image == server.store.image
             assert reopened.image.next_offset == server.log_end()
-
 
 
 def test_mutated_admin_requests_by_a_super_user_leave_a_consistent_store(tmp_path):
