@@ -100,9 +100,9 @@ class SecurityStore:
                 image = _at_offset(image, loaded.next_offset)
                 loaded = LoadedState(image, loaded.next_offset, loaded.snapshot, loaded.replayed_events, loaded.rejected_snapshots)
             if not read_only:
-                keyring.require({entry.secret.key_id for _, entry in image.scram},
-                                "sealed live SCRAM credentials, so writing would leave them unusable")
-                keyring.require(log.store.key_checks, "linked the log's hash chain, so it could not be verified")
+                keyring.require({entry.secret.key_id for _, entry in image.scram} | set(log.store.key_checks),
+                                "sealed live SCRAM credentials or linked the log's hash chain, so writing "
+                                "would leave them unusable or unverifiable")
         except BaseException:
             log.close()
             raise

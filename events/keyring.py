@@ -156,7 +156,9 @@ class Keyring:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
-            raise KeyringError(f"{source}: not UTF-8 text") from None
+            text = None
+        if text is None:  # raised outside the except: the UnicodeDecodeError holds the file, keys included
+            raise KeyringError(f"{source}: not UTF-8 text")
         return cls.from_json(text, source=source)
 
     @classmethod
@@ -276,11 +278,11 @@ def _new_key(taken: Iterable[str]) -> MasterKey:
 
 def _parse_keys(text: str, source: str) -> list[MasterKey]:
     try:
-        doc = json.loads(text)
+        doc, bad_line = json.loads(text), None
     except ValueError as exc:
-        raise KeyringError(
-            f"{source}: not valid JSON (line {getattr(exc, 'lineno', '?')})"
-        ) from None
+        doc, bad_line = None, getattr(exc, "lineno", "?")
+    if bad_line is not None:  # raised outside the except: a JSONDecodeError holds the whole text, keys included
+        raise KeyringError(f"{source}: not valid JSON (line {bad_line})")
     if not isinstance(doc, dict):
         raise KeyringError(f"{source}: expected a JSON object with 'version' and 'keys'")
     if doc.get("version") != _FORMAT_VERSION:

@@ -262,3 +262,44 @@ def test_in_memory_rotation_adds_a_newest_key():
     sealed = ring.seal(b"x", b"a")
     rotated = ring.with_new_key()
     assert rotated.newest_id != ring.newest_id and rotated.open(sealed, b"a") == b"x"
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o660, 0o666])
+def test_a_key_file_others_may_read_is_refused_as_ssh_does(tmp_path, mode):
+    """Group- or world-accessible key files are refused naming the mode and the fix (ssh's 'UNPROTECTED PRIVATE
+    KEY FILE' rule); 0600 and 0400 load."""
+    path = key_file(tmp_path, [key()])
+    path.chmod(mode)
+    with pytest.raises(KeyringError) as info:
+        Keyring.from_file(path)
+    assert f"permissions {mode:04o} are too open" in str(info.value) and f"chmod 600 {path}" in str(info.value)
+    path.chmod(0o400)
+    assert Keyring.from_file(path).ids == ("k-1",)
+
+
+def test_an_open_key_file_loads_with_the_override(tmp_path, monkeypatch):
+    """SECMETA_ALLOW_OPEN_KEY_FILE=1 is the explicit override."""
+    path = key_file(tmp_path, [key()])
+    path.chmod(0o644)
+    monkeypatch.setenv("SECMETA_ALLOW_OPEN_KEY_FILE", "1")
+    assert Keyring.from_file(path).ids == ("k-1",)
+
+
+def test_require_names_every_missing_key(tmp_path):
+    """Keyring.require lists the ids it lacks and says what needs them."""
+    ring = Keyring.from_file(key_file(tmp_path, [key("k-2")]))
+    ring.require({"k-2"}, "sealed things")
+    with pytest.raises(KeyringError, match=r"lacks keys k-0, k-1, which sealed things"):
+        ring.require({"k-1", "k-2", "k-0"}, "sealed things")
+
+
+@pytest.mark.parametrize("content", [b'{"version": 1, "keys": [' + b"\xff", b'{"version": 1, "keys": [{"material": "'])
+def test_an_unreadable_key_file_chains_nothing_holding_its_text(tmp_path, content):
+    """Not UTF-8 or not JSON: KeyringError with nothing chained (a UnicodeDecodeError or JSONDecodeError holds
+    the whole file, key material included)."""
+    path = tmp_path / "keys.json"
+    path.write_bytes(content)
+    path.chmod(0o600)
+    with pytest.raises(KeyringError) as info:
+        Keyring.from_file(path)
+    assert info.value.__context__ is None and info.value.__cause__ is None
