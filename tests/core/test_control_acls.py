@@ -7,12 +7,11 @@ import pytest
 from core.config import StoreConfig
 from core.control.acls import create_acls, delete_acls, describe_acls
 from core.errors import ApiError, ClusterAuthorizationException, ErrorCode, InvalidRequestException
-from core.types import DeleteAclsResult, RequestContext
+from core.types import DeleteAclsResult
 from core.validation import MAX_NAME_BYTES
 from events.records import AclCreated, AclDeleted
 from events.types import (
     CLUSTER_NAME,
-    AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
@@ -21,12 +20,12 @@ from events.types import (
 )
 from projections.image import SecurityDelta, SecurityImage
 from tests.core.controlkit import unpacked
+from tests.storekit import ADMIN, acl
 
 T = ResourceType
 P = PatternType
 Op = AclOperation
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
-ADMIN = RequestContext()
 CONFIG = StoreConfig()
 OK = ApiError()
 
@@ -37,10 +36,6 @@ def allow(*_):
 
 def deny(*_):
     return False
-
-
-def acl(name="foo", pattern=P.LITERAL, rtype=T.TOPIC, principal="User:alice", host="*", op=Op.READ, perm=ALLOW):
-    return AclBinding.of(rtype, name, pattern, principal, host, op, perm)
 
 
 def ids():
@@ -82,7 +77,7 @@ def test_create_asks_for_alter_on_the_cluster():
     """create asks the decider for ALTER on kafka-cluster."""
     calls = []
     create(acl(), decider=lambda *a: calls.append(a) or True)
-    assert calls == [("User:admin", "127.0.0.1", Op.ALTER, T.CLUSTER, CLUSTER_NAME)]
+    assert calls == [("User:admin", "10.0.0.1", Op.ALTER, T.CLUSTER, CLUSTER_NAME)]
 
 
 def test_create_emits_acl_created_with_new_id():
@@ -310,23 +305,23 @@ def test_delete_invalid_filter_does_not_block_others():
 
 def test_delete_match_filter_uses_applicability():
     """A MATCH filter removes the LITERAL equal, LITERAL '*' and PREFIXED-prefix ACLs only."""
-    image = image_of(acl("foo"), acl("*"), acl("fo", P.PREFIXED), acl("foobar"), acl("x", P.PREFIXED))
+    image = image_of(acl("foo"), acl("*"), acl("fo", pattern=P.PREFIXED), acl("foobar"), acl("x", pattern=P.PREFIXED))
     _, (result,) = delete(flt(resource_type=T.TOPIC, name="foo", pattern_type=P.MATCH), image=image)
-    assert set(result.acls) == {acl("foo"), acl("*"), acl("fo", P.PREFIXED)}
+    assert set(result.acls) == {acl("foo"), acl("*"), acl("fo", pattern=P.PREFIXED)}
 
 
 def test_delete_any_pattern_filter_requires_equal_name():
     """A pattern ANY filter removes ACLs of either pattern type named exactly so, not '*' or prefixes."""
-    image = image_of(acl("foo"), acl("foo", P.PREFIXED), acl("*"), acl("f", P.PREFIXED))
+    image = image_of(acl("foo"), acl("foo", pattern=P.PREFIXED), acl("*"), acl("f", pattern=P.PREFIXED))
     _, (result,) = delete(flt(name="foo", pattern_type=P.ANY), image=image)
-    assert set(result.acls) == {acl("foo"), acl("foo", P.PREFIXED)}
+    assert set(result.acls) == {acl("foo"), acl("foo", pattern=P.PREFIXED)}
 
 
 def test_delete_exact_pattern_filter_requires_that_pattern():
     """A PREFIXED filter does not remove the LITERAL ACL of the same name."""
-    image = image_of(acl("foo"), acl("foo", P.PREFIXED))
+    image = image_of(acl("foo"), acl("foo", pattern=P.PREFIXED))
     _, (result,) = delete(flt(name="foo", pattern_type=P.PREFIXED), image=image)
-    assert result.acls == (acl("foo", P.PREFIXED),)
+    assert result.acls == (acl("foo", pattern=P.PREFIXED),)
 
 
 def test_delete_any_filter_matches_every_acl():
@@ -384,9 +379,9 @@ def test_describe_asks_for_describe_on_the_cluster():
 
 def test_describe_returns_the_matching_bindings():
     """describe returns exactly the bindings the filter selects."""
-    image = image_of(acl("foo"), acl("bar"), acl("fo", P.PREFIXED))
+    image = image_of(acl("foo"), acl("bar"), acl("fo", pattern=P.PREFIXED))
     found = describe_acls(image, flt(name="foo", pattern_type=P.MATCH), ADMIN, decider=allow)
-    assert sorted(found, key=str) == sorted([acl("foo"), acl("fo", P.PREFIXED)], key=str)
+    assert sorted(found, key=str) == sorted([acl("foo"), acl("fo", pattern=P.PREFIXED)], key=str)
 
 
 def test_describe_unknown_filter_raises_invalid_request():
