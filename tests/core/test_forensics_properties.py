@@ -16,7 +16,6 @@ from core import (
     AclOperation,
     AclPermissionType,
     PatternType,
-    RequestContext,
     ResourceType,
     SecurityStore,
     StoreConfig,
@@ -26,8 +25,8 @@ from projections import authorizer
 from projections.acls import AclsImage
 from projections.image import SecurityImage, SecurityProjection
 from tests.logkit import Clock, make_keyring
+from tests.storekit import ADMIN
 
-ADMIN = RequestContext("User:admin", "10.0.0.1")
 PRINCIPALS = ["User:alice", "User:bob", "User:*", "Group:ops", "User:admin"]
 HOSTS = ["*", "10.0.0.1", "10.0.0.0/24", "10.0.0.0/16", "10.0.1.5", "10.0.2.7", "2001:db8::/32", "2001:db8::1"]
 NAMES = ["orders", "ord", "o", "payments", "*"]
