@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 
-from core.cli.common import add_store_options, keyring, store_path
+from core.cli.common import add_store_options, keyring, seconds, store_path
 from core.cli.plugins import Commands
 from core.cli.progress import Progress
 
@@ -82,17 +82,7 @@ def _client_options(parser: argparse.ArgumentParser, *, state_topic: bool = True
 
 
 def _timeout(parser: argparse.ArgumentParser, what: str) -> None:
-    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=what)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
-    return value
+    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS", help=what)
 
 
 @contextlib.contextmanager

@@ -42,6 +42,17 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
                         help="print JSON (times as ISO-8601 UTC with Z) instead of a table")
 
 
+def seconds(text: str) -> float:
+    """An argparse type: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
+    return value
+
+
 def store_path(args: argparse.Namespace) -> str:
     if not args.store:
         raise InvalidValueError(f"no store given: pass --store DIR or set ${DEFAULT_STORE_ENV}")

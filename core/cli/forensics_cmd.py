@@ -120,9 +120,10 @@ def history_cmd(args: argparse.Namespace) -> int:
             start_ms=None if args.start is None else parse_time(args.start),
             end_ms=None if args.end is None else parse_time(args.end), limit=args.limit,
         ))
-    emit(({**e.to_dict(), "time": iso_time(e.timestamp_ms),
-           "details": " ".join(f"{k}={v}" for k, v in e.payload.items())} for e in entries),
-         EVENT_COLUMNS, json=args.json, empty="no logged changes match")
+    rows = ({**e.to_dict(), "time": iso_time(e.timestamp_ms)} for e in entries)
+    if not args.json:
+        rows = ({**r, "details": " ".join(f"{k}={v}" for k, v in r["payload"].items())} for r in rows)
+    emit(rows, EVENT_COLUMNS, json=args.json, empty="no logged changes match")
     return 0
 
 
@@ -172,7 +173,7 @@ def who_could_cmd(args: argparse.Namespace) -> int:
 
 def print_grants(grants, op: AclOperation, rtype, name: str, *, as_json: bool) -> None:
     """who-could's answer as a table (or JSON): principal, host, why, ACLs, exceptions."""
-    emit(({**g.to_dict(), "acl_ids": [i for i, _ in g.acls]} for g in grants),
+    emit((g.to_dict() if as_json else {**g.to_dict(), "acl_ids": [i for i, _ in g.acls]} for g in grants),
          {"principal": "PRINCIPAL", "host": "HOST", "reason": "WHY", "acl_ids": "ACL IDS",
           "except_hosts": "EXCEPT HOSTS", "except_principals": "EXCEPT PRINCIPALS"},
          json=as_json, empty=f"nobody could {op.name} {rtype.name}:{name} then")
@@ -187,9 +188,10 @@ def timeline_cmd(args: argparse.Namespace) -> int:
     def change(c) -> str:
         return "-" if c is None else f"@{c.offset} {c.event_type} by {c.actor_principal} from {c.actor_host}"
 
-    emit(({**i.to_dict(), "from": iso_time(i.start_ms) if i.start_ms is not None else "beginning",
+    emit((i.to_dict() if args.json else
+          {"from": iso_time(i.start_ms) if i.start_ms is not None else "beginning",
            "until": iso_time(i.end_ms) if i.end_ms is not None else "now",
-           "opened": change(i.opened_by), "closed": change(i.closed_by)} for i in intervals),
+           "opened": change(i.opened_by), "closed": change(i.closed_by), "reason": i.reason} for i in intervals),
          {"from": "FROM", "until": "UNTIL", "opened": "OPENED BY", "closed": "CLOSED BY", "reason": "WHY"},
          json=args.json, empty=f"{args.principal} was never allowed to {op.name} {rtype.name}:{name} from {args.host}")
     return 0
