@@ -21,11 +21,6 @@ SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=256)
 
 
 @pytest.fixture
-def keyring(tmp_path):
-    return make_keyring(tmp_path)
-
-
-@pytest.fixture
 def store(tmp_path):
     return tmp_path / "store"
 
