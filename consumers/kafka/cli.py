@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import re
 import signal
 import sys
 import threading
@@ -86,6 +87,24 @@ def _timeout(parser: argparse.ArgumentParser, what: str) -> None:
 
 
 @contextlib.contextmanager
+def _settings_named(args: argparse.Namespace):
+    """librdkafka refusing a setting when a client is made is a usage error naming the file and the key."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    from consumers.kafka.client_config import ClientConfigError
+
+    try:
+        yield
+    except KafkaException as exc:
+        error = exc.args[0]
+        if not isinstance(error, KafkaError) or error.code() != KafkaError._INVALID_ARG:
+            raise
+        where = args.command_config or "the client settings"
+        reason = re.sub(r'Invalid value "[^"]*"', "Invalid value", error.str())  # never a value: it may be a secret
+        raise ClientConfigError(f"{where}: librdkafka refuses it: {reason}") from None
+
+
+@contextlib.contextmanager
 def _quiet_clients():
     """librdkafka's log as one line per problem (ClientProblems); our own warnings as one line each."""
     from consumers.kafka.client_log import ClientProblems
@@ -118,7 +137,7 @@ def _stop_on_signals() -> threading.Event:
 def publish_cmd(args: argparse.Namespace) -> int:
     from consumers.kafka.publisher import Publisher, PublisherError
 
-    with _quiet_clients() as problems, Progress("publish", unit="events") as progress:
+    with _settings_named(args), _quiet_clients() as problems, Progress("publish", unit="events") as progress:
         trouble = []  # the latest reason the publisher gave for not getting on
 
         def report(status) -> None:
@@ -150,7 +169,7 @@ def publish_cmd(args: argparse.Namespace) -> int:
 def follow_cmd(args: argparse.Namespace) -> int:
     from consumers.kafka.follower import Follower, FollowerError
 
-    with _quiet_clients() as problems, Progress("follow", unit="messages") as progress:
+    with _settings_named(args), _quiet_clients() as problems, Progress("follow", unit="messages") as progress:
         deadline = time.monotonic() + args.timeout
         follower = Follower(args.bootstrap_server, history_topic=args.history_topic, state_topic=args.state_topic,
                             checkpoint_dir=args.checkpoint_dir, client_config=_client_config(args))

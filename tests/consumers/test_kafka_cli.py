@@ -44,14 +44,23 @@ def test_publish_once_then_follow_once_match_the_store(env, store_dir, kafka_boo
     assert f"{len(img.acls)} ACLs" in summary and f"{len(img.scram)} users" in summary and "skipped 0" in summary
 
 
-def test_bad_command_config_is_named(env, store_dir, kafka_bootstrap, tmp_path, capsys):
-    """A malformed --command-config exits 2 naming the file and line."""
+@pytest.mark.parametrize("job", ["publish", "follow"])
+@pytest.mark.parametrize("line, named", [
+    # In a Java properties file whitespace also separates key and value (java.util.Properties.load):
+    # this is the key 'this', which librdkafka does not have.
+    ("this line has no equals sign", 'No such configuration property: "this"'),
+    ("linger.ms=hunter2-secret", 'Invalid value for configuration property "queue.buffering.max.ms"'),
+])
+def test_a_setting_librdkafka_refuses_is_a_usage_error_naming_file_and_key(env, store_dir, kafka_bootstrap, tmp_path,
+                                                                            capsys, job, line, named):
+    """Exit 2 naming the file and the key (librdkafka's name for it), never the value (it may be a password)."""
     bad = tmp_path / "client.properties"
-    bad.write_text("acks=all\nthis line has no equals sign\n")
-    code = main(["kafka", "publish", "--once", "--store", str(store_dir), "--bootstrap-server", kafka_bootstrap,
-                 "--command-config", str(bad)])
-    err = capsys.readouterr().err
-    assert code == 2 and "client.properties" in err and "2" in err
+    bad.write_text(f"acks=all\n{line}\n")
+    where = (["--store", str(store_dir)] if job == "publish" else ["--checkpoint-dir", str(tmp_path / "f")])
+    code = main(["kafka", job, "--once", *where, "--bootstrap-server", kafka_bootstrap, "--command-config", str(bad)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == f"secmeta: error: {bad}: librdkafka refuses it: {named}\n"
 
 
 def test_audit_run_once_writes_lines_and_alerts(env, store_dir, kafka_bootstrap, topics, tmp_path, capsys):
