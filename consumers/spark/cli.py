@@ -12,10 +12,9 @@ explains what to install.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
-from core.cli.common import add_json_option, add_key_option, emit, iso_time, store_path
+from core.cli.common import add_json_option, add_key_option, emit, iso_time, seconds, store_path
 from core.cli.forensics_cmd import (
     EVENT_COLUMNS,
     OPERATION_HELP,
@@ -25,6 +24,7 @@ from core.cli.forensics_cmd import (
     print_grants,
 )
 from core.cli.plugins import Commands
+from core.cli.progress import Progress
 from core.cli.security import add_resource_options, one_resource
 from core.errors import SecmetaError
 from core.forensics import parse_operation
@@ -54,7 +54,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     compact.add_argument("--retain-versions", type=_positive, default=10, metavar="N",
                          help="snapshot versions kept queryable (default: 10)")
     compact.add_argument("--checkpoint", metavar="DIR", help="streaming checkpoint (default: TABLES/_checkpoint)")
-    compact.add_argument("--trigger-seconds", type=_seconds, default=5.0, metavar="S",
+    compact.add_argument("--trigger-seconds", type=seconds, default=5.0, metavar="S",
                          help="how often a running job looks for new events (default: 5)")
     compact.set_defaults(func=compact_cmd)
 
@@ -127,16 +127,6 @@ def register(commands: argparse._SubParsersAction) -> None:
 COMMANDS = Commands(register, extra="spark")
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
-    return value
-
-
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -164,11 +154,18 @@ def _tables(parser: argparse.ArgumentParser) -> None:
     _master(parser)
 
 
-def _session(args: argparse.Namespace):
-    from consumers.spark import register
-    from consumers.spark.session import session
+def _session(args: argparse.Namespace, progress: Progress):
+    """The Spark session, saying so on stderr when this command starts Spark (which takes a while)."""
+    from pyspark.sql import SparkSession
 
-    spark = session(app=f"secmeta-{args.spark_command}", master=args.master)
+    from consumers.spark import register
+    from consumers.spark.jvm_stderr import startup_lines_dropped
+    from consumers.spark.session import DEFAULT_MASTER, session
+
+    if SparkSession.getActiveSession() is None:
+        progress.note(f"starting Spark ({args.master or DEFAULT_MASTER})...")
+    with startup_lines_dropped():
+        spark = session(app=f"secmeta-{args.spark_command}", master=args.master)
     register(spark)
     return spark
 
@@ -178,20 +175,21 @@ def compact_cmd(args: argparse.Namespace) -> int:
 
     store = store_path(args)
     open_tables(store, args.tables, args.key_file)  # checks store, keyring and tables before Spark starts
-    spark = _session(args)
+    shown = Progress("spark compact", unit="events")
+    spark = _session(args, shown)
     started = time.monotonic()
 
     def progress(version) -> None:
         when = "" if version.timestamp_ms is None else f", last event {iso_time(version.timestamp_ms)}"
-        print(f"version {version.offset}: +{version.events} events (commit {version.commit}{when}), "
-              f"{time.monotonic() - started:.1f} s", flush=True)
+        shown.note(f"version {version.offset}: +{version.events} events (commit {version.commit}{when}), "
+                   f"{time.monotonic() - started:.1f} s")
 
     query = compaction_stream(
         spark, store, args.tables, key_file=args.key_file, checkpoint=args.checkpoint, once=args.once,
         max_events_per_trigger=args.max_events_per_trigger, retain_versions=args.retain_versions,
         trigger_seconds=args.trigger_seconds, progress=progress)
     if not args.once:
-        print(f"compacting {store} into {args.tables} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+        shown.note(f"compacting {store} into {args.tables} (Ctrl-C to stop)")
     try:
         wait(query)
     except KeyboardInterrupt:
@@ -215,12 +213,13 @@ def audit_cmd(args: argparse.Namespace) -> int:
 
     rules = load_rules(args.rules)  # a bad rules file, store or keyring fails before Spark starts
     check_log(store_path(args), args.key_file)
-    spark = _session(args)
+    shown = Progress("spark audit", unit="events")
+    spark = _session(args, shown)
     try:
         query = run_audit(spark, store_path(args), args.key_file, args.alerts, rules=rules, once=args.once,
                           checkpoint=args.checkpoint, max_events_per_trigger=args.max_events_per_trigger)
         if not args.once:
-            print(f"auditing {args.store} into {args.alerts} (Ctrl-C to stop)", file=sys.stderr, flush=True)
+            shown.note(f"auditing {args.store} into {args.alerts} (Ctrl-C to stop)")
             try:
                 query.awaitTermination()
             except KeyboardInterrupt:
@@ -247,7 +246,7 @@ def _reader(args: argparse.Namespace):
     Tables(args.tables).manifest()  # not a tables directory / newer format: fail before Spark starts
     from consumers.spark.table_reader import TableReader
 
-    return TableReader(_session(args), args.tables)
+    return TableReader(_session(args, Progress("spark query")), args.tables)
 
 
 def query_acls_cmd(args: argparse.Namespace) -> int:
@@ -255,7 +254,8 @@ def query_acls_cmd(args: argparse.Namespace) -> int:
 
     at = as_of_arg(args)
     found = queries.acls_at(_reader(args), at)
-    emit(({**a.to_dict(), "resource": f"{a.binding.restype.name}:{a.binding.name}",
+    emit((a.to_dict() if args.json else
+          {**a.to_dict(), "resource": f"{a.binding.restype.name}:{a.binding.name}",
            "created": f"{a.created_by} @{a.created_offset} {iso_time(a.created_ms)}"} for a in found),
          {"acl_id": "ACL ID", "resource": "RESOURCE", "pattern_type": "PATTERN", "principal": "PRINCIPAL",
           "host": "HOST", "operation": "OPERATION", "permission_type": "PERMISSION", "created": "CREATED BY"},
@@ -306,7 +306,8 @@ def query_tokens_cmd(args: argparse.Namespace) -> int:
     t1 = parse_time(args.t1)
     t2 = t1 if args.t2 is None else parse_time(args.t2)
     alive = queries.tokens_alive(_reader(args), t1, t2)
-    emit(({**t.to_dict(), "issued": iso_time(t.issue_timestamp_ms), "expires": iso_time(t.expiry_timestamp_ms),
+    emit((t.to_dict() if args.json else
+          {**t.to_dict(), "issued": iso_time(t.issue_timestamp_ms), "expires": iso_time(t.expiry_timestamp_ms),
            "alive_from": iso_time(t.alive_from_ms)} for t in alive),
          {"token_id": "TOKEN ID", "owner": "OWNER", "requester": "REQUESTER", "renewers": "RENEWERS",
           "issued": "ISSUED", "expires": "EXPIRES", "alive_from": "ALIVE FROM"}, json=args.json)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 
 import pytest
 
@@ -26,8 +30,9 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
 def test_compact_then_query_equals_the_store(cli_space, capsys):
     space, tables = cli_space
     common = ["--store", str(space.store_dir), "--key-file", str(space.key_file), "--tables", str(tables)]
-    code, out, _ = _run(capsys, "spark", "compact", *common, "--once", "--max-events-per-trigger", "30")
-    assert code == 0 and "version 30: +30 events" in out and "tables at version" in out
+    code, out, err = _run(capsys, "spark", "compact", *common, "--once", "--max-events-per-trigger", "30")
+    assert code == 0 and "tables at version" in out
+    assert "spark compact: version 30: +30 events" in err  # each batch, on stderr
     with space.open() as store:
         end = store.log.end_offset
         mid = end // 2
@@ -83,3 +88,33 @@ def test_audit_once_reports_alerts(cli_space, capsys, tmp_path):
     code, out, _ = _run(capsys, "spark", "audit", "--store", str(space.store_dir), "--key-file",
                         str(space.key_file), "--alerts", str(tmp_path / "alerts"), "--once")
     assert code == 0 and "audited" in out and "alerts table" in out
+
+
+def test_query_json_times_are_iso_8601_with_z(cli_space, capsys, tmp_path):
+    """spark query prints times as every command does: ISO-8601 UTC with Z (JSON and table)."""
+    space, _ = cli_space
+    tables = tmp_path / "tables"
+    assert main(["spark", "compact", "--store", str(space.store_dir), "--key-file", str(space.key_file),
+                 "--tables", str(tables), "--once"]) == 0
+    capsys.readouterr()
+    code, out, _ = _run(capsys, "spark", "query", "history", "--tables", str(tables), "--limit", "1", "--json")
+    (row,) = json.loads(out)
+    assert code == 0 and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", row["timestamp"])
+    code, out, _ = _run(capsys, "spark", "query", "history", "--tables", str(tables), "--limit", "1")
+    assert row["timestamp"] in out
+
+
+def test_a_fresh_spark_says_it_is_starting_and_prints_no_jvm_lines(cli_space, tmp_path):
+    """In its own process (so Spark really starts): stderr holds the start-up note and one line per
+    compaction batch, and none of the JVM's or Spark's start-up lines; stdout holds the answer."""
+    space, _ = cli_space
+    ran = subprocess.run(
+        [sys.executable, "-m", "core.cli", "spark", "compact", "--store", str(space.store_dir), "--key-file",
+         str(space.key_file), "--tables", str(tmp_path / "tables"), "--once", "--max-events-per-trigger", "30"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stderr.splitlines()
+    assert lines[0] == "spark compact: starting Spark (local[2])..."
+    assert lines[1].startswith("spark compact: version 30: +30 events (commit 1, last event ")
+    assert all(line.startswith("spark compact: version ") for line in lines[1:]), ran.stderr
+    assert ran.stdout.startswith("tables at version ")
