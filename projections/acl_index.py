@@ -12,7 +12,7 @@ groups, nodes and map paths, so untouched structure is shared.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -324,10 +324,15 @@ def _type_index(literal, prefixed, length_counts, grants) -> TypeIndex:
 
 
 def _built(sources: tuple[dict[str, Entries], dict[str, Entries]]) -> TypeIndex:
-    """A type index from (literal, prefixed) name -> entries, built in dicts then frozen."""
+    """A type index from (literal, prefixed) name -> entries, built in dicts then frozen.
+
+    Most patterns hold one ACL: that group is made inline (its one bit is its
+    one grant key); grants gather in one flat (principal, key) table, nested
+    once at the end.
+    """
     nodes: tuple[dict[str, Node], dict[str, Node]] = ({}, {})
-    counts: dict[int, int] = {}
-    grants: dict[str, dict[int, dict[str, Group]]] = {}
+    grants: dict[tuple[str, int], dict[str, Group]] = {}
+    facts: dict[int, tuple[str, int, bool]] = {}  # id(entry) -> (principal, bit, host is '*')
     bits_of = ACL_BITS
     for prefixed in (0, 1):
         offset = _PREFIXED_KEY if prefixed else 0
@@ -336,52 +341,58 @@ def _built(sources: tuple[dict[str, Entries], dict[str, Entries]]) -> TypeIndex:
             if len(entries) == 1:
                 acl_id, binding = entries[0]
                 entry = binding.entry
-                principal = entry.principal
-                if entry.host == WILDCARD:
-                    bit = bits_of[entry.permission_type][entry.operation]
-                    group = Group(principal, acl_id, bit, None, None)
-                else:
-                    group = _build_group(principal, entries)
-                groups = None
+                fact = facts.get(id(entry))
+                if fact is None:
+                    fact = facts[id(entry)] = (
+                        entry.principal,
+                        bits_of[entry.permission_type][entry.operation],
+                        entry.host == WILDCARD,
+                    )
+                principal, bit, any_host = fact
+                if any_host:
+                    group = out[name] = Group(principal, acl_id, bit, None, None)
+                    key = (principal, bit.bit_length() - 1 + offset)
+                    table = grants.get(key)
+                    if table is None:
+                        grants[key] = {name: group}
+                    else:
+                        table[name] = group
+                    continue
+                members: Sequence[Group] = (_build_group(principal, entries),)
             else:
                 per_principal: dict[str, Entries] = {}
                 for pair in entries:
                     per_principal.setdefault(pair[1].entry.principal, []).append(pair)
-                groups = {p: _build_group(p, e) for p, e in per_principal.items()}
-            for member in (group,) if groups is None else groups.values():
-                tables = grants.get(member.principal)
-                if tables is None:
-                    tables = grants[member.principal] = {}
+                members = [_build_group(p, e) for p, e in per_principal.items()]
+            for member in members:
                 bits = member.union_bits()
                 while bits:
                     low = bits & -bits
-                    key = low.bit_length() - 1 + offset
-                    table = tables.get(key)
+                    key = (member.principal, low.bit_length() - 1 + offset)
+                    table = grants.get(key)
                     if table is None:
-                        tables[key] = {name: member}
+                        grants[key] = {name: member}
                     else:
                         table[name] = member
                     bits ^= low
-            if groups is None:
-                out[name] = group
-            elif len(groups) == 1:
-                out[name] = next(iter(groups.values()))
+            if len(members) == 1:
+                out[name] = members[0]
             else:
-                out[name] = Multi(immutables.Map(groups))
-            if prefixed:
-                counts[len(name)] = counts.get(len(name), 0) + 1
+                out[name] = Multi(immutables.Map({m.principal: m for m in members}))
+    counts: dict[int, int] = {}
+    for name in nodes[1]:
+        counts[len(name)] = counts.get(len(name), 0) + 1
+    nested: dict[str, dict[int, immutables.Map]] = {}
+    for (principal, key), table in grants.items():
+        tables = nested.get(principal)
+        if tables is None:
+            tables = nested[principal] = {}
+        tables[key] = immutables.Map(table)
     return _type_index(
         immutables.Map(nodes[0]),
         immutables.Map(nodes[1]),
         immutables.Map(counts),
-        immutables.Map(
-            {
-                principal: immutables.Map(
-                    {key: immutables.Map(table) for key, table in tables.items()}
-                )
-                for principal, tables in grants.items()
-            }
-        ),
+        immutables.Map({principal: immutables.Map(tables) for principal, tables in nested.items()}),
     )
 
 
