@@ -94,9 +94,10 @@ def test_every_option_has_help_text():
 
 def test_help_shows_defaults_and_accepted_values(capsys):
     with pytest.raises(SystemExit):
-        main(["spark", "compact", "--help"])
+        main(["kafka", "publish", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
-    assert "snapshot versions kept queryable (default: 10)" in shown
+    assert "--history-topic TOPIC every logged event, in log order (default: secmeta.history)" in shown
+    assert "exit 1 naming what is left unpublished (default: 30.0)" in shown
     with pytest.raises(SystemExit):
         main(["who-could", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
@@ -125,3 +126,14 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(store, argv, tmp_path):
     err = child.stderr.read().decode()
     assert child.wait(timeout=60) == 128 + signal.SIGPIPE
     assert err == ""
+
+
+READ_COMMANDS = ["secmeta authorize", "secmeta history", "secmeta diff", "secmeta who-could", "secmeta timeline",
+                 "secmeta log dump", "secmeta log verify", "secmeta spark query acls", "secmeta spark query who-could",
+                 "secmeta spark query history", "secmeta spark query tokens", "secmeta spark query sql",
+                 "secmeta acls", "secmeta configs", "secmeta tokens"]
+
+
+def test_every_read_command_takes_json():
+    with_json = {prog for prog, action in _options() if "--json" in action.option_strings}
+    assert [prog for prog in READ_COMMANDS if prog not in with_json] == []
