@@ -69,8 +69,12 @@ def checked_binding(binding: object) -> AclBinding:
 
 def validate_binding(binding: object) -> ApiError:
     """NONE, or INVALID_REQUEST naming the first field that cannot be stored."""
+    return _error_of(checked_binding, binding)
+
+
+def _error_of(check: Callable[[object], object], value: object) -> ApiError:
     try:
-        checked_binding(binding)
+        check(value)
     except FieldError as exc:
         return _invalid(str(exc))
     return _OK
@@ -107,11 +111,7 @@ def checked_filter(f: object) -> AclBindingFilter:
 
 def validate_filter(f: object) -> ApiError:
     """NONE, or INVALID_REQUEST naming the first bad field of the filter."""
-    try:
-        checked_filter(f)
-    except FieldError as exc:
-        return _invalid(str(exc))
-    return _OK
+    return _error_of(checked_filter, f)
 
 
 def create_acls(
