@@ -48,12 +48,15 @@ class AclsImage:
 
     @classmethod
     def of(cls, pairs: Iterable[tuple[str, AclBinding]]) -> AclsImage:
-        """An image holding these (acl_id, binding) pairs, e.g. from a snapshot."""
-        delta = AclsDelta(cls.EMPTY)
+        """An image holding these (acl_id, binding) pairs, e.g. from a snapshot (a later id wins).
+
+        The index is built once, in bulk.
+        """
         with paused_gc():
-            for acl_id, binding in pairs:
-                delta.add(acl_id, binding)
-            return delta.apply()
+            acls = {acl_id: _indexable(binding) for acl_id, binding in pairs}
+            if not acls:
+                return cls.EMPTY
+            return cls(immutables.Map(acls), AclIndex.EMPTY.updated((), acls.items(), acls))
 
     def get(self, acl_id: str) -> AclBinding | None:
         return self.acls.get(acl_id)
@@ -213,6 +216,13 @@ def canonical_binding(binding: AclBinding) -> AclBinding:
     return AclBinding(pattern, shared)
 
 
+def _indexable(binding: AclBinding) -> AclBinding:
+    """The canonical binding of an ACL an image can hold (LITERAL or PREFIXED), else InvalidValueError."""
+    if binding.pattern.pattern_type not in _INDEXED_PATTERNS:
+        raise InvalidValueError(f"ACL pattern type must be LITERAL or PREFIXED: {binding!r}")
+    return canonical_binding(binding)
+
+
 class AclsDelta:
     """Changes to an AclsImage: id -> new binding, or None for removed.
 
@@ -240,9 +250,7 @@ class AclsDelta:
 
     def add(self, acl_id: str, binding: AclBinding) -> None:
         """Record a new ACL (pattern type must be LITERAL or PREFIXED)."""
-        if binding.pattern.pattern_type not in _INDEXED_PATTERNS:
-            raise InvalidValueError(f"ACL pattern type must be LITERAL or PREFIXED: {binding!r}")
-        self._changes[acl_id] = canonical_binding(binding)
+        self._changes[acl_id] = _indexable(binding)
 
     def remove(self, acl_id: str) -> None:
         """Record the removal of an ACL by id."""

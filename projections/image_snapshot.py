@@ -1,9 +1,12 @@
-"""Snapshot codec for SecurityImage: one Avro row per credential, ACL and token.
+"""Snapshot codec for SecurityImage: a meta row, credentials, ACL column chunks, tokens.
 
 Each row holds one branch of a union: a meta row (the image's next_offset,
-written first), a SCRAM credential (its secret stays sealed), an ACL (enums
-as Kafka's int codes) or a delegation token.  Rows are written with
-explicit branch names; the reader tells the branches apart by their fields.
+written first), a SCRAM credential (its secret stays sealed), a chunk of up
+to ``ACL_CHUNK`` ACLs as one array per field (enums as Kafka's int codes) or
+a delegation token.  Column chunks decode in bulk and the image builds its
+index once from all of them.  Snapshots of format 1 hold one row per ACL
+(``AclRow``); they still load.  Rows are written with explicit branch names;
+the reader tells the branches apart by their fields.
 """
 
 from __future__ import annotations
@@ -64,6 +67,21 @@ _ACL = {
         _field("permission_type", "int", "AclPermissionType code."),
     ],
 }
+_ACL_COLUMNS = {
+    "type": "record",
+    "name": "AclColumnsRow",
+    "doc": "A chunk of ACLs, one array per field; item i of every array is ACL i.",
+    "fields": [
+        _field("acl_ids", {"type": "array", "items": "string"}, "The ACLs' ids."),
+        _field("resource_types", {"type": "array", "items": "int"}, "ResourceType codes."),
+        _field("resource_names", {"type": "array", "items": "string"}, "Resource names or prefixes."),
+        _field("pattern_types", {"type": "array", "items": "int"}, "PatternType codes (3 LITERAL, 4 PREFIXED)."),
+        _field("principals", {"type": "array", "items": "string"}, "Principals, Type:Name."),
+        _field("hosts", {"type": "array", "items": "string"}, "Hosts, or * for any."),
+        _field("operations", {"type": "array", "items": "int"}, "AclOperation codes."),
+        _field("permission_types", {"type": "array", "items": "int"}, "AclPermissionType codes."),
+    ],
+}
 _TOKEN = {
     "type": "record",
     "name": "TokenRow",
@@ -86,7 +104,9 @@ SCHEMA = {
     "doc": "One part of a SecurityImage snapshot.",
     "fields": [
         _field(
-            "row", [_ACL, _SCRAM, _TOKEN, _META], "The part: an ACL, credential, token or meta row."
+            "row",
+            [_ACL_COLUMNS, _SCRAM, _TOKEN, _META],
+            "The part: a chunk of ACLs, a credential, a token or the meta row.",
         )
     ],
 }
@@ -103,9 +123,11 @@ class _Codes(dict):
         return self.unknown
 
 
-_META_NAME, _SCRAM_NAME, _ACL_NAME, _TOKEN_NAME = (
-    f"secmeta.snapshot.{r['name']}" for r in (_META, _SCRAM, _ACL, _TOKEN)
+_META_NAME, _SCRAM_NAME, _ACL_COLUMNS_NAME, _TOKEN_NAME = (
+    f"secmeta.snapshot.{r['name']}" for r in (_META, _SCRAM, _ACL_COLUMNS, _TOKEN)
 )
+ACL_CHUNK = 65536  # ACLs per column row: bounds what one row holds while writing
+_ACL_COLUMN_NAMES = tuple(f["name"] for f in _ACL_COLUMNS["fields"])
 _RESOURCE_TYPES = _Codes(ResourceType)
 _PATTERN_TYPES = _Codes(PatternType)
 
@@ -133,23 +155,8 @@ class SecurityImageSnapshot:
                     },
                 )
             }
-        for acl_id, binding in image.acls:
-            pattern, entry = binding.pattern, binding.entry
-            yield {
-                "row": (
-                    _ACL_NAME,
-                    {
-                        "acl_id": acl_id,
-                        "resource_type": int(pattern.resource_type),
-                        "resource_name": pattern.name,
-                        "pattern_type": int(pattern.pattern_type),
-                        "principal": entry.principal,
-                        "host": entry.host,
-                        "operation": int(entry.operation),
-                        "permission_type": int(entry.permission_type),
-                    },
-                )
-            }
+        for chunk in _chunks(image.acls, ACL_CHUNK):
+            yield {"row": (_ACL_COLUMNS_NAME, _acl_columns(chunk))}
         for token in image.tokens:
             yield {
                 "row": (
@@ -169,52 +176,94 @@ class SecurityImageSnapshot:
     def build(self, rows: Iterable[dict]) -> SecurityImage:
         scram = ScramDelta(ScramImage.EMPTY)
         tokens = TokensDelta(TokensImage.EMPTY)
+        acls = _AclLoader()
         next_offset = 0
+        for wrapped in rows:
+            row = wrapped["row"]
+            if "acl_ids" in row:
+                acls.add_columns(row)
+            elif "acl_id" in row:
+                acls.add_row(row)
+            elif "user" in row:
+                scram.upsert(
+                    row["user"],
+                    ScramMechanism(row["mechanism"]),
+                    row["iterations"],
+                    SealedSecret(row["key_id"], row["nonce"], row["ciphertext"]),
+                )
+            elif "token_id" in row:
+                tokens.issue(
+                    TokenInfo(
+                        row["token_id"],
+                        row["owner"],
+                        row["requester"],
+                        tuple(row["renewers"]),
+                        row["issue_timestamp_ms"],
+                        row["expiry_timestamp_ms"],
+                        row["max_timestamp_ms"],
+                    )
+                )
+            else:
+                next_offset = row["next_offset"]
+        return SecurityImage(scram.apply(), acls.image(), tokens.apply(), next_offset)
 
-        def acls() -> Iterator[tuple[str, AclBinding]]:
-            nonlocal next_offset
-            binding, pattern, entry = AclBinding, ResourcePattern, canonical_entry
-            resource_types, pattern_types = _RESOURCE_TYPES, _PATTERN_TYPES
-            for wrapped in rows:
-                row = wrapped["row"]
-                if "acl_id" in row:
-                    yield (
-                        row["acl_id"],
-                        binding(
-                            pattern(
-                                resource_types[row["resource_type"]],
-                                row["resource_name"],
-                                pattern_types[row["pattern_type"]],
-                            ),
-                            entry(
-                                row["principal"],
-                                row["host"],
-                                row["operation"],
-                                row["permission_type"],
-                            ),
-                        ),
-                    )
-                elif "user" in row:
-                    scram.upsert(
-                        row["user"],
-                        ScramMechanism(row["mechanism"]),
-                        row["iterations"],
-                        SealedSecret(row["key_id"], row["nonce"], row["ciphertext"]),
-                    )
-                elif "token_id" in row:
-                    tokens.issue(
-                        TokenInfo(
-                            row["token_id"],
-                            row["owner"],
-                            row["requester"],
-                            tuple(row["renewers"]),
-                            row["issue_timestamp_ms"],
-                            row["expiry_timestamp_ms"],
-                            row["max_timestamp_ms"],
-                        )
-                    )
-                else:
-                    next_offset = row["next_offset"]
 
-        acl_image = AclsImage.of(acls())
-        return SecurityImage(scram.apply(), acl_image, tokens.apply(), next_offset)
+def _chunks(acls: AclsImage, size: int) -> Iterator[list[tuple[str, AclBinding]]]:
+    chunk: list[tuple[str, AclBinding]] = []
+    for pair in acls:
+        chunk.append(pair)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _acl_columns(chunk: list[tuple[str, AclBinding]]) -> dict[str, list]:
+    columns: tuple[list, ...] = tuple([] for _ in _ACL_COLUMN_NAMES)
+    ids, types, names, pattern_types, principals, hosts, operations, permissions = columns
+    for acl_id, binding in chunk:
+        pattern, entry = binding.pattern, binding.entry
+        ids.append(acl_id)
+        types.append(int(pattern.resource_type))
+        names.append(pattern.name)
+        pattern_types.append(int(pattern.pattern_type))
+        principals.append(entry.principal)
+        hosts.append(entry.host)
+        operations.append(int(entry.operation))
+        permissions.append(int(entry.permission_type))
+    return dict(zip(_ACL_COLUMN_NAMES, columns))
+
+
+class _AclLoader:
+    """Gathers a snapshot's ACLs (column chunks or format-1 rows) into one image.
+
+    Bindings share their entries (``canonical_entry``) and, per resource,
+    their pattern; the index is built once, in bulk, by ``AclsImage.of``.
+    """
+
+    def __init__(self) -> None:
+        self.acls: dict[str, AclBinding] = {}
+        self.patterns: dict[tuple[int, str, int], ResourcePattern] = {}
+
+    def _pattern(self, key: tuple[int, str, int]) -> ResourcePattern:
+        pattern = self.patterns[key] = ResourcePattern(
+            _RESOURCE_TYPES[key[0]], key[1], _PATTERN_TYPES[key[2]]
+        )
+        return pattern
+
+    def add_columns(self, columns: dict[str, list]) -> None:
+        acls, patterns, entry, binding = self.acls, self.patterns, canonical_entry, AclBinding
+        for acl_id, resource_type, name, pattern_type, principal, host, operation, permission in zip(
+            *(columns[name] for name in _ACL_COLUMN_NAMES), strict=True
+        ):
+            key = (resource_type, name, pattern_type)
+            pattern = patterns.get(key) or self._pattern(key)
+            acls[acl_id] = binding(pattern, entry(principal, host, operation, permission))
+
+    def add_row(self, row: dict) -> None:
+        """A format-1 ``AclRow`` (its fields are the column names in the singular)."""
+        self.add_columns({name: [row[name[:-1]]] for name in _ACL_COLUMN_NAMES})
+
+    def image(self) -> AclsImage:
+        return AclsImage.of(self.acls.items())

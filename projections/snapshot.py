@@ -29,7 +29,7 @@ from events.durable import fsync_dir
 from events.errors import InvalidValueError, SecmetaError
 from events.keyring import Keyring
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2  # 2: ACLs as column chunks (format 1, one row per ACL, still loads)
 TRAILER = struct.Struct(">32s4sI")  # HMAC, magic, CRC
 MAC_LABEL = b"secmeta/snapshot"
 TRAILER_MAGIC = b"SMSN"

@@ -1,6 +1,7 @@
 """SecurityImageSnapshot: the image round-trips through a snapshot file, secrets stay sealed."""
 
 import fastavro
+import pytest
 
 from events.keyring import SealedSecret
 from events.records import AclCreated, DelegationTokenIssued, ScramCredentialUpserted
@@ -12,9 +13,10 @@ from events.types import (
     ResourceType,
     ScramMechanism,
 )
+from projections import image_snapshot, snapshot
 from projections.image import SecurityDelta, SecurityImage
 from projections.image_snapshot import SecurityImageSnapshot
-from projections.snapshot import read_snapshot, write_snapshot
+from projections.snapshot import SnapshotError, read_snapshot, write_snapshot
 
 CODEC = SecurityImageSnapshot()
 SECRET = SealedSecret("k-7", b"\x11" * 12, b"sealed-bytes-" * 3)
@@ -73,9 +75,85 @@ def test_next_offset_is_restored(tmp_path):
     assert round_trip(tmp_path, sample_image(next_offset=1234)).next_offset == 1234
 
 
-def test_rows_hold_one_meta_row_then_one_row_per_item():
-    """rows() yields a meta row, then one row per credential, ACL and token."""
-    assert len(list(CODEC.rows(sample_image()))) == 1 + 2 + 2 + 1
+def test_rows_hold_a_meta_row_credentials_acl_chunks_and_tokens():
+    """rows() yields a meta row, one row per credential, the ACLs in one column chunk, one row per token."""
+    names = [name.rsplit(".", 1)[1] for name, _ in (r["row"] for r in CODEC.rows(sample_image()))]
+    assert names == ["MetaRow", "ScramRow", "ScramRow", "AclColumnsRow", "TokenRow"]
+
+
+def with_acls(image, count):
+    delta = SecurityDelta(image)
+    for i in range(count):
+        binding = AclBinding.of(
+            ResourceType.TOPIC, f"t{i % 3}", PatternType.LITERAL, f"User:u{i}", "*",
+            AclOperation.READ, AclPermissionType.ALLOW,
+        )
+        delta.replay(AclCreated(f"extra-{i}", binding))
+    return delta.apply()
+
+
+def test_acls_spread_over_several_column_chunks_read_back(tmp_path, monkeypatch):
+    """An image with more ACLs than one chunk holds is written as several chunks and reads back equal."""
+    monkeypatch.setattr(image_snapshot, "ACL_CHUNK", 2)
+    image = with_acls(sample_image(), 5)
+    chunks = [row for name, row in (r["row"] for r in CODEC.rows(image)) if "acl_ids" in row]
+    assert [len(c["acl_ids"]) for c in chunks] == [2, 2, 2, 1]
+    assert round_trip(tmp_path, image) == image
+
+
+class FormatOneCodec:
+    """The format-1 writer (one AclRow per ACL), kept to test that its snapshots still load."""
+
+    kind = CODEC.kind
+    ACL_ROW = {
+        "type": "record",
+        "name": "AclRow",
+        "fields": [
+            {"name": "acl_id", "type": "string"},
+            {"name": "resource_type", "type": "int"},
+            {"name": "resource_name", "type": "string"},
+            {"name": "pattern_type", "type": "int"},
+            {"name": "principal", "type": "string"},
+            {"name": "host", "type": "string"},
+            {"name": "operation", "type": "int"},
+            {"name": "permission_type", "type": "int"},
+        ],
+    }
+    schema = {
+        **CODEC.schema,
+        "fields": [{"name": "row", "type": [ACL_ROW, *CODEC.schema["fields"][0]["type"][1:]]}],
+    }
+
+    def rows(self, image):
+        for wrapped in CODEC.rows(image):
+            name, row = wrapped["row"]
+            if "acl_ids" not in row:
+                yield wrapped
+                continue
+            for i in range(len(row["acl_ids"])):
+                yield {"row": ("secmeta.snapshot.AclRow", {
+                    field["name"]: row[field["name"] + "s"][i] for field in self.ACL_ROW["fields"]
+                })}
+
+
+def test_a_format_1_snapshot_still_loads(tmp_path, monkeypatch):
+    """A snapshot written by format 1 (one row per ACL) loads into the same image."""
+    monkeypatch.setattr(snapshot, "SNAPSHOT_FORMAT", 1)
+    image = with_acls(sample_image(), 4)
+    info = write_snapshot(
+        tmp_path, FormatOneCodec(), image, next_offset=image.next_offset, link=b"\0" * 32, timestamp_ms=0
+    )
+    monkeypatch.undo()
+    assert read_snapshot(info.path, CODEC)[1] == image
+
+
+def test_a_snapshot_of_a_newer_format_is_refused_naming_it(tmp_path, monkeypatch):
+    """A snapshot whose format this code does not know is refused with the format in the message."""
+    monkeypatch.setattr(snapshot, "SNAPSHOT_FORMAT", snapshot.SNAPSHOT_FORMAT + 1)
+    info = write_snapshot(tmp_path, CODEC, sample_image(), next_offset=42, link=b"\0" * 32, timestamp_ms=0)
+    monkeypatch.undo()
+    with pytest.raises(SnapshotError, match=f"format {snapshot.SNAPSHOT_FORMAT + 1}"):
+        read_snapshot(info.path, CODEC)
 
 
 def test_scram_rows_hold_the_sealed_secret():
