@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import CorruptLogError
+from core.log.format import FrameError
 from core.log.seal import BrokenSealError, seal, unseal
 from events.durable import write_atomically
 from events.keyring import Keyring
@@ -38,6 +39,12 @@ class Mark:
 
     next_offset: int
     link: bytes = field(repr=False)
+
+
+def is_torn_tail(error: FrameError, offset: int, mark: Mark | None, start: int) -> bool:
+    """May the unreadable batch at ``offset`` be cut as a torn write? Only when it is incomplete
+    (the data ends before its length says) and lies beyond the acknowledged end."""
+    return error.truncated and offset >= (mark.next_offset if mark is not None else start)
 
 
 class HighWater:

@@ -23,7 +23,7 @@ from enum import StrEnum
 from core.errors import CorruptLogError, InvalidValueError, SecmetaError
 from core.log.anchor import ANCHOR_FILE, Anchor, read_anchor, write_anchor
 from core.log.format import MAX_FRAME, Batch, FrameError, encode_frame, genesis_link
-from core.log.highwater import HighWater, Mark
+from core.log.highwater import HighWater, Mark, is_torn_tail
 from core.log.segment import Segment, segment_name
 from core.storedir import StoreDirectory
 from events.codec import EventCodec
@@ -216,6 +216,8 @@ class Log:
             if last:
                 self._recover_active(seg, mark)
             elif not seg.load_indexes(bases[i + 1], self.keyring, self.store.store_id):
+                if seg.index_path.exists() or seg.timeindex_path.exists():
+                    logger.warning("index files of segment %s fail their seal or check: rebuilt from the data", seg.name)
                 self._scan_sealed(seg)
                 unindexed.append(seg)
             if not last:
@@ -318,10 +320,9 @@ class Log:
                 seg.note(batch, batch.position)
                 expected, good_end, prev = batch.next_offset, batch.position + batch.size, batch.link
         except FrameError as exc:
-            acknowledged = mark.next_offset if mark is not None else self._start_offset
-            if not exc.truncated or expected < acknowledged:
+            if not is_torn_tail(exc, expected, mark, self._start_offset):
                 why = ("a complete batch that does not parse or fails its CRC is not a torn write" if not exc.truncated
-                       else f"the high-water mark records offsets up to {acknowledged} as acknowledged")
+                       else f"the high-water mark records offsets up to {mark.next_offset if mark else 0} as acknowledged")
                 raise CorruptLogError(
                     f"segment {seg.name} is corrupt at offset {expected} (byte {good_end}): {exc}; {why}. "
                     f"Nothing was changed; `secmeta log recover --truncate-after {expected}` cuts the log "

@@ -19,7 +19,7 @@ from core.errors import CorruptLogError
 from core.log.anchor import read_anchor
 from core.log.fit import snapshot_misfit
 from core.log.format import FrameError, genesis_link
-from core.log.highwater import HighWater
+from core.log.highwater import HighWater, is_torn_tail
 from core.log.log import retention_configured
 from core.log.segment import Segment
 from core.storedir import StoreDirectory
@@ -132,8 +132,8 @@ def verify_log(
             if base != bases[-1] and (problem := seg.index_problem(seg_batches, keyring, store.store_id)):
                 return failed(problem, seg.name)
         except FrameError as exc:
-            acknowledged = mark.next_offset if mark is not None else start
-            if not (exc.truncated and base == bases[-1] and expected >= acknowledged):
+            if not (base == bases[-1] and is_torn_tail(exc, expected, mark, start)):
+                acknowledged = mark.next_offset if mark is not None else start
                 kind = f"torn (incomplete) before the acknowledged end {acknowledged}" if exc.truncated else "corrupt"
                 return failed(f"{kind} batch at byte {exc.position}: {exc}", seg.name)  # type: ignore[attr-defined]
             # an incomplete final batch beyond the high-water mark: a torn write the next writer open cuts
