@@ -19,6 +19,7 @@ it and presents the answers.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from core.config import StoreConfig
@@ -31,6 +32,7 @@ from events.types import (
     AclBinding,
     AclOperation,
     AclPermissionType,
+    PatternType,
     ResourceType,
 )
 from projections.acl_decision import ALLOWED_BY_ACL, SUPER_USER, Decision, applies, decide, effect
@@ -285,6 +287,29 @@ class _Tracked:
                       allow_if_no_acl=self.allow_if_no_acl)
 
 
+def _acl_changes(travel: TimeTravel, tracked: _Tracked, start: int, end: int) -> Iterator[Change]:
+    """The ACL events in [start, end) whose pattern applies to the tracked resource, in order.
+
+    From the history index when it covers them (the patterns that can apply: the literal
+    name, the literal '*' and every prefix of the name), else by reading the log.
+    """
+    index = travel.index
+    if index is not None and index.covered(end):
+        name = tracked.name
+        prefixes = [name[:i] for i in range(1, len(name) + 1)]
+        where = (f"restype = ? AND ((pattern = ? AND name IN (?, ?)) OR "
+                 f"(pattern = ? AND name IN ({', '.join('?' * len(prefixes))})))")
+        args = (int(tracked.rt), int(PatternType.LITERAL), name, WILDCARD, int(PatternType.PREFIXED), *prefixes)
+        for row in index.select(start, end, where, args):
+            yield Change(row.offset, row.timestamp_ms, row.actor_principal, row.actor_host, row.request_id,
+                         row.event_type, row.acl_id, row.binding)
+        return
+    for envelope in travel.log.read(start, end):
+        kind = type(envelope.event)
+        if (kind is AclCreated or kind is AclDeleted) and tracked.covers(envelope.event.binding):
+            yield Change.of(envelope)
+
+
 def access_timeline(
     travel: TimeTravel,
     config: StoreConfig,
@@ -318,18 +343,12 @@ def access_timeline(
     opened: tuple | None = None  # (start offset, start ms, opener, reason) of the open interval
     if allowed:
         opened = (start, begin_ms, None, decision.reason)
-    for envelope in log.read(start, end):
-        event = envelope.event
-        kind = type(event)
-        if kind is AclCreated:
-            if not tracked.covers(event.binding):
-                continue
-            tracked.remove(event.acl_id)
-            tracked.add(event.acl_id, event.binding)
-        elif kind is AclDeleted:
-            if event.acl_id not in tracked.on_resource:
-                continue
-            tracked.remove(event.acl_id)
+    for change in _acl_changes(travel, tracked, start, end):
+        if change.event_type == "AclCreated":
+            tracked.remove(change.acl_id)
+            tracked.add(change.acl_id, change.binding)
+        elif change.acl_id in tracked.on_resource:
+            tracked.remove(change.acl_id)
         else:
             continue
         decision = tracked.decision()
@@ -337,11 +356,11 @@ def access_timeline(
             continue
         allowed = decision.allowed
         if allowed:
-            opened = (envelope.offset + 1, envelope.timestamp_ms, Change.of(envelope), decision.reason)
+            opened = (change.offset + 1, change.timestamp_ms, change, decision.reason)
         elif opened is not None:
             start_offset, start_ms, opener, reason = opened
-            intervals.append(Interval(start_offset, start_ms, opener, envelope.offset + 1, envelope.timestamp_ms,
-                                      Change.of(envelope), reason))
+            intervals.append(Interval(start_offset, start_ms, opener, change.offset + 1, change.timestamp_ms,
+                                      change, reason))
             opened = None
     if opened is not None:
         start_offset, start_ms, opener, reason = opened

@@ -131,8 +131,48 @@ def history(
 def _entries(travel, lo, hi, principal, user, types, matches_resource, start_ms, end_ms, limit):
     if limit == 0 or lo >= hi:
         return
+    index = travel.index
+    if index is not None and index.covered(hi):
+        entries = _indexed_entries(index, lo, hi, principal, user, types, matches_resource, start_ms, end_ms)
+    else:
+        entries = _scanned_entries(travel, lo, hi, principal, user, types, matches_resource, start_ms, end_ms)
+    for emitted, entry in enumerate(entries, 1):
+        yield entry
+        if limit is not None and emitted >= limit:
+            return
+
+
+def _indexed_entries(index, lo, hi, principal, user, types, matches_resource, start_ms, end_ms):
+    """The entries the history index selects: the same filters, asked of its columns."""
+    where, args = [], []
+    if start_ms is not None:
+        where.append("ts >= ?")
+        args.append(start_ms)
+    if end_ms is not None:
+        where.append("ts <= ?")
+        args.append(end_ms)
+    if types is not None:
+        where.append(f"type IN ({', '.join('?' * len(types))})")
+        args += sorted(types)
+    if user is not None:
+        where.append("user = ?")
+        args.append(user)
+    if principal is not None:  # the actor, an ACL's principal, User:<scram user> or a token's party
+        where.append("actor = ? OR principal = ? OR instr(parties, ?) > 0")
+        args += [principal, principal, f"|{principal}|"]
+    if matches_resource is not None:
+        where.append("restype IS NOT NULL OR type LIKE 'DelegationToken%'")
+    for row in index.select(lo, hi, " AND ".join(f"({w})" for w in where), tuple(args)):
+        if matches_resource is not None and not matches_resource(row.event_type, row.binding,
+                                                                 row.entity_key.split(":", 1)[1]):
+            continue
+        yield HistoryEntry(row.offset, row.timestamp_ms, row.actor_principal, row.actor_host, row.request_id,
+                           row.event_type, row.entity_key, row.payload)
+
+
+def _scanned_entries(travel, lo, hi, principal, user, types, matches_resource, start_ms, end_ms):
+    """The entries found by reading every event in [lo, hi)."""
     parties = _TokenParties(lambda: travel.image_at(lo)) if principal is not None else None
-    emitted = 0
     for envelope in travel.log.read(lo, hi):
         if start_ms is not None and envelope.timestamp_ms < start_ms:
             continue
@@ -146,14 +186,12 @@ def _entries(travel, lo, hi, principal, user, types, matches_resource, start_ms,
         if user is not None and not (isinstance(event, ScramCredentialUpserted | ScramCredentialDeleted)
                                      and event.user == user):
             continue
-        if matches_resource is not None and not matches_resource(event):
+        if matches_resource is not None and not matches_resource(
+                envelope.event_type, getattr(event, "binding", None), getattr(event, "token_id", None)):
             continue
         if principal is not None and not _involves(envelope, principal, parties):
             continue
         yield HistoryEntry.of(envelope)
-        emitted += 1
-        if limit is not None and emitted >= limit:
-            return
 
 
 def _event_types(event_types) -> frozenset[str] | None:
@@ -170,7 +208,7 @@ def _event_types(event_types) -> frozenset[str] | None:
     return frozenset(names)
 
 
-def _resource_matcher(resource) -> Callable[[Any], bool] | None:
+def _resource_matcher(resource) -> Callable[[str, AclBinding | None, str | None], bool] | None:
     if resource is None:
         return None
     if isinstance(resource, ResourcePattern):
@@ -189,13 +227,14 @@ def _resource_matcher(resource) -> Callable[[Any], bool] | None:
         raise QueryError("unknown pattern type in the resource filter")
     tokens = pattern.resource_type in (ResourceType.ANY, ResourceType.DELEGATION_TOKEN) and acl_filter is None
 
-    def matches(event) -> bool:
-        if isinstance(event, AclCreated | AclDeleted):
+    def matches(event_type: str, binding: AclBinding | None, token_id: str | None) -> bool:
+        """Whether an event (its type, its ACL's binding or its token's id) passes the filter."""
+        if binding is not None:
             if acl_filter is not None:
-                return filter_matches(acl_filter, event.binding)
-            return pattern_filter_matches(pattern, event.binding.pattern)
-        if tokens and type(event).__name__ in _TOKEN_EVENTS:
-            return pattern.name is None or pattern.name == event.token_id
+                return filter_matches(acl_filter, binding)
+            return pattern_filter_matches(pattern, binding.pattern)
+        if tokens and event_type in _TOKEN_EVENTS:
+            return pattern.name is None or pattern.name == token_id
         return False
 
     return matches

@@ -24,6 +24,7 @@ from core import control, forensics
 from core import history as history_mod
 from core.config import StoreConfig
 from core.errors import SecmetaError
+from core.history_index import HistoryIndex, token_parties
 from core.log import Log
 from core.scram import DEFAULT_ITERATIONS, ScramCredential, ScramServer, TokenIdentity
 from core.state import LoadedState, Snapshotter, load_state
@@ -69,8 +70,12 @@ class SecurityStore:
         self._sweeper: threading.Thread | None = None
         self._closed = threading.Event()
         self._view = StoreView(self._image, config)
-        self._timetravel = TimeTravel(log, now_ms=config.now_ms, live=lambda: self._image)
+        index = None if log.read_only else HistoryIndex(
+            log, lambda: token_parties(self._timetravel.image_at(log.start_offset)))
+        self._timetravel = TimeTravel(log, now_ms=config.now_ms, live=lambda: self._image, index=index)
         self._timetravel.note(self._image)
+        if index is not None:
+            index.start()
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -114,6 +119,8 @@ class SecurityStore:
             self._sweeper.join(timeout=5)
         with self._write_lock:
             self.wait_for_snapshots()
+            if self._timetravel.index is not None:
+                self._timetravel.index.close()
             self._log.close()
 
     def __enter__(self) -> SecurityStore:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from core.errors import InvalidValueError, PointInTimeError
+from core.history_index import HistoryIndex
 from core.log import Log
 from projections.gc_pause import FREEZE_AFTER, paused_gc
 from projections.image import SecurityDelta, SecurityImage
@@ -153,10 +154,12 @@ class TimeTravel:
         cache_size: int = 16,
         live: Callable[[], SecurityImage] | None = None,
         use_snapshots: bool = True,
+        index: HistoryIndex | None = None,
     ):
         if interval < 1:
             raise InvalidValueError(f"checkpoint interval must be positive, not {interval}")
         self.log = log
+        self.index = index  # the history index, when the owner keeps one (core.history_index)
         self.interval = interval
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._live = live

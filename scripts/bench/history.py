@@ -57,10 +57,12 @@ def _rss_mb() -> float:
 class _Generator:
     """Mixed events: 60% ACL created, 20% ACL deleted, 10% SCRAM, 10% tokens."""
 
-    def __init__(self, seed: int = 0):
+    def __init__(self, seed: int = 0, key_id: str = "k-bench"):
         self.rng = random.Random(seed)
+        self.key_id = key_id
         self.acls: list[tuple[str, AclBinding]] = []
         self.tokens: list[str] = []
+        self.credentials: set[tuple[str, ScramMechanism]] = set()
         self.n = 0
 
     def binding(self) -> AclBinding:
@@ -87,10 +89,12 @@ class _Generator:
             return AclDeleted(*self.acls.pop())
         user = f"user-{rng.randrange(5000)}"
         mechanism = rng.choice((ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512))
-        if roll < 0.88:
-            secret = SealedSecret("k-bench", rng.randbytes(12), rng.randbytes(80))
+        if roll < 0.88 or (roll < 0.9 and (user, mechanism) not in self.credentials):
+            secret = SealedSecret(self.key_id, rng.randbytes(12), rng.randbytes(80))
+            self.credentials.add((user, mechanism))
             return ScramCredentialUpserted(user, mechanism, 4096, secret)
         if roll < 0.9:
+            self.credentials.discard((user, mechanism))
             return ScramCredentialDeleted(user, mechanism)
         if roll < 0.95 or not self.tokens:
             token_id = uuid.UUID(int=rng.getrandbits(128)).hex[:22]
@@ -106,7 +110,7 @@ class _Generator:
 
 def build_log(directory: Path, keyring: Keyring, events: int, seed: int = 0) -> int:
     """Write ``events`` mixed events in batches of 100-1000, one second apart; returns the last time."""
-    gen, rng = _Generator(seed), random.Random(seed + 1)
+    gen, rng = _Generator(seed, keyring.newest_id), random.Random(seed + 1)
     ts = T0
     with Log.open(directory, keyring=keyring, config=LogConfig(fsync="never")) as log:
         written = 0

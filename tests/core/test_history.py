@@ -154,7 +154,8 @@ def test_history_time_range_is_inclusive(store, clock):
 
 
 def test_history_time_range_reads_only_its_batches(store, clock, monkeypatch):
-    """A narrow time window decodes the batches of the window, found by the time index, not the whole log."""
+    """Without the history index, a narrow time window decodes the batches of the window (time index)."""
+    monkeypatch.setattr(store.timetravel, "index", None)
     for i in range(20):
         store.create_acls([acl(f"t{i}")], context=ADMIN)
         tick(clock)
@@ -163,6 +164,20 @@ def test_history_time_range_reads_only_its_batches(store, clock, monkeypatch):
     monkeypatch.setattr(store.log, "decode", lambda batch: decoded.append(batch.base_offset) or real(batch))
     assert offsets(store.history(start_ms=T0 + 15_000, end_ms=T0 + 16_000)) == [15, 16]
     assert decoded == [15, 16]
+
+
+def test_history_from_the_index_decodes_no_batch(store, clock, monkeypatch):
+    """Once the history index has caught up, a query by principal decodes nothing from the log."""
+    for i in range(20):
+        store.create_acls([acl(f"t{i}", f"User:p{i % 3}")], context=ADMIN)
+        tick(clock)
+    assert store.timetravel.index.wait(10)
+    store.timetravel.index.catch_up()
+    decoded = []
+    real = store.log.decode
+    monkeypatch.setattr(store.log, "decode", lambda batch: decoded.append(batch.base_offset) or real(batch))
+    assert offsets(store.history(principal="User:p1")) == [1, 4, 7, 10, 13, 16, 19]
+    assert decoded == []
 
 
 def test_history_offset_range_is_half_open(store, clock):

@@ -1,0 +1,306 @@
+"""A derived, rebuildable index of the log for history and forensics: who, what resource, when.
+
+    DIR/history/index.sqlite    one row per logged event (offset, time, actor, type,
+                                entity, the subject principal, SCRAM user, the ACL's
+                                seven fields, the token's parties, the redacted payload)
+
+The log stays the only source of truth: the index is rebuilt from it whenever
+it is missing, stale (its recorded end and chain link do not fit the log),
+truncated or tampered with.  It is authenticated as snapshots are: a keyed
+BLAKE2b digest runs over every row in offset order, and the meta row (store
+id, end offset, the log's chain link there, row count, digest) carries an
+HMAC under the keyring's chain key.  ``open`` checks the digest over every
+row once per process (in the background) before anything is served; a bad
+file is reported once, deleted and rebuilt.  Until the index is ready,
+callers scan the log (``ready`` is False).
+
+SQLite (standard library) was chosen over a pyarrow columnar file because the
+index grows by appends (one small transaction per catch-up) and answers point
+lookups by principal, user and resource through B-tree indexes; a columnar
+file would be rewritten or fragmented on every append.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.log import Log
+from events.records import (
+    AclCreated,
+    AclDeleted,
+    DelegationTokenIssued,
+    Envelope,
+    ScramCredentialDeleted,
+    ScramCredentialUpserted,
+)
+from events.redact import redacted
+from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+
+__all__ = ["HistoryIndex", "IndexedEvent", "index_problem", "token_parties"]
+
+logger = logging.getLogger("secmeta.history_index")
+INDEX_DIR = "history"
+INDEX_FILE = "index.sqlite"
+INDEX_FORMAT = 1
+_MAC_LABEL = b"secmeta/history-index"
+_CHUNK = 50_000
+_COLUMNS = ("offset", "ts", "actor", "host", "request", "type", "entity", "principal", "user", "restype",
+            "pattern", "name", "acl_host", "op", "perm", "parties", "payload")
+_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS events ({_COLUMNS[0]} INTEGER PRIMARY KEY, {", ".join(_COLUMNS[1:])});
+CREATE INDEX IF NOT EXISTS by_actor ON events(actor, offset);
+CREATE INDEX IF NOT EXISTS by_principal ON events(principal, offset);
+CREATE INDEX IF NOT EXISTS by_user ON events(user, offset);
+CREATE INDEX IF NOT EXISTS by_resource ON events(restype, name, offset);
+CREATE INDEX IF NOT EXISTS by_entity ON events(entity, offset);
+CREATE INDEX IF NOT EXISTS by_type ON events(type, offset);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedEvent:
+    """One indexed row: the envelope's attribution, what it touched and its redacted payload."""
+
+    offset: int
+    timestamp_ms: int
+    actor_principal: str
+    actor_host: str
+    request_id: str
+    event_type: str
+    entity_key: str
+    principal: str | None
+    user: str | None
+    binding: AclBinding | None
+    parties: tuple[str, ...]
+    payload: dict
+
+    @property
+    def acl_id(self) -> str | None:
+        return self.entity_key.split(":", 1)[1] if self.binding is not None else None
+
+
+def _row(envelope: Envelope, parties: dict[str, tuple[str, ...]]) -> tuple:
+    event = envelope.event
+    kind = type(event)
+    principal = user = restype = pattern = name = acl_host = op = perm = None
+    token_parties: tuple[str, ...] = ()
+    if kind is AclCreated or kind is AclDeleted:
+        b = event.binding
+        principal, restype, pattern, name = b.principal, int(b.restype), int(b.resource_pattern_type), b.name
+        acl_host, op, perm = b.host, int(b.operation), int(b.permission_type)
+    elif kind is ScramCredentialUpserted or kind is ScramCredentialDeleted:
+        user, principal = event.user, f"User:{event.user}"
+    else:
+        if kind is DelegationTokenIssued:
+            parties[event.token_id] = (event.owner, event.requester, *event.renewers)
+        token_parties = parties.get(event.token_id, ())
+    r = redacted(envelope)
+    return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
+            envelope.request_id, envelope.event_type, r["entity_key"], principal, user, restype, pattern, name,
+            acl_host, op, perm, "".join(f"|{p}" for p in token_parties) + "|" if token_parties else None,
+            json.dumps(r["payload"], separators=(",", ":"), sort_keys=True))
+
+
+def _indexed(row: tuple) -> IndexedEvent:
+    (offset, ts, actor, host, request, etype, entity, principal, user, restype, pattern, name, acl_host, op, perm,
+     parties, payload) = row
+    binding = None if restype is None else AclBinding.of(
+        ResourceType(restype), name, PatternType(pattern), principal, acl_host, AclOperation(op),
+        AclPermissionType(perm))
+    return IndexedEvent(offset, ts, actor, host, request, etype, entity, principal, user, binding,
+                        tuple(parties.strip("|").split("|")) if parties else (), json.loads(payload))
+
+
+class HistoryIndex:
+    """The index of one store's log; ``ready`` once built or checked, then kept up to the log's end."""
+
+    def __init__(self, log: Log, parties_at_start=None):
+        self.log = log
+        self.path = Path(log.store.path) / INDEX_DIR / INDEX_FILE
+        self._key_id = log.keyring.newest_id
+        self._key = hashlib.blake2b(log.keyring.chain_key(self._key_id), digest_size=32,
+                                    person=b"secmeta-hindex").digest()
+        self._parties_at_start = parties_at_start  # () -> {token_id: parties} at log.start_offset
+        self._lock = threading.RLock()
+        self._db: sqlite3.Connection | None = None
+        self._end = 0
+        self._digest = b""
+        self._parties: dict[str, tuple[str, ...]] = {}
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.problem: str | None = None  # why the file on disk was rebuilt (reported once)
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self, *, background: bool = True) -> None:
+        """Check or rebuild the index, then catch up with the log (in a thread by default)."""
+        if background:
+            self._thread = threading.Thread(target=self._prepare_quietly, name="secmeta-history-index",
+                                            daemon=True)
+            self._thread.start()
+        else:
+            self._prepare()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._ready.wait(timeout)
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+            self._ready.clear()
+
+    def _prepare_quietly(self) -> None:
+        try:
+            self._prepare()
+        except Exception as exc:  # noqa: BLE001 - the index is optional: callers fall back to a log scan
+            logger.warning("history index unavailable, history scans the log: %s", exc)
+
+    def _prepare(self) -> None:
+        with self._lock:
+            problem = index_problem(self.path, self.log, self._key_id, self._key) if self.path.exists() else None
+            if problem is not None:
+                self.problem = problem
+                logger.warning("history index %s ignored and rebuilt: %s", self.path, problem)
+            if problem is not None or not self.path.exists():
+                self._remove()
+                self._open_db(fresh=True)
+            else:
+                self._open_db(fresh=False)
+            self._catch_up()
+            self._ready.set()
+
+    def _remove(self) -> None:
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
+    def _open_db(self, *, fresh: bool) -> None:
+        self.path.parent.mkdir(exist_ok=True)
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA synchronous=OFF")
+        db.executescript(_SCHEMA)
+        self._db = db
+        if fresh:
+            self._end, self._digest = self.log.start_offset, b""
+            self._parties = dict(self._parties_at_start()) if self.log.start_offset and self._parties_at_start \
+                else {}
+        else:
+            meta = dict(db.execute("SELECT k, v FROM meta"))
+            self._end, self._digest = int(meta["end"]), bytes.fromhex(meta["digest"])
+            self._parties = {k: tuple(v) for k, v in json.loads(meta["parties"]).items()}
+
+    # -- keeping up with the log --------------------------------------------------------
+
+    def catch_up(self) -> int:
+        """Index the events appended since the last call; the offset the index now reaches."""
+        with self._lock:
+            if self._db is None:
+                return self._end
+            return self._catch_up()
+
+    def _catch_up(self) -> int:
+        end = self.log.end_offset
+        if self._end >= end:
+            return self._end
+        db, digest, rows = self._db, self._digest, []
+        for envelope in self.log.read(self._end, end):
+            row = _row(envelope, self._parties)
+            digest = _chain(self._key, digest, row)
+            rows.append(row)
+            if len(rows) >= _CHUNK:
+                self._write(db, rows, digest, envelope.offset + 1)
+                rows = []
+        if rows:
+            self._write(db, rows, digest, rows[-1][0] + 1)
+        return self._end
+
+    def _write(self, db: sqlite3.Connection, rows: list[tuple], digest: bytes, end: int) -> None:
+        link = self.log.link_at(end)
+        meta = {"format": str(INDEX_FORMAT), "store_id": self.log.store.store_id, "end": str(end),
+                "link": link.hex() if link is not None else "", "digest": digest.hex(),
+                "parties": json.dumps(self._parties, separators=(",", ":"), sort_keys=True),
+                "key_id": self._key_id}
+        meta["mac"] = _meta_mac(self._key, meta)
+        db.execute("BEGIN")
+        db.executemany(f"INSERT INTO events VALUES ({', '.join('?' * len(_COLUMNS))})", rows)
+        db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
+        db.execute("COMMIT")
+        self._end, self._digest = end, digest
+
+    # -- queries --------------------------------------------------------------------------
+
+    def covered(self, hi: int) -> bool:
+        """Whether the index is ready and answers for every offset below ``hi``."""
+        return self.ready and self.catch_up() >= hi
+
+    def select(self, lo: int, hi: int, where: str = "", args: tuple = ()) -> Iterator[IndexedEvent]:
+        """The rows with offsets in [lo, hi) that pass ``where`` (SQL over the columns), in offset order."""
+        sql = f"SELECT {', '.join(_COLUMNS)} FROM events WHERE offset >= ? AND offset < ?"
+        if where:
+            sql += f" AND ({where})"
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY offset", (lo, hi, *args)).fetchall()
+        return map(_indexed, rows)
+
+
+def _chain(key: bytes, digest: bytes, row: tuple) -> bytes:
+    return hashlib.blake2b(digest + repr(row).encode(), key=key, digest_size=32).digest()
+
+
+def _meta_mac(key: bytes, meta: dict[str, str]) -> str:
+    body = json.dumps({k: v for k, v in meta.items() if k != "mac"}, sort_keys=True).encode()
+    return hmac.new(key, _MAC_LABEL + body, hashlib.sha256).hexdigest()
+
+
+def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | None = None) -> str | None:
+    """Why the index file at ``path`` cannot be served for ``log`` (None: it can), checking every row."""
+    key_id = key_id or log.keyring.newest_id
+    if key is None:
+        key = hashlib.blake2b(log.keyring.chain_key(key_id), digest_size=32, person=b"secmeta-hindex").digest()
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            meta = dict(db.execute("SELECT k, v FROM meta"))
+            if not meta:
+                return "it has no meta row (never completed)"
+            if meta.get("key_id") != key_id or not hmac.compare_digest(meta.get("mac", ""), _meta_mac(key, meta)):
+                return "its meta row fails its HMAC check: it was altered or written under another key"
+            if meta["format"] != str(INDEX_FORMAT) or meta["store_id"] != log.store.store_id:
+                return "it was written for another store or format"
+            end = int(meta["end"])
+            link = log.link_at(end) if log.start_offset <= end <= log.end_offset else None
+            if link is None or link.hex() != meta["link"]:
+                return f"it ends at offset {end}, which does not fit the log's chain (stale or from another log)"
+            digest, count, expected = b"", 0, log.start_offset
+            for row in db.execute(f"SELECT {', '.join(_COLUMNS)} FROM events ORDER BY offset"):
+                if row[0] != expected:
+                    return f"its rows skip from offset {expected} to {row[0]}"
+                digest, count, expected = _chain(key, digest, row), count + 1, expected + 1
+            if expected != end or digest.hex() != meta["digest"]:
+                return "its rows do not match their authenticated digest: rows were altered, added or removed"
+        finally:
+            db.close()
+    except (sqlite3.Error, KeyError, ValueError) as exc:
+        return f"it is not a readable index: {exc}"
+    return None
+
+
+def token_parties(image) -> dict[str, tuple[str, ...]]:
+    """Who each token in a SecurityImage involves: owner, requester, renewers."""
+    return {info.token_id: (info.owner, info.requester, *info.renewers) for info in image.tokens}
