@@ -42,7 +42,7 @@ from events.errors import KeyringError, SealedSecretError
 from events.keyring import Keyring, open_scram
 from events.records import Envelope, Event, ScramCredentialUpserted
 from events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType, ScramMechanism
-from projections.gc_pause import paused_gc
+from projections.gc_pause import FREEZE_AFTER, paused_gc
 from projections.image import SecurityDelta, SecurityImage, SecurityProjection
 from projections.image_snapshot import SecurityImageSnapshot
 
@@ -161,9 +161,10 @@ class SecurityStore:
         request_id = context.request_id or uuid.uuid4().hex
         envelopes = [Envelope(-1, now_ms, context.principal, context.host, request_id, e) for e in events]
         result = self._log.append(envelopes)
-        delta = SecurityDelta(self._image)
-        delta.replay_all(envelopes)
-        self._image = delta.apply(result.next_offset)
+        with paused_gc(freeze=len(envelopes) >= FREEZE_AFTER):  # a big batch's image nodes live long
+            delta = SecurityDelta(self._image)
+            delta.replay_all(envelopes)
+            self._image = delta.apply(result.next_offset)
         self._hmacs = self._hmacs.advanced(events)
         self._timetravel.note(self._image)
         self._snapshotter.maybe_snapshot(self._image, result.next_offset, background=True)
