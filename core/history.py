@@ -158,7 +158,9 @@ def _indexed_entries(index, lo, hi, principal, user, types, matches_resource, st
         where.append("user = ?")
         args.append(user)
     if principal is not None:  # the actor, an ACL's principal, User:<scram user> or a token's party
-        where.append("actor = ? OR principal = ? OR instr(parties, ?) > 0")
+        where.append("offset IN (SELECT offset FROM events WHERE actor = ? UNION ALL SELECT offset FROM events "
+                     "WHERE principal = ? UNION ALL SELECT offset FROM events WHERE parties IS NOT NULL "
+                     "AND instr(parties, ?) > 0)")
         args += [principal, principal, f"|{principal}|"]
     if matches_resource is not None:
         where.append("restype IS NOT NULL OR type LIKE 'DelegationToken%'")

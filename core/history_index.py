@@ -49,9 +49,10 @@ __all__ = ["HistoryIndex", "IndexedEvent", "index_problem", "token_parties"]
 logger = logging.getLogger("secmeta.history_index")
 INDEX_DIR = "history"
 INDEX_FILE = "index.sqlite"
-INDEX_FORMAT = 1
+INDEX_FORMAT = 2
 _MAC_LABEL = b"secmeta/history-index"
 _CHUNK = 50_000
+_ACL_EVENTS = {"AclCreated": AclCreated, "AclDeleted": AclDeleted}
 _COLUMNS = ("offset", "ts", "actor", "host", "request", "type", "entity", "principal", "user", "restype",
             "pattern", "name", "acl_host", "op", "perm", "parties", "payload")
 _SCHEMA = f"""
@@ -61,8 +62,7 @@ CREATE INDEX IF NOT EXISTS by_actor ON events(actor, offset);
 CREATE INDEX IF NOT EXISTS by_principal ON events(principal, offset);
 CREATE INDEX IF NOT EXISTS by_user ON events(user, offset);
 CREATE INDEX IF NOT EXISTS by_resource ON events(restype, name, offset);
-CREATE INDEX IF NOT EXISTS by_entity ON events(entity, offset);
-CREATE INDEX IF NOT EXISTS by_type ON events(type, offset);
+CREATE INDEX IF NOT EXISTS token_events ON events(offset) WHERE parties IS NOT NULL;
 """
 
 
@@ -103,21 +103,25 @@ def _row(envelope: Envelope, parties: dict[str, tuple[str, ...]]) -> tuple:
         if kind is DelegationTokenIssued:
             parties[event.token_id] = (event.owner, event.requester, *event.renewers)
         token_parties = parties.get(event.token_id, ())
-    r = redacted(envelope)
+    # an ACL event's payload is its columns; other events keep their redacted payload
+    payload = None if restype is not None else json.dumps(redacted(envelope)["payload"], separators=(",", ":"))
     return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
-            envelope.request_id, envelope.event_type, r["entity_key"], principal, user, restype, pattern, name,
-            acl_host, op, perm, "".join(f"|{p}" for p in token_parties) + "|" if token_parties else None,
-            json.dumps(r["payload"], separators=(",", ":"), sort_keys=True))
+            envelope.request_id, envelope.event_type, event.entity_key, principal, user, restype, pattern, name,
+            acl_host, op, perm, "".join(f"|{p}" for p in token_parties) + "|" if token_parties else None, payload)
 
 
 def _indexed(row: tuple) -> IndexedEvent:
     (offset, ts, actor, host, request, etype, entity, principal, user, restype, pattern, name, acl_host, op, perm,
      parties, payload) = row
-    binding = None if restype is None else AclBinding.of(
-        ResourceType(restype), name, PatternType(pattern), principal, acl_host, AclOperation(op),
-        AclPermissionType(perm))
+    if restype is None:
+        binding, payload = None, json.loads(payload)
+    else:
+        binding = AclBinding.of(ResourceType(restype), name, PatternType(pattern), principal, acl_host,
+                                AclOperation(op), AclPermissionType(perm))
+        event = _ACL_EVENTS[etype](entity.split(":", 1)[1], binding)
+        payload = redacted(Envelope(offset, ts, actor, host, request, event))["payload"]
     return IndexedEvent(offset, ts, actor, host, request, etype, entity, principal, user, binding,
-                        tuple(parties.strip("|").split("|")) if parties else (), json.loads(payload))
+                        tuple(parties.strip("|").split("|")) if parties else (), payload)
 
 
 class HistoryIndex:
@@ -252,8 +256,8 @@ class HistoryIndex:
     def select(self, lo: int, hi: int, where: str = "", args: tuple = ()) -> Iterator[IndexedEvent]:
         """The rows with offsets in [lo, hi) that pass ``where`` (SQL over the columns), in offset order."""
         sql = f"SELECT {', '.join(_COLUMNS)} FROM events WHERE offset >= ? AND offset < ?"
-        if where:
-            sql += f" AND ({where})"
+        if where:  # '+offset': let SQLite pick the index of the filter, not the offset range
+            sql = sql.replace("offset >= ? AND offset < ?", "+offset >= ? AND +offset < ?") + f" AND ({where})"
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY offset", (lo, hi, *args)).fetchall()
         return map(_indexed, rows)

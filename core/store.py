@@ -22,6 +22,7 @@ from pathlib import Path
 
 from core import control, forensics
 from core import history as history_mod
+from core.checkpoints import CheckpointFiles
 from core.config import StoreConfig
 from core.errors import SecmetaError
 from core.history_index import HistoryIndex, token_parties
@@ -72,10 +73,12 @@ class SecurityStore:
         self._view = StoreView(self._image, config)
         index = None if log.read_only else HistoryIndex(
             log, lambda: token_parties(self._timetravel.image_at(log.start_offset)))
-        self._timetravel = TimeTravel(log, now_ms=config.now_ms, live=lambda: self._image, index=index)
-        self._timetravel.note(self._image)
+        files = None if log.read_only else CheckpointFiles(log)
+        self._timetravel = TimeTravel(log, now_ms=config.now_ms, live=lambda: self._image, index=index, files=files)
         if index is not None:
             index.start()
+            files.fill(SecurityImage.EMPTY if log.start_offset == 0 else None)
+        self._timetravel.note(self._image)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -121,6 +124,7 @@ class SecurityStore:
             self.wait_for_snapshots()
             if self._timetravel.index is not None:
                 self._timetravel.index.close()
+                self._timetravel.files.close()
             self._log.close()
 
     def __enter__(self) -> SecurityStore:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
+from core.checkpoints import CheckpointFiles
 from core.errors import InvalidValueError, PointInTimeError
 from core.history_index import HistoryIndex
 from core.log import Log
@@ -155,11 +156,13 @@ class TimeTravel:
         live: Callable[[], SecurityImage] | None = None,
         use_snapshots: bool = True,
         index: HistoryIndex | None = None,
+        files: CheckpointFiles | None = None,
     ):
         if interval < 1:
             raise InvalidValueError(f"checkpoint interval must be positive, not {interval}")
         self.log = log
         self.index = index  # the history index, when the owner keeps one (core.history_index)
+        self.files = files  # checkpoint files on disk, when the owner keeps them (core.checkpoints)
         self.interval = interval
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._live = live
@@ -194,6 +197,8 @@ class TimeTravel:
         offsets = self._offsets
         if not offsets or image.next_offset - offsets[-1] >= self.interval:
             self._add(image)
+            if self.files is not None:
+                self.files.write_in_background(image)
 
     def _nearest(self, n: int) -> tuple[int, SecurityImage] | None:
         with self._lock:
@@ -309,7 +314,8 @@ class TimeTravel:
                 offset, path = snap
                 cost = path.stat().st_size // _SNAPSHOT_BYTES_PER_EVENT + (n - offset)
                 if gap is None or (base is not None and offset > base[0] and cost < gap):
-                    loaded = self._load_snapshot(offset, path)
+                    loaded = (self.files.load(offset) if self.files is not None and path.parent == self.files.directory
+                              else self._load_snapshot(offset, path))
                     if loaded is not None:
                         self._add(loaded)
                         base = (offset, loaded)
@@ -319,13 +325,19 @@ class TimeTravel:
         return self._replay(base[1], base[0], n)
 
     def _snapshot_at_or_before(self, n: int):
+        """The nearest policy snapshot or checkpoint file at or before ``n``: (offset, path), or None."""
         if not self._use_snapshots:
             return None
-        for path in reversed(list_snapshots(self.log.store.snapshot_dir)):
-            offset = int(path.stem.rsplit("-", 1)[-1])
-            if offset <= n:
-                return offset, path
-        return None
+        found = None
+        directories = [self.log.store.snapshot_dir] + ([self.files.directory] if self.files is not None else [])
+        for directory in directories:
+            for path in reversed(list_snapshots(directory)):
+                offset = int(path.stem.rsplit("-", 1)[-1])
+                if offset <= n:
+                    if found is None or offset > found[0]:
+                        found = (offset, path)
+                    break
+        return found
 
     def _load_snapshot(self, offset: int, path) -> SecurityImage | None:
         try:
@@ -352,6 +364,8 @@ class TimeTravel:
                 if batch.next_offset < n and batch.next_offset - since >= self.interval:
                     checkpoint = delta.apply(batch.next_offset)
                     self._add(checkpoint)
+                    if self.files is not None:
+                        self.files.write_in_background(checkpoint)
                     delta, since = SecurityDelta(checkpoint), batch.next_offset
             # The result (cached) and any checkpoints live long: keep full collections off them.
             paused.freeze = n - start >= FREEZE_AFTER

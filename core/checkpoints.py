@@ -1,0 +1,149 @@
+"""Persistent time-travel checkpoints: images at log offsets, on disk beside the log.
+
+    DIR/checkpoints/snapshot-<next_offset>.avro
+
+A checkpoint file is a snapshot (projections.snapshot: CRC, HMAC under the
+keyring's chain key, the chain link of the batch that ends at its offset), one
+every ``every`` events.  They are written in the background: as the log grows
+(from the images time travel already holds) and, when a store opens, for the
+stretch of log that has none yet (``fill``).  A cold process answers its first
+``as_of`` from the nearest checkpoint file plus a short replay instead of
+replaying the log from its start.  A file that is truncated, tampered with,
+written under another key or does not fit the log's chain is reported once,
+deleted and written again later; it is never served.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from core.log import Log
+from core.log.fit import snapshot_misfit
+from projections.gc_pause import paused_gc
+from projections.image import SecurityDelta, SecurityImage
+from projections.image_snapshot import SecurityImageSnapshot
+from projections.snapshot import SnapshotError, list_snapshots, read_snapshot, write_snapshot
+
+__all__ = ["CHECKPOINT_DIR", "DEFAULT_EVERY", "CheckpointFiles"]
+
+logger = logging.getLogger("secmeta.checkpoints")
+CHECKPOINT_DIR = "checkpoints"
+DEFAULT_EVERY = 100_000
+
+
+class CheckpointFiles:
+    """The checkpoint files of one store: which offsets have one, writing and loading them."""
+
+    def __init__(self, log: Log, every: int = DEFAULT_EVERY):
+        self.log = log
+        self.every = every
+        self.directory = Path(log.store.path) / CHECKPOINT_DIR
+        self.problems: list[str] = []  # files found bad (each reported once, then deleted)
+        self._codec = SecurityImageSnapshot()
+        self._thread: threading.Thread | None = None
+        self._thread_lock = threading.Lock()
+        self._closed = threading.Event()
+
+    def offsets(self) -> list[int]:
+        """The offsets that have a checkpoint file, ascending."""
+        return [int(p.stem.rsplit("-", 1)[-1]) for p in list_snapshots(self.directory)]
+
+    def due(self, offset: int) -> bool:
+        """Whether an image at ``offset`` is ``every`` events past the newest file (or the log's start)."""
+        offsets = self.offsets()
+        return offset - (offsets[-1] if offsets else self.log.start_offset) >= self.every
+
+    def load(self, offset: int) -> SecurityImage | None:
+        """The image in the file at ``offset``, or None (a bad file is reported once and deleted)."""
+        path = self.directory / f"snapshot-{offset:020d}.avro"
+        try:
+            info, image = read_snapshot(path, self._codec, self.log.keyring)
+            problem = snapshot_misfit(info.next_offset, info.link, self.log.start_offset, self.log.end_offset,
+                                      self.log.link_at)
+            if problem is None and info.next_offset != offset:
+                problem = f"it holds offset {info.next_offset}, not {offset}"
+        except FileNotFoundError:
+            return None
+        except (SnapshotError, OSError) as exc:
+            problem = str(exc)
+        if problem is not None:
+            self._reject(path, problem)
+            return None
+        return replace(image, next_offset=offset)
+
+    def _reject(self, path: Path, problem: str) -> None:
+        self.problems.append(f"{path.name}: {problem}")
+        logger.warning("time-travel checkpoint %s ignored and deleted (it will be written again): %s",
+                       path, problem)
+        path.unlink(missing_ok=True)
+
+    def write(self, image: SecurityImage) -> None:
+        """Write ``image`` as the checkpoint at its offset (which must end a batch of the log)."""
+        link = self.log.link_at(image.next_offset)
+        if link is None or self._closed.is_set():
+            return
+        write_snapshot(self.directory, self._codec, image, next_offset=image.next_offset, link=link,
+                       timestamp_ms=int(time.time() * 1000), keyring=self.log.keyring)
+
+    def write_in_background(self, image: SecurityImage) -> None:
+        """Write ``image`` in a thread when it is due and no other write is under way."""
+        if self.due(image.next_offset):
+            self._run(self._write_quietly, image)
+
+    def fill(self, base: SecurityImage | None) -> None:
+        """In a thread: replay from the newest good file (else ``base``) to the log's end, writing files."""
+        self._run(self._fill_quietly, base)
+
+    def _run(self, target, *args) -> None:
+        with self._thread_lock:
+            if self._closed.is_set() or (self._thread is not None and self._thread.is_alive()):
+                return
+            self._thread = threading.Thread(target=target, args=args, name="secmeta-checkpoints", daemon=True)
+            self._thread.start()
+
+    def _write_quietly(self, image: SecurityImage) -> None:
+        try:
+            self.write(image)
+        except Exception as exc:  # noqa: BLE001 - a checkpoint is an optimisation: never take the store down
+            logger.warning("time-travel checkpoint at offset %d not written: %s", image.next_offset, exc)
+
+    def _fill_quietly(self, base: SecurityImage | None) -> None:
+        try:
+            self._fill(base)
+        except Exception as exc:  # noqa: BLE001
+            logger.warning("time-travel checkpoints not written: %s", exc)
+
+    def _fill(self, base: SecurityImage | None) -> None:
+        for offset in reversed(self.offsets()):
+            loaded = self.load(offset)
+            if loaded is not None:
+                base = loaded
+                break
+        if base is None:
+            return
+        since = base.next_offset
+        with paused_gc():
+            delta = SecurityDelta(base)
+            for batch in self.log.batches(since):
+                if self._closed.is_set():
+                    return
+                delta.replay_all(self.log.decode(batch))
+                if batch.next_offset - since >= self.every:
+                    image = delta.apply(batch.next_offset)
+                    self.write(image)
+                    delta, since = SecurityDelta(image), batch.next_offset
+
+    def wait(self) -> None:
+        """Wait for a write under way."""
+        thread = self._thread
+        if thread is not None:
+            thread.join()
+
+    def close(self) -> None:
+        """Stop writing and wait for a write under way."""
+        self._closed.set()
+        self.wait()

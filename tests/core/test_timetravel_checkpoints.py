@@ -1,0 +1,96 @@
+"""Persistent time-travel checkpoints: a cold process starts from the nearest file; bad files are never served."""
+
+from __future__ import annotations
+
+import pytest
+
+from core import AclBindingFilter, PatternType, ResourceType
+from core.checkpoints import CheckpointFiles
+from core.timetravel import TimeTravel
+from projections.image import SecurityImage, SecurityProjection
+from tests.logkit import Clock
+from tests.storekit import ADMIN, acl, store_at
+
+
+def replayed(store, n: int) -> SecurityImage:
+    return SecurityProjection().apply(SecurityImage.EMPTY, list(store.log.read(0, n)))
+
+
+@pytest.fixture
+def store(tmp_path, keyring):
+    clock = Clock()
+    with store_at(tmp_path / "s", keyring, clock=clock) as s:
+        for i in range(12):  # 11 events per step (one ACL kept, five created and deleted): 132 events
+            s.create_acls([acl(f"t{i}")] + [acl(f"c{i}-{j}") for j in range(5)], context=ADMIN)
+            s.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, f"c{i}-{j}", PatternType.ANY, None)
+                           for j in range(5)], context=ADMIN)
+            clock.t += 1
+        yield s
+
+
+def filled(store, every: int = 40) -> CheckpointFiles:
+    files = CheckpointFiles(store.log, every=every)
+    files.fill(SecurityImage.EMPTY)
+    files.wait()
+    return files
+
+
+def decoded_batches(store, monkeypatch) -> list[int]:
+    seen: list[int] = []
+    real = store.log.decode
+    monkeypatch.setattr(store.log, "decode", lambda batch: seen.append(batch.base_offset) or real(batch))
+    return seen
+
+
+def test_fill_writes_a_checkpoint_file_every_few_events(store):
+    """Opening leaves files about every ``every`` events, each at the end of a batch."""
+    offsets = filled(store).offsets()
+    assert [b - a >= 40 for a, b in zip([0, *offsets], offsets, strict=False)] == [True] * len(offsets)
+    assert all(store.log.link_at(o) is not None for o in offsets)  # batch ends
+    assert store.log.end_offset - offsets[-1] < 40
+
+
+def test_a_cold_process_starts_from_the_nearest_file(store, monkeypatch):
+    """A new TimeTravel answers as_of(N) as a replay of [0, N) does, decoding only the events after the file."""
+    files = filled(store)
+    expected = dict(replayed(store, 120).acls)
+    seen = decoded_batches(store, monkeypatch)
+    travel = TimeTravel(store.log, interval=2, files=files)
+    assert dict(travel.image_at(120).acls) == expected
+    assert min(seen) >= max(o for o in files.offsets() if o <= 120)  # the nearest file, then a short replay
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_a_damaged_file_is_reported_once_deleted_and_not_served(store, monkeypatch, damage):
+    """A flipped byte or a cut-short file fails its CRC/HMAC: reported, deleted, the answer still right."""
+    files = filled(store)
+    path = files.directory / f"snapshot-{max(o for o in files.offsets() if o <= 120):020d}.avro"
+    data = bytearray(path.read_bytes())
+    if damage == "flip":
+        data[len(data) // 2] ^= 0x01
+    else:
+        del data[len(data) // 2:]
+    path.write_bytes(bytes(data))
+    travel = TimeTravel(store.log, interval=2, files=files)
+    assert dict(travel.image_at(120).acls) == dict(replayed(store, 120).acls)
+    assert len(files.problems) == 1 and files.problems[0].startswith(path.name)
+    assert not path.exists()
+    assert dict(TimeTravel(store.log, interval=2, files=files).image_at(119).acls) == dict(replayed(store, 119).acls)
+    assert len(files.problems) == 1  # reported once
+
+
+def test_a_file_of_another_store_does_not_fit_the_chain(store, tmp_path, keyring):
+    """A checkpoint copied from another store (same key) does not fit this log's chain and is deleted."""
+    clock = Clock()
+    with store_at(tmp_path / "other", keyring, clock=clock) as other:
+        for i in range(66):
+            other.create_acls([acl(f"x{i}")], context=ADMIN)
+            other.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, f"x{i}", PatternType.ANY, None)], context=ADMIN)
+        theirs = filled(other)
+        source = theirs.directory / f"snapshot-{theirs.offsets()[-1]:020d}.avro"
+        files = CheckpointFiles(store.log, every=40)
+        files.directory.mkdir(exist_ok=True)
+        (files.directory / source.name).write_bytes(source.read_bytes())
+    travel = TimeTravel(store.log, interval=2, files=files)
+    assert dict(travel.image_at(131).acls) == dict(replayed(store, 131).acls)
+    assert len(files.problems) == 1 and files.problems[0].startswith(source.name)
