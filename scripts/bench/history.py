@@ -3,11 +3,13 @@
     python -m scripts.bench.history [--sizes 100000 1000000] [--points 40] [--dir /tmp]
 
 Per log size (mixed events in batches of 100-1000 with increasing times, written
-with the Log API): opening the store, the first as_of (which replays the log once
-and leaves a checkpoint every 20k events), then as_of at random offsets and random
-times (p50 / p99 / max; target <= 0.5 s), history over a narrow time window and
-by principal, diff over 1k / 10k / 100k events, access_timeline, and the memory
-the checkpoints hold (RSS growth).  who_could is measured over an image of 100k ACLs in the
+with the Log API; 1M and 10M for issue 15): a first process opens the store and
+builds the derived files (history index, checkpoint files; time and size on disk);
+then a cold process opens it and answers its first as_of at a random point (time
+and RSS growth), then as_of at random offsets and times (p50 / p99 / max), history
+over a narrow window and by principal over the whole log, diff over 1k / 10k / 100k
+events and access_timeline over the whole log.  Each target of issue 15 is printed
+beside its figure.  who_could is measured over an image of 100k ACLs in the
 shape of Kafka's AuthorizerBenchmark.
 """
 
@@ -145,14 +147,26 @@ def log_rows(events: int, points: int, directory: Path, keyring: Keyring) -> dic
     rng = random.Random(7)
     out: dict = {"events": events}
     start = time.perf_counter()
-    store = SecurityStore.open(path, config, keyring=keyring)
+    with SecurityStore.open(path, config, keyring=keyring) as first:  # a first process builds the derived files
+        first.timetravel.index.wait()
+        out["index_build_s"] = time.perf_counter() - start
+        first.timetravel.files.wait()
+        out["derived_files_s"] = time.perf_counter() - start
+    out["index_mb"] = sum(f.stat().st_size for f in (path / "history").glob("*")) / 2**20
+    out["checkpoint_files_mb"] = sum(f.stat().st_size for f in (path / "checkpoints").glob("*")) / 2**20
+    gc.collect()
+    start = time.perf_counter()
+    store = SecurityStore.open(path, config, keyring=keyring)  # the cold process
     out["open_s"] = time.perf_counter() - start
     try:
+        store.timetravel.files.wait()  # the fill at open finds every file present: nothing to write
+        gc.collect()
         rss = _rss_mb()
-        out["first_as_of_s"] = _timed(store.as_of, offset=events - 1)
+        out["first_as_of_s"] = _timed(store.as_of, offset=rng.randrange(events))
         out["checkpoints"] = len(store.timetravel.checkpoints)
         gc.collect()
         out["checkpoint_mb"] = _rss_mb() - rss
+        store.timetravel.index.wait()
         offsets = [rng.randrange(events) for _ in range(points)]
         out["as_of_offset"] = _stats([_timed(store.as_of, offset=n) for n in offsets])
         times = [rng.randrange(T0, last_ts + 1) for _ in range(points)]
@@ -166,7 +180,7 @@ def log_rows(events: int, points: int, directory: Path, keyring: Keyring) -> dic
             [_timed(lambda t=t: list(store.history(principal="User:svc-7", start_ms=t, end_ms=t + 60_000)))
              for t in windows])
         out["history_principal_full_scan"] = _stats(
-            [_timed(lambda: list(store.history(principal="User:svc-7")))])
+            [_timed(lambda p=p: list(store.history(principal=p))) for p in ("User:svc-7", "User:svc-8", "User:svc-9")])
         diffs = {}
         for span in (1_000, 10_000, 100_000):
             if span < events:
@@ -174,10 +188,15 @@ def log_rows(events: int, points: int, directory: Path, keyring: Keyring) -> dic
                 diffs[span] = _stats([_timed(store.diff, a, a + span) for a in starts])
         out["diff"] = diffs
         out["access_timeline"] = _stats([_timed(store.access_timeline, "User:svc-7", AclOperation.READ,
-                                                ResourceType.TOPIC, "topic-42")])
+                                                ResourceType.TOPIC, f"topic-{n}") for n in (42, 43, 44)])
     finally:
         store.close()
     return out
+
+
+def _as_of_target(events: int) -> float:
+    """Issue 15: as_of at a random point, p99 <= 0.2 s at 1M events, <= 0.5 s at 10M."""
+    return 0.2 if events <= 1_000_000 else TARGET_AS_OF_S
 
 
 def _no_snapshots():
@@ -217,18 +236,22 @@ def main(argv: list[str] | None = None) -> int:
     print(f"who_could over {args.who_could_acls:,} ACLs ...", flush=True)
     results["who_could"] = who_could_row(args.who_could_acls, 2000)
 
-    def verdict(seconds: float) -> str:
-        return "PASS" if seconds <= TARGET_AS_OF_S else "MISS"
+    def verdict(seconds: float, target: float = TARGET_AS_OF_S) -> str:
+        return "PASS" if seconds <= target else "MISS"
 
     rows = []
     for r in results["logs"]:
         n = f"{r['events']:,}"
         rows += [
-            [n, "open store (full replay)", r["open_s"], "", "", ""],
-            [n, f"first as_of (builds {r['checkpoints']} checkpoints)", r["first_as_of_s"], "", "",
+            [n, "first open: history index ready", r["index_build_s"], "", "", f"{r['index_mb']:.0f} MB on disk"],
+            [n, "first open: checkpoint files written", r["derived_files_s"], "", "",
+             f"{r['checkpoint_files_mb']:.0f} MB on disk"],
+            [n, "open store (cold process)", r["open_s"], "", "", ""],
+            [n, "first as_of, cold process (target <= 1 s, <= +100 MB)", r["first_as_of_s"], "", "",
              f"+{r['checkpoint_mb']:.0f} MB"],
-            [n, "as_of(offset=random)", r["as_of_offset"]["p50_s"], r["as_of_offset"]["p99_s"],
-             r["as_of_offset"]["max_s"], verdict(r["as_of_offset"]["max_s"])],
+            [n, f"as_of(offset=random) (p99 target <= {_as_of_target(r['events'])} s)", r["as_of_offset"]["p50_s"],
+             r["as_of_offset"]["p99_s"], r["as_of_offset"]["max_s"],
+             verdict(r["as_of_offset"]["p99_s"], _as_of_target(r["events"]))],
             [n, "as_of(timestamp_ms=random)", r["as_of_time"]["p50_s"], r["as_of_time"]["p99_s"],
              r["as_of_time"]["max_s"], verdict(r["as_of_time"]["max_s"])],
             [n, "as_of, recently asked point", r["as_of_cached"]["p50_s"], r["as_of_cached"]["p99_s"],
@@ -237,11 +260,15 @@ def main(argv: list[str] | None = None) -> int:
              r["history_window"]["p99_s"], r["history_window"]["max_s"], ""],
             [n, "history(principal=...), 60 s window", r["history_principal_window"]["p50_s"],
              r["history_principal_window"]["p99_s"], r["history_principal_window"]["max_s"], ""],
-            [n, "history(principal=...), whole log", r["history_principal_full_scan"]["p50_s"], "", "", ""],
+            [n, "history(principal=...), whole log (target <= 0.3 s)", r["history_principal_full_scan"]["p50_s"],
+             "", r["history_principal_full_scan"]["max_s"], verdict(r["history_principal_full_scan"]["max_s"], 0.3)],
         ]
         for span, s in r["diff"].items():
-            rows.append([n, f"diff over {span:,} events", s["p50_s"], s["p99_s"], s["max_s"], ""])
-        rows.append([n, "access_timeline (whole log)", r["access_timeline"]["p50_s"], "", "", ""])
+            note = verdict(s["p99_s"], 0.3) if span == 100_000 else ""
+            rows.append([n, f"diff over {span:,} events" + (" (target <= 0.3 s)" if note else ""), s["p50_s"],
+                         s["p99_s"], s["max_s"], note])
+        rows.append([n, "access_timeline, whole log (target <= 0.3 s)", r["access_timeline"]["p50_s"], "",
+                     r["access_timeline"]["max_s"], verdict(r["access_timeline"]["max_s"], 0.3)])
     w = results["who_could"]
     rows.append([f"{w['acls']:,} ACLs", f"who_could (~{w['mean_grants']:.1f} grants)", w["p50_s"], w["p99_s"],
                  w["max_s"], ""])
