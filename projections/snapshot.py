@@ -28,6 +28,7 @@ import fastavro
 from events.durable import fsync_dir
 from events.errors import InvalidValueError, SecmetaError
 from events.keyring import Keyring
+from projections.gc_pause import paused_gc
 
 SNAPSHOT_FORMAT = 2  # 2: ACLs as column chunks (format 1, one row per ACL, still loads)
 TRAILER = struct.Struct(">32s4sI")  # HMAC, magic, CRC
@@ -128,7 +129,9 @@ def write_snapshot(
     if keyring is not None:
         metadata["secmeta.mac_key_id"] = keyring.newest_id
         mac = _mac(keyring, keyring.newest_id)
-    with open(tmp, "wb") as raw:
+    # Paused collector: a snapshot written in the background beside writers would otherwise
+    # trigger full collections that rescan the live image while holding the GIL.
+    with paused_gc(), open(tmp, "wb") as raw:
         out = _CrcWriter(raw, mac)
         fastavro.writer(out, fastavro.parse_schema(codec.schema), counter, metadata=metadata, codec="null")
         digest = mac.digest() if mac is not None else bytes(32)
