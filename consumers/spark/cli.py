@@ -43,20 +43,43 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     compact = sub.add_parser(
         "compact", help="stream the log into the tables directory (until stopped, or --once)",
-        description="Maintain under --tables: a history table of every event (Parquet by event date), "
-                    "snapshot tables of ACLs, SCRAM users and tokens versioned by log offset (published "
-                    "atomically through a manifest), and validity-interval tables. Resumes from its "
-                    "checkpoint; never writes secrets.")
+        description="Maintain under --tables Delta Lake tables (any Delta reader can open them): a history "
+                    "table of every event (by event date), snapshot tables of ACLs, SCRAM users and tokens, "
+                    "and validity-interval tables; each micro-batch is one Delta commit per table, and the "
+                    "history table's names the version of every table. Resumes from its checkpoint; never "
+                    "writes secrets.")
     _store_and_tables(compact)
     compact.add_argument("--once", action="store_true", help="compact what is logged now, then exit")
     compact.add_argument("--max-events-per-trigger", type=_positive, metavar="N",
                          help="at most N events per micro-batch (default: all available)")
     compact.add_argument("--retain-versions", type=_positive, default=10, metavar="N",
-                         help="snapshot versions kept queryable (default: 10)")
+                         help="versions kept queryable; Delta vacuum deletes the files only older ones read "
+                              "(default: 10)")
+    compact.add_argument("--retain-hours", type=_hours, default=1, metavar="H",
+                         help="vacuum deletes a file only H hours after it was removed, so readers of an older "
+                              "version keep theirs (default: 1)")
     compact.add_argument("--checkpoint", metavar="DIR", help="streaming checkpoint (default: TABLES/_checkpoint)")
     compact.add_argument("--trigger-seconds", type=seconds, default=5.0, metavar="S",
                          help="how often a running job looks for new events (default: 5)")
     compact.set_defaults(func=compact_cmd)
+
+    versions = sub.add_parser(
+        "versions", help="the tables' versions: Delta version, log offsets, time, rows (newest first)",
+        description="List the versions of a tables directory, like Delta's DESCRIBE HISTORY: the history "
+                    "table's Delta version, the log offsets it added, when it was committed, its rows and "
+                    "whether it is kept (queryable with its snapshot tables). No Spark is started.")
+    versions.add_argument("--tables", metavar="DIR", required=True, help="the tables directory")
+    versions.add_argument("--limit", type=_positive, default=100, metavar="N", help="list at most N (default 100)")
+    add_json_option(versions)
+    versions.set_defaults(func=versions_cmd)
+
+    migrate = sub.add_parser(
+        "migrate", help="convert tables of the old format (Parquet + _secmeta_tables.json) to Delta tables",
+        description="Convert a tables directory written before the Delta format, in place and once: every "
+                    "kept version becomes a Delta version; the old manifest is removed last. No Spark is "
+                    "started.")
+    migrate.add_argument("--tables", metavar="DIR", required=True, help="the tables directory")
+    migrate.set_defaults(func=migrate_cmd)
 
     audit = sub.add_parser(
         "audit", help="stream the log through the audit rules into an alerts table (until stopped, or --once)",
@@ -127,6 +150,16 @@ def register(commands: argparse._SubParsersAction) -> None:
 COMMANDS = Commands(register, extra="spark")
 
 
+def _hours(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number of hours: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more hours, not {value}")
+    return value
+
+
 def _positive(text: str) -> int:
     try:
         value = int(text)
@@ -181,13 +214,13 @@ def compact_cmd(args: argparse.Namespace) -> int:
 
     def progress(version) -> None:
         when = "" if version.timestamp_ms is None else f", last event {iso_time(version.timestamp_ms)}"
-        shown.note(f"version {version.offset}: +{version.events} events (commit {version.commit}{when}), "
+        shown.note(f"version {version.offset}: +{version.events} events (commit {version.delta_version}{when}), "
                    f"{time.monotonic() - started:.1f} s")
 
     query = compaction_stream(
         spark, store, args.tables, key_file=args.key_file, checkpoint=args.checkpoint, once=args.once,
         max_events_per_trigger=args.max_events_per_trigger, retain_versions=args.retain_versions,
-        trigger_seconds=args.trigger_seconds, progress=progress)
+        retain_hours=args.retain_hours, trigger_seconds=args.trigger_seconds, progress=progress)
     if not args.once:
         shown.note(f"compacting {store} into {args.tables} (Ctrl-C to stop)")
     try:
@@ -197,9 +230,32 @@ def compact_cmd(args: argparse.Namespace) -> int:
         raise
     from consumers.spark.tables import Tables
 
-    manifest = Tables(args.tables).manifest()
-    print(f"tables at version {manifest.offset} ({manifest.commits} commits, "
-          f"{len(manifest.versions)} versions kept) in {args.tables}")
+    current = Tables(args.tables).current()
+    print(f"tables at version {current.offset} (Delta version {current.delta_version}, "
+          f"{len(current.kept)} versions kept) in {args.tables}")
+    return 0
+
+
+def versions_cmd(args: argparse.Namespace) -> int:
+    from consumers.spark.tables import Tables
+
+    tables = Tables(args.tables)
+    kept = {k.delta_version for k in tables.check().kept}
+    rows = [{"delta_version": v.delta_version, "offsets": f"[{v.first_offset}, {v.offset})",
+             "first_offset": v.first_offset, "offset": v.offset, "rows": v.events,
+             "committed": iso_time(v.committed_ms), "last_event": None if v.timestamp_ms is None else iso_time(v.timestamp_ms),
+             "kept": v.delta_version in kept} for v in reversed(tables.versions())][:args.limit]
+    emit(rows, {"delta_version": "DELTA VERSION", "offsets": "LOG OFFSETS", "rows": "ROWS", "committed": "COMMITTED",
+                "last_event": "LAST EVENT", "kept": "KEPT"}, json=args.json)
+    return 0
+
+
+def migrate_cmd(args: argparse.Namespace) -> int:
+    from consumers.spark.migration import migrate
+
+    current = migrate(args.tables)
+    print(f"{args.tables}: converted to Delta tables at version {current.offset} "
+          f"({len(current.kept)} versions, Delta version {current.delta_version})")
     return 0
 
 
@@ -237,13 +293,13 @@ def audit_cmd(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- queries: arguments are checked, and the manifest read, before Spark starts ------------------
+# -- queries: arguments are checked, and the tables' version read, before Spark starts ----------
 
 
 def _reader(args: argparse.Namespace):
     from consumers.spark.tables import Tables
 
-    Tables(args.tables).manifest()  # not a tables directory / newer format: fail before Spark starts
+    Tables(args.tables).check()  # not a tables directory / newer format or protocol: fail before Spark starts
     from consumers.spark.table_reader import TableReader
 
     return TableReader(_session(args, Progress("spark query")), args.tables)

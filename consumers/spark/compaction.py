@@ -1,32 +1,32 @@
-"""The compaction job: a stream from a store's log into history, snapshot and interval tables.
+"""The compaction job: a stream from a store's log into history, snapshot and interval Delta tables.
 
     query = compaction_stream(spark, STORE, TABLES, key_file=KEYS)   # runs until stopped
-    manifest = compact(spark, STORE, TABLES, key_file=KEYS)          # everything now, then stop
+    version = compact(spark, STORE, TABLES, key_file=KEYS)           # everything now, then stop
 
-Each micro-batch (``_Commit``) is one *commit*:
+Each micro-batch (``_Commit``) becomes one version of the tables:
 
-1. the batch's events are written as Parquet into a staging directory (the
+1. the driver pins the current version and every table's Delta version
+   (``commits.BatchCommit``); a batch whose history commit exists (Delta txn:
+   app id = the stream's id, version = the batch id) is a replay: nothing to do;
+2. Spark writes the batch's events as Parquet into a staging directory (the
    only pass over the source), counted on the way (``observe``: offsets, time,
    closing events per kind);
-2. for ACLs, credentials and tokens, ``intervals.advance`` turns the previous
-   snapshot version and the staged events into a new snapshot version
-   (``snapshots/<kind>/v=<offset>``: the open intervals) and the intervals the
-   batch closed, one job per kind, the three jobs running side by side;
-3. staged history and closed-interval files move into their tables, named
-   ``c<commit>-...``;
-4. the manifest is replaced (write, fsync, rename): from here readers see the
-   new version. Snapshot versions beyond ``retain_versions`` are then deleted.
+3. for ACLs, credentials and tokens, ``intervals.advance`` turns the snapshot
+   of the pinned version and the staged events into the new snapshot (the open
+   intervals) and the intervals the batch closed, one Spark job per kind, the
+   three running side by side;
+4. the driver moves the files into the tables and commits them, one Delta
+   commit per table, the history table's last (see ``commits``): from there
+   readers see the new version;
+5. retention: files that no kept version reads are vacuumed (``commits.retain``).
 
-A failure anywhere before step 4 leaves the previous version intact: its
-files are untouched, and the failed attempt's files are ignored by readers and
-removed by the next commit. A batch is applied once: Spark replays a batch
-under the same batch id after a crash, and a batch whose events the manifest
-already holds (same checkpoint and batch id, or offsets below the manifest's)
-is skipped, so a replay changes nothing.
+A failure before the history commit leaves the previous version for readers;
+restarting on the same checkpoint replays the batch and completes it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
@@ -40,20 +40,25 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.util import inheritable_thread_target
 
 from consumers.spark import intervals
+from consumers.spark.commits import BatchCommit, create, record_settings, retain
 from consumers.spark.intervals import KINDS
 from consumers.spark.log_source import check_log, log_stream
-from consumers.spark.tables import HISTORY, Manifest, Tables, TablesError, Version
+from consumers.spark.schemas import schema
+from consumers.spark.tables import HISTORY, TABLE_NAMES, Tables, TablesError, Version
 from core.errors import InvalidValueError, SecmetaError
 
-__all__ = ["DEFAULT_RETAIN_VERSIONS", "CompactionError", "compact", "compaction_stream", "open_tables", "wait"]
+__all__ = ["DEFAULT_RETAIN_HOURS", "DEFAULT_RETAIN_VERSIONS", "CompactionError", "compact", "compaction_stream",
+           "open_tables", "wait"]
 
 DEFAULT_RETAIN_VERSIONS = 10
-_APPENDED = [HISTORY, *(k.intervals for k in KINDS)]
+DEFAULT_RETAIN_HOURS = 1  # a removed file stays at least this long, for readers of an older version
+STAGING = "_staging"
 # Closing events of a single-use kind (ACL deletions) in one batch sent whole to every task, at most:
 # ~150 bytes a row in the driver's and executors' memory (~40 MB at the limit); above it, a shuffle join.
 BROADCAST_CLOSES = 250_000
 _SINGLE_USE = [k for k in KINDS if k.single_use_keys]
 _COMMITS: dict[str, _Commit] = {}  # by query id: the batch function of each running compaction stream
+_OURS = {"snapshots", "_checkpoint", STAGING, *TABLE_NAMES}  # what a tables directory may hold
 
 
 class CompactionError(SecmetaError):
@@ -63,15 +68,16 @@ class CompactionError(SecmetaError):
 def open_tables(store_dir: str | os.PathLike, tables_dir: str | os.PathLike, key_file: str | None = None) -> Tables:
     """The tables directory for ``store_dir``, created if new; checked before any Spark job.
 
-    Raises TablesError for a tables directory of another store or of a newer format,
-    or one whose next event the log no longer holds (removed by retention), and the
-    store's own errors for a path that is not a store or a wrong keyring.
+    Raises TablesError for a directory that is not (only) secmeta's tables, tables of
+    another store, of a newer format or Delta protocol, of the old manifest format, or
+    whose next event the log no longer holds (removed by retention); and the store's
+    own errors for a path that is not a store or a wrong keyring. Records the store's
+    authorizer settings if they changed (a version with no new events).
     """
     from core.config import StoreConfig
     from core.storedir import StoreDirectory
 
     log_start, _log_end = check_log(store_dir, key_file)
-
     store = StoreDirectory.open(store_dir, create=False, writer=False)
     try:
         store_id = store.store_id
@@ -82,38 +88,42 @@ def open_tables(store_dir: str | os.PathLike, tables_dir: str | os.PathLike, key
                 "allow_everyone_if_no_acl_found": bool(config.allow_everyone_if_no_acl_found)}
     tables = Tables(tables_dir)
     if tables.exists():
-        manifest = tables.manifest()
-        if manifest.store_id != store_id:
-            raise TablesError(
-                f"{tables.path} holds the tables of store {manifest.store_id} ({manifest.store_path}), "
-                f"not of {store_dir} (store {store_id}); use another tables directory")
-        if manifest.config != settings:
-            manifest.config = settings
-            tables.write_manifest(manifest)
+        offset = tables.check(store_id).offset
     else:
-        if tables.path.exists() and any(tables.path.iterdir()):
-            raise TablesError(f"{tables.path} is not empty and is not a secmeta tables directory")
-        tables.write_manifest(Manifest(store_id, str(Path(store_dir).resolve()), config=settings))
-    offset = tables.manifest().offset
+        if tables.path.exists() and not set(os.listdir(tables.path)) <= _OURS:
+            tables.check(store_id)  # raises, naming what the directory is instead
+        offset = 0
     if log_start > offset:
         raise TablesError(
             f"the log of {store_dir} starts at offset {log_start} (older events were removed by retention) but "
             f"{tables.path} needs every event from offset {offset} on: history and intervals cannot be built "
             f"without them")
+    if not tables.exists():
+        create(tables, store_id, settings)
+    record_settings(tables, settings)
     return tables
 
 
+def _stream_id(checkpoint: str) -> str:
+    """The id of the stream a checkpoint belongs to (Spark keeps it across restarts): the Delta txn app id."""
+    try:
+        return str(json.loads((Path(checkpoint) / "metadata").read_text())["id"])
+    except (OSError, ValueError, KeyError) as exc:
+        raise TablesError(f"the checkpoint {checkpoint} has no readable stream id: {exc}") from None
+
+
 class _Commit:
-    """The foreachBatch function: one micro-batch of events -> one published version."""
+    """The foreachBatch function: one micro-batch of events -> one version of the tables."""
 
     def __init__(self, spark: SparkSession, tables: Tables, checkpoint: str, retain_versions: int,
-                 after_step: Callable[[str], None] | None = None,
+                 retain_hours: int = DEFAULT_RETAIN_HOURS, after_step: Callable[[str], None] | None = None,
                  progress: Callable[[Version], None] | None = None) -> None:
         self.spark = spark
         self.progress = progress
         self.tables = tables
         self.checkpoint = checkpoint
         self.retain_versions = retain_versions
+        self.retain_hours = retain_hours
         self.after_step = after_step or (lambda step: None)  # timing, and failures injected by tests
         self.failure: BaseException | None = None  # the error of the batch that stopped the stream
 
@@ -127,17 +137,16 @@ class _Commit:
     def _commit(self, batch: DataFrame, batch_id: int) -> None:
         self.after_step("started")  # Spark has planned the batch and handed it over
         tables = self.tables
-        manifest = tables.manifest()
-        if (manifest.last_batch.get("checkpoint") == self.checkpoint
-                and batch_id <= manifest.last_batch.get("batch_id", -1)):
+        pinned = BatchCommit(tables, _stream_id(self.checkpoint), batch_id)
+        if pinned.done:
             return  # a replay of a batch already committed
-        commit = manifest.commits + 1
-        tables.discard_uncommitted(manifest, _APPENDED)
-        staging = tables.staging_dir(commit)
+        current = pinned.current
+        shutil.rmtree(tables.path / STAGING, ignore_errors=True)  # a failed attempt's
+        staging = tables.path / STAGING / f"b{batch_id}"
 
-        # 1. the events, once, into staging (history rows; also the input of step 2), counted on the way
-        observed = Observation(f"secmeta-commit-{commit}")
-        events = batch.where(F.col("offset") >= manifest.offset).withColumn(
+        # the events, once, into staging (history rows; also the input of the intervals), counted on the way
+        observed = Observation(f"secmeta-batch-{batch_id}")
+        events = batch.where(F.col("offset") >= current.offset).withColumn(
             "event_date", F.expr("date_from_unix_date(CAST(floor(timestamp_ms / 86400000) AS INT))")
         ).observe(observed, F.count(F.lit(1)).alias("n"), F.min("offset").alias("lo"),
                   F.max("offset").alias("hi"), F.max("timestamp_ms").alias("ts"),
@@ -148,47 +157,49 @@ class _Commit:
             shutil.rmtree(staging.parent, ignore_errors=True)
             return
         self.after_step("staged")
-        if stats["lo"] != manifest.offset or stats["hi"] - stats["lo"] + 1 != stats["n"]:
+        if stats["lo"] != current.offset or stats["hi"] - stats["lo"] + 1 != stats["n"]:
             raise TablesError(
                 f"batch {batch_id} holds offsets {stats['lo']}..{stats['hi']} ({stats['n']} events) but the "
-                f"tables continue at offset {manifest.offset}; the checkpoint {self.checkpoint} does not match "
+                f"tables continue at offset {current.offset}; the checkpoint {self.checkpoint} does not match "
                 f"{tables.path}")
         new_offset = stats["hi"] + 1
 
-        # 2. new snapshot versions (open intervals) and the intervals this batch closed: one job per
-        # kind, run side by side (each is small next to Spark's per-job overhead)
+        # new snapshots (open intervals) and the intervals this batch closed: one job per kind, side by
+        # side (each is small next to Spark's per-job overhead)
         staged = self.spark.read.parquet(str(staging / HISTORY))
 
         def advance(kind: intervals.Kind) -> None:
-            previous = intervals.empty(kind, staged)
-            if manifest.versions:
-                previous = self.spark.read.schema(previous.schema).parquet(
-                    str(tables.snapshot_dir(kind.name, manifest.offset)))
+            files = tables.files(kind.name, current)
+            reader = self.spark.read.schema(schema(kind.name))
+            previous = reader.parquet(*files) if files else self.spark.createDataFrame([], schema(kind.name))
             few_closes = kind.single_use_keys and stats[f"closes:{kind.name}"] <= BROADCAST_CLOSES
             out = intervals.advance(kind, previous, staged, few_closes=few_closes)
             out.withColumn("open", F.col("valid_to_offset").isNull()).write.partitionBy("open").parquet(
                 str(staging / kind.name))
-            tables.publish_files(staging / kind.name / "open=true", tables.snapshot_dir(kind.name, new_offset),
-                                 commit, make=True)
 
         # threads that carry the stream's job group, so stopping the stream cancels their jobs too
         with ThreadPoolExecutor(len(KINDS), thread_name_prefix="secmeta-compact") as pool:
             list(pool.map(inheritable_thread_target(self.spark)(advance), KINDS))
         self.after_step("snapshots")
 
-        # 3. appended tables; 4. the manifest
-        tables.publish_files(staging / HISTORY, tables.table_dir(HISTORY), commit)
+        files = {HISTORY: _staged(staging / HISTORY, "")}
         for kind in KINDS:
-            tables.publish_files(staging / kind.name / "open=false", tables.table_dir(kind.intervals), commit)
-        self.after_step("published")
-        manifest.commits = commit
-        manifest.versions.append(Version(new_offset, commit, stats["ts"], stats["n"]))
-        manifest.last_batch = {"checkpoint": self.checkpoint, "batch_id": batch_id}
-        tables.write_manifest(manifest)
+            files[kind.name] = _staged(staging / kind.name / "open=true", f"v={new_offset}/")
+            files[kind.intervals] = _staged(staging / kind.name / "open=false", "")
+        version = pinned.commit(files, (current.offset, new_offset), stats["ts"], self.retain_versions,
+                                after_table=lambda name: self.after_step(f"committed {name}"))
         shutil.rmtree(staging.parent, ignore_errors=True)
-        tables.drop_versions(manifest, [k.name for k in KINDS], self.retain_versions)
+        retain(tables, version, self.retain_hours)
+        self.after_step("retained")
         if self.progress is not None:
-            self.progress(manifest.versions[-1])
+            self.progress(version)
+
+
+def _staged(directory: Path, prefix: str) -> list[tuple[Path, str]]:
+    """The Parquet files Spark wrote under ``directory``, with their paths in a table (partition dirs kept)."""
+    if not directory.exists():
+        return []
+    return [(f, prefix + f.relative_to(directory).as_posix()) for f in sorted(directory.rglob("*.parquet"))]
 
 
 def compaction_stream(
@@ -201,6 +212,7 @@ def compaction_stream(
     once: bool = False,
     max_events_per_trigger: int | None = None,
     retain_versions: int = DEFAULT_RETAIN_VERSIONS,
+    retain_hours: int = DEFAULT_RETAIN_HOURS,
     trigger_seconds: float = 5.0,
     after_step: Callable[[str], None] | None = None,
     progress: Callable[[Version], None] | None = None,
@@ -209,21 +221,27 @@ def compaction_stream(
 
     The checkpoint defaults to ``TABLES/_checkpoint``. Bad arguments, a path that
     is not a store and an unusable tables directory raise before any Spark job.
-    ``progress`` is called on the driver with each version published, and
-    ``after_step(name)`` after each step of a batch: "started" (Spark handed it
-    over), "staged", "snapshots", "published" (timings; tests inject failures).
-    Wait for the stream with ``wait`` to get secmeta's errors rather than Spark's.
+    The newest ``retain_versions`` versions stay queryable; files no kept version
+    reads are deleted once removed ``retain_hours`` ago. ``progress`` is called on
+    the driver with each new version, and ``after_step(name)`` after each step of
+    a batch: "started" (Spark handed it over), "staged", "snapshots", "committed
+    <table>" (one per table, history last), "retained" (timings; tests inject
+    failures). Wait for the stream with ``wait`` to get secmeta's errors rather than Spark's.
     """
     if retain_versions < 1:
         raise InvalidValueError(f"retain_versions must be at least 1, not {retain_versions}")
+    if retain_hours < 0:
+        raise InvalidValueError(f"retain_hours must be 0 or more, not {retain_hours}")
     if max_events_per_trigger is not None and max_events_per_trigger < 1:
         raise InvalidValueError(f"max_events_per_trigger must be at least 1, not {max_events_per_trigger}")
     if not trigger_seconds > 0 or trigger_seconds == float("inf"):
         raise InvalidValueError(f"trigger_seconds must be a positive number of seconds, not {trigger_seconds}")
     tables = open_tables(store_dir, tables_dir, key_file)
     checkpoint = str(Path(checkpoint) if checkpoint is not None else tables.path / "_checkpoint")
+    # Delta's timestamp is microseconds since the epoch (Spark's default INT96 is not in the protocol)
+    spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     source = log_stream(spark, store_dir, key_file, max_events_per_trigger)
-    commit = _Commit(spark, tables, checkpoint, retain_versions, after_step, progress)
+    commit = _Commit(spark, tables, checkpoint, retain_versions, retain_hours, after_step, progress)
     writer = (source.writeStream.queryName(f"secmeta-compact-{tables.path.name}")
               .foreachBatch(commit).option("checkpointLocation", checkpoint))
     writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=f"{trigger_seconds} seconds")
@@ -253,11 +271,10 @@ def wait(query: StreamingQuery) -> None:
             _COMMITS.pop(query.id, None)
 
 
-def compact(spark: SparkSession, store_dir: str | os.PathLike, tables_dir: str | os.PathLike, **options) -> Manifest:
-    """Compact everything the log holds now (an availableNow run) and return the new manifest.
+def compact(spark: SparkSession, store_dir: str | os.PathLike, tables_dir: str | os.PathLike, **options) -> Version:
+    """Compact everything the log holds now (an availableNow run) and return the tables' version.
 
     Raises as ``wait`` does if a batch failed (the tables keep their last version).
     """
     wait(compaction_stream(spark, store_dir, tables_dir, once=True, **options))
-    return Tables(tables_dir).manifest()
-
+    return Tables(tables_dir).current()

@@ -27,10 +27,13 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
+from consumers.spark.rows import SCHEMA
 from core.errors import InvalidValueError
 
-__all__ = ["CLOSE_COLUMNS", "INTERVAL_COLUMNS", "KINDS", "OPEN_COLUMNS", "Kind", "advance", "columns", "empty", "project"]
+__all__ = ["CLOSE_COLUMNS", "INTERVAL_COLUMNS", "KINDS", "OPEN_COLUMNS", "Kind", "advance", "columns", "project",
+           "schema"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,7 @@ CLOSE_COLUMNS = ("valid_to_offset", "valid_to", "closed_by", "closed_by_host", "
 INTERVAL_COLUMNS = OPEN_COLUMNS + CLOSE_COLUMNS
 _EVENT_FIELDS = ("offset", "timestamp", "actor_principal", "actor_host", "request_id", "event_type")
 _ACTION = "_action"
+_CLOSE_TYPES = {"valid_to_offset": LongType(), "valid_to": TimestampType()}  # the other close columns: strings
 
 
 def project(kind: Kind, events: DataFrame) -> DataFrame:
@@ -94,14 +98,18 @@ def project(kind: Kind, events: DataFrame) -> DataFrame:
     return events.where(types.isin(*kind.event_types)).select(
         *[F.col(k) for k in kind.key], *attributes,
         *[F.col(src).alias(dst) for src, dst in zip(_EVENT_FIELDS, OPEN_COLUMNS, strict=True)],
-        *[F.lit(None).cast(_close_type(c)).alias(c) for c in CLOSE_COLUMNS],
+        *[F.lit(None).cast(_CLOSE_TYPES.get(c, StringType())).alias(c) for c in CLOSE_COLUMNS],
         action.alias(_ACTION),
     )
 
 
-def empty(kind: Kind, events: DataFrame) -> DataFrame:
-    """No intervals, typed from the event schema."""
-    return project(kind, events.limit(0)).select(*columns(kind))
+def schema(kind: Kind) -> StructType:
+    """The schema of ``kind``'s interval and snapshot tables (``advance``'s output), from the event schema."""
+    source = {f.name: f.dataType for f in SCHEMA.fields}
+    types = {**{c: source[c] for c in (*kind.key, *kind.attributes)},
+             **{dst: source[src] for src, dst in zip(_EVENT_FIELDS, OPEN_COLUMNS, strict=True)},
+             **{c: _CLOSE_TYPES.get(c, StringType()) for c in CLOSE_COLUMNS}}
+    return StructType([StructField(c, types[c], nullable=True) for c in columns(kind)])
 
 
 def columns(kind: Kind) -> list[str]:
@@ -145,7 +153,3 @@ def _joined(kind: Kind, snapshot: DataFrame, changes: DataFrame, few_closes: boo
         closes = F.broadcast(closes)
     rows = snapshot.select(*columns(kind)).unionByName(opens).drop(*CLOSE_COLUMNS)
     return rows.join(closes, list(kind.key), "left").select(*columns(kind))
-
-
-def _close_type(column: str) -> str:
-    return {"valid_to_offset": "bigint", "valid_to": "timestamp"}.get(column, "string")

@@ -1,12 +1,16 @@
-"""DataFrames of one consistent version of a tables directory, and SQL views over them.
+"""DataFrames of one version of a tables directory, and SQL views over them, in plain pyspark.
 
-    reader = TableReader(spark, TABLES)          # reads the manifest once
-    reader.register_views()                      # secmeta_history, secmeta_acls, secmeta_acl_intervals, ...
+    reader = TableReader(spark, TABLES)            # the current version (or version=<history Delta version>)
+    reader.register_views()                        # secmeta_history, secmeta_acls, secmeta_acl_intervals, ...
     spark.sql("SELECT * FROM secmeta_acl_intervals WHERE valid_from <= TIMESTAMP'2026-01-01 00:00:00' "
               "AND (valid_to IS NULL OR valid_to > TIMESTAMP'2026-01-01 00:00:00')")
 
-Every DataFrame a reader returns reflects the version its manifest named when
-it was made, even while the compaction job publishes newer ones.
+No Delta jars are needed: the reader asks ``deltalake`` for the data files of
+each table at the Delta version the tables' version names, and Spark reads
+those Parquet files. Every DataFrame a reader returns reflects its version,
+even while the compaction job commits newer ones. Where the Delta Spark jars
+are installed, ``spark.read.format("delta").option("versionAsOf", v).load(path)``
+reads the same tables natively (``Version.tables`` gives each table's ``v``).
 """
 
 from __future__ import annotations
@@ -15,61 +19,59 @@ import os
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DateType, StructField, StructType
 
-from consumers.spark import intervals
 from consumers.spark.intervals import KINDS, Kind
-from consumers.spark.rows import SCHEMA
-from consumers.spark.tables import HISTORY, Tables, TablesError
+from consumers.spark.schemas import schema
+from consumers.spark.tables import HISTORY, Kept, Tables, TablesError, Version
 
-__all__ = ["HISTORY_SCHEMA", "VIEWS", "TableReader"]
+__all__ = ["VIEWS", "TableReader"]
 
-HISTORY_SCHEMA = StructType([*SCHEMA.fields, StructField("event_date", DateType(), True)])
 _KIND = {k.name: k for k in KINDS} | {k.intervals: k for k in KINDS}
 VIEWS = ("history", *(k.name for k in KINDS), *(k.intervals for k in KINDS))
 
 
 class TableReader:
-    """Read-side access to a tables directory at the version current when it was made."""
+    """Read-side access to a tables directory at one version (default: the current one when made)."""
 
-    def __init__(self, spark: SparkSession, tables_dir: str | os.PathLike) -> None:
+    def __init__(self, spark: SparkSession, tables_dir: str | os.PathLike, version: int | None = None) -> None:
         self.spark = spark
         self.tables = Tables(tables_dir)
-        self.manifest = self.tables.manifest()
+        current = self.tables.check()
+        self.version: Version = current if version is None else self.tables.version(version)
 
     @property
     def offset(self) -> int:
         """Events [0, offset) are in the tables read."""
-        return self.manifest.offset
+        return self.version.offset
 
-    def _parquet(self, path, schema: StructType) -> DataFrame:
-        if not path.exists() or not any(path.rglob("*.parquet")):
-            return self.spark.createDataFrame([], schema)
-        return self.spark.read.schema(schema).parquet(str(path))
+    def _read(self, name: str, at: Version | Kept) -> DataFrame:
+        files = self.tables.files(name, at)
+        if not files:
+            return self.spark.createDataFrame([], schema(name))
+        reader = self.spark.read.schema(schema(name))
+        if name == HISTORY:  # event_date, the partition column, comes from the files' directories
+            reader = reader.option("basePath", self.tables.table_path(name).as_uri())
+        return reader.parquet(*files)
 
     def history(self) -> DataFrame:
         """Every event compacted, redacted (the source schema plus ``event_date``, its partition)."""
-        return (self._parquet(self.tables.table_dir(HISTORY), HISTORY_SCHEMA)
-                .where(F.col("offset") < self.offset))
+        return self._read(HISTORY, self.version)
 
     def snapshot(self, name: str, offset: int | None = None) -> DataFrame:
-        """The state table ``name`` (acls, scram_users, tokens) at a kept version (default: current)."""
+        """The state table ``name`` (acls, scram_users, tokens) at a kept version's offset (default: this one)."""
         kind = self._kind(name)
-        offset = self.offset if offset is None else offset
-        kept = [v.offset for v in self.manifest.versions]
-        if offset not in kept:
-            if not kept and offset == 0:
-                return self._empty_snapshot(kind)
-            raise TablesError(f"version {offset} of {kind.name} is not kept; kept versions: "
-                              f"{', '.join(map(str, kept)) or 'none'}")
-        return self._parquet(self.tables.snapshot_dir(kind.name, offset), self._empty_snapshot(kind).schema)
+        if offset is None or offset == self.offset:
+            return self._read(kind.name, self.version)
+        kept = [k for k in self.version.kept if k.offset == offset]
+        if not kept:
+            raise TablesError(f"the state at offset {offset} is not a kept version of {kind.name}; kept: "
+                              f"{', '.join(str(k.offset) for k in self.version.kept) or 'none'}")
+        return self._read(kind.name, kept[-1])
 
     def intervals(self, name: str) -> DataFrame:
         """The validity intervals of a kind (by snapshot or interval table name): closed ones and open ones."""
         kind = self._kind(name)
-        current = self.snapshot(kind.name)
-        closed = self._parquet(self.tables.table_dir(kind.intervals), current.schema)
-        return closed.where(F.col("valid_to_offset") < self.offset).unionByName(current)
+        return self._read(kind.intervals, self.version).unionByName(self.snapshot(kind.name))
 
     def register_views(self, prefix: str = "secmeta_") -> list[str]:
         """Temporary views of every table at this version; returns their names."""
@@ -93,6 +95,3 @@ class TableReader:
             return _KIND[name]
         except KeyError:
             raise TablesError(f"no table {name!r}; tables: {', '.join(VIEWS)}") from None
-
-    def _empty_snapshot(self, kind: Kind) -> DataFrame:
-        return intervals.empty(kind, self.spark.createDataFrame([], SCHEMA))

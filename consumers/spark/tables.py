@@ -1,118 +1,129 @@
-"""The tables directory the compaction job maintains, its manifest, and how to read it consistently.
+"""The tables directory: seven Delta Lake tables, and which of their Delta versions make one version.
 
-    TABLES/_secmeta_tables.json                       the manifest (replaced atomically)
-    TABLES/history/event_date=YYYY-MM-DD/c<N>-*.parquet  every event (append-only)
-    TABLES/acl_intervals/c<N>-*.parquet               closed intervals (append-only)
-    TABLES/credential_intervals/c<N>-*.parquet
-    TABLES/token_intervals/c<N>-*.parquet
-    TABLES/snapshots/<acls|scram_users|tokens>/v=<offset>/*.parquet
-                                                      open intervals = state after <offset> events
+    TABLES/history/                             every event, partitioned by event_date (appended)
+    TABLES/snapshots/<acls|scram_users|tokens>/ the open intervals: the state after the version's events
+    TABLES/acl_intervals/                       closed intervals (appended)
+    TABLES/credential_intervals/
+    TABLES/token_intervals/
+    TABLES/_checkpoint/                         the compaction stream's Spark checkpoint
 
-The manifest names the current version (the log offset the tables reflect:
-events [0, offset) are in them) and the snapshot versions still kept. A
-commit writes its files first, then replaces the manifest; files of a commit
-that failed before that are ignored by readers (they hold offsets at or past
-the manifest's) and removed by the next commit. So a reader that reads the
-manifest once always sees one consistent version.
+Each table is a Delta table whose log (``_delta_log``) is written with the
+``deltalake`` package: protocol reader 1 / writer 2 and no table features
+(no deletion vectors, no column mapping, no timestamp_ntz), which Delta Spark
+3.x and 4.x, delta-rs, DuckDB and Trino all read. Every table names the store
+in its ``secmeta.storeId`` property.
 
-A snapshot holds the open intervals (``valid_to`` null) of its version. The
-interval tables a reader gets (``TableReader.intervals``) are the closed
-intervals plus the current snapshot; state
-as of offset N is ``valid_from_offset < N AND (valid_to_offset IS NULL OR
-valid_to_offset >= N)``; state as of time T is the same with T's offset.
+A micro-batch makes one Delta commit per table; the history table's commit is
+the last one and its commit info carries the *version record* (``secmeta``):
+the log offsets it adds ``[lo, hi)``, the store id, the stream and batch id,
+the Delta version of every other table that matches it, the store's authorizer
+settings and the versions kept queryable. A version of the tables is such a
+history commit: a reader reads each table at the Delta version it names, so it
+sees one consistent state even while a later batch is half committed, and an
+engine that reads the Delta tables directly reads them at those versions (or at
+their latest ones once the compactor is idle).
+
+A snapshot table holds the open intervals (``valid_to`` null) of its version.
+The interval tables a reader gets (``TableReader.intervals``) are the closed
+intervals plus the snapshot; the state as of offset N is ``valid_from_offset <
+N AND (valid_to_offset IS NULL OR valid_to_offset >= N)``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from core.errors import SecmetaError
-from events.durable import write_atomically
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "MANIFEST", "Manifest", "Tables", "TablesError", "Version"]
+__all__ = ["FORMAT", "HISTORY", "INTERVAL_NAMES", "LEGACY_MANIFEST", "SNAPSHOT_NAMES", "TABLE_NAMES", "Kept", "Tables",
+           "TablesError", "Version"]
 
-FORMAT_NAME = "secmeta-tables"
-FORMAT_VERSION = 1
-MANIFEST = "_secmeta_tables.json"
+FORMAT = 2  # 1: Parquet plus secmeta's own manifest (consumers.spark.migration converts it)
+LEGACY_MANIFEST = "_secmeta_tables.json"
 HISTORY = "history"
 SNAPSHOTS = "snapshots"
-STAGING = "_staging"
+STORE_ID = "secmeta.storeId"  # table property naming the store
+RECORD = "secmeta"  # commit info key of a version record
+# The highest Delta protocol written and read: what Delta Spark 3.x/4.x readers accept without features.
+READER_VERSION, WRITER_VERSION = 1, 2
+SNAPSHOT_NAMES = ("acls", "scram_users", "tokens")
+INTERVAL_NAMES = ("acl_intervals", "credential_intervals", "token_intervals")
+# Commit order of a batch: the snapshot and interval tables, then the history table (the version's commit).
+TABLE_NAMES = (*SNAPSHOT_NAMES, *INTERVAL_NAMES, HISTORY)
 
 
 class TablesError(SecmetaError, ValueError):
-    """A tables directory that cannot be used (not one, newer format, another store's, no version)."""
+    """A tables directory that cannot be used (not one, another store's, newer format or protocol, busy)."""
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A version still queryable: its history Delta version, offset and the other tables' Delta versions."""
+
+    delta_version: int
+    offset: int
+    tables: Mapping[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": self.delta_version, "offset": self.offset, "tables": dict(self.tables)}
 
 
 @dataclass(frozen=True)
 class Version:
-    """One published state: events [0, offset) compacted, by commit ``commit``."""
+    """One version of the tables: events [0, offset), the last ``events`` of them added by this commit.
 
+    ``delta_version`` is the history table's; ``tables`` the Delta version of every table.
+    ``timestamp_ms``: the time of its last event (None before any); ``committed_ms``: the commit's.
+    """
+
+    delta_version: int
+    first_offset: int
     offset: int
-    commit: int
-    timestamp_ms: int | None
     events: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"offset": self.offset, "commit": self.commit, "timestamp_ms": self.timestamp_ms,
-                "events": self.events}
-
-
-@dataclass
-class Manifest:
-    """What a tables directory holds; ``versions`` oldest first, the last one current."""
-
+    timestamp_ms: int | None
+    committed_ms: int
     store_id: str
-    store_path: str
-    commits: int = 0
-    versions: list[Version] = field(default_factory=list)
-    config: dict[str, Any] = field(default_factory=dict)  # super users, allow-if-no-ACL: for who_could
-    last_batch: dict[str, Any] = field(default_factory=dict)  # {"checkpoint": path, "batch_id": n}
+    tables: Mapping[str, int]
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    kept: tuple[Kept, ...] = ()
+    stream: str | None = None
+    batch: int | None = None
 
-    @property
-    def offset(self) -> int:
-        """The log offset the current version reflects (0 before any event)."""
-        return self.versions[-1].offset if self.versions else 0
-
-    @property
-    def current(self) -> Version | None:
-        return self.versions[-1] if self.versions else None
-
-    def to_json(self) -> bytes:
-        return (json.dumps({
-            "format": FORMAT_NAME, "version": FORMAT_VERSION, "store_id": self.store_id,
-            "store_path": self.store_path, "commits": self.commits,
-            "versions": [v.to_dict() for v in self.versions], "config": self.config,
-            "last_batch": self.last_batch,
-        }, indent=2) + "\n").encode()
+    def record(self) -> dict[str, Any]:
+        """The commit info entry that stores this version (``from_commit``'s input)."""
+        return {"format": FORMAT, "storeId": self.store_id, "offsets": [self.first_offset, self.offset],
+                "events": self.events, "lastEventMs": self.timestamp_ms, "stream": self.stream,
+                "batch": self.batch, "tables": dict(self.tables), "settings": dict(self.settings),
+                "kept": [k.to_dict() for k in self.kept]}
 
     @classmethod
-    def from_json(cls, path: Path) -> Manifest:
+    def from_commit(cls, commit: Mapping[str, Any], where: Path) -> Version | None:
+        """The version a history commit records; None for a commit without one (e.g. a vacuum)."""
+        record = commit.get(RECORD)
+        if record is None:
+            return None
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise TablesError(f"{path} is not a readable tables manifest: {exc}") from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
-            raise TablesError(f"{path} is not a secmeta tables manifest")
-        version = data.get("version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
-            raise TablesError(
-                f"{path.parent} was written by a newer secmeta (tables format {version}; this one reads "
-                f"up to {FORMAT_VERSION}); upgrade secmeta to read it")
-        try:
-            return cls(data["store_id"], data["store_path"], int(data["commits"]),
-                       [Version(**v) for v in data["versions"]], dict(data.get("config", {})),
-                       dict(data.get("last_batch", {})))
+            if record["format"] > FORMAT:
+                raise TablesError(
+                    f"{where} was written by a newer secmeta (tables format {record['format']}; this one reads "
+                    f"up to {FORMAT}); upgrade secmeta to read it")
+            lo, hi = record["offsets"]
+            return cls(int(commit["version"]), int(lo), int(hi), int(record["events"]), record["lastEventMs"],
+                       int(commit["timestamp"]), str(record["storeId"]),
+                       {str(k): int(v) for k, v in record["tables"].items()}, dict(record["settings"]),
+                       tuple(Kept(int(k["version"]), int(k["offset"]), {str(n): int(v) for n, v in k["tables"].items()})
+                             for k in record["kept"]), record["stream"], record["batch"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise TablesError(f"{path} is damaged: {exc!r}") from None
+            raise TablesError(f"the version record of {where} at Delta version {commit.get('version')} is "
+                              f"damaged: {exc!r}") from None
 
 
 class Tables:
-    """A tables directory: its manifest and DataFrames of one consistent version."""
+    """A tables directory: its Delta tables, their versions and the files of each."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
@@ -120,87 +131,112 @@ class Tables:
     def __repr__(self) -> str:
         return f"Tables({str(self.path)!r})"
 
-    @property
-    def manifest_path(self) -> Path:
-        return self.path / MANIFEST
+    def table_path(self, name: str) -> Path:
+        if name not in TABLE_NAMES:
+            raise TablesError(f"no table {name!r}; tables: {', '.join(TABLE_NAMES)}")
+        return self.path / SNAPSHOTS / name if name in SNAPSHOT_NAMES else self.path / name
 
     def exists(self) -> bool:
-        return self.manifest_path.exists()
+        """Whether the history table exists (it is created last, so the tables are complete)."""
+        return (self.table_path(HISTORY) / "_delta_log").is_dir()
 
-    def manifest(self) -> Manifest:
-        """The manifest; TablesError naming the directory if it is not a tables directory."""
-        if not self.manifest_path.exists():
-            what = "does not exist" if not self.path.exists() else f"has no {MANIFEST}"
+    def delta(self, name: str, version: int | None = None):
+        """The Delta table ``name`` (at ``version``, default latest), its protocol checked."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError, TableNotFoundError
+
+        path = self.table_path(name)
+        try:
+            table = DeltaTable(path, version=version)
+        except TableNotFoundError:
+            raise TablesError(f"{path} is not a Delta table: {self.path} misses its {name} table") from None
+        except DeltaError as exc:
+            raise TablesError(f"cannot read {path} at Delta version {version}: {exc}") from None
+        protocol = table.protocol()
+        if (protocol.min_reader_version > READER_VERSION or protocol.min_writer_version > WRITER_VERSION
+                or protocol.reader_features or protocol.writer_features):
+            features = sorted({*(protocol.reader_features or ()), *(protocol.writer_features or ())})
+            raise TablesError(
+                f"{path} uses Delta protocol reader {protocol.min_reader_version} / writer "
+                f"{protocol.min_writer_version}{' with ' + ', '.join(features) if features else ''}, newer than "
+                f"secmeta writes and reads (reader {READER_VERSION} / writer {WRITER_VERSION}, no table features)")
+        return table
+
+    def check(self, store_id: str | None = None) -> Version:
+        """The current version, after checking this is a complete secmeta tables directory (of ``store_id``).
+
+        Raises TablesError naming the directory otherwise: not a tables directory, the old
+        manifest format (to migrate), a Delta table of something else, a newer protocol or
+        format, or another store's tables.
+        """
+        if (self.path / LEGACY_MANIFEST).exists():
+            raise TablesError(
+                f"{self.path} holds tables in secmeta's old format (Parquet with {LEGACY_MANIFEST}); convert "
+                f"them to Delta tables once with `secmeta spark migrate --tables {self.path}`")
+        if (self.path / "_delta_log").is_dir():
+            raise TablesError(f"{self.path} is a Delta table itself, not a secmeta tables directory")
+        if not self.exists():
+            what = "does not exist" if not self.path.exists() else "has no history table"
             raise TablesError(f"{self.path} is not a secmeta tables directory (it {what}); "
                               "run `secmeta spark compact` first")
-        return Manifest.from_json(self.manifest_path)
+        for name in (HISTORY, *TABLE_NAMES[:-1]):  # history first: a foreign one is named as such
+            self.owner(name, store_id)
+        return self.current()
 
-    def write_manifest(self, manifest: Manifest) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.manifest_path, manifest.to_json())
+    def owner(self, name: str, store_id: str | None = None) -> str:
+        """The store id table ``name`` records; TablesError if it records none or not ``store_id``."""
+        table = self.delta(name)
+        owner = table.metadata().configuration.get(STORE_ID)
+        if owner is None:
+            raise TablesError(f"{self.table_path(name)} is a Delta table of something else (no {STORE_ID} "
+                              "property): not a secmeta table; use another tables directory")
+        if store_id is not None and owner != store_id:
+            raise TablesError(f"{self.path} holds the tables of store {owner}, not of store {store_id}; "
+                              "use another tables directory")
+        return owner
 
-    # -- paths ----------------------------------------------------------------------
+    def current(self) -> Version:
+        """The newest version (the newest history commit with a version record)."""
+        table = self.delta(HISTORY)
+        limit = 4
+        while True:
+            commits = table.history(limit)
+            for commit in commits:
+                version = Version.from_commit(commit, self.path)
+                if version is not None:
+                    return version
+            if len(commits) < limit:
+                raise TablesError(f"{self.table_path(HISTORY)} records no secmeta version: not a secmeta table")
+            limit *= 4
 
-    def table_dir(self, name: str) -> Path:
-        return self.path / name
+    def versions(self) -> list[Version]:
+        """Every version whose commit the history table's log still holds, oldest first."""
+        commits = self.delta(HISTORY).history()
+        return sorted((v for v in (Version.from_commit(c, self.path) for c in commits) if v is not None),
+                      key=lambda v: v.delta_version)
 
-    def snapshot_dir(self, kind: str, offset: int) -> Path:
-        return self.path / SNAPSHOTS / kind / f"v={offset}"
+    def version(self, delta_version: int) -> Version:
+        """The version recorded by the history table's commit ``delta_version``."""
+        table = self.delta(HISTORY)
+        latest = table.version()
+        if 0 <= delta_version <= latest:
+            for commit in table.history(latest - delta_version + 1):
+                if commit.get("version") == delta_version:
+                    version = Version.from_commit(commit, self.path)
+                    if version is not None:
+                        return version
+        raise TablesError(f"{self.path} has no version {delta_version} (history table versions with a "
+                          f"secmeta record, up to {latest}); see `secmeta spark versions`")
 
-    def staging_dir(self, commit: int) -> Path:
-        return self.path / STAGING / f"c{commit}"
+    def files(self, name: str, version: Version) -> list[str]:
+        """The data files of table ``name`` at ``version`` (absolute paths), as its Delta log lists them.
 
-    # -- commit protocol (the compaction job) ----------------------------------------
-
-    def discard_uncommitted(self, manifest: Manifest, names: list[str]) -> None:
-        """Remove files and snapshot versions left by commits after ``manifest.commits`` (failed attempts)."""
-        shutil.rmtree(self.path / STAGING, ignore_errors=True)
-        kept = {v.offset for v in manifest.versions}
-        for name in names:
-            for file in _files(self.table_dir(name)):
-                if _commit_of(file.name) > manifest.commits:
-                    file.unlink()
-        for kind_dir in (self.path / SNAPSHOTS).glob("*"):
-            for version_dir in kind_dir.glob("v=*"):
-                if int(version_dir.name[2:]) not in kept:
-                    shutil.rmtree(version_dir, ignore_errors=True)
-
-    def publish_files(self, staged: Path, target: Path, commit: int, make: bool = False) -> int:
-        """Move the Parquet files Spark wrote under ``staged`` into ``target`` (keeping partition dirs).
-
-        ``make``: create ``target`` even if nothing was staged (an empty snapshot version).
+        Raises TablesError if retention has deleted them (a version older than the kept ones).
         """
-        moved = 0
-        if make:
-            target.mkdir(parents=True, exist_ok=True)
-        if not staged.exists():
-            return 0
-        for file in staged.rglob("*.parquet"):
-            relative = file.parent.relative_to(staged)
-            target_dir = target / relative
-            target_dir.mkdir(parents=True, exist_ok=True)
-            os.replace(file, target_dir / f"c{commit}-{file.name}")
-            moved += 1
-        return moved
-
-    def drop_versions(self, manifest: Manifest, kinds: list[str], keep: int) -> Manifest:
-        """Keep the newest ``keep`` versions in the manifest; delete older snapshot directories after."""
-        if len(manifest.versions) <= keep:
-            return manifest
-        dropped, manifest.versions = manifest.versions[:-keep], manifest.versions[-keep:]
-        self.write_manifest(manifest)
-        for version in dropped:
-            for kind in kinds:
-                shutil.rmtree(self.snapshot_dir(kind, version.offset), ignore_errors=True)
-        return manifest
-
-
-def _files(directory: Path):
-    return (f for f in directory.rglob("c*-*.parquet")) if directory.exists() else iter(())
-
-
-def _commit_of(name: str) -> int:
-    try:
-        return int(name[1:name.index("-")])
-    except ValueError:
-        return 0
+        files = self.delta(name, version.tables[name]).file_uris()
+        missing = [f for f in files if not os.path.exists(f.removeprefix("file://"))]
+        if missing:
+            raise TablesError(
+                f"version {version.delta_version} of {self.path} (offset {version.offset}) is no longer kept: "
+                f"retention deleted {len(missing)} of its {name} files; see `secmeta spark versions`")
+        return files

@@ -54,7 +54,7 @@ class TestSparkTables(ReaderContract):
         manifest = compact(self.spark, written.store_dir, tables, key_file=str(written.key_file),
                            max_events_per_trigger=12)
         end = written.recording.end
-        assert manifest.offset == end and manifest.commits > 1
+        assert manifest.offset == end and manifest.delta_version > 1
         reader = TableReader(self.spark, tables)
         credentials = reader.intervals("credential_intervals").collect()
         tokens = reader.intervals("token_intervals").select(*_token_columns(), "valid_from_offset",

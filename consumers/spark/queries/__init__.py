@@ -12,8 +12,8 @@ A point (``at``, ``start``, ``end``) is an int offset, ``core.timetravel.Point``
 ``{"offset": n}`` / ``{"timestamp_ms": ms}``, ISO-8601/epoch-ms text (a time), or
 None (the tables' version); see ``points``. Every function checks its arguments
 before any Spark job and raises ``core.timetravel.QueryError`` (or its subclass
-``PointInTimeError``) with the CLI's messages; the manifest's settings (super
-users, allow.everyone.if.no.acl.found) shape ``who_could_at``.
+``PointInTimeError``) with the CLI's messages; the version record's settings
+(super users, allow.everyone.if.no.acl.found) shape ``who_could_at``.
 
 Modules: ``points`` (point arguments, ``resolve``), ``acls`` (``acls_at``,
 ``who_could_at``), ``history`` (``change_history``), ``tokens`` (``tokens_alive``).

@@ -54,10 +54,11 @@ class AclInForce:
 def acls_in_force(reader: TableReader, n: int) -> DataFrame:
     """The ACL intervals in force at offset ``n`` (already validated): one row per ACL.
 
-    A kept snapshot version is read as is (only the open intervals of that
-    version); any other offset filters the interval table.
+    At the offset of the reader's version or of a kept one, the snapshot table at
+    that version's Delta version is read as is (only its open intervals); any
+    other offset filters the interval table.
     """
-    if n in {v.offset for v in reader.manifest.versions} or (n == 0 and not reader.manifest.versions):
+    if n == reader.offset or n in {k.offset for k in reader.version.kept}:
         return reader.snapshot("acls", n)
     return reader.intervals("acl_intervals").where(_in_force(n))
 
@@ -111,7 +112,7 @@ def who_could_at(
     """Every grant by which some principal could perform ``operation`` on the resource at the point.
 
     Exactly ``store.who_could(operation, resource_type, resource_name, at=...)``:
-    super users and allow.everyone.if.no.acl.found come from the manifest (the
+    super users and allow.everyone.if.no.acl.found come from the version record (the
     store's current settings, as the store uses its current config). Raises
     QueryError / PointInTimeError for bad arguments before any Spark job.
     """

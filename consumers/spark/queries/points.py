@@ -86,18 +86,19 @@ def offset_of(reader: TableReader, point: Point | None) -> int:
 
 
 def settings(reader: TableReader) -> StoreConfig:
-    """The store settings the authorizer needs (super users, allow-if-no-ACL) from the manifest."""
-    config = reader.manifest.config
+    """The store settings the authorizer needs (super users, allow-if-no-ACL), from the version record."""
+    config = reader.version.settings
     missing = [k for k in ("super_users", "allow_everyone_if_no_acl_found") if k not in config]
     if missing:
         raise TablesError(
-            f"the manifest of {reader.tables.path} does not record the store's {' and '.join(missing)}; "
-            "run `secmeta spark compact` once more to record them")
+            f"version {reader.version.delta_version} of {reader.tables.path} does not record the store's "
+            f"{' and '.join(missing)}; run `secmeta spark compact` once more to record them")
     try:
         return StoreConfig(super_users=config["super_users"],  # checked strictly: "false" is no bool
                            allow_everyone_if_no_acl_found=config["allow_everyone_if_no_acl_found"])
     except (TypeError, ValueError) as exc:
-        raise TablesError(f"the manifest of {reader.tables.path} has unusable settings: {exc}") from None
+        raise TablesError(f"version {reader.version.delta_version} of {reader.tables.path} has unusable "
+                          f"settings: {exc}") from None
 
 
 def event_date_of(timestamp_ms: int) -> date | None:

@@ -1,14 +1,15 @@
-"""The compaction job: history, snapshot and interval tables equal the store at every offset."""
+"""The compaction job: Delta tables equal to the store at every offset, committed once per batch and table."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
-from consumers.spark.compaction import CompactionError, compact, open_tables
+from consumers.spark.compaction import CompactionError, _Commit, compact, open_tables
 from consumers.spark.table_reader import TableReader
-from consumers.spark.tables import TablesError
+from consumers.spark.tables import TABLE_NAMES, Tables, TablesError
 from core.log import Log
 from tests.consumers.spark.sparkkit import acl_state, credential_state, make_workspace, token_state
 
@@ -23,30 +24,23 @@ def _in_force(rows, n: int) -> list:
     return [r for r in rows if r.valid_from_offset < n and (r.valid_to_offset is None or r.valid_to_offset >= n)]
 
 
-@pytest.fixture(scope="module")
-def compacted(spark, tmp_path_factory):
-    root = tmp_path_factory.mktemp("compaction")
-    space = make_workspace(root, seed=7, steps=80)
-    tables = root / "tables"
-    manifest = compact(spark, space.store_dir, tables, key_file=str(space.key_file), max_events_per_trigger=25,
-                       retain_versions=3)
-    return space, tables, manifest
+def _acl(r) -> tuple:
+    return (r.resource_type, r.resource_name, r.pattern_type, r.principal, r.host, r.operation, r.permission_type)
 
 
 def test_intervals_equal_the_store_at_every_offset(spark, compacted):
     """ACLs, credentials and tokens in force at N (by the interval tables) equal store.as_of(N)."""
-    space, tables, manifest = compacted
+    space, tables, version = compacted
     reader = TableReader(spark, tables)
     acls = reader.intervals("acl_intervals").collect()
     creds = reader.intervals("credential_intervals").collect()
     tokens = reader.intervals("token_intervals").collect()
     with space.open() as store:
         end = store.log.end_offset
-        assert manifest.offset == end and end > 60
+        assert version.offset == end and end > 60
         for n in range(0, end + 1):
             view = store.as_of(offset=n)
-            assert {(r.resource_type, r.resource_name, r.pattern_type, r.principal, r.host, r.operation,
-                     r.permission_type) for r in _in_force(acls, n)} == acl_state(view), n
+            assert {_acl(r) for r in _in_force(acls, n)} == acl_state(view), n
             assert {(r.user, r.mechanism, r.iterations) for r in _in_force(creds, n)} == credential_state(view), n
             assert {(r.token_id, r.owner, r.requester, _ms(r.expiry_timestamp))
                     for r in _in_force(tokens, n)} == token_state(view), n
@@ -56,7 +50,7 @@ def test_shuffled_closes_give_the_same_intervals(spark, compacted, tmp_path, mon
     """Batches with more closes than BROADCAST_CLOSES take the shuffle join: same tables as broadcasting."""
     from consumers.spark import compaction
 
-    space, tables, _manifest = compacted
+    space, tables, _version = compacted
     monkeypatch.setattr(compaction, "BROADCAST_CLOSES", 0)
     shuffled = tmp_path / "tables"
     compact(spark, space.store_dir, shuffled, key_file=str(space.key_file), max_events_per_trigger=25)
@@ -67,31 +61,56 @@ def test_shuffled_closes_give_the_same_intervals(spark, compacted, tmp_path, mon
 
 
 def test_history_holds_every_event_once_by_date(spark, compacted):
-    space, tables, manifest = compacted
+    space, tables, version = compacted
     history = TableReader(spark, tables).history()
     rows = history.orderBy("offset").collect()
     with Log.open(space.store_dir, keyring=space.keyring, read_only=True) as log:
         envelopes = list(log.read())
     assert [(r.offset, r.event_type, r.actor_principal) for r in rows] == [
         (e.offset, e.event_type, e.actor_principal) for e in envelopes]
-    dates = {p.name for p in (tables / "history").iterdir()}
+    dates = {p.name for p in (tables / "history").iterdir() if not p.name.startswith("_")}
     assert dates and all(d.startswith("event_date=") for d in dates)
 
 
-def test_snapshot_versions_are_kept_up_to_retention(spark, compacted):
-    """Several commits happened; only the newest 3 snapshot versions remain, each readable."""
-    space, tables, manifest = compacted
-    assert manifest.commits > 3 and len(manifest.versions) == 3
+def test_each_batch_is_one_version_listing_offsets_rows_and_table_versions(compacted):
+    """The history table's versions: contiguous offset ranges of at most 25 events, one Delta commit per
+    table per batch (the version names each table's), commit info with the store id and the offsets."""
+    space, tables, version = compacted
+    versions = Tables(tables).versions()
+    assert [v.delta_version for v in versions] == list(range(len(versions))) and len(versions) > 4
+    assert versions[0].offset == 0 and versions[-1] == version
+    for before, after in zip(versions, versions[1:]):
+        assert after.first_offset == before.offset and 0 < after.events == after.offset - before.offset <= 25
+        assert all(after.tables[name] > before.tables[name] for name in TABLE_NAMES)
+    from deltalake import DeltaTable
+
+    from core.storedir import StoreDirectory
+
+    store = StoreDirectory.open(space.store_dir, create=False, writer=False)
+    store.close()
+    assert {v.store_id for v in versions} == {store.store_id}
+
+    for name in TABLE_NAMES:
+        commits = {c["version"]: c for c in DeltaTable(Tables(tables).table_path(name)).history()}
+        key = "secmeta" if name == "history" else "secmetaBatch"
+        assert commits[version.tables[name]][key]["offsets"] == [versions[-2].offset, version.offset], name
+
+
+def test_old_versions_past_retention_are_vacuumed(spark, compacted):
+    """retain_versions=3: the three newest versions stay readable, each equal to the store there; an
+    older one's snapshot files are gone and reading it says so."""
+    space, tables, version = compacted
+    assert [k.offset for k in version.kept] == [v.offset for v in Tables(tables).versions()[-3:]]
     reader = TableReader(spark, tables)
     with space.open() as store:
-        for version in manifest.versions:
-            rows = reader.snapshot("acls", version.offset).collect()
-            assert {(r.resource_type, r.resource_name, r.pattern_type, r.principal, r.host, r.operation,
-                     r.permission_type) for r in rows} == acl_state(store.as_of(offset=version.offset))
-    kept = sorted(int(p.name[2:]) for p in (tables / "snapshots" / "acls").iterdir())
-    assert kept == [v.offset for v in manifest.versions]
-    with pytest.raises(TablesError, match="not kept"):
+        for kept in version.kept:
+            rows = reader.snapshot("acls", kept.offset).collect()
+            assert {_acl(r) for r in rows} == acl_state(store.as_of(offset=kept.offset))
+    with pytest.raises(TablesError, match="not a kept version"):
         reader.snapshot("acls", 1)
+    old = Tables(tables).versions()[1]
+    with pytest.raises(TablesError, match=f"version {old.delta_version} of .* is no longer kept"):
+        TableReader(spark, tables, version=old.delta_version).snapshot("acls").collect()
 
 
 def test_no_secret_columns(spark, compacted):
@@ -103,20 +122,129 @@ def test_no_secret_columns(spark, compacted):
         assert not columns & {"secret", "salt", "stored_key", "server_key", "hmac"}
 
 
-def test_a_newer_tables_format_is_refused_before_any_job(spark, compacted, tmp_path):
+# -- what other Delta readers get --------------------------------------------------------------
+
+
+def test_delta_protocol_is_what_delta_spark_3_and_4_read(compacted):
+    """Reader 1 / writer 2, no table features, a timestamp (not timestamp_ntz) type: no newer reader needed."""
+    from deltalake import DeltaTable
+
+    _, tables, _ = compacted
+    for name in TABLE_NAMES:
+        table = DeltaTable(Tables(tables).table_path(name))
+        protocol = table.protocol()
+        assert (protocol.min_reader_version, protocol.min_writer_version) == (1, 2), name
+        assert not protocol.reader_features and not protocol.writer_features, name
+        assert '"timestamp"' in table.schema().to_json() or name != "history", name
+        assert "timestamp_ntz" not in table.schema().to_json(), name
+
+
+def test_deltalake_and_polars_read_each_kept_version_as_the_store_was(compacted):
+    """Without secmeta: deltalake + pyarrow open every table at the Delta versions a version names, and
+    Polars runs SQL over them; the ACLs, credentials and tokens equal store.as_of at that offset (the
+    snapshot tables) and at earlier offsets (the interval tables); the history holds events [0, offset)."""
+    import polars
+    from deltalake import DeltaTable
+
+    space, tables, version = compacted
+    layout = Tables(tables)
+
+    def table(name, at):
+        return DeltaTable(layout.table_path(name), version=at.tables[name])
+
+    with space.open() as store:
+        for kept in version.kept:
+            n = kept.offset
+            view = store.as_of(offset=n)
+            acls = table("acls", kept).to_pyarrow_table().to_pylist()
+            assert {(a["resource_type"], a["resource_name"], a["pattern_type"], a["principal"], a["host"],
+                     a["operation"], a["permission_type"]) for a in acls} == acl_state(view), n
+            users = table("scram_users", kept).to_pyarrow_table().to_pylist()
+            assert {(u["user"], u["mechanism"], u["iterations"]) for u in users} == credential_state(view), n
+            tokens = table("tokens", kept).to_pyarrow_table().to_pylist()
+            assert {(t["token_id"], t["owner"], t["requester"], int(t["expiry_timestamp"].timestamp() * 1000))
+                    for t in tokens} == token_state(view), n
+            offsets = sorted(table("history", kept).to_pyarrow_table()["offset"].to_pylist())
+            assert offsets == list(range(n)), n
+
+            sql = polars.SQLContext(closed=polars.from_arrow(table("acl_intervals", kept).to_pyarrow_table()),
+                                    open=polars.from_arrow(table("acls", kept).to_pyarrow_table()))
+            for m in (n // 3, n // 2, n - 1):
+                rows = sql.execute(
+                    "SELECT resource_type, resource_name, pattern_type, principal, host, operation, permission_type "
+                    "FROM (SELECT * FROM closed UNION ALL SELECT * FROM open) "
+                    f"WHERE valid_from_offset < {m} AND (valid_to_offset IS NULL OR valid_to_offset >= {m})",
+                    eager=True).rows()
+                assert set(rows) == acl_state(store.as_of(offset=m)), m
+
+
+def test_the_latest_delta_versions_are_the_current_version(spark, compacted):
+    """An engine that reads each table's latest Delta version (an idle compactor) sees the current version."""
+    from deltalake import DeltaTable
+
+    _, tables, _ = compacted
+    reader = TableReader(spark, tables)
+    latest = DeltaTable(Tables(tables).table_path("acls")).to_pyarrow_table().to_pylist()
+    assert sorted(a["acl_id"] for a in latest) == sorted(r.acl_id for r in reader.snapshot("acls").collect())
+    latest = DeltaTable(Tables(tables).table_path("history")).to_pyarrow_table()["offset"].to_pylist()
+    assert sorted(latest) == list(range(reader.offset))
+
+
+# -- bad tables directories: refused before Spark starts, nothing written ----------------------------
+
+
+def _copy(tables, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(tables, copy, ignore=shutil.ignore_patterns("_checkpoint"))
+    return copy
+
+
+def test_a_newer_delta_protocol_is_refused_before_any_job(compacted, tmp_path):
+    from deltalake import DeltaTable, TableFeatures
+
     space, tables, _ = compacted
-    newer = tmp_path / "newer"
-    newer.mkdir()
-    data = json.loads((tables / "_secmeta_tables.json").read_text())
-    data["version"] = 99
-    (newer / "_secmeta_tables.json").write_text(json.dumps(data))
-    with pytest.raises(TablesError, match="newer secmeta"):
-        compact(spark, space.store_dir, newer, key_file=str(space.key_file))
-    with pytest.raises(TablesError, match="newer secmeta"):
-        TableReader(spark, newer)
+    copy = _copy(tables, tmp_path)
+
+    DeltaTable(copy / "snapshots" / "acls").alter.add_feature(TableFeatures.DeletionVectors,
+                                                              allow_protocol_versions_increase=True)
+    for attempt in (lambda: open_tables(space.store_dir, copy, space.key_file), lambda: Tables(copy).check()):
+        with pytest.raises(TablesError, match=r"acls uses Delta protocol reader 3 / writer 7 with .*deletionVectors"
+                                              r".*newer than secmeta writes and reads \(reader 1 / writer 2"):
+            attempt()
 
 
-# -- restarts, failures and replays --------------------------------------------------------
+def test_a_newer_tables_format_is_refused(compacted, tmp_path):
+    from deltalake import DeltaTable
+    from deltalake.transaction import CommitProperties
+
+    space, tables, version = compacted
+    copy = _copy(tables, tmp_path)
+    history = DeltaTable(copy / "history")
+    history.create_write_transaction([], "append", history.schema(), partition_by=["event_date"],
+                                     commit_properties=CommitProperties(
+                                         custom_metadata={"secmeta": {**version.record(), "format": 99}}))
+    with pytest.raises(TablesError, match="written by a newer secmeta .tables format 99"):
+        open_tables(space.store_dir, copy, space.key_file)
+
+
+def test_a_delta_table_of_something_else_is_refused(compacted, tmp_path):
+    """A tables directory that is a Delta table, or holds one without secmeta's store id: refused, untouched."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    space, _, _ = compacted
+    write_deltalake(tmp_path / "plain", pa.table({"x": [1, 2]}))
+    with pytest.raises(TablesError, match="plain is a Delta table itself, not a secmeta tables directory"):
+        open_tables(space.store_dir, tmp_path / "plain", space.key_file)
+    write_deltalake(tmp_path / "other" / "history", pa.table({"x": [1, 2]}))
+    with pytest.raises(TablesError, match=r"other/history is a Delta table of something else"):
+        open_tables(space.store_dir, tmp_path / "other", space.key_file)
+    assert sorted(p.name for p in (tmp_path / "other").iterdir()) == ["history"]
+    with pytest.raises(TablesError, match="is a Delta table of something else"):
+        TableReader(None, tmp_path / "other")
+
+
+# -- restarts, failures, replays and a second compactor ------------------------------------------
 
 
 def _table_state(spark, tables) -> dict:
@@ -157,13 +285,15 @@ def two_phase(spark, tmp_path_factory):
     return space, tables, first, before
 
 
-@pytest.mark.parametrize("step", ["staged", "snapshots", "published"])
+@pytest.mark.parametrize("step", ["staged", "committed acls", "committed token_intervals"])
 def test_a_failed_batch_leaves_the_previous_version(spark, two_phase, step):
-    """A failure inside a commit raises, and readers still see exactly the version before it."""
+    """A failure inside a batch, even between two tables' commits, raises, and readers still see exactly
+    the version before it. The same batch is replayed by the next run (same checkpoint, same batch id):
+    tables it committed keep that commit (their Delta txn holds the batch), the others get theirs."""
     space, tables, first, before = two_phase
     with pytest.raises(CompactionError, match=f"keep their last version: Boom: injected failure at {step}"):
         compact(spark, space.store_dir, tables, key_file=str(space.key_file), after_step=_fail(step))
-    assert TableReader(spark, tables).manifest.versions == first.versions
+    assert Tables(tables).current() == first
     assert _table_state(spark, tables) == before
 
 
@@ -179,8 +309,9 @@ def test_a_secmeta_error_in_a_batch_is_raised_as_itself(spark, two_phase):
     assert _table_state(spark, tables) == before
 
 
-def test_restart_after_more_events_equals_a_fresh_run(spark, two_phase, tmp_path):
-    """Resuming on the checkpoint (after the failed attempts above) gives the tables of one fresh run."""
+def test_restart_after_a_crash_between_tables_equals_a_fresh_run(spark, two_phase, tmp_path):
+    """Resuming on the checkpoint after the failed attempts above completes the half-committed batch
+    (each table committed once: one Delta commit per table for it) and equals one fresh run."""
     space, tables, first, _ = two_phase
     resumed = compact(spark, space.store_dir, tables, key_file=str(space.key_file), max_events_per_trigger=25)
     fresh_dir = tmp_path / "fresh"
@@ -188,33 +319,76 @@ def test_restart_after_more_events_equals_a_fresh_run(spark, two_phase, tmp_path
     assert resumed.offset == fresh.offset > first.offset
     assert _table_state(spark, tables) == _table_state(spark, fresh_dir)
     assert not (tables / "_staging").exists()
+    assert resumed.delta_version == first.delta_version + 1  # one batch, one commit per table
+    assert resumed.tables == {name: v + 1 for name, v in first.tables.items()}
 
 
 def test_a_replayed_batch_id_changes_nothing(spark, two_phase):
     """foreachBatch called again with a batch id already committed (Spark's replay) is a no-op."""
-    from consumers.spark.compaction import _Commit
-    from consumers.spark.tables import Tables
-
     space, tables, *_ = two_phase
-    manifest = Tables(tables).manifest()
+    current = Tables(tables).current()
     before = _table_state(spark, tables)
-    commit = _Commit(spark, Tables(tables), manifest.last_batch["checkpoint"], retain_versions=10)
+    commit = _Commit(spark, Tables(tables), str(tables / "_checkpoint"), retain_versions=10)
     batch = (spark.read.format("secmeta").option("path", str(space.store_dir))
              .option("keyFile", str(space.key_file)).option("startOffset", 0).load())
-    commit(batch, manifest.last_batch["batch_id"])
-    assert Tables(tables).manifest().commits == manifest.commits
+    commit(batch, current.batch)
+    assert Tables(tables).current() == current
     assert _table_state(spark, tables) == before
+
+
+def _checkpoint(path, stream_id: str) -> str:
+    path.mkdir()
+    (path / "metadata").write_text(json.dumps({"id": stream_id}))
+    return str(path)
+
+
+def test_a_second_compactor_fails_cleanly_and_a_new_stream_repairs_a_crash(spark, compacted, tmp_path):
+    """Two compactors on one tables directory: B commits a batch while A works on the same one; A's first
+    commit finds a Delta version it did not read (optimistic concurrency), A fails naming the other
+    compactor and nothing of A is in any version. Then a stream with another id after a crash between
+    tables: its batch replaces the dangling commits, giving the same tables."""
+    space, _, _ = compacted
+    tables = open_tables(space.store_dir, tmp_path / "tables", space.key_file)
+    log = (spark.read.format("secmeta").option("path", str(space.store_dir))
+           .option("keyFile", str(space.key_file)).load())
+    batch = log.where("offset < 30")
+    b = _Commit(spark, tables, _checkpoint(tmp_path / "b", "stream-b"), retain_versions=10)
+    a = _Commit(spark, tables, _checkpoint(tmp_path / "a", "stream-a"), retain_versions=10,
+                after_step=lambda step: b(batch, 0) if step == "snapshots" else None)
+    with pytest.raises(TablesError, match=r"another compactor committed Delta version 1 of .*acls while this one "
+                                          r"worked on version 0: this compaction stops"):
+        a(batch, 0)
+    after_b = Tables(tables.path).current()
+    assert (after_b.delta_version, after_b.offset, after_b.stream) == (1, 30, "stream-b")
+    assert _table_state(spark, tables.path)["offset"] == 30
+
+    more = log.where("offset < 60")
+    crashed = _Commit(spark, tables, _checkpoint(tmp_path / "c", "stream-c"), retain_versions=10,
+                      after_step=_fail("committed token_intervals"))
+    with pytest.raises(Boom):
+        crashed(more, 0)
+    assert Tables(tables.path).current() == after_b
+    repaired = _Commit(spark, tables, _checkpoint(tmp_path / "d", "stream-d"), retain_versions=10)
+    repaired(log.where("offset < 50"), 0)
+    reader = TableReader(spark, tables.path)
+    assert (reader.version.delta_version, reader.offset) == (2, 50)
+    assert sorted(r.offset for r in reader.history().collect()) == list(range(50))
+    acls = reader.intervals("acl_intervals").collect()
+    with space.open() as store:
+        for n in range(0, 51):
+            assert {_acl(r) for r in _in_force(acls, n)} == acl_state(store.as_of(offset=n)), n
 
 
 def test_another_stores_tables_are_refused(spark, two_phase, compacted):
     space, _, _, _ = two_phase
     _, other_tables, _ = compacted
-    with pytest.raises(TablesError, match="not of"):
+    with pytest.raises(TablesError, match="holds the tables of store .*, not of store"):
         compact(spark, space.store_dir, other_tables, key_file=str(space.key_file))
 
 
 def test_a_wrong_keyring_and_a_trimmed_log_fail_before_spark(tmp_path):
-    """No SparkSession is used: open_tables (which compaction_stream and the CLI call first) refuses."""
+    """No SparkSession is used: open_tables (which compaction_stream and the CLI call first) refuses, and
+    creates nothing."""
     from events.errors import KeyringError
     from events.keyring import Keyring
 
@@ -229,3 +403,16 @@ def test_a_wrong_keyring_and_a_trimmed_log_fail_before_spark(tmp_path):
         start = log.start_offset
     with pytest.raises(TablesError, match=f"starts at offset {start} .*removed by retention.* from offset 0 on"):
         open_tables(space.store_dir, tmp_path / "tables", space.key_file)
+    assert not (tmp_path / "tables").exists()
+
+
+def test_versions_command_lists_delta_versions_newest_first(compacted, capsys):
+    from core.cli import main
+
+    _, tables, version = compacted
+    assert main(["spark", "versions", "--tables", str(tables), "--limit", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["DELTA", "VERSION", "LOG", "OFFSETS", "ROWS", "COMMITTED", "LAST", "EVENT", "KEPT"]
+    newest = lines[2].split()
+    assert newest[:4] == [str(version.delta_version), f"[{version.first_offset},", f"{version.offset})",
+                          str(version.events)] and newest[-1] == "True" and len(lines) == 4
