@@ -188,7 +188,8 @@ def read_snapshot(path: str | os.PathLike, codec: SnapshotCodec[S], keyring: Key
             f"snapshot {info.path.name} holds a {info.kind!r} state, not {codec.kind!r}"
         )
     counter = _Counting(reader)
-    state = codec.build(counter)
+    with paused_gc():  # the state is built from many new acyclic objects
+        state = codec.build(counter)
     return replace(info, rows=counter.count), state
 
 
