@@ -146,15 +146,17 @@ def b64decode(text: str, what: str) -> bytes:
 
 
 def message_text(message: str | bytes) -> str:
-    """A SCRAM message as text: bytes must be UTF-8 (else SaslAuthenticationException)."""
-    if isinstance(message, bytes | bytearray):
-        try:
-            return bytes(message).decode("utf-8")
-        except UnicodeDecodeError:
-            raise SaslAuthenticationException("Malformed SCRAM message: not UTF-8") from None
-    if not isinstance(message, str):
+    """A SCRAM message as text: it must be valid UTF-8 (else SaslAuthenticationException).
+
+    A str with a lone surrogate cannot be encoded; the error never carries the message.
+    """
+    if not isinstance(message, str | bytes | bytearray):
         raise TypeError(f"SCRAM messages are str, not {type(message).__name__}")
-    return message
+    try:
+        data = message.encode("utf-8") if isinstance(message, str) else bytes(message)
+        return data.decode("utf-8")
+    except UnicodeError:
+        raise SaslAuthenticationException("Malformed SCRAM message: not UTF-8") from None
 
 
 def is_printable(text: str) -> bool:
