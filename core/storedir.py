@@ -15,6 +15,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,8 +52,13 @@ class StoreDirectory:
         return self.path / "snapshots"
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, create: bool = True, writer: bool = True) -> StoreDirectory:
-        """Open (or with ``create`` initialise) a store directory; a writer takes the lock."""
+    def open(cls, path: str | os.PathLike, *, create: bool = True, writer: bool = True,
+             initialise: Callable[[StoreDirectory], None] | None = None) -> StoreDirectory:
+        """Open (or with ``create`` initialise) a store directory; a writer takes the lock.
+
+        ``initialise`` writes a new store's first files (the log's high-water mark) before
+        the store's marker is published, so a store never exists without them.
+        """
         root = Path(path)
         meta_path = root / META_FILE
         if not meta_path.exists():
@@ -65,19 +71,21 @@ class StoreDirectory:
                 )
             if not create:
                 raise NotAStoreError(f"{root} is not a secmeta store (no {META_FILE} there)")
-            return cls._create(root)
+            return cls._create(root, initialise)
         store = cls._read(meta_path)
         if writer:
             store._lock()
         return store
 
     @classmethod
-    def _create(cls, root: Path) -> StoreDirectory:
+    def _create(cls, root: Path, initialise: Callable[[StoreDirectory], None] | None) -> StoreDirectory:
         root.mkdir(parents=True, exist_ok=True)
         store = cls(root, store_id=str(uuid.uuid4()), created_ms=int(time.time() * 1000))
         store._lock()
         for sub in (store.log_dir, store.schema_dir, store.snapshot_dir):
             sub.mkdir(exist_ok=True)
+        if initialise is not None:
+            initialise(store)
         store.save_meta()
         return store
 

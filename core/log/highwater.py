@@ -78,9 +78,13 @@ class HighWater:
         offset, link = BODY.unpack(body)
         return Mark(offset, link)
 
-    def reset(self, mark: Mark) -> None:
-        """Replace the file atomically with ``mark``, keep it open for in-place updates, start the syncer."""
+    def write(self, mark: Mark) -> None:
+        """Replace the file atomically and durably with ``mark``."""
         write_atomically(self.path, self._sealed(mark))
+
+    def reset(self, mark: Mark) -> None:
+        """Replace the file with ``mark``, keep it open for in-place updates, start the syncer."""
+        self.write(mark)
         self.close()
         self._fd = os.open(self.path, os.O_WRONLY)
         self._syncer = threading.Thread(target=self._sync_loop, name="secmeta-high-water", daemon=True)

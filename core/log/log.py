@@ -160,7 +160,8 @@ class Log:
         start at offset 0 is refused otherwise); None takes the store's saved setting.
         """
         for attempt in range(OPEN_ATTEMPTS):
-            store = StoreDirectory.open(path, create=create and not read_only, writer=not read_only)
+            store = StoreDirectory.open(path, create=create and not read_only, writer=not read_only,
+                                        initialise=lambda new: _write_genesis_mark(new, keyring))
             try:
                 store.check_keyring(keyring, writer=not read_only)
                 allowed = retention_configured(store) if retention is None else retention
@@ -222,15 +223,15 @@ class Log:
                 unindexed.append(seg)
             if not last:
                 self._check_contiguous(seg, bases[i + 1])
-        if not self._segments and not self.read_only:
-            self._add_segment(Segment(log_dir, self._start_offset, writable=True, index_interval=interval))
-            fsync_dir(log_dir)
         self._next_offset = self._visible_end = self._segments[-1].next_offset if self._segments else self._start_offset
         link = self._last_batch_link()
         if link is not None:
             self._last_link = link
         self._check_first_batch()
         self._check_high_water(mark)
+        if not self._segments and not self.read_only:
+            self._add_segment(Segment(log_dir, self._start_offset, writable=True, index_interval=interval))
+            fsync_dir(log_dir)
         if not self.read_only:  # the log is sound: clean up after a crash, record where it ends
             self.store.remove_crash_leftovers()
             self._drop_orphan_indexes(bases)
@@ -347,13 +348,13 @@ class Log:
         """The log must reach the acknowledged end, with the acknowledged batch at it."""
         end = self._next_offset
         if mark is None:
-            if end > self._start_offset:
-                raise CorruptLogError(
-                    f"the log's high-water file is missing but the log holds offsets up to {end}: "
-                    "the end of the log cannot be checked; `secmeta log recover --truncate-after N` rewrites it",
-                    offset=end,
-                )
-            return
+            raise CorruptLogError(
+                f"the log's high-water file is missing (the log holds offsets {self._start_offset} to {end}): every "
+                "store has one from its creation, so it was deleted, perhaps with the log itself, and the end of the "
+                "log cannot be checked. Nothing was changed; if the log is known to be complete, "
+                f"`secmeta log recover --truncate-after {end}` records its end again",
+                offset=end,
+            )
         if end < mark.next_offset:
             raise CorruptLogError(
                 f"the log ends at offset {end} but its high-water mark records offsets up to "
@@ -769,6 +770,11 @@ class TailReader:
     def __iter__(self) -> Iterator[Envelope]:
         while not self.log._closed:
             yield from self.poll(timeout=0.5)
+
+
+def _write_genesis_mark(store: StoreDirectory, keyring: Keyring) -> None:
+    """A new store's high-water mark: the empty log, acknowledged (so a wiped log is never taken for a new one)."""
+    HighWater(store.log_dir, store.store_id, keyring).write(Mark(0, genesis_link(store.store_id)))
 
 
 def _take_new_batches(seg: Segment) -> None:

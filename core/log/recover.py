@@ -96,9 +96,7 @@ def truncate_after(path: str | os.PathLike, offset: int, *, keyring: Keyring, re
                 finally:
                     os.close(fd)
         fsync_dir(store.log_dir)
-        high_water = HighWater(store.log_dir, store.store_id, keyring)
-        high_water.reset(Mark(offset, link))
-        high_water.close()
+        HighWater(store.log_dir, store.store_id, keyring).write(Mark(offset, link))
         report = TruncateReport(offset, removed, qdir, tuple(p["segment"] for p in pieces), tuple(snapshots))
         logger.warning("log recover: %s", report)
         return report
@@ -108,10 +106,10 @@ def truncate_after(path: str | os.PathLike, offset: int, *, keyring: Keyring, re
 
 def _boundary(log_dir: Path, bases: list[int], offset: int, start: int, link: bytes) -> tuple[int, int, bytes]:
     """(segment base, byte position, chain link) where the batches before ``offset`` end."""
-    if not bases:
-        raise InvalidValueError("the log has no segments to cut")
     if offset == start:
-        return bases[0], 0, link
+        return (bases[0] if bases else start), 0, link
+    if not bases:
+        raise InvalidValueError(f"the log has no segments: it can only be recorded as ending at offset {start}")
     for base in bases:
         seg = Segment(log_dir, base, writable=False)
         try:

@@ -77,3 +77,49 @@ def test_recover_refuses_an_offset_inside_a_batch_or_past_the_damage(damaged, ca
     assert recover(path, "--truncate-after", "99") == 2  # a bad argument
     assert "no intact batch of the log ends at offset 99" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
+
+
+def test_a_wiped_log_is_refused_until_an_operator_records_its_end(tmp_path, capsys):
+    """Issue 14 review: every file in log/ and snapshots/ deleted, on a store that keeps its history. A store
+    has a high-water file from its creation, so its absence is tampering even when the log is empty: verify
+    fails and both opens refuse (writing nothing) until `log recover --truncate-after 0` records the empty end."""
+    keyring = make_keyring(tmp_path)
+    path = tmp_path / "store"
+    build_tamper_store(path, keyring, retention=False)
+    for sub in ("log", "snapshots"):
+        for file in (path / sub).iterdir():
+            file.unlink()
+    code, out = cli_verify(path, path.parent / "keys.json")
+    assert code == 1 and "high-water file is missing" in out and "OK" not in out
+    before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+    for read_only in (True, False):
+        with pytest.raises(CorruptLogError, match="high-water file is missing.*`secmeta log recover --truncate-after 0`"):
+            SecurityStore.open(path, tamper_config(False), keyring=keyring, read_only=read_only)
+    assert {p: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
+    assert recover(path, "--truncate-after", "0", "--reason", "log wiped; restarting empty") == 0
+    assert "cut the log after offset 0: 0 bytes" in capsys.readouterr().out
+    (quarantine,) = (path / "quarantine").iterdir()
+    assert json.loads((quarantine / "recovery.json").read_text())["reason"] == "log wiped; restarting empty"
+    with SecurityStore.open(path, tamper_config(False), keyring=keyring) as store:
+        assert store.image.next_offset == 0 and not store.authorize(*ALICE)
+
+
+def test_a_new_store_has_a_high_water_mark_from_its_creation(tmp_path):
+    """Created and closed without a write, then its high-water file deleted: refused like any other store."""
+    keyring = make_keyring(tmp_path)
+    path = tmp_path / "store"
+    SecurityStore.open(path, keyring=keyring).close()
+    (path / "log" / "high-water").unlink()
+    with pytest.raises(CorruptLogError, match="high-water file is missing"):
+        SecurityStore.open(path, keyring=keyring)
+
+
+def test_recover_of_an_empty_log_accepts_only_its_start(tmp_path, capsys):
+    keyring = make_keyring(tmp_path)
+    path = tmp_path / "store"
+    SecurityStore.open(path, keyring=keyring).close()
+    for file in (path / "log").iterdir():
+        file.unlink()
+    assert recover(path, "--truncate-after", "5") != 0
+    assert "the log has no segments: it can only be recorded as ending at offset 0" in capsys.readouterr().err
+    assert not (path / "log" / "high-water").exists()
