@@ -205,10 +205,12 @@ class ScramServer:
         if parsed.token:
             credential, known, principal = self._token_credential(parsed.username)
         else:
+            # Derived for known users too: the same work either way, so timing tells nothing.
+            fake = self._fake_user_credential(parsed.username)
             credential = self._lookup(parsed.username)
             known = credential is not None and credential.mechanism is self._mechanism
             if not known:
-                credential = self._fake_user_credential(parsed.username)
+                credential = fake
             principal = f"User:{parsed.username}"
         assert credential is not None
         server_nonce = self._nonce_factory()

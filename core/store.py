@@ -28,6 +28,7 @@ from core.errors import SecmetaError
 from core.history_index import HistoryIndex, token_parties
 from core.log import Log
 from core.scram import DEFAULT_ITERATIONS, ScramCredential, ScramServer, TokenIdentity
+from core.scram_crypto import SALT_LENGTH, hash_digest
 from core.state import LoadedState, Snapshotter, load_state
 from core.timetravel import Point, TimeTravel
 from core.token_hmac import TokenHmacs, token_hmac
@@ -40,12 +41,13 @@ from core.types import (
 )
 from core.view import StoreView
 from events.errors import KeyringError, SealedSecretError
-from events.keyring import Keyring, open_scram
+from events.keyring import Keyring, open_scram, seal_scram
 from events.records import Envelope, Event, ScramCredentialUpserted
 from events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType, ScramMechanism
 from projections.gc_pause import FREEZE_AFTER, paused_gc
 from projections.image import SecurityDelta, SecurityImage, SecurityProjection
 from projections.image_snapshot import SecurityImageSnapshot
+from projections.scram import ScramEntry
 
 _log = logging.getLogger(__name__)
 SWEEPER = RequestContext(principal="System:token-sweeper", host="localhost", tls=True)
@@ -68,6 +70,7 @@ class SecurityStore:
         self._write_lock = threading.RLock()
         self._hmacs = TokenHmacs.of(self._image.tokens, config.token_secret)
         self._fake_salt_key = hmac_mod.new(keyring.chain_key(keyring.ids[0]), b"secmeta/fake-salt", hashlib.sha256).digest()
+        self._scram_decoys = {m: _scram_decoy(keyring, m) for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)}
         self._sweeper: threading.Thread | None = None
         self._closed = threading.Event()
         self._view = StoreView(self._image, config)
@@ -351,14 +354,15 @@ class SecurityStore:
     def _scram_lookup_for(self, mechanism: ScramMechanism):
         def lookup(user: str) -> ScramCredential | None:
             entry = self._image.scram.get(user, mechanism)
-            if entry is None:
-                return None
+            # An unknown user unseals a decoy: the same work as a known one, so timing tells nothing.
+            owner, sealed = self._scram_decoys[mechanism] if entry is None else (user, entry)
             try:
-                secret = open_scram(self._keyring, ScramCredentialUpserted(user, mechanism, entry.iterations, entry.secret))
+                secret = open_scram(self._keyring, ScramCredentialUpserted(owner, mechanism, sealed.iterations, sealed.secret))
             except (KeyringError, SealedSecretError) as exc:  # fails as an unknown user does, same message
                 _log.warning("SCRAM credential of user %r cannot be opened: %s", user, exc)
                 return None
-            return ScramCredential(mechanism, secret.salt, secret.stored_key, secret.server_key, entry.iterations)
+            credential = ScramCredential(mechanism, secret.salt, secret.stored_key, secret.server_key, sealed.iterations)
+            return None if entry is None else credential
 
         return lookup
 
@@ -373,6 +377,16 @@ class SecurityStore:
         if self.config.token_secret is None:
             raise SecmetaError("delegation tokens are disabled: no token_secret configured")
         return token_hmac(self.config.token_secret, token_id)
+
+
+_SCRAM_DECOY_USER = "secmeta-decoy"
+
+
+def _scram_decoy(keyring: Keyring, mechanism: ScramMechanism) -> tuple[str, ScramEntry]:
+    """(user, entry): a sealed credential of a real one's size, unsealed on lookups of unknown users."""
+    key = hash_digest(mechanism, b"")
+    secret = seal_scram(keyring, _SCRAM_DECOY_USER, mechanism, bytes(SALT_LENGTH), key, key)
+    return _SCRAM_DECOY_USER, ScramEntry(mechanism, DEFAULT_ITERATIONS, secret)
 
 
 def _new_token_id() -> str:
