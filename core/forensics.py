@@ -297,10 +297,11 @@ def _acl_changes(travel: TimeTravel, tracked: _Tracked, start: int, end: int) ->
     if index is not None and index.covered(end):
         name = tracked.name
         prefixes = [name[:i] for i in range(1, len(name) + 1)]
-        where = (f"restype = ? AND name IN (?, {', '.join('?' * len(prefixes))}) AND "
-                 "(pattern = ? AND name IN (?, ?) OR pattern = ?)")
+        marks = ", ".join("?" * len(prefixes))
+        where = (f"restype = ? AND name IN (?, {marks}) AND "
+                 f"(pattern = ? AND name IN (?, ?) OR pattern = ? AND name IN ({marks}))")
         args = (int(tracked.rt), WILDCARD, *prefixes, int(PatternType.LITERAL), name, WILDCARD,
-                int(PatternType.PREFIXED))
+                int(PatternType.PREFIXED), *prefixes)
         for row in index.select(start, end, where, args):
             yield Change(row.offset, row.timestamp_ms, row.actor_principal, row.actor_host, row.request_id,
                          row.event_type, row.acl_id, row.binding)

@@ -136,7 +136,7 @@ class HistoryIndex:
         self._parties_at_start = parties_at_start  # () -> {token_id: parties} at log.start_offset
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
-        self._end = 0
+        self._start = self._end = 0  # the index holds rows [start, end)
         self._digest = b""
         self._parties: dict[str, tuple[str, ...]] = {}
         self._ready = threading.Event()
@@ -201,12 +201,14 @@ class HistoryIndex:
         db.executescript(_SCHEMA)
         self._db = db
         if fresh:
-            self._end, self._digest = self.log.start_offset, b""
+            self._start = self._end = self.log.start_offset
+            self._digest = b""
             self._parties = dict(self._parties_at_start()) if self.log.start_offset and self._parties_at_start \
                 else {}
         else:
             meta = dict(db.execute("SELECT k, v FROM meta"))
-            self._end, self._digest = int(meta["end"]), bytes.fromhex(meta["digest"])
+            self._start, self._end = int(meta["start"]), int(meta["end"])
+            self._digest = bytes.fromhex(meta["digest"])
             self._parties = {k: tuple(v) for k, v in json.loads(meta["parties"]).items()}
 
     # -- keeping up with the log --------------------------------------------------------
@@ -221,6 +223,8 @@ class HistoryIndex:
     def _catch_up(self) -> int:
         end = self.log.end_offset
         if self._end >= end:
+            if not self._db.execute("SELECT 1 FROM meta").fetchone():  # a new index of an empty log
+                self._write(self._db, [], self._digest, self._end)
             return self._end
         db, digest, rows = self._db, self._digest, []
         for envelope in self.log.read(self._end, end):
@@ -237,6 +241,7 @@ class HistoryIndex:
     def _write(self, db: sqlite3.Connection, rows: list[tuple], digest: bytes, end: int) -> None:
         link = self.log.link_at(end)
         meta = {"format": str(INDEX_FORMAT), "store_id": self.log.store.store_id, "end": str(end),
+                "start": str(self._start),
                 "link": link.hex() if link is not None else "", "digest": digest.hex(),
                 "parties": json.dumps(self._parties, separators=(",", ":"), sort_keys=True),
                 "key_id": self._key_id}
@@ -272,8 +277,12 @@ def _meta_mac(key: bytes, meta: dict[str, str]) -> str:
     return hmac.new(key, _MAC_LABEL + body, hashlib.sha256).hexdigest()
 
 
-def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | None = None) -> str | None:
-    """Why the index file at ``path`` cannot be served for ``log`` (None: it can), checking every row."""
+def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | None = None, *,
+                  against_log: bool = False) -> str | None:
+    """Why the index file at ``path`` cannot be served for ``log`` (None: it can), checking every row.
+
+    ``against_log`` (for ``log verify``) also compares every row with the event the log holds.
+    """
     key_id = key_id or log.keyring.newest_id
     if key is None:
         key = hashlib.blake2b(log.keyring.chain_key(key_id), digest_size=32, person=b"secmeta-hindex").digest()
@@ -288,13 +297,21 @@ def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | 
             if meta["format"] != str(INDEX_FORMAT) or meta["store_id"] != log.store.store_id:
                 return "it was written for another store or format"
             end = int(meta["end"])
+            if against_log and end < log.start_offset:
+                return None  # behind retention: nothing left to compare; the store rebuilds it when it opens
             link = log.link_at(end) if log.start_offset <= end <= log.end_offset else None
             if link is None or link.hex() != meta["link"]:
                 return f"it ends at offset {end}, which does not fit the log's chain (stale or from another log)"
-            digest, count, expected = b"", 0, log.start_offset
+            digest, count, expected = b"", 0, int(meta["start"])
+            events, parties = (log.read(log.start_offset, end) if against_log else None), {}
             for row in db.execute(f"SELECT {', '.join(_COLUMNS)} FROM events ORDER BY offset"):
                 if row[0] != expected:
                     return f"its rows skip from offset {expected} to {row[0]}"
+                if events is not None and row[0] >= log.start_offset:
+                    logged = _row(next(events), parties)
+                    if logged[:-2] != row[:-2] or logged[-1] != row[-1] or (
+                            log.start_offset == 0 and logged[-2] != row[-2]):
+                        return f"its row at offset {row[0]} does not match the logged event"
                 digest, count, expected = _chain(key, digest, row), count + 1, expected + 1
             if expected != end or digest.hex() != meta["digest"]:
                 return "its rows do not match their authenticated digest: rows were altered, added or removed"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 
+from core.checkpoints import CHECKPOINT_DIR
 from core.cli.common import (
     add_json_option,
     add_store_options,
@@ -17,6 +19,7 @@ from core.cli.common import (
 from core.cli.forensics_cmd import EVENT_COLUMNS
 from core.cli.progress import Progress
 from core.config import StoreConfig
+from core.history_index import INDEX_DIR, INDEX_FILE, index_problem
 from core.log import Log, VerifyReport, verify_log
 from core.log.recover import truncate_after
 from core.state import Snapshotter, load_state
@@ -117,13 +120,19 @@ def verify_cmd(args: argparse.Namespace) -> int:
 def verify_store(path: str, ring: Keyring, codec: EventCodec | None = None) -> tuple[VerifyReport, int, list[str]]:
     """The log's report, how many snapshots were checked against it, and the snapshots that are unusable."""
     checkpoints, problems = [], []
-    for snap in list_snapshots(f"{path}/snapshots"):
+    for snap in list_snapshots(f"{path}/snapshots") + list_snapshots(f"{path}/{CHECKPOINT_DIR}"):
         try:
             info = read_snapshot_info(snap, ring)
             checkpoints.append((info.next_offset, info.link))
         except SnapshotError as exc:
             problems.append(str(exc))
-    return verify_log(path, keyring=ring, codec=codec, checkpoints=checkpoints), len(checkpoints), problems
+    report = verify_log(path, keyring=ring, codec=codec, checkpoints=checkpoints)
+    index = Path(path) / INDEX_DIR / INDEX_FILE
+    if report.ok and index.exists():  # derived from the log: it must agree with it row by row
+        with Log.open(path, keyring=ring, read_only=True, create=False) as log:
+            if problem := index_problem(index, log, against_log=True):
+                problems.append(f"history index {index}: {problem} (the store rebuilds it when it next opens)")
+    return report, len(checkpoints), problems
 
 
 def recover_cmd(args: argparse.Namespace) -> int:
