@@ -416,3 +416,32 @@ def test_versions_command_lists_delta_versions_newest_first(compacted, capsys):
     newest = lines[2].split()
     assert newest[:4] == [str(version.delta_version), f"[{version.first_offset},", f"{version.offset})",
                           str(version.events)] and newest[-1] == "True" and len(lines) == 4
+
+
+def test_each_kinds_declared_schema_is_what_advance_writes(spark):
+    """The Delta tables are created (before Spark starts) with intervals.schema; advance's output has it."""
+    from consumers.spark import intervals
+    from consumers.spark.rows import SCHEMA
+
+    events = spark.createDataFrame([], SCHEMA)
+    for kind in intervals.KINDS:
+        out = intervals.advance(kind, spark.createDataFrame([], intervals.schema(kind)), events)
+        assert [(f.name, f.dataType) for f in out.schema] == [(f.name, f.dataType) for f in intervals.schema(kind)]
+
+
+def test_changed_settings_are_a_version_without_events(compacted, tmp_path):
+    """The store's authorizer settings (for who-could) change with no new event: open_tables records a
+    version with the new settings, the same offset and table versions, and no rows."""
+    space, tables, version = compacted
+    copy = _copy(tables, tmp_path)
+    config = space.config.with_(super_users=frozenset({"User:root"}), allow_everyone_if_no_acl_found=True)
+    store_copy = tmp_path / "store"
+    shutil.copytree(space.store_dir, store_copy, ignore=shutil.ignore_patterns("LOCK"))
+    config.save(store_copy)
+    open_tables(store_copy, copy, space.key_file)
+    changed = Tables(copy).current()
+    assert changed.settings == {"super_users": ["User:root"], "allow_everyone_if_no_acl_found": True}
+    assert (changed.delta_version, changed.offset, changed.events, changed.tables, changed.kept) == (
+        version.delta_version + 1, version.offset, 0, version.tables, version.kept)
+    open_tables(store_copy, copy, space.key_file)
+    assert Tables(copy).current() == changed  # unchanged settings: no new version
