@@ -173,6 +173,7 @@ class Snapshotter(Generic[S]):
         link = self.log.link_at(next_offset)
         if link is None:
             raise SecmetaError(f"no batch of the log ends at offset {next_offset}: cannot snapshot there")
+        self.log.check_in_place()
         info = write_snapshot(
             self.log.store.snapshot_dir, self.codec, state,
             next_offset=next_offset, link=link, timestamp_ms=self._now_ms(), keyring=self.log.keyring,

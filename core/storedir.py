@@ -130,11 +130,21 @@ class StoreDirectory:
             raise StoreLockedError(
                 f"store {self.path} is already open for writing by another process; one writer per store directory"
             ) from None
-        locked, here = os.fstat(fd), os.stat(self.path)
-        if (locked.st_dev, locked.st_ino) != (here.st_dev, here.st_ino):
+        if not _names(self.path, fd):
             os.close(fd)
             raise StoreLockedError(f"store {self.path} was replaced while it was being locked; open it again")
         self._lock_fd = fd
+
+    def check_locked(self) -> None:
+        """Before the writer creates files by path: the path must still name the directory it locked.
+
+        A writer keeps appending through open handles, so a store moved away and copied back
+        under its name would otherwise get segments and snapshots from two writers."""
+        if self._lock_fd is None or not _names(self.path, self._lock_fd):
+            raise StoreLockedError(
+                f"store directory {self.path} is no longer the directory this writer locked (it was moved or "
+                "replaced); this writer stops writing: reopen the store"
+            )
 
     def remove_crash_leftovers(self) -> list[Path]:
         """Delete temporary files a crashed writer left (only the lock holder writes them)."""
@@ -169,3 +179,13 @@ class StoreDirectory:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
             self._lock_fd = None
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether ``path`` names the directory open as ``fd``."""
+    try:
+        here = os.stat(path)
+    except FileNotFoundError:
+        return False
+    locked = os.fstat(fd)
+    return (locked.st_dev, locked.st_ino) == (here.st_dev, here.st_ino)

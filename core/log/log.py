@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from core.errors import CorruptLogError, InvalidValueError, SecmetaError
+from core.errors import CorruptLogError, InvalidValueError, SecmetaError, StoreLockedError
 from core.log.anchor import ANCHOR_FILE, Anchor, read_anchor, write_anchor
 from core.log.format import MAX_FRAME, Batch, FrameError, encode_frame, genesis_link
 from core.log.highwater import HighWater, Mark, is_torn_tail
@@ -237,6 +237,7 @@ class Log:
             self._drop_orphan_indexes(bases)
             for seg in unindexed:
                 seg.write_indexes(self.keyring, self.store.store_id)
+            self.store.check_locked()
             self._high_water.reset(Mark(self._next_offset, self._last_link))
 
     def _read_anchor(self) -> Anchor | None:
@@ -419,7 +420,15 @@ class Log:
         if self._failed is None and self._high_water.failed is not None:
             self._failed = self._high_water.failed
         if self._failed is not None:
-            raise LogFailedError(f"an earlier fsync failed ({self._failed}); reopen the store to recover")
+            raise LogFailedError(f"an earlier write failed ({self._failed}); reopen the store to recover")
+
+    def check_in_place(self) -> None:
+        """Before creating a file by path: the store directory must still be the one locked, else the log fails."""
+        try:
+            self.store.check_locked()
+        except StoreLockedError as exc:
+            self._failed = exc
+            raise
 
     def _sync_through(self, seg: Segment, size: int) -> None:
         """Group commit: make everything written so far durable unless someone already did."""
@@ -455,6 +464,7 @@ class Log:
             raise LogFailedError(f"fsync of {old.name} failed while rolling: {exc}") from exc
         old.synced_size = old.size
         self._publish(old, old.size, self._next_offset)
+        self.check_in_place()
         old.write_indexes(self.keyring, self.store.store_id)
         seg = Segment(self.store.log_dir, self._next_offset, writable=True, index_interval=self.config.index_interval_bytes)
         fsync_dir(self.store.log_dir)
@@ -664,6 +674,7 @@ class Log:
             raise SecmetaError("deleting covered segments is not configured for this store (delete_covered_segments)")
         self.flush()  # the high-water mark must not lag behind what is deleted
         with self._write_lock:
+            self.check_in_place()
             doomed = [s for s in self._segments[:-1] if s.next_offset <= offset]
             if not doomed:
                 return []

@@ -12,13 +12,21 @@ from pathlib import Path
 import pytest
 
 import core.state
+from core import RequestContext, SecurityStore
 from core.errors import CorruptLogError, StoreLockedError
-from core.log import Log, LogConfig, OffsetOutOfRangeError, verify_log
+from core.log import Log, LogConfig, LogFailedError, OffsetOutOfRangeError, verify_log
 from core.state import load_state
 from projections.image import SecurityProjection
 from projections.image_snapshot import SecurityImageSnapshot
 from projections.snapshot import list_snapshots
-from tests.logkit import acl_created, build_tamper_store, frames_of, make_keyring
+from tests.logkit import (
+    BOB_ALLOW,
+    BOB_DENY,
+    acl_created,
+    build_tamper_store,
+    frames_of,
+    make_keyring,
+)
 
 SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128)
 REPO = Path(__file__).resolve().parents[2]
@@ -159,3 +167,41 @@ def test_an_acknowledged_batch_made_to_look_torn_is_refused(tmp_path, keyring):
     with pytest.raises(CorruptLogError, match="corrupt at offset 6.*--truncate-after 6") as info:
         Log.open(store, keyring=keyring)
     assert info.value.offset == 6 and seg.read_bytes() == bytes(data)
+
+
+def files_under(path: Path) -> dict[Path, bytes]:
+    return {p.relative_to(path): p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+
+def test_a_store_renamed_under_its_writer_gets_no_new_segment_and_the_writer_fails(tmp_path, keyring):
+    """Issue 14 review: `mv store moved; cp -a moved store` while writer A runs. A's next segment roll is
+    refused naming the directory, nothing is written into the new `store`, and A accepts no further write."""
+    path = tmp_path / "store"
+    log = Log.open(path, keyring=keyring, config=LogConfig(segment_bytes=1024))
+    try:
+        fill(log, 2)
+        os.rename(path, tmp_path / "moved")
+        subprocess.run(["cp", "-a", str(tmp_path / "moved"), str(path)], check=True)
+        copy = files_under(path)
+        with pytest.raises(StoreLockedError, match=f"store directory {path} is no longer the directory this writer locked"):
+            fill(log, 40)  # enough to roll the 1 KiB segment
+        with pytest.raises(LogFailedError, match="is no longer the directory this writer locked"):
+            fill(log, 1)
+        assert files_under(path) == copy
+    finally:
+        log.close()
+
+
+def test_a_store_renamed_under_its_writer_gets_no_snapshot(tmp_path, keyring):
+    path = tmp_path / "store"
+    with SecurityStore.open(path, keyring=keyring) as store:
+        store.create_acls([BOB_ALLOW], context=RequestContext("User:admin", "10.0.0.1"))
+        os.rename(path, tmp_path / "moved")
+        subprocess.run(["cp", "-a", str(tmp_path / "moved"), str(path)], check=True)
+        copy = files_under(path)
+        with pytest.raises(StoreLockedError, match=str(path)):
+            store.snapshot()
+        with pytest.raises(LogFailedError):
+            store.create_acls([BOB_DENY], context=RequestContext("User:admin", "10.0.0.1"))
+        assert files_under(path) == copy
+        assert list_snapshots(tmp_path / "moved" / "snapshots") == []
