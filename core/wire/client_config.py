@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import javaproperties
+from javaproperties.util import ascii_splitlines
 
 from core.errors import InvalidValueError
 
@@ -155,28 +156,44 @@ def _millis(props: Mapping[str, str], key: str, default: int) -> int:
 # -- java.util.Properties ---------------------------------------------------------------
 
 
-def load_properties(path: str | os.PathLike) -> dict[str, str]:
-    """Read a Java ``.properties`` file (UTF-8); errors name the file, never a value."""
+def load_properties(path: str | os.PathLike, source: str = "client settings") -> dict[str, str]:
+    """Read a Java ``.properties`` file (UTF-8); errors name ``source`` and the file, never a value."""
+    name = os.fspath(path)
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as exc:
-        raise ClientConfigError(f"cannot read client settings {os.fspath(path)!r}: {exc.strerror}") from None
+        raise ClientConfigError(f"cannot read {source} {name!r}: {exc.strerror}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = None
     if text is None:  # raised outside the except: the UnicodeDecodeError holds the file's bytes, passwords too
-        raise ClientConfigError(f"client settings {os.fspath(path)!r} are not UTF-8 text")
-    return parse_properties(text, source=os.fspath(path))
+        raise ClientConfigError(f"{source} {name!r} is not UTF-8 text")
+    return parse_properties(text, source=f"{source} {name!r}")
 
 
 def parse_properties(text: str, source: str = "client settings") -> dict[str, str]:
-    """Parse Java ``.properties`` text (java.util.Properties.load, by javaproperties); later keys win."""
-    try:
-        props = javaproperties.loads(text)
-    except ValueError as exc:  # a bad \uXXXX escape: the message quotes only the escape
-        raise ClientConfigError(f"{source}: {exc}") from None
+    """Parse Java ``.properties`` text (java.util.Properties.load, by javaproperties); later keys win.
+
+    A bad ``\\uXXXX`` escape is named by ``source`` and line number only: the escape is part of a value.
+    """
+    props: dict[str, str] = {}
+    line = 1
+    elements = javaproperties.parse(text)
+    while True:
+        try:
+            element = next(elements, None)
+        except javaproperties.InvalidUEscapeError:
+            element = False  # raised outside the except: the library's error quotes the escape, a password's too
+        if element is False:
+            raise ClientConfigError(f"{source}, line {line}: invalid \\u escape (\\u must be followed by "
+                                    "4 hexadecimal digits)")
+        if element is None:
+            break
+        if isinstance(element, javaproperties.KeyValue):
+            props[element.key] = element.value
+        line += len(ascii_splitlines(element.source))
     if "" in props:
         raise ClientConfigError(f"{source}: a setting has no key (a line starts with '=' or ':')")
     return props

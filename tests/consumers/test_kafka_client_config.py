@@ -66,7 +66,7 @@ def test_jvm_only_keys_are_named_with_what_to_use_instead(tmp_path):
 
 
 @pytest.mark.parametrize("text, problem", [
-    ("a=\\u00zz\n", "Invalid \\u escape"),
+    ("a=\\u00zz\n", "line 1: invalid \\u escape"),
     ("=value\n", "a setting has no key"),
     ("sasl.jaas.config=com.example.Custom required user=\"x\";\n", "only"),
     (f"sasl.jaas.config={SCRAM_JAAS[:-1]} tokenauth=true;\n", "delegation token"),

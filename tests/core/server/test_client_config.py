@@ -96,3 +96,15 @@ def test_missing_file_is_a_clear_error(tmp_path):
     """A --command-config that does not exist names the file."""
     with pytest.raises(ClientConfigError, match="cannot read client settings"):
         load_properties(tmp_path / "nope.properties")
+
+
+def test_a_bad_unicode_escape_names_the_file_and_line_never_the_escape(tmp_path):
+    """password=my\\uZZ9secret on line 5 (after a continuation): the error gives the file and line 5 only; no
+    character of the value (javaproperties' own message quotes "\\uZZ9s"), and nothing chained."""
+    path = tmp_path / "client.properties"
+    path.write_text("# settings\nsasl.username=bob\nsasl.mechanism=SCRAM-\\\n  SHA-256\npassword=my\\uZZ9secret\n")
+    with pytest.raises(ClientConfigError) as info:
+        load_properties(path)
+    assert str(info.value) == (f"client settings {str(path)!r}, line 5: invalid \\u escape "
+                               "(\\u must be followed by 4 hexadecimal digits)")
+    assert info.value.__context__ is None and info.value.__cause__ is None
