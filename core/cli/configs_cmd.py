@@ -36,7 +36,7 @@ from core.types import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from core.wire.client_config import parse_properties
+from core.wire.client_config import load_properties
 
 _MECHANISMS = ", ".join(MECHANISMS)
 
@@ -127,20 +127,11 @@ def _alterations(args: argparse.Namespace) -> tuple[list[ScramSetting], list]:
         raise InvalidValueError("At least one of --add-config, --add-config-file, or --delete-config "
                                 "must be specified with --alter")
     if args.add_config_file:
-        settings = scram_settings(_read_properties(args.add_config_file), "--add-config-file")
+        settings = scram_settings(load_properties(args.add_config_file, source="--add-config-file"),
+                                  "--add-config-file")
     else:
         settings = scram_settings(split_add_config(args.add_config[0]) if args.add_config else {}, "--add-config")
     return settings, deleted_mechanisms(args.delete_config)
-
-
-def _read_properties(path: str) -> dict[str, str]:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return parse_properties(f.read())
-    except OSError as exc:
-        raise InvalidValueError(f"--add-config-file: cannot read {path!r}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise InvalidValueError(f"--add-config-file: {path!r} is not UTF-8 text") from None
 
 
 def _read_password(user: str, setting: ScramSetting) -> bytes:

@@ -132,7 +132,7 @@ def test_add_config_file_is_a_java_properties_file(store, capsys, tmp_path):
 @pytest.mark.parametrize("options, message", [
     (["--add-config", "SCRAM-SHA-256=[password=x]", "--add-config-file", "{file}"],
      "Only one of --add-config or --add-config-file must be specified"),
-    (["--add-config-file", "{missing}"], "--add-config-file: cannot read"),
+    (["--add-config-file", "{missing}"], "cannot read --add-config-file"),
     (["--add-config-file", "{bad_key}"], "--add-config-file: unknown config 'producer_byte_rate'"),
     (["--add-config", "SCRAM-SHA-256=[password=x]", "--add-config", "SCRAM-SHA-512=[password=x]"],
      "--add-config given more than once"),

@@ -8,6 +8,7 @@ exception chained to it (``__cause__`` and ``__context__``).
 
 from __future__ import annotations
 
+import re
 import secrets
 import traceback
 
@@ -24,6 +25,7 @@ from core import (
     StoreConfig,
     UserScramCredentialUpsertion,
 )
+from core.cli import build_parser, main
 from core.validation import secret_bytes
 from tests.storekit import ADMIN
 
@@ -112,3 +114,25 @@ def test_a_bad_token_secret_setting_is_never_shown(secret):
     assert "setting token_secret = (hidden)" in str(info.value)
     if value:
         assert value not in exposed(info.value)
+
+
+@pytest.mark.parametrize("content", [
+    lambda pw: f"SCRAM-SHA-256=[password={pw}]\n".encode() + b"caf\xe9\n",
+    lambda pw: f"SCRAM-SHA-256=[password={pw}\\uZZ9x]\n".encode(),
+], ids=["not UTF-8", "bad escape"])
+def test_an_unreadable_add_config_file_is_refused_without_its_contents(tmp_path, capsys, content):
+    """`secmeta configs --alter --add-config-file F`, F not UTF-8 or with a bad \\u escape: the error names the
+    option and the file, and neither it, nor anything chained to it, nor the output holds the password."""
+    password = fresh("hunter2")
+    path = tmp_path / "scram.properties"
+    path.write_bytes(content(password))
+    argv = ["configs", "--store", str(tmp_path / "store"), "--alter", "--user", "alice",
+            "--add-config-file", str(path)]
+    args = build_parser().parse_args(argv)
+    with pytest.raises(InvalidValueError, match=f"--add-config-file {re.escape(repr(str(path)))}") as info:
+        args.func(args)
+    assert password not in exposed(info.value)
+    assert info.value.__context__ is None and info.value.__cause__ is None  # a UnicodeDecodeError holds the bytes
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and password not in err and "--add-config-file" in err
