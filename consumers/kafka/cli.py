@@ -65,6 +65,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--group", default="secmeta-audit", metavar="GROUP_ID",
                      help="the consumer group whose committed offsets resume the job")
     run.add_argument("--once", action="store_true", help="process what is on the topic now, then exit")
+    _timeout(run, "with --once: give up reaching Kafka, and stop reading the history topic, after this many "
+                  "seconds; each Kafka request waits at most this long")
     run.set_defaults(func=audit_cmd)
 
 
@@ -201,15 +203,17 @@ def follow_cmd(args: argparse.Namespace) -> int:
 def audit_cmd(args: argparse.Namespace) -> int:
     from consumers.kafka.audit import AuditJob
 
-    job = AuditJob(args.bootstrap_server, history_topic=args.history_topic, alerts_topic=args.alerts_topic,
-                   audit_file=args.audit_file, alerts_file=args.alerts_file, rules=args.rules, group_id=args.group,
-                   client_config=_client_config(args))
-    try:
-        if args.once:
-            count = job.process_available()
-            print(f"audited {count} events; audit lines in {args.audit_file}, alerts in {args.alerts_file}")
-        else:
-            job.run(_stop_on_signals())
-    finally:
-        job.close()
+    with _settings_named(args), _quiet_clients():
+        deadline = time.monotonic() + args.timeout
+        job = AuditJob(args.bootstrap_server, history_topic=args.history_topic, alerts_topic=args.alerts_topic,
+                       audit_file=args.audit_file, alerts_file=args.alerts_file, rules=args.rules,
+                       group_id=args.group, client_config=_client_config(args), timeout=args.timeout)
+        try:
+            if not args.once:
+                job.run(_stop_on_signals())
+                return 0
+            count = job.process_available(timeout=max(0.1, deadline - time.monotonic()))
+        finally:
+            job.close()
+    print(f"audited {count} events; audit lines in {args.audit_file}, alerts in {args.alerts_file}")
     return 0

@@ -126,6 +126,22 @@ def test_follow_once_from_an_unreachable_broker_fails_instead_of_an_empty_image(
     assert len(lines) <= 4 and "Traceback" not in ran.stderr
 
 
+def test_audit_run_once_against_an_unreachable_broker_fails_quietly_by_its_timeout(tmp_path):
+    """audit run --once that cannot reach Kafka exits 1 naming the broker, with librdkafka's log summarised to one
+    line per problem (it printed ~200 raw lines before, and took no --timeout)."""
+    with refusing_port() as port:
+        ran = _secmeta("audit", "run", "--once", "--bootstrap-server", f"127.0.0.1:{port}", "--timeout", "2",
+                       "--audit-file", str(tmp_path / "audit.jsonl"), "--alerts-file", str(tmp_path / "alerts.jsonl"),
+                       env={})
+    assert (ran.returncode, ran.stdout) == (1, "")
+    lines = ran.stderr.splitlines()
+    assert lines[-1].startswith(f"secmeta: error: cannot reach Kafka at 127.0.0.1:{port}: ")
+    assert [line for line in lines if line.startswith("kafka: ")] == [
+        f"kafka: 127.0.0.1:{port}/bootstrap: Connect to ipv4#127.0.0.1:{port} failed: Connection refused"]
+    assert len(lines) <= 4 and "Traceback" not in ran.stderr
+    assert (tmp_path / "audit.jsonl").read_text() == ""
+
+
 def test_timeout_must_be_a_positive_number_of_seconds(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["kafka", "follow", "--once", "--checkpoint-dir", "d", "--bootstrap-server", "h:1", "--timeout", "0"])
