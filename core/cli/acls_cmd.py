@@ -26,6 +26,7 @@ from core.cli.security import (
     view,
 )
 from core.errors import InvalidValueError
+from core.validation import principal
 from events.types import (
     AccessControlEntry,
     AccessControlEntryFilter,
@@ -186,13 +187,15 @@ def _entry_filter(e: AccessControlEntry) -> AccessControlEntryFilter:
 
 
 def _list(args: argparse.Namespace, filters: list[ResourcePatternFilter]) -> int:
-    """AclCommand.listAcls: the ACLs of each resource filter (all without one), of the --principal ones if given."""
+    """AclCommand.listAcls: the ACLs of each resource filter (all without one), of the --principal ones if given
+    (each a Type:Name principal in the store's filter, as AclCommand filters by principal)."""
+    entries = [AccessControlEntryFilter(principal=principal(p, "--principal"))  # AclCommand.getPrincipals:
+               for p in dict.fromkeys(p.strip() for p in args.principal)]    # parseKafkaPrincipal(s.trim)
     with open_admin(args, read_only=True) as store:
         ctx, source = context(args, store), view(store, args)
-        found = {b for f in filters or [ResourcePatternFilter()]
-                 for b in source.describe_acls(AclBindingFilter(f), context=ctx)}
-    principals = {p.strip() for p in args.principal}
-    rows = [_row(b) for b in sorted(found, key=_binding_key) if not principals or b.principal in principals]
+        found = {b for f in filters or [ResourcePatternFilter()] for e in entries or [AccessControlEntryFilter()]
+                 for b in source.describe_acls(AclBindingFilter(f, e), context=ctx)}
+    rows = [_row(b) for b in sorted(found, key=_binding_key)]
     emit(rows, COLUMNS, json=args.json, empty="no ACLs matched")
     return 0
 

@@ -227,6 +227,26 @@ def test_repeated_options_use_every_value(cli):
     assert len(rows) == 9
 
 
+def test_list_principal_selects_that_principal_only(cli):
+    """--list --principal User:bob: bob's ACLs, not bobby's nor Group:bob's; the value is trimmed as AclCommand's
+    getPrincipals does (SecurityUtils.parseKafkaPrincipal(s.trim)), and given twice lists once."""
+    cli.seed({("TOPIC", "t", "LITERAL", "User:bob", "*", "READ", "ALLOW"),
+              ("TOPIC", "t", "LITERAL", "User:bobby", "*", "READ", "ALLOW"),
+              ("GROUP", "g", "LITERAL", "Group:bob", "*", "READ", "ALLOW")})
+    code, out, _ = cli.run("acls", "--list", "--json", "--principal", " User:bob ", "--principal", "User:bob")
+    assert code == 0 and [(r["name"], r["principal"]) for r in json.loads(out)] == [("t", "User:bob")]
+
+
+@pytest.mark.parametrize("value", ["bob", "User:", ":bob", ""])
+def test_list_principal_that_is_no_principal_is_refused(cli, value):
+    """--principal bob listed nothing before; AclCommand refuses it (parseKafkaPrincipal: "expected a string in
+    format principalType:principalName"): exit 2 naming the option and the value, nothing on stdout."""
+    cli.seed({("TOPIC", "t", "LITERAL", "User:bob", "*", "READ", "ALLOW")})
+    code, out, err = cli.run("acls", "--list", "--principal", value)
+    assert (code, out) == (2, "")
+    assert err == f"secmeta: error: --principal {value!r} is not of the form Type:Name\n"
+
+
 def test_list_json_is_every_acl_as_an_object(cli):
     """--list --json: one object per ACL, enum values by name; the default is still the table."""
     cli.seed({("TOPIC", "t", "LITERAL", "User:a", "*", "READ", "ALLOW"),
