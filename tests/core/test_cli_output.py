@@ -13,13 +13,8 @@ import pytest
 from core import RequestContext, SecurityStore
 from core.cli import HelpFormatter, build_parser, main, subparsers
 from events.keyring import Keyring
+from tests.clikit import run
 from tests.logkit import acl_created
-
-
-def _run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
@@ -48,14 +43,14 @@ def test_version_prints_the_installed_version(capsys):
 def test_a_refused_request_exits_1_with_kafkas_error(store, capsys):
     """A Kafka error (here CLUSTER_AUTHORIZATION_FAILED for a principal without ALTER on the cluster)
     is a refused operation: exit 1 and one line naming the error, not the usage code 2."""
-    code, out, err = _run(capsys, "acls", "--add", "--as", "User:eve", "--allow-principal", "User:eve",
-                          "--operation", "Read", "--topic", "t")
+    code, out, err = run(capsys, "acls", "--add", "--as", "User:eve", "--allow-principal", "User:eve",
+                         "--operation", "Read", "--topic", "t")
     assert (code, out) == (1, "")
     assert err.startswith("secmeta: error: CLUSTER_AUTHORIZATION_FAILED") and err.count("\n") == 1
 
 
 def test_a_bad_value_is_a_usage_error_exit_2(store, capsys):
-    code, out, err = _run(capsys, "who-could", "--operation", "Fly", "--topic", "t")
+    code, out, err = run(capsys, "who-could", "--operation", "Fly", "--topic", "t")
     assert (code, out) == (2, "") and "'Fly'" in err
 
 
@@ -67,14 +62,14 @@ def test_an_unknown_option_is_argparses_usage_error_exit_2(capsys):
 
 def test_no_store_is_a_usage_error(capsys, monkeypatch):
     monkeypatch.delenv("SECMETA_STORE", raising=False)
-    code, out, err = _run(capsys, "log", "verify")
+    code, out, err = run(capsys, "log", "verify")
     assert (code, out) == (2, "")
     assert err == "secmeta: error: no store given: pass --store DIR or set $SECMETA_STORE\n"
 
 
 def test_a_denied_decision_exits_1(store, capsys):
-    code, out, _ = _run(capsys, "authorize", "--principal", "User:nobody", "--host", "10.0.0.1", "--operation",
-                        "Read", "--topic", "orders")
+    code, out, _ = run(capsys, "authorize", "--principal", "User:nobody", "--host", "10.0.0.1", "--operation",
+                       "Read", "--topic", "orders")
     assert code == 1 and out.startswith("DENIED")
 
 

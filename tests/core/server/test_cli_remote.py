@@ -15,18 +15,13 @@ import re
 import pytest
 
 from core import SecurityStore, StoreConfig
-from core.cli import EXIT_FAILED, EXIT_USAGE, main
+from core.cli import EXIT_FAILED, EXIT_USAGE
 from events.keyring import Keyring
 from tests.clientkit import client_properties, refusing_port, remote_admin, write_command_config
+from tests.clikit import run
 from tests.serverkit import ADMIN_PASSWORD
 
 USERS = {"admin": ADMIN_PASSWORD, "alice": "alice-pw"}
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
