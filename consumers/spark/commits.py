@@ -67,6 +67,7 @@ def create(tables: Tables, store_id: str, settings: Mapping[str, Any]) -> Versio
     from deltalake import DeltaTable
     from deltalake.transaction import CommitProperties
 
+    tables.path.mkdir(parents=True, exist_ok=True)   # an OSError naming the path, not one from delta-rs
     versions = {}
     for name in TABLE_NAMES:
         path = tables.table_path(name)
