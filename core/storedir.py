@@ -140,7 +140,9 @@ class StoreDirectory:
 
         A writer keeps appending through open handles, so a store moved away and copied back
         under its name would otherwise get segments and snapshots from two writers."""
-        if self._lock_fd is None or not _names(self.path, self._lock_fd):
+        if self._lock_fd is None:
+            raise StoreLockedError(f"store {self.path} was opened read-only: it holds no writer lock and writes nothing")
+        if not _names(self.path, self._lock_fd):
             raise StoreLockedError(
                 f"store directory {self.path} is no longer the directory this writer locked (it was moved or "
                 "replaced); this writer stops writing: reopen the store"
