@@ -205,6 +205,9 @@ class HistoryIndex:
             self._digest = b""
             self._parties = dict(self._parties_at_start()) if self.log.start_offset and self._parties_at_start \
                 else {}
+            # Sealed at once, covering nothing yet: a build that is interrupted (a short-lived
+            # process closing before the background catch-up) leaves a valid, shorter index.
+            self._write(db, [], self._digest, self._end)
         else:
             meta = dict(db.execute("SELECT k, v FROM meta"))
             self._start, self._end = int(meta["start"]), int(meta["end"])
@@ -223,8 +226,6 @@ class HistoryIndex:
     def _catch_up(self) -> int:
         end = self.log.end_offset
         if self._end >= end:
-            if not self._db.execute("SELECT 1 FROM meta").fetchone():  # a new index of an empty log
-                self._write(self._db, [], self._digest, self._end)
             return self._end
         db, digest, rows = self._db, self._digest, []
         for envelope in self.log.read(self._end, end):
