@@ -26,6 +26,7 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -196,7 +197,16 @@ class HistoryIndex:
 
     def _open_db(self, *, fresh: bool) -> None:
         self.path.parent.mkdir(exist_ok=True)
-        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        if fresh:  # built beside, sealed, then renamed in: the path never names an unsealed file
+            tmp = Path(f"{self.path}.tmp")
+            tmp.unlink(missing_ok=True)
+            self._open_db_at(tmp, fresh=True)
+            self._db.close()
+            os.replace(tmp, self.path)
+        self._open_db_at(self.path, fresh=False)
+
+    def _open_db_at(self, path: Path, *, fresh: bool) -> None:
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         db.execute("PRAGMA synchronous=OFF")
         db.executescript(_SCHEMA)
         self._db = db
