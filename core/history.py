@@ -154,14 +154,14 @@ def _indexed_entries(index, lo, hi, principal, user, types, matches_resource, st
     if types is not None:
         where.append(f"type IN ({', '.join('?' * len(types))})")
         args += sorted(types)
-    if user is not None:
-        where.append("user = ?")
-        args.append(user)
+    if user is not None:  # a SCRAM credential's rows are those of its entity
+        where.append("restype IS NULL AND entity IN (?, ?)")
+        args += [ScramCredentialDeleted(user, m).entity_key for m in (ScramMechanism.SCRAM_SHA_256,
+                                                                      ScramMechanism.SCRAM_SHA_512)]
     if principal is not None:  # the actor, an ACL's principal, User:<scram user> or a token's party
         where.append("offset IN (SELECT offset FROM events WHERE actor = ? UNION ALL SELECT offset FROM events "
-                     "WHERE principal = ? UNION ALL SELECT offset FROM events WHERE parties IS NOT NULL "
-                     "AND instr(parties, ?) > 0)")
-        args += [principal, principal, f"|{principal}|"]
+                     "WHERE principal = ? UNION ALL SELECT offset FROM parties WHERE party = ?)")
+        args += [principal, principal, principal]
     if matches_resource is not None:
         where.append("restype IS NOT NULL OR type LIKE 'DelegationToken%'")
     for row in index.select(lo, hi, " AND ".join(f"({w})" for w in where), tuple(args)):

@@ -1,18 +1,22 @@
 """A derived, rebuildable index of the log for history and forensics: who, what resource, when.
 
-    DIR/history/index.sqlite    one row per logged event (offset, time, actor, type,
-                                entity, the subject principal, SCRAM user, the ACL's
-                                seven fields, the token's parties, the redacted payload)
+    DIR/history/index.sqlite    events: one row per logged event (offset, time, actor,
+                                type, entity, the subject principal (an ACL's, or
+                                User:<scram user>), the ACL's seven fields, the token's
+                                parties, the redacted payload); parties: (party, offset)
+                                for every token event, derived from the events rows
 
 The log stays the only source of truth: the index is rebuilt from it whenever
 it is missing, stale (its recorded end and chain link do not fit the log),
 truncated or tampered with.  It is authenticated as snapshots are: a keyed
-BLAKE2b digest runs over every row in offset order, and the meta row (store
-id, end offset, the log's chain link there, row count, digest) carries an
-HMAC under the keyring's chain key.  ``open`` checks the digest over every
-row once per process (in the background) before anything is served; a bad
-file is reported once, deleted and rebuilt.  Until the index is ready,
-callers scan the log (``ready`` is False).
+BLAKE2b digest is chained over the rows in offset order, one link per block of
+1,024 rows, and the meta row (store id, start and end offsets, the log's chain
+link there, the digest) carries an HMAC under the keyring's chain key; the
+parties table must be exactly what the rows derive.  ``open`` checks every row
+once per process (in the background) before anything is served; a bad file is
+reported once, deleted and rebuilt.  Until the index is ready, callers scan the
+log (``ready`` is False).  A fresh build loads the rows first and creates the
+secondary indexes once, at the end.
 
 SQLite (standard library) was chosen over a pyarrow columnar file because the
 index grows by appends (one small transaction per catch-up) and answers point
@@ -29,7 +33,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,20 +54,30 @@ __all__ = ["HistoryIndex", "IndexedEvent", "index_problem", "token_parties"]
 logger = logging.getLogger("secmeta.history_index")
 INDEX_DIR = "history"
 INDEX_FILE = "index.sqlite"
-INDEX_FORMAT = 2
+INDEX_FORMAT = 3
 _MAC_LABEL = b"secmeta/history-index"
-_CHUNK = 50_000
+_CHUNK = 100_000  # rows per transaction
+_BLOCK = 1024  # rows per link of the digest chain
+_CACHE_KB = 65_536
 _ACL_EVENTS = {"AclCreated": AclCreated, "AclDeleted": AclDeleted}
-_COLUMNS = ("offset", "ts", "actor", "host", "request", "type", "entity", "principal", "user", "restype",
-            "pattern", "name", "acl_host", "op", "perm", "parties", "payload")
-_SCHEMA = f"""
+_COLUMNS = ("offset", "ts", "actor", "host", "request", "type", "entity", "principal", "restype", "pattern",
+            "name", "acl_host", "op", "perm", "parties", "payload")
+_PARTIES = _COLUMNS.index("parties")
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode
+# The tables; a fresh build fills them first and adds the secondary indexes once (sorting
+# a million keys at the end is several times cheaper than keeping five B-trees up per row).
+_TABLES = f"""
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS events ({_COLUMNS[0]} INTEGER PRIMARY KEY, {", ".join(_COLUMNS[1:])});
+CREATE TABLE IF NOT EXISTS parties (party TEXT NOT NULL, offset INTEGER NOT NULL, PRIMARY KEY (party, offset))
+    WITHOUT ROWID;
+"""
+# by_entity holds the SCRAM and token rows only (ask it with 'restype IS NULL'); by_resource the ACL rows.
+_INDEXES = """
 CREATE INDEX IF NOT EXISTS by_actor ON events(actor, offset);
 CREATE INDEX IF NOT EXISTS by_principal ON events(principal, offset);
-CREATE INDEX IF NOT EXISTS by_user ON events(user, offset);
-CREATE INDEX IF NOT EXISTS by_resource ON events(restype, name, offset);
-CREATE INDEX IF NOT EXISTS token_events ON events(offset) WHERE parties IS NOT NULL;
+CREATE INDEX IF NOT EXISTS by_resource ON events(restype, name, offset) WHERE restype IS NOT NULL;
+CREATE INDEX IF NOT EXISTS by_entity ON events(entity, offset) WHERE restype IS NULL;
 """
 
 
@@ -79,7 +93,6 @@ class IndexedEvent:
     event_type: str
     entity_key: str
     principal: str | None
-    user: str | None
     binding: AclBinding | None
     parties: tuple[str, ...]
     payload: dict
@@ -92,27 +105,27 @@ class IndexedEvent:
 def _row(envelope: Envelope, parties: dict[str, tuple[str, ...]]) -> tuple:
     event = envelope.event
     kind = type(event)
-    principal = user = restype = pattern = name = acl_host = op = perm = None
+    principal = restype = pattern = name = acl_host = op = perm = None
     token_parties: tuple[str, ...] = ()
     if kind is AclCreated or kind is AclDeleted:
         b = event.binding
         principal, restype, pattern, name = b.principal, int(b.restype), int(b.resource_pattern_type), b.name
         acl_host, op, perm = b.host, int(b.operation), int(b.permission_type)
     elif kind is ScramCredentialUpserted or kind is ScramCredentialDeleted:
-        user, principal = event.user, f"User:{event.user}"
+        principal = f"User:{event.user}"
     else:
         if kind is DelegationTokenIssued:
             parties[event.token_id] = (event.owner, event.requester, *event.renewers)
         token_parties = parties.get(event.token_id, ())
     # an ACL event's payload is its columns; other events keep their redacted payload
-    payload = None if restype is not None else json.dumps(redacted(envelope)["payload"], separators=(",", ":"))
+    payload = None if restype is not None else _compact_json(redacted(envelope)["payload"])
     return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
-            envelope.request_id, envelope.event_type, event.entity_key, principal, user, restype, pattern, name,
-            acl_host, op, perm, "".join(f"|{p}" for p in token_parties) + "|" if token_parties else None, payload)
+            envelope.request_id, envelope.event_type, event.entity_key, principal, restype, pattern, name,
+            acl_host, op, perm, json.dumps(token_parties) if token_parties else None, payload)
 
 
 def _indexed(row: tuple) -> IndexedEvent:
-    (offset, ts, actor, host, request, etype, entity, principal, user, restype, pattern, name, acl_host, op, perm,
+    (offset, ts, actor, host, request, etype, entity, principal, restype, pattern, name, acl_host, op, perm,
      parties, payload) = row
     if restype is None:
         binding, payload = None, json.loads(payload)
@@ -121,8 +134,8 @@ def _indexed(row: tuple) -> IndexedEvent:
                                 AclOperation(op), AclPermissionType(perm))
         event = _ACL_EVENTS[etype](entity.split(":", 1)[1], binding)
         payload = redacted(Envelope(offset, ts, actor, host, request, event))["payload"]
-    return IndexedEvent(offset, ts, actor, host, request, etype, entity, principal, user, binding,
-                        tuple(parties.strip("|").split("|")) if parties else (), payload)
+    return IndexedEvent(offset, ts, actor, host, request, etype, entity, principal, binding,
+                        tuple(json.loads(parties)) if parties else (), payload)
 
 
 class HistoryIndex:
@@ -138,7 +151,8 @@ class HistoryIndex:
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
         self._start = self._end = 0  # the index holds rows [start, end)
-        self._digest = b""
+        self._sealed = b""  # the digest over the full blocks of rows
+        self._tail: list[tuple] = []  # the rows after them (fewer than a block)
         self._parties: dict[str, tuple[str, ...]] = {}
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
@@ -189,6 +203,7 @@ class HistoryIndex:
             else:
                 self._open_db(fresh=False)
             self._catch_up()
+            self._db.executescript(_INDEXES)  # after a fresh build's bulk load; present already otherwise
             self._ready.set()
 
     def _remove(self) -> None:
@@ -208,20 +223,24 @@ class HistoryIndex:
     def _open_db_at(self, path: Path, *, fresh: bool) -> None:
         db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         db.execute("PRAGMA synchronous=OFF")
-        db.executescript(_SCHEMA)
+        db.execute(f"PRAGMA cache_size=-{_CACHE_KB}")
+        db.executescript(_TABLES)
         self._db = db
         if fresh:
             self._start = self._end = self.log.start_offset
-            self._digest = b""
+            self._sealed, self._tail = b"", []
             self._parties = dict(self._parties_at_start()) if self.log.start_offset and self._parties_at_start \
                 else {}
             # Sealed at once, covering nothing yet: a build that is interrupted (a short-lived
             # process closing before the background catch-up) leaves a valid, shorter index.
-            self._write(db, [], self._digest, self._end)
+            self._write(db, [], self._sealed, self._tail)
         else:
             meta = dict(db.execute("SELECT k, v FROM meta"))
             self._start, self._end = int(meta["start"]), int(meta["end"])
-            self._digest = bytes.fromhex(meta["digest"])
+            self._sealed = bytes.fromhex(meta["sealed"])
+            tail_start = self._end - (self._end - self._start) % _BLOCK
+            self._tail = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM events WHERE offset >= ? ORDER BY offset",
+                                    (tail_start,)).fetchall()
             self._parties = {k: tuple(v) for k, v in json.loads(meta["parties"]).items()}
 
     # -- keeping up with the log --------------------------------------------------------
@@ -237,31 +256,37 @@ class HistoryIndex:
         end = self.log.end_offset
         if self._end >= end:
             return self._end
-        db, digest, rows = self._db, self._digest, []
+        db, sealed, tail, rows = self._db, self._sealed, list(self._tail), []
         for envelope in self.log.read(self._end, end):
             row = _row(envelope, self._parties)
-            digest = _chain(self._key, digest, row)
             rows.append(row)
+            tail.append(row)
+            if len(tail) == _BLOCK:
+                sealed, tail = _chain(self._key, sealed, tail), []
             if len(rows) >= _CHUNK:
-                self._write(db, rows, digest, envelope.offset + 1)
+                self._write(db, rows, sealed, tail)
                 rows = []
         if rows:
-            self._write(db, rows, digest, rows[-1][0] + 1)
+            self._write(db, rows, sealed, tail)
         return self._end
 
-    def _write(self, db: sqlite3.Connection, rows: list[tuple], digest: bytes, end: int) -> None:
+    def _write(self, db: sqlite3.Connection, rows: list[tuple], sealed: bytes, tail: list[tuple]) -> None:
+        """Append ``rows`` and the meta row of the index they extend (full blocks' digest ``sealed``, then ``tail``)."""
+        end = rows[-1][0] + 1 if rows else self._end
         link = self.log.link_at(end)
         meta = {"format": str(INDEX_FORMAT), "store_id": self.log.store.store_id, "end": str(end),
                 "start": str(self._start),
-                "link": link.hex() if link is not None else "", "digest": digest.hex(),
+                "link": link.hex() if link is not None else "", "sealed": sealed.hex(),
+                "digest": _digest(self._key, sealed, tail).hex(),
                 "parties": json.dumps(self._parties, separators=(",", ":"), sort_keys=True),
                 "key_id": self._key_id}
         meta["mac"] = _meta_mac(self._key, meta)
         db.execute("BEGIN")
         db.executemany(f"INSERT INTO events VALUES ({', '.join('?' * len(_COLUMNS))})", rows)
+        db.executemany("INSERT INTO parties VALUES (?, ?)", _party_rows(rows))
         db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
         db.execute("COMMIT")
-        self._end, self._digest = end, digest
+        self._end, self._sealed, self._tail = end, sealed, tail[:]
 
     # -- queries --------------------------------------------------------------------------
 
@@ -279,8 +304,22 @@ class HistoryIndex:
         return map(_indexed, rows)
 
 
-def _chain(key: bytes, digest: bytes, row: tuple) -> bytes:
-    return hashlib.blake2b(digest + repr(row).encode(), key=key, digest_size=32).digest()
+def _party_rows(rows: Iterable[tuple]) -> Iterator[tuple[str, int]]:
+    """The rows of the parties table that index ``rows`` of the events table: (party, offset)."""
+    for row in rows:
+        if row[_PARTIES] is not None:
+            for party in set(json.loads(row[_PARTIES])):
+                yield party, row[0]
+
+
+def _chain(key: bytes, digest: bytes, block: list[tuple]) -> bytes:
+    """The digest chained over one block of rows (every value is an int, a str or None: repr is exact)."""
+    return hashlib.blake2b(digest + repr(block).encode(), key=key, digest_size=32).digest()
+
+
+def _digest(key: bytes, sealed: bytes, tail: list[tuple]) -> bytes:
+    """The digest over every row: the full blocks' chain, then the rows after them."""
+    return _chain(key, sealed, tail) if tail else sealed
 
 
 def _meta_mac(key: bytes, meta: dict[str, str]) -> str:
@@ -313,19 +352,25 @@ def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | 
             link = log.link_at(end) if log.start_offset <= end <= log.end_offset else None
             if link is None or link.hex() != meta["link"]:
                 return f"it ends at offset {end}, which does not fit the log's chain (stale or from another log)"
-            digest, count, expected = b"", 0, int(meta["start"])
+            digest, expected, party_rows = b"", int(meta["start"]), set()
             events, parties = (log.read(log.start_offset, end) if against_log else None), {}
-            for row in db.execute(f"SELECT {', '.join(_COLUMNS)} FROM events ORDER BY offset"):
-                if row[0] != expected:
-                    return f"its rows skip from offset {expected} to {row[0]}"
-                if events is not None and row[0] >= log.start_offset:
-                    logged = _row(next(events), parties)
-                    if logged[:-2] != row[:-2] or logged[-1] != row[-1] or (
-                            log.start_offset == 0 and logged[-2] != row[-2]):
-                        return f"its row at offset {row[0]} does not match the logged event"
-                digest, count, expected = _chain(key, digest, row), count + 1, expected + 1
+            rows = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM events ORDER BY offset")
+            while block := rows.fetchmany(_BLOCK):  # offsets ascend: the first and last tell a gap
+                if block[0][0] != expected or block[-1][0] != expected + len(block) - 1:
+                    return f"its rows skip offsets after offset {expected - 1}"
+                if events is not None:
+                    for row in block:
+                        if row[0] >= log.start_offset:
+                            logged = _row(next(events), parties)
+                            if logged[:-2] != row[:-2] or logged[-1] != row[-1] or (
+                                    log.start_offset == 0 and logged[-2] != row[-2]):
+                                return f"its row at offset {row[0]} does not match the logged event"
+                party_rows.update(_party_rows(block))
+                digest, expected = _chain(key, digest, block), expected + len(block)
             if expected != end or digest.hex() != meta["digest"]:
                 return "its rows do not match their authenticated digest: rows were altered, added or removed"
+            if set(db.execute("SELECT party, offset FROM parties")) != party_rows:
+                return "its parties table does not match its rows: rows were altered, added or removed"
         finally:
             db.close()
     except (sqlite3.Error, KeyError, ValueError) as exc:

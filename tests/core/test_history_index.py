@@ -113,6 +113,29 @@ def test_a_tampered_index_is_reported_once_and_rebuilt(tmp_path, keyring, damage
     assert _reopened_index(tmp_path / "s", keyring).problem is None  # the rebuilt file is good: reported once
 
 
+@pytest.mark.parametrize("damage", [
+    "DELETE FROM parties WHERE party = 'User:etl'",
+    "INSERT INTO parties VALUES ('User:mallory', 0)",
+    "UPDATE parties SET party = 'User:mallory' WHERE party = 'User:etl'",
+])
+def test_a_tampered_parties_table_is_reported_and_rebuilt(tmp_path, keyring, damage):
+    """The (party, offset) rows behind history(principal=) for tokens must be what the event rows derive."""
+    store = store_at(tmp_path / "s", keyring, clock=Clock())
+    token = store.create_delegation_token(context=ADMIN, owner="User:etl", renewers=["User:admin"])
+    store.renew_delegation_token(token.hmac, context=ADMIN)
+    assert store.timetravel.index.wait(10)
+    store.timetravel.index.catch_up()
+    store.close()
+    _edit(tmp_path / "s", damage)
+    store = store_at(tmp_path / "s", keyring, clock=Clock())
+    assert store.timetravel.index.wait(10)
+    assert "parties table does not match its rows" in store.timetravel.index.problem
+    assert [e.event_type for e in store.history(principal="User:etl")] == ["DelegationTokenIssued",
+                                                                          "DelegationTokenRenewed"]
+    assert list(store.history(principal="User:mallory")) == []
+    store.close()
+
+
 def test_a_truncated_or_missing_index_is_rebuilt(tmp_path, keyring):
     """A file cut short is reported and rebuilt; a missing one is simply built."""
     _store_with_history(tmp_path / "s", keyring, Clock()).close()
