@@ -1,13 +1,17 @@
 """Authorizer benchmark in the shape of Kafka's AuthorizerBenchmark, with pycasbin side by side.
 
     python -m scripts.bench.authz [--sizes 10000 100000 1000000] [--casbin-sizes 10000]
+                                  [--growth-shapes issue15 kafka]
 
 Per image size: authorize() p50/p99, authorized_operations, authorize_by_resource_type,
 describe_acls by resource (MATCH filter), image build, snapshot write and load,
-bytes per ACL; pycasbin deciding the same requests over the same ACLs; and SCRAM
-alter throughput for 1,000 users through the store (PBKDF2 + sealing + fsync).
-Targets (DESIGN.md): authorize p50 <= 10 us, p99 <= 50 us at 200k, growth < 2x from
-10k to 1M; authorized_operations and describe <= 1 ms at 200k; snapshot of 1M ACLs
+bytes per ACL; pycasbin deciding the same requests over the same ACLs; SCRAM
+alter throughput for 1,000 users through the store (PBKDF2 + sealing + fsync); and
+authorize() growth over the sizes in issue 15's shape (foo-N-bar topics, 10 ACLs each,
+20% DENY, hosts 10.0.a.b) beside the AuthorizerBenchmark shape (``authz_growth``: every
+size timed in turns, p50 over batches of calls, p99 over single calls).
+Targets (DESIGN.md, issue 15): authorize p50 <= 10 us, p99 <= 20 us, p50 growth < x2
+from 10k to 1M; authorized_operations and describe <= 1 ms at 200k; snapshot of 1M ACLs
 loads in <= 5 s; <= 600 bytes per ACL.
 """
 
@@ -31,7 +35,7 @@ from events.keyring import Keyring
 from projections.image import SecurityImage
 from projections.image_snapshot import SecurityImageSnapshot
 from projections.snapshot import read_snapshot, write_snapshot
-from scripts.bench import authz_core
+from scripts.bench import authz_core, authz_growth
 from scripts.bench.peers import casbin_decide, casbin_enforcer
 from scripts.bench.report import latencies_ns, percentiles, print_table, write_json
 
@@ -92,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--casbin-sizes", type=int, nargs="*", default=[10_000])
     parser.add_argument("--casbin-decisions", type=int, default=200)
+    parser.add_argument("--growth-shapes", nargs="*", choices=authz_growth.SHAPES, default=list(authz_growth.SHAPES))
     args = parser.parse_args(argv)
 
     rows, peers = [], []
@@ -108,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
             peers.append(casbin_row(n, args.casbin_decisions))
         print("measuring SCRAM alter throughput ...", flush=True)
         scram_rate = scram_alter_rate(Path(tmp))
+    growth = []
+    for shape in args.growth_shapes:
+        print(f"measuring authorize growth, {shape} shape ...", flush=True)
+        growth += authz_growth.measure_shape(shape, args.sizes)
+        gc.collect()
 
     print_table(
         "secmeta authorizer (latencies in microseconds)",
@@ -124,12 +134,10 @@ def main(argv: list[str] | None = None) -> int:
           p["authorize_p99_us"], f"{p['authorize_p50_us'] / by_size[p['acls']]['authorize_p50_us']:,.0f}x"]
          for p in peers if p["acls"] in by_size],
     )
-    growth = None
-    if rows[0]["acls"] < rows[-1]["acls"]:
-        growth = rows[-1]["authorize_p50_us"] / rows[0]["authorize_p50_us"]
-        print(f"authorize p50 growth {rows[0]['acls']:,} -> {rows[-1]['acls']:,} ACLs: {growth:.2f}x (target < 2x)")
+    if growth:
+        authz_growth.print_rows(growth)
     print(f"SCRAM alter: {scram_rate:,.0f} users/s (1,000 users, requests of 100, PBKDF2 4096 + AES-GCM + fsync)")
-    path = write_json("authz", {"secmeta": rows, "pycasbin": peers, "scram_alter_users_per_s": scram_rate, "p50_growth": growth})
+    path = write_json("authz", {"secmeta": rows, "pycasbin": peers, "scram_alter_users_per_s": scram_rate, "growth": growth})
     print(f"wrote {path}")
     return 0
 
