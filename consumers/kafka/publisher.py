@@ -41,6 +41,7 @@ from consumers.kafka.wire import (
     encode_message,
     encode_tombstone,
     is_removal,
+    message_offset,
 )
 from core.errors import InvalidValueError, SecmetaError
 from core.log import Log
@@ -53,6 +54,7 @@ from events.records import (
     DelegationTokenRenewed,
     Envelope,
 )
+from projections.gc_pause import paused_gc
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -184,26 +186,34 @@ def _create_with_admin(admin_config: Mapping[str, object], topics: Mapping[str, 
 
 
 class _Chunk:
-    """Delivery bookkeeping for one chunk of events: Kafka offsets or errors by position."""
+    """Delivery bookkeeping for one chunk of events: the history topic's Kafka offsets, and errors.
 
-    __slots__ = ("envelopes", "encoded", "history_offsets", "outstanding", "errors")
+    One bound callback serves every message (no closure per message).  Delivery
+    reports carry no position in the chunk, but they need none: the idempotent
+    producer appends one partition's messages in the order they were produced
+    (librdkafka's ``enable.idempotence``: "exactly once and in the original
+    produce order"), so the chunk's history offsets, sorted, are its events'
+    offsets in log order.
+    """
 
-    def __init__(self, envelopes: list[Envelope], encoded: list[tuple]):
+    __slots__ = ("envelopes", "delivered", "outstanding", "errors")
+
+    def __init__(self, envelopes: list[Envelope]):
         self.envelopes = envelopes
-        self.encoded = encoded
-        self.history_offsets: list[int] = [-1] * len(envelopes)
+        self.delivered: list[int] = []
         self.outstanding = 0
         self.errors: list[str] = []
 
-    def history_callback(self, index: int):
-        def delivered(err, msg) -> None:
-            self.outstanding -= 1
-            if err is not None:
-                self.errors.append(f"offset {self.envelopes[index].offset}: {err.str()}")
-            else:
-                self.history_offsets[index] = msg.offset()
+    def history_callback(self, err, msg) -> None:
+        self.outstanding -= 1
+        if err is not None:
+            self.errors.append(f"offset {message_offset(msg.headers())}: {err.str()}")
+        else:
+            self.delivered.append(msg.offset())
 
-        return delivered
+    def history_offsets(self) -> list[int]:
+        """The Kafka offset of each event's history message, in log order (once all are delivered)."""
+        return sorted(self.delivered)
 
     def state_callback(self, err, msg) -> None:
         self.outstanding -= 1
@@ -403,14 +413,24 @@ class Publisher:
         self._backoff = 0.0
         return True
 
-    def _produce(self, producer: Producer, topic: str, key: bytes, value: bytes | None, headers, callback) -> None:
-        while True:
+    @staticmethod
+    def _producer_call(producer: Producer) -> Callable[..., None]:
+        """``produce(topic, value, key, partition, on_delivery, headers=...)`` that waits out a full queue."""
+        produce, poll = producer.produce, producer.poll
+
+        def call(*args, headers) -> None:
             try:
-                producer.produce(topic, value=value, key=key, headers=headers, partition=PARTITION,
-                                 on_delivery=callback)
-                return
-            except BufferError:
-                producer.poll(0.05)
+                produce(*args, headers=headers)
+            except BufferError:  # the local queue is full: serve delivery reports until it drains
+                while True:
+                    poll(0.05)
+                    try:
+                        produce(*args, headers=headers)
+                        return
+                    except BufferError:
+                        pass
+
+        return call
 
     def _await(self, chunk: _Chunk, producer: Producer, stop: threading.Event | None,
                deadline: float | None) -> bool:
@@ -460,31 +480,35 @@ class Publisher:
 
     def _publish_chunk(self, envelopes: list[Envelope], stop: threading.Event | None,
                        deadline: float | None) -> bool:
+        with paused_gc():  # many short-lived messages: the collector would rescan the whole heap
+            return self._deliver_chunk(envelopes, stop, deadline)
+
+    def _deliver_chunk(self, envelopes: list[Envelope], stop: threading.Event | None,
+                       deadline: float | None) -> bool:
         producer = self._producer_ready()
         codec = self._log.codec
-        chunk = _Chunk(envelopes, [encode_message(codec, env) for env in envelopes])
+        chunk = _Chunk(envelopes)
+        encoded = [encode_message(codec, env) for env in envelopes]
         self._report("publishing", f"offsets {envelopes[0].offset}..{envelopes[-1].offset}")
-        history = self.history_topic
-        for index, (key, value, headers) in enumerate(chunk.encoded):
-            chunk.outstanding += 1
-            self._produce(producer, history, key, value, headers, chunk.history_callback(index))
+        produce, history, callback = self._producer_call(producer), self.history_topic, chunk.history_callback
+        for key, value, headers in encoded:
+            produce(history, value, key, PARTITION, callback, headers=headers)
+        chunk.outstanding += len(encoded)
         if not self._await(chunk, producer, stop, deadline):
             return self._failed(chunk, "history")
         self._report("history delivered", f"through offset {envelopes[-1].offset}")
 
         tokens: dict[str, DelegationTokenIssued | None] = {}
-        state = self.state_topic
-        callback = chunk.state_callback
-        for index, env in enumerate(envelopes):
-            position = str(chunk.history_offsets[index]).encode()
-            key, value, headers = self._state_form(env, chunk.encoded[index], tokens)
+        state, callback = self.state_topic, chunk.state_callback
+        for env, message, position in zip(envelopes, encoded, chunk.history_offsets()):
+            key, value, headers = self._state_form(env, message, tokens)
+            at = (HEADER_HISTORY_OFFSET, str(position).encode())
             chunk.outstanding += 1
-            self._produce(producer, state, key, value, [*headers, (HEADER_HISTORY_OFFSET, position)], callback)
+            produce(state, value, key, PARTITION, callback, headers=[*headers, at])
             if is_removal(env):
                 key, value, headers = encode_tombstone(env)
                 chunk.outstanding += 1
-                self._produce(producer, state, key, value, [*headers, (HEADER_HISTORY_OFFSET, position)],
-                              callback)
+                produce(state, value, key, PARTITION, callback, headers=[*headers, at])
         if not self._await(chunk, producer, stop, deadline):
             return self._failed(chunk, "state")
         self._report("state delivered", f"through offset {envelopes[-1].offset}")

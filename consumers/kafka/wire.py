@@ -26,11 +26,19 @@ that is not a message written by ``encode_message``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 
 from events.codec import SINGLE_OBJECT_MARKER, EventCodec
 from events.errors import EventsError, SecmetaError, UnknownSchemaError
-from events.records import AclDeleted, DelegationTokenRemoved, Envelope, ScramCredentialDeleted
+from events.records import (
+    EVENT_TYPES,
+    AclDeleted,
+    DelegationTokenRemoved,
+    Envelope,
+    ScramCredentialDeleted,
+)
+from events.single_object import SingleObjects
 
 __all__ = [
     "HEADER_ACTOR_HOST",
@@ -69,6 +77,8 @@ _REQUIRED = (
     HEADER_ACTOR_HOST,
     HEADER_REQUEST_ID,
 )
+_required = operator.itemgetter(*_REQUIRED)
+_TYPE_NAMES = {cls: cls.__name__.encode() for cls in EVENT_TYPES.values()}
 
 #: Events after which the entity no longer exists (a tombstone follows on the state topic).
 REMOVAL_EVENTS: tuple[type, ...] = (AclDeleted, ScramCredentialDeleted, DelegationTokenRemoved)
@@ -91,7 +101,7 @@ def is_removal(envelope: Envelope) -> bool:
 
 def encode_message(codec: EventCodec, envelope: Envelope) -> tuple[bytes, bytes, Headers]:
     """The (key, value, headers) of one logged event."""
-    value = codec.to_single_object(envelope.event)
+    value = SingleObjects.of(codec).encode(envelope.event)
     headers = [
         (HEADER_OFFSET, str(envelope.offset).encode()),
         (HEADER_EVENT_TYPE, envelope.event_type.encode()),
@@ -111,6 +121,12 @@ def encode_tombstone(envelope: Envelope) -> tuple[bytes, None, Headers]:
 
 def header_map(headers: Iterable[tuple[str, bytes | None]] | None) -> dict[str, bytes]:
     """Headers as a dict (the last value of a repeated name wins; None values are dropped)."""
+    found = dict(headers or ())
+    for value in found.values():
+        if value.__class__ is not bytes:  # None, bytearray, memoryview: the careful way
+            break
+    else:
+        return found
     out: dict[str, bytes] = {}
     for name, value in headers or ():
         if value is not None:
@@ -135,9 +151,11 @@ def decode_message(
 ) -> Envelope:
     """The envelope a message carries; NotOurMessage naming what is wrong otherwise."""
     found = header_map(headers)
-    missing = [name for name in _REQUIRED if name not in found]
-    if missing:
-        raise NotOurMessage(f"missing headers: {', '.join(missing)}")
+    try:
+        offset, event_type, fingerprint_hex, timestamp, principal, host, request = _required(found)
+    except KeyError:
+        missing = [name for name in _REQUIRED if name not in found]
+        raise NotOurMessage(f"missing headers: {', '.join(missing)}") from None
     if value is None:
         raise NotOurMessage("tombstone (no value): not an event")
     value = bytes(value)
@@ -146,33 +164,27 @@ def decode_message(
     if value[:2] != SINGLE_OBJECT_MARKER:
         raise NotOurMessage(f"wrong marker {value[:2].hex()}: not Avro single-object encoding (c301)")
     fingerprint = value[2:10]
+    objects = SingleObjects.of(codec)
     try:
-        event = codec.from_single_object(value)
+        event = objects.decode(value)
     except UnknownSchemaError:
         raise NotOurMessage(f"unknown schema fingerprint {fingerprint.hex()}") from None
     except EventsError as exc:
         raise NotOurMessage(f"body does not decode (truncated or corrupt): {exc}") from None
-    if found[HEADER_FINGERPRINT].decode("ascii", "replace") != fingerprint.hex():
+    if fingerprint_hex != fingerprint.hex().encode():
         raise NotOurMessage(
-            f"header {HEADER_FINGERPRINT} {found[HEADER_FINGERPRINT]!r} does not match "
-            f"the value's fingerprint {fingerprint.hex()}"
+            f"header {HEADER_FINGERPRINT} {fingerprint_hex!r} does not match the value's fingerprint {fingerprint.hex()}"
         )
-    event_type = type(event).__name__
-    if found[HEADER_EVENT_TYPE].decode("utf-8", "replace") != event_type:
-        raise NotOurMessage(
-            f"header {HEADER_EVENT_TYPE} {found[HEADER_EVENT_TYPE]!r} does not match the value's {event_type}"
-        )
+    cls = event.__class__
+    if event_type != _TYPE_NAMES[cls]:
+        raise NotOurMessage(f"header {HEADER_EVENT_TYPE} {event_type!r} does not match the value's {cls.__name__}")
     if key is not None and bytes(key) != event.entity_key.encode():
         raise NotOurMessage(f"key {bytes(key)!r} is not the event's entity key {event.entity_key!r}")
-    return Envelope(
-        offset=_int_header(HEADER_OFFSET, found[HEADER_OFFSET]),
-        timestamp_ms=_int_header(HEADER_TIMESTAMP, found[HEADER_TIMESTAMP]),
-        actor_principal=_text_header(HEADER_ACTOR_PRINCIPAL, found[HEADER_ACTOR_PRINCIPAL]),
-        actor_host=_text_header(HEADER_ACTOR_HOST, found[HEADER_ACTOR_HOST]),
-        request_id=_text_header(HEADER_REQUEST_ID, found[HEADER_REQUEST_ID]),
-        event=event,
-        fingerprint=codec.event_fingerprint(event_type),
-    )
+    offset = int(offset) if offset.isdigit() else _int_header(HEADER_OFFSET, offset)
+    timestamp = int(timestamp) if timestamp.isdigit() else _int_header(HEADER_TIMESTAMP, timestamp)
+    return Envelope(offset, timestamp, _text_header(HEADER_ACTOR_PRINCIPAL, principal),
+                    _text_header(HEADER_ACTOR_HOST, host), _text_header(HEADER_REQUEST_ID, request),
+                    event, objects.fingerprints[cls])
 
 
 def _int_header(name: str, raw: bytes) -> int:

@@ -1,0 +1,111 @@
+"""Avro single-object encoding of many events: encoders and decoders compiled per event type.
+
+``EventCodec.to_single_object`` and ``from_single_object`` go through fastavro
+one event at a time, building a dict per event (about 40 us an event both
+ways), which bounds a Kafka mirror that sends every event as one message.
+``SingleObjects`` compiles, from the same codec's current schemas, the
+straight-line encoders and decoders the codec uses for batches (avro_encoder,
+avro_decoder) for lone event records: ``C3 01``, the event schema's 8-byte
+fingerprint, the body; the bytes are exactly the codec's (tested).
+
+The compiled decoder is a fast path only: a value under another fingerprint
+(an older writer schema the codec registered), or one it cannot read whole, is
+handed to ``EventCodec.from_single_object``, which resolves it or raises the
+error that names the problem.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from fastavro import parse_schema
+
+from .avro_decoder import DecoderCompiler, Unsupported
+from .avro_encoder import EncoderCompiler
+from .avro_types import branch_name
+from .codec import SINGLE_OBJECT_MARKER, EventCodec
+from .event_mapping import event_plan
+from .records import EVENT_TYPES, Event
+from .schemas import collect_named_types
+
+__all__ = ["SingleObjects"]
+
+_HEADER = len(SINGLE_OBJECT_MARKER) + 8
+_BY_CODEC: weakref.WeakKeyDictionary[EventCodec, SingleObjects] = weakref.WeakKeyDictionary()
+
+
+class SingleObjects:
+    """Compiled single-object encoding of a codec's events (``SingleObjects.of(codec)``)."""
+
+    def __init__(self, codec: EventCodec) -> None:
+        self.codec = codec
+        batch = json.loads(codec.writer_schema_json)
+        named = {name: d for name, (d, _) in collect_named_types(batch, "batch").items()}
+        parsed_named: dict[str, Any] = {}
+        parse_schema(batch, named_schemas=parsed_named)
+        encoder = EncoderCompiler(named, parsed_named)
+        fields = {f["name"]: f["type"] for f in batch["items"]["fields"]}
+        self._encoders: dict[type, tuple[bytes, Callable]] = {}
+        self._decoders: dict[bytes, Callable[[bytes], tuple[Event, int]]] = {}
+        self.fingerprints: dict[type, bytes] = {}
+        for branch in fields["events"]["items"]:
+            full_name = branch_name(branch)
+            cls = EVENT_TYPES[full_name.rpartition(".")[2]]
+            fingerprint = codec.event_fingerprint(cls.__name__)
+            record = named[full_name]
+            self.fingerprints[cls] = fingerprint
+            # Branch 0: the body follows one constant byte (its union index), dropped in encode.
+            self._encoders[cls] = (SINGLE_OBJECT_MARKER + fingerprint, encoder.compile_event(record, cls, 0))
+            try:
+                self._decoders[fingerprint] = _compile_decoder(named, record, cls)
+            except Unsupported:  # fastavro (the codec) reads this type then
+                pass
+
+    @classmethod
+    def of(cls, codec: EventCodec) -> SingleObjects:
+        """The compiled encoders and decoders of ``codec`` (built once per codec)."""
+        found = _BY_CODEC.get(codec)
+        if found is None:
+            found = _BY_CODEC[codec] = cls(codec)
+        return found
+
+    def encode(self, event: Event) -> bytes:
+        """``codec.to_single_object(event)``: C3 01, the schema fingerprint, the body."""
+        found = self._encoders.get(event.__class__)
+        if found is None:
+            return self.codec.to_single_object(event)  # names what is wrong
+        header, write = found
+        parts: list[bytes] = []
+        try:
+            write(event, parts.append)
+        except Exception:  # noqa: BLE001 - a field that does not fit: the codec names it
+            return self.codec.to_single_object(event)
+        return header + b"".join(parts)[1:]
+
+    def decode(self, value: bytes) -> Event:
+        """``codec.from_single_object(value)``, compiled for the codec's current schemas."""
+        decode = self._decoders.get(value[2:_HEADER]) if value.__class__ is bytes else None
+        if decode is not None and value[:2] == SINGLE_OBJECT_MARKER:
+            try:
+                event, end = decode(value)
+            except Exception:  # noqa: BLE001 - malformed: the codec below names the problem
+                pass
+            else:
+                if end == len(value):
+                    return event
+        return self.codec.from_single_object(value)
+
+
+def _compile_decoder(named: dict[str, Any], record: dict[str, Any], cls: type) -> Callable:
+    """``decode(value) -> (event, end position)`` reading a body after the single-object header."""
+    compiler = DecoderCompiler(named)
+    src = compiler.src
+    src.line("def decode(buf):", 0)
+    src.line(f"p = {_HEADER}", 4)
+    src.line("end = len(buf)", 4)
+    compiler.read_record(record, event_plan(cls), "ev", 4)
+    src.line("return ev, p", 4)
+    return src.function("decode")

@@ -1,0 +1,97 @@
+"""SingleObjects: the compiled single-object encoding gives the codec's bytes and events, and its errors."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from events.codec import SINGLE_OBJECT_MARKER, EventCodec
+from events.errors import EventsError, MalformedEventError, UnknownSchemaError
+from events.records import AclCreated
+from events.single_object import SingleObjects
+from tests.events.test_events_evolution import BINDING, schema_copy
+from tests.events.test_events_evolution import add_comment as add_a_field
+from tests.strategies_events import events
+
+CODEC = EventCodec.default()
+OBJECTS = SingleObjects.of(CODEC)
+
+
+@given(events)
+def test_encode_gives_the_codecs_bytes(event):
+    """Every event of every type encodes to exactly what fastavro writes through the codec."""
+    assert OBJECTS.encode(event) == CODEC.to_single_object(event)
+
+
+@given(events)
+def test_decode_gives_back_the_event(event):
+    assert OBJECTS.decode(CODEC.to_single_object(event)) == event
+
+
+def outcome(decode, value: bytes):
+    try:
+        return decode(value)
+    except EventsError as exc:
+        return type(exc), str(exc)
+
+
+@given(events, st.data())
+def test_damaged_values_decode_or_fail_as_the_codec_does(event, data):
+    """Truncated, extended or flipped bytes: the same event, or the codec's own error, never another event."""
+    value = bytearray(CODEC.to_single_object(event))
+    how = data.draw(st.sampled_from(["truncate", "extend", "flip"]))
+    if how == "truncate":
+        value = value[: data.draw(st.integers(0, len(value) - 1))]
+    elif how == "extend":
+        value += data.draw(st.binary(min_size=1, max_size=4))
+    else:
+        at = data.draw(st.integers(10, len(value) - 1))
+        value[at] ^= data.draw(st.integers(1, 255))
+    value = bytes(value)
+    assert outcome(OBJECTS.decode, value) == outcome(CODEC.from_single_object, value)
+
+
+def test_unknown_fingerprint_is_the_codecs_error():
+    value = CODEC.to_single_object(AclCreated("a", BINDING))
+    with pytest.raises(UnknownSchemaError):
+        OBJECTS.decode(value[:2] + b"\xff" * 8 + value[10:])
+
+
+def test_wrong_marker_is_malformed():
+    value = CODEC.to_single_object(AclCreated("a", BINDING))
+    with pytest.raises(MalformedEventError, match="marker 0001"):
+        OBJECTS.decode(b"\x00\x01" + value[2:])
+
+
+def test_a_field_that_does_not_fit_is_named_by_the_codec():
+    bad = AclCreated(7, BINDING)  # type: ignore[arg-type] - an acl_id that is not a string
+    with pytest.raises(EventsError, match="acl_id") as raised:
+        OBJECTS.encode(bad)
+    with pytest.raises(type(raised.value), match="acl_id"):
+        CODEC.to_single_object(bad)
+
+
+@pytest.fixture
+def newer(tmp_path) -> EventCodec:
+    """A codec whose AclCreated gained a field with a default that Python does not hold."""
+    return EventCodec(schema_copy(tmp_path, add_a_field))
+
+
+def test_a_schema_field_python_lacks_is_written_as_its_default(newer):
+    event = AclCreated("a", BINDING)
+    assert SingleObjects.of(newer).encode(event) == newer.to_single_object(event)
+    assert SingleObjects.of(newer).decode(newer.to_single_object(event)) == event
+
+
+def test_values_of_an_older_writer_schema_resolve_once_registered(newer):
+    """An AclCreated written before the field was added reads through the codec's schema resolution."""
+    old = CODEC.to_single_object(AclCreated("a", BINDING))
+    newer.register_writer_schema(CODEC.writer_schema_json)
+    assert old[:2] == SINGLE_OBJECT_MARKER and old[2:10] != newer.event_fingerprint("AclCreated")
+    assert SingleObjects.of(newer).decode(old) == AclCreated("a", BINDING)
+
+
+def test_one_instance_per_codec(newer):
+    assert SingleObjects.of(newer) is SingleObjects.of(newer)
+    assert SingleObjects.of(newer) is not OBJECTS
