@@ -1,5 +1,10 @@
 """Filter matching, host/CIDR matching and operation masks (projections.acl_match)."""
 
+import ipaddress
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
 from events.types import (
     AclBindingFilter,
     AclOperation,
@@ -149,6 +154,39 @@ def test_invalid_cidr_is_an_exact_string():
     assert not host_matches("10.0.0.0/99", "10.0.0.1") and host_matches(
         "10.0.0.0/99", "10.0.0.0/99"
     )
+
+
+def test_cidr_refuses_dotted_quads_with_leading_zeros():
+    """'010.0.0.1' (octal to inet_aton) is not an address inside 10.0.0.0/8 or 8.0.0.0/8; as an
+    exact host string it still applies."""
+    assert not host_matches("10.0.0.0/8", "010.0.0.1") and not host_matches("8.0.0.0/8", "010.0.0.1")
+    assert host_matches("010.0.0.1", "010.0.0.1")
+
+
+_OCTETS = st.one_of(
+    st.integers(0, 300).map(str),
+    st.text("0123456789", max_size=4),
+    st.sampled_from(["", " 1", "1 ", "+1", "-0", "0x1", "\u0663", "1\x00", "\udcff"]),
+)
+_HOSTS = st.one_of(
+    st.lists(_OCTETS, min_size=1, max_size=6).map(".".join),
+    st.ip_addresses().map(str),
+    st.text(max_size=24),
+)
+_NETWORKS = ["0.0.0.0/0", "10.0.0.0/8", "192.168.1.0/24", "255.255.255.255/32", "::/0", "2001:db8::/32"]
+
+
+@given(_HOSTS, st.sampled_from(_NETWORKS))
+@example("fe80::1%eth0", "::/0")
+@example("::ffff:10.1.2.3", "10.0.0.0/8")
+def test_cidr_membership_is_the_standard_librarys(host, network):
+    """A client host falls inside a CIDR ACL host exactly when Python's ipaddress reads it as an
+    address in that network (dotted quads, IPv6, scope ids, junk alike)."""
+    try:
+        expected = ipaddress.ip_address(host) in ipaddress.ip_network(network)
+    except ValueError:
+        expected = False
+    assert host_matches(network, host) is expected
 
 
 def test_allow_of_read_implies_describe_mask():
