@@ -35,9 +35,9 @@ from consumers.kafka.client_log import LIBRDKAFKA_LOGGER
 from consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
     NotOurMessage,
-    decode_message,
     header_map,
     is_removal,
+    message_decoder,
     message_offset,
 )
 from core.config import StoreConfig
@@ -108,6 +108,7 @@ class Follower:
         self.checkpoint_every = checkpoint_every
         self.max_batch = max_batch
         self.codec = codec or EventCodec()
+        self._decode = message_decoder(self.codec)
         self.dead_letter_path = self.checkpoint_dir / DEAD_LETTER_FILE
         self._settings = client_settings(
             bootstrap, client_config,
@@ -179,7 +180,11 @@ class Follower:
         return applied
 
     def _apply_messages(self, messages) -> int:
-        codec = self.codec
+        with paused_gc(freeze=len(messages) >= FREEZE_AFTER):  # the events built here join the image
+            return self._decode_and_replay(messages)
+
+    def _decode_and_replay(self, messages) -> int:
+        decode = self._decode
         last = self.image.next_offset - 1
         envelopes: list[Envelope] = []
         for msg in messages:
@@ -189,7 +194,7 @@ class Follower:
                 continue
             self.position = msg.offset() + 1
             try:
-                envelope = decode_message(codec, msg.key(), msg.value(), msg.headers())
+                envelope = decode(msg.key(), msg.value(), msg.headers())
             except NotOurMessage as exc:
                 self._dead_letter(msg, exc.reason)
                 continue
@@ -207,8 +212,7 @@ class Follower:
     def _replay(self, envelopes: list[Envelope]) -> None:
         """Apply events exactly as the store does (SecurityProjection: one delta per batch)."""
         if envelopes:
-            with paused_gc(freeze=len(envelopes) >= FREEZE_AFTER):
-                self.image = _PROJECTION.apply(self.image, envelopes)
+            self.image = _PROJECTION.apply(self.image, envelopes)
             self.applied += len(envelopes)
             self._since_checkpoint += len(envelopes)
 
@@ -366,7 +370,8 @@ class Follower:
         """
         consumer = Consumer({**self._settings, "group.id": f"secmeta-state-{uuid.uuid4().hex}"})
         try:
-            latest, newest, history_at = self._read_state(consumer, timeout)
+            with paused_gc():  # one envelope per entity, all alive until replayed
+                latest, newest, history_at = self._read_state(consumer, timeout)
         finally:
             consumer.close()
         live = sorted((env for env in latest.values() if env is not None and not is_removal(env)),
@@ -426,7 +431,7 @@ class Follower:
                     if msg.value() is None:
                         offset, envelope = message_offset(headers), None
                     else:
-                        envelope = decode_message(self.codec, msg.key(), msg.value(), msg.headers())
+                        envelope = self._decode(msg.key(), msg.value(), msg.headers())
                         offset = envelope.offset
                 except NotOurMessage as exc:
                     self._dead_letter(msg, exc.reason)

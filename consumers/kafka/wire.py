@@ -27,9 +27,10 @@ that is not a message written by ``encode_message``.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from events.codec import SINGLE_OBJECT_MARKER, EventCodec
+from events.codegen import setter_constructor
 from events.errors import EventsError, SecmetaError, UnknownSchemaError
 from events.records import (
     EVENT_TYPES,
@@ -56,6 +57,7 @@ __all__ = [
     "encode_tombstone",
     "header_map",
     "is_removal",
+    "message_decoder",
     "message_offset",
 ]
 
@@ -79,6 +81,7 @@ _REQUIRED = (
 )
 _required = operator.itemgetter(*_REQUIRED)
 _TYPE_NAMES = {cls: cls.__name__.encode() for cls in EVENT_TYPES.values()}
+_new_envelope = setter_constructor(Envelope)
 
 #: Events after which the entity no longer exists (a tombstone follows on the state topic).
 REMOVAL_EVENTS: tuple[type, ...] = (AclDeleted, ScramCredentialDeleted, DelegationTokenRemoved)
@@ -150,41 +153,55 @@ def decode_message(
     headers: Sequence[tuple[str, bytes | None]] | None,
 ) -> Envelope:
     """The envelope a message carries; NotOurMessage naming what is wrong otherwise."""
-    found = header_map(headers)
-    try:
-        offset, event_type, fingerprint_hex, timestamp, principal, host, request = _required(found)
-    except KeyError:
-        missing = [name for name in _REQUIRED if name not in found]
-        raise NotOurMessage(f"missing headers: {', '.join(missing)}") from None
-    if value is None:
-        raise NotOurMessage("tombstone (no value): not an event")
-    value = bytes(value)
-    if len(value) < 10:
-        raise NotOurMessage(f"truncated: {len(value)} bytes, the single-object header alone needs 10")
-    if value[:2] != SINGLE_OBJECT_MARKER:
-        raise NotOurMessage(f"wrong marker {value[:2].hex()}: not Avro single-object encoding (c301)")
-    fingerprint = value[2:10]
+    return message_decoder(codec)(key, value, headers)
+
+
+def message_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, Sequence | None], Envelope]:
+    """``decode_message`` bound to one codec, for readers that decode many messages."""
     objects = SingleObjects.of(codec)
-    try:
-        event = objects.decode(value)
-    except UnknownSchemaError:
-        raise NotOurMessage(f"unknown schema fingerprint {fingerprint.hex()}") from None
-    except EventsError as exc:
-        raise NotOurMessage(f"body does not decode (truncated or corrupt): {exc}") from None
-    if fingerprint_hex != fingerprint.hex().encode():
-        raise NotOurMessage(
-            f"header {HEADER_FINGERPRINT} {fingerprint_hex!r} does not match the value's fingerprint {fingerprint.hex()}"
+    decode_value, fingerprints = objects.decode, objects.fingerprints
+    make = _new_envelope
+
+    def decode(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Envelope:
+        found = header_map(headers)
+        try:
+            offset, event_type, fingerprint_hex, timestamp, principal, host, request = _required(found)
+        except KeyError:
+            missing = [name for name in _REQUIRED if name not in found]
+            raise NotOurMessage(f"missing headers: {', '.join(missing)}") from None
+        if value is None:
+            raise NotOurMessage("tombstone (no value): not an event")
+        value = bytes(value)
+        if len(value) < 10:
+            raise NotOurMessage(f"truncated: {len(value)} bytes, the single-object header alone needs 10")
+        if value[:2] != SINGLE_OBJECT_MARKER:
+            raise NotOurMessage(f"wrong marker {value[:2].hex()}: not Avro single-object encoding (c301)")
+        try:
+            event = decode_value(value)
+        except UnknownSchemaError:
+            raise NotOurMessage(f"unknown schema fingerprint {value[2:10].hex()}") from None
+        except EventsError as exc:
+            raise NotOurMessage(f"body does not decode (truncated or corrupt): {exc}") from None
+        if fingerprint_hex != value[2:10].hex().encode():
+            raise NotOurMessage(f"header {HEADER_FINGERPRINT} {fingerprint_hex!r} does not match "
+                                f"the value's fingerprint {value[2:10].hex()}")
+        cls = event.__class__
+        if event_type != _TYPE_NAMES[cls]:
+            raise NotOurMessage(
+                f"header {HEADER_EVENT_TYPE} {event_type!r} does not match the value's {cls.__name__}")
+        if key is not None and bytes(key) != event.entity_key.encode():
+            raise NotOurMessage(f"key {bytes(key)!r} is not the event's entity key {event.entity_key!r}")
+        return make(
+            int(offset) if offset.isdigit() else _int_header(HEADER_OFFSET, offset),
+            int(timestamp) if timestamp.isdigit() else _int_header(HEADER_TIMESTAMP, timestamp),
+            _text_header(HEADER_ACTOR_PRINCIPAL, principal),
+            _text_header(HEADER_ACTOR_HOST, host),
+            _text_header(HEADER_REQUEST_ID, request),
+            event,
+            fingerprints[cls],
         )
-    cls = event.__class__
-    if event_type != _TYPE_NAMES[cls]:
-        raise NotOurMessage(f"header {HEADER_EVENT_TYPE} {event_type!r} does not match the value's {cls.__name__}")
-    if key is not None and bytes(key) != event.entity_key.encode():
-        raise NotOurMessage(f"key {bytes(key)!r} is not the event's entity key {event.entity_key!r}")
-    offset = int(offset) if offset.isdigit() else _int_header(HEADER_OFFSET, offset)
-    timestamp = int(timestamp) if timestamp.isdigit() else _int_header(HEADER_TIMESTAMP, timestamp)
-    return Envelope(offset, timestamp, _text_header(HEADER_ACTOR_PRINCIPAL, principal),
-                    _text_header(HEADER_ACTOR_HOST, host), _text_header(HEADER_REQUEST_ID, request),
-                    event, objects.fingerprints[cls])
+
+    return decode
 
 
 def _int_header(name: str, raw: bytes) -> int:

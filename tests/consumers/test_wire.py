@@ -9,12 +9,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from consumers.kafka.wire import (
+    HEADER_ACTOR_PRINCIPAL,
     HEADER_FINGERPRINT,
     HEADER_OFFSET,
+    HEADER_TIMESTAMP,
     NotOurMessage,
     decode_message,
     encode_message,
     encode_tombstone,
+    header_map,
     is_removal,
     message_offset,
 )
@@ -187,3 +190,26 @@ def test_not_our_message_carries_its_reason():
     with pytest.raises(NotOurMessage) as info:
         decode_message(CODEC, key, b"\x00\x00" + value[2:], headers)
     assert info.value.reason == str(info.value)
+
+
+def test_a_header_repeated_with_no_value_keeps_the_last_value():
+    """header_map: the last value of a name wins, a header without value is dropped, values are bytes."""
+    assert header_map([("a", b"1"), ("a", None), ("b", bytearray(b"2"))]) == {"a": b"1", "b": b"2"}
+    assert header_map([("a", None), ("a", b"2")]) == {"a": b"2"}
+    assert header_map(None) == {}
+
+
+def test_headers_given_as_bytearrays_decode_alike():
+    """Readers that hand over bytearray or memoryview values get the same envelope."""
+    key, value, headers = _message()
+    loose = [(n, bytearray(v)) for n, v in headers]
+    assert decode_message(CODEC, bytearray(key), memoryview(value), loose) == decode_message(CODEC, key, value, headers)
+
+
+@pytest.mark.parametrize("name", [HEADER_ACTOR_PRINCIPAL, HEADER_TIMESTAMP])
+def test_a_header_that_does_not_read_is_named(name):
+    """A timestamp that is not decimal, an actor that is not UTF-8: NotOurMessage naming the header."""
+    key, value, headers = _message()
+    headers = [(n, b"\xff\xfe" if n == name else v) for n, v in headers]
+    with pytest.raises(NotOurMessage, match=name):
+        decode_message(CODEC, key, value, headers)
