@@ -10,16 +10,21 @@ removed are the *net* effect (the image at ``a`` against the image at
 ``b``: something created and deleted in between does not show).
 Renewals and expiry changes are *events*: every token with a
 DelegationTokenRenewed (or DelegationTokenExpired) event in [a, b), with
-its expiry before the first and after the last such event.
+its expiry before the first and after the last such event.  When the
+history index covers [a, b) the diff is read from its rows in that range
+and one indexed probe per touched credential or token, without building
+either image.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from core.errors import QueryError
+from core.history_index import HistoryIndex, binding
 from core.timetravel import TimeTravel, _require_int
 from events.records import (
     EVENT_TYPES,
@@ -43,6 +48,7 @@ from events.types import (
     ScramMechanism,
 )
 from projections.acl_match import filter_matches, pattern_filter_matches
+from projections.gc_pause import paused_gc
 from projections.image import SecurityImage
 from projections.tokens import TokenInfo
 
@@ -360,6 +366,15 @@ def diff(travel: TimeTravel, a: int, b: int) -> Diff:
     _require_int("offset", b)
     if a > b:
         raise QueryError(f"a diff runs forward: its start (offset {a}) is after its end (offset {b})")
+    index = travel.index
+    if index is not None and index.first_offset <= a and travel.log.start_offset <= a and index.covered(b):
+        with paused_gc():  # tens of thousands of rows and bindings, no cycles among them
+            return _indexed_diff(index, a, b)
+    return _imaged_diff(travel, a, b)
+
+
+def _imaged_diff(travel: TimeTravel, a: int, b: int) -> Diff:
+    """The diff from the images at both points and the events between them."""
     before, after = travel.image_at(a), travel.image_at(b)
     acl_ids: set[str] = set()
     cred_keys: set[tuple[str, ScramMechanism]] = set()
@@ -428,3 +443,107 @@ def diff(travel: TimeTravel, a: int, b: int) -> Diff:
 
     return Diff(a, b, tuple(added), tuple(removed), tuple(upserted), tuple(deleted), tuple(issued),
                 changes(renewed), changes(expired), tuple(gone))
+
+
+_SCRAM_EVENTS = ("ScramCredentialUpserted", "ScramCredentialDeleted")
+_TOKEN_PRESENCE = ("DelegationTokenIssued", "DelegationTokenRemoved")
+_TOKEN_EXPIRY = ("DelegationTokenIssued", "DelegationTokenRenewed", "DelegationTokenExpired")
+
+
+def _indexed_diff(index: HistoryIndex, a: int, b: int) -> Diff:
+    """The diff from the history index alone: the rows in [a, b) and one probe per touched credential or token.
+
+    ACL ids are never reused (a fresh UUID per created ACL), so an ACL created in
+    [a, b) and not deleted there was added, and one deleted there but not created
+    there was removed (its delete row carries its binding).  A credential's state
+    at a point is its last event before it; two upsert events never carry the same
+    sealed secret (a fresh salt and nonce per seal), so one upserted in [a, b) differs.
+    """
+    added: dict[str, tuple] = {}
+    removed: dict[str, tuple] = {}
+    for row in index.acl_changes(a, b):  # (created, ACL id, ...)
+        if row[0]:
+            added[row[1]] = row
+        elif added.pop(row[1], None) is None:
+            removed[row[1]] = row
+    scram_last: dict[str, tuple[str, str]] = {}
+    token_rows = []
+    for offset, event_type, entity, payload in index.entity_changes(a, b):
+        if event_type in _SCRAM_EVENTS:
+            scram_last[entity] = (event_type, payload)
+        else:
+            token_rows.append((offset, event_type, entity, payload))
+    upserted, deleted = _credential_changes(index, a, scram_last)
+    issued, renewed, expired, gone = _token_changes(index, a, token_rows)
+    return Diff(a, b, tuple((i, binding(added[i])) for i in sorted(added)),
+                tuple((i, binding(removed[i])) for i in sorted(removed)), upserted, deleted, issued, renewed, expired,
+                gone)
+
+
+def _credential_changes(index: HistoryIndex, a: int, last: dict[str, tuple[str, str]]):
+    """(upserted, deleted) credentials, given each touched credential's last event before the end."""
+    upserted = [_credential(json.loads(payload)) for event_type, payload in last.values()
+                if event_type == "ScramCredentialUpserted"]
+    # a credential deleted last was deleted if it existed at the start: its last event before it says
+    before = index.last_changes([e for e, (t, _) in last.items() if t == "ScramCredentialDeleted"], a, _SCRAM_EVENTS)
+    deleted = [_credential(json.loads(payload)) for _, event_type, payload in before.values()
+               if event_type == "ScramCredentialUpserted"]
+    return tuple(sorted(upserted)), tuple(sorted(deleted))
+
+
+def _credential(payload: dict) -> Credential:
+    return payload["user"], ScramMechanism[payload["mechanism"]], payload["iterations"]
+
+
+def _token_changes(index: HistoryIndex, a: int, rows: list[tuple[int, str, str, str]]):
+    """(issued, renewed, expired, removed) tokens, given the token events in [a, b) in order.
+
+    Token ids are never reused (a fresh UUID per token): one whose first event in
+    [a, b) issues it did not exist at a; the others' state at a is looked up.
+    """
+    first: dict[str, str] = {}
+    for _, event_type, entity, _ in rows:
+        first.setdefault(entity, event_type)
+    present = index.last_changes([e for e, t in first.items() if t != "DelegationTokenIssued"], a, _TOKEN_PRESENCE)
+    issued_rows = {e: payload for e, (_, t, payload) in present.items() if t == "DelegationTokenIssued"}
+    expiry_rows = index.last_changes(issued_rows, a, _TOKEN_EXPIRY)
+    at_start: dict[str, tuple[TokenInfo, int]] = {  # (as issued, expiry at a)
+        e: (_token(json.loads(payload)), json.loads(expiry_rows[e][2])["expiry_timestamp_ms"])
+        for e, payload in issued_rows.items()}
+    now: dict[str, tuple[TokenInfo, int] | None] = dict(at_start)
+    renewed: dict[str, list] = {}
+    expired: dict[str, list] = {}
+    for offset, event_type, entity, payload in rows:
+        if event_type == "DelegationTokenIssued":
+            info = _token(json.loads(payload))
+            now[entity] = (info, info.expiry_timestamp_ms)
+        elif event_type == "DelegationTokenRemoved":
+            now[entity] = None
+        elif (state := now.get(entity)) is not None:  # renewed or expired
+            info, old = state
+            expiry = json.loads(payload)["expiry_timestamp_ms"]
+            target = renewed if event_type == "DelegationTokenRenewed" else expired
+            entry = target.setdefault(info.token_id, [info.owner, old, 0, 0])
+            entry[2], entry[3] = expiry, offset
+            now[entity] = (info, expiry)
+    issued, gone = [], []
+    for entity in sorted(first):  # 'token:<id>': in token id order
+        old, new = at_start.get(entity), now.get(entity)
+        if old is None and new is not None:
+            issued.append(_expiring(*new))
+        elif old is not None and new is None:
+            gone.append(_expiring(*old))
+
+    def changes(found: dict[str, list]) -> tuple[TokenExpiryChange, ...]:
+        return tuple(TokenExpiryChange(t, *found[t]) for t in sorted(found))
+
+    return tuple(issued), changes(renewed), changes(expired), tuple(gone)
+
+
+def _expiring(info: TokenInfo, expiry_ms: int) -> TokenInfo:
+    return info if info.expiry_timestamp_ms == expiry_ms else replace(info, expiry_timestamp_ms=expiry_ms)
+
+
+def _token(payload: dict) -> TokenInfo:
+    return TokenInfo(payload["token_id"], payload["owner"], payload["requester"], tuple(payload["renewers"]),
+                     payload["issue_timestamp_ms"], payload["expiry_timestamp_ms"], payload["max_timestamp_ms"])

@@ -49,7 +49,7 @@ from events.records import (
 from events.redact import redacted
 from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 
-__all__ = ["HistoryIndex", "IndexedEvent", "index_problem", "token_parties"]
+__all__ = ["HistoryIndex", "IndexedEvent", "binding", "index_problem", "token_parties"]
 
 logger = logging.getLogger("secmeta.history_index")
 INDEX_DIR = "history"
@@ -130,8 +130,7 @@ def _indexed(row: tuple) -> IndexedEvent:
     if restype is None:
         binding, payload = None, json.loads(payload)
     else:
-        binding = AclBinding.of(ResourceType(restype), name, PatternType(pattern), principal, acl_host,
-                                AclOperation(op), AclPermissionType(perm))
+        binding = _binding(restype, name, pattern, principal, acl_host, op, perm)
         event = _ACL_EVENTS[etype](entity.split(":", 1)[1], binding)
         payload = redacted(Envelope(offset, ts, actor, host, request, event))["payload"]
     return IndexedEvent(offset, ts, actor, host, request, etype, entity, principal, binding,
@@ -302,6 +301,60 @@ class HistoryIndex:
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY offset", (lo, hi, *args)).fetchall()
         return map(_indexed, rows)
+
+    @property
+    def first_offset(self) -> int:
+        """The first offset the index holds a row for."""
+        return self._start
+
+    def acl_changes(self, lo: int, hi: int) -> list[tuple]:
+        """(created: 1, deleted: 0; ACL id; the binding's fields...) of the ACL events in [lo, hi), in offset order.
+
+        ``binding(row)`` makes a row's AclBinding (built only for the rows a caller keeps).
+        """
+        with self._lock:
+            return self._db.execute(
+                "SELECT type = 'AclCreated', substr(entity, 5), restype, name, pattern, principal, acl_host, op, perm FROM events "
+                "WHERE offset >= ? AND offset < ? AND +restype IS NOT NULL ORDER BY offset", (lo, hi)).fetchall()
+
+    def entity_changes(self, lo: int, hi: int) -> list[tuple[int, str, str, str]]:
+        """(offset, event type, entity key, redacted payload as JSON) of the SCRAM and token events in [lo, hi)."""
+        with self._lock:
+            return self._db.execute(
+                "SELECT offset, type, entity, payload FROM events WHERE offset >= ? AND offset < ? "
+                "AND +restype IS NULL ORDER BY offset", (lo, hi)).fetchall()
+
+    def last_changes(self, entities: Iterable[str], before: int,
+                     event_types: Iterable[str]) -> dict[str, tuple[int, str, str]]:
+        """Each SCRAM or token entity's last event before ``before`` of one of ``event_types``.
+
+        entity key -> (offset, event type, redacted payload as JSON); one probe of
+        ``by_entity`` per entity.  Entities without such an event are left out.
+        """
+        types = sorted(event_types)
+        sql = ("SELECT k.value, e.offset, e.type, e.payload FROM json_each(?) AS k JOIN events AS e "
+               "ON e.offset = (SELECT offset FROM events WHERE restype IS NULL AND entity = k.value "
+               f"AND offset < ? AND type IN ({', '.join('?' * len(types))}) ORDER BY offset DESC LIMIT 1)")
+        with self._lock:
+            rows = self._db.execute(sql, (json.dumps(list(entities)), before, *types)).fetchall()
+        return {entity: change for entity, *change in rows}
+
+
+def binding(row: tuple) -> AclBinding:
+    """The AclBinding of a row ``HistoryIndex.acl_changes`` returns."""
+    return _binding(*row[2:])
+
+
+def _binding(restype: int, name: str, pattern: int, principal: str, host: str, op: int, perm: int) -> AclBinding:
+    return AclBinding.of(_RESOURCE_TYPES[restype], name, _PATTERN_TYPES[pattern], principal, host, _OPERATIONS[op],
+                         _PERMISSIONS[perm])
+
+
+# by code: a dict lookup is several times cheaper than calling the enum
+_RESOURCE_TYPES = {int(t): t for t in ResourceType}
+_PATTERN_TYPES = {int(t): t for t in PatternType}
+_OPERATIONS = {int(t): t for t in AclOperation}
+_PERMISSIONS = {int(t): t for t in AclPermissionType}
 
 
 def _party_rows(rows: Iterable[tuple]) -> Iterator[tuple[str, int]]:

@@ -10,9 +10,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import AclBindingFilter, PatternType, ResourcePatternFilter, ResourceType
+from core import AclBindingFilter, PatternType, ResourcePatternFilter, ResourceType, ScramMechanism
 from core.history_index import HistoryIndex, index_problem
-from tests.core.test_timetravel_properties import NAMES, OPS, PRINCIPALS, TYPES, run, steps
+from tests.core.test_timetravel_properties import (
+    NAMES,
+    OPS,
+    PRINCIPALS,
+    TYPES,
+    requests,
+    run,
+    steps,
+)
 from tests.logkit import Clock, make_keyring
 from tests.storekit import ADMIN, acl, store_at
 
@@ -69,6 +77,30 @@ def test_the_index_answers_exactly_as_a_full_scan(keyring, plan, queries, timeli
         for principal, op, rt, name in timelines:
             assert store.access_timeline(principal, op, rt, name) == scanned(
                 store, store.access_timeline, principal, op, rt, name)
+
+
+# credentials and tokens changing again and again: a diff from the index must find their state before a point
+churn = st.lists(st.tuples(st.one_of(
+    requests,
+    st.tuples(st.just("upsert"), st.just("alice"), st.just(ScramMechanism.SCRAM_SHA_256)),
+    st.tuples(st.just("unset"), st.just("alice"), st.just(ScramMechanism.SCRAM_SHA_256)),
+    st.tuples(st.just("renew"), st.integers(0, 1)),
+    st.tuples(st.just("expire"), st.integers(0, 1), st.sampled_from([-1, 1500])),
+), st.sampled_from([0, 1])), min_size=1, max_size=16)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=60)
+@given(plan=churn)
+def test_diff_from_the_index_equals_the_images_between_every_two_points(keyring, plan):
+    """diff(a, b) from the index rows equals the images at a and b compared, for every a <= b of random logs."""
+    clock = Clock()
+    with tempfile.TemporaryDirectory() as tmp, store_at(Path(tmp) / "store", keyring, clock=clock) as store:
+        run(store, clock, plan)
+        assert store.timetravel.index.wait(10)
+        end = store.log.end_offset
+        for a in range(end + 1):
+            for b in range(a, end + 1):
+                assert store.diff(a, b) == scanned(store, store.diff, a, b)
 
 
 def _store_with_history(path: Path, keyring, clock: Clock):
