@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Generic, Protocol, TypeVar
@@ -31,18 +31,50 @@ from projections.snapshot import (
 
 S = TypeVar("S")
 logger = logging.getLogger("secmeta.snapshots")
-# Replay applies events in chunks this large: a projection's result does not depend on
-# how events are split into applies, and big chunks let images build in bulk.
+# Replay reads events in chunks of REPLAY_CHUNK into one delta and applies it every
+# REPLAY_APPLY events (and at the end): a projection's result does not depend on how
+# events are split into applies, and big applies let images build in bulk.
 REPLAY_CHUNK = 100_000
+REPLAY_APPLY = 2_000_000
 PRUNE_RETRIES = 3
 
 
+class Delta(Protocol[S]):
+    """A state plus events replayed into it so far."""
+
+    def replay_all(self, envelopes: Iterable[Envelope]) -> None: ...
+
+    def apply(self, next_offset: int) -> S: ...
+
+
 class Projection(Protocol[S]):
-    """How a batch of events changes a state (a pure function of both)."""
+    """How a batch of events changes a state (a pure function of both).
+
+    A projection may also offer ``delta(state) -> Delta``: replay then reads
+    many batches into one delta and applies it once (see REPLAY_APPLY).
+    """
 
     empty: S
 
     def apply(self, state: S, envelopes: Sequence[Envelope]) -> S: ...
+
+
+class _Applied(Generic[S]):
+    """The Delta of a projection without its own: each replayed chunk is applied at once."""
+
+    def __init__(self, projection: Projection[S], state: S):
+        self.projection, self.state = projection, state
+
+    def replay_all(self, envelopes: Iterable[Envelope]) -> None:
+        self.state = self.projection.apply(self.state, list(envelopes))
+
+    def apply(self, next_offset: int) -> S:
+        return self.state
+
+
+def _delta(projection: Projection[S], state: S) -> Delta[S]:
+    delta = getattr(projection, "delta", None)
+    return _Applied(projection, state) if delta is None else delta(state)
 
 
 @dataclass(frozen=True)
@@ -104,12 +136,18 @@ def load_state(log: Log, projection: Projection[S], codec: SnapshotCodec[S], *, 
         state, start = projection.empty, log.start_offset
     else:
         start = info.next_offset
-    replayed = 0
+    replayed = pending = 0
     position = start
     events = log.read(start, end)
+    delta = _delta(projection, state)
     while chunk := list(islice(events, REPLAY_CHUNK)):
-        state = projection.apply(state, chunk)
-        replayed, position = replayed + len(chunk), chunk[-1].offset + 1
+        delta.replay_all(chunk)
+        replayed, pending, position = replayed + len(chunk), pending + len(chunk), chunk[-1].offset + 1
+        if pending >= REPLAY_APPLY:
+            state, pending = delta.apply(position), 0
+            delta = _delta(projection, state)
+    if pending:
+        state = delta.apply(position)
     return LoadedState(state, position, info, replayed, tuple(rejected))  # type: ignore[arg-type]
 
 

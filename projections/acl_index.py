@@ -2,38 +2,72 @@
 
 Per resource type (``TypeIndex``): literal names and prefixes each map to a
 node; a node holds one ``Group`` per principal (a single principal's group
-is the node itself); a group folds its ACLs into packed masks per host (see
-``acl_match``).  A lookup probes the literal name, the literal ``*`` and
-only the prefix lengths that exist for the type.  ``grants`` indexes the
-same groups by principal, then by (operation, permission, pattern type),
-for ``authorize_by_resource_type``.  Updates replace only the touched
-groups, nodes and map paths, so untouched structure is shared.
+is the node itself, a few principals' groups a ``Few`` tuple, many a
+``Multi`` map); a group folds its ACLs into packed masks per host (see
+``acl_match``) and is the one place an ACL is stored: the image maps each
+ACL id to its group, which gives the ACL's binding back (``Group.binding``).
+A lookup probes the literal name, the literal ``*`` and only the prefix
+lengths that exist for the type.  ``grants`` indexes the same groups by
+principal, then by (operation, permission, pattern type), for
+``authorize_by_resource_type``; it is built on first use and kept up to
+date from then on.  Updates replace only the touched groups, nodes and map
+paths, so untouched structure is shared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import sys
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
 import immutables
 
-from events.types import WILDCARD, WILDCARD_PRINCIPAL, AclBinding, PatternType
+from events.types import (
+    WILDCARD,
+    WILDCARD_PRINCIPAL,
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from projections.acl_entries import canonical_entry
 from projections.acl_match import ACL_BITS, DENY_SHIFT, acl_network, client_address
 
 __all__ = [
+    "KINDS",
     "AclIndex",
     "EMPTY_MAP",
+    "Few",
     "Group",
+    "HostGroup",
     "Multi",
     "Node",
     "TypeIndex",
     "grant_key",
+    "group_of",
+    "node_of",
 ]
 
 EMPTY_MAP: immutables.Map = immutables.Map()
 _TYPE_CODES = 8  # ResourceType codes 0..7
 _PREFIXED_KEY = 2 * DENY_SHIFT
+_FEW = 8  # nodes with up to this many principals hold their groups in a tuple
+
+#: (ResourceType, PatternType) members by (type code, pattern code), for the patterns an image holds.
+KINDS: Mapping[tuple[int, int], tuple[ResourceType, PatternType]] = {
+    (int(t), int(p)): (t, p) for t in ResourceType for p in (PatternType.LITERAL, PatternType.PREFIXED)
+}
+
+# The (operation, permission) of each nonzero packed bit.
+_BIT_FIELDS: dict[int, tuple[AclOperation, AclPermissionType]] = {
+    ACL_BITS[permission][operation]: (operation, permission)
+    for permission in (AclPermissionType.ALLOW, AclPermissionType.DENY)
+    for operation in AclOperation
+}
 
 
 def grant_key(operation: int, deny: bool, prefixed: bool) -> int:
@@ -54,20 +88,27 @@ def _shared(mask: int) -> int:
 class Group:
     """The ACLs of one principal on one resource pattern, as packed masks.
 
-    ``any_host`` holds the bits of host-``*`` ACLs; ``hosts`` (or None) maps
-    every other ACL host string to its bits; ``nets`` (or None) lists the
-    CIDR hosts as (version, network, netmask, bits).  ``ids`` is one ACL id
-    or a sorted tuple of them.
+    This class holds exactly one ACL with host ``*`` whose one bit names
+    its operation and permission (``ids`` is its id); every other group is
+    a ``HostGroup``.  ``any_host`` holds the bits of host-``*`` ACLs;
+    ``hosts`` (or None) maps every other ACL host string to its bits;
+    ``nets`` (or None) lists the CIDR hosts as (version, network, netmask,
+    bits).  ``name`` and ``kind`` ((ResourceType, PatternType)) are the
+    pattern the group sits under.
     """
 
-    __slots__ = ("principal", "ids", "any_host", "hosts", "nets")
+    __slots__ = ("principal", "ids", "any_host", "name", "kind")
 
-    def __init__(self, principal, ids, any_host, hosts, nets):
-        self.principal: str = principal
+    hosts: dict[str, int] | None = None
+    nets: tuple[tuple[int, int, int, int], ...] | None = None
+    entries: tuple[AccessControlEntry, ...] | None = None
+
+    def __init__(self, principal: str, ids, any_host: int, name: str, kind: tuple[ResourceType, PatternType]):
+        self.principal = principal
         self.ids: str | tuple[str, ...] = ids
-        self.any_host: int = any_host
-        self.hosts: dict[str, int] | None = hosts
-        self.nets: tuple[tuple[int, int, int, int], ...] | None = nets
+        self.any_host = any_host
+        self.name = name
+        self.kind = kind
 
     def host_bits(self, host: str) -> int:
         """The packed bits of this group's ACLs that apply to a client host."""
@@ -115,25 +156,131 @@ class Group:
                 bits |= mask
         return bits
 
+    def members(self) -> list[tuple[str, AccessControlEntry]]:
+        """(acl_id, entry) of every ACL of the group."""
+        operation, permission = _BIT_FIELDS[self.any_host]
+        return [(self.ids, canonical_entry(self.principal, WILDCARD, operation, permission))]  # type: ignore[list-item]
+
+    def entry(self, acl_id: str) -> AccessControlEntry:
+        """The entry of one of the group's ACLs."""
+        return self.members()[0][1]
+
+    def pattern(self) -> ResourcePattern:
+        resource_type, pattern_type = self.kind
+        return ResourcePattern(resource_type, self.name, pattern_type)
+
+    def binding(self, acl_id: str) -> AclBinding:
+        """The binding of one of the group's ACLs."""
+        return AclBinding(self.pattern(), self.entry(acl_id))
+
+    def pairs(self) -> list[tuple[str, AclBinding]]:
+        """(acl_id, binding) of every ACL of the group."""
+        pattern = self.pattern()
+        return [(acl_id, AclBinding(pattern, entry)) for acl_id, entry in self.members()]
+
+    def _fields(self) -> tuple:
+        return (self.principal, self.ids, self.any_host, self.name, self.kind, self.hosts, self.nets, self.entries)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Group):
             return NotImplemented
-        return (
-            self.principal == other.principal
-            and self.ids == other.ids
-            and self.any_host == other.any_host
-            and self.hosts == other.hosts
-            and self.nets == other.nets
-        )
+        return type(self) is type(other) and self._fields() == other._fields()
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"Group({self.principal!r}, ids={self.ids!r}, any_host={self.any_host:#x}, hosts={self.hosts!r})"
+        return (
+            f"{type(self).__name__}({self.principal!r}, ids={self.ids!r}, any_host={self.any_host:#x}, "
+            f"hosts={self.hosts!r})"
+        )
+
+
+class HostGroup(Group):
+    """A group of several ACLs, or of one whose host is not ``*``; ``entries`` parallel ``acl_ids()``."""
+
+    __slots__ = ("hosts", "nets", "entries")
+
+    def __init__(self, principal, ids, any_host, name, kind, hosts, nets, entries):
+        super().__init__(principal, ids, any_host, name, kind)
+        self.hosts = hosts
+        self.nets = nets
+        self.entries = entries
+
+    def members(self) -> list[tuple[str, AccessControlEntry]]:
+        return list(zip(self.acl_ids(), self.entries, strict=True))  # type: ignore[arg-type]
+
+    def entry(self, acl_id: str) -> AccessControlEntry:
+        return self.entries[self.acl_ids().index(acl_id)]  # type: ignore[index]
+
+
+Member = tuple[str, str, int, int]  # acl_id, host, operation code, permission code
+
+
+def group_of(principal: str, name: str, kind: tuple[ResourceType, PatternType], members: list[Member]) -> Group:
+    """The group of one principal's ACLs (non-empty) on one pattern.
+
+    ``principal`` and ``name`` should be the strings the group is to share
+    (interned principal, the node's name).
+    """
+    if len(members) == 1:
+        acl_id, host, operation, permission = members[0]
+        if host == WILDCARD:
+            bit = ACL_BITS[permission][operation]
+            if bit:
+                return Group(principal, acl_id, bit, name, kind)
+    members = sorted(members)
+    any_host = 0
+    hosts: dict[str, int] | None = None
+    for _, host, operation, permission in members:
+        bit = ACL_BITS[permission][operation]
+        if host == WILDCARD:
+            any_host |= bit
+        else:
+            if hosts is None:
+                hosts = {}
+            hosts[host] = hosts.get(host, 0) | bit
+    nets = None
+    if hosts is not None:
+        hosts = {sys.intern(host): _shared(mask) for host, mask in hosts.items()}
+        found = []
+        for host, mask in hosts.items():
+            network = acl_network(host)
+            if network is not None:
+                found.append((*network, mask))
+        nets = tuple(sorted(found)) or None
+    ids = members[0][0] if len(members) == 1 else tuple(m[0] for m in members)
+    entries = tuple(canonical_entry(principal, m[1], m[2], m[3]) for m in members)
+    return HostGroup(principal, ids, _shared(any_host), name, kind, hosts, nets, entries)
+
+
+class Few(tuple):
+    """A node with the groups of 2 to ``_FEW`` principals, sorted by principal."""
+
+    __slots__ = ()
+
+    def bits(self, principal: str, host: str) -> int:
+        bits = 0
+        for group in self:
+            own = group.principal
+            if own == principal or own == WILDCARD_PRINCIPAL:
+                bits |= group.any_host if group.hosts is None else group.host_bits(host)
+        return bits
+
+    def group(self, principal: str) -> Group | None:
+        for group in self:
+            if group.principal == principal:
+                return group
+        return None
+
+    def groups(self) -> Iterable[Group]:
+        return self
+
+    def __repr__(self) -> str:
+        return f"Few({tuple(self)!r})"
 
 
 class Multi:
-    """A node with groups of several principals (principal -> Group)."""
+    """A node with the groups of more than ``_FEW`` principals (principal -> Group)."""
 
     __slots__ = ("by_principal",)
 
@@ -168,72 +315,33 @@ class Multi:
         return f"Multi({dict(self.by_principal)!r})"
 
 
-Node = Group | Multi
+Node = Group | Few | Multi
 
 
-Entries = list[tuple[str, AclBinding]]
-
-
-def _build_group(principal: str, entries: Entries) -> Group | None:
-    """Fold (acl_id, binding) pairs of one principal on one pattern into a Group."""
-    if not entries:
+def node_of(groups: list[Group]) -> Node | None:
+    """The node holding these groups (one per principal), or None for none."""
+    if len(groups) == 1:
+        return groups[0]
+    if not groups:
         return None
-    if len(entries) == 1:
-        acl_id, binding = entries[0]
-        entry = binding.entry
-        if entry.host == WILDCARD:
-            bit = ACL_BITS[entry.permission_type][entry.operation]
-            return Group(principal, acl_id, bit, None, None)
-    any_host = 0
-    hosts: dict[str, int] | None = None
-    for _, binding in entries:
-        entry = binding.entry
-        bit = ACL_BITS[entry.permission_type][entry.operation]
-        host = entry.host
-        if host == WILDCARD:
-            any_host |= bit
-        else:
-            if hosts is None:
-                hosts = {}
-            hosts[host] = hosts.get(host, 0) | bit
-    nets = None
-    if hosts is not None:
-        hosts = {host: _shared(mask) for host, mask in hosts.items()}
-        found = []
-        for host, mask in hosts.items():
-            network = acl_network(host)
-            if network is not None:
-                found.append((*network, mask))
-        nets = tuple(sorted(found)) or None
-    if len(entries) == 1:
-        ids: str | tuple[str, ...] = entries[0][0]
-    else:
-        ids = tuple(sorted(acl_id for acl_id, _ in entries))
-    return Group(principal, ids, _shared(any_host), hosts, nets)
+    if len(groups) <= _FEW:
+        return Few(sorted(groups, key=_principal))
+    return Multi(immutables.Map({group.principal: group for group in groups}))
+
+
+def _principal(group: Group) -> str:
+    return group.principal
 
 
 def _node_with(node: Node | None, updates: dict[str, Group | None]) -> Node | None:
     """The node after replacing (or, for None, dropping) some principals' groups."""
-    if isinstance(node, Multi):
-        mutation = node.by_principal.mutate()
-        for principal, group in updates.items():
-            if group is None:
-                mutation.pop(principal, None)
-            else:
-                mutation[principal] = group
-        by_principal = mutation.finish()
-        if len(by_principal) > 1:
-            return Multi(by_principal)
-        return next(iter(by_principal.values()), None)
-    groups = {} if node is None else {node.principal: node}
+    groups = {} if node is None else {group.principal: group for group in node.groups()}
     for principal, group in updates.items():
         if group is None:
             groups.pop(principal, None)
         else:
             groups[principal] = group
-    if len(groups) > 1:
-        return Multi(immutables.Map(groups))
-    return next(iter(groups.values()), None)
+    return node_of(list(groups.values()))
 
 
 def _grant_keys(group: Group | None, prefixed: bool) -> list[int]:
@@ -250,16 +358,61 @@ def _grant_keys(group: Group | None, prefixed: bool) -> list[int]:
     return keys
 
 
-@dataclass(frozen=True, slots=True)
 class TypeIndex:
-    """The index of one resource type's ACLs."""
+    """The index of one resource type's ACLs.
 
-    literal: immutables.Map = EMPTY_MAP  # name -> Node (including '*')
-    prefixed: immutables.Map = EMPTY_MAP  # prefix -> Node
-    wildcard: Node | None = None  # literal '*' node, kept apart for the hot path
-    lengths: tuple[int, ...] = ()  # sorted distinct lengths of the prefixes
-    length_counts: immutables.Map = EMPTY_MAP  # length -> number of prefixes
-    grants: immutables.Map = EMPTY_MAP  # principal -> Map(grant_key -> Map(name -> Group))
+    ``literal``: name -> Node (including ``*``); ``prefixed``: prefix -> Node;
+    ``wildcard``: the literal ``*`` node, kept apart for the hot path;
+    ``lengths``: the sorted distinct prefix lengths; ``grants``: principal ->
+    Map(grant_key -> Map(name -> Group)), built on first use.
+    """
+
+    __slots__ = ("literal", "prefixed", "wildcard", "lengths", "length_counts", "_grants")
+
+    def __init__(self, literal: immutables.Map = EMPTY_MAP, prefixed: immutables.Map = EMPTY_MAP,
+                 length_counts: immutables.Map = EMPTY_MAP, grants: immutables.Map | None = EMPTY_MAP):
+        self.literal = literal
+        self.prefixed = prefixed
+        self.wildcard: Node | None = literal.get(WILDCARD)
+        self.lengths: tuple[int, ...] = tuple(sorted(length_counts.keys()))
+        self.length_counts = length_counts
+        self._grants = grants
+
+    @classmethod
+    def of(cls, literal: dict[str, Node], prefixed: dict[str, Node]) -> TypeIndex:
+        """A type index of these nodes (its grants left to first use)."""
+        counts: dict[int, int] = {}
+        for name in prefixed:
+            counts[len(name)] = counts.get(len(name), 0) + 1
+        return cls(immutables.Map(literal), immutables.Map(prefixed), immutables.Map(counts), None)
+
+    @property
+    def grants(self) -> immutables.Map:
+        """principal -> Map(grant_key -> Map(name -> Group)) of every group."""
+        grants = self._grants
+        if grants is None:
+            grants = self._grants = self._built_grants()
+        return grants
+
+    def _built_grants(self) -> immutables.Map:
+        tables: dict[tuple[str, int], dict[str, Group]] = {}
+        for offset, nodes in ((0, self.literal), (_PREFIXED_KEY, self.prefixed)):
+            for name, node in nodes.items():
+                for group in node.groups():
+                    bits = group.union_bits()
+                    while bits:
+                        low = bits & -bits
+                        key = (group.principal, low.bit_length() - 1 + offset)
+                        table = tables.get(key)
+                        if table is None:
+                            tables[key] = {name: group}
+                        else:
+                            table[name] = group
+                        bits ^= low
+        nested: dict[str, dict[int, immutables.Map]] = {}
+        for (principal, key), table in tables.items():
+            nested.setdefault(principal, {})[key] = immutables.Map(table)
+        return immutables.Map({principal: immutables.Map(per_key) for principal, per_key in nested.items()})
 
     def applicable_nodes(self, name: str) -> Iterator[Node]:
         """Nodes whose pattern covers a resource name: literal, '*', then prefixes."""
@@ -277,25 +430,42 @@ class TypeIndex:
             if node is not None:
                 yield node
 
-    def updated(self, changes: dict, acls: Mapping[str, AclBinding]) -> TypeIndex:
-        """Apply {(pattern type, name): {principal: (removed ids, added entries)}}."""
+    def nodes(self) -> Iterator[Node]:
+        """Every node, literal then prefixed."""
+        yield from self.literal.values()
+        yield from self.prefixed.values()
+
+    def updated(self, resource_type: int, changes: dict, rebuilt: list[Group]) -> TypeIndex:
+        """Apply {(pattern type, name): {principal: (removed ids, added members)}}.
+
+        Every group made anew is appended to ``rebuilt``.
+        """
         literal = self.literal.mutate()
         prefixed = self.prefixed.mutate()
         counts = self.length_counts.mutate()
-        grants = _GrantsUpdate(self.grants)
+        grants = None if self._grants is None else _GrantsUpdate(self._grants)
         for (pattern_type, name), per_principal in changes.items():
             is_prefixed = pattern_type == PatternType.PREFIXED
+            kind = KINDS[resource_type, pattern_type]
             store = prefixed if is_prefixed else literal
             node = store.get(name)
+            if node is not None:
+                name = next(iter(node.groups())).name  # share the node's string
             updates: dict[str, Group | None] = {}
             for principal, (gone, new) in per_principal.items():
                 old = None if node is None else node.group(principal)
                 if old is not None:
-                    kept = [(i, acls[i]) for i in old.acl_ids() if i not in gone]
+                    principal = old.principal
+                    kept = [(i, e.host, e.operation, e.permission_type) for i, e in old.members() if i not in gone]
                     new = kept + new
-                group = _build_group(principal, new)
+                else:
+                    principal = sys.intern(principal)
+                group = group_of(principal, name, kind, new) if new else None
                 updates[principal] = group
-                grants.replace(principal, is_prefixed, name, old, group)
+                if group is not None:
+                    rebuilt.append(group)
+                if grants is not None:
+                    grants.replace(principal, is_prefixed, name, old, group)
             new_node = _node_with(node, updates)
             if new_node is not None:
                 store[name] = new_node
@@ -309,91 +479,18 @@ class TypeIndex:
                         counts[len(name)] = left
                     else:
                         del counts[len(name)]
-        return _type_index(literal.finish(), prefixed.finish(), counts.finish(), grants.finish())
+        return TypeIndex(literal.finish(), prefixed.finish(), counts.finish(),
+                         None if grants is None else grants.finish())
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TypeIndex):
+            return NotImplemented
+        return self.literal == other.literal and self.prefixed == other.prefixed
 
-def _type_index(literal, prefixed, length_counts, grants) -> TypeIndex:
-    return TypeIndex(
-        literal=literal,
-        prefixed=prefixed,
-        wildcard=literal.get(WILDCARD),
-        lengths=tuple(sorted(length_counts.keys())),
-        length_counts=length_counts,
-        grants=grants,
-    )
+    __hash__ = None  # type: ignore[assignment]
 
-
-def _built(sources: tuple[dict[str, Entries], dict[str, Entries]]) -> TypeIndex:
-    """A type index from (literal, prefixed) name -> entries, built in dicts then frozen.
-
-    Most patterns hold one ACL: that group is made inline (its one bit is its
-    one grant key); grants gather in one flat (principal, key) table, nested
-    once at the end.
-    """
-    nodes: tuple[dict[str, Node], dict[str, Node]] = ({}, {})
-    grants: dict[tuple[str, int], dict[str, Group]] = {}
-    facts: dict[int, tuple[str, int, bool]] = {}  # id(entry) -> (principal, bit, host is '*')
-    bits_of = ACL_BITS
-    for prefixed in (0, 1):
-        offset = _PREFIXED_KEY if prefixed else 0
-        out = nodes[prefixed]
-        for name, entries in sources[prefixed].items():
-            if len(entries) == 1:
-                acl_id, binding = entries[0]
-                entry = binding.entry
-                fact = facts.get(id(entry))
-                if fact is None:
-                    fact = facts[id(entry)] = (
-                        entry.principal,
-                        bits_of[entry.permission_type][entry.operation],
-                        entry.host == WILDCARD,
-                    )
-                principal, bit, any_host = fact
-                if any_host:
-                    group = out[name] = Group(principal, acl_id, bit, None, None)
-                    key = (principal, bit.bit_length() - 1 + offset)
-                    table = grants.get(key)
-                    if table is None:
-                        grants[key] = {name: group}
-                    else:
-                        table[name] = group
-                    continue
-                members: Sequence[Group] = (_build_group(principal, entries),)
-            else:
-                per_principal: dict[str, Entries] = {}
-                for pair in entries:
-                    per_principal.setdefault(pair[1].entry.principal, []).append(pair)
-                members = [_build_group(p, e) for p, e in per_principal.items()]
-            for member in members:
-                bits = member.union_bits()
-                while bits:
-                    low = bits & -bits
-                    key = (member.principal, low.bit_length() - 1 + offset)
-                    table = grants.get(key)
-                    if table is None:
-                        grants[key] = {name: member}
-                    else:
-                        table[name] = member
-                    bits ^= low
-            if len(members) == 1:
-                out[name] = members[0]
-            else:
-                out[name] = Multi(immutables.Map({m.principal: m for m in members}))
-    counts: dict[int, int] = {}
-    for name in nodes[1]:
-        counts[len(name)] = counts.get(len(name), 0) + 1
-    nested: dict[str, dict[int, immutables.Map]] = {}
-    for (principal, key), table in grants.items():
-        tables = nested.get(principal)
-        if tables is None:
-            tables = nested[principal] = {}
-        tables[key] = immutables.Map(table)
-    return _type_index(
-        immutables.Map(nodes[0]),
-        immutables.Map(nodes[1]),
-        immutables.Map(counts),
-        immutables.Map({principal: immutables.Map(tables) for principal, tables in nested.items()}),
-    )
+    def __repr__(self) -> str:
+        return f"TypeIndex(<{len(self.literal)} literal, {len(self.prefixed)} prefixed>)"
 
 
 class _GrantsUpdate:
@@ -465,64 +562,121 @@ class AclIndex:
             return t.prefixed.get(name)
         return None
 
+    def groups(self) -> Iterator[Group]:
+        """Every group of every type."""
+        for t in self.types:
+            for node in t.nodes():
+                yield from node.groups()
+
     def updated(
-        self,
-        removed: Iterable[tuple[str, AclBinding]],
-        added: Iterable[tuple[str, AclBinding]],
-        acls: Mapping[str, AclBinding],
-    ) -> AclIndex:
-        """A new index with ACLs removed and added; ``acls`` is the new id map."""
-        if not removed and self.is_empty():
-            return AclIndex._bulk(added)
+        self, removed: Iterable[tuple[str, Group]], added: Iterable[tuple[str, AclBinding]]
+    ) -> tuple[AclIndex, list[Group]]:
+        """A new index with ACLs removed (id, the group that held it) and added; and the groups made anew."""
         changes: dict[int, dict] = {}
-        for position, pairs in ((0, removed), (1, added)):
-            for acl_id, binding in pairs:
-                pattern = binding.pattern
-                per_type = changes.get(pattern.resource_type)
-                if per_type is None:
-                    per_type = changes[pattern.resource_type] = {}
-                key = (pattern.pattern_type, pattern.name)
-                per_pattern = per_type.get(key)
-                if per_pattern is None:
-                    per_pattern = per_type[key] = {}
-                principal = binding.entry.principal
-                change = per_pattern.get(principal)
-                if change is None:
-                    change = per_pattern[principal] = (set(), [])
-                if position == 0:
-                    change[0].add(acl_id)
-                else:
-                    change[1].append((acl_id, binding))
+
+        def change(resource_type: int, pattern_type: int, name: str, principal: str) -> tuple[set, list]:
+            per_type = changes.get(resource_type)
+            if per_type is None:
+                per_type = changes[resource_type] = {}
+            per_pattern = per_type.get((pattern_type, name))
+            if per_pattern is None:
+                per_pattern = per_type[(pattern_type, name)] = {}
+            found = per_pattern.get(principal)
+            if found is None:
+                found = per_pattern[principal] = (set(), [])
+            return found
+
+        for acl_id, group in removed:
+            resource_type, pattern_type = group.kind
+            change(resource_type, pattern_type, group.name, group.principal)[0].add(acl_id)
+        for acl_id, binding in added:
+            pattern, entry = binding.pattern, binding.entry
+            change(pattern.resource_type, pattern.pattern_type, pattern.name, entry.principal)[1].append(
+                (acl_id, entry.host, entry.operation, entry.permission_type)
+            )
+        rebuilt: list[Group] = []
         if not changes:
-            return self
+            return self, rebuilt
         types = list(self.types)
         for resource_type, per_type in changes.items():
-            types[resource_type] = types[resource_type].updated(per_type, acls)
+            types[resource_type] = types[resource_type].updated(resource_type, per_type, rebuilt)
+        return AclIndex(tuple(types)), rebuilt
+
+    @staticmethod
+    def bulk(added: Iterable[tuple[str, AclBinding | None]], acls: dict[str, Group]) -> AclIndex:
+        """An index of these ACLs (ids distinct; a None binding is skipped); fills ``acls`` with id -> group.
+
+        One pass makes the group of a principal's first ACL on a pattern at
+        once when it is a one-ACL ``Group`` (most are); patterns that turn
+        out to hold more gather them per principal and are made after it.
+        """
+        per_type: dict[int, tuple] = {}  # type code -> (literal nodes, prefixed nodes, their kinds)
+        crowded: list[tuple[dict, str, tuple, dict]] = []  # (store, name, kind, principal -> Group or members)
+        prefixed_type = PatternType.PREFIXED
+        intern = sys.intern
+        bits_of = ACL_BITS
+        for acl_id, binding in added:
+            if binding is None:
+                continue
+            pattern, entry = binding.pattern, binding.entry
+            resource_type = pattern.resource_type
+            stores = per_type.get(resource_type)
+            if stores is None:
+                stores = per_type[resource_type] = (
+                    {}, {}, KINDS[resource_type, PatternType.LITERAL], KINDS[resource_type, prefixed_type]
+                )
+            prefixed = pattern.pattern_type == prefixed_type
+            store = stores[prefixed]
+            name = pattern.name
+            held = store.get(name)
+            if held is None:
+                pending = None
+            elif type(held) is dict:
+                pending = held
+            else:
+                name = held.name
+                pending = store[name] = {held.principal: held}
+                crowded.append((store, name, stores[prefixed + 2], pending))
+            principal = intern(entry.principal)
+            if pending is not None:
+                now = pending.get(principal)
+                if now is not None:
+                    if type(now) is list:
+                        now.append((acl_id, entry))
+                    else:
+                        pending[principal] = [*now.members(), (acl_id, entry)]
+                    continue
+            if entry.host == WILDCARD:
+                bit = bits_of[entry.permission_type][entry.operation]
+                if bit:
+                    group = acls[acl_id] = Group(principal, acl_id, bit, name, stores[prefixed + 2])
+                    if pending is None:
+                        store[name] = group
+                    else:
+                        pending[principal] = group
+                    continue
+            if pending is None:
+                pending = store[name] = {}
+                crowded.append((store, name, stores[prefixed + 2], pending))
+            pending[principal] = [(acl_id, entry)]
+        for store, name, kind, pending in crowded:
+            groups = []
+            for principal, held in pending.items():
+                if type(held) is list:
+                    held = group_of(principal, name, kind, [
+                        (acl_id, entry.host, entry.operation, entry.permission_type) for acl_id, entry in held
+                    ])
+                    for acl_id in held.acl_ids():
+                        acls[acl_id] = held
+                groups.append(held)
+            store[name] = node_of(groups)
+        types = list(AclIndex.EMPTY.types)
+        for resource_type, stores in per_type.items():
+            types[resource_type] = TypeIndex.of(stores[0], stores[1])
         return AclIndex(tuple(types))
 
     def is_empty(self) -> bool:
         return all(not t.literal and not t.prefixed for t in self.types)
-
-    @staticmethod
-    def _bulk(added: Iterable[tuple[str, AclBinding]]) -> AclIndex:
-        """An index of additions only (a snapshot load): one pass, then per-type builds."""
-        sources: dict[int, tuple[dict[str, Entries], dict[str, Entries]]] = {}
-        prefixed_type = PatternType.PREFIXED
-        for pair in added:
-            pattern = pair[1].pattern
-            by_pattern = sources.get(pattern.resource_type)
-            if by_pattern is None:
-                by_pattern = sources[pattern.resource_type] = ({}, {})
-            store = by_pattern[pattern.pattern_type == prefixed_type]
-            entries = store.get(pattern.name)
-            if entries is None:
-                store[pattern.name] = [pair]
-            else:
-                entries.append(pair)
-        types = list(AclIndex.EMPTY.types)
-        for resource_type, by_pattern in sources.items():
-            types[resource_type] = _built(by_pattern)
-        return AclIndex(tuple(types))
 
 
 AclIndex.EMPTY = AclIndex()

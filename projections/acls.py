@@ -8,7 +8,6 @@ one (persistent maps: O(k log n) for k changes).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -18,28 +17,29 @@ import immutables
 
 from events.errors import InvalidValueError
 from events.types import (
-    AccessControlEntry,
     AclBinding,
     AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
     PatternType,
-    ResourcePattern,
     ResourceType,
 )
-from projections.acl_index import EMPTY_MAP, AclIndex, Node
+from projections.acl_entries import canonical_entry
+from projections.acl_index import EMPTY_MAP, AclIndex, Group, Node
 from projections.acl_match import filter_matches
 from projections.errors import InconsistentEventError
 from projections.gc_pause import paused_gc
 
-__all__ = ["AclsDelta", "AclsImage", "canonical_binding", "canonical_entry"]
+__all__ = ["AclsDelta", "AclsImage", "canonical_entry"]
 
 
 @dataclass(frozen=True, slots=True, repr=False)
 class AclsImage:
-    """Every ACL by id, plus the authorizer index derived from them."""
+    """Every ACL by id, plus the authorizer index derived from them.
 
-    acls: immutables.Map = EMPTY_MAP  # acl_id -> AclBinding
+    ``acls`` maps each id to the index group that holds the ACL; bindings
+    are made from it when asked for (``get``, iteration, ``matching``).
+    """
+
+    acls: immutables.Map = EMPTY_MAP  # acl_id -> Group
     index: AclIndex = AclIndex.EMPTY
     EMPTY: ClassVar[AclsImage]
 
@@ -53,13 +53,16 @@ class AclsImage:
         The index is built once, in bulk.
         """
         with paused_gc():
-            acls = {acl_id: _indexable(binding) for acl_id, binding in pairs}
-            if not acls:
+            bindings = {acl_id: _indexable(binding) for acl_id, binding in pairs}
+            if not bindings:
                 return cls.EMPTY
-            return cls(immutables.Map(acls), AclIndex.EMPTY.updated((), acls.items(), acls))
+            groups: dict[str, Group] = {}
+            index = AclIndex.bulk(bindings.items(), groups)
+            return cls(immutables.Map(groups), index)
 
     def get(self, acl_id: str) -> AclBinding | None:
-        return self.acls.get(acl_id)
+        group = self.acls.get(acl_id)
+        return None if group is None else group.binding(acl_id)
 
     def __len__(self) -> int:
         return len(self.acls)
@@ -69,7 +72,8 @@ class AclsImage:
 
     def __iter__(self) -> Iterator[tuple[str, AclBinding]]:
         """(acl_id, binding) pairs, in no particular order."""
-        return iter(self.acls.items())
+        for group in self.index.groups():
+            yield from group.pairs()
 
     def find(self, binding: AclBinding) -> str | None:
         """The id of an ACL equal to ``binding`` in all seven fields, or None."""
@@ -78,9 +82,9 @@ class AclsImage:
         group = None if node is None else node.group(binding.entry.principal)
         if group is None:
             return None
-        acls = self.acls
-        for acl_id in group.acl_ids():
-            if acls[acl_id] == binding:
+        entry = binding.entry
+        for acl_id, held in group.members():
+            if held == entry:
                 return acl_id
         return None
 
@@ -92,16 +96,10 @@ class AclsImage:
         """
         pf = f.pattern
         principal = f.entry.principal
-        if pf.name is None and pf.resource_type == ResourceType.ANY:
-            for acl_id, binding in self.acls.items():
-                if filter_matches(f, binding):
-                    yield acl_id, binding
-            return
         if pf.resource_type == ResourceType.ANY:
             types = range(len(self.index.types))
         else:
             types = (pf.resource_type,)
-        acls = self.acls
         for resource_type in types:
             for node in _filter_nodes(self.index, resource_type, pf.pattern_type, pf.name):
                 if principal is None:
@@ -110,8 +108,7 @@ class AclsImage:
                     group = node.group(principal)
                     groups = () if group is None else (group,)
                 for group in groups:
-                    for acl_id in group.acl_ids():
-                        binding = acls[acl_id]
+                    for acl_id, binding in group.pairs():
                         if filter_matches(f, binding):
                             yield acl_id, binding
 
@@ -151,76 +148,11 @@ def _filter_nodes(index: AclIndex, resource_type: int, pattern_type: int, name: 
 _INDEXED_PATTERNS = (PatternType.LITERAL, PatternType.PREFIXED)
 
 
-class _EntryTable:
-    """Interned AccessControlEntry values, shared by every ACL that has them.
-
-    Entries no ACL uses any more are dropped when the table has doubled
-    since the last sweep (a weak table without weak references).
-    """
-
-    __slots__ = ("entries", "limit")
-
-    def __init__(self) -> None:
-        self.entries: dict[tuple, AccessControlEntry] = {}
-        self.limit = 4096
-
-    def get(self, principal: str, host: str, operation: int, permission: int):
-        key = (principal, host, operation, permission)
-        entry = self.entries.get(key)
-        if entry is None:
-            entry = AccessControlEntry(
-                sys.intern(principal),
-                sys.intern(host),
-                AclOperation(operation),
-                AclPermissionType(permission),
-            )
-            key = (entry.principal, entry.host, entry.operation, entry.permission_type)
-            self.entries[key] = entry
-            if len(self.entries) > self.limit:
-                self._sweep()
-        return entry
-
-    def _sweep(self) -> None:
-        entries, getrefcount = self.entries, sys.getrefcount
-        # Referenced only by the table (and the call's argument): unused.
-        unused = [key for key in list(entries) if getrefcount(entries.get(key)) <= 2]
-        for key in unused:
-            del entries[key]
-        self.limit = max(4096, 2 * len(self.entries))
-
-
-_ENTRIES = _EntryTable()
-
-
-def canonical_entry(
-    principal: str, host: str, operation: int, permission_type: int
-) -> AccessControlEntry:
-    """The shared AccessControlEntry with these fields (interned strings, enum members).
-
-    Loaders that build bindings with it spare ``AclsDelta.add`` a copy.
-    """
-    return _ENTRIES.get(principal, host, operation, permission_type)
-
-
-def canonical_binding(binding: AclBinding) -> AclBinding:
-    """The binding with a shared entry and enum members; itself when already so."""
-    pattern, entry = binding.pattern, binding.entry
-    shared = _ENTRIES.get(entry.principal, entry.host, entry.operation, entry.permission_type)
-    resource_type, pattern_type = pattern.resource_type, pattern.pattern_type
-    if type(resource_type) is not ResourceType or type(pattern_type) is not PatternType:
-        pattern = ResourcePattern(
-            ResourceType(resource_type), pattern.name, PatternType(pattern_type)
-        )
-    if pattern is binding.pattern and shared is entry:
-        return binding
-    return AclBinding(pattern, shared)
-
-
 def _indexable(binding: AclBinding) -> AclBinding:
-    """The canonical binding of an ACL an image can hold (LITERAL or PREFIXED), else InvalidValueError."""
+    """The binding of an ACL an image can hold (LITERAL or PREFIXED), else InvalidValueError."""
     if binding.pattern.pattern_type not in _INDEXED_PATTERNS:
         raise InvalidValueError(f"ACL pattern type must be LITERAL or PREFIXED: {binding!r}")
-    return canonical_binding(binding)
+    return binding
 
 
 class AclsDelta:
@@ -246,15 +178,18 @@ class AclsDelta:
         """The binding of an id as the delta stands (image plus changes)."""
         if acl_id in self._changes:
             return self._changes[acl_id]
-        return self.image.acls.get(acl_id)
+        return self.image.get(acl_id)
 
     def add(self, acl_id: str, binding: AclBinding) -> None:
         """Record a new ACL (pattern type must be LITERAL or PREFIXED)."""
-        self._changes[acl_id] = _indexable(binding)
+        if binding.pattern.pattern_type not in _INDEXED_PATTERNS:
+            _indexable(binding)  # raises, naming the binding
+        self._changes[acl_id] = binding
 
     def remove(self, acl_id: str) -> None:
         """Record the removal of an ACL by id."""
-        if self.get(acl_id) is None:
+        changes = self._changes
+        if (changes[acl_id] is None) if acl_id in changes else acl_id not in self.image.acls:
             raise InconsistentEventError(f"removal of ACL {acl_id!r}, which does not exist")
         self._changes[acl_id] = None
 
@@ -262,29 +197,32 @@ class AclsDelta:
         """A new image with the changes; the delta's base image is left as it was."""
         base = self.image
         acls = base.acls
-        removed: list[tuple[str, AclBinding]] = []
+        if not acls:
+            with paused_gc(pause=len(self._changes) >= _BULK):
+                groups: dict[str, Group] = {}
+                index = AclIndex.bulk(self._changes.items(), groups)
+                return AclsImage(immutables.Map(groups), index) if groups else base
+        removed: list[tuple[str, Group]] = []
         added: list[tuple[str, AclBinding]] = []
         for acl_id, binding in self._changes.items():
             old = acls.get(acl_id)
-            if old == binding:
-                continue
             if old is not None:
+                if binding is not None and old.binding(acl_id) == binding:
+                    continue
                 removed.append((acl_id, old))
             if binding is not None:
                 added.append((acl_id, binding))
         if not removed and not added:
             return base
         with paused_gc(pause=len(removed) + len(added) >= _BULK):
-            if acls:
-                mutation = acls.mutate()
-                for acl_id, _ in removed:
-                    del mutation[acl_id]
-                for acl_id, binding in added:
-                    mutation[acl_id] = binding
-                new_acls = mutation.finish()
-            else:
-                new_acls = immutables.Map(added)
-            return AclsImage(new_acls, base.index.updated(removed, added, new_acls))
+            index, rebuilt = base.index.updated(removed, added)
+            mutation = acls.mutate()
+            for acl_id, _ in removed:
+                del mutation[acl_id]
+            for group in rebuilt:
+                for acl_id in group.acl_ids():
+                    mutation[acl_id] = group
+            return AclsImage(mutation.finish(), index)
 
 
 _BULK = 10000  # changes from which applying a delta pauses the cyclic GC

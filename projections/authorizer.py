@@ -125,12 +125,11 @@ def _operations(super_user: bool, bits: int, resource_type: ResourceType, allow_
 
 def acls_on(image: AclsImage, resource_type: ResourceType, resource_name: str) -> list[tuple[str, AclBinding]]:
     """Every (ACL id, binding) whose pattern covers the resource, whoever it is for, by ACL id."""
-    acls = image.acls
     found = [
-        (acl_id, acls[acl_id])
+        pair
         for node in image.index.types[resource_type].applicable_nodes(resource_name)
         for group in node.groups()
-        for acl_id in group.acl_ids()
+        for pair in group.pairs()
     ]
     found.sort(key=lambda pair: pair[0])
     return found
@@ -148,7 +147,7 @@ def _candidates(image: AclsImage, principal: str, t: TypeIndex, name: str):
         for who in principals:
             group = node.group(who)
             if group is not None:
-                candidates.extend((acl_id, image.acls[acl_id]) for acl_id in group.acl_ids())
+                candidates.extend(group.pairs())
     return found, candidates
 
 

@@ -1,29 +1,45 @@
-"""Snapshot codec for SecurityImage: a meta row, credentials, ACL column chunks, tokens.
+"""Snapshot codec for SecurityImage: a meta row, credentials, ACL index chunks, tokens.
 
 Each row holds one branch of a union: a meta row (the image's next_offset,
-written first), a SCRAM credential (its secret stays sealed), a chunk of up
-to ``ACL_CHUNK`` ACLs as one array per field (enums as Kafka's int codes) or
-a delegation token.  Column chunks decode in bulk and the image builds its
-index once from all of them.  Snapshots of format 1 hold one row per ACL
-(``AclRow``); they still load.  Rows are written with explicit branch names;
-the reader tells the branches apart by their fields.
+written first), a SCRAM credential (its secret stays sealed), a chunk of
+the ACL index (``AclNodesRow``) or a delegation token.  An index chunk
+lists whole index nodes in index order: per node its pattern and how many
+principals' groups it holds, per group its principal and how many ACLs,
+per ACL its id, host, operation and permission.  Strings of a column are
+joined into one string by a separator none of them holds and codes are
+bytes, so a chunk decodes as a few values, and the loader makes each group
+and node as it reads them, without a binding per ACL or a second grouping.
+Snapshots of format 2 (``AclColumnsRow``, one array per field) and format 1
+(one ``AclRow`` per ACL) still load, through ``AclsImage.of``.  Rows are
+written with explicit branch names; the reader tells the branches apart by
+their fields.
 """
 
 from __future__ import annotations
 
+import itertools
+import sys
+from array import array
 from collections.abc import Iterable, Iterator
 
+import immutables
+
+from events.errors import InvalidValueError
 from events.keyring import SealedSecret
 from events.types import (
+    WILDCARD,
     AclBinding,
     PatternType,
     ResourcePattern,
     ResourceType,
     ScramMechanism,
 )
+from projections.acl_index import KINDS, AclIndex, Group, Node, TypeIndex, group_of, node_of
+from projections.acl_match import ACL_BITS
 from projections.acls import AclsImage, canonical_entry
 from projections.image import SecurityImage
 from projections.scram import ScramDelta, ScramImage
+from projections.snapshot import CorruptSnapshotError
 from projections.tokens import TokenInfo, TokensDelta, TokensImage
 
 __all__ = ["SecurityImageSnapshot"]
@@ -52,34 +68,23 @@ _SCRAM = {
         _field("ciphertext", "bytes", "AES-GCM ciphertext and tag of the sealed secret."),
     ],
 }
-_ACL = {
+_ACL_NODES = {
     "type": "record",
-    "name": "AclRow",
-    "doc": "One ACL binding and its id.",
+    "name": "AclNodesRow",
+    "doc": "Whole ACL index nodes in index order: per node its groups, per group its ACLs.",
     "fields": [
-        _field("acl_id", "string", "The ACL's id."),
-        _field("resource_type", "int", "ResourceType code."),
-        _field("resource_name", "string", "Resource name or prefix."),
-        _field("pattern_type", "int", "PatternType code (3 LITERAL, 4 PREFIXED)."),
-        _field("principal", "string", "Principal, Type:Name."),
-        _field("host", "string", "Host, or * for any."),
-        _field("operation", "int", "AclOperation code."),
-        _field("permission_type", "int", "AclPermissionType code."),
-    ],
-}
-_ACL_COLUMNS = {
-    "type": "record",
-    "name": "AclColumnsRow",
-    "doc": "A chunk of ACLs, one array per field; item i of every array is ACL i.",
-    "fields": [
-        _field("acl_ids", {"type": "array", "items": "string"}, "The ACLs' ids."),
-        _field("resource_types", {"type": "array", "items": "int"}, "ResourceType codes."),
-        _field("resource_names", {"type": "array", "items": "string"}, "Resource names or prefixes."),
-        _field("pattern_types", {"type": "array", "items": "int"}, "PatternType codes (3 LITERAL, 4 PREFIXED)."),
-        _field("principals", {"type": "array", "items": "string"}, "Principals, Type:Name."),
-        _field("hosts", {"type": "array", "items": "string"}, "Hosts, or * for any."),
-        _field("operations", {"type": "array", "items": "int"}, "AclOperation codes."),
-        _field("permission_types", {"type": "array", "items": "int"}, "AclPermissionType codes."),
+        _field("separator", "string", "One character no string of this row holds; joins each string column."),
+        _field("resource_types", "bytes", "Per node: its ResourceType code."),
+        _field("pattern_types", "bytes", "Per node: its PatternType code (3 LITERAL, 4 PREFIXED)."),
+        _field("names", "string", "Per node: its resource name or prefix (joined by the separator)."),
+        _field("group_counts", "bytes", "Per node: how many principals' groups it holds (uint32 little-endian)."),
+        _field("principals", "string", "The row's distinct principals, Type:Name (joined)."),
+        _field("group_principals", "bytes", "Per group, nodes in order: its principal's position in principals (uint32 little-endian)."),
+        _field("acl_counts", "bytes", "Per group: how many ACLs it holds (uint32 little-endian)."),
+        _field("acl_ids", "string", "Per ACL, groups in order: its id (joined)."),
+        _field("hosts", "string", "Per ACL: its host, or * for any (joined)."),
+        _field("operations", "bytes", "Per ACL: its AclOperation code."),
+        _field("permission_types", "bytes", "Per ACL: its AclPermissionType code."),
     ],
 }
 _TOKEN = {
@@ -105,7 +110,7 @@ SCHEMA = {
     "fields": [
         _field(
             "row",
-            [_ACL_COLUMNS, _SCRAM, _TOKEN, _META],
+            [_ACL_NODES, _SCRAM, _TOKEN, _META],
             "The part: a chunk of ACLs, a credential, a token or the meta row.",
         )
     ],
@@ -123,13 +128,19 @@ class _Codes(dict):
         return self.unknown
 
 
-_META_NAME, _SCRAM_NAME, _ACL_COLUMNS_NAME, _TOKEN_NAME = (
-    f"secmeta.snapshot.{r['name']}" for r in (_META, _SCRAM, _ACL_COLUMNS, _TOKEN)
+_META_NAME, _SCRAM_NAME, _ACL_NODES_NAME, _TOKEN_NAME = (
+    f"secmeta.snapshot.{r['name']}" for r in (_META, _SCRAM, _ACL_NODES, _TOKEN)
 )
-ACL_CHUNK = 65536  # ACLs per column row: bounds what one row holds while writing
-_ACL_COLUMN_NAMES = tuple(f["name"] for f in _ACL_COLUMNS["fields"])
+ACL_CHUNK = 65536  # ACLs from which an index chunk ends (after a whole node)
+# Format 2's AclColumnsRow arrays (format 1's AclRow fields are these in the singular).
+_ACL_COLUMN_NAMES = (
+    "acl_ids", "resource_types", "resource_names", "pattern_types",
+    "principals", "hosts", "operations", "permission_types",
+)
 _RESOURCE_TYPES = _Codes(ResourceType)
 _PATTERN_TYPES = _Codes(PatternType)
+_SEPARATORS = "\n\x00\x1f\x1e\t"
+_U32 = next(code for code in "IL" if array(code).itemsize == 4)
 
 
 class SecurityImageSnapshot:
@@ -155,8 +166,8 @@ class SecurityImageSnapshot:
                     },
                 )
             }
-        for chunk in _chunks(image.acls, ACL_CHUNK):
-            yield {"row": (_ACL_COLUMNS_NAME, _acl_columns(chunk))}
+        for chunk in _node_chunks(image.acls.index, ACL_CHUNK):
+            yield {"row": (_ACL_NODES_NAME, _nodes_row(chunk))}
         for token in image.tokens:
             yield {
                 "row": (
@@ -180,7 +191,9 @@ class SecurityImageSnapshot:
         next_offset = 0
         for wrapped in rows:
             row = wrapped["row"]
-            if "acl_ids" in row:
+            if "group_counts" in row:
+                acls.add_nodes(row)
+            elif "acl_ids" in row:
                 acls.add_columns(row)
             elif "acl_id" in row:
                 acls.add_row(row)
@@ -208,43 +221,165 @@ class SecurityImageSnapshot:
         return SecurityImage(scram.apply(), acls.image(), tokens.apply(), next_offset)
 
 
-def _chunks(acls: AclsImage, size: int) -> Iterator[list[tuple[str, AclBinding]]]:
-    chunk: list[tuple[str, AclBinding]] = []
-    for pair in acls:
-        chunk.append(pair)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
+Located = tuple[int, int, str, Node]  # resource type code, pattern type code, name, node
+
+
+def _node_chunks(index: AclIndex, size: int) -> Iterator[list[Located]]:
+    """The index's nodes, in chunks of whole nodes holding about ``size`` ACLs."""
+    chunk: list[Located] = []
+    held = 0
+    for resource_type, t in enumerate(index.types):
+        for pattern_type, nodes in ((PatternType.LITERAL, t.literal), (PatternType.PREFIXED, t.prefixed)):
+            for name, node in nodes.items():
+                chunk.append((resource_type, int(pattern_type), name, node))
+                held += sum(len(group.acl_ids()) for group in node.groups())
+                if held >= size:
+                    yield chunk
+                    chunk, held = [], 0
     if chunk:
         yield chunk
 
 
-def _acl_columns(chunk: list[tuple[str, AclBinding]]) -> dict[str, list]:
-    columns: tuple[list, ...] = tuple([] for _ in _ACL_COLUMN_NAMES)
-    ids, types, names, pattern_types, principals, hosts, operations, permissions = columns
-    for acl_id, binding in chunk:
-        pattern, entry = binding.pattern, binding.entry
-        ids.append(acl_id)
-        types.append(int(pattern.resource_type))
-        names.append(pattern.name)
-        pattern_types.append(int(pattern.pattern_type))
-        principals.append(entry.principal)
-        hosts.append(entry.host)
-        operations.append(int(entry.operation))
-        permissions.append(int(entry.permission_type))
-    return dict(zip(_ACL_COLUMN_NAMES, columns))
+def _nodes_row(chunk: list[Located]) -> dict:
+    resource_types, pattern_types, names, group_counts = bytearray(), bytearray(), [], array(_U32)
+    principals: dict[str, int] = {}
+    group_principals, acl_counts = array(_U32), array(_U32)
+    ids, hosts, operations, permissions = [], [], bytearray(), bytearray()
+    for resource_type, pattern_type, name, node in chunk:
+        resource_types.append(resource_type)
+        pattern_types.append(pattern_type)
+        names.append(name)
+        groups = list(node.groups())
+        group_counts.append(len(groups))
+        for group in groups:
+            members = group.members()
+            group_principals.append(principals.setdefault(group.principal, len(principals)))
+            acl_counts.append(len(members))
+            for acl_id, entry in members:
+                ids.append(acl_id)
+                hosts.append(entry.host)
+                operations.append(entry.operation)
+                permissions.append(entry.permission_type)
+    columns = (names, list(principals), ids, hosts)
+    separator = _separator(columns)
+    names_text, principals_text, ids_text, hosts_text = (separator.join(column) for column in columns)
+    return {
+        "separator": separator,
+        "resource_types": bytes(resource_types),
+        "pattern_types": bytes(pattern_types),
+        "names": names_text,
+        "group_counts": _u32_bytes(group_counts),
+        "principals": principals_text,
+        "group_principals": _u32_bytes(group_principals),
+        "acl_counts": _u32_bytes(acl_counts),
+        "acl_ids": ids_text,
+        "hosts": hosts_text,
+        "operations": bytes(operations),
+        "permission_types": bytes(permissions),
+    }
+
+
+def _separator(columns: tuple[list[str], ...]) -> str:
+    """A character none of the strings holds."""
+    candidates = itertools.chain(_SEPARATORS, (chr(c) for c in range(0x20, 0x110000) if not 0xD800 <= c < 0xE000))
+    for separator in candidates:
+        if not any(separator in text for column in columns for text in column):
+            return separator
+    raise InvalidValueError("no character is free to separate the snapshot's strings")
+
+
+def _u32_bytes(values: array) -> bytes:
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values.tobytes()
+
+
+def _u32_array(blob: bytes) -> array:
+    values = array(_U32)
+    values.frombytes(blob)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values
 
 
 class _AclLoader:
-    """Gathers a snapshot's ACLs (column chunks or format-1 rows) into one image.
+    """Gathers a snapshot's ACLs (index chunks, or format-2 column chunks or format-1 rows) into one image.
 
-    Bindings share their entries (``canonical_entry``) and, per resource,
-    their pattern; the index is built once, in bulk, by ``AclsImage.of``.
+    Index chunks become groups and nodes as they are read, the maps are
+    made once at the end; the bindings of older formats are collected and
+    indexed in bulk by ``AclsImage.of``.
     """
 
     def __init__(self) -> None:
+        self.groups: dict[str, Group] = {}
+        self.nodes: dict[int, tuple[dict[str, Node], dict[str, Node]]] = {}
         self.acls: dict[str, AclBinding] = {}
         self.patterns: dict[tuple[int, str, int], ResourcePattern] = {}
+        self.held = 0
+
+    def add_nodes(self, row: dict) -> None:
+        """A format-3 ``AclNodesRow``."""
+        try:
+            self._add_nodes(row)
+        except (KeyError, IndexError, ValueError, TypeError) as exc:
+            raise CorruptSnapshotError(f"an ACL index chunk does not hold an index: {exc!r}") from None
+
+    def _add_nodes(self, row: dict) -> None:
+        separator = row["separator"]
+        names, principals, ids, hosts = (
+            row[column].split(separator) for column in ("names", "principals", "acl_ids", "hosts")
+        )
+        resource_types, pattern_types = row["resource_types"], row["pattern_types"]
+        operations, permissions = row["operations"], row["permission_types"]
+        group_counts, acl_counts = _u32_array(row["group_counts"]), _u32_array(row["acl_counts"])
+        table = [sys.intern(principal) for principal in principals]
+        principals = [table[i] for i in _u32_array(row["group_principals"])]
+        if not (
+            len(names) == len(resource_types) == len(pattern_types) == len(group_counts)
+            and sum(group_counts) == len(principals) == len(acl_counts)
+            and sum(acl_counts) == len(ids) == len(hosts) == len(operations) == len(permissions)
+        ):
+            raise ValueError("column lengths disagree")
+        groups, bits_of, any_host = self.groups, ACL_BITS, WILDCARD
+        g = a = 0
+        at_type = at_pattern = store = kind = None
+        for resource_type, pattern_type, name, count in zip(resource_types, pattern_types, names, group_counts):
+            if resource_type != at_type or pattern_type != at_pattern:  # nodes come type by type
+                at_type, at_pattern = resource_type, pattern_type
+                kind, store = KINDS[resource_type, pattern_type], self._store(resource_type, pattern_type)
+            if count == 1 and acl_counts[g] == 1 and hosts[a] == any_host:  # most nodes: one one-ACL group
+                bit = bits_of[permissions[a]][operations[a]]
+                if bit:
+                    acl_id = ids[a]
+                    store[name] = groups[acl_id] = Group(principals[g], acl_id, bit, name, kind)
+                    g += 1
+                    a += 1
+                    continue
+            made = []
+            for at in range(g, g + count):
+                size = acl_counts[at]
+                if size == 1 and hosts[a] == any_host and bits_of[permissions[a]][operations[a]]:
+                    acl_id = ids[a]
+                    group = groups[acl_id] = Group(principals[at], acl_id,
+                                                   bits_of[permissions[a]][operations[a]], name, kind)
+                else:
+                    end = a + size
+                    group = group_of(principals[at], name, kind, list(zip(
+                        ids[a:end], hosts[a:end], operations[a:end], permissions[a:end], strict=True)))
+                    for acl_id in group.acl_ids():
+                        groups[acl_id] = group
+                made.append(group)
+                a += size
+            g += count
+            store[name] = node_of(made)
+        self.held += len(ids)
+
+    def _store(self, resource_type: int, pattern_type: int) -> dict[str, Node]:
+        """The nodes gathered so far of one type's literal or prefixed patterns."""
+        stores = self.nodes.get(resource_type)
+        if stores is None:
+            stores = self.nodes[resource_type] = ({}, {})
+        return stores[pattern_type == PatternType.PREFIXED]
 
     def _pattern(self, key: tuple[int, str, int]) -> ResourcePattern:
         pattern = self.patterns[key] = ResourcePattern(
@@ -253,6 +388,7 @@ class _AclLoader:
         return pattern
 
     def add_columns(self, columns: dict[str, list]) -> None:
+        """A format-2 ``AclColumnsRow``."""
         acls, patterns, entry, binding = self.acls, self.patterns, canonical_entry, AclBinding
         for acl_id, resource_type, name, pattern_type, principal, host, operation, permission in zip(
             *(columns[name] for name in _ACL_COLUMN_NAMES), strict=True
@@ -266,4 +402,13 @@ class _AclLoader:
         self.add_columns({name: [row[name[:-1]]] for name in _ACL_COLUMN_NAMES})
 
     def image(self) -> AclsImage:
-        return AclsImage.of(self.acls.items())
+        if self.acls:  # an older format's bindings
+            return AclsImage.of(self.acls.items())
+        if len(self.groups) != self.held:
+            raise CorruptSnapshotError("an ACL id is listed twice in the snapshot's index")
+        if not self.groups:
+            return AclsImage.EMPTY
+        types = list(AclIndex.EMPTY.types)
+        for resource_type, (literal, prefixed) in self.nodes.items():
+            types[resource_type] = TypeIndex.of(literal, prefixed)
+        return AclsImage(immutables.Map(self.groups), AclIndex(tuple(types)))

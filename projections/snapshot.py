@@ -30,7 +30,7 @@ from events.errors import InvalidValueError, SecmetaError
 from events.keyring import Keyring
 from projections.gc_pause import paused_gc
 
-SNAPSHOT_FORMAT = 2  # 2: ACLs as column chunks (format 1, one row per ACL, still loads)
+SNAPSHOT_FORMAT = 3  # 3: ACL index chunks (2: column chunks, 1: one row per ACL; both still load)
 TRAILER = struct.Struct(">32s4sI")  # HMAC, magic, CRC
 MAC_LABEL = b"secmeta/snapshot"
 TRAILER_MAGIC = b"SMSN"

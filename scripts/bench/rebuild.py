@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[200_000, 1_000_000],
                         help="ACL counts of the stores to reopen")
-    parser.add_argument("--held", type=int, nargs="+", default=[10_000, 100_000, 1_000_000],
+    parser.add_argument("--held", type=int, nargs="*", default=[10_000, 100_000, 1_000_000],
                         help="ACL counts held while create_acls is timed")
     args = parser.parse_args(argv)
     rows = []

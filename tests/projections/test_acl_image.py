@@ -119,11 +119,11 @@ def test_untouched_resource_node_is_shared():
     assert after.index.types[T].literal["foo"] is before_node
 
 
-def test_untouched_bindings_are_shared():
-    """The new image holds the very binding objects of untouched ACLs."""
+def test_untouched_acls_are_shared():
+    """The new image holds the very group objects of untouched ACLs."""
     base = image(acl())
     after = image(acl("bar"), base=base)
-    assert after.get("id0") is base.get("id0")
+    assert after.acls["id0"] is base.acls["id0"]
 
 
 def test_find_identical_acl():
@@ -149,10 +149,10 @@ def test_entries_are_shared_between_acls():
     assert img.get("id0").entry is img.get("id1").entry
 
 
-def test_canonical_entry_is_reused_by_add():
-    """A binding built on canonical_entry is stored as given."""
-    binding = AclBinding(ResourcePattern(T, "foo", L), canonical_entry("User:x", "*", READ, ALLOW))
-    assert image(binding).get("id0") is binding
+def test_bindings_read_back_hold_the_canonical_entry():
+    """A binding read back holds the shared entry canonical_entry gives for its fields."""
+    binding = AclBinding(ResourcePattern(T, "foo", L), AccessControlEntry("User:x", "10.0.0.1", READ, ALLOW))
+    assert image(binding).get("id0").entry is canonical_entry("User:x", "10.0.0.1", READ, ALLOW)
 
 
 def test_image_of_equals_delta_build():
@@ -222,7 +222,7 @@ def test_repr_is_short():
 
 def test_entry_table_sweep_drops_unused_entries():
     """A sweep forgets entries no ACL holds and keeps those in use."""
-    from projections.acls import _EntryTable
+    from projections.acl_entries import _EntryTable
 
     table = _EntryTable()
     kept = table.get("User:a", "*", READ, ALLOW)

@@ -16,7 +16,7 @@ from events.types import (
 from projections import image_snapshot, snapshot
 from projections.image import SecurityDelta, SecurityImage
 from projections.image_snapshot import SecurityImageSnapshot
-from projections.snapshot import SnapshotError, read_snapshot, write_snapshot
+from projections.snapshot import CorruptSnapshotError, SnapshotError, read_snapshot, write_snapshot
 
 CODEC = SecurityImageSnapshot()
 SECRET = SealedSecret("k-7", b"\x11" * 12, b"sealed-bytes-" * 3)
@@ -76,9 +76,9 @@ def test_next_offset_is_restored(tmp_path):
 
 
 def test_rows_hold_a_meta_row_credentials_acl_chunks_and_tokens():
-    """rows() yields a meta row, one row per credential, the ACLs in one column chunk, one row per token."""
+    """rows() yields a meta row, one row per credential, the ACL index in one chunk, one row per token."""
     names = [name.rsplit(".", 1)[1] for name, _ in (r["row"] for r in CODEC.rows(sample_image()))]
-    assert names == ["MetaRow", "ScramRow", "ScramRow", "AclColumnsRow", "TokenRow"]
+    assert names == ["MetaRow", "ScramRow", "ScramRow", "AclNodesRow", "TokenRow"]
 
 
 def with_acls(image, count):
@@ -92,13 +92,103 @@ def with_acls(image, count):
     return delta.apply()
 
 
-def test_acls_spread_over_several_column_chunks_read_back(tmp_path, monkeypatch):
-    """An image with more ACLs than one chunk holds is written as several chunks and reads back equal."""
+def test_acls_spread_over_several_index_chunks_read_back(tmp_path, monkeypatch):
+    """An image with more ACLs than one chunk holds is written as several chunks of whole nodes and reads back equal."""
     monkeypatch.setattr(image_snapshot, "ACL_CHUNK", 2)
-    image = with_acls(sample_image(), 5)
-    chunks = [row for name, row in (r["row"] for r in CODEC.rows(image)) if "acl_ids" in row]
-    assert [len(c["acl_ids"]) for c in chunks] == [2, 2, 2, 1]
+    image = with_acls(sample_image(), 5)  # nodes g0, g1 (1 ACL each), t0, t1 (2 each), t2 (1)
+    chunks = [row for name, row in (r["row"] for r in CODEC.rows(image)) if "group_counts" in row]
+    per_chunk = sorted(len(c["acl_ids"].split(c["separator"])) for c in chunks)
+    assert len(chunks) > 1 and sum(per_chunk) == 7 and max(per_chunk) <= 3
     assert round_trip(tmp_path, image) == image
+
+
+def test_strings_holding_the_usual_separators_round_trip(tmp_path):
+    """Ids, names, principals and hosts holding newlines and NULs read back as they were."""
+    delta = SecurityDelta(SecurityImage.EMPTY)
+    for i, text in enumerate(("a\nb", "c\x00d", "e\x1f\x1e\tf", "\n")):
+        binding = AclBinding.of(ResourceType.TOPIC, f"t{text}", PatternType.LITERAL, f"User:{text}", f"h{text}",
+                                AclOperation.READ, AclPermissionType.ALLOW)
+        delta.replay(AclCreated(f"id{i}{text}", binding))
+    image = delta.apply(4)
+    loaded = round_trip(tmp_path, image)
+    assert loaded == image and sorted(loaded.acls) == sorted(image.acls)
+
+
+def damaged(**changes):
+    """A snapshot codec whose index chunks carry ``changes``."""
+
+    class Damaged(SecurityImageSnapshot):
+        def rows(self, image):
+            for wrapped in super().rows(image):
+                name, fields = wrapped["row"]
+                yield {"row": (name, {**fields, **changes})} if "group_counts" in fields else wrapped
+
+    return Damaged()
+
+
+@pytest.mark.parametrize("changes", [
+    {"operations": b""},  # fewer operations than ACLs
+    {"pattern_types": b"\x02\x02"},  # MATCH is no stored pattern type
+    {"acl_ids": "acl-0\nacl-0"},  # one id twice
+])
+def test_an_index_chunk_that_is_no_index_is_refused(tmp_path, changes):
+    """A chunk whose columns disagree, name a pattern type no ACL has or repeat an id fails as a corrupt snapshot."""
+    image = sample_image()
+    info = write_snapshot(tmp_path, damaged(**changes), image, next_offset=42, link=b"\0" * 32,
+                          timestamp_ms=0)
+    with pytest.raises(CorruptSnapshotError, match="ACL"):
+        read_snapshot(info.path, CODEC)
+
+
+class FormatTwoCodec:
+    """The format-2 writer (ACLs as one Avro array per field), kept to test that its snapshots still load."""
+
+    kind = CODEC.kind
+    COLUMNS_ROW = {
+        "type": "record",
+        "name": "AclColumnsRow",
+        "fields": [
+            {"name": "acl_ids", "type": {"type": "array", "items": "string"}},
+            {"name": "resource_types", "type": {"type": "array", "items": "int"}},
+            {"name": "resource_names", "type": {"type": "array", "items": "string"}},
+            {"name": "pattern_types", "type": {"type": "array", "items": "int"}},
+            {"name": "principals", "type": {"type": "array", "items": "string"}},
+            {"name": "hosts", "type": {"type": "array", "items": "string"}},
+            {"name": "operations", "type": {"type": "array", "items": "int"}},
+            {"name": "permission_types", "type": {"type": "array", "items": "int"}},
+        ],
+    }
+    schema = {
+        **CODEC.schema,
+        "fields": [{"name": "row", "type": [COLUMNS_ROW, *CODEC.schema["fields"][0]["type"][1:]]}],
+    }
+
+    def rows(self, image):
+        for wrapped in CODEC.rows(image):
+            if "group_counts" not in wrapped["row"][1]:
+                yield wrapped
+        pairs = list(image.acls)
+        yield {"row": ("secmeta.snapshot.AclColumnsRow", {
+            "acl_ids": [i for i, _ in pairs],
+            "resource_types": [int(b.restype) for _, b in pairs],
+            "resource_names": [b.name for _, b in pairs],
+            "pattern_types": [int(b.resource_pattern_type) for _, b in pairs],
+            "principals": [b.principal for _, b in pairs],
+            "hosts": [b.host for _, b in pairs],
+            "operations": [int(b.operation) for _, b in pairs],
+            "permission_types": [int(b.permission_type) for _, b in pairs],
+        })}
+
+
+def test_a_format_2_snapshot_still_loads(tmp_path, monkeypatch):
+    """A snapshot written by format 2 (ACL column chunks) loads into the same image."""
+    monkeypatch.setattr(snapshot, "SNAPSHOT_FORMAT", 2)
+    image = with_acls(sample_image(), 4)
+    info = write_snapshot(
+        tmp_path, FormatTwoCodec(), image, next_offset=image.next_offset, link=b"\0" * 32, timestamp_ms=0
+    )
+    monkeypatch.undo()
+    assert read_snapshot(info.path, CODEC)[1] == image
 
 
 class FormatOneCodec:
@@ -125,7 +215,7 @@ class FormatOneCodec:
     }
 
     def rows(self, image):
-        for wrapped in CODEC.rows(image):
+        for wrapped in FormatTwoCodec().rows(image):
             name, row = wrapped["row"]
             if "acl_ids" not in row:
                 yield wrapped
