@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from core.config import StoreConfig
 from core.errors import QueryError
+from core.history_index import binding
 from core.timetravel import TimeTravel
 from events.records import AclCreated, AclDeleted, Envelope
 from events.types import (
@@ -40,7 +41,8 @@ from projections.acl_match import acl_network, covers, host_matches
 from projections.authorizer import acls_on
 from projections.image import SecurityImage
 
-__all__ = ["Change", "Grant", "Interval", "access_timeline", "parse_operation", "parse_resource_type", "who_could"]
+__all__ = ["Change", "Grant", "Interval", "access_timeline", "parse_operation", "parse_resource_type", "who_could",
+           "who_could_at"]
 
 
 # -- arguments -------------------------------------------------------------------------------
@@ -131,8 +133,43 @@ def who_could(
     op = parse_operation(operation)
     rt = parse_resource_type(resource_type)
     name = _check_name(resource_name)
+    return _grants(acls_on(image.acls, rt, name), config, op)
+
+
+def who_could_at(
+    travel: TimeTravel,
+    config: StoreConfig,
+    operation: AclOperation | str,
+    resource_type: ResourceType | str,
+    resource_name: str,
+    n: int,
+) -> list[Grant]:
+    """``who_could`` in the state after the first ``n`` events (``n`` already resolved).
+
+    From the history index when it holds every event before ``n``: only the ACL
+    events on the patterns that apply to the resource are read (ACL ids are never
+    reused, so those created and not deleted before ``n`` are the ACLs then);
+    otherwise from the image at ``n``.
+    """
+    op = parse_operation(operation)
+    rt = parse_resource_type(resource_type)
+    name = _check_name(resource_name)
+    index = travel.index
+    if index is None or index.first_offset != 0 or n < travel.log.start_offset or not index.covered(n):
+        return _grants(acls_on(travel.image_at(n).acls, rt, name), config, op)
+    where, args = _covering(rt, name)
+    alive: dict[str, tuple] = {}
+    for row in index.acl_changes(0, n, where, args):  # (created, ACL id, ...)
+        if row[0]:
+            alive[row[1]] = row
+        else:
+            del alive[row[1]]
+    return _grants([(acl_id, binding(alive[acl_id])) for acl_id in sorted(alive)], config, op)
+
+
+def _grants(on_resource: list[tuple[str, AclBinding]], config: StoreConfig, op: AclOperation) -> list[Grant]:
+    """who_could's answer from the ACLs whose pattern covers the resource, by ACL id."""
     grants = [Grant(su, WILDCARD, SUPER_USER) for su in sorted(config.super_users)]
-    on_resource = acls_on(image.acls, rt, name)
     if not on_resource:
         default = decide(WILDCARD_PRINCIPAL, WILDCARD, op, (), resource_has_acls=False,
                          allow_if_no_acl=bool(config.allow_everyone_if_no_acl_found))
@@ -287,6 +324,19 @@ class _Tracked:
                       allow_if_no_acl=self.allow_if_no_acl)
 
 
+def _covering(rt: ResourceType, name: str) -> tuple[str, tuple]:
+    """The history index's filter (SQL, arguments) for the ACL rows whose pattern applies to the resource.
+
+    The patterns that can: the literal name, the literal '*' and every prefix of the name, prefixed.
+    """
+    prefixes = [name[:i] for i in range(1, len(name) + 1)]
+    marks = ", ".join("?" * len(prefixes))
+    where = (f"restype = ? AND name IN (?, {marks}) AND "
+             f"(pattern = ? AND name IN (?, ?) OR pattern = ? AND name IN ({marks}))")
+    return where, (int(rt), WILDCARD, *prefixes, int(PatternType.LITERAL), name, WILDCARD, int(PatternType.PREFIXED),
+                   *prefixes)
+
+
 def _acl_changes(travel: TimeTravel, tracked: _Tracked, start: int, end: int) -> Iterator[Change]:
     """The ACL events in [start, end) whose pattern applies to the tracked resource, in order.
 
@@ -295,14 +345,7 @@ def _acl_changes(travel: TimeTravel, tracked: _Tracked, start: int, end: int) ->
     """
     index = travel.index
     if index is not None and index.covered(end):
-        name = tracked.name
-        prefixes = [name[:i] for i in range(1, len(name) + 1)]
-        marks = ", ".join("?" * len(prefixes))
-        where = (f"restype = ? AND name IN (?, {marks}) AND "
-                 f"(pattern = ? AND name IN (?, ?) OR pattern = ? AND name IN ({marks}))")
-        args = (int(tracked.rt), WILDCARD, *prefixes, int(PatternType.LITERAL), name, WILDCARD,
-                int(PatternType.PREFIXED), *prefixes)
-        for row in index.select(start, end, where, args):
+        for row in index.select(start, end, *_covering(tracked.rt, tracked.name)):
             yield Change(row.offset, row.timestamp_ms, row.actor_principal, row.actor_host, row.request_id,
                          row.event_type, row.acl_id, row.binding)
         return

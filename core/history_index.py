@@ -295,11 +295,9 @@ class HistoryIndex:
 
     def select(self, lo: int, hi: int, where: str = "", args: tuple = ()) -> Iterator[IndexedEvent]:
         """The rows with offsets in [lo, hi) that pass ``where`` (SQL over the columns), in offset order."""
-        sql = f"SELECT {', '.join(_COLUMNS)} FROM events WHERE offset >= ? AND offset < ?"
-        if where:  # '+offset': let SQLite pick the index of the filter, not the offset range
-            sql = sql.replace("offset >= ? AND offset < ?", "+offset >= ? AND +offset < ?") + f" AND ({where})"
         with self._lock:
-            rows = self._db.execute(sql + " ORDER BY offset", (lo, hi, *args)).fetchall()
+            rows = self._db.execute(_ranged(f"SELECT {', '.join(_COLUMNS)} FROM events WHERE", where),
+                                    (lo, hi, *args)).fetchall()
         return map(_indexed, rows)
 
     @property
@@ -307,15 +305,16 @@ class HistoryIndex:
         """The first offset the index holds a row for."""
         return self._start
 
-    def acl_changes(self, lo: int, hi: int) -> list[tuple]:
-        """(created: 1, deleted: 0; ACL id; the binding's fields...) of the ACL events in [lo, hi), in offset order.
+    def acl_changes(self, lo: int, hi: int, where: str = "", args: tuple = ()) -> list[tuple]:
+        """(created: 1, deleted: 0; ACL id; the binding's fields...) of the ACL events in [lo, hi) that pass
+        ``where`` (SQL over the columns), in offset order.
 
         ``binding(row)`` makes a row's AclBinding (built only for the rows a caller keeps).
         """
+        sql = ("SELECT type = 'AclCreated', substr(entity, 5), restype, name, pattern, principal, acl_host, op, perm "
+               "FROM events WHERE +restype IS NOT NULL AND")
         with self._lock:
-            return self._db.execute(
-                "SELECT type = 'AclCreated', substr(entity, 5), restype, name, pattern, principal, acl_host, op, perm FROM events "
-                "WHERE offset >= ? AND offset < ? AND +restype IS NOT NULL ORDER BY offset", (lo, hi)).fetchall()
+            return self._db.execute(_ranged(sql, where), (lo, hi, *args)).fetchall()
 
     def entity_changes(self, lo: int, hi: int) -> list[tuple[int, str, str, str]]:
         """(offset, event type, entity key, redacted payload as JSON) of the SCRAM and token events in [lo, hi)."""
@@ -338,6 +337,14 @@ class HistoryIndex:
         with self._lock:
             rows = self._db.execute(sql, (json.dumps(list(entities)), before, *types)).fetchall()
         return {entity: change for entity, *change in rows}
+
+
+def _ranged(select: str, where: str) -> str:
+    """``select`` (ending in WHERE or AND) over offsets [?, ?) and ``where``, in offset order."""
+    if not where:  # the offset range: the table's own B-tree
+        return f"{select} offset >= ? AND offset < ? ORDER BY offset"
+    # '+offset': let SQLite pick the index of the filter, not the offset range
+    return f"{select} +offset >= ? AND +offset < ? AND ({where}) ORDER BY offset"
 
 
 def binding(row: tuple) -> AclBinding:

@@ -103,6 +103,21 @@ def test_diff_from_the_index_equals_the_images_between_every_two_points(keyring,
                 assert store.diff(a, b) == scanned(store, store.diff, a, b)
 
 
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=40)
+@given(plan=steps, asks=st.lists(st.tuples(st.sampled_from(OPS), st.sampled_from(TYPES),
+                                           st.sampled_from(["orders", "ord", "payments", "o", "*"])),
+                                 min_size=1, max_size=3))
+def test_who_could_at_every_point_from_the_index_equals_the_image_there(keyring, plan, asks):
+    """who_could at a point reads only the ACL rows on the resource's patterns, and answers as the image there."""
+    clock = Clock()
+    with tempfile.TemporaryDirectory() as tmp, store_at(Path(tmp) / "store", keyring, clock=clock) as store:
+        run(store, clock, plan)
+        assert store.timetravel.index.wait(10)
+        for n in range(store.log.end_offset + 1):
+            for op, rt, name in asks:
+                assert store.who_could(op, rt, name, at=n) == scanned(store, store.who_could, op, rt, name, at=n)
+
+
 def _store_with_history(path: Path, keyring, clock: Clock):
     store = store_at(path, keyring, clock=clock)
     for i in range(6):
