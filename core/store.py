@@ -333,8 +333,10 @@ class SecurityStore:
     def who_could(self, operation: AclOperation | str, resource_type: ResourceType | str, resource_name: str,
                   at: int | Point | dict | None = None) -> list[forensics.Grant]:
         """Every principal (and host) allowed at a point (default: now), with the ACLs or rule allowing it."""
-        image = self._image if at is None else self._timetravel.image_at(self._timetravel.resolve_point(at))
-        return forensics.who_could(image, self.config, operation, resource_type, resource_name)
+        if at is None:
+            return forensics.who_could(self._image, self.config, operation, resource_type, resource_name)
+        return forensics.who_could_at(self._timetravel, self.config, operation, resource_type, resource_name,
+                                      self._timetravel.resolve_point(at))
 
     def access_timeline(self, principal: str, operation: AclOperation | str, resource_type: ResourceType | str,
                         resource_name: str, host: str = "*") -> list[forensics.Interval]:
