@@ -38,9 +38,9 @@ from consumers.kafka.client_config import client_settings
 from consumers.kafka.client_log import LIBRDKAFKA_LOGGER
 from consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
-    encode_message,
     encode_tombstone,
     is_removal,
+    message_encoder,
     message_offset,
 )
 from core.errors import InvalidValueError, SecmetaError
@@ -259,6 +259,7 @@ class Publisher:
         self._admin_settings = {k: v for k, v in self._settings.items()
                                 if k not in ("enable.idempotence", "acks", "linger.ms")}
         self._log = Log.open(store_dir, keyring=keyring, read_only=True)
+        self._encode = message_encoder(self._log.codec)
         try:
             self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else Path(store_dir) / CHECKPOINT_FILE
             self._checkpoint = self._read_checkpoint()
@@ -473,22 +474,17 @@ class Publisher:
                 break
             if not self._connect(stop_event, deadline):
                 continue
-            envelopes = list(self._log.read(self._checkpoint, min(end, self._checkpoint + self.chunk_size)))
-            if self._publish_chunk(envelopes, stop_event, deadline):
-                done += len(envelopes)
+            with paused_gc():  # a chunk's events and messages: the collector would rescan the heap for them
+                envelopes = list(self._log.read(self._checkpoint, min(end, self._checkpoint + self.chunk_size)))
+                if self._publish_chunk(envelopes, stop_event, deadline):
+                    done += len(envelopes)
         return done
 
     def _publish_chunk(self, envelopes: list[Envelope], stop: threading.Event | None,
                        deadline: float | None) -> bool:
-        with paused_gc():  # many short-lived messages: the collector would rescan the whole heap
-            return self._deliver_chunk(envelopes, stop, deadline)
-
-    def _deliver_chunk(self, envelopes: list[Envelope], stop: threading.Event | None,
-                       deadline: float | None) -> bool:
         producer = self._producer_ready()
-        codec = self._log.codec
         chunk = _Chunk(envelopes)
-        encoded = [encode_message(codec, env) for env in envelopes]
+        encoded = list(map(self._encode, envelopes))
         self._report("publishing", f"offsets {envelopes[0].offset}..{envelopes[-1].offset}")
         produce, history, callback = self._producer_call(producer), self.history_topic, chunk.history_callback
         for key, value, headers in encoded:
@@ -502,7 +498,7 @@ class Publisher:
         state, callback = self.state_topic, chunk.state_callback
         for env, message, position in zip(envelopes, encoded, chunk.history_offsets()):
             key, value, headers = self._state_form(env, message, tokens)
-            at = (HEADER_HISTORY_OFFSET, str(position).encode())
+            at = (HEADER_HISTORY_OFFSET, b"%d" % position)
             chunk.outstanding += 1
             produce(state, value, key, PARTITION, callback, headers=[*headers, at])
             if is_removal(env):
@@ -546,7 +542,7 @@ class Publisher:
             if current is not None:
                 current = replace(current, expiry_timestamp_ms=event.expiry_timestamp_ms)
                 tokens[event.token_id] = current
-                return encode_message(self._log.codec, replace(env, event=current))
+                return self._encode(replace(env, event=current))
             logger.warning("expiry change at offset %d for token %s that is not known at the checkpoint; "
                            "publishing the change itself to the state topic", env.offset, event.token_id)
         return encoded
@@ -556,7 +552,7 @@ class Publisher:
         if not self._tokens_complete:
             from core.timetravel import TimeTravel  # only when resuming with token changes
 
-            image = TimeTravel(self._log, cache_size=1).image_at(self._checkpoint)
+            image = TimeTravel(self._log, memory_bytes=0).image_at(self._checkpoint)
             for info in image.tokens:
                 self._tokens.setdefault(info.token_id, DelegationTokenIssued(
                     info.token_id, info.owner, info.requester, tuple(info.renewers),

@@ -58,6 +58,7 @@ __all__ = [
     "header_map",
     "is_removal",
     "message_decoder",
+    "message_encoder",
     "message_offset",
 ]
 
@@ -104,17 +105,28 @@ def is_removal(envelope: Envelope) -> bool:
 
 def encode_message(codec: EventCodec, envelope: Envelope) -> tuple[bytes, bytes, Headers]:
     """The (key, value, headers) of one logged event."""
-    value = SingleObjects.of(codec).encode(envelope.event)
-    headers = [
-        (HEADER_OFFSET, str(envelope.offset).encode()),
-        (HEADER_EVENT_TYPE, envelope.event_type.encode()),
-        (HEADER_FINGERPRINT, value[2:10].hex().encode()),
-        (HEADER_TIMESTAMP, str(envelope.timestamp_ms).encode()),
-        (HEADER_ACTOR_PRINCIPAL, envelope.actor_principal.encode()),
-        (HEADER_ACTOR_HOST, envelope.actor_host.encode()),
-        (HEADER_REQUEST_ID, envelope.request_id.encode()),
-    ]
-    return envelope.entity_key.encode(), value, headers
+    return message_encoder(codec)(envelope)
+
+
+def message_encoder(codec: EventCodec) -> Callable[[Envelope], tuple[bytes, bytes, Headers]]:
+    """``encode_message`` bound to one codec, for writers that encode many events."""
+    encode_value = SingleObjects.of(codec).encode
+
+    def encode(envelope: Envelope) -> tuple[bytes, bytes, Headers]:
+        event = envelope.event
+        value = encode_value(event)
+        headers = [
+            (HEADER_OFFSET, b"%d" % envelope.offset),
+            (HEADER_EVENT_TYPE, _TYPE_NAMES[event.__class__]),
+            (HEADER_FINGERPRINT, value[2:10].hex().encode()),
+            (HEADER_TIMESTAMP, b"%d" % envelope.timestamp_ms),
+            (HEADER_ACTOR_PRINCIPAL, envelope.actor_principal.encode()),
+            (HEADER_ACTOR_HOST, envelope.actor_host.encode()),
+            (HEADER_REQUEST_ID, envelope.request_id.encode()),
+        ]
+        return event.entity_key.encode(), value, headers
+
+    return encode
 
 
 def encode_tombstone(envelope: Envelope) -> tuple[bytes, None, Headers]:
@@ -163,15 +175,22 @@ def message_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, 
     make = _new_envelope
 
     def decode(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Envelope:
-        found = header_map(headers)
         try:
-            offset, event_type, fingerprint_hex, timestamp, principal, host, request = _required(found)
-        except KeyError:
-            missing = [name for name in _REQUIRED if name not in found]
-            raise NotOurMessage(f"missing headers: {', '.join(missing)}") from None
+            fields = _required(dict(headers or ()))
+            if None in fields:
+                raise KeyError
+        except KeyError:  # missing, or valueless (a header_map drops those: an earlier value counts)
+            found = header_map(headers)
+            try:
+                fields = _required(found)
+            except KeyError:
+                missing = [name for name in _REQUIRED if name not in found]
+                raise NotOurMessage(f"missing headers: {', '.join(missing)}") from None
+        offset, event_type, fingerprint_hex, timestamp, principal, host, request = fields
         if value is None:
             raise NotOurMessage("tombstone (no value): not an event")
-        value = bytes(value)
+        if value.__class__ is not bytes:
+            value = bytes(value)
         if len(value) < 10:
             raise NotOurMessage(f"truncated: {len(value)} bytes, the single-object header alone needs 10")
         if value[:2] != SINGLE_OBJECT_MARKER:
@@ -183,12 +202,12 @@ def message_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, 
         except EventsError as exc:
             raise NotOurMessage(f"body does not decode (truncated or corrupt): {exc}") from None
         if fingerprint_hex != value[2:10].hex().encode():
-            raise NotOurMessage(f"header {HEADER_FINGERPRINT} {fingerprint_hex!r} does not match "
+            raise NotOurMessage(f"header {HEADER_FINGERPRINT} {bytes(fingerprint_hex)!r} does not match "
                                 f"the value's fingerprint {value[2:10].hex()}")
         cls = event.__class__
         if event_type != _TYPE_NAMES[cls]:
             raise NotOurMessage(
-                f"header {HEADER_EVENT_TYPE} {event_type!r} does not match the value's {cls.__name__}")
+                f"header {HEADER_EVENT_TYPE} {bytes(event_type)!r} does not match the value's {cls.__name__}")
         if key is not None and bytes(key) != event.entity_key.encode():
             raise NotOurMessage(f"key {bytes(key)!r} is not the event's entity key {event.entity_key!r}")
         return make(
@@ -207,7 +226,7 @@ def message_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, 
 def _int_header(name: str, raw: bytes) -> int:
     text = raw.decode("ascii", "replace")
     if not text.isascii() or not text.lstrip("-").isdigit():
-        raise NotOurMessage(f"header {name} is not a decimal integer: {raw!r}")
+        raise NotOurMessage(f"header {name} is not a decimal integer: {bytes(raw)!r}")
     return int(text)
 
 
@@ -215,4 +234,4 @@ def _text_header(name: str, raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise NotOurMessage(f"header {name} is not UTF-8: {raw!r}") from None
+        raise NotOurMessage(f"header {name} is not UTF-8: {bytes(raw)!r}") from None

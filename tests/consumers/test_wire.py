@@ -213,3 +213,14 @@ def test_a_header_that_does_not_read_is_named(name):
     headers = [(n, b"\xff\xfe" if n == name else v) for n, v in headers]
     with pytest.raises(NotOurMessage, match=name):
         decode_message(CODEC, key, value, headers)
+
+
+def test_a_refusal_reads_the_same_whatever_bytes_type_the_headers_come_in():
+    key, value, headers = _message()
+    bad = [(n, b"12x" if n == HEADER_OFFSET else v) for n, v in headers]
+    reasons = []
+    for given in (bad, [(n, bytearray(v)) for n, v in bad]):
+        with pytest.raises(NotOurMessage) as info:
+            decode_message(CODEC, key, value, given)
+        reasons.append(info.value.reason)
+    assert reasons[0] == reasons[1] == f"header {HEADER_OFFSET} is not a decimal integer: b'12x'"
