@@ -219,8 +219,8 @@ def test_a_refusal_reads_the_same_whatever_bytes_type_the_headers_come_in():
     key, value, headers = _message()
     bad = [(n, b"12x" if n == HEADER_OFFSET else v) for n, v in headers]
     reasons = []
-    for given in (bad, [(n, bytearray(v)) for n, v in bad]):
+    for form in (bad, [(n, bytearray(v)) for n, v in bad]):
         with pytest.raises(NotOurMessage) as info:
-            decode_message(CODEC, key, value, given)
+            decode_message(CODEC, key, value, form)
         reasons.append(info.value.reason)
     assert reasons[0] == reasons[1] == f"header {HEADER_OFFSET} is not a decimal integer: b'12x'"
