@@ -171,7 +171,20 @@ class Follower:
 
     def poll(self, timeout: float = 1.0) -> int:
         """Apply what arrives within ``timeout`` seconds (one batch); return how many events were applied."""
+        return self._apply_batch(_consume(self._consumer, self.max_batch, timeout))
+
+    def _consume_to(self, high: int, timeout: float) -> list:
+        """A batch for catch_up: up to ``max_batch`` messages, gathered across fetches until Kafka offset ``high``."""
+        deadline = time.monotonic() + timeout
         messages = _consume(self._consumer, self.max_batch, timeout)
+        while messages and len(messages) < self.max_batch and messages[-1].offset() + 1 < high:
+            more = _consume(self._consumer, self.max_batch - len(messages), max(0.0, deadline - time.monotonic()))
+            if not more:
+                break
+            messages.extend(more)
+        return messages
+
+    def _apply_batch(self, messages: list) -> int:
         if not messages:
             return 0
         applied = self._apply_messages(messages)
@@ -270,7 +283,7 @@ class Follower:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            self.poll(min(0.5, remaining))
+            self._apply_batch(self._consume_to(high, min(0.5, remaining)))
             if progress is not None and self.position is not None:
                 progress(self.position, high)
         return True

@@ -474,14 +474,15 @@ class Publisher:
                 break
             if not self._connect(stop_event, deadline):
                 continue
-            with paused_gc():  # a chunk's events and messages: the collector would rescan the heap for them
-                envelopes = list(self._log.read(self._checkpoint, min(end, self._checkpoint + self.chunk_size)))
-                if self._publish_chunk(envelopes, stop_event, deadline):
-                    done += len(envelopes)
+            # A chunk's events and messages are garbage once it is published: the collector, were it
+            # on, would rescan them all (and the heap) many times over while they are built.
+            with paused_gc():
+                done += self._publish_chunk(min(end, self._checkpoint + self.chunk_size), stop_event, deadline)
         return done
 
-    def _publish_chunk(self, envelopes: list[Envelope], stop: threading.Event | None,
-                       deadline: float | None) -> bool:
+    def _publish_chunk(self, end: int, stop: threading.Event | None, deadline: float | None) -> int:
+        """Publish the events from the checkpoint to ``end``; how many were confirmed (all, or 0)."""
+        envelopes = list(self._log.read(self._checkpoint, end))
         producer = self._producer_ready()
         chunk = _Chunk(envelopes)
         encoded = list(map(self._encode, envelopes))
@@ -518,9 +519,10 @@ class Publisher:
         self.published += len(envelopes)
         self._backoff = 0.0
         self._report("checkpointed")
-        return True
+        return len(envelopes)
 
-    def _failed(self, chunk: _Chunk, topic: str) -> bool:
+    def _failed(self, chunk: _Chunk, topic: str) -> int:
+        """Nothing of the chunk counts as published: report why (if it failed rather than stopped)."""
         if chunk.errors:
             reason = "; ".join(chunk.errors[:3]) + (f" (+{len(chunk.errors) - 3} more)" if len(chunk.errors) > 3 else "")
             logger.warning("delivery to the %s topic failed: %s; re-sending from offset %d",
@@ -528,7 +530,7 @@ class Publisher:
             self._report("delivery failed", reason)
             self._drop_producer()  # a fresh idempotent producer re-sends from the checkpoint
             self._topics_ready = False
-        return False
+        return 0
 
     def _state_form(self, env: Envelope, encoded: tuple, tokens: dict[str, DelegationTokenIssued | None]) -> tuple:
         """The state-topic message of an event: the event itself, or the whole token after an expiry change."""
