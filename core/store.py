@@ -77,7 +77,8 @@ class SecurityStore:
         index = None if log.read_only else HistoryIndex(
             log, lambda: token_parties(self._timetravel.image_at(log.start_offset)))
         files = None if log.read_only else CheckpointFiles(log)
-        self._timetravel = TimeTravel(log, now_ms=config.now_ms, live=lambda: self._image, index=index, files=files)
+        self._timetravel = TimeTravel(log, now_ms=config.now_ms, live=lambda: self._image, index=index, files=files,
+                                      memory_bytes=config.time_travel_memory_bytes, fill=files is not None)
         if index is not None:
             index.start()
             files.fill(SecurityImage.EMPTY if log.start_offset == 0 else None)
@@ -123,6 +124,7 @@ class SecurityStore:
         self._closed.set()
         if self._sweeper is not None:
             self._sweeper.join(timeout=5)
+        self._timetravel.close()
         with self._write_lock:
             self.wait_for_snapshots()
             if self._timetravel.index is not None:

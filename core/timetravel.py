@@ -1,18 +1,23 @@
-"""Points in time and the images at them: checkpoints, replay and a cache of recent images.
+"""Points in time and the images at them: checkpoints in memory and on disk, replay, a byte-sized LRU.
 
 A point is an offset N ("the store after the first N events", events with
 offset < N) or a time T ("after every batch stamped <= T", found with the
-log's time index).  ``TimeTravel.image_at(N)`` starts from the nearest
-in-memory checkpoint at or before N (or a snapshot, or the empty image)
-and replays the events up to N.  Images are persistent maps that share
-their untouched parts, so a checkpoint every ``interval`` events costs
-only what changed; the first query that needs a region replays it once
-and leaves checkpoints behind, and live commits add their own.
+log's time index).  ``TimeTravel.image_at(N)`` starts from whichever is
+cheaper by estimated CPU, the nearest image in memory or the nearest
+checkpoint file or policy snapshot on disk, and replays the events up to N.
+Images are persistent maps that share their untouched parts, so a
+checkpoint every ``interval`` events costs only what those events changed:
+replays leave checkpoints behind, live commits add their own, and a
+background replay of the whole log (``fill``) leaves them everywhere the
+memory budget allows.  What is held is bounded in estimated bytes, least
+recently used first out.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
+import logging
 import re
 import threading
 import time
@@ -20,8 +25,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from core.checkpoints import CheckpointFiles
+from core.config import StoreConfig
 from core.errors import InvalidValueError, PointInTimeError
 from core.history_index import HistoryIndex
 from core.log import Log
@@ -32,17 +39,20 @@ from projections.snapshot import SnapshotError, list_snapshots, read_snapshot
 
 __all__ = [
     "DEFAULT_INTERVAL",
+    "DEFAULT_MEMORY_BYTES",
     "Point",
     "TimeTravel",
     "as_point",
+    "image_bytes",
     "parse_offset",
     "parse_time",
 ]
 
-DEFAULT_INTERVAL = 20_000
+logger = logging.getLogger("secmeta.timetravel")
+DEFAULT_INTERVAL = 20_000  # events between in-memory checkpoints: a replay of at most ~0.1 s
+DEFAULT_MEMORY_BYTES = StoreConfig.time_travel_memory_bytes
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
-_SNAPSHOT_BYTES_PER_EVENT = 64  # loading a snapshot row costs about as much as replaying an event
 
 
 # -- points ---------------------------------------------------------------------------
@@ -137,13 +147,66 @@ def _iso(ms: int | None) -> str:
 
 # -- images at points ---------------------------------------------------------------------
 
+# What holding an image costs (Python-allocated bytes, tracemalloc, on the mixed log of
+# scripts.bench.history): a whole image per ACL (before its grants are built on first use),
+# SCRAM user and token; and per event between
+# two images of one lineage (derived from one another by replay, so they share every
+# persistent-map node those events did not copy): 575 B/event at checkpoints every 20k events
+# on a 200k-ACL image (923 B at 5k, 406 B at 50k: nearby changes share their path copies).
+_ACL_BYTES, _USER_BYTES, _TOKEN_BYTES = 280, 870, 420
+_EVENT_BYTES = 580
+
+# Starting costs in CPU seconds, until this process has measured its own: replay of the mixed
+# log (~230k events/s) and loading a snapshot file (~0.1 us per byte, ~7 us per ACL).
+_REPLAY_S_PER_EVENT = 4.5e-6
+_LOAD_S_PER_BYTE = 1e-7
+_MIN_SAMPLE = 1000  # events (or bytes / 100) of work before a measurement moves a rate
+
+
+def image_bytes(image: SecurityImage) -> int:
+    """Estimated bytes an image holds on its own (shared with no other image)."""
+    return len(image.acls) * _ACL_BYTES + len(image.scram) * _USER_BYTES + len(image.tokens) * _TOKEN_BYTES
+
+
+class _Rate:
+    """Seconds per unit of work (CPU time of the thread that did it), learnt from this process's work."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def observe(self, seconds: float, units: int, minimum: int) -> None:
+        if units >= minimum:
+            self.seconds += (seconds / units - self.seconds) * 0.3
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    image: SecurityImage
+    lineage: object  # images of one lineage were replayed from one another and share structure
+
+
+_EMPTY = "empty"  # the lineage replayed from the empty image
+_LIVE = "live"  # the writer's published images (their structure is the live image's)
+
 
 class TimeTravel:
-    """The image after any prefix of a log: checkpoints + replay, with an LRU of recent results.
+    """The image after any prefix of a log: in-memory images, checkpoint files and replay.
 
-    ``live`` (optional) returns the writer's published image, used as is
-    when asked for its offset.  Thread-safe: one replay at a time builds,
-    and ``note`` (called by the writer per commit) never waits for one.
+    Every image kept in memory (checkpoints left by replays and by the
+    writer's commits, and recent answers) is in one LRU whose estimated bytes
+    stay within ``memory_bytes``; ``held_bytes`` is that estimate.  A query
+    starts from whichever is cheapest by estimated CPU: the nearest image in
+    memory plus a replay, or the nearest checkpoint file or policy snapshot
+    plus a replay (``rates`` are learnt from this process's loads and replays).
+    With ``fill``, the first query that has to build an image starts one
+    background replay of the whole log that leaves a checkpoint every
+    ``interval`` events while they fit in the budget, so later points need
+    only a short replay.  ``live`` (optional) returns the writer's published
+    image, used as is when asked for its offset.  Thread-safe: one query
+    builds at a time, and ``note`` (called by the writer per commit) never
+    waits for one.
     """
 
     def __init__(
@@ -152,61 +215,114 @@ class TimeTravel:
         *,
         now_ms: Callable[[], int] | None = None,
         interval: int = DEFAULT_INTERVAL,
-        cache_size: int = 16,
+        memory_bytes: int = DEFAULT_MEMORY_BYTES,
         live: Callable[[], SecurityImage] | None = None,
         use_snapshots: bool = True,
         index: HistoryIndex | None = None,
         files: CheckpointFiles | None = None,
+        fill: bool = False,
     ):
         if interval < 1:
             raise InvalidValueError(f"checkpoint interval must be positive, not {interval}")
+        if memory_bytes < 0:
+            raise InvalidValueError(f"time-travel memory must be at least 0 bytes, not {memory_bytes}")
         self.log = log
         self.index = index  # the history index, when the owner keeps one (core.history_index)
         self.files = files  # checkpoint files on disk, when the owner keeps them (core.checkpoints)
         self.interval = interval
+        self.memory_bytes = memory_bytes
+        self.replay_rate = _Rate(_REPLAY_S_PER_EVENT)
+        self.load_rate = _Rate(_LOAD_S_PER_BYTE)
         self._now_ms = now_ms or (lambda: int(time.time() * 1000))
         self._live = live
         self._use_snapshots = use_snapshots
-        self._offsets: list[int] = []
-        self._images: dict[int, SecurityImage] = {}
-        self._cache: OrderedDict[int, SecurityImage] = OrderedDict()
-        self._cache_size = cache_size
-        self._lock = threading.Lock()  # checkpoints and cache
-        self._build_lock = threading.Lock()  # one replay at a time
+        self._offsets: list[int] = []  # of held images, ascending
+        self._held: dict[int, _Held] = {}
+        self._lru: OrderedDict[int, None] = OrderedDict()  # held offsets, least recently used first
+        self._root_bytes: dict[object, int] = {}  # a loaded image's own bytes, by its lineage
+        self._lock = threading.Lock()  # held images
+        self._build_lock = threading.Lock()  # one query's build at a time
+        self._fill = fill
+        self._filler: threading.Thread | None = None
+        self._closed = threading.Event()
         self._first_ms: tuple[int, int] | None = None  # (log start offset, its event's time)
         if log.start_offset == 0:
-            self._add(SecurityImage.EMPTY)
+            self._keep(SecurityImage.EMPTY, _EMPTY)
 
-    # -- checkpoints -------------------------------------------------------------------
+    # -- held images -------------------------------------------------------------------
 
     @property
     def checkpoints(self) -> list[int]:
-        """The offsets that have an in-memory checkpoint, ascending."""
+        """The offsets that have an image in memory, ascending."""
         with self._lock:
             return list(self._offsets)
 
-    def _add(self, image: SecurityImage) -> None:
+    def held_bytes(self) -> int:
+        """Estimated bytes of the images held in memory (at most ``memory_bytes`` once a query returns).
+
+        Each lineage costs its first image's own bytes (``image_bytes``; nothing for
+        the empty image and the writer's lineage, whose structure is the live image's)
+        plus, between consecutive images, what the events between them changed: about
+        ``_EVENT_BYTES`` per event, at most the later image's own bytes.
+        """
+        with self._lock:
+            return self._estimate()
+
+    def _estimate(self) -> int:
+        members: dict[object, list[int]] = {}
+        for offset in self._offsets:
+            members.setdefault(self._held[offset].lineage, []).append(offset)
+        total = 0
+        for lineage, offsets in members.items():
+            total += self._root_bytes.get(lineage, 0)
+            for a, b in itertools.pairwise(offsets):
+                total += min((b - a) * _EVENT_BYTES, image_bytes(self._held[b].image))
+        return total
+
+    def _keep(self, image: SecurityImage, lineage: object, *, root: bool = False) -> None:
+        """Hold ``image`` (the first of its lineage when ``root``), then evict the least recently used
+        images until the estimate is within the budget (the empty image costs nothing and stays)."""
         with self._lock:
             offset = image.next_offset
-            if offset not in self._images:
+            if offset not in self._held:
                 bisect.insort(self._offsets, offset)
-            self._images[offset] = image
+                self._held[offset] = _Held(image, lineage)
+                if root:
+                    self._root_bytes[lineage] = image_bytes(image)
+            if image is not SecurityImage.EMPTY:
+                self._lru[offset] = None
+                self._lru.move_to_end(offset)
+            while self._lru and self._estimate() > self.memory_bytes:
+                self._drop(next(iter(self._lru)))
+
+    def _drop(self, offset: int) -> None:
+        """Forget the image at ``offset`` (caller holds the lock)."""
+        held = self._held.pop(offset)
+        self._offsets.remove(offset)
+        self._lru.pop(offset, None)
+        if all(h.lineage != held.lineage for h in self._held.values()):
+            self._root_bytes.pop(held.lineage, None)
 
     def note(self, image: SecurityImage) -> None:
         """A newly published image: kept as a checkpoint when ``interval`` events past the newest."""
         offsets = self._offsets
         if not offsets or image.next_offset - offsets[-1] >= self.interval:
-            self._add(image)
+            self._keep(image, _LIVE)
             if self.files is not None:
                 self.files.write_in_background(image)
 
-    def _nearest(self, n: int) -> tuple[int, SecurityImage] | None:
+    def _nearest(self, n: int) -> tuple[int, _Held] | None:
+        """The held image nearest at or before ``n`` that a replay can start from, marked as used."""
         with self._lock:
             i = bisect.bisect_right(self._offsets, n) - 1
             if i < 0:
                 return None
             offset = self._offsets[i]
-            return offset, self._images[offset]
+            if offset < self.log.start_offset and offset != n:
+                return None  # the events after it were deleted
+            if offset in self._lru:
+                self._lru.move_to_end(offset)
+            return offset, self._held[offset]
 
     # -- resolving points ----------------------------------------------------------------
 
@@ -231,7 +347,7 @@ class TimeTravel:
         start = self.log.start_offset
         if n < start:
             with self._lock:
-                kept = n in self._images
+                kept = n in self._held
             if not kept:
                 raise PointInTimeError(
                     f"offset {n} is before the log's start ({start}): older segments were deleted "
@@ -286,73 +402,79 @@ class TimeTravel:
         live = self._live() if self._live is not None else None
         if live is not None and live.next_offset == n:
             return live
-        with self._lock:
-            cached = self._cache.get(n)
-            if cached is not None:
-                self._cache.move_to_end(n)
-                return cached
+        held = self._nearest(n)
+        if held is not None and held[0] == n:
+            return held[1].image
         with self._build_lock:
-            image = self._build(n)
-        with self._lock:
-            self._cache[n] = image
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            image, lineage = self._build(n)
+        self._keep(image, lineage)
+        if self._fill and self._filler is None:
+            self._start_fill()
         return image
 
-    def _build(self, n: int) -> SecurityImage:
-        base = self._nearest(n)
-        if base is not None and base[0] < self.log.start_offset and base[0] != n:
-            base = None  # the events after that checkpoint were deleted
-        with self._lock:  # a recently built image may be nearer than any checkpoint
-            for offset, image in self._cache.items():
-                if (base is None or base[0] < offset) and self.log.start_offset <= offset <= n:
-                    base = (offset, image)
-        gap = n - base[0] if base is not None else None
-        if self._use_snapshots and (gap is None or gap > self.interval):
-            snap = self._snapshot_at_or_before(n)
-            if snap is not None:
-                offset, path = snap
-                cost = path.stat().st_size // _SNAPSHOT_BYTES_PER_EVENT + (n - offset)
-                if gap is None or (base is not None and offset > base[0] and cost < gap):
-                    loaded = (self.files.load(offset) if self.files is not None and path.parent == self.files.directory
-                              else self._load_snapshot(offset, path))
-                    if loaded is not None:
-                        self._add(loaded)
-                        base = (offset, loaded)
-        if base is None:
+    def _build(self, n: int) -> tuple[SecurityImage, object]:
+        """The image at ``n`` and its lineage, from the cheapest start (caller holds the build lock)."""
+        start = self._start(n)
+        if start is None:
             raise PointInTimeError(
                 f"offset {n} is before the log's start ({self.log.start_offset}) and no valid snapshot covers it")
-        return self._replay(base[1], base[0], n)
+        offset, held = start
+        return self._replay(held.image, offset, n, held.lineage), held.lineage
 
-    def _snapshot_at_or_before(self, n: int):
-        """The nearest policy snapshot or checkpoint file at or before ``n``: (offset, path), or None."""
-        if not self._use_snapshots:
-            return None
-        found = None
+    def _start(self, n: int) -> tuple[int, _Held] | None:
+        """Where to start for ``n``: the nearest held image, unless loading a file and replaying
+        from it is estimated to cost less CPU (files are listed only past ``interval`` events)."""
+        base = self._nearest(n)
+        if not self._use_snapshots or (base is not None and n - base[0] <= self.interval):
+            return base
+        per_event = self.replay_rate.seconds
+        best = None if base is None else (n - base[0]) * per_event
+        for offset, path in self._files_at_or_before(n):
+            if base is not None and offset <= base[0]:
+                break
+            try:
+                size = path.stat().st_size
+            except OSError:
+                continue
+            if best is not None and size * self.load_rate.seconds + (n - offset) * per_event >= best:
+                continue
+            loaded = self._load(offset, path, size)
+            if loaded is not None:
+                lineage = ("file", offset)
+                self._keep(loaded, lineage, root=True)
+                return offset, _Held(loaded, lineage)
+        return base
+
+    def _files_at_or_before(self, n: int) -> list[tuple[int, Path]]:
+        """Policy snapshots and checkpoint files at or before ``n``: (offset, path), nearest first."""
         directories = [self.log.store.snapshot_dir] + ([self.files.directory] if self.files is not None else [])
-        for directory in directories:
-            for path in reversed(list_snapshots(directory)):
-                offset = int(path.stem.rsplit("-", 1)[-1])
-                if offset <= n:
-                    if found is None or offset > found[0]:
-                        found = (offset, path)
-                    break
-        return found
+        found = [(int(path.stem.rsplit("-", 1)[-1]), path) for directory in directories
+                 for path in list_snapshots(directory)]
+        return sorted((f for f in found if f[0] <= n), reverse=True)
 
-    def _load_snapshot(self, offset: int, path) -> SecurityImage | None:
-        try:
-            info, image = read_snapshot(path, SecurityImageSnapshot(), self.log.keyring)
-        except (SnapshotError, OSError):
-            return None
-        link = self.log.link_at(info.next_offset)
-        if info.next_offset != offset or link is None or link != info.link:
-            return None
-        return replace(image, next_offset=offset)
+    def _load(self, offset: int, path: Path, size: int) -> SecurityImage | None:
+        """The image in a checkpoint file (bad ones reported and deleted) or policy snapshot, or None."""
+        began = time.thread_time()
+        if self.files is not None and path.parent == self.files.directory:
+            image = self.files.load(offset)
+        else:
+            try:
+                info, image = read_snapshot(path, SecurityImageSnapshot(), self.log.keyring)
+            except (SnapshotError, OSError):
+                return None  # the store's own open reports a bad policy snapshot
+            link = self.log.link_at(info.next_offset)
+            if info.next_offset != offset or link is None or link != info.link:
+                return None
+            image = replace(image, next_offset=offset)
+        if image is not None:
+            self.load_rate.observe(time.thread_time() - began, size, _MIN_SAMPLE * 100)
+        return image
 
-    def _replay(self, image: SecurityImage, start: int, n: int) -> SecurityImage:
+    def _replay(self, image: SecurityImage, start: int, n: int, lineage: object) -> SecurityImage:
         """Replay events [start, n) onto ``image``, leaving checkpoints every ``interval`` events."""
         if start == n:
             return image
+        began = time.thread_time()
         with paused_gc() as paused:
             delta = SecurityDelta(image)
             since = start
@@ -363,10 +485,69 @@ class TimeTravel:
                 delta.replay_all(envelopes)
                 if batch.next_offset < n and batch.next_offset - since >= self.interval:
                     checkpoint = delta.apply(batch.next_offset)
-                    self._add(checkpoint)
+                    self._keep(checkpoint, lineage)
                     if self.files is not None:
                         self.files.write_in_background(checkpoint)
                     delta, since = SecurityDelta(checkpoint), batch.next_offset
-            # The result (cached) and any checkpoints live long: keep full collections off them.
+            # The result (held) and any checkpoints live long: keep full collections off them.
             paused.freeze = n - start >= FREEZE_AFTER
-            return delta.apply(n)
+            result = delta.apply(n)
+        self.replay_rate.observe(time.thread_time() - began, n - start, _MIN_SAMPLE)
+        return result
+
+    # -- the background fill -------------------------------------------------------------
+
+    def _start_fill(self) -> None:
+        with self._lock:
+            if self._filler is not None or self._closed.is_set():
+                return
+            self._filler = threading.Thread(target=self._fill_quietly, name="secmeta-timetravel-fill", daemon=True)
+            self._filler.start()
+
+    def _fill_quietly(self) -> None:
+        try:
+            self._fill_memory()
+        except Exception as exc:  # noqa: BLE001 - checkpoints are an optimisation: never take the store down
+            logger.warning("time-travel checkpoints not filled: %s", exc)
+
+    def _fill_memory(self) -> None:
+        """Replay the log once from its start, keeping a checkpoint every ``interval`` events until the
+        next would not fit the budget.  Images of other loaded lineages the replay has passed are
+        dropped: a checkpoint of this one is as near, without a loaded image's own bytes."""
+        start, end = self.log.start_offset, self.log.end_offset
+        with self._build_lock:
+            image, lineage = self._build(start)
+        since = start
+        delta = SecurityDelta(image)
+        for batch in self.log.batches(start, end):
+            if self._closed.is_set():
+                return
+            with paused_gc():
+                delta.replay_all(self.log.decode(batch))
+            if batch.next_offset - since < self.interval:
+                continue
+            with paused_gc(freeze=True):
+                checkpoint = delta.apply(batch.next_offset)
+            with self._lock:
+                passed = [o for o in self._offsets if o <= checkpoint.next_offset
+                          and isinstance(self._held[o].lineage, tuple) and self._held[o].lineage != lineage]
+                for offset in passed:
+                    self._drop(offset)
+                fits = (checkpoint.next_offset in self._held or self._estimate()
+                        + min((checkpoint.next_offset - since) * _EVENT_BYTES, image_bytes(checkpoint))
+                        <= self.memory_bytes)
+            if not fits:
+                return
+            self._keep(checkpoint, lineage)
+            delta, since = SecurityDelta(checkpoint), batch.next_offset
+
+    def wait(self) -> None:
+        """Wait for the background fill, if one was started."""
+        filler = self._filler
+        if filler is not None:
+            filler.join()
+
+    def close(self) -> None:
+        """Stop the background fill and wait for it."""
+        self._closed.set()
+        self.wait()

@@ -229,12 +229,12 @@ def test_parse_offset_refuses_negative_and_text():
 
 
 def test_replay_leaves_checkpoints_every_interval(open_store, clock):
-    """The first long replay leaves a checkpoint about every ``interval`` events."""
+    """The first long replay leaves a checkpoint about every ``interval`` events (and holds its answer)."""
     store = open_store()
     fill(store, clock, 10)
     travel = TimeTravel(store.log, interval=3)
     travel.image_at(10)
-    assert travel.checkpoints == [0, 3, 6, 9]
+    assert travel.checkpoints == [0, 3, 6, 9, 10]
 
 
 def test_image_at_from_a_checkpoint_equals_a_replay_from_the_start(open_store, clock):
@@ -261,9 +261,7 @@ def test_a_recent_image_is_the_starting_point_for_a_later_one(open_store, clock,
     fill(store, clock, 10)
     travel = TimeTravel(store.log, interval=100)
     travel.image_at(5)
-    decoded = []
-    real = store.log.decode
-    monkeypatch.setattr(store.log, "decode", lambda batch: decoded.append(batch.base_offset) or real(batch))
+    decoded = decoded_batches(store, monkeypatch)
     assert names_of(travel.image_at(7)) == [f"t{i}" for i in range(7)]
     assert decoded == [5, 6]
 
@@ -275,16 +273,38 @@ def test_recent_images_are_cached(open_store, clock):
     assert store.as_of(offset=1).image is store.as_of(offset=1).image
 
 
-def test_a_snapshot_serves_as_a_starting_point(open_store, clock):
-    """With no checkpoint near the point, the newest snapshot before it is loaded instead of a full replay."""
+def test_a_snapshot_serves_as_a_starting_point(open_store, clock, monkeypatch):
+    """When replaying from the nearest image in memory is estimated to cost more than loading the newest
+    snapshot before the point and replaying from there, the snapshot is loaded instead."""
     store = open_store(snapshot_policy=SnapshotPolicy(every_events=5, every_bytes=None))
     fill(store, clock, 7)
     store.wait_for_snapshots()
-    travel = TimeTravel(store.log, interval=100)
-    travel._offsets.clear()
-    travel._images.clear()
+    travel = TimeTravel(store.log, interval=1)
+    travel.replay_rate.seconds = 1.0  # replaying an event costs a second, loading a byte 0.1 us
+    decoded = decoded_batches(store, monkeypatch)
     assert names_of(travel.image_at(6)) == [f"t{i}" for i in range(6)]
-    assert travel.checkpoints == [5]
+    assert travel.checkpoints == [0, 5, 6]
+    assert decoded == [5]
+
+
+def test_a_near_image_in_memory_is_preferred_to_a_snapshot(open_store, clock, monkeypatch):
+    """When loading the snapshot is estimated to cost more than replaying from the empty image, it is not read."""
+    store = open_store(snapshot_policy=SnapshotPolicy(every_events=5, every_bytes=None))
+    fill(store, clock, 7)
+    store.wait_for_snapshots()
+    travel = TimeTravel(store.log, interval=1)
+    travel.load_rate.seconds = 1.0  # loading a byte costs a second
+    decoded = decoded_batches(store, monkeypatch)
+    assert names_of(travel.image_at(6)) == [f"t{i}" for i in range(6)]
+    assert decoded == list(range(6))
+
+
+def decoded_batches(store, monkeypatch) -> list[int]:
+    """The base offsets of the batches decoded from now on."""
+    decoded: list[int] = []
+    real = store.log.decode
+    monkeypatch.setattr(store.log, "decode", lambda batch: decoded.append(batch.base_offset) or real(batch))
+    return decoded
 
 
 def names_of(image) -> list[str]:

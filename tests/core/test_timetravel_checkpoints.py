@@ -35,6 +35,13 @@ def filled(store, every: int = 40) -> CheckpointFiles:
     return files
 
 
+def cold(store, files: CheckpointFiles) -> TimeTravel:
+    """A new process's TimeTravel, on a machine where replaying an event costs a second (so any file is worth loading)."""
+    travel = TimeTravel(store.log, interval=2, files=files)
+    travel.replay_rate.seconds = 1.0
+    return travel
+
+
 def decoded_batches(store, monkeypatch) -> list[int]:
     seen: list[int] = []
     real = store.log.decode
@@ -55,7 +62,7 @@ def test_a_cold_process_starts_from_the_nearest_file(store, monkeypatch):
     files = filled(store)
     expected = dict(replayed(store, 120).acls)
     seen = decoded_batches(store, monkeypatch)
-    travel = TimeTravel(store.log, interval=2, files=files)
+    travel = cold(store, files)
     assert dict(travel.image_at(120).acls) == expected
     assert min(seen) >= max(o for o in files.offsets() if o <= 120)  # the nearest file, then a short replay
 
@@ -71,11 +78,11 @@ def test_a_damaged_file_is_reported_once_deleted_and_not_served(store, monkeypat
     else:
         del data[len(data) // 2:]
     path.write_bytes(bytes(data))
-    travel = TimeTravel(store.log, interval=2, files=files)
+    travel = cold(store, files)
     assert dict(travel.image_at(120).acls) == dict(replayed(store, 120).acls)
     assert len(files.problems) == 1 and files.problems[0].startswith(path.name)
     assert not path.exists()
-    assert dict(TimeTravel(store.log, interval=2, files=files).image_at(119).acls) == dict(replayed(store, 119).acls)
+    assert dict(cold(store, files).image_at(119).acls) == dict(replayed(store, 119).acls)
     assert len(files.problems) == 1  # reported once
 
 
@@ -91,6 +98,6 @@ def test_a_file_of_another_store_does_not_fit_the_chain(store, tmp_path, keyring
         files = CheckpointFiles(store.log, every=40)
         files.directory.mkdir(exist_ok=True)
         (files.directory / source.name).write_bytes(source.read_bytes())
-    travel = TimeTravel(store.log, interval=2, files=files)
+    travel = cold(store, files)
     assert dict(travel.image_at(131).acls) == dict(replayed(store, 131).acls)
     assert len(files.problems) == 1 and files.problems[0].startswith(source.name)
