@@ -253,7 +253,10 @@ class Publisher:
         self.progress = progress
         self._settings = client_settings(
             bootstrap, client_config,
-            defaults={"linger.ms": 5, "logger": logging.getLogger(LIBRDKAFKA_LOGGER)},
+            # Every chunk ends in a flush, which sends at once whatever linger.ms would wait for, so the
+            # linger only decides how a chunk is cut into requests while it is produced: a long one
+            # sends few full batches (batch.size) instead of many small ones.
+            defaults={"linger.ms": 100, "logger": logging.getLogger(LIBRDKAFKA_LOGGER)},
             enforced={"enable.idempotence": True, "acks": "all"},
         )
         self._admin_settings = {k: v for k, v in self._settings.items()
