@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice
 from typing import Generic, Protocol, TypeVar
 
 from core.errors import InvalidValueError, SecmetaError
+from core.forked import call_forked
 from core.log import Log
 from core.log.fit import snapshot_misfit
 from events.records import Envelope
@@ -183,6 +185,8 @@ class Snapshotter(Generic[S]):
 
         States are immutable, so writing one in the background while newer batches
         are applied is safe; a write that fails is logged and retried at the next due point.
+        The background thread encodes the state in a forked child (core.forked): the
+        same file, written without holding this process's GIL beside the writers.
         """
         if not self.due(next_offset):
             return None
@@ -197,7 +201,7 @@ class Snapshotter(Generic[S]):
 
     def _background(self, state: S, next_offset: int) -> None:
         try:
-            self.snapshot(state, next_offset)
+            self._take(state, next_offset, partial(call_forked, write_snapshot))
         except Exception as exc:  # noqa: BLE001 - a failed snapshot must never take the store down
             logger.warning("snapshot at offset %d failed: %s", next_offset, exc)
 
@@ -208,11 +212,15 @@ class Snapshotter(Generic[S]):
             thread.join()
 
     def snapshot(self, state: S, next_offset: int) -> SnapshotInfo:
+        """Write a snapshot of ``state`` (at ``next_offset``) now, in this thread."""
+        return self._take(state, next_offset, write_snapshot)
+
+    def _take(self, state: S, next_offset: int, write: Callable[..., SnapshotInfo]) -> SnapshotInfo:
         link = self.log.link_at(next_offset)
         if link is None:
             raise SecmetaError(f"no batch of the log ends at offset {next_offset}: cannot snapshot there")
         self.log.check_in_place()
-        info = write_snapshot(
+        info = write(
             self.log.store.snapshot_dir, self.codec, state,
             next_offset=next_offset, link=link, timestamp_ms=self._now_ms(), keyring=self.log.keyring,
         )

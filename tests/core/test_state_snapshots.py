@@ -130,6 +130,22 @@ def test_policy_triggers_by_events(tmp_path, keyring, codec):
         assert snap.maybe_snapshot(full_replay(log), 12).next_offset == 12
 
 
+def test_a_background_snapshot_is_the_state_authenticated(tmp_path, keyring, codec):
+    """A policy snapshot written in the background (by a forked child) passes its HMAC and loads the state
+    it was given, as one written in the caller's thread does."""
+    with Log.open(tmp_path / "s", keyring=keyring) as log:
+        snap = Snapshotter(log, codec, SnapshotPolicy(every_events=10, every_bytes=None), keep=5)
+        workload(log, 4)
+        state = full_replay(log)
+        assert snap.maybe_snapshot(state, 12, background=True) is None
+        snap.wait()
+        (background,) = list_snapshots(log.store.snapshot_dir)
+        _, loaded = read_snapshot(background, codec, keyring)
+        foreground = snap.snapshot(state, 12)
+        assert loaded == state == read_snapshot(foreground.path, codec, keyring)[1]
+        assert load_state(log, PROJECTION, codec).snapshot.next_offset == 12
+
+
 def test_policy_triggers_by_age(tmp_path, keyring, codec):
     """A snapshot older than max_age_ms is renewed on the next change."""
     now = [1000.0]

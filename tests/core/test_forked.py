@@ -1,0 +1,51 @@
+"""core.forked: a call computed in a forked child, its result or failure brought back."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from core.forked import ForkedCallError, call_forked
+
+
+def test_the_result_is_computed_in_another_process():
+    """The value comes back pickled, and the function ran in a child, not here."""
+    pid, value = call_forked(lambda n: (os.getpid(), {"squares": [i * i for i in range(n)]}), 4)
+    assert pid != os.getpid() and value == {"squares": [0, 1, 4, 9]}
+
+
+def test_an_exception_in_the_child_is_raised_with_its_type_and_message():
+    """The child's exception is raised here as ForkedCallError naming its type and message."""
+    def fail():
+        raise ValueError("no room on the device")
+
+    with pytest.raises(ForkedCallError, match="^ValueError: no room on the device$"):
+        call_forked(fail)
+
+
+def test_a_child_killed_by_a_signal_is_an_error_naming_it():
+    """A child that dies without answering (killed, out of memory) is an error, never a None result."""
+    with pytest.raises(ForkedCallError, match=f"killed by signal {signal.SIGKILL.value}"):
+        call_forked(lambda: os.kill(os.getpid(), signal.SIGKILL))
+
+
+def test_the_child_holds_none_of_the_parents_files(tmp_path):
+    """Descriptors open here (a writer lock among them) are closed in the child, so a parent that dies
+    leaves nothing of its own held open by a child still writing."""
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        def still_open() -> bool:
+            try:
+                os.fstat(fd)
+            except OSError:
+                return False
+            return True
+
+        assert still_open()
+        assert call_forked(still_open) is False
+        assert still_open()
+    finally:
+        os.close(fd)
+
