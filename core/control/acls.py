@@ -9,8 +9,8 @@ as ``10.0.0.0/8``); enum fields may be given by name.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
-from uuid import uuid4
 
 from core import validation
 from core.config import StoreConfig
@@ -33,9 +33,10 @@ from events.types import (
     ResourcePatternFilter,
     ResourceType,
 )
+from projections.acls import canonical_entry
 
 __all__ = ["checked_binding", "checked_filter", "create_acls", "delete_acls", "describe_acls",
-           "validate_binding", "validate_filter"]
+           "random_uuids", "validate_binding", "validate_filter"]
 
 _OK = ApiError()
 
@@ -44,8 +45,13 @@ def _invalid(message: str) -> ApiError:
     return ApiError(ErrorCode.INVALID_REQUEST, message)
 
 
-def checked_binding(binding: object) -> AclBinding:
-    """The binding with its enums resolved (names accepted), or FieldError naming the first bad field."""
+def checked_binding(binding: object, entries: dict[tuple, AccessControlEntry] | None = None) -> AclBinding:
+    """The binding with its enums resolved (names accepted), or FieldError naming the first bad field.
+
+    ``entries`` (one request's memo) holds entries already found valid, by their raw fields: a
+    binding whose entry is there skips the entry's checks, which could not fail (a request's
+    bindings mostly repeat a few principals, hosts and operations); its valid entries are added.
+    """
     if not isinstance(binding, AclBinding):
         raise FieldError("ACL binding", f"must be an AclBinding, not {type(binding).__name__}")
     pattern, entry = binding.pattern, binding.entry
@@ -55,16 +61,32 @@ def checked_binding(binding: object) -> AclBinding:
     ptype = validation.enum_value(PatternType, pattern.pattern_type, "pattern type")
     if ptype not in (PatternType.LITERAL, PatternType.PREFIXED):
         raise FieldError("pattern type", f"must be LITERAL or PREFIXED, not {ptype.name}")
-    operation = validation.enum_value(AclOperation, entry.operation, "operation", concrete=True)
-    permission = validation.enum_value(AclPermissionType, entry.permission_type, "permission type", concrete=True)
+    key = None if entries is None else _entry_key(entry)
+    checked = None if key is None else entries.get(key)
+    if checked is None:
+        operation = validation.enum_value(AclOperation, entry.operation, "operation", concrete=True)
+        permission = validation.enum_value(AclPermissionType, entry.permission_type, "permission type", concrete=True)
     name = validation.text(pattern.name, "resource name")
     if not name:
         raise FieldError("resource name", "must not be empty")
     if rtype == ResourceType.CLUSTER and name != CLUSTER_NAME:
         raise FieldError("resource name", f"of the CLUSTER resource can only be {CLUSTER_NAME}, not {name[:100]!r}")
-    principal = validation.principal(entry.principal)
-    host = validation.acl_host(entry.host)
-    return AclBinding.of(rtype, name, ptype, principal, host, operation, permission)
+    if checked is None:
+        principal = validation.principal(entry.principal)
+        host = validation.acl_host(entry.host)
+        checked = canonical_entry(principal, host, operation, permission)
+        if key is not None:
+            entries[key] = checked
+    return AclBinding(ResourcePattern(rtype, name, ptype), checked)
+
+
+def _entry_key(entry: AccessControlEntry) -> tuple | None:
+    """The memo key of an entry whose fields are exactly str and enum members (no 1 == True aliasing)."""
+    principal, host, operation, permission = entry.principal, entry.host, entry.operation, entry.permission_type
+    if (type(principal) is str and type(host) is str and type(operation) is AclOperation
+            and type(permission) is AclPermissionType):
+        return principal, host, operation, permission
+    return None
 
 
 def validate_binding(binding: object) -> ApiError:
@@ -121,9 +143,12 @@ def create_acls(
     *,
     config: StoreConfig,
     decider: Decider,
-    new_id: Callable[[], str] = lambda: str(uuid4()),
+    new_id: Callable[[], str] | None = None,
 ) -> ControlResult[list[ApiError]]:
-    """AclCreated events for the new valid bindings and one ApiError per binding."""
+    """AclCreated events for the new valid bindings and one ApiError per binding.
+
+    Each new ACL's id comes from ``new_id``, by default a random UUID (``random_uuids``).
+    """
     require_cluster(decider, context, AclOperation.ALTER)
     bindings = list(bindings)
     limit = config.max_acl_changes_per_request
@@ -132,11 +157,12 @@ def create_acls(
             f"The request creates {len(bindings)} ACLs; the limit is {limit} per request")
     acls = acls_of(image)
     seen: set[AclBinding] = set()
-    events: list[Event] = []
+    entries: dict[tuple, AccessControlEntry] = {}
+    fresh: list[AclBinding] = []
     results: list[ApiError] = []
     for given in bindings:
         try:
-            binding = checked_binding(given)
+            binding = checked_binding(given, entries)
         except FieldError as exc:
             results.append(_invalid(str(exc)))
             continue
@@ -145,8 +171,24 @@ def create_acls(
             continue
         seen.add(binding)
         if acls.find(binding) is None:
-            events.append(AclCreated(new_id(), binding))
+            fresh.append(binding)
+    ids = random_uuids(len(fresh)) if new_id is None else [new_id() for _ in fresh]
+    events: list[Event] = [AclCreated(acl_id, binding) for acl_id, binding in zip(ids, fresh)]
     return ControlResult(events, results)
+
+
+def random_uuids(n: int) -> list[str]:
+    """``n`` random (version 4) UUIDs as strings, as ``str(uuid.uuid4())``, from one read of the OS's random source.
+
+    One read, not one per id: each read releases the GIL, and a writer that releases it beside
+    a busy thread waits up to a switch interval to get it back.
+    """
+    raw = bytearray(os.urandom(16 * n))
+    raw[6::16] = bytes(b & 0x0F | 0x40 for b in raw[6::16])  # version 4
+    raw[8::16] = bytes(b & 0x3F | 0x80 for b in raw[8::16])  # RFC 4122 variant
+    h = raw.hex()
+    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-{h[i + 12:i + 16]}-{h[i + 16:i + 20]}-{h[i + 20:i + 32]}"
+            for i in range(0, 32 * n, 32)]
 
 
 def delete_acls(

@@ -1,17 +1,28 @@
 """core.control.acls: create, delete and describe ACLs, one rule per test."""
 
 import itertools
+import uuid
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from core.config import StoreConfig
-from core.control.acls import create_acls, delete_acls, describe_acls
+from core.control.acls import (
+    checked_binding,
+    create_acls,
+    delete_acls,
+    describe_acls,
+    random_uuids,
+    validate_binding,
+)
 from core.errors import ApiError, ClusterAuthorizationException, ErrorCode, InvalidRequestException
 from core.types import DeleteAclsResult
 from core.validation import MAX_NAME_BYTES
 from events.records import AclCreated, AclDeleted
 from events.types import (
     CLUSTER_NAME,
+    AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
@@ -91,6 +102,38 @@ def test_create_default_ids_are_uuids():
     events = create_acls(SecurityImage.EMPTY, [acl("a"), acl("b")], ADMIN, config=CONFIG, decider=allow).events
     first, second = (e.acl_id for e in events)
     assert first != second and len(first) == 36 and first.count("-") == 4
+
+
+@given(st.integers(0, 300))
+def test_random_uuids_are_canonical_version_4_uuids(n):
+    """random_uuids(n): n distinct strings, each the canonical text of a version-4, RFC 4122 UUID."""
+    drawn = random_uuids(n)
+    parsed = [uuid.UUID(text) for text in drawn]
+    assert len(set(drawn)) == n
+    assert all(str(u) == text and u.version == 4 and u.variant == uuid.RFC_4122 for u, text in zip(parsed, drawn))
+
+
+_FIELD_VALUES = {
+    "rtype": st.sampled_from([T.TOPIC, T.GROUP, T.CLUSTER, T.ANY, T.UNKNOWN, "topic", 2, True, None]),
+    "pattern": st.sampled_from([P.LITERAL, P.PREFIXED, P.MATCH, "prefixed", 3, 1]),
+    "name": st.sampled_from(["foo", CLUSTER_NAME, "", "a\x00b", "x" * (MAX_NAME_BYTES + 1), 7]),
+    "principal": st.sampled_from(["User:alice", "User:bob", "User:*", "alice", "User:", "User:\ud800", b"User:x"]),
+    "host": st.sampled_from(["*", "10.0.0.1", "10.0.0.0/8", "", "localhost", "::ffff:1.2.3.4", 1]),
+    "op": st.sampled_from([Op.READ, Op.WRITE, Op.ANY, "read", "Write", 3, 1, True, Op.UNKNOWN]),
+    "perm": st.sampled_from([ALLOW, DENY, AclPermissionType.ANY, "deny", 3, 1, False]),
+}
+
+
+@given(st.lists(st.fixed_dictionaries(_FIELD_VALUES), max_size=12))
+def test_create_checks_each_binding_as_validate_binding_does(fields):
+    """Within a request, entries seen before are not checked again: every binding still gets exactly the
+    result validate_binding gives it alone, and the valid ones are logged as checked_binding resolves them."""
+    bindings = [AclBinding.of(f["rtype"], f["name"], f["pattern"], f["principal"], f["host"], f["op"], f["perm"])
+                for f in fields]
+    events, results = create(*bindings)
+    assert results == [validate_binding(b) for b in bindings]
+    valid = list(dict.fromkeys(checked_binding(b) for b, r in zip(bindings, results) if r == OK))
+    assert [e.binding for e in events] == valid
 
 
 INVALID = {
