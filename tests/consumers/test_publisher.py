@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from consumers.kafka.client_config import ClientConfigError
 from consumers.kafka.follower import Follower
@@ -123,6 +125,42 @@ def test_state_messages_record_their_history_position(store, store_dir, keyring,
     history_at = {message_offset(h): k for k, _, _, h in read_topic(kafka_bootstrap, history)}
     for _, _, _, headers in read_topic(kafka_bootstrap, state):
         assert int(header_map(headers)[HEADER_HISTORY_OFFSET]) == history_at[message_offset(headers)]
+
+
+def test_history_positions_hold_when_another_producer_writes_between(store, store_dir, keyring, kafka_bootstrap,
+                                                                      topics):
+    """Another writer's messages land among a chunk's history messages: each state message still names its own.
+
+    The publisher reads the positions from delivery reports, which carry none of the
+    event's identity; the idempotent producer appends in produce order, so the
+    chunk's offsets in ascending order are its events' (librdkafka's
+    enable.idempotence: "in the original produce order").
+    """
+    store.create_acls([acl_created(i).event.binding for i in range(150)], context=ADMIN)
+    history, state = topics("history"), topics("state")
+    stop = threading.Event()
+
+    def another_writer():
+        producer = Producer({"bootstrap.servers": kafka_bootstrap, "logger": logging.getLogger("tests.kafka")})
+        while not stop.is_set():
+            producer.produce(history, value=b"not ours", partition=0)
+            producer.flush(5)
+
+    writer = threading.Thread(target=another_writer)
+    writer.start()
+    try:  # one message per request, so the other writer's land between them
+        publish(store_dir, keyring, kafka_bootstrap, history, state, chunk_size=50,
+                client_config={"batch.num.messages": 1})
+    finally:
+        stop.set()
+        writer.join(30)
+    messages = read_topic(kafka_bootstrap, history)
+    ours = [k for k, _, value, _ in messages if value != b"not ours"]
+    assert ours != list(range(ours[0], ours[0] + len(ours)))  # the other writer's messages are among ours
+    history_at = {message_offset(h): k for k, _, value, h in messages if value != b"not ours"}
+    positions = [(message_offset(h), int(header_map(h)[HEADER_HISTORY_OFFSET]))
+                 for _, _, _, h in read_topic(kafka_bootstrap, state)]
+    assert [at for _, at in positions] == [history_at[offset] for offset, _ in positions]
 
 
 # -- checkpoints and restarts ----------------------------------------------------------------
