@@ -9,11 +9,9 @@ one (persistent maps: O(k log n) for k changes).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import ClassVar
-
-import immutables
 
 from events.errors import InvalidValueError
 from events.types import (
@@ -23,7 +21,8 @@ from events.types import (
     ResourceType,
 )
 from projections.acl_entries import canonical_entry
-from projections.acl_index import EMPTY_MAP, AclIndex, Group, Node
+from projections.acl_ids import AclIds
+from projections.acl_index import AclIndex, Group, Node
 from projections.acl_match import filter_matches
 from projections.errors import InconsistentEventError
 from projections.gc_pause import paused_gc
@@ -39,7 +38,7 @@ class AclsImage:
     are made from it when asked for (``get``, iteration, ``matching``).
     """
 
-    acls: immutables.Map = EMPTY_MAP  # acl_id -> Group
+    acls: AclIds = field(default_factory=lambda: AclIds.EMPTY)  # acl_id -> Group
     index: AclIndex = AclIndex.EMPTY
     EMPTY: ClassVar[AclsImage]
 
@@ -58,7 +57,7 @@ class AclsImage:
                 return cls.EMPTY
             groups: dict[str, Group] = {}
             index = AclIndex.bulk(bindings.items(), groups)
-            return cls(immutables.Map(groups), index)
+            return cls(AclIds(groups), index)
 
     def get(self, acl_id: str) -> AclBinding | None:
         group = self.acls.get(acl_id)
@@ -201,7 +200,7 @@ class AclsDelta:
             with paused_gc(pause=len(self._changes) >= _BULK):
                 groups: dict[str, Group] = {}
                 index = AclIndex.bulk(self._changes.items(), groups)
-                return AclsImage(immutables.Map(groups), index) if groups else base
+                return AclsImage(AclIds(groups), index) if groups else base
         removed: list[tuple[str, Group]] = []
         added: list[tuple[str, AclBinding]] = []
         for acl_id, binding in self._changes.items():
@@ -216,13 +215,7 @@ class AclsDelta:
             return base
         with paused_gc(pause=len(removed) + len(added) >= _BULK):
             index, rebuilt = base.index.updated(removed, added)
-            mutation = acls.mutate()
-            for acl_id, _ in removed:
-                del mutation[acl_id]
-            for group in rebuilt:
-                for acl_id in group.acl_ids():
-                    mutation[acl_id] = group
-            return AclsImage(mutation.finish(), index)
+            return AclsImage(acls.updated([acl_id for acl_id, _ in removed], rebuilt), index)
 
 
 _BULK = 10000  # changes from which applying a delta pauses the cyclic GC

@@ -129,20 +129,22 @@ class SecurityDelta:
 
         Same effect as ``replay`` per event (the registered handlers, not
         subclass overrides), with the dispatch resolved once per type and
-        ACL creations added straight to the ACL delta. An event that does not
+        ACL creations and deletions recorded straight in the ACL delta. An event that does not
         fit the state before it raises InconsistentEventError naming its offset.
         """
         handlers = _HANDLERS
-        add = None
+        acls = self.acls_delta()
+        add, remove = acls.add, acls.remove
         envelope = None
         try:
             for envelope in envelopes:
                 event = envelope.event
                 cls = type(event)
                 if cls is AclCreated:
-                    if add is None:
-                        add = self.acls_delta().add
                     add(event.acl_id, event.binding)
+                    continue
+                if cls is AclDeleted:
+                    remove(event.acl_id)
                     continue
                 handler = handlers.get(cls)
                 if handler is None:

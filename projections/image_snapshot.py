@@ -22,8 +22,6 @@ import sys
 from array import array
 from collections.abc import Iterable, Iterator
 
-import immutables
-
 from events.errors import InvalidValueError
 from events.keyring import SealedSecret
 from events.types import (
@@ -34,6 +32,7 @@ from events.types import (
     ResourceType,
     ScramMechanism,
 )
+from projections.acl_ids import AclIds
 from projections.acl_index import KINDS, AclIndex, Group, Node, TypeIndex, group_of, node_of
 from projections.acl_match import ACL_BITS
 from projections.acls import AclsImage, canonical_entry
@@ -411,4 +410,4 @@ class _AclLoader:
         types = list(AclIndex.EMPTY.types)
         for resource_type, (literal, prefixed) in self.nodes.items():
             types[resource_type] = TypeIndex.of(literal, prefixed)
-        return AclsImage(immutables.Map(self.groups), AclIndex(tuple(types)))
+        return AclsImage(AclIds(self.groups), AclIndex(tuple(types)))

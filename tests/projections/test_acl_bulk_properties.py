@@ -7,10 +7,13 @@ cross from a few principals to many and back, and the by-principal grants built 
 first use must equal the grants kept up to date by later deltas.
 """
 
+from unittest.mock import patch
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from projections import acl_ids
 from projections.acls import AclsDelta, AclsImage
 
 Op = AclOperation
@@ -59,13 +62,19 @@ def grants(image):
             for t in image.index.types]
 
 
-@given(steps, st.lists(st.integers(0, 80), max_size=5))
-def test_bulk_build_equals_incremental_build(script, cuts):
-    """AclsImage.of of the end state equals the image the script's deltas make, and reads back the same ACLs."""
-    image, state = run(script, cuts, grants_first=False)
+@given(steps, st.lists(st.integers(0, 80), max_size=5), st.sampled_from([1, 3, 4096]))
+def test_bulk_build_equals_incremental_build(script, cuts, fold_floor):
+    """AclsImage.of of the end state equals the image the script's deltas make, and reads back the same ACLs.
+
+    A small fold floor folds the id table's overlay into its base every few changes.
+    """
+    with patch.object(acl_ids, "_FOLD_FLOOR", fold_floor):
+        image, state = run(script, cuts, grants_first=False)
     bulk = AclsImage.of(state.items())
     assert bulk == image
     assert sorted(bulk) == sorted(image) == sorted(state.items())
+    assert sorted(image.acls) == sorted(state) and len(image) == len(state)
+    assert all((f"id{i}" in image.acls) == (f"id{i}" in state) for i in range(45))
 
 
 @given(steps, st.lists(st.integers(0, 80), max_size=5))
