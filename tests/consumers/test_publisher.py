@@ -138,16 +138,18 @@ def test_history_positions_hold_when_another_producer_writes_between(store, stor
     """
     store.create_acls([acl_created(i).event.binding for i in range(150)], context=ADMIN)
     history, state = topics("history"), topics("state")
-    stop = threading.Event()
+    writing, stop = threading.Event(), threading.Event()
 
     def another_writer():
         producer = Producer({"bootstrap.servers": kafka_bootstrap, "logger": logging.getLogger("tests.kafka")})
         while not stop.is_set():
             producer.produce(history, value=b"not ours", partition=0)
             producer.flush(5)
+            writing.set()
 
     writer = threading.Thread(target=another_writer)
     writer.start()
+    assert writing.wait(30)
     try:  # one message per request, so the other writer's land between them
         publish(store_dir, keyring, kafka_bootstrap, history, state, chunk_size=50,
                 client_config={"batch.num.messages": 1})
