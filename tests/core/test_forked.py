@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from core.forked import ForkedCallError, call_forked
+from core.forked import CHILD_NICENESS, ForkedCallError, call_forked
 
 
 def test_the_result_is_computed_in_another_process():
@@ -49,3 +49,8 @@ def test_the_child_holds_none_of_the_parents_files(tmp_path):
     finally:
         os.close(fd)
 
+
+
+def test_the_child_runs_at_a_lower_cpu_priority():
+    """The child is background work: its niceness is this process's plus CHILD_NICENESS (at most 19)."""
+    assert call_forked(os.nice, 0) == min(os.nice(0) + CHILD_NICENESS, 19)
