@@ -33,7 +33,15 @@ from events.types import (
     ScramMechanism,
 )
 from projections.acl_ids import AclIds
-from projections.acl_index import KINDS, AclIndex, Group, Node, TypeIndex, group_of, node_of
+from projections.acl_index import (
+    KINDS,
+    AclIndex,
+    Group,
+    Node,
+    TypeIndex,
+    group_of,
+    node_of,
+)
 from projections.acl_match import ACL_BITS
 from projections.acls import AclsImage, canonical_entry
 from projections.image import SecurityImage
