@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from core.config import StoreConfig
 from core.errors import QueryError
-from core.history_index import binding
+from core.history_index import acls
 from core.timetravel import TimeTravel
 from events.records import AclCreated, AclDeleted, Envelope
 from events.types import (
@@ -164,7 +164,7 @@ def who_could_at(
             alive[row[1]] = row
         else:
             del alive[row[1]]
-    return _grants([(acl_id, binding(alive[acl_id])) for acl_id in sorted(alive)], config, op)
+    return _grants(acls(alive[acl_id] for acl_id in sorted(alive)), config, op)
 
 
 def _grants(on_resource: list[tuple[str, AclBinding]], config: StoreConfig, op: AclOperation) -> list[Grant]:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from core.errors import QueryError
-from core.history_index import HistoryIndex, binding
+from core.history_index import HistoryIndex, acls
 from core.timetravel import TimeTravel, _require_int
 from events.records import (
     EVENT_TYPES,
@@ -475,8 +475,8 @@ def _indexed_diff(index: HistoryIndex, a: int, b: int) -> Diff:
             token_rows.append((offset, event_type, entity, payload))
     upserted, deleted = _credential_changes(index, a, scram_last)
     issued, renewed, expired, gone = _token_changes(index, a, token_rows)
-    return Diff(a, b, tuple((i, binding(added[i])) for i in sorted(added)),
-                tuple((i, binding(removed[i])) for i in sorted(removed)), upserted, deleted, issued, renewed, expired,
+    return Diff(a, b, tuple(acls(added[i] for i in sorted(added))), tuple(acls(removed[i] for i in sorted(removed))),
+                upserted, deleted, issued, renewed, expired,
                 gone)
 
 
