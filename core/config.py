@@ -105,7 +105,7 @@ class StoreConfig:
     snapshot_policy: InstanceOf[SnapshotPolicy] = field(default_factory=SnapshotPolicy)
     keep_snapshots: Annotated[int, Field(ge=1, le=INT32_MAX)] = 2
     delete_covered_segments: bool = False
-    # time travel: estimated bytes of past images held in memory (core.timetravel; ~580 B per logged event covered)
+    # time travel: estimated bytes of past images held in memory (core.timetravel; ~680 B per logged event covered)
     time_travel_memory_bytes: Annotated[int, Field(ge=0, le=INT64_MAX)] = 1 << 30
     key_file: str | InstanceOf[os.PathLike] | None = None
     clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)

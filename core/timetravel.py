@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger("secmeta.timetravel")
-DEFAULT_INTERVAL = 20_000  # events between in-memory checkpoints: a replay of at most ~0.1 s
+DEFAULT_INTERVAL = 10_000  # events between in-memory checkpoints: a replay of at most ~0.08 s CPU at 1M events
 DEFAULT_MEMORY_BYTES = StoreConfig.time_travel_memory_bytes
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
@@ -151,10 +151,10 @@ def _iso(ms: int | None) -> str:
 # scripts.bench.history): a whole image per ACL (before its grants are built on first use),
 # SCRAM user and token; and per event between
 # two images of one lineage (derived from one another by replay, so they share every
-# persistent-map node those events did not copy): 575 B/event at checkpoints every 20k events
-# on a 200k-ACL image (923 B at 5k, 406 B at 50k: nearby changes share their path copies).
+# persistent-map node those events did not copy): 680 B/event at checkpoints every 10k events
+# on a 200k-ACL image (923 B at 5k, 534 B at 20k, 406 B at 50k: nearby changes share path copies).
 _ACL_BYTES, _USER_BYTES, _TOKEN_BYTES = 280, 870, 420
-_EVENT_BYTES = 580
+_EVENT_BYTES = 680
 
 # Starting costs in CPU seconds, until this process has measured its own: replay of the mixed
 # log (~230k events/s) and loading a snapshot file (~0.1 us per byte, ~7 us per ACL).

@@ -7,6 +7,7 @@ import pytest
 from core import AclBindingFilter, PatternType, ResourceType
 from core.checkpoints import CheckpointFiles
 from core.timetravel import TimeTravel
+from projections.acls import AclsImage
 from projections.image import SecurityImage, SecurityProjection
 from tests.logkit import Clock
 from tests.storekit import ADMIN, acl, store_at
@@ -101,3 +102,13 @@ def test_a_file_of_another_store_does_not_fit_the_chain(store, tmp_path, keyring
     travel = cold(store, files)
     assert dict(travel.image_at(131).acls) == dict(replayed(store, 131).acls)
     assert len(files.problems) == 1 and files.problems[0].startswith(source.name)
+
+
+def test_a_large_image_is_written_less_often(store):
+    """Files are ``every`` events apart, or a sixth of the image's ACLs when that is more (the replay from
+    the previous file then costs no more than about half the load of a new one)."""
+    files = CheckpointFiles(store.log, every=40)
+    small = SecurityImage(acls=AclsImage.of((f"id-{i}", acl(f"t{i}")) for i in range(60)), next_offset=40)
+    large = SecurityImage(acls=AclsImage.of((f"id-{i}", acl(f"t{i}")) for i in range(600)), next_offset=99)
+    assert (files.spacing(small), files.spacing(large)) == (40, 100)
+    assert files.due(small) and not files.due(large)
