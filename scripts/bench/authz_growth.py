@@ -6,10 +6,13 @@ Issue 15's target: p50 growth < x2 from 10k to 1M ACLs and p99 <= 20 us, in its 
   1,000, a random host ``10.0.a.b``, one of six operations, 20% DENY); a request names an
   existing topic (90%) or an unknown ``foo-N-bar`` (10%); half of those on a topic take
   the principal and host of one of its ACLs, the rest a random principal and host;
+- ``issue15-deltas``: the same ACLs and requests, the image built as a store taking
+  ``create_acls`` batches builds it (one delta of 10k ACLs after another) instead of in
+  bulk (a snapshot load or replay): its nodes lie scattered over more memory;
 - ``kafka``: Kafka's AuthorizerBenchmark shape as ``authz_core`` builds it (10% groups,
   20% prefixed, 20% DENY, host '*'), with its request mix.
 
-    python -m scripts.bench.authz_growth [--sizes 10000 100000 1000000] [--shapes issue15 kafka]
+    python -m scripts.bench.authz_growth [--sizes 10000 100000 1000000] [--shapes issue15 issue15-deltas kafka]
 
 Method.  Every request is drawn from a seeded RNG before timing, with its strings copied
 (new objects, as decoded off the wire, not the image's own).  All sizes of a shape are
@@ -43,7 +46,8 @@ from projections.image import SecurityImage
 from scripts.bench import authz_core
 from scripts.bench.report import percentiles, print_table, write_json
 
-SHAPES = ("issue15", "kafka")
+SHAPES = ("issue15", "issue15-deltas", "kafka")
+DELTA_ACLS = 10_000  # ACLs per delta in the issue15-deltas shape (scripts.bench.rebuild's create_acls batch)
 ACLS_PER_TOPIC = 10
 PRINCIPALS = 1000
 OPERATIONS = (
@@ -110,13 +114,22 @@ def _copied(request: Request) -> Request:
     return principal.encode().decode(), host.encode().decode(), operation, resource_type, name.encode().decode()
 
 
+def _in_deltas(pairs: Sequence[tuple[str, AclBinding]]) -> AclsImage:
+    """The image of the pairs applied one delta of ``DELTA_ACLS`` after another."""
+    image = AclsImage.EMPTY
+    for start in range(0, len(pairs), DELTA_ACLS):
+        image = authz_core.image_of(pairs[start:start + DELTA_ACLS], image)
+    return image
+
+
 def shape_of(shape: str, n: int, requests: int, seed: int = 0) -> tuple[AclsImage, list[Request]]:
     """An image of n ACLs in the shape, and ``requests`` requests against it."""
-    if shape == "issue15":
-        pairs = issue15_bindings(n, seed)
-        image, drawn = AclsImage.of(pairs), issue15_requests(pairs, requests, seed)
-    else:
+    if shape == "kafka":
         image, drawn = AclsImage.of(authz_core.bindings(n, seed)), authz_core.random_requests(n, requests, seed)
+    else:
+        pairs = issue15_bindings(n, seed)
+        image = _in_deltas(pairs) if shape == "issue15-deltas" else AclsImage.of(pairs)
+        drawn = issue15_requests(pairs, requests, seed)
     return image, [_copied(request) for request in drawn]
 
 
