@@ -1,0 +1,115 @@
+"""as_of in a cold process: the first query, the background fill, random points and memory.
+
+    python -m scripts.bench.as_of STORE KEY_FILE --first-ts MS --last-ts MS [--points 40] [--memory-mb 1024]
+
+Run by scripts.bench.history in a fresh interpreter for each log, after a first
+process has written the derived files, so that nothing of that process's image
+or freed memory is resident: the figures are those of a process that opens the
+store and answers time-travel queries.  Prints one JSON object.  Wall times are
+beside the CPU time of the querying thread (the machine may be shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import random
+import resource
+import time
+from pathlib import Path
+
+from core import StoreConfig
+from core.store import SecurityStore
+from events.keyring import Keyring
+from projections.snapshot import SnapshotPolicy
+from scripts.bench.report import percentiles
+
+AS_OF_P99_S = {1_000_000: 0.2, 10_000_000: 0.5}  # issue 15: random as_of p99 at 1M and 10M events
+FIRST_AS_OF_S, FIRST_AS_OF_MB = 1.0, 100  # issue 15: first as_of on a cold 1M-event log
+
+
+def as_of_target(events: int) -> float:
+    """The p99 target for as_of at a random point of a log of ``events`` events."""
+    return AS_OF_P99_S[1_000_000] if events <= 1_000_000 else AS_OF_P99_S[10_000_000]
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _timed(fn, *args, **kwargs) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this thread)."""
+    wall, cpu = time.perf_counter(), time.thread_time()
+    fn(*args, **kwargs)
+    return time.perf_counter() - wall, time.thread_time() - cpu
+
+
+def _stats(samples: list[tuple[float, float]]) -> dict:
+    wall = percentiles([w for w, _ in samples], (50, 99))
+    cpu = percentiles([c for _, c in samples], (50, 99))
+    return {"p50_s": wall["p50"], "p99_s": wall["p99"], "max_s": max(w for w, _ in samples),
+            "p50_cpu_s": cpu["p50"], "p99_cpu_s": cpu["p99"], "n": len(samples)}
+
+
+def measure(path: Path, key_file: Path, first_ts: int, last_ts: int, points: int, memory_mb: int) -> dict:
+    """Open the store, answer a first as_of, wait for the fill, then as_of at random offsets and times."""
+    keyring = Keyring.from_file(key_file)
+    clock_s = (last_ts + 60_000) / 1000
+    config = StoreConfig(clock=lambda: clock_s, snapshot_policy=SnapshotPolicy(every_events=None, every_bytes=None),
+                         time_travel_memory_bytes=memory_mb * 2**20)
+    out: dict = {"memory_budget_mb": memory_mb, "rss_before_open_mb": _rss_mb()}
+    wall, cpu = time.perf_counter(), time.process_time()
+    store = SecurityStore.open(path, config, keyring=keyring)
+    out["open_s"], out["open_cpu_s"] = time.perf_counter() - wall, time.process_time() - cpu
+    try:
+        travel = store.timetravel
+        travel.files.wait()  # the derived files are all present: nothing to write
+        travel.index.wait()
+        events = store.log.end_offset
+        gc.collect()
+        out["rss_open_mb"] = rss = _rss_mb()
+        rng = random.Random(7)
+        out["first_as_of_s"], out["first_as_of_cpu_s"] = _timed(store.as_of, offset=rng.randrange(events))
+        out["first_as_of_rss_mb"] = _rss_mb() - rss  # before the fill has built much (it starts now)
+        out["first_as_of_held_mb"] = travel.held_bytes() / 2**20
+        wall, cpu = time.perf_counter(), time.process_time()
+        travel.wait()
+        out["fill_s"], out["fill_cpu_s"] = time.perf_counter() - wall, time.process_time() - cpu
+        gc.collect()
+        out["fill_rss_mb"] = _rss_mb() - rss
+        out["fill_held_mb"] = travel.held_bytes() / 2**20
+        held = travel.checkpoints
+        out["checkpoints"] = len(held)
+        out["covered_events"] = held[-1] if held else 0
+        offsets = [rng.randrange(events) for _ in range(points)]
+        out["as_of_offset"] = _stats([_timed(store.as_of, offset=n) for n in offsets])
+        times = [rng.randrange(first_ts, last_ts + 1) for _ in range(points)]
+        out["as_of_time"] = _stats([_timed(store.as_of, timestamp_ms=t) for t in times])
+        out["as_of_cached"] = _stats([_timed(store.as_of, timestamp_ms=t) for t in times[-10:]])
+        gc.collect()
+        out["end_rss_mb"] = _rss_mb() - rss
+        out["end_held_mb"] = travel.held_bytes() / 2**20
+        out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    finally:
+        store.close()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("store", type=Path)
+    parser.add_argument("key_file", type=Path)
+    parser.add_argument("--first-ts", type=int, required=True, help="the time of the log's first batch (epoch ms)")
+    parser.add_argument("--last-ts", type=int, required=True, help="the time of the log's last batch (epoch ms)")
+    parser.add_argument("--points", type=int, default=40)
+    parser.add_argument("--memory-mb", type=int, default=StoreConfig.time_travel_memory_bytes // 2**20)
+    args = parser.parse_args(argv)
+    print(json.dumps(measure(args.store, args.key_file, args.first_ts, args.last_ts, args.points, args.memory_mb)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
