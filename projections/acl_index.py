@@ -170,6 +170,10 @@ class Group:
         operation, permission = _BIT_FIELDS[self.any_host]
         return [(self.ids, canonical_entry(self.principal, WILDCARD, operation, permission))]  # type: ignore[list-item]
 
+    def fields(self) -> list[Member]:
+        """(acl_id, host, operation, permission) of every ACL of the group."""
+        return [(self.ids, WILDCARD, *_BIT_FIELDS[self.any_host])]  # type: ignore[list-item]
+
     def entry(self, acl_id: str) -> AccessControlEntry:
         """The entry of one of the group's ACLs."""
         return self.members()[0][1]
@@ -220,6 +224,9 @@ class HostGroup(Group):
 
     def entry(self, acl_id: str) -> AccessControlEntry:
         return self.entries[self.acl_ids().index(acl_id)]  # type: ignore[index]
+
+    def fields(self) -> list[Member]:
+        return [(acl_id, e.host, e.operation, e.permission_type) for acl_id, e in self.members()]
 
 
 Member = tuple[str, str, int, int]  # acl_id, host, operation code, permission code
@@ -465,7 +472,7 @@ class TypeIndex:
                 old = None if node is None else node.group(principal)
                 if old is not None:
                     principal = old.principal
-                    kept = [(i, e.host, e.operation, e.permission_type) for i, e in old.members() if i not in gone]
+                    kept = [member for member in old.fields() if member[0] not in gone]
                     new = kept + new
                 else:
                     principal = sys.intern(principal)
@@ -475,7 +482,7 @@ class TypeIndex:
                     rebuilt.append(group)
                 if grants is not None:
                     grants.replace(principal, is_prefixed, name, old, group)
-            new_node = _node_with(node, updates)
+            new_node = _node_with(node, updates) if node is not None or len(updates) > 1 else group
             if new_node is not None:
                 store[name] = new_node
                 if node is None and is_prefixed:

@@ -173,8 +173,8 @@ class SecurityImageSnapshot:
                     },
                 )
             }
-        for chunk in _node_chunks(image.acls.index, ACL_CHUNK):
-            yield {"row": (_ACL_NODES_NAME, _nodes_row(chunk))}
+        for row in _node_rows(image.acls.index, ACL_CHUNK):
+            yield {"row": (_ACL_NODES_NAME, row)}
         for token in image.tokens:
             yield {
                 "row": (
@@ -228,69 +228,72 @@ class SecurityImageSnapshot:
         return SecurityImage(scram.apply(), acls.image(), tokens.apply(), next_offset)
 
 
-Located = tuple[int, int, str, Node]  # resource type code, pattern type code, name, node
-
-
-def _node_chunks(index: AclIndex, size: int) -> Iterator[list[Located]]:
-    """The index's nodes, in chunks of whole nodes holding about ``size`` ACLs."""
-    chunk: list[Located] = []
-    held = 0
+def _node_rows(index: AclIndex, size: int) -> Iterator[dict]:
+    """The index's nodes as AclNodesRow values, each ending after the node that brings it to ``size`` ACLs."""
+    row = _NodesRow()
     for resource_type, t in enumerate(index.types):
         for pattern_type, nodes in ((PatternType.LITERAL, t.literal), (PatternType.PREFIXED, t.prefixed)):
             for name, node in nodes.items():
-                chunk.append((resource_type, int(pattern_type), name, node))
-                held += sum(len(group.acl_ids()) for group in node.groups())
-                if held >= size:
-                    yield chunk
-                    chunk, held = [], 0
-    if chunk:
-        yield chunk
+                row.add(resource_type, pattern_type, name, node)
+                if len(row.ids) >= size:
+                    yield row.value()
+                    row = _NodesRow()
+    if row.ids:
+        yield row.value()
 
 
-def _nodes_row(chunk: list[Located]) -> dict:
-    resource_types, pattern_types, names, group_counts = bytearray(), bytearray(), [], array(_U32)
-    principals: dict[str, int] = {}
-    group_principals, acl_counts = array(_U32), array(_U32)
-    ids, hosts, operations, permissions = [], [], bytearray(), bytearray()
-    for resource_type, pattern_type, name, node in chunk:
-        resource_types.append(resource_type)
-        pattern_types.append(pattern_type)
-        names.append(name)
+class _NodesRow:
+    """The columns of one AclNodesRow as they are gathered."""
+
+    def __init__(self) -> None:
+        self.resource_types, self.pattern_types, self.names = bytearray(), bytearray(), []
+        self.group_counts, self.group_principals, self.acl_counts = array(_U32), array(_U32), array(_U32)
+        self.principals: dict[str, int] = {}
+        self.ids, self.hosts, self.operations, self.permissions = [], [], bytearray(), bytearray()
+
+    def add(self, resource_type: int, pattern_type: int, name: str, node: Node) -> None:
+        self.resource_types.append(resource_type)
+        self.pattern_types.append(pattern_type)
+        self.names.append(name)
         groups = list(node.groups())
-        group_counts.append(len(groups))
+        self.group_counts.append(len(groups))
+        principals = self.principals
         for group in groups:
-            members = group.members()
-            group_principals.append(principals.setdefault(group.principal, len(principals)))
-            acl_counts.append(len(members))
-            for acl_id, entry in members:
-                ids.append(acl_id)
-                hosts.append(entry.host)
-                operations.append(entry.operation)
-                permissions.append(entry.permission_type)
-    columns = (names, list(principals), ids, hosts)
-    separator = _separator(columns)
-    names_text, principals_text, ids_text, hosts_text = (separator.join(column) for column in columns)
-    return {
-        "separator": separator,
-        "resource_types": bytes(resource_types),
-        "pattern_types": bytes(pattern_types),
-        "names": names_text,
-        "group_counts": _u32_bytes(group_counts),
-        "principals": principals_text,
-        "group_principals": _u32_bytes(group_principals),
-        "acl_counts": _u32_bytes(acl_counts),
-        "acl_ids": ids_text,
-        "hosts": hosts_text,
-        "operations": bytes(operations),
-        "permission_types": bytes(permissions),
-    }
+            members = group.fields()
+            self.group_principals.append(principals.setdefault(group.principal, len(principals)))
+            self.acl_counts.append(len(members))
+            for acl_id, host, operation, permission in members:
+                self.ids.append(acl_id)
+                self.hosts.append(host)
+                self.operations.append(operation)
+                self.permissions.append(permission)
+
+    def value(self) -> dict:
+        columns = (self.names, list(self.principals), self.ids, self.hosts)
+        separator = _separator(columns)
+        names, principals, ids, hosts = (separator.join(column) for column in columns)
+        return {
+            "separator": separator,
+            "resource_types": bytes(self.resource_types),
+            "pattern_types": bytes(self.pattern_types),
+            "names": names,
+            "group_counts": _u32_bytes(self.group_counts),
+            "principals": principals,
+            "group_principals": _u32_bytes(self.group_principals),
+            "acl_counts": _u32_bytes(self.acl_counts),
+            "acl_ids": ids,
+            "hosts": hosts,
+            "operations": bytes(self.operations),
+            "permission_types": bytes(self.permissions),
+        }
 
 
 def _separator(columns: tuple[list[str], ...]) -> str:
     """A character none of the strings holds."""
+    texts = ["".join(column) for column in columns]
     candidates = itertools.chain(_SEPARATORS, (chr(c) for c in range(0x20, 0x110000) if not 0xD800 <= c < 0xE000))
     for separator in candidates:
-        if not any(separator in text for column in columns for text in column):
+        if not any(separator in text for text in texts):
             return separator
     raise InvalidValueError("no character is free to separate the snapshot's strings")
 
