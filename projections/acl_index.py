@@ -269,6 +269,15 @@ def group_of(principal: str, name: str, kind: tuple[ResourceType, PatternType], 
     return HostGroup(principal, ids, _shared(any_host), name, kind, hosts, nets, entries)
 
 
+def _crowded(store: dict, name: str, held, kind: tuple, crowded: list) -> dict:
+    """For ``AclIndex.bulk``: the principal -> Group or members table of a pattern holding more than one ACL."""
+    if type(held) is dict:
+        return held
+    pending = store[name] = {} if held is None else {held.principal: held}
+    crowded.append((store, name if held is None else held.name, kind, pending))
+    return pending
+
+
 class Few(tuple):
     """A node with the groups of 2 to ``_FEW`` principals, sorted by principal."""
 
@@ -634,7 +643,7 @@ class AclIndex:
         for acl_id, binding in added:
             if binding is None:
                 continue
-            pattern, entry = binding.pattern, binding.entry
+            pattern = binding.pattern
             resource_type = pattern.resource_type
             stores = per_type.get(resource_type)
             if stores is None:
@@ -645,36 +654,21 @@ class AclIndex:
             store = stores[prefixed]
             name = pattern.name
             held = store.get(name)
-            if held is None:
-                pending = None
-            elif type(held) is dict:
-                pending = held
-            else:
-                name = held.name
-                pending = store[name] = {held.principal: held}
-                crowded.append((store, name, stores[prefixed + 2], pending))
-            principal = intern(entry.principal)
-            if pending is not None:
-                now = pending.get(principal)
-                if now is not None:
-                    if type(now) is list:
-                        now.append((acl_id, entry))
-                    else:
-                        pending[principal] = [*now.members(), (acl_id, entry)]
-                    continue
-            if entry.host == WILDCARD:
+            entry = binding.entry
+            if held is None and entry.host == WILDCARD:
                 bit = bits_of[entry.permission_type][entry.operation]
-                if bit:
-                    group = acls[acl_id] = Group(principal, acl_id, bit, name, stores[prefixed + 2])
-                    if pending is None:
-                        store[name] = group
-                    else:
-                        pending[principal] = group
+                if bit:  # the pattern's first ACL, one bit: its group (and node) at once
+                    store[name] = acls[acl_id] = Group(intern(entry.principal), acl_id, bit, name, stores[prefixed + 2])
                     continue
-            if pending is None:
-                pending = store[name] = {}
-                crowded.append((store, name, stores[prefixed + 2], pending))
-            pending[principal] = [(acl_id, entry)]
+            pending = _crowded(store, name, held, stores[prefixed + 2], crowded)
+            principal = intern(entry.principal)
+            now = pending.get(principal)
+            if now is None:
+                pending[principal] = [(acl_id, entry)]
+            elif type(now) is list:
+                now.append((acl_id, entry))
+            else:
+                pending[principal] = [*now.members(), (acl_id, entry)]
         for store, name, kind, pending in crowded:
             groups = []
             for principal, held in pending.items():
