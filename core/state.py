@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from itertools import islice
 from typing import Generic, Protocol, TypeVar
 
 from core.errors import InvalidValueError, SecmetaError
@@ -33,10 +32,9 @@ from projections.snapshot import (
 
 S = TypeVar("S")
 logger = logging.getLogger("secmeta.snapshots")
-# Replay reads events in chunks of REPLAY_CHUNK into one delta and applies it every
-# REPLAY_APPLY events (and at the end): a projection's result does not depend on how
-# events are split into applies, and big applies let images build in bulk.
-REPLAY_CHUNK = 100_000
+# Replay reads the log's batches into one delta and applies it every REPLAY_APPLY events
+# (and at the end): a projection's result does not depend on how events are split into
+# applies, and big applies let images build in bulk.
 REPLAY_APPLY = 2_000_000
 PRUNE_RETRIES = 3
 
@@ -140,11 +138,12 @@ def load_state(log: Log, projection: Projection[S], codec: SnapshotCodec[S], *, 
         start = info.next_offset
     replayed = pending = 0
     position = start
-    events = log.read(start, end)
     delta = _delta(projection, state)
-    while chunk := list(islice(events, REPLAY_CHUNK)):
-        delta.replay_all(chunk)
-        replayed, pending, position = replayed + len(chunk), pending + len(chunk), chunk[-1].offset + 1
+    for events in log.read_batches(start, end):
+        if not events:
+            continue
+        delta.replay_all(events)
+        replayed, pending, position = replayed + len(events), pending + len(events), events[-1].offset + 1
         if pending >= REPLAY_APPLY:
             state, pending = delta.apply(position), 0
             delta = _delta(projection, state)

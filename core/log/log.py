@@ -583,11 +583,16 @@ class Log:
 
     def read(self, start: int = 0, end: int | None = None) -> Iterator[Envelope]:
         """Yield the visible events with offsets in [start, end), decoded."""
+        for events in self.read_batches(start, end):
+            yield from events
+
+    def read_batches(self, start: int = 0, end: int | None = None) -> Iterator[list[Envelope]]:
+        """``read``'s events a batch at a time (a batch cut by ``start`` or ``end`` holds only its part)."""
         for batch in self.batches(start, end):
             events = self.decode(batch)
             if batch.base_offset < start or (end is not None and batch.next_offset > end):
                 events = [e for e in events if start <= e.offset and (end is None or e.offset < end)]
-            yield from events
+            yield events
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int:
         """The first offset of the first batch whose time is >= ``timestamp_ms`` (end_offset if none)."""
