@@ -41,7 +41,6 @@ from consumers.kafka.wire import (
     encode_tombstone,
     is_removal,
     message_encoder,
-    message_offset,
 )
 from core.errors import InvalidValueError, SecmetaError
 from core.log import Log
@@ -207,7 +206,7 @@ class _Chunk:
     def history_callback(self, err, msg) -> None:
         self.outstanding -= 1
         if err is not None:
-            self.errors.append(f"offset {message_offset(msg.headers())}: {err.str()}")
+            self.errors.append(err.str())
         else:
             self.delivered.append(msg.offset())
 
