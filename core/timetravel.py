@@ -149,12 +149,12 @@ def _iso(ms: int | None) -> str:
 
 # What holding an image costs (Python-allocated bytes, tracemalloc, on the mixed log of
 # scripts.bench.history): a whole image per ACL (before its grants are built on first use),
-# SCRAM user and token; and per event between
-# two images of one lineage (derived from one another by replay, so they share every
-# persistent-map node those events did not copy): 680 B/event at checkpoints every 10k events
-# on a 200k-ACL image (923 B at 5k, 534 B at 20k, 406 B at 50k: nearby changes share path copies).
+# SCRAM user and token; and a step between two images of one lineage (derived from one
+# another by replay, so they share every persistent-map node those events did not copy): on a
+# 200k-ACL image 4.6 MB for 5k events, 6.8 MB for 10k, 10.7 MB for 20k, 20.3 MB for 50k, i.e.
+# about 3 MB of upper map and index nodes that any spread of changes copies, plus 350 B per event.
 _ACL_BYTES, _USER_BYTES, _TOKEN_BYTES = 280, 870, 420
-_EVENT_BYTES = 680
+_STEP_BYTES, _EVENT_BYTES = 3_000_000, 350
 
 # Starting costs in CPU seconds, until this process has measured its own: replay of the mixed
 # log (~230k events/s) and loading a snapshot file (~0.1 us per byte, ~7 us per ACL).
@@ -166,6 +166,13 @@ _MIN_SAMPLE = 1000  # events (or bytes / 100) of work before a measurement moves
 def image_bytes(image: SecurityImage) -> int:
     """Estimated bytes an image holds on its own (shared with no other image)."""
     return len(image.acls) * _ACL_BYTES + len(image.scram) * _USER_BYTES + len(image.tokens) * _TOKEN_BYTES
+
+
+def step_bytes(events: int, image: SecurityImage | None) -> int:
+    """Estimated bytes of an image ``events`` events past one it was replayed from, beyond that one's
+    (at most the image's own bytes)."""
+    step = _STEP_BYTES + events * _EVENT_BYTES
+    return step if image is None else min(step, image_bytes(image))
 
 
 class _Rate:
@@ -199,11 +206,12 @@ class TimeTravel:
     stay within ``memory_bytes``; ``held_bytes`` is that estimate.  A query
     starts from whichever is cheapest by estimated CPU: the nearest image in
     memory plus a replay, or the nearest checkpoint file or policy snapshot
-    plus a replay (``rates`` are learnt from this process's loads and replays).
-    With ``fill``, the first query that has to build an image starts one
-    background replay of the whole log that leaves a checkpoint every
-    ``interval`` events while they fit in the budget, so later points need
-    only a short replay.  ``live`` (optional) returns the writer's published
+    plus a replay (``replay_rate`` and ``load_rate`` are learnt from this
+    process's own loads and replays).  With ``fill``, the first query that has
+    to build an image starts one background replay of the whole log that leaves
+    a checkpoint every ``fill_spacing`` events (``interval``, or sparser when
+    the whole log would not fit the budget) while they fit, so later points
+    need only a short replay.  ``live`` (optional) returns the writer's published
     image, used as is when asked for its offset.  Thread-safe: one query
     builds at a time, and ``note`` (called by the writer per commit) never
     waits for one.
@@ -262,8 +270,7 @@ class TimeTravel:
 
         Each lineage costs its first image's own bytes (``image_bytes``; nothing for
         the empty image and the writer's lineage, whose structure is the live image's)
-        plus, between consecutive images, what the events between them changed: about
-        ``_EVENT_BYTES`` per event, at most the later image's own bytes.
+        plus, between consecutive images, what the events between them copied (``step_bytes``).
         """
         with self._lock:
             return self._estimate()
@@ -276,7 +283,7 @@ class TimeTravel:
         for lineage, offsets in members.items():
             total += self._root_bytes.get(lineage, 0)
             for a, b in itertools.pairwise(offsets):
-                total += min((b - a) * _EVENT_BYTES, image_bytes(self._held[b].image))
+                total += step_bytes(b - a, self._held[b].image)
         return total
 
     def _keep(self, image: SecurityImage, lineage: object, *, root: bool = False) -> None:
@@ -510,11 +517,22 @@ class TimeTravel:
         except Exception as exc:  # noqa: BLE001 - checkpoints are an optimisation: never take the store down
             logger.warning("time-travel checkpoints not filled: %s", exc)
 
+    def fill_spacing(self, events: int) -> int:
+        """The densest spacing (``interval``, doubled until it fits) at which checkpoints over ``events``
+        events fit in what the budget has left, by ``step_bytes`` (capped at the live image's bytes)."""
+        room = self.memory_bytes - self.held_bytes()
+        largest = self._live() if self._live is not None else None
+        spacing = self.interval
+        while spacing < events and events // spacing * step_bytes(spacing, largest) > room:
+            spacing *= 2
+        return spacing
+
     def _fill_memory(self) -> None:
-        """Replay the log once from its start, keeping a checkpoint every ``interval`` events until the
-        next would not fit the budget.  Images of other loaded lineages the replay has passed are
+        """Replay the log once from its start, keeping a checkpoint every ``fill_spacing`` events until
+        the next would not fit the budget.  Images of other loaded lineages the replay has passed are
         dropped: a checkpoint of this one is as near, without a loaded image's own bytes."""
         start, end = self.log.start_offset, self.log.end_offset
+        spacing = self.fill_spacing(end - start)
         with self._build_lock:
             image, lineage = self._build(start)
         since = start
@@ -524,7 +542,7 @@ class TimeTravel:
                 return
             with paused_gc():
                 delta.replay_all(self.log.decode(batch))
-            if batch.next_offset - since < self.interval:
+            if batch.next_offset - since < spacing:
                 continue
             with paused_gc(freeze=True):
                 checkpoint = delta.apply(batch.next_offset)
@@ -534,8 +552,7 @@ class TimeTravel:
                 for offset in passed:
                     self._drop(offset)
                 fits = (checkpoint.next_offset in self._held or self._estimate()
-                        + min((checkpoint.next_offset - since) * _EVENT_BYTES, image_bytes(checkpoint))
-                        <= self.memory_bytes)
+                        + step_bytes(checkpoint.next_offset - since, checkpoint) <= self.memory_bytes)
             if not fits:
                 return
             self._keep(checkpoint, lineage)

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core import AclBindingFilter, InvalidValueError, PatternType, ResourceType, StoreConfig
-from core.timetravel import TimeTravel
+from core.timetravel import TimeTravel, step_bytes
 from projections.image import SecurityImage, SecurityProjection
 from tests.logkit import Clock, make_keyring
 from tests.storekit import ADMIN, acl, store_at
@@ -112,3 +112,13 @@ def test_a_bad_memory_budget_is_refused_naming_the_setting(value):
 def test_a_negative_budget_is_refused(store):
     with pytest.raises(InvalidValueError, match="at least 0 bytes"):
         TimeTravel(store.log, memory_bytes=-1)
+
+
+def test_the_fill_spaces_checkpoints_as_densely_as_the_budget_allows(store):
+    """With room for the whole log at ``interval``, that spacing; with less, a doubled one; never denser."""
+    roomy = TimeTravel(store.log, interval=10)
+    assert roomy.fill_spacing(120) == 10
+    tight = TimeTravel(store.log, interval=10, memory_bytes=roomy.fill_spacing(120))
+    assert tight.fill_spacing(120) >= 120
+    budget = 120 // 20 * step_bytes(20, None)  # room for checkpoints every 20 events, not every 10
+    assert TimeTravel(store.log, interval=10, memory_bytes=budget).fill_spacing(120) == 20
