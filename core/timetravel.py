@@ -161,6 +161,7 @@ _STEP_BYTES, _EVENT_BYTES = 3_000_000, 350
 _REPLAY_S_PER_EVENT = 4.5e-6
 _LOAD_S_PER_BYTE = 1e-7
 _MIN_SAMPLE = 1000  # events (or bytes / 100) of work before a measurement moves a rate
+_SPARSEST = 8  # the fill's widest spacing in intervals: 80k events, ~0.5 s CPU of replay at 1M events
 
 
 def image_bytes(image: SecurityImage) -> int:
@@ -519,11 +520,14 @@ class TimeTravel:
 
     def fill_spacing(self, events: int) -> int:
         """The densest spacing (``interval``, doubled until it fits) at which checkpoints over ``events``
-        events fit in what the budget has left, by ``step_bytes`` (capped at the live image's bytes)."""
+        events fit in what the budget has left, by ``step_bytes`` (capped at the live image's bytes).
+        Never sparser than ``_SPARSEST`` intervals: a longer replay from a checkpoint would cost about
+        what loading a file does, so past that the fill covers what fits from the log's start."""
         room = self.memory_bytes - self.held_bytes()
         largest = self._live() if self._live is not None else None
         spacing = self.interval
-        while spacing < events and events // spacing * step_bytes(spacing, largest) > room:
+        while (spacing < min(events, _SPARSEST * self.interval)
+               and events // spacing * step_bytes(spacing, largest) > room):
             spacing *= 2
         return spacing
 

@@ -115,10 +115,10 @@ def test_a_negative_budget_is_refused(store):
 
 
 def test_the_fill_spaces_checkpoints_as_densely_as_the_budget_allows(store):
-    """With room for the whole log at ``interval``, that spacing; with less, a doubled one; never denser."""
-    roomy = TimeTravel(store.log, interval=10)
-    assert roomy.fill_spacing(120) == 10
-    tight = TimeTravel(store.log, interval=10, memory_bytes=roomy.fill_spacing(120))
-    assert tight.fill_spacing(120) >= 120
+    """With room for the whole log at ``interval``, that spacing; with less, a doubled one; never denser,
+    and never sparser than 8 intervals (the fill then covers what fits from the start)."""
+    assert TimeTravel(store.log, interval=10).fill_spacing(120) == 10
+    assert TimeTravel(store.log, interval=10, memory_bytes=10).fill_spacing(120) == 80
+    assert TimeTravel(store.log, interval=10, memory_bytes=10).fill_spacing(30) == 40
     budget = 120 // 20 * step_bytes(20, None)  # room for checkpoints every 20 events, not every 10
     assert TimeTravel(store.log, interval=10, memory_bytes=budget).fill_spacing(120) == 20
