@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from projections import acl_ids
 from projections.acls import AclsDelta, AclsImage
+from projections.authorizer import authorize
 
 Op = AclOperation
 
@@ -90,3 +91,26 @@ def test_every_acl_reads_back_from_its_group(pairs):
     image = AclsImage.of(pairs)
     expected = dict(pairs)
     assert {acl_id: image.get(acl_id) for acl_id in expected} == expected and len(image) == len(expected)
+
+
+def test_decisions_hold_as_a_resource_gains_and_loses_principals():
+    """As principals are added to one topic and removed again (one group, a few, many), each is allowed exactly while it holds an ACL."""
+    names = [f"User:p{i}" for i in range(12)]
+
+    def acl(principal):
+        return AclBinding.of(ResourceType.TOPIC, "t", PatternType.LITERAL, principal, "*", Op.READ,
+                             AclPermissionType.ALLOW)
+
+    image, held = AclsImage.EMPTY, []
+    steps = [("add", p) for p in names] + [("remove", p) for p in reversed(names)]
+    for action, principal in steps:
+        delta = AclsDelta(image)
+        if action == "add":
+            delta.add(principal, acl(principal))
+            held.append(principal)
+        else:
+            delta.remove(principal)
+            held.remove(principal)
+        image = delta.apply()
+        allowed = [p for p in names if authorize(image, p, "10.0.0.1", Op.READ, ResourceType.TOPIC, "t")]
+        assert allowed == held and image == AclsImage.of((p, acl(p)) for p in held)
