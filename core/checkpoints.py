@@ -4,11 +4,11 @@
 
 A checkpoint file is a snapshot (projections.snapshot: CRC, HMAC under the
 keyring's chain key, the chain link of the batch that ends at its offset), one
-every ``spacing(image)`` events: ``every``, or a sixth of the image's ACLs when
-that is more.  Loading a file costs ~1.4 us per ACL and replaying ~4 us per
-event (CPU, scripts.bench.history), so the replay from the nearest file to any
-point costs at most about half the load, while a large store does not write a
-whole image every ``every`` events.  They are written in the background: as the log grows
+every ``spacing(image)`` events: ``every``, or a tenth of the image's ACLs when
+that is more.  Loading a file costs ~1.6 us per ACL and replaying ~6 us per
+event (CPU, 1M-event log of scripts.bench.history), so the replay from the
+nearest file to any point costs at most about half the load, while a large
+store does not write a whole image every ``every`` events.  They are written in the background: as the log grows
 (from the images time travel already holds) and, when a store opens, for the
 stretch of log that has none yet (``fill``).  A cold process answers its first
 ``as_of`` from the nearest checkpoint file plus a short replay instead of
@@ -25,6 +25,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from core.forked import call_forked
 from core.log import Log
 from core.log.fit import snapshot_misfit
 from projections.gc_pause import paused_gc
@@ -37,7 +38,7 @@ __all__ = ["CHECKPOINT_DIR", "DEFAULT_EVERY", "CheckpointFiles"]
 logger = logging.getLogger("secmeta.checkpoints")
 CHECKPOINT_DIR = "checkpoints"
 DEFAULT_EVERY = 50_000
-_ACLS_PER_EVENT_OF_SPACING = 6
+_ACLS_PER_EVENT_OF_SPACING = 10
 
 
 class CheckpointFiles:
@@ -95,8 +96,8 @@ class CheckpointFiles:
         link = self.log.link_at(image.next_offset)
         if link is None or self._closed.is_set():
             return
-        write_snapshot(self.directory, self._codec, image, next_offset=image.next_offset, link=link,
-                       timestamp_ms=int(time.time() * 1000), keyring=self.log.keyring)
+        call_forked(write_snapshot, self.directory, self._codec, image, next_offset=image.next_offset, link=link,
+                    timestamp_ms=int(time.time() * 1000), keyring=self.log.keyring)  # off the writers' GIL
 
     def write_in_background(self, image: SecurityImage) -> None:
         """Write ``image`` in a thread when it is due and no other write is under way."""

@@ -105,10 +105,10 @@ def test_a_file_of_another_store_does_not_fit_the_chain(store, tmp_path, keyring
 
 
 def test_a_large_image_is_written_less_often(store):
-    """Files are ``every`` events apart, or a sixth of the image's ACLs when that is more (the replay from
+    """Files are ``every`` events apart, or a tenth of the image's ACLs when that is more (the replay from
     the previous file then costs no more than about half the load of a new one)."""
     files = CheckpointFiles(store.log, every=40)
     small = SecurityImage(acls=AclsImage.of((f"id-{i}", acl(f"t{i}")) for i in range(60)), next_offset=40)
-    large = SecurityImage(acls=AclsImage.of((f"id-{i}", acl(f"t{i}")) for i in range(600)), next_offset=99)
+    large = SecurityImage(acls=AclsImage.of((f"id-{i}", acl(f"t{i}")) for i in range(1000)), next_offset=99)
     assert (files.spacing(small), files.spacing(large)) == (40, 100)
     assert files.due(small) and not files.due(large)

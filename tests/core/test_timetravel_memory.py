@@ -122,3 +122,12 @@ def test_the_fill_spaces_checkpoints_as_densely_as_the_budget_allows(store):
     assert TimeTravel(store.log, interval=10, memory_bytes=10).fill_spacing(30) == 40
     budget = 120 // 20 * step_bytes(20, None)  # room for checkpoints every 20 events, not every 10
     assert TimeTravel(store.log, interval=10, memory_bytes=budget).fill_spacing(120) == 20
+
+
+def test_with_a_fill_a_query_leaves_no_checkpoints_of_its_own(store):
+    """Where the background fill leaves checkpoints, a query's replay keeps only its answer (no index
+    update per interval on the way)."""
+    travel = TimeTravel(store.log, interval=10, fill=True)
+    travel.close()  # a closed TimeTravel starts no fill
+    assert dict(travel.image_at(117).acls) == replayed(store, 117)
+    assert travel.checkpoints == [0, 117]
