@@ -195,10 +195,9 @@ class _Chunk:
     offsets in log order.
     """
 
-    __slots__ = ("envelopes", "delivered", "outstanding", "errors")
+    __slots__ = ("delivered", "outstanding", "errors")
 
-    def __init__(self, envelopes: list[Envelope]):
-        self.envelopes = envelopes
+    def __init__(self):
         self.delivered: list[int] = []
         self.outstanding = 0
         self.errors: list[str] = []
@@ -486,7 +485,7 @@ class Publisher:
         """Publish the events from the checkpoint to ``end``; how many were confirmed (all, or 0)."""
         envelopes = list(self._log.read(self._checkpoint, end))
         producer = self._producer_ready()
-        chunk = _Chunk(envelopes)
+        chunk = _Chunk()
         encoded = list(map(self._encode, envelopes))
         self._report("publishing", f"offsets {envelopes[0].offset}..{envelopes[-1].offset}")
         produce, history, callback = self._producer_call(producer), self.history_topic, chunk.history_callback
