@@ -4,11 +4,14 @@
 
 A checkpoint file is a snapshot (projections.snapshot: CRC, HMAC under the
 keyring's chain key, the chain link of the batch that ends at its offset), one
-every ``spacing(image)`` events: ``every``, or a tenth of the image's ACLs when
-that is more.  Loading a file costs ~1.6 us per ACL and replaying ~6 us per
-event (CPU, 1M-event log of scripts.bench.history), so the replay from the
-nearest file to any point costs at most about half the load, while a large
-store does not write a whole image every ``every`` events.  They are written in the background: as the log grows
+every ``spacing(image)`` events: ``every``, or a tenth of the image's ACLs, or a
+``max_files``-th of the log, whichever is most.  Loading a file costs ~1.6 us per
+ACL and replaying ~6 us per event (CPU, 1M-event log of scripts.bench.history),
+so the replay from the nearest file to any point costs at most about half the
+load, while a large store does not write a whole image every ``every`` events;
+past ``max_files`` files the one whose removal leaves the smallest gap is deleted,
+so the disk holds at most ``max_files`` images (at 1M events: 20 files, 225 MB
+beside a 75 MB log).  They are written in the background: as the log grows
 (from the images time travel already holds) and, when a store opens, for the
 stretch of log that has none yet (``fill``).  A cold process answers its first
 ``as_of`` from the nearest checkpoint file plus a short replay instead of
@@ -31,22 +34,30 @@ from core.log.fit import snapshot_misfit
 from projections.gc_pause import paused_gc
 from projections.image import SecurityDelta, SecurityImage
 from projections.image_snapshot import SecurityImageSnapshot
-from projections.snapshot import SnapshotError, list_snapshots, read_snapshot, write_snapshot
+from projections.snapshot import (
+    SnapshotError,
+    list_snapshots,
+    read_snapshot,
+    snapshot_path,
+    write_snapshot,
+)
 
-__all__ = ["CHECKPOINT_DIR", "DEFAULT_EVERY", "CheckpointFiles"]
+__all__ = ["CHECKPOINT_DIR", "DEFAULT_EVERY", "DEFAULT_MAX_FILES", "CheckpointFiles"]
 
 logger = logging.getLogger("secmeta.checkpoints")
 CHECKPOINT_DIR = "checkpoints"
 DEFAULT_EVERY = 50_000
+DEFAULT_MAX_FILES = 24
 _ACLS_PER_EVENT_OF_SPACING = 10
 
 
 class CheckpointFiles:
     """The checkpoint files of one store: which offsets have one, writing and loading them."""
 
-    def __init__(self, log: Log, every: int = DEFAULT_EVERY):
+    def __init__(self, log: Log, every: int = DEFAULT_EVERY, max_files: int = DEFAULT_MAX_FILES):
         self.log = log
         self.every = every
+        self.max_files = max_files
         self.directory = Path(log.store.path) / CHECKPOINT_DIR
         self.problems: list[str] = []  # files found bad (each reported once, then deleted)
         self._codec = SecurityImageSnapshot()
@@ -60,7 +71,8 @@ class CheckpointFiles:
 
     def spacing(self, image: SecurityImage) -> int:
         """How many events past the newest file ``image`` must be to be written as the next one."""
-        return max(self.every, len(image.acls) // _ACLS_PER_EVENT_OF_SPACING)
+        return max(self.every, len(image.acls) // _ACLS_PER_EVENT_OF_SPACING,
+                   (image.next_offset - self.log.start_offset) // self.max_files)
 
     def due(self, image: SecurityImage) -> bool:
         """Whether ``image`` is ``spacing(image)`` events past the newest file (or the log's start)."""
@@ -98,6 +110,15 @@ class CheckpointFiles:
             return
         call_forked(write_snapshot, self.directory, self._codec, image, next_offset=image.next_offset, link=link,
                     timestamp_ms=int(time.time() * 1000), keyring=self.log.keyring)  # off the writers' GIL
+        self._thin()
+
+    def _thin(self) -> None:
+        """Past ``max_files``, delete the file whose removal leaves the smallest gap (never the newest)."""
+        offsets = self.offsets()
+        while len(offsets) > self.max_files:
+            bounds = [self.log.start_offset, *offsets]  # bounds[i] precedes offsets[i], bounds[i + 2] follows it
+            i = min(range(len(offsets) - 1), key=lambda i: bounds[i + 2] - bounds[i])
+            snapshot_path(self.directory, offsets.pop(i)).unlink(missing_ok=True)
 
     def write_in_background(self, image: SecurityImage) -> None:
         """Write ``image`` in a thread when it is due and no other write is under way."""
@@ -135,7 +156,8 @@ class CheckpointFiles:
                 break
         if base is None:
             return
-        since, spacing = base.next_offset, self.spacing(base)
+        least = (self.log.end_offset - self.log.start_offset) // self.max_files  # no file written to be thinned
+        since, spacing = base.next_offset, max(least, self.spacing(base))
         with paused_gc():
             delta = SecurityDelta(base)
             for batch in self.log.batches(since):
@@ -145,7 +167,7 @@ class CheckpointFiles:
                 if batch.next_offset - since >= spacing:
                     image = delta.apply(batch.next_offset)
                     self.write(image)
-                    delta, since, spacing = SecurityDelta(image), batch.next_offset, self.spacing(image)
+                    delta, since, spacing = SecurityDelta(image), batch.next_offset, max(least, self.spacing(image))
 
     def wait(self) -> None:
         """Wait for a write under way."""

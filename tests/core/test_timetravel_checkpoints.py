@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from core import AclBindingFilter, PatternType, ResourceType
@@ -14,7 +16,7 @@ from tests.storekit import ADMIN, acl, store_at
 
 
 def replayed(store, n: int) -> SecurityImage:
-    return SecurityProjection().apply(SecurityImage.EMPTY, list(store.log.read(0, n)))
+    return replace(SecurityProjection().apply(SecurityImage.EMPTY, list(store.log.read(0, n))), next_offset=n)
 
 
 @pytest.fixture
@@ -112,3 +114,23 @@ def test_a_large_image_is_written_less_often(store):
     large = SecurityImage(acls=AclsImage.of((f"id-{i}", acl(f"t{i}")) for i in range(1000)), next_offset=99)
     assert (files.spacing(small), files.spacing(large)) == (40, 100)
     assert files.due(small) and not files.due(large)
+
+
+def test_past_max_files_the_nearest_file_is_deleted(store):
+    """The disk holds at most ``max_files`` images: the file whose removal leaves the smallest gap goes,
+    never the newest; every file kept still serves."""
+    files = CheckpointFiles(store.log, every=5, max_files=4)
+    for n in (11, 28, 33, 99, 110):  # batch ends
+        files.write(replayed(store, n))
+    assert files.offsets() == [11, 33, 99, 110]  # removing 28 leaves the smallest gap (11 -> 33)
+    travel = cold(store, files)
+    assert dict(travel.image_at(34).acls) == dict(replayed(store, 34).acls)
+    assert files.problems == []
+
+
+def test_a_fill_writes_no_more_than_max_files(store):
+    """On open, files over a long log are spaced so that no more than ``max_files`` are written."""
+    files = CheckpointFiles(store.log, every=5, max_files=4)
+    files.fill(SecurityImage.EMPTY)
+    files.wait()
+    assert 1 <= len(files.offsets()) <= 4
