@@ -53,12 +53,17 @@ class _KafkaEnum(IntEnum):
         """
         if isinstance(text, int) and not isinstance(text, bool):
             return cls(text)
-        key = _squash(str(text))
-        for member in cls:
-            if _squash(member.name) == key:
-                return member
+        by_name = _BY_SQUASHED_NAME.get(cls)
+        if by_name is None:
+            by_name = _BY_SQUASHED_NAME[cls] = {_squash(m.name): m for m in cls}
+        member = by_name.get(_squash(str(text)))
+        if member is not None:
+            return member
         names = ", ".join(m.name for m in cls)
         raise InvalidValueError(f"unknown {cls.__name__} {text!r} (one of: {names})")
+
+
+_BY_SQUASHED_NAME: dict[type, dict[str, _KafkaEnum]] = {}  # per enum class, built on first parse
 
 
 def _squash(name: str) -> str:
