@@ -19,6 +19,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import ClassVar
 
 import immutables
@@ -350,12 +351,11 @@ def node_of(groups: list[Group]) -> Node | None:
     if not groups:
         return None
     if len(groups) <= _FEW:
-        return Few(sorted(groups, key=_principal))
+        return Few(sorted(groups, key=_PRINCIPAL))
     return Multi(immutables.Map({group.principal: group for group in groups}))
 
 
-def _principal(group: Group) -> str:
-    return group.principal
+_PRINCIPAL = attrgetter("principal")
 
 
 def _node_with(node: Node | None, updates: dict[str, Group | None]) -> Node | None:
@@ -673,20 +673,22 @@ class AclIndex:
             groups = []
             for principal, held in pending.items():
                 if type(held) is list:
-                    held = group_of(principal, name, kind, [
-                        (acl_id, entry.host, entry.operation, entry.permission_type) for acl_id, entry in held
-                    ])
-                    for acl_id in held.acl_ids():
-                        acls[acl_id] = held
+                    acl_id, entry = held[0]
+                    bit = bits_of[entry.permission_type][entry.operation] if entry.host == WILDCARD else 0
+                    if len(held) == 1 and bit:
+                        held = acls[acl_id] = Group(principal, acl_id, bit, name, kind)
+                    else:
+                        held = group_of(principal, name, kind, [
+                            (acl_id, entry.host, entry.operation, entry.permission_type) for acl_id, entry in held
+                        ])
+                        for acl_id in held.acl_ids():
+                            acls[acl_id] = held
                 groups.append(held)
             store[name] = node_of(groups)
         types = list(AclIndex.EMPTY.types)
         for resource_type, stores in per_type.items():
             types[resource_type] = TypeIndex.of(stores[0], stores[1])
         return AclIndex(tuple(types))
-
-    def is_empty(self) -> bool:
-        return all(not t.literal and not t.prefixed for t in self.types)
 
 
 AclIndex.EMPTY = AclIndex()
