@@ -45,7 +45,7 @@ WRITE_BATCH = 10_000
 WRITE_BATCHES = 3
 SETTLE_TIMEOUT_S = 900
 STALL_WRITES = 20_000  # at most, one ACL each
-STALL_AFTER = 300  # writes timed with no snapshot running, once it is done
+STALL_AFTER = 1000  # writes timed with no snapshot running, once it is done
 
 
 def write_log(path: Path, keyring: Keyring, n: int, skip: int = 0) -> None:
