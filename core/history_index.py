@@ -67,6 +67,7 @@ INDEX_FORMAT = 4
 _MAC_LABEL = b"secmeta/history-index"
 _CHUNK = 100_000  # rows per transaction
 _BLOCK = 1024  # rows per link of the digest chain
+_SEAL_SUFFIX = ".mac"  # beside the file: its keyed digest, written at a clean close
 _CACHE_KB = 65_536
 _ACL_EVENTS = {"AclCreated": AclCreated, "AclDeleted": AclDeleted}
 _COLUMNS = ("offset", "ts", "actor", "host", "request", "type", "entity", "principal", "restype", "pattern",
@@ -165,6 +166,7 @@ class HistoryIndex:
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self.problem: str | None = None  # why the file on disk was rebuilt (reported once)
+        self.rows_checked = False  # whether opening it checked every row (not a file unchanged since close)
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -185,13 +187,39 @@ class HistoryIndex:
         return self._ready.is_set()
 
     def close(self) -> None:
+        """Close the file; an index that was ready leaves its file's MAC beside it for the next open."""
         if self._thread is not None:
             self._thread.join()
         with self._lock:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+                if self.ready:
+                    tmp = Path(f"{self._seal_path}.tmp")
+                    tmp.write_text(self._file_mac())
+                    os.replace(tmp, self._seal_path)
             self._ready.clear()
+
+    @property
+    def _seal_path(self) -> Path:
+        return Path(f"{self.path}{_SEAL_SUFFIX}")
+
+    def _file_mac(self) -> str:
+        """A keyed digest of the file's bytes (hashlib releases the GIL over large reads)."""
+        mac = hashlib.blake2b(key=self._key, digest_size=32, person=b"secmeta-hfile")
+        with open(self.path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                mac.update(chunk)
+        return mac.hexdigest()
+
+    def _unchanged_since_close(self) -> bool:
+        """Whether the file is byte for byte what a ready index left at close (its MAC is consumed either way)."""
+        try:
+            sealed = self._seal_path.read_text()
+        except (OSError, UnicodeDecodeError):
+            return False
+        self._seal_path.unlink()  # before anything changes the file: a later crash leaves no stale MAC
+        return hmac.compare_digest(sealed, self._file_mac())
 
     def _prepare_quietly(self) -> None:
         try:
@@ -201,7 +229,11 @@ class HistoryIndex:
 
     def _prepare(self) -> None:
         with self._lock:
-            problem = index_problem(self.path, self.log, self._key_id, self._key) if self.path.exists() else None
+            problem = None
+            if self.path.exists():
+                # a file left as it was at a clean close needs its meta row checked, not every row again
+                self.rows_checked = not self._unchanged_since_close()
+                problem = index_problem(self.path, self.log, self._key_id, self._key, rows=self.rows_checked)
             if problem is not None:
                 self.problem = problem
                 logger.warning("history index %s ignored and rebuilt: %s", self.path, problem)
@@ -215,7 +247,7 @@ class HistoryIndex:
             self._ready.set()
 
     def _remove(self) -> None:
-        for suffix in ("", "-journal", "-wal", "-shm"):
+        for suffix in ("", "-journal", "-wal", "-shm", _SEAL_SUFFIX):
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
     def _open_db(self, *, fresh: bool) -> None:
@@ -398,10 +430,11 @@ def _meta_mac(key: bytes, meta: dict[str, str]) -> str:
 
 
 def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | None = None, *,
-                  against_log: bool = False) -> str | None:
+                  against_log: bool = False, rows: bool = True) -> str | None:
     """Why the index file at ``path`` cannot be served for ``log`` (None: it can), checking every row.
 
-    ``against_log`` (for ``log verify``) also compares every row with the event the log holds.
+    ``against_log`` (for ``log verify``) also compares every row with the event the log holds;
+    ``rows=False`` checks the meta row only (for a file whose bytes are already authenticated).
     """
     key_id = key_id or log.keyring.newest_id
     if key is None:
@@ -422,10 +455,12 @@ def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | 
             link = log.link_at(end) if log.start_offset <= end <= log.end_offset else None
             if link is None or link.hex() != meta["link"]:
                 return f"it ends at offset {end}, which does not fit the log's chain (stale or from another log)"
+            if not rows:
+                return None
             digest, expected, party_rows = b"", int(meta["start"]), set()
             events, parties = (log.read(log.start_offset, end) if against_log else None), {}
-            rows = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM events ORDER BY offset")
-            while block := rows.fetchmany(_BLOCK):  # offsets ascend: the first and last tell a gap
+            cursor = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM events ORDER BY offset")
+            while block := cursor.fetchmany(_BLOCK):  # offsets ascend: the first and last tell a gap
                 if block[0][0] != expected or block[-1][0] != expected + len(block) - 1:
                     return f"its rows skip offsets after offset {expected - 1}"
                 if events is not None:

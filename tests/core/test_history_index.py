@@ -183,6 +183,22 @@ def test_a_tampered_parties_table_is_reported_and_rebuilt(tmp_path, keyring, dam
     store.close()
 
 
+def test_a_file_unchanged_since_a_clean_close_is_opened_on_its_mac_and_any_other_is_checked_row_by_row(
+        tmp_path, keyring):
+    """A clean close leaves the file's keyed MAC beside it; an open trusts only a file that still matches it."""
+    _store_with_history(tmp_path / "s", keyring, Clock()).close()
+    mac = tmp_path / "s" / "history" / "index.sqlite.mac"
+    assert mac.exists()
+    index = _reopened_index(tmp_path / "s", keyring)
+    assert (index.rows_checked, index.problem) == (False, None)
+    mac.write_text("0" * 64)  # a forged or stale MAC: every row is checked, and the good file is kept
+    index = _reopened_index(tmp_path / "s", keyring)
+    assert (index.rows_checked, index.problem) == (True, None)
+    mac.unlink()  # no clean close (a crash): every row is checked
+    index = _reopened_index(tmp_path / "s", keyring)
+    assert (index.rows_checked, index.problem) == (True, None)
+
+
 def test_a_truncated_or_missing_index_is_rebuilt(tmp_path, keyring):
     """A file cut short is reported and rebuilt; a missing one is simply built."""
     _store_with_history(tmp_path / "s", keyring, Clock()).close()
