@@ -170,7 +170,8 @@ def _indexed_entries(index, lo, hi, principal, user, types, matches_resource, st
         args += [principal, principal, principal]
     if matches_resource is not None:
         where.append("restype IS NOT NULL OR type LIKE 'DelegationToken%'")
-    for row in index.select(lo, hi, " AND ".join(f"({w})" for w in where), tuple(args)):
+    for row in index.select(lo, hi, " AND ".join(f"({w})" for w in where), tuple(args),
+                            indexed=principal is not None or user is not None):
         if matches_resource is not None and not matches_resource(row.event_type, row.binding,
                                                                  row.entity_key.split(":", 1)[1]):
             continue

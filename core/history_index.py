@@ -334,10 +334,14 @@ class HistoryIndex:
         """Whether the index is ready and answers for every offset below ``hi``."""
         return self.ready and self.catch_up() >= hi
 
-    def select(self, lo: int, hi: int, where: str = "", args: tuple = ()) -> Iterator[IndexedEvent]:
-        """The rows with offsets in [lo, hi) that pass ``where`` (SQL over the columns), in offset order."""
+    def select(self, lo: int, hi: int, where: str = "", args: tuple = (), *,
+               indexed: bool = True) -> Iterator[IndexedEvent]:
+        """The rows with offsets in [lo, hi) that pass ``where`` (SQL over the columns), in offset order.
+
+        ``indexed``: ``where`` narrows the rows through an index (read it, not the whole range).
+        """
         with self._lock:
-            rows = self._db.execute(_ranged(f"SELECT {', '.join(_COLUMNS)} FROM events WHERE", where),
+            rows = self._db.execute(_ranged(f"SELECT {', '.join(_COLUMNS)} FROM events WHERE", where, indexed),
                                     (lo, hi, *args)).fetchall()
         return map(_indexed, rows)
 
@@ -355,7 +359,7 @@ class HistoryIndex:
         sql = ("SELECT type = 'AclCreated', substr(entity, 5), restype, name, pattern, principal, acl_host, op, perm "
                "FROM events WHERE +restype IS NOT NULL AND")
         with self._lock:
-            return self._db.execute(_ranged(sql, where), (lo, hi, *args)).fetchall()
+            return self._db.execute(_ranged(sql, where, indexed=True), (lo, hi, *args)).fetchall()
 
     def entity_changes(self, lo: int, hi: int) -> list[tuple[int, str, str, str]]:
         """(offset, event type, entity key, redacted payload as JSON) of the SCRAM and token events in [lo, hi)."""
@@ -380,12 +384,15 @@ class HistoryIndex:
         return {entity: change for entity, *change in rows}
 
 
-def _ranged(select: str, where: str) -> str:
-    """``select`` (ending in WHERE or AND) over offsets [?, ?) and ``where``, in offset order."""
-    if not where:  # the offset range: the table's own B-tree
-        return f"{select} offset >= ? AND offset < ? ORDER BY offset"
-    # '+offset': let SQLite pick the index of the filter, not the offset range
-    return f"{select} +offset >= ? AND +offset < ? AND ({where}) ORDER BY offset"
+def _ranged(select: str, where: str, indexed: bool) -> str:
+    """``select`` (ending in WHERE or AND) over offsets [?, ?) and ``where``, in offset order.
+
+    An ``indexed`` filter is read through its index ('+offset' keeps SQLite off the
+    offset range); any other reads the range from the table's own B-tree.
+    """
+    if where and indexed:
+        return f"{select} +offset >= ? AND +offset < ? AND ({where}) ORDER BY offset"
+    return f"{select} offset >= ? AND offset < ?{f' AND ({where})' if where else ''} ORDER BY offset"
 
 
 def acls(rows: Iterable[tuple]) -> list[tuple[str, AclBinding]]:
