@@ -359,7 +359,21 @@ _PRINCIPAL = attrgetter("principal")
 
 
 def _node_with(node: Node | None, updates: dict[str, Group | None]) -> Node | None:
-    """The node after replacing (or, for None, dropping) some principals' groups."""
+    """The node after replacing (or, for None, dropping) some principals' groups.
+
+    A ``Multi`` is edited through its persistent map (cost of the changes,
+    not of the principals held) while more than ``_FEW`` principals remain.
+    """
+    if type(node) is Multi:
+        mutation = node.by_principal.mutate()
+        for principal, group in updates.items():
+            if group is None:
+                mutation.pop(principal, None)
+            else:
+                mutation[principal] = group
+        if len(mutation) > _FEW:
+            return Multi(mutation.finish())
+        return node_of(list(mutation.finish().values()))
     groups = {} if node is None else {group.principal: group for group in node.groups()}
     for principal, group in updates.items():
         if group is None:

@@ -1,5 +1,7 @@
 """AclsImage and AclsDelta: values, identity lookup, describe, structural sharing."""
 
+import re
+
 import pytest
 
 from events.types import (
@@ -12,6 +14,7 @@ from events.types import (
     ResourcePattern,
     ResourceType,
 )
+from projections.acl_index import Few, Multi
 from projections.acls import AclsDelta, AclsImage, canonical_entry
 from projections.errors import InconsistentEventError
 from tests.storekit import acl
@@ -117,6 +120,33 @@ def test_untouched_resource_node_is_shared():
     after = image(acl("baz"), base=base)
     before_node = base.index.types[T].literal["foo"]
     assert after.index.types[T].literal["foo"] is before_node
+
+
+def _hamt_nodes(node) -> set[str]:
+    """The ids of a Multi node's persistent-map tree nodes (immutables' debugging dump)."""
+    return set(re.findall(r"id=(0x[0-9a-f]+)", node.by_principal.__dump__()))
+
+
+def test_write_to_a_widely_held_resource_edits_its_principal_map():
+    """One ACL added on a topic held by many principals shares the untouched part of the node's map."""
+    base = image(*(acl(principal=f"User:u{i}") for i in range(200)))
+    before = base.index.types[T].literal["foo"]
+    written = image(acl(principal="User:new"), base=base)
+    after = written.index.types[T].literal["foo"]
+    assert isinstance(after, Multi) and after.group("User:u7") is before.group("User:u7")
+    assert len(_hamt_nodes(after) & _hamt_nodes(before)) >= len(_hamt_nodes(before)) // 2
+    assert after == AclsImage.of(list(written)).index.types[T].literal["foo"]
+
+
+def test_a_widely_held_resource_shrinks_to_few_principals():
+    """Removing principals from a many-principal node down to a few leaves a Few node equal to a fresh one."""
+    base = image(*(acl(principal=f"User:u{i}") for i in range(10)))
+    delta = AclsDelta(base)
+    for i in range(3):
+        delta.remove(f"id{i}")
+    after = delta.apply()
+    node = after.index.types[T].literal["foo"]
+    assert isinstance(node, Few) and node == AclsImage.of(list(after)).index.types[T].literal["foo"]
 
 
 def test_untouched_acls_are_shared():
