@@ -9,7 +9,8 @@ bytes per ACL; pycasbin deciding the same requests over the same ACLs; SCRAM
 alter throughput for 1,000 users through the store (PBKDF2 + sealing + fsync); and
 authorize() growth over the sizes in issue 15's shape (foo-N-bar topics, 10 ACLs each,
 20% DENY, hosts 10.0.a.b) beside the AuthorizerBenchmark shape (``authz_growth``: every
-size timed in turns, p50 over batches of calls, p99 over single calls).
+size timed in turns, p50 over batches of calls, p99 over single calls); and the CPU ms of a one-ACL
+write on a topic held by 10k and 100k principals (flat: the node's principal map is edited, not rebuilt).
 Targets (DESIGN.md, issue 15): authorize p50 <= 10 us, p99 <= 20 us, p50 growth < x2
 from 10k to 1M; authorized_operations and describe <= 1 ms at 200k; snapshot of 1M ACLs
 loads in <= 5 s; <= 600 bytes per ACL.
@@ -32,6 +33,8 @@ from core import (
 )
 from core.store import SecurityStore
 from events.keyring import Keyring
+from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from projections.acls import AclsDelta, AclsImage
 from projections.image import SecurityImage
 from projections.image_snapshot import SecurityImageSnapshot
 from projections.snapshot import read_snapshot, write_snapshot
@@ -91,6 +94,25 @@ def scram_alter_rate(directory: Path, users: int = 1000) -> float:
         return users / (time.perf_counter() - start)
 
 
+def wide_write_ms(principals: int, writes: int = 50) -> float:
+    """CPU ms of one delta adding one ACL on a topic held by ``principals`` principals (a Multi node)."""
+    base = AclsImage.of(
+        (f"id{i}", AclBinding.of(ResourceType.TOPIC, "wide", PatternType.LITERAL, f"User:u{i}", "*",
+                                 AclOperation.READ, AclPermissionType.ALLOW))
+        for i in range(principals)
+    )
+    deltas = []
+    for i in range(writes):
+        delta = AclsDelta(base)
+        delta.add(f"new{i}", AclBinding.of(ResourceType.TOPIC, "wide", PatternType.LITERAL, f"User:new{i}", "*",
+                                           AclOperation.WRITE, AclPermissionType.ALLOW))
+        deltas.append(delta)
+    start = time.process_time()
+    for delta in deltas:
+        delta.apply()
+    return (time.process_time() - start) / writes * 1000
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -136,8 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     if growth:
         authz_growth.print_rows(growth)
+    wide = {n: wide_write_ms(n) for n in (10_000, 100_000)}
+    for n, ms in wide.items():
+        print(f"1-ACL write on a topic held by {n:,} principals: {ms:.3f} ms CPU (target: flat, <= 0.3 ms)")
     print(f"SCRAM alter: {scram_rate:,.0f} users/s (1,000 users, requests of 100, PBKDF2 4096 + AES-GCM + fsync)")
-    path = write_json("authz", {"secmeta": rows, "pycasbin": peers, "scram_alter_users_per_s": scram_rate, "growth": growth})
+    path = write_json("authz", {"secmeta": rows, "pycasbin": peers, "scram_alter_users_per_s": scram_rate, "growth": growth,
+                                "wide_write_ms": wide})
     print(f"wrote {path}")
     return 0
 
