@@ -7,9 +7,10 @@ forked child sees the same image (copy-on-write pages, nothing serialised),
 runs the call on its own interpreter and core, and sends back its pickled
 result; the calling thread waits for it in a system call that holds no GIL.
 
-The child closes every descriptor it inherited except the result pipe (so a
-parent that dies leaves no writer lock held by the child; the call must open
-any file it uses itself), keeps the cyclic collector off (a collection would
+The child dies with its parent (Linux's parent-death signal: no snapshot of a
+writer that is gone lands in a store another writer may have opened since),
+closes every descriptor it inherited except the result pipe (the call must
+open any file it uses itself), keeps the cyclic collector off (a collection would
 touch, and so copy, every page of the image), runs at a lower CPU priority
 (``CHILD_NICENESS``) so that on a busy machine the writers come first, and
 leaves through ``os._exit``: no buffered file of the parent is flushed twice,
@@ -19,10 +20,12 @@ the calling thread.
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import os
 import pickle
 import signal
+import sys
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -31,6 +34,20 @@ from core.errors import SecmetaError
 __all__ = ["CHILD_NICENESS", "ForkedCallError", "call_forked"]
 
 T = TypeVar("T")
+_PR_SET_PDEATHSIG = 1
+
+
+def _prctl():
+    """Linux libc's prctl, resolved here (a child must not load libraries: the loader's lock may be held)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _prctl()
 #: The child's niceness increment: it is background work, the writers' threads come first on a busy machine.
 CHILD_NICENESS = 10
 _CHUNK = 1 << 16
@@ -48,6 +65,7 @@ def call_forked(fn: Callable[..., T], /, *args, **kwargs) -> T:
     """
     if not hasattr(os, "fork"):
         return fn(*args, **kwargs)
+    parent = os.getpid()
     read_end, write_end = os.pipe()
     try:
         pid = os.fork()
@@ -56,7 +74,7 @@ def call_forked(fn: Callable[..., T], /, *args, **kwargs) -> T:
         os.close(write_end)
         raise
     if pid == 0:  # the child: never returns
-        _child(write_end, fn, args, kwargs)
+        _child(parent, write_end, fn, args, kwargs)
     os.close(write_end)
     try:
         data = _read_all(read_end)
@@ -66,9 +84,13 @@ def call_forked(fn: Callable[..., T], /, *args, **kwargs) -> T:
     return _outcome(data, status)
 
 
-def _child(write_end: int, fn, args, kwargs) -> None:
+def _child(parent: int, write_end: int, fn, args, kwargs) -> None:
     code = 1
     try:
+        if _PRCTL is not None:
+            _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            return
         gc.disable()
         os.nice(CHILD_NICENESS)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; a ^C reaches it too

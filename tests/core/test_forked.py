@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +58,50 @@ def test_the_child_holds_none_of_the_parents_files(tmp_path):
 def test_the_child_runs_at_a_lower_cpu_priority():
     """The child is background work: its niceness is this process's plus CHILD_NICENESS (at most 19)."""
     assert call_forked(os.nice, 0) == min(os.nice(0) + CHILD_NICENESS, 19)
+
+
+_ORPHAN_SCRIPT = """
+import os, sys, time
+from pathlib import Path
+from core.forked import call_forked
+
+pid_file, release, marker = map(Path, sys.argv[1:])
+
+def wait_then_write():
+    pid_file.write_text(str(os.getpid()))
+    while not release.exists():
+        time.sleep(0.01)
+    marker.write_text("written after the parent died")
+
+call_forked(wait_then_write)
+"""
+
+
+def _gone(pid: int) -> bool:
+    """Whether a process has exited (reaped, or a zombie no one reaps)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_child_dies_with_its_parent(tmp_path):
+    """A parent killed mid-call takes its child with it: the child writes nothing afterwards."""
+    pid_file, release, marker = tmp_path / "pid", tmp_path / "release", tmp_path / "marker"
+    parent = subprocess.Popen([sys.executable, "-c", _ORPHAN_SCRIPT, str(pid_file), str(release), str(marker)],
+                              cwd=Path(__file__).parents[2])
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            assert parent.poll() is None, "the parent exited before its child started"
+            time.sleep(0.01)
+        child = int(pid_file.read_text())
+    finally:
+        parent.kill()
+        parent.wait()
+    release.touch()
+    deadline = time.monotonic() + 30
+    while not _gone(child) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _gone(child) and not marker.exists()
