@@ -1,6 +1,8 @@
 """AclsImage and AclsDelta: values, identity lookup, describe, structural sharing."""
 
 import re
+import sys
+import threading
 
 import pytest
 
@@ -259,3 +261,44 @@ def test_entry_table_sweep_drops_unused_entries():
     table.get("User:b", "*", READ, ALLOW)
     table._sweep()
     assert list(table.entries.values()) == [kept]
+
+
+def test_entry_table_read_by_threads_while_it_sweeps():
+    """Threads interning entries at once (every binding read does) sweep the table without error or loss.
+
+    Each thread makes thousands of short-lived entries (so sweeps run again
+    and again, from several threads) and keeps some; every entry returned
+    has the fields asked for, and a kept one is the table's entry after.
+    """
+    from projections.acl_entries import _EntryTable
+
+    table = _EntryTable()
+    errors: list[BaseException] = []
+    kept: list[list] = [[] for _ in range(4)]
+
+    def read(worker: int) -> None:
+        try:
+            for i in range(30_000):
+                principal = f"User:w{worker}-{i}"
+                entry = table.get(principal, "*", READ, ALLOW)
+                assert (entry.principal, entry.host, entry.operation, entry.permission_type) == (
+                    principal, "*", READ, ALLOW)
+                if i % 1000 == 0:
+                    kept[worker].append(entry)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=read, args=(w,)) for w in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+    for entries in kept:
+        for entry in entries:
+            assert table.get(entry.principal, "*", READ, ALLOW) is entry
