@@ -298,6 +298,21 @@ def _separator(columns: tuple[list[str], ...]) -> str:
     raise InvalidValueError("no character is free to separate the snapshot's strings")
 
 
+def _named(kind: tuple[ResourceType, PatternType], name: str) -> str:
+    """A node's pattern for an error message: TOPIC LITERAL 'name'."""
+    return f"{kind[0].name} {kind[1].name} {name!r}"
+
+
+def _repeated(resource_types: bytes, pattern_types: bytes, names: list[str]) -> str:
+    """The pattern a chunk lists twice, or that it repeats one of an earlier chunk."""
+    seen = set()
+    for key in zip(resource_types, pattern_types, names):
+        if key in seen:
+            return _named(KINDS[key[0], key[1]], key[2])
+        seen.add(key)
+    return "a node of an earlier chunk"
+
+
 def _u32_bytes(values: array) -> bytes:
     if sys.byteorder == "big":
         values.byteswap()
@@ -332,7 +347,8 @@ class _AclLoader:
         try:
             self._add_nodes(row)
         except (KeyError, IndexError, ValueError, TypeError) as exc:
-            raise CorruptSnapshotError(f"an ACL index chunk does not hold an index: {exc!r}") from None
+            problem = str(exc) if type(exc) is ValueError else repr(exc)
+            raise CorruptSnapshotError(f"an ACL index chunk does not hold an index: {problem}") from None
 
     def _add_nodes(self, row: dict) -> None:
         separator = row["separator"]
@@ -351,6 +367,7 @@ class _AclLoader:
         ):
             raise ValueError("column lengths disagree")
         groups, bits_of, any_host = self.groups, ACL_BITS, WILDCARD
+        held_nodes = self._node_count()
         g = a = 0
         at_type = at_pattern = store = kind = None
         for resource_type, pattern_type, name, count in zip(resource_types, pattern_types, names, group_counts):
@@ -365,9 +382,15 @@ class _AclLoader:
                     g += 1
                     a += 1
                     continue
+            if not count:
+                raise ValueError(f"node {_named(kind, name)} holds no principal's group")
+            if count > 1 and len(set(principals[g:g + count])) != count:
+                raise ValueError(f"node {_named(kind, name)} lists a principal's group twice")
             made = []
             for at in range(g, g + count):
                 size = acl_counts[at]
+                if not size:
+                    raise ValueError(f"a group of node {_named(kind, name)} holds no ACL")
                 if size == 1 and hosts[a] == any_host and bits_of[permissions[a]][operations[a]]:
                     acl_id = ids[a]
                     group = groups[acl_id] = Group(principals[at], acl_id,
@@ -382,7 +405,12 @@ class _AclLoader:
                 a += size
             g += count
             store[name] = node_of(made)
+        if self._node_count() != held_nodes + len(names):
+            raise ValueError(f"a node is listed twice ({_repeated(resource_types, pattern_types, names)})")
         self.held += len(ids)
+
+    def _node_count(self) -> int:
+        return sum(len(literal) + len(prefixed) for literal, prefixed in self.nodes.values())
 
     def _store(self, resource_type: int, pattern_type: int) -> dict[str, Node]:
         """The nodes gathered so far of one type's literal or prefixed patterns."""

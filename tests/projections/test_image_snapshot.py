@@ -126,17 +126,37 @@ def damaged(**changes):
     return Damaged()
 
 
-@pytest.mark.parametrize("changes", [
-    {"operations": b""},  # fewer operations than ACLs
-    {"pattern_types": b"\x02\x02"},  # MATCH is no stored pattern type
-    {"acl_ids": "acl-0\nacl-0"},  # one id twice
+def u32s(*values):
+    return b"".join(value.to_bytes(4, "little") for value in values)
+
+
+# sample_image's one chunk: nodes GROUP LITERAL 'g0' and GROUP PREFIXED 'g1', one group of User:bob each.
+@pytest.mark.parametrize(("changes", "problem"), [
+    ({"operations": b""}, "ACL index chunk .*column lengths disagree"),  # fewer operations than ACLs
+    ({"pattern_types": b"\x02\x02"}, "ACL index chunk .*KeyError"),  # MATCH is no stored pattern type
+    ({"acl_ids": "acl-0\nacl-0"}, "ACL id is listed twice"),  # one id twice
+    ({"group_counts": u32s(0, 2)}, "node GROUP LITERAL 'g0' holds no principal's group"),
+    ({"acl_counts": u32s(0, 2)}, "a group of node GROUP LITERAL 'g0' holds no ACL"),
+    ({"names": "g0\ng0", "pattern_types": b"\x03\x03"}, "a node is listed twice .GROUP LITERAL 'g0'"),
+    ({"group_counts": u32s(2, 0)}, "node GROUP LITERAL 'g0' lists a principal's group twice"),
 ])
-def test_an_index_chunk_that_is_no_index_is_refused(tmp_path, changes):
-    """A chunk whose columns disagree, name a pattern type no ACL has or repeat an id fails as a corrupt snapshot."""
+def test_an_index_chunk_that_is_no_index_is_refused(tmp_path, changes, problem):
+    """A chunk whose columns disagree, name a pattern type no ACL has, repeat an id, hold a node without groups
+    or a group without ACLs, list one node twice or one principal twice in a node fails as a corrupt snapshot
+    naming what is wrong."""
     image = sample_image()
     info = write_snapshot(tmp_path, damaged(**changes), image, next_offset=42, link=b"\0" * 32,
                           timestamp_ms=0)
-    with pytest.raises(CorruptSnapshotError, match="ACL"):
+    with pytest.raises(CorruptSnapshotError, match=problem):
+        read_snapshot(info.path, CODEC)
+
+
+def test_a_node_repeated_in_a_later_chunk_is_refused(tmp_path, monkeypatch):
+    """A node a second chunk lists again (its first listing would be silently replaced) fails as a corrupt snapshot."""
+    monkeypatch.setattr(image_snapshot, "ACL_CHUNK", 1)
+    info = write_snapshot(tmp_path, damaged(names="g0", pattern_types=b"\x03"), sample_image(), next_offset=42,
+                          link=b"\0" * 32, timestamp_ms=0)
+    with pytest.raises(CorruptSnapshotError, match="a node is listed twice .a node of an earlier chunk"):
         read_snapshot(info.path, CODEC)
 
 
