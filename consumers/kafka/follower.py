@@ -174,10 +174,14 @@ class Follower:
         return self._apply_batch(_consume(self._consumer, self.max_batch, timeout))
 
     def _consume_to(self, high: int, timeout: float) -> list:
-        """A batch for catch_up: up to ``max_batch`` messages, gathered across fetches until Kafka offset ``high``."""
+        """A batch for catch_up: up to ``max_batch`` messages, gathered across fetches until Kafka offset ``high``.
+
+        Gathering stops at an error message (its offset may be None); ``_decode_and_replay`` reports it.
+        """
         deadline = time.monotonic() + timeout
         messages = _consume(self._consumer, self.max_batch, timeout)
-        while messages and len(messages) < self.max_batch and messages[-1].offset() + 1 < high:
+        while (messages and len(messages) < self.max_batch and messages[-1].error() is None
+               and messages[-1].offset() + 1 < high):
             more = _consume(self._consumer, self.max_batch - len(messages), max(0.0, deadline - time.monotonic()))
             if not more:
                 break

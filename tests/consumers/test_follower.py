@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
+from confluent_kafka import KafkaError, Message
 
 from consumers.kafka.follower import Follower, FollowerError, HistoryGapError
 from consumers.kafka.publisher import Publisher
@@ -326,3 +328,54 @@ def test_group_id_gets_the_position_committed(store, kafka_bootstrap, published,
     finally:
         probe.close()
     assert committed.offset == 3
+
+
+def test_catch_up_through_partition_eof_error_messages(store, clock, published, follow):
+    """With ``enable.partition.eof`` librdkafka hands the consumer a _PARTITION_EOF error message (no offset)
+    at the end of what it fetched; catch_up stops gathering at it, skips it, and still reaches the store.
+
+    Small batches make catch_up gather across several fetches, so error messages land mid-gathering.
+    """
+    random_workload(store, seed=21, steps=40, clock=clock)
+    follower = follow(*published(), client_config={"enable.partition.eof": True}, max_batch=7)
+    assert follower.catch_up(60)
+    assert image_state(follower.image) == image_state(store.image)
+    store.create_acls([acl_created(999).event.binding], context=ADMIN)
+    published()
+    assert follower.catch_up(60)
+    assert image_state(follower.image) == image_state(store.image)
+
+
+class _DisconnectOnce:
+    """The follower's real consumer, whose first short batch ends with the error message librdkafka hands a
+    consumer without an error_cb when its broker connection drops (code _TRANSPORT, no topic, no offset).
+
+    Built with ``confluent_kafka.Message(error=...)``: confluent-kafka 2.16 binds none of the mock
+    cluster's error injection (rd_kafka_mock_push_request_errors), and the one error message the shared
+    mock cluster gives on demand, _PARTITION_EOF, carries an offset (the test above).
+    """
+
+    def __init__(self, consumer):
+        self._consumer = consumer
+        self.injected = False
+
+    def consume(self, num_messages=1, timeout=-1):
+        messages = self._consumer.consume(num_messages=num_messages, timeout=timeout)
+        if messages and len(messages) < num_messages and not self.injected:
+            self.injected = True
+            messages.append(Message(error=KafkaError(KafkaError._TRANSPORT, "broker connection dropped")))
+        return messages
+
+    def __getattr__(self, name):
+        return getattr(self._consumer, name)
+
+
+def test_catch_up_skips_an_error_message_without_offset(store, clock, published, follow, caplog):
+    """An error message (offset None) in the middle of a catch_up batch is logged, not a TypeError."""
+    random_workload(store, seed=22, steps=40, clock=clock)
+    follower = follow(*published())
+    follower._consumer = wrapped = _DisconnectOnce(follower._consumer)
+    with caplog.at_level(logging.WARNING, logger="secmeta.kafka.follower"):
+        assert follower.catch_up(60)
+    assert wrapped.injected and image_state(follower.image) == image_state(store.image)
+    assert "broker connection dropped" in caplog.text
