@@ -81,6 +81,7 @@ _REQUIRED = (
     HEADER_REQUEST_ID,
 )
 _required = operator.itemgetter(*_REQUIRED)
+_ALL_BYTES = (bytes,) * len(_REQUIRED)  # the fast path's header values; others go through header_map
 _TYPE_NAMES = {cls: cls.__name__.encode() for cls in EVENT_TYPES.values()}
 _new_envelope = setter_constructor(Envelope)
 
@@ -177,9 +178,9 @@ def message_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, 
     def decode(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Envelope:
         try:
             fields = _required(dict(headers or ()))
-            if None in fields:
+            if tuple(map(type, fields)) != _ALL_BYTES:
                 raise KeyError
-        except KeyError:  # missing, or valueless (a header_map drops those: an earlier value counts)
+        except KeyError:  # missing; valueless (header_map drops those: an earlier value counts); not bytes
             found = header_map(headers)
             try:
                 fields = _required(found)

@@ -206,6 +206,22 @@ def test_headers_given_as_bytearrays_decode_alike():
     assert decode_message(CODEC, bytearray(key), memoryview(value), loose) == decode_message(CODEC, key, value, headers)
 
 
+_BYTES_FORMS = st.sampled_from([bytes, bytearray, memoryview])
+
+
+@given(st.data())
+def test_header_values_of_any_bytes_type_decode_alike(data):
+    """Each header as bytes, bytearray or memoryview, with or without a valueless repeat of its name
+    before it (dropped: the value counts) gives the envelope plain bytes give."""
+    key, value, headers = _message()
+    loose = []
+    for name, raw in headers:
+        if data.draw(st.booleans(), label=f"{name} repeated without value first"):
+            loose.append((name, None))
+        loose.append((name, data.draw(_BYTES_FORMS, label=name)(raw)))
+    assert decode_message(CODEC, key, value, loose) == decode_message(CODEC, key, value, headers)
+
+
 @pytest.mark.parametrize("name", [HEADER_ACTOR_PRINCIPAL, HEADER_TIMESTAMP])
 def test_a_header_that_does_not_read_is_named(name):
     """A timestamp that is not decimal, an actor that is not UTF-8: NotOurMessage naming the header."""
@@ -219,8 +235,8 @@ def test_a_refusal_reads_the_same_whatever_bytes_type_the_headers_come_in():
     key, value, headers = _message()
     bad = [(n, b"12x" if n == HEADER_OFFSET else v) for n, v in headers]
     reasons = []
-    for form in (bad, [(n, bytearray(v)) for n, v in bad]):
+    for form in (bad, [(n, bytearray(v)) for n, v in bad], [(n, memoryview(v)) for n, v in bad]):
         with pytest.raises(NotOurMessage) as info:
             decode_message(CODEC, key, value, form)
         reasons.append(info.value.reason)
-    assert reasons[0] == reasons[1] == f"header {HEADER_OFFSET} is not a decimal integer: b'12x'"
+    assert reasons[0] == reasons[1] == reasons[2] == f"header {HEADER_OFFSET} is not a decimal integer: b'12x'"
