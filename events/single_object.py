@@ -35,43 +35,23 @@ from .schemas import collect_named_types
 __all__ = ["SingleObjects"]
 
 _HEADER = len(SINGLE_OBJECT_MARKER) + 8
-_BY_CODEC: weakref.WeakKeyDictionary[EventCodec, SingleObjects] = weakref.WeakKeyDictionary()
+_Encoders = dict[type, tuple[bytes, Callable]]
+_Decoders = dict[bytes, Callable[[bytes], tuple[Event, int]]]
+_Compiled = tuple[_Encoders, _Decoders, dict[type, bytes]]
+#: Each codec's compiled code, built once; it holds no reference to its codec, so a codec nothing else
+#: holds is collected with its entry.
+_BY_CODEC: weakref.WeakKeyDictionary[EventCodec, _Compiled] = weakref.WeakKeyDictionary()
 
 
 class SingleObjects:
-    """Compiled single-object encoding of a codec's events (``SingleObjects.of(codec)``)."""
+    """Compiled single-object encoding of a codec's events (compiled once per codec, however many are made)."""
 
     def __init__(self, codec: EventCodec) -> None:
         self.codec = codec
-        batch = json.loads(codec.writer_schema_json)
-        named = {name: d for name, (d, _) in collect_named_types(batch, "batch").items()}
-        parsed_named: dict[str, Any] = {}
-        parse_schema(batch, named_schemas=parsed_named)
-        encoder = EncoderCompiler(named, parsed_named)
-        fields = {f["name"]: f["type"] for f in batch["items"]["fields"]}
-        self._encoders: dict[type, tuple[bytes, Callable]] = {}
-        self._decoders: dict[bytes, Callable[[bytes], tuple[Event, int]]] = {}
-        self.fingerprints: dict[type, bytes] = {}
-        for branch in fields["events"]["items"]:
-            full_name = branch_name(branch)
-            cls = EVENT_TYPES[full_name.rpartition(".")[2]]
-            fingerprint = codec.event_fingerprint(cls.__name__)
-            record = named[full_name]
-            self.fingerprints[cls] = fingerprint
-            # Branch 0: the body follows one constant byte (its union index), dropped in encode.
-            self._encoders[cls] = (SINGLE_OBJECT_MARKER + fingerprint, encoder.compile_event(record, cls, 0))
-            try:
-                self._decoders[fingerprint] = _compile_decoder(named, record, cls)
-            except Unsupported:  # fastavro (the codec) reads this type then
-                pass
-
-    @classmethod
-    def of(cls, codec: EventCodec) -> SingleObjects:
-        """The compiled encoders and decoders of ``codec`` (built once per codec)."""
-        found = _BY_CODEC.get(codec)
-        if found is None:
-            found = _BY_CODEC[codec] = cls(codec)
-        return found
+        compiled = _BY_CODEC.get(codec)
+        if compiled is None:
+            compiled = _BY_CODEC[codec] = _compile(codec)
+        self._encoders, self._decoders, self.fingerprints = compiled
 
     def encode(self, event: Event) -> bytes:
         """``codec.to_single_object(event)``: C3 01, the schema fingerprint, the body."""
@@ -110,3 +90,29 @@ def _compile_decoder(named: dict[str, Any], record: dict[str, Any], cls: type) -
     compiler.read_record(record, event_plan(cls), "ev", 4)
     src.line("return ev, p", 4)
     return src.function("decode")
+
+
+def _compile(codec: EventCodec) -> _Compiled:
+    """Encoders by event type, decoders by fingerprint and fingerprints by event type, of the codec's schemas."""
+    batch = json.loads(codec.writer_schema_json)
+    named = {name: d for name, (d, _) in collect_named_types(batch, "batch").items()}
+    parsed_named: dict[str, Any] = {}
+    parse_schema(batch, named_schemas=parsed_named)
+    encoder = EncoderCompiler(named, parsed_named)
+    fields = {f["name"]: f["type"] for f in batch["items"]["fields"]}
+    encoders: _Encoders = {}
+    decoders: _Decoders = {}
+    fingerprints: dict[type, bytes] = {}
+    for branch in fields["events"]["items"]:
+        full_name = branch_name(branch)
+        cls = EVENT_TYPES[full_name.rpartition(".")[2]]
+        fingerprint = codec.event_fingerprint(cls.__name__)
+        record = named[full_name]
+        fingerprints[cls] = fingerprint
+        # Branch 0: the body follows one constant byte (its union index), dropped in encode.
+        encoders[cls] = (SINGLE_OBJECT_MARKER + fingerprint, encoder.compile_event(record, cls, 0))
+        try:
+            decoders[fingerprint] = _compile_decoder(named, record, cls)
+        except Unsupported:  # fastavro (the codec) reads this type then
+            pass
+    return encoders, decoders, fingerprints

@@ -111,7 +111,7 @@ def encode_message(codec: EventCodec, envelope: Envelope) -> tuple[bytes, bytes,
 
 def message_encoder(codec: EventCodec) -> Callable[[Envelope], tuple[bytes, bytes, Headers]]:
     """``encode_message`` bound to one codec, for writers that encode many events."""
-    encode_value = SingleObjects.of(codec).encode
+    encode_value = SingleObjects(codec).encode
 
     def encode(envelope: Envelope) -> tuple[bytes, bytes, Headers]:
         event = envelope.event
@@ -171,7 +171,7 @@ def decode_message(
 
 def message_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, Sequence | None], Envelope]:
     """``decode_message`` bound to one codec, for readers that decode many messages."""
-    objects = SingleObjects.of(codec)
+    objects = SingleObjects(codec)
     decode_value, fingerprints = objects.decode, objects.fingerprints
     make = _new_envelope
 

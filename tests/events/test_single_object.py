@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from events import single_object
 from events.codec import SINGLE_OBJECT_MARKER, EventCodec
 from events.errors import EventsError, MalformedEventError, UnknownSchemaError
 from events.records import AclCreated
@@ -15,7 +19,8 @@ from tests.events.test_events_evolution import add_comment as add_a_field
 from tests.strategies_events import events
 
 CODEC = EventCodec.default()
-OBJECTS = SingleObjects.of(CODEC)
+OBJECTS = SingleObjects(CODEC)
+real_compile = single_object._compile
 
 
 @given(events)
@@ -80,8 +85,8 @@ def newer(tmp_path) -> EventCodec:
 
 def test_a_schema_field_python_lacks_is_written_as_its_default(newer):
     event = AclCreated("a", BINDING)
-    assert SingleObjects.of(newer).encode(event) == newer.to_single_object(event)
-    assert SingleObjects.of(newer).decode(newer.to_single_object(event)) == event
+    assert SingleObjects(newer).encode(event) == newer.to_single_object(event)
+    assert SingleObjects(newer).decode(newer.to_single_object(event)) == event
 
 
 def test_values_of_an_older_writer_schema_resolve_once_registered(newer):
@@ -89,9 +94,24 @@ def test_values_of_an_older_writer_schema_resolve_once_registered(newer):
     old = CODEC.to_single_object(AclCreated("a", BINDING))
     newer.register_writer_schema(CODEC.writer_schema_json)
     assert old[:2] == SINGLE_OBJECT_MARKER and old[2:10] != newer.event_fingerprint("AclCreated")
-    assert SingleObjects.of(newer).decode(old) == AclCreated("a", BINDING)
+    assert SingleObjects(newer).decode(old) == AclCreated("a", BINDING)
 
 
-def test_one_instance_per_codec(newer):
-    assert SingleObjects.of(newer) is SingleObjects.of(newer)
-    assert SingleObjects.of(newer) is not OBJECTS
+def test_compiled_once_per_codec(newer, monkeypatch):
+    """Every SingleObjects of one codec shares the code compiled for the first; another codec gets its own."""
+    compiled = []
+    monkeypatch.setattr(single_object, "_compile", lambda codec: compiled.append(codec) or real_compile(codec))
+    first, again = SingleObjects(newer), SingleObjects(newer)
+    assert compiled == [newer]
+    assert first.fingerprints is again.fingerprints and first.fingerprints != OBJECTS.fingerprints
+
+
+def test_a_dropped_codec_is_collected():
+    """The per-codec cache holds its codecs weakly: once nothing else holds one, it goes (with its compiled code)."""
+    codecs = [EventCodec() for _ in range(3)]
+    for codec in codecs:
+        assert SingleObjects(codec).encode(AclCreated("a", BINDING)) == codec.to_single_object(AclCreated("a", BINDING))
+    refs = [weakref.ref(codec) for codec in codecs]
+    del codecs, codec
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None, None]
