@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from consumers.kafka import publisher as publisher_module
 from consumers.kafka.client_config import ClientConfigError
 from consumers.kafka.follower import Follower
 from consumers.kafka.publisher import Publisher, PublisherError, TopicError
@@ -127,41 +128,46 @@ def test_state_messages_record_their_history_position(store, store_dir, keyring,
         assert int(header_map(headers)[HEADER_HISTORY_OFFSET]) == history_at[message_offset(headers)]
 
 
+class _AnotherWriterBetween:
+    """The publisher's real producer; after each history message of ours is delivered (flushed), a second
+    real producer writes one message to the same partition and flushes it: ours land at every other offset."""
+
+    def __init__(self, producer: Producer, other: Producer, topic: str):
+        self._producer, self._other, self._topic = producer, other, topic
+
+    def produce(self, topic, *args, **kwargs):
+        self._producer.produce(topic, *args, **kwargs)
+        if topic == self._topic:
+            self._producer.flush(30)
+            self._other.produce(topic, value=b"not ours", partition=0)
+            self._other.flush(30)
+
+    def __getattr__(self, name):
+        return getattr(self._producer, name)
+
+
 def test_history_positions_hold_when_another_producer_writes_between(store, store_dir, keyring, kafka_bootstrap,
-                                                                      topics):
+                                                                      topics, monkeypatch):
     """Another writer's messages land among a chunk's history messages: each state message still names its own.
 
     The publisher reads the positions from delivery reports, which carry none of the
     event's identity; the idempotent producer appends in produce order, so the
     chunk's offsets in ascending order are its events' (librdkafka's
-    enable.idempotence: "in the original produce order").
+    enable.idempotence: "in the original produce order").  Positions assumed
+    contiguous from a chunk's first offset would name the other writer's messages.
     """
-    store.create_acls([acl_created(i).event.binding for i in range(150)], context=ADMIN)
+    store.create_acls([acl_created(i).event.binding for i in range(30)], context=ADMIN)
     history, state = topics("history"), topics("state")
-    writing, stop = threading.Event(), threading.Event()
-
-    def another_writer():
-        producer = Producer({"bootstrap.servers": kafka_bootstrap, "logger": logging.getLogger("tests.kafka")})
-        while not stop.is_set():
-            producer.produce(history, value=b"not ours", partition=0)
-            producer.flush(5)
-            writing.set()
-
-    writer = threading.Thread(target=another_writer)
-    writer.start()
-    assert writing.wait(30)
-    try:  # one message per request, so the other writer's land between them
-        publish(store_dir, keyring, kafka_bootstrap, history, state, chunk_size=50,
-                client_config={"batch.num.messages": 1})
-    finally:
-        stop.set()
-        writer.join(30)
+    other = Producer({"bootstrap.servers": kafka_bootstrap, "logger": logging.getLogger("tests.kafka")})
+    monkeypatch.setattr(publisher_module, "Producer",
+                        lambda config: _AnotherWriterBetween(Producer(config), other, history))
+    publish(store_dir, keyring, kafka_bootstrap, history, state, chunk_size=10)
     messages = read_topic(kafka_bootstrap, history)
-    ours = [k for k, _, value, _ in messages if value != b"not ours"]
-    assert ours != list(range(ours[0], ours[0] + len(ours)))  # the other writer's messages are among ours
+    assert [value == b"not ours" for _, _, value, _ in messages] == [False, True] * 30
     history_at = {message_offset(h): k for k, _, value, h in messages if value != b"not ours"}
     positions = [(message_offset(h), int(header_map(h)[HEADER_HISTORY_OFFSET]))
                  for _, _, _, h in read_topic(kafka_bootstrap, state)]
+    assert len(positions) == 30
     assert [at for _, at in positions] == [history_at[offset] for offset, _ in positions]
 
 
