@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from consumers.kafka.wire import (
     HEADER_ACTOR_PRINCIPAL,
+    HEADER_EVENT_TYPE,
     HEADER_FINGERPRINT,
     HEADER_OFFSET,
     HEADER_TIMESTAMP,
@@ -58,6 +59,7 @@ def test_round_trip_gives_back_the_envelope(envelope, offset):
     key, value, headers = encode_message(CODEC, envelope)
     expected = dataclasses.replace(envelope, fingerprint=CODEC.event_fingerprint(envelope.event_type))
     assert decode_message(CODEC, key, value, headers) == expected
+    assert dict(headers)[HEADER_EVENT_TYPE] == envelope.event_type.encode()
 
 
 def test_key_is_the_entity_key():
