@@ -9,14 +9,17 @@ ACL id to its group, which gives the ACL's binding back (``Group.binding``).
 A lookup probes the literal name, the literal ``*`` and only the prefix
 lengths that exist for the type.  ``grants`` indexes the same groups by
 principal, then by (operation, permission, pattern type), for
-``authorize_by_resource_type``; it is built on first use and kept up to
-date from then on.  Updates replace only the touched groups, nodes and map
+``authorize_by_resource_type``; it is built on first use (one build at a
+time per lineage: the indexes updated from one another) and, once any
+index of a lineage has been asked for it, every index updated from then
+on carries it, kept up to date.  Updates replace only the touched groups, nodes and map
 paths, so untouched structure is shared.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
@@ -397,6 +400,16 @@ def _grant_keys(group: Group | None, prefixed: bool) -> list[int]:
     return keys
 
 
+class _Lineage:
+    """Shared by a type index and those updated from it: whether grants were wanted, one build at a time."""
+
+    __slots__ = ("wanted", "building")
+
+    def __init__(self) -> None:
+        self.wanted = False
+        self.building = threading.Lock()
+
+
 class TypeIndex:
     """The index of one resource type's ACLs.
 
@@ -406,16 +419,18 @@ class TypeIndex:
     Map(grant_key -> Map(name -> Group)), built on first use.
     """
 
-    __slots__ = ("literal", "prefixed", "wildcard", "lengths", "length_counts", "_grants")
+    __slots__ = ("literal", "prefixed", "wildcard", "lengths", "length_counts", "_grants", "_lineage")
 
     def __init__(self, literal: immutables.Map = EMPTY_MAP, prefixed: immutables.Map = EMPTY_MAP,
-                 length_counts: immutables.Map = EMPTY_MAP, grants: immutables.Map | None = EMPTY_MAP):
+                 length_counts: immutables.Map = EMPTY_MAP, grants: immutables.Map | None = EMPTY_MAP,
+                 lineage: _Lineage | None = None):
         self.literal = literal
         self.prefixed = prefixed
         self.wildcard: Node | None = literal.get(WILDCARD)
         self.lengths: tuple[int, ...] = tuple(sorted(length_counts.keys()))
         self.length_counts = length_counts
         self._grants = grants
+        self._lineage = _Lineage() if lineage is None else lineage
 
     @classmethod
     def of(cls, literal: dict[str, Node], prefixed: dict[str, Node]) -> TypeIndex:
@@ -430,7 +445,12 @@ class TypeIndex:
         """principal -> Map(grant_key -> Map(name -> Group)) of every group."""
         grants = self._grants
         if grants is None:
-            grants = self._grants = self._built_grants()
+            lineage = self._lineage
+            lineage.wanted = True  # from now on updated() carries grants forward
+            with lineage.building:  # a second reader waits for the build instead of repeating it
+                grants = self._grants
+                if grants is None:
+                    grants = self._grants = self._built_grants()
         return grants
 
     def _built_grants(self) -> immutables.Map:
@@ -482,7 +502,8 @@ class TypeIndex:
         literal = self.literal.mutate()
         prefixed = self.prefixed.mutate()
         counts = self.length_counts.mutate()
-        grants = None if self._grants is None else _GrantsUpdate(self._grants)
+        base = self.grants if self._grants is None and self._lineage.wanted else self._grants
+        grants = None if base is None else _GrantsUpdate(base)
         for (pattern_type, name), per_principal in changes.items():
             is_prefixed = pattern_type == PatternType.PREFIXED
             kind = KINDS[resource_type, pattern_type]
@@ -519,7 +540,7 @@ class TypeIndex:
                     else:
                         del counts[len(name)]
         return TypeIndex(literal.finish(), prefixed.finish(), counts.finish(),
-                         None if grants is None else grants.finish())
+                         None if grants is None else grants.finish(), self._lineage)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TypeIndex):

@@ -4,9 +4,11 @@ Kafka's AclsImageTest round-trips an image through records and snapshots; here t
 two ways an image is built (``AclIndex.bulk`` from many ACLs at once, ``AclIndex.updated``
 per delta) must give equal images for random add/remove scripts, including nodes that
 cross from a few principals to many and back, and the by-principal grants built on
-first use must equal the grants kept up to date by later deltas.
+first use must equal the grants kept up to date by later deltas (which carry them once
+any image they descend from was asked for them).
 """
 
+import itertools
 from unittest.mock import patch
 
 from hypothesis import given
@@ -32,20 +34,35 @@ bindings = st.builds(
     st.sampled_from([AclPermissionType.ALLOW, AclPermissionType.DENY]),
 )
 ids = st.sampled_from([f"id{i}" for i in range(40)])
-steps = st.lists(
-    st.one_of(st.tuples(st.just("add"), ids, bindings), st.tuples(st.just("remove"), ids)),
-    max_size=80,
-)
+step = st.one_of(st.tuples(st.just("add"), ids, bindings), st.tuples(st.just("remove"), ids))
+steps = st.lists(step, max_size=80)
 
 
-def run(script, cuts, *, grants_first: bool):
-    """The image after the script applied in batches split at ``cuts``; the end state as a dict."""
+def run(script, cuts, *, grants_first: bool, ask: dict | None = None):
+    """The image after the script applied in batches split at ``cuts``; the end state as a dict.
+
+    With ``ask`` ({"at": batch}), before that batch a reader asks the image
+    one write older than the current one for its grants (once); ``ask``
+    gets "built", the resource types whose grants that ask built, "newest",
+    the newest image at the ask, and
+    "empty_before", the batches that started from an image with no ACL
+    (its write builds a new index: a new lineage).
+    """
     bounds = sorted({0, len(script), *(c for c in cuts if c <= len(script))})
     image, state = AclsImage.EMPTY, {}
-    for start, end in zip(bounds, bounds[1:], strict=False):
+    older = image
+    for batch, (start, end) in enumerate(zip(bounds, bounds[1:], strict=False)):
         if grants_first:
             for t in image.index.types:
                 t.grants  # noqa: B018 - built now, so the next delta keeps it up to date
+        if ask is not None and batch == ask["at"]:
+            ask["built"] = [code for code, t in enumerate(older.index.types) if t._grants is None]
+            ask["newest"] = image
+            for t in older.index.types:
+                t.grants  # noqa: B018 - a reader of the older image
+        if ask is not None and not state:
+            ask.setdefault("empty_before", []).append(batch)
+        older = image
         delta = AclsDelta(image)
         for step in script[start:end]:
             if step[0] == "add":
@@ -82,6 +99,20 @@ def test_bulk_build_equals_incremental_build(script, cuts, fold_floor):
 def test_grants_kept_by_deltas_equal_grants_built_on_first_use(script, cuts):
     """Grants built before each delta and then updated by it equal those a fresh bulk image builds."""
     image, state = run(script, cuts, grants_first=True)
+    assert grants(image) == grants(AclsImage.of(state.items()))
+
+
+@given(st.lists(step, min_size=40, max_size=80), st.lists(st.integers(1, 8), min_size=5, max_size=8),
+       st.integers(2, 4))
+def test_grants_wanted_once_are_carried_by_every_later_write(script, sizes, ask_at):
+    """Once a reader asked an image of a lineage (here one write older than the newest) for its grants,
+    each image a later write makes holds them without being asked, equal to a fresh bulk image's."""
+    cuts = list(itertools.accumulate(sizes))
+    ask = {"at": ask_at}
+    image, state = run(script, cuts, grants_first=False, ask=ask)
+    new_lineage = any(batch >= ask_at - 1 for batch in ask.get("empty_before", ()))
+    if "built" in ask and image is not ask["newest"] and not new_lineage:  # a write of the asked lineage followed
+        assert [code for code in ask["built"] if image.index.types[code]._grants is not None] == ask["built"]
     assert grants(image) == grants(AclsImage.of(state.items()))
 
 

@@ -302,3 +302,20 @@ def test_entry_table_read_by_threads_while_it_sweeps():
     for entries in kept:
         for entry in entries:
             assert table.get(entry.principal, "*", READ, ALLOW) is entry
+
+
+def test_once_grants_are_wanted_later_writes_carry_them():
+    """After a reader asks one image of a lineage for its grants, the images later writes make carry them.
+
+    image1 was written before the reader asked image0; the write after the
+    ask builds image1's grants once and image2 carries them, so image3 (one
+    write on) shares the untouched principal's grant tables with image2
+    instead of building its own; and they equal a fresh build's.
+    """
+    image0 = AclsImage.of([(f"id{i}", acl(f"t{i}", principal=f"User:u{i % 3}")) for i in range(30)])
+    image1 = image(acl("x", principal="User:u0"), base=image0)
+    image0.index.types[T].grants  # noqa: B018 - the reader's first use
+    image2 = image(acl("y", principal="User:u1"), base=image1)
+    image3 = image(acl("z", principal="User:u0"), base=image2)
+    assert image3.index.types[T].grants["User:u2"] is image2.index.types[T].grants["User:u2"]
+    assert image3.index.types[T].grants == AclsImage.of(list(image3)).index.types[T].grants
