@@ -6,8 +6,9 @@ the ACL index (``AclNodesRow``) or a delegation token.  An index chunk
 lists whole index nodes in index order: per node its pattern and how many
 principals' groups it holds, per group its principal and how many ACLs,
 per ACL its id, host, operation and permission.  Strings of a column are
-joined into one string by a separator none of them holds and codes are
-bytes, so a chunk decodes as a few values, and the loader makes each group
+joined into one string by a separator none of them holds (or, in a chunk
+that holds every character, each written as its length, ':' and itself,
+flagged by an empty separator) and codes are bytes, so a chunk decodes as a few values, and the loader makes each group
 and node as it reads them, without a binding per ACL or a second grouping.
 Snapshots of format 2 (``AclColumnsRow``, one array per field) and format 1
 (one ``AclRow`` per ACL) still load, through ``AclsImage.of``.  Rows are
@@ -22,7 +23,6 @@ import sys
 from array import array
 from collections.abc import Iterable, Iterator
 
-from events.errors import InvalidValueError
 from events.keyring import SealedSecret
 from events.types import (
     WILDCARD,
@@ -80,7 +80,8 @@ _ACL_NODES = {
     "name": "AclNodesRow",
     "doc": "Whole ACL index nodes in index order: per node its groups, per group its ACLs.",
     "fields": [
-        _field("separator", "string", "One character no string of this row holds; joins each string column."),
+        _field("separator", "string", "One character no string of this row holds; joins each string column. "
+               "Empty when the row holds every character: each string is then its length in decimal, ':' and itself."),
         _field("resource_types", "bytes", "Per node: its ResourceType code."),
         _field("pattern_types", "bytes", "Per node: its PatternType code (3 LITERAL, 4 PREFIXED)."),
         _field("names", "string", "Per node: its resource name or prefix (joined by the separator)."),
@@ -271,7 +272,7 @@ class _NodesRow:
     def value(self) -> dict:
         columns = (self.names, list(self.principals), self.ids, self.hosts)
         separator = _separator(columns)
-        names, principals, ids, hosts = (separator.join(column) for column in columns)
+        names, principals, ids, hosts = (_joined(column, separator) for column in columns)
         return {
             "separator": separator,
             "resource_types": bytes(self.resource_types),
@@ -289,13 +290,34 @@ class _NodesRow:
 
 
 def _separator(columns: tuple[list[str], ...]) -> str:
-    """A character none of the strings holds."""
-    texts = ["".join(column) for column in columns]
+    """A character none of the strings holds, or "" if they hold every one (strings are then length-prefixed)."""
+    used = set().union(*("".join(column) for column in columns))
     candidates = itertools.chain(_SEPARATORS, (chr(c) for c in range(0x20, 0x110000) if not 0xD800 <= c < 0xE000))
-    for separator in candidates:
-        if not any(separator in text for text in texts):
-            return separator
-    raise InvalidValueError("no character is free to separate the snapshot's strings")
+    return next((separator for separator in candidates if separator not in used), "")
+
+
+def _joined(column: list[str], separator: str) -> str:
+    """A string column as one string: joined by the separator, or each string as length ':' string."""
+    if separator:
+        return separator.join(column)
+    return "".join(f"{len(text)}:{text}" for text in column)
+
+
+def _split(text: str, separator: str) -> list[str]:
+    """The strings of a column ``_joined`` made."""
+    if separator:
+        return text.split(separator)
+    strings, at = [], 0
+    while at < len(text):
+        colon = text.find(":", at)
+        if colon < 0 or not text[at:colon].isdecimal():
+            raise ValueError(f"a length-prefixed string column has no length at character {at}")
+        end = colon + 1 + int(text[at:colon])
+        if end > len(text):
+            raise ValueError("a length-prefixed string runs past its column")
+        strings.append(text[colon + 1:end])
+        at = end
+    return strings
 
 
 def _named(kind: tuple[ResourceType, PatternType], name: str) -> str:
@@ -353,7 +375,7 @@ class _AclLoader:
     def _add_nodes(self, row: dict) -> None:
         separator = row["separator"]
         names, principals, ids, hosts = (
-            row[column].split(separator) for column in ("names", "principals", "acl_ids", "hosts")
+            _split(row[column], separator) for column in ("names", "principals", "acl_ids", "hosts")
         )
         resource_types, pattern_types = row["resource_types"], row["pattern_types"]
         operations, permissions = row["operations"], row["permission_types"]

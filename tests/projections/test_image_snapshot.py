@@ -114,6 +114,37 @@ def test_strings_holding_the_usual_separators_round_trip(tmp_path):
     assert loaded == image and sorted(loaded.acls) == sorted(image.acls)
 
 
+def one_acl_image(name, principal="User:a"):
+    delta = SecurityDelta(SecurityImage.EMPTY)
+    delta.replay(AclCreated("id", AclBinding.of(ResourceType.TOPIC, name, PatternType.LITERAL, principal, "*",
+                                                AclOperation.READ, AclPermissionType.ALLOW)))
+    return delta.apply(1)
+
+
+def index_chunks(image):
+    return [row for _, row in (r["row"] for r in CODEC.rows(image)) if "group_counts" in row]
+
+
+def test_a_chunk_holding_the_usual_separators_and_many_more_characters_round_trips(tmp_path):
+    """A name holding the usual separators and 20,000 other characters is joined by a character it does not hold."""
+    name = "\n\x00\x1f\x1e\t" + "".join(chr(c) for c in range(0x20, 0x20 + 20_000) if not 0xD800 <= c < 0xE000)
+    image = one_acl_image(name)
+    [chunk] = index_chunks(image)
+    assert len(chunk["separator"]) == 1 and chunk["separator"] not in name
+    assert round_trip(tmp_path, image) == image
+
+
+def test_a_chunk_holding_every_character_is_written_length_prefixed(tmp_path):
+    """A chunk whose strings hold every character (no separator is free) is still written, each string
+    length-prefixed and flagged by an empty separator, and reads back equal."""
+    every = "".join(chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000)
+    image = one_acl_image(every, principal="User:1:2")
+    [chunk] = index_chunks(image)
+    assert chunk["separator"] == "" and chunk["principals"] == "8:User:1:2"
+    loaded = round_trip(tmp_path, image)
+    assert loaded == image and loaded.acls.get("id").pattern.name == every
+
+
 def damaged(**changes):
     """A snapshot codec whose index chunks carry ``changes``."""
 
@@ -139,10 +170,16 @@ def u32s(*values):
     ({"acl_counts": u32s(0, 2)}, "a group of node GROUP LITERAL 'g0' holds no ACL"),
     ({"names": "g0\ng0", "pattern_types": b"\x03\x03"}, "a node is listed twice .GROUP LITERAL 'g0'"),
     ({"group_counts": u32s(2, 0)}, "node GROUP LITERAL 'g0' lists a principal's group twice"),
+    ({"separator": "", "names": "2:g0x:g1"}, "ACL index chunk .*has no length at character 4"),
+    ({"separator": "", "names": "2:g0", "principals": "8:User:bob", "acl_ids": "5:acl-05:acl-1",
+      "hosts": "8:10.0.0.18:10.0.0.1"}, "column lengths disagree"),
+    ({"separator": "", "names": "2:g09:g1", "principals": "8:User:bob", "acl_ids": "5:acl-05:acl-1",
+      "hosts": "8:10.0.0.18:10.0.0.1"}, "a length-prefixed string runs past its column"),
 ])
 def test_an_index_chunk_that_is_no_index_is_refused(tmp_path, changes, problem):
     """A chunk whose columns disagree, name a pattern type no ACL has, repeat an id, hold a node without groups
-    or a group without ACLs, list one node twice or one principal twice in a node fails as a corrupt snapshot
+    or a group without ACLs, list one node twice or one principal twice in a node, or whose length-prefixed
+    strings are malformed fails as a corrupt snapshot
     naming what is wrong."""
     image = sample_image()
     info = write_snapshot(tmp_path, damaged(**changes), image, next_offset=42, link=b"\0" * 32,
