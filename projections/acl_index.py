@@ -54,6 +54,7 @@ __all__ = [
     "frozen_map",
     "grant_key",
     "group_of",
+    "lone_bit",
     "node_of",
 ]
 
@@ -86,6 +87,15 @@ def frozen_map(items: dict) -> immutables.Map:
 def grant_key(operation: int, deny: bool, prefixed: bool) -> int:
     """The key of ``TypeIndex.grants[principal]`` for one (operation, permission, pattern)."""
     return operation + (DENY_SHIFT if deny else 0) + (_PREFIXED_KEY if prefixed else 0)
+
+
+def lone_bit(host: str, operation: int, permission: int) -> int:
+    """The bit of an ACL that is a ``Group`` when it is its principal's only ACL on a pattern, else 0.
+
+    Such an ACL has host ``*`` and an (operation, permission) with one
+    packed bit; any other ACL goes into a ``HostGroup``.
+    """
+    return ACL_BITS[permission][operation] if host == WILDCARD else 0
 
 
 _SHARED_MASKS: dict[int, int] = {}
@@ -244,10 +254,9 @@ def group_of(principal: str, name: str, kind: tuple[ResourceType, PatternType], 
     """
     if len(members) == 1:
         acl_id, host, operation, permission = members[0]
-        if host == WILDCARD:
-            bit = ACL_BITS[permission][operation]
-            if bit:
-                return Group(principal, acl_id, bit, name, kind)
+        bit = lone_bit(host, operation, permission)
+        if bit:
+            return Group(principal, acl_id, bit, name, kind)
     members = sorted(members)
     any_host = 0
     hosts: dict[str, int] | None = None
@@ -387,7 +396,7 @@ def _node_with(node: Node | None, updates: dict[str, Group | None]) -> Node | No
 
 
 def _grant_keys(group: Group | None, prefixed: bool) -> list[int]:
-    """The grant keys a group is listed under (one per set bit)."""
+    """The grant keys a group is listed under (one per set bit of its ACLs)."""
     if group is None:
         return []
     bits = group.union_bits()
@@ -455,19 +464,16 @@ class TypeIndex:
 
     def _built_grants(self) -> immutables.Map:
         tables: dict[tuple[str, int], dict[str, Group]] = {}
-        for offset, nodes in ((0, self.literal), (_PREFIXED_KEY, self.prefixed)):
+        for prefixed, nodes in ((False, self.literal), (True, self.prefixed)):
             for name, node in nodes.items():
                 for group in node.groups():
-                    bits = group.union_bits()
-                    while bits:
-                        low = bits & -bits
-                        key = (group.principal, low.bit_length() - 1 + offset)
+                    for grant in _grant_keys(group, prefixed):
+                        key = (group.principal, grant)
                         table = tables.get(key)
                         if table is None:
                             tables[key] = {name: group}
                         else:
                             table[name] = group
-                        bits ^= low
         nested: dict[str, dict[int, immutables.Map]] = {}
         for (principal, key), table in tables.items():
             nested.setdefault(principal, {})[key] = frozen_map(table)
@@ -610,9 +616,6 @@ class AclIndex:
     types: tuple[TypeIndex, ...] = (_EMPTY_TYPE,) * _TYPE_CODES
     EMPTY: ClassVar[AclIndex]
 
-    def type_index(self, resource_type: int) -> TypeIndex:
-        return self.types[resource_type]
-
     def node(self, resource_type: int, pattern_type: int, name: str) -> Node | None:
         """The node of one exact pattern (LITERAL or PREFIXED), if any ACL has it."""
         t = self.types[resource_type]
@@ -674,7 +677,6 @@ class AclIndex:
         crowded: list[tuple[dict, str, tuple, dict]] = []  # (store, name, kind, principal -> Group or members)
         prefixed_type = PatternType.PREFIXED
         intern = sys.intern
-        bits_of = ACL_BITS
         for acl_id, binding in added:
             if binding is None:
                 continue
@@ -690,8 +692,8 @@ class AclIndex:
             name = pattern.name
             held = store.get(name)
             entry = binding.entry
-            if held is None and entry.host == WILDCARD:
-                bit = bits_of[entry.permission_type][entry.operation]
+            if held is None:
+                bit = lone_bit(entry.host, entry.operation, entry.permission_type)
                 if bit:  # the pattern's first ACL, one bit: its group (and node) at once
                     store[name] = acls[acl_id] = Group(intern(entry.principal), acl_id, bit, name, stores[prefixed + 2])
                     continue
@@ -709,8 +711,8 @@ class AclIndex:
             for principal, held in pending.items():
                 if type(held) is list:
                     acl_id, entry = held[0]
-                    bit = bits_of[entry.permission_type][entry.operation] if entry.host == WILDCARD else 0
-                    if len(held) == 1 and bit:
+                    bit = lone_bit(entry.host, entry.operation, entry.permission_type) if len(held) == 1 else 0
+                    if bit:
                         held = acls[acl_id] = Group(principal, acl_id, bit, name, kind)
                     else:
                         held = group_of(principal, name, kind, [

@@ -25,13 +25,13 @@ from collections.abc import Iterable, Iterator
 
 from events.keyring import SealedSecret
 from events.types import (
-    WILDCARD,
     AclBinding,
     PatternType,
     ResourcePattern,
     ResourceType,
     ScramMechanism,
 )
+from projections.acl_entries import canonical_entry
 from projections.acl_ids import AclIds
 from projections.acl_index import (
     KINDS,
@@ -40,10 +40,10 @@ from projections.acl_index import (
     Node,
     TypeIndex,
     group_of,
+    lone_bit,
     node_of,
 )
-from projections.acl_match import ACL_BITS
-from projections.acls import AclsImage, canonical_entry
+from projections.acls import AclsImage
 from projections.image import SecurityImage
 from projections.scram import ScramDelta, ScramImage
 from projections.snapshot import CorruptSnapshotError
@@ -388,7 +388,7 @@ class _AclLoader:
             and sum(acl_counts) == len(ids) == len(hosts) == len(operations) == len(permissions)
         ):
             raise ValueError("column lengths disagree")
-        groups, bits_of, any_host = self.groups, ACL_BITS, WILDCARD
+        groups = self.groups
         held_nodes = self._node_count()
         g = a = 0
         at_type = at_pattern = store = kind = None
@@ -396,8 +396,8 @@ class _AclLoader:
             if resource_type != at_type or pattern_type != at_pattern:  # nodes come type by type
                 at_type, at_pattern = resource_type, pattern_type
                 kind, store = KINDS[resource_type, pattern_type], self._store(resource_type, pattern_type)
-            if count == 1 and acl_counts[g] == 1 and hosts[a] == any_host:  # most nodes: one one-ACL group
-                bit = bits_of[permissions[a]][operations[a]]
+            if count == 1 and acl_counts[g] == 1:  # most nodes: one one-ACL group
+                bit = lone_bit(hosts[a], operations[a], permissions[a])
                 if bit:
                     acl_id = ids[a]
                     store[name] = groups[acl_id] = Group(principals[g], acl_id, bit, name, kind)
@@ -413,10 +413,10 @@ class _AclLoader:
                 size = acl_counts[at]
                 if not size:
                     raise ValueError(f"a group of node {_named(kind, name)} holds no ACL")
-                if size == 1 and hosts[a] == any_host and bits_of[permissions[a]][operations[a]]:
+                bit = lone_bit(hosts[a], operations[a], permissions[a]) if size == 1 else 0
+                if bit:
                     acl_id = ids[a]
-                    group = groups[acl_id] = Group(principals[at], acl_id,
-                                                   bits_of[permissions[a]][operations[a]], name, kind)
+                    group = groups[acl_id] = Group(principals[at], acl_id, bit, name, kind)
                 else:
                     end = a + size
                     group = group_of(principals[at], name, kind, list(zip(
