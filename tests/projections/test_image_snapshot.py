@@ -1,7 +1,13 @@
 """SecurityImageSnapshot: the image round-trips through a snapshot file, secrets stay sealed."""
 
+import tempfile
+from pathlib import Path
+from unittest.mock import patch
+
 import fastavro
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from events.keyring import SealedSecret
 from events.records import AclCreated, DelegationTokenIssued, ScramCredentialUpserted
@@ -237,17 +243,6 @@ class FormatTwoCodec:
         })}
 
 
-def test_a_format_2_snapshot_still_loads(tmp_path, monkeypatch):
-    """A snapshot written by format 2 (ACL column chunks) loads into the same image."""
-    monkeypatch.setattr(snapshot, "SNAPSHOT_FORMAT", 2)
-    image = with_acls(sample_image(), 4)
-    info = write_snapshot(
-        tmp_path, FormatTwoCodec(), image, next_offset=image.next_offset, link=b"\0" * 32, timestamp_ms=0
-    )
-    monkeypatch.undo()
-    assert read_snapshot(info.path, CODEC)[1] == image
-
-
 class FormatOneCodec:
     """The format-1 writer (one AclRow per ACL), kept to test that its snapshots still load."""
 
@@ -283,15 +278,52 @@ class FormatOneCodec:
                 })}
 
 
-def test_a_format_1_snapshot_still_loads(tmp_path, monkeypatch):
-    """A snapshot written by format 1 (one row per ACL) loads into the same image."""
-    monkeypatch.setattr(snapshot, "SNAPSHOT_FORMAT", 1)
+WRITERS = {1: FormatOneCodec(), 2: FormatTwoCodec(), snapshot.SNAPSHOT_FORMAT: CODEC}
+
+
+def written_by(directory, image, form):
+    """The path of a snapshot of ``image`` written as format ``form`` wrote it."""
+    with patch.object(snapshot, "SNAPSHOT_FORMAT", form):
+        return write_snapshot(directory, WRITERS[form], image, next_offset=image.next_offset, link=b"\0" * 32,
+                              timestamp_ms=0).path
+
+
+@pytest.mark.parametrize("form", [1, 2])
+def test_a_snapshot_of_an_older_format_still_loads(tmp_path, form):
+    """A snapshot written by format 1 (one row per ACL) or 2 (ACL column chunks) loads into the same image."""
     image = with_acls(sample_image(), 4)
-    info = write_snapshot(
-        tmp_path, FormatOneCodec(), image, next_offset=image.next_offset, link=b"\0" * 32, timestamp_ms=0
-    )
-    monkeypatch.undo()
-    assert read_snapshot(info.path, CODEC)[1] == image
+    assert read_snapshot(written_by(tmp_path, image, form), CODEC)[1] == image
+
+
+# Random ACL images: a few names (literal and prefixed, so nodes hold many principals), hosts, any principal.
+acl_bindings = st.builds(
+    AclBinding.of,
+    st.sampled_from([ResourceType.TOPIC, ResourceType.TOPIC, ResourceType.GROUP]),
+    st.sampled_from(["a", "a", "ab", "*", "t\nx"]),
+    st.sampled_from([PatternType.LITERAL, PatternType.PREFIXED]),
+    st.sampled_from([f"User:u{i}" for i in range(12)] + ["User:*"]),
+    st.sampled_from(["*", "*", "10.0.0.1", "10.0.0.0/8", "::1"]),
+    st.sampled_from([AclOperation.ALL, AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE]),
+    st.sampled_from([AclPermissionType.ALLOW, AclPermissionType.DENY]),
+)
+
+
+@settings(deadline=None)
+@given(st.dictionaries(st.from_regex(r"[a-z0-9-]{1,6}", fullmatch=True), acl_bindings, max_size=80),
+       st.integers(0, 20), st.sampled_from(sorted(WRITERS)), st.sampled_from([1, 7, 65536]))
+def test_random_images_round_trip_through_every_format(acls, crowd, form, chunk):
+    """A random ACL image, plus a topic held by ``crowd`` principals (one group, a few, many), written by any
+    format (the current one in chunks of any size) reads back equal."""
+    acls = {**acls, **{f"crowd{i}": AclBinding.of(ResourceType.TOPIC, "crowd", PatternType.PREFIXED, f"User:c{i}",
+                                                   "*", AclOperation.READ, AclPermissionType.ALLOW)
+                       for i in range(crowd)}}
+    delta = SecurityDelta(SecurityImage.EMPTY)
+    for binding, acl_id in {binding: acl_id for acl_id, binding in acls.items()}.items():  # one id per binding
+        delta.replay(AclCreated(acl_id, binding))
+    image = delta.apply(len(acls))
+    with tempfile.TemporaryDirectory() as directory, patch.object(image_snapshot, "ACL_CHUNK", chunk):
+        loaded = read_snapshot(written_by(Path(directory), image, form), CODEC)[1]
+    assert loaded == image and sorted(loaded.acls) == sorted(image.acls)
 
 
 def test_a_snapshot_of_a_newer_format_is_refused_naming_it(tmp_path, monkeypatch):
