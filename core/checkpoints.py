@@ -160,7 +160,7 @@ class CheckpointFiles:
         since, spacing = base.next_offset, max(least, self.spacing(base))
         with paused_gc():
             delta = SecurityDelta(base)
-            for batch in self.log.batches(since):
+            for batch in self.log.batches(since, strict=True):  # never onto a base retention cut off
                 if self._closed.is_set():
                     return
                 delta.replay_all(self.log.decode(batch))

@@ -297,7 +297,7 @@ class HistoryIndex:
         if self._end >= end:
             return self._end
         db, sealed, tail, rows = self._db, self._sealed, list(self._tail), []
-        for envelope in self.log.read(self._end, end):
+        for envelope in self.log.read(self._end, end, strict=True):
             row = _row(envelope, self._parties)
             rows.append(row)
             tail.append(row)

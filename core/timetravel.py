@@ -22,7 +22,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,7 +31,7 @@ from core.checkpoints import CheckpointFiles
 from core.config import StoreConfig
 from core.errors import InvalidValueError, PointInTimeError
 from core.history_index import HistoryIndex
-from core.log import Log
+from core.log import Batch, Log, OffsetOutOfRangeError
 from projections.gc_pause import FREEZE_AFTER, paused_gc
 from projections.image import SecurityDelta, SecurityImage
 from projections.image_snapshot import SecurityImageSnapshot
@@ -489,7 +489,7 @@ class TimeTravel:
         with paused_gc() as paused:
             delta = SecurityDelta(image)
             since = start
-            for batch in self.log.batches(start, n):
+            for batch in self._batches(start, n):
                 envelopes = self.log.decode(batch)
                 if batch.base_offset < start or batch.next_offset > n:
                     envelopes = [e for e in envelopes if start <= e.offset < n]
@@ -505,6 +505,16 @@ class TimeTravel:
             result = delta.apply(n)
         self.replay_rate.observe(time.thread_time() - began, n - start, _MIN_SAMPLE)
         return result
+
+    def _batches(self, start: int, n: int) -> Iterator[Batch]:
+        """The batches holding [start, n) for a replay onto the image at ``start``: a PointInTimeError
+        naming ``n`` when retention deleted events from ``start`` on since the image was chosen."""
+        try:
+            yield from self.log.batches(start, n, strict=True)
+        except OffsetOutOfRangeError as exc:
+            raise PointInTimeError(
+                f"offset {n} cannot be built: the image it would be replayed from is at offset {start}, "
+                f"and retention has since deleted the events after it ({exc})") from None
 
     # -- the background fill -------------------------------------------------------------
 
@@ -544,7 +554,7 @@ class TimeTravel:
             image, lineage = self._build(start)
         since = start
         delta = SecurityDelta(image)
-        for batch in self.log.batches(start, end):
+        for batch in self.log.batches(start, end, strict=True):  # not onto an image retention cut off
             if self._closed.is_set():
                 return
             with paused_gc():

@@ -511,15 +511,26 @@ class Log:
             return batch.link if batch.next_offset == next_offset else None
         return None
 
-    def batches(self, start: int = 0, end: int | None = None) -> Iterator[Batch]:
-        """Yield the visible batches holding offsets in [start, end)."""
+    def batches(self, start: int = 0, end: int | None = None, *, strict: bool = False) -> Iterator[Batch]:
+        """Yield the visible batches holding offsets in [start, end).
+
+        Offsets before the log's start (deleted by retention) are skipped, unless ``strict``: then
+        they raise OffsetOutOfRangeError, for a reader that needs every event from ``start`` on
+        (a replay onto an image at ``start``), checked against the segments it will read.
+        """
         if self.read_only:
             self.refresh()
         with self._visible:
             segments = [(s, s.visible_size) for s in self._segments]
             first = max(bisect.bisect_right(self._bases, start) - 1, 0)
             stop = self._visible_end if end is None else min(end, self._visible_end)
-        start = max(start, self._start_offset)
+            log_start = self._start_offset
+        if strict and start < log_start:
+            raise OffsetOutOfRangeError(
+                f"offset {start} was asked for but the log now starts at offset {log_start}: "
+                "retention deleted the events in between"
+            )
+        start = max(start, log_start)
         if start >= stop:
             return
         for seg, size in segments[first:]:
@@ -581,14 +592,15 @@ class Log:
     def decode(self, batch: Batch) -> list[Envelope]:
         return self.codec.decode_batch(batch.payload, batch.schema_fp, batch.base_offset)
 
-    def read(self, start: int = 0, end: int | None = None) -> Iterator[Envelope]:
-        """Yield the visible events with offsets in [start, end), decoded."""
-        for events in self.read_batches(start, end):
+    def read(self, start: int = 0, end: int | None = None, *, strict: bool = False) -> Iterator[Envelope]:
+        """Yield the visible events with offsets in [start, end), decoded (``strict`` as for ``batches``)."""
+        for events in self.read_batches(start, end, strict=strict):
             yield from events
 
-    def read_batches(self, start: int = 0, end: int | None = None) -> Iterator[list[Envelope]]:
+    def read_batches(self, start: int = 0, end: int | None = None, *,
+                     strict: bool = False) -> Iterator[list[Envelope]]:
         """``read``'s events a batch at a time (a batch cut by ``start`` or ``end`` holds only its part)."""
-        for batch in self.batches(start, end):
+        for batch in self.batches(start, end, strict=strict):
             events = self.decode(batch)
             if batch.base_offset < start or (end is not None and batch.next_offset > end):
                 events = [e for e in events if start <= e.offset and (end is None or e.offset < end)]
@@ -774,7 +786,7 @@ class TailReader:
         if not ready:
             return []
         out: list[Envelope] = []
-        for batch in self.log.batches(self.position):
+        for batch in self.log.batches(self.position, strict=True):  # retention may run after the check
             for env in self.log.decode(batch):
                 if env.offset >= self.position:
                     out.append(env)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import CorruptLogError, NewerFormatError, NotAStoreError, StoreLockedError
-from core.log import Log, LogConfig, verify_log
+from core.log import Log, LogConfig, OffsetOutOfRangeError, verify_log
 from core.log.segment import Segment
 from events.errors import EventSchemaError, KeyringError
 from events.keyring import Keyring
@@ -365,6 +365,21 @@ def test_retention_deletes_only_covered_segments(store, keyring):
     with Log.open(store, keyring=keyring, config=SMALL, retention=True) as log:
         assert log.start_offset <= 60 and log.end_offset == 120
     assert verify_log(store, keyring=keyring, retention=True).ok
+
+
+def test_a_strict_read_before_the_start_is_out_of_range(store, keyring):
+    """After retention a plain read from 0 starts at the log's start; a strict one (a replay that needs
+    every event from its start) raises OffsetOutOfRangeError naming both offsets instead of skipping."""
+    with Log.open(store, keyring=keyring, config=SMALL, retention=True) as log:
+        fill(log, 40)
+        log.delete_segments_before(60)
+        start = log.start_offset
+        assert [e.offset for e in log.read(0, start + 1)] == [start]
+        with pytest.raises(OffsetOutOfRangeError, match=rf"offset {start - 1} .* now starts at offset {start}"):
+            list(log.read(start - 1, start + 1, strict=True))
+        with pytest.raises(OffsetOutOfRangeError):
+            list(log.batches(0, strict=True))
+        assert [e.offset for e in log.read(start, start + 2, strict=True)] == [start, start + 1]
 
 
 def test_repr_names_offsets_and_policy(store, keyring):

@@ -8,9 +8,12 @@ import pytest
 
 from core import AclBindingFilter, PatternType, ResourceType
 from core.checkpoints import CheckpointFiles
+from core.errors import PointInTimeError
+from core.log import LogConfig
 from core.timetravel import TimeTravel
 from projections.acls import AclsImage
 from projections.image import SecurityImage, SecurityProjection
+from projections.snapshot import SnapshotPolicy
 from tests.logkit import Clock
 from tests.storekit import ADMIN, acl, store_at
 
@@ -134,3 +137,52 @@ def test_a_fill_writes_no_more_than_max_files(store):
     files.fill(SecurityImage.EMPTY)
     files.wait()
     assert 1 <= len(files.offsets()) <= 4
+
+
+# -- retention moving the log's start under a replay ----------------------------------------
+
+
+@pytest.fixture
+def truncating(tmp_path, keyring):
+    """60 one-ACL requests in 1 KB segments, with covered segments deleted on snapshot (none taken yet)."""
+    clock = Clock()
+    with store_at(tmp_path / "t", keyring, clock=clock, log=LogConfig(segment_bytes=1024),
+                  delete_covered_segments=True, snapshot_policy=SnapshotPolicy(every_events=None, every_bytes=None)) as s:
+        for i in range(60):
+            s.create_acls([acl(f"t{i}")], context=ADMIN)
+            clock.t += 1
+        s.timetravel.files.wait()
+        yield s
+
+
+def test_a_fill_from_a_base_retention_cut_off_writes_nothing(truncating, caplog):
+    """A fill handed the empty image while the log started at 0, run after retention moved the start: it
+    stops and says why once; it writes no file (a file from the retained events alone would pass its
+    HMAC and chain checks, its link being the log's, and serve an image missing the deleted events)."""
+    files = CheckpointFiles(truncating.log, every=10)
+    truncating.snapshot()
+    start = truncating.log.start_offset
+    assert start > 0
+    files.fill(SecurityImage.EMPTY)
+    files.wait()
+    assert files.offsets() == []
+    [warning] = [r.getMessage() for r in caplog.records if r.name == "secmeta.checkpoints"]
+    assert f"offset 0 was asked for but the log now starts at offset {start}" in warning
+
+
+def test_a_query_whose_file_retention_cuts_off_is_refused(truncating):
+    """Retention runs right after a cold query loaded its starting file: the replay from it would skip
+    deleted events, so the query fails with a PointInTimeError naming its offset instead of answering."""
+
+    class RetentionAfterLoad(CheckpointFiles):
+        def load(self, offset):
+            image = super().load(offset)
+            truncating.snapshot()
+            return image
+
+    filled(truncating, every=10)
+    files = RetentionAfterLoad(truncating.log, every=10)
+    n = 57
+    with pytest.raises(PointInTimeError, match=rf"offset {n} cannot be built.*retention"):
+        cold(truncating, files).image_at(n)
+    assert truncating.log.start_offset > max(o for o in files.offsets() if o <= n)  # it did cut the replay off
