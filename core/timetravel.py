@@ -314,8 +314,9 @@ class TimeTravel:
 
     def note(self, image: SecurityImage) -> None:
         """A newly published image: kept as a checkpoint when ``interval`` events past the newest."""
-        offsets = self._offsets
-        if not offsets or image.next_offset - offsets[-1] >= self.interval:
+        with self._lock:  # a query's eviction may empty the list between two unlocked reads
+            due = not self._offsets or image.next_offset - self._offsets[-1] >= self.interval
+        if due:
             self._keep(image, _LIVE)
             if self.files is not None:
                 self.files.write_in_background(image)
