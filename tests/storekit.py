@@ -1,10 +1,12 @@
 """What tests of the store share: the acting admin, a token secret, ACL and SCRAM builders, opening a store.
 
-The fixtures built on these (``keyring``, ``clock``, the ``open_store`` factory) live in ``tests/conftest.py``.
+Also what tests of time travel compare with: ``replayed`` (the image a full replay of a prefix builds) and
+``decoded_batches`` (which batches a query decodes).  The fixtures built on these (``keyring``, ``clock``, the ``open_store`` factory) live in ``tests/conftest.py``.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from core import (
@@ -21,8 +23,9 @@ from core import (
     UserScramCredentialUpsertion,
 )
 from events.keyring import Keyring
+from projections.image import SecurityImage, SecurityProjection
 
-__all__ = ["ADMIN", "TOKEN_SECRET", "acl", "store_at", "upsert"]
+__all__ = ["ADMIN", "TOKEN_SECRET", "acl", "decoded_batches", "replayed", "store_at", "upsert"]
 
 ADMIN = RequestContext("User:admin", "10.0.0.1")  # a super user (StoreConfig's default super_users)
 TOKEN_SECRET = b"token-secret-for-tests"
@@ -45,3 +48,16 @@ def store_at(directory: str | Path, keyring: Keyring, *, read_only: bool = False
     """``SecurityStore.open(directory, StoreConfig(token_secret=TOKEN_SECRET, **config))``."""
     config.setdefault("token_secret", TOKEN_SECRET)
     return SecurityStore.open(directory, StoreConfig(**config), keyring=keyring, read_only=read_only)
+
+
+def replayed(store: SecurityStore, n: int) -> SecurityImage:
+    """The image after the store's first ``n`` events, replayed one by one from the empty image."""
+    return replace(SecurityProjection().apply(SecurityImage.EMPTY, list(store.log.read(0, n))), next_offset=n)
+
+
+def decoded_batches(store: SecurityStore, monkeypatch) -> list[int]:
+    """The base offsets of the batches the store's log decodes from now on (the list grows as it does)."""
+    decoded: list[int] = []
+    real = store.log.decode
+    monkeypatch.setattr(store.log, "decode", lambda batch: decoded.append(batch.base_offset) or real(batch))
+    return decoded

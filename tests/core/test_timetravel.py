@@ -16,7 +16,7 @@ from core.log import LogConfig
 from core.timetravel import Point, TimeTravel, as_point, parse_offset, parse_time
 from projections.snapshot import SnapshotPolicy
 from tests.logkit import Clock
-from tests.storekit import ADMIN, acl
+from tests.storekit import ADMIN, acl, decoded_batches
 
 T0 = 1_800_000_000_000
 
@@ -297,14 +297,6 @@ def test_a_near_image_in_memory_is_preferred_to_a_snapshot(open_store, clock, mo
     decoded = decoded_batches(store, monkeypatch)
     assert names_of(travel.image_at(6)) == [f"t{i}" for i in range(6)]
     assert decoded == list(range(6))
-
-
-def decoded_batches(store, monkeypatch) -> list[int]:
-    """The base offsets of the batches decoded from now on."""
-    decoded: list[int] = []
-    real = store.log.decode
-    monkeypatch.setattr(store.log, "decode", lambda batch: decoded.append(batch.base_offset) or real(batch))
-    return decoded
 
 
 def names_of(image) -> list[str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from core import AclBindingFilter, PatternType, ResourceType
@@ -12,14 +10,10 @@ from core.errors import PointInTimeError
 from core.log import LogConfig
 from core.timetravel import TimeTravel
 from projections.acls import AclsImage
-from projections.image import SecurityImage, SecurityProjection
+from projections.image import SecurityImage
 from projections.snapshot import SnapshotPolicy
 from tests.logkit import Clock
-from tests.storekit import ADMIN, acl, store_at
-
-
-def replayed(store, n: int) -> SecurityImage:
-    return replace(SecurityProjection().apply(SecurityImage.EMPTY, list(store.log.read(0, n))), next_offset=n)
+from tests.storekit import ADMIN, acl, decoded_batches, replayed, store_at
 
 
 @pytest.fixture
@@ -46,13 +40,6 @@ def cold(store, files: CheckpointFiles) -> TimeTravel:
     travel = TimeTravel(store.log, interval=2, files=files)
     travel.replay_rate.seconds = 1.0
     return travel
-
-
-def decoded_batches(store, monkeypatch) -> list[int]:
-    seen: list[int] = []
-    real = store.log.decode
-    monkeypatch.setattr(store.log, "decode", lambda batch: seen.append(batch.base_offset) or real(batch))
-    return seen
 
 
 def test_fill_writes_a_checkpoint_file_every_few_events(store):

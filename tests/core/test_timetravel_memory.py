@@ -8,9 +8,8 @@ from hypothesis import strategies as st
 
 from core import AclBindingFilter, InvalidValueError, PatternType, ResourceType, StoreConfig
 from core.timetravel import TimeTravel, step_bytes
-from projections.image import SecurityImage, SecurityProjection
 from tests.logkit import Clock, make_keyring
-from tests.storekit import ADMIN, acl, store_at
+from tests.storekit import ADMIN, acl, decoded_batches, replayed, store_at
 
 
 @pytest.fixture(scope="module")
@@ -26,24 +25,20 @@ def store(tmp_path_factory):
         yield s
 
 
-def replayed(store, n: int) -> dict:
-    return dict(SecurityProjection().apply(SecurityImage.EMPTY, list(store.log.read(0, n))).acls)
-
-
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture], max_examples=30)
 @given(points=st.lists(st.integers(0, 120), min_size=1, max_size=12), budget=st.integers(0, 40_000))
 def test_held_images_stay_within_the_byte_budget(store, points, budget):
     """Whatever is asked, the answers are replays of the prefix and the estimate of what is held stays in the budget."""
     travel = TimeTravel(store.log, interval=7, memory_bytes=budget)
     for n in points:
-        assert dict(travel.image_at(n).acls) == replayed(store, n)
+        assert dict(travel.image_at(n).acls) == dict(replayed(store, n).acls)
         assert travel.held_bytes() <= budget
 
 
 def test_a_zero_budget_holds_only_the_empty_image(store):
     """memory_bytes=0 keeps nothing but the empty image (it costs nothing), and still answers."""
     travel = TimeTravel(store.log, interval=7, memory_bytes=0)
-    assert dict(travel.image_at(100).acls) == replayed(store, 100)
+    assert dict(travel.image_at(100).acls) == dict(replayed(store, 100).acls)
     assert travel.checkpoints == [0]
 
 
@@ -67,10 +62,8 @@ def test_the_fill_leaves_a_checkpoint_every_interval_across_the_log(store, monke
     held = travel.checkpoints
     assert held[0] == 0 and store.log.end_offset - held[-1] < 10 + 5  # an interval plus at most a batch
     assert max(b - a for a, b in zip(held, held[1:], strict=False)) < 10 + 5
-    expected = replayed(store, 117)
-    decoded: list[int] = []
-    real = store.log.decode
-    monkeypatch.setattr(store.log, "decode", lambda batch: decoded.append(batch.base_offset) or real(batch))
+    expected = dict(replayed(store, 117).acls)
+    decoded = decoded_batches(store, monkeypatch)
     assert dict(travel.image_at(117).acls) == expected
     assert min(decoded) >= 117 - 15
 
@@ -86,7 +79,7 @@ def test_the_fill_stops_at_the_budget(store):
     travel.wait()
     assert travel.held_bytes() <= budget
     assert travel.checkpoints[-1] < whole.checkpoints[-1]
-    assert dict(travel.image_at(119).acls) == replayed(store, 119)
+    assert dict(travel.image_at(119).acls) == dict(replayed(store, 119).acls)
 
 
 def test_a_store_holds_past_images_within_its_configured_budget(tmp_path):
@@ -129,5 +122,5 @@ def test_with_a_fill_a_query_leaves_no_checkpoints_of_its_own(store):
     update per interval on the way)."""
     travel = TimeTravel(store.log, interval=10, fill=True)
     travel.close()  # a closed TimeTravel starts no fill
-    assert dict(travel.image_at(117).acls) == replayed(store, 117)
+    assert dict(travel.image_at(117).acls) == dict(replayed(store, 117).acls)
     assert travel.checkpoints == [0, 117]
