@@ -426,10 +426,19 @@ class TimeTravel:
         """The image at ``n`` and its lineage, from the cheapest start (caller holds the build lock)."""
         start = self._start(n)
         if start is None:
-            raise PointInTimeError(
-                f"offset {n} is before the log's start ({self.log.start_offset}) and no valid snapshot covers it")
+            raise PointInTimeError(self._unbuildable(n))
         offset, held = start
         return self._replay(held.image, offset, n, held.lineage), held.lineage
+
+    def _unbuildable(self, n: int) -> str:
+        """Why no image at ``n`` can be built (nothing held or on disk to replay to it from)."""
+        start = self.log.start_offset
+        if n < start:
+            return f"offset {n} is before the log's start ({start}) and no valid snapshot covers it"
+        where = (f"exactly at the log's start (offset {start})" if n == start
+                 else f"between the log's start (offset {start}) and offset {n}")
+        return (f"offset {n} cannot be built: retention deleted the events before offset {start}, and no image "
+                f"is held and no valid snapshot or checkpoint file is {where} to replay from")
 
     def _start(self, n: int) -> tuple[int, _Held] | None:
         """Where to start for ``n``: the nearest held image, unless loading a file and replaying

@@ -314,6 +314,23 @@ def test_deleted_history_is_refused(open_store, clock):
         store.as_of(offset=1)
 
 
+def test_the_log_start_without_an_image_there_is_refused_saying_so(open_store, clock):
+    """Retention moved the start to a segment's base, short of the snapshot that covered the deletion: the
+    image at the start itself cannot be rebuilt, and the error says that nothing exactly there holds it
+    (not that the offset is before the start)."""
+    store = open_store(log=LogConfig(segment_bytes=1024), delete_covered_segments=True,
+                       snapshot_policy=SnapshotPolicy(every_events=None, every_bytes=None))
+    fill(store, clock, 30)
+    store.snapshot()
+    start = store.log.start_offset
+    assert 0 < start < 30
+    with pytest.raises(PointInTimeError, match=rf"offset {start} cannot be built: retention deleted the events "
+                                               rf"before offset {start}.* exactly at the log's start"):
+        TimeTravel(store.log).image_at(start)
+    with pytest.raises(PointInTimeError, match=rf"between the log's start \(offset {start}\) and offset {start + 1}"):
+        TimeTravel(store.log).image_at(start + 1)
+
+
 def test_truncated_log_is_served_from_its_snapshot(open_store, clock):
     """After segments are deleted, points after the log's start are rebuilt from the snapshot."""
     store = open_store(log=LogConfig(segment_bytes=1024), delete_covered_segments=True,
