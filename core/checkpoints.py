@@ -28,7 +28,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from core.forked import call_forked
+from core.forked_snapshot import write_snapshot_forked
 from core.log import Log
 from core.log.fit import snapshot_misfit
 from projections.gc_pause import paused_gc
@@ -39,7 +39,6 @@ from projections.snapshot import (
     list_snapshots,
     read_snapshot,
     snapshot_path,
-    write_snapshot,
 )
 
 __all__ = ["CHECKPOINT_DIR", "DEFAULT_EVERY", "DEFAULT_MAX_FILES", "CheckpointFiles"]
@@ -108,8 +107,9 @@ class CheckpointFiles:
         link = self.log.link_at(image.next_offset)
         if link is None or self._closed.is_set():
             return
-        call_forked(write_snapshot, self.directory, self._codec, image, next_offset=image.next_offset, link=link,
-                    timestamp_ms=int(time.time() * 1000), keyring=self.log.keyring)  # off the writers' GIL
+        write_snapshot_forked(self.directory, self._codec, image, next_offset=image.next_offset, link=link,
+                              timestamp_ms=int(time.time() * 1000), keyring=self.log.keyring,
+                              abort=self._closed)  # off the writers' GIL; close() kills a child under way
         self._thin()
 
     def _thin(self) -> None:

@@ -16,6 +16,12 @@ touch, and so copy, every page of the image), runs at a lower CPU priority
 leaves through ``os._exit``: no buffered file of the parent is flushed twice,
 no atexit handler runs.  Where ``os.fork`` does not exist the call runs in
 the calling thread.
+
+The process forks while other threads run: a lock one of them held at that
+moment (inside OpenSSL, another C library, the import system) stays held for
+ever in the child, so a child can hang however correct its call.  The parent
+therefore waits with a deadline (``timeout``) and an ``abort`` event, and past
+either SIGKILLs and reaps the child: a caller never waits longer than it chose.
 """
 
 from __future__ import annotations
@@ -24,14 +30,17 @@ import ctypes
 import gc
 import os
 import pickle
+import select
 import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from core.errors import SecmetaError
+from core.errors import InvalidValueError, SecmetaError
 
-__all__ = ["CHILD_NICENESS", "ForkedCallError", "call_forked"]
+__all__ = ["ABORT_CHECK_S", "CHILD_NICENESS", "ForkedCallError", "call_forked"]
 
 T = TypeVar("T")
 _PR_SET_PDEATHSIG = 1
@@ -51,18 +60,28 @@ _PRCTL = _prctl()
 #: The child's niceness increment: it is background work, the writers' threads come first on a busy machine.
 CHILD_NICENESS = 10
 _CHUNK = 1 << 16
+#: How often a wait looks at its ``abort`` event (a blocking poll on the pipe in between, never a spin).
+ABORT_CHECK_S = 0.05
 
 
 class ForkedCallError(SecmetaError):
     """The call failed in the child (its exception's type and message), or the child died."""
 
 
-def call_forked(fn: Callable[..., T], /, *args, **kwargs) -> T:
+def call_forked(fn: Callable[..., T], /, *args, timeout: float, abort: threading.Event | None = None,
+                **kwargs) -> T:
     """``fn(*args, **kwargs)`` computed in a forked child; its result must pickle.
 
     An exception in the child is raised here as ForkedCallError naming its
-    type and message (the exception object itself stays in the child).
+    type and message (the exception object itself stays in the child).  A child
+    that has not answered ``timeout`` seconds after the fork, or when ``abort``
+    is set (looked at every ABORT_CHECK_S), is SIGKILLed and reaped, and
+    ForkedCallError says so.  Whatever the call writes is then left as the kill
+    found it: the caller removes partial files.  (Where ``os.fork`` does not
+    exist neither limit applies: the call runs here.)
     """
+    if not timeout > 0:
+        raise InvalidValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     if not hasattr(os, "fork"):
         return fn(*args, **kwargs)
     parent = os.getpid()
@@ -76,11 +95,19 @@ def call_forked(fn: Callable[..., T], /, *args, **kwargs) -> T:
     if pid == 0:  # the child: never returns
         _child(parent, write_end, fn, args, kwargs)
     os.close(write_end)
+    status = None
     try:
-        data = _read_all(read_end)
+        data = _read_all(read_end, time.monotonic() + timeout, abort)
+        if data is not None:  # the child closed the pipe: it is exiting
+            _, status = os.waitpid(pid, 0)
     finally:
         os.close(read_end)
-        _, status = os.waitpid(pid, 0)
+        if status is None:  # timed out, aborted, or this thread was interrupted: the child must not outlive the wait
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    if data is None:
+        reason = "the wait was aborted" if abort is not None and abort.is_set() else f"it timed out after {timeout:g} s"
+        raise ForkedCallError(f"the forked child was killed: {reason}")
     return _outcome(data, status)
 
 
@@ -108,11 +135,25 @@ def _child(parent: int, write_end: int, fn, args, kwargs) -> None:
         os._exit(code)
 
 
-def _read_all(fd: int) -> bytes:
+def _read_all(fd: int, deadline: float, abort: threading.Event | None) -> bytes | None:
+    """Everything the child writes until it closes the pipe; None past ``deadline`` or once ``abort`` is set."""
     chunks = []
-    while chunk := os.read(fd, _CHUNK):
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or (abort is not None and abort.is_set()):
+            wait = 0.0  # one last look: a child that has answered is not killed
+        else:
+            wait = left if abort is None else min(left, ABORT_CHECK_S)
+        if not poller.poll(wait * 1000):
+            if wait == 0:
+                return None
+            continue
+        chunk = os.read(fd, _CHUNK)
+        if not chunk:
+            return b"".join(chunks)
         chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _outcome(data: bytes, status: int):

@@ -12,11 +12,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Generic, Protocol, TypeVar
 
 from core.errors import InvalidValueError, SecmetaError
-from core.forked import call_forked
+from core.forked_snapshot import write_snapshot_forked
 from core.log import Log
 from core.log.fit import snapshot_misfit
 from events.records import Envelope
@@ -153,14 +152,21 @@ def load_state(log: Log, projection: Projection[S], codec: SnapshotCodec[S], *, 
 
 
 class Snapshotter(Generic[S]):
-    """Takes snapshots when the policy says so, and prunes old ones."""
+    """Takes snapshots when the policy says so, and prunes old ones.
+
+    ``child_timeout`` bounds a background snapshot's forked child in seconds (default:
+    core.forked_snapshot.snapshot_timeout, scaled with the image).
+    """
 
     def __init__(self, log: Log, codec: SnapshotCodec[S], policy: SnapshotPolicy, *, keep: int = 2,
-                 delete_covered_segments: bool = False, clock=time.time):
+                 delete_covered_segments: bool = False, clock=time.time, child_timeout: float | None = None):
         if keep < 1:
             raise InvalidValueError(f"keep must be at least 1, not {keep}")
+        if child_timeout is not None and not child_timeout > 0:
+            raise InvalidValueError(f"child_timeout must be a positive number of seconds, not {child_timeout!r}")
         self.log, self.codec, self.policy = log, codec, policy
         self.keep, self.delete_covered_segments = keep, delete_covered_segments
+        self.child_timeout = child_timeout
         self._clock = clock
         existing = list_snapshots(log.store.snapshot_dir)
         self._last_offset = int(existing[-1].stem.split("-")[1]) if existing else log.start_offset
@@ -168,6 +174,7 @@ class Snapshotter(Generic[S]):
         self._last_time_ms = self._now_ms()
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
+        self._abort = threading.Event()
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -183,36 +190,56 @@ class Snapshotter(Generic[S]):
         """Snapshot if the policy says so; with ``background``, in a thread (one at a time).
 
         States are immutable, so writing one in the background while newer batches
-        are applied is safe; a write that fails is logged and retried at the next due point.
-        The background thread encodes the state in a forked child (core.forked): the
-        same file, written without holding this process's GIL beside the writers.
+        are applied is safe.  The background thread encodes the state in a forked child
+        (core.forked_snapshot): the same file, written without holding this process's
+        GIL beside the writers.  A child that fails, hangs past ``child_timeout`` or is
+        aborted by close() is killed and leaves no file; one warning is logged and the
+        policy starts counting again, so its next trigger tries again.  It does not fall
+        back to writing in this process: a snapshot is derived data (the log holds every
+        event, a store without a fresh snapshot opens slower, never wrong), and encoding a
+        large image here would stall the writers on the GIL for seconds, the very cost
+        the child exists to avoid, on a machine the timeout already says is overloaded.
         """
         if not self.due(next_offset):
             return None
         if not background:
             return self.snapshot(state, next_offset)
         with self._thread_lock:
-            if self._thread is None or not self._thread.is_alive():
+            if not self._abort.is_set() and (self._thread is None or not self._thread.is_alive()):
                 self._thread = threading.Thread(target=self._background, args=(state, next_offset),
                                                 name="secmeta-snapshot", daemon=True)
                 self._thread.start()
         return None
 
     def _background(self, state: S, next_offset: int) -> None:
+        def write(*args, **kwargs) -> SnapshotInfo:
+            return write_snapshot_forked(*args, timeout=self.child_timeout, abort=self._abort, **kwargs)
+
         try:
-            self._take(state, next_offset, partial(call_forked, write_snapshot))
+            self._take(state, next_offset, write)
         except Exception as exc:  # noqa: BLE001 - a failed snapshot must never take the store down
-            logger.warning("snapshot at offset %d failed: %s", next_offset, exc)
+            self._restart_policy(next_offset, self._now_ms())
+            logger.warning("snapshot at offset %d failed (the policy's next trigger tries again): %s",
+                           next_offset, exc)
 
     def wait(self) -> None:
-        """Wait for a background snapshot in progress."""
+        """Wait for a background snapshot in progress (its child ends at its timeout at the latest)."""
         thread = self._thread
         if thread is not None:
             thread.join()
 
+    def close(self) -> None:
+        """Start no more background snapshots; kill one in progress (it leaves no file) and wait for its thread."""
+        self._abort.set()
+        self.wait()
+
     def snapshot(self, state: S, next_offset: int) -> SnapshotInfo:
         """Write a snapshot of ``state`` (at ``next_offset``) now, in this thread."""
         return self._take(state, next_offset, write_snapshot)
+
+    def _restart_policy(self, next_offset: int, time_ms: int) -> None:
+        """The policy counts events, bytes and age from here on."""
+        self._last_offset, self._last_bytes, self._last_time_ms = next_offset, self._log_bytes(), time_ms
 
     def _take(self, state: S, next_offset: int, write: Callable[..., SnapshotInfo]) -> SnapshotInfo:
         link = self.log.link_at(next_offset)
@@ -223,7 +250,7 @@ class Snapshotter(Generic[S]):
             self.log.store.snapshot_dir, self.codec, state,
             next_offset=next_offset, link=link, timestamp_ms=self._now_ms(), keyring=self.log.keyring,
         )
-        self._last_offset, self._last_bytes, self._last_time_ms = next_offset, self._log_bytes(), info.timestamp_ms
+        self._restart_policy(next_offset, info.timestamp_ms)
         for old in list_snapshots(self.log.store.snapshot_dir)[: -self.keep]:
             old.unlink(missing_ok=True)
         if self.delete_covered_segments:

@@ -126,7 +126,7 @@ class SecurityStore:
             self._sweeper.join(timeout=5)
         self._timetravel.close()
         with self._write_lock:
-            self.wait_for_snapshots()
+            self._snapshotter.close()  # kills a snapshot child under way: it leaves no file
             if self._timetravel.index is not None:
                 self._timetravel.index.close()
                 self._timetravel.files.close()

@@ -101,6 +101,12 @@ def snapshot_path(directory: Path, next_offset: int) -> Path:
     return Path(directory) / f"{PREFIX}{next_offset:020d}{SUFFIX}"
 
 
+def partial_snapshot_path(directory: Path, next_offset: int) -> Path:
+    """Where write_snapshot writes the snapshot at ``next_offset`` before renaming it into place."""
+    final = snapshot_path(directory, next_offset)
+    return final.with_name(f".{final.name}.tmp")
+
+
 def list_snapshots(directory: str | os.PathLike) -> list[Path]:
     """Snapshot files in ``directory``, oldest first."""
     d = Path(directory)
@@ -122,7 +128,7 @@ def write_snapshot(
     """Write ``state`` as the snapshot at ``next_offset``, atomically (authenticated given a keyring)."""
     final = snapshot_path(Path(directory), next_offset)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".{final.name}.tmp")
+    tmp = partial_snapshot_path(final.parent, next_offset)
     counter = _Counting(codec.rows(state))
     metadata = _metadata(codec, next_offset, link, timestamp_ms)
     mac = None

@@ -6,17 +6,23 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from core.errors import InvalidValueError
 from core.forked import CHILD_NICENESS, ForkedCallError, call_forked
+
+#: A deadline no call here comes near: the tests of the deadline itself set their own.
+GENEROUS = 600
 
 
 def test_the_result_is_computed_in_another_process():
     """The value comes back pickled, and the function ran in a child, not here."""
-    pid, value = call_forked(lambda n: (os.getpid(), {"squares": [i * i for i in range(n)]}), 4)
+    pid, value = call_forked(lambda n: (os.getpid(), {"squares": [i * i for i in range(n)]}), 4,
+                             timeout=GENEROUS)
     assert pid != os.getpid() and value == {"squares": [0, 1, 4, 9]}
 
 
@@ -26,13 +32,13 @@ def test_an_exception_in_the_child_is_raised_with_its_type_and_message():
         raise ValueError("no room on the device")
 
     with pytest.raises(ForkedCallError, match="^ValueError: no room on the device$"):
-        call_forked(fail)
+        call_forked(fail, timeout=GENEROUS)
 
 
 def test_a_child_killed_by_a_signal_is_an_error_naming_it():
     """A child that dies without answering (killed, out of memory) is an error, never a None result."""
     with pytest.raises(ForkedCallError, match=f"killed by signal {signal.SIGKILL.value}"):
-        call_forked(lambda: os.kill(os.getpid(), signal.SIGKILL))
+        call_forked(lambda: os.kill(os.getpid(), signal.SIGKILL), timeout=GENEROUS)
 
 
 def test_the_child_holds_none_of_the_parents_files(tmp_path):
@@ -48,16 +54,89 @@ def test_the_child_holds_none_of_the_parents_files(tmp_path):
             return True
 
         assert still_open()
-        assert call_forked(still_open) is False
+        assert call_forked(still_open, timeout=GENEROUS) is False
         assert still_open()
     finally:
         os.close(fd)
 
 
+def _reaped(pid: int) -> bool:
+    """Whether ``pid`` is no longer a child of this process (it was waited for: no zombie is left)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def _blocked_on_a_lock_held_at_fork(pid_file: Path):
+    """A call that deadlocks as a child can: on a lock another thread held when the process forked."""
+    held = threading.Lock()
+    holder_has_it, release = threading.Event(), threading.Event()
+
+    def holder():
+        with held:
+            holder_has_it.set()
+            release.wait()
+
+    threading.Thread(target=holder, daemon=True).start()
+    holder_has_it.wait()
+
+    def call():
+        pid_file.write_text(str(os.getpid()))
+        with held:  # in the child no thread will ever release it
+            return "unreachable"
+
+    return call, release
+
+
+def test_a_child_that_never_answers_is_killed_at_the_timeout_and_reaped(tmp_path):
+    """A child deadlocked on a lock held at fork time is SIGKILLed at the deadline; the error names the timeout."""
+    call, release = _blocked_on_a_lock_held_at_fork(tmp_path / "pid")
+    try:
+        with pytest.raises(ForkedCallError, match=r"^the forked child was killed: it timed out after 0\.5 s$"):
+            call_forked(call, timeout=0.5)
+    finally:
+        release.set()
+    assert _reaped(int((tmp_path / "pid").read_text()))
+
+
+def test_abort_kills_the_child_at_once(tmp_path):
+    """Setting ``abort`` ends the wait long before the timeout: the child is killed and reaped."""
+    call, release = _blocked_on_a_lock_held_at_fork(tmp_path / "pid")
+    abort, outcome = threading.Event(), []
+
+    def caller():
+        try:
+            call_forked(call, timeout=3600, abort=abort)
+        except ForkedCallError as exc:
+            outcome.append(str(exc))
+
+    waiting = threading.Thread(target=caller, daemon=True)
+    waiting.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "pid").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        abort.set()
+        waiting.join(timeout=60)
+    finally:
+        release.set()
+    assert not waiting.is_alive()
+    assert outcome == ["the forked child was killed: the wait was aborted"]
+    assert _reaped(int((tmp_path / "pid").read_text()))
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan")])
+def test_a_timeout_that_is_not_positive_is_refused(timeout):
+    """A deadline must be a positive number of seconds; the error names it and nothing forks."""
+    with pytest.raises(InvalidValueError, match="timeout must be a positive number of seconds"):
+        call_forked(os.getpid, timeout=timeout)
+
 
 def test_the_child_runs_at_a_lower_cpu_priority():
     """The child is background work: its niceness is this process's plus CHILD_NICENESS (at most 19)."""
-    assert call_forked(os.nice, 0) == min(os.nice(0) + CHILD_NICENESS, 19)
+    assert call_forked(os.nice, 0, timeout=GENEROUS) == min(os.nice(0) + CHILD_NICENESS, 19)
 
 
 _ORPHAN_SCRIPT = """
@@ -73,7 +152,7 @@ def wait_then_write():
         time.sleep(0.01)
     marker.write_text("written after the parent died")
 
-call_forked(wait_then_write)
+call_forked(wait_then_write, timeout=3600)
 """
 
 

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core import AclBindingFilter
 from core.errors import SecmetaError
 from core.log import Log, LogConfig, verify_log
 from core.state import Snapshotter, load_state
@@ -20,10 +24,12 @@ from projections.snapshot import (
     SnapshotError,
     SnapshotPolicy,
     list_snapshots,
+    partial_snapshot_path,
     read_snapshot,
     write_snapshot,
 )
 from tests.logkit import acl_created, acl_deleted, make_keyring
+from tests.storekit import ADMIN, acl, store_at
 
 PROJECTION = LatestByKey()
 SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=256)
@@ -144,6 +150,54 @@ def test_a_background_snapshot_is_the_state_authenticated(tmp_path, keyring, cod
         foreground = snap.snapshot(state, 12)
         assert loaded == state == read_snapshot(foreground.path, codec, keyring)[1]
         assert load_state(log, PROJECTION, codec).snapshot.next_offset == 12
+
+
+def _hang_the_write_at(directory: Path, next_offset: int) -> None:
+    """A real hang for the child writing the snapshot at ``next_offset``: its temporary file is a FIFO
+    no one reads, so opening it for writing blocks for ever."""
+    directory.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(partial_snapshot_path(directory, next_offset))
+
+
+def test_a_hung_background_snapshot_is_killed_at_its_timeout_and_the_next_trigger_writes_one(
+        tmp_path, keyring, codec, caplog):
+    """A child stuck writing is killed at ``child_timeout``: one warning, no file left (not even its partial
+    one), and the policy's next trigger writes the snapshot."""
+    with Log.open(tmp_path / "s", keyring=keyring) as log:
+        snap = Snapshotter(log, codec, SnapshotPolicy(every_events=10, every_bytes=None), child_timeout=0.5)
+        _hang_the_write_at(log.store.snapshot_dir, 12)
+        workload(log, 4)
+        with caplog.at_level(logging.WARNING, logger="secmeta.snapshots"):
+            assert snap.maybe_snapshot(full_replay(log), 12, background=True) is None
+            snap.wait()
+        assert [r.getMessage() for r in caplog.records] == [
+            "snapshot at offset 12 failed (the policy's next trigger tries again): "
+            "the forked child was killed: it timed out after 0.5 s"]
+        assert list(log.store.snapshot_dir.iterdir()) == []
+        workload(log, 1, start=4)
+        assert snap.maybe_snapshot(full_replay(log), 15, background=True) is None and not snap.due(15)
+        workload(log, 3, start=5)
+        state = full_replay(log)
+        snap.maybe_snapshot(state, 24, background=True)
+        snap.wait()
+        assert [p.name for p in log.store.snapshot_dir.iterdir()] == [f"snapshot-{24:020d}.avro"]
+        assert load_state(log, PROJECTION, codec).snapshot.next_offset == 24
+
+
+def test_a_store_whose_snapshot_child_hangs_keeps_writing_and_closes_at_once_leaving_no_file(tmp_path, keyring):
+    """The store goes on accepting writes while its snapshot child hangs, and close() kills the child rather
+    than waiting for its timeout (a minute at least): nothing partial is left in the snapshot directory."""
+    store = store_at(tmp_path / "s", keyring, snapshot_policy=SnapshotPolicy(every_events=3, every_bytes=None))
+    snapshot_dir = tmp_path / "s" / "snapshots"
+    _hang_the_write_at(snapshot_dir, 3)
+    for i in range(8):  # the snapshot at offset 3 hangs from the third write on
+        store.create_acls([acl(f"t{i}", "User:a")], context=ADMIN)
+    assert len(store.describe_acls(AclBindingFilter.any(), context=ADMIN)) == 8
+    closed = threading.Thread(target=store.close, daemon=True)
+    closed.start()
+    closed.join(timeout=30)
+    assert not closed.is_alive()
+    assert list(snapshot_dir.iterdir()) == []
 
 
 def test_policy_triggers_by_age(tmp_path, keyring, codec):
