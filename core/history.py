@@ -368,7 +368,9 @@ def diff(travel: TimeTravel, a: int, b: int) -> Diff:
     if a > b:
         raise QueryError(f"a diff runs forward: its start (offset {a}) is after its end (offset {b})")
     index = travel.index
-    if index is not None and index.first_offset <= a and travel.log.start_offset <= a and index.covered(b):
+    # from offset 0 only: a credential's or token's state at ``a`` is its last event before ``a``, which an
+    # index built after retention (starting past 0) may not hold
+    if index is not None and index.first_offset == 0 and travel.log.start_offset <= a and index.covered(b):
         with paused_gc():  # tens of thousands of rows and bindings, no cycles among them
             return _indexed_diff(index, a, b)
     return _imaged_diff(travel, a, b)

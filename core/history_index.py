@@ -13,8 +13,13 @@ BLAKE2b digest is chained over the rows in offset order, one link per block of
 1,024 rows, and the meta row (store id, start and end offsets, the log's chain
 link there, the digest) carries an HMAC under the keyring's chain key; the
 parties table must be exactly what the rows derive.  ``open`` checks every row
-once per process (in the background) before anything is served; a bad file is
-reported once, deleted and rebuilt.  Until the index is ready, callers scan the
+(in the background) before anything is served, with the schema (a planted trigger
+or an altered index is refused) and SQLite's integrity check (every secondary
+index entry must match its row); a bad file is reported once, deleted and
+rebuilt.  A clean close leaves a keyed MAC of the file's bytes beside it
+(``.mac``), so the next open of an unchanged file checks only its meta row; the
+MAC is consumed at open.  ``log verify`` leaves a ``.bad`` note beside a file it
+finds wrong: the next open rebuilds it and no close seals it.  Until the index is ready, callers scan the
 log (``ready`` is False).  A fresh build loads the rows first and creates the
 secondary indexes once, at the end.
 
@@ -58,7 +63,7 @@ from events.types import (
     ResourceType,
 )
 
-__all__ = ["HistoryIndex", "IndexedEvent", "acls", "index_problem", "token_parties"]
+__all__ = ["HistoryIndex", "IndexedEvent", "acls", "condemn", "index_problem", "token_parties"]
 
 logger = logging.getLogger("secmeta.history_index")
 INDEX_DIR = "history"
@@ -68,6 +73,7 @@ _MAC_LABEL = b"secmeta/history-index"
 _CHUNK = 100_000  # rows per transaction
 _BLOCK = 1024  # rows per link of the digest chain
 _SEAL_SUFFIX = ".mac"  # beside the file: its keyed digest, written at a clean close
+_CONDEMNED_SUFFIX = ".bad"  # beside the file: why log verify found it wrong (the next open rebuilds it)
 _CACHE_KB = 65_536
 _ACL_EVENTS = {"AclCreated": AclCreated, "AclDeleted": AclDeleted}
 _COLUMNS = ("offset", "ts", "actor", "host", "request", "type", "entity", "principal", "restype", "pattern",
@@ -89,6 +95,20 @@ CREATE INDEX IF NOT EXISTS by_principal ON events(principal, offset);
 CREATE INDEX IF NOT EXISTS by_resource ON events(restype, name, offset) WHERE restype IS NOT NULL;
 CREATE INDEX IF NOT EXISTS by_entity ON events(entity, offset) WHERE restype IS NULL;
 """
+_SCHEMA = "SELECT type, name, tbl_name, sql FROM sqlite_schema"
+
+
+def _schema_of(script: str) -> frozenset[tuple]:
+    db = sqlite3.connect(":memory:")
+    try:
+        db.executescript(script)
+        return frozenset(db.execute(_SCHEMA))
+    finally:
+        db.close()
+
+
+# what sqlite_schema holds: the tables alone (a build interrupted before its indexes), or with them
+_EXPECTED_SCHEMAS = (_schema_of(_TABLES), _schema_of(_TABLES + _INDEXES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +200,11 @@ class HistoryIndex:
             self._prepare()
 
     def wait(self, timeout: float | None = None) -> bool:
-        return self._ready.wait(timeout)
+        """Whether the index is ready, waiting up to ``timeout`` for its build (False at once after a failed build)."""
+        if self._thread is None:
+            return self._ready.wait(timeout)
+        self._thread.join(timeout)
+        return self.ready
 
     @property
     def ready(self) -> bool:
@@ -194,7 +218,7 @@ class HistoryIndex:
             if self._db is not None:
                 self._db.close()
                 self._db = None
-                if self.ready:
+                if self.ready and not self._condemned_path.exists():
                     tmp = Path(f"{self._seal_path}.tmp")
                     tmp.write_text(self._file_mac())
                     os.replace(tmp, self._seal_path)
@@ -203,6 +227,10 @@ class HistoryIndex:
     @property
     def _seal_path(self) -> Path:
         return Path(f"{self.path}{_SEAL_SUFFIX}")
+
+    @property
+    def _condemned_path(self) -> Path:
+        return Path(f"{self.path}{_CONDEMNED_SUFFIX}")
 
     def _file_mac(self) -> str:
         """A keyed digest of the file's bytes (hashlib releases the GIL over large reads)."""
@@ -230,7 +258,9 @@ class HistoryIndex:
     def _prepare(self) -> None:
         with self._lock:
             problem = None
-            if self.path.exists():
+            if self._condemned_path.exists():
+                problem = f"log verify found it wrong: {self._condemned_path.read_text(errors='replace')}"
+            elif self.path.exists():
                 # a file left as it was at a clean close needs its meta row checked, not every row again
                 self.rows_checked = not self._unchanged_since_close()
                 problem = index_problem(self.path, self.log, self._key_id, self._key, rows=self.rows_checked)
@@ -247,7 +277,7 @@ class HistoryIndex:
             self._ready.set()
 
     def _remove(self) -> None:
-        for suffix in ("", "-journal", "-wal", "-shm", _SEAL_SUFFIX):
+        for suffix in ("", "-journal", "-wal", "-shm", _SEAL_SUFFIX, _CONDEMNED_SUFFIX):
             Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
     def _open_db(self, *, fresh: bool) -> None:
@@ -322,17 +352,28 @@ class HistoryIndex:
                 "key_id": self._key_id}
         meta["mac"] = _meta_mac(self._key, meta)
         db.execute("BEGIN")
-        db.executemany(f"INSERT INTO events VALUES ({', '.join('?' * len(_COLUMNS))})", rows)
-        db.executemany("INSERT INTO parties VALUES (?, ?)", _party_rows(rows))
-        db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
-        db.execute("COMMIT")
+        try:
+            db.executemany(f"INSERT INTO events VALUES ({', '.join('?' * len(_COLUMNS))})", rows)
+            db.executemany("INSERT INTO parties VALUES (?, ?)", _party_rows(rows))
+            db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", meta.items())
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:  # else every later BEGIN fails: the index could never catch up again
+                db.execute("ROLLBACK")
+            raise
         self._end, self._sealed, self._tail = end, sealed, tail[:]
 
     # -- queries --------------------------------------------------------------------------
 
     def covered(self, hi: int) -> bool:
-        """Whether the index is ready and answers for every offset below ``hi``."""
-        return self.ready and self.catch_up() >= hi
+        """Whether the index is ready and answers for every offset below ``hi`` (False if it cannot catch up)."""
+        if not self.ready:
+            return False
+        try:
+            return self.catch_up() >= hi
+        except sqlite3.Error as exc:  # the index is optional: callers scan the log
+            logger.warning("history index could not catch up, history scans the log: %s", exc)
+            return False
 
     def select(self, lo: int, hi: int, where: str = "", args: tuple = (), *,
                indexed: bool = True) -> Iterator[IndexedEvent]:
@@ -464,6 +505,10 @@ def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | 
                 return f"it ends at offset {end}, which does not fit the log's chain (stale or from another log)"
             if not rows:
                 return None
+            if frozenset(db.execute(_SCHEMA)) not in _EXPECTED_SCHEMAS:
+                return "its schema is not the index's: a table, index or trigger was added, removed or altered"
+            if (integrity := db.execute("PRAGMA integrity_check").fetchall()) != [("ok",)]:
+                return f"it fails SQLite's integrity check (an index or page was altered): {integrity[0][0]}"
             digest, expected, party_rows = b"", int(meta["start"]), set()
             events, parties = (log.read(log.start_offset, end) if against_log else None), {}
             cursor = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM events ORDER BY offset")
@@ -488,6 +533,12 @@ def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | 
     except (sqlite3.Error, KeyError, ValueError) as exc:
         return f"it is not a readable index: {exc}"
     return None
+
+
+def condemn(path: Path, problem: str) -> None:
+    """Mark the index file at ``path`` as wrong (``log verify``): the next open rebuilds it, no close seals it."""
+    Path(f"{path}{_CONDEMNED_SUFFIX}").write_text(problem)
+    Path(f"{path}{_SEAL_SUFFIX}").unlink(missing_ok=True)
 
 
 def token_parties(image) -> dict[str, tuple[str, ...]]:

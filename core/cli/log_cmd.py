@@ -19,7 +19,7 @@ from core.cli.common import (
 from core.cli.forensics_cmd import EVENT_COLUMNS
 from core.cli.progress import Progress
 from core.config import StoreConfig
-from core.history_index import INDEX_DIR, INDEX_FILE, index_problem
+from core.history_index import INDEX_DIR, INDEX_FILE, condemn, index_problem
 from core.log import Log, VerifyReport, verify_log
 from core.log.recover import truncate_after
 from core.state import Snapshotter, load_state
@@ -131,6 +131,7 @@ def verify_store(path: str, ring: Keyring, codec: EventCodec | None = None) -> t
     if report.ok and index.exists():  # derived from the log: it must agree with it row by row
         with Log.open(path, keyring=ring, read_only=True, create=False) as log:
             if problem := index_problem(index, log, against_log=True):
+                condemn(index, problem)  # never served again: not sealed at close, rebuilt at the next open
                 problems.append(f"history index {index}: {problem} (the store rebuilds it when it next opens)")
     return report, len(checkpoints), problems
 

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import sqlite3
+import subprocess
+import sys
 import tempfile
+import textwrap
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -11,7 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core import AclBindingFilter, PatternType, ResourcePatternFilter, ResourceType, ScramMechanism
+from core.cli import main
 from core.history_index import HistoryIndex, index_problem
+from core.log import LogConfig
+from projections.snapshot import SnapshotPolicy
 from tests.core.test_timetravel_properties import (
     NAMES,
     OPS,
@@ -48,8 +58,51 @@ filters = st.fixed_dictionaries({}, optional={
     "start_offset": st.integers(0, 30),
     "end_offset": st.integers(0, 40),
     "start_ms": st.integers(1_000, 20_000),
+    "end_ms": st.integers(1_000, 20_000),
     "limit": st.integers(0, 5),
-})
+}).filter(lambda q: q.get("start_ms", 0) <= q.get("end_ms", 1 << 62))
+
+
+# small segments, deleted once a snapshot covers them: the log starts past 0, and so does an index built then
+RETAINED = dict(log=LogConfig(segment_bytes=1024), delete_covered_segments=True, keep_snapshots=1000,
+                snapshot_policy=SnapshotPolicy(every_events=None, every_bytes=None))
+
+
+class _SnapshotEveryRequest:
+    """The store, snapshotted after every request: the log's start (a batch boundary) always has an image."""
+
+    def __init__(self, store):
+        self._store = store
+
+    def __getattr__(self, name):
+        method = getattr(self._store, name)
+
+        def then_snapshot(*args, **kwargs):
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self._store.snapshot()
+        return then_snapshot
+
+
+@contextmanager
+def _store_after(keyring, plan, retained: bool):
+    """A store that ran ``plan``; ``retained``: with old segments deleted and the index rebuilt from the log's start."""
+    clock = Clock()
+    with tempfile.TemporaryDirectory() as tmp:
+        path, config = Path(tmp) / "store", RETAINED if retained else {}
+        with store_at(path, keyring, clock=clock, **config) as store:
+            if not retained:
+                run(store, clock, plan)
+                assert store.timetravel.index.wait(10)
+                yield store
+                return
+            run(_SnapshotEveryRequest(store), clock, plan)
+        shutil.rmtree(path / "history")  # rebuilt from log.start_offset at the next open
+        with store_at(path, keyring, clock=clock, **config) as store:
+            assert store.timetravel.index.wait(10)
+            assert store.timetravel.index.first_offset == store.log.start_offset
+            yield store
 
 
 def scanned(store, fn, *args, **kwargs):
@@ -65,13 +118,12 @@ def scanned(store, fn, *args, **kwargs):
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=60)
 @given(plan=steps, queries=st.lists(filters, min_size=1, max_size=6),
        timelines=st.lists(st.tuples(st.sampled_from(PRINCIPALS), st.sampled_from(OPS), st.sampled_from(TYPES),
-                                    st.sampled_from(["orders", "payments", "o"])), max_size=3))
-def test_the_index_answers_exactly_as_a_full_scan(keyring, plan, queries, timelines):
-    """For random workloads and filters, history and access_timeline from the index equal a full scan."""
-    clock = Clock()
-    with tempfile.TemporaryDirectory() as tmp, store_at(Path(tmp) / "store", keyring, clock=clock) as store:
-        run(store, clock, plan)
-        assert store.timetravel.index.wait(10)
+                                    st.sampled_from(["orders", "payments", "o"])), max_size=3),
+       retained=st.booleans())
+def test_the_index_answers_exactly_as_a_full_scan(keyring, plan, queries, timelines, retained):
+    """For random workloads and filters, history and access_timeline from the index equal a full scan
+    (also for an index built after retention deleted the log's first segments)."""
+    with _store_after(keyring, plan, retained) as store:
         for query in queries:
             assert list(store.history(**query)) == scanned(store, lambda q=query: list(store.history(**q)))
         for principal, op, rt, name in timelines:
@@ -90,15 +142,13 @@ churn = st.lists(st.tuples(st.one_of(
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=60)
-@given(plan=churn)
-def test_diff_from_the_index_equals_the_images_between_every_two_points(keyring, plan):
-    """diff(a, b) from the index rows equals the images at a and b compared, for every a <= b of random logs."""
-    clock = Clock()
-    with tempfile.TemporaryDirectory() as tmp, store_at(Path(tmp) / "store", keyring, clock=clock) as store:
-        run(store, clock, plan)
-        assert store.timetravel.index.wait(10)
+@given(plan=churn, retained=st.booleans())
+def test_diff_from_the_index_equals_the_images_between_every_two_points(keyring, plan, retained):
+    """diff(a, b) from the index rows equals the images at a and b compared, for every a <= b of random logs
+    (also for an index built after retention, whose rows start past the events that set a token or credential)."""
+    with _store_after(keyring, plan, retained) as store:
         end = store.log.end_offset
-        for a in range(end + 1):
+        for a in range(store.log.start_offset, end + 1):
             for b in range(a, end + 1):
                 assert store.diff(a, b) == scanned(store, store.diff, a, b)
 
@@ -106,14 +156,11 @@ def test_diff_from_the_index_equals_the_images_between_every_two_points(keyring,
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=40)
 @given(plan=steps, asks=st.lists(st.tuples(st.sampled_from(OPS), st.sampled_from(TYPES),
                                            st.sampled_from(["orders", "ord", "payments", "o", "*"])),
-                                 min_size=1, max_size=3))
-def test_who_could_at_every_point_from_the_index_equals_the_image_there(keyring, plan, asks):
+                                 min_size=1, max_size=3), retained=st.booleans())
+def test_who_could_at_every_point_from_the_index_equals_the_image_there(keyring, plan, asks, retained):
     """who_could at a point reads only the ACL rows on the resource's patterns, and answers as the image there."""
-    clock = Clock()
-    with tempfile.TemporaryDirectory() as tmp, store_at(Path(tmp) / "store", keyring, clock=clock) as store:
-        run(store, clock, plan)
-        assert store.timetravel.index.wait(10)
-        for n in range(store.log.end_offset + 1):
+    with _store_after(keyring, plan, retained) as store:
+        for n in range(store.log.start_offset, store.log.end_offset + 1):
             for op, rt, name in asks:
                 assert store.who_could(op, rt, name, at=n) == scanned(store, store.who_could, op, rt, name, at=n)
 
@@ -229,4 +276,121 @@ def test_an_index_of_another_store_is_stale_and_rebuilt(tmp_path, keyring):
 def test_index_problem_is_none_for_a_good_index(tmp_path, keyring):
     store = _store_with_history(tmp_path / "s", keyring, Clock())
     assert index_problem(store.timetravel.index.path, store.log) is None
+    store.close()
+
+
+def _alter_by_principal_pages(path: Path) -> None:
+    """Change 'User:p1' to 'User:p9' in the by_principal index's pages only (the events rows are untouched)."""
+    file = path / "history" / "index.sqlite"
+    db = sqlite3.connect(file)
+    page_size = db.execute("PRAGMA page_size").fetchone()[0]
+    pages = [n for name, n in db.execute("SELECT name, pageno FROM dbstat") if name == "by_principal"]
+    db.close()
+    data = bytearray(file.read_bytes())
+    for page in pages:
+        start = (page - 1) * page_size
+        at = data.find(b"User:p1", start, start + page_size)
+        while at >= 0:
+            data[at + 6] = ord("9")
+            at = data.find(b"User:p1", at + 1, start + page_size)
+    file.write_bytes(bytes(data))
+
+
+def _plant_trigger(path: Path) -> None:
+    _edit(path, "CREATE TRIGGER hide AFTER INSERT ON events WHEN new.principal = 'User:p1' "
+                "BEGIN UPDATE events SET principal = 'User:nobody' WHERE offset = new.offset; END")
+
+
+SECONDARY_TAMPERS = [
+    pytest.param(_alter_by_principal_pages, "integrity check", id="index-page"),
+    pytest.param(_plant_trigger, "schema is not the index's", id="trigger"),
+]
+
+
+@pytest.mark.parametrize("tamper, problem", SECONDARY_TAMPERS)
+def test_a_tampered_secondary_index_or_schema_is_refused_at_open(tmp_path, keyring, tamper, problem):
+    """Rows intact but an index B-tree altered or a trigger planted: an open without the MAC (a crash) refuses it."""
+    _store_with_history(tmp_path / "s", keyring, Clock()).close()
+    tamper(tmp_path / "s")
+    (tmp_path / "s" / "history" / "index.sqlite.mac").unlink()
+    store = store_at(tmp_path / "s", keyring, clock=Clock())
+    assert store.timetravel.index.wait(10)
+    assert problem in store.timetravel.index.problem
+    store.create_acls([acl("t6", "User:p1")], context=ADMIN)  # the trigger, had it been kept, hides this one
+    assert [e.offset for e in store.history(principal="User:p1")] == [1, 3, 5, 6]
+    store.close()
+    store = store_at(tmp_path / "s", keyring, clock=Clock())  # rebuilt and sealed clean: opened on its MAC
+    assert store.timetravel.index.wait(10)
+    assert (store.timetravel.index.rows_checked, store.timetravel.index.problem) == (False, None)
+    store.close()
+
+
+@pytest.mark.parametrize("tamper, problem", SECONDARY_TAMPERS)
+def test_log_verify_reports_a_tampered_secondary_index_and_the_next_open_rebuilds_it(
+        tmp_path, keyring, monkeypatch, capsys, tamper, problem):
+    """Tampered while a store runs: `secmeta log verify` reports it, the running store's close does not seal it,
+    and the next open rebuilds it, as the report says."""
+    keys = make_keyring(tmp_path, "verify-keys.json")
+    monkeypatch.setenv("SECMETA_KEY_FILE", str(tmp_path / "verify-keys.json"))
+    running = _store_with_history(tmp_path / "s", keys, Clock())
+    tamper(tmp_path / "s")
+    assert main(["log", "verify", "--store", str(tmp_path / "s")]) == 1
+    out = capsys.readouterr().out
+    assert "history index" in out and problem in out and "the store rebuilds it when it next opens" in out
+    running.close()
+    store = store_at(tmp_path / "s", keys, clock=Clock())
+    assert store.timetravel.index.wait(10)
+    assert "log verify found it wrong" in store.timetravel.index.problem
+    store.create_acls([acl("t6", "User:p1")], context=ADMIN)
+    assert [e.offset for e in store.history(principal="User:p1")] == [1, 3, 5, 6]
+    store.close()
+    assert main(["log", "verify", "--store", str(tmp_path / "s")]) == 0
+
+
+def test_a_failed_index_write_is_rolled_back_and_queries_scan_until_it_succeeds(tmp_path, keyring):
+    """A write that fails mid-transaction (here a trigger aborting it) leaves no transaction open: history
+    answers from a scan meanwhile, and the index catches up once writes succeed again."""
+    store = _store_with_history(tmp_path / "s", keyring, Clock())
+    index = store.timetravel.index
+    _edit(tmp_path / "s", "CREATE TRIGGER refuse BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    store.create_acls([acl("t6", "User:p1")], context=ADMIN)
+    assert not index.covered(store.log.end_offset)
+    assert [e.offset for e in store.history(principal="User:p1")] == [1, 3, 5, 6]
+    _edit(tmp_path / "s", "DROP TRIGGER refuse")
+    assert index.covered(store.log.end_offset)
+    assert [e.offset for e in store.history(principal="User:p1")] == [1, 3, 5, 6]
+    store.close()
+
+
+KILLED_CHILD = textwrap.dedent(
+    """
+    import os, signal, sys
+    from events.keyring import Keyring
+    from tests.logkit import Clock
+    from tests.storekit import ADMIN, acl, store_at
+
+    store = store_at(sys.argv[1], Keyring.from_file(sys.argv[2]), clock=Clock())
+    index = store.timetravel.index
+    assert index.wait(10) and not index.rows_checked  # opened on the MAC of a clean close
+    store.create_acls([acl("after", "User:p1")], context=ADMIN)
+    index.catch_up()  # the file changes: the MAC it was opened on no longer describes it
+    os.kill(os.getpid(), signal.SIGKILL)  # no close: no new MAC
+    """
+)
+
+
+def test_the_mac_is_consumed_at_open_so_a_process_killed_after_it_leaves_the_file_checked_row_by_row(tmp_path):
+    """Open on the MAC, append, SIGKILL (no close): the next open checks every row instead of trusting any MAC."""
+    keys = make_keyring(tmp_path)
+    _store_with_history(tmp_path / "s", keys, Clock()).close()
+    repo = Path(__file__).resolve().parents[2]
+    child = subprocess.run([sys.executable, "-c", KILLED_CHILD, str(tmp_path / "s"), str(tmp_path / "keys.json")],
+                           env={**os.environ, "PYTHONPATH": str(repo)}, cwd=repo, capture_output=True, text=True)
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert not (tmp_path / "s" / "history" / "index.sqlite.mac").exists()
+    store = store_at(tmp_path / "s", keys, clock=Clock())
+    index = store.timetravel.index
+    assert index.wait(10)
+    assert (index.rows_checked, index.problem) == (True, None)
+    assert [e.offset for e in store.history(principal="User:p1")] == [1, 3, 5, 6]
     store.close()
