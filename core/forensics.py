@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from core.config import StoreConfig
 from core.errors import QueryError
-from core.history_index import acls
+from core.history_index import acls, net_acls
 from core.timetravel import TimeTravel
 from events.records import AclCreated, AclDeleted, Envelope
 from events.types import (
@@ -157,13 +157,7 @@ def who_could_at(
     index = travel.index
     if index is None or index.first_offset != 0 or n < travel.log.start_offset or not index.covered(n):
         return _grants(acls_on(travel.image_at(n).acls, rt, name), config, op)
-    where, args = _covering(rt, name)
-    alive: dict[str, tuple] = {}
-    for row in index.acl_changes(0, n, where, args):  # (created, ACL id, ...)
-        if row[0]:
-            alive[row[1]] = row
-        else:
-            del alive[row[1]]
+    alive, _ = net_acls(index.acl_changes(0, n, *_covering(rt, name)))  # from offset 0: nothing removed
     return _grants(acls(alive[acl_id] for acl_id in sorted(alive)), config, op)
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from core.errors import QueryError
-from core.history_index import HistoryIndex, acls
+from core.history_index import HistoryIndex, acls, net_acls
 from core.timetravel import TimeTravel, _require_int
 from events.records import (
     EVENT_TYPES,
@@ -456,19 +456,11 @@ _TOKEN_EXPIRY = ("DelegationTokenIssued", "DelegationTokenRenewed", "DelegationT
 def _indexed_diff(index: HistoryIndex, a: int, b: int) -> Diff:
     """The diff from the history index alone: the rows in [a, b) and one probe per touched credential or token.
 
-    ACL ids are never reused (a fresh UUID per created ACL), so an ACL created in
-    [a, b) and not deleted there was added, and one deleted there but not created
-    there was removed (its delete row carries its binding).  A credential's state
-    at a point is its last event before it; two upsert events never carry the same
-    sealed secret (a fresh salt and nonce per seal), so one upserted in [a, b) differs.
+    ACLs are netted by id (``net_acls``).  A credential's state at a point is its last
+    event before it; two upsert events never carry the same sealed secret (a fresh salt
+    and nonce per seal), so one upserted in [a, b) differs.
     """
-    added: dict[str, tuple] = {}
-    removed: dict[str, tuple] = {}
-    for row in index.acl_changes(a, b):  # (created, ACL id, ...)
-        if row[0]:
-            added[row[1]] = row
-        elif added.pop(row[1], None) is None:
-            removed[row[1]] = row
+    added, removed = net_acls(index.acl_changes(a, b))
     scram_last: dict[str, tuple[str, str]] = {}
     token_rows = []
     for offset, event_type, entity, payload in index.entity_changes(a, b):

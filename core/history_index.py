@@ -63,7 +63,7 @@ from events.types import (
     ResourceType,
 )
 
-__all__ = ["HistoryIndex", "IndexedEvent", "acls", "condemn", "index_problem", "token_parties"]
+__all__ = ["HistoryIndex", "IndexedEvent", "acls", "condemn", "index_problem", "net_acls", "token_parties"]
 
 logger = logging.getLogger("secmeta.history_index")
 INDEX_DIR = "history"
@@ -122,9 +122,7 @@ class IndexedEvent:
     request_id: str
     event_type: str
     entity_key: str
-    principal: str | None
     binding: AclBinding | None
-    parties: tuple[str, ...]
     payload: dict
 
     @property
@@ -163,8 +161,7 @@ def _indexed(row: tuple) -> IndexedEvent:
         [(_, binding)] = acls([(None, None, restype, name, pattern, principal, acl_host, op, perm)])
         event = _ACL_EVENTS[etype](entity.split(":", 1)[1], binding)
         payload = redacted(Envelope(offset, ts, actor, host, request, event))["payload"]
-    return IndexedEvent(offset, ts, actor, host, request, etype, entity, principal, binding,
-                        tuple(json.loads(parties)) if parties else (), payload)
+    return IndexedEvent(offset, ts, actor, host, request, etype, entity, binding, payload)
 
 
 class HistoryIndex:
@@ -441,6 +438,23 @@ def acls(rows: Iterable[tuple]) -> list[tuple[str, AclBinding]]:
     rt, pt, ops, perms = _RESOURCE_TYPES, _PATTERN_TYPES, _OPERATIONS, _PERMISSIONS
     return [(r[1], AclBinding(ResourcePattern(rt[r[2]], r[3], pt[r[4]]),
                               AccessControlEntry(r[5], r[6], ops[r[7]], perms[r[8]]))) for r in rows]
+
+
+def net_acls(rows: Iterable[tuple]) -> tuple[dict[str, tuple], dict[str, tuple]]:
+    """(added, removed): rows ``HistoryIndex.acl_changes`` returns, in offset order, netted by ACL id.
+
+    ACL ids are never reused (a fresh UUID per created ACL), so an ACL created among the
+    rows and not deleted there was added, and one deleted there but not created there was
+    removed (its delete row carries its binding).
+    """
+    added: dict[str, tuple] = {}
+    removed: dict[str, tuple] = {}
+    for row in rows:  # (created, ACL id, ...)
+        if row[0]:
+            added[row[1]] = row
+        elif added.pop(row[1], None) is None:
+            removed[row[1]] = row
+    return added, removed
 
 
 # by code: a dict lookup is several times cheaper than calling the enum
