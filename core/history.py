@@ -181,7 +181,7 @@ def _indexed_entries(index, lo, hi, principal, user, types, matches_resource, st
 
 def _scanned_entries(travel, lo, hi, principal, user, types, matches_resource, start_ms, end_ms):
     """The entries found by reading every event in [lo, hi)."""
-    parties = _TokenParties(lambda: travel.image_at(lo)) if principal is not None else None
+    parties = _TokenParties(lambda: travel.image_at_or_after(lo)) if principal is not None else None
     for envelope in travel.log.read(lo, hi):
         if start_ms is not None and envelope.timestamp_ms < start_ms:
             continue

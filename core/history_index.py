@@ -173,7 +173,7 @@ class HistoryIndex:
         self._key_id = log.keyring.newest_id
         self._key = hashlib.blake2b(log.keyring.chain_key(self._key_id), digest_size=32,
                                     person=b"secmeta-hindex").digest()
-        self._parties_at_start = parties_at_start  # () -> {token_id: parties} at log.start_offset
+        self._parties_at_start = parties_at_start  # () -> {token_id: parties} alive at log.start_offset
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
         self._start = self._end = 0  # the index holds rows [start, end)

@@ -75,7 +75,7 @@ class SecurityStore:
         self._closed = threading.Event()
         self._view = StoreView(self._image, config)
         index = None if log.read_only else HistoryIndex(
-            log, lambda: token_parties(self._timetravel.image_at(log.start_offset)))
+            log, lambda: token_parties(self._timetravel.image_at_or_after(log.start_offset)))
         files = None if log.read_only else CheckpointFiles(log)
         self._timetravel = TimeTravel(log, now_ms=config.now_ms, live=lambda: self._image, index=index, files=files,
                                       memory_bytes=config.time_travel_memory_bytes, fill=files is not None)

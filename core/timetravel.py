@@ -422,6 +422,33 @@ class TimeTravel:
             self._start_fill()
         return image
 
+    def image_at_or_after(self, n: int) -> SecurityImage:
+        """The image at the first offset at or after ``n`` (``n`` validated) that can be built.
+
+        That is ``n`` itself unless retention deleted the events leading to it: then the oldest held
+        image, policy snapshot or checkpoint file past ``n`` (the live image at the latest).  Who a
+        token involves (owner, requester, renewers) never changes, so the tokens of this image plus
+        the tokens issued from ``n`` on give the parties of every token alive at ``n`` and still
+        alive at this image; a token issued before the log's start and removed before it is absent.
+        """
+        try:
+            return self.image_at(n)
+        except PointInTimeError:
+            if n < self.log.start_offset:
+                raise
+        with self._lock:
+            held = [offset for offset in self._offsets if offset > n]
+        live = self._live() if self._live is not None else None
+        later = {*held, *(offset for offset, _ in self._files_at_or_before(self.log.end_offset) if offset > n)}
+        if live is not None:
+            later.add(live.next_offset)
+        for offset in sorted(later):
+            try:
+                return self.image_at(offset)
+            except PointInTimeError:  # a file found bad and deleted: the next one
+                continue
+        raise PointInTimeError(self._unbuildable(n))
+
     def _build(self, n: int) -> tuple[SecurityImage, object]:
         """The image at ``n`` and its lineage, from the cheapest start (caller holds the build lock)."""
         start = self._start(n)
