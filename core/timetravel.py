@@ -582,13 +582,18 @@ class TimeTravel:
         return spacing
 
     def _fill_memory(self) -> None:
-        """Replay the log once from its start, keeping a checkpoint every ``fill_spacing`` events until
+        """Replay the log once from its start (or the first image past it), keeping a checkpoint every ``fill_spacing`` events until
         the next would not fit the budget.  Images of other loaded lineages the replay has passed are
         dropped: a checkpoint of this one is as near, without a loaded image's own bytes."""
         start, end = self.log.start_offset, self.log.end_offset
         spacing = self.fill_spacing(end - start)
-        with self._build_lock:
-            image, lineage = self._build(start)
+        try:
+            with self._build_lock:
+                image, lineage = self._build(start)
+        except PointInTimeError:  # retention left no image at the log's start: fill from the first past it
+            start = self.image_at_or_after(start).next_offset
+            with self._build_lock:
+                image, lineage = self._build(start)
         since = start
         delta = SecurityDelta(image)
         for batch in self.log.batches(start, end, strict=True):  # not onto an image retention cut off

@@ -20,6 +20,8 @@ from hypothesis import strategies as st
 
 from core import RequestContext
 from core.errors import PointInTimeError
+from core.timetravel import TimeTravel
+from projections.image import SecurityProjection
 from tests.core.test_history_index import RETAINED, scanned
 from tests.logkit import Clock
 from tests.storekit import ADMIN, acl, store_at, upsert
@@ -28,7 +30,7 @@ OPS = RequestContext("User:ops", "10.0.0.2")  # the tokens' renewer: Kafka lets 
 
 
 @contextmanager
-def _retained(keyring, fillers: int, removed_before_snapshot: bool):
+def _retained(keyring, fillers: int, removed_before_snapshot: bool, tail: int = 0):
     """A store whose log starts past 0 before its only snapshot, reopened with its history index rebuilt."""
     clock = Clock()
     with tempfile.TemporaryDirectory() as tmp:
@@ -47,6 +49,8 @@ def _retained(keyring, fillers: int, removed_before_snapshot: bool):
             store.create_acls([acl("orders", "User:etl")], context=ADMIN)
             if not removed_before_snapshot:
                 store.expire_delegation_token(gone.hmac, -1, context=OPS)
+            for i in range(tail):
+                store.create_acls([acl(f"later-{i}", "User:etl")], context=ADMIN)
         shutil.rmtree(path / "history")  # rebuilt from log.start_offset at the next open
         with store_at(path, keyring, clock=clock, **RETAINED) as store:
             yield store
@@ -83,3 +87,22 @@ def test_history_by_principal_after_retention_index_equals_scan(keyring, fillers
             indexed = list(store.history(principal=principal, start_offset=start_offset))
             assert indexed == scanned(
                 store, lambda p=principal: list(store.history(principal=p, start_offset=start_offset)))
+
+
+
+def test_the_background_fill_covers_the_log_after_retention(keyring):
+    """With no image at the log's start, time travel's background fill starts at the first image past it
+    (before: it logged 'checkpoints not filled' and held nothing), and each image it holds, replayed on
+    to the log's end, is the store's live image."""
+    with _retained(keyring, fillers=12, removed_before_snapshot=False, tail=30) as store:
+        log, live = store.log, store.image
+        travel = TimeTravel(log, interval=5, fill=True, live=lambda: live)
+        first = travel.image_at_or_after(log.start_offset).next_offset  # a built answer starts the fill
+        travel.wait()
+        filled = [offset for offset in travel.checkpoints if first < offset < log.end_offset]
+        assert len(filled) >= 2, f"the fill held {travel.checkpoints} between {first} and {log.end_offset}"
+        for offset in filled:
+            onward = SecurityProjection().apply(travel.image_at(offset), list(log.read(offset, log.end_offset)))
+            assert sorted(onward.acls) == sorted(live.acls)
+            assert sorted(user for user, _ in onward.scram) == sorted(user for user, _ in live.scram)
+        travel.close()
