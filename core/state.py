@@ -36,6 +36,7 @@ logger = logging.getLogger("secmeta.snapshots")
 # applies, and big applies let images build in bulk.
 REPLAY_APPLY = 2_000_000
 PRUNE_RETRIES = 3
+CLOSE_GRACE_S = 5.0  # what close() gives a background snapshot under way before killing its child
 
 
 class Delta(Protocol[S]):
@@ -229,7 +230,11 @@ class Snapshotter(Generic[S]):
             thread.join()
 
     def close(self) -> None:
-        """Start no more background snapshots; kill one in progress (it leaves no file) and wait for its thread."""
+        """Start no more background snapshots; give one in progress ``CLOSE_GRACE_S`` to finish (a store
+        closed just past a policy trigger still leaves its snapshot), then kill it (it leaves no file)."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(CLOSE_GRACE_S)
         self._abort.set()
         self.wait()
 

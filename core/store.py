@@ -126,7 +126,7 @@ class SecurityStore:
             self._sweeper.join(timeout=5)
         self._timetravel.close()
         with self._write_lock:
-            self._snapshotter.close()  # kills a snapshot child under way: it leaves no file
+            self._snapshotter.close()  # a snapshot under way gets a grace period, then its child is killed
             if self._timetravel.index is not None:
                 self._timetravel.index.close()
                 self._timetravel.files.close()
