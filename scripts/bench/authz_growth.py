@@ -44,7 +44,7 @@ from projections.acls import AclsImage
 from projections.authorizer import authorize
 from projections.image import SecurityImage
 from scripts.bench import authz_core
-from scripts.bench.report import percentiles, print_table, write_json
+from scripts.bench.report import latencies_ns, percentiles, print_table, write_json
 
 SHAPES = ("issue15", "issue15-deltas", "kafka")
 DELTA_ACLS = 10_000  # ACLs per delta in the issue15-deltas shape (scripts.bench.rebuild's create_acls batch)
@@ -147,17 +147,6 @@ def batch_means_ns(fn: Callable[..., object], requests: Sequence[Request], batch
     return means, time.process_time_ns() - cpu_start
 
 
-def single_ns(fn: Callable[..., object], requests: Sequence[Request]) -> list[int]:
-    """Wall ns of each call timed alone."""
-    clock = time.perf_counter_ns
-    samples = []
-    for request in requests:
-        begin = clock()
-        fn(*request)
-        samples.append(clock() - begin)
-    return samples
-
-
 @dataclass
 class _Subject:
     """One size of a shape under measurement: authorize() on the image, and through a StoreView."""
@@ -188,15 +177,15 @@ def measure_shape(shape: str, sizes: Sequence[int], *, requests: int = 200_000, 
     try:
         views = [subject.view() for subject in subjects]
         for subject, view in zip(subjects, views, strict=True):
-            single_ns(subject.call, subject.requests)  # warm-up
-            single_ns(view.authorize, subject.requests)
+            latencies_ns(subject.call, subject.requests)  # warm-up
+            latencies_ns(view.authorize, subject.requests)
         for turn in range(rounds):
             start = turn % len(subjects)
             for subject, view in zip(subjects[start:] + subjects[:start], views[start:] + views[:start], strict=True):
                 means, cpu_ns = batch_means_ns(subject.call, subject.requests)
                 subject.means += means
                 subject.cpu_ns += cpu_ns
-                subject.singles += single_ns(subject.call, subject.requests[turn::rounds])
+                subject.singles += latencies_ns(subject.call, subject.requests[turn::rounds])
                 subject.view_means += batch_means_ns(view.authorize, subject.requests)[0]
         rows = [_row(shape, subject) for subject in subjects]
     finally:
