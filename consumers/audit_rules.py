@@ -71,9 +71,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from core import validation
-from events.errors import InvalidValueError
-from events.records import (
+from secmeta.core import validation
+from secmeta.events.errors import InvalidValueError
+from secmeta.events.records import (
     AclCreated,
     AclDeleted,
     DelegationTokenIssued,
@@ -83,7 +83,7 @@ from events.records import (
     ScramCredentialUpserted,
     TokenRemovalReason,
 )
-from events.types import (
+from secmeta.events.types import (
     WILDCARD,
     WILDCARD_PRINCIPAL,
     AclBinding,

@@ -16,15 +16,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.cli.common import iso_time, print_table
-from core.cli.plugins import Commands
-from core.config import StoreConfig
-from core.errors import ApiException, NotAStoreError
-from core.log import verify_log
-from core.types import RequestContext, ScramCredentialInfo, UserScramCredentialUpsertion
-from events.keyring import Keyring
-from events.redact import redacted
-from events.types import (
+from secmeta.core.cli.common import iso_time, print_table
+from secmeta.core.cli.plugins import Commands
+from secmeta.core.config import StoreConfig
+from secmeta.core.errors import ApiException, NotAStoreError
+from secmeta.core.log import verify_log
+from secmeta.core.types import RequestContext, ScramCredentialInfo, UserScramCredentialUpsertion
+from secmeta.events.keyring import Keyring
+from secmeta.events.redact import redacted
+from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -57,7 +57,7 @@ COMMANDS = Commands(register)
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.store import SecurityStore
+    from secmeta.core.store.facade import SecurityStore
 
     store_dir = Path(args.dir).resolve()
     key_file = store_dir.with_name(store_dir.name + ".keys.json")
@@ -242,7 +242,7 @@ class DemoClock:
 
 
 def _over_time(store, clock: DemoClock):
-    from core.timetravel import Point
+    from secmeta.core.forensics.timetravel import Point
 
     print("\n8. forensics over simulated time: who could read topic ledger-eu, and who changed that?")
     grant = AclBinding.of(ResourceType.TOPIC, "ledger-", PatternType.PREFIXED, "User:carol", "*", AclOperation.READ, AclPermissionType.ALLOW)
@@ -279,9 +279,9 @@ def _kafka(store, store_dir: Path, keyring: Keyring) -> None:
     try:
         from confluent_kafka import Producer
 
-        from consumers.kafka.audit import AuditJob
-        from consumers.kafka.follower import Follower
-        from consumers.kafka.publisher import Publisher
+        from secmeta.consumers.kafka.audit import AuditJob
+        from secmeta.consumers.kafka.follower import Follower
+        from secmeta.consumers.kafka.publisher import Publisher
     except ImportError:
         print("\n   (install the kafka extra to see the Kafka mirror)")
         return
@@ -325,7 +325,7 @@ def _kafka(store, store_dir: Path, keyring: Keyring) -> None:
 def serve(store, number: int = 11) -> None:
     """Serve ``store`` on a SASL_SSL listener; real Kafka clients (librdkafka) change it and log in.
 
-    A throwaway CA (core.server.testca) signs the server certificate; User:admin gets a
+    A throwaway CA (secmeta.core.server.testca) signs the server certificate; User:admin gets a
     SCRAM credential in-process first (as ``kafka-storage.sh format --add-scram`` does),
     then everything goes over the wire and the log shows who did it from where.
     """
@@ -338,9 +338,9 @@ def serve(store, number: int = 11) -> None:
     except ImportError:
         print(f"\n{number}. (install the kafka extra to see secmeta serve with a real Kafka client)")
         return
-    from core.server.config import ServerConfig
-    from core.server.server import ServerThread
-    from core.server.testca import make_ca
+    from secmeta.core.server.config import ServerConfig
+    from secmeta.core.server.server import ServerThread
+    from secmeta.core.server.testca import make_ca
 
     quiet = logging.getLogger("secmeta.demo.serve")
     quiet.setLevel(logging.CRITICAL)
@@ -437,13 +437,13 @@ def _tamper(store_dir: Path, keyring: Keyring) -> None:
 
 def _spark(store_dir: Path, key_file: Path, config: StoreConfig, keyring: Keyring, point) -> None:
     """Compact the demo store with local Spark and ask a point-in-time question of the tables."""
-    from core.store import SecurityStore
+    from secmeta.core.store.facade import SecurityStore
 
     try:
-        from consumers.spark import queries
-        from consumers.spark.compaction import compact
-        from consumers.spark.session import session
-        from consumers.spark.table_reader import TableReader
+        from secmeta.consumers.spark import queries
+        from secmeta.consumers.spark.compaction import compact
+        from secmeta.consumers.spark.session import session
+        from secmeta.consumers.spark.table_reader import TableReader
     except ImportError:
         print("\n   (install the spark extra to see the Spark compaction)")
         return

@@ -1,10 +1,10 @@
 """secmeta's public API: the store, its request and result types, errors and enums.
 
-    from core import SecurityStore, StoreConfig, RequestContext, AclBinding, ...
+    from secmeta.core import SecurityStore, StoreConfig, RequestContext, AclBinding, ...
 """
 
-from core.config import PasswordPolicy, StoreConfig
-from core.errors import (
+from secmeta.core.config import PasswordPolicy, StoreConfig
+from secmeta.core.errors import (
     ApiError,
     ApiException,
     ClusterAuthorizationException,
@@ -37,7 +37,7 @@ from core.errors import (
     UnsupportedSaslMechanismException,
     UnsupportedVersionException,
 )
-from core.types import (
+from secmeta.core.types import (
     DelegationToken,
     DeleteAclsResult,
     RequestContext,
@@ -46,10 +46,10 @@ from core.types import (
     UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
 )
-from core.validation import FieldError
-from events.errors import KeyringError, SealedSecretError, UnknownKeyError
-from events.keyring import Keyring
-from events.types import (
+from secmeta.core.validation import FieldError
+from secmeta.events.errors import KeyringError, SealedSecretError, UnknownKeyError
+from secmeta.events.keyring import Keyring
+from secmeta.events.types import (
     AccessControlEntry,
     AccessControlEntryFilter,
     AclBinding,
@@ -63,16 +63,16 @@ from events.types import (
     ScramMechanism,
 )
 
-# These pull in every layer; each is imported on first use so `import core` stays cheap for
+# These pull in every layer; each is imported on first use so `import secmeta` stays cheap for
 # tools that only need the types.
 _LAZY = {
-    "SecurityStore": "core.store",
-    "StoreView": "core.view",
-    "HistoryEntry": "core.history",
-    "Diff": "core.history",
-    "Grant": "core.forensics",
-    "Interval": "core.forensics",
-    "Point": "core.timetravel",
+    "SecurityStore": "secmeta.core.store.facade",
+    "StoreView": "secmeta.core.store.view",
+    "HistoryEntry": "secmeta.core.forensics.history",
+    "Diff": "secmeta.core.forensics.history",
+    "Grant": "secmeta.core.forensics.queries",
+    "Interval": "secmeta.core.forensics.queries",
+    "Point": "secmeta.core.forensics.timetravel",
 }
 
 
@@ -81,7 +81,7 @@ def __getattr__(name: str):
         import importlib
 
         return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'core' has no attribute {name!r}")
+    raise AttributeError(f"module 'secmeta.core' has no attribute {name!r}")
 
 
 __all__ = [

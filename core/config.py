@@ -32,12 +32,12 @@ from pydantic import (
     create_model,
 )
 
-from core import validation
-from core.errors import InvalidValueError
-from core.log import LogConfig
-from core.scram_crypto import DEFAULT_ITERATIONS
-from events.types import ScramMechanism
-from projections.snapshot import SnapshotPolicy
+from secmeta.core import validation
+from secmeta.core.auth.scram_crypto import DEFAULT_ITERATIONS
+from secmeta.core.errors import InvalidValueError
+from secmeta.core.log import LogConfig
+from secmeta.events.types import ScramMechanism
+from secmeta.projections.snapshot import SnapshotPolicy
 
 DAY_MS = 24 * 3600 * 1000
 CONFIG_FILE = "config.json"
@@ -105,7 +105,7 @@ class StoreConfig:
     snapshot_policy: InstanceOf[SnapshotPolicy] = field(default_factory=SnapshotPolicy)
     keep_snapshots: Annotated[int, Field(ge=1, le=INT32_MAX)] = 2
     delete_covered_segments: bool = False
-    # time travel: estimated bytes of past images held in memory (core.timetravel; ~680 B per logged event covered)
+    # time travel: estimated bytes of past images held in memory (secmeta.core.forensics.timetravel; ~680 B per logged event covered)
     time_travel_memory_bytes: Annotated[int, Field(ge=0, le=INT64_MAX)] = 1 << 30
     key_file: str | InstanceOf[os.PathLike] | None = None
     clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)

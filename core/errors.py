@@ -4,7 +4,7 @@ Batch calls return ApiError values per item; request-level failures raise an
 ApiException subclass (one per code) whose ``error`` is the ApiError.
 Store-level failures that are not Kafka errors (a corrupt log, a locked
 directory, a query that cannot be answered) derive from SecmetaError, the one
-error root, which lives on the lowest floor (events.errors) and is re-exported here.
+error root, which lives on the lowest floor (secmeta.events.errors) and is re-exported here.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from events.errors import InvalidValueError as InvalidValueError
-from events.errors import SecmetaError as SecmetaError
+from secmeta.events.errors import InvalidValueError as InvalidValueError
+from secmeta.events.errors import SecmetaError as SecmetaError
 
 
 class ErrorCode(IntEnum):

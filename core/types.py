@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core import validation
-from core.errors import ApiError
-from events.types import AclBinding, ScramMechanism
-from projections.tokens import TokenInfo
+from secmeta.core import validation
+from secmeta.core.errors import ApiError
+from secmeta.events.types import AclBinding, ScramMechanism
+from secmeta.projections.tokens import TokenInfo
 
 USE_DEFAULT_ITERATIONS = -1  # "use the store's default for the mechanism" (KIP-506)
 

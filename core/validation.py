@@ -30,7 +30,7 @@ import re
 from enum import IntEnum
 from typing import TypeVar
 
-from events.errors import InvalidValueError
+from secmeta.events.errors import InvalidValueError
 
 __all__ = [
     "MAX_NAME_BYTES",

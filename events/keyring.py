@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from events.durable import write_atomically
+from secmeta.events.durable import write_atomically
 
 from .errors import KeyringError, SealedSecretError, UnknownKeyError
 from .types import ScramMechanism

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from events.errors import InvalidValueError
+from secmeta.events.errors import InvalidValueError
 
 __all__ = [
     "AccessControlEntry",

@@ -7,7 +7,7 @@ metadata/src/main/java/org/apache/kafka/metadata/authorizer/).  Here
 ``verdict`` is that builder over the packed bits of the ACLs that apply (see
 ``acl_match``), and every decision goes through it: ``authorize`` and
 ``authorized_operations`` fold the bits through the index, ``decide`` from
-the ACLs a caller hands it (``explain``, ``core.forensics.who_could`` and
+the ACLs a caller hands it (``explain``, ``secmeta.core.forensics.queries.who_could`` and
 ``access_timeline``).
 
 The rules, in order: a super user is allowed; an ACL applies when its
@@ -24,14 +24,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from events.types import (
+from secmeta.events.types import (
     WILDCARD_PRINCIPAL,
     AccessControlEntry,
     AclBinding,
     AclOperation,
     AclPermissionType,
 )
-from projections.acl_match import ACL_BITS, ALLOW_MASK, DENY_MASK, host_matches
+from secmeta.projections.acl_match import ACL_BITS, ALLOW_MASK, DENY_MASK, host_matches
 
 __all__ = [
     "ALLOWED_BY_ACL",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from events.types import AccessControlEntry, AclOperation, AclPermissionType
+from secmeta.events.types import AccessControlEntry, AclOperation, AclPermissionType
 
 __all__ = ["canonical_entry"]
 

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 import immutables
 
-from projections.acl_index import EMPTY_MAP, Group
+from secmeta.projections.acl_index import EMPTY_MAP, Group
 
 __all__ = ["AclIds"]
 

@@ -27,7 +27,7 @@ from typing import ClassVar
 
 import immutables
 
-from events.types import (
+from secmeta.events.types import (
     WILDCARD,
     WILDCARD_PRINCIPAL,
     AccessControlEntry,
@@ -38,8 +38,8 @@ from events.types import (
     ResourcePattern,
     ResourceType,
 )
-from projections.acl_entries import canonical_entry
-from projections.acl_match import ACL_BITS, DENY_SHIFT, acl_network, client_address
+from secmeta.projections.acl_entries import canonical_entry
+from secmeta.projections.acl_match import ACL_BITS, DENY_SHIFT, acl_network, client_address
 
 __all__ = [
     "KINDS",

@@ -19,7 +19,7 @@ from functools import lru_cache
 from socket import AF_INET, inet_pton
 from types import MappingProxyType
 
-from events.types import (
+from secmeta.events.types import (
     WILDCARD,
     AccessControlEntry,
     AccessControlEntryFilter,

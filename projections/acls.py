@@ -13,19 +13,19 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import ClassVar
 
-from events.errors import InvalidValueError
-from events.types import (
+from secmeta.events.errors import InvalidValueError
+from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
     PatternType,
     ResourceType,
 )
-from projections.acl_entries import canonical_entry
-from projections.acl_ids import AclIds
-from projections.acl_index import AclIndex, Group, Node
-from projections.acl_match import filter_matches
-from projections.errors import InconsistentEventError
-from projections.gc_pause import paused_gc
+from secmeta.projections.acl_entries import canonical_entry
+from secmeta.projections.acl_ids import AclIds
+from secmeta.projections.acl_index import AclIndex, Group, Node
+from secmeta.projections.acl_match import filter_matches
+from secmeta.projections.errors import InconsistentEventError
+from secmeta.projections.gc_pause import paused_gc
 
 __all__ = ["AclsDelta", "AclsImage", "canonical_entry"]
 

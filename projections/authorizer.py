@@ -19,14 +19,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import lru_cache
 
-from events.types import (
+from secmeta.events.types import (
     WILDCARD,
     WILDCARD_PRINCIPAL,
     AclBinding,
     AclOperation,
     ResourceType,
 )
-from projections.acl_decision import (
+from secmeta.projections.acl_decision import (
     ALLOWED_BY_ACL,
     DENIED_BY_ACL,
     FOUND,
@@ -37,9 +37,9 @@ from projections.acl_decision import (
     decide,
     verdict,
 )
-from projections.acl_index import TypeIndex, grant_key
-from projections.acl_match import DENY_SHIFT, EXACT_MASK, OPERATIONS_BY_TYPE
-from projections.acls import AclsImage
+from secmeta.projections.acl_index import TypeIndex, grant_key
+from secmeta.projections.acl_match import DENY_SHIFT, EXACT_MASK, OPERATIONS_BY_TYPE
+from secmeta.projections.acls import AclsImage
 
 __all__ = [
     "ALLOWED_BY_ACL",

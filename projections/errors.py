@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from events.errors import SecmetaError
+from secmeta.events.errors import SecmetaError
 
 __all__ = ["InconsistentEventError"]
 

@@ -4,7 +4,7 @@
 sub-deltas created on first use; an event that removes, renews or expires
 something absent raises InconsistentEventError (a bug in the log, surfaced); ``apply(next_offset)`` returns the next
 image, reusing every sub-image its events did not touch.
-``SecurityProjection`` is the ``core.state`` projection over it.
+``SecurityProjection`` is the ``secmeta.core.store.state`` projection over it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import singledispatchmethod
 from typing import Any, ClassVar
 
-from events.records import (
+from secmeta.events.records import (
     AclCreated,
     AclDeleted,
     DelegationTokenExpired,
@@ -25,11 +25,11 @@ from events.records import (
     ScramCredentialDeleted,
     ScramCredentialUpserted,
 )
-from projections.acls import AclsDelta, AclsImage
-from projections.errors import InconsistentEventError
-from projections.gc_pause import paused_gc
-from projections.scram import ScramDelta, ScramImage
-from projections.tokens import TokenInfo, TokensDelta, TokensImage
+from secmeta.projections.acls import AclsDelta, AclsImage
+from secmeta.projections.errors import InconsistentEventError
+from secmeta.projections.gc_pause import paused_gc
+from secmeta.projections.scram import ScramDelta, ScramImage
+from secmeta.projections.tokens import TokenInfo, TokensDelta, TokensImage
 
 __all__ = ["SecurityDelta", "SecurityImage", "SecurityProjection"]
 
@@ -178,7 +178,7 @@ _HANDLERS: dict[type, Callable[[SecurityDelta, Any], None]] = {}
 
 
 class SecurityProjection:
-    """Projection (for ``core.state``): replays a batch into the next SecurityImage."""
+    """Projection (for ``secmeta.core.store.state``): replays a batch into the next SecurityImage."""
 
     empty: SecurityImage = SecurityImage.EMPTY
 

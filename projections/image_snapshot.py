@@ -23,17 +23,17 @@ import sys
 from array import array
 from collections.abc import Iterable, Iterator
 
-from events.keyring import SealedSecret
-from events.types import (
+from secmeta.events.keyring import SealedSecret
+from secmeta.events.types import (
     AclBinding,
     PatternType,
     ResourcePattern,
     ResourceType,
     ScramMechanism,
 )
-from projections.acl_entries import canonical_entry
-from projections.acl_ids import AclIds
-from projections.acl_index import (
+from secmeta.projections.acl_entries import canonical_entry
+from secmeta.projections.acl_ids import AclIds
+from secmeta.projections.acl_index import (
     KINDS,
     AclIndex,
     Group,
@@ -43,11 +43,11 @@ from projections.acl_index import (
     lone_bit,
     node_of,
 )
-from projections.acls import AclsImage
-from projections.image import SecurityImage
-from projections.scram import ScramDelta, ScramImage
-from projections.snapshot import CorruptSnapshotError
-from projections.tokens import TokenInfo, TokensDelta, TokensImage
+from secmeta.projections.acls import AclsImage
+from secmeta.projections.image import SecurityImage
+from secmeta.projections.scram import ScramDelta, ScramImage
+from secmeta.projections.snapshot import CorruptSnapshotError
+from secmeta.projections.tokens import TokenInfo, TokensDelta, TokensImage
 
 __all__ = ["SecurityImageSnapshot"]
 

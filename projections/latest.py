@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 
 from immutables import Map
 
-from events.codec import EventCodec
-from events.records import Envelope
+from secmeta.events.codec import EventCodec
+from secmeta.events.records import Envelope
 
 LatestState = Map  # entity key -> Envelope
 

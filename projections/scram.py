@@ -15,9 +15,9 @@ from typing import ClassVar
 
 import immutables
 
-from events.keyring import SealedSecret
-from events.types import ScramMechanism
-from projections.errors import InconsistentEventError
+from secmeta.events.keyring import SealedSecret
+from secmeta.events.types import ScramMechanism
+from secmeta.projections.errors import InconsistentEventError
 
 __all__ = ["ScramDelta", "ScramEntry", "ScramImage"]
 

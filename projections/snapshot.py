@@ -25,10 +25,10 @@ from typing import Any, Protocol, TypeVar
 
 import fastavro
 
-from events.durable import fsync_dir
-from events.errors import InvalidValueError, SecmetaError
-from events.keyring import Keyring
-from projections.gc_pause import paused_gc
+from secmeta.events.durable import fsync_dir
+from secmeta.events.errors import InvalidValueError, SecmetaError
+from secmeta.events.keyring import Keyring
+from secmeta.projections.gc_pause import paused_gc
 
 SNAPSHOT_FORMAT = 3  # 3: ACL index chunks (2: column chunks, 1: one row per ACL; both still load)
 TRAILER = struct.Struct(">32s4sI")  # HMAC, magic, CRC

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import immutables
 
-from projections.errors import InconsistentEventError
+from secmeta.projections.errors import InconsistentEventError
 
 __all__ = ["TokenInfo", "TokensDelta", "TokensImage"]
 

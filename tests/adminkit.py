@@ -13,13 +13,13 @@ from concurrent.futures import Future
 from confluent_kafka import KafkaException
 from confluent_kafka import admin as ck
 
-from core.errors import ErrorCode
-from core.types import (
+from secmeta.core.errors import ErrorCode
+from secmeta.core.types import (
     ScramCredentialInfo,
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from events.types import (
+from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
     AclOperation,

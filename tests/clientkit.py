@@ -1,4 +1,4 @@
-"""Kafka client properties for secmeta's own wire client (core.wire.client) against a serverkit server.
+"""Kafka client properties for secmeta's own wire client (secmeta.core.wire.client) against a serverkit server.
 
     props = client_properties(server, "SASL_SSL", "admin", ADMIN_PASSWORD)   # dict of Kafka client properties
     with remote_admin(server, "SASL_SSL", "admin", ADMIN_PASSWORD) as admin:  # RemoteAdmin over that listener
@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from core.wire.client import ClientConfig, RemoteAdmin
-from events.types import (
+from secmeta.core.wire.client import ClientConfig, RemoteAdmin
+from secmeta.events.types import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,

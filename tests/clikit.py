@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core import SecurityStore, StoreConfig
-from core.cli import main
-from events.keyring import Keyring
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.core.cli import main
+from secmeta.events.keyring import Keyring
 
 __all__ = ["TOKEN_SECRET", "log_end", "make_store", "run"]
 

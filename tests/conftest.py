@@ -73,8 +73,8 @@ def spark():
     from tests.extras import require_extra
 
     require_extra("pyspark", "spark")
-    from consumers.spark import register
-    from consumers.spark.session import local_session
+    from secmeta.consumers.spark import register
+    from secmeta.consumers.spark.session import local_session
 
     session = local_session(app="secmeta-tests", master="local[2]")
     register(session)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from events.keyring import Keyring
-from events.records import AclCreated, AclDeleted, Envelope, ScramCredentialDeleted
-from events.types import (
+from secmeta.events.keyring import Keyring
+from secmeta.events.records import AclCreated, AclDeleted, Envelope, ScramCredentialDeleted
+from secmeta.events.types import (
     AclBinding,
     AclOperation,
     AclPermissionType,
@@ -70,9 +70,9 @@ BOB_ALLOW = AclBinding.of(ResourceType.TOPIC, "orders", PatternType.LITERAL, "Us
 
 def tamper_config(retention: bool, clock: Clock | None = None):
     """Small segments (several sealed, each with index files), a snapshot every 8 events."""
-    from core.config import StoreConfig
-    from core.log import LogConfig
-    from projections.snapshot import SnapshotPolicy
+    from secmeta.core.config import StoreConfig
+    from secmeta.core.log import LogConfig
+    from secmeta.projections.snapshot import SnapshotPolicy
 
     return StoreConfig(log=LogConfig(segment_bytes=1024, index_interval_bytes=128),
                        snapshot_policy=SnapshotPolicy(every_events=8, every_bytes=None),
@@ -84,7 +84,7 @@ def build_tamper_store(path: Path, keyring: Keyring, *, retention: bool) -> list
 
     One ACL per request (one batch each), one second apart; returns the batch timestamps (ms).
     """
-    from core import RequestContext, SecurityStore
+    from secmeta.core import RequestContext, SecurityStore
 
     clock = Clock()
     config = tamper_config(retention, clock)
@@ -101,7 +101,7 @@ def build_tamper_store(path: Path, keyring: Keyring, *, retention: bool) -> list
 
 def served(path: Path, keyring: Keyring, *, retention: bool, read_only: bool, times: list[int]):
     """What an open serves: the image, alice's and bob's answers, and the offset of every batch time."""
-    from core import SecurityStore
+    from secmeta.core import SecurityStore
 
     with SecurityStore.open(path, tamper_config(retention), keyring=keyring, read_only=read_only) as store:
         return (store.image, store.authorize("User:alice", "1.2.3.4", AclOperation.READ, ResourceType.TOPIC, "public-x"),
@@ -114,7 +114,7 @@ def cli_verify(path: Path, key_file: Path) -> tuple[int, str]:
     import contextlib
     import io
 
-    from core.cli import main
+    from secmeta.core.cli import main
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
@@ -124,7 +124,7 @@ def cli_verify(path: Path, key_file: Path) -> tuple[int, str]:
 
 def frames_of(segment: Path) -> list[bytes]:
     """The raw frames of a segment file, in order."""
-    from core.log.segment import Segment
+    from secmeta.core.log.segment import Segment
 
     seg = Segment(segment.parent, int(segment.stem), writable=False)
     try:
@@ -138,7 +138,7 @@ def reframe(frame: bytes, edit) -> bytes:
     """``frame`` with its body changed by ``edit`` (bytes -> bytes) and the CRC recomputed to match."""
     import zlib
 
-    from core.log.format import PREFIX
+    from secmeta.core.log.format import PREFIX
 
     body = edit(frame[PREFIX.size :])
     return PREFIX.pack(len(body) + 4, zlib.crc32(body)) + body

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from core import (
+from secmeta.core import (
     AclBinding,
     AclOperation,
     AclPermissionType,
@@ -22,8 +22,8 @@ from core import (
     StoreConfig,
     UserScramCredentialUpsertion,
 )
-from events.keyring import Keyring
-from projections.image import SecurityImage, SecurityProjection
+from secmeta.events.keyring import Keyring
+from secmeta.projections.image import SecurityImage, SecurityProjection
 
 __all__ = ["ADMIN", "TOKEN_SECRET", "acl", "decoded_batches", "replayed", "store_at", "upsert"]
 

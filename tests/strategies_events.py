@@ -6,8 +6,8 @@ import uuid
 
 from hypothesis import strategies as st
 
-from events.keyring import SealedSecret
-from events.records import (
+from secmeta.events.keyring import SealedSecret
+from secmeta.events.records import (
     AclCreated,
     AclDeleted,
     DelegationTokenExpired,
@@ -19,7 +19,7 @@ from events.records import (
     ScramCredentialUpserted,
     TokenRemovalReason,
 )
-from events.types import (
+from secmeta.events.types import (
     AclBinding,
     AclOperation,
     AclPermissionType,

@@ -13,22 +13,22 @@ import pkgutil
 
 import pytest
 
-import consumers
-import core
-import events
-import projections
-from events.errors import SecmetaError
+import secmeta.consumers
+import secmeta.core
+import secmeta.events
+import secmeta.projections
+from secmeta.events.errors import SecmetaError
 
 # Exceptions used as control flow inside one module; none of them reaches a caller.
 CONTROL_FLOW = {
     # the codec catches it and decodes with fastavro instead
-    "events.avro_decoder.Unsupported": "compiled decoder cannot handle the schema",
-    "events.avro_decoder.Malformed": "compiled decoder cannot read the bytes",
+    "secmeta.events.avro_decoder.Unsupported": "compiled decoder cannot handle the schema",
+    "secmeta.events.avro_decoder.Malformed": "compiled decoder cannot read the bytes",
 }
 
 
 def _modules():
-    for package in (events, projections, core, consumers):
+    for package in (secmeta.events, secmeta.projections, secmeta.core, secmeta.consumers):
         yield package
         for info in pkgutil.walk_packages(package.__path__, prefix=package.__name__ + "."):
             if not info.name.endswith(".__main__"):  # running it would start the CLI
@@ -51,18 +51,18 @@ def exceptions() -> dict[str, type[BaseException]]:
 
 def test_the_walk_finds_the_errors_of_every_package(exceptions):
     for name in (
-        "events.errors.EventsError",
-        "projections.snapshot.SnapshotError",
-        "core.errors.QueryError",
-        "core.log.format.FrameError",
-        "consumers.kafka.wire.NotOurMessage",
-        "consumers.spark.rows.RowError",
+        "secmeta.events.errors.EventsError",
+        "secmeta.projections.snapshot.SnapshotError",
+        "secmeta.core.errors.QueryError",
+        "secmeta.core.log.format.FrameError",
+        "secmeta.consumers.kafka.wire.NotOurMessage",
+        "secmeta.consumers.spark.rows.RowError",
     ):
         assert name in exceptions
 
 
 def test_every_public_exception_derives_from_secmeta_error(exceptions):
-    # Private classes (core.server.connection._Close, ...) are control flow inside their module.
+    # Private classes (secmeta.core.server.connection._Close, ...) are control flow inside their module.
     public = {n: cls for n, cls in exceptions.items() if n not in CONTROL_FLOW and not cls.__name__.startswith("_")}
     outside = {n: [b.__name__ for b in cls.__mro__[1:]] for n, cls in public.items() if not issubclass(cls, SecmetaError)}
     assert outside == {}
@@ -76,8 +76,8 @@ def test_control_flow_exceptions_stay_exempt_on_purpose(exceptions):
 
 
 def test_there_is_one_root_reexported_by_core():
-    from core import SecmetaError as from_core
-    from core.errors import SecmetaError as from_core_errors
+    from secmeta.core import SecmetaError as from_core
+    from secmeta.core.errors import SecmetaError as from_core_errors
 
     assert from_core is SecmetaError
     assert from_core_errors is SecmetaError

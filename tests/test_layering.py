@@ -1,6 +1,7 @@
 """The floors of ../shared/DESIGN.md hold: events <- projections <- core <- consumers.
 
-A floor imports only its own package and the floors below it. The sources are parsed
+Every floor is a subpackage of ``secmeta`` (pyproject maps the folders), and nothing imports
+one as a top-level name. A floor imports only its own package and the floors below it. The sources are parsed
 with ``ast``, not imported, so an import inside a function (the usual way to hide a
 dependency) counts as much as one at the top of a module.
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-OURS = ("events", "projections", "core", "consumers", "scripts", "tests")
+FLOORS = ("events", "projections", "core", "consumers")
 MAY_IMPORT = {
     "events": {"events"},
     "projections": {"events", "projections"},
@@ -41,9 +42,15 @@ def imported_modules(source: str, module: str, is_package: bool = False) -> list
 
 def _modules(package: str):
     for path in sorted((REPO_ROOT / package).rglob("*.py")):
-        parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+        parts = ("secmeta", *path.relative_to(REPO_ROOT).with_suffix("").parts)
         is_package = parts[-1] == "__init__"
         yield path, ".".join(parts[:-1] if is_package else parts), is_package
+
+
+def _floor(name: str) -> str | None:
+    """The floor a module name belongs to (``secmeta.core.x`` -> ``core``), or None."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == "secmeta" and len(parts) > 1 and parts[1] in FLOORS else None
 
 
 @pytest.mark.parametrize("floor", list(MAY_IMPORT))
@@ -53,8 +60,8 @@ def test_a_floor_imports_nothing_from_a_floor_above(floor):
     wrong = []
     for path, module, is_package in modules:
         for line, name in imported_modules(path.read_text(), module, is_package):
-            top = name.split(".")[0]
-            if top in OURS and top not in MAY_IMPORT[floor]:
+            above = _floor(name)
+            if above is not None and above not in MAY_IMPORT[floor]:
                 wrong.append(f"{path.relative_to(REPO_ROOT)}:{line} imports {name}")
     assert not wrong, f"{floor} may import only {sorted(MAY_IMPORT[floor])}:\n" + "\n".join(wrong)
 
@@ -65,10 +72,23 @@ def test_imports_are_found_in_functions_and_relative_ones_resolved():
         "from .keyring import SealedSecret\n"
         "from .. import events\n"
         "def handler():\n"
-        "    from consumers.spark.tables import Tables\n"
-        "    import consumers.kafka.wire\n"
+        "    from secmeta.consumers.spark.tables import Tables\n"
+        "    import secmeta.consumers.kafka.wire\n"
     )
-    assert sorted(imported_modules(source, "core.cli.common")) == [
-        (1, "json"), (2, "core.cli.keyring"), (3, "core"), (5, "consumers.spark.tables"), (6, "consumers.kafka.wire"),
+    assert sorted(imported_modules(source, "secmeta.core.cli.common")) == [
+        (1, "json"), (2, "secmeta.core.cli.keyring"), (3, "secmeta.core"), (5, "secmeta.consumers.spark.tables"),
+        (6, "secmeta.consumers.kafka.wire"),
     ]
-    assert imported_modules("from .records import Envelope\n", "events", is_package=True) == [(1, "events.records")]
+    assert imported_modules("from .records import Envelope\n", "secmeta.events", is_package=True) == [
+        (1, "secmeta.events.records")]
+
+
+@pytest.mark.parametrize("folder", [*FLOORS, "scripts", "tests"])
+def test_nothing_imports_a_floor_as_a_top_level_name(folder):
+    """`import core` or `from events.x import y` would load a second copy, or someone else's module."""
+    wrong = []
+    for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+        for line, name in imported_modules(path.read_text(), "secmeta.x"):
+            if name.split(".")[0] in FLOORS:
+                wrong.append(f"{path.relative_to(REPO_ROOT)}:{line} imports {name}")
+    assert not wrong, "import these through the secmeta package:\n" + "\n".join(wrong)

@@ -1,4 +1,4 @@
-"""The secmeta distribution ships our packages, its console script and the Avro schemas."""
+"""The secmeta distribution ships one import package, `secmeta`, its console script and the Avro schemas."""
 
 import importlib
 import importlib.metadata
@@ -12,16 +12,62 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-TOP_LEVEL_PACKAGES = ("core", "events", "projections", "consumers")
+FLOORS = ("core", "events", "projections", "consumers")
 
 
-@pytest.mark.parametrize("name", TOP_LEVEL_PACKAGES)
-def test_top_level_package_comes_from_this_repository(name):
-    """Each package imports from this checkout, not from a same-named PyPI distribution."""
-    module = importlib.import_module(name)
-    assert module.__file__ is not None, f"{name} is a namespace package, not ours"
-    path = Path(module.__file__).resolve()
-    assert path.is_relative_to(REPO_ROOT / name), f"{name} imported from {path}"
+@pytest.mark.parametrize("name", FLOORS)
+def test_each_folder_is_a_subpackage_of_secmeta(name):
+    """secmeta.core is core/ of this checkout, and so on for each folder pyproject maps."""
+    module = importlib.import_module(f"secmeta.{name}")
+    assert module.__file__ is not None, f"secmeta.{name} is a namespace package, not ours"
+    assert Path(module.__file__).resolve().is_relative_to(REPO_ROOT / name), module.__file__
+
+
+def test_every_package_folder_is_shipped():
+    """Every folder with an __init__.py is listed in pyproject's packages, and nothing else is."""
+    listed = set(tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"secmeta"} | {
+        "secmeta." + ".".join(p.parent.relative_to(REPO_ROOT).parts)
+        for name in FLOORS for p in (REPO_ROOT / name).rglob("__init__.py")
+    }
+    assert listed == found, f"missing: {sorted(found - listed)}; not a package: {sorted(listed - found)}"
+
+
+def test_the_public_api_is_secmeta_s():
+    """`from secmeta import SecurityStore` gives the store, as secmeta.core does."""
+    import secmeta
+    import secmeta.core
+
+    assert secmeta.SecurityStore is secmeta.core.SecurityStore
+    assert set(secmeta.__all__) == set(secmeta.core.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        secmeta.nothing  # noqa: B018
+
+
+def test_secmeta_embeds_in_an_application_with_its_own_core_and_events(tmp_path):
+    """An application whose own top-level `core` and `events` modules are first on its path
+    still opens a store, and keeps its own modules."""
+    for name in ("core", "events", "projections", "consumers"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(f'WHO = "the application {name}"\n')
+    (tmp_path / "app.py").write_text(
+        "import core, events, projections, consumers\n"
+        "from secmeta import AclBinding, RequestContext, SecurityStore, StoreConfig\n"
+        "from secmeta.events.keyring import Keyring\n"
+        "import sys\n"
+        "from secmeta import AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType\n"
+        "ctx = RequestContext('User:admin', '127.0.0.1')\n"
+        "with SecurityStore.open(sys.argv[1], StoreConfig(), keyring=Keyring.generate()) as store:\n"
+        "    store.create_acls([AclBinding.of(ResourceType.TOPIC, 't', PatternType.LITERAL, 'User:a', '*',\n"
+        "                                     AclOperation.READ, AclPermissionType.ALLOW)], context=ctx)\n"
+        "    print(len(store.describe_acls(AclBindingFilter.any(), context=ctx)))\n"
+        "print(core.WHO, events.WHO, projections.WHO, consumers.WHO, sep='|')\n"
+    )
+    result = subprocess.run([sys.executable, "app.py", str(tmp_path / "store")], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "1", "the application core|the application events|the application projections|the application consumers"]
 
 
 def test_console_script_is_installed_next_to_the_interpreter():
@@ -31,11 +77,11 @@ def test_console_script_is_installed_next_to_the_interpreter():
 
 
 def test_console_script_entry_point_targets_the_cli():
-    """The installed distribution's `secmeta` entry point is core.cli:main."""
+    """The installed distribution's `secmeta` entry point is secmeta.core.cli:main."""
     scripts = importlib.metadata.distribution("secmeta").entry_points.select(
         group="console_scripts"
     )
-    assert {ep.name: ep.value for ep in scripts}.get("secmeta") == "core.cli:main"
+    assert {ep.name: ep.value for ep in scripts}.get("secmeta") == "secmeta.core.cli:main"
 
 
 def test_installed_console_script_runs():
@@ -53,7 +99,7 @@ def test_installed_console_script_runs():
 
 def test_avro_schemas_are_found_as_package_resources():
     """importlib.resources finds at least one .avsc under events/schemas."""
-    schemas = importlib.resources.files("events").joinpath("schemas")
+    schemas = importlib.resources.files("secmeta.events").joinpath("schemas")
     assert schemas.is_dir(), "events/schemas is missing"
     names = [entry.name for entry in schemas.iterdir() if entry.name.endswith(".avsc")]
     assert names, "no .avsc found under events/schemas"
@@ -62,7 +108,7 @@ def test_avro_schemas_are_found_as_package_resources():
 def test_every_avsc_is_declared_as_package_data():
     """Every .avsc file in the events package is matched by a package-data glob."""
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    globs = pyproject["tool"]["setuptools"]["package-data"]["events"]
+    globs = pyproject["tool"]["setuptools"]["package-data"]["secmeta.events"]
     events_dir = REPO_ROOT / "events"
     # setuptools expands package-data with recursive glob semantics, as Path.glob does.
     shipped = {path for pattern in globs for path in events_dir.glob(pattern)}

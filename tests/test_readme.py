@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core import Keyring, SecurityStore
+from secmeta.core import Keyring, SecurityStore
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

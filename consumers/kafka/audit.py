@@ -1,7 +1,7 @@
 """The streaming audit job: history topic -> audit file, alerts file and alerts topic.
 
 For every event of the history topic the job writes one redacted JSON line to
-the audit file and evaluates the alert rules (``consumers.audit_rules``); alerts go, as
+the audit file and evaluates the alert rules (``secmeta.consumers.audit_rules``); alerts go, as
 JSON lines, to the alerts file and, as JSON values keyed by rule name, to the
 alerts topic. Messages that are not secmeta events are counted and written to
 a dead-letter file, never raised.
@@ -64,15 +64,15 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from consumers.audit_rules import Alert, AuditRules, load_rules
-from consumers.kafka.client_config import client_settings
-from consumers.kafka.publisher import TopicError, ensure_topics
-from consumers.kafka.wire import HEADER_OFFSET, NotOurMessage, decode_message, header_map
-from core.errors import InvalidValueError, SecmetaError
-from events.codec import EventCodec
-from events.durable import fsync_dir
-from events.errors import EventsError
-from events.redact import redacted
+from secmeta.consumers.audit_rules import Alert, AuditRules, load_rules
+from secmeta.consumers.kafka.client_config import client_settings
+from secmeta.consumers.kafka.publisher import TopicError, ensure_topics
+from secmeta.consumers.kafka.wire import HEADER_OFFSET, NotOurMessage, decode_message, header_map
+from secmeta.core.errors import InvalidValueError, SecmetaError
+from secmeta.events.codec import EventCodec
+from secmeta.events.durable import fsync_dir
+from secmeta.events.errors import EventsError
+from secmeta.events.redact import redacted
 
 __all__ = [
     "HEADER_AUDIT_GROUP",

@@ -16,9 +16,9 @@ import sys
 import threading
 import time
 
-from core.cli.common import add_store_options, keyring, seconds, store_path
-from core.cli.plugins import Commands
-from core.cli.progress import Progress
+from secmeta.core.cli.common import add_store_options, keyring, seconds, store_path
+from secmeta.core.cli.plugins import Commands
+from secmeta.core.cli.progress import Progress
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -93,7 +93,7 @@ def _settings_named(args: argparse.Namespace):
     """librdkafka refusing a setting when a client is made is a usage error naming the file and the key."""
     from confluent_kafka import KafkaError, KafkaException
 
-    from consumers.kafka.client_config import ClientConfigError
+    from secmeta.consumers.kafka.client_config import ClientConfigError
 
     try:
         yield
@@ -109,7 +109,7 @@ def _settings_named(args: argparse.Namespace):
 @contextlib.contextmanager
 def _quiet_clients():
     """librdkafka's log as one line per problem (ClientProblems); our own warnings as one line each."""
-    from consumers.kafka.client_log import ClientProblems
+    from secmeta.consumers.kafka.client_log import ClientProblems
 
     ours = logging.getLogger("secmeta")
     handler = logging.StreamHandler(sys.stderr)
@@ -124,7 +124,7 @@ def _quiet_clients():
 
 
 def _client_config(args: argparse.Namespace) -> dict:
-    from consumers.kafka.client_config import read_client_config
+    from secmeta.consumers.kafka.client_config import read_client_config
 
     return read_client_config(args.command_config) if args.command_config else {}
 
@@ -137,7 +137,7 @@ def _stop_on_signals() -> threading.Event:
 
 
 def publish_cmd(args: argparse.Namespace) -> int:
-    from consumers.kafka.publisher import Publisher, PublisherError
+    from secmeta.consumers.kafka.publisher import Publisher, PublisherError
 
     with _settings_named(args), _quiet_clients() as problems, Progress("publish", unit="events") as progress:
         trouble = []  # the latest reason the publisher gave for not getting on
@@ -169,7 +169,7 @@ def publish_cmd(args: argparse.Namespace) -> int:
 
 
 def follow_cmd(args: argparse.Namespace) -> int:
-    from consumers.kafka.follower import Follower, FollowerError
+    from secmeta.consumers.kafka.follower import Follower, FollowerError
 
     with _settings_named(args), _quiet_clients() as problems, Progress("follow", unit="messages") as progress:
         deadline = time.monotonic() + args.timeout
@@ -201,7 +201,7 @@ def follow_cmd(args: argparse.Namespace) -> int:
 
 
 def audit_cmd(args: argparse.Namespace) -> int:
-    from consumers.kafka.audit import AuditJob
+    from secmeta.consumers.kafka.audit import AuditJob
 
     with _settings_named(args), _quiet_clients():
         deadline = time.monotonic() + args.timeout

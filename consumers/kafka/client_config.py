@@ -1,7 +1,7 @@
 """Kafka client settings for the Kafka jobs: a ``--command-config`` file as librdkafka settings.
 
 The file is the one Kafka's own tools take, read by the one properties parser
-(core.wire.client_config.load_properties, a real java.util.Properties reader). Kafka's JVM client
+(secmeta.core.wire.client_config.load_properties, a real java.util.Properties reader). Kafka's JVM client
 settings that librdkafka spells differently are translated:
 
 - ``sasl.jaas.config`` with PlainLoginModule or ScramLoginModule: its ``username`` and ``password``
@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from core.wire.client_config import (
+from secmeta.core.wire.client_config import (
     PLAIN_LOGIN_MODULE,
     SCRAM_LOGIN_MODULE,
     ClientConfigError,

@@ -30,9 +30,9 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from consumers.kafka.client_config import client_settings
-from consumers.kafka.client_log import LIBRDKAFKA_LOGGER
-from consumers.kafka.wire import (
+from secmeta.consumers.kafka.client_config import client_settings
+from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER
+from secmeta.consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
     NotOurMessage,
     header_map,
@@ -40,16 +40,21 @@ from consumers.kafka.wire import (
     message_decoder,
     message_offset,
 )
-from core.config import StoreConfig
-from core.errors import InvalidValueError, SecmetaError
-from core.view import StoreView
-from events.codec import EventCodec
-from events.durable import write_atomically
-from events.records import Envelope
-from projections.gc_pause import FREEZE_AFTER, paused_gc
-from projections.image import SecurityDelta, SecurityImage, SecurityProjection
-from projections.image_snapshot import SecurityImageSnapshot
-from projections.snapshot import SnapshotError, list_snapshots, read_snapshot, write_snapshot
+from secmeta.core.config import StoreConfig
+from secmeta.core.errors import InvalidValueError, SecmetaError
+from secmeta.core.store.view import StoreView
+from secmeta.events.codec import EventCodec
+from secmeta.events.durable import write_atomically
+from secmeta.events.records import Envelope
+from secmeta.projections.gc_pause import FREEZE_AFTER, paused_gc
+from secmeta.projections.image import SecurityDelta, SecurityImage, SecurityProjection
+from secmeta.projections.image_snapshot import SecurityImageSnapshot
+from secmeta.projections.snapshot import (
+    SnapshotError,
+    list_snapshots,
+    read_snapshot,
+    write_snapshot,
+)
 
 __all__ = ["CHECKPOINT_FILE", "DEAD_LETTER_FILE", "Follower", "FollowerError", "HistoryGapError", "StateGapError"]
 

@@ -34,26 +34,26 @@ from pathlib import Path
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from consumers.kafka.client_config import client_settings
-from consumers.kafka.client_log import LIBRDKAFKA_LOGGER
-from consumers.kafka.wire import (
+from secmeta.consumers.kafka.client_config import client_settings
+from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER
+from secmeta.consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
     encode_tombstone,
     is_removal,
     message_encoder,
 )
-from core.errors import InvalidValueError, SecmetaError
-from core.log import Log
-from events.durable import write_atomically
-from events.keyring import Keyring
-from events.records import (
+from secmeta.core.errors import InvalidValueError, SecmetaError
+from secmeta.core.log import Log
+from secmeta.events.durable import write_atomically
+from secmeta.events.keyring import Keyring
+from secmeta.events.records import (
     DelegationTokenExpired,
     DelegationTokenIssued,
     DelegationTokenRemoved,
     DelegationTokenRenewed,
     Envelope,
 )
-from projections.gc_pause import paused_gc
+from secmeta.projections.gc_pause import paused_gc
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -553,7 +553,9 @@ class Publisher:
     def _token(self, token_id: str) -> DelegationTokenIssued | None:
         """A token as of the checkpoint (loading the image there once, when resuming)."""
         if not self._tokens_complete:
-            from core.timetravel import TimeTravel  # only when resuming with token changes
+            from secmeta.core.forensics.timetravel import (
+                TimeTravel,  # only when resuming with token changes
+            )
 
             image = TimeTravel(self._log, memory_bytes=0).image_at(self._checkpoint)
             for info in image.tokens:

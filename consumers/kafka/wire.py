@@ -29,17 +29,17 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Iterable, Sequence
 
-from events.codec import SINGLE_OBJECT_MARKER, EventCodec
-from events.codegen import setter_constructor
-from events.errors import EventsError, SecmetaError, UnknownSchemaError
-from events.records import (
+from secmeta.events.codec import SINGLE_OBJECT_MARKER, EventCodec
+from secmeta.events.codegen import setter_constructor
+from secmeta.events.errors import EventsError, SecmetaError, UnknownSchemaError
+from secmeta.events.records import (
     EVENT_TYPES,
     AclDeleted,
     DelegationTokenRemoved,
     Envelope,
     ScramCredentialDeleted,
 )
-from events.single_object import SingleObjects
+from secmeta.events.single_object import SingleObjects
 
 __all__ = [
     "HEADER_ACTOR_HOST",
@@ -83,7 +83,7 @@ _REQUIRED = (
 _required = operator.itemgetter(*_REQUIRED)
 _ALL_BYTES = (bytes,) * len(_REQUIRED)  # the fast path's header values; others go through header_map
 # Envelope.event_type (the event class's name) as bytes, by class, from the registry that owns the names
-# (events.records.EVENT_TYPES): a 17 ns lookup per message where envelope.event_type.encode() takes 53 ns,
+# (secmeta.events.records.EVENT_TYPES): a 17 ns lookup per message where envelope.event_type.encode() takes 53 ns,
 # and decode needs it from the event's class before there is an envelope (the round-trip test pins the two).
 _TYPE_NAMES = {cls: name.encode() for name, cls in EVENT_TYPES.items()}
 _new_envelope = setter_constructor(Envelope)

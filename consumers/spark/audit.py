@@ -3,10 +3,10 @@
     query = run_audit(spark, STORE, KEYS, ALERTS, rules="rules.toml", once=True)
     spark.read.parquet(ALERTS)            # or read_alerts(spark, ALERTS): also when still empty
 
-The rules are ``consumers.audit_rules.AuditRules``, the very objects the
+The rules are ``secmeta.consumers.audit_rules.AuditRules``, the very objects the
 Kafka audit job evaluates (``load_rules``: the defaults, or a TOML/JSON rules
 file). They work on ``Envelope`` values; the stream rebuilds each event's
-envelope from its row (``consumers.spark.rows.envelope_from_row``, the inverse
+envelope from its row (``secmeta.consumers.spark.rows.envelope_from_row``, the inverse
 of ``event_row``). Rows never carry a secret, so a rebuilt
 ``ScramCredentialUpserted`` holds the empty stand-in ``NO_SECRET``: no rule reads
 a secret, and the tests check that the alerts equal ``AuditRules.evaluate`` over
@@ -63,11 +63,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from consumers.audit_rules import Alert, AuditRules, load_rules
-from consumers.spark.rows import SCHEMA, envelope_from_row, python_rows
-from core.errors import InvalidValueError, SecmetaError
-from events.durable import fsync_dir, write_atomically
-from events.records import AclDeleted
+from secmeta.consumers.audit_rules import Alert, AuditRules, load_rules
+from secmeta.consumers.spark.rows import SCHEMA, envelope_from_row, python_rows
+from secmeta.core.errors import InvalidValueError, SecmetaError
+from secmeta.events.durable import fsync_dir, write_atomically
+from secmeta.events.records import AclDeleted
 
 __all__ = [
     "ALERTS_SCHEMA",
@@ -323,7 +323,7 @@ def _check_source(source_df) -> None:
     ]
     if wrong:
         raise SparkAuditError(
-            "the audit source lacks columns of consumers.spark.rows.SCHEMA: " + ", ".join(wrong)
+            "the audit source lacks columns of secmeta.consumers.spark.rows.SCHEMA: " + ", ".join(wrong)
         )
 
 
@@ -392,7 +392,7 @@ def audit_stream(
 ):
     """Start the audit of ``source_df`` into the alerts table ``alerts_dir``; return the StreamingQuery.
 
-    ``source_df`` is a streaming DataFrame with ``consumers.spark.rows.SCHEMA``'s
+    ``source_df`` is a streaming DataFrame with ``secmeta.consumers.spark.rows.SCHEMA``'s
     columns in log order of offsets (the ``secmeta`` source); ``rules`` an
     ``AuditRules``, a rules file or None (the defaults). ``available_now``
     processes what is there now and stops; else micro-batches run until the
@@ -456,9 +456,9 @@ def run_audit(
     ``query.stop()``.
 
     Errors found before anything runs, with a message for the user: the store
-    (``core.errors.NotAStoreError`` and other ``SecmetaError``), the keyring
-    (``events.errors.KeyringError``), the rules file
-    (``consumers.audit_rules.RulesFileError``), the alerts directory or an
+    (``secmeta.core.errors.NotAStoreError`` and other ``SecmetaError``), the keyring
+    (``secmeta.events.errors.KeyringError``), the rules file
+    (``secmeta.consumers.audit_rules.RulesFileError``), the alerts directory or an
     option (``SparkAuditError``); all are ``SecmetaError``, ``EventsError`` or
     ``ValueError``.
     """
@@ -471,7 +471,7 @@ def run_audit(
         raise SparkAuditError(
             f"max_events_per_trigger must be a whole number > 0, not {max_events_per_trigger!r}"
         )
-    from consumers.spark.log_source import check_log, log_stream
+    from secmeta.consumers.spark.log_source import check_log, log_stream
 
     check_log(store_dir, key_file)
 

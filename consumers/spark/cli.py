@@ -14,8 +14,15 @@ from __future__ import annotations
 import argparse
 import time
 
-from core.cli.common import add_json_option, add_key_option, emit, iso_time, seconds, store_path
-from core.cli.forensics_cmd import (
+from secmeta.core.cli.common import (
+    add_json_option,
+    add_key_option,
+    emit,
+    iso_time,
+    seconds,
+    store_path,
+)
+from secmeta.core.cli.forensics_cmd import (
     EVENT_COLUMNS,
     OPERATION_HELP,
     add_point,
@@ -23,12 +30,12 @@ from core.cli.forensics_cmd import (
     as_of_arg,
     print_grants,
 )
-from core.cli.plugins import Commands
-from core.cli.progress import Progress
-from core.cli.security import add_resource_options, one_resource
-from core.errors import SecmetaError
-from core.forensics import parse_operation
-from core.timetravel import parse_time
+from secmeta.core.cli.plugins import Commands
+from secmeta.core.cli.progress import Progress
+from secmeta.core.cli.security import add_resource_options, one_resource
+from secmeta.core.errors import SecmetaError
+from secmeta.core.forensics.queries import parse_operation
+from secmeta.core.forensics.timetravel import parse_time
 
 _SPARK_HELP = ("Local Spark (local[2]) by default; --master URL runs on a cluster. Under spark-submit, "
                "the master comes from spark-submit.")
@@ -191,9 +198,9 @@ def _session(args: argparse.Namespace, progress: Progress):
     """The Spark session, saying so on stderr when this command starts Spark (which takes a while)."""
     from pyspark.sql import SparkSession
 
-    from consumers.spark import register
-    from consumers.spark.jvm_stderr import startup_lines_dropped
-    from consumers.spark.session import DEFAULT_MASTER, session
+    from secmeta.consumers.spark import register
+    from secmeta.consumers.spark.jvm_stderr import startup_lines_dropped
+    from secmeta.consumers.spark.session import DEFAULT_MASTER, session
 
     if SparkSession.getActiveSession() is None:
         progress.note(f"starting Spark ({args.master or DEFAULT_MASTER})...")
@@ -204,7 +211,7 @@ def _session(args: argparse.Namespace, progress: Progress):
 
 
 def compact_cmd(args: argparse.Namespace) -> int:
-    from consumers.spark.compaction import compaction_stream, open_tables, wait
+    from secmeta.consumers.spark.compaction import compaction_stream, open_tables, wait
 
     store = store_path(args)
     open_tables(store, args.tables, args.key_file)  # checks store, keyring and tables before Spark starts
@@ -228,7 +235,7 @@ def compact_cmd(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         query.stop()
         raise
-    from consumers.spark.tables import Tables
+    from secmeta.consumers.spark.tables import Tables
 
     current = Tables(args.tables).current()
     print(f"tables at version {current.offset} (Delta version {current.delta_version}, "
@@ -237,7 +244,7 @@ def compact_cmd(args: argparse.Namespace) -> int:
 
 
 def versions_cmd(args: argparse.Namespace) -> int:
-    from consumers.spark.tables import Tables
+    from secmeta.consumers.spark.tables import Tables
 
     tables = Tables(args.tables)
     kept = {k.delta_version for k in tables.check().kept}
@@ -251,7 +258,7 @@ def versions_cmd(args: argparse.Namespace) -> int:
 
 
 def migrate_cmd(args: argparse.Namespace) -> int:
-    from consumers.spark.migration import migrate
+    from secmeta.consumers.spark.migration import migrate
 
     current = migrate(args.tables)
     print(f"{args.tables}: converted to Delta tables at version {current.offset} "
@@ -263,9 +270,9 @@ def migrate_cmd(args: argparse.Namespace) -> int:
 def audit_cmd(args: argparse.Namespace) -> int:
     from pyspark.errors import StreamingQueryException
 
-    from consumers.audit_rules import load_rules
-    from consumers.spark.audit import read_alerts, run_audit
-    from consumers.spark.log_source import check_log
+    from secmeta.consumers.audit_rules import load_rules
+    from secmeta.consumers.spark.audit import read_alerts, run_audit
+    from secmeta.consumers.spark.log_source import check_log
 
     rules = load_rules(args.rules)  # a bad rules file, store or keyring fails before Spark starts
     check_log(store_path(args), args.key_file)
@@ -297,16 +304,16 @@ def audit_cmd(args: argparse.Namespace) -> int:
 
 
 def _reader(args: argparse.Namespace):
-    from consumers.spark.tables import Tables
+    from secmeta.consumers.spark.tables import Tables
 
     Tables(args.tables).check()  # not a tables directory / newer format or protocol: fail before Spark starts
-    from consumers.spark.table_reader import TableReader
+    from secmeta.consumers.spark.table_reader import TableReader
 
     return TableReader(_session(args, Progress("spark query")), args.tables)
 
 
 def query_acls_cmd(args: argparse.Namespace) -> int:
-    from consumers.spark import queries
+    from secmeta.consumers.spark import queries
 
     at = as_of_arg(args)
     found = queries.acls_at(_reader(args), at)
@@ -322,7 +329,7 @@ def query_acls_cmd(args: argparse.Namespace) -> int:
 
 
 def query_who_could_cmd(args: argparse.Namespace) -> int:
-    from consumers.spark import queries
+    from secmeta.consumers.spark import queries
 
     rtype, name = one_resource(args)
     op = parse_operation(args.operation)
@@ -333,7 +340,7 @@ def query_who_could_cmd(args: argparse.Namespace) -> int:
 
 
 def query_history_cmd(args: argparse.Namespace) -> int:
-    from consumers.spark import queries
+    from secmeta.consumers.spark import queries
 
     start = None if args.start is None else parse_time(args.start)
     end = None if args.end is None else parse_time(args.end)
@@ -357,7 +364,7 @@ def query_history_cmd(args: argparse.Namespace) -> int:
 
 
 def query_tokens_cmd(args: argparse.Namespace) -> int:
-    from consumers.spark import queries
+    from secmeta.consumers.spark import queries
 
     t1 = parse_time(args.t1)
     t2 = t1 if args.t2 is None else parse_time(args.t2)

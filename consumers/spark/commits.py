@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
-from consumers.spark.schemas import delta_schema, partition_columns
-from consumers.spark.tables import (
+from secmeta.consumers.spark.schemas import delta_schema, partition_columns
+from secmeta.consumers.spark.tables import (
     HISTORY,
     RECORD,
     SNAPSHOT_NAMES,

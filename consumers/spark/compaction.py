@@ -39,13 +39,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.util import inheritable_thread_target
 
-from consumers.spark import intervals
-from consumers.spark.commits import BatchCommit, create, record_settings, retain
-from consumers.spark.intervals import KINDS
-from consumers.spark.log_source import check_log, log_stream
-from consumers.spark.schemas import schema
-from consumers.spark.tables import HISTORY, TABLE_NAMES, Tables, TablesError, Version
-from core.errors import InvalidValueError, SecmetaError
+from secmeta.consumers.spark import intervals
+from secmeta.consumers.spark.commits import BatchCommit, create, record_settings, retain
+from secmeta.consumers.spark.intervals import KINDS
+from secmeta.consumers.spark.log_source import check_log, log_stream
+from secmeta.consumers.spark.schemas import schema
+from secmeta.consumers.spark.tables import HISTORY, TABLE_NAMES, Tables, TablesError, Version
+from secmeta.core.errors import InvalidValueError, SecmetaError
 
 __all__ = ["DEFAULT_RETAIN_HOURS", "DEFAULT_RETAIN_VERSIONS", "CompactionError", "compact", "compaction_stream",
            "open_tables", "wait"]
@@ -74,8 +74,8 @@ def open_tables(store_dir: str | os.PathLike, tables_dir: str | os.PathLike, key
     own errors for a path that is not a store or a wrong keyring. Records the store's
     authorizer settings if they changed (a version with no new events).
     """
-    from core.config import StoreConfig
-    from core.storedir import StoreDirectory
+    from secmeta.core.config import StoreConfig
+    from secmeta.core.store.storedir import StoreDirectory
 
     log_start, _log_end = check_log(store_dir, key_file)
     store = StoreDirectory.open(store_dir, create=False, writer=False)

@@ -9,7 +9,7 @@ intervals are the current snapshot; closed ones never change again.
 a micro-batch and the batch's event rows, and returns one DataFrame: the new
 snapshot (open intervals, ``valid_to_offset`` null) and the intervals the batch
 closed, so one job writes both. Only entities the batch touches are windowed;
-the others pass through. The rules are the projections' (``projections.image``):
+the others pass through. The rules are the projections' (``secmeta.projections.image``):
 
 - ACL: ``AclCreated`` opens, ``AclDeleted`` closes (acl ids are never reused,
   so the batch's closes are joined to the open rows: no window, and no shuffle
@@ -29,8 +29,8 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from consumers.spark.rows import SCHEMA
-from core.errors import InvalidValueError
+from secmeta.consumers.spark.rows import SCHEMA
+from secmeta.core.errors import InvalidValueError
 
 __all__ = ["CLOSE_COLUMNS", "INTERVAL_COLUMNS", "KINDS", "OPEN_COLUMNS", "Kind", "advance", "columns", "project",
            "schema"]

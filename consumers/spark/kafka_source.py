@@ -6,15 +6,15 @@
     spark.readStream.format("secmeta-kafka").option("kafka.bootstrap.servers", "broker:9092")
         .option("topic", "secmeta.history").option("maxEventsPerTrigger", 10000).load()
 
-It reads the history topic the publisher (``consumers.kafka.publisher``) writes,
+It reads the history topic the publisher (``secmeta.consumers.kafka.publisher``) writes,
 through confluent-kafka, by explicit partition offsets: every task assigns its
 partition at its start offset (assign + seek) with a fresh consumer whose
 ``group.id`` is unique and never joined, and nothing is ever committed to
 Kafka; a streaming query's progress lives in its Spark checkpoint only.
 
-Rows have ``consumers.spark.rows.SCHEMA``, the same as the ``secmeta`` log
+Rows have ``secmeta.consumers.spark.rows.SCHEMA``, the same as the ``secmeta`` log
 source, and the same values: each message is decoded to its ``Envelope``
-(``consumers.kafka.wire.decode_message``) and handed to Spark as Arrow batches.
+(``secmeta.consumers.kafka.wire.decode_message``) and handed to Spark as Arrow batches.
 The ``offset`` column is the *log* offset the message carries
 (``secmeta.offset``), not its Kafka offset.  No key is needed: values hold
 secrets only sealed, and rows never carry a secret, sealed or not.
@@ -115,8 +115,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from consumers.spark.options import SecmetaSourceError, int_option, option
-from consumers.spark.rows import SCHEMA, arrow_batches
+from secmeta.consumers.spark.options import SecmetaSourceError, int_option, option
+from secmeta.consumers.spark.rows import SCHEMA, arrow_batches
 
 __all__ = [
     "EARLIEST",
@@ -260,7 +260,7 @@ def _permanent_errors() -> frozenset[int]:
 
 @functools.cache
 def _codec():
-    from events.codec import EventCodec
+    from secmeta.events.codec import EventCodec
 
     return EventCodec()
 
@@ -392,7 +392,7 @@ class _PartitionRead:
 
     def _envelopes(self) -> Iterator:
         """The range's new events (duplicates and messages not ours dropped), in Kafka order."""
-        from consumers.kafka.wire import NotOurMessage, message_offset
+        from secmeta.consumers.kafka.wire import NotOurMessage, message_offset
 
         part = self.part
         seed: list | None = []  # (log offset, message) before the range, to seed the duplicate filter
@@ -417,7 +417,7 @@ class _PartitionRead:
         The same rule as inside the range (only events count), at the cost of
         decoding one message in the usual case rather than the whole lookback.
         """
-        from consumers.kafka.wire import NotOurMessage, decode_message
+        from secmeta.consumers.kafka.wire import NotOurMessage, decode_message
 
         codec = _codec()
         for log_offset, msg in sorted(seed, key=lambda item: item[0], reverse=True):
@@ -430,7 +430,7 @@ class _PartitionRead:
 
     def _take(self, msg, offset: int):
         """The envelope of a message inside the range if it is a new event, else None (counted)."""
-        from consumers.kafka.wire import NotOurMessage, decode_message
+        from secmeta.consumers.kafka.wire import NotOurMessage, decode_message
 
         try:
             envelope = decode_message(_codec(), msg.key(), msg.value(), msg.headers())

@@ -12,7 +12,7 @@ Options: ``path`` (required), ``keyFile`` (else $SECMETA_KEY_FILE / $SECMETA_KEY
 ``maxEventsPerTrigger`` (streaming), ``startOffset`` / ``endOffset`` (batch),
 ``maxEventsPerPartition``.
 
-Rows have ``consumers.spark.rows.SCHEMA`` (never a secret) and reach Spark as
+Rows have ``secmeta.consumers.spark.rows.SCHEMA`` (never a secret) and reach Spark as
 Arrow record batches.
 """
 
@@ -35,8 +35,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from consumers.spark.options import SecmetaSourceError, int_option, option
-from consumers.spark.rows import SCHEMA, arrow_batches, event_row
+from secmeta.consumers.spark.options import SecmetaSourceError, int_option, option
+from secmeta.consumers.spark.rows import SCHEMA, arrow_batches, event_row
 
 __all__ = [
     "SCHEMA",
@@ -107,8 +107,8 @@ class _Store:
     per_partition: int = DEFAULT_EVENTS_PER_PARTITION
 
     def open(self):
-        from core.log import Log
-        from events.keyring import Keyring
+        from secmeta.core.log import Log
+        from secmeta.events.keyring import Keyring
 
         keyring = Keyring.load(self.key_file)
         return Log.open(self.path, keyring=keyring, read_only=True)

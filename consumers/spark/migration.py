@@ -20,8 +20,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from consumers.spark.commits import BatchCommit, create
-from consumers.spark.tables import (
+from secmeta.consumers.spark.commits import BatchCommit, create
+from secmeta.consumers.spark.tables import (
     HISTORY,
     INTERVAL_NAMES,
     LEGACY_MANIFEST,

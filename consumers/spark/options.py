@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from events.errors import InvalidValueError
+from secmeta.events.errors import InvalidValueError
 
 __all__ = ["SecmetaSourceError", "int_option", "option"]
 

@@ -37,11 +37,17 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from events.errors import InvalidValueError
-from events.keyring import SealedSecret
-from events.records import EVENT_TYPES, Envelope
-from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
-from projections.gc_pause import paused_gc
+from secmeta.events.errors import InvalidValueError
+from secmeta.events.keyring import SealedSecret
+from secmeta.events.records import EVENT_TYPES, Envelope
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from secmeta.projections.gc_pause import paused_gc
 
 __all__ = [
     "ARROW_BATCH",

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pyspark.sql.types import DateType, StructField, StructType
 
-from consumers.spark import intervals
-from consumers.spark.intervals import KINDS
-from consumers.spark.rows import SCHEMA
-from consumers.spark.tables import HISTORY
+from secmeta.consumers.spark import intervals
+from secmeta.consumers.spark.intervals import KINDS
+from secmeta.consumers.spark.rows import SCHEMA
+from secmeta.consumers.spark.tables import HISTORY
 
 __all__ = ["HISTORY_SCHEMA", "delta_schema", "partition_columns", "schema"]
 

@@ -20,9 +20,9 @@ import os
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from consumers.spark.intervals import KINDS, Kind
-from consumers.spark.schemas import schema
-from consumers.spark.tables import HISTORY, Kept, Tables, TablesError, Version
+from secmeta.consumers.spark.intervals import KINDS, Kind
+from secmeta.consumers.spark.schemas import schema
+from secmeta.consumers.spark.tables import HISTORY, Kept, Tables, TablesError, Version
 
 __all__ = ["VIEWS", "TableReader"]
 

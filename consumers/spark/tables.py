@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.errors import SecmetaError
+from secmeta.core.errors import SecmetaError
 
 __all__ = ["FORMAT", "HISTORY", "INTERVAL_NAMES", "LEGACY_MANIFEST", "SNAPSHOT_NAMES", "TABLE_NAMES", "Kept", "Tables",
            "TablesError", "Version"]
 
-FORMAT = 2  # 1: Parquet plus secmeta's own manifest (consumers.spark.migration converts it)
+FORMAT = 2  # 1: Parquet plus secmeta's own manifest (secmeta.consumers.spark.migration converts it)
 LEGACY_MANIFEST = "_secmeta_tables.json"
 HISTORY = "history"
 SNAPSHOTS = "snapshots"

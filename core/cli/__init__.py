@@ -2,7 +2,7 @@
 
 The store's own commands are here; the Kafka and Spark commands and the demo
 live with their code in ``consumers`` and join through the ``secmeta.commands``
-entry-point group (``core.cli.plugins``), so ``core`` imports nothing above it.
+entry-point group (``secmeta.core.cli.plugins``), so ``core`` imports nothing above it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
-from core.cli import (
+from secmeta.core.cli import (
     acls_cmd,
     authorize_cmd,
     configs_cmd,
@@ -25,8 +25,8 @@ from core.cli import (
     serve_cmd,
     tokens_cmd,
 )
-from core.errors import NotAStoreError, SecmetaError
-from events.errors import KeyringError
+from secmeta.core.errors import NotAStoreError, SecmetaError
+from secmeta.events.errors import KeyringError
 
 # Exit codes, as Kafka's tools and Unix commands use them: 0 done, 1 refused or failed (a Kafka
 # error, a denied decision, a store or file that could not be used), 2 the command line is wrong.

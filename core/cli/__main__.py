@@ -1,7 +1,7 @@
-"""Run the CLI as ``python -m core.cli``."""
+"""Run the CLI as ``python -m secmeta.core.cli``."""
 
 import sys
 
-from core.cli import main
+from secmeta.core.cli import main
 
 sys.exit(main())

@@ -18,9 +18,9 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable, Mapping
 
-from core.cli.security import operation, resources
-from core.errors import InvalidValueError
-from events.types import (
+from secmeta.core.cli.security import operation, resources
+from secmeta.core.errors import InvalidValueError
+from secmeta.events.types import (
     CLUSTER_NAME,
     WILDCARD,
     AccessControlEntry,
@@ -30,7 +30,7 @@ from events.types import (
     ResourcePatternFilter,
     ResourceType,
 )
-from projections.acl_match import OPERATIONS_BY_TYPE
+from secmeta.projections.acl_match import OPERATIONS_BY_TYPE
 
 Op = AclOperation
 Request = dict[ResourcePatternFilter, frozenset[AccessControlEntry]]

@@ -1,6 +1,6 @@
 """``secmeta acls``: kafka-acls.sh (Kafka's AclCommand) against a store directory or a server.
 
---add and --remove build their ACLs as AclCommand does (``core.cli.acl_request``) and print what
+--add and --remove build their ACLs as AclCommand does (``secmeta.core.cli.acl_request``) and print what
 AclCommand prints: "Adding ACLs for resource ...", "Acl ... already exists.", and before a removal
 "Are you sure you want to remove ACLs: ... from resource filter ...? (y/n)" unless --force.  The
 answer is read from a terminal; with none (or at end of input) nothing is removed.  --list prints
@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.cli import acl_request
-from core.cli.common import add_json_option, emit
-from core.cli.security import (
+from secmeta.core.cli import acl_request
+from secmeta.core.cli.common import add_json_option, emit
+from secmeta.core.cli.security import (
     OPERATION_NAMES,
     add_point_options,
     add_remote_options,
@@ -25,9 +25,9 @@ from core.cli.security import (
     open_admin,
     view,
 )
-from core.errors import InvalidValueError
-from core.validation import principal
-from events.types import (
+from secmeta.core.errors import InvalidValueError
+from secmeta.core.validation import principal
+from secmeta.events.types import (
     AccessControlEntry,
     AccessControlEntryFilter,
     AclBinding,

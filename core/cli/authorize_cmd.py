@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import add_json_option, emit, emit_json
-from core.cli.forensics_cmd import OPERATION_HELP
-from core.cli.security import (
+from secmeta.core.cli.common import add_json_option, emit, emit_json
+from secmeta.core.cli.forensics_cmd import OPERATION_HELP
+from secmeta.core.cli.security import (
     add_point_options,
     add_resource_options,
     add_security_options,
@@ -15,7 +15,7 @@ from core.cli.security import (
     operation,
     view,
 )
-from events.types import AclOperation
+from secmeta.events.types import AclOperation
 
 
 def register(commands: argparse._SubParsersAction) -> None:

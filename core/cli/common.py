@@ -16,8 +16,8 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from events.errors import InvalidValueError
-from events.keyring import Keyring
+from secmeta.events.errors import InvalidValueError
+from secmeta.events.keyring import Keyring
 
 DEFAULT_STORE_ENV = "SECMETA_STORE"
 

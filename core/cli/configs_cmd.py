@@ -13,15 +13,15 @@ import argparse
 import getpass
 import sys
 
-from core.cli.common import add_json_option, emit
-from core.cli.scram_configs import (
+from secmeta.core.cli.common import add_json_option, emit
+from secmeta.core.cli.scram_configs import (
     MECHANISMS,
     ScramSetting,
     deleted_mechanisms,
     scram_settings,
     split_add_config,
 )
-from core.cli.security import (
+from secmeta.core.cli.security import (
     add_point_options,
     add_remote_options,
     add_security_options,
@@ -30,13 +30,13 @@ from core.cli.security import (
     open_admin,
     view,
 )
-from core.errors import ApiError, ErrorCode, InvalidValueError
-from core.types import (
+from secmeta.core.errors import ApiError, ErrorCode, InvalidValueError
+from secmeta.core.types import (
     ScramCredentialInfo,
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from core.wire.client_config import load_properties
+from secmeta.core.wire.client_config import load_properties
 
 _MECHANISMS = ", ".join(MECHANISMS)
 

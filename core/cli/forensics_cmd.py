@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli.common import add_json_option, emit, emit_json, iso_time
-from core.cli.security import (
+from secmeta.core.cli.common import add_json_option, emit, emit_json, iso_time
+from secmeta.core.cli.security import (
     add_point_options,
     add_resource_options,
     add_security_options,
@@ -14,9 +14,9 @@ from core.cli.security import (
     pattern_type,
     resources,
 )
-from core.errors import InvalidValueError
-from core.timetravel import Point, parse_offset, parse_time
-from events.types import AclOperation, ResourcePatternFilter, ScramMechanism
+from secmeta.core.errors import InvalidValueError
+from secmeta.core.forensics.timetravel import Point, parse_offset, parse_time
+from secmeta.events.types import AclOperation, ResourcePatternFilter, ScramMechanism
 
 
 def register(commands: argparse._SubParsersAction) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.cli.common import add_store_options, keyring, store_path
-from core.errors import StoreError
-from core.storedir import META_FILE
+from secmeta.core.cli.common import add_store_options, keyring, store_path
+from secmeta.core.errors import StoreError
+from secmeta.core.store.storedir import META_FILE
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -28,7 +28,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.store import SecurityStore
+    from secmeta.core.store.facade import SecurityStore
 
     path = store_path(args)
     if (Path(path) / META_FILE).exists():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from events.keyring import Keyring
+from secmeta.events.keyring import Keyring
 
 
 def register(commands: argparse._SubParsersAction) -> None:

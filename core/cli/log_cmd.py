@@ -6,8 +6,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from core.checkpoints import CHECKPOINT_DIR
-from core.cli.common import (
+from secmeta.core.cli.common import (
     add_json_option,
     add_store_options,
     emit,
@@ -16,19 +15,25 @@ from core.cli.common import (
     keyring,
     store_path,
 )
-from core.cli.forensics_cmd import EVENT_COLUMNS
-from core.cli.progress import Progress
-from core.config import StoreConfig
-from core.history_index import INDEX_DIR, INDEX_FILE, condemn, index_problem
-from core.log import Log, VerifyReport, verify_log
-from core.log.recover import truncate_after
-from core.state import Snapshotter, load_state
-from events.codec import EventCodec
-from events.keyring import Keyring
-from events.redact import redacted
-from projections.image import SecurityProjection
-from projections.image_snapshot import SecurityImageSnapshot
-from projections.snapshot import SnapshotError, SnapshotPolicy, list_snapshots, read_snapshot_info
+from secmeta.core.cli.forensics_cmd import EVENT_COLUMNS
+from secmeta.core.cli.progress import Progress
+from secmeta.core.config import StoreConfig
+from secmeta.core.forensics.checkpoints import CHECKPOINT_DIR
+from secmeta.core.forensics.history_index import INDEX_DIR, INDEX_FILE, condemn, index_problem
+from secmeta.core.log import Log, VerifyReport, verify_log
+from secmeta.core.log.recover import truncate_after
+from secmeta.core.store.state import Snapshotter, load_state
+from secmeta.events.codec import EventCodec
+from secmeta.events.keyring import Keyring
+from secmeta.events.redact import redacted
+from secmeta.projections.image import SecurityProjection
+from secmeta.projections.image_snapshot import SecurityImageSnapshot
+from secmeta.projections.snapshot import (
+    SnapshotError,
+    SnapshotPolicy,
+    list_snapshots,
+    read_snapshot_info,
+)
 
 
 def register(commands: argparse._SubParsersAction) -> None:

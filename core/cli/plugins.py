@@ -4,7 +4,7 @@ A distribution declares its commands in pyproject.toml, as pytest and Flask
 plugins do::
 
     [project.entry-points."secmeta.commands"]
-    spark = "consumers.spark.cli:COMMANDS"
+    spark = "secmeta.consumers.spark.cli:COMMANDS"
 
 The entry point names a ``Commands``: the function that adds the subcommands to
 the parser, and the extra (``pip install 'secmeta[spark]'``) whose packages they
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 
-from core.errors import SecmetaError
+from secmeta.core.errors import SecmetaError
 
 GROUP = "secmeta.commands"
 

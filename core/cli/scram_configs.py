@@ -17,8 +17,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from core.errors import InvalidValueError
-from events.types import ScramMechanism
+from secmeta.core.errors import InvalidValueError
+from secmeta.events.types import ScramMechanism
 
 # ConfigCommand's accepted SCRAM keys (ScramMechanism.isScram): the mechanism names, exactly.
 MECHANISMS = {m.mechanism_name: m for m in ScramMechanism if m is not ScramMechanism.UNKNOWN}

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from core.cli.common import DEFAULT_STORE_ENV, add_store_options, keyring, store_path
-from core.config import StoreConfig
-from core.errors import InvalidValueError
-from core.types import RequestContext
-from events.types import CLUSTER_NAME, AclOperation, PatternType, ResourceType
+from secmeta.core.cli.common import DEFAULT_STORE_ENV, add_store_options, keyring, store_path
+from secmeta.core.config import StoreConfig
+from secmeta.core.errors import InvalidValueError
+from secmeta.core.types import RequestContext
+from secmeta.events.types import CLUSTER_NAME, AclOperation, PatternType, ResourceType
 
 RESOURCE_OPTIONS = (
     ("--topic", ResourceType.TOPIC, "topic name"),
@@ -93,7 +93,7 @@ def operation(text: str) -> AclOperation:
 
 def open_store(args: argparse.Namespace, *, read_only: bool = False):
     """The store of --store; reads open it read-only so they work beside a running writer."""
-    from core.store import SecurityStore
+    from secmeta.core.store.facade import SecurityStore
 
     path = store_path(args)
     return SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), read_only=read_only,
@@ -126,7 +126,7 @@ def open_admin(args: argparse.Namespace, *, read_only: bool = False):
         if value is not None:
             raise InvalidValueError(f"{flag} cannot be used with --bootstrap-server: the server takes the principal "
                              "and host from the connection (log in with --command-config)")
-    from core.wire.client import RemoteAdmin
+    from secmeta.core.wire.client import RemoteAdmin
 
     return RemoteAdmin.connect(args.bootstrap_server, args.command_config)
 
@@ -144,7 +144,7 @@ def has_point(args: argparse.Namespace) -> bool:
 
 def view(store, args: argparse.Namespace):
     """The store itself, or its read-only view at --as-of / --at-offset."""
-    from core.timetravel import parse_offset, parse_time
+    from secmeta.core.forensics.timetravel import parse_offset, parse_time
 
     if getattr(args, "as_of", None) is not None:
         return store.as_of(timestamp_ms=parse_time(args.as_of))

@@ -8,10 +8,10 @@ import logging
 import signal
 import sys
 
-from core.cli.common import add_store_options, keyring, store_path
-from core.errors import InvalidValueError
-from core.server.config import ServerConfig
-from core.server.listeners import ClientAuth, SslConfig, parse_advertised, parse_listeners
+from secmeta.core.cli.common import add_store_options, keyring, store_path
+from secmeta.core.errors import InvalidValueError
+from secmeta.core.server.config import ServerConfig
+from secmeta.core.server.listeners import ClientAuth, SslConfig, parse_advertised, parse_listeners
 
 _DEFAULTS = ServerConfig()
 
@@ -64,7 +64,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _mechanisms(text: str):
-    from events.types import ScramMechanism
+    from secmeta.events.types import ScramMechanism
 
     out = []
     for name in (n.strip() for n in text.split(",")):
@@ -94,9 +94,9 @@ def server_config(args: argparse.Namespace) -> tuple[tuple, ServerConfig]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.config import StoreConfig
-    from core.server.server import Server
-    from core.store import SecurityStore
+    from secmeta.core.config import StoreConfig
+    from secmeta.core.server.server import Server
+    from secmeta.core.store.facade import SecurityStore
 
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -15,8 +15,8 @@ import argparse
 import base64
 import binascii
 
-from core.cli.common import add_json_option, emit, emit_json, iso_time
-from core.cli.security import (
+from secmeta.core.cli.common import add_json_option, emit, emit_json, iso_time
+from secmeta.core.cli.security import (
     add_point_options,
     add_remote_options,
     add_security_options,
@@ -25,8 +25,8 @@ from core.cli.security import (
     open_admin,
     view,
 )
-from core.errors import InvalidValueError
-from core.types import DelegationToken
+from secmeta.core.errors import InvalidValueError
+from secmeta.core.types import DelegationToken
 
 ACTIONS = ("create", "renew", "expire", "describe")
 # DelegationTokenCommandOptions.checkArgs: the options each action refuses (secmeta adds --renewer-principal

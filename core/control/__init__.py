@@ -8,17 +8,17 @@ Reads (``describe_*``) return their answer, as Kafka's read paths do. A
 request-level failure raises an ApiException subclass before any event exists.
 """
 
-from core.control.acls import (
+from secmeta.core.control.acls import (
     create_acls,
     delete_acls,
     describe_acls,
     validate_binding,
     validate_filter,
 )
-from core.control.authz import Decider, decider_for, parse_principal, require_cluster
-from core.control.result import ControlResult
-from core.control.scram import alter_scram_credentials, describe_scram_credentials
-from core.control.tokens import (
+from secmeta.core.control.authz import Decider, decider_for, parse_principal, require_cluster
+from secmeta.core.control.result import ControlResult
+from secmeta.core.control.scram import alter_scram_credentials, describe_scram_credentials
+from secmeta.core.control.tokens import (
     create_token,
     describe_tokens,
     expire_token,

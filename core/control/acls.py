@@ -2,7 +2,7 @@
 
 Per binding or filter an ApiError; a request that lacks the cluster
 permission or exceeds ``max_acl_changes_per_request`` raises before any
-event. Every field passes core.validation first (names, principals, hosts: a
+event. Every field passes secmeta.core.validation first (names, principals, hosts: a
 host is '*', a canonical address or, beyond Kafka, a canonical CIDR range such
 as ``10.0.0.0/8``); enum fields may be given by name.
 """
@@ -12,15 +12,15 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 
-from core import validation
-from core.config import StoreConfig
-from core.control.authz import Decider, acls_of, require_cluster
-from core.control.result import ControlResult
-from core.errors import ApiError, ErrorCode, InvalidRequestException
-from core.types import DeleteAclsResult, RequestContext
-from core.validation import FieldError
-from events.records import AclCreated, AclDeleted, Event
-from events.types import (
+from secmeta.core import validation
+from secmeta.core.config import StoreConfig
+from secmeta.core.control.authz import Decider, acls_of, require_cluster
+from secmeta.core.control.result import ControlResult
+from secmeta.core.errors import ApiError, ErrorCode, InvalidRequestException
+from secmeta.core.types import DeleteAclsResult, RequestContext
+from secmeta.core.validation import FieldError
+from secmeta.events.records import AclCreated, AclDeleted, Event
+from secmeta.events.types import (
     CLUSTER_NAME,
     AccessControlEntry,
     AccessControlEntryFilter,
@@ -33,7 +33,7 @@ from events.types import (
     ResourcePatternFilter,
     ResourceType,
 )
-from projections.acls import canonical_entry
+from secmeta.projections.acls import canonical_entry
 
 __all__ = ["checked_binding", "checked_filter", "create_acls", "delete_acls", "describe_acls",
            "random_uuids", "validate_binding", "validate_filter"]

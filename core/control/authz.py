@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.errors import ClusterAuthorizationException
-from core.types import RequestContext
-from events.types import CLUSTER_NAME, AclOperation, ResourceType
-from projections.acls import AclsImage
-from projections.authorizer import authorize
+from secmeta.core.errors import ClusterAuthorizationException
+from secmeta.core.types import RequestContext
+from secmeta.events.types import CLUSTER_NAME, AclOperation, ResourceType
+from secmeta.projections.acls import AclsImage
+from secmeta.projections.authorizer import authorize
 
 __all__ = ["Decider", "checked_context", "INT64_MAX", "INT64_MIN", "acls_of", "decider_for", "is_int64", "parse_principal",
            "require_cluster"]

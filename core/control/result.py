@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from events.records import Event
+from secmeta.events.records import Event
 
 __all__ = ["ControlResult"]
 

@@ -15,13 +15,17 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from core import validation
-from core.config import MAX_ITERATIONS, MIN_ITERATIONS, StoreConfig
-from core.control.authz import Decider, require_cluster
-from core.control.result import ControlResult
-from core.errors import ApiError, ErrorCode, InvalidRequestException
-from core.scram import DEFAULT_ITERATIONS, credential_from_password, credential_from_salted_password
-from core.types import (
+from secmeta.core import validation
+from secmeta.core.auth.scram import (
+    DEFAULT_ITERATIONS,
+    credential_from_password,
+    credential_from_salted_password,
+)
+from secmeta.core.config import MAX_ITERATIONS, MIN_ITERATIONS, StoreConfig
+from secmeta.core.control.authz import Decider, require_cluster
+from secmeta.core.control.result import ControlResult
+from secmeta.core.errors import ApiError, ErrorCode, InvalidRequestException
+from secmeta.core.types import (
     RequestContext,
     ScramCredentialInfo,
     UserScramCredentialAlteration,
@@ -29,10 +33,10 @@ from core.types import (
     UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
 )
-from core.validation import FieldError
-from events.keyring import Keyring, seal_scram
-from events.records import Event, ScramCredentialDeleted, ScramCredentialUpserted
-from events.types import AclOperation, ScramMechanism
+from secmeta.core.validation import FieldError
+from secmeta.events.keyring import Keyring, seal_scram
+from secmeta.events.records import Event, ScramCredentialDeleted, ScramCredentialUpserted
+from secmeta.events.types import AclOperation, ScramMechanism
 
 __all__ = ["alter_scram_credentials", "describe_scram_credentials"]
 

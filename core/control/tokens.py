@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from uuid import uuid4
 
-from core import validation
-from core.config import StoreConfig
-from core.control.authz import Decider, checked_context, is_int64, parse_principal
-from core.control.result import ControlResult
-from core.errors import (
+from secmeta.core import validation
+from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
+from secmeta.core.config import StoreConfig
+from secmeta.core.control.authz import Decider, checked_context, is_int64, parse_principal
+from secmeta.core.control.result import ControlResult
+from secmeta.core.errors import (
     DelegationTokenAuthorizationException,
     DelegationTokenDisabledException,
     DelegationTokenExpiredException,
@@ -27,18 +28,17 @@ from core.errors import (
     InvalidRequestException,
     UnsupportedByAuthenticationException,
 )
-from core.token_hmac import TokenHmacs, token_hmac
-from core.types import DelegationToken, RequestContext
-from core.validation import FieldError
-from events.records import (
+from secmeta.core.types import DelegationToken, RequestContext
+from secmeta.core.validation import FieldError
+from secmeta.events.records import (
     DelegationTokenExpired,
     DelegationTokenIssued,
     DelegationTokenRemoved,
     DelegationTokenRenewed,
     TokenRemovalReason,
 )
-from events.types import AclOperation, ResourceType
-from projections.tokens import TokenInfo, TokensImage
+from secmeta.events.types import AclOperation, ResourceType
+from secmeta.projections.tokens import TokenInfo, TokensImage
 
 __all__ = [
     "USER_TYPE",

@@ -1,7 +1,7 @@
 """The durable metadata log: segments of CRC'd, hash-chained Avro batches."""
 
-from core.log.format import Batch
-from core.log.log import (
+from secmeta.core.log.format import Batch
+from secmeta.core.log.log import (
     AppendResult,
     FsyncPolicy,
     Log,
@@ -11,7 +11,7 @@ from core.log.log import (
     RecoveryReport,
     TailReader,
 )
-from core.log.verify import VerifyReport, verify_log
+from secmeta.core.log.verify import VerifyReport, verify_log
 
 __all__ = [
     "AppendResult",

@@ -15,10 +15,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.errors import CorruptLogError
-from core.log.seal import BrokenSealError, seal, unseal
-from events.durable import write_atomically
-from events.keyring import Keyring
+from secmeta.core.errors import CorruptLogError
+from secmeta.core.log.seal import BrokenSealError, seal, unseal
+from secmeta.events.durable import write_atomically
+from secmeta.events.keyring import Keyring
 
 ANCHOR_FILE = "retention-anchor"
 

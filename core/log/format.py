@@ -24,7 +24,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 
-from core.errors import SecmetaError
+from secmeta.core.errors import SecmetaError
 
 MAGIC = 1
 PREFIX = struct.Struct(">II")  # length, crc

@@ -22,11 +22,11 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.errors import CorruptLogError
-from core.log.format import FrameError
-from core.log.seal import BrokenSealError, seal, unseal
-from events.durable import write_atomically
-from events.keyring import Keyring
+from secmeta.core.errors import CorruptLogError
+from secmeta.core.log.format import FrameError
+from secmeta.core.log.seal import BrokenSealError, seal, unseal
+from secmeta.events.durable import write_atomically
+from secmeta.events.keyring import Keyring
 
 HIGH_WATER_FILE = "high-water"
 BODY = struct.Struct(">q32s")

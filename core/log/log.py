@@ -20,17 +20,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from core.errors import CorruptLogError, InvalidValueError, SecmetaError, StoreLockedError
-from core.log.anchor import ANCHOR_FILE, Anchor, read_anchor, write_anchor
-from core.log.format import MAX_FRAME, Batch, FrameError, encode_frame, genesis_link
-from core.log.highwater import HighWater, Mark, is_torn_tail
-from core.log.segment import Segment, segment_name
-from core.storedir import StoreDirectory
-from events.codec import EventCodec
-from events.durable import fsync_dir, write_atomically
-from events.errors import UnknownKeyError
-from events.keyring import Keyring
-from events.records import Envelope
+from secmeta.core.errors import CorruptLogError, InvalidValueError, SecmetaError, StoreLockedError
+from secmeta.core.log.anchor import ANCHOR_FILE, Anchor, read_anchor, write_anchor
+from secmeta.core.log.format import MAX_FRAME, Batch, FrameError, encode_frame, genesis_link
+from secmeta.core.log.highwater import HighWater, Mark, is_torn_tail
+from secmeta.core.log.segment import Segment, segment_name
+from secmeta.core.store.storedir import StoreDirectory
+from secmeta.events.codec import EventCodec
+from secmeta.events.durable import fsync_dir, write_atomically
+from secmeta.events.errors import UnknownKeyError
+from secmeta.events.keyring import Keyring
+from secmeta.events.records import Envelope
 
 logger = logging.getLogger("secmeta.log")
 OPEN_ATTEMPTS = 3  # a read-only open retries when the writer deletes a file it was about to read

@@ -17,15 +17,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import InvalidValueError
-from core.log.anchor import read_anchor
-from core.log.format import FrameError, genesis_link
-from core.log.highwater import HighWater, Mark
-from core.log.segment import Segment
-from core.storedir import StoreDirectory
-from events.durable import fsync_dir, write_atomically
-from events.keyring import Keyring
-from projections.snapshot import SnapshotError, list_snapshots, read_snapshot_info
+from secmeta.core.errors import InvalidValueError
+from secmeta.core.log.anchor import read_anchor
+from secmeta.core.log.format import FrameError, genesis_link
+from secmeta.core.log.highwater import HighWater, Mark
+from secmeta.core.log.segment import Segment
+from secmeta.core.store.storedir import StoreDirectory
+from secmeta.events.durable import fsync_dir, write_atomically
+from secmeta.events.keyring import Keyring
+from secmeta.projections.snapshot import SnapshotError, list_snapshots, read_snapshot_info
 
 logger = logging.getLogger("secmeta.log")
 QUARANTINE_DIR = "quarantine"

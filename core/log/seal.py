@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from core.errors import SecmetaError
-from events.keyring import Keyring
+from secmeta.core.errors import SecmetaError
+from secmeta.events.keyring import Keyring
 
 MAC_SIZE = 32
 

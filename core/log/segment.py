@@ -4,7 +4,7 @@ Files are named by the segment's base offset: ``00000000000000001000.log``
 with ``.index`` (relative offset u32, position u32) and ``.timeindex``
 (newest timestamp so far i64, relative offset u32) written when the
 segment is sealed.  Both are sealed with the chain key and bound to the
-store and the segment's offsets and size (core.log.seal); one that fails
+store and the segment's offsets and size (secmeta.core.log.seal); one that fails
 its seal is rebuilt from the data.  The active segment's indexes live in
 memory and are rebuilt from the data on open (recovery scans that segment anyway).
 """
@@ -17,10 +17,10 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-from core.log.format import Batch, FrameError, decode_frame
-from core.log.seal import BrokenSealError, seal, unseal
-from events.durable import write_atomically
-from events.keyring import Keyring
+from secmeta.core.log.format import Batch, FrameError, decode_frame
+from secmeta.core.log.seal import BrokenSealError, seal, unseal
+from secmeta.events.durable import write_atomically
+from secmeta.events.keyring import Keyring
 
 INDEX_ENTRY = struct.Struct(">II")
 TIME_ENTRY = struct.Struct(">qI")

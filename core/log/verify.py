@@ -15,21 +15,21 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from core.errors import CorruptLogError
-from core.log.anchor import read_anchor
-from core.log.fit import snapshot_misfit
-from core.log.format import FrameError, genesis_link
-from core.log.highwater import HighWater, is_torn_tail
-from core.log.log import retention_configured
-from core.log.segment import Segment
-from core.storedir import StoreDirectory
-from events.codec import EventCodec
-from events.errors import EventsError
-from events.keyring import Keyring
-from projections.errors import InconsistentEventError
-from projections.image import SecurityDelta, SecurityImage
-from projections.image_snapshot import SecurityImageSnapshot
-from projections.snapshot import SnapshotError, list_snapshots, read_snapshot
+from secmeta.core.errors import CorruptLogError
+from secmeta.core.log.anchor import read_anchor
+from secmeta.core.log.fit import snapshot_misfit
+from secmeta.core.log.format import FrameError, genesis_link
+from secmeta.core.log.highwater import HighWater, is_torn_tail
+from secmeta.core.log.log import retention_configured
+from secmeta.core.log.segment import Segment
+from secmeta.core.store.storedir import StoreDirectory
+from secmeta.events.codec import EventCodec
+from secmeta.events.errors import EventsError
+from secmeta.events.keyring import Keyring
+from secmeta.projections.errors import InconsistentEventError
+from secmeta.projections.image import SecurityDelta, SecurityImage
+from secmeta.projections.image_snapshot import SecurityImageSnapshot
+from secmeta.projections.snapshot import SnapshotError, list_snapshots, read_snapshot
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def verify_log(
     """Check the whole log of the store at ``path`` as open does, and more.
 
     ``checkpoints`` are (next_offset, link) pairs recorded elsewhere (snapshots):
-    each must fit the log as open requires (core.log.fit), which also exposes
+    each must fit the log as open requires (secmeta.core.log.fit), which also exposes
     batches cut off the tail.  ``retention`` (None: the store's saved setting)
     allows a log that starts after a sealed retention anchor.  Sealed index files
     must describe their segment's batches; the log must reach its high-water mark.

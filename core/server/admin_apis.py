@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from core.server import acl_apis, scram_apis, token_apis
-from core.server.handling import Handler
-from core.wire.codec import ApiKey
+from secmeta.core.server import acl_apis, scram_apis, token_apis
+from secmeta.core.server.handling import Handler
+from secmeta.core.wire.codec import ApiKey
 
 ADMIN_HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.DESCRIBE_ACLS: acl_apis.describe_acls,

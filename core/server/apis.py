@@ -1,15 +1,15 @@
-"""The dispatch table: API key -> handler, for every API in ``core.wire.codec.ApiKey``.
+"""The dispatch table: API key -> handler, for every API in ``secmeta.core.wire.codec.ApiKey``.
 
 SaslHandshake (17) and SaslAuthenticate (36) are answered by the connection's
-``core.server.sasl.Authenticator``, not through this table.
+``secmeta.core.server.sasl.Authenticator``, not through this table.
 """
 
 from __future__ import annotations
 
-from core.server.admin_apis import ADMIN_HANDLERS
-from core.server.cluster_apis import CLUSTER_HANDLERS
-from core.server.handling import Handler
-from core.wire.codec import ApiKey
+from secmeta.core.server.admin_apis import ADMIN_HANDLERS
+from secmeta.core.server.cluster_apis import CLUSTER_HANDLERS
+from secmeta.core.server.handling import Handler
+from secmeta.core.wire.codec import ApiKey
 
 __all__ = ["AUTH_KEYS", "HANDLERS"]
 

@@ -1,8 +1,8 @@
 """What a request handler gets and returns: the contract between the connection loop and the APIs.
 
-A handler (``core.server.handling.Handler``) turns a ``Call`` into a kio response entity of
+A handler (``secmeta.core.server.handling.Handler``) turns a ``Call`` into a kio response entity of
 the response class for ``call.frame.api_key`` / ``call.frame.api_version``
-(``core.wire.codec.response_class``).  The connection runs it in a worker thread unless the
+(``secmeta.core.wire.codec.response_class``).  The connection runs it in a worker thread unless the
 handler says the request is a bounded read, so it may block on the store (fsync, PBKDF2);
 the store serialises writes itself.  A handler never raises for a per-item problem: Kafka's
 per-item error codes go into the response.
@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core.types import RequestContext
-from core.wire.codec import RequestFrame
+from secmeta.core.types import RequestContext
+from secmeta.core.wire.codec import RequestFrame
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,7 @@ class BrokerInfo:
 class Call:
     """One decoded request on an authenticated connection."""
 
-    store: Any             # core.store.SecurityStore (Any: handlers must not need more than its public API)
+    store: Any             # secmeta.core.store.facade.SecurityStore (Any: handlers must not need more than its public API)
     context: RequestContext  # principal, peer host, tls, token_authenticated of the connection
     frame: RequestFrame    # api key, version, correlation id, client id and the kio request
     broker: BrokerInfo

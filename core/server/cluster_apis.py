@@ -16,11 +16,11 @@ import uuid
 from functools import cache
 from typing import Any
 
-from core.errors import ApiError, ErrorCode
-from core.server.call import Call
-from core.server.handling import Handler, request_level, respond
-from core.wire.codec import ApiKey, build, response_class
-from events.types import CLUSTER_NAME, AclOperation, ResourceType
+from secmeta.core.errors import ApiError, ErrorCode
+from secmeta.core.server.call import Call
+from secmeta.core.server.handling import Handler, request_level, respond
+from secmeta.core.wire.codec import ApiKey, build, response_class
+from secmeta.events.types import CLUSTER_NAME, AclOperation, ResourceType
 
 __all__ = ["AUTHORIZED_OPERATIONS_OMITTED", "CLUSTER_HANDLERS", "api_versions_fallback"]
 

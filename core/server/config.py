@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from core.errors import InvalidValueError
-from core.server.listeners import SslConfig
-from events.types import ScramMechanism
+from secmeta.core.errors import InvalidValueError
+from secmeta.core.server.listeners import SslConfig
+from secmeta.events.types import ScramMechanism
 
 __all__ = ["MIB", "ServerConfig"]
 

@@ -4,7 +4,7 @@ A connection reads a 4-byte size and checks it (socket.request.max.bytes; before
 sasl.server.max.receive.size, 512 KiB) before reading the body, all under one timeout
 (idle until a frame starts, then a stalled frame).  It reads the request header and lets
 its ``Authenticator`` refuse the request before decoding the body, decodes it with
-``core.wire.codec``, answers it and writes the response before reading the next request,
+``secmeta.core.wire.codec``, answers it and writes the response before reading the next request,
 so responses leave in request order (kafka-python matches them strictly in order).
 
 Where the work runs: the event loop answers what is cheap and bounded by the request's
@@ -31,16 +31,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.errors import ApiError, ErrorCode
-from core.server.apis import AUTH_KEYS
-from core.server.call import BrokerInfo, Call
-from core.server.cluster_apis import api_versions_fallback
-from core.server.handling import log_failure
-from core.server.listeners import Listener
-from core.server.principals import ANONYMOUS, tls_principal
-from core.server.sasl import Authenticator, Refusal, Step
-from core.types import RequestContext
-from core.wire.codec import (
+from secmeta.core.errors import ApiError, ErrorCode
+from secmeta.core.server.apis import AUTH_KEYS
+from secmeta.core.server.call import BrokerInfo, Call
+from secmeta.core.server.cluster_apis import api_versions_fallback
+from secmeta.core.server.handling import log_failure
+from secmeta.core.server.listeners import Listener
+from secmeta.core.server.principals import ANONYMOUS, tls_principal
+from secmeta.core.server.sasl import Authenticator, Refusal, Step
+from secmeta.core.types import RequestContext
+from secmeta.core.wire.codec import (
     ApiKey,
     FrameError,
     RequestFrame,
@@ -52,7 +52,7 @@ from core.wire.codec import (
 )
 
 if TYPE_CHECKING:
-    from core.server.server import Server
+    from secmeta.core.server.server import Server
 
 __all__ = ["ON_LOOP_BYTES", "Connection", "log"]
 

@@ -11,7 +11,7 @@ authentication (ILLEGAL_SASL_STATE), as Kafka's SaslServerAuthenticator does.
 
 ``on_loop(call)`` says whether a request may be answered on the event loop: only reads
 of the store's immutable image whose work is bounded by the request's own shape, never
-a write, a PBKDF2 or a scan of the whole store (see ``core.server.connection``).
+a write, a PBKDF2 or a scan of the whole store (see ``secmeta.core.server.connection``).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from core.errors import ApiError, ApiException, ErrorCode
-from core.server.call import Call
-from core.wire.codec import build, response_class
+from secmeta.core.errors import ApiError, ApiException, ErrorCode
+from secmeta.core.server.call import Call
+from secmeta.core.wire.codec import build, response_class
 
 __all__ = ["UNEXPECTED", "Handler", "log_failure", "request_level", "respond"]
 

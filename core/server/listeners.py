@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from core.errors import SecmetaError
+from secmeta.core.errors import SecmetaError
 
 __all__ = [
     "ClientAuth",

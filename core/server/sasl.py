@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from core.errors import ApiException, ErrorCode, InvalidValueError
-from core.scram_server import ScramServer
-from core.server.listeners import SecurityProtocol
-from core.types import RequestContext
-from core.wire.codec import ApiKey, RequestFrame, build, response_class
-from events.types import ScramMechanism
+from secmeta.core.auth.scram_server import ScramServer
+from secmeta.core.errors import ApiException, ErrorCode, InvalidValueError
+from secmeta.core.server.listeners import SecurityProtocol
+from secmeta.core.types import RequestContext
+from secmeta.core.wire.codec import ApiKey, RequestFrame, build, response_class
+from secmeta.events.types import ScramMechanism
 
 __all__ = ["AFTER_AUTHENTICATION", "Authenticator", "FailedAuthLimiter", "Refusal", "Step", "failure_message"]
 

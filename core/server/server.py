@@ -3,7 +3,7 @@
 The server is the store's only writer; writes and anything else that may block or take
 long run in a thread pool (the store blocks on fsync and PBKDF2 and serialises writes
 itself), while the event loop moves bytes and answers the cheap, bounded reads
-(``core.server.connection`` says which).
+(``secmeta.core.server.connection`` says which).
 It is a one-node cluster: node ``config.node_id`` is the broker and the controller, and the
 cluster id is the store's id.  ``Server`` runs inside an event loop; ``ServerThread`` runs
 one in a background thread for tests, benchmarks and the demo.  The server never closes
@@ -21,14 +21,14 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from core.errors import InvalidValueError
-from core.server.apis import HANDLERS
-from core.server.call import BrokerInfo
-from core.server.config import ServerConfig
-from core.server.connection import Connection, log, peer_of
-from core.server.listeners import Listener, ListenerError, parse_listeners, ssl_context
-from core.server.sasl import FailedAuthLimiter
-from events.types import ScramMechanism
+from secmeta.core.errors import InvalidValueError
+from secmeta.core.server.apis import HANDLERS
+from secmeta.core.server.call import BrokerInfo
+from secmeta.core.server.config import ServerConfig
+from secmeta.core.server.connection import Connection, log, peer_of
+from secmeta.core.server.listeners import Listener, ListenerError, parse_listeners, ssl_context
+from secmeta.core.server.sasl import FailedAuthLimiter
+from secmeta.events.types import ScramMechanism
 
 __all__ = ["Server", "ServerThread", "cluster_id"]
 

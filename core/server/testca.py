@@ -24,7 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from core.server.listeners import ClientAuth, SslConfig
+from secmeta.core.server.listeners import ClientAuth, SslConfig
 
 __all__ = ["CLIENT_DN", "TestCA", "make_ca"]
 

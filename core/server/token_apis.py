@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.errors import ApiError
-from core.server.call import Call
-from core.server.handling import request_level, respond
-from core.wire import convert
+from secmeta.core.errors import ApiError
+from secmeta.core.server.call import Call
+from secmeta.core.server.handling import request_level, respond
+from secmeta.core.wire import convert
 
 
 def _create_failed(call: Call, error: ApiError) -> Any:

@@ -27,7 +27,7 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from core.errors import SecmetaError
+from secmeta.core.errors import SecmetaError
 
 __all__ = ["LengthError", "check"]
 

@@ -2,7 +2,7 @@
 
 ``RemoteAdmin.connect("127.0.0.1:9092", command_config="client.properties")`` (or
 ``RemoteAdmin(ClientConfig(...))``) opens one authenticated connection
-(core.wire.connection) and answers the admin calls of ``core.store.SecurityStore`` with the
+(secmeta.core.wire.connection) and answers the admin calls of ``secmeta.core.store.facade.SecurityStore`` with the
 same names, arguments and return types, so the CLI and tests can use either:
 ``create_acls``, ``describe_acls``, ``delete_acls``, ``alter_user_scram_credentials``,
 ``describe_user_scram_credentials``, ``create_delegation_token``,
@@ -17,11 +17,11 @@ CreateAclsRequest/DeleteAclsRequest/AlterUserScramCredentialsRequest.getErrorRes
 The client raises it, as the store would have, when it cannot be a per-item answer:
 CLUSTER_AUTHORIZATION_FAILED on every item (no permission to change anything), or an
 INVALID_REQUEST on every item of which one at least passes the store's own validation
-(core.control.acls.validate_binding / validate_filter), so only a request-level refusal such
+(secmeta.core.control.acls.validate_binding / validate_filter), so only a request-level refusal such
 as ``max_acl_changes_per_request`` can have caused it.
 
-Requests are built from plain values with core.wire.codec.build and the field helpers of
-core.wire.convert; SCRAM upsertions with a password are salted here with a fresh random
+Requests are built from plain values with secmeta.core.wire.codec.build and the field helpers of
+secmeta.core.wire.convert; SCRAM upsertions with a password are salted here with a fresh random
 salt (Kafka's AdminClient: UserScramCredentialUpsertion.generateRandomSalt and
 KafkaAdminClient.getSaltedPassword), and iterations -1 become 4096 (ConfigCommand's
 DefaultScramIterations), because the wire carries only the salted password.
@@ -33,20 +33,20 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from core.control.acls import validate_binding, validate_filter
-from core.errors import ApiError, ApiException, ErrorCode, UnsupportedVersionException
-from core.types import (
+from secmeta.core.control.acls import validate_binding, validate_filter
+from secmeta.core.errors import ApiError, ApiException, ErrorCode, UnsupportedVersionException
+from secmeta.core.types import (
     DelegationToken,
     DeleteAclsResult,
     RequestContext,
     UserScramCredentialAlteration,
     UserScramCredentialsDescription,
 )
-from core.wire import convert
-from core.wire.client_config import ClientConfig, ClientConfigError
-from core.wire.codec import ApiKey, build, request_class
-from core.wire.connection import BrokerConnectionError, Connection
-from events.types import AclBinding, AclBindingFilter
+from secmeta.core.wire import convert
+from secmeta.core.wire.client_config import ClientConfig, ClientConfigError
+from secmeta.core.wire.codec import ApiKey, build, request_class
+from secmeta.core.wire.connection import BrokerConnectionError, Connection
+from secmeta.events.types import AclBinding, AclBindingFilter
 
 __all__ = ["BrokerConnectionError", "ClientConfig", "ClientConfigError", "Connection", "RemoteAdmin"]
 

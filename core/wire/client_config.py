@@ -13,7 +13,7 @@ ignored, as Kafka's tools ignore settings meant for other clients.
 The file format is Java's ``.properties`` (java.util.Properties.load, read by the
 javaproperties library; UTF-8 where Java reads ISO-8859-1): ``key=value``, ``key: value`` or
 ``key value``, ``#``/``!`` comments, backslash line continuations and escapes.  This is the one
-parser of client settings: the Kafka jobs (consumers.kafka.client_config) read theirs with it.
+parser of client settings: the Kafka jobs (secmeta.consumers.kafka.client_config) read theirs with it.
 Passwords never show in reprs or error messages.
 """
 
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import javaproperties
 from javaproperties.util import ascii_splitlines
 
-from core.errors import InvalidValueError
+from secmeta.core.errors import InvalidValueError
 
 __all__ = [
     "PLAIN_LOGIN_MODULE",

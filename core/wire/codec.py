@@ -34,8 +34,8 @@ from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
 
-from core.errors import SecmetaError
-from core.wire import bounds
+from secmeta.core.errors import SecmetaError
+from secmeta.core.wire import bounds
 
 __all__ = [
     "ApiKey",

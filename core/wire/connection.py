@@ -3,7 +3,7 @@
 ``Connection.open(config)`` connects to the first reachable bootstrap server (TCP, then
 TLS for SSL / SASL_SSL with the CA, an optional client certificate and a host-name check),
 sends ApiVersions, and for SASL_PLAINTEXT / SASL_SSL logs in with SaslHandshake v1 and
-SaslAuthenticate carrying a SCRAM exchange (core.wire.scram_client), verifying the
+SaslAuthenticate carrying a SCRAM exchange (secmeta.core.wire.scram_client), verifying the
 server's signature.  This is the order of Kafka's SaslClientAuthenticator
 (SEND_APIVERSIONS_REQUEST, SEND_HANDSHAKE_REQUEST, then the SASL tokens).
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from kio.serial.readers import read_int16
 
-from core.errors import (
+from secmeta.core.errors import (
     ApiError,
     ApiException,
     ErrorCode,
@@ -33,8 +33,8 @@ from core.errors import (
     UnsupportedSaslMechanismException,
     UnsupportedVersionException,
 )
-from core.wire.client_config import ClientConfig, ClientConfigError, split_address
-from core.wire.codec import (
+from secmeta.core.wire.client_config import ClientConfig, ClientConfigError, split_address
+from secmeta.core.wire.codec import (
     ApiKey,
     FrameError,
     api_name,
@@ -44,7 +44,7 @@ from core.wire.codec import (
     frame_size,
     request_class,
 )
-from core.wire.scram_client import ScramClient, token_login
+from secmeta.core.wire.scram_client import ScramClient, token_login
 
 __all__ = ["CLIENT_VERSIONS", "MAX_RESPONSE_BYTES", "BrokerConnectionError", "Connection"]
 

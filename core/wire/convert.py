@@ -1,6 +1,6 @@
 """Kafka protocol fields <-> secmeta types, for the server's handlers and the client alike.
 
-Functions named ``*_fields`` return plain values (dicts) for ``core.wire.codec.build``,
+Functions named ``*_fields`` return plain values (dicts) for ``secmeta.core.wire.codec.build``,
 which drops the keys a version lacks; functions named ``*_from_*`` read kio entities
 (anything with the attributes) back into secmeta types.  Nothing here validates: an
 out-of-range enum code reads as UNKNOWN, as Kafka's ``fromCode`` does, and the store's
@@ -19,10 +19,10 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from core.config import MAX_ITERATIONS
-from core.errors import ApiError, ErrorCode
-from core.scram import DEFAULT_ITERATIONS, SALT_LENGTH, salted_password
-from core.types import (
+from secmeta.core.auth.scram import DEFAULT_ITERATIONS, SALT_LENGTH, salted_password
+from secmeta.core.config import MAX_ITERATIONS
+from secmeta.core.errors import ApiError, ErrorCode
+from secmeta.core.types import (
     USE_DEFAULT_ITERATIONS,
     DelegationToken,
     ScramCredentialInfo,
@@ -31,7 +31,7 @@ from core.types import (
     UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
 )
-from events.types import (
+from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
     AclOperation,

@@ -20,8 +20,7 @@ import hmac
 from collections.abc import Mapping
 from enum import Enum
 
-from core.errors import IllegalSaslStateException, InvalidValueError, SaslAuthenticationException
-from core.scram_crypto import (
+from secmeta.core.auth.scram_crypto import (
     b64,
     b64decode,
     hash_digest,
@@ -32,7 +31,12 @@ from core.scram_crypto import (
     require_mechanism,
     salted_password,
 )
-from events.types import ScramMechanism
+from secmeta.core.errors import (
+    IllegalSaslStateException,
+    InvalidValueError,
+    SaslAuthenticationException,
+)
+from secmeta.events.types import ScramMechanism
 
 __all__ = ["MIN_ITERATIONS", "ScramClient", "sasl_name", "token_login"]
 

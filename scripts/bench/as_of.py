@@ -20,11 +20,11 @@ import resource
 import time
 from pathlib import Path
 
-from core import StoreConfig
-from core.store import SecurityStore
-from events.keyring import Keyring
-from projections.snapshot import SnapshotPolicy
 from scripts.bench.report import percentiles
+from secmeta.core import StoreConfig
+from secmeta.core.store.facade import SecurityStore
+from secmeta.events.keyring import Keyring
+from secmeta.projections.snapshot import SnapshotPolicy
 
 AS_OF_P99_S = {1_000_000: 0.2, 10_000_000: 0.5}  # issue 15: random as_of p99 at 1M and 10M events
 FIRST_AS_OF_S, FIRST_AS_OF_MB = 1.0, 100  # issue 15: first as_of on a cold 1M-event log

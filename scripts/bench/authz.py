@@ -24,23 +24,29 @@ import tempfile
 import time
 from pathlib import Path
 
-from core import (
+from scripts.bench import authz_core, authz_growth
+from scripts.bench.peers import casbin_decide, casbin_enforcer
+from scripts.bench.report import latencies_ns, percentiles, print_table, write_json
+from secmeta.core import (
     RequestContext,
     ScramCredentialInfo,
     ScramMechanism,
     StoreConfig,
     UserScramCredentialUpsertion,
 )
-from core.store import SecurityStore
-from events.keyring import Keyring
-from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
-from projections.acls import AclsDelta, AclsImage
-from projections.image import SecurityImage
-from projections.image_snapshot import SecurityImageSnapshot
-from projections.snapshot import read_snapshot, write_snapshot
-from scripts.bench import authz_core, authz_growth
-from scripts.bench.peers import casbin_decide, casbin_enforcer
-from scripts.bench.report import latencies_ns, percentiles, print_table, write_json
+from secmeta.core.store.facade import SecurityStore
+from secmeta.events.keyring import Keyring
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from secmeta.projections.acls import AclsDelta, AclsImage
+from secmeta.projections.image import SecurityImage
+from secmeta.projections.image_snapshot import SecurityImageSnapshot
+from secmeta.projections.snapshot import read_snapshot, write_snapshot
 
 
 def casbin_row(n: int, decisions: int) -> dict:

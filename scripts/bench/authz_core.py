@@ -20,7 +20,7 @@ import time
 import tracemalloc
 import uuid
 
-from events.types import (
+from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -28,8 +28,12 @@ from events.types import (
     PatternType,
     ResourceType,
 )
-from projections.acls import AclsDelta, AclsImage
-from projections.authorizer import authorize, authorize_by_resource_type, authorized_operations
+from secmeta.projections.acls import AclsDelta, AclsImage
+from secmeta.projections.authorizer import (
+    authorize,
+    authorize_by_resource_type,
+    authorized_operations,
+)
 
 WORDS = ("orders", "payments", "clicks", "inventory", "audit-log", "user-events", "metrics")
 PRINCIPALS = 1000

@@ -37,14 +37,20 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from core.config import StoreConfig
-from core.view import StoreView
-from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
-from projections.acls import AclsImage
-from projections.authorizer import authorize
-from projections.image import SecurityImage
 from scripts.bench import authz_core
 from scripts.bench.report import latencies_ns, percentiles, print_table, write_json
+from secmeta.core.config import StoreConfig
+from secmeta.core.store.view import StoreView
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from secmeta.projections.acls import AclsImage
+from secmeta.projections.authorizer import authorize
+from secmeta.projections.image import SecurityImage
 
 SHAPES = ("issue15", "issue15-deltas", "kafka")
 DELTA_ACLS = 10_000  # ACLs per delta in the issue15-deltas shape (scripts.bench.rebuild's create_acls batch)

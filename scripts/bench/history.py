@@ -28,12 +28,14 @@ import time
 import uuid
 from pathlib import Path
 
-from core import AclOperation, ResourceType, StoreConfig
-from core.log import Log, LogConfig
-from core.store import SecurityStore
-from core.timetravel import DEFAULT_INTERVAL
-from events.keyring import Keyring, SealedSecret
-from events.records import (
+from scripts.bench import as_of, authz_core
+from scripts.bench.report import percentiles, print_table, write_json
+from secmeta.core import AclOperation, ResourceType, StoreConfig
+from secmeta.core.forensics.timetravel import DEFAULT_INTERVAL
+from secmeta.core.log import Log, LogConfig
+from secmeta.core.store.facade import SecurityStore
+from secmeta.events.keyring import Keyring, SealedSecret
+from secmeta.events.records import (
     AclCreated,
     AclDeleted,
     DelegationTokenIssued,
@@ -44,10 +46,8 @@ from events.records import (
     ScramCredentialUpserted,
     TokenRemovalReason,
 )
-from events.types import AclBinding, AclPermissionType, PatternType, ScramMechanism
-from projections.image import SecurityImage
-from scripts.bench import as_of, authz_core
-from scripts.bench.report import percentiles, print_table, write_json
+from secmeta.events.types import AclBinding, AclPermissionType, PatternType, ScramMechanism
+from secmeta.projections.image import SecurityImage
 
 WINDOW_MS = 5_000  # a history window: 5 batches, about 2,750 events
 T0 = 1_700_000_000_000
@@ -185,7 +185,7 @@ def _index_alone(path: Path, keyring: Keyring) -> dict:
     """The history index rebuilt from the log with nothing else running, then opened twice as a store opens it:
     after a clean close (its MAC matches: the meta row is checked) and after a crash (no MAC: every row, the
     schema and SQLite's integrity check)."""
-    from core.history_index import HistoryIndex
+    from secmeta.core.forensics.history_index import HistoryIndex
 
     shutil.rmtree(path / "history")
     with Log.open(path, keyring=keyring, config=LogConfig(fsync="never")) as log:
@@ -247,14 +247,14 @@ def _as_of_rows(n: str, r: dict) -> list[list]:
 
 
 def _no_snapshots():
-    from projections.snapshot import SnapshotPolicy
+    from secmeta.projections.snapshot import SnapshotPolicy
 
     return SnapshotPolicy(every_events=None, every_bytes=None)
 
 
 def who_could_row(acls: int, queries: int) -> dict:
     """who_could over an image of ``acls`` ACLs (AuthorizerBenchmark shape), random resources."""
-    from core.forensics import who_could
+    from secmeta.core.forensics.queries import who_could
 
     image = SecurityImage(acls=authz_core.build_image(acls))
     config = StoreConfig()

@@ -41,18 +41,18 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from consumers.kafka.follower import Follower
-from consumers.kafka.publisher import Publisher
-from consumers.kafka.wire import decode_message, encode_message
-from core.log import Log
-from core.state import load_state
-from events.keyring import Keyring
-from events.records import AclCreated, AclDeleted, Envelope
-from projections.gc_pause import paused_gc
-from projections.image import SecurityProjection
-from projections.image_snapshot import SecurityImageSnapshot
 from scripts.bench import authz_core
 from scripts.bench.report import print_table, rate, write_json
+from secmeta.consumers.kafka.follower import Follower
+from secmeta.consumers.kafka.publisher import Publisher
+from secmeta.consumers.kafka.wire import decode_message, encode_message
+from secmeta.core.log import Log
+from secmeta.core.store.state import load_state
+from secmeta.events.keyring import Keyring
+from secmeta.events.records import AclCreated, AclDeleted, Envelope
+from secmeta.projections.gc_pause import paused_gc
+from secmeta.projections.image import SecurityProjection
+from secmeta.projections.image_snapshot import SecurityImageSnapshot
 
 REQUEST = 1000
 

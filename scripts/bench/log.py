@@ -21,12 +21,18 @@ import time
 import uuid
 from pathlib import Path
 
-from core.log import Log, LogConfig
-from events.keyring import Keyring
-from events.records import AclCreated, Envelope
-from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from scripts.bench.peers import eventsourcing_append_replay
 from scripts.bench.report import print_table, rate, write_json
+from secmeta.core.log import Log, LogConfig
+from secmeta.events.keyring import Keyring
+from secmeta.events.records import AclCreated, Envelope
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 TARGET_BATCHED = 150_000
 TARGET_READ = 200_000

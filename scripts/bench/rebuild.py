@@ -30,15 +30,21 @@ import time
 import uuid
 from pathlib import Path
 
-from core.config import StoreConfig
-from core.log import Log
-from core.store import SecurityStore
-from core.types import RequestContext
-from events.keyring import Keyring
-from events.records import AclCreated, Envelope
-from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 from scripts.bench import authz_core
 from scripts.bench.report import percentiles, print_table, rate, write_json
+from secmeta.core.config import StoreConfig
+from secmeta.core.log import Log
+from secmeta.core.store.facade import SecurityStore
+from secmeta.core.types import RequestContext
+from secmeta.events.keyring import Keyring
+from secmeta.events.records import AclCreated, Envelope
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 REPLAY_TARGET = 300_000  # events/s
 SNAPSHOT_TARGET_S_PER_ACL = 1.5e-6

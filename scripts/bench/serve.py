@@ -20,7 +20,7 @@ and twin copies of it, then measures in one run:
     librdkafka 2.16 logs in on the bootstrap connection, reads Metadata, drops that
     connection, waits out its own ~50 ms back-off and logs in again to node 1: this
     span is mostly librdkafka's set-up, so the target is judged on the next client;
-  - secmeta's own kio client (core.wire.connection.Connection): the whole open (TCP,
+  - secmeta's own kio client (secmeta.core.wire.connection.Connection): the whole open (TCP,
     TLS, ApiVersions, SASL), the SASL exchange alone (SaslHandshake to the last
     SaslAuthenticate, including the client's PBKDF2), and the server's part of it (the
     three round trips, client computation excluded; this process's GIL included).
@@ -58,31 +58,6 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka import admin as ck
 
-from core import (
-    RequestContext,
-    ScramCredentialInfo,
-    ScramMechanism,
-    StoreConfig,
-    UserScramCredentialUpsertion,
-)
-from core.server.apis import HANDLERS
-from core.server.call import BrokerInfo, Call
-from core.server.server import cluster_id
-from core.server.testca import TestCA, make_ca
-from core.store import SecurityStore
-from core.wire import convert
-from core.wire.client_config import ClientConfig
-from core.wire.codec import build, decode_request, encode_request, encode_response, request_class
-from core.wire.connection import Connection
-from events.keyring import Keyring
-from events.types import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourceType,
-)
 from scripts.bench import authz_core
 from scripts.bench.report import (
     RESULTS_DIR,
@@ -91,6 +66,37 @@ from scripts.bench.report import (
     rate,
     timeit_rate,
     write_json,
+)
+from secmeta.core import (
+    RequestContext,
+    ScramCredentialInfo,
+    ScramMechanism,
+    StoreConfig,
+    UserScramCredentialUpsertion,
+)
+from secmeta.core.server.apis import HANDLERS
+from secmeta.core.server.call import BrokerInfo, Call
+from secmeta.core.server.server import cluster_id
+from secmeta.core.server.testca import TestCA, make_ca
+from secmeta.core.store.facade import SecurityStore
+from secmeta.core.wire import convert
+from secmeta.core.wire.client_config import ClientConfig
+from secmeta.core.wire.codec import (
+    build,
+    decode_request,
+    encode_request,
+    encode_response,
+    request_class,
+)
+from secmeta.core.wire.connection import Connection
+from secmeta.events.keyring import Keyring
+from secmeta.events.types import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -134,7 +140,7 @@ class ServerProcess:
     """``secmeta serve`` in a subprocess on one listener (port 0); SIGTERM drains and stops it."""
 
     def __init__(self, store: Path, key_file: Path, protocol: str, ca: TestCA, mechanism: str):
-        cmd = [sys.executable, "-m", "core.cli", "serve", "--store", str(store), "--key-file", str(key_file),
+        cmd = [sys.executable, "-m", "secmeta.core.cli", "serve", "--store", str(store), "--key-file", str(key_file),
                "--listeners", f"{protocol}://127.0.0.1:0", "--sasl-mechanisms", mechanism,
                "--log-level", "WARNING"]
         if "SSL" in protocol:

@@ -39,13 +39,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from consumers.spark import local_session, register
-from consumers.spark.compaction import compact
-from consumers.spark.tables import Tables
-from core.log import Log
-from events.keyring import Keyring
 from scripts.bench.history import T0, build_log
 from scripts.bench.report import print_table, rate, write_json
+from secmeta.consumers.spark import local_session, register
+from secmeta.consumers.spark.compaction import compact
+from secmeta.consumers.spark.tables import Tables
+from secmeta.core.log import Log
+from secmeta.events.keyring import Keyring
 
 TARGET = 100_000  # DESIGN.md: Spark compaction (local[2]) >= 100k events/s
 WARM_RUNS = 4
@@ -103,8 +103,8 @@ def _timed(fn, *args, **kwargs):
 
 
 def _query_rows(spark, tables: Path, last_ms: int) -> list[list]:
-    from consumers.spark import queries
-    from consumers.spark.table_reader import TableReader
+    from secmeta.consumers.spark import queries
+    from secmeta.consumers.spark.table_reader import TableReader
 
     reader, _ = _timed(TableReader, spark, tables)
     at = (T0 + last_ms) // 2

@@ -50,7 +50,7 @@ def topics():
 
 # -- stores and workloads ----------------------------------------------------------------
 
-from core import (  # noqa: E402
+from secmeta.core import (  # noqa: E402
     AclBinding,
     AclBindingFilter,
     AclOperation,

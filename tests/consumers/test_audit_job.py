@@ -9,19 +9,19 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from consumers.audit_rules import parse_rules
-from consumers.kafka.audit import AuditError, AuditInterrupted, AuditJob, JsonLines
-from consumers.kafka.wire import encode_message
-from events.codec import EventCodec
-from events.keyring import SealedSecret
-from events.records import (
+from secmeta.consumers.audit_rules import parse_rules
+from secmeta.consumers.kafka.audit import AuditError, AuditInterrupted, AuditJob, JsonLines
+from secmeta.consumers.kafka.wire import encode_message
+from secmeta.events.codec import EventCodec
+from secmeta.events.keyring import SealedSecret
+from secmeta.events.records import (
     AclCreated,
     AclDeleted,
     DelegationTokenIssued,
     Envelope,
     ScramCredentialUpserted,
 )
-from events.types import (
+from secmeta.events.types import (
     AclOperation,
     ResourceType,
     ScramMechanism,
@@ -469,7 +469,7 @@ def test_json_lines_cuts_a_torn_tail_on_open(tmp_path):
 
 def test_json_lines_refuses_a_read_chunk_below_one(tmp_path):
     """read_chunk=0 is refused with the setting named, before the file is created."""
-    from core.errors import InvalidValueError
+    from secmeta.core.errors import InvalidValueError
 
     with pytest.raises(InvalidValueError, match="read_chunk must be positive, not 0"):
         JsonLines(tmp_path / "f.jsonl", read_chunk=0)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from consumers.audit_rules import (
+from secmeta.consumers.audit_rules import (
     Alert,
     AuditRules,
     MassDeletion,
@@ -14,8 +14,8 @@ from consumers.audit_rules import (
     load_rules,
     parse_rules,
 )
-from events.keyring import SealedSecret
-from events.records import (
+from secmeta.events.keyring import SealedSecret
+from secmeta.events.records import (
     AclCreated,
     AclDeleted,
     DelegationTokenIssued,
@@ -25,8 +25,8 @@ from events.records import (
     ScramCredentialUpserted,
     TokenRemovalReason,
 )
-from events.redact import redacted
-from events.types import (
+from secmeta.events.redact import redacted
+from secmeta.events.types import (
     AclBinding,
     AclOperation,
     AclPermissionType,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from consumers.demo import serve
-from core import SecurityStore, StoreConfig
+from secmeta.consumers.demo import serve
+from secmeta.core import SecurityStore, StoreConfig
 from tests.extras import require_extra
 from tests.logkit import make_keyring
 

@@ -8,12 +8,12 @@ import logging
 import pytest
 from confluent_kafka import KafkaError, Message
 
-from consumers.kafka.follower import Follower, FollowerError, HistoryGapError
-from consumers.kafka.publisher import Publisher
-from consumers.kafka.wire import HEADER_FINGERPRINT, encode_message
-from core import AclOperation, ResourceType
-from core.view import StoreView
-from events.codec import EventCodec
+from secmeta.consumers.kafka.follower import Follower, FollowerError, HistoryGapError
+from secmeta.consumers.kafka.publisher import Publisher
+from secmeta.consumers.kafka.wire import HEADER_FINGERPRINT, encode_message
+from secmeta.core import AclOperation, ResourceType
+from secmeta.core.store.view import StoreView
+from secmeta.events.codec import EventCodec
 from tests.consumers.conftest import (
     ADMIN,
     described,
@@ -264,7 +264,7 @@ def test_bootstrap_of_an_empty_state_topic_is_empty(store, kafka_bootstrap, publ
 
 def test_view_uses_the_given_config(store, published, follow):
     """view(config) answers with that config's super users."""
-    from core import StoreConfig
+    from secmeta.core import StoreConfig
 
     store.create_acls([acl_created(1).event.binding], context=ADMIN)
     follower = follow(*published())

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from consumers.kafka.wire import encode_message
-from core.cli import main
-from events.codec import EventCodec
+from secmeta.consumers.kafka.wire import encode_message
+from secmeta.core.cli import main
+from secmeta.events.codec import EventCodec
 from tests.clientkit import refusing_port
 from tests.consumers.conftest import produce_raw, random_workload
 from tests.logkit import acl_created
@@ -89,7 +89,7 @@ def test_audit_rules_file_errors_are_named(kafka_bootstrap, tmp_path, capsys):
 
 def _secmeta(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     """The CLI in its own process, as a user runs it (stderr is the terminal's, not a logger's)."""
-    return subprocess.run([sys.executable, "-m", "core.cli", *argv], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "secmeta.core.cli", *argv], capture_output=True, text=True,
                           env={**os.environ, **env}, timeout=120)
 
 

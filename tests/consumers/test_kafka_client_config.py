@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from consumers.kafka.client_config import ClientConfigError, read_client_config
-from core.cli import main
-from core.wire import client_config as core_client_config
-from events.keyring import Keyring
+from secmeta.consumers.kafka.client_config import ClientConfigError, read_client_config
+from secmeta.core.cli import main
+from secmeta.core.wire import client_config as core_client_config
+from secmeta.events.keyring import Keyring
 
 SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="pw=;x";'
 PLAIN_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="bob" password="hunter2";'
@@ -24,7 +24,7 @@ def write(tmp_path, text: str, name: str = "client.properties"):
 
 
 def test_one_parser_and_one_error_class():
-    """The Kafka jobs' ClientConfigError is core.wire's: one owner for reading client settings."""
+    """The Kafka jobs' ClientConfigError is secmeta.core.wire's: one owner for reading client settings."""
     assert ClientConfigError is core_client_config.ClientConfigError
 
 

@@ -15,13 +15,18 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from consumers.kafka import publisher as publisher_module
-from consumers.kafka.client_config import ClientConfigError
-from consumers.kafka.follower import Follower
-from consumers.kafka.publisher import Publisher, PublisherError, TopicError
-from consumers.kafka.wire import HEADER_HISTORY_OFFSET, decode_message, header_map, message_offset
-from events.codec import EventCodec
-from events.records import DelegationTokenIssued
+from secmeta.consumers.kafka import publisher as publisher_module
+from secmeta.consumers.kafka.client_config import ClientConfigError
+from secmeta.consumers.kafka.follower import Follower
+from secmeta.consumers.kafka.publisher import Publisher, PublisherError, TopicError
+from secmeta.consumers.kafka.wire import (
+    HEADER_HISTORY_OFFSET,
+    decode_message,
+    header_map,
+    message_offset,
+)
+from secmeta.events.codec import EventCodec
+from secmeta.events.records import DelegationTokenIssued
 from tests.consumers.conftest import (
     ADMIN,
     image_state,
@@ -85,7 +90,7 @@ def test_state_topic_ends_with_live_entities_only(store, store_dir, keyring, clo
 def test_removals_are_followed_by_a_tombstone(store, store_dir, keyring, kafka_bootstrap, topics):
     """A deleted ACL's key gets its AclDeleted value and then a tombstone with the same offset."""
     store.create_acls([acl_created(1).event.binding], context=ADMIN)
-    from core import AclBindingFilter
+    from secmeta.core import AclBindingFilter
 
     store.delete_acls([AclBindingFilter.any()], context=ADMIN)
     history, state = topics("history"), topics("state")
@@ -227,8 +232,8 @@ def test_unreadable_checkpoint_is_a_clear_error(store, store_dir, keyring, kafka
 
 _CHILD = textwrap.dedent("""
     import os, signal, sys
-    from consumers.kafka.publisher import Publisher
-    from events.keyring import Keyring
+    from secmeta.consumers.kafka.publisher import Publisher
+    from secmeta.events.keyring import Keyring
 
     store_dir, key_file, bootstrap, history, state, stage, chunk = sys.argv[1:8]
     seen = []

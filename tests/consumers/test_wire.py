@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumers.kafka.wire import (
+from secmeta.consumers.kafka.wire import (
     HEADER_ACTOR_PRINCIPAL,
     HEADER_EVENT_TYPE,
     HEADER_FINGERPRINT,
@@ -22,9 +22,9 @@ from consumers.kafka.wire import (
     is_removal,
     message_offset,
 )
-from events.codec import EventCodec
-from events.keyring import SealedSecret
-from events.records import (
+from secmeta.events.codec import EventCodec
+from secmeta.events.keyring import SealedSecret
+from secmeta.events.records import (
     AclDeleted,
     DelegationTokenRemoved,
     Envelope,
@@ -32,7 +32,7 @@ from events.records import (
     ScramCredentialUpserted,
     TokenRemovalReason,
 )
-from events.types import ScramMechanism
+from secmeta.events.types import ScramMechanism
 from tests.logkit import acl_created, binding
 from tests.strategies_events import envelopes
 

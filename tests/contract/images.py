@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core import (
+from secmeta.core import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
@@ -17,8 +17,8 @@ from core import (
     ResourceType,
     StoreConfig,
 )
-from core.view import StoreView
-from projections.image import SecurityImage
+from secmeta.core.store.view import StoreView
+from secmeta.projections.image import SecurityImage
 from tests.storekit import ADMIN, TOKEN_SECRET
 
 __all__ = ["Image", "acl_row", "image_of", "view_of"]

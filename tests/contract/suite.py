@@ -19,9 +19,9 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 
-from core import SecurityStore, StoreConfig
-from core.log import Log
-from events.keyring import Keyring
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.core.log import Log
+from secmeta.events.keyring import Keyring
 from tests.contract.images import Image
 from tests.contract.workloads import Recording, Step, record, seeded, workloads
 from tests.logkit import Clock

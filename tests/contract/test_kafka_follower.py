@@ -17,8 +17,8 @@ from tests.extras import require_extra
 
 require_extra("confluent_kafka", "kafka")
 
-from consumers.kafka.follower import Follower  # noqa: E402
-from consumers.kafka.publisher import Publisher  # noqa: E402
+from secmeta.consumers.kafka.follower import Follower  # noqa: E402
+from secmeta.consumers.kafka.publisher import Publisher  # noqa: E402
 
 TIMEOUT = 60
 

@@ -7,12 +7,12 @@ must say it loaded that snapshot.
 
 from __future__ import annotations
 
-from core import SecurityStore
-from core.log import Log
-from core.state import Snapshotter, load_state
-from projections.image import SecurityProjection
-from projections.image_snapshot import SecurityImageSnapshot
-from projections.snapshot import SnapshotPolicy, list_snapshots
+from secmeta.core import SecurityStore
+from secmeta.core.log import Log
+from secmeta.core.store.state import Snapshotter, load_state
+from secmeta.projections.image import SecurityProjection
+from secmeta.projections.image_snapshot import SecurityImageSnapshot
+from secmeta.projections.snapshot import SnapshotPolicy, list_snapshots
 from tests.contract.images import image_of
 from tests.contract.suite import SAMPLE, GeneratedReaderContract
 

@@ -18,9 +18,9 @@ require_extra("pyspark", "spark")
 
 from pyspark.sql import functions as F  # noqa: E402
 
-from consumers.spark.compaction import compact  # noqa: E402
-from consumers.spark.queries import acls_at  # noqa: E402
-from consumers.spark.table_reader import TableReader  # noqa: E402
+from secmeta.consumers.spark.compaction import compact  # noqa: E402
+from secmeta.consumers.spark.queries import acls_at  # noqa: E402
+from secmeta.consumers.spark.table_reader import TableReader  # noqa: E402
 
 
 def _token_columns() -> list:

@@ -1,12 +1,12 @@
-"""Store replay: the log replayed from the start (``core.state.load_state``, what SecurityStore.open runs)."""
+"""Store replay: the log replayed from the start (``secmeta.core.store.state.load_state``, what SecurityStore.open runs)."""
 
 from __future__ import annotations
 
-from core import SecurityStore
-from core.log import Log
-from core.state import load_state
-from projections.image import SecurityProjection
-from projections.image_snapshot import SecurityImageSnapshot
+from secmeta.core import SecurityStore
+from secmeta.core.log import Log
+from secmeta.core.store.state import load_state
+from secmeta.projections.image import SecurityProjection
+from secmeta.projections.image_snapshot import SecurityImageSnapshot
 from tests.contract.images import image_of
 from tests.contract.suite import GeneratedReaderContract
 

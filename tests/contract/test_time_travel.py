@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core import SecurityStore
+from secmeta.core import SecurityStore
 from tests.contract.images import image_of
 from tests.contract.suite import GeneratedReaderContract
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from core import (
+from secmeta.core import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -39,7 +39,7 @@ from core import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from projections.image import SecurityImage
+from secmeta.projections.image import SecurityImage
 from tests.contract.images import Image, image_of
 from tests.logkit import Clock
 from tests.storekit import ADMIN

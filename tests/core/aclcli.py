@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core import SecurityStore, StoreConfig
-from core.cli import main
-from events.keyring import Keyring
-from events.types import (
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.core.cli import main
+from secmeta.events.keyring import Keyring
+from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
     AclOperation,

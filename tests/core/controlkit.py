@@ -1,6 +1,6 @@
 """Shared helper for the control-function tests."""
 
-from core.control import ControlResult
+from secmeta.core.control import ControlResult
 
 
 def unpacked(result: ControlResult) -> tuple[list, object]:

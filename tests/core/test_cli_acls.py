@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.cli.security import operation
-from core.errors import InvalidValueError
+from secmeta.core.cli.security import operation
+from secmeta.core.errors import InvalidValueError
 from tests.core.aclcli import AclCli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,7 +70,7 @@ def _remove_on_a_terminal(cli: AclCli, answer: bytes, *argv: str) -> tuple[int, 
     """Run ``secmeta acls --remove`` in a child whose stdin is a terminal, type ``answer``; its code and stdout."""
     controller, terminal = pty.openpty()
     env = {**os.environ, "SECMETA_STORE": str(cli.path), "SECMETA_KEY_FILE": str(cli.keys)}
-    with subprocess.Popen([sys.executable, "-m", "core.cli", "acls", "--remove", *argv], stdin=terminal,
+    with subprocess.Popen([sys.executable, "-m", "secmeta.core.cli", "acls", "--remove", *argv], stdin=terminal,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=env) as child:
         os.close(terminal)
         os.write(controller, answer)

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.cli.scram_configs import ScramSetting, scram_settings, split_add_config
-from events.types import ScramMechanism
+from secmeta.core.cli.scram_configs import ScramSetting, scram_settings, split_add_config
+from secmeta.events.types import ScramMechanism
 from tests.clientkit import client_properties, remote_admin, write_command_config
 from tests.clikit import log_end, make_store, run
 from tests.serverkit import running_server

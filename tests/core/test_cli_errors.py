@@ -7,8 +7,8 @@ A bad value on the command line exits 2 (a usage error); a file it could not use
 
 from __future__ import annotations
 
-from core.cli import main
-from events.keyring import Keyring
+from secmeta.core.cli import main
+from secmeta.events.keyring import Keyring
 
 
 def _run(capsys, *argv: str) -> tuple[int, str, str]:

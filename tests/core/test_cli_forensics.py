@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from core import (
+from secmeta.core import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -20,8 +20,8 @@ from core import (
     StoreConfig,
     UserScramCredentialUpsertion,
 )
-from core.cli import main
-from events.keyring import Keyring
+from secmeta.core.cli import main
+from secmeta.events.keyring import Keyring
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 MINUTE = 60_000

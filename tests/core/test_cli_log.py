@@ -10,14 +10,14 @@ import uuid
 
 import pytest
 
-from core import AclBindingFilter, RequestContext, ResourceType, SecurityStore, StoreConfig
-from core.cli import main
-from core.log import Log, LogConfig, verify_log
-from core.scram import credential_from_password
-from events.keyring import Keyring, seal_scram
-from events.records import Envelope, ScramCredentialUpserted
-from events.types import ScramMechanism
-from projections.errors import InconsistentEventError
+from secmeta.core import AclBindingFilter, RequestContext, ResourceType, SecurityStore, StoreConfig
+from secmeta.core.auth.scram import credential_from_password
+from secmeta.core.cli import main
+from secmeta.core.log import Log, LogConfig, verify_log
+from secmeta.events.keyring import Keyring, seal_scram
+from secmeta.events.records import Envelope, ScramCredentialUpserted
+from secmeta.events.types import ScramMechanism
+from secmeta.projections.errors import InconsistentEventError
 from tests.logkit import acl_created, acl_deleted, binding
 
 
@@ -72,7 +72,7 @@ def test_dump_json_is_valid_and_ranged(store, capsys):
 def test_a_large_dump_shows_its_progress_on_stderr(store, capsys, monkeypatch):
     """Past LARGE_DUMP events, log dump reports on stderr (here, off a terminal: its last line); a small
     dump prints nothing there, and stdout holds only the dump."""
-    from core.cli import log_cmd
+    from secmeta.core.cli import log_cmd
 
     path, _ = store
     assert run("log", "dump", "--store", str(path), "--json") == 0
@@ -183,7 +183,7 @@ def test_missing_keys_is_a_clear_error(store, capsys, monkeypatch):
 )
 def test_every_command_has_help(argv):
     """`--help` works for every command and subcommand."""
-    proc = subprocess.run([sys.executable, "-m", "core.cli", *argv, "--help"], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "secmeta.core.cli", *argv, "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "usage: secmeta" in proc.stdout
 
 

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from core import RequestContext, SecurityStore
-from core.cli import HelpFormatter, build_parser, main, subparsers
-from events.keyring import Keyring
+from secmeta.core import RequestContext, SecurityStore
+from secmeta.core.cli import HelpFormatter, build_parser, main, subparsers
+from secmeta.events.keyring import Keyring
 from tests.clikit import run
 from tests.logkit import acl_created
 
@@ -113,7 +113,7 @@ def test_a_reader_that_goes_away_ends_the_output_quietly(store, argv, tmp_path):
     """`secmeta history | head -1`: no BrokenPipeError traceback; the exit status a shell gives a
     process killed by SIGPIPE (141), as `seq 1000000 | head -1` has."""
     read, write = os.pipe()
-    child = subprocess.Popen([sys.executable, "-m", "core.cli", *argv], stdout=write, stderr=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-m", "secmeta.core.cli", *argv], stdout=write, stderr=subprocess.PIPE,
                              env=os.environ.copy())
     os.close(write)
     with os.fdopen(read, "rb") as pipe:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import main
+from secmeta.core.cli import main
 
 SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
-RUN_CLI = "import site, sys; site.addsitedir(sys.argv.pop(1)); from core.cli import main; sys.exit(main(sys.argv[1:]))"
+RUN_CLI = "import site, sys; site.addsitedir(sys.argv.pop(1)); from secmeta.core.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 def _listed_commands(help_text: str) -> set[str]:

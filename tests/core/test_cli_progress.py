@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from core.cli.progress import Progress
+from secmeta.core.cli.progress import Progress
 
 
 class Clock:

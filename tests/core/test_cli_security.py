@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from core.cli import main
-from events.keyring import Keyring
+from secmeta.core.cli import main
+from secmeta.events.keyring import Keyring
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from datetime import datetime
 
 import pytest
 
-from core import SecurityStore, StoreConfig
-from events.keyring import Keyring
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.events.keyring import Keyring
 from tests.clientkit import client_properties, write_command_config
 from tests.clikit import log_end, make_store, run
 from tests.serverkit import running_server

@@ -12,12 +12,12 @@ import traceback
 
 import pytest
 
-from core import InvalidValueError, SecurityStore, StoreConfig
-from core.cli import main
-from core.config import CONFIG_FILE
-from core.log import LogConfig
-from events.keyring import Keyring
-from events.types import ScramMechanism
+from secmeta.core import InvalidValueError, SecurityStore, StoreConfig
+from secmeta.core.cli import main
+from secmeta.core.config import CONFIG_FILE
+from secmeta.core.log import LogConfig
+from secmeta.events.keyring import Keyring
+from secmeta.events.types import ScramMechanism
 
 BAD_SETTINGS = [
     # (setting, value, the expected type the error names)

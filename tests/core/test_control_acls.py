@@ -1,4 +1,4 @@
-"""core.control.acls: create, delete and describe ACLs, one rule per test."""
+"""secmeta.core.control.acls: create, delete and describe ACLs, one rule per test."""
 
 import itertools
 import uuid
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.config import StoreConfig
-from core.control.acls import (
+from secmeta.core.config import StoreConfig
+from secmeta.core.control.acls import (
     checked_binding,
     create_acls,
     delete_acls,
@@ -16,11 +16,16 @@ from core.control.acls import (
     random_uuids,
     validate_binding,
 )
-from core.errors import ApiError, ClusterAuthorizationException, ErrorCode, InvalidRequestException
-from core.types import DeleteAclsResult
-from core.validation import MAX_NAME_BYTES
-from events.records import AclCreated, AclDeleted
-from events.types import (
+from secmeta.core.errors import (
+    ApiError,
+    ClusterAuthorizationException,
+    ErrorCode,
+    InvalidRequestException,
+)
+from secmeta.core.types import DeleteAclsResult
+from secmeta.core.validation import MAX_NAME_BYTES
+from secmeta.events.records import AclCreated, AclDeleted
+from secmeta.events.types import (
     CLUSTER_NAME,
     AclBinding,
     AclBindingFilter,
@@ -29,7 +34,7 @@ from events.types import (
     PatternType,
     ResourceType,
 )
-from projections.image import SecurityDelta, SecurityImage
+from secmeta.projections.image import SecurityDelta, SecurityImage
 from tests.core.controlkit import unpacked
 from tests.storekit import ADMIN, acl
 

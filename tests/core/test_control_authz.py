@@ -1,13 +1,13 @@
-"""core.control.authz: the decider over an image and the cluster permission check."""
+"""secmeta.core.control.authz: the decider over an image and the cluster permission check."""
 
 import pytest
 
-from core.config import StoreConfig
-from core.control.authz import decider_for, parse_principal, require_cluster
-from core.errors import ClusterAuthorizationException, ErrorCode
-from core.types import RequestContext
-from events.records import AclCreated
-from events.types import (
+from secmeta.core.config import StoreConfig
+from secmeta.core.control.authz import decider_for, parse_principal, require_cluster
+from secmeta.core.errors import ClusterAuthorizationException, ErrorCode
+from secmeta.core.types import RequestContext
+from secmeta.events.records import AclCreated
+from secmeta.events.types import (
     CLUSTER_NAME,
     AclBinding,
     AclOperation,
@@ -15,7 +15,7 @@ from events.types import (
     PatternType,
     ResourceType,
 )
-from projections.image import SecurityDelta, SecurityImage
+from secmeta.projections.image import SecurityDelta, SecurityImage
 
 Op = AclOperation
 CLUSTER = ResourceType.CLUSTER

@@ -1,24 +1,24 @@
-"""core.control.scram: alter/describe SCRAM credentials, one rule per test."""
+"""secmeta.core.control.scram: alter/describe SCRAM credentials, one rule per test."""
 
 import base64
 
 import pytest
 
-from core.config import PasswordPolicy, StoreConfig
-from core.control.scram import alter_scram_credentials, describe_scram_credentials
-from core.errors import ApiError, ClusterAuthorizationException, ErrorCode
-from core.scram import credential_from_password, derive_keys
-from core.types import (
+from secmeta.core.auth.scram import credential_from_password, derive_keys
+from secmeta.core.config import PasswordPolicy, StoreConfig
+from secmeta.core.control.scram import alter_scram_credentials, describe_scram_credentials
+from secmeta.core.errors import ApiError, ClusterAuthorizationException, ErrorCode
+from secmeta.core.types import (
     RequestContext,
     ScramCredentialInfo,
     UserScramCredentialDeletion,
     UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
 )
-from events.keyring import Keyring, open_scram
-from events.records import ScramCredentialDeleted, ScramCredentialUpserted
-from events.types import CLUSTER_NAME, AclOperation, ResourceType, ScramMechanism
-from projections.image import SecurityDelta, SecurityImage
+from secmeta.events.keyring import Keyring, open_scram
+from secmeta.events.records import ScramCredentialDeleted, ScramCredentialUpserted
+from secmeta.events.types import CLUSTER_NAME, AclOperation, ResourceType, ScramMechanism
+from secmeta.projections.image import SecurityDelta, SecurityImage
 from tests.core.controlkit import unpacked
 from tests.storekit import ADMIN
 

@@ -1,20 +1,21 @@
-"""core.control.tokens: create, renew, expire, describe and sweep delegation tokens."""
+"""secmeta.core.control.tokens: create, renew, expire, describe and sweep delegation tokens."""
 
 import hashlib
 import hmac
 
 import pytest
 
-from core.config import DAY_MS, StoreConfig
-from core.control import ControlResult
-from core.control.tokens import (
+from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
+from secmeta.core.config import DAY_MS, StoreConfig
+from secmeta.core.control import ControlResult
+from secmeta.core.control.tokens import (
     create_token,
     describe_tokens,
     expire_token,
     renew_token,
     sweep_expired,
 )
-from core.errors import (
+from secmeta.core.errors import (
     DelegationTokenAuthorizationException,
     DelegationTokenDisabledException,
     DelegationTokenExpiredException,
@@ -25,17 +26,16 @@ from core.errors import (
     InvalidRequestException,
     UnsupportedByAuthenticationException,
 )
-from core.token_hmac import TokenHmacs, token_hmac
-from core.types import RequestContext
-from events.records import (
+from secmeta.core.types import RequestContext
+from secmeta.events.records import (
     DelegationTokenExpired,
     DelegationTokenIssued,
     DelegationTokenRemoved,
     DelegationTokenRenewed,
     TokenRemovalReason,
 )
-from events.types import AclOperation, ResourceType
-from projections.image import SecurityDelta, SecurityImage
+from secmeta.events.types import AclOperation, ResourceType
+from secmeta.projections.image import SecurityDelta, SecurityImage
 from tests.core.controlkit import unpacked
 
 SECRET = b"token-secret-key"

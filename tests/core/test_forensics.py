@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from core import (
+from secmeta.core import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
@@ -14,9 +14,9 @@ from core import (
     RequestContext,
     ResourceType,
 )
-from core.errors import PointInTimeError, QueryError
-from core.forensics import Grant
-from core.timetravel import Point
+from secmeta.core.errors import PointInTimeError, QueryError
+from secmeta.core.forensics.queries import Grant
+from secmeta.core.forensics.timetravel import Point
 from tests.storekit import ADMIN, acl
 
 OPS = RequestContext("User:ops", "10.0.0.7")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import (
+from secmeta.core import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -21,9 +21,9 @@ from core import (
     StoreConfig,
     forensics,
 )
-from projections import authorizer
-from projections.acls import AclsImage
-from projections.image import SecurityImage, SecurityProjection
+from secmeta.projections import authorizer
+from secmeta.projections.acls import AclsImage
+from secmeta.projections.image import SecurityImage, SecurityProjection
 from tests.logkit import Clock, make_keyring
 from tests.storekit import ADMIN
 

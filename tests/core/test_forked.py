@@ -1,4 +1,4 @@
-"""core.forked: a call computed in a forked child, its result or failure brought back."""
+"""secmeta.core.snapshots.forked: a call computed in a forked child, its result or failure brought back."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import InvalidValueError
-from core.forked import CHILD_NICENESS, ForkedCallError, call_forked
+from secmeta.core.errors import InvalidValueError
+from secmeta.core.snapshots.forked import CHILD_NICENESS, ForkedCallError, call_forked
 
 #: A deadline no call here comes near: the tests of the deadline itself set their own.
 GENEROUS = 600
@@ -142,7 +142,7 @@ def test_the_child_runs_at_a_lower_cpu_priority():
 _ORPHAN_SCRIPT = """
 import os, sys, time
 from pathlib import Path
-from core.forked import call_forked
+from secmeta.core.snapshots.forked import call_forked
 
 pid_file, release, marker = map(Path, sys.argv[1:])
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from core import (
+from secmeta.core import (
     AclBindingFilter,
     PatternType,
     RequestContext,
@@ -17,9 +17,9 @@ from core import (
     ScramMechanism,
     UserScramCredentialDeletion,
 )
-from core.errors import PointInTimeError, QueryError
-from core.timetravel import Point
-from events.records import AclCreated, ScramCredentialUpserted
+from secmeta.core.errors import PointInTimeError, QueryError
+from secmeta.core.forensics.timetravel import Point
+from secmeta.events.records import AclCreated, ScramCredentialUpserted
 from tests import storekit
 from tests.logkit import Clock
 from tests.storekit import acl, store_at, upsert

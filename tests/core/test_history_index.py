@@ -17,11 +17,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import AclBindingFilter, PatternType, ResourcePatternFilter, ResourceType, ScramMechanism
-from core.cli import main
-from core.history_index import HistoryIndex, index_problem
-from core.log import LogConfig
-from projections.snapshot import SnapshotPolicy
+from secmeta.core import (
+    AclBindingFilter,
+    PatternType,
+    ResourcePatternFilter,
+    ResourceType,
+    ScramMechanism,
+)
+from secmeta.core.cli import main
+from secmeta.core.forensics.history_index import HistoryIndex, index_problem
+from secmeta.core.log import LogConfig
+from secmeta.projections.snapshot import SnapshotPolicy
 from tests.core.test_timetravel_properties import (
     NAMES,
     OPS,
@@ -365,7 +371,7 @@ def test_a_failed_index_write_is_rolled_back_and_queries_scan_until_it_succeeds(
 KILLED_CHILD = textwrap.dedent(
     """
     import os, signal, sys
-    from events.keyring import Keyring
+    from secmeta.events.keyring import Keyring
     from tests.logkit import Clock
     from tests.storekit import ADMIN, acl, store_at
 

@@ -1,11 +1,11 @@
-"""core.history_index: a background build that fails leaves history to a log scan, and no one waiting."""
+"""secmeta.core.forensics.history_index: a background build that fails leaves history to a log scan, and no one waiting."""
 
 from __future__ import annotations
 
 import shutil
 import threading
 
-from core.history_index import INDEX_DIR
+from secmeta.core.forensics.history_index import INDEX_DIR
 from tests.logkit import make_keyring
 from tests.storekit import ADMIN, acl, store_at
 

@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import RequestContext
-from core.errors import PointInTimeError
-from core.timetravel import TimeTravel
-from projections.image import SecurityProjection
+from secmeta.core import RequestContext
+from secmeta.core.errors import PointInTimeError
+from secmeta.core.forensics.timetravel import TimeTravel
+from secmeta.projections.image import SecurityProjection
 from tests.core.test_history_index import RETAINED, scanned
 from tests.logkit import Clock
 from tests.storekit import ADMIN, acl, store_at, upsert

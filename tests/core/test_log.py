@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import CorruptLogError, NewerFormatError, NotAStoreError, StoreLockedError
-from core.log import Log, LogConfig, OffsetOutOfRangeError, verify_log
-from core.log.segment import Segment
-from events.errors import EventSchemaError, KeyringError
-from events.keyring import Keyring
-from events.records import AclCreated, Envelope
+from secmeta.core.errors import CorruptLogError, NewerFormatError, NotAStoreError, StoreLockedError
+from secmeta.core.log import Log, LogConfig, OffsetOutOfRangeError, verify_log
+from secmeta.core.log.segment import Segment
+from secmeta.events.errors import EventSchemaError, KeyringError
+from secmeta.events.keyring import Keyring
+from secmeta.events.records import AclCreated, Envelope
 from tests.logkit import acl_created, make_keyring
 
 SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=256)
@@ -259,7 +259,7 @@ def test_rewritten_batch_with_fixed_crc_breaks_the_chain(store, keyring):
     """Re-framing an edited batch with a correct CRC still fails the keyed chain."""
     import zlib
 
-    from core.log.format import PREFIX
+    from secmeta.core.log.format import PREFIX
 
     with Log.open(store, keyring=keyring) as log:
         fill(log, 3)
@@ -414,7 +414,7 @@ def test_interrupted_retention_leftovers_are_ignored(store, keyring):
 
 def test_batch_over_the_frame_limit_is_refused_before_writing(store, keyring, monkeypatch):
     """A batch too large to frame is rejected and nothing is written (it would not survive recovery)."""
-    import core.log.log as log_module
+    import secmeta.core.log.log as log_module
 
     monkeypatch.setattr(log_module, "MAX_FRAME", 500)
     with Log.open(store, keyring=keyring) as log:

@@ -13,13 +13,13 @@ import shutil
 
 import pytest
 
-from core import RequestContext, SecurityStore
-from core.errors import CorruptLogError, SecmetaError
-from core.log import Log
-from core.log.anchor import ANCHOR_FILE, Anchor, write_anchor
-from core.log.highwater import HIGH_WATER_FILE
-from events.types import AclOperation, ResourceType
-from projections.snapshot import list_snapshots
+from secmeta.core import RequestContext, SecurityStore
+from secmeta.core.errors import CorruptLogError, SecmetaError
+from secmeta.core.log import Log
+from secmeta.core.log.anchor import ANCHOR_FILE, Anchor, write_anchor
+from secmeta.core.log.highwater import HIGH_WATER_FILE
+from secmeta.events.types import AclOperation, ResourceType
+from secmeta.projections.snapshot import list_snapshots
 from tests.logkit import (
     BOB_ALLOW,
     binding,
@@ -183,9 +183,9 @@ def test_a_forged_anchor_in_a_retention_store_is_refused(tmp_path):
     keyring, intruder = make_keyring(tmp_path), make_keyring(tmp_path, "intruder.json")
     path = tmp_path / "store"
     build_tamper_store(path, keyring, retention=True)
-    import core.storedir
+    import secmeta.core.store.storedir
 
-    store_id = core.storedir.StoreDirectory.open(path, create=False, writer=False).store_id
+    store_id = secmeta.core.store.storedir.StoreDirectory.open(path, create=False, writer=False).store_id
     write_anchor(path / "log", store_id, intruder, Anchor(0, bytes(32), 0, (), 0))
     with pytest.raises(CorruptLogError, match="not in the keyring"):
         SecurityStore.open(path, tamper_config(True), keyring=keyring, read_only=True)

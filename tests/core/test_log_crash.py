@@ -16,7 +16,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from core.log import Log, verify_log
+from secmeta.core.log import Log, verify_log
 from tests.logkit import acl_created, make_keyring
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,8 +24,8 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD = textwrap.dedent(
     """
     import os, random, sys
-    from core.log import Log
-    from events.keyring import Keyring
+    from secmeta.core.log import Log
+    from secmeta.events.keyring import Keyring
     from tests.logkit import acl_created
 
     store, keys, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-import core.state
-from core import RequestContext, SecurityStore
-from core.errors import CorruptLogError, StoreLockedError
-from core.log import Log, LogConfig, LogFailedError, OffsetOutOfRangeError, verify_log
-from core.state import load_state
-from projections.image import SecurityProjection
-from projections.image_snapshot import SecurityImageSnapshot
-from projections.snapshot import list_snapshots
+import secmeta.core.store.state
+from secmeta.core import RequestContext, SecurityStore
+from secmeta.core.errors import CorruptLogError, StoreLockedError
+from secmeta.core.log import Log, LogConfig, LogFailedError, OffsetOutOfRangeError, verify_log
+from secmeta.core.store.state import load_state
+from secmeta.projections.image import SecurityProjection
+from secmeta.projections.image_snapshot import SecurityImageSnapshot
+from secmeta.projections.snapshot import list_snapshots
 from tests.logkit import (
     BOB_ALLOW,
     BOB_DENY,
@@ -56,9 +56,9 @@ def test_the_writer_lock_survives_deleting_files(tmp_path, keyring):
             Log.open(store, keyring=keyring)
         child = subprocess.run(
             [sys.executable, "-c", textwrap.dedent(f"""
-                from core.errors import StoreLockedError
-                from core.log import Log
-                from events.keyring import Keyring
+                from secmeta.core.errors import StoreLockedError
+                from secmeta.core.log import Log
+                from secmeta.events.keyring import Keyring
                 try:
                     Log.open({str(store)!r}, keyring=Keyring.from_file({str(tmp_path / 'keys.json')!r}))
                 except StoreLockedError as exc:
@@ -121,14 +121,14 @@ def test_a_read_only_open_survives_a_snapshot_pruned_while_it_reads(tmp_path, ke
     store = tmp_path / "store"
     build_tamper_store(store, keyring, retention=False)
     newest = list_snapshots(store / "snapshots")[-1]
-    real = core.state.read_snapshot
+    real = secmeta.core.store.state.read_snapshot
 
     def pruned_first(path, *args):
         if path == newest and newest.exists():
             newest.unlink()  # what the writer's pruning does between our listing and our read
         return real(path, *args)
 
-    monkeypatch.setattr(core.state, "read_snapshot", pruned_first)
+    monkeypatch.setattr(secmeta.core.store.state, "read_snapshot", pruned_first)
     with Log.open(store, keyring=keyring, read_only=True) as log:
         loaded = load_state(log, SecurityProjection(), SecurityImageSnapshot())
     assert loaded.next_offset == 27 and loaded.snapshot is not None and loaded.snapshot.path != newest

@@ -10,7 +10,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from core.log import Log, LogConfig, verify_log
+from secmeta.core.log import Log, LogConfig, verify_log
 from tests.logkit import acl_created, make_keyring
 
 CONFIG = LogConfig(segment_bytes=2048, index_interval_bytes=200)

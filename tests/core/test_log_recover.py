@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from core import SecurityStore
-from core.cli import main
-from core.errors import CorruptLogError
-from events.types import AclOperation, ResourceType
+from secmeta.core import SecurityStore
+from secmeta.core.cli import main
+from secmeta.core.errors import CorruptLogError
+from secmeta.events.types import AclOperation, ResourceType
 from tests.logkit import (
     build_tamper_store,
     cli_verify,

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from core.cli.log_cmd import verify_store
-from core.errors import SecmetaError
-from core.log import Log
-from core.state import load_state
-from events.codec import EventCodec
-from projections.image import SecurityProjection
-from projections.image_snapshot import SecurityImageSnapshot
-from projections.snapshot import list_snapshots
+from secmeta.core.cli.log_cmd import verify_store
+from secmeta.core.errors import SecmetaError
+from secmeta.core.log import Log
+from secmeta.core.store.state import load_state
+from secmeta.events.codec import EventCodec
+from secmeta.projections.image import SecurityProjection
+from secmeta.projections.image_snapshot import SecurityImageSnapshot
+from secmeta.projections.snapshot import list_snapshots
 from tests.logkit import build_tamper_store, make_keyring, tamper_config
 
 SEED = 20261124
@@ -115,16 +115,16 @@ def flip_every_byte(original, work: Path, name: str) -> dict[str, list[int]]:
 @pytest.fixture
 def quick_fsync(monkeypatch):
     """Durability is the crash tests' subject; here fsyncs would only make 10,000 opens slow."""
-    import core.log.highwater
-    import core.log.segment
-    import events.durable
+    import secmeta.core.log.highwater
+    import secmeta.core.log.segment
+    import secmeta.events.durable
 
     def nothing(fd):
         return None
 
-    for module in (core.log.highwater, core.log.segment):
+    for module in (secmeta.core.log.highwater, secmeta.core.log.segment):
         monkeypatch.setattr(module, "_datasync", nothing)
-    monkeypatch.setattr(events.durable.os, "fsync", nothing)
+    monkeypatch.setattr(secmeta.events.durable.os, "fsync", nothing)
 
 
 def test_the_untouched_store_verifies_and_opens(original):

@@ -5,15 +5,15 @@ import dataclasses
 
 import pytest
 
-from core.errors import UnsupportedSaslMechanismException
-from core.scram import (
+from secmeta.core.auth.scram import (
     SALT_LENGTH,
     credential_from_password,
     credential_from_salted_password,
     derive_keys,
     salted_password,
 )
-from events.types import ScramMechanism
+from secmeta.core.errors import UnsupportedSaslMechanismException
+from secmeta.events.types import ScramMechanism
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512

@@ -6,9 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scramp.utils import saslprep
 
-from core.errors import SaslAuthenticationException
-from core.scram import ScramServer, credential_from_password
-from events.types import ScramMechanism
+from secmeta.core.auth.scram import ScramServer, credential_from_password
+from secmeta.core.errors import SaslAuthenticationException
+from secmeta.events.types import ScramMechanism
 
 MECHANISMS = st.sampled_from([ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512])
 

@@ -7,12 +7,7 @@ import hmac
 import pytest
 import scramp
 
-from core.errors import (
-    IllegalSaslStateException,
-    SaslAuthenticationException,
-    UnsupportedSaslMechanismException,
-)
-from core.scram import (
+from secmeta.core.auth.scram import (
     SALT_LENGTH,
     ScramServer,
     TokenIdentity,
@@ -20,7 +15,12 @@ from core.scram import (
     credential_from_salted_password,
     salted_password,
 )
-from events.types import ScramMechanism
+from secmeta.core.errors import (
+    IllegalSaslStateException,
+    SaslAuthenticationException,
+    UnsupportedSaslMechanismException,
+)
+from secmeta.events.types import ScramMechanism
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SHA512 = ScramMechanism.SCRAM_SHA_512

@@ -10,7 +10,7 @@ import traceback
 import pytest
 from scramp import ScramClient
 
-from core.errors import ApiException, ErrorCode, SaslAuthenticationException
+from secmeta.core.errors import ApiException, ErrorCode, SaslAuthenticationException
 from tests.storekit import ADMIN, upsert
 
 

@@ -14,7 +14,7 @@ import traceback
 
 import pytest
 
-from core import (
+from secmeta.core import (
     ApiException,
     ErrorCode,
     FieldError,
@@ -25,8 +25,8 @@ from core import (
     StoreConfig,
     UserScramCredentialUpsertion,
 )
-from core.cli import build_parser, main
-from core.validation import secret_bytes
+from secmeta.core.cli import build_parser, main
+from secmeta.core.validation import secret_bytes
 from tests.storekit import ADMIN
 
 SHA256 = ScramMechanism.SCRAM_SHA_256

@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import AclBindingFilter
-from core.errors import SecmetaError
-from core.log import Log, LogConfig, verify_log
-from core.state import Snapshotter, load_state
-from events.codec import EventCodec
-from projections.latest import LatestByKey, LatestByKeySnapshot
-from projections.snapshot import (
+from secmeta.core import AclBindingFilter
+from secmeta.core.errors import SecmetaError
+from secmeta.core.log import Log, LogConfig, verify_log
+from secmeta.core.store.state import Snapshotter, load_state
+from secmeta.events.codec import EventCodec
+from secmeta.projections.latest import LatestByKey, LatestByKeySnapshot
+from secmeta.projections.snapshot import (
     CorruptSnapshotError,
     SnapshotError,
     SnapshotPolicy,

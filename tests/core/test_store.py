@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scramp import ScramClient
 
-from core import (
+from secmeta.core import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
@@ -24,9 +24,9 @@ from core import (
     StoreConfig,
     UserScramCredentialDeletion,
 )
-from core.errors import StoreLockedError
-from core.log import verify_log
-from events.records import DelegationTokenRemoved, TokenRemovalReason
+from secmeta.core.errors import StoreLockedError
+from secmeta.core.log import verify_log
+from secmeta.events.records import DelegationTokenRemoved, TokenRemovalReason
 from tests.logkit import make_keyring
 from tests.storekit import ADMIN, TOKEN_SECRET, acl, upsert
 
@@ -244,7 +244,7 @@ def test_replaying_the_log_gives_the_live_state(tmp_path_factory, ops):
 
 def test_policy_snapshots_are_written_and_used_on_reopen(tmp_path, keyring, clock):
     """With a snapshot every 10 events, writes produce snapshots (in the background) that reopening uses."""
-    from projections.snapshot import SnapshotPolicy
+    from secmeta.projections.snapshot import SnapshotPolicy
 
     cfg = StoreConfig(token_secret=TOKEN_SECRET, clock=clock, snapshot_policy=SnapshotPolicy(every_events=10, every_bytes=None))
     with SecurityStore.open(tmp_path / "s", cfg, keyring=keyring) as store:

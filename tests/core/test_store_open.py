@@ -10,16 +10,16 @@ from __future__ import annotations
 import pytest
 import scramp
 
-from core import (
+from secmeta.core import (
     KeyringError,
     NotAStoreError,
     SaslAuthenticationException,
     SecurityStore,
     StoreConfig,
 )
-from core.cli import main
-from core.log import LogConfig
-from events.keyring import Keyring
+from secmeta.core.cli import main
+from secmeta.core.log import LogConfig
+from secmeta.events.keyring import Keyring
 from tests.storekit import ADMIN, TOKEN_SECRET, acl, upsert
 
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from core import (
+from secmeta.core import (
     AclBindingFilter,
     AclOperation,
     ResourceType,
     SecmetaError,
     SecurityStore,
 )
-from core.errors import PointInTimeError
-from core.log import LogConfig
-from core.timetravel import Point, TimeTravel, as_point, parse_offset, parse_time
-from projections.snapshot import SnapshotPolicy
+from secmeta.core.errors import PointInTimeError
+from secmeta.core.forensics.timetravel import Point, TimeTravel, as_point, parse_offset, parse_time
+from secmeta.core.log import LogConfig
+from secmeta.projections.snapshot import SnapshotPolicy
 from tests.logkit import Clock
 from tests.storekit import ADMIN, acl, decoded_batches
 

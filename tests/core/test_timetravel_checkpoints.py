@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from core import AclBindingFilter, PatternType, ResourceType
-from core.checkpoints import CheckpointFiles
-from core.errors import PointInTimeError
-from core.log import LogConfig
-from core.timetravel import TimeTravel
-from projections.acls import AclsImage
-from projections.image import SecurityImage
-from projections.snapshot import SnapshotPolicy
+from secmeta.core import AclBindingFilter, PatternType, ResourceType
+from secmeta.core.errors import PointInTimeError
+from secmeta.core.forensics.checkpoints import CheckpointFiles
+from secmeta.core.forensics.timetravel import TimeTravel
+from secmeta.core.log import LogConfig
+from secmeta.projections.acls import AclsImage
+from secmeta.projections.image import SecurityImage
+from secmeta.projections.snapshot import SnapshotPolicy
 from tests.logkit import Clock
 from tests.storekit import ADMIN, acl, decoded_batches, replayed, store_at
 

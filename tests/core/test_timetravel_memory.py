@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import AclBindingFilter, InvalidValueError, PatternType, ResourceType, StoreConfig
-from core.timetravel import TimeTravel, step_bytes
+from secmeta.core import AclBindingFilter, InvalidValueError, PatternType, ResourceType, StoreConfig
+from secmeta.core.forensics.timetravel import TimeTravel, step_bytes
 from tests.logkit import Clock, make_keyring
 from tests.storekit import ADMIN, acl, decoded_batches, replayed, store_at
 

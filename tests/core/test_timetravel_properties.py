@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import (
+from secmeta.core import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -23,10 +23,10 @@ from core import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from core.timetravel import TimeTravel
-from core.view import StoreView
-from projections.image import SecurityImage, SecurityProjection
-from projections.snapshot import SnapshotPolicy
+from secmeta.core.forensics.timetravel import TimeTravel
+from secmeta.core.store.view import StoreView
+from secmeta.projections.image import SecurityImage, SecurityProjection
+from secmeta.projections.snapshot import SnapshotPolicy
 from tests.logkit import Clock, make_keyring
 from tests.storekit import ADMIN, store_at
 

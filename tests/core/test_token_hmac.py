@@ -1,4 +1,4 @@
-"""core.token_hmac: the one token HMAC and the index that finds a token by it."""
+"""secmeta.core.auth.token_hmac: the one token HMAC and the index that finds a token by it."""
 
 import hashlib
 import hmac
@@ -6,14 +6,14 @@ import hmac
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.token_hmac import TokenHmacs, token_hmac
-from events.records import (
+from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
+from secmeta.events.records import (
     DelegationTokenIssued,
     DelegationTokenRemoved,
     Envelope,
     TokenRemovalReason,
 )
-from projections.image import SecurityDelta, SecurityImage
+from secmeta.projections.image import SecurityDelta, SecurityImage
 
 SECRET = b"index-secret"
 

@@ -1,4 +1,4 @@
-"""Input refused at the door (core.validation through the store's public API): each bad input is an error
+"""Input refused at the door (secmeta.core.validation through the store's public API): each bad input is an error
 naming its field, and a refused request writes nothing (the log's end offset does not move).
 
 Issue 14 observed: NUL bytes and newlines in principals, names, hosts, users and owners accepted and written;
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import (
+from secmeta.core import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -26,8 +26,8 @@ from core import (
     ResourceType,
     UserScramCredentialDeletion,
 )
-from core.validation import MAX_NAME_BYTES, acl_host, enum_value, principal, text
-from events.types import ScramMechanism
+from secmeta.core.validation import MAX_NAME_BYTES, acl_host, enum_value, principal, text
+from secmeta.events.types import ScramMechanism
 from tests.storekit import ADMIN, acl, upsert
 
 # -- the classes of bad input ----------------------------------------------------------------

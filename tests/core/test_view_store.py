@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from core import (
+from secmeta.core import (
     AclBindingFilter,
     AclOperation,
     ApiException,
@@ -12,8 +12,8 @@ from core import (
     RequestContext,
     ResourceType,
 )
-from core.view import StoreView
-from projections.image import SecurityImage
+from secmeta.core.store.view import StoreView
+from secmeta.projections.image import SecurityImage
 from tests.storekit import ADMIN, acl
 
 AUDITOR = RequestContext("User:auditor", "10.0.0.2")

@@ -10,18 +10,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.codec import SINGLE_OBJECT_MARKER, EventCodec
-from events.errors import EventSchemaError, MalformedEventError, UnknownSchemaError
-from events.keyring import SealedSecret
-from events.records import (
+from secmeta.events.codec import SINGLE_OBJECT_MARKER, EventCodec
+from secmeta.events.errors import EventSchemaError, MalformedEventError, UnknownSchemaError
+from secmeta.events.keyring import SealedSecret
+from secmeta.events.records import (
     AclCreated,
     DelegationTokenIssued,
     DelegationTokenRenewed,
     Envelope,
     ScramCredentialUpserted,
 )
-from events.schemas import avro_fingerprint
-from events.types import (
+from secmeta.events.schemas import avro_fingerprint
+from secmeta.events.types import (
     AclBinding,
     AclOperation,
     AclPermissionType,
@@ -289,7 +289,7 @@ def test_empty_batch_round_trips():
 
 
 def test_decoded_enums_are_the_kafka_int_enums():
-    """Decoded enum fields are the IntEnums of events.types, not strings."""
+    """Decoded enum fields are the IntEnums of secmeta.events.types, not strings."""
     [env] = CODEC.decode_batch(
         CODEC.encode_batch(0, [envelope(AclCreated("a", BINDING))]), CODEC.fingerprint
     )

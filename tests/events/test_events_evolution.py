@@ -10,11 +10,17 @@ from pathlib import Path
 import fastavro
 import pytest
 
-from events.codec import EventCodec
-from events.errors import EventSchemaError, UnknownSchemaError
-from events.records import AclCreated, Envelope
-from events.schemas import SCHEMA_DIR
-from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from secmeta.events.codec import EventCodec
+from secmeta.events.errors import EventSchemaError, UnknownSchemaError
+from secmeta.events.records import AclCreated, Envelope
+from secmeta.events.schemas import SCHEMA_DIR
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 OLD = EventCodec.default()
 BINDING = AclBinding.of(

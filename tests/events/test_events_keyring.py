@@ -9,10 +9,10 @@ import stat
 
 import pytest
 
-from events.errors import KeyringError, SealedSecretError, UnknownKeyError
-from events.keyring import Keyring, SealedSecret, open_scram, seal_scram
-from events.records import ScramCredentialUpserted
-from events.types import ScramMechanism
+from secmeta.events.errors import KeyringError, SealedSecretError, UnknownKeyError
+from secmeta.events.keyring import Keyring, SealedSecret, open_scram, seal_scram
+from secmeta.events.records import ScramCredentialUpserted
+from secmeta.events.types import ScramMechanism
 
 
 def key_file(tmp_path, keys, version=1, name="keys.json"):

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from events.keyring import SealedSecret
-from events.records import (
+from secmeta.events.keyring import SealedSecret
+from secmeta.events.records import (
     EVENT_TYPES,
     AclCreated,
     AclDeleted,
@@ -21,7 +21,7 @@ from events.records import (
     TokenRemovalReason,
     entity_key,
 )
-from events.types import (
+from secmeta.events.types import (
     AclBinding,
     AclOperation,
     AclPermissionType,

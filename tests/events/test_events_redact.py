@@ -7,10 +7,10 @@ import json
 
 from hypothesis import given
 
-from events.keyring import Keyring, seal_scram
-from events.records import AclCreated, Envelope, ScramCredentialUpserted
-from events.redact import redacted
-from events.types import (
+from secmeta.events.keyring import Keyring, seal_scram
+from secmeta.events.records import AclCreated, Envelope, ScramCredentialUpserted
+from secmeta.events.redact import redacted
+from secmeta.events.types import (
     AclBinding,
     AclOperation,
     AclPermissionType,

@@ -7,9 +7,9 @@ import json
 import fastavro
 import pytest
 
-from events import types
-from events.records import EVENT_TYPES, TokenRemovalReason
-from events.schemas import SCHEMA_DIR, read_named_types, schema_files
+from secmeta.events import types
+from secmeta.events.records import EVENT_TYPES, TokenRemovalReason
+from secmeta.events.schemas import SCHEMA_DIR, read_named_types, schema_files
 
 FILES = schema_files()
 NAMED = read_named_types()

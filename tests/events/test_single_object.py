@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events import single_object
-from events.codec import SINGLE_OBJECT_MARKER, EventCodec
-from events.errors import EventsError, MalformedEventError, UnknownSchemaError
-from events.records import AclCreated
-from events.single_object import SingleObjects
+from secmeta.events import single_object
+from secmeta.events.codec import SINGLE_OBJECT_MARKER, EventCodec
+from secmeta.events.errors import EventsError, MalformedEventError, UnknownSchemaError
+from secmeta.events.records import AclCreated
+from secmeta.events.single_object import SingleObjects
 from tests.events.test_events_evolution import BINDING, schema_copy
 from tests.events.test_events_evolution import add_comment as add_a_field
 from tests.strategies_events import events

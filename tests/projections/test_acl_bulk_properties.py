@@ -14,10 +14,16 @@ from unittest.mock import patch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
-from projections import acl_ids
-from projections.acls import AclsDelta, AclsImage
-from projections.authorizer import authorize
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from secmeta.projections import acl_ids
+from secmeta.projections.acls import AclsDelta, AclsImage
+from secmeta.projections.authorizer import authorize
 
 Op = AclOperation
 

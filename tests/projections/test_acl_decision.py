@@ -1,11 +1,17 @@
-"""The one authorization rule (projections.acl_decision): Kafka's findResult and MatchingRuleBuilder,
+"""The one authorization rule (secmeta.projections.acl_decision): Kafka's findResult and MatchingRuleBuilder,
 and the index path (authorize) and the list path (decide) reaching the same answers."""
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
-from projections.acl_decision import (
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from secmeta.projections.acl_decision import (
     ALLOWED_BY_ACL,
     DENIED_BY_ACL,
     NO_ACL_FOUND,
@@ -15,8 +21,8 @@ from projections.acl_decision import (
     decide,
     effect,
 )
-from projections.acls import AclsImage
-from projections.authorizer import acls_on, authorize, explain
+from secmeta.projections.acls import AclsImage
+from secmeta.projections.authorizer import acls_on, authorize, explain
 
 Op = AclOperation
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY

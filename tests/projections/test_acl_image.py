@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from events.types import (
+from secmeta.events.types import (
     AccessControlEntry,
     AclBinding,
     AclBindingFilter,
@@ -16,9 +16,9 @@ from events.types import (
     ResourcePattern,
     ResourceType,
 )
-from projections.acl_index import Few, Multi
-from projections.acls import AclsDelta, AclsImage, canonical_entry
-from projections.errors import InconsistentEventError
+from secmeta.projections.acl_index import Few, Multi
+from secmeta.projections.acls import AclsDelta, AclsImage, canonical_entry
+from secmeta.projections.errors import InconsistentEventError
 from tests.storekit import acl
 
 T, G = ResourceType.TOPIC, ResourceType.GROUP
@@ -254,7 +254,7 @@ def test_repr_is_short():
 
 def test_entry_table_sweep_drops_unused_entries():
     """A sweep forgets entries no ACL holds and keeps those in use."""
-    from projections.acl_entries import _EntryTable
+    from secmeta.projections.acl_entries import _EntryTable
 
     table = _EntryTable()
     kept = table.get("User:a", "*", READ, ALLOW)
@@ -270,7 +270,7 @@ def test_entry_table_read_by_threads_while_it_sweeps():
     and again, from several threads) and keeps some; every entry returned
     has the fields asked for, and a kept one is the table's entry after.
     """
-    from projections.acl_entries import _EntryTable
+    from secmeta.projections.acl_entries import _EntryTable
 
     table = _EntryTable()
     errors: list[BaseException] = []

@@ -1,18 +1,18 @@
-"""Filter matching, host/CIDR matching and operation masks (projections.acl_match)."""
+"""Filter matching, host/CIDR matching and operation masks (secmeta.projections.acl_match)."""
 
 import ipaddress
 
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from events.types import (
+from secmeta.events.types import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     PatternType,
     ResourceType,
 )
-from projections.acl_match import (
+from secmeta.projections.acl_match import (
     ALLOW_MASK,
     DENY_MASK,
     OPERATIONS_BY_TYPE,

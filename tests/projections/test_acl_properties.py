@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.types import (
+from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -11,7 +11,7 @@ from events.types import (
     PatternType,
     ResourceType,
 )
-from projections.acls import AclsDelta, AclsImage
+from secmeta.projections.acls import AclsDelta, AclsImage
 
 Op = AclOperation
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY

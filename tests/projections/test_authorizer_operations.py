@@ -2,15 +2,15 @@
 
 import pytest
 
-from events.types import (
+from secmeta.events.types import (
     CLUSTER_NAME,
     AclOperation,
     AclPermissionType,
     PatternType,
     ResourceType,
 )
-from projections.acls import AclsDelta, AclsImage
-from projections.authorizer import authorize_by_resource_type, authorized_operations
+from secmeta.projections.acls import AclsDelta, AclsImage
+from secmeta.projections.authorizer import authorize_by_resource_type, authorized_operations
 from tests.storekit import acl
 
 T, G = ResourceType.TOPIC, ResourceType.GROUP

@@ -5,15 +5,15 @@ import ipaddress
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.types import (
+from secmeta.events.types import (
     AclBinding,
     AclOperation,
     AclPermissionType,
     PatternType,
     ResourceType,
 )
-from projections.acls import AclsImage
-from projections.authorizer import (
+from secmeta.projections.acls import AclsImage
+from secmeta.projections.authorizer import (
     authorize,
     authorize_by_resource_type,
     authorized_operations,

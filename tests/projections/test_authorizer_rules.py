@@ -1,13 +1,13 @@
 """authorize(): one test per rule of the reference, plus CIDR hosts and explain()."""
 
-from events.types import (
+from secmeta.events.types import (
     AclOperation,
     AclPermissionType,
     PatternType,
     ResourceType,
 )
-from projections.acls import AclsDelta, AclsImage
-from projections.authorizer import (
+from secmeta.projections.acls import AclsDelta, AclsImage
+from secmeta.projections.authorizer import (
     ALLOWED_BY_ACL,
     DENIED_BY_ACL,
     NO_ACL_FOUND,

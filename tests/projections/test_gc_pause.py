@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from projections.gc_pause import paused_gc
+from secmeta.projections.gc_pause import paused_gc
 
 
 @pytest.fixture(autouse=True)

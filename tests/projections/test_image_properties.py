@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.log import Log, LogConfig
-from core.state import load_state
-from events.records import (
+from secmeta.core.log import Log, LogConfig
+from secmeta.core.store.state import load_state
+from secmeta.events.records import (
     AclCreated,
     AclDeleted,
     DelegationTokenExpired,
@@ -22,7 +22,7 @@ from events.records import (
     ScramCredentialUpserted,
     TokenRemovalReason,
 )
-from events.types import (
+from secmeta.events.types import (
     AclBinding,
     AclOperation,
     AclPermissionType,
@@ -30,10 +30,10 @@ from events.types import (
     ResourceType,
     ScramMechanism,
 )
-from projections.errors import InconsistentEventError
-from projections.image import SecurityImage, SecurityProjection
-from projections.image_snapshot import SecurityImageSnapshot
-from projections.snapshot import read_snapshot, write_snapshot
+from secmeta.projections.errors import InconsistentEventError
+from secmeta.projections.image import SecurityImage, SecurityProjection
+from secmeta.projections.image_snapshot import SecurityImageSnapshot
+from secmeta.projections.snapshot import read_snapshot, write_snapshot
 from tests.logkit import make_keyring
 from tests.strategies_events import longs, names, principals, sealed_secrets
 

@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from events.keyring import SealedSecret
-from events.records import (
+from secmeta.events.keyring import SealedSecret
+from secmeta.events.records import (
     AclCreated,
     AclDeleted,
     DelegationTokenExpired,
@@ -18,7 +18,7 @@ from events.records import (
     ScramCredentialUpserted,
     TokenRemovalReason,
 )
-from events.types import (
+from secmeta.events.types import (
     AclBinding,
     AclOperation,
     AclPermissionType,
@@ -26,9 +26,9 @@ from events.types import (
     ResourceType,
     ScramMechanism,
 )
-from projections.errors import InconsistentEventError
-from projections.image import SecurityDelta, SecurityImage, SecurityProjection
-from projections.tokens import TokenInfo
+from secmeta.projections.errors import InconsistentEventError
+from secmeta.projections.image import SecurityDelta, SecurityImage, SecurityProjection
+from secmeta.projections.tokens import TokenInfo
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SECRET = SealedSecret("k-1", b"\x01" * 12, b"\x02" * 32)

@@ -2,10 +2,10 @@
 
 import pytest
 
-from events.keyring import SealedSecret
-from events.types import ScramMechanism
-from projections.errors import InconsistentEventError
-from projections.scram import ScramDelta, ScramEntry, ScramImage
+from secmeta.events.keyring import SealedSecret
+from secmeta.events.types import ScramMechanism
+from secmeta.projections.errors import InconsistentEventError
+from secmeta.projections.scram import ScramDelta, ScramEntry, ScramImage
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
 SECRET = SealedSecret("k-1", b"\x01" * 12, b"\xfe" * 40)

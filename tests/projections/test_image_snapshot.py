@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from events.keyring import SealedSecret
-from events.records import AclCreated, DelegationTokenIssued, ScramCredentialUpserted
-from events.types import (
+from secmeta.events.keyring import SealedSecret
+from secmeta.events.records import AclCreated, DelegationTokenIssued, ScramCredentialUpserted
+from secmeta.events.types import (
     AclBinding,
     AclOperation,
     AclPermissionType,
@@ -19,10 +19,15 @@ from events.types import (
     ResourceType,
     ScramMechanism,
 )
-from projections import image_snapshot, snapshot
-from projections.image import SecurityDelta, SecurityImage
-from projections.image_snapshot import SecurityImageSnapshot
-from projections.snapshot import CorruptSnapshotError, SnapshotError, read_snapshot, write_snapshot
+from secmeta.projections import image_snapshot, snapshot
+from secmeta.projections.image import SecurityDelta, SecurityImage
+from secmeta.projections.image_snapshot import SecurityImageSnapshot
+from secmeta.projections.snapshot import (
+    CorruptSnapshotError,
+    SnapshotError,
+    read_snapshot,
+    write_snapshot,
+)
 
 CODEC = SecurityImageSnapshot()
 SECRET = SealedSecret("k-7", b"\x11" * 12, b"sealed-bytes-" * 3)

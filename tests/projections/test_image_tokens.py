@@ -2,8 +2,8 @@
 
 import pytest
 
-from projections.errors import InconsistentEventError
-from projections.tokens import TokenInfo, TokensDelta, TokensImage
+from secmeta.projections.errors import InconsistentEventError
+from secmeta.projections.tokens import TokenInfo, TokensDelta, TokensImage
 
 
 def token(token_id="t1", expiry=1_000, max_ts=2_000):

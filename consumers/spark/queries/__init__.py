@@ -8,10 +8,10 @@
     tokens_alive(reader, t1_ms, t2_ms)                        # -> [AliveToken]
     resolve(reader, at)                                       # -> offset N
 
-A point (``at``, ``start``, ``end``) is an int offset, ``core.timetravel.Point``,
+A point (``at``, ``start``, ``end``) is an int offset, ``secmeta.core.forensics.timetravel.Point``,
 ``{"offset": n}`` / ``{"timestamp_ms": ms}``, ISO-8601/epoch-ms text (a time), or
 None (the tables' version); see ``points``. Every function checks its arguments
-before any Spark job and raises ``core.timetravel.QueryError`` (or its subclass
+before any Spark job and raises ``secmeta.core.forensics.timetravel.QueryError`` (or its subclass
 ``PointInTimeError``) with the CLI's messages; the version record's settings
 (super users, allow.everyone.if.no.acl.found) shape ``who_could_at``.
 
@@ -21,10 +21,10 @@ Modules: ``points`` (point arguments, ``resolve``), ``acls`` (``acls_at``,
 
 from __future__ import annotations
 
-from consumers.spark.queries.acls import AclInForce, acls_at, acls_in_force, who_could_at
-from consumers.spark.queries.history import change_history
-from consumers.spark.queries.points import PointArg, check_point, resolve
-from consumers.spark.queries.tokens import AliveToken, tokens_alive
+from secmeta.consumers.spark.queries.acls import AclInForce, acls_at, acls_in_force, who_could_at
+from secmeta.consumers.spark.queries.history import change_history
+from secmeta.consumers.spark.queries.points import PointArg, check_point, resolve
+from secmeta.consumers.spark.queries.tokens import AliveToken, tokens_alive
 
 __all__ = [
     "AclInForce",

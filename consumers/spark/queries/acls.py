@@ -4,8 +4,8 @@
 ``who_could_at`` selects in Spark only the ACLs that can bear on one resource
 (in force at the point, of its type, with a pattern that applies to its name:
 ``on_resource``, the one rule written in SQL, tested against
-``projections.acl_match.covers``), collects that small set into an authorizer
-image and asks ``core.forensics.who_could``: the decision is the store's, by
+``secmeta.projections.acl_match.covers``), collects that small set into an authorizer
+image and asks ``secmeta.core.forensics.queries.who_could``: the decision is the store's, by
 the same code.
 """
 
@@ -16,13 +16,19 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from consumers.spark.queries.points import PointArg, check_point, offset_of, settings
-from consumers.spark.table_reader import TableReader
-from core.errors import QueryError
-from core.forensics import Grant, parse_operation, parse_resource_type, who_could
-from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
-from projections.acls import AclsImage
-from projections.image import SecurityImage
+from secmeta.consumers.spark.queries.points import PointArg, check_point, offset_of, settings
+from secmeta.consumers.spark.table_reader import TableReader
+from secmeta.core.errors import QueryError
+from secmeta.core.forensics.queries import Grant, parse_operation, parse_resource_type, who_could
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from secmeta.projections.acls import AclsImage
+from secmeta.projections.image import SecurityImage
 
 __all__ = ["AclInForce", "acls_at", "acls_in_force", "on_resource", "who_could_at"]
 
@@ -94,7 +100,7 @@ def acls_at(reader: TableReader, at: PointArg = None) -> list[AclInForce]:
 
 def on_resource(acls: DataFrame, resource_type: ResourceType, name: str) -> DataFrame:
     """The rows of ``acls`` whose pattern applies to ``resource_type``:``name``: the same type, LITERAL with
-    that name or '*', PREFIXED with a name that is a prefix of it (``projections.acl_match.covers``,
+    that name or '*', PREFIXED with a name that is a prefix of it (``secmeta.projections.acl_match.covers``,
     written in SQL so that Spark selects the few ACLs before Python decides)."""
     literal = (F.col("pattern_type") == PatternType.LITERAL.name) & F.col("resource_name").isin(name, "*")
     prefixed = (F.col("pattern_type") == PatternType.PREFIXED.name) & F.lit(name).startswith(

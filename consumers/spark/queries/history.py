@@ -1,6 +1,6 @@
 """The change history of a principal or SCRAM user, from the history table.
 
-The matching rules are ``core.history.history``'s:
+The matching rules are ``secmeta.core.forensics.history.history``'s:
 
 - ``principal`` matches an event whose actor is the principal, or whose subject
   is: an ACL's principal (created or deleted), a SCRAM user as ``User:<name>``,
@@ -20,9 +20,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from consumers.spark.queries.points import PointArg, check_point, event_date_of
-from consumers.spark.table_reader import TableReader
-from core.errors import QueryError
+from secmeta.consumers.spark.queries.points import PointArg, check_point, event_date_of
+from secmeta.consumers.spark.table_reader import TableReader
+from secmeta.core.errors import QueryError
 
 __all__ = ["change_history"]
 

@@ -4,10 +4,10 @@ A point is given as
 
 - an ``int``: an offset N, "the state after the first N events" (0 <= N <= the
   tables' version, ``reader.offset``);
-- ``core.timetravel.Point`` (``Point.at_offset(n)`` or ``Point.at_time(ms)``), or
-  a mapping ``{"offset": n}`` / ``{"timestamp_ms": ms}`` (``core.timetravel.as_point``);
+- ``secmeta.core.forensics.timetravel.Point`` (``Point.at_offset(n)`` or ``Point.at_time(ms)``), or
+  a mapping ``{"offset": n}`` / ``{"timestamp_ms": ms}`` (``secmeta.core.forensics.timetravel.as_point``);
 - a ``str``: a time, ISO-8601 with a zone or epoch milliseconds
-  (``core.timetravel.parse_time``, the CLI's rule and messages);
+  (``secmeta.core.forensics.timetravel.parse_time``, the CLI's rule and messages);
 - ``None``: the tables' current version.
 
 A time T means the store's rule: after every batch stamped <= T, i.e. N is the
@@ -26,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import date, timedelta
 
-from consumers.spark.table_reader import TableReader
-from consumers.spark.tables import TablesError
-from core.config import StoreConfig
-from core.errors import PointInTimeError, QueryError
-from core.timetravel import Point, as_point, parse_time
+from secmeta.consumers.spark.table_reader import TableReader
+from secmeta.consumers.spark.tables import TablesError
+from secmeta.core.config import StoreConfig
+from secmeta.core.errors import PointInTimeError, QueryError
+from secmeta.core.forensics.timetravel import Point, as_point, parse_time
 
 __all__ = ["PointArg", "check_point", "check_time", "event_date_of", "offset_of", "require_order", "resolve", "settings"]
 

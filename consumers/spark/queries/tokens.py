@@ -7,7 +7,7 @@ Definitions (times in epoch ms):
   null: still open at the tables' version). This is the store's rule, the state
   after every batch stamped <= t, given that batch times do not go backwards;
 - a token is *alive* at t when one of its intervals is in the state at t and
-  it is not expired at t. Kafka's rule (``projections.tokens.TokenInfo.is_expired``,
+  it is not expired at t. Kafka's rule (``secmeta.projections.tokens.TokenInfo.is_expired``,
   the one the store authenticates by): expired iff t > expiry or t > max
   timestamp, so a token is still alive at its expiry instant;
 - a token is alive in [T1, T2] when it is alive at some t with T1 <= t <= T2.
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from consumers.spark.queries.points import check_time, require_order
-from consumers.spark.table_reader import TableReader
-from core.timetravel import Point
+from secmeta.consumers.spark.queries.points import check_time, require_order
+from secmeta.consumers.spark.table_reader import TableReader
+from secmeta.core.forensics.timetravel import Point
 
 __all__ = ["AliveToken", "alive_in", "tokens_alive"]
 

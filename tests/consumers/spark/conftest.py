@@ -14,7 +14,7 @@ require_extra("pyspark", "spark")
 @pytest.fixture(scope="session")
 def compacted(spark, tmp_path_factory):
     """A store of 80 random requests compacted in batches of 25 events, 3 versions kept, no vacuum delay."""
-    from consumers.spark.compaction import compact
+    from secmeta.consumers.spark.compaction import compact
     from tests.consumers.spark.sparkkit import make_workspace
 
     root = tmp_path_factory.mktemp("compaction")

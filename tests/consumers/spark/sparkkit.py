@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import (
+from secmeta.core import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -18,8 +18,8 @@ from core import (
     StoreConfig,
     UserScramCredentialUpsertion,
 )
-from core.log import LogConfig
-from events.keyring import Keyring
+from secmeta.core.log import LogConfig
+from secmeta.events.keyring import Keyring
 from tests.consumers.conftest import random_workload
 from tests.storekit import ADMIN, TOKEN_SECRET
 

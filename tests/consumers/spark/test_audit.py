@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from consumers.audit_rules import AuditRules, MassDeletion, RulesFileError, load_rules
-from consumers.spark.audit import (
+from secmeta.consumers.audit_rules import AuditRules, MassDeletion, RulesFileError, load_rules
+from secmeta.consumers.spark.audit import (
     ALERTS_SCHEMA,
     MARKER,
     STATE_DIR,
@@ -22,8 +22,14 @@ from consumers.spark.audit import (
     read_alerts,
     run_audit,
 )
-from consumers.spark.rows import NO_SECRET, SCHEMA, envelope_from_row, event_row, python_rows
-from core import (
+from secmeta.consumers.spark.rows import (
+    NO_SECRET,
+    SCHEMA,
+    envelope_from_row,
+    event_row,
+    python_rows,
+)
+from secmeta.core import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -38,10 +44,14 @@ from core import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from core.errors import NotAStoreError
-from core.log import Log, LogConfig
-from events.keyring import Keyring
-from events.records import DelegationTokenRemoved, ScramCredentialUpserted, TokenRemovalReason
+from secmeta.core.errors import NotAStoreError
+from secmeta.core.log import Log, LogConfig
+from secmeta.events.keyring import Keyring
+from secmeta.events.records import (
+    DelegationTokenRemoved,
+    ScramCredentialUpserted,
+    TokenRemovalReason,
+)
 from tests.logkit import Clock
 from tests.storekit import ADMIN
 

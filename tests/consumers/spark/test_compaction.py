@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from consumers.spark.compaction import CompactionError, _Commit, compact, open_tables
-from consumers.spark.table_reader import TableReader
-from consumers.spark.tables import TABLE_NAMES, Tables, TablesError
-from core.log import Log
+from secmeta.consumers.spark.compaction import CompactionError, _Commit, compact, open_tables
+from secmeta.consumers.spark.table_reader import TableReader
+from secmeta.consumers.spark.tables import TABLE_NAMES, Tables, TablesError
+from secmeta.core.log import Log
 from tests.consumers.spark.sparkkit import acl_state, credential_state, make_workspace, token_state
 
 
@@ -48,7 +48,7 @@ def test_intervals_equal_the_store_at_every_offset(spark, compacted):
 
 def test_shuffled_closes_give_the_same_intervals(spark, compacted, tmp_path, monkeypatch):
     """Batches with more closes than BROADCAST_CLOSES take the shuffle join: same tables as broadcasting."""
-    from consumers.spark import compaction
+    from secmeta.consumers.spark import compaction
 
     space, tables, _version = compacted
     monkeypatch.setattr(compaction, "BROADCAST_CLOSES", 0)
@@ -84,7 +84,7 @@ def test_each_batch_is_one_version_listing_offsets_rows_and_table_versions(compa
         assert all(after.tables[name] > before.tables[name] for name in TABLE_NAMES)
     from deltalake import DeltaTable
 
-    from core.storedir import StoreDirectory
+    from secmeta.core.store.storedir import StoreDirectory
 
     store = StoreDirectory.open(space.store_dir, create=False, writer=False)
     store.close()
@@ -389,8 +389,8 @@ def test_another_stores_tables_are_refused(spark, two_phase, compacted):
 def test_a_wrong_keyring_and_a_trimmed_log_fail_before_spark(tmp_path):
     """No SparkSession is used: open_tables (which compaction_stream and the CLI call first) refuses, and
     creates nothing."""
-    from events.errors import KeyringError
-    from events.keyring import Keyring
+    from secmeta.events.errors import KeyringError
+    from secmeta.events.keyring import Keyring
 
     space = make_workspace(tmp_path, seed=3, steps=20, segment_bytes=1024)
     Keyring.generate_file(tmp_path / "other-keys.json")
@@ -407,7 +407,7 @@ def test_a_wrong_keyring_and_a_trimmed_log_fail_before_spark(tmp_path):
 
 
 def test_versions_command_lists_delta_versions_newest_first(compacted, capsys):
-    from core.cli import main
+    from secmeta.core.cli import main
 
     _, tables, version = compacted
     assert main(["spark", "versions", "--tables", str(tables), "--limit", "2"]) == 0
@@ -420,8 +420,8 @@ def test_versions_command_lists_delta_versions_newest_first(compacted, capsys):
 
 def test_each_kinds_declared_schema_is_what_advance_writes(spark):
     """The Delta tables are created (before Spark starts) with intervals.schema; advance's output has it."""
-    from consumers.spark import intervals
-    from consumers.spark.rows import SCHEMA
+    from secmeta.consumers.spark import intervals
+    from secmeta.consumers.spark.rows import SCHEMA
 
     events = spark.createDataFrame([], SCHEMA)
     for kind in intervals.KINDS:

@@ -8,8 +8,8 @@ from datetime import datetime
 
 import pytest
 
-from consumers.kafka.publisher import Publisher
-from consumers.spark.kafka_source import (
+from secmeta.consumers.kafka.publisher import Publisher
+from secmeta.consumers.spark.kafka_source import (
     EARLIEST,
     LATEST,
     KafkaRange,
@@ -18,11 +18,11 @@ from consumers.spark.kafka_source import (
     parse_offsets,
     plan_kafka_ranges,
 )
-from consumers.spark.rows import SCHEMA, event_row
-from core import SecurityStore, StoreConfig
-from core.log import Log, LogConfig
-from events.keyring import Keyring
-from events.records import ScramCredentialUpserted
+from secmeta.consumers.spark.rows import SCHEMA, event_row
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.core.log import Log, LogConfig
+from secmeta.events.keyring import Keyring
+from secmeta.events.records import ScramCredentialUpserted
 from tests.consumers.conftest import produce_raw, read_topic, unique_topic, unused_port
 from tests.consumers.spark.sparkkit import ADMIN, SALT, topic_acl, write_small_workload
 from tests.logkit import Clock
@@ -192,7 +192,7 @@ def test_duplicates_and_foreign_messages_are_skipped(spark, workspace, kafka_boo
 def _source(workspace, **options):
     from pyspark.sql.datasource import CaseInsensitiveDict
 
-    from consumers.spark.kafka_source import SecmetaKafkaDataSource
+    from secmeta.consumers.spark.kafka_source import SecmetaKafkaDataSource
 
     return SecmetaKafkaDataSource(CaseInsensitiveDict(_options(workspace, options))).source
 
@@ -303,7 +303,7 @@ def test_bad_options_are_refused(workspace, options, message):
     """The source refuses each bad option as it is built, naming the option (no Spark involved)."""
     from pyspark.sql.datasource import CaseInsensitiveDict
 
-    from consumers.spark.kafka_source import SecmetaKafkaDataSource
+    from secmeta.consumers.spark.kafka_source import SecmetaKafkaDataSource
 
     with pytest.raises(SecmetaKafkaSourceError, match=message):
         SecmetaKafkaDataSource(CaseInsensitiveDict(_options(workspace, options)))
@@ -355,7 +355,7 @@ def test_ending_offsets_are_refused_for_a_stream(spark, workspace, tmp_path):
 
 def test_client_settings_stay_out_of_reprs():
     """Kafka client settings may carry a SASL password: the picklable topic handle never shows them."""
-    from consumers.spark.kafka_source import _Topic
+    from secmeta.consumers.spark.kafka_source import _Topic
 
     topic = _Topic("secmeta.history", {"bootstrap.servers": "b:9092", "sasl.password": "hunter2-secret"})
     assert "hunter2-secret" not in repr(topic) and "secmeta.history" in repr(topic)

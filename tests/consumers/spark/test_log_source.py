@@ -7,13 +7,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from consumers.spark.log_source import LogRange, plan_ranges
-from consumers.spark.rows import SCHEMA, event_row
-from core import SecurityStore, StoreConfig
-from core.log import Log, LogConfig
-from events.keyring import Keyring
-from events.records import ScramCredentialUpserted
-from events.redact import redacted
+from secmeta.consumers.spark.log_source import LogRange, plan_ranges
+from secmeta.consumers.spark.rows import SCHEMA, event_row
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.core.log import Log, LogConfig
+from secmeta.events.keyring import Keyring
+from secmeta.events.records import ScramCredentialUpserted
+from secmeta.events.redact import redacted
 from tests.consumers.spark.sparkkit import ADMIN, SALT, topic_acl, write_small_workload
 from tests.logkit import Clock
 
@@ -196,7 +196,7 @@ def test_plan_ranges_splits_large_segments():
 
 def test_arrow_batches_equal_python_rows(workspace):
     """The Arrow form the sources hand to Spark holds exactly the rows event_row makes."""
-    from consumers.spark.rows import arrow_batch
+    from secmeta.consumers.spark.rows import arrow_batch
 
     store_dir, _, keyring, _ = workspace
     envelopes, _ = _log_envelopes(store_dir, keyring)
@@ -210,7 +210,7 @@ def test_arrow_batches_pause_the_collector_only_while_decoding(workspace):
     """Python's GC is on whenever the caller holds a batch, and after the batches end or are dropped."""
     import gc
 
-    from consumers.spark.rows import arrow_batches
+    from secmeta.consumers.spark.rows import arrow_batches
 
     store_dir, _key_file, keyring, _cfg = workspace
     envelopes, _bases = _log_envelopes(store_dir, keyring)

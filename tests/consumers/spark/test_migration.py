@@ -14,10 +14,16 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from consumers.spark.compaction import open_tables
-from consumers.spark.migration import migrate
-from consumers.spark.table_reader import TableReader
-from consumers.spark.tables import HISTORY, INTERVAL_NAMES, SNAPSHOT_NAMES, Tables, TablesError
+from secmeta.consumers.spark.compaction import open_tables
+from secmeta.consumers.spark.migration import migrate
+from secmeta.consumers.spark.table_reader import TableReader
+from secmeta.consumers.spark.tables import (
+    HISTORY,
+    INTERVAL_NAMES,
+    SNAPSHOT_NAMES,
+    Tables,
+    TablesError,
+)
 from tests.consumers.spark.sparkkit import acl_state
 
 
@@ -122,7 +128,7 @@ def test_migrate_gives_the_same_tables_with_each_kept_version(compacted, legacy,
 
 def test_a_migration_that_stopped_part_way_runs_again(compacted, legacy, spark, monkeypatch):
     """A crash after some Delta commits leaves the manifest: migrate again starts over and completes."""
-    from consumers.spark import migration
+    from secmeta.consumers.spark import migration
 
     _, tables, old, kept = legacy
     real = migration.BatchCommit.commit
@@ -156,7 +162,7 @@ def test_migrate_refuses_what_it_cannot_convert(tmp_path):
 def test_migrate_and_versions_commands(legacy, capsys):
     """`secmeta spark migrate` converts and says so; `secmeta spark versions` then lists each kept version
     (Delta version, log offsets, rows), newest first, as DESCRIBE HISTORY does."""
-    from core.cli import main
+    from secmeta.core.cli import main
 
     _, _, old, kept = legacy
     assert main(["spark", "migrate", "--tables", str(old)]) == 0

@@ -16,18 +16,18 @@ require_extra("pyspark", "spark")
 
 from pyspark.sql import functions as F  # noqa: E402
 
-from consumers.spark.compaction import compact  # noqa: E402
-from consumers.spark.queries import (  # noqa: E402
+from secmeta.consumers.spark.compaction import compact  # noqa: E402
+from secmeta.consumers.spark.queries import (  # noqa: E402
     acls_at,
     change_history,
     resolve,
     tokens_alive,
     who_could_at,
 )
-from consumers.spark.queries.acls import on_resource  # noqa: E402
-from consumers.spark.queries.tokens import alive_in  # noqa: E402
-from consumers.spark.table_reader import TableReader  # noqa: E402
-from core import (  # noqa: E402
+from secmeta.consumers.spark.queries.acls import on_resource  # noqa: E402
+from secmeta.consumers.spark.queries.tokens import alive_in  # noqa: E402
+from secmeta.consumers.spark.table_reader import TableReader  # noqa: E402
+from secmeta.core import (  # noqa: E402
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -35,12 +35,12 @@ from core import (  # noqa: E402
     PatternType,
     ResourceType,
 )
-from core.errors import PointInTimeError, QueryError  # noqa: E402
-from core.forensics import parse_operation, parse_resource_type  # noqa: E402
-from core.timetravel import Point, parse_time  # noqa: E402
-from projections.acl_decision import NO_ACL_FOUND, SUPER_USER  # noqa: E402
-from projections.acl_match import covers  # noqa: E402
-from projections.tokens import TokenInfo  # noqa: E402
+from secmeta.core.errors import PointInTimeError, QueryError  # noqa: E402
+from secmeta.core.forensics.queries import parse_operation, parse_resource_type  # noqa: E402
+from secmeta.core.forensics.timetravel import Point, parse_time  # noqa: E402
+from secmeta.projections.acl_decision import NO_ACL_FOUND, SUPER_USER  # noqa: E402
+from secmeta.projections.acl_match import covers  # noqa: E402
+from secmeta.projections.tokens import TokenInfo  # noqa: E402
 from tests.consumers.spark.sparkkit import Workspace, acl_state, make_workspace  # noqa: E402
 from tests.storekit import ADMIN  # noqa: E402
 

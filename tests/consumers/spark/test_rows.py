@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from consumers.spark.rows import (
+from secmeta.consumers.spark.rows import (
     NO_SECRET,
     SCHEMA,
     RowError,
@@ -17,9 +17,15 @@ from consumers.spark.rows import (
     event_row,
     python_rows,
 )
-from core import SecmetaError
-from events.records import EVENT_TYPES, AclCreated, Envelope, ScramCredentialUpserted
-from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from secmeta.core import SecmetaError
+from secmeta.events.records import EVENT_TYPES, AclCreated, Envelope, ScramCredentialUpserted
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from tests.strategies_events import envelopes, events_of_each_type
 
 _BY_TYPE = events_of_each_type()

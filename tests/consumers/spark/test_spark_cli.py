@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from core.cli import main
+from secmeta.core.cli import main
 from tests.consumers.spark.sparkkit import acl_state, make_workspace
 
 
@@ -109,7 +109,7 @@ def test_a_fresh_spark_says_it_is_starting_and_prints_no_jvm_lines(cli_space, tm
     compaction batch, and none of the JVM's or Spark's start-up lines; stdout holds the answer."""
     space, _ = cli_space
     ran = subprocess.run(
-        [sys.executable, "-m", "core.cli", "spark", "compact", "--store", str(space.store_dir), "--key-file",
+        [sys.executable, "-m", "secmeta.core.cli", "spark", "compact", "--store", str(space.store_dir), "--key-file",
          str(space.key_file), "--tables", str(tmp_path / "tables"), "--once", "--max-events-per-trigger", "30"],
         capture_output=True, text=True, timeout=600, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
     assert ran.returncode == 0, ran.stderr

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from consumers.spark.tables import FORMAT, TABLE_NAMES, Kept, TablesError, Version
+from secmeta.consumers.spark.tables import FORMAT, TABLE_NAMES, Kept, TablesError, Version
 
 _versions = st.dictionaries(st.sampled_from(TABLE_NAMES), st.integers(0, 2**40), min_size=len(TABLE_NAMES))
 _offset = st.integers(0, 2**62)

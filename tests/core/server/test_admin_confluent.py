@@ -31,11 +31,11 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import admin as ck
 
-from core import ScramCredentialInfo, StoreConfig
-from core.errors import ErrorCode
-from core.wire import convert
-from core.wire.codec import build, request_class
-from events.types import (
+from secmeta.core import ScramCredentialInfo, StoreConfig
+from secmeta.core.errors import ErrorCode
+from secmeta.core.wire import convert
+from secmeta.core.wire.codec import build, request_class
+from secmeta.events.types import (
     CLUSTER_NAME,
     AclBinding,
     AclBindingFilter,

@@ -1,4 +1,4 @@
-"""core.wire.convert: secmeta values survive a trip through kio entities and wire bytes."""
+"""secmeta.core.wire.convert: secmeta values survive a trip through kio entities and wire bytes."""
 
 from __future__ import annotations
 
@@ -6,17 +6,17 @@ import io
 
 from kio.serial import entity_reader, entity_writer
 
-from core.errors import ApiError, ErrorCode
-from core.types import (
+from secmeta.core.errors import ApiError, ErrorCode
+from secmeta.core.types import (
     DelegationToken,
     ScramCredentialInfo,
     UserScramCredentialDeletion,
     UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
 )
-from core.wire import convert
-from core.wire.codec import build, request_class, response_class
-from events.types import (
+from secmeta.core.wire import convert
+from secmeta.core.wire.codec import build, request_class, response_class
+from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
     AclOperation,

@@ -32,12 +32,18 @@ from pathlib import Path
 
 from scramp import ScramClient
 
-from core import SecurityStore, StoreConfig
-from core.errors import ErrorCode
-from core.server.config import ServerConfig
-from core.wire.codec import build, decode_response, encode_request, request_class
-from events.keyring import Keyring
-from events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.core.errors import ErrorCode
+from secmeta.core.server.config import ServerConfig
+from secmeta.core.wire.codec import build, decode_response, encode_request, request_class
+from secmeta.events.keyring import Keyring
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from tests.serverkit import ADMIN, ADMIN_PASSWORD, TOKEN_SECRET, RawClient, running_server
 
 SEED = 20261124
@@ -142,7 +148,7 @@ def huge_array(directory: str) -> None:
 def test_a_huge_compact_array_length_closes_only_that_connection(tmp_path):
     """A frame announcing more items than it has bytes is malformed: that connection closes, the server
     (and every other connection) stays up.  kio 0.6.5's native reader allocates an announced array
-    length up front (2**32 - 2 items made Rust abort the process), so core.wire.bounds checks every
+    length up front (2**32 - 2 items made Rust abort the process), so secmeta.core.wire.bounds checks every
     length against the bytes left first, as Kafka's generated readers do ("Tried to allocate a
     collection of size N, but there are only M bytes remaining", MessageUtil / the generated Data
     classes)."""

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from core import SecurityStore, StoreConfig
-from core.errors import ErrorCode
-from core.server.admin_apis import ADMIN_HANDLERS
-from core.server.call import BrokerInfo, Call
-from core.types import RequestContext, ScramCredentialInfo, UserScramCredentialUpsertion
-from core.wire import convert
-from core.wire.codec import (
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.core.errors import ErrorCode
+from secmeta.core.server.admin_apis import ADMIN_HANDLERS
+from secmeta.core.server.call import BrokerInfo, Call
+from secmeta.core.types import RequestContext, ScramCredentialInfo, UserScramCredentialUpsertion
+from secmeta.core.wire import convert
+from secmeta.core.wire.codec import (
     build,
     decode_request,
     decode_response,
@@ -25,7 +25,7 @@ from core.wire.codec import (
     encode_response,
     request_class,
 )
-from events.types import (
+from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
     AclOperation,

@@ -27,10 +27,16 @@ from kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from core.errors import ErrorCode
-from events.types import AclBinding, AclBindingFilter, AclOperation, AclPermissionType, PatternType
-from events.types import ResourceType as RT
-from events.types import ScramMechanism as SM
+from secmeta.core.errors import ErrorCode
+from secmeta.events.types import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+)
+from secmeta.events.types import ResourceType as RT
+from secmeta.events.types import ScramMechanism as SM
 from tests.serverkit import ADMIN, RawClient
 
 LISTENERS = "SASL_SSL://127.0.0.1:0"

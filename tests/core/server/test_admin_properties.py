@@ -21,10 +21,10 @@ from confluent_kafka import admin as ck
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from core import SecurityStore, StoreConfig
-from core.errors import ErrorCode
-from core.types import RequestContext, UserScramCredentialDeletion
-from events.types import (
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.core.errors import ErrorCode
+from secmeta.core.types import RequestContext, UserScramCredentialDeletion
+from secmeta.events.types import (
     CLUSTER_NAME,
     AclBinding,
     AclBindingFilter,

@@ -14,9 +14,9 @@ import re
 
 import pytest
 
-from core import SecurityStore, StoreConfig
-from core.cli import EXIT_FAILED, EXIT_USAGE
-from events.keyring import Keyring
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.core.cli import EXIT_FAILED, EXIT_USAGE
+from secmeta.events.keyring import Keyring
 from tests.clientkit import client_properties, refusing_port, remote_admin, write_command_config
 from tests.clikit import run
 from tests.serverkit import ADMIN_PASSWORD

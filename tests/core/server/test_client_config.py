@@ -1,4 +1,4 @@
-"""Client settings (core.wire.client_config): Kafka client properties from a --command-config file.
+"""Client settings (secmeta.core.wire.client_config): Kafka client properties from a --command-config file.
 
 The file format is java.util.Properties.load's; the keys are Kafka's client configs
 (CommonClientConfigs, SaslConfigs, SslConfigs) and librdkafka's ssl.*.location names;
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.wire.client_config import (
+from secmeta.core.wire.client_config import (
     ClientConfig,
     ClientConfigError,
     load_properties,

@@ -1,4 +1,4 @@
-"""Connection failures name the broker and the reason (core.wire.connection), without a server.
+"""Connection failures name the broker and the reason (secmeta.core.wire.connection), without a server.
 
 Kafka's NetworkClient reports a refused or timed-out connection per node and
 ``socket.connection.setup.timeout.ms`` / ``request.timeout.ms`` bound the wait; a TLS
@@ -13,8 +13,8 @@ import threading
 
 import pytest
 
-from core.wire.client_config import ClientConfig
-from core.wire.connection import BrokerConnectionError, Connection
+from secmeta.core.wire.client_config import ClientConfig
+from secmeta.core.wire.connection import BrokerConnectionError, Connection
 from tests.clientkit import refusing_port
 
 

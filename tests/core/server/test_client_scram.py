@@ -1,4 +1,4 @@
-"""The client side of SCRAM (core.wire.scram_client) against RFC 7677's vector and secmeta's ScramServer.
+"""The client side of SCRAM (secmeta.core.wire.scram_client) against RFC 7677's vector and secmeta's ScramServer.
 
 Follows Kafka's ScramSaslClient / ScramMessages / ScramFormatter: GS2 header ``n,,``,
 saslname escaping, ``tokenauth=true`` appended to client-first-message-bare for a token
@@ -14,10 +14,10 @@ import hashlib
 import pytest
 import scramp
 
-from core.errors import IllegalSaslStateException, SaslAuthenticationException
-from core.scram import ScramServer, TokenIdentity, credential_from_password
-from core.wire.scram_client import ScramClient, sasl_name, token_login
-from events.types import ScramMechanism
+from secmeta.core.auth.scram import ScramServer, TokenIdentity, credential_from_password
+from secmeta.core.errors import IllegalSaslStateException, SaslAuthenticationException
+from secmeta.core.wire.scram_client import ScramClient, sasl_name, token_login
+from secmeta.events.types import ScramMechanism
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
 FAKE_SALT_KEY = b"fake-salt-key-for-client-tests"

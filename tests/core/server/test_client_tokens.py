@@ -17,7 +17,7 @@ import dataclasses
 
 import pytest
 
-from core import (
+from secmeta.core import (
     AclBinding,
     AclOperation,
     AclPermissionType,
@@ -25,7 +25,7 @@ from core import (
     ResourceType,
     StoreConfig,
 )
-from core.errors import (
+from secmeta.core.errors import (
     ApiError,
     ClusterAuthorizationException,
     DelegationTokenAuthorizationException,

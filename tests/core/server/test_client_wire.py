@@ -1,4 +1,4 @@
-"""secmeta's wire client (core.wire.client.RemoteAdmin) against a real ``secmeta serve``.
+"""secmeta's wire client (secmeta.core.wire.client.RemoteAdmin) against a real ``secmeta serve``.
 
 RemoteAdmin has SecurityStore's admin API, so a call over the wire must return what the
 store returns and raise the same ApiException subclasses.  The connection follows Kafka's
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from core import (
+from secmeta.core import (
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -24,7 +24,7 @@ from core import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
-from core.errors import (
+from secmeta.core.errors import (
     ApiError,
     ClusterAuthorizationException,
     ErrorCode,
@@ -33,10 +33,10 @@ from core.errors import (
     UnsupportedSaslMechanismException,
     UnsupportedVersionException,
 )
-from core.server.config import ServerConfig
-from core.wire import codec
-from core.wire.client import BrokerConnectionError, ClientConfig, RemoteAdmin
-from events.types import CLUSTER_NAME
+from secmeta.core.server.config import ServerConfig
+from secmeta.core.wire import codec
+from secmeta.core.wire.client import BrokerConnectionError, ClientConfig, RemoteAdmin
+from secmeta.events.types import CLUSTER_NAME
 from tests.clientkit import ANY_ACL, client_properties, remote_admin
 from tests.serverkit import ADMIN, ADMIN_PASSWORD, CLIENT_DN, TOKEN_SECRET, add_user, make_ca
 

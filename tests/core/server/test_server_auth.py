@@ -16,10 +16,10 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import ResourcePatternType as CkPatternType
 from confluent_kafka.admin import ResourceType as CkResourceType
 
-from core import RequestContext, StoreConfig
-from core.wire.codec import build, request_class
-from core.wire.scram_client import token_login
-from events.types import ScramMechanism
+from secmeta.core import RequestContext, StoreConfig
+from secmeta.core.wire.codec import build, request_class
+from secmeta.core.wire.scram_client import token_login
+from secmeta.events.types import ScramMechanism
 from tests.serverkit import ADMIN, TOKEN_SECRET, RawClient, add_user
 
 DELEGATION_TOKEN_REQUEST_NOT_ALLOWED = 64

@@ -16,9 +16,9 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient
 
-from core import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
-from core.wire.codec import build, request_class
-from events.types import CLUSTER_NAME
+from secmeta.core import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from secmeta.core.wire.codec import build, request_class
+from secmeta.events.types import CLUSTER_NAME
 from tests.serverkit import ADMIN, CLIENT_DN, RawClient, add_user
 
 TIMEOUT = 15

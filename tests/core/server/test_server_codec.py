@@ -1,12 +1,18 @@
-"""core.wire.codec as the server uses it: what a decoded request shows, and how responses are built."""
+"""secmeta.core.wire.codec as the server uses it: what a decoded request shows, and how responses are built."""
 
 from __future__ import annotations
 
 import pytest
 
-from core.server.call import BrokerInfo, Call
-from core.types import RequestContext
-from core.wire.codec import build, decode_request, encode_request, request_class, response_class
+from secmeta.core.server.call import BrokerInfo, Call
+from secmeta.core.types import RequestContext
+from secmeta.core.wire.codec import (
+    build,
+    decode_request,
+    encode_request,
+    request_class,
+    response_class,
+)
 
 SALTED = bytes(range(64))
 SALT = b"pepper-salt-0123"

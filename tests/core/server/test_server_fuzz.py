@@ -12,7 +12,7 @@ import random
 import socket
 import struct
 
-from core.wire.codec import ApiKey, build, encode_request, request_class
+from secmeta.core.wire.codec import ApiKey, build, encode_request, request_class
 from tests.serverkit import RawClient
 
 SEED = 20261124

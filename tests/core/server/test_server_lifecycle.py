@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from core import SecurityStore, StoreConfig
-from core.errors import ClusterAuthorizationException
-from core.server.cluster_apis import CLUSTER_HANDLERS
-from core.server.handling import Handler
-from core.wire.codec import build, request_class
-from events.keyring import Keyring
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.core.errors import ClusterAuthorizationException
+from secmeta.core.server.cluster_apis import CLUSTER_HANDLERS
+from secmeta.core.server.handling import Handler
+from secmeta.core.wire.codec import build, request_class
+from secmeta.events.keyring import Keyring
 from tests.logkit import make_keyring
 from tests.serverkit import ADMIN_PASSWORD, RawClient, add_user
 
@@ -91,8 +91,8 @@ def test_a_handler_bug_answers_unknown_server_error_and_keeps_the_connection(ser
 
 def test_listener_errors_are_raised_by_start(tmp_path):
     """A TLS listener without a certificate fails before anything binds, naming the missing option."""
-    from core.server.listeners import ListenerError
-    from core.server.server import ServerThread
+    from secmeta.core.server.listeners import ListenerError
+    from secmeta.core.server.server import ServerThread
 
     with SecurityStore.open(tmp_path / "store", StoreConfig(), keyring=make_keyring(tmp_path)) as store:
         with pytest.raises(ListenerError, match="--ssl-cert"):
@@ -110,7 +110,7 @@ def test_secmeta_serve_drains_on_sigterm_and_the_store_reopens(tmp_path):
         end = store.log.end_offset
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "core.cli", "serve", "--store", str(store_dir), "--key-file", str(keys),
+        [sys.executable, "-m", "secmeta.core.cli", "serve", "--store", str(store_dir), "--key-file", str(keys),
          "--listeners", "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
     try:
@@ -137,8 +137,8 @@ def test_a_port_in_use_is_a_listener_error(tmp_path):
     """Binding a taken port fails start() with the listener named, and nothing keeps running."""
     import socket
 
-    from core.server.listeners import ListenerError
-    from core.server.server import ServerThread
+    from secmeta.core.server.listeners import ListenerError
+    from secmeta.core.server.server import ServerThread
 
     with socket.socket() as taken, SecurityStore.open(tmp_path / "store", StoreConfig(),
                                                       keyring=make_keyring(tmp_path)) as store:

@@ -6,9 +6,9 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
-from core.cli import build_parser
-from core.cli.serve_cmd import server_config
-from core.server.listeners import (
+from secmeta.core.cli import build_parser
+from secmeta.core.cli.serve_cmd import server_config
+from secmeta.core.server.listeners import (
     ClientAuth,
     Listener,
     ListenerError,
@@ -18,8 +18,8 @@ from core.server.listeners import (
     parse_listeners,
     ssl_context,
 )
-from core.server.principals import dn_rfc2253
-from events.types import ScramMechanism
+from secmeta.core.server.principals import dn_rfc2253
+from secmeta.events.types import ScramMechanism
 
 
 def test_listeners_are_named_after_their_protocol():

@@ -16,14 +16,14 @@ import struct
 import pytest
 from scramp import ScramClient
 
-from core import StoreConfig
-from core.errors import InvalidValueError
-from core.server.cluster_apis import AUTHORIZED_OPERATIONS_OMITTED
-from core.server.config import ServerConfig
-from core.server.sasl import FailedAuthLimiter
-from core.server.server import Server
-from core.wire.codec import build, request_class
-from events.types import ScramMechanism
+from secmeta.core import StoreConfig
+from secmeta.core.errors import InvalidValueError
+from secmeta.core.server.cluster_apis import AUTHORIZED_OPERATIONS_OMITTED
+from secmeta.core.server.config import ServerConfig
+from secmeta.core.server.sasl import FailedAuthLimiter
+from secmeta.core.server.server import Server
+from secmeta.core.wire.codec import build, request_class
+from secmeta.events.types import ScramMechanism
 from tests.serverkit import ADMIN_PASSWORD, TOKEN_SECRET, RawClient
 
 UNKNOWN_TOPIC_OR_PARTITION, ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM = 3, 34, 33
@@ -53,7 +53,7 @@ def test_api_versions_lists_every_served_api(shared_server):
 
 def test_every_listed_api_has_a_handler():
     """An API advertised without a handler would close the connection of a client that trusts ApiVersions."""
-    from core.server.apis import AUTH_KEYS, HANDLERS
+    from secmeta.core.server.apis import AUTH_KEYS, HANDLERS
 
     assert set(HANDLERS) | AUTH_KEYS == set(SERVED)
 

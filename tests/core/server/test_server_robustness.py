@@ -16,8 +16,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from core.server.config import ServerConfig
-from core.wire.codec import build, encode_request, request_class
+from secmeta.core.server.config import ServerConfig
+from secmeta.core.wire.codec import build, encode_request, request_class
 from tests.serverkit import RawClient
 
 

@@ -1,4 +1,4 @@
-"""core.wire.bounds: announced lengths are checked against the frame before kio's native reader.
+"""secmeta.core.wire.bounds: announced lengths are checked against the frame before kio's native reader.
 
 Kafka's generated readers refuse a collection or string longer than the bytes left ("Tried to
 allocate a collection of size N, but there are only M bytes remaining": MessageUtil and the
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.wire import bounds
-from core.wire.codec import (
+from secmeta.core.wire import bounds
+from secmeta.core.wire.codec import (
     FrameError,
     build,
     decode_request,

@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from core.errors import InvalidValueError, SecmetaError
-from core.forked_snapshot import write_snapshot_forked
-from core.log import Log
-from core.log.fit import snapshot_misfit
-from events.records import Envelope
-from projections.snapshot import (
+from secmeta.core.errors import InvalidValueError, SecmetaError
+from secmeta.core.log import Log
+from secmeta.core.log.fit import snapshot_misfit
+from secmeta.core.snapshots.forked_snapshot import write_snapshot_forked
+from secmeta.events.records import Envelope
+from secmeta.projections.snapshot import (
     SnapshotCodec,
     SnapshotError,
     SnapshotInfo,
@@ -156,7 +156,7 @@ class Snapshotter(Generic[S]):
     """Takes snapshots when the policy says so, and prunes old ones.
 
     ``child_timeout`` bounds a background snapshot's forked child in seconds (default:
-    core.forked_snapshot.snapshot_timeout, scaled with the image).
+    secmeta.core.snapshots.forked_snapshot.snapshot_timeout, scaled with the image).
     """
 
     def __init__(self, log: Log, codec: SnapshotCodec[S], policy: SnapshotPolicy, *, keep: int = 2,
@@ -192,7 +192,7 @@ class Snapshotter(Generic[S]):
 
         States are immutable, so writing one in the background while newer batches
         are applied is safe.  The background thread encodes the state in a forked child
-        (core.forked_snapshot): the same file, written without holding this process's
+        (secmeta.core.snapshots.forked_snapshot): the same file, written without holding this process's
         GIL beside the writers.  A child that fails, hangs past ``child_timeout`` or is
         aborted by close() is killed and leaves no file; one warning is logged and the
         policy starts counting again, so its next trigger tries again.  It does not fall

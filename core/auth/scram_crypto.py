@@ -1,5 +1,5 @@
 """SCRAM key derivation (RFC 5802), the credential a server keeps, and the message pieces
-both sides of an exchange share (base64, nonces, UTF-8 text; core.wire.scram_client, core.scram_server).
+both sides of an exchange share (base64, nonces, UTF-8 text; secmeta.core.wire.scram_client, secmeta.core.auth.scram_server).
 
 Passwords are taken as plain UTF-8 bytes, as Kafka does (no SASLprep).
 Only the salt, StoredKey, ServerKey and iteration count are ever kept.
@@ -14,12 +14,12 @@ import hmac
 import secrets
 from dataclasses import dataclass, field
 
-from core.errors import (
+from secmeta.core.errors import (
     InvalidValueError,
     SaslAuthenticationException,
     UnsupportedSaslMechanismException,
 )
-from events.types import ScramMechanism
+from secmeta.events.types import ScramMechanism
 
 __all__ = [
     "DEFAULT_ITERATIONS",

@@ -43,8 +43,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.log import Log
-from events.records import (
+from secmeta.core.log import Log
+from secmeta.events.records import (
     AclCreated,
     AclDeleted,
     DelegationTokenIssued,
@@ -52,8 +52,8 @@ from events.records import (
     ScramCredentialDeleted,
     ScramCredentialUpserted,
 )
-from events.redact import redacted
-from events.types import (
+from secmeta.events.redact import redacted
+from secmeta.events.types import (
     AccessControlEntry,
     AclBinding,
     AclOperation,

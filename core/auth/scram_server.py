@@ -12,8 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from core.errors import IllegalSaslStateException, InvalidValueError, SaslAuthenticationException
-from core.scram_crypto import (
+from secmeta.core.auth.scram_crypto import (
     DEFAULT_ITERATIONS,
     SALT_LENGTH,
     ScramCredential,
@@ -28,7 +27,12 @@ from core.scram_crypto import (
     new_nonce,
     require_mechanism,
 )
-from events.types import ScramMechanism
+from secmeta.core.errors import (
+    IllegalSaslStateException,
+    InvalidValueError,
+    SaslAuthenticationException,
+)
+from secmeta.events.types import ScramMechanism
 
 __all__ = ["TOKEN_ITERATIONS", "ScramServer", "TokenIdentity"]
 

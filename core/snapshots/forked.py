@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from core.errors import InvalidValueError, SecmetaError
+from secmeta.core.errors import InvalidValueError, SecmetaError
 
 __all__ = ["ABORT_CHECK_S", "CHILD_NICENESS", "ForkedCallError", "call_forked"]
 

@@ -12,7 +12,7 @@ and reports the intervals in which it was true, each opened and closed by
 the event that flipped it.  Super users and allow.everyone.if.no.acl.found
 come from the store's current config: settings are not logged.
 
-Both decide through ``projections.acl_decision.decide``, the rule
+Both decide through ``secmeta.projections.acl_decision.decide``, the rule
 ``authorize`` and ``explain`` use; this module only chooses the ACLs to hand
 it and presents the answers.
 """
@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from core.config import StoreConfig
-from core.errors import QueryError
-from core.history_index import acls, net_acls
-from core.timetravel import TimeTravel
-from events.records import AclCreated, AclDeleted, Envelope
-from events.types import (
+from secmeta.core.config import StoreConfig
+from secmeta.core.errors import QueryError
+from secmeta.core.forensics.history_index import acls, net_acls
+from secmeta.core.forensics.timetravel import TimeTravel
+from secmeta.events.records import AclCreated, AclDeleted, Envelope
+from secmeta.events.types import (
     WILDCARD,
     WILDCARD_PRINCIPAL,
     AclBinding,
@@ -36,10 +36,17 @@ from events.types import (
     PatternType,
     ResourceType,
 )
-from projections.acl_decision import ALLOWED_BY_ACL, SUPER_USER, Decision, applies, decide, effect
-from projections.acl_match import acl_network, covers, host_matches
-from projections.authorizer import acls_on
-from projections.image import SecurityImage
+from secmeta.projections.acl_decision import (
+    ALLOWED_BY_ACL,
+    SUPER_USER,
+    Decision,
+    applies,
+    decide,
+    effect,
+)
+from secmeta.projections.acl_match import acl_network, covers, host_matches
+from secmeta.projections.authorizer import acls_on
+from secmeta.projections.image import SecurityImage
 
 __all__ = ["Change", "Grant", "Interval", "access_timeline", "parse_operation", "parse_resource_type", "who_could",
            "who_could_at"]

@@ -3,9 +3,9 @@
     DIR/secmeta.json     format marker: format version, store id, key checks
     DIR/                 the directory itself is flock'd by the one writer process
                          (a lock on a file could be bypassed by deleting the file)
-    DIR/log/             segments (core.log)
+    DIR/log/             segments (secmeta.core.log)
     DIR/schemas/         every writer schema the log was written with, by fingerprint
-    DIR/snapshots/       snapshots (projections.snapshot)
+    DIR/snapshots/       snapshots (secmeta.projections.snapshot)
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.errors import NewerFormatError, NotAStoreError, StoreLockedError
-from events.durable import write_atomically
-from events.errors import KeyringError
-from events.keyring import Keyring
+from secmeta.core.errors import NewerFormatError, NotAStoreError, StoreLockedError
+from secmeta.events.durable import write_atomically
+from secmeta.events.errors import KeyringError
+from secmeta.events.keyring import Keyring
 
 FORMAT_NAME = "secmeta-store"
 FORMAT_VERSION = 1

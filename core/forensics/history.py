@@ -23,10 +23,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from core.errors import QueryError
-from core.history_index import HistoryIndex, acls, net_acls
-from core.timetravel import TimeTravel, _require_int
-from events.records import (
+from secmeta.core.errors import QueryError
+from secmeta.core.forensics.history_index import HistoryIndex, acls, net_acls
+from secmeta.core.forensics.timetravel import TimeTravel, _require_int
+from secmeta.events.records import (
     EVENT_TYPES,
     AclCreated,
     AclDeleted,
@@ -37,8 +37,8 @@ from events.records import (
     ScramCredentialDeleted,
     ScramCredentialUpserted,
 )
-from events.redact import redacted
-from events.types import (
+from secmeta.events.redact import redacted
+from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
     PatternType,
@@ -47,10 +47,10 @@ from events.types import (
     ResourceType,
     ScramMechanism,
 )
-from projections.acl_match import filter_matches, pattern_filter_matches
-from projections.gc_pause import paused_gc
-from projections.image import SecurityImage
-from projections.tokens import TokenInfo
+from secmeta.projections.acl_match import filter_matches, pattern_filter_matches
+from secmeta.projections.gc_pause import paused_gc
+from secmeta.projections.image import SecurityImage
+from secmeta.projections.tokens import TokenInfo
 
 __all__ = ["Diff", "HistoryEntry", "TokenExpiryChange", "diff", "history"]
 

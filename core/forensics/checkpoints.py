@@ -2,7 +2,7 @@
 
     DIR/checkpoints/snapshot-<next_offset>.avro
 
-A checkpoint file is a snapshot (projections.snapshot: CRC, HMAC under the
+A checkpoint file is a snapshot (secmeta.projections.snapshot: CRC, HMAC under the
 keyring's chain key, the chain link of the batch that ends at its offset), one
 every ``spacing(image)`` events: ``every``, or a tenth of the image's ACLs, or a
 ``max_files``-th of the log, whichever is most.  Loading a file costs ~1.6 us per
@@ -28,13 +28,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from core.forked_snapshot import write_snapshot_forked
-from core.log import Log
-from core.log.fit import snapshot_misfit
-from projections.gc_pause import paused_gc
-from projections.image import SecurityDelta, SecurityImage
-from projections.image_snapshot import SecurityImageSnapshot
-from projections.snapshot import (
+from secmeta.core.log import Log
+from secmeta.core.log.fit import snapshot_misfit
+from secmeta.core.snapshots.forked_snapshot import write_snapshot_forked
+from secmeta.projections.gc_pause import paused_gc
+from secmeta.projections.image import SecurityDelta, SecurityImage
+from secmeta.projections.image_snapshot import SecurityImageSnapshot
+from secmeta.projections.snapshot import (
     SnapshotError,
     list_snapshots,
     read_snapshot,

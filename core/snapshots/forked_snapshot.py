@@ -1,7 +1,7 @@
 """Writing a snapshot file in a forked child, with a deadline and nothing partial left behind.
 
-Policy snapshots (core.state's Snapshotter) and time-travel checkpoint files
-(core.checkpoints) are both encoded off the writers' GIL by core.forked.  A
+Policy snapshots (secmeta.core.store.state's Snapshotter) and time-travel checkpoint files
+(secmeta.core.forensics.checkpoints) are both encoded off the writers' GIL by secmeta.core.snapshots.forked.  A
 child may hang (a lock another thread held at fork time) or be aborted by a
 closing store; it is then killed, and its half-written temporary file removed
 here, so the snapshot directory never holds a partial file of a child that
@@ -22,9 +22,14 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from core.forked import ForkedCallError, call_forked
-from events.keyring import Keyring
-from projections.snapshot import SnapshotCodec, SnapshotInfo, partial_snapshot_path, write_snapshot
+from secmeta.core.snapshots.forked import ForkedCallError, call_forked
+from secmeta.events.keyring import Keyring
+from secmeta.projections.snapshot import (
+    SnapshotCodec,
+    SnapshotInfo,
+    partial_snapshot_path,
+    write_snapshot,
+)
 
 __all__ = ["MIN_TIMEOUT_S", "PER_EVENT_S", "snapshot_timeout", "write_snapshot_forked"]
 

@@ -27,15 +27,15 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from core.checkpoints import CheckpointFiles
-from core.config import StoreConfig
-from core.errors import InvalidValueError, PointInTimeError
-from core.history_index import HistoryIndex
-from core.log import Batch, Log, OffsetOutOfRangeError
-from projections.gc_pause import FREEZE_AFTER, paused_gc
-from projections.image import SecurityDelta, SecurityImage
-from projections.image_snapshot import SecurityImageSnapshot
-from projections.snapshot import SnapshotError, list_snapshots, read_snapshot
+from secmeta.core.config import StoreConfig
+from secmeta.core.errors import InvalidValueError, PointInTimeError
+from secmeta.core.forensics.checkpoints import CheckpointFiles
+from secmeta.core.forensics.history_index import HistoryIndex
+from secmeta.core.log import Batch, Log, OffsetOutOfRangeError
+from secmeta.projections.gc_pause import FREEZE_AFTER, paused_gc
+from secmeta.projections.image import SecurityDelta, SecurityImage
+from secmeta.projections.image_snapshot import SecurityImageSnapshot
+from secmeta.projections.snapshot import SnapshotError, list_snapshots, read_snapshot
 
 __all__ = [
     "DEFAULT_INTERVAL",
@@ -237,8 +237,8 @@ class TimeTravel:
         if memory_bytes < 0:
             raise InvalidValueError(f"time-travel memory must be at least 0 bytes, not {memory_bytes}")
         self.log = log
-        self.index = index  # the history index, when the owner keeps one (core.history_index)
-        self.files = files  # checkpoint files on disk, when the owner keeps them (core.checkpoints)
+        self.index = index  # the history index, when the owner keeps one (secmeta.core.forensics.history_index)
+        self.files = files  # checkpoint files on disk, when the owner keeps them (secmeta.core.forensics.checkpoints)
         self.interval = interval
         self.memory_bytes = memory_bytes
         self.replay_rate = _Rate(_REPLAY_S_PER_EVENT)

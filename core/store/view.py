@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from core import control, validation
-from core.config import StoreConfig
-from core.types import DelegationToken, RequestContext, UserScramCredentialsDescription
-from core.validation import FieldError
-from events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType
-from projections import authorizer
-from projections.image import SecurityImage
+from secmeta.core import control, validation
+from secmeta.core.config import StoreConfig
+from secmeta.core.types import DelegationToken, RequestContext, UserScramCredentialsDescription
+from secmeta.core.validation import FieldError
+from secmeta.events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType
+from secmeta.projections import authorizer
+from secmeta.projections.image import SecurityImage
 
 __all__ = ["StoreView", "decision_args"]
 

@@ -1,10 +1,10 @@
 """SCRAM for secmeta: credential derivation and the server side of the exchange.
 
-The names live in ``core.scram_crypto`` (RFC 5802 derivation, ScramCredential)
-and ``core.scram_server`` (ScramServer, TokenIdentity); import them from here.
+The names live in ``secmeta.core.auth.scram_crypto`` (RFC 5802 derivation, ScramCredential)
+and ``secmeta.core.auth.scram_server`` (ScramServer, TokenIdentity); import them from here.
 """
 
-from core.scram_crypto import (
+from secmeta.core.auth.scram_crypto import (
     DEFAULT_ITERATIONS,
     SALT_LENGTH,
     ScramCredential,
@@ -13,7 +13,7 @@ from core.scram_crypto import (
     derive_keys,
     salted_password,
 )
-from core.scram_server import TOKEN_ITERATIONS, ScramServer, TokenIdentity
+from secmeta.core.auth.scram_server import TOKEN_ITERATIONS, ScramServer, TokenIdentity
 
 __all__ = [
     "DEFAULT_ITERATIONS",

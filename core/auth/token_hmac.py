@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import immutables
 
-from events.records import DelegationTokenIssued, DelegationTokenRemoved, Event
-from projections.tokens import TokensImage
+from secmeta.events.records import DelegationTokenIssued, DelegationTokenRemoved, Event
+from secmeta.projections.tokens import TokensImage
 
 __all__ = ["TokenHmacs", "token_hmac"]
 

@@ -20,34 +20,41 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from core import control, forensics
-from core import history as history_mod
-from core.checkpoints import CheckpointFiles
-from core.config import StoreConfig
-from core.errors import SecmetaError
-from core.history_index import HistoryIndex, token_parties
-from core.log import Log
-from core.scram import DEFAULT_ITERATIONS, ScramCredential, ScramServer, TokenIdentity
-from core.scram_crypto import SALT_LENGTH, hash_digest
-from core.state import LoadedState, Snapshotter, load_state
-from core.timetravel import Point, TimeTravel
-from core.token_hmac import TokenHmacs, token_hmac
-from core.types import (
+from secmeta.core import control
+from secmeta.core.auth.scram import DEFAULT_ITERATIONS, ScramCredential, ScramServer, TokenIdentity
+from secmeta.core.auth.scram_crypto import SALT_LENGTH, hash_digest
+from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
+from secmeta.core.config import StoreConfig
+from secmeta.core.errors import SecmetaError
+from secmeta.core.forensics import history as history_mod
+from secmeta.core.forensics import queries as forensics
+from secmeta.core.forensics.checkpoints import CheckpointFiles
+from secmeta.core.forensics.history_index import HistoryIndex, token_parties
+from secmeta.core.forensics.timetravel import Point, TimeTravel
+from secmeta.core.log import Log
+from secmeta.core.store.state import LoadedState, Snapshotter, load_state
+from secmeta.core.store.view import StoreView
+from secmeta.core.types import (
     DelegationToken,
     DeleteAclsResult,
     RequestContext,
     UserScramCredentialAlteration,
     UserScramCredentialsDescription,
 )
-from core.view import StoreView
-from events.errors import KeyringError, SealedSecretError
-from events.keyring import Keyring, open_scram, seal_scram
-from events.records import Envelope, Event, ScramCredentialUpserted
-from events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType, ScramMechanism
-from projections.gc_pause import FREEZE_AFTER, paused_gc
-from projections.image import SecurityDelta, SecurityImage, SecurityProjection
-from projections.image_snapshot import SecurityImageSnapshot
-from projections.scram import ScramEntry
+from secmeta.events.errors import KeyringError, SealedSecretError
+from secmeta.events.keyring import Keyring, open_scram, seal_scram
+from secmeta.events.records import Envelope, Event, ScramCredentialUpserted
+from secmeta.events.types import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    ResourceType,
+    ScramMechanism,
+)
+from secmeta.projections.gc_pause import FREEZE_AFTER, paused_gc
+from secmeta.projections.image import SecurityDelta, SecurityImage, SecurityProjection
+from secmeta.projections.image_snapshot import SecurityImageSnapshot
+from secmeta.projections.scram import ScramEntry
 
 _log = logging.getLogger(__name__)
 SWEEPER = RequestContext(principal="System:token-sweeper", host="localhost", tls=True)
@@ -299,7 +306,7 @@ class SecurityStore:
         """The decision with the ACLs (or rule) that made it."""
         return self._live_view().explain(principal, host, operation, resource_type, resource_name)
 
-    # -- time travel and forensics (core.timetravel, core.history, core.forensics) ----
+    # -- time travel and forensics (secmeta.core.forensics.timetravel, secmeta.core.forensics.history, secmeta.core.forensics.queries) ----
 
     @property
     def timetravel(self) -> TimeTravel:
@@ -322,7 +329,7 @@ class SecurityStore:
     def history(self, *, principal: str | None = None, user: str | None = None, resource=None, event_types=None,
                 start_ms: int | None = None, end_ms: int | None = None, start_offset: int | None = None,
                 end_offset: int | None = None, limit: int | None = None) -> Iterator[history_mod.HistoryEntry]:
-        """Logged changes in order, redacted, filtered (see core.history.history for each filter)."""
+        """Logged changes in order, redacted, filtered (see secmeta.core.forensics.history.history for each filter)."""
         return history_mod.history(
             self._timetravel, principal=principal, user=user, resource=resource, event_types=event_types,
             start_ms=start_ms, end_ms=end_ms, start_offset=start_offset, end_offset=end_offset, limit=limit)

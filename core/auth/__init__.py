@@ -1,0 +1,1 @@
+"""Authentication: the SCRAM server exchange and its crypto, and delegation-token HMACs."""

@@ -1,0 +1,1 @@
+"""Forensics over the log: time travel and its checkpoints, history and its index, forensic queries."""

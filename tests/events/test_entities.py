@@ -1,0 +1,57 @@
+"""secmeta.events.entities: every logged event type belongs to exactly one declared kind."""
+
+from secmeta.events.entities import KINDS, Parties, involves, kind_of
+from secmeta.events.records import (
+    EVENT_TYPES,
+    AclCreated,
+    DelegationTokenIssued,
+    DelegationTokenRenewed,
+    ScramCredentialDeleted,
+)
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    ScramMechanism,
+)
+
+
+def test_every_event_type_has_one_kind():
+    """No event type is left out of the declarations, and none is claimed twice."""
+    declared = [t for kind in KINDS for t in kind.event_types]
+    assert len(declared) == len(set(declared))
+    assert {t.__name__ for t in declared} == set(EVENT_TYPES)
+
+
+def test_an_events_key_starts_with_its_kinds_name():
+    event = ScramCredentialDeleted("alice", ScramMechanism.SCRAM_SHA_256)
+    assert kind_of(event).name == "scram" and event.entity_key.startswith("scram:")
+    assert kind_of("ScramCredentialDeleted") is kind_of(ScramCredentialDeleted) is kind_of(event)
+
+
+def test_an_acl_involves_its_principal_and_a_credential_its_user():
+    binding = AclBinding.of(ResourceType.TOPIC, "t", PatternType.LITERAL, "User:bob", "*", AclOperation.READ,
+                            AclPermissionType.ALLOW)
+    assert involves(AclCreated("id-1", binding), "User:bob")
+    assert not involves(AclCreated("id-1", binding), "User:alice")
+    assert involves(ScramCredentialDeleted("alice", ScramMechanism.SCRAM_SHA_256), "User:alice")
+
+
+def test_a_renewal_involves_the_parties_of_the_token_it_renews():
+    """The renewal names only the token id; its owner, requester and renewers are parties to it."""
+    issued = DelegationTokenIssued("tok", "User:alice", "User:mallory", ("User:ops",), 1, 2, 3)
+    renewed = DelegationTokenRenewed("tok", -1, 5)
+    parties = Parties()
+    assert not involves(renewed, "User:alice", parties)
+    parties.observe(issued)
+    assert [p for p in ("User:alice", "User:mallory", "User:ops", "User:eve") if involves(renewed, p, parties)] == [
+        "User:alice", "User:mallory", "User:ops"]
+
+
+def test_each_event_opens_updates_or_closes_as_its_kind_declares():
+    issued = DelegationTokenIssued("tok", "User:alice", "User:alice", (), 1, 2, 3)
+    token = kind_of(issued)
+    assert (token.role(issued), token.role(DelegationTokenRenewed("tok", -1, 5))) == ("open", "update")
+    assert kind_of(ScramCredentialDeleted).role(ScramCredentialDeleted("a", ScramMechanism.SCRAM_SHA_256)) == "close"
