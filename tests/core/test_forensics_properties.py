@@ -19,8 +19,8 @@ from secmeta.core import (
     ResourceType,
     SecurityStore,
     StoreConfig,
-    forensics,
 )
+from secmeta.core.forensics import queries as forensics
 from secmeta.projections import authorizer
 from secmeta.projections.acls import AclsImage
 from secmeta.projections.image import SecurityImage, SecurityProjection
