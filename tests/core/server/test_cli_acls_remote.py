@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.clientkit import client_properties, write_command_config
-from tests.core.aclcli import AclCli
+from tests.core.cli.aclcli import AclCli
 from tests.serverkit import ADMIN_PASSWORD
 
 SEED = ["acls", "--add", "--topic", "payments", "--allow-principal", "User:bob", "--operation", "Read",

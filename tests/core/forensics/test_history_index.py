@@ -28,7 +28,7 @@ from secmeta.core.cli import main
 from secmeta.core.forensics.history_index import HistoryIndex, index_problem
 from secmeta.core.log import LogConfig
 from secmeta.projections.snapshot import SnapshotPolicy
-from tests.core.test_timetravel_properties import (
+from tests.core.forensics.test_timetravel_properties import (
     NAMES,
     OPS,
     PRINCIPALS,
@@ -389,7 +389,7 @@ def test_the_mac_is_consumed_at_open_so_a_process_killed_after_it_leaves_the_fil
     """Open on the MAC, append, SIGKILL (no close): the next open checks every row instead of trusting any MAC."""
     keys = make_keyring(tmp_path)
     _store_with_history(tmp_path / "s", keys, Clock()).close()
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     child = subprocess.run([sys.executable, "-c", KILLED_CHILD, str(tmp_path / "s"), str(tmp_path / "keys.json")],
                            env={**os.environ, "PYTHONPATH": str(repo)}, cwd=repo, capture_output=True, text=True)
     assert child.returncode == -signal.SIGKILL, child.stderr

@@ -36,7 +36,7 @@ from secmeta.events.records import (
 )
 from secmeta.events.types import AclOperation, ResourceType
 from secmeta.projections.image import SecurityDelta, SecurityImage
-from tests.core.controlkit import unpacked
+from tests.core.control.controlkit import unpacked
 
 SECRET = b"token-secret-key"
 CONFIG = StoreConfig(token_secret=SECRET)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.core.aclcli import AclCli
+from tests.core.cli.aclcli import AclCli
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from secmeta.events.keyring import Keyring, open_scram
 from secmeta.events.records import ScramCredentialDeleted, ScramCredentialUpserted
 from secmeta.events.types import CLUSTER_NAME, AclOperation, ResourceType, ScramMechanism
 from secmeta.projections.image import SecurityDelta, SecurityImage
-from tests.core.controlkit import unpacked
+from tests.core.control.controlkit import unpacked
 from tests.storekit import ADMIN
 
 SHA256, SHA512, UNKNOWN = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512, ScramMechanism.UNKNOWN

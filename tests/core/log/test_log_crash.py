@@ -19,7 +19,7 @@ from pathlib import Path
 from secmeta.core.log import Log, verify_log
 from tests.logkit import acl_created, make_keyring
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 CHILD = textwrap.dedent(
     """

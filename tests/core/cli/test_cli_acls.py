@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from secmeta.core.cli.security import operation
 from secmeta.core.errors import InvalidValueError
-from tests.core.aclcli import AclCli
+from tests.core.cli.aclcli import AclCli
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 BOB = {
     ("TOPIC", "payments", "LITERAL", "User:bob", "10.0.0.1", "READ", "ALLOW"),

@@ -29,7 +29,7 @@ from tests.logkit import (
 )
 
 SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128)
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

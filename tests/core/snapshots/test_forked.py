@@ -169,7 +169,7 @@ def test_a_child_dies_with_its_parent(tmp_path):
     """A parent killed mid-call takes its child with it: the child writes nothing afterwards."""
     pid_file, release, marker = tmp_path / "pid", tmp_path / "release", tmp_path / "marker"
     parent = subprocess.Popen([sys.executable, "-c", _ORPHAN_SCRIPT, str(pid_file), str(release), str(marker)],
-                              cwd=Path(__file__).parents[2])
+                              cwd=Path(__file__).parents[3])
     try:
         deadline = time.monotonic() + 60
         while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:

@@ -35,7 +35,7 @@ from secmeta.events.types import (
     ResourceType,
 )
 from secmeta.projections.image import SecurityDelta, SecurityImage
-from tests.core.controlkit import unpacked
+from tests.core.control.controlkit import unpacked
 from tests.storekit import ADMIN, acl
 
 T = ResourceType
