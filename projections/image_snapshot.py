@@ -10,10 +10,8 @@ joined into one string by a separator none of them holds (or, in a chunk
 that holds every character, each written as its length, ':' and itself,
 flagged by an empty separator) and codes are bytes, so a chunk decodes as a few values, and the loader makes each group
 and node as it reads them, without a binding per ACL or a second grouping.
-Snapshots of format 2 (``AclColumnsRow``, one array per field) and format 1
-(one ``AclRow`` per ACL) still load, through ``AclsImage.of``.  Rows are
-written with explicit branch names; the reader tells the branches apart by
-their fields.
+Rows are written with explicit branch names; the reader tells the branches
+apart by their fields.
 """
 
 from __future__ import annotations
@@ -25,13 +23,10 @@ from collections.abc import Iterable, Iterator
 
 from secmeta.events.keyring import SealedSecret
 from secmeta.events.types import (
-    AclBinding,
     PatternType,
-    ResourcePattern,
     ResourceType,
     ScramMechanism,
 )
-from secmeta.projections.acl_entries import canonical_entry
 from secmeta.projections.acl_ids import AclIds
 from secmeta.projections.acl_index import (
     KINDS,
@@ -125,28 +120,10 @@ SCHEMA = {
 }
 
 
-class _Codes(dict):
-    """Enum member by code; unknown codes read as UNKNOWN (0)."""
-
-    def __init__(self, enum):
-        super().__init__((int(m), m) for m in enum)
-        self.unknown = enum(0)
-
-    def __missing__(self, code):
-        return self.unknown
-
-
 _META_NAME, _SCRAM_NAME, _ACL_NODES_NAME, _TOKEN_NAME = (
     f"secmeta.snapshot.{r['name']}" for r in (_META, _SCRAM, _ACL_NODES, _TOKEN)
 )
 ACL_CHUNK = 65536  # ACLs from which an index chunk ends (after a whole node)
-# Format 2's AclColumnsRow arrays (format 1's AclRow fields are these in the singular).
-_ACL_COLUMN_NAMES = (
-    "acl_ids", "resource_types", "resource_names", "pattern_types",
-    "principals", "hosts", "operations", "permission_types",
-)
-_RESOURCE_TYPES = _Codes(ResourceType)
-_PATTERN_TYPES = _Codes(PatternType)
 _SEPARATORS = "\n\x00\x1f\x1e\t"
 _U32 = next(code for code in "IL" if array(code).itemsize == 4)
 
@@ -201,10 +178,6 @@ class SecurityImageSnapshot:
             row = wrapped["row"]
             if "group_counts" in row:
                 acls.add_nodes(row)
-            elif "acl_ids" in row:
-                acls.add_columns(row)
-            elif "acl_id" in row:
-                acls.add_row(row)
             elif "user" in row:
                 scram.upsert(
                     row["user"],
@@ -350,22 +323,19 @@ def _u32_array(blob: bytes) -> array:
 
 
 class _AclLoader:
-    """Gathers a snapshot's ACLs (index chunks, or format-2 column chunks or format-1 rows) into one image.
+    """Gathers a snapshot's ACL index chunks into one image.
 
     Index chunks become groups and nodes as they are read, the maps are
-    made once at the end; the bindings of older formats are collected and
-    indexed in bulk by ``AclsImage.of``.
+    made once at the end.
     """
 
     def __init__(self) -> None:
         self.groups: dict[str, Group] = {}
         self.nodes: dict[int, tuple[dict[str, Node], dict[str, Node]]] = {}
-        self.acls: dict[str, AclBinding] = {}
-        self.patterns: dict[tuple[int, str, int], ResourcePattern] = {}
         self.held = 0
 
     def add_nodes(self, row: dict) -> None:
-        """A format-3 ``AclNodesRow``."""
+        """An ``AclNodesRow``."""
         try:
             self._add_nodes(row)
         except (KeyError, IndexError, ValueError, TypeError) as exc:
@@ -441,29 +411,7 @@ class _AclLoader:
             stores = self.nodes[resource_type] = ({}, {})
         return stores[pattern_type == PatternType.PREFIXED]
 
-    def _pattern(self, key: tuple[int, str, int]) -> ResourcePattern:
-        pattern = self.patterns[key] = ResourcePattern(
-            _RESOURCE_TYPES[key[0]], key[1], _PATTERN_TYPES[key[2]]
-        )
-        return pattern
-
-    def add_columns(self, columns: dict[str, list]) -> None:
-        """A format-2 ``AclColumnsRow``."""
-        acls, patterns, entry, binding = self.acls, self.patterns, canonical_entry, AclBinding
-        for acl_id, resource_type, name, pattern_type, principal, host, operation, permission in zip(
-            *(columns[name] for name in _ACL_COLUMN_NAMES), strict=True
-        ):
-            key = (resource_type, name, pattern_type)
-            pattern = patterns.get(key) or self._pattern(key)
-            acls[acl_id] = binding(pattern, entry(principal, host, operation, permission))
-
-    def add_row(self, row: dict) -> None:
-        """A format-1 ``AclRow`` (its fields are the column names in the singular)."""
-        self.add_columns({name: [row[name[:-1]]] for name in _ACL_COLUMN_NAMES})
-
     def image(self) -> AclsImage:
-        if self.acls:  # an older format's bindings
-            return AclsImage.of(self.acls.items())
         if len(self.groups) != self.held:
             raise CorruptSnapshotError("an ACL id is listed twice in the snapshot's index")
         if not self.groups:

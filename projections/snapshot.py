@@ -30,7 +30,7 @@ from secmeta.events.errors import InvalidValueError, SecmetaError
 from secmeta.events.keyring import Keyring
 from secmeta.projections.gc_pause import paused_gc
 
-SNAPSHOT_FORMAT = 3  # 3: ACL index chunks (2: column chunks, 1: one row per ACL; both still load)
+SNAPSHOT_FORMAT = 3  # the only format a release wrote (1 and 2 were development formats: refused)
 TRAILER = struct.Struct(">32s4sI")  # HMAC, magic, CRC
 MAC_LABEL = b"secmeta/snapshot"
 TRAILER_MAGIC = b"SMSN"
@@ -233,10 +233,8 @@ def _open(path: Path, keyring: Keyring | None) -> tuple[SnapshotInfo, Any]:
         raise CorruptSnapshotError(
             f"snapshot {path.name} is not a readable snapshot: {exc}"
         ) from None
-    if fmt > SNAPSHOT_FORMAT:
-        raise SnapshotError(
-            f"snapshot {path.name} has format {fmt}; this secmeta reads up to {SNAPSHOT_FORMAT}"
-        )
+    if fmt != SNAPSHOT_FORMAT:
+        raise SnapshotError(_unread_format(path, fmt))
     if keyring is not None:
         key_id = meta.get("secmeta.mac_key_id")
         if key_id is None:
@@ -248,6 +246,14 @@ def _open(path: Path, keyring: Keyring | None) -> tuple[SnapshotInfo, Any]:
         if not hmac.compare_digest(mac.digest(), digest):
             raise CorruptSnapshotError(f"snapshot {path.name} fails its HMAC check: it was altered or forged")
     return info, reader
+
+
+def _unread_format(path: Path, fmt: int) -> str:
+    """Why a snapshot of format ``fmt`` is refused (a store then takes an older snapshot or replays the log)."""
+    if fmt > SNAPSHOT_FORMAT:
+        return f"snapshot {path.name} has format {fmt}, newer than this secmeta reads ({SNAPSHOT_FORMAT})"
+    return (f"snapshot {path.name} has format {fmt}, a development format no release wrote; this secmeta "
+            f"reads format {SNAPSHOT_FORMAT} only")
 
 
 class _Counting:

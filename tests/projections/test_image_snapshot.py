@@ -1,7 +1,6 @@
 """SecurityImageSnapshot: the image round-trips through a snapshot file, secrets stay sealed."""
 
 import tempfile
-from pathlib import Path
 from unittest.mock import patch
 
 import fastavro
@@ -13,6 +12,7 @@ from secmeta.events.keyring import SealedSecret
 from secmeta.events.records import AclCreated, DelegationTokenIssued, ScramCredentialUpserted
 from secmeta.events.types import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     PatternType,
@@ -28,6 +28,8 @@ from secmeta.projections.snapshot import (
     read_snapshot,
     write_snapshot,
 )
+from tests.logkit import make_keyring
+from tests.storekit import ADMIN, acl, store_at
 
 CODEC = SecurityImageSnapshot()
 SECRET = SealedSecret("k-7", b"\x11" * 12, b"sealed-bytes-" * 3)
@@ -208,96 +210,30 @@ def test_a_node_repeated_in_a_later_chunk_is_refused(tmp_path, monkeypatch):
         read_snapshot(info.path, CODEC)
 
 
-class FormatTwoCodec:
-    """The format-2 writer (ACLs as one Avro array per field), kept to test that its snapshots still load."""
-
-    kind = CODEC.kind
-    COLUMNS_ROW = {
-        "type": "record",
-        "name": "AclColumnsRow",
-        "fields": [
-            {"name": "acl_ids", "type": {"type": "array", "items": "string"}},
-            {"name": "resource_types", "type": {"type": "array", "items": "int"}},
-            {"name": "resource_names", "type": {"type": "array", "items": "string"}},
-            {"name": "pattern_types", "type": {"type": "array", "items": "int"}},
-            {"name": "principals", "type": {"type": "array", "items": "string"}},
-            {"name": "hosts", "type": {"type": "array", "items": "string"}},
-            {"name": "operations", "type": {"type": "array", "items": "int"}},
-            {"name": "permission_types", "type": {"type": "array", "items": "int"}},
-        ],
-    }
-    schema = {
-        **CODEC.schema,
-        "fields": [{"name": "row", "type": [COLUMNS_ROW, *CODEC.schema["fields"][0]["type"][1:]]}],
-    }
-
-    def rows(self, image):
-        for wrapped in CODEC.rows(image):
-            if "group_counts" not in wrapped["row"][1]:
-                yield wrapped
-        pairs = list(image.acls)
-        yield {"row": ("secmeta.snapshot.AclColumnsRow", {
-            "acl_ids": [i for i, _ in pairs],
-            "resource_types": [int(b.restype) for _, b in pairs],
-            "resource_names": [b.name for _, b in pairs],
-            "pattern_types": [int(b.resource_pattern_type) for _, b in pairs],
-            "principals": [b.principal for _, b in pairs],
-            "hosts": [b.host for _, b in pairs],
-            "operations": [int(b.operation) for _, b in pairs],
-            "permission_types": [int(b.permission_type) for _, b in pairs],
-        })}
-
-
-class FormatOneCodec:
-    """The format-1 writer (one AclRow per ACL), kept to test that its snapshots still load."""
-
-    kind = CODEC.kind
-    ACL_ROW = {
-        "type": "record",
-        "name": "AclRow",
-        "fields": [
-            {"name": "acl_id", "type": "string"},
-            {"name": "resource_type", "type": "int"},
-            {"name": "resource_name", "type": "string"},
-            {"name": "pattern_type", "type": "int"},
-            {"name": "principal", "type": "string"},
-            {"name": "host", "type": "string"},
-            {"name": "operation", "type": "int"},
-            {"name": "permission_type", "type": "int"},
-        ],
-    }
-    schema = {
-        **CODEC.schema,
-        "fields": [{"name": "row", "type": [ACL_ROW, *CODEC.schema["fields"][0]["type"][1:]]}],
-    }
-
-    def rows(self, image):
-        for wrapped in FormatTwoCodec().rows(image):
-            name, row = wrapped["row"]
-            if "acl_ids" not in row:
-                yield wrapped
-                continue
-            for i in range(len(row["acl_ids"])):
-                yield {"row": ("secmeta.snapshot.AclRow", {
-                    field["name"]: row[field["name"] + "s"][i] for field in self.ACL_ROW["fields"]
-                })}
-
-
-WRITERS = {1: FormatOneCodec(), 2: FormatTwoCodec(), snapshot.SNAPSHOT_FORMAT: CODEC}
-
-
-def written_by(directory, image, form):
-    """The path of a snapshot of ``image`` written as format ``form`` wrote it."""
-    with patch.object(snapshot, "SNAPSHOT_FORMAT", form):
-        return write_snapshot(directory, WRITERS[form], image, next_offset=image.next_offset, link=b"\0" * 32,
-                              timestamp_ms=0).path
-
-
 @pytest.mark.parametrize("form", [1, 2])
-def test_a_snapshot_of_an_older_format_still_loads(tmp_path, form):
-    """A snapshot written by format 1 (one row per ACL) or 2 (ACL column chunks) loads into the same image."""
-    image = with_acls(sample_image(), 4)
-    assert read_snapshot(written_by(tmp_path, image, form), CODEC)[1] == image
+def test_a_snapshot_of_a_development_format_is_refused_naming_it(tmp_path, monkeypatch, form):
+    """A snapshot marked format 1 or 2 (development formats no release wrote) is refused, naming its format."""
+    monkeypatch.setattr(snapshot, "SNAPSHOT_FORMAT", form)
+    info = write_snapshot(tmp_path, CODEC, sample_image(), next_offset=42, link=b"\0" * 32, timestamp_ms=0)
+    monkeypatch.undo()
+    with pytest.raises(SnapshotError, match=f"format {form}, a development format no release wrote; "
+                                            "this secmeta reads format 3 only"):
+        read_snapshot(info.path, CODEC)
+
+
+def test_a_store_whose_snapshot_is_of_a_development_format_replays_its_log(tmp_path, monkeypatch):
+    """A store whose one snapshot is marked format 2 opens with that snapshot refused (the reason kept) and the
+    state replayed from its log."""
+    keyring = make_keyring(tmp_path)
+    with store_at(tmp_path / "store", keyring) as store:
+        store.create_acls([acl("orders"), acl("payments", principal="User:bob")], context=ADMIN)
+        monkeypatch.setattr(snapshot, "SNAPSHOT_FORMAT", 2)
+        store.snapshot()
+        monkeypatch.undo()
+    with store_at(tmp_path / "store", keyring) as store:
+        assert store.loaded.snapshot is None and store.loaded.replayed_events == 2
+        assert "format 2, a development format no release wrote" in store.loaded.rejected_snapshots[0]
+        assert {b.name for b in store.describe_acls(AclBindingFilter(), context=ADMIN)} == {"orders", "payments"}
 
 
 # Random ACL images: a few names (literal and prefixed, so nodes hold many principals), hosts, any principal.
@@ -315,10 +251,10 @@ acl_bindings = st.builds(
 
 @settings(deadline=None)
 @given(st.dictionaries(st.from_regex(r"[a-z0-9-]{1,6}", fullmatch=True), acl_bindings, max_size=80),
-       st.integers(0, 20), st.sampled_from(sorted(WRITERS)), st.sampled_from([1, 7, 65536]))
-def test_random_images_round_trip_through_every_format(acls, crowd, form, chunk):
-    """A random ACL image, plus a topic held by ``crowd`` principals (one group, a few, many), written by any
-    format (the current one in chunks of any size) reads back equal."""
+       st.integers(0, 20), st.sampled_from([1, 7, 65536]))
+def test_random_images_round_trip_in_chunks_of_any_size(acls, crowd, chunk):
+    """A random ACL image, plus a topic held by ``crowd`` principals (one group, a few, many), written in
+    index chunks of any size reads back equal."""
     acls = {**acls, **{f"crowd{i}": AclBinding.of(ResourceType.TOPIC, "crowd", PatternType.PREFIXED, f"User:c{i}",
                                                    "*", AclOperation.READ, AclPermissionType.ALLOW)
                        for i in range(crowd)}}
@@ -327,7 +263,9 @@ def test_random_images_round_trip_through_every_format(acls, crowd, form, chunk)
         delta.replay(AclCreated(acl_id, binding))
     image = delta.apply(len(acls))
     with tempfile.TemporaryDirectory() as directory, patch.object(image_snapshot, "ACL_CHUNK", chunk):
-        loaded = read_snapshot(written_by(Path(directory), image, form), CODEC)[1]
+        info = write_snapshot(directory, CODEC, image, next_offset=image.next_offset, link=b"\0" * 32,
+                              timestamp_ms=0)
+        loaded = read_snapshot(info.path, CODEC)[1]
     assert loaded == image and sorted(loaded.acls) == sorted(image.acls)
 
 
