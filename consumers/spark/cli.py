@@ -80,14 +80,6 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_json_option(versions)
     versions.set_defaults(func=versions_cmd)
 
-    migrate = sub.add_parser(
-        "migrate", help="convert tables of the old format (Parquet + _secmeta_tables.json) to Delta tables",
-        description="Convert a tables directory written before the Delta format, in place and once: every "
-                    "kept version becomes a Delta version; the old manifest is removed last. No Spark is "
-                    "started.")
-    migrate.add_argument("--tables", metavar="DIR", required=True, help="the tables directory")
-    migrate.set_defaults(func=migrate_cmd)
-
     audit = sub.add_parser(
         "audit", help="stream the log through the audit rules into an alerts table (until stopped, or --once)",
         description="Evaluate the Kafka audit job's alert rules (the defaults, or --rules FILE in TOML or "
@@ -255,16 +247,6 @@ def versions_cmd(args: argparse.Namespace) -> int:
     emit(rows, {"delta_version": "DELTA VERSION", "offsets": "LOG OFFSETS", "rows": "ROWS", "committed": "COMMITTED",
                 "last_event": "LAST EVENT", "kept": "KEPT"}, json=args.json)
     return 0
-
-
-def migrate_cmd(args: argparse.Namespace) -> int:
-    from secmeta.consumers.spark.migration import migrate
-
-    current = migrate(args.tables)
-    print(f"{args.tables}: converted to Delta tables at version {current.offset} "
-          f"({len(current.kept)} versions, Delta version {current.delta_version})")
-    return 0
-
 
 
 def audit_cmd(args: argparse.Namespace) -> int:

@@ -42,8 +42,8 @@ from secmeta.core.errors import SecmetaError
 __all__ = ["FORMAT", "HISTORY", "INTERVAL_NAMES", "LEGACY_MANIFEST", "SNAPSHOT_NAMES", "TABLE_NAMES", "Kept", "Tables",
            "TablesError", "Version"]
 
-FORMAT = 2  # 1: Parquet plus secmeta's own manifest (secmeta.consumers.spark.migration converts it)
-LEGACY_MANIFEST = "_secmeta_tables.json"
+FORMAT = 2  # 1 was Parquet plus a manifest, a development format no release wrote (refused by Tables.check)
+LEGACY_MANIFEST = "_secmeta_tables.json"  # format 1's manifest
 HISTORY = "history"
 SNAPSHOTS = "snapshots"
 STORE_ID = "secmeta.storeId"  # table property naming the store
@@ -166,13 +166,14 @@ class Tables:
         """The current version, after checking this is a complete secmeta tables directory (of ``store_id``).
 
         Raises TablesError naming the directory otherwise: not a tables directory, the old
-        manifest format (to migrate), a Delta table of something else, a newer protocol or
+        manifest format, a Delta table of something else, a newer protocol or
         format, or another store's tables.
         """
         if (self.path / LEGACY_MANIFEST).exists():
             raise TablesError(
-                f"{self.path} holds tables in secmeta's old format (Parquet with {LEGACY_MANIFEST}); convert "
-                f"them to Delta tables once with `secmeta spark migrate --tables {self.path}`")
+                f"{self.path} holds tables in a development format no release wrote (Parquet with "
+                f"{LEGACY_MANIFEST}); secmeta reads Delta tables only: compact the store into a new tables "
+                "directory (`secmeta spark compact --store DIR --tables NEW_DIR`)")
         if (self.path / "_delta_log").is_dir():
             raise TablesError(f"{self.path} is a Delta table itself, not a secmeta tables directory")
         if not self.exists():

@@ -386,6 +386,22 @@ def test_another_stores_tables_are_refused(spark, two_phase, compacted):
         compact(spark, space.store_dir, other_tables, key_file=str(space.key_file))
 
 
+def test_tables_of_the_unreleased_manifest_format_are_refused(tmp_path):
+    """A directory of the development format no release wrote (Parquet with _secmeta_tables.json) is refused
+    by compaction and by queries, naming the problem and what to do; nothing is written and no Spark starts."""
+    space = make_workspace(tmp_path, seed=3, steps=5)
+    old = tmp_path / "old"
+    (old / "history" / "event_date=2026-01-01").mkdir(parents=True)
+    (old / "_secmeta_tables.json").write_text(json.dumps({"format": "secmeta-tables", "version": 1}))
+    before = sorted(old.rglob("*"))
+    for attempt in (lambda: open_tables(space.store_dir, old, space.key_file), lambda: TableReader(None, old)):
+        with pytest.raises(TablesError, match=rf"{old} holds tables in a development format no release wrote "
+                                              r"\(Parquet with _secmeta_tables.json\); secmeta reads Delta tables "
+                                              r"only: compact the store into a new tables directory"):
+            attempt()
+    assert sorted(old.rglob("*")) == before
+
+
 def test_a_wrong_keyring_and_a_trimmed_log_fail_before_spark(tmp_path):
     """No SparkSession is used: open_tables (which compaction_stream and the CLI call first) refuses, and
     creates nothing."""
