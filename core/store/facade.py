@@ -16,16 +16,18 @@ import logging
 import os
 import threading
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 from secmeta.core import control
 from secmeta.core.auth.scram import DEFAULT_ITERATIONS, ScramCredential, ScramServer, TokenIdentity
 from secmeta.core.auth.scram_crypto import SALT_LENGTH, hash_digest
 from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
 from secmeta.core.config import StoreConfig
-from secmeta.core.errors import SecmetaError
+from secmeta.core.control import ControlResult
+from secmeta.core.errors import ApiError, SecmetaError
 from secmeta.core.forensics import history as history_mod
 from secmeta.core.forensics import queries as forensics
 from secmeta.core.forensics.checkpoints import CheckpointFiles
@@ -58,6 +60,7 @@ from secmeta.projections.scram import ScramEntry
 
 _log = logging.getLogger(__name__)
 SWEEPER = RequestContext(principal="System:token-sweeper", host="localhost", tls=True)
+R = TypeVar("R")
 
 
 class SecurityStore:
@@ -186,73 +189,58 @@ class SecurityStore:
         self._snapshotter.maybe_snapshot(self._image, result.next_offset, background=True)
         return self._image
 
+    def _write(self, context: RequestContext, decide: Callable[[SecurityImage, int], ControlResult[R]]) -> R:
+        """The one write path: under the lock, read the clock, run the control function on the
+        published image, commit its events as one batch, then answer with its response."""
+        with self._write_lock:
+            now = self._now()
+            result = decide(self._image, now)
+            self._commit(result.events, context, now)
+        return result.response
+
     def _decider(self, image: SecurityImage):
         return control.decider_for(image, self.config)
 
-    def alter_user_scram_credentials(self, alterations: Iterable[UserScramCredentialAlteration], *, context: RequestContext) -> dict:
+    def alter_user_scram_credentials(self, alterations: Iterable[UserScramCredentialAlteration], *,
+                                     context: RequestContext) -> dict[str, ApiError]:
         """Upsert and delete SCRAM credentials; one ApiError per user (NONE on success)."""
         alterations = list(alterations)
-        with self._write_lock:
-            now, image = self._now(), self._image
-            result = control.alter_scram_credentials(
-                image, alterations, context, config=self.config, keyring=self._keyring, decider=self._decider(image),
-            )
-            self._commit(result.events, context, now)
-        return result.response
+        return self._write(context, lambda image, now: control.alter_scram_credentials(
+            image, alterations, context, config=self.config, keyring=self._keyring, decider=self._decider(image)))
 
-    def create_acls(self, bindings: Iterable[AclBinding], *, context: RequestContext) -> list:
+    def create_acls(self, bindings: Iterable[AclBinding], *, context: RequestContext) -> list[ApiError]:
         """Create ACLs; one ApiError per binding. An identical existing ACL is a successful no-op."""
         bindings = list(bindings)
-        with self._write_lock:
-            now, image = self._now(), self._image
-            result = control.create_acls(image, bindings, context, config=self.config, decider=self._decider(image))
-            self._commit(result.events, context, now)
-        return result.response
+        return self._write(context, lambda image, now: control.create_acls(
+            image, bindings, context, config=self.config, decider=self._decider(image)))
 
     def delete_acls(self, filters: Iterable[AclBindingFilter], *, context: RequestContext) -> list[DeleteAclsResult]:
         """Delete the ACLs matching each filter; per filter the bindings it removed."""
         filters = list(filters)
-        with self._write_lock:
-            now, image = self._now(), self._image
-            result = control.delete_acls(image, filters, context, config=self.config, decider=self._decider(image))
-            self._commit(result.events, context, now)
-        return result.response
+        return self._write(context, lambda image, now: control.delete_acls(
+            image, filters, context, config=self.config, decider=self._decider(image)))
 
     def create_delegation_token(self, *, context: RequestContext, owner: str | None = None,
                                 renewers: Iterable[str] = (), max_lifetime_ms: int = -1) -> DelegationToken:
         """Issue a token (for ``owner``, default the requester); the result carries its HMAC."""
-        with self._write_lock:
-            now, image = self._now(), self._image
-            result = control.create_token(
-                image, context, now, owner=owner, renewers=tuple(renewers), max_lifetime_ms=max_lifetime_ms,
-                config=self.config, decider=self._decider(image), new_token_id=_new_token_id,
-            )
-            self._commit(result.events, context, now)
-        return result.response
+        renewers = tuple(renewers)
+        return self._write(context, lambda image, now: control.create_token(
+            image, context, now, owner=owner, renewers=renewers, max_lifetime_ms=max_lifetime_ms,
+            config=self.config, decider=self._decider(image), new_token_id=_new_token_id))
 
     def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1, *, context: RequestContext) -> int:
         """Extend a token's expiry; returns the new expiry timestamp."""
-        with self._write_lock:
-            now = self._now()
-            result = control.renew_token(self._image, self._hmacs, hmac, renew_period_ms, context, now, config=self.config)
-            self._commit(result.events, context, now)
-        return result.response
+        return self._write(context, lambda image, now: control.renew_token(
+            image, self._hmacs, hmac, renew_period_ms, context, now, config=self.config))
 
     def expire_delegation_token(self, hmac: bytes, expiry_period_ms: int = -1, *, context: RequestContext) -> int:
         """Move a token's expiry (a negative period removes it now); returns the new expiry."""
-        with self._write_lock:
-            now = self._now()
-            result = control.expire_token(self._image, self._hmacs, hmac, expiry_period_ms, context, now, config=self.config)
-            self._commit(result.events, context, now)
-        return result.response
+        return self._write(context, lambda image, now: control.expire_token(
+            image, self._hmacs, hmac, expiry_period_ms, context, now, config=self.config))
 
     def sweep_expired_tokens(self) -> int:
         """Remove every expired token (a logged change); returns how many were removed."""
-        with self._write_lock:
-            now = self._now()
-            result = control.sweep_expired(self._image, now)
-            self._commit(result.events, SWEEPER, now)
-        return result.response
+        return self._write(SWEEPER, lambda image, now: control.sweep_expired(image, now))
 
     def start_token_sweeper(self) -> None:
         """Run the expiry sweep in the background every ``token_expiry_check_interval_ms``."""
