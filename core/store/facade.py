@@ -10,9 +10,6 @@ read whichever image is published, which is always a whole batch.
 
 from __future__ import annotations
 
-import hashlib
-import hmac as hmac_mod
-import logging
 import os
 import threading
 import uuid
@@ -22,8 +19,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from secmeta.core import control
-from secmeta.core.auth.scram import DEFAULT_ITERATIONS, ScramCredential, ScramServer, TokenIdentity
-from secmeta.core.auth.scram_crypto import SALT_LENGTH, hash_digest
+from secmeta.core.auth.login import ScramLogin
+from secmeta.core.auth.scram import ScramServer
 from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
 from secmeta.core.config import StoreConfig
 from secmeta.core.control import ControlResult
@@ -43,9 +40,8 @@ from secmeta.core.types import (
     UserScramCredentialAlteration,
     UserScramCredentialsDescription,
 )
-from secmeta.events.errors import KeyringError, SealedSecretError
-from secmeta.events.keyring import Keyring, open_scram, seal_scram
-from secmeta.events.records import Envelope, Event, ScramCredentialUpserted
+from secmeta.events.keyring import Keyring
+from secmeta.events.records import Envelope, Event
 from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
@@ -56,9 +52,7 @@ from secmeta.events.types import (
 from secmeta.projections.gc_pause import FREEZE_AFTER, paused_gc
 from secmeta.projections.image import SecurityDelta, SecurityImage, SecurityProjection
 from secmeta.projections.image_snapshot import SecurityImageSnapshot
-from secmeta.projections.scram import ScramEntry
 
-_log = logging.getLogger(__name__)
 SWEEPER = RequestContext(principal="System:token-sweeper", host="localhost", tls=True)
 R = TypeVar("R")
 
@@ -79,8 +73,7 @@ class SecurityStore:
         )
         self._write_lock = threading.RLock()
         self._hmacs = TokenHmacs.of(self._image.tokens, config.token_secret)
-        self._fake_salt_key = hmac_mod.new(keyring.chain_key(keyring.ids[0]), b"secmeta/fake-salt", hashlib.sha256).digest()
-        self._scram_decoys = {m: _scram_decoy(keyring, m) for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)}
+        self._login = ScramLogin(keyring, config, lambda: self._image)
         self._sweeper: threading.Thread | None = None
         self._closed = threading.Event()
         self._view = StoreView(self._image, config)
@@ -345,47 +338,13 @@ class SecurityStore:
 
     def scram_server(self, mechanism: ScramMechanism | str) -> ScramServer:
         """A server-side SCRAM exchange for users and (with tokenauth=true) delegation tokens."""
-        return ScramServer(mechanism, self._scram_lookup_for(ScramMechanism.parse(mechanism) if isinstance(mechanism, str) else mechanism),
-                           token_lookup=self._token_identity, fake_salt_key=self._fake_salt_key,
-                           fake_iterations=self.config.default_iterations.get(ScramMechanism.parse(mechanism),
-                                                                              DEFAULT_ITERATIONS))
-
-    def _scram_lookup_for(self, mechanism: ScramMechanism):
-        def lookup(user: str) -> ScramCredential | None:
-            entry = self._image.scram.get(user, mechanism)
-            # An unknown user unseals a decoy: the same work as a known one, so timing tells nothing.
-            owner, sealed = self._scram_decoys[mechanism] if entry is None else (user, entry)
-            try:
-                secret = open_scram(self._keyring, ScramCredentialUpserted(owner, mechanism, sealed.iterations, sealed.secret))
-            except (KeyringError, SealedSecretError) as exc:  # fails as an unknown user does, same message
-                _log.warning("SCRAM credential of user %r cannot be opened: %s", user, exc)
-                return None
-            credential = ScramCredential(mechanism, secret.salt, secret.stored_key, secret.server_key, sealed.iterations)
-            return None if entry is None else credential
-
-        return lookup
-
-    def _token_identity(self, token_id: str) -> TokenIdentity | None:
-        info = self._image.tokens.get(token_id)
-        if info is None or self.config.token_secret is None or info.is_expired(self._now()):
-            return None
-        return TokenIdentity(info.owner, self.token_hmac(token_id))
+        return self._login.server(mechanism)
 
     def token_hmac(self, token_id: str) -> bytes:
         """HMAC-SHA512 of the token id under the configured secret (recomputed, never stored)."""
         if self.config.token_secret is None:
             raise SecmetaError("delegation tokens are disabled: no token_secret configured")
         return token_hmac(self.config.token_secret, token_id)
-
-
-_SCRAM_DECOY_USER = "secmeta-decoy"
-
-
-def _scram_decoy(keyring: Keyring, mechanism: ScramMechanism) -> tuple[str, ScramEntry]:
-    """(user, entry): a sealed credential of a real one's size, unsealed on lookups of unknown users."""
-    key = hash_digest(mechanism, b"")
-    secret = seal_scram(keyring, _SCRAM_DECOY_USER, mechanism, bytes(SALT_LENGTH), key, key)
-    return _SCRAM_DECOY_USER, ScramEntry(mechanism, DEFAULT_ITERATIONS, secret)
 
 
 def _new_token_id() -> str:
