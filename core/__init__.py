@@ -3,6 +3,7 @@
     from secmeta.core import SecurityStore, StoreConfig, RequestContext, AclBinding, ...
 """
 
+from secmeta.core.admin import Admin, AdminReader
 from secmeta.core.config import PasswordPolicy, StoreConfig
 from secmeta.core.errors import (
     ApiError,
@@ -91,6 +92,8 @@ __all__ = [
     "AclBindingFilter",
     "AclOperation",
     "AclPermissionType",
+    "Admin",
+    "AdminReader",
     "ApiError",
     "ApiException",
     "ClusterAuthorizationException",

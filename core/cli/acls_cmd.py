@@ -16,14 +16,13 @@ from secmeta.core.cli import acl_request
 from secmeta.core.cli.common import add_json_option, emit
 from secmeta.core.cli.security import (
     OPERATION_NAMES,
+    AdminSession,
     add_point_options,
     add_remote_options,
     add_resource_options,
     add_security_options,
-    context,
     has_point,
     open_admin,
-    view,
 )
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.validation import principal
@@ -93,22 +92,23 @@ def run(args: argparse.Namespace) -> int:
     if args.add and not all(request.values()):
         raise InvalidValueError("You must specify one of: --allow-principal, --deny-principal when trying to add ACLs.")
     if args.add:
-        with open_admin(args) as store:
-            return _add(store, context(args, store), request)
+        with open_admin(args) as session:
+            return _add(session, request)
     confirmed, unanswered = _confirm(request, force=args.force)
     if confirmed:  # asked before the store is opened, so no writer's lock is held while a person reads
-        with open_admin(args) as store:
-            if _remove(store, context(args, store), confirmed):
+        with open_admin(args) as session:
+            if _remove(session, confirmed):
                 return 1
     return 1 if unanswered else 0
 
 
-def _add(store, ctx, request: acl_request.Request) -> int:
+def _add(session: AdminSession, request: acl_request.Request) -> int:
     """AclCommand.addAcls: per resource, say which ACLs exist already and which are added; one create request."""
+    admin, ctx = session.admin, session.context
     new: list[AclBinding] = []
     for f, entries in sorted(request.items(), key=_pattern_key):
         pattern = ResourcePattern(f.resource_type, f.name, f.pattern_type)
-        existing = set(store.describe_acls(AclBindingFilter(f, AccessControlEntryFilter()), context=ctx))
+        existing = set(admin.describe_acls(AclBindingFilter(f, AccessControlEntryFilter()), context=ctx))
         adding = []
         for entry in sorted(entries, key=_entry_key):
             binding = AclBinding(pattern, entry)
@@ -120,7 +120,7 @@ def _add(store, ctx, request: acl_request.Request) -> int:
             print(f"Adding ACLs for resource `{kafka_pattern(pattern)}`: \n "
                   + "\n".join(f"\t{kafka_entry(b.entry)}" for b in adding) + "\n")
         new += adding
-    errors = store.create_acls(new, context=ctx) if new else []
+    errors = admin.create_acls(new, context=ctx) if new else []
     for binding, error in zip(new, errors):
         if error:
             print(f"Failed to add {kafka_binding(binding)}: {error}")
@@ -146,12 +146,12 @@ def _confirm(request: acl_request.Request, *, force: bool):
     return confirmed, unanswered
 
 
-def _remove(store, ctx, confirmed) -> int:
+def _remove(session: AdminSession, confirmed) -> int:
     """AclCommand.removeAcls: per resource filter, delete the entries given (AccessControlEntry.toFilter), or
     every ACL of the filter; print what went.  1 when the store refused a filter."""
     for f, ordered in confirmed:
         filters = [AclBindingFilter(f, _entry_filter(e)) for e in ordered] or [AclBindingFilter(f)]
-        results = store.delete_acls(filters, context=ctx)
+        results = session.admin.delete_acls(filters, context=session.context)
         removed = list(dict.fromkeys(b for r in results for b in r.acls))
         for binding in removed:
             print(f"Removed {kafka_binding(binding)}")
@@ -191,10 +191,9 @@ def _list(args: argparse.Namespace, filters: list[ResourcePatternFilter]) -> int
     (each a Type:Name principal in the store's filter, as AclCommand filters by principal)."""
     entries = [AccessControlEntryFilter(principal=principal(p, "--principal"))  # AclCommand.getPrincipals:
                for p in dict.fromkeys(p.strip() for p in args.principal)]    # parseKafkaPrincipal(s.trim)
-    with open_admin(args, read_only=True) as store:
-        ctx, source = context(args, store), view(store, args)
+    with open_admin(args, read_only=True) as session:
         found = {b for f in filters or [ResourcePatternFilter()] for e in entries or [AccessControlEntryFilter()]
-                 for b in source.describe_acls(AclBindingFilter(f, e), context=ctx)}
+                 for b in session.reader.describe_acls(AclBindingFilter(f, e), context=session.context)}
     rows = [_row(b) for b in sorted(found, key=_binding_key)]
     emit(rows, COLUMNS, json=args.json, empty="no ACLs matched")
     return 0

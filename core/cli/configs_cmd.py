@@ -22,13 +22,12 @@ from secmeta.core.cli.scram_configs import (
     split_add_config,
 )
 from secmeta.core.cli.security import (
+    AdminSession,
     add_point_options,
     add_remote_options,
     add_security_options,
-    context,
     has_point,
     open_admin,
-    view,
 )
 from secmeta.core.errors import ApiError, ErrorCode, InvalidValueError
 from secmeta.core.types import (
@@ -84,11 +83,10 @@ def run(args: argparse.Namespace) -> int:
         if user is None:
             raise InvalidValueError("--alter needs the user: --user NAME or --entity-type users --entity-name NAME")
         settings, deletions = _alterations(args)
-    with open_admin(args, read_only=args.describe) as store:
-        ctx = context(args, store)
+    with open_admin(args, read_only=args.describe) as session:
         if args.describe:
-            return _describe(view(store, args), ctx, user, json=args.json)
-        return _alter(store, ctx, user, settings, deletions)
+            return _describe(session, user, json=args.json)
+        return _alter(session, user, settings, deletions)
 
 
 def _user(args: argparse.Namespace) -> str | None:
@@ -144,7 +142,7 @@ def _read_password(user: str, setting: ScramSetting) -> bytes:
     return line.rstrip("\n").encode()
 
 
-def _alter(store, ctx, user: str, settings: list[ScramSetting], deletions: list) -> int:
+def _alter(session: AdminSession, user: str, settings: list[ScramSetting], deletions: list) -> int:
     alterations = [UserScramCredentialDeletion(user, mech) for mech in deletions]
     alterations += [
         UserScramCredentialUpsertion(user, ScramCredentialInfo(s.mechanism, s.iterations),
@@ -152,7 +150,7 @@ def _alter(store, ctx, user: str, settings: list[ScramSetting], deletions: list)
         for s in settings
     ]
     # One request, as ConfigCommand.alterUserScramCredentialConfigs sends: the user's alteration is all or nothing.
-    error = store.alter_user_scram_credentials(alterations, context=ctx)[user]
+    error = session.admin.alter_user_scram_credentials(alterations, context=session.context)[user]
     if error:
         print(f"secmeta: error: altering the SCRAM credentials of user {user!r} failed, nothing was changed: "
               f"{error}{_hint(error, alterations)}", file=sys.stderr)
@@ -168,8 +166,9 @@ def _hint(error: ApiError, alterations: list) -> str:
     return ""
 
 
-def _describe(store, ctx, user: str | None, *, json: bool) -> int:
-    results = store.describe_user_scram_credentials(None if user is None else [user], context=ctx)
+def _describe(session: AdminSession, user: str | None, *, json: bool) -> int:
+    results = session.reader.describe_user_scram_credentials(None if user is None else [user],
+                                                             context=session.context)
     found = {name: r for name, r in sorted(results.items()) if not isinstance(r, ApiError)}
     failed = {name: r for name, r in sorted(results.items()) if isinstance(r, ApiError)}
     if json:

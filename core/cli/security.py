@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from secmeta.core.admin import Admin, AdminReader
 from secmeta.core.cli.common import DEFAULT_STORE_ENV, add_store_options, keyring, store_path
 from secmeta.core.config import StoreConfig
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.types import RequestContext
 from secmeta.events.types import CLUSTER_NAME, AclOperation, PatternType, ResourceType
+
+if TYPE_CHECKING:
+    from secmeta.core.store.facade import SecurityStore
+    from secmeta.core.store.view import StoreView
 
 RESOURCE_OPTIONS = (
     ("--topic", ResourceType.TOPIC, "topic name"),
@@ -91,7 +100,7 @@ def operation(text: str) -> AclOperation:
     return op
 
 
-def open_store(args: argparse.Namespace, *, read_only: bool = False):
+def open_store(args: argparse.Namespace, *, read_only: bool = False) -> SecurityStore:
     """The store of --store; reads open it read-only so they work beside a running writer."""
     from secmeta.core.store.facade import SecurityStore
 
@@ -100,20 +109,35 @@ def open_store(args: argparse.Namespace, *, read_only: bool = False):
                               create=False)  # only `secmeta init` creates a store
 
 
-def open_admin(args: argparse.Namespace, *, read_only: bool = False):
-    """The one local/remote choice: a RemoteAdmin connected to --bootstrap-server, else the store of --store.
+@dataclass(frozen=True, slots=True)
+class AdminSession:
+    """What an admin command talks to: the ``admin`` (the store of --store, or a RemoteAdmin connected to
+    --bootstrap-server), the ``reader`` its describe calls go to (the admin, or the store as it stood at
+    --as-of / --at-offset) and the ``context`` of who asks (--as and --from-host on a store; None over
+    the wire, where the login of --command-config decides)."""
 
-    Both have the same admin methods and are context managers.  Over the wire the login of
-    --command-config decides who asks, so --as and --from-host are refused, and so are
-    --as-of / --at-offset, which read a store's history, and --store / --key-file, which name
-    a local store (the $SECMETA_STORE and $SECMETA_KEY_FILE defaults are not used then).
+    admin: Admin
+    reader: AdminReader
+    context: RequestContext | None
+
+
+@contextmanager
+def open_admin(args: argparse.Namespace, *, read_only: bool = False) -> Iterator[AdminSession]:
+    """The one local/remote choice: a session on a RemoteAdmin connected to --bootstrap-server, else on the
+    store of --store (read-only for reads, so they work beside a running writer); closed when the block ends.
+
+    Over the wire the login of --command-config decides who asks, so --as and --from-host are refused, and so
+    are --as-of / --at-offset, which read a store's history, and --store / --key-file, which name a local
+    store (the $SECMETA_STORE and $SECMETA_KEY_FILE defaults are not used then).
     """
     if getattr(args, "bootstrap_server", None) is None:
         if getattr(args, "command_config", None):
             raise InvalidValueError("--command-config needs --bootstrap-server")
         if args.store is None:
             args = argparse.Namespace(**{**vars(args), "store": os.environ.get(DEFAULT_STORE_ENV)})
-        return open_store(args, read_only=read_only)
+        with open_store(args, read_only=read_only) as store:
+            yield AdminSession(store, view(store, args), acting_context(args, store.config))
+        return
     for flag, value in (("--store", args.store), ("--key-file", args.key_file)):
         if value is not None:
             raise InvalidValueError(f"{flag} cannot be used with --bootstrap-server: the server holds the store "
@@ -128,7 +152,8 @@ def open_admin(args: argparse.Namespace, *, read_only: bool = False):
                              "and host from the connection (log in with --command-config)")
     from secmeta.core.wire.client import RemoteAdmin
 
-    return RemoteAdmin.connect(args.bootstrap_server, args.command_config)
+    with RemoteAdmin.connect(args.bootstrap_server, args.command_config) as remote:
+        yield AdminSession(remote, remote, None)
 
 
 def add_point_options(parser: argparse.ArgumentParser) -> None:
@@ -142,7 +167,7 @@ def has_point(args: argparse.Namespace) -> bool:
     return getattr(args, "as_of", None) is not None or getattr(args, "at_offset", None) is not None
 
 
-def view(store, args: argparse.Namespace):
+def view(store: SecurityStore, args: argparse.Namespace) -> SecurityStore | StoreView:
     """The store itself, or its read-only view at --as-of / --at-offset."""
     from secmeta.core.forensics.timetravel import parse_offset, parse_time
 
@@ -153,9 +178,7 @@ def view(store, args: argparse.Namespace):
     return store
 
 
-def context(args: argparse.Namespace, store) -> RequestContext | None:
-    """Who acts on a local store; None over the wire, where the connection's login decides."""
-    if getattr(args, "bootstrap_server", None) is not None:
-        return None
-    return RequestContext(principal=args.as_principal or store.config.default_principal,
+def acting_context(args: argparse.Namespace, config: StoreConfig) -> RequestContext:
+    """Who acts on a local store: --as (default: the store's default_principal) from --from-host (default 127.0.0.1)."""
+    return RequestContext(principal=args.as_principal or config.default_principal,
                           host=args.from_host or "127.0.0.1", tls=True)

@@ -20,10 +20,8 @@ from secmeta.core.cli.security import (
     add_point_options,
     add_remote_options,
     add_security_options,
-    context,
     has_point,
     open_admin,
-    view,
 )
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.types import DelegationToken
@@ -102,25 +100,25 @@ def run(args: argparse.Namespace) -> int:
     action = next(a for a in ACTIONS if getattr(args, a))
     _check(args, action)
     hmac = _hmac(args) if args.hmac is not None else None
-    with open_admin(args, read_only=action == "describe") as store:
-        ctx = context(args, store)
+    with open_admin(args, read_only=action == "describe") as session:
+        admin, ctx = session.admin, session.context
         if action == "create":
-            token = store.create_delegation_token(
+            token = admin.create_delegation_token(
                 context=ctx, owner=args.owner_principal[0] if args.owner_principal else None,
                 renewers=args.renewer_principal, max_lifetime_ms=_period(args.max_life_time_period))
             if not args.json:
                 print(f"Created delegation token with tokenId : {token.token_id}")
             _print_tokens([token], json=args.json)
         elif action == "describe":
-            tokens = view(store, args).describe_delegation_tokens(args.owner_principal or None, context=ctx)
+            tokens = session.reader.describe_delegation_tokens(args.owner_principal or None, context=ctx)
             if not args.json:
                 print(f"Total number of tokens : {len(tokens)}")
             _print_tokens(tokens, json=args.json)
         else:
             if action == "renew":
-                expiry = store.renew_delegation_token(hmac, _period(args.renew_time_period), context=ctx)
+                expiry = admin.renew_delegation_token(hmac, _period(args.renew_time_period), context=ctx)
             else:
-                expiry = store.expire_delegation_token(hmac, args.expiry_time_period, context=ctx)
+                expiry = admin.expire_delegation_token(hmac, args.expiry_time_period, context=ctx)
             if args.json:
                 emit_json({"expiry_date": iso_time(expiry), "expiry_timestamp_ms": expiry})
             else:

@@ -24,6 +24,7 @@ from secmeta.core.auth.scram import ScramServer
 from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
 from secmeta.core.config import StoreConfig
 from secmeta.core.control import ControlResult
+from secmeta.core.control.authz import checked_context
 from secmeta.core.errors import ApiError, SecmetaError
 from secmeta.core.forensics import history as history_mod
 from secmeta.core.forensics import queries as forensics
@@ -58,7 +59,10 @@ R = TypeVar("R")
 
 
 class SecurityStore:
-    """SCRAM credentials, ACLs and delegation tokens with Kafka semantics, on a durable log."""
+    """SCRAM credentials, ACLs and delegation tokens with Kafka semantics, on a durable log.
+
+    An ``Admin`` (secmeta.core.admin) that carries no identity: every admin call needs ``context=``.
+    """
 
     def __init__(self, log: Log, config: StoreConfig, keyring: Keyring, loaded: LoadedState[SecurityImage]):
         self._log = log
@@ -182,12 +186,14 @@ class SecurityStore:
         self._snapshotter.maybe_snapshot(self._image, result.next_offset, background=True)
         return self._image
 
-    def _write(self, context: RequestContext, decide: Callable[[SecurityImage, int], ControlResult[R]]) -> R:
-        """The one write path: under the lock, read the clock, run the control function on the
-        published image, commit its events as one batch, then answer with its response."""
+    def _write(self, context: RequestContext | None,
+               decide: Callable[[SecurityImage, int, RequestContext], ControlResult[R]]) -> R:
+        """The one write path: under the lock, read the clock, run the control function on the published
+        image as ``context`` asks, commit its events as one batch, then answer with its response."""
+        context = checked_context(context)
         with self._write_lock:
             now = self._now()
-            result = decide(self._image, now)
+            result = decide(self._image, now, context)
             self._commit(result.events, context, now)
         return result.response
 
@@ -195,45 +201,48 @@ class SecurityStore:
         return control.decider_for(image, self.config)
 
     def alter_user_scram_credentials(self, alterations: Iterable[UserScramCredentialAlteration], *,
-                                     context: RequestContext) -> dict[str, ApiError]:
+                                     context: RequestContext | None) -> dict[str, ApiError]:
         """Upsert and delete SCRAM credentials; one ApiError per user (NONE on success)."""
         alterations = list(alterations)
-        return self._write(context, lambda image, now: control.alter_scram_credentials(
-            image, alterations, context, config=self.config, keyring=self._keyring, decider=self._decider(image)))
+        return self._write(context, lambda image, now, asker: control.alter_scram_credentials(
+            image, alterations, asker, config=self.config, keyring=self._keyring, decider=self._decider(image)))
 
-    def create_acls(self, bindings: Iterable[AclBinding], *, context: RequestContext) -> list[ApiError]:
+    def create_acls(self, bindings: Iterable[AclBinding], *, context: RequestContext | None) -> list[ApiError]:
         """Create ACLs; one ApiError per binding. An identical existing ACL is a successful no-op."""
         bindings = list(bindings)
-        return self._write(context, lambda image, now: control.create_acls(
-            image, bindings, context, config=self.config, decider=self._decider(image)))
+        return self._write(context, lambda image, now, asker: control.create_acls(
+            image, bindings, asker, config=self.config, decider=self._decider(image)))
 
-    def delete_acls(self, filters: Iterable[AclBindingFilter], *, context: RequestContext) -> list[DeleteAclsResult]:
+    def delete_acls(self, filters: Iterable[AclBindingFilter], *,
+                    context: RequestContext | None) -> list[DeleteAclsResult]:
         """Delete the ACLs matching each filter; per filter the bindings it removed."""
         filters = list(filters)
-        return self._write(context, lambda image, now: control.delete_acls(
-            image, filters, context, config=self.config, decider=self._decider(image)))
+        return self._write(context, lambda image, now, asker: control.delete_acls(
+            image, filters, asker, config=self.config, decider=self._decider(image)))
 
-    def create_delegation_token(self, *, context: RequestContext, owner: str | None = None,
+    def create_delegation_token(self, *, context: RequestContext | None, owner: str | None = None,
                                 renewers: Iterable[str] = (), max_lifetime_ms: int = -1) -> DelegationToken:
         """Issue a token (for ``owner``, default the requester); the result carries its HMAC."""
         renewers = tuple(renewers)
-        return self._write(context, lambda image, now: control.create_token(
-            image, context, now, owner=owner, renewers=renewers, max_lifetime_ms=max_lifetime_ms,
+        return self._write(context, lambda image, now, asker: control.create_token(
+            image, asker, now, owner=owner, renewers=renewers, max_lifetime_ms=max_lifetime_ms,
             config=self.config, decider=self._decider(image), new_token_id=_new_token_id))
 
-    def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1, *, context: RequestContext) -> int:
+    def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1, *,
+                               context: RequestContext | None) -> int:
         """Extend a token's expiry; returns the new expiry timestamp."""
-        return self._write(context, lambda image, now: control.renew_token(
-            image, self._hmacs, hmac, renew_period_ms, context, now, config=self.config))
+        return self._write(context, lambda image, now, asker: control.renew_token(
+            image, self._hmacs, hmac, renew_period_ms, asker, now, config=self.config))
 
-    def expire_delegation_token(self, hmac: bytes, expiry_period_ms: int = -1, *, context: RequestContext) -> int:
+    def expire_delegation_token(self, hmac: bytes, expiry_period_ms: int = -1, *,
+                                context: RequestContext | None) -> int:
         """Move a token's expiry (a negative period removes it now); returns the new expiry."""
-        return self._write(context, lambda image, now: control.expire_token(
-            image, self._hmacs, hmac, expiry_period_ms, context, now, config=self.config))
+        return self._write(context, lambda image, now, asker: control.expire_token(
+            image, self._hmacs, hmac, expiry_period_ms, asker, now, config=self.config))
 
     def sweep_expired_tokens(self) -> int:
         """Remove every expired token (a logged change); returns how many were removed."""
-        return self._write(SWEEPER, lambda image, now: control.sweep_expired(image, now))
+        return self._write(SWEEPER, lambda image, now, _: control.sweep_expired(image, now))
 
     def start_token_sweeper(self) -> None:
         """Run the expiry sweep in the background every ``token_expiry_check_interval_ms``."""
@@ -265,13 +274,15 @@ class SecurityStore:
             view = self._view = StoreView(self._image, self.config)
         return view
 
-    def describe_user_scram_credentials(self, users: Iterable[str] | None = None, *, context: RequestContext) -> dict[str, UserScramCredentialsDescription | object]:
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None, *, context: RequestContext | None,
+                                        ) -> dict[str, UserScramCredentialsDescription | ApiError]:
         return self._live_view().describe_user_scram_credentials(users, context=context)
 
-    def describe_acls(self, filter: AclBindingFilter, *, context: RequestContext) -> list[AclBinding]:
+    def describe_acls(self, filter: AclBindingFilter, *, context: RequestContext | None) -> list[AclBinding]:
         return self._live_view().describe_acls(filter, context=context)
 
-    def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *, context: RequestContext) -> list[DelegationToken]:
+    def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *,
+                                   context: RequestContext | None) -> list[DelegationToken]:
         return self._live_view().describe_delegation_tokens(owners, context=context)
 
     def authorize(self, principal: str, host: str, operation: AclOperation, resource_type: ResourceType, resource_name: str) -> bool:

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 
 from secmeta.core import control, validation
 from secmeta.core.config import StoreConfig
+from secmeta.core.control.authz import checked_context
+from secmeta.core.errors import ApiError
 from secmeta.core.types import DelegationToken, RequestContext, UserScramCredentialsDescription
 from secmeta.core.validation import FieldError
 from secmeta.events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType
@@ -26,7 +28,10 @@ __all__ = ["StoreView", "decision_args"]
 
 
 class StoreView:
-    """Describe, authorize and explain over one immutable image (a point in the store's history)."""
+    """Describe, authorize and explain over one immutable image (a point in the store's history).
+
+    Its describe calls are an ``AdminReader`` (secmeta.core.admin), needing ``context=`` as the store's do.
+    """
 
     __slots__ = ("image", "config", "timestamp_ms", "_gate", "_acls", "_super_users", "_allow_if_no_acl")
 
@@ -62,21 +67,21 @@ class StoreView:
 
     # -- describe ------------------------------------------------------------------
 
-    def describe_user_scram_credentials(self, users: Iterable[str] | None = None, *,
-                                        context: RequestContext) -> dict[str, UserScramCredentialsDescription | object]:
+    def describe_user_scram_credentials(self, users: Iterable[str] | None = None, *, context: RequestContext | None,
+                                        ) -> dict[str, UserScramCredentialsDescription | ApiError]:
         """Mechanisms and iterations per user (needs DESCRIBE on CLUSTER); never a secret."""
         return control.describe_scram_credentials(
-            self.image, None if users is None else list(users), context, decider=self._decider())
+            self.image, None if users is None else list(users), checked_context(context), decider=self._decider())
 
-    def describe_acls(self, filter: AclBindingFilter, *, context: RequestContext) -> list[AclBinding]:
+    def describe_acls(self, filter: AclBindingFilter, *, context: RequestContext | None) -> list[AclBinding]:
         """The ACLs the filter selects (needs DESCRIBE on CLUSTER)."""
-        return control.describe_acls(self.image, filter, context, decider=self._decider())
+        return control.describe_acls(self.image, filter, checked_context(context), decider=self._decider())
 
     def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *,
-                                   context: RequestContext) -> list[DelegationToken]:
+                                   context: RequestContext | None) -> list[DelegationToken]:
         """The tokens the caller may see; with HMACs only if the config says so."""
-        return control.describe_tokens(
-            self.image, None if owners is None else list(owners), context, decider=self._decider(), config=self.config)
+        return control.describe_tokens(self.image, None if owners is None else list(owners), checked_context(context),
+                                       decider=self._decider(), config=self.config)
 
     # -- decisions -----------------------------------------------------------------
 

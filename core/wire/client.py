@@ -2,12 +2,9 @@
 
 ``RemoteAdmin.connect("127.0.0.1:9092", command_config="client.properties")`` (or
 ``RemoteAdmin(ClientConfig(...))``) opens one authenticated connection
-(secmeta.core.wire.connection) and answers the admin calls of ``secmeta.core.store.facade.SecurityStore`` with the
-same names, arguments and return types, so the CLI and tests can use either:
-``create_acls``, ``describe_acls``, ``delete_acls``, ``alter_user_scram_credentials``,
-``describe_user_scram_credentials``, ``create_delegation_token``,
-``renew_delegation_token``, ``expire_delegation_token``, ``describe_delegation_tokens``.
-``context=`` is accepted and ignored: the connection's login decides who asks.
+(secmeta.core.wire.connection) and is an ``Admin`` (secmeta.core.admin), as ``SecurityStore`` is:
+the same calls, arguments and result types, so the CLI and tests hold either as an Admin.
+``context=`` may be left out and is never sent: the connection's login decides who asks.
 
 Request-level errors raise the ApiException subclass of the Kafka code
 (``ApiException.from_error``), as the store does.  CreateAcls, DeleteAcls and
@@ -67,7 +64,7 @@ def _raise_if_refused(errors: list[ApiError], valid: Iterable[bool] = ()) -> Non
 
 
 class RemoteAdmin:
-    """SecurityStore's admin calls answered by a broker over one connection; a context manager.
+    """An Admin answered by a broker over one connection; a context manager.
 
     Calls are synchronous, one at a time (not thread-safe: use one RemoteAdmin per thread).
     """
