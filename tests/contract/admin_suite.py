@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from secmeta.core import (
-    AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
@@ -48,7 +47,7 @@ from secmeta.core import (
 from tests.clientkit import remote_admin
 from tests.logkit import Clock, make_keyring
 from tests.serverkit import TOKEN_SECRET, add_user, running_server
-from tests.storekit import upsert
+from tests.storekit import acl, upsert
 
 __all__ = ["SCENARIOS", "Backend", "in_process", "served"]
 
@@ -191,14 +190,10 @@ def scram_alter_and_describe(backend: Backend) -> list:
     return t.entries
 
 
-TOPIC_PREFIX = AclBinding.of(ResourceType.TOPIC, "orders-", PatternType.PREFIXED, "User:alice", "*",
-                             AclOperation.READ, AclPermissionType.ALLOW)
-TOPIC_LITERAL = AclBinding.of(ResourceType.TOPIC, "orders-eu", PatternType.LITERAL, "User:bob", "10.0.0.1",
-                              AclOperation.WRITE, AclPermissionType.DENY)
-GROUP = AclBinding.of(ResourceType.GROUP, "g", PatternType.LITERAL, "User:alice", "*",
-                      AclOperation.READ, AclPermissionType.ALLOW)
-BAD_CLUSTER = AclBinding.of(ResourceType.CLUSTER, "other", PatternType.LITERAL, "User:alice", "*",
-                            AclOperation.ALTER, AclPermissionType.ALLOW)
+TOPIC_PREFIX = acl("orders-", pattern=PatternType.PREFIXED)
+TOPIC_LITERAL = acl("orders-eu", "User:bob", AclOperation.WRITE, AclPermissionType.DENY, host="10.0.0.1")
+GROUP = acl("g", rtype=ResourceType.GROUP)
+BAD_CLUSTER = acl("other", op=AclOperation.ALTER, rtype=ResourceType.CLUSTER)  # the cluster is kafka-cluster
 
 
 def acls_create_describe_delete(backend: Backend) -> list:
