@@ -1,1 +1,2 @@
-"""Authentication: the SCRAM server exchange and its crypto, and delegation-token HMACs."""
+"""Authentication: the SCRAM server exchange and its crypto, the SCRAM login backend over a
+store's image (login), and delegation-token HMACs."""
