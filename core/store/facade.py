@@ -165,13 +165,10 @@ class SecurityStore:
 
     # -- the write path ------------------------------------------------------------
 
-    def _now(self) -> int:
-        return self.config.now_ms()
-
-    def _commit(self, events: Sequence[Event], context: RequestContext, now_ms: int) -> SecurityImage:
+    def _commit(self, events: Sequence[Event], context: RequestContext, now_ms: int) -> None:
         """Append ``events`` as one batch, replay it, publish the new image. Caller holds the lock."""
         if not events:
-            return self._image
+            return
         if self._log.read_only:
             raise SecmetaError(f"store {self._log.store.path} was opened read-only; this request would write")
         request_id = context.request_id or uuid.uuid4().hex
@@ -184,7 +181,6 @@ class SecurityStore:
         self._hmacs = self._hmacs.advanced(events)
         self._timetravel.note(self._image)
         self._snapshotter.maybe_snapshot(self._image, result.next_offset, background=True)
-        return self._image
 
     def _write(self, context: RequestContext | None,
                decide: Callable[[SecurityImage, int, RequestContext], ControlResult[R]]) -> R:
@@ -192,7 +188,7 @@ class SecurityStore:
         image as ``context`` asks, commit its events as one batch, then answer with its response."""
         context = checked_context(context)
         with self._write_lock:
-            now = self._now()
+            now = self.config.now_ms()
             result = decide(self._image, now, context)
             self._commit(result.events, context, now)
         return result.response
