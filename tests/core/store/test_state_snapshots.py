@@ -18,7 +18,6 @@ from secmeta.core.errors import SecmetaError
 from secmeta.core.log import Log, LogConfig, verify_log
 from secmeta.core.store.state import Snapshotter, load_state
 from secmeta.events.codec import EventCodec
-from secmeta.projections.latest import LatestByKey, LatestByKeySnapshot
 from secmeta.projections.snapshot import (
     CorruptSnapshotError,
     SnapshotError,
@@ -28,6 +27,7 @@ from secmeta.projections.snapshot import (
     read_snapshot,
     write_snapshot,
 )
+from tests.latest_by_key import LatestByKey, LatestByKeySnapshot
 from tests.logkit import acl_created, acl_deleted, make_keyring
 from tests.storekit import ADMIN, acl, store_at
 

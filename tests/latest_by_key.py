@@ -1,7 +1,8 @@
-"""A generic state: the latest event per entity key (acl:<id>, scram:<user>:<mech>, token:<id>).
+"""A generic state for tests: the latest event per entity key (acl:<id>, scram:<user>:<mech>, token:<id>).
 
 It needs no knowledge of what events mean, so it serves to test the log and
-snapshot machinery, and as the raw "what last happened to X" view.
+snapshot machinery (a projection and a snapshot codec that are not the
+security image's).
 """
 
 from __future__ import annotations
