@@ -325,7 +325,7 @@ def _kafka(store, store_dir: Path, keyring: Keyring) -> None:
 def serve(store, number: int = 11) -> None:
     """Serve ``store`` on a SASL_SSL listener; real Kafka clients (librdkafka) change it and log in.
 
-    A throwaway CA (secmeta.core.server.testca) signs the server certificate; User:admin gets a
+    A throwaway CA (secmeta.consumers.demo_ca) signs the server certificate; User:admin gets a
     SCRAM credential in-process first (as ``kafka-storage.sh format --add-scram`` does),
     then everything goes over the wire and the log shows who did it from where.
     """
@@ -338,9 +338,9 @@ def serve(store, number: int = 11) -> None:
     except ImportError:
         print(f"\n{number}. (install the kafka extra to see secmeta serve with a real Kafka client)")
         return
+    from secmeta.consumers.demo_ca import make_ca
     from secmeta.core.server.config import ServerConfig
     from secmeta.core.server.server import ServerThread
-    from secmeta.core.server.testca import make_ca
 
     quiet = logging.getLogger("secmeta.demo.serve")
     quiet.setLevel(logging.CRITICAL)

@@ -1,6 +1,6 @@
 """Shared set-up for tests that talk to ``secmeta serve``: a test CA, a running server, a raw client.
 
-    ca = make_ca(tmp_path / "tls")                        # secmeta.core.server.testca: CA, server cert (SAN 127.0.0.1), client cert
+    ca = make_ca(tmp_path / "tls")                        # tests.testca: CA, server cert (SAN 127.0.0.1), client cert
     with running_server(tmp_path, "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0") as srv:
         srv.bootstrap("SASL_SSL")                         # "127.0.0.1:PORT"
         AdminClient(srv.confluent_config("SASL_SSL", "admin", ADMIN_PASSWORD))
@@ -37,9 +37,9 @@ from secmeta.core import (
 from secmeta.core.server.config import ServerConfig
 from secmeta.core.server.listeners import ClientAuth
 from secmeta.core.server.server import ServerThread
-from secmeta.core.server.testca import CLIENT_DN, TestCA, make_ca
 from secmeta.core.wire.codec import build, decode_response, encode_request, request_class
 from tests.logkit import make_keyring
+from tests.testca import CLIENT_DN, TestCA, make_ca
 
 __all__ = [
     "ADMIN",

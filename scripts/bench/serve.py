@@ -67,6 +67,7 @@ from scripts.bench.report import (
     timeit_rate,
     write_json,
 )
+from secmeta.consumers.demo_ca import DemoCA, make_ca
 from secmeta.core import (
     RequestContext,
     ScramCredentialInfo,
@@ -77,7 +78,6 @@ from secmeta.core import (
 from secmeta.core.server.apis import HANDLERS
 from secmeta.core.server.call import BrokerInfo, Call
 from secmeta.core.server.server import cluster_id
-from secmeta.core.server.testca import TestCA, make_ca
 from secmeta.core.store.facade import SecurityStore
 from secmeta.core.wire import convert
 from secmeta.core.wire.client_config import ClientConfig
@@ -139,7 +139,7 @@ def new_binding(run: str, client: int, n: int) -> AclBinding:
 class ServerProcess:
     """``secmeta serve`` in a subprocess on one listener (port 0); SIGTERM drains and stops it."""
 
-    def __init__(self, store: Path, key_file: Path, protocol: str, ca: TestCA, mechanism: str):
+    def __init__(self, store: Path, key_file: Path, protocol: str, ca: DemoCA, mechanism: str):
         cmd = [sys.executable, "-m", "secmeta.core.cli", "serve", "--store", str(store), "--key-file", str(key_file),
                "--listeners", f"{protocol}://127.0.0.1:0", "--sasl-mechanisms", mechanism,
                "--log-level", "WARNING"]
@@ -334,7 +334,7 @@ def _created(errors) -> None:
         raise RuntimeError(f"create_acls failed: {errors}")
 
 
-def librdkafka_config(bootstrap: str, protocol: str, mechanism: str, ca: TestCA, user: str, password: str) -> dict:
+def librdkafka_config(bootstrap: str, protocol: str, mechanism: str, ca: DemoCA, user: str, password: str) -> dict:
     config: dict[str, Any] = {"bootstrap.servers": bootstrap, "security.protocol": protocol,
                               "logger": QUIET, "log.connection.close": False}
     if "SSL" in protocol:
@@ -355,7 +355,7 @@ def _ck_filter(f: AclBindingFilter) -> ck.AclBindingFilter:
                                ck.AclOperation(int(f.entry.operation)), ck.AclPermissionType(int(f.entry.permission_type)))
 
 
-def admin_clients(server: ServerProcess, protocol: str, mechanism: str, ca: TestCA, count: int) -> list:
+def admin_clients(server: ServerProcess, protocol: str, mechanism: str, ca: DemoCA, count: int) -> list:
     """``count`` AdminClients logged in as admin, each with both connections (bootstrap, controller) up."""
     config = librdkafka_config(server.bootstrap, protocol, mechanism, ca, "admin", ADMIN_PASSWORD)
     clients = [ck.AdminClient(dict(config)) for _ in range(count)]
@@ -365,7 +365,7 @@ def admin_clients(server: ServerProcess, protocol: str, mechanism: str, ca: Test
     return clients
 
 
-def over_the_wire(server: ServerProcess, protocol: str, mechanism: str, ca: TestCA, clients: Sequence[int],
+def over_the_wire(server: ServerProcess, protocol: str, mechanism: str, ca: DemoCA, clients: Sequence[int],
                   seconds: float, expected: int) -> list[Run]:
     runs = []
     the_filter = _ck_filter(describe_filter())
@@ -456,7 +456,7 @@ def _login_once(login: Callable[[int], dict[str, int]], i: int, barrier: threadi
         results[i] = None
 
 
-def librdkafka_login(server: ServerProcess, protocol: str, mechanism: str, ca: TestCA) -> Callable[[int], dict]:
+def librdkafka_login(server: ServerProcess, protocol: str, mechanism: str, ca: DemoCA) -> Callable[[int], dict]:
     def login(i: int) -> dict[str, int]:
         config = librdkafka_config(server.bootstrap, protocol, mechanism, ca, f"login-{i}", f"pw-{i}")
         start = time.perf_counter_ns()
@@ -468,7 +468,7 @@ def librdkafka_login(server: ServerProcess, protocol: str, mechanism: str, ca: T
     return login
 
 
-def kio_login(server: ServerProcess, protocol: str, mechanism: str, ca: TestCA) -> Callable[[int], dict]:
+def kio_login(server: ServerProcess, protocol: str, mechanism: str, ca: DemoCA) -> Callable[[int], dict]:
     def login(i: int) -> dict[str, int]:
         config = ClientConfig((server.bootstrap,), protocol, mechanism, f"login-{i}", f"pw-{i}",
                               ssl_ca_location=str(ca.ca_cert), client_id="bench")
@@ -484,7 +484,7 @@ def kio_login(server: ServerProcess, protocol: str, mechanism: str, ca: TestCA) 
 # ---------------------------------------------------------------- profile
 
 
-def profile(server: ServerProcess, protocol: str, mechanism: str, ca: TestCA, args: argparse.Namespace,
+def profile(server: ServerProcess, protocol: str, mechanism: str, ca: DemoCA, args: argparse.Namespace,
             out: Path) -> list[str]:
     """py-spy (--gil) on the server during DescribeAcls at 10 clients and during login rounds."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
