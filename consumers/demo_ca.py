@@ -89,7 +89,7 @@ def make_ca(directory: str | Path) -> DemoCA:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name((NameOID.COMMON_NAME, "secmeta test CA"), (NameOID.ORGANIZATION_NAME, "secmeta"))
+    ca_name = _name((NameOID.COMMON_NAME, "secmeta throwaway CA"), (NameOID.ORGANIZATION_NAME, "secmeta"))
     ca_cert = _certificate(ca_name, ca_name, ca_key.public_key(), ca_key, ca=True,
                            extensions=[x509.KeyUsage(False, False, False, False, False, True, True, False, False)])
     ca = DemoCA(directory, directory / "ca.pem", directory / "ca.key", directory / "server.pem",
