@@ -6,14 +6,13 @@ import uuid
 from pathlib import Path
 
 from secmeta.events.keyring import Keyring
-from secmeta.events.records import AclCreated, AclDeleted, Envelope, ScramCredentialDeleted
+from secmeta.events.records import AclCreated, AclDeleted, Envelope
 from secmeta.events.types import (
     AclBinding,
     AclOperation,
     AclPermissionType,
     PatternType,
     ResourceType,
-    ScramMechanism,
 )
 
 
@@ -46,10 +45,6 @@ def acl_created(i: int, ts: int = 1_000, acl_id: str | None = None) -> Envelope:
 
 def acl_deleted(i: int, ts: int = 1_000) -> Envelope:
     return Envelope(-1, ts, "User:admin", "10.0.0.1", f"del-{i}", AclDeleted(str(uuid.UUID(int=i)), binding(i)))
-
-
-def scram_deleted(user: str, ts: int = 1_000) -> Envelope:
-    return Envelope(-1, ts, "User:admin", "10.0.0.1", "r", ScramCredentialDeleted(user, ScramMechanism.SCRAM_SHA_256))
 
 
 def strip(envelopes) -> list[tuple]:

@@ -26,13 +26,12 @@ CLIENT_DN = "CN=client-1,OU=tests,O=secmeta"
 
 @dataclass(frozen=True)
 class TestCA(DemoCA):
-    """The demo's CA and server certificate, and a client certificate with subject ``client_dn``."""
+    """The demo's CA and server certificate, and a client certificate with subject ``CLIENT_DN``."""
 
     __test__ = False  # not a pytest class
 
     client_cert: Path
     client_key: Path
-    client_dn: str = CLIENT_DN
 
     def client_context(self, *, with_cert: bool = False) -> ssl.SSLContext:
         """A client-side context trusting the CA (hostname checked), optionally presenting the client cert."""

@@ -222,7 +222,6 @@ def test_mutated_scram_messages_fail_cleanly(tmp_path):
 # -- admin requests by a super user -----------------------------------------------------------------
 
 READ_ONLY = {29, 41, 50, 60}        # DescribeAcls, DescribeDelegationToken, DescribeUserScramCredentials, DescribeCluster
-WRITES = {30, 31, 38, 39, 40, 51}   # Create/DeleteAcls, Create/Renew/ExpireDelegationToken, AlterUserScramCredentials
 VERSIONS = {29: (1, 3), 30: (1, 3), 31: (1, 3), 38: (1, 3), 39: (1, 2), 40: (1, 2), 41: (1, 3), 50: (0, 0),
             51: (0, 0), 60: (0, 2)}
 SEEDED_ACLS = [AclBinding.of(rtype, name, pattern, principal, "*", op, AclPermissionType.ALLOW)
