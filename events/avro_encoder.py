@@ -21,6 +21,7 @@ from .avro_types import as_reference, kind, resolve
 from .codegen import Source
 from .errors import EventSchemaError
 from .event_mapping import BINDINGS, ENVELOPE_ATTRS
+from .types import INT64_MAX, INT64_MIN
 
 __all__ = ["EncoderCompiler", "write_long", "varint"]
 
@@ -51,7 +52,7 @@ def write_long(v: Any) -> bytes:
         return _SMALL[v]
     if not isinstance(v, int) or isinstance(v, bool):
         raise TypeError(f"expected an integer, got {type(v).__name__}")
-    if not -(2**63) <= v < 2**63:
+    if not INT64_MIN <= v <= INT64_MAX:
         raise OverflowError(f"{v} does not fit an Avro long")
     return varint(((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF)
 

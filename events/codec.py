@@ -57,6 +57,7 @@ from .schemas import (
     inline,
     read_named_types,
 )
+from .types import is_int64
 
 __all__ = ["EventCodec", "SINGLE_OBJECT_MARKER"]
 
@@ -247,7 +248,7 @@ class EventCodec:
         at = -1  # where the current group's event count goes
         ts = principal = host = request = first = _NO_VALUE
         try:
-            if not _is_long(base_offset):
+            if not is_int64(base_offset):
                 raise TypeError("base offset")
             for env in envelopes:
                 t = env.timestamp_ms
@@ -412,7 +413,7 @@ class EventCodec:
         self, base_offset: Any, envelopes: Sequence[Any], exc: Exception
     ) -> EventSchemaError:
         """Name the first envelope, field and value that do not fit the schema."""
-        if not _is_long(base_offset):
+        if not is_int64(base_offset):
             return EventSchemaError(f"base offset {base_offset!r} is not an Avro long")
         for index, env in enumerate(envelopes):
             where = f"envelope {index} (offset {base_offset + index})"
@@ -422,7 +423,7 @@ class EventCodec:
                 return EventSchemaError(f"{where}: {what} is not an event type")
             for name in ENVELOPE_ATTRS:
                 value = getattr(env, name, None)
-                ok = _is_long(value) if name == "timestamp_ms" else isinstance(value, str)
+                ok = is_int64(value) if name == "timestamp_ms" else isinstance(value, str)
                 if not ok:
                     return EventSchemaError(
                         f"{where}: {schema.name} envelope field {name} has invalid value {value!r}"
@@ -462,10 +463,6 @@ class EventCodec:
                 name, value = path.rpartition(NAMESPACE + ".")[2], error.datum
             return f"{schema.name} field {name} has invalid value {value!r}"
         return None
-
-
-def _is_long(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
 
 
 def _parse(schema: Any, what: str, named: dict[str, Any] | None = None) -> Any:

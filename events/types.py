@@ -20,6 +20,8 @@ __all__ = [
     "AclOperation",
     "AclPermissionType",
     "CLUSTER_NAME",
+    "INT64_MAX",
+    "INT64_MIN",
     "PatternType",
     "ResourcePattern",
     "ResourcePatternFilter",
@@ -27,11 +29,18 @@ __all__ = [
     "ScramMechanism",
     "WILDCARD",
     "WILDCARD_PRINCIPAL",
+    "is_int64",
 ]
 
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # Kafka's long, Avro's long: every offset, timestamp and period
+
+
+def is_int64(value: object) -> bool:
+    """Whether ``value`` is an int (not a bool) that fits a signed 64-bit long."""
+    return isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX
 
 
 class _KafkaEnum(IntEnum):
