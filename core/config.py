@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from secmeta.core import validation
-from secmeta.core.auth.scram_crypto import DEFAULT_ITERATIONS
+from secmeta.core.auth.scram_crypto import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.log import LogConfig
 from secmeta.events.types import ScramMechanism
@@ -42,8 +42,7 @@ from secmeta.projections.snapshot import SnapshotPolicy
 DAY_MS = 24 * 3600 * 1000
 CONFIG_FILE = "config.json"
 TOKEN_SECRET_ENV = "SECMETA_TOKEN_SECRET"
-MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
-INT64_MAX, INT32_MAX = 2**63 - 1, 2**31 - 1
+INT32_MAX = 2**31 - 1
 _SECRET_SETTINGS = frozenset({"token_secret"})
 
 
@@ -61,7 +60,7 @@ def _mechanism(value: ScramMechanism) -> ScramMechanism:
 
 
 Principal = Annotated[str, AfterValidator(_principal)]
-Millis = Annotated[int, Field(gt=0, le=INT64_MAX)]  # Kafka's LONG settings, atLeast(1)
+Millis = Annotated[int, Field(gt=0, le=validation.INT64_MAX)]  # Kafka's LONG settings, atLeast(1)
 Iterations = Annotated[int, Field(ge=MIN_ITERATIONS, le=MAX_ITERATIONS)]
 Mechanism = Annotated[ScramMechanism, AfterValidator(_mechanism)]
 
@@ -106,7 +105,7 @@ class StoreConfig:
     keep_snapshots: Annotated[int, Field(ge=1, le=INT32_MAX)] = 2
     delete_covered_segments: bool = False
     # time travel: estimated bytes of past images held in memory (secmeta.core.forensics.timetravel; ~680 B per logged event covered)
-    time_travel_memory_bytes: Annotated[int, Field(ge=0, le=INT64_MAX)] = 1 << 30
+    time_travel_memory_bytes: Annotated[int, Field(ge=0, le=validation.INT64_MAX)] = 1 << 30
     key_file: str | InstanceOf[os.PathLike] | None = None
     clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)
 
@@ -214,4 +213,4 @@ def _type_name(hint: object) -> str:
     return getattr(hint, "__name__", str(hint)).replace("InstanceOf", "")
 
 
-__all__ = ["StoreConfig", "PasswordPolicy", "MIN_ITERATIONS", "MAX_ITERATIONS"]
+__all__ = ["StoreConfig", "PasswordPolicy"]

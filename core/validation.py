@@ -11,7 +11,10 @@ Rules (stricter than Kafka where noted in the README's list of differences):
   ``str`` of valid UTF-8 (no lone surrogate), no control character (Unicode category Cc: C0, DEL,
   C1), at most ``MAX_NAME_BYTES`` (1,024) bytes encoded. Kafka bounds only the protocol string
   (32,767 bytes) and topic names (249 characters); nothing in Kafka needs a longer name than 1,024.
-- principals: ``Type:Name`` with both parts non-empty (Kafka's SecurityUtils.parseKafkaPrincipal).
+- principals: ``Type:Name`` with both parts non-empty, split at the first colon (Kafka's
+  SecurityUtils.parseKafkaPrincipal); ``principal_parts`` is the one parser, ``principal_text`` joins.
+- 64-bit integers (periods, lifetimes, timestamps): an int, never a bool, inside Kafka's long
+  (``secmeta.events.types.is_int64``, the stored format's range).
 - ACL hosts: ``*``, an IPv4 or IPv6 address written canonically (as ``ipaddress`` prints it: no
   leading zeros, lower-case compressed IPv6, no zone index, IPv4-mapped IPv6 written as the IPv4
   address Java reports for such a client), or (our extension) a canonical CIDR
@@ -19,6 +22,8 @@ Rules (stricter than Kafka where noted in the README's list of differences):
   name or a non-canonical spelling is an ACL that can never match; we refuse it.
 - enums: the enum itself, its name in any case and spelling Kafka's tools use (``IDEMPOTENT_WRITE``,
   ``IdempotentWrite``, ``idempotent-write``) or its code; never a bool.
+- errors: ``reraised_as(SomeError)`` turns a FieldError into the error a caller's API raises, with
+  the same message.
 - secrets (passwords, salts, salted passwords): ``bytes``, or ``str`` encoded as UTF-8; a failure
   never carries the value, not even as the context of the error.
 """
@@ -27,18 +32,30 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import IntEnum
 from typing import TypeVar
 
 from secmeta.events.errors import InvalidValueError
+from secmeta.events.types import INT64_MAX, INT64_MIN, is_int64
 
 __all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
     "MAX_NAME_BYTES",
     "FieldError",
     "acl_host",
+    "enum_or_unknown",
     "enum_value",
+    "int64",
+    "is_int64",
+    "nonempty_text",
     "optional_text",
     "principal",
+    "principal_parts",
+    "principal_text",
+    "reraised_as",
     "secret_bytes",
     "text",
 ]
@@ -82,12 +99,47 @@ def optional_text(value: object, field: str) -> str | None:
     return None if value is None else text(value, field)
 
 
-def principal(value: object, field: str = "principal") -> str:
-    """A ``Type:Name`` principal that passes ``text``."""
+def nonempty_text(value: object, field: str) -> str:
+    """``text(value, field)`` that is not empty."""
+    if text(value, field) == "":
+        raise FieldError(field, "must not be empty")
+    return value  # type: ignore[return-value]
+
+
+def principal_parts(value: object, field: str = "principal") -> tuple[str, str]:
+    """(type, name) of a ``Type:Name`` principal that passes ``text``, split at the first colon (so
+    ``User:a:b`` is ``("User", "a:b")``, as Kafka's SecurityUtils.parseKafkaPrincipal splits it)."""
     kind, colon, name = text(value, field).partition(":")
     if not (colon and kind and name):
         raise FieldError(field, f"{_shown(value)} is not of the form Type:Name")  # type: ignore[arg-type]
+    return kind, name
+
+
+def principal(value: object, field: str = "principal") -> str:
+    """A ``Type:Name`` principal that passes ``text`` (``principal_parts``)."""
+    principal_parts(value, field)
     return value  # type: ignore[return-value]
+
+
+def principal_text(kind: str | None, name: str | None) -> str:
+    """``Type:Name`` of its parts (KafkaPrincipal.toString); None reads as empty."""
+    return f"{kind or ''}:{name or ''}"
+
+
+def int64(value: object, field: str) -> int:
+    """``value`` if it is an int (never a bool) inside Kafka's signed 64-bit long."""
+    if not is_int64(value):
+        raise FieldError(field, f"must be a 64-bit integer, not {value!r}")
+    return value  # type: ignore[return-value]
+
+
+@contextmanager
+def reraised_as(error: type[Exception]) -> Iterator[None]:
+    """Inside the block, a FieldError is raised as ``error`` with its message (the API's own error type)."""
+    try:
+        yield
+    except FieldError as exc:
+        raise error(str(exc)) from None
 
 
 def acl_host(value: object, field: str = "host") -> str:
@@ -128,8 +180,18 @@ def enum_value(enum_type: type[E], value: object, field: str, *, concrete: bool 
         except ValueError as exc:
             raise FieldError(field, f"is not valid: {exc}") from None
     if concrete and member.name in ("UNKNOWN", "ANY"):
-        raise FieldError(field, f"must name one {enum_type.__name__}, not {member.name}")
+        raise FieldError(field, f"must be one concrete {enum_type.__name__}, not {member.name}")
     return member
+
+
+def enum_or_unknown(enum_type: type[E], value: object) -> E:
+    """``value`` as a member of ``enum_type`` (as ``enum_value`` reads it), or UNKNOWN for anything else:
+    Kafka's fromString / fromCode, for a request whose unknown value is an error of its own (an
+    unsupported SCRAM mechanism) rather than a malformed field."""
+    try:
+        return enum_value(enum_type, value, enum_type.__name__)
+    except FieldError:
+        return enum_type(0)
 
 
 def secret_bytes(value: object, field: str) -> bytes:

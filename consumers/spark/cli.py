@@ -32,9 +32,8 @@ from secmeta.core.cli.forensics_cmd import (
 )
 from secmeta.core.cli.plugins import Commands
 from secmeta.core.cli.progress import Progress
-from secmeta.core.cli.security import add_resource_options, one_resource
+from secmeta.core.cli.security import add_resource_options, one_resource, operation
 from secmeta.core.errors import SecmetaError
-from secmeta.core.forensics.queries import parse_operation
 from secmeta.core.forensics.timetravel import parse_time
 
 _SPARK_HELP = ("Local Spark (local[2]) by default; --master URL runs on a cluster. Under spark-submit, "
@@ -314,7 +313,7 @@ def query_who_could_cmd(args: argparse.Namespace) -> int:
     from secmeta.consumers.spark import queries
 
     rtype, name = one_resource(args)
-    op = parse_operation(args.operation)
+    op = operation(args.operation)
     at = as_of_arg(args)
     grants = queries.who_could_at(_reader(args), op, rtype, name, at)
     print_grants(grants, op, rtype, name, as_json=args.json)

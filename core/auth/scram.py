@@ -6,6 +6,8 @@ and ``secmeta.core.auth.scram_server`` (ScramServer, TokenIdentity); import them
 
 from secmeta.core.auth.scram_crypto import (
     DEFAULT_ITERATIONS,
+    MAX_ITERATIONS,
+    MIN_ITERATIONS,
     SALT_LENGTH,
     ScramCredential,
     credential_from_password,
@@ -17,6 +19,8 @@ from secmeta.core.auth.scram_server import TOKEN_ITERATIONS, ScramServer, TokenI
 
 __all__ = [
     "DEFAULT_ITERATIONS",
+    "MAX_ITERATIONS",
+    "MIN_ITERATIONS",
     "SALT_LENGTH",
     "TOKEN_ITERATIONS",
     "ScramCredential",

@@ -14,6 +14,7 @@ import hmac
 import secrets
 from dataclasses import dataclass, field
 
+from secmeta.core import validation
 from secmeta.core.errors import (
     InvalidValueError,
     SaslAuthenticationException,
@@ -23,6 +24,8 @@ from secmeta.events.types import ScramMechanism
 
 __all__ = [
     "DEFAULT_ITERATIONS",
+    "MAX_ITERATIONS",
+    "MIN_ITERATIONS",
     "SALT_LENGTH",
     "ScramCredential",
     "b64",
@@ -40,6 +43,8 @@ __all__ = [
 ]
 
 DEFAULT_ITERATIONS = 4096
+#: Kafka's ScramMechanism.minIterations() and maxIterations(), the same for SHA-256 and SHA-512.
+MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
 SALT_LENGTH = 32
 
 
@@ -56,10 +61,7 @@ class ScramCredential:
 
 def require_mechanism(mechanism: ScramMechanism | str | int) -> ScramMechanism:
     """The ScramMechanism named by ``mechanism``; UNKNOWN or unrecognised names are unsupported."""
-    try:
-        parsed = ScramMechanism.parse(mechanism)
-    except ValueError:
-        parsed = ScramMechanism.UNKNOWN
+    parsed = validation.enum_or_unknown(ScramMechanism, mechanism)
     if parsed is ScramMechanism.UNKNOWN:
         raise UnsupportedSaslMechanismException(f"Unsupported SCRAM mechanism {mechanism!r}")
     return parsed

@@ -19,6 +19,7 @@ import argparse
 from collections.abc import Iterable, Mapping
 
 from secmeta.core.cli.security import operation, resources
+from secmeta.core.cli.security import pattern_type as pattern_type_named
 from secmeta.core.errors import InvalidValueError
 from secmeta.events.types import (
     CLUSTER_NAME,
@@ -88,7 +89,7 @@ def check_options(args: argparse.Namespace) -> None:
 
 def pattern_type(args: argparse.Namespace) -> PatternType:
     """--resource-pattern-type (default literal, as AclCommand); --add takes only literal or prefixed."""
-    ptype = PatternType.parse(args.resource_pattern_type)
+    ptype = pattern_type_named(args.resource_pattern_type)
     if ptype == PatternType.UNKNOWN:
         raise InvalidValueError(f"Unknown resource-pattern-type: {args.resource_pattern_type}")
     if args.add and ptype not in (PatternType.LITERAL, PatternType.PREFIXED):

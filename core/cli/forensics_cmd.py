@@ -6,11 +6,13 @@ import argparse
 
 from secmeta.core.cli.common import add_json_option, emit, emit_json, iso_time
 from secmeta.core.cli.security import (
+    OPERATION_NAMES,
     add_point_options,
     add_resource_options,
     add_security_options,
     one_resource,
     open_store,
+    operation,
     pattern_type,
     resources,
 )
@@ -66,8 +68,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     t.set_defaults(func=timeline_cmd)
 
 
-OPERATION_HELP = ("the ACL operation: " + ", ".join(op.name.title().replace("_", "") for op in AclOperation
-                                                if op not in (AclOperation.ANY, AclOperation.UNKNOWN)))
+OPERATION_HELP = "the ACL operation: " + OPERATION_NAMES
 
 
 def add_point(parser: argparse.ArgumentParser) -> None:
@@ -164,7 +165,7 @@ def _acl(acl_id: str, b) -> str:
 
 def who_could_cmd(args: argparse.Namespace) -> int:
     rtype, name = one_resource(args)
-    op = AclOperation.parse(args.operation)
+    op = operation(args.operation)
     with open_store(args, read_only=True) as store:
         grants = store.who_could(op, rtype, name, at=as_of_arg(args))
     print_grants(grants, op, rtype, name, as_json=args.json)
@@ -181,7 +182,7 @@ def print_grants(grants, op: AclOperation, rtype, name: str, *, as_json: bool) -
 
 def timeline_cmd(args: argparse.Namespace) -> int:
     rtype, name = one_resource(args)
-    op = AclOperation.parse(args.operation)
+    op = operation(args.operation)
     with open_store(args, read_only=True) as store:
         intervals = store.access_timeline(args.principal, op, rtype, name, host=args.host)
 

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from secmeta.core import validation
 from secmeta.core.admin import Admin, AdminReader
 from secmeta.core.cli.common import DEFAULT_STORE_ENV, add_store_options, keyring, store_path
 from secmeta.core.config import StoreConfig
@@ -75,7 +76,8 @@ def one_resource(args: argparse.Namespace) -> tuple[ResourceType, str]:
 
 
 def pattern_type(text: str) -> PatternType:
-    return PatternType.parse(text)
+    """--resource-pattern-type, by name (any case) or code."""
+    return validation.enum_value(PatternType, text, "--resource-pattern-type")
 
 
 def kafka_operation_name(op: AclOperation) -> str:
@@ -89,12 +91,9 @@ OPERATION_NAMES = ", ".join(kafka_operation_name(op) for op in ACL_OPERATIONS)
 
 
 def operation(text: str) -> AclOperation:
-    """--operation of acls and authorize: a name as kafka-acls.sh takes it (Read, IdempotentWrite, ...) in any
+    """--operation of acls, authorize, who-could and timeline: a name as kafka-acls.sh takes it (Read, IdempotentWrite, ...) in any
     case, or as the enum spells it (IDEMPOTENT_WRITE); UNKNOWN and ANY are no operation an ACL can name."""
-    try:
-        op = AclOperation.parse(text)
-    except InvalidValueError:
-        op = AclOperation.UNKNOWN
+    op = validation.enum_or_unknown(AclOperation, text)
     if op not in ACL_OPERATIONS:
         raise InvalidValueError(f"unknown operation {text!r} (valid operation names: {OPERATION_NAMES})")
     return op

@@ -8,6 +8,7 @@ import logging
 import signal
 import sys
 
+from secmeta.core import validation
 from secmeta.core.cli.common import add_store_options, keyring, store_path
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.server.config import ServerConfig
@@ -70,7 +71,7 @@ def _mechanisms(text: str):
     for name in (n.strip() for n in text.split(",")):
         if name not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
             raise InvalidValueError(f"--sasl-mechanisms: {name!r} is not SCRAM-SHA-256 or SCRAM-SHA-512")
-        out.append(ScramMechanism.parse(name))
+        out.append(validation.enum_value(ScramMechanism, name, "--sasl-mechanisms"))
     return tuple(dict.fromkeys(out))
 
 

@@ -15,7 +15,7 @@ from secmeta.core.control.acls import (
     validate_binding,
     validate_filter,
 )
-from secmeta.core.control.authz import Decider, decider_for, parse_principal, require_cluster
+from secmeta.core.control.authz import Decider, decider_for, require_cluster
 from secmeta.core.control.result import ControlResult
 from secmeta.core.control.scram import alter_scram_credentials, describe_scram_credentials
 from secmeta.core.control.tokens import (
@@ -38,7 +38,6 @@ __all__ = [
     "describe_scram_credentials",
     "describe_tokens",
     "expire_token",
-    "parse_principal",
     "renew_token",
     "require_cluster",
     "sweep_expired",

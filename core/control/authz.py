@@ -15,13 +15,9 @@ from secmeta.events.types import CLUSTER_NAME, AclOperation, ResourceType
 from secmeta.projections.acls import AclsImage
 from secmeta.projections.authorizer import authorize
 
-__all__ = ["Decider", "checked_context", "INT64_MAX", "INT64_MIN", "acls_of", "decider_for", "is_int64", "parse_principal",
-           "require_cluster"]
+__all__ = ["Decider", "checked_context", "acls_of", "decider_for", "require_cluster"]
 
 Decider = Callable[[str, str, AclOperation, ResourceType, str], bool]
-
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-
 
 def acls_of(image) -> AclsImage:
     """The AclsImage of a SecurityImage (or the argument itself if it is one)."""
@@ -55,18 +51,3 @@ def require_cluster(decider: Decider, context: RequestContext, operation: AclOpe
         raise ClusterAuthorizationException(
             f"Principal {context.principal} is not authorized to {AclOperation(operation).name} "
             f"on the cluster")
-
-
-def parse_principal(principal: object) -> tuple[str, str] | None:
-    """(type, name) of a ``Type:Name`` principal string; None if it is not one."""
-    if not isinstance(principal, str):
-        return None
-    kind, colon, name = principal.partition(":")
-    if not colon or not kind or not name:
-        return None
-    return kind, name
-
-
-def is_int64(value: object) -> bool:
-    """Whether ``value`` is an int (not a bool) that fits a signed 64-bit long."""
-    return isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX

@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from secmeta.core import validation
 from secmeta.core.auth.scram import (
     DEFAULT_ITERATIONS,
+    MAX_ITERATIONS,
+    MIN_ITERATIONS,
     credential_from_password,
     credential_from_salted_password,
 )
-from secmeta.core.config import MAX_ITERATIONS, MIN_ITERATIONS, StoreConfig
+from secmeta.core.config import StoreConfig
 from secmeta.core.control.authz import Decider, require_cluster
 from secmeta.core.control.result import ControlResult
 from secmeta.core.errors import ApiError, ErrorCode, InvalidRequestException
@@ -51,10 +53,7 @@ def _unacceptable(message: str) -> ApiError:
 
 def _mechanism(value: object) -> ScramMechanism:
     """The mechanism a request names; anything unrecognised reads as UNKNOWN."""
-    try:
-        return ScramMechanism.parse(value)  # type: ignore[arg-type]
-    except (ValueError, TypeError):
-        return ScramMechanism.UNKNOWN
+    return validation.enum_or_unknown(ScramMechanism, value)
 
 
 def _check_user_and_mechanism(user: str, mechanism: object) -> ApiError | None:

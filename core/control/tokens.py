@@ -16,7 +16,7 @@ from uuid import uuid4
 from secmeta.core import validation
 from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
 from secmeta.core.config import StoreConfig
-from secmeta.core.control.authz import Decider, checked_context, is_int64, parse_principal
+from secmeta.core.control.authz import Decider, checked_context
 from secmeta.core.control.result import ControlResult
 from secmeta.core.errors import (
     DelegationTokenAuthorizationException,
@@ -29,7 +29,6 @@ from secmeta.core.errors import (
     UnsupportedByAuthenticationException,
 )
 from secmeta.core.types import DelegationToken, RequestContext
-from secmeta.core.validation import FieldError
 from secmeta.events.records import (
     DelegationTokenExpired,
     DelegationTokenIssued,
@@ -72,12 +71,12 @@ def _require_enabled(config: StoreConfig) -> bytes:
 
 
 def _require_int64(name: str, value: object) -> None:
-    if not is_int64(value):
-        raise InvalidRequestException(f"{name} must be a 64-bit integer, not {value!r}")
+    with validation.reraised_as(InvalidRequestException):
+        validation.int64(value, name)
 
 
 def _timestamp(name: str, value: int) -> int:
-    if not is_int64(value):
+    if not validation.is_int64(value):
         raise InvalidRequestException(f"The token's {name} overflows a 64-bit timestamp")
     return value
 
@@ -98,9 +97,7 @@ def create_token(
     _require_token_request_allowed(context)
     requester = context.principal
     owner = requester if owner is None or owner == "" else owner  # 0 or False is a wrong type, not "no owner"
-    _checked_text(owner, "owner")
-    if parse_principal(owner) is None:
-        raise InvalidPrincipalTypeException(f"Invalid owner principal {owner!r}: expected Type:Name")
+    _principal_type(owner, "owner")
     if owner != requester and not decider(
         requester, context.host, AclOperation.CREATE_TOKENS, ResourceType.USER, owner
     ):
@@ -111,9 +108,7 @@ def create_token(
         raise InvalidRequestException("renewers must be a list of principals, not one string")
     renewers = tuple(renewers)
     for renewer in renewers:  # the broker checks renewers before the controller sees the request
-        _checked_text(renewer, "renewer")
-        parsed = parse_principal(renewer)
-        if parsed is None or parsed[0] != USER_TYPE:
+        if _principal_type(renewer, "renewer") != USER_TYPE:
             raise InvalidPrincipalTypeException(f"Renewer {renewer!r} is not a User principal")
     secret = _require_enabled(config)
     _require_int64("max_lifetime_ms", max_lifetime_ms)
@@ -127,11 +122,13 @@ def create_token(
     return ControlResult([event], DelegationToken.of(info, token_hmac(secret, info.token_id)))
 
 
-def _checked_text(value: object, field: str) -> None:
-    try:
+def _principal_type(value: object, field: str) -> str:
+    """The type of principal ``value``: text secmeta cannot store is INVALID_REQUEST, text that is not
+    ``Type:Name`` INVALID_PRINCIPAL_TYPE (Kafka's code for an owner or renewer it cannot parse)."""
+    with validation.reraised_as(InvalidRequestException):
         validation.text(value, field)
-    except FieldError as exc:
-        raise InvalidRequestException(str(exc)) from None
+    with validation.reraised_as(InvalidPrincipalTypeException):
+        return validation.principal_parts(value, field)[0]
 
 
 def _find(image, hmacs: TokenHmacs, hmac: bytes) -> TokenInfo:
@@ -241,8 +238,9 @@ def describe_tokens(
         if isinstance(owners, str):
             raise InvalidRequestException("owners must be a list of principals, not one string")
         owners = tuple(owners)
-        for owner in owners:
-            _checked_text(owner, "owner")
+        with validation.reraised_as(InvalidRequestException):
+            for owner in owners:
+                validation.text(owner, "owner")
         owners = frozenset(owners)
         if not owners:
             return []

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from secmeta.core import validation
 from secmeta.core.config import StoreConfig
 from secmeta.core.errors import QueryError
 from secmeta.core.forensics.history_index import acls, net_acls
@@ -48,40 +49,22 @@ from secmeta.projections.acl_match import acl_network, covers, host_matches
 from secmeta.projections.authorizer import acls_on
 from secmeta.projections.image import SecurityImage
 
-__all__ = ["Change", "Grant", "Interval", "access_timeline", "parse_operation", "parse_resource_type", "who_could",
+__all__ = ["Change", "Grant", "Interval", "access_timeline", "resource_question", "who_could",
            "who_could_at"]
 
 
 # -- arguments -------------------------------------------------------------------------------
 
 
-def parse_operation(operation: AclOperation | str | int) -> AclOperation:
-    """A concrete operation (not UNKNOWN or ANY), from the enum, its name or its code."""
-    try:
-        op = AclOperation.parse(operation) if isinstance(operation, str | int) else AclOperation(operation)
-    except ValueError as exc:
-        raise QueryError(str(exc)) from None
-    if op in (AclOperation.UNKNOWN, AclOperation.ANY):
-        raise QueryError(f"operation must be a concrete operation, not {op.name}")
-    return op
-
-
-def parse_resource_type(resource_type: ResourceType | str | int) -> ResourceType:
-    """A concrete resource type (not UNKNOWN or ANY), from the enum, its name or its code."""
-    try:
-        rt = (ResourceType.parse(resource_type) if isinstance(resource_type, str | int)
-              else ResourceType(resource_type))
-    except ValueError as exc:
-        raise QueryError(str(exc)) from None
-    if rt in (ResourceType.UNKNOWN, ResourceType.ANY):
-        raise QueryError(f"resource type must be a concrete type, not {rt.name}")
-    return rt
-
-
-def _check_name(resource_name: object) -> str:
-    if not isinstance(resource_name, str) or not resource_name:
-        raise QueryError(f"resource name must be a non-empty string, not {resource_name!r}")
-    return resource_name
+def resource_question(operation: object, resource_type: object,
+                      resource_name: object) -> tuple[AclOperation, ResourceType, str]:
+    """(operation, resource type, resource name) of a question about one resource: a concrete
+    operation and type (not UNKNOWN or ANY; the enum, its name or its code) and a non-empty name,
+    as ``secmeta.core.validation`` reads them; a QueryError names the one that is not."""
+    with validation.reraised_as(QueryError):
+        return (validation.enum_value(AclOperation, operation, "operation", concrete=True),
+                validation.enum_value(ResourceType, resource_type, "resource type", concrete=True),
+                validation.nonempty_text(resource_name, "resource name"))
 
 
 # -- who could -------------------------------------------------------------------------------
@@ -137,9 +120,7 @@ def who_could(
     taken as the client host, with the ALLOWs of that host and every DENY that
     applies to the principal.
     """
-    op = parse_operation(operation)
-    rt = parse_resource_type(resource_type)
-    name = _check_name(resource_name)
+    op, rt, name = resource_question(operation, resource_type, resource_name)
     return _grants(acls_on(image.acls, rt, name), config, op)
 
 
@@ -158,9 +139,7 @@ def who_could_at(
     reused, so those created and not deleted before ``n`` are the ACLs then);
     otherwise from the image at ``n``.
     """
-    op = parse_operation(operation)
-    rt = parse_resource_type(resource_type)
-    name = _check_name(resource_name)
+    op, rt, name = resource_question(operation, resource_type, resource_name)
     index = travel.index
     if index is None or index.first_offset != 0 or n < travel.log.start_offset or not index.covered(n):
         return _grants(acls_on(travel.image_at(n).acls, rt, name), config, op)
@@ -366,13 +345,10 @@ def access_timeline(
     host: str = WILDCARD,
 ) -> list[Interval]:
     """The intervals in which ``authorize(principal, host, operation, resource)`` was true, in order."""
-    op = parse_operation(operation)
-    rt = parse_resource_type(resource_type)
-    name = _check_name(resource_name)
-    if not isinstance(principal, str) or ":" not in principal:
-        raise QueryError(f"principal must look like Type:Name, not {principal!r}")
-    if not isinstance(host, str) or not host:
-        raise QueryError(f"host must be a non-empty string, not {host!r}")
+    op, rt, name = resource_question(operation, resource_type, resource_name)
+    with validation.reraised_as(QueryError):
+        validation.principal(principal)
+        validation.nonempty_text(host, "host")
     log = travel.log
     start, end = log.start_offset, log.end_offset
     begin_ms = travel.begin_ms() if start == 0 else travel.timestamp_before(start)

@@ -19,8 +19,8 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from secmeta.core.auth.scram import DEFAULT_ITERATIONS, SALT_LENGTH, salted_password
-from secmeta.core.config import MAX_ITERATIONS
+from secmeta.core import validation
+from secmeta.core.auth.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, SALT_LENGTH, salted_password
 from secmeta.core.errors import ApiError, ErrorCode
 from secmeta.core.types import (
     USE_DEFAULT_ITERATIONS,
@@ -68,8 +68,6 @@ __all__ = [
     "ms_from",
     "owners_fields",
     "owners_from_request",
-    "principal_join",
-    "principal_split",
     "resources_fields",
     "token_from_create_response",
     "token_from_described",
@@ -205,14 +203,6 @@ def alterations_from_request(request: Any) -> list[UserScramCredentialAlteration
     return items
 
 
-def _mechanism(value: Any) -> ScramMechanism:
-    """The mechanism a caller names (member, code or name); anything else reads as UNKNOWN."""
-    try:
-        return ScramMechanism.parse(value)
-    except (TypeError, ValueError):
-        return ScramMechanism.UNKNOWN
-
-
 def _clamp_int32(value: int) -> int:
     return max(_INT32_MIN, min(_INT32_MAX, int(value)))
 
@@ -223,7 +213,7 @@ def _upsertion_fields(u: UserScramCredentialUpsertion) -> dict[str, Any]:
     Anything that cannot be salted (unknown mechanism, iterations outside 1..MAX_ITERATIONS,
     an empty password) goes out unsalted (empty bytes) for the server to refuse.
     """
-    mechanism = _mechanism(u.mechanism)
+    mechanism = validation.enum_or_unknown(ScramMechanism, u.mechanism)
     iterations = int(u.scram_credential_info.iterations)
     if u.password is None:
         return {"name": u.user, "mechanism": int(mechanism), "iterations": _clamp_int32(iterations),
@@ -244,7 +234,7 @@ def alter_request_fields(alterations: Iterable[UserScramCredentialAlteration]) -
     deletions, upsertions = [], []
     for item in alterations:
         if isinstance(item, UserScramCredentialDeletion):
-            deletions.append({"name": item.user, "mechanism": int(_mechanism(item.mechanism))})
+            deletions.append({"name": item.user, "mechanism": int(validation.enum_or_unknown(ScramMechanism, item.mechanism))})
         else:
             upsertions.append(_upsertion_fields(item))
     return {"deletions": deletions, "upsertions": upsertions}
@@ -298,15 +288,13 @@ def describe_results_from(results: Iterable[Any]) -> dict[str, UserScramCredenti
 
 # -- delegation tokens ------------------------------------------------------------------------
 
-def principal_split(principal: str) -> tuple[str, str]:
-    """(type, name) of ``Type:Name`` split at the first colon, as Kafka's KafkaPrincipal has them."""
-    kind, colon, name = principal.partition(":")
-    return (kind, name) if colon else ("", principal)
-
-
-def principal_join(kind: str | None, name: str | None) -> str:
-    """``Type:Name`` (KafkaPrincipal.toString)."""
-    return f"{kind or ''}:{name or ''}"
+def _principal_parts(principal: str) -> tuple[str, str]:
+    """(type, name) of a ``Type:Name`` principal; anything else goes as a name without a type, which
+    the server refuses as it refuses that string in-process."""
+    try:
+        return validation.principal_parts(principal)
+    except validation.FieldError:
+        return "", principal
 
 
 def datetime_from_ms(ms: int) -> datetime.datetime:
@@ -324,14 +312,14 @@ def ms_from(value: datetime.datetime | datetime.timedelta | int) -> int:
 
 
 def _principal_fields(principal: str, prefix: str = "") -> dict[str, str]:
-    kind, name = principal_split(principal)
+    kind, name = _principal_parts(principal)
     return {f"{prefix}principal_type": kind, f"{prefix}principal_name": name}
 
 
 def create_token_request_fields(owner: str | None = None, renewers: Iterable[str] = (),
                                 max_lifetime_ms: int = -1) -> dict[str, Any]:
     """CreateDelegationTokenRequest fields (owner only exists from v3)."""
-    owner_type, owner_name = principal_split(owner) if owner else (None, None)
+    owner_type, owner_name = _principal_parts(owner) if owner else (None, None)
     return {"owner_principal_type": owner_type, "owner_principal_name": owner_name,
             "renewers": [_principal_fields(r) for r in renewers], "max_lifetime": int(max_lifetime_ms)}
 
@@ -340,8 +328,8 @@ def create_token_args(request: Any) -> dict[str, Any]:
     """store.create_delegation_token's keyword arguments (owner, renewers, max_lifetime_ms);
     no owner name (null or empty) means the requester, as in Kafka's KafkaApis."""
     owner_name = getattr(request, "owner_principal_name", None)
-    owner = principal_join(getattr(request, "owner_principal_type", None), owner_name) if owner_name else None
-    renewers = tuple(principal_join(r.principal_type, r.principal_name) for r in request.renewers)
+    owner = validation.principal_text(getattr(request, "owner_principal_type", None), owner_name) if owner_name else None
+    renewers = tuple(validation.principal_text(r.principal_type, r.principal_name) for r in request.renewers)
     return {"owner": owner, "renewers": renewers, "max_lifetime_ms": ms_from(request.max_lifetime)}
 
 
@@ -369,7 +357,7 @@ def create_token_error_fields(error: ApiError, owner: str, requester: str) -> di
 def token_from_create_response(response: Any, renewers: Iterable[str] = ()) -> DelegationToken:
     """The DelegationToken a successful CreateDelegationTokenResponse describes (the response
     has no renewers: pass those requested).  Before v3 the requester is the owner."""
-    owner = principal_join(response.principal_type, response.principal_name)
+    owner = validation.principal_text(response.principal_type, response.principal_name)
     requester = _requester_of(response, owner)
     return DelegationToken(
         response.token_id, owner, requester, tuple(renewers), ms_from(response.issue_timestamp),
@@ -380,7 +368,7 @@ def _requester_of(entity: Any, owner: str) -> str:
     name = getattr(entity, "token_requester_principal_name", None)
     if not name:
         return owner
-    return principal_join(getattr(entity, "token_requester_principal_type", None), name)
+    return validation.principal_text(getattr(entity, "token_requester_principal_type", None), name)
 
 
 def owners_fields(owners: Iterable[str] | None) -> dict[str, Any]:
@@ -393,7 +381,7 @@ def owners_from_request(request: Any) -> list[str] | None:
     as Kafka's DelegationTokenManager.describeTokens reads them."""
     if request.owners is None:
         return None
-    return [principal_join(o.principal_type, o.principal_name) for o in request.owners]
+    return [validation.principal_text(o.principal_type, o.principal_name) for o in request.owners]
 
 
 def described_token_fields(token: DelegationToken) -> dict[str, Any]:
@@ -408,9 +396,9 @@ def described_token_fields(token: DelegationToken) -> dict[str, Any]:
 
 def token_from_described(entity: Any) -> DelegationToken:
     """The DelegationToken of a DescribedDelegationToken (hmac None when empty)."""
-    owner = principal_join(entity.principal_type, entity.principal_name)
+    owner = validation.principal_text(entity.principal_type, entity.principal_name)
     return DelegationToken(
         entity.token_id, owner, _requester_of(entity, owner),
-        tuple(principal_join(r.principal_type, r.principal_name) for r in entity.renewers),
+        tuple(validation.principal_text(r.principal_type, r.principal_name) for r in entity.renewers),
         int(entity.issue_timestamp), int(entity.expiry_timestamp), int(entity.max_timestamp),
         bytes(entity.hmac) or None)

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from enum import Enum
 
 from secmeta.core.auth.scram_crypto import (
+    MIN_ITERATIONS,
     b64,
     b64decode,
     hash_digest,
@@ -38,10 +39,8 @@ from secmeta.core.errors import (
 )
 from secmeta.events.types import ScramMechanism
 
-__all__ = ["MIN_ITERATIONS", "ScramClient", "sasl_name", "token_login"]
+__all__ = ["ScramClient", "sasl_name", "token_login"]
 
-#: ScramMechanism.minIterations() in Kafka, for both SHA-256 and SHA-512.
-MIN_ITERATIONS = 4096
 GS2_HEADER = "n,,"
 
 

@@ -8,6 +8,7 @@ hosts that can never match stored; lone surrogates escaping as codec errors; Non
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 
 import pytest
@@ -21,12 +22,30 @@ from secmeta.core import (
     ApiException,
     ErrorCode,
     FieldError,
+    InvalidPrincipalTypeException,
     InvalidRequestException,
     RequestContext,
     ResourceType,
     UserScramCredentialDeletion,
 )
-from secmeta.core.validation import MAX_NAME_BYTES, acl_host, enum_value, principal, text
+from secmeta.core.auth.scram import MIN_ITERATIONS
+from secmeta.core.config import StoreConfig
+from secmeta.core.errors import InvalidValueError, QueryError, SaslAuthenticationException
+from secmeta.core.validation import (
+    MAX_NAME_BYTES,
+    acl_host,
+    enum_or_unknown,
+    enum_value,
+    int64,
+    nonempty_text,
+    principal,
+    principal_parts,
+    principal_text,
+    reraised_as,
+    text,
+)
+from secmeta.core.wire.scram_client import ScramClient
+from secmeta.events.avro_encoder import write_long
 from secmeta.events.types import ScramMechanism
 from tests.storekit import ADMIN, acl, upsert
 
@@ -255,3 +274,140 @@ def test_principal_needs_both_parts():
     for bad in ("alice", "User:", ":alice"):
         with pytest.raises(FieldError, match="not of the form Type:Name"):
             principal(bad)
+
+
+# -- one parser, one range, one bound: every caller sees the same rule --------------------------------
+
+TYPE = st.text(st.characters(codec="utf-8", categories=["L", "N", "P", "S", "Zs"], exclude_characters=":"),
+               min_size=1, max_size=12)
+NAME = st.text(st.characters(codec="utf-8", categories=["L", "N", "P", "S", "Zs"]), min_size=1, max_size=24)
+
+
+@given(kind=TYPE, name=NAME)
+def test_a_principal_round_trips_through_its_parts(kind, name):
+    """principal_text then principal_parts gives back the parts, even with colons in the name (User:a:b)."""
+    joined = principal_text(kind, name)
+    assert principal_parts(joined) == (kind, name)
+    assert principal(joined) == joined
+    assert principal_text(*principal_parts(joined)) == joined
+
+
+@pytest.mark.parametrize("bad", ["alice", "User:", ":alice", ":", ""])
+def test_a_principal_without_both_parts_is_refused_naming_field_and_value(bad):
+    with pytest.raises(FieldError) as info:
+        principal_parts(bad, "owner")
+    assert str(info.value) == f"owner {bad!r} is not of the form Type:Name" and info.value.field == "owner"
+
+
+def test_a_token_owner_or_renewer_that_is_not_type_name_is_invalid_principal_type_naming_it(store):
+    """Kafka's INVALID_PRINCIPAL_TYPE, with the field and the value in the message; no token is issued."""
+    end = store.log.end_offset
+    for kwargs, field in (({"owner": "bob"}, "owner"), ({"renewers": ["User:"]}, "renewer")):
+        with pytest.raises(InvalidPrincipalTypeException) as info:
+            store.create_delegation_token(context=ADMIN, **kwargs)
+        assert info.value.error.code == ErrorCode.INVALID_PRINCIPAL_TYPE and info.value.error.message.startswith(field)
+    assert store.log.end_offset == end
+
+
+def test_access_timeline_refuses_a_principal_as_the_acls_do(store):
+    """The forensic query and create_acls refuse 'alice' with the same words."""
+    with pytest.raises(QueryError) as query:
+        store.access_timeline("alice", AclOperation.READ, ResourceType.TOPIC, "orders")
+    (created,) = store.create_acls([acl("orders", principal="alice")], context=ADMIN)
+    assert str(query.value) == created.message == "principal 'alice' is not of the form Type:Name"
+
+
+@given(value=st.one_of(st.integers(-(2**70), 2**70), st.sampled_from([2**63 - 1, 2**63, -(2**63), -(2**63) - 1])))
+def test_int64_accepts_exactly_what_the_log_can_store(value):
+    """An integer passes int64 iff the stored format (Avro long) can encode it: no check admits a value the
+    codec then refuses, none refuses one it could store."""
+    try:
+        write_long(value)
+        storable = True
+    except OverflowError:
+        storable = False
+    try:
+        assert int64(value, "period") == value and storable
+    except FieldError as exc:
+        assert not storable and str(exc) == f"period must be a 64-bit integer, not {value!r}"
+
+
+@pytest.mark.parametrize("value", [True, False, 1.0, "5", None])
+def test_int64_refuses_what_is_not_an_integer(value):
+    with pytest.raises(FieldError, match="must be a 64-bit integer"):
+        int64(value, "period")
+
+
+@pytest.mark.parametrize("requested", [2**63, True, "1000"])
+def test_a_token_period_outside_int64_is_invalid_request_naming_it(store, requested):
+    """create_delegation_token: the one int64 rule, its error naming the argument; nothing is written."""
+    end = store.log.end_offset
+    with pytest.raises(InvalidRequestException) as info:
+        store.create_delegation_token(context=ADMIN, max_lifetime_ms=requested)
+    assert info.value.error.message == f"max_lifetime_ms must be a 64-bit integer, not {requested!r}"
+    assert store.log.end_offset == end
+
+
+@given(value=st.one_of(st.sampled_from([m.name for m in ScramMechanism] + ["SCRAM-SHA-256", "scram_sha_512", "MD5"]),
+                       st.integers(-3, 5), st.booleans(), st.none(), st.text(max_size=6)))
+def test_enum_or_unknown_is_enum_value_or_unknown(value):
+    """The lenient read (a mechanism the request names) agrees with the strict one, and reads the rest as UNKNOWN."""
+    try:
+        strict = enum_value(ScramMechanism, value, "mechanism")
+    except FieldError:
+        strict = ScramMechanism.UNKNOWN
+    assert enum_or_unknown(ScramMechanism, value) is strict
+
+
+def test_a_bool_is_no_scram_mechanism(store):
+    """True is not SCRAM-SHA-256 (code 1): the per-user error is UNSUPPORTED_SASL_MECHANISM."""
+    result = store.alter_user_scram_credentials([upsert("bob", mech=True)], context=ADMIN)  # type: ignore[arg-type]
+    assert result["bob"].code == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+
+
+def test_reraised_as_keeps_the_message_and_lets_other_errors_through():
+    with pytest.raises(QueryError, match="^owner must be a string, not int$"):
+        with reraised_as(QueryError):
+            text(5, "owner")
+    with pytest.raises(KeyError):
+        with reraised_as(QueryError):
+            raise KeyError("x")
+
+
+def test_nonempty_text_refuses_empty():
+    assert nonempty_text("t", "resource name") == "t"
+    with pytest.raises(FieldError, match="^resource name must not be empty$"):
+        nonempty_text("", "resource name")
+
+
+@pytest.mark.parametrize("operation, resource_type, name, message", [
+    ("READS", "TOPIC", "t", "operation is not valid: unknown AclOperation 'READS'"),
+    ("READ", "ANY", "t", "resource type must be one concrete ResourceType, not ANY"),
+    ("ANY", "TOPIC", "t", "operation must be one concrete AclOperation, not ANY"),
+    ("READ", "TOPIC", "", "resource name must not be empty"),
+    ("READ", "TOPIC", "t\x00", "resource name 't\\x00' contains the control character U+0000"),
+])
+def test_who_could_refuses_a_bad_argument_naming_it(store, operation, resource_type, name, message):
+    with pytest.raises(QueryError) as info:
+        store.who_could(operation, resource_type, name)
+    assert str(info.value).startswith(message)
+
+
+def test_the_store_and_the_scram_client_share_one_iteration_floor(store):
+    """Kafka's ScramMechanism.minIterations: the store refuses to keep a credential below it and the client
+    refuses to log in below it (ScramSaslClient); at the floor both go ahead."""
+    results = store.alter_user_scram_credentials([upsert("low", iterations=MIN_ITERATIONS - 1),
+                                                  upsert("floor", iterations=MIN_ITERATIONS)], context=ADMIN)
+    assert results["low"].code == ErrorCode.UNACCEPTABLE_CREDENTIAL and results["floor"].code == ErrorCode.NONE
+    assert "minimum 4096" in results["low"].message
+    for iterations, refused in ((MIN_ITERATIONS - 1, True), (MIN_ITERATIONS, False)):
+        client = ScramClient(ScramMechanism.SCRAM_SHA_256, "floor", b"pw", nonce="abc")
+        client.first()
+        server_first = f"r=abcdef,s={base64.b64encode(b'salt').decode()},i={iterations}"
+        if refused:
+            with pytest.raises(SaslAuthenticationException, match="less than the minimum 4096"):
+                client.final(server_first)
+        else:
+            assert client.final(server_first).startswith("c=biws,r=abcdef,p=")
+    with pytest.raises(InvalidValueError, match="default_iterations"):
+        StoreConfig(default_iterations={ScramMechanism.SCRAM_SHA_256: MIN_ITERATIONS - 1})

@@ -18,8 +18,7 @@ from pyspark.sql import functions as F
 
 from secmeta.consumers.spark.queries.points import PointArg, check_point, offset_of, settings
 from secmeta.consumers.spark.table_reader import TableReader
-from secmeta.core.errors import QueryError
-from secmeta.core.forensics.queries import Grant, parse_operation, parse_resource_type, who_could
+from secmeta.core.forensics.queries import Grant, resource_question, who_could
 from secmeta.events.types import (
     AclBinding,
     AclOperation,
@@ -122,10 +121,7 @@ def who_could_at(
     store's current settings, as the store uses its current config). Raises
     QueryError / PointInTimeError for bad arguments before any Spark job.
     """
-    op = parse_operation(operation)
-    rt = parse_resource_type(resource_type)
-    if not isinstance(resource_name, str) or not resource_name:
-        raise QueryError(f"resource name must be a non-empty string, not {resource_name!r}")
+    op, rt, resource_name = resource_question(operation, resource_type, resource_name)
     point = check_point(reader, at)
     config = settings(reader)
     n = offset_of(reader, point)

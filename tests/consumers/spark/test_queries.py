@@ -36,7 +36,7 @@ from secmeta.core import (  # noqa: E402
     ResourceType,
 )
 from secmeta.core.errors import PointInTimeError, QueryError  # noqa: E402
-from secmeta.core.forensics.queries import parse_operation, parse_resource_type  # noqa: E402
+from secmeta.core.forensics.queries import resource_question  # noqa: E402
 from secmeta.core.forensics.timetravel import Point, parse_time  # noqa: E402
 from secmeta.projections.acl_decision import NO_ACL_FOUND, SUPER_USER  # noqa: E402
 from secmeta.projections.acl_match import covers  # noqa: E402
@@ -451,8 +451,8 @@ def test_bad_arguments_fail_before_any_spark_job(spark, case_b):
         assert sc.statusTracker().getJobIdsForGroup(group) != []
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
-    assert messages["resource type"] == _message(lambda: parse_resource_type("TOPICS"))
-    assert messages["operation"] == _message(lambda: parse_operation("READS"))
+    assert messages["resource type"] == _message(lambda: resource_question("READ", "TOPICS", "t"))
+    assert messages["operation"] == _message(lambda: resource_question("READS", "TOPIC", "t"))
     assert "concrete" in messages["any operation"] and "concrete" in messages["any resource"]
     assert "resource name" in messages["empty name"]
     assert "malformed time 'yesterday'" in messages["malformed time"]

@@ -3,7 +3,7 @@
 import pytest
 
 from secmeta.core.config import StoreConfig
-from secmeta.core.control.authz import decider_for, parse_principal, require_cluster
+from secmeta.core.control.authz import decider_for, require_cluster
 from secmeta.core.errors import ClusterAuthorizationException, ErrorCode
 from secmeta.core.types import RequestContext
 from secmeta.events.records import AclCreated
@@ -84,14 +84,3 @@ def test_require_cluster_asks_about_the_cluster_resource():
     calls = []
     require_cluster(lambda *a: calls.append(a) or True, RequestContext(principal=BOB, host="h1"), Op.ALTER)
     assert calls == [(BOB, "h1", Op.ALTER, CLUSTER, CLUSTER_NAME)]
-
-
-@pytest.mark.parametrize("text", ["alice", "", ":alice", "User:", None])
-def test_parse_principal_rejects_non_principals(text):
-    """Strings without a type, a colon or a name are not principals."""
-    assert parse_principal(text) is None
-
-
-def test_parse_principal_splits_at_first_colon():
-    """'User:a:b' is type User with name 'a:b'."""
-    assert parse_principal("User:a:b") == ("User", "a:b")
