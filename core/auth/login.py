@@ -19,6 +19,7 @@ import hmac
 import logging
 from collections.abc import Callable
 
+from secmeta.core import validation
 from secmeta.core.auth.scram_crypto import (
     DEFAULT_ITERATIONS,
     SALT_LENGTH,
@@ -58,7 +59,7 @@ class ScramLogin:
 
     def server(self, mechanism: ScramMechanism | str) -> ScramServer:
         """A server-side SCRAM exchange for users and (with tokenauth=true) delegation tokens."""
-        mechanism = ScramMechanism.parse(mechanism) if isinstance(mechanism, str) else mechanism
+        mechanism = validation.enum_value(ScramMechanism, mechanism, "SCRAM mechanism")
         return ScramServer(mechanism, self._user_lookup(mechanism), token_lookup=self.token_identity,
                            fake_salt_key=self._fake_salt_key,
                            fake_iterations=self._config.default_iterations.get(mechanism, DEFAULT_ITERATIONS))
