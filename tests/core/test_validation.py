@@ -47,6 +47,7 @@ from secmeta.core.validation import (
 from secmeta.core.wire.scram_client import ScramClient
 from secmeta.events.avro_encoder import write_long
 from secmeta.events.types import ScramMechanism
+from tests.clikit import make_store, run
 from tests.storekit import ADMIN, acl, upsert
 
 # -- the classes of bad input ----------------------------------------------------------------
@@ -411,3 +412,20 @@ def test_the_store_and_the_scram_client_share_one_iteration_floor(store):
             assert client.final(server_first).startswith("c=biws,r=abcdef,p=")
     with pytest.raises(InvalidValueError, match="default_iterations"):
         StoreConfig(default_iterations={ScramMechanism.SCRAM_SHA_256: MIN_ITERATIONS - 1})
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["who-could", "--operation", "Any", "--topic", "t"], "error: unknown operation 'Any' (valid operation names: All,"),
+    (["timeline", "--principal", "User:a", "--host", "1.1.1.1", "--operation", "Fly", "--topic", "t"], "error: unknown operation 'Fly'"),
+    (["authorize", "--principal", "User:a", "--host", "1.1.1.1", "--operation", "Fly", "--topic", "t"],
+     "error: unknown operation 'Fly'"),
+    (["acls", "--list", "--topic", "t", "--resource-pattern-type", "glob"],
+     "error: --resource-pattern-type is not valid: unknown PatternType 'glob'"),
+    (["history", "--topic", "t", "--resource-pattern-type", "glob"],
+     "error: --resource-pattern-type is not valid: unknown PatternType 'glob'"),
+])
+def test_the_cli_reads_an_option_the_same_way_in_every_command(tmp_path, monkeypatch, capsys, argv, message):
+    """--operation and --resource-pattern-type: one rule and one message wherever they are taken; exit 2."""
+    make_store(tmp_path, monkeypatch)
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and message in err, err

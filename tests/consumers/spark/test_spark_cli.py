@@ -53,7 +53,8 @@ def test_compact_then_query_equals_the_store(cli_space, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["spark", "query", "who-could", "--operation", "FLY", "--topic", "t"], "unknown AclOperation 'FLY'"),
+    (["spark", "query", "who-could", "--operation", "FLY", "--topic", "t"],
+     "unknown operation 'FLY' (valid operation names: All, Read, "),  # the --operation rule of acls and authorize
     (["spark", "query", "acls", "--at", "yesterday"], "malformed time 'yesterday'"),
     (["spark", "query", "tokens", "--from", "2027-13-01T00:00:00Z"], "malformed time"),
 ])
