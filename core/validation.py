@@ -57,6 +57,7 @@ __all__ = [
     "principal_text",
     "reraised_as",
     "secret_bytes",
+    "string",
     "text",
 ]
 
@@ -80,10 +81,17 @@ def _shown(value: str) -> str:
     return repr(value if len(value) <= _SHOWN else value[:_SHOWN] + "...")
 
 
-def text(value: object, field: str, *, max_bytes: int = MAX_NAME_BYTES) -> str:
-    """``value`` if it is a string secmeta can store and show; else FieldError naming ``field``."""
+def string(value: object, field: str) -> str:
+    """``value`` if it is a ``str`` of any content (a question's argument: a name no ACL can hold
+    matches none); else FieldError naming ``field``."""
     if not isinstance(value, str):
         raise FieldError(field, f"must be a string, not {type(value).__name__}")
+    return value
+
+
+def text(value: object, field: str, *, max_bytes: int = MAX_NAME_BYTES) -> str:
+    """``value`` if it is a string secmeta can store and show; else FieldError naming ``field``."""
+    string(value, field)
     if _SURROGATE.search(value):
         raise FieldError(field, f"{_shown(value)} is not valid UTF-8 (it holds a lone surrogate)")
     control = _CONTROL.search(value)

@@ -187,8 +187,8 @@ def alter_scram_credentials(
         if not isinstance(item, UserScramCredentialUpsertion | UserScramCredentialDeletion):
             raise InvalidRequestException(f"alteration {index} must be a UserScramCredentialUpsertion or "
                                           f"UserScramCredentialDeletion, not {type(item).__name__}")
-        if not isinstance(item.user, str):
-            raise InvalidRequestException(f"alteration {index}: user must be a string, not {type(item.user).__name__}")
+        with validation.reraised_as(InvalidRequestException):
+            validation.string(item.user, f"alteration {index}: user")
     deletions = [item for item in items if isinstance(item, UserScramCredentialDeletion)]
     upsertions = [item for item in items if not isinstance(item, UserScramCredentialDeletion)]
     errors: dict[str, ApiError] = {}
@@ -233,9 +233,9 @@ def describe_scram_credentials(
     require_cluster(decider, context, AclOperation.DESCRIBE)
     scram = image.scram
     wanted = list(users) if users is not None else []
-    for user in wanted:
-        if not isinstance(user, str):
-            raise InvalidRequestException(f"user must be a string, not {type(user).__name__}")
+    with validation.reraised_as(InvalidRequestException):
+        for user in wanted:
+            validation.string(user, "user")
     if not wanted:
         return {user: _description(scram, user) for user in sorted(scram.users())}
     counts = Counter(wanted)

@@ -19,7 +19,6 @@ from secmeta.core.config import StoreConfig
 from secmeta.core.control.authz import checked_context
 from secmeta.core.errors import ApiError
 from secmeta.core.types import DelegationToken, RequestContext, UserScramCredentialsDescription
-from secmeta.core.validation import FieldError
 from secmeta.events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType
 from secmeta.projections import authorizer
 from secmeta.projections.image import SecurityImage
@@ -129,8 +128,7 @@ def decision_args(principal: object, host: object, operation: object, resource_t
     checked: a question stores nothing, and a name no ACL can hold simply matches none.
     """
     for field, value in (("principal", principal), ("host", host), ("resource name", resource_name)):
-        if not isinstance(value, str):
-            raise FieldError(field, f"must be a string, not {type(value).__name__}")
+        validation.string(value, field)
     if operation is not None and type(operation) is not AclOperation:
         operation = validation.enum_value(AclOperation, operation, "operation")
     if type(resource_type) is not ResourceType:

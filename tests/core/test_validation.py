@@ -429,3 +429,14 @@ def test_the_cli_reads_an_option_the_same_way_in_every_command(tmp_path, monkeyp
     make_store(tmp_path, monkeypatch)
     code, _, err = run(capsys, *argv)
     assert code == 2 and message in err, err
+
+
+def test_a_question_takes_any_string_a_write_only_text(store):
+    """authorize('User:a', ..., 't\\x00') answers (no ACL can hold that name: denied); create_acls refuses it;
+    a name that is no string is refused by both with the same words."""
+    assert store.authorize("User:a", "1.1.1.1", "READ", "TOPIC", "t\x00") is False
+    assert store.create_acls([acl("t\x00")], context=ADMIN)[0].code == ErrorCode.INVALID_REQUEST
+    with pytest.raises(FieldError) as asked:
+        store.authorize("User:a", "1.1.1.1", "READ", "TOPIC", 5)
+    (written,) = store.create_acls([acl(5)], context=ADMIN)  # type: ignore[arg-type]
+    assert str(asked.value) == written.message == "resource name must be a string, not int"
