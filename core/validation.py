@@ -20,8 +20,13 @@ Rules (stricter than Kafka where noted in the README's list of differences):
   address Java reports for such a client), or (our extension) a canonical CIDR
   range. Kafka stores any string and matches it literally against the client's address, so a host
   name or a non-canonical spelling is an ACL that can never match; we refuse it.
+- strings a question takes (authorize's names): any ``str`` (``string``); a name no ACL can hold
+  matches none.
 - enums: the enum itself, its name in any case and spelling Kafka's tools use (``IDEMPOTENT_WRITE``,
-  ``IdempotentWrite``, ``idempotent-write``) or its code; never a bool.
+  ``IdempotentWrite``, ``idempotent-write``) or its code; never a bool (``enum_value``, on the stored
+  enums' own ``parse``). ``enum_or_unknown`` reads anything else as UNKNOWN, for a request whose
+  unknown value is its own error (an unsupported SCRAM mechanism). Nothing else calls ``parse``.
+- SCRAM iteration counts: Kafka's bounds, ``secmeta.core.auth.scram`` MIN_ITERATIONS/MAX_ITERATIONS.
 - errors: ``reraised_as(SomeError)`` turns a FieldError into the error a caller's API raises, with
   the same message.
 - secrets (passwords, salts, salted passwords): ``bytes``, or ``str`` encoded as UTF-8; a failure
