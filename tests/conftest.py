@@ -1,4 +1,9 @@
-"""Shared test set-up: Hypothesis profiles, Spark's worker interpreter, and the fixtures many folders use.
+"""Shared test set-up: Hypothesis profiles, Spark's worker interpreter, the markers, and the fixtures many folders use.
+
+Markers (registered in pyproject.toml, --strict-markers): ``spark``, ``kafka`` and ``server`` are put on each
+test here, by the fixtures it uses and the folder it lives in (MARKED_BY_FIXTURE, MARKED_BY_FOLDER), so no
+test file repeats them; ``slow`` is written on the long trials themselves. The loop a developer runs every
+minute: ``./scripts/test -m "not spark and not kafka"`` (add ``and not slow`` for a quicker one).
 
 Kept light on purpose: importing this module must not start Spark or Kafka or touch disk; the
 session fixtures ``kafka_bootstrap`` and ``spark`` start theirs on first use (imports inside them).
@@ -8,6 +13,7 @@ Plain helpers (ADMIN, TOKEN_SECRET, acl(), upsert(), store_at()) live in tests/s
 import logging
 import os
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -24,6 +30,35 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 settings.register_profile("ci", deadline=None, max_examples=50)
 settings.register_profile("thorough", deadline=None, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+TESTS = Path(__file__).parent
+
+# A test that uses one of these fixtures, directly or through another fixture, gets the marker.
+MARKED_BY_FIXTURE = {
+    "spark": "spark",  # the session's local SparkSession (a JVM)
+    "kafka_bootstrap": "kafka",  # librdkafka's mock cluster
+    "serve": "server",  # secmeta serve on ephemeral ports (tests/core/conftest.py)
+    "shared_server": "server",
+}
+# Every test under one of these folders (relative to tests/) gets the marker.
+MARKED_BY_FOLDER = {
+    ("consumers", "spark"): "spark",
+    ("core", "server"): "server",
+}
+
+
+def markers_of(path: Path, fixturenames) -> set[str]:
+    """The automatic markers of a test in file ``path`` that uses ``fixturenames`` (its fixture closure)."""
+    markers = {MARKED_BY_FIXTURE[name] for name in fixturenames if name in MARKED_BY_FIXTURE}
+    parts = path.relative_to(TESTS).parts
+    markers.update(marker for folder, marker in MARKED_BY_FOLDER.items() if parts[: len(folder)] == folder)
+    return markers
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for marker in sorted(markers_of(item.path, getattr(item, "fixturenames", ()))):
+            item.add_marker(marker)
 
 
 @pytest.fixture
