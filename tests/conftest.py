@@ -74,20 +74,32 @@ def clock():
 
 
 @pytest.fixture
-def open_store(tmp_path, keyring, clock):
-    """open_store(**config): (re)open the store in ``tmp_path / "store"`` with the ``keyring``, the ``clock``
+def store_dir(tmp_path):
+    """Where ``open_store`` and ``store`` keep the test's store: ``tmp_path / "store"``."""
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def open_store(store_dir, keyring, clock):
+    """open_store(**config): (re)open the store in ``store_dir`` with the ``keyring``, the ``clock``
     and a token secret (any StoreConfig field overrides); every store opened is closed at the end."""
     opened = []
 
     def _open(**config):
         config.setdefault("clock", clock)
-        store = store_at(tmp_path / "store", keyring, **config)
+        store = store_at(store_dir, keyring, **config)
         opened.append(store)
         return store
 
     yield _open
     for store in opened:
         store.close()
+
+
+@pytest.fixture
+def store(open_store):
+    """A fresh SecurityStore (the writer) in ``store_dir``: ``open_store()`` with the defaults."""
+    return open_store()
 
 
 @pytest.fixture(scope="session")

@@ -60,26 +60,11 @@ from secmeta.core import (  # noqa: E402
     ScramCredentialInfo,
     ScramMechanism,
     SecurityStore,
-    StoreConfig,
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
 from tests.logkit import Clock  # noqa: E402
-from tests.storekit import ADMIN, TOKEN_SECRET  # noqa: E402
-
-
-@pytest.fixture
-def store_dir(tmp_path):
-    return tmp_path / "store"
-
-
-@pytest.fixture
-def store(store_dir, keyring, clock):
-    """A fresh SecurityStore (writer) in ``store_dir``."""
-    config = StoreConfig(token_secret=TOKEN_SECRET, clock=clock)
-    opened = SecurityStore.open(store_dir, config, keyring=keyring)
-    yield opened
-    opened.close()
+from tests.storekit import ADMIN  # noqa: E402
 
 
 _USERS = [f"user{i}" for i in range(6)]

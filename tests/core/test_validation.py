@@ -94,11 +94,6 @@ def _entry(binding: AclBinding, **change) -> AclBinding:
     return dataclasses.replace(binding, entry=dataclasses.replace(binding.entry, **change))
 
 
-@pytest.fixture
-def store(open_store):
-    return open_store()
-
-
 LENIENT = settings(suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from secmeta.core import SecurityStore, StoreConfig
-from secmeta.core.cli import main
 from secmeta.events.keyring import Keyring
 from secmeta.events.types import (
     AclBinding,
@@ -19,6 +18,7 @@ from secmeta.events.types import (
     PatternType,
     ResourceType,
 )
+from tests.clikit import cli_env, run
 from tests.storekit import ADMIN
 
 Acl = tuple[str, str, str, str, str, str, str]
@@ -28,17 +28,13 @@ class AclCli:
     """A store directory made with the Python API (so no CLI command creates it) and the env pointing at it."""
 
     def __init__(self, directory: Path, monkeypatch, capsys):
-        self.path, self.keys, self._capsys = directory / "store", directory / "keys.json", capsys
-        Keyring.generate_file(self.keys)
-        monkeypatch.setenv("SECMETA_KEY_FILE", str(self.keys))
-        monkeypatch.setenv("SECMETA_STORE", str(self.path))
+        self.keys, self.path = cli_env(directory, monkeypatch)
+        self._capsys = capsys
         SecurityStore.open(self.path, StoreConfig(), keyring=Keyring.load(self.keys)).close()
 
     def run(self, *argv: str) -> tuple[int, str, str]:
         """``secmeta *argv``: exit code, stdout, stderr."""
-        code = main(list(argv))
-        out, err = self._capsys.readouterr()
-        return code, out, err
+        return run(self._capsys, *argv)
 
     def _open(self, *, read_only: bool) -> SecurityStore:
         return SecurityStore.open(self.path, StoreConfig.load(self.path), keyring=Keyring.load(self.keys),

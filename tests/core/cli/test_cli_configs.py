@@ -19,15 +19,10 @@ from hypothesis import strategies as st
 from secmeta.core.cli.scram_configs import ScramSetting, scram_settings, split_add_config
 from secmeta.events.types import ScramMechanism
 from tests.clientkit import client_properties, remote_admin, write_command_config
-from tests.clikit import log_end, make_store, run
+from tests.clikit import log_end, run
 from tests.serverkit import running_server
 
 SHA256, SHA512 = ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    return make_store(tmp_path, monkeypatch)
 
 
 def alter(*options: str, user: str = "alice") -> list[str]:

@@ -22,6 +22,7 @@ from secmeta.core import (
 )
 from secmeta.core.cli import main
 from secmeta.events.keyring import Keyring
+from tests.clikit import cli_env, run
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 MINUTE = 60_000
@@ -30,28 +31,19 @@ MINUTE = 60_000
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     """alice gets READ on orders at T0+1min (by admin), loses it at T0+3min (by security)."""
-    keys = tmp_path / "keys.json"
-    Keyring.generate_file(keys)
-    monkeypatch.setenv("SECMETA_KEY_FILE", str(keys))
-    monkeypatch.setenv("SECMETA_STORE", str(tmp_path / "store"))
+    keys, path = cli_env(tmp_path, monkeypatch)
     now = [T0]
     cfg = StoreConfig(clock=lambda: now[0] / 1000)
     admin, security = RequestContext("User:admin", "10.0.0.1"), RequestContext("User:admin", "10.9.9.9", request_id="sec")
     grant = AclBinding.of(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)
-    with SecurityStore.open(tmp_path / "store", cfg, keyring=Keyring.from_file(keys)) as s:
+    with SecurityStore.open(path, cfg, keyring=Keyring.from_file(keys)) as s:
         now[0] = T0 + MINUTE
         s.create_acls([grant], context=admin)
         now[0] = T0 + 2 * MINUTE
         s.alter_user_scram_credentials([UserScramCredentialUpsertion("alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256), b"pw-alice")], context=admin)
         now[0] = T0 + 3 * MINUTE
         s.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, "orders", principal="User:alice")], context=security)
-    return tmp_path / "store"
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+    return path
 
 
 def test_history_lists_changes_with_actors_and_no_secrets(store, capsys):

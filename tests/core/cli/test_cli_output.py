@@ -13,22 +13,19 @@ import pytest
 from secmeta.core import RequestContext, SecurityStore
 from secmeta.core.cli import HelpFormatter, build_parser, main, subparsers
 from secmeta.events.keyring import Keyring
-from tests.clikit import run
+from tests.clikit import cli_env, run
 from tests.logkit import acl_created
 
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     """A store holding 2,000 ACLs (enough output to fill a pipe); keys and store from the environment."""
-    keys = tmp_path / "keys.json"
-    Keyring.generate_file(keys)
-    monkeypatch.setenv("SECMETA_KEY_FILE", str(keys))
-    monkeypatch.setenv("SECMETA_STORE", str(tmp_path / "store"))
-    with SecurityStore.open(tmp_path / "store", keyring=Keyring.from_file(keys)) as s:
+    keys, path = cli_env(tmp_path, monkeypatch)
+    with SecurityStore.open(path, keyring=Keyring.from_file(keys)) as s:
         for n in range(40):
             s.create_acls([acl_created(i).event.binding for i in range(n * 50, n * 50 + 50)],
                           context=RequestContext("User:admin", "127.0.0.1"))
-    return tmp_path / "store"
+    return path
 
 
 def test_version_prints_the_installed_version(capsys):

@@ -6,24 +6,14 @@ from __future__ import annotations
 import pytest
 
 from secmeta.core.cli import main
-from secmeta.events.keyring import Keyring
+from tests.clikit import cli_env, run
 
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
-    keys = tmp_path / "keys.json"
-    Keyring.generate_file(keys)
-    monkeypatch.setenv("SECMETA_KEY_FILE", str(keys))
-    monkeypatch.setenv("SECMETA_STORE", str(tmp_path / "store"))
-    monkeypatch.setenv("SECMETA_TOKEN_SECRET", "cli-test-secret")
+    _, path = cli_env(tmp_path, monkeypatch)
     assert main(["init"]) == 0  # only `secmeta init` creates a store
-    return tmp_path / "store"
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+    return path
 
 
 def test_acls_add_list_remove(store, capsys):

@@ -17,15 +17,10 @@ import pytest
 from secmeta.core import SecurityStore, StoreConfig
 from secmeta.events.keyring import Keyring
 from tests.clientkit import client_properties, write_command_config
-from tests.clikit import log_end, make_store, run
+from tests.clikit import log_end, run
 from tests.serverkit import running_server
 
 HEADER = ["TOKENID", "HMAC", "OWNER", "REQUESTER", "RENEWERS", "ISSUEDATE", "EXPIRYDATE", "MAXDATE"]
-
-
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    return make_store(tmp_path, monkeypatch)
 
 
 def ms(iso: str) -> int:

@@ -22,7 +22,7 @@ from secmeta.core.forensics.timetravel import Point
 from secmeta.events.records import AclCreated, ScramCredentialUpserted
 from tests import storekit
 from tests.logkit import Clock
-from tests.storekit import acl, store_at, upsert
+from tests.storekit import acl, upsert
 
 ADMIN = replace(storekit.ADMIN, request_id="req-admin")
 OPS = RequestContext("User:ops", "10.0.0.7")
@@ -31,9 +31,8 @@ SHA256 = ScramMechanism.SCRAM_SHA_256
 
 
 @pytest.fixture
-def store(tmp_path, keyring, clock):
-    with store_at(tmp_path / "store", keyring, clock=clock, super_users=frozenset({"User:admin", "User:ops"})) as s:
-        yield s
+def store(open_store):
+    return open_store(super_users=frozenset({"User:admin", "User:ops"}))
 
 
 def tick(clock: Clock) -> None:

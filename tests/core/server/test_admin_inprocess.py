@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pytest
 
-from secmeta.core import SecurityStore, StoreConfig
 from secmeta.core.errors import ErrorCode
 from secmeta.core.server.admin_apis import ADMIN_HANDLERS
 from secmeta.core.server.call import BrokerInfo, Call
@@ -34,7 +33,6 @@ from secmeta.events.types import (
     ResourceType,
     ScramMechanism,
 )
-from tests.logkit import Clock, make_keyring
 from tests.serverkit import ADMIN  # User:admin from 127.0.0.1, as the server's own clients
 
 ALICE = RequestContext("User:alice", "127.0.0.1", tls=True)
@@ -43,13 +41,6 @@ READ = AclBinding.of(ResourceType.TOPIC, "orders-", PatternType.PREFIXED, "User:
                      AclOperation.READ, AclPermissionType.ALLOW)
 GROUP = AclBinding.of(ResourceType.GROUP, "g", PatternType.LITERAL, "User:alice", "*",
                       AclOperation.READ, AclPermissionType.ALLOW)
-
-
-@pytest.fixture
-def store(tmp_path):
-    config = StoreConfig(token_secret=b"s" * 32, clock=Clock())
-    with SecurityStore.open(tmp_path / "store", config, keyring=make_keyring(tmp_path)) as s:
-        yield s
 
 
 def call(store, context, api_key, version, **fields):
