@@ -34,14 +34,23 @@ from tests.logkit import (
 PAYROLL = ("User:alice", "1.2.3.4", AclOperation.READ, ResourceType.TOPIC, "payroll-2026")
 
 
-@pytest.fixture
-def store(tmp_path):
+@pytest.fixture(scope="module")
+def original(tmp_path_factory):
     """A store keeping its history: 27 one-ACL batches in 7 segments; the last grant alice
-    READ on public-* and deny bob READ on orders."""
-    keyring = make_keyring(tmp_path)
-    path = tmp_path / "store"
-    build_tamper_store(path, keyring, retention=False)
-    return path, keyring
+    READ on public-* and deny bob READ on orders. Built once (a snapshot per batch takes seconds)."""
+    directory = tmp_path_factory.mktemp("attacks")
+    keyring = make_keyring(directory)
+    build_tamper_store(directory / "store", keyring, retention=False)
+    return directory, keyring
+
+
+@pytest.fixture
+def store(original, tmp_path):
+    """This test's copy of the original store, its key file beside it: (store path, keyring)."""
+    directory, keyring = original
+    shutil.copytree(directory / "store", tmp_path / "store")
+    shutil.copy2(directory / "keys.json", tmp_path / "keys.json")
+    return tmp_path / "store", keyring
 
 
 def segments(path):
