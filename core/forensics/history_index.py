@@ -1,10 +1,15 @@
 """A derived, rebuildable index of the log for history and forensics: who, what resource, when.
 
     DIR/history/index.sqlite    events: one row per logged event (offset, time, actor,
-                                type, entity, the subject principal (an ACL's, or
-                                User:<scram user>), the ACL's seven fields, the token's
-                                parties, the redacted payload); parties: (party, offset)
-                                for every token event, derived from the events rows
+                                type, entity; an ACL's seven fields, or for any other
+                                kind the principals it involves and its redacted
+                                payload); parties: (party, offset) for every principal
+                                an event of another kind involves, derived from the rows
+
+It is one of the two ``HistoryBackend`` implementations (secmeta.core.forensics.backend),
+answering as the log scan does, and the only place that holds SQL.  Which principals an
+event involves comes from ``secmeta.events.entities`` (``Parties``): a kind added there
+is indexed and found by ``history(principal=)`` without a change here.
 
 The log stays the only source of truth: the index is rebuilt from it whenever
 it is missing, stale (its recorded end and chain link do not fit the log),
@@ -40,20 +45,30 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
+from secmeta.core.forensics.backend import (
+    Change,
+    Credential,
+    Diff,
+    HistoryEntry,
+    HistoryQuery,
+    ResourceMatch,
+    expiry_changes,
+    token_parties,
+)
 from secmeta.core.log import Log
+from secmeta.events.entities import TOKENS, Parties, kind_of
 from secmeta.events.records import (
     AclCreated,
     AclDeleted,
-    DelegationTokenIssued,
     Envelope,
     ScramCredentialDeleted,
-    ScramCredentialUpserted,
 )
 from secmeta.events.redact import redacted
 from secmeta.events.types import (
+    WILDCARD,
     AccessControlEntry,
     AclBinding,
     AclOperation,
@@ -61,14 +76,17 @@ from secmeta.events.types import (
     PatternType,
     ResourcePattern,
     ResourceType,
+    ScramMechanism,
 )
+from secmeta.projections.gc_pause import paused_gc
+from secmeta.projections.tokens import TokenInfo
 
-__all__ = ["HistoryIndex", "IndexedEvent", "acls", "condemn", "index_problem", "net_acls", "token_parties"]
+__all__ = ["HistoryIndex", "condemn", "index_problem", "token_parties"]
 
 logger = logging.getLogger("secmeta.history_index")
 INDEX_DIR = "history"
 INDEX_FILE = "index.sqlite"
-INDEX_FORMAT = 4
+INDEX_FORMAT = 5  # 5: the principals of every non-ACL kind in parties, by entities.Parties
 _MAC_LABEL = b"secmeta/history-index"
 _CHUNK = 100_000  # rows per transaction
 _BLOCK = 1024  # rows per link of the digest chain
@@ -88,7 +106,7 @@ CREATE TABLE IF NOT EXISTS events ({_COLUMNS[0]} INTEGER PRIMARY KEY, {", ".join
 CREATE TABLE IF NOT EXISTS parties (party TEXT NOT NULL, offset INTEGER NOT NULL, PRIMARY KEY (party, offset))
     WITHOUT ROWID;
 """
-# by_entity holds the SCRAM and token rows only (ask it with 'restype IS NULL'); by_resource the ACL rows.
+# by_principal holds the ACL rows' principals; by_entity the rows of every other kind (ask it with 'restype IS NULL'); by_resource the ACL rows.
 _INDEXES = """
 CREATE INDEX IF NOT EXISTS by_actor ON events(actor, offset);
 CREATE INDEX IF NOT EXISTS by_principal ON events(principal, offset);
@@ -111,26 +129,9 @@ def _schema_of(script: str) -> frozenset[tuple]:
 _EXPECTED_SCHEMAS = (_schema_of(_TABLES), _schema_of(_TABLES + _INDEXES))
 
 
-@dataclass(frozen=True, slots=True)
-class IndexedEvent:
-    """One indexed row: the envelope's attribution, what it touched and its redacted payload."""
-
-    offset: int
-    timestamp_ms: int
-    actor_principal: str
-    actor_host: str
-    request_id: str
-    event_type: str
-    entity_key: str
-    binding: AclBinding | None
-    payload: dict
-
-    @property
-    def acl_id(self) -> str | None:
-        return self.entity_key.split(":", 1)[1] if self.binding is not None else None
-
-
-def _row(envelope: Envelope, parties: dict[str, tuple[str, ...]]) -> tuple:
+def _row(envelope: Envelope, parties: Parties, opened: dict[str, tuple[str, ...]]) -> tuple:
+    """The events row of ``envelope``; ``parties`` observes it, and ``opened`` keeps who each entity it
+    opens involves (the index's meta row carries them on, for events after a reopen)."""
     event = envelope.event
     kind = type(event)
     if kind is AclCreated or kind is AclDeleted:  # most rows: their payload is their columns
@@ -138,30 +139,40 @@ def _row(envelope: Envelope, parties: dict[str, tuple[str, ...]]) -> tuple:
         return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
                 envelope.request_id, kind.__name__, event.entity_key, e.principal, p.resource_type.value,
                 p.pattern_type.value, p.name, e.host, e.operation.value, e.permission_type.value, None, None)
-    principal = None
-    token_parties: tuple[str, ...] = ()
-    if kind is ScramCredentialUpserted or kind is ScramCredentialDeleted:
-        principal = f"User:{event.user}"
-    else:
-        if kind is DelegationTokenIssued:
-            parties[event.token_id] = (event.owner, event.requester, *event.renewers)
-        token_parties = parties.get(event.token_id, ())
+    parties.observe(event)
+    involved = parties.of(event)
+    entity = kind_of(event)
+    if entity.carries_parties and kind in entity.opens:
+        opened[event.entity_key] = involved
     payload = _compact_json(redacted(envelope)["payload"])
     return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
-            envelope.request_id, kind.__name__, event.entity_key, principal, None, None, None, None, None, None,
-            json.dumps(token_parties) if token_parties else None, payload)
+            envelope.request_id, kind.__name__, event.entity_key, None, None, None, None, None, None, None,
+            json.dumps(involved) if involved else None, payload)
 
 
-def _indexed(row: tuple) -> IndexedEvent:
+def _entry(row: tuple, resource: ResourceMatch | None) -> HistoryEntry | None:
+    """The history entry of an events row, or None when ``resource`` is given and the row does not pass it."""
     (offset, ts, actor, host, request, etype, entity, principal, restype, pattern, name, acl_host, op, perm,
-     parties, payload) = row
+     _, payload) = row
     if restype is None:
-        binding, payload = None, json.loads(payload)
-    else:
-        [(_, binding)] = acls([(None, None, restype, name, pattern, principal, acl_host, op, perm)])
-        event = _ACL_EVENTS[etype](entity.split(":", 1)[1], binding)
-        payload = redacted(Envelope(offset, ts, actor, host, request, event))["payload"]
-    return IndexedEvent(offset, ts, actor, host, request, etype, entity, binding, payload)
+        if resource is not None and not resource.matches(etype, None, entity):
+            return None
+        return HistoryEntry(offset, ts, actor, host, request, etype, entity, json.loads(payload))
+    binding = _binding(restype, name, pattern, principal, acl_host, op, perm)
+    if resource is not None and not resource.matches(etype, binding, entity):
+        return None
+    return HistoryEntry.of(Envelope(offset, ts, actor, host, request, _ACL_EVENTS[etype](entity.split(":", 1)[1], binding)))
+
+
+def _change(row: tuple) -> Change:
+    offset, ts, actor, host, request, etype, entity, principal, restype, pattern, name, acl_host, op, perm = row
+    return Change(offset, ts, actor, host, request, etype, entity.split(":", 1)[1],
+                  _binding(restype, name, pattern, principal, acl_host, op, perm))
+
+
+def _binding(restype: int, name: str, pattern: int, principal: str, host: str, op: int, perm: int) -> AclBinding:
+    return AclBinding(ResourcePattern(_RESOURCE_TYPES[restype], name, _PATTERN_TYPES[pattern]),
+                      AccessControlEntry(principal, host, _OPERATIONS[op], _PERMISSIONS[perm]))
 
 
 class HistoryIndex:
@@ -173,13 +184,14 @@ class HistoryIndex:
         self._key_id = log.keyring.newest_id
         self._key = hashlib.blake2b(log.keyring.chain_key(self._key_id), digest_size=32,
                                     person=b"secmeta-hindex").digest()
-        self._parties_at_start = parties_at_start  # () -> {token_id: parties} alive at log.start_offset
+        self._parties_at_start = parties_at_start  # () -> {entity key: parties} of tokens open at log.start_offset
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
         self._start = self._end = 0  # the index holds rows [start, end)
         self._sealed = b""  # the digest over the full blocks of rows
         self._tail: list[tuple] = []  # the rows after them (fewer than a block)
-        self._parties: dict[str, tuple[str, ...]] = {}
+        self._opened: dict[str, tuple[str, ...]] = {}  # who each entity opened involves (entities.Parties)
+        self._parties = Parties()
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self.problem: str | None = None  # why the file on disk was rebuilt (reported once)
@@ -296,8 +308,9 @@ class HistoryIndex:
         if fresh:
             self._start = self._end = self.log.start_offset
             self._sealed, self._tail = b"", []
-            self._parties = dict(self._parties_at_start()) if self.log.start_offset and self._parties_at_start \
+            self._opened = dict(self._parties_at_start()) if self.log.start_offset and self._parties_at_start \
                 else {}
+            self._parties = Parties(self._opened.items())
             # Sealed at once, covering nothing yet: a build that is interrupted (a short-lived
             # process closing before the background catch-up) leaves a valid, shorter index.
             self._write(db, [], self._sealed, self._tail)
@@ -308,7 +321,8 @@ class HistoryIndex:
             tail_start = self._end - (self._end - self._start) % _BLOCK
             self._tail = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM events WHERE offset >= ? ORDER BY offset",
                                     (tail_start,)).fetchall()
-            self._parties = {k: tuple(v) for k, v in json.loads(meta["parties"]).items()}
+            self._opened = {k: tuple(v) for k, v in json.loads(meta["parties"]).items()}
+            self._parties = Parties(self._opened.items())
 
     # -- keeping up with the log --------------------------------------------------------
 
@@ -325,7 +339,7 @@ class HistoryIndex:
             return self._end
         db, sealed, tail, rows = self._db, self._sealed, list(self._tail), []
         for envelope in self.log.read(self._end, end, strict=True):
-            row = _row(envelope, self._parties)
+            row = _row(envelope, self._parties, self._opened)
             rows.append(row)
             tail.append(row)
             if len(tail) == _BLOCK:
@@ -345,7 +359,7 @@ class HistoryIndex:
                 "start": str(self._start),
                 "link": link.hex() if link is not None else "", "sealed": sealed.hex(),
                 "digest": _digest(self._key, sealed, tail).hex(),
-                "parties": json.dumps(self._parties, separators=(",", ":"), sort_keys=True),
+                "parties": json.dumps(self._opened, separators=(",", ":"), sort_keys=True),
                 "key_id": self._key_id}
         meta["mac"] = _meta_mac(self._key, meta)
         db.execute("BEGIN")
@@ -372,43 +386,105 @@ class HistoryIndex:
             logger.warning("history index could not catch up, history scans the log: %s", exc)
             return False
 
-    def select(self, lo: int, hi: int, where: str = "", args: tuple = (), *,
-               indexed: bool = True) -> Iterator[IndexedEvent]:
-        """The rows with offsets in [lo, hi) that pass ``where`` (SQL over the columns), in offset order.
-
-        ``indexed``: ``where`` narrows the rows through an index (read it, not the whole range).
-        """
-        with self._lock:
-            rows = self._db.execute(_ranged(f"SELECT {', '.join(_COLUMNS)} FROM events WHERE", where, indexed),
-                                    (lo, hi, *args)).fetchall()
-        return map(_indexed, rows)
-
     @property
     def first_offset(self) -> int:
         """The first offset the index holds a row for."""
         return self._start
 
-    def acl_changes(self, lo: int, hi: int, where: str = "", args: tuple = ()) -> list[tuple]:
-        """(created: 1, deleted: 0; ACL id; the binding's fields...) of the ACL events in [lo, hi) that pass
-        ``where`` (SQL over the columns), in offset order.
+    def entries(self, query: HistoryQuery) -> Iterator[HistoryEntry]:
+        """history's entries: its filters asked of the columns (``resource`` also of the rows' bindings)."""
+        where, args = [], []
+        if query.start_ms is not None:
+            where.append("ts >= ?")
+            args.append(query.start_ms)
+        if query.end_ms is not None:
+            where.append("ts <= ?")
+            args.append(query.end_ms)
+        if query.event_types is not None:
+            where.append(f"type IN ({_marks(query.event_types)})")
+            args += sorted(query.event_types)
+        if query.user is not None:  # a SCRAM credential's rows are those of its entity
+            where.append("restype IS NULL AND entity IN (?, ?)")
+            args += [ScramCredentialDeleted(query.user, m).entity_key
+                     for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)]
+        if query.principal is not None:  # the actor, an ACL's principal, or a party to another kind's event
+            where.append("offset IN (SELECT offset FROM events WHERE actor = ? UNION ALL SELECT offset FROM events "
+                         "WHERE principal = ? UNION ALL SELECT offset FROM parties WHERE party = ?)")
+            args += [query.principal] * 3
+        resource = query.resource
+        if resource is not None:
+            if resource.tokens:
+                where.append(f"restype IS NOT NULL OR type IN ({_marks(TOKENS.event_names)})")
+                args += TOKENS.event_names
+            else:
+                where.append("restype IS NOT NULL")
+        sql = _ranged(f"SELECT {', '.join(_COLUMNS)} FROM events WHERE", " AND ".join(f"({w})" for w in where),
+                      indexed=query.principal is not None or query.user is not None)
+        with self._lock:
+            rows = self._db.execute(sql, (query.lo, query.hi, *args)).fetchall()
+        for row in rows:
+            if (entry := _entry(row, resource)) is not None:
+                yield entry
 
-        ``acls(rows)`` makes the rows' bindings (built only for the rows a caller keeps).
+    def acl_changes(self, lo: int, hi: int, resource_type: ResourceType, name: str) -> Iterator[Change]:
+        where, args = _covering(resource_type, name)
+        sql = _ranged(f"SELECT {', '.join(_COLUMNS[:_PARTIES])} FROM events WHERE", where, indexed=True)
+        with self._lock:
+            rows = self._db.execute(sql, (lo, hi, *args)).fetchall()
+        return map(_change, rows)
+
+    def acls_at(self, n: int, resource_type: ResourceType, name: str) -> list[tuple[str, AclBinding]]:
+        """From the rows since offset 0 (``first_offset`` must be 0): only those on the patterns that apply to the
+        resource are read; ACL ids are never reused, so those created and not deleted before ``n`` are in force."""
+        self._require_from_zero(n)
+        alive, _ = _net_acls(self._acl_rows(0, n, *_covering(resource_type, name)))
+        return _acls(alive[acl_id] for acl_id in sorted(alive))
+
+    def diff(self, a: int, b: int) -> Diff:
+        """The diff from the rows in [a, b) and one probe per touched credential or token (``first_offset`` 0).
+
+        ACLs are netted by id.  A credential's state at a point is its last event before it;
+        two upsert events never carry the same sealed secret (a fresh salt and nonce per seal),
+        so one upserted in [a, b) differs.
         """
+        self._require_from_zero(a)
+        with paused_gc():  # tens of thousands of rows and bindings, no cycles among them
+            added, removed = _net_acls(self._acl_rows(a, b))
+            scram_last: dict[str, tuple[str, str]] = {}
+            token_rows = []
+            for offset, event_type, entity, payload in self._entity_rows(a, b):
+                if event_type in _SCRAM_EVENTS:
+                    scram_last[entity] = (event_type, payload)
+                else:
+                    token_rows.append((offset, event_type, entity, payload))
+            upserted, deleted = self._credential_changes(a, scram_last)
+            issued, renewed, expired, gone = self._token_changes(a, token_rows)
+            return Diff(a, b, tuple(_acls(added[i] for i in sorted(added))),
+                        tuple(_acls(removed[i] for i in sorted(removed))), upserted, deleted, issued, renewed,
+                        expired, gone)
+
+    def _require_from_zero(self, a: int) -> None:
+        if self._start != 0 or a < self.log.start_offset:
+            raise ValueError(f"the history index starts at offset {self._start}: it holds no state before it")
+
+    def _acl_rows(self, lo: int, hi: int, where: str = "", args: tuple = ()) -> list[tuple]:
+        """(created: 1, deleted: 0; ACL id; the binding's fields...) of the ACL rows in [lo, hi) that pass
+        ``where``, in offset order (``_acls`` makes the bindings of the rows a caller keeps)."""
         sql = ("SELECT type = 'AclCreated', substr(entity, 5), restype, name, pattern, principal, acl_host, op, perm "
                "FROM events WHERE +restype IS NOT NULL AND")
         with self._lock:
             return self._db.execute(_ranged(sql, where, indexed=True), (lo, hi, *args)).fetchall()
 
-    def entity_changes(self, lo: int, hi: int) -> list[tuple[int, str, str, str]]:
-        """(offset, event type, entity key, redacted payload as JSON) of the SCRAM and token events in [lo, hi)."""
+    def _entity_rows(self, lo: int, hi: int) -> list[tuple[int, str, str, str]]:
+        """(offset, event type, entity key, redacted payload as JSON) of the non-ACL rows in [lo, hi)."""
         with self._lock:
             return self._db.execute(
                 "SELECT offset, type, entity, payload FROM events WHERE offset >= ? AND offset < ? "
                 "AND +restype IS NULL ORDER BY offset", (lo, hi)).fetchall()
 
-    def last_changes(self, entities: Iterable[str], before: int,
-                     event_types: Iterable[str]) -> dict[str, tuple[int, str, str]]:
-        """Each SCRAM or token entity's last event before ``before`` of one of ``event_types``.
+    def _last_changes(self, entities: Iterable[str], before: int,
+                      event_types: Iterable[str]) -> dict[str, tuple[int, str, str]]:
+        """Each non-ACL entity's last event before ``before`` of one of ``event_types``.
 
         entity key -> (offset, event type, redacted payload as JSON); one probe of
         ``by_entity`` per entity.  Entities without such an event are left out.
@@ -416,10 +492,95 @@ class HistoryIndex:
         types = sorted(event_types)
         sql = ("SELECT k.value, e.offset, e.type, e.payload FROM json_each(?) AS k JOIN events AS e "
                "ON e.offset = (SELECT offset FROM events WHERE restype IS NULL AND entity = k.value "
-               f"AND offset < ? AND type IN ({', '.join('?' * len(types))}) ORDER BY offset DESC LIMIT 1)")
+               f"AND offset < ? AND type IN ({_marks(types)}) ORDER BY offset DESC LIMIT 1)")
         with self._lock:
             rows = self._db.execute(sql, (json.dumps(list(entities)), before, *types)).fetchall()
         return {entity: change for entity, *change in rows}
+
+    def _credential_changes(self, a: int, last: dict[str, tuple[str, str]]):
+        """(upserted, deleted) credentials, given each touched credential's last event before the end."""
+        upserted = [_credential(json.loads(payload)) for event_type, payload in last.values()
+                    if event_type == "ScramCredentialUpserted"]
+        # a credential deleted last was deleted if it existed at the start: its last event before it says
+        before = self._last_changes([e for e, (t, _) in last.items() if t == "ScramCredentialDeleted"], a,
+                                    _SCRAM_EVENTS)
+        deleted = [_credential(json.loads(payload)) for _, event_type, payload in before.values()
+                   if event_type == "ScramCredentialUpserted"]
+        return tuple(sorted(upserted)), tuple(sorted(deleted))
+
+    def _token_changes(self, a: int, rows: list[tuple[int, str, str, str]]):
+        """(issued, renewed, expired, removed) tokens, given the token events in [a, b) in order.
+
+        Token ids are never reused (a fresh UUID per token): one whose first event in
+        [a, b) issues it did not exist at a; the others' state at a is looked up.
+        """
+        first: dict[str, str] = {}
+        for _, event_type, entity, _ in rows:
+            first.setdefault(entity, event_type)
+        present = self._last_changes([e for e, t in first.items() if t != "DelegationTokenIssued"], a,
+                                     _TOKEN_PRESENCE)
+        issued_rows = {e: payload for e, (_, t, payload) in present.items() if t == "DelegationTokenIssued"}
+        expiry_rows = self._last_changes(issued_rows, a, _TOKEN_EXPIRY)
+        at_start: dict[str, tuple[TokenInfo, int]] = {  # (as issued, expiry at a)
+            e: (_token(json.loads(payload)), json.loads(expiry_rows[e][2])["expiry_timestamp_ms"])
+            for e, payload in issued_rows.items()}
+        now: dict[str, tuple[TokenInfo, int] | None] = dict(at_start)
+        renewed: dict[str, list] = {}
+        expired: dict[str, list] = {}
+        for offset, event_type, entity, payload in rows:
+            if event_type == "DelegationTokenIssued":
+                info = _token(json.loads(payload))
+                now[entity] = (info, info.expiry_timestamp_ms)
+            elif event_type == "DelegationTokenRemoved":
+                now[entity] = None
+            elif (state := now.get(entity)) is not None:  # renewed or expired
+                info, old = state
+                expiry = json.loads(payload)["expiry_timestamp_ms"]
+                target = renewed if event_type == "DelegationTokenRenewed" else expired
+                entry = target.setdefault(info.token_id, [info.owner, old, 0, 0])
+                entry[2], entry[3] = expiry, offset
+                now[entity] = (info, expiry)
+        issued, gone = [], []
+        for entity in sorted(first):  # 'token:<id>': in token id order
+            old, new = at_start.get(entity), now.get(entity)
+            if old is None and new is not None:
+                issued.append(_expiring(*new))
+            elif old is not None and new is None:
+                gone.append(_expiring(*old))
+        return tuple(issued), expiry_changes(renewed), expiry_changes(expired), tuple(gone)
+
+
+_SCRAM_EVENTS = ("ScramCredentialUpserted", "ScramCredentialDeleted")
+_TOKEN_PRESENCE = ("DelegationTokenIssued", "DelegationTokenRemoved")
+_TOKEN_EXPIRY = ("DelegationTokenIssued", "DelegationTokenRenewed", "DelegationTokenExpired")
+
+
+def _credential(payload: dict) -> Credential:
+    return payload["user"], ScramMechanism[payload["mechanism"]], payload["iterations"]
+
+
+def _expiring(info: TokenInfo, expiry_ms: int) -> TokenInfo:
+    return info if info.expiry_timestamp_ms == expiry_ms else replace(info, expiry_timestamp_ms=expiry_ms)
+
+
+def _token(payload: dict) -> TokenInfo:
+    return TokenInfo(payload["token_id"], payload["owner"], payload["requester"], tuple(payload["renewers"]),
+                     payload["issue_timestamp_ms"], payload["expiry_timestamp_ms"], payload["max_timestamp_ms"])
+
+
+def _marks(values) -> str:
+    return ", ".join("?" * len(values))
+
+
+def _covering(rt: ResourceType, name: str) -> tuple[str, tuple]:
+    """The filter (SQL, arguments) of the ACL rows whose pattern applies to the resource (acl_match.covers):
+    the literal name, the literal '*' and every prefix of the name, prefixed."""
+    prefixes = [name[:i] for i in range(1, len(name) + 1)]
+    marks = _marks(prefixes)
+    where = (f"restype = ? AND name IN (?, {marks}) AND "
+             f"(pattern = ? AND name IN (?, ?) OR pattern = ? AND name IN ({marks}))")
+    return where, (int(rt), WILDCARD, *prefixes, int(PatternType.LITERAL), name, WILDCARD, int(PatternType.PREFIXED),
+                   *prefixes)
 
 
 def _ranged(select: str, where: str, indexed: bool) -> str:
@@ -433,15 +594,15 @@ def _ranged(select: str, where: str, indexed: bool) -> str:
     return f"{select} offset >= ? AND offset < ?{f' AND ({where})' if where else ''} ORDER BY offset"
 
 
-def acls(rows: Iterable[tuple]) -> list[tuple[str, AclBinding]]:
-    """(ACL id, binding) of rows ``HistoryIndex.acl_changes`` returns (one comprehension: diffs make 100k)."""
+def _acls(rows: Iterable[tuple]) -> list[tuple[str, AclBinding]]:
+    """(ACL id, binding) of rows ``HistoryIndex._acl_rows`` returns (one comprehension: diffs make 100k)."""
     rt, pt, ops, perms = _RESOURCE_TYPES, _PATTERN_TYPES, _OPERATIONS, _PERMISSIONS
     return [(r[1], AclBinding(ResourcePattern(rt[r[2]], r[3], pt[r[4]]),
                               AccessControlEntry(r[5], r[6], ops[r[7]], perms[r[8]]))) for r in rows]
 
 
-def net_acls(rows: Iterable[tuple]) -> tuple[dict[str, tuple], dict[str, tuple]]:
-    """(added, removed): rows ``HistoryIndex.acl_changes`` returns, in offset order, netted by ACL id.
+def _net_acls(rows: Iterable[tuple]) -> tuple[dict[str, tuple], dict[str, tuple]]:
+    """(added, removed): rows ``HistoryIndex._acl_rows`` returns, in offset order, netted by ACL id.
 
     ACL ids are never reused (a fresh UUID per created ACL), so an ACL created among the
     rows and not deleted there was added, and one deleted there but not created there was
@@ -524,7 +685,7 @@ def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | 
             if (integrity := db.execute("PRAGMA integrity_check").fetchall()) != [("ok",)]:
                 return f"it fails SQLite's integrity check (an index or page was altered): {integrity[0][0]}"
             digest, expected, party_rows = b"", int(meta["start"]), set()
-            events, parties = (log.read(log.start_offset, end) if against_log else None), {}
+            events, parties, opened = (log.read(log.start_offset, end) if against_log else None), Parties(), {}
             cursor = db.execute(f"SELECT {', '.join(_COLUMNS)} FROM events ORDER BY offset")
             while block := cursor.fetchmany(_BLOCK):  # offsets ascend: the first and last tell a gap
                 if block[0][0] != expected or block[-1][0] != expected + len(block) - 1:
@@ -532,7 +693,7 @@ def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | 
                 if events is not None:
                     for row in block:
                         if row[0] >= log.start_offset:
-                            logged = _row(next(events), parties)
+                            logged = _row(next(events), parties, opened)
                             if logged[:-2] != row[:-2] or logged[-1] != row[-1] or (
                                     log.start_offset == 0 and logged[-2] != row[-2]):
                                 return f"its row at offset {row[0]} does not match the logged event"
@@ -554,7 +715,3 @@ def condemn(path: Path, problem: str) -> None:
     Path(f"{path}{_CONDEMNED_SUFFIX}").write_text(problem)
     Path(f"{path}{_SEAL_SUFFIX}").unlink(missing_ok=True)
 
-
-def token_parties(image) -> dict[str, tuple[str, ...]]:
-    """Who each token in a SecurityImage involves: owner, requester, renewers."""
-    return {info.token_id: (info.owner, info.requester, *info.renewers) for info in image.tokens}

@@ -14,27 +14,27 @@ come from the store's current config: settings are not logged.
 
 Both decide through ``secmeta.projections.acl_decision.decide``, the rule
 ``authorize`` and ``explain`` use; this module only chooses the ACLs to hand
-it and presents the answers.
+it and presents the answers.  The ACLs at a point and the ACL events on a
+resource are asked of a ``HistoryBackend`` (by default the history index
+where it answers, else the log scan).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from secmeta.core import validation
 from secmeta.core.config import StoreConfig
 from secmeta.core.errors import QueryError
-from secmeta.core.forensics.history_index import acls, net_acls
+from secmeta.core.forensics.backend import Change, HistoryBackend
+from secmeta.core.forensics.preferred import IndexOrScan
 from secmeta.core.forensics.timetravel import TimeTravel
-from secmeta.events.records import AclCreated, AclDeleted, Envelope
 from secmeta.events.types import (
     WILDCARD,
     WILDCARD_PRINCIPAL,
     AclBinding,
     AclOperation,
     AclPermissionType,
-    PatternType,
     ResourceType,
 )
 from secmeta.projections.acl_decision import (
@@ -131,20 +131,13 @@ def who_could_at(
     resource_type: ResourceType | str,
     resource_name: str,
     n: int,
+    *,
+    backend: HistoryBackend | None = None,
 ) -> list[Grant]:
-    """``who_could`` in the state after the first ``n`` events (``n`` already resolved).
-
-    From the history index when it holds every event before ``n``: only the ACL
-    events on the patterns that apply to the resource are read (ACL ids are never
-    reused, so those created and not deleted before ``n`` are the ACLs then);
-    otherwise from the image at ``n``.
-    """
+    """``who_could`` in the state after the first ``n`` events (``n`` already resolved), from the ACLs
+    ``backend`` holds in force then on the resource's patterns."""
     op, rt, name = resource_question(operation, resource_type, resource_name)
-    index = travel.index
-    if index is None or index.first_offset != 0 or n < travel.log.start_offset or not index.covered(n):
-        return _grants(acls_on(travel.image_at(n).acls, rt, name), config, op)
-    alive, _ = net_acls(index.acl_changes(0, n, *_covering(rt, name)))  # from offset 0: nothing removed
-    return _grants(acls(alive[acl_id] for acl_id in sorted(alive)), config, op)
+    return _grants((backend or IndexOrScan(travel)).acls_at(n, rt, name), config, op)
 
 
 def _grants(on_resource: list[tuple[str, AclBinding]], config: StoreConfig, op: AclOperation) -> list[Grant]:
@@ -215,36 +208,6 @@ def _overlaps(host: str, deny: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Change:
-    """The logged event that opened or closed access: where, when, who, and the ACL it touched."""
-
-    offset: int
-    timestamp_ms: int
-    actor_principal: str
-    actor_host: str
-    request_id: str
-    event_type: str
-    acl_id: str
-    binding: AclBinding
-
-    @classmethod
-    def of(cls, envelope: Envelope) -> Change:
-        event = envelope.event
-        return cls(envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
-                   envelope.request_id, envelope.event_type, event.acl_id, event.binding)
-
-    def to_dict(self) -> dict:
-        b = self.binding
-        return {
-            "offset": self.offset, "timestamp_ms": self.timestamp_ms, "actor_principal": self.actor_principal,
-            "actor_host": self.actor_host, "request_id": self.request_id, "event_type": self.event_type,
-            "acl_id": self.acl_id, "resource_type": b.restype.name, "resource_name": b.name,
-            "pattern_type": b.resource_pattern_type.name, "principal": b.principal, "host": b.host,
-            "operation": b.operation.name, "permission_type": b.permission_type.name,
-        }
-
-
-@dataclass(frozen=True, slots=True)
 class Interval:
     """Offsets [start_offset, end_offset) of ``as_of`` in which the access was allowed.
 
@@ -304,37 +267,6 @@ class _Tracked:
                       allow_if_no_acl=self.allow_if_no_acl)
 
 
-def _covering(rt: ResourceType, name: str) -> tuple[str, tuple]:
-    """The history index's filter (SQL, arguments) for the ACL rows whose pattern applies to the resource.
-
-    The patterns that can: the literal name, the literal '*' and every prefix of the name, prefixed.
-    """
-    prefixes = [name[:i] for i in range(1, len(name) + 1)]
-    marks = ", ".join("?" * len(prefixes))
-    where = (f"restype = ? AND name IN (?, {marks}) AND "
-             f"(pattern = ? AND name IN (?, ?) OR pattern = ? AND name IN ({marks}))")
-    return where, (int(rt), WILDCARD, *prefixes, int(PatternType.LITERAL), name, WILDCARD, int(PatternType.PREFIXED),
-                   *prefixes)
-
-
-def _acl_changes(travel: TimeTravel, tracked: _Tracked, start: int, end: int) -> Iterator[Change]:
-    """The ACL events in [start, end) whose pattern applies to the tracked resource, in order.
-
-    From the history index when it covers them (the patterns that can apply: the literal
-    name, the literal '*' and every prefix of the name), else by reading the log.
-    """
-    index = travel.index
-    if index is not None and index.covered(end):
-        for row in index.select(start, end, *_covering(tracked.rt, tracked.name)):
-            yield Change(row.offset, row.timestamp_ms, row.actor_principal, row.actor_host, row.request_id,
-                         row.event_type, row.acl_id, row.binding)
-        return
-    for envelope in travel.log.read(start, end):
-        kind = type(envelope.event)
-        if (kind is AclCreated or kind is AclDeleted) and tracked.covers(envelope.event.binding):
-            yield Change.of(envelope)
-
-
 def access_timeline(
     travel: TimeTravel,
     config: StoreConfig,
@@ -343,6 +275,8 @@ def access_timeline(
     resource_type: ResourceType | str,
     resource_name: str,
     host: str = WILDCARD,
+    *,
+    backend: HistoryBackend | None = None,
 ) -> list[Interval]:
     """The intervals in which ``authorize(principal, host, operation, resource)`` was true, in order."""
     op, rt, name = resource_question(operation, resource_type, resource_name)
@@ -365,7 +299,7 @@ def access_timeline(
     opened: tuple | None = None  # (start offset, start ms, opener, reason) of the open interval
     if allowed:
         opened = (start, begin_ms, None, decision.reason)
-    for change in _acl_changes(travel, tracked, start, end):
+    for change in (backend or IndexOrScan(travel)).acl_changes(start, end, rt, name):
         if change.event_type == "AclCreated":
             tracked.remove(change.acl_id)
             tracked.add(change.acl_id, change.binding)

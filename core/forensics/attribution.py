@@ -1,0 +1,39 @@
+"""Who changed the state, from where, by which request, when, at which offset: one record for every forensic answer.
+
+``HistoryEntry`` (history), ``Change`` (access_timeline) and the history index's rows are
+attributed changes: each extends ``Attribution`` with what changed, so the five fields are
+declared here once, in the envelope's order, and serialised by one ``to_dict``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from secmeta.events.records import Envelope
+
+__all__ = ["Attribution", "attributed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    """Where a logged change sits and who made it: offset, commit time, actor principal and host, request id."""
+
+    offset: int
+    timestamp_ms: int
+    actor_principal: str
+    actor_host: str
+    request_id: str
+
+    @classmethod
+    def of(cls, envelope: Envelope) -> Attribution:
+        return cls(*attributed(envelope))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"offset": self.offset, "timestamp_ms": self.timestamp_ms, "actor_principal": self.actor_principal,
+                "actor_host": self.actor_host, "request_id": self.request_id}
+
+
+def attributed(envelope: Envelope) -> tuple[int, int, str, str, str]:
+    """The envelope's attribution fields, in ``Attribution``'s order (the leading fields of every subclass)."""
+    return envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host, envelope.request_id

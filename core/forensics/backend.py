@@ -1,0 +1,236 @@
+"""The interface between the forensic queries and what answers them: the log scan or the history index.
+
+``history``, ``diff``, ``who_could_at`` and ``access_timeline`` ask a ``HistoryBackend``
+typed questions and get typed records back; no SQL and no positional rows cross it.
+Two backends implement it and a contract suite (tests/core/forensics/history_contract.py)
+requires equal answers from both: ``secmeta.core.forensics.scan.LogScan``, the reference,
+reads the log (and time travel's images); ``secmeta.core.forensics.history_index.HistoryIndex``
+reads its SQLite rows, and all SQL lives there.
+
+The records here are what the queries return to callers (``HistoryEntry``, ``Change``,
+``Diff``); each attributed one extends ``Attribution``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from secmeta.core.errors import QueryError
+from secmeta.core.forensics.attribution import Attribution, attributed
+from secmeta.events.entities import TOKENS, kind_of
+from secmeta.events.records import Envelope
+from secmeta.events.redact import redacted
+from secmeta.events.types import (
+    AclBinding,
+    AclBindingFilter,
+    PatternType,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+    ScramMechanism,
+)
+from secmeta.projections.acl_match import filter_matches, pattern_filter_matches
+from secmeta.projections.tokens import TokenInfo
+
+__all__ = ["Change", "Credential", "Diff", "HistoryBackend", "HistoryEntry", "HistoryQuery", "ResourceMatch",
+           "TokenExpiryChange", "binding_dict", "expiry_changes", "token_parties"]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry(Attribution):
+    """One logged change, attributed and redacted (no secret material)."""
+
+    event_type: str
+    entity_key: str
+    payload: dict[str, Any]
+
+    @classmethod
+    def of(cls, envelope: Envelope) -> HistoryEntry:
+        return cls(*attributed(envelope), envelope.event_type, envelope.entity_key, redacted(envelope)["payload"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**Attribution.to_dict(self), "event_type": self.event_type, "entity_key": self.entity_key,
+                "payload": self.payload}
+
+
+def binding_dict(binding: AclBinding) -> dict[str, str]:
+    """An ACL binding's seven fields, enums by name (as history's payloads show them)."""
+    return {"resource_type": binding.restype.name, "resource_name": binding.name,
+            "pattern_type": binding.resource_pattern_type.name, "principal": binding.principal, "host": binding.host,
+            "operation": binding.operation.name, "permission_type": binding.permission_type.name}
+
+
+@dataclass(frozen=True, slots=True)
+class Change(Attribution):
+    """The logged ACL event that opened or closed access: where, when, who, and the ACL it touched."""
+
+    event_type: str
+    acl_id: str
+    binding: AclBinding
+
+    @classmethod
+    def of(cls, envelope: Envelope) -> Change:
+        return cls(*attributed(envelope), envelope.event_type, envelope.event.acl_id, envelope.event.binding)
+
+    def to_dict(self) -> dict:
+        return {**Attribution.to_dict(self), "event_type": self.event_type, "acl_id": self.acl_id,
+                **binding_dict(self.binding)}
+
+
+@dataclass(frozen=True, slots=True)
+class TokenExpiryChange:
+    """A token's expiry moved by renew (or expire) requests between two points."""
+
+    token_id: str
+    owner: str
+    expiry_before_ms: int
+    expiry_after_ms: int
+    last_offset: int
+
+
+def expiry_changes(found: dict[str, list]) -> tuple[TokenExpiryChange, ...]:
+    """``TokenExpiryChange`` values by token id from ``{token_id: [owner, before, after, last offset]}``."""
+    return tuple(TokenExpiryChange(t, *found[t]) for t in sorted(found))
+
+
+Credential = tuple[str, ScramMechanism, int]  # (user, mechanism, iterations)
+
+
+@dataclass(frozen=True, slots=True)
+class Diff:
+    """What changed from the state at ``start_offset`` to the state at ``end_offset``.
+
+    ACL, credential, issued and removed entries are net (image against
+    image); renewed and expired list every token with such an event in
+    between.  Entries are sorted (ACLs by id, credentials by user and
+    mechanism, tokens by id).
+    """
+
+    start_offset: int
+    end_offset: int
+    acls_added: tuple[tuple[str, AclBinding], ...] = ()
+    acls_removed: tuple[tuple[str, AclBinding], ...] = ()
+    credentials_upserted: tuple[Credential, ...] = ()
+    credentials_deleted: tuple[Credential, ...] = ()
+    tokens_issued: tuple[TokenInfo, ...] = ()
+    tokens_renewed: tuple[TokenExpiryChange, ...] = ()
+    tokens_expired: tuple[TokenExpiryChange, ...] = ()
+    tokens_removed: tuple[TokenInfo, ...] = ()
+
+    def __bool__(self) -> bool:
+        """True when anything changed."""
+        return any((self.acls_added, self.acls_removed, self.credentials_upserted, self.credentials_deleted,
+                    self.tokens_issued, self.tokens_renewed, self.tokens_expired, self.tokens_removed))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe: enums by name, bindings as their seven fields, tokens without any HMAC."""
+        def acl(pair):
+            acl_id, b = pair
+            return {"acl_id": acl_id, **binding_dict(b)}
+
+        def cred(c):
+            return {"user": c[0], "mechanism": ScramMechanism(c[1]).mechanism_name, "iterations": c[2]}
+
+        def token(t: TokenInfo):
+            return {"token_id": t.token_id, "owner": t.owner, "requester": t.requester,
+                    "renewers": list(t.renewers), "issue_timestamp_ms": t.issue_timestamp_ms,
+                    "expiry_timestamp_ms": t.expiry_timestamp_ms, "max_timestamp_ms": t.max_timestamp_ms}
+
+        def change(c: TokenExpiryChange):
+            return {"token_id": c.token_id, "owner": c.owner, "expiry_before_ms": c.expiry_before_ms,
+                    "expiry_after_ms": c.expiry_after_ms, "last_offset": c.last_offset}
+
+        return {
+            "start_offset": self.start_offset, "end_offset": self.end_offset,
+            "acls_added": [acl(p) for p in self.acls_added],
+            "acls_removed": [acl(p) for p in self.acls_removed],
+            "credentials_upserted": [cred(c) for c in self.credentials_upserted],
+            "credentials_deleted": [cred(c) for c in self.credentials_deleted],
+            "tokens_issued": [token(t) for t in self.tokens_issued],
+            "tokens_renewed": [change(c) for c in self.tokens_renewed],
+            "tokens_expired": [change(c) for c in self.tokens_expired],
+            "tokens_removed": [token(t) for t in self.tokens_removed],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceMatch:
+    """history's ``resource=`` filter: ACL events whose binding it selects (Kafka filter rules; MATCH finds
+    every pattern that applies to a name) and, for ANY or DELEGATION_TOKEN patterns, token events by id."""
+
+    pattern: ResourcePatternFilter
+    acl_filter: AclBindingFilter | None = None
+
+    @classmethod
+    def of(cls, resource: ResourcePatternFilter | ResourcePattern | AclBindingFilter) -> ResourceMatch:
+        if isinstance(resource, ResourcePattern):
+            resource = ResourcePatternFilter(resource.resource_type, resource.name, resource.pattern_type)
+        if isinstance(resource, AclBindingFilter):
+            match = cls(resource.pattern, resource)
+        elif isinstance(resource, ResourcePatternFilter):
+            match = cls(resource)
+        else:
+            raise QueryError(f"a resource filter is a ResourcePatternFilter or AclBindingFilter, not {resource!r}")
+        if match.pattern.resource_type == ResourceType.UNKNOWN:
+            raise QueryError("unknown resource type in the resource filter")
+        if match.pattern.pattern_type == PatternType.UNKNOWN:
+            raise QueryError("unknown pattern type in the resource filter")
+        return match
+
+    @property
+    def tokens(self) -> bool:
+        """Whether token events can match (a pattern of type ANY or DELEGATION_TOKEN, not an ACL filter)."""
+        return self.acl_filter is None and self.pattern.resource_type in (ResourceType.ANY,
+                                                                          ResourceType.DELEGATION_TOKEN)
+
+    def matches(self, event_type: str, binding: AclBinding | None, entity_key: str) -> bool:
+        """Whether an event (its type, its ACL's binding, its entity's key) passes the filter."""
+        if binding is not None:
+            if self.acl_filter is not None:
+                return filter_matches(self.acl_filter, binding)
+            return pattern_filter_matches(self.pattern, binding.pattern)
+        if self.tokens and kind_of(event_type) is TOKENS:
+            return self.pattern.name is None or entity_key == f"{TOKENS.name}:{self.pattern.name}"
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryQuery:
+    """history's filters over offsets [lo, hi), already checked; each given filter must pass."""
+
+    lo: int
+    hi: int
+    principal: str | None = None  # the actor, or a principal the event involves (secmeta.events.entities)
+    user: str | None = None  # SCRAM events of that user
+    event_types: frozenset[str] | None = None
+    resource: ResourceMatch | None = None
+    start_ms: int | None = None  # inclusive
+    end_ms: int | None = None  # inclusive
+
+
+def token_parties(image) -> dict[str, tuple[str, ...]]:
+    """Who each open token of a SecurityImage involves (owner, requester, renewers), by entity key: the
+    ``entities.Parties`` known at the image's offset, for a backend whose window starts there."""
+    return {f"{TOKENS.name}:{info.token_id}": (info.owner, info.requester, *info.renewers) for info in image.tokens}
+
+
+class HistoryBackend(Protocol):
+    """What the forensic queries ask of the stored history; every answer is in offset (or id) order."""
+
+    def entries(self, query: HistoryQuery) -> Iterator[HistoryEntry]:
+        """The logged changes that pass the query, in offset order."""
+        ...
+
+    def acl_changes(self, lo: int, hi: int, resource_type: ResourceType, name: str) -> Iterator[Change]:
+        """The ACL events in [lo, hi) whose pattern applies to the resource, in offset order."""
+        ...
+
+    def acls_at(self, n: int, resource_type: ResourceType, name: str) -> list[tuple[str, AclBinding]]:
+        """The ACLs in force after the first ``n`` events whose pattern applies to the resource, by ACL id."""
+        ...
+
+    def diff(self, a: int, b: int) -> Diff:
+        """What changed between the states at offsets ``a`` <= ``b``."""
+        ...

@@ -1,0 +1,179 @@
+"""The reference history backend: every answer read from the log (and, for states at a point, time travel's images).
+
+It needs nothing derived from the log beyond time travel, so it answers for any range
+the log holds; the history index must answer exactly as it does (the contract suite in
+tests/core/forensics/history_contract.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from secmeta.core.forensics.backend import (
+    Change,
+    Diff,
+    HistoryEntry,
+    HistoryQuery,
+    expiry_changes,
+    token_parties,
+)
+from secmeta.events.entities import CREDENTIALS, TOKENS, Parties, kind_of
+from secmeta.events.records import (
+    AclCreated,
+    AclDeleted,
+    DelegationTokenIssued,
+    DelegationTokenRenewed,
+    Event,
+    ScramCredentialDeleted,
+    ScramCredentialUpserted,
+)
+from secmeta.events.types import AclBinding, ResourceType, ScramMechanism
+from secmeta.projections.acl_match import covers
+from secmeta.projections.authorizer import acls_on
+
+if TYPE_CHECKING:
+    from secmeta.core.forensics.timetravel import TimeTravel
+
+__all__ = ["LogScan", "WindowParties"]
+
+
+class WindowParties:
+    """``entities.Parties`` for a window of the log starting at offset ``lo``.
+
+    An event opening an entity in the window says who the entity involves; for a later
+    event of an entity opened before ``lo``, the parties of the entities open at ``lo`` are
+    asked of ``at_start`` (once, and only when such an event is met).
+    """
+
+    __slots__ = ("_at_start", "_opened", "_start", "_window")
+
+    def __init__(self, at_start: Callable[[], dict[str, tuple[str, ...]]]):
+        self._at_start = at_start
+        self._window = Parties()
+        self._opened: set[str] = set()
+        self._start: Parties | None = None
+
+    def of(self, event: Event) -> tuple[str, ...]:
+        """Every principal ``event`` involves: those it names and those its entity's opening event named."""
+        kind = kind_of(event)
+        if not kind.carries_parties:
+            return kind.principals(event)
+        key = event.entity_key
+        if type(event) in kind.opens:
+            self._window.observe(event)
+            self._opened.add(key)
+        if key in self._opened:
+            return self._window.of(event)
+        if self._start is None:
+            self._start = Parties(self._at_start().items())
+        return self._start.of(event)
+
+
+class LogScan:
+    """The history backend that reads the log: the reference every other backend must equal."""
+
+    def __init__(self, travel: TimeTravel):
+        self.travel = travel
+
+    def entries(self, query: HistoryQuery) -> Iterator[HistoryEntry]:
+        travel, principal, user, types, resource = (self.travel, query.principal, query.user, query.event_types,
+                                                    query.resource)
+        parties = WindowParties(lambda: token_parties(travel.image_at_or_after(query.lo)))
+        for envelope in travel.log.read(query.lo, query.hi):
+            if query.start_ms is not None and envelope.timestamp_ms < query.start_ms:
+                continue
+            if query.end_ms is not None and envelope.timestamp_ms > query.end_ms:
+                continue
+            event = envelope.event
+            if principal is not None:  # before any filter: a later event may need the parties this one names
+                involved = envelope.actor_principal == principal or principal in parties.of(event)
+            if types is not None and envelope.event_type not in types:
+                continue
+            if user is not None and not (kind_of(event) is CREDENTIALS and event.user == user):
+                continue
+            if resource is not None and not resource.matches(envelope.event_type, getattr(event, "binding", None),
+                                                             event.entity_key):
+                continue
+            if principal is not None and not involved:
+                continue
+            yield HistoryEntry.of(envelope)
+
+    def acl_changes(self, lo: int, hi: int, resource_type: ResourceType, name: str) -> Iterator[Change]:
+        for envelope in self.travel.log.read(lo, hi):
+            kind = type(envelope.event)
+            if (kind is AclCreated or kind is AclDeleted) and covers(envelope.event.binding.pattern, resource_type,
+                                                                     name):
+                yield Change.of(envelope)
+
+    def acls_at(self, n: int, resource_type: ResourceType, name: str) -> list[tuple[str, AclBinding]]:
+        return acls_on(self.travel.image_at(n).acls, resource_type, name)
+
+    def diff(self, a: int, b: int) -> Diff:
+        """The diff from the images at both points and the events between them."""
+        travel = self.travel
+        before, after = travel.image_at(a), travel.image_at(b)
+        acl_ids: set[str] = set()
+        cred_keys: set[tuple[str, ScramMechanism]] = set()
+        token_ids: set[str] = set()
+        renewed: dict[str, list] = {}
+        expired: dict[str, list] = {}
+        expiry: dict[str, tuple[str, int]] = {}  # token_id -> (owner, current expiry) while scanning
+
+        def current(token_id: str) -> tuple[str, int] | None:
+            if token_id not in expiry:
+                info = before.tokens.get(token_id)
+                if info is None:
+                    return None
+                expiry[token_id] = (info.owner, info.expiry_timestamp_ms)
+            return expiry[token_id]
+
+        for envelope in travel.log.read(a, b):
+            event = envelope.event
+            kind = type(event)
+            if kind is AclCreated or kind is AclDeleted:
+                acl_ids.add(event.acl_id)
+            elif kind is ScramCredentialUpserted or kind is ScramCredentialDeleted:
+                cred_keys.add((event.user, ScramMechanism(event.mechanism)))
+            elif kind_of(event) is TOKENS:
+                token_ids.add(event.token_id)
+                if kind is DelegationTokenIssued:
+                    expiry[event.token_id] = (event.owner, event.expiry_timestamp_ms)
+                elif kind in TOKENS.updates:
+                    known = current(event.token_id)
+                    if known is None:
+                        continue
+                    owner, old = known
+                    target = renewed if kind is DelegationTokenRenewed else expired
+                    entry = target.setdefault(event.token_id, [owner, old, old, envelope.offset])
+                    entry[2], entry[3] = event.expiry_timestamp_ms, envelope.offset
+                    expiry[event.token_id] = (owner, event.expiry_timestamp_ms)
+
+        added, removed = [], []
+        for acl_id in sorted(acl_ids):
+            old, new = before.acls.get(acl_id), after.acls.get(acl_id)
+            if old == new:
+                continue
+            if old is not None:
+                removed.append((acl_id, old))
+            if new is not None:
+                added.append((acl_id, new))
+        upserted, deleted = [], []
+        for user, mechanism in sorted(cred_keys):
+            old, new = before.scram.get(user, mechanism), after.scram.get(user, mechanism)
+            if old == new:
+                continue
+            if new is not None:
+                upserted.append((user, mechanism, new.iterations))
+            elif old is not None:
+                deleted.append((user, mechanism, old.iterations))
+        issued, gone = [], []
+        for token_id in sorted(token_ids):
+            old, new = before.tokens.get(token_id), after.tokens.get(token_id)
+            if old is None and new is not None:
+                issued.append(new)
+            elif old is not None and new is None:
+                gone.append(old)
+        return Diff(a, b, tuple(added), tuple(removed), tuple(upserted), tuple(deleted), tuple(issued),
+                    expiry_changes(renewed), expiry_changes(expired), tuple(gone))
+
