@@ -1,42 +1,20 @@
-"""The history index: it answers exactly as a full scan of the log, and a bad index file is never served."""
+"""The history index: a bad index file is never served (that it answers as the log scan does is
+test_history_backends.py's)."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import textwrap
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from secmeta.core import (
-    AclBindingFilter,
-    PatternType,
-    ResourcePatternFilter,
-    ResourceType,
-    ScramMechanism,
-)
 from secmeta.core.cli import main
 from secmeta.core.forensics.history_index import HistoryIndex, index_problem
-from secmeta.core.log import LogConfig
-from secmeta.projections.snapshot import SnapshotPolicy
-from tests.core.forensics.test_timetravel_properties import (
-    NAMES,
-    OPS,
-    PRINCIPALS,
-    TYPES,
-    requests,
-    run,
-    steps,
-)
 from tests.logkit import Clock, make_keyring
 from tests.storekit import ADMIN, acl, store_at
 
@@ -44,131 +22,6 @@ from tests.storekit import ADMIN, acl, store_at
 @pytest.fixture(scope="module")
 def keyring(tmp_path_factory):
     return make_keyring(tmp_path_factory.mktemp("keys"))
-
-
-resources = st.one_of(
-    st.none(),
-    st.builds(ResourcePatternFilter, st.sampled_from([ResourceType.ANY, ResourceType.DELEGATION_TOKEN, *TYPES]),
-              st.sampled_from([None, *NAMES]),
-              st.sampled_from([PatternType.ANY, PatternType.MATCH, PatternType.LITERAL, PatternType.PREFIXED])),
-    st.builds(AclBindingFilter.of, st.sampled_from([ResourceType.ANY, *TYPES]), st.sampled_from([None, *NAMES]),
-              st.sampled_from([PatternType.ANY, PatternType.MATCH]), st.sampled_from([None, *PRINCIPALS])),
-)
-filters = st.fixed_dictionaries({}, optional={
-    "principal": st.sampled_from([*PRINCIPALS, "User:admin", "User:etl", "User:zed"]),
-    "user": st.sampled_from(["alice", "bob", "zed"]),
-    "resource": resources,
-    "event_types": st.lists(st.sampled_from(["AclCreated", "AclDeleted", "ScramCredentialUpserted",
-                                             "DelegationTokenIssued", "DelegationTokenRenewed",
-                                             "DelegationTokenRemoved"]), min_size=1, max_size=3),
-    "start_offset": st.integers(0, 30),
-    "end_offset": st.integers(0, 40),
-    "start_ms": st.integers(1_000, 20_000),
-    "end_ms": st.integers(1_000, 20_000),
-    "limit": st.integers(0, 5),
-}).filter(lambda q: q.get("start_ms", 0) <= q.get("end_ms", 1 << 62))
-
-
-# small segments, deleted once a snapshot covers them: the log starts past 0, and so does an index built then
-RETAINED = dict(log=LogConfig(segment_bytes=1024), delete_covered_segments=True, keep_snapshots=1000,
-                snapshot_policy=SnapshotPolicy(every_events=None, every_bytes=None))
-
-
-class _SnapshotEveryRequest:
-    """The store, snapshotted after every request: the log's start (a batch boundary) always has an image."""
-
-    def __init__(self, store):
-        self._store = store
-
-    def __getattr__(self, name):
-        method = getattr(self._store, name)
-
-        def then_snapshot(*args, **kwargs):
-            try:
-                return method(*args, **kwargs)
-            finally:
-                self._store.snapshot()
-        return then_snapshot
-
-
-@contextmanager
-def _store_after(keyring, plan, retained: bool):
-    """A store that ran ``plan``; ``retained``: with old segments deleted and the index rebuilt from the log's start."""
-    clock = Clock()
-    with tempfile.TemporaryDirectory() as tmp:
-        path, config = Path(tmp) / "store", RETAINED if retained else {}
-        with store_at(path, keyring, clock=clock, **config) as store:
-            if not retained:
-                run(store, clock, plan)
-                assert store.timetravel.index.wait(10)
-                yield store
-                return
-            run(_SnapshotEveryRequest(store), clock, plan)
-        shutil.rmtree(path / "history")  # rebuilt from log.start_offset at the next open
-        with store_at(path, keyring, clock=clock, **config) as store:
-            assert store.timetravel.index.wait(10)
-            assert store.timetravel.index.first_offset == store.log.start_offset
-            yield store
-
-
-def scanned(store, fn, *args, **kwargs):
-    """What ``fn`` answers when the history index is out of the way (a scan of the log)."""
-    index = store.timetravel.index
-    store.timetravel.index = None
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        store.timetravel.index = index
-
-
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=60)
-@given(plan=steps, queries=st.lists(filters, min_size=1, max_size=6),
-       timelines=st.lists(st.tuples(st.sampled_from(PRINCIPALS), st.sampled_from(OPS), st.sampled_from(TYPES),
-                                    st.sampled_from(["orders", "payments", "o"])), max_size=3),
-       retained=st.booleans())
-def test_the_index_answers_exactly_as_a_full_scan(keyring, plan, queries, timelines, retained):
-    """For random workloads and filters, history and access_timeline from the index equal a full scan
-    (also for an index built after retention deleted the log's first segments)."""
-    with _store_after(keyring, plan, retained) as store:
-        for query in queries:
-            assert list(store.history(**query)) == scanned(store, lambda q=query: list(store.history(**q)))
-        for principal, op, rt, name in timelines:
-            assert store.access_timeline(principal, op, rt, name) == scanned(
-                store, store.access_timeline, principal, op, rt, name)
-
-
-# credentials and tokens changing again and again: a diff from the index must find their state before a point
-churn = st.lists(st.tuples(st.one_of(
-    requests,
-    st.tuples(st.just("upsert"), st.just("alice"), st.just(ScramMechanism.SCRAM_SHA_256)),
-    st.tuples(st.just("unset"), st.just("alice"), st.just(ScramMechanism.SCRAM_SHA_256)),
-    st.tuples(st.just("renew"), st.integers(0, 1)),
-    st.tuples(st.just("expire"), st.integers(0, 1), st.sampled_from([-1, 1500])),
-), st.sampled_from([0, 1])), min_size=1, max_size=16)
-
-
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=60)
-@given(plan=churn, retained=st.booleans())
-def test_diff_from_the_index_equals_the_images_between_every_two_points(keyring, plan, retained):
-    """diff(a, b) from the index rows equals the images at a and b compared, for every a <= b of random logs
-    (also for an index built after retention, whose rows start past the events that set a token or credential)."""
-    with _store_after(keyring, plan, retained) as store:
-        end = store.log.end_offset
-        for a in range(store.log.start_offset, end + 1):
-            for b in range(a, end + 1):
-                assert store.diff(a, b) == scanned(store, store.diff, a, b)
-
-
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=40)
-@given(plan=steps, asks=st.lists(st.tuples(st.sampled_from(OPS), st.sampled_from(TYPES),
-                                           st.sampled_from(["orders", "ord", "payments", "o", "*"])),
-                                 min_size=1, max_size=3), retained=st.booleans())
-def test_who_could_at_every_point_from_the_index_equals_the_image_there(keyring, plan, asks, retained):
-    """who_could at a point reads only the ACL rows on the resource's patterns, and answers as the image there."""
-    with _store_after(keyring, plan, retained) as store:
-        for n in range(store.log.start_offset, store.log.end_offset + 1):
-            for op, rt, name in asks:
-                assert store.who_could(op, rt, name, at=n) == scanned(store, store.who_could, op, rt, name, at=n)
 
 
 def _store_with_history(path: Path, keyring, clock: Clock):

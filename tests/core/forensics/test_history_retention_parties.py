@@ -22,7 +22,7 @@ from secmeta.core import RequestContext
 from secmeta.core.errors import PointInTimeError
 from secmeta.core.forensics.timetravel import TimeTravel
 from secmeta.projections.image import SecurityProjection
-from tests.core.forensics.test_history_index import RETAINED, scanned
+from tests.core.forensics.history_contract import RETAINED, scanned
 from tests.logkit import Clock
 from tests.storekit import ADMIN, acl, store_at, upsert
 

@@ -1,0 +1,147 @@
+"""Both HistoryBackends keep the contract (history_contract.py), and on random logs the index answers every
+forensic query exactly as the log scan, the reference."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from secmeta.core import (
+    AclBindingFilter,
+    PatternType,
+    ResourcePatternFilter,
+    ResourceType,
+    ScramMechanism,
+)
+from secmeta.core.forensics.history import diff, history
+from secmeta.core.forensics.history_index import HistoryIndex
+from secmeta.core.forensics.queries import access_timeline, who_could_at
+from secmeta.core.forensics.scan import LogScan
+from tests.core.forensics.history_contract import HistoryBackendContract, scanned, store_after
+from tests.core.forensics.test_timetravel_properties import (
+    NAMES,
+    OPS,
+    PRINCIPALS,
+    TYPES,
+    requests,
+    steps,
+)
+from tests.logkit import make_keyring
+
+
+class TestLogScan(HistoryBackendContract):
+    @staticmethod
+    def backend(store) -> LogScan:
+        return LogScan(store.timetravel)
+
+
+class TestHistoryIndex(HistoryBackendContract):
+    @staticmethod
+    def backend(store) -> HistoryIndex:
+        index = store.timetravel.index
+        assert index.wait(10)
+        index.catch_up()
+        return index
+
+
+@pytest.fixture(scope="module")
+def keyring(tmp_path_factory):
+    return make_keyring(tmp_path_factory.mktemp("keys"))
+
+
+resources = st.one_of(
+    st.none(),
+    st.builds(ResourcePatternFilter, st.sampled_from([ResourceType.ANY, ResourceType.DELEGATION_TOKEN, *TYPES]),
+              st.sampled_from([None, *NAMES]),
+              st.sampled_from([PatternType.ANY, PatternType.MATCH, PatternType.LITERAL, PatternType.PREFIXED])),
+    st.builds(AclBindingFilter.of, st.sampled_from([ResourceType.ANY, *TYPES]), st.sampled_from([None, *NAMES]),
+              st.sampled_from([PatternType.ANY, PatternType.MATCH]), st.sampled_from([None, *PRINCIPALS])),
+)
+filters = st.fixed_dictionaries({}, optional={
+    "principal": st.sampled_from([*PRINCIPALS, "User:admin", "User:etl", "User:zed"]),
+    "user": st.sampled_from(["alice", "bob", "zed"]),
+    "resource": resources,
+    "event_types": st.lists(st.sampled_from(["AclCreated", "AclDeleted", "ScramCredentialUpserted",
+                                             "DelegationTokenIssued", "DelegationTokenRenewed",
+                                             "DelegationTokenRemoved"]), min_size=1, max_size=3),
+    "start_offset": st.integers(0, 30),
+    "end_offset": st.integers(0, 40),
+    "start_ms": st.integers(1_000, 20_000),
+    "end_ms": st.integers(1_000, 20_000),
+    "limit": st.integers(0, 5),
+}).filter(lambda q: q.get("start_ms", 0) <= q.get("end_ms", 1 << 62))
+timelines = st.lists(st.tuples(st.sampled_from(PRINCIPALS), st.sampled_from(OPS), st.sampled_from(TYPES),
+                               st.sampled_from(["orders", "payments", "o"])), max_size=3)
+
+
+def _both(store):
+    return TestHistoryIndex.backend(store), LogScan(store.timetravel)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=60)
+@given(plan=steps, queries=st.lists(filters, min_size=1, max_size=6), timelines=timelines, retained=st.booleans())
+def test_history_and_timelines_from_the_index_equal_the_scan(keyring, plan, queries, timelines, retained):
+    """For random workloads and filters, history and access_timeline through the index equal the log scan
+    (also for an index built after retention deleted the log's first segments)."""
+    with store_after(keyring, plan, retained) as store:
+        travel = store.timetravel
+        index, scan = _both(store)
+        for query in queries:
+            assert list(history(travel, **query, backend=index)) == list(history(travel, **query, backend=scan))
+        for principal, op, rt, name in timelines:
+            assert access_timeline(travel, store.config, principal, op, rt, name, backend=index) == access_timeline(
+                travel, store.config, principal, op, rt, name, backend=scan)
+
+
+# credentials and tokens changing again and again: a diff from the index must find their state before a point
+churn = st.lists(st.tuples(st.one_of(
+    requests,
+    st.tuples(st.just("upsert"), st.just("alice"), st.just(ScramMechanism.SCRAM_SHA_256)),
+    st.tuples(st.just("unset"), st.just("alice"), st.just(ScramMechanism.SCRAM_SHA_256)),
+    st.tuples(st.just("renew"), st.integers(0, 1)),
+    st.tuples(st.just("expire"), st.integers(0, 1), st.sampled_from([-1, 1500])),
+), st.sampled_from([0, 1])), min_size=1, max_size=16)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=60)
+@given(plan=churn)
+def test_diff_from_the_index_equals_the_scan_between_every_two_points(keyring, plan):
+    """diff(a, b) from the index rows equals the scan's (the images at a and b compared), for every a <= b."""
+    with store_after(keyring, plan) as store:
+        index, scan = _both(store)
+        end = store.log.end_offset
+        for a in range(end + 1):
+            for b in range(a, end + 1):
+                assert diff(store.timetravel, a, b, backend=index) == diff(store.timetravel, a, b, backend=scan)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=40)
+@given(plan=steps, asks=st.lists(st.tuples(st.sampled_from(OPS), st.sampled_from(TYPES),
+                                           st.sampled_from(["orders", "ord", "payments", "o", "*"])),
+                                 min_size=1, max_size=3))
+def test_who_could_at_every_point_from_the_index_equals_the_scan(keyring, plan, asks):
+    """who_could at a point from the index's ACL rows on the resource's patterns equals the scan's image there."""
+    with store_after(keyring, plan) as store:
+        index, scan = _both(store)
+        for n in range(store.log.end_offset + 1):
+            for op, rt, name in asks:
+                assert who_could_at(store.timetravel, store.config, op, rt, name, n, backend=index) == who_could_at(
+                    store.timetravel, store.config, op, rt, name, n, backend=scan)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=15)
+@given(plan=churn, asks=st.lists(st.tuples(st.sampled_from(OPS), st.sampled_from(TYPES), st.just("orders")),
+                                 min_size=1, max_size=2))
+def test_after_retention_the_store_answers_diff_and_who_could_as_the_scan(keyring, plan, asks):
+    """An index built after retention holds no state before its first row: the store's diff and who_could at a
+    point then answer from the scan (the index refuses), and equal it."""
+    with store_after(keyring, plan, retained=True) as store:
+        start, end = store.log.start_offset, store.log.end_offset
+        if start > 0:
+            with pytest.raises(ValueError, match="holds no state before it"):
+                store.timetravel.index.diff(start, end)
+        for a in range(start, end + 1):
+            assert store.diff(a, end) == scanned(store, store.diff, a, end)
+            for op, rt, name in asks:
+                assert store.who_could(op, rt, name, at=a) == scanned(store, store.who_could, op, rt, name, at=a)
