@@ -59,7 +59,7 @@ from secmeta.core.forensics.backend import (
     token_parties,
 )
 from secmeta.core.log import Log
-from secmeta.events.entities import TOKENS, Parties, kind_of
+from secmeta.events.entities import CREDENTIALS, TOKENS, Parties, kind_of
 from secmeta.events.records import (
     AclCreated,
     AclDeleted,
@@ -453,9 +453,10 @@ class HistoryIndex:
             scram_last: dict[str, tuple[str, str]] = {}
             token_rows = []
             for offset, event_type, entity, payload in self._entity_rows(a, b):
-                if event_type in _SCRAM_EVENTS:
+                kind = kind_of(event_type)
+                if kind is CREDENTIALS:
                     scram_last[entity] = (event_type, payload)
-                else:
+                elif kind is TOKENS:
                     token_rows.append((offset, event_type, entity, payload))
             upserted, deleted = self._credential_changes(a, scram_last)
             issued, renewed, expired, gone = self._token_changes(a, token_rows)
@@ -550,9 +551,9 @@ class HistoryIndex:
         return tuple(issued), expiry_changes(renewed), expiry_changes(expired), tuple(gone)
 
 
-_SCRAM_EVENTS = ("ScramCredentialUpserted", "ScramCredentialDeleted")
-_TOKEN_PRESENCE = ("DelegationTokenIssued", "DelegationTokenRemoved")
-_TOKEN_EXPIRY = ("DelegationTokenIssued", "DelegationTokenRenewed", "DelegationTokenExpired")
+_SCRAM_EVENTS = CREDENTIALS.event_names
+_TOKEN_PRESENCE = tuple(t.__name__ for t in TOKENS.opens + TOKENS.closes)  # whether a token was alive
+_TOKEN_EXPIRY = tuple(t.__name__ for t in TOKENS.opens + TOKENS.updates)  # what set its expiry
 
 
 def _credential(payload: dict) -> Credential:

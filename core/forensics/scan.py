@@ -18,15 +18,11 @@ from secmeta.core.forensics.backend import (
     expiry_changes,
     token_parties,
 )
-from secmeta.events.entities import CREDENTIALS, TOKENS, Parties, kind_of
+from secmeta.events.entities import ACLS, CREDENTIALS, TOKENS, Parties, kind_of
 from secmeta.events.records import (
-    AclCreated,
-    AclDeleted,
     DelegationTokenIssued,
     DelegationTokenRenewed,
     Event,
-    ScramCredentialDeleted,
-    ScramCredentialUpserted,
 )
 from secmeta.events.types import AclBinding, ResourceType, ScramMechanism
 from secmeta.projections.acl_match import covers
@@ -101,9 +97,7 @@ class LogScan:
 
     def acl_changes(self, lo: int, hi: int, resource_type: ResourceType, name: str) -> Iterator[Change]:
         for envelope in self.travel.log.read(lo, hi):
-            kind = type(envelope.event)
-            if (kind is AclCreated or kind is AclDeleted) and covers(envelope.event.binding.pattern, resource_type,
-                                                                     name):
+            if kind_of(envelope.event) is ACLS and covers(envelope.event.binding.pattern, resource_type, name):
                 yield Change.of(envelope)
 
     def acls_at(self, n: int, resource_type: ResourceType, name: str) -> list[tuple[str, AclBinding]]:
@@ -131,11 +125,12 @@ class LogScan:
         for envelope in travel.log.read(a, b):
             event = envelope.event
             kind = type(event)
-            if kind is AclCreated or kind is AclDeleted:
+            entity = kind_of(event)
+            if entity is ACLS:
                 acl_ids.add(event.acl_id)
-            elif kind is ScramCredentialUpserted or kind is ScramCredentialDeleted:
+            elif entity is CREDENTIALS:
                 cred_keys.add((event.user, ScramMechanism(event.mechanism)))
-            elif kind_of(event) is TOKENS:
+            elif entity is TOKENS:
                 token_ids.add(event.token_id)
                 if kind is DelegationTokenIssued:
                     expiry[event.token_id] = (event.owner, event.expiry_timestamp_ms)
