@@ -25,10 +25,6 @@ class Attribution:
     actor_host: str
     request_id: str
 
-    @classmethod
-    def of(cls, envelope: Envelope) -> Attribution:
-        return cls(*attributed(envelope))
-
     def to_dict(self) -> dict[str, Any]:
         return {"offset": self.offset, "timestamp_ms": self.timestamp_ms, "actor_principal": self.actor_principal,
                 "actor_host": self.actor_host, "request_id": self.request_id}

@@ -18,7 +18,7 @@ from secmeta.core.forensics.backend import (
     expiry_changes,
     token_parties,
 )
-from secmeta.events.entities import ACLS, CREDENTIALS, TOKENS, Parties, kind_of
+from secmeta.events.entities import ACLS, CREDENTIALS, TOKENS, Parties, involves, kind_of
 from secmeta.events.records import (
     DelegationTokenIssued,
     DelegationTokenRenewed,
@@ -31,10 +31,10 @@ from secmeta.projections.authorizer import acls_on
 if TYPE_CHECKING:
     from secmeta.core.forensics.timetravel import TimeTravel
 
-__all__ = ["LogScan", "WindowParties"]
+__all__ = ["LogScan"]
 
 
-class WindowParties:
+class _WindowParties:
     """``entities.Parties`` for a window of the log starting at offset ``lo``.
 
     An event opening an entity in the window says who the entity involves; for a later
@@ -50,16 +50,16 @@ class WindowParties:
         self._opened: set[str] = set()
         self._start: Parties | None = None
 
+    def observe(self, event: Event) -> None:
+        """Note who an entity opened by ``event`` involves (every event of the window, in order)."""
+        kind = kind_of(event)
+        if kind.carries_parties and type(event) in kind.opens:
+            self._window.observe(event)
+            self._opened.add(event.entity_key)
+
     def of(self, event: Event) -> tuple[str, ...]:
         """Every principal ``event`` involves: those it names and those its entity's opening event named."""
-        kind = kind_of(event)
-        if not kind.carries_parties:
-            return kind.principals(event)
-        key = event.entity_key
-        if type(event) in kind.opens:
-            self._window.observe(event)
-            self._opened.add(key)
-        if key in self._opened:
+        if not kind_of(event).carries_parties or event.entity_key in self._opened:
             return self._window.of(event)
         if self._start is None:
             self._start = Parties(self._at_start().items())
@@ -75,15 +75,14 @@ class LogScan:
     def entries(self, query: HistoryQuery) -> Iterator[HistoryEntry]:
         travel, principal, user, types, resource = (self.travel, query.principal, query.user, query.event_types,
                                                     query.resource)
-        parties = WindowParties(lambda: token_parties(travel.image_at_or_after(query.lo)))
+        parties = _WindowParties(lambda: token_parties(travel.image_at_or_after(query.lo)))
         for envelope in travel.log.read(query.lo, query.hi):
             if query.start_ms is not None and envelope.timestamp_ms < query.start_ms:
                 continue
             if query.end_ms is not None and envelope.timestamp_ms > query.end_ms:
                 continue
             event = envelope.event
-            if principal is not None:  # before any filter: a later event may need the parties this one names
-                involved = envelope.actor_principal == principal or principal in parties.of(event)
+            parties.observe(event)  # before any filter: a later event may need the parties this one names
             if types is not None and envelope.event_type not in types:
                 continue
             if user is not None and not (kind_of(event) is CREDENTIALS and event.user == user):
@@ -91,7 +90,8 @@ class LogScan:
             if resource is not None and not resource.matches(envelope.event_type, getattr(event, "binding", None),
                                                              event.entity_key):
                 continue
-            if principal is not None and not involved:
+            if principal is not None and not (envelope.actor_principal == principal
+                                              or involves(event, principal, parties)):
                 continue
             yield HistoryEntry.of(envelope)
 
