@@ -5,19 +5,27 @@ token secret, never stored).  ``TokensDelta(image)`` records issues, expiry
 changes and removals (of a token that does not exist: InconsistentEventError);
 ``apply()`` returns a new image sharing the untouched tokens, or the same image
 when nothing changed. ``TokenInfo.is_expired`` is the one expiry rule.
+
+A token's fields are ``DelegationTokenIssued``'s (``TOKEN_FIELDS``): ``TokenInfo.of`` reads
+them from the event, from a redacted payload or any mapping, and ``TokenInfo.issued``
+gives the event that opens the token as it stands; nothing else spells the list out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from typing import ClassVar
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, ClassVar
 
 import immutables
 
+from secmeta.events.records import DelegationTokenIssued
 from secmeta.projections.errors import InconsistentEventError
 
-__all__ = ["TokenInfo", "TokensDelta", "TokensImage"]
+__all__ = ["TOKEN_FIELDS", "TokenInfo", "TokensDelta", "TokensImage"]
+
+#: A token's fields, in order: those of the event that issues it (and of ``TokenInfo``).
+TOKEN_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(DelegationTokenIssued))
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +39,18 @@ class TokenInfo:
     issue_timestamp_ms: int
     expiry_timestamp_ms: int
     max_timestamp_ms: int
+
+    @classmethod
+    def of(cls, source: DelegationTokenIssued | Mapping[str, Any]) -> TokenInfo:
+        """The token an issue event, a redacted payload or a row of ``TOKEN_FIELDS`` describes."""
+        get = source.__getitem__ if isinstance(source, Mapping) else source.__getattribute__
+        values = {name: get(name) for name in TOKEN_FIELDS}
+        values["renewers"] = tuple(values["renewers"] or ())
+        return cls(**values)
+
+    def issued(self) -> DelegationTokenIssued:
+        """The event that issues this token as it stands (its current expiry included)."""
+        return DelegationTokenIssued(*(getattr(self, name) for name in TOKEN_FIELDS))
 
     def is_expired(self, now_ms: int) -> bool:
         """Kafka's rule: expired once now is past the expiry or the max timestamp."""
@@ -121,3 +141,4 @@ class TokensDelta:
         if mutation is None:
             return self.image
         return TokensImage(mutation.finish())
+

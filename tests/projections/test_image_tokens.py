@@ -1,9 +1,13 @@
 """TokensImage and TokensDelta: tokens by id, expiry changes, Kafka's expiry rule."""
 
 import pytest
+from hypothesis import given
 
+from secmeta.events.records import DelegationTokenIssued, Envelope
+from secmeta.events.redact import redacted
 from secmeta.projections.errors import InconsistentEventError
 from secmeta.projections.tokens import TokenInfo, TokensDelta, TokensImage
+from tests.strategies_events import events_of_each_type
 
 
 def token(token_id="t1", expiry=1_000, max_ts=2_000):
@@ -104,3 +108,12 @@ def test_expired_lists_only_expired_tokens_by_id():
     """expired() returns just the expired tokens, sorted by token id."""
     image = issued(token("c", 10), token("a", 10), token("b", 5_000, 6_000))
     assert [t.token_id for t in image.expired(100)] == ["a", "c"]
+
+
+@given(events_of_each_type()[DelegationTokenIssued])
+def test_a_token_and_the_event_that_issues_it_convert_both_ways(event):
+    """TokenInfo.of(event).issued() is the event again, and its redacted payload gives the same token."""
+    info = TokenInfo.of(event)
+    assert info.issued() == event
+    assert TokenInfo.of(redacted(Envelope(0, 0, "User:a", "h", "r", event))["payload"]) == info
+    assert info.token_id == event.token_id and info.renewers == tuple(event.renewers)
