@@ -28,7 +28,7 @@ appear as ``resource_type``, ``resource_name``, ``pattern_type``, ``principal``,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 from .records import (
     AclCreated,
@@ -42,7 +42,7 @@ from .records import (
     ScramCredentialUpserted,
 )
 
-__all__ = ["KINDS", "EntityKind", "Parties", "entity_key", "involves", "kind_of"]
+__all__ = ["KINDS", "EntityKind", "Parties", "closes", "entity_key", "involves", "kind_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,14 +71,36 @@ class EntityKind:
     @property
     def event_names(self) -> tuple[str, ...]:
         """The names of ``event_types`` (``Envelope.event_type``), in the same order."""
-        return tuple(t.__name__ for t in self.event_types)
+        return _names(self.event_types)
+
+    @property
+    def open_names(self) -> tuple[str, ...]:
+        return _names(self.opens)
+
+    @property
+    def update_names(self) -> tuple[str, ...]:
+        return _names(self.updates)
+
+    @property
+    def close_names(self) -> tuple[str, ...]:
+        return _names(self.closes)
+
+    def updated(self, current: Event, update: Event) -> Event:
+        """The entity after ``update``: ``current`` (the event that opens it as it stands) with the
+        attributes ``update`` carries; the others carry over."""
+        carried = {f.name: getattr(update, f.name) for f in fields(update) if f.name in self.attributes}
+        return replace(current, **carried)
 
     def role(self, event: Event) -> str:
         """What ``event`` does to its entity: ``"open"``, ``"update"`` or ``"close"``."""
         kind = type(event)
-        if kind in self.closes or (self.closed_when_none and getattr(event, self.closed_when_none) is None):
+        if kind in self.closes or (self.closed_when_none and getattr(event, self.closed_when_none, ...) is None):
             return "close"
         return "update" if kind in self.updates else "open"
+
+
+def _names(types: tuple[type, ...]) -> tuple[str, ...]:
+    return tuple(t.__name__ for t in types)
 
 
 def _acl_principals(event: AclCreated | AclDeleted) -> tuple[str, ...]:
@@ -124,6 +146,11 @@ def kind_of(event: Event | type | str) -> EntityKind:
     if isinstance(event, str):
         return _BY_NAME[event]
     return _BY_TYPE[event if isinstance(event, type) else type(event)]
+
+
+def closes(event: Event) -> bool:
+    """Whether ``event`` ends its entity (a closing type, or ``closed_when_none``'s attribute None)."""
+    return kind_of(event).role(event) == "close"
 
 
 def entity_key(event: Event) -> str:

@@ -27,8 +27,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -36,23 +36,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER
-from secmeta.consumers.kafka.wire import (
-    HEADER_HISTORY_OFFSET,
-    encode_tombstone,
-    is_removal,
-    message_encoder,
-)
+from secmeta.consumers.kafka.state_form import StateForm
+from secmeta.consumers.kafka.wire import HEADER_HISTORY_OFFSET, encode_tombstone, message_encoder
 from secmeta.core.errors import InvalidValueError, SecmetaError
 from secmeta.core.log import Log
 from secmeta.events.durable import write_atomically
+from secmeta.events.entities import KINDS
 from secmeta.events.keyring import Keyring
-from secmeta.events.records import (
-    DelegationTokenExpired,
-    DelegationTokenIssued,
-    DelegationTokenRemoved,
-    DelegationTokenRenewed,
-    Envelope,
-)
+from secmeta.events.records import Event
+from secmeta.projections.entity_events import opening_events
 from secmeta.projections.gc_pause import paused_gc
 
 __all__ = [
@@ -274,9 +266,7 @@ class Publisher:
         self._fatal: str | None = None
         self._backoff = 0.0
         self._last_stage = ""
-        # Tokens as of the checkpoint (complete once loaded), for the state form of expiry changes.
-        self._tokens: dict[str, DelegationTokenIssued] = {}
-        self._tokens_complete = self._checkpoint == 0
+        self._state_form = StateForm(self._opened_at_checkpoint)
         self._closed = False
 
     # -- checkpoint ----------------------------------------------------------------------
@@ -496,27 +486,24 @@ class Publisher:
             return self._failed(chunk, "history")
         self._report("history delivered", f"through offset {envelopes[-1].offset}")
 
-        tokens: dict[str, DelegationTokenIssued | None] = {}
-        state, callback = self.state_topic, chunk.state_callback
+        state, callback, form = self.state_topic, chunk.state_callback, self._state_form
         for env, message, position in zip(envelopes, encoded, chunk.history_offsets()):
-            key, value, headers = self._state_form(env, message, tokens)
+            whole, closes = form.of(env)
+            key, value, headers = message if whole is env else self._encode(whole)
             at = (HEADER_HISTORY_OFFSET, b"%d" % position)
             chunk.outstanding += 1
             produce(state, value, key, PARTITION, callback, headers=[*headers, at])
-            if is_removal(env):
+            if closes:
                 key, value, headers = encode_tombstone(env)
                 chunk.outstanding += 1
                 produce(state, value, key, PARTITION, callback, headers=[*headers, at])
         if not self._await(chunk, producer, stop, deadline):
+            form.discard()
             return self._failed(chunk, "state")
         self._report("state delivered", f"through offset {envelopes[-1].offset}")
 
         self._write_checkpoint(envelopes[-1].offset + 1)
-        for token_id, token in tokens.items():
-            if token is None:
-                self._tokens.pop(token_id, None)
-            else:
-                self._tokens[token_id] = token
+        form.commit()
         self.published += len(envelopes)
         self._backoff = 0.0
         self._report("checkpointed")
@@ -533,37 +520,15 @@ class Publisher:
             self._topics_ready = False
         return 0
 
-    def _state_form(self, env: Envelope, encoded: tuple, tokens: dict[str, DelegationTokenIssued | None]) -> tuple:
-        """The state-topic message of an event: the event itself, or the whole token after an expiry change."""
-        event = env.event
-        if isinstance(event, DelegationTokenIssued):
-            tokens[event.token_id] = event
-        elif isinstance(event, DelegationTokenRemoved):
-            tokens[event.token_id] = None
-        elif isinstance(event, DelegationTokenRenewed | DelegationTokenExpired):
-            current = tokens[event.token_id] if event.token_id in tokens else self._token(event.token_id)
-            if current is not None:
-                current = replace(current, expiry_timestamp_ms=event.expiry_timestamp_ms)
-                tokens[event.token_id] = current
-                return self._encode(replace(env, event=current))
-            logger.warning("expiry change at offset %d for token %s that is not known at the checkpoint; "
-                           "publishing the change itself to the state topic", env.offset, event.token_id)
-        return encoded
+    def _opened_at_checkpoint(self) -> Iterator[Event]:
+        """The entities of kinds with update events open at the checkpoint (the image there, loaded once)."""
+        if self._checkpoint == 0:
+            return iter(())
+        # imported only when resuming with updates to fold
+        from secmeta.core.forensics.timetravel import TimeTravel
 
-    def _token(self, token_id: str) -> DelegationTokenIssued | None:
-        """A token as of the checkpoint (loading the image there once, when resuming)."""
-        if not self._tokens_complete:
-            from secmeta.core.forensics.timetravel import (
-                TimeTravel,  # only when resuming with token changes
-            )
-
-            image = TimeTravel(self._log, memory_bytes=0).image_at(self._checkpoint)
-            for info in image.tokens:
-                self._tokens.setdefault(info.token_id, DelegationTokenIssued(
-                    info.token_id, info.owner, info.requester, tuple(info.renewers),
-                    info.issue_timestamp_ms, info.expiry_timestamp_ms, info.max_timestamp_ms))
-            self._tokens_complete = True
-        return self._tokens.get(token_id)
+        image = TimeTravel(self._log, memory_bytes=0).image_at(self._checkpoint)
+        return opening_events(image, [kind for kind in KINDS if kind.updates])
 
     def run(self, stop_event: threading.Event | None = None,
             progress: Callable[[PublisherStatus], None] | None = None, *, poll_interval: float = 0.5) -> None:

@@ -16,9 +16,11 @@ headers
 State-topic messages (values and tombstones) also carry
 ``secmeta.history_offset``: the Kafka offset in the history topic (partition 0)
 of the same event, so a reader that rebuilt the state can follow the history
-from there.  A token's expiry change appears on the state topic as the whole
-token (a ``DelegationTokenIssued`` with the new expiry and the change's log
-offset), so the latest value per key is always a complete entity.
+from there.  An event that updates an entity appears on the state topic as the
+whole entity (``state_form``: a token's expiry change as its
+``DelegationTokenIssued`` with the new expiry, at the change's log offset), so
+the latest value per key is always a complete entity.  Key and removal follow
+the kind declarations (``secmeta.events.entities``).
 
 ``decode_message`` raises ``NotOurMessage`` (with a ``reason``) for anything
 that is not a message written by ``encode_message``.
@@ -31,14 +33,9 @@ from collections.abc import Callable, Iterable, Sequence
 
 from secmeta.events.codec import SINGLE_OBJECT_MARKER, EventCodec
 from secmeta.events.codegen import setter_constructor
+from secmeta.events.entities import closes
 from secmeta.events.errors import EventsError, SecmetaError, UnknownSchemaError
-from secmeta.events.records import (
-    EVENT_TYPES,
-    AclDeleted,
-    DelegationTokenRemoved,
-    Envelope,
-    ScramCredentialDeleted,
-)
+from secmeta.events.records import EVENT_TYPES, Envelope
 from secmeta.events.single_object import SingleObjects
 
 __all__ = [
@@ -50,7 +47,6 @@ __all__ = [
     "HEADER_OFFSET",
     "HEADER_REQUEST_ID",
     "HEADER_TIMESTAMP",
-    "REMOVAL_EVENTS",
     "NotOurMessage",
     "decode_message",
     "encode_message",
@@ -88,9 +84,6 @@ _ALL_BYTES = (bytes,) * len(_REQUIRED)  # the fast path's header values; others 
 _TYPE_NAMES = {cls: name.encode() for name, cls in EVENT_TYPES.items()}
 _new_envelope = setter_constructor(Envelope)
 
-#: Events after which the entity no longer exists (a tombstone follows on the state topic).
-REMOVAL_EVENTS: tuple[type, ...] = (AclDeleted, ScramCredentialDeleted, DelegationTokenRemoved)
-
 Headers = list[tuple[str, bytes]]
 
 
@@ -103,8 +96,8 @@ class NotOurMessage(SecmetaError, ValueError):
 
 
 def is_removal(envelope: Envelope) -> bool:
-    """Whether the event removes its entity (so the state topic gets a tombstone)."""
-    return isinstance(envelope.event, REMOVAL_EVENTS)
+    """Whether the event removes its entity (so the state topic gets a tombstone): its kind says."""
+    return closes(envelope.event)
 
 
 def encode_message(codec: EventCodec, envelope: Envelope) -> tuple[bytes, bytes, Headers]:

@@ -1,0 +1,35 @@
+"""Every entity open in an image, as the event that opens it as it stands: replay's inverse.
+
+Replaying ``opening_events(image)`` into an empty image gives ``image`` back (its offset aside).
+A reader that keeps one event per entity (the Kafka mirror's compacted state topic) starts from
+these where it cannot start from the log. Each kind's part of the image is its own projection's,
+so each kind names its reader here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from secmeta.events.entities import ACLS, CREDENTIALS, KINDS, TOKENS, EntityKind
+from secmeta.events.records import AclCreated, Event, ScramCredentialUpserted
+from secmeta.projections.image import SecurityImage
+
+__all__ = ["opening_events"]
+
+_OPEN: dict[str, Callable[[SecurityImage], Iterable[Event]]] = {
+    ACLS.name: lambda image: (AclCreated(acl_id, binding) for acl_id, binding in image.acls),
+    CREDENTIALS.name: lambda image: (ScramCredentialUpserted(user, entry.mechanism, entry.iterations, entry.secret)
+                                     for user, entry in image.scram),
+    TOKENS.name: lambda image: (info.issued() for info in image.tokens),
+}
+
+
+def opening_events(image: SecurityImage, kinds: Iterable[EntityKind] = KINDS) -> Iterator[Event]:
+    """The opening event of every entity of ``kinds`` open in ``image``, as the entity stands there."""
+    for kind in kinds:
+        try:
+            reader = _OPEN[kind.name]
+        except KeyError:
+            raise KeyError(f"no reader of {kind.name} entities from an image: add one to "
+                           f"secmeta.projections.entity_events") from None
+        yield from reader(image)
