@@ -28,7 +28,7 @@ appear as ``resource_type``, ``resource_name``, ``pattern_type``, ``principal``,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 from .records import (
     AclCreated,
@@ -62,6 +62,15 @@ class EntityKind:
     carries_parties: bool = False
     # Each key opens at most once and closes at most once (acl ids are never reused).
     single_use_keys: bool = False
+    # derived: the opening and update types that carry closed_when_none's field (None there: a close)
+    closing_when_none: tuple[type, ...] = field(init=False, repr=False, compare=False, default=())
+
+    def __post_init__(self) -> None:
+        name = self.closed_when_none
+        closing = tuple(t for t in self.opens + self.updates if name is not None and name in _field_names(t))
+        if name is not None and not closing:
+            raise TypeError(f"{self.name}: no opening or update event carries closed_when_none's field {name!r}")
+        object.__setattr__(self, "closing_when_none", closing)
 
     @property
     def event_types(self) -> tuple[type, ...]:
@@ -88,19 +97,23 @@ class EntityKind:
     def updated(self, current: Event, update: Event) -> Event:
         """The entity after ``update``: ``current`` (the event that opens it as it stands) with the
         attributes ``update`` carries; the others carry over."""
-        carried = {f.name: getattr(update, f.name) for f in fields(update) if f.name in self.attributes}
+        carried = {name: getattr(update, name) for name in _field_names(type(update)) if name in self.attributes}
         return replace(current, **carried)
 
     def role(self, event: Event) -> str:
         """What ``event`` does to its entity: ``"open"``, ``"update"`` or ``"close"``."""
         kind = type(event)
-        if kind in self.closes or (self.closed_when_none and getattr(event, self.closed_when_none, ...) is None):
+        if kind in self.closes or (kind in self.closing_when_none and getattr(event, self.closed_when_none) is None):
             return "close"
         return "update" if kind in self.updates else "open"
 
 
 def _names(types: tuple[type, ...]) -> tuple[str, ...]:
     return tuple(t.__name__ for t in types)
+
+
+def _field_names(event_type: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(event_type))
 
 
 def _acl_principals(event: AclCreated | AclDeleted) -> tuple[str, ...]:

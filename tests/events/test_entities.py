@@ -1,5 +1,9 @@
 """secmeta.events.entities: every logged event type belongs to exactly one declared kind."""
 
+from dataclasses import replace
+
+import pytest
+
 from secmeta.events.entities import KINDS, Parties, involves, kind_of
 from secmeta.events.records import (
     EVENT_TYPES,
@@ -16,6 +20,7 @@ from secmeta.events.types import (
     ResourceType,
     ScramMechanism,
 )
+from tests.entitykit import WIDGETS, WidgetMade, WidgetPainted, WidgetResized, WidgetScrapped
 
 
 def test_every_event_type_has_one_kind():
@@ -55,3 +60,24 @@ def test_each_event_opens_updates_or_closes_as_its_kind_declares():
     token = kind_of(issued)
     assert (token.role(issued), token.role(DelegationTokenRenewed("tok", -1, 5))) == ("open", "update")
     assert kind_of(ScramCredentialDeleted).role(ScramCredentialDeleted("a", ScramMechanism.SCRAM_SHA_256)) == "close"
+
+
+def test_an_update_carries_its_attributes_and_the_others_carry_over():
+    """A renewal's state is the issued token with the renewal's expiry; its renew period is no attribute."""
+    issued = DelegationTokenIssued("tok", "User:alice", "User:alice", ("User:ops",), 1, 2, 3)
+    assert kind_of(issued).updated(issued, DelegationTokenRenewed("tok", 99, 7)) == DelegationTokenIssued(
+        "tok", "User:alice", "User:alice", ("User:ops",), 1, 7, 3)
+
+
+def test_closed_when_none_closes_only_the_events_that_carry_its_field():
+    """A widget resized to None closes; a repaint (no size field) stays an update; a made widget opens."""
+    assert WIDGETS.role(WidgetResized("w", None)) == "close"
+    assert WIDGETS.role(WidgetResized("w", 2)) == "update"
+    assert WIDGETS.role(WidgetPainted("w", "red", "b")) == "update"
+    assert WIDGETS.role(WidgetMade("w", "User:a", "red", 1)) == "open"
+    assert WIDGETS.role(WidgetScrapped("w")) == "close"
+
+
+def test_a_closed_when_none_field_no_event_carries_is_refused():
+    with pytest.raises(TypeError, match="colour_code"):
+        replace(WIDGETS, closed_when_none="colour_code")
