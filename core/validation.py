@@ -31,11 +31,15 @@ Rules (stricter than Kafka where noted in the README's list of differences):
   the same message.
 - secrets (passwords, salts, salted passwords): ``bytes``, or ``str`` encoded as UTF-8; a failure
   never carries the value, not even as the context of the error.
+- client quota values: Kafka's ClientQuotaControlManager.validateQuotaKeyValue (greater than 0; for
+  a LONG or INT key no larger than its maximum and integral within 1e-6); NaN and infinity are
+  refused (Kafka stores NaN, and infinity for DOUBLE keys).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -60,6 +64,7 @@ __all__ = [
     "principal",
     "principal_parts",
     "principal_text",
+    "quota_value",
     "reraised_as",
     "secret_bytes",
     "string",
@@ -216,3 +221,21 @@ def secret_bytes(value: object, field: str) -> bytes:
     if _SURROGATE.search(value):  # checked, not caught: a UnicodeEncodeError would carry the secret
         raise FieldError(field, "is not valid UTF-8 (it holds a lone surrogate)")
     return value.encode("utf-8")
+
+
+def quota_value(value: object, key: str, integral_max: int | None) -> float:
+    """A client quota's value as a float, in Kafka's words when refused (``integral_max``: None for a DOUBLE key)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FieldError(f"Quota {key}", f"must be a number, not {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value) or math.isinf(value):
+        raise FieldError(f"Quota {key}", f"must be a finite number, not {value}")
+    if value <= 0:
+        raise FieldError(f"Quota {key}", "must be greater than 0")
+    if integral_max is not None:
+        if value > float(integral_max):  # as Java compares: the LONG maximum as a double is 2**63
+            kind = "an INT" if integral_max < 2**31 else "a LONG"
+            raise FieldError(f"Proposed value for {key}", f"is too large for {kind}.")
+        if abs(math.fmod(value, 1.0)) > 1e-6:
+            raise FieldError(key, "cannot be a fractional value.")
+    return value

@@ -221,6 +221,8 @@ class DecoderCompiler:
             line(f"p += {4 if k == 'float' else 8}", indent)
         elif k == "null":
             line(f"{var} = None", indent)
+        elif k == "union":
+            self.union(schema, indent, lambda _, branch, at: self.read(branch, var, leaf, at))
         elif k == "record":
             cls = record_class(leaf.hint, schema)
             plan = record_plan(cls, tuple(f["name"] for f in schema["fields"]))

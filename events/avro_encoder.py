@@ -10,6 +10,7 @@ append exactly fastavro's bytes (tested) to a list of parts.
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Callable, Mapping
 from enum import Enum
 from io import BytesIO
@@ -91,6 +92,15 @@ def _fixed_writer(size: int) -> Callable[[Any], bytes]:
     return write
 
 
+def _write_double(v: Any) -> bytes:
+    if v.__class__ is not float and (isinstance(v, bool) or not isinstance(v, (int, float))):
+        raise TypeError(f"expected a number, got {type(v).__name__}")
+    return _DOUBLE(v)
+
+
+_DOUBLE = struct.Struct("<d").pack
+
+
 def _seq(v: Any) -> Any:
     if isinstance(v, (str, bytes, bytearray)) or not hasattr(v, "__len__"):
         raise TypeError(f"expected a sequence, got {type(v).__name__}")
@@ -103,12 +113,14 @@ _HELPERS = {
     "_str": _write_str,
     "_bytes": _write_bytes,
     "_seq": _seq,
+    "_double": _write_double,
 }
 _PRIMITIVE_WRITERS = {
     "int": "_int({})",
     "long": "_long({})",
     "bytes": "_bytes({})",
     "string": "_str({})",
+    "double": "_double({})",
 }
 
 
@@ -174,6 +186,13 @@ class EncoderCompiler:
         elif k == "record":
             for field in schema["fields"]:
                 self.value(field["type"], f"{expr}.{field['name']}", indent)
+        elif k == "union" and len(schema) == 2 and resolve(schema[0], self.named) == "null":
+            self.line(f"if {expr} is None:", indent)  # an optional value: ["null", T]
+            self.const(b"\x00", indent + 4)
+            self.line("else:", indent)
+            self.const(b"\x02", indent + 4)
+            self.value(schema[1], expr, indent + 4)
+            self._flush()
         elif k == "array":
             a = self.src.temp("a")
             i = self.src.temp("i")

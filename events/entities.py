@@ -33,6 +33,8 @@ from dataclasses import dataclass, field, fields, replace
 from .records import (
     AclCreated,
     AclDeleted,
+    ClientQuotaAltered,
+    ClientQuotaEntity,
     DelegationTokenExpired,
     DelegationTokenIssued,
     DelegationTokenRemoved,
@@ -148,7 +150,19 @@ TOKENS = EntityKind(
     closes=(DelegationTokenRemoved,), principals=_token_principals,
     table="tokens", intervals_table="token_intervals", carries_parties=True)
 
-KINDS: tuple[EntityKind, ...] = (ACLS, CREDENTIALS, TOKENS)
+
+
+def _quota_principals(event: ClientQuotaAltered) -> tuple[str, ...]:
+    user = ClientQuotaEntity.parse(event.entity).user
+    return () if user is None else (f"User:{user}",)
+
+
+QUOTAS = EntityKind(
+    "quota", key=("entity", "key"), attributes=("value",),
+    opens=(ClientQuotaAltered,), closes=(), closed_when_none="value", principals=_quota_principals,
+    table="quotas", intervals_table="quota_intervals")
+
+KINDS: tuple[EntityKind, ...] = (ACLS, CREDENTIALS, TOKENS, QUOTAS)
 
 _BY_TYPE: dict[type, EntityKind] = {t: kind for kind in KINDS for t in kind.event_types}
 _BY_NAME: dict[str, EntityKind] = {t.__name__: kind for t, kind in _BY_TYPE.items()}

@@ -29,6 +29,7 @@ from .errors import EventSchemaError
 from .records import (
     AclCreated,
     AclDeleted,
+    ClientQuotaAltered,
     DelegationTokenExpired,
     DelegationTokenIssued,
     DelegationTokenRemoved,
@@ -107,6 +108,7 @@ BINDINGS: dict[type, dict[str, Binding]] = {
     DelegationTokenRenewed: _same("token_id", "renew_period_ms", "expiry_timestamp_ms"),
     DelegationTokenExpired: _same("token_id", "expiry_period_ms", "expiry_timestamp_ms"),
     DelegationTokenRemoved: {**_same("token_id"), "reason": ("reason", TokenRemovalReason)},
+    ClientQuotaAltered: _same("entity", "key", "value"),
 }
 
 # The EnvelopeGroup fields taken from an Envelope's attributes (the rest of an

@@ -1,14 +1,17 @@
 """The logged events as Python values, one frozen dataclass per Avro event schema.
 
 Each event names the entity it changes (``entity_key``): ``acl:<acl_id>``,
-``scram:<user>:<SCRAM-SHA-256|SCRAM-SHA-512>`` or ``token:<token_id>``.
+``scram:<user>:<SCRAM-SHA-256|SCRAM-SHA-512>``, ``token:<token_id>`` or
+``quota:<entity>:<key>`` (a ``ClientQuotaEntity`` in its canonical form).
 An ``Envelope`` wraps one event with its log position, time and actor.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from urllib.parse import quote, unquote
 
 from .keyring import SealedSecret
 from .types import AclBinding, ScramMechanism
@@ -17,6 +20,8 @@ __all__ = [
     "EVENT_TYPES",
     "AclCreated",
     "AclDeleted",
+    "ClientQuotaAltered",
+    "ClientQuotaEntity",
     "DelegationTokenExpired",
     "DelegationTokenIssued",
     "DelegationTokenRemoved",
@@ -146,6 +151,63 @@ class DelegationTokenRemoved:
         return f"token:{self.token_id}"
 
 
+QUOTA_ENTITY_TYPES = ("user", "client-id", "ip")
+_DEFAULT = "<default>"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotaEntity:
+    """What a client quota applies to (Kafka's ClientQuotaEntity): entity type -> name, None = the default.
+
+    ``parts`` is in canonical order (user, client-id, ip, then any other type by name), so two
+    entities with the same parts are equal whatever order they were given in. ``str()`` is the
+    canonical form stored in events and entity keys: ``user=alice,client-id=app-1``, a default
+    name written ``<default>`` and every name percent-encoded (``<`` included), so the form is
+    unambiguous (a client-id literally named ``<default>`` is ``client-id=%3Cdefault%3E``).
+    """
+
+    parts: tuple[tuple[str, str | None], ...]
+
+    @classmethod
+    def of(cls, parts: Mapping[str, str | None] | ClientQuotaEntity) -> ClientQuotaEntity:
+        """The entity of a mapping type -> name (None = default), in canonical order."""
+        if isinstance(parts, ClientQuotaEntity):
+            return parts
+        rank = {t: i for i, t in enumerate(QUOTA_ENTITY_TYPES)}
+        return cls(tuple(sorted(parts.items(), key=lambda p: (rank.get(p[0], len(rank)), str(p[0])))))
+
+    @classmethod
+    def parse(cls, text: str) -> ClientQuotaEntity:
+        """The entity of a canonical form ``str()`` wrote."""
+        parts = (part.split("=", 1) for part in text.split(",")) if text else ()
+        return cls(tuple((unquote(t), None if n == _DEFAULT else unquote(n)) for t, n in parts))
+
+    def as_dict(self) -> dict[str, str | None]:
+        return dict(self.parts)
+
+    @property
+    def user(self) -> str | None:
+        """The user the entity names (None when it has no user part or is the default user)."""
+        return dict(self.parts).get("user")
+
+    def __str__(self) -> str:
+        return ",".join(f"{quote(t, safe='')}={_DEFAULT if n is None else quote(n, safe='')}"
+                        for t, n in self.parts)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotaAltered:
+    """A client quota (KIP-546) of one entity and key was set to ``value``, or removed (None)."""
+
+    entity: str  # ClientQuotaEntity in its canonical form
+    key: str
+    value: float | None
+
+    @property
+    def entity_key(self) -> str:
+        return f"quota:{self.entity}:{self.key}"
+
+
 Event = (
     ScramCredentialUpserted
     | ScramCredentialDeleted
@@ -155,6 +217,7 @@ Event = (
     | DelegationTokenRenewed
     | DelegationTokenExpired
     | DelegationTokenRemoved
+    | ClientQuotaAltered
 )
 
 EVENT_TYPES: dict[str, type] = {
@@ -168,6 +231,7 @@ EVENT_TYPES: dict[str, type] = {
         DelegationTokenRenewed,
         DelegationTokenExpired,
         DelegationTokenRemoved,
+        ClientQuotaAltered,
     )
 }
 

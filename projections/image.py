@@ -1,4 +1,4 @@
-"""The combined security image (SCRAM, ACLs, tokens) and the delta that replays events.
+"""The combined security image (SCRAM, ACLs, tokens, client quotas) and the delta that replays events.
 
 ``SecurityDelta(image)`` replays events (one ``replay`` per event type) into
 sub-deltas created on first use; an event that removes, renews or expires
@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from secmeta.events.records import (
     AclCreated,
     AclDeleted,
+    ClientQuotaAltered,
     DelegationTokenExpired,
     DelegationTokenIssued,
     DelegationTokenRemoved,
@@ -28,6 +29,7 @@ from secmeta.events.records import (
 from secmeta.projections.acls import AclsDelta, AclsImage
 from secmeta.projections.errors import InconsistentEventError
 from secmeta.projections.gc_pause import paused_gc
+from secmeta.projections.quotas import QuotasDelta, QuotasImage
 from secmeta.projections.scram import ScramDelta, ScramImage
 from secmeta.projections.tokens import TokenInfo, TokensDelta, TokensImage
 
@@ -42,6 +44,7 @@ class SecurityImage:
     acls: AclsImage = AclsImage.EMPTY
     tokens: TokensImage = TokensImage.EMPTY
     next_offset: int = 0
+    quotas: QuotasImage = QuotasImage.EMPTY
     EMPTY: ClassVar[SecurityImage]
 
 
@@ -51,13 +54,14 @@ SecurityImage.EMPTY = SecurityImage()
 class SecurityDelta:
     """A SecurityImage plus the changes replayed into it so far."""
 
-    __slots__ = ("image", "_scram", "_acls", "_tokens")
+    __slots__ = ("image", "_scram", "_acls", "_tokens", "_quotas")
 
     def __init__(self, image: SecurityImage):
         self.image = image
         self._scram: ScramDelta | None = None
         self._acls: AclsDelta | None = None
         self._tokens: TokensDelta | None = None
+        self._quotas: QuotasDelta | None = None
 
     def scram_delta(self) -> ScramDelta:
         """The SCRAM sub-delta, created on first use."""
@@ -76,6 +80,12 @@ class SecurityDelta:
         if self._tokens is None:
             self._tokens = TokensDelta(self.image.tokens)
         return self._tokens
+
+    def quotas_delta(self) -> QuotasDelta:
+        """The client-quota sub-delta, created on first use."""
+        if self._quotas is None:
+            self._quotas = QuotasDelta(self.image.quotas)
+        return self._quotas
 
     @singledispatchmethod
     def replay(self, event: Any) -> None:
@@ -124,6 +134,10 @@ class SecurityDelta:
     def _(self, event: DelegationTokenRemoved) -> None:
         self.tokens_delta().remove(event.token_id)
 
+    @replay.register
+    def _(self, event: ClientQuotaAltered) -> None:
+        self.quotas_delta().set(event.entity, event.key, event.value)
+
     def replay_all(self, envelopes: Iterable[Envelope]) -> None:
         """Replay the events of ``envelopes`` in order.
 
@@ -159,16 +173,18 @@ class SecurityDelta:
         scram = base.scram if self._scram is None else self._scram.apply()
         acls = base.acls if self._acls is None else self._acls.apply()
         tokens = base.tokens if self._tokens is None else self._tokens.apply()
+        quotas = base.quotas if self._quotas is None else self._quotas.apply()
         if next_offset is None:
             next_offset = base.next_offset
         if (
             scram is base.scram
             and acls is base.acls
             and tokens is base.tokens
+            and quotas is base.quotas
             and next_offset == base.next_offset
         ):
             return base
-        return SecurityImage(scram, acls, tokens, next_offset)
+        return SecurityImage(scram, acls, tokens, next_offset, quotas)
 
 
 _DISPATCH: Callable[[type], Callable[[SecurityDelta, Any], None]] = SecurityDelta.__dict__[

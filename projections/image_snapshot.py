@@ -1,4 +1,4 @@
-"""Snapshot codec for SecurityImage: a meta row, credentials, ACL index chunks, tokens.
+"""Snapshot codec for SecurityImage: a meta row, credentials, ACL index chunks, tokens, client quotas.
 
 Each row holds one branch of a union: a meta row (the image's next_offset,
 written first), a SCRAM credential (its secret stays sealed), a chunk of
@@ -40,6 +40,7 @@ from secmeta.projections.acl_index import (
 )
 from secmeta.projections.acls import AclsImage
 from secmeta.projections.image import SecurityImage
+from secmeta.projections.quotas import QuotasDelta, QuotasImage
 from secmeta.projections.scram import ScramDelta, ScramImage
 from secmeta.projections.snapshot import CorruptSnapshotError
 from secmeta.projections.tokens import TokenInfo, TokensDelta, TokensImage
@@ -105,6 +106,16 @@ _TOKEN = {
     ],
 }
 
+_QUOTA = {
+    "type": "record",
+    "name": "QuotaRow",
+    "doc": "The client quotas of one entity.",
+    "fields": [
+        _field("quota_entity", "string", "The entity in its canonical form (ClientQuotaAltered.entity)."),
+        _field("quota_values", {"type": "map", "values": "double"}, "Quota key -> value."),
+    ],
+}
+
 SCHEMA = {
     "type": "record",
     "name": "SecurityImageRow",
@@ -113,15 +124,15 @@ SCHEMA = {
     "fields": [
         _field(
             "row",
-            [_ACL_NODES, _SCRAM, _TOKEN, _META],
-            "The part: a chunk of ACLs, a credential, a token or the meta row.",
+            [_ACL_NODES, _SCRAM, _TOKEN, _META, _QUOTA],
+            "The part: a chunk of ACLs, a credential, a token, the meta row or an entity's client quotas.",
         )
     ],
 }
 
 
-_META_NAME, _SCRAM_NAME, _ACL_NODES_NAME, _TOKEN_NAME = (
-    f"secmeta.snapshot.{r['name']}" for r in (_META, _SCRAM, _ACL_NODES, _TOKEN)
+_META_NAME, _SCRAM_NAME, _ACL_NODES_NAME, _TOKEN_NAME, _QUOTA_NAME = (
+    f"secmeta.snapshot.{r['name']}" for r in (_META, _SCRAM, _ACL_NODES, _TOKEN, _QUOTA)
 )
 ACL_CHUNK = 65536  # ACLs from which an index chunk ends (after a whole node)
 _SEPARATORS = "\n\x00\x1f\x1e\t"
@@ -168,10 +179,13 @@ class SecurityImageSnapshot:
                     },
                 )
             }
+        for entity, values in image.quotas:
+            yield {"row": (_QUOTA_NAME, {"quota_entity": entity, "quota_values": dict(values)})}
 
     def build(self, rows: Iterable[dict]) -> SecurityImage:
         scram = ScramDelta(ScramImage.EMPTY)
         tokens = TokensDelta(TokensImage.EMPTY)
+        quotas = QuotasDelta(QuotasImage.EMPTY)
         acls = _AclLoader()
         next_offset = 0
         for wrapped in rows:
@@ -197,9 +211,12 @@ class SecurityImageSnapshot:
                         row["max_timestamp_ms"],
                     )
                 )
+            elif "quota_entity" in row:
+                for key, value in row["quota_values"].items():
+                    quotas.set(row["quota_entity"], key, value)
             else:
                 next_offset = row["next_offset"]
-        return SecurityImage(scram.apply(), acls.image(), tokens.apply(), next_offset)
+        return SecurityImage(scram.apply(), acls.image(), tokens.apply(), next_offset, quotas.apply())
 
 
 def _node_rows(index: AclIndex, size: int) -> Iterator[dict]:

@@ -10,6 +10,8 @@ from secmeta.events.keyring import SealedSecret
 from secmeta.events.records import (
     AclCreated,
     AclDeleted,
+    ClientQuotaAltered,
+    ClientQuotaEntity,
     DelegationTokenExpired,
     DelegationTokenIssued,
     DelegationTokenRemoved,
@@ -92,6 +94,13 @@ _EVENT_STRATEGIES = {
     DelegationTokenExpired: st.builds(DelegationTokenExpired, names, longs, timestamps),
     DelegationTokenRemoved: st.builds(
         DelegationTokenRemoved, names, st.sampled_from(TokenRemovalReason)
+    ),
+    ClientQuotaAltered: st.builds(
+        ClientQuotaAltered,
+        st.builds(lambda parts: str(ClientQuotaEntity.of(parts)),
+                  st.dictionaries(st.sampled_from(["user", "client-id", "ip"]), st.none() | names, min_size=1)),
+        st.sampled_from(["producer_byte_rate", "consumer_byte_rate", "request_percentage"]),
+        st.none() | st.floats(allow_nan=False),
     ),
 }
 

@@ -24,6 +24,7 @@ from secmeta.core.auth.scram import ScramServer
 from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
 from secmeta.core.config import StoreConfig
 from secmeta.core.control import ControlResult
+from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaFilter, alter_client_quotas
 from secmeta.core.control.authz import checked_context
 from secmeta.core.errors import ApiError, SecmetaError
 from secmeta.core.forensics import history as history_mod
@@ -203,6 +204,13 @@ class SecurityStore:
         return self._write(context, lambda image, now, asker: control.alter_scram_credentials(
             image, alterations, asker, config=self.config, keyring=self._keyring, decider=self._decider(image)))
 
+    def alter_client_quotas(self, entries: Iterable[ClientQuotaAlteration], *, validate_only: bool = False,
+                            context: RequestContext | None) -> dict:
+        """Set and remove client quotas (KIP-546); one ApiError per entity (NONE on success)."""
+        entries = list(entries)
+        return self._write(context, lambda image, now, asker: alter_client_quotas(
+            image, entries, asker, decider=self._decider(image), validate_only=validate_only))
+
     def create_acls(self, bindings: Iterable[AclBinding], *, context: RequestContext | None) -> list[ApiError]:
         """Create ACLs; one ApiError per binding. An identical existing ACL is a successful no-op."""
         bindings = list(bindings)
@@ -276,6 +284,10 @@ class SecurityStore:
 
     def describe_acls(self, filter: AclBindingFilter, *, context: RequestContext | None) -> list[AclBinding]:
         return self._live_view().describe_acls(filter, context=context)
+
+    def describe_client_quotas(self, filter: ClientQuotaFilter = ClientQuotaFilter(), *,
+                               context: RequestContext | None) -> dict:
+        return self._live_view().describe_client_quotas(filter, context=context)
 
     def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *,
                                    context: RequestContext | None) -> list[DelegationToken]:

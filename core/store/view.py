@@ -18,6 +18,7 @@ from secmeta.core import control, validation
 from secmeta.core.config import StoreConfig
 from secmeta.core.control.authz import checked_context
 from secmeta.core.errors import ApiError
+from secmeta.core.control.quotas import ClientQuotaFilter, describe_client_quotas
 from secmeta.core.types import DelegationToken, RequestContext, UserScramCredentialsDescription
 from secmeta.events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType
 from secmeta.projections import authorizer
@@ -81,6 +82,11 @@ class StoreView:
         """The tokens the caller may see; with HMACs only if the config says so."""
         return control.describe_tokens(self.image, None if owners is None else list(owners), checked_context(context),
                                        decider=self._decider(), config=self.config)
+
+    def describe_client_quotas(self, filter: ClientQuotaFilter = ClientQuotaFilter(), *,
+                               context: RequestContext | None) -> dict:
+        """The client quotas of every entity the filter matches (needs DESCRIBE_CONFIGS on CLUSTER)."""
+        return describe_client_quotas(self.image, filter, checked_context(context), decider=self._decider())
 
     # -- decisions -----------------------------------------------------------------
 

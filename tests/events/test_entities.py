@@ -8,6 +8,8 @@ from secmeta.events.entities import KINDS, Parties, involves, kind_of
 from secmeta.events.records import (
     EVENT_TYPES,
     AclCreated,
+    ClientQuotaAltered,
+    ClientQuotaEntity,
     DelegationTokenIssued,
     DelegationTokenRenewed,
     ScramCredentialDeleted,
@@ -81,3 +83,14 @@ def test_closed_when_none_closes_only_the_events_that_carry_its_field():
 def test_a_closed_when_none_field_no_event_carries_is_refused():
     with pytest.raises(TypeError, match="colour_code"):
         replace(WIDGETS, closed_when_none="colour_code")
+
+
+def test_a_quota_involves_the_user_it_names_and_a_removal_closes_it():
+    """A quota of user alice (with any client-id) involves User:alice; a default user's or a client's none."""
+    alice = ClientQuotaAltered(str(ClientQuotaEntity.of({"client-id": "app", "user": "alice"})), "producer_byte_rate", 1e6)
+    default = ClientQuotaAltered(str(ClientQuotaEntity.of({"user": None})), "producer_byte_rate", 1e6)
+    client = ClientQuotaAltered(str(ClientQuotaEntity.of({"client-id": "alice"})), "producer_byte_rate", 1e6)
+    assert involves(alice, "User:alice") and not involves(default, "User:alice") and not involves(client, "User:alice")
+    quota = kind_of(alice)
+    assert quota.name == "quota" and alice.entity_key == "quota:user=alice,client-id=app:producer_byte_rate"
+    assert (quota.role(alice), quota.role(ClientQuotaAltered(alice.entity, alice.key, None))) == ("open", "close")

@@ -5,12 +5,15 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from secmeta.events.keyring import SealedSecret
 from secmeta.events.records import (
     EVENT_TYPES,
     AclCreated,
     AclDeleted,
+    ClientQuotaEntity,
     DelegationTokenExpired,
     DelegationTokenIssued,
     DelegationTokenRemoved,
@@ -70,7 +73,7 @@ def test_entity_key_names_the_changed_entity(event, key):
 
 def test_event_types_maps_names_to_the_eight_classes():
     """EVENT_TYPES maps each class name to its class."""
-    assert len(EVENT_TYPES) == 8 and all(cls.__name__ == name for name, cls in EVENT_TYPES.items())
+    assert len(EVENT_TYPES) == 9 and all(cls.__name__ == name for name, cls in EVENT_TYPES.items())
 
 
 def test_envelope_event_type_is_the_event_class_name():
@@ -84,3 +87,27 @@ def test_events_are_immutable():
     event = AclCreated("u-1", BINDING)
     with pytest.raises(dataclasses.FrozenInstanceError):
         event.acl_id = "u-2"
+
+
+_QUOTA_NAMES = st.none() | st.text(st.characters(blacklist_categories=("Cs",)), max_size=12) | st.just("<default>")
+
+
+@given(st.dictionaries(st.sampled_from(["user", "client-id", "ip", "other,=type"]), _QUOTA_NAMES))
+def test_a_quota_entitys_canonical_form_reads_back_as_the_same_entity(parts):
+    """Any names (commas, '=', ':', the literal '<default>') survive str() and parse()."""
+    entity = ClientQuotaEntity.of(parts)
+    assert ClientQuotaEntity.parse(str(entity)) == entity and entity.as_dict() == parts
+    assert ":" not in str(entity)  # the entity key's separators stay unambiguous
+
+
+def test_a_quota_entity_is_the_same_whatever_order_its_parts_were_given_in():
+    """Kafka's ClientQuotaEntity is a map: {client-id, user} equals {user, client-id}; user is written first."""
+    a = ClientQuotaEntity.of({"client-id": "c1", "user": "alice"})
+    assert a == ClientQuotaEntity.of({"user": "alice", "client-id": "c1"}) and str(a) == "user=alice,client-id=c1"
+
+
+def test_the_default_entity_differs_from_a_name_spelled_default():
+    """ClientQuotasRequestTest.testClientQuotasWithDefaultName: '<default>' is an ordinary name in KRaft."""
+    default, named = ClientQuotaEntity.of({"client-id": None}), ClientQuotaEntity.of({"client-id": "<default>"})
+    assert default != named and str(default) != str(named)
+    assert ClientQuotaEntity.parse(str(named)).as_dict() == {"client-id": "<default>"}

@@ -13,6 +13,7 @@ from secmeta.core.store.state import load_state
 from secmeta.events.records import (
     AclCreated,
     AclDeleted,
+    ClientQuotaAltered,
     DelegationTokenExpired,
     DelegationTokenIssued,
     DelegationTokenRemoved,
@@ -74,6 +75,8 @@ events = st.one_of(
     st.builds(DelegationTokenRenewed, token_ids, longs, timestamps),
     st.builds(DelegationTokenExpired, token_ids, longs, timestamps),
     st.builds(DelegationTokenRemoved, token_ids, st.sampled_from(TokenRemovalReason)),
+    st.builds(ClientQuotaAltered, st.sampled_from(["user=alice", "user=<default>,client-id=app", "ip=::1"]),
+              st.sampled_from(["producer_byte_rate", "request_percentage"]), st.none() | st.floats(1, 1e9)),
 )
 
 
@@ -83,6 +86,8 @@ def _key(event):
         return "scram", (event.user, event.mechanism)
     if isinstance(event, AclCreated | AclDeleted):
         return "acl", event.acl_id
+    if isinstance(event, ClientQuotaAltered):
+        return "quota", (event.entity, event.key)
     return "token", event.token_id
 
 
@@ -91,11 +96,13 @@ def consistent(event_list):
     alive, kept = set(), []
     for event in event_list:
         key = _key(event)
-        if isinstance(event, ScramCredentialUpserted | AclCreated | DelegationTokenIssued):
+        removed_quota = isinstance(event, ClientQuotaAltered) and event.value is None
+        if isinstance(event, ScramCredentialUpserted | AclCreated | DelegationTokenIssued | ClientQuotaAltered) \
+                and not removed_quota:
             alive.add(key)
         elif key not in alive:
             continue
-        elif isinstance(event, ScramCredentialDeleted | AclDeleted | DelegationTokenRemoved):
+        elif isinstance(event, ScramCredentialDeleted | AclDeleted | DelegationTokenRemoved) or removed_quota:
             alive.discard(key)
         kept.append(event)
     return kept
@@ -133,12 +140,13 @@ def contents(image):
         dict(image.acls),
         {t.token_id: t for t in image.tokens},
         image.next_offset,
+        {entity: dict(values) for entity, values in image.quotas},
     )
 
 
 def model(event_list):
     """What the image must hold after ``event_list``, computed with plain dicts."""
-    scram, acls, tokens = {}, {}, {}
+    scram, acls, tokens, quotas = {}, {}, {}, {}
     for e in event_list:
         if isinstance(e, ScramCredentialUpserted):
             scram[(e.user, e.mechanism)] = (e.iterations, e.secret)
@@ -163,13 +171,18 @@ def model(event_list):
                 tokens[e.token_id] = (*old[:4], e.expiry_timestamp_ms, old[5])
         elif isinstance(e, DelegationTokenRemoved):
             tokens.pop(e.token_id, None)
-    return scram, acls, tokens
+        elif isinstance(e, ClientQuotaAltered):
+            values = quotas.setdefault(e.entity, {})
+            values.pop(e.key, None) if e.value is None else values.__setitem__(e.key, e.value)
+            if not values:
+                del quotas[e.entity]
+    return scram, acls, tokens, quotas
 
 
 @given(event_lists)
 def test_replay_matches_a_plain_dict_model(event_list):
     """Replaying events holds exactly what a dict-based model of their meaning holds."""
-    scram, acls, tokens, _ = contents(replay([envelopes(event_list)]))
+    scram, acls, tokens, _, quotas = contents(replay([envelopes(event_list)]))
     token_fields = {
         k: (
             t.owner,
@@ -181,7 +194,7 @@ def test_replay_matches_a_plain_dict_model(event_list):
         )
         for k, t in tokens.items()
     }
-    assert (scram, acls, token_fields) == model(event_list)
+    assert (scram, acls, token_fields, quotas) == model(event_list)
 
 
 @given(event_lists, cut_lists)
