@@ -43,7 +43,7 @@ from secmeta.core.types import (
     UserScramCredentialsDescription,
 )
 from secmeta.events.keyring import Keyring
-from secmeta.events.records import Envelope, Event
+from secmeta.events.records import ClientQuotaEntity, Envelope, Event
 from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
@@ -205,7 +205,7 @@ class SecurityStore:
             image, alterations, asker, config=self.config, keyring=self._keyring, decider=self._decider(image)))
 
     def alter_client_quotas(self, entries: Iterable[ClientQuotaAlteration], *, validate_only: bool = False,
-                            context: RequestContext | None) -> dict:
+                            context: RequestContext | None) -> dict[ClientQuotaEntity, ApiError]:
         """Set and remove client quotas (KIP-546); one ApiError per entity (NONE on success)."""
         entries = list(entries)
         return self._write(context, lambda image, now, asker: alter_client_quotas(
@@ -286,7 +286,7 @@ class SecurityStore:
         return self._live_view().describe_acls(filter, context=context)
 
     def describe_client_quotas(self, filter: ClientQuotaFilter = ClientQuotaFilter(), *,
-                               context: RequestContext | None) -> dict:
+                               context: RequestContext | None) -> dict[ClientQuotaEntity, dict[str, float]]:
         return self._live_view().describe_client_quotas(filter, context=context)
 
     def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *,

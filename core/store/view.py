@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterable
 from secmeta.core import control, validation
 from secmeta.core.config import StoreConfig
 from secmeta.core.control.authz import checked_context
-from secmeta.core.errors import ApiError
 from secmeta.core.control.quotas import ClientQuotaFilter, describe_client_quotas
+from secmeta.core.errors import ApiError
 from secmeta.core.types import DelegationToken, RequestContext, UserScramCredentialsDescription
+from secmeta.events.records import ClientQuotaEntity
 from secmeta.events.types import AclBinding, AclBindingFilter, AclOperation, ResourceType
 from secmeta.projections import authorizer
 from secmeta.projections.image import SecurityImage
@@ -84,7 +85,7 @@ class StoreView:
                                        decider=self._decider(), config=self.config)
 
     def describe_client_quotas(self, filter: ClientQuotaFilter = ClientQuotaFilter(), *,
-                               context: RequestContext | None) -> dict:
+                               context: RequestContext | None) -> dict[ClientQuotaEntity, dict[str, float]]:
         """The client quotas of every entity the filter matches (needs DESCRIBE_CONFIGS on CLUSTER)."""
         return describe_client_quotas(self.image, filter, checked_context(context), decider=self._decider())
 
