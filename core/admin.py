@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
+from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaFilter
 from secmeta.core.errors import ApiError
 from secmeta.core.types import (
     DelegationToken,
@@ -29,6 +30,7 @@ from secmeta.core.types import (
     UserScramCredentialAlteration,
     UserScramCredentialsDescription,
 )
+from secmeta.events.records import ClientQuotaEntity
 from secmeta.events.types import AclBinding, AclBindingFilter
 
 __all__ = ["Admin", "AdminReader"]
@@ -36,7 +38,7 @@ __all__ = ["Admin", "AdminReader"]
 
 @runtime_checkable
 class AdminReader(Protocol):
-    """The describe calls: SCRAM credentials, ACLs, delegation tokens."""
+    """The describe calls: SCRAM credentials, ACLs, delegation tokens, client quotas."""
 
     def describe_user_scram_credentials(self, users: Iterable[str] | None = None, *,
                                         context: RequestContext | None,
@@ -53,10 +55,15 @@ class AdminReader(Protocol):
         """The tokens the requester may see, of ``owners`` (None: every owner)."""
         ...
 
+    def describe_client_quotas(self, filter: ClientQuotaFilter = ClientQuotaFilter(), *,
+                               context: RequestContext | None) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """The quotas of every entity the filter matches (default: every entity)."""
+        ...
+
 
 @runtime_checkable
 class Admin(AdminReader, Protocol):
-    """Every admin call: the describe calls and the changes to SCRAM credentials, ACLs and tokens."""
+    """Every admin call: the describe calls and the changes to SCRAM credentials, ACLs, tokens and client quotas."""
 
     def alter_user_scram_credentials(self, alterations: Iterable[UserScramCredentialAlteration], *,
                                      context: RequestContext | None) -> dict[str, ApiError]:
@@ -85,6 +92,11 @@ class Admin(AdminReader, Protocol):
     def expire_delegation_token(self, hmac: bytes, expiry_period_ms: int = -1, *,
                                 context: RequestContext | None) -> int:
         """Move a token's expiry (negative: now, which removes it); the new expiry timestamp (ms)."""
+        ...
+
+    def alter_client_quotas(self, entries: Iterable[ClientQuotaAlteration], *, validate_only: bool = False,
+                            context: RequestContext | None) -> dict[ClientQuotaEntity, ApiError]:
+        """Set and remove client quotas; one ApiError per entity (NONE on success)."""
         ...
 
     def close(self) -> None:

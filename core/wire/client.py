@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from secmeta.core.control.acls import validate_binding, validate_filter
+from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaFilter
 from secmeta.core.errors import ApiError, ApiException, ErrorCode, UnsupportedVersionException
 from secmeta.core.types import (
     DelegationToken,
@@ -43,6 +44,7 @@ from secmeta.core.wire import convert
 from secmeta.core.wire.client_config import ClientConfig, ClientConfigError
 from secmeta.core.wire.codec import ApiKey, build, request_class
 from secmeta.core.wire.connection import BrokerConnectionError, Connection
+from secmeta.events.records import ClientQuotaEntity
 from secmeta.events.types import AclBinding, AclBindingFilter
 
 __all__ = ["BrokerConnectionError", "ClientConfig", "ClientConfigError", "Connection", "RemoteAdmin"]
@@ -185,3 +187,20 @@ class RemoteAdmin:
         response = self._call(ApiKey.DESCRIBE_DELEGATION_TOKEN, **convert.owners_fields(owners))
         _raise_if_error(response.error_code)
         return [convert.token_from_described(t) for t in response.tokens]
+
+    # -- client quotas ---------------------------------------------------------------------
+
+    def alter_client_quotas(self, entries: Iterable[ClientQuotaAlteration], *, validate_only: bool = False,
+                            context: RequestContext | None = None) -> dict[ClientQuotaEntity, ApiError]:
+        """Set and remove client quotas; one ApiError per entity (AlterClientQuotas)."""
+        response = self._call(ApiKey.ALTER_CLIENT_QUOTAS, **convert.quota_alterations_fields(entries, validate_only))
+        results = convert.quota_alter_results_from(response.entries)
+        _raise_if_refused(list(results.values()))
+        return results
+
+    def describe_client_quotas(self, filter: ClientQuotaFilter = ClientQuotaFilter(), *,
+                               context: RequestContext | None = None) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """The quotas of every entity the filter matches (DescribeClientQuotas)."""
+        response = self._call(ApiKey.DESCRIBE_CLIENT_QUOTAS, **convert.quota_filter_fields(filter))
+        _raise_if_error(response.error_code, response.error_message)
+        return convert.quota_entries_from(response.entries)

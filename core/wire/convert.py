@@ -21,6 +21,12 @@ from typing import Any
 
 from secmeta.core import validation
 from secmeta.core.auth.scram import DEFAULT_ITERATIONS, MAX_ITERATIONS, SALT_LENGTH, salted_password
+from secmeta.core.control.quotas import (
+    ClientQuotaAlteration,
+    ClientQuotaFilter,
+    ClientQuotaFilterComponent,
+    ClientQuotaOp,
+)
 from secmeta.core.errors import ApiError, ErrorCode
 from secmeta.core.types import (
     USE_DEFAULT_ITERATIONS,
@@ -31,6 +37,7 @@ from secmeta.core.types import (
     UserScramCredentialsDescription,
     UserScramCredentialUpsertion,
 )
+from secmeta.events.records import ClientQuotaEntity
 from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
@@ -68,6 +75,16 @@ __all__ = [
     "ms_from",
     "owners_fields",
     "owners_from_request",
+    "quota_alter_result_fields",
+    "quota_alter_results_from",
+    "quota_alterations_fields",
+    "quota_alterations_from_request",
+    "quota_entity_fields",
+    "quota_entity_from",
+    "quota_entries_fields",
+    "quota_entries_from",
+    "quota_filter_fields",
+    "quota_filter_from",
     "resources_fields",
     "token_from_create_response",
     "token_from_described",
@@ -402,3 +419,61 @@ def token_from_described(entity: Any) -> DelegationToken:
         tuple(validation.principal_text(r.principal_type, r.principal_name) for r in entity.renewers),
         int(entity.issue_timestamp), int(entity.expiry_timestamp), int(entity.max_timestamp),
         bytes(entity.hmac) or None)
+
+
+# -- client quotas (AlterClientQuotas 49, DescribeClientQuotas 48) ----------------------------
+
+def quota_entity_fields(entity: ClientQuotaEntity) -> list[dict[str, Any]]:
+    """EntityData items of an entity (entity_name None = the default)."""
+    return [{"entity_type": t, "entity_name": n} for t, n in entity.parts]
+
+
+def quota_entity_from(data: Any) -> ClientQuotaEntity:
+    """The entity of EntityData items (a type given twice: the last, as Kafka's map)."""
+    return ClientQuotaEntity.of({d.entity_type: d.entity_name for d in data})
+
+
+def quota_alterations_fields(entries: Iterable[ClientQuotaAlteration], validate_only: bool) -> dict[str, Any]:
+    """AlterClientQuotasRequest fields; a removal is sent as Kafka's AdminClient does (value 0.0, remove)."""
+    return {"validate_only": bool(validate_only), "entries": [
+        {"entity": quota_entity_fields(ClientQuotaEntity.of(e.entity)),
+         "ops": [{"key": op.key, "value": 0.0 if op.value is None else op.value, "remove": op.value is None}
+                 for op in e.ops]}
+        for e in entries]}
+
+
+def quota_alterations_from_request(request: Any) -> list[ClientQuotaAlteration]:
+    """The alterations of an AlterClientQuotasRequest: ``remove`` wins over the value (Kafka ignores it)."""
+    return [ClientQuotaAlteration(quota_entity_from(e.entity),
+                                  tuple(ClientQuotaOp(op.key, None if op.remove else float(op.value)) for op in e.ops))
+            for e in request.entries]
+
+
+def quota_alter_result_fields(results: Mapping[ClientQuotaEntity, ApiError]) -> list[dict[str, Any]]:
+    """AlterClientQuotasResponse entries, one per entity."""
+    return [{**error_fields(error), "entity": quota_entity_fields(entity)} for entity, error in results.items()]
+
+
+def quota_alter_results_from(entries: Any) -> dict[ClientQuotaEntity, ApiError]:
+    return {quota_entity_from(e.entity): error_from(e.error_code, e.error_message) for e in entries}
+
+
+def quota_filter_fields(query: ClientQuotaFilter) -> dict[str, Any]:
+    """DescribeClientQuotasRequest fields."""
+    return {"strict": bool(query.strict), "components": [
+        {"entity_type": c.entity_type, "match_type": int(c.match_type), "match": c.match} for c in query.components]}
+
+
+def quota_filter_from(request: Any) -> ClientQuotaFilter:
+    return ClientQuotaFilter(tuple(ClientQuotaFilterComponent(c.entity_type, int(c.match_type), c.match)
+                                   for c in request.components), bool(request.strict))
+
+
+def quota_entries_fields(found: Mapping[ClientQuotaEntity, Mapping[str, float]]) -> list[dict[str, Any]]:
+    """DescribeClientQuotasResponse entries: each entity with its values."""
+    return [{"entity": quota_entity_fields(entity), "values": [{"key": k, "value": v} for k, v in values.items()]}
+            for entity, values in found.items()]
+
+
+def quota_entries_from(entries: Any) -> dict[ClientQuotaEntity, dict[str, float]]:
+    return {quota_entity_from(e.entity): {v.key: float(v.value) for v in e.values} for e in entries or ()}

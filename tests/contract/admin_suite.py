@@ -44,6 +44,13 @@ from secmeta.core import (
     UserScramCredentialDeletion,
     UserScramCredentialsDescription,
 )
+from secmeta.core.control.quotas import (
+    ClientQuotaAlteration,
+    ClientQuotaFilter,
+    ClientQuotaFilterComponent,
+    ClientQuotaOp,
+)
+from secmeta.events.records import ClientQuotaEntity
 from tests.clientkit import remote_admin
 from tests.logkit import Clock, make_keyring
 from tests.serverkit import TOKEN_SECRET, add_user, running_server
@@ -278,5 +285,35 @@ def tokens_create_renew_expire_describe(backend: Backend) -> list:
     return t.entries
 
 
+def quotas_alter_and_describe(backend: Backend) -> list:
+    """Per-entity results of AlterClientQuotas (KIP-546), describe through strict and loose filters, refusal."""
+    t = _Transcript()
+    admin, ctx = backend.as_user("admin")
+    alice_app = {"user": "alice", "client-id": "app"}
+    t.call("alter", lambda: admin.alter_client_quotas([
+        ClientQuotaAlteration({"user": "alice"}, (ClientQuotaOp("producer_byte_rate", 1024),)),
+        ClientQuotaAlteration(alice_app, (ClientQuotaOp("request_percentage", 50.5),)),
+        ClientQuotaAlteration({"user": None}, (ClientQuotaOp("consumer_byte_rate", 2.5),)),  # not integral
+        ClientQuotaAlteration({"client-id": None}, (ClientQuotaOp("consumer_byte_rate", 4096),)),
+    ], context=ctx))
+    assert [e.code for e in t.last().values()] == [ErrorCode.NONE] * 2 + [ErrorCode.INVALID_REQUEST, ErrorCode.NONE]
+    alice_only = ClientQuotaFilter.contains_only([ClientQuotaFilterComponent.of_entity("user", "alice")])
+    t.call("describe alice only", lambda: admin.describe_client_quotas(alice_only, context=ctx))
+    assert t.last() == {ClientQuotaEntity.of({"user": "alice"}): {"producer_byte_rate": 1024.0}}
+    t.call("describe alice's", lambda: admin.describe_client_quotas(
+        ClientQuotaFilter.contains([ClientQuotaFilterComponent.of_entity("user", "alice")]), context=ctx))
+    assert len(t.last()) == 2
+    t.call("remove", lambda: admin.alter_client_quotas(
+        [ClientQuotaAlteration(alice_app, (ClientQuotaOp("request_percentage", None),))], context=ctx))
+    t.call("describe all", lambda: admin.describe_client_quotas(context=ctx))
+    assert set(map(str, t.last())) == {"user=alice", "client-id=<default>"}
+    alice, alice_ctx = backend.as_user("alice")
+    t.call("alter by alice", lambda: alice.alter_client_quotas(
+        [ClientQuotaAlteration({"user": "alice"}, (ClientQuotaOp("producer_byte_rate", None),))], context=alice_ctx))
+    t.call("describe by alice", lambda: alice.describe_client_quotas(context=alice_ctx))
+    assert all(_raised(answer, ErrorCode.CLUSTER_AUTHORIZATION_FAILED) for _, answer in t.entries[-2:])
+    return t.entries
+
+
 SCENARIOS = [scram_alter_and_describe, acls_create_describe_delete, non_super_user_is_refused,
-             tokens_create_renew_expire_describe]
+             tokens_create_renew_expire_describe, quotas_alter_and_describe]

@@ -29,9 +29,9 @@ def _shape(function) -> tuple:
 
 
 def test_the_protocol_names_every_admin_call():
-    """Admin holds the describe, SCRAM, ACL and token calls (and close), nothing else."""
+    """Admin holds the describe, SCRAM, ACL, token and quota calls (and close), nothing else."""
     assert sorted(_ADMIN_CALLS) == sorted([
-        "alter_user_scram_credentials", "close", "create_acls", "create_delegation_token", "delete_acls",
+        "alter_client_quotas", "describe_client_quotas", "alter_user_scram_credentials", "close", "create_acls", "create_delegation_token", "delete_acls",
         "describe_acls", "describe_delegation_tokens", "describe_user_scram_credentials",
         "expire_delegation_token", "renew_delegation_token"])
 

@@ -65,7 +65,7 @@ def test_anonymous_listeners_are_refused_like_the_store(shared_server, listener)
 #: The APIs and versions secmeta serves, as the README's table lists them (issue 11's list of keys).
 ADVERTISED = {
     3: (0, 13), 17: (0, 1), 18: (0, 4), 29: (1, 3), 30: (1, 3), 31: (1, 3), 36: (0, 2), 38: (1, 3),
-    39: (1, 2), 40: (1, 2), 41: (1, 3), 50: (0, 0), 51: (0, 0), 60: (0, 2),
+    39: (1, 2), 40: (1, 2), 41: (1, 3), 48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0), 60: (0, 2),
 }
 
 
