@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
-from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaFilter
+from secmeta.core.control.quotas import EVERY_ENTITY, ClientQuotaAlteration, ClientQuotaFilter
 from secmeta.core.errors import ApiError
 from secmeta.core.types import (
     DelegationToken,
@@ -55,7 +55,7 @@ class AdminReader(Protocol):
         """The tokens the requester may see, of ``owners`` (None: every owner)."""
         ...
 
-    def describe_client_quotas(self, filter: ClientQuotaFilter = ClientQuotaFilter(), *,
+    def describe_client_quotas(self, filter: ClientQuotaFilter = EVERY_ENTITY, *,
                                context: RequestContext | None) -> dict[ClientQuotaEntity, dict[str, float]]:
         """The quotas of every entity the filter matches (default: every entity)."""
         ...

@@ -1,10 +1,16 @@
-"""``secmeta configs``: kafka-configs.sh's user SCRAM credential options, on a store or a server.
+"""``secmeta configs``: kafka-configs.sh's user SCRAM credential and client quota options, on a store or a server.
 
-As ConfigCommand (tools/.../ConfigCommand.java): the user is ``--user NAME`` or ``--entity-type users
---entity-name NAME`` (not both); ``--alter`` sends every deletion and upsertion of the user in ONE
+As ConfigCommand (tools/.../ConfigCommand.java): the entity is ``--entity-type users|clients`` (users and
+clients together for a user's client) each with ``--entity-name NAME`` or ``--entity-default``, paired by
+position, or the shorthands ``--user NAME``, ``--client NAME``, ``--user-defaults``, ``--client-defaults``
+(not both kinds).  SCRAM mechanism keys alter one user's credentials: every deletion and upsertion in ONE
 AlterUserScramCredentials request, so the store's rule for a request (ScramControlManager.alterCredentials:
-a user's alteration is all or nothing, and a second item for the same user is DUPLICATE_RESOURCE)
-decides, and a refused command writes nothing.  ``--describe`` prints ConfigCommand's lines, or JSON.
+a user's alteration is all or nothing, and a second item for the same user is DUPLICATE_RESOURCE) decides.
+Quota keys (consumer_byte_rate, producer_byte_rate, request_percentage, controller_mutation_rate) go in ONE
+AlterClientQuotas entry, after a describe refuses deleting a key that is not set ("Invalid config(s)").
+The two kinds of key cannot be mixed in one command; a refused command writes nothing.  ``--describe``
+prints ConfigCommand's lines (quotas of the entities a strict filter matches, then, for users alone, their
+SCRAM credentials), or JSON.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ import getpass
 import sys
 
 from secmeta.core.cli.common import add_json_option, emit
+from secmeta.core.cli.quota_configs import KEYS as QUOTA_KEYS
+from secmeta.core.cli.quota_configs import quota_line, quota_values
 from secmeta.core.cli.scram_configs import (
     MECHANISMS,
     ScramSetting,
@@ -29,6 +37,14 @@ from secmeta.core.cli.security import (
     has_point,
     open_admin,
 )
+from secmeta.core.control.quotas import (
+    CLIENT_ID,
+    USER,
+    ClientQuotaAlteration,
+    ClientQuotaFilter,
+    ClientQuotaFilterComponent,
+    ClientQuotaOp,
+)
 from secmeta.core.errors import ApiError, ErrorCode, InvalidValueError
 from secmeta.core.types import (
     ScramCredentialInfo,
@@ -36,16 +52,28 @@ from secmeta.core.types import (
     UserScramCredentialUpsertion,
 )
 from secmeta.core.wire.client_config import load_properties
+from secmeta.events.records import ClientQuotaEntity
 
 _MECHANISMS = ", ".join(MECHANISMS)
+_TYPES = {"users": USER, "clients": CLIENT_ID}
+_DEFAULT, _ANY = object(), object()  # --entity-default; no name given (--describe: any name)
+
+
+class _Named(argparse.Action):
+    """--entity-name NAME and --entity-default in the order given: paired with --entity-type by position."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = [*getattr(namespace, self.dest), _DEFAULT if option_string == "--entity-default" else values]
+        setattr(namespace, self.dest, given)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     p = commands.add_parser(
-        "configs", help="alter and describe users' SCRAM credentials (kafka-configs.sh options)",
-        description="Alter and describe users' SCRAM credentials, with kafka-configs.sh option names. "
-                    "All of one --alter is one AlterUserScramCredentials request: it applies whole or not at all, "
-                    "and Kafka's controller takes one change per user per request, so alter one mechanism per "
+        "configs", help="alter and describe users' SCRAM credentials and client quotas (kafka-configs.sh options)",
+        description="Alter and describe users' SCRAM credentials and users' and clients' quotas (KIP-546), with "
+                    "kafka-configs.sh option names. "
+                    "All of one --alter is one request: it applies whole or not at all, "
+                    "and Kafka's controller takes one SCRAM change per user per request, so alter one mechanism per "
                     "command. A password left out "
                     "of --add-config is asked for without echo (or read from stdin, one line per mechanism).",
     )
@@ -55,64 +83,75 @@ def register(commands: argparse._SubParsersAction) -> None:
     action.add_argument("--alter", action="store_true",
                         help="change credentials (with --add-config, --add-config-file or --delete-config)")
     action.add_argument("--describe", action="store_true", help="show mechanisms and iterations (never secrets)")
-    p.add_argument("--entity-type", choices=["users"], help="the entity type; only users (SCRAM credentials)")
-    p.add_argument("--entity-name", action="append", default=[], metavar="USER",
-                   help="the user (with --describe, every user when omitted)")
+    p.add_argument("--entity-type", action="append", default=[], choices=list(_TYPES),
+                   help="the entity type: users, clients, or both (a user's client)")
+    p.add_argument("--entity-name", dest="entity_names", action=_Named, default=[], metavar="NAME",
+                   help="the name of the entity type at the same position (with --describe: every name when omitted)")
+    p.add_argument("--entity-default", dest="entity_names", action=_Named, nargs=0,
+                   help="the default entity of the type at the same position (quotas only)")
     p.add_argument("--user", action="append", default=[], metavar="USER",
                    help="the user: short for --entity-type users --entity-name USER")
-    p.add_argument("--entity-default", action="store_true",
-                   help="the users' default configs: refused, as kafka-configs.sh does with SCRAM configs")
+    p.add_argument("--client", action="append", default=[], metavar="CLIENT_ID",
+                   help="the client id: short for --entity-type clients --entity-name CLIENT_ID")
     p.add_argument("--user-defaults", action="store_true", help="short for --entity-type users --entity-default")
+    p.add_argument("--client-defaults", action="store_true", help="short for --entity-type clients --entity-default")
     p.add_argument("--add-config", action="append", default=[], metavar="CONFIGS",
-                   help=f"configs to set, keys {_MECHANISMS}: e.g. "
-                        "'SCRAM-SHA-256=[iterations=8192,password=...]' (iterations optional and first)")
+                   help=f"configs to set: SCRAM credentials of a user, keys {_MECHANISMS}, e.g. "
+                        "'SCRAM-SHA-256=[iterations=8192,password=...]' (iterations optional and first); or quotas, "
+                        f"keys {', '.join(QUOTA_KEYS)}, e.g. 'producer_byte_rate=1048576,request_percentage=50'")
     p.add_argument("--add-config-file", metavar="FILE",
                    help="a Java properties file of the same configs, e.g. SCRAM-SHA-256=iterations=8192,password=...")
     p.add_argument("--delete-config", action="append", default=[], metavar="KEYS",
-                   help=f"mechanisms whose credentials to delete, comma-separated ({_MECHANISMS})")
+                   help="SCRAM mechanisms whose credentials to delete, or quota keys to remove, comma-separated")
     add_json_option(p)
     add_point_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    user = _user(args)
+    entity = _entity(args)
     if args.describe:
         _check_describe(args)
-    else:
-        if user is None:
-            raise InvalidValueError("--alter needs the user: --user NAME or --entity-type users --entity-name NAME")
-        settings, deletions = _alterations(args)
-    with open_admin(args, read_only=args.describe) as session:
-        if args.describe:
-            return _describe(session, user, json=args.json)
+        with open_admin(args, read_only=True) as session:
+            return _describe(session, entity, json=args.json)
+    _check_alter(args)
+    entries, deleted = _configs(args)
+    source = "--add-config-file" if args.add_config_file else "--add-config"
+    if any(key in QUOTA_KEYS for key in (*entries, *deleted)):
+        alteration = _quota_alteration(entity, quota_values(entries, source), deleted)
+        with open_admin(args) as session:
+            return _alter_quotas(session, alteration)
+    user = _scram_user(entity)
+    settings = scram_settings(entries, source)
+    deletions = deleted_mechanisms(args.delete_config)
+    with open_admin(args) as session:
         return _alter(session, user, settings, deletions)
 
 
-def _user(args: argparse.Namespace) -> str | None:
-    """The one user the options name (None: every user), as ConfigCommandOptions.checkArgs allows them."""
-    if args.user and (args.entity_type or args.entity_name or args.entity_default):
+def _entity(args: argparse.Namespace) -> list[tuple[str, object]]:
+    """(entity type, name / _DEFAULT / _ANY) per type, as ConfigCommandOptions.checkArgs allows the options."""
+    short = [(USER, n) for n in args.user] + [(CLIENT_ID, n) for n in args.client]
+    short += [(t, _DEFAULT) for t, flag in ((USER, args.user_defaults), (CLIENT_ID, args.client_defaults)) if flag]
+    if short and (args.entity_type or args.entity_names):
         raise InvalidValueError("--entity-{type,name,default} should not be used in conjunction with "
-                                "specific entity flags (--user)")
-    if args.entity_default or args.user_defaults:
-        raise InvalidValueError("--entity-default and --user-defaults name the users' default quota configs; "
-                                "SCRAM credentials belong to one user (kafka-configs.sh refuses them together too)")
-    if not (args.user or args.entity_type):
-        raise InvalidValueError("give the user: --user NAME, or --entity-type users with --entity-name NAME")
-    names = args.user + args.entity_name
-    if len(names) > 1:
-        raise InvalidValueError(f"give one user: {len(names)} were given (--user / --entity-name)")
-    return names[0] if names else None
+                                "specific entity flags (--user, --client, --user-defaults, --client-defaults)")
+    if not (short or args.entity_type):
+        raise InvalidValueError("give the user or client: --user NAME, --client NAME, or --entity-type users|clients "
+                                "with --entity-name NAME or --entity-default")
+    types = [t for t, _ in short] or [_TYPES[t] for t in args.entity_type]
+    for kind in dict.fromkeys(types):
+        if types.count(kind) > 1:
+            singular = "user" if kind == USER else "client"
+            raise InvalidValueError(f"give one {singular}: {types.count(kind)} were given "
+                                    f"(Duplicate entity type(s) specified)")
+    names = [n for _, n in short] or args.entity_names
+    if len(names) > len(types):
+        raise InvalidValueError(f"give one --entity-name or --entity-default per --entity-type: "
+                                f"{len(names)} were given for {len(types)}")
+    return [(t, names[i] if i < len(names) else _ANY) for i, t in enumerate(types)]
 
 
-def _check_describe(args: argparse.Namespace) -> None:
-    given = [flag for flag, value in (("--add-config", args.add_config), ("--add-config-file", args.add_config_file),
-                                      ("--delete-config", args.delete_config)) if value]
-    if given:
-        raise InvalidValueError(f"{' and '.join(given)} apply to --alter only")
-
-
-def _alterations(args: argparse.Namespace) -> tuple[list[ScramSetting], list]:
+def _check_alter(args: argparse.Namespace) -> None:
     if has_point(args):
         raise InvalidValueError("--as-of and --at-offset apply to --describe only")
     if args.json:
@@ -124,12 +163,78 @@ def _alterations(args: argparse.Namespace) -> tuple[list[ScramSetting], list]:
     if not (args.add_config or args.add_config_file or args.delete_config):
         raise InvalidValueError("At least one of --add-config, --add-config-file, or --delete-config "
                                 "must be specified with --alter")
+
+
+def _configs(args: argparse.Namespace) -> tuple[dict[str, str], list[str]]:
+    """The --add-config (or file) entries and the --delete-config keys, as given."""
     if args.add_config_file:
-        settings = scram_settings(load_properties(args.add_config_file, source="--add-config-file"),
-                                  "--add-config-file")
+        entries = dict(load_properties(args.add_config_file, source="--add-config-file"))
     else:
-        settings = scram_settings(split_add_config(args.add_config[0]) if args.add_config else {}, "--add-config")
-    return settings, deleted_mechanisms(args.delete_config)
+        entries = split_add_config(args.add_config[0]) if args.add_config else {}
+    deleted = [key.strip() for value in args.delete_config for key in value.split(",")]
+    scram = [key for key in (*entries, *deleted) if key in MECHANISMS]
+    if scram and any(key in QUOTA_KEYS for key in (*entries, *deleted)):
+        raise InvalidValueError(f"SCRAM credential configs ({', '.join(dict.fromkeys(scram))}) and quota configs "
+                                "cannot be altered in one command")
+    return entries, deleted
+
+
+def _scram_user(entity: list[tuple[str, object]]) -> str:
+    """The one user SCRAM configs alter; defaults and clients are refused, as ConfigCommand.alterConfig does."""
+    if any(name is _DEFAULT for _, name in entity):
+        raise InvalidValueError("--entity-default and --user-defaults name the users' default quota configs; "
+                                "SCRAM credentials belong to one user (kafka-configs.sh refuses them together too)")
+    if [t for t, _ in entity] != [USER]:
+        raise InvalidValueError("SCRAM credentials belong to a user alone: give --entity-type users (or --user) only")
+    name = entity[0][1]
+    if name is _ANY:
+        raise InvalidValueError("--alter needs the user: --user NAME or --entity-type users --entity-name NAME")
+    return name  # type: ignore[return-value]
+
+
+def _quota_alteration(entity: list[tuple[str, object]], values: dict[str, float],
+                      deleted: list[str]) -> ClientQuotaAlteration:
+    if any(name is _ANY for _, name in entity):
+        raise InvalidValueError("--alter needs the entity: An entity name must be specified for every entity type "
+                                "(--entity-name NAME or --entity-default)")
+    quota_values(dict.fromkeys(deleted, "0"), "--delete-config")  # the keys alone are checked
+    ops = [ClientQuotaOp(k, v) for k, v in values.items()] + [ClientQuotaOp(k, None) for k in deleted]
+    return ClientQuotaAlteration(ClientQuotaEntity.of({t: None if n is _DEFAULT else n for t, n in entity}), tuple(ops))
+
+
+def _strict_filter(entity: list[tuple[str, object]]) -> ClientQuotaFilter:
+    """ConfigCommand's describe filter: EXACT for a name, DEFAULT for a default, SPECIFIED for no name; strict."""
+    component = ClientQuotaFilterComponent
+    return ClientQuotaFilter.contains_only(
+        component.of_entity_type(t) if n is _ANY else component.of_default_entity(t) if n is _DEFAULT
+        else component.of_entity(t, n) for t, n in entity)  # type: ignore[arg-type]
+
+
+def _alter_quotas(session: AdminSession, alteration: ClientQuotaAlteration) -> int:
+    entity = ClientQuotaEntity.of(alteration.entity)
+    exactly = _strict_filter([(t, _DEFAULT if n is None else n) for t, n in entity.parts])
+    held = session.admin.describe_client_quotas(exactly, context=session.context).get(entity, {})
+    unset = [op.key for op in alteration.ops if op.value is None and op.key not in held]
+    if unset:  # ConfigCommand refuses what the server would take as a no-op
+        print(f"secmeta: error: Invalid config(s): {', '.join(unset)} (not set for this entity; nothing was changed)",
+              file=sys.stderr)
+        return 1
+    error = session.admin.alter_client_quotas([alteration], context=session.context).get(entity, ApiError())
+    first, name = entity.parts[0]
+    kind = "user" if first == USER else "client"
+    if error:
+        print(f"secmeta: error: altering the quotas of {entity} failed, nothing was changed: {error}", file=sys.stderr)
+        return 1
+    print(f"Completed updating default config for {kind}s in the cluster." if name is None
+          else f"Completed updating config for {kind} {name}.")
+    return 0
+
+
+def _check_describe(args: argparse.Namespace) -> None:
+    given = [flag for flag, value in (("--add-config", args.add_config), ("--add-config-file", args.add_config_file),
+                                      ("--delete-config", args.delete_config)) if value]
+    if given:
+        raise InvalidValueError(f"{' and '.join(given)} apply to --alter only")
 
 
 def _read_password(user: str, setting: ScramSetting) -> bytes:
@@ -166,20 +271,37 @@ def _hint(error: ApiError, alterations: list) -> str:
     return ""
 
 
-def _describe(session: AdminSession, user: str | None, *, json: bool) -> int:
-    results = session.reader.describe_user_scram_credentials(None if user is None else [user],
-                                                             context=session.context)
-    found = {name: r for name, r in sorted(results.items()) if not isinstance(r, ApiError)}
-    failed = {name: r for name, r in sorted(results.items()) if isinstance(r, ApiError)}
+def _describe(session: AdminSession, entity: list[tuple[str, object]], *, json: bool) -> int:
+    """Quotas of the entities ConfigCommand's strict filter matches, then (users alone) SCRAM credentials."""
+    quotas = session.reader.describe_client_quotas(_strict_filter(entity), context=session.context)
+    rows: list[dict] = [{"entity": e.as_dict(), "quotas": values} for e, values in quotas.items()]
+    if not json:
+        for e, values in quotas.items():
+            print(quota_line(e, values))
+    (kind, user), failed = entity[0], 0
+    if len(entity) == 1 and kind == USER and user is not _DEFAULT:
+        named = None if user is _ANY else [user]
+        rows_scram, failed = _describe_scram(session, named, quoted=bool(quotas), json=json)
+        rows += rows_scram
     if json:
-        emit(({"user": name, "credentials": [{"mechanism": i.mechanism.mechanism_name, "iterations": i.iterations}
-                                              for i in d.scram_credential_infos]}
-              for name, d in found.items()), [], json=True)
-    else:
+        emit(rows, [], json=True)
+    return 1 if failed else 0
+
+
+def _describe_scram(session: AdminSession, users: list | None, *, quoted: bool, json: bool) -> tuple[list[dict], int]:
+    """The SCRAM rows (printed unless ``json``) and how many named users failed; a named user without credentials
+    is no failure when it has quotas (``quoted``)."""
+    results = session.reader.describe_user_scram_credentials(users, context=session.context)
+    found = {name: r for name, r in sorted(results.items()) if not isinstance(r, ApiError)}
+    failed = {name: r for name, r in sorted(results.items()) if isinstance(r, ApiError)
+              and not (quoted and r.code == ErrorCode.RESOURCE_NOT_FOUND)}
+    rows = [{"user": name, "credentials": [{"mechanism": i.mechanism.mechanism_name, "iterations": i.iterations}
+                                           for i in d.scram_credential_infos]} for name, d in found.items()]
+    if not json:
         for name, d in found.items():
             infos = ", ".join(f"{i.mechanism.mechanism_name}=iterations={i.iterations}" for i in d.scram_credential_infos)
             print(f"SCRAM credential configs for user-principal '{name}' are {infos}")
     for name, error in failed.items():
         print(f"secmeta: error: retrieving SCRAM credential configs for user-principal '{name}': {error}",
               file=sys.stderr)
-    return 1 if failed else 0
+    return rows, len(failed)

@@ -3,8 +3,8 @@
 The grammar is ConfigCommand's (tools/.../ConfigCommand.java, parseConfigsToBeAdded and
 parseIterationsAndPasswordBytes): ``k1=v1,k2=[v1,v2]``, where square brackets group a value
 holding commas; a SCRAM value is ``[iterations=N,password=P]``, iterations optional and first,
-the password the rest of the value (commas included).  Only the SCRAM mechanisms are
-accepted keys: secmeta holds no quotas.  Two secmeta additions: a value without ``password=``
+the password the rest of the value (commas included).  The keys here are the SCRAM mechanisms;
+quota keys go to core/cli/quota_configs.py.  Two secmeta additions: a value without ``password=``
 asks for the password (the command does), and what ConfigCommand would take silently but
 surprisingly is refused (a key given twice: Kafka keeps the last; ``password=P,iterations=N``:
 Kafka makes ``P,iterations=N`` the password).  Errors name keys, never a value: a value may
@@ -17,12 +17,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from secmeta.core.cli.quota_configs import KEYS as QUOTA_KEYS
 from secmeta.core.errors import InvalidValueError
 from secmeta.events.types import ScramMechanism
 
 # ConfigCommand's accepted SCRAM keys (ScramMechanism.isScram): the mechanism names, exactly.
 MECHANISMS = {m.mechanism_name: m for m in ScramMechanism if m is not ScramMechanism.UNKNOWN}
-_ACCEPTED = ", ".join(MECHANISMS)
+_ACCEPTED = f"{', '.join(MECHANISMS)} (SCRAM credentials) or {', '.join(QUOTA_KEYS)} (quotas)"
 _VALUE = re.compile(r"iterations=(?P<iterations>-?[0-9]+)(?:,password=(?P<after>.*))?|password=(?P<only>.*)|",
                     re.DOTALL)
 _SHAPE = "[iterations=N,password=P] (iterations is optional and comes first; leave password out to be asked for it)"
@@ -80,7 +81,7 @@ def scram_settings(entries: Mapping[str, str], source: str) -> list[ScramSetting
     unknown = [key for key in entries if key not in MECHANISMS]
     if unknown:
         raise InvalidValueError(f"{source}: unknown config {', '.join(_named(k) for k in unknown)} for users: "
-                                f"secmeta alters SCRAM credentials only; the accepted keys are {_ACCEPTED}")
+                                f"the accepted keys are {_ACCEPTED}")
     return [_setting(MECHANISMS[key], _unbracketed(key, value)) for key, value in entries.items()]
 
 

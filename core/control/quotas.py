@@ -23,7 +23,12 @@ from enum import IntEnum
 from secmeta.core import validation
 from secmeta.core.control.authz import Decider, require_cluster
 from secmeta.core.control.result import ControlResult
-from secmeta.core.errors import ApiError, ErrorCode, InvalidRequestException, UnsupportedVersionException
+from secmeta.core.errors import (
+    ApiError,
+    ErrorCode,
+    InvalidRequestException,
+    UnsupportedVersionException,
+)
 from secmeta.core.types import RequestContext
 from secmeta.core.validation import FieldError
 from secmeta.events.records import ClientQuotaAltered, ClientQuotaEntity
@@ -31,6 +36,7 @@ from secmeta.events.types import AclOperation
 
 __all__ = [
     "CLIENT_ID",
+    "EVERY_ENTITY",
     "IP",
     "QUOTA_KEYS",
     "USER",
@@ -117,6 +123,9 @@ class ClientQuotaFilter:
     @classmethod
     def contains_only(cls, components: Iterable[ClientQuotaFilterComponent]) -> ClientQuotaFilter:
         return cls(tuple(components), True)
+
+
+EVERY_ENTITY = ClientQuotaFilter()  # Kafka's ClientQuotaFilter.all()
 
 
 def _invalid(message: str) -> ApiError:

@@ -24,8 +24,13 @@ from secmeta.core.auth.scram import ScramServer
 from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
 from secmeta.core.config import StoreConfig
 from secmeta.core.control import ControlResult
-from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaFilter, alter_client_quotas
 from secmeta.core.control.authz import checked_context
+from secmeta.core.control.quotas import (
+    EVERY_ENTITY,
+    ClientQuotaAlteration,
+    ClientQuotaFilter,
+    alter_client_quotas,
+)
 from secmeta.core.errors import ApiError, SecmetaError
 from secmeta.core.forensics import history as history_mod
 from secmeta.core.forensics import queries as forensics
@@ -285,7 +290,7 @@ class SecurityStore:
     def describe_acls(self, filter: AclBindingFilter, *, context: RequestContext | None) -> list[AclBinding]:
         return self._live_view().describe_acls(filter, context=context)
 
-    def describe_client_quotas(self, filter: ClientQuotaFilter = ClientQuotaFilter(), *,
+    def describe_client_quotas(self, filter: ClientQuotaFilter = EVERY_ENTITY, *,
                                context: RequestContext | None) -> dict[ClientQuotaEntity, dict[str, float]]:
         return self._live_view().describe_client_quotas(filter, context=context)
 

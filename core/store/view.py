@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from secmeta.core import control, validation
 from secmeta.core.config import StoreConfig
 from secmeta.core.control.authz import checked_context
-from secmeta.core.control.quotas import ClientQuotaFilter, describe_client_quotas
+from secmeta.core.control.quotas import EVERY_ENTITY, ClientQuotaFilter, describe_client_quotas
 from secmeta.core.errors import ApiError
 from secmeta.core.types import DelegationToken, RequestContext, UserScramCredentialsDescription
 from secmeta.events.records import ClientQuotaEntity
@@ -84,7 +84,7 @@ class StoreView:
         return control.describe_tokens(self.image, None if owners is None else list(owners), checked_context(context),
                                        decider=self._decider(), config=self.config)
 
-    def describe_client_quotas(self, filter: ClientQuotaFilter = ClientQuotaFilter(), *,
+    def describe_client_quotas(self, filter: ClientQuotaFilter = EVERY_ENTITY, *,
                                context: RequestContext | None) -> dict[ClientQuotaEntity, dict[str, float]]:
         """The client quotas of every entity the filter matches (needs DESCRIBE_CONFIGS on CLUSTER)."""
         return describe_client_quotas(self.image, filter, checked_context(context), decider=self._decider())

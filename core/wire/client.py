@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from secmeta.core.control.acls import validate_binding, validate_filter
-from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaFilter
+from secmeta.core.control.quotas import EVERY_ENTITY, ClientQuotaAlteration, ClientQuotaFilter
 from secmeta.core.errors import ApiError, ApiException, ErrorCode, UnsupportedVersionException
 from secmeta.core.types import (
     DelegationToken,
@@ -198,7 +198,7 @@ class RemoteAdmin:
         _raise_if_refused(list(results.values()))
         return results
 
-    def describe_client_quotas(self, filter: ClientQuotaFilter = ClientQuotaFilter(), *,
+    def describe_client_quotas(self, filter: ClientQuotaFilter = EVERY_ENTITY, *,
                                context: RequestContext | None = None) -> dict[ClientQuotaEntity, dict[str, float]]:
         """The quotas of every entity the filter matches (DescribeClientQuotas)."""
         response = self._call(ApiKey.DESCRIBE_CLIENT_QUOTAS, **convert.quota_filter_fields(filter))

@@ -98,9 +98,11 @@ def test_user_is_short_for_entity_type_users_with_entity_name(store, capsys):
     (["--user-defaults"], "--entity-default and --user-defaults name the users' default quota configs"),
     (["--entity-type", "users", "--entity-default"], "--user-defaults name the users' default quota configs"),
     (["--user", "alice", "--user", "bob"], "give one user: 2 were given"),
-    (["--entity-type", "users", "--entity-name", "a", "--entity-name", "b"], "give one user: 2 were given"),
+    (["--entity-type", "users", "--entity-name", "a", "--entity-name", "b"], "2 were given for 1"),
+    (["--entity-type", "users", "--entity-type", "users", "--entity-name", "a"], "Duplicate entity type(s) specified"),
+    (["--client", "app"], "SCRAM credentials belong to a user alone"),
     (["--entity-type", "users"], "--alter needs the user"),
-    ([], "give the user: --user NAME, or --entity-type users with --entity-name NAME"),
+    ([], "give the user or client: --user NAME, --client NAME, or --entity-type users|clients"),
     (["--entity-name", "alice"], "give the user"),
     (["--entity-type", "topics", "--entity-name", "t"], "invalid choice: 'topics'"),
 ])
@@ -128,7 +130,7 @@ def test_add_config_file_is_a_java_properties_file(store, capsys, tmp_path):
     (["--add-config", "SCRAM-SHA-256=[password=x]", "--add-config-file", "{file}"],
      "Only one of --add-config or --add-config-file must be specified"),
     (["--add-config-file", "{missing}"], "cannot read --add-config-file"),
-    (["--add-config-file", "{bad_key}"], "--add-config-file: unknown config 'producer_byte_rate'"),
+    (["--add-config-file", "{bad_key}"], "--add-config-file: unknown config 'producer_byte_rates'"),
     (["--add-config", "SCRAM-SHA-256=[password=x]", "--add-config", "SCRAM-SHA-512=[password=x]"],
      "--add-config given more than once"),
     ([], "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter"),
@@ -140,7 +142,7 @@ def test_alter_option_mistakes_are_usage_errors(store, capsys, tmp_path, options
     files = {"file": tmp_path / "ok.properties", "missing": tmp_path / "missing.properties",
              "bad_key": tmp_path / "bad.properties"}
     files["file"].write_text("SCRAM-SHA-256=password=x\n")
-    files["bad_key"].write_text("producer_byte_rate=1024\n")
+    files["bad_key"].write_text("producer_byte_rates=1024\n")
     before = log_end(store)
     code, out, err = run(capsys, *alter(*(o.format(**files) for o in options)))
     assert (code, out) == (2, "") and message in err
@@ -150,10 +152,10 @@ def test_alter_option_mistakes_are_usage_errors(store, capsys, tmp_path, options
 @pytest.mark.parametrize("options, named", [
     (["--add-config", "SCRAM-SHA-1=[password=x]"], "'SCRAM-SHA-1'"),
     (["--add-config", "scram-sha-256=[password=x]"], "'scram-sha-256'"),
-    (["--add-config", "producer_byte_rate=1024"], "'producer_byte_rate'"),
+    (["--add-config", "producer_byte_rates=1024"], "'producer_byte_rates'"),
     (["--add-config", "password=x"], "'password'"),
     (["--delete-config", "SCRAM-SHA-1"], "'SCRAM-SHA-1'"),
-    (["--delete-config", "SCRAM-SHA-256,consumer_byte_rate"], "'consumer_byte_rate'"),
+    (["--delete-config", "SCRAM-SHA-256,consumer_byte_rates"], "'consumer_byte_rates'"),
 ])
 def test_unknown_config_keys_are_named_with_the_accepted_ones(store, capsys, options, named):
     """A key other than a SCRAM mechanism name (ScramMechanism.isScram: exact names) is named, with the

@@ -20,7 +20,12 @@ from secmeta.core.control.quotas import (
     ClientQuotaFilterComponent,
     ClientQuotaOp,
 )
-from secmeta.core.errors import ApiError, ClusterAuthorizationException, ErrorCode, UnsupportedVersionException
+from secmeta.core.errors import (
+    ApiError,
+    ClusterAuthorizationException,
+    ErrorCode,
+    UnsupportedVersionException,
+)
 from secmeta.events.records import ClientQuotaEntity
 from tests.clientkit import remote_admin
 from tests.serverkit import ADMIN

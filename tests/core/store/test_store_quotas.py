@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from secmeta.core import ApiError, ClusterAuthorizationException, RequestContext
-from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaFilter, ClientQuotaFilterComponent, ClientQuotaOp
+from secmeta.core.control.quotas import (
+    ClientQuotaAlteration,
+    ClientQuotaFilter,
+    ClientQuotaFilterComponent,
+    ClientQuotaOp,
+)
 from secmeta.events.records import ClientQuotaEntity
 from tests.storekit import ADMIN
 
