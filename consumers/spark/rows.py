@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
+    DoubleType,
     IntegerType,
     LongType,
     StringType,
@@ -98,13 +99,16 @@ _COLUMNS: list[tuple[str, Any, str | None]] = [
     ("renew_period_ms", LongType(), "renew_period_ms"),
     ("expiry_period_ms", LongType(), "expiry_period_ms"),
     ("reason", StringType(), "reason"),
+    ("entity", StringType(), "entity"),
+    ("key", StringType(), "key"),
+    ("value", DoubleType(), "value"),
 ]
 _ENVELOPE_WIDTH = next(i for i, (_n, _t, source) in enumerate(_COLUMNS) if source is not None)
 
 SCHEMA = StructType([StructField(name, dtype, nullable=True) for name, dtype, _ in _COLUMNS])
 
 _ARROW_TYPES = {
-    LongType: pa.int64(), IntegerType: pa.int32(), StringType: pa.string(),
+    LongType: pa.int64(), IntegerType: pa.int32(), StringType: pa.string(), DoubleType: pa.float64(),
     TimestampType: pa.timestamp("us", tz="UTC"),
 }
 
