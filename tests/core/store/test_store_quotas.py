@@ -73,3 +73,23 @@ def test_as_of_answers_the_quotas_in_force_then(open_store):
     assert store.as_of(offset=first).describe_client_quotas(only_alice, context=ADMIN) == {
         ALICE: {"producer_byte_rate": 1000.0}}
 
+
+
+def test_history_shows_quota_changes_by_the_user_they_name(open_store):
+    store = open_store()
+    set_quota(store, {"user": "alice", "client-id": "app"}, producer_byte_rate=1000)
+    set_quota(store, {"client-id": "alice"}, producer_byte_rate=5)
+    set_quota(store, {"user": "alice", "client-id": "app"}, producer_byte_rate=None)
+    entries = list(store.history(principal="User:alice"))
+    assert [(e.event_type, e.payload["value"]) for e in entries] == [
+        ("ClientQuotaAltered", 1000.0), ("ClientQuotaAltered", None)]
+    assert entries[0].payload["entity"] == "user=alice,client-id=app"
+
+
+def test_a_diff_over_quota_changes_answers(open_store):
+    """Quota events do not break diff (which does not list quota changes yet) nor as_of."""
+    store = open_store()
+    set_quota(store, {"user": "alice"}, producer_byte_rate=1000)
+    set_quota(store, {"user": "alice"}, producer_byte_rate=None)
+    change = store.diff(0, store.log.end_offset)
+    assert (change.acls_added, change.credentials_upserted, change.tokens_issued) == ((), (), ())
