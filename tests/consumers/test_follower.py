@@ -379,3 +379,23 @@ def test_catch_up_skips_an_error_message_without_offset(store, clock, published,
         assert follower.catch_up(60)
     assert wrapped.injected and image_state(follower.image) == image_state(store.image)
     assert "broker connection dropped" in caplog.text
+
+
+def test_client_quotas_reach_the_follower_by_history_and_by_state_topic(store, published, follow):
+    """A quota set, changed and removed: the follower holds the store's quotas both ways; the removal is a
+    tombstone on the state topic (it closes its entity), so bootstrapping does not replay it."""
+    from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaOp
+
+    def alter(entity, **ops):
+        store.alter_client_quotas([ClientQuotaAlteration(entity, tuple(ClientQuotaOp(k, v) for k, v in ops.items()))],
+                                  context=ADMIN)
+
+    alter({"user": "alice"}, producer_byte_rate=1024, consumer_byte_rate=2048)
+    alter({"user": "alice"}, producer_byte_rate=None)
+    alter({"client-id": None}, request_percentage=25.5)
+    history, state = published()
+    by_history, by_state = follow(history, state, "h"), follow(history, state, "s")
+    assert by_history.catch_up(60)
+    by_state.bootstrap_from_state_topic()
+    assert len(store.image.quotas) == 2
+    assert dict(by_history.image.quotas) == dict(by_state.image.quotas) == dict(store.image.quotas)

@@ -26,6 +26,7 @@ from secmeta.events.codec import EventCodec
 from secmeta.events.keyring import SealedSecret
 from secmeta.events.records import (
     AclDeleted,
+    ClientQuotaAltered,
     DelegationTokenRemoved,
     Envelope,
     ScramCredentialDeleted,
@@ -104,15 +105,17 @@ def test_tombstone_has_the_key_no_value_and_the_offset():
     AclDeleted("a", binding(1)),
     ScramCredentialDeleted("u", ScramMechanism.SCRAM_SHA_512),
     DelegationTokenRemoved("t", TokenRemovalReason.EXPIRED_BY_SWEEP),
+    ClientQuotaAltered("user=alice", "producer_byte_rate", None),
 ])
 def test_removals_are_recognised(event):
-    """The three removal events are the ones followed by a tombstone."""
+    """The three removal events and a quota's removed value are the ones followed by a tombstone."""
     assert is_removal(Envelope(0, 1, "p", "h", "r", event))
 
 
 def test_a_creation_is_not_a_removal():
-    """AclCreated keeps its entity: no tombstone."""
+    """AclCreated keeps its entity, and a quota set keeps its key: no tombstone."""
     assert not is_removal(at(acl_created(1), 0))
+    assert not is_removal(Envelope(0, 1, "p", "h", "r", ClientQuotaAltered("user=alice", "producer_byte_rate", 1.0)))
 
 
 def _message():
