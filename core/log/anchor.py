@@ -57,3 +57,12 @@ def write_anchor(log_dir: Path, store_id: str, keyring: Keyring, anchor: Anchor)
         "deleted": list(anchor.deleted), "time_ms": anchor.time_ms,
     }).encode()
     write_atomically(Path(log_dir) / ANCHOR_FILE, seal(keyring, _context(store_id), body))
+
+
+def anchor_stamp(log_dir: Path) -> tuple[int, int] | None:
+    """The anchor file's (inode, mtime) now, None without one: a reader sees when retention rewrote it."""
+    try:
+        st = (Path(log_dir) / ANCHOR_FILE).stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns

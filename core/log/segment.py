@@ -49,7 +49,6 @@ class Segment:
         self.next_offset = base_offset
         self.last_link: bytes | None = None
         self.prev_link: bytes | None = None  # the link of the batch before this segment's first
-        self.last_batch_offset = -1
         self._offsets: list[int] = []
         self._positions: list[int] = []
         self._times: list[int] = []
@@ -136,7 +135,6 @@ class Segment:
             self._time_offsets.append(batch.base_offset)
         self.next_offset = batch.next_offset
         self.last_link = batch.link
-        self.last_batch_offset = batch.base_offset
 
     def write(self, frame: bytes) -> int:
         """Append ``frame``; on a failed write, cut the file back and re-raise. Returns its position."""

@@ -20,7 +20,7 @@ from secmeta.core.log.anchor import read_anchor
 from secmeta.core.log.fit import snapshot_misfit
 from secmeta.core.log.format import FrameError, genesis_link
 from secmeta.core.log.highwater import HighWater, is_torn_tail
-from secmeta.core.log.log import retention_configured
+from secmeta.core.log.retention import retention_configured
 from secmeta.core.log.segment import Segment
 from secmeta.core.store.storedir import StoreDirectory
 from secmeta.events.codec import EventCodec

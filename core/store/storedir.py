@@ -13,13 +13,13 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from secmeta.core.errors import NewerFormatError, NotAStoreError, StoreLockedError
+from secmeta.core.times import Clock, now_ms, wall_clock
 from secmeta.events.durable import write_atomically
 from secmeta.events.errors import KeyringError
 from secmeta.events.keyring import Keyring
@@ -53,9 +53,10 @@ class StoreDirectory:
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = True, writer: bool = True,
-             initialise: Callable[[StoreDirectory], None] | None = None) -> StoreDirectory:
+             initialise: Callable[[StoreDirectory], None] | None = None, clock: Clock = wall_clock) -> StoreDirectory:
         """Open (or with ``create`` initialise) a store directory; a writer takes the lock.
 
+        A new store records its creation time from ``clock``.
         ``initialise`` writes a new store's first files (the log's high-water mark) before
         the store's marker is published, so a store never exists without them.
         """
@@ -71,16 +72,16 @@ class StoreDirectory:
                 )
             if not create:
                 raise NotAStoreError(f"{root} is not a secmeta store (no {META_FILE} there)")
-            return cls._create(root, initialise)
+            return cls._create(root, initialise, now_ms(clock))
         store = cls._read(meta_path)
         if writer:
             store._lock()
         return store
 
     @classmethod
-    def _create(cls, root: Path, initialise: Callable[[StoreDirectory], None] | None) -> StoreDirectory:
+    def _create(cls, root: Path, initialise: Callable[[StoreDirectory], None] | None, created_ms: int) -> StoreDirectory:
         root.mkdir(parents=True, exist_ok=True)
-        store = cls(root, store_id=str(uuid.uuid4()), created_ms=int(time.time() * 1000))
+        store = cls(root, store_id=str(uuid.uuid4()), created_ms=created_ms)
         store._lock()
         for sub in (store.log_dir, store.schema_dir, store.snapshot_dir):
             sub.mkdir(exist_ok=True)

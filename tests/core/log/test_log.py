@@ -414,7 +414,7 @@ def test_interrupted_retention_leftovers_are_ignored(store, keyring):
 
 def test_batch_over_the_frame_limit_is_refused_before_writing(store, keyring, monkeypatch):
     """A batch too large to frame is rejected and nothing is written (it would not survive recovery)."""
-    import secmeta.core.log.log as log_module
+    import secmeta.core.log.append as log_module
 
     monkeypatch.setattr(log_module, "MAX_FRAME", 500)
     with Log.open(store, keyring=keyring) as log:

@@ -1,0 +1,174 @@
+"""Appending batches, with group commit.
+
+An append is one batch: encoded, framed with its CRC and chain link, written
+with one pwrite, then made durable according to the fsync policy.  Under
+``always``, concurrent appenders share fsyncs (group commit): whoever holds
+the sync lock flushes everything written so far, so waiting appenders find
+their batch already durable.  Readers only ever see durable, complete batches
+under ``always``; under ``interval`` and ``never`` they see what was written.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from secmeta.core.errors import InvalidValueError, SecmetaError, StoreLockedError
+from secmeta.core.log.chain import Chain
+from secmeta.core.log.config import FsyncPolicy, LogConfig
+from secmeta.core.log.errors import LogFailedError
+from secmeta.core.log.format import MAX_FRAME, encode_frame
+from secmeta.core.log.highwater import HighWater, Mark
+from secmeta.core.log.segment import Segment
+from secmeta.core.log.state import LogState
+from secmeta.core.store.storedir import StoreDirectory
+from secmeta.events.codec import EventCodec
+from secmeta.events.durable import fsync_dir
+from secmeta.events.keyring import Keyring
+from secmeta.events.records import Envelope
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    """Where a batch landed: offsets [base_offset, next_offset)."""
+
+    base_offset: int
+    next_offset: int
+    timestamp_ms: int
+    link: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _WrittenBatch:
+    """The fields Segment.note needs, for a batch we just wrote."""
+
+    base_offset: int
+    count: int
+    timestamp_ms: int
+    link: bytes
+    size: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.count
+
+
+class Appender:
+    """The writer's side of an open log; after a failed fsync it refuses every write."""
+
+    def __init__(self, state: LogState, store: StoreDirectory, keyring: Keyring, codec: EventCodec, chain: Chain,
+                 config: LogConfig, high_water: HighWater):
+        self.state = state
+        self.store = store
+        self.keyring = keyring
+        self.codec = codec
+        self.chain = chain
+        self.config = config
+        self.high_water = high_water
+        self.write_lock = threading.Lock()  # held to write, and by retention to cut the log's front
+        self._sync_lock = threading.Lock()
+        self.failed: BaseException | None = None
+        self.closed = False
+
+    def append(self, envelopes: Sequence[Envelope]) -> AppendResult:
+        """Append one batch; returns once it is durable per the fsync policy.
+
+        Encoding errors (an event that does not match its schema) raise before
+        anything is written.
+        """
+        if not envelopes:
+            raise InvalidValueError("cannot append an empty batch")
+        state = self.state
+        with self.write_lock:
+            self.check_writable()
+            base = state.next_offset
+            payload = self.codec.encode_batch(base, envelopes)
+            ts = max(e.timestamp_ms for e in envelopes)
+            frame, link = encode_frame(
+                base, len(envelopes), ts, self.codec.fingerprint,
+                self.chain.key_id, self.chain.key, state.last_link, payload,
+            )
+            if len(frame) - 4 > MAX_FRAME:
+                raise InvalidValueError(f"a batch of {len(frame):,} bytes exceeds the {MAX_FRAME:,}-byte frame limit; split the request")
+            seg = state.segments[-1]
+            if seg.size and seg.size + len(frame) > self.config.segment_bytes:
+                seg = self._roll()
+            position = seg.write(frame)
+            seg.note(_WrittenBatch(base, len(envelopes), ts, link, len(frame)), position)  # type: ignore[arg-type]
+            state.next_offset = base + len(envelopes)
+            state.last_link = link
+            written_to = seg.size
+            if self.config.fsync != FsyncPolicy.ALWAYS:
+                state.publish(seg, seg.size, state.next_offset)
+        if self.config.fsync == FsyncPolicy.ALWAYS:
+            self._sync_through(seg, written_to)
+        return AppendResult(base, base + len(envelopes), ts, link)
+
+    def check_writable(self) -> None:
+        if self.closed:
+            raise SecmetaError("the log is closed")
+        if self.failed is None and self.high_water.failed is not None:
+            self.failed = self.high_water.failed
+        if self.failed is not None:
+            raise LogFailedError(f"an earlier write failed ({self.failed}); reopen the store to recover")
+
+    def check_in_place(self) -> None:
+        """Before creating a file by path: the store directory must still be the one locked, else the log fails."""
+        try:
+            self.store.check_locked()
+        except StoreLockedError as exc:
+            self.failed = exc
+            raise
+
+    def flush(self) -> None:
+        """Fsync everything written so far (any policy)."""
+        if self.closed:
+            return
+        with self.write_lock:
+            seg = self.state.segments[-1]
+            size = seg.size
+        if seg.synced_size < size:
+            self._sync_through(seg, size)
+
+    def flush_every(self, interval_s: float) -> None:
+        """The ``interval`` policy's flusher thread: fsync what was written, until the log closes."""
+        while not self.closed:
+            time.sleep(interval_s)
+            self.flush()
+
+    def _sync_through(self, seg: Segment, size: int) -> None:
+        """Group commit: make everything written so far durable unless someone already did."""
+        with self._sync_lock:
+            if seg.synced_size >= size:
+                return
+            with self.write_lock:
+                active, active_size = self.state.segments[-1], self.state.segments[-1].size
+                end, link = self.state.next_offset, self.state.last_link
+            try:
+                active.sync()
+                self.high_water.record(Mark(end, link))  # only after the data it vouches for is durable
+            except OSError as exc:
+                self.failed = exc
+                raise LogFailedError(f"fsync of {active.name} failed: {exc}") from exc
+            active.synced_size = active_size
+            self.state.publish(active, active_size, end)
+
+    def _roll(self) -> Segment:
+        old = self.state.segments[-1]
+        try:
+            old.sync()
+        except OSError as exc:
+            self.failed = exc
+            raise LogFailedError(f"fsync of {old.name} failed while rolling: {exc}") from exc
+        old.synced_size = old.size
+        self.state.publish(old, old.size, self.state.next_offset)
+        self.check_in_place()
+        old.write_indexes(self.keyring, self.store.store_id)
+        seg = Segment(self.store.log_dir, self.state.next_offset, writable=True,
+                      index_interval=self.config.index_interval_bytes)
+        fsync_dir(self.store.log_dir)
+        with self.state.visible:
+            self.state.add_segment(seg)
+        return seg

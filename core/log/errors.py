@@ -1,0 +1,13 @@
+"""The log's own failures (a corrupt log is secmeta.core.errors.CorruptLogError)."""
+
+from __future__ import annotations
+
+from secmeta.core.errors import SecmetaError
+
+
+class LogFailedError(SecmetaError):
+    """An fsync failed: the log's durable state is unknown, so it refuses further writes."""
+
+
+class OffsetOutOfRangeError(SecmetaError):
+    """A reader asked for offsets retention already deleted (Kafka's OFFSET_OUT_OF_RANGE)."""
