@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
-_INT_MAX, _LONG_MAX = 2**31 - 1, 2**63 - 1
+_INT_MAX, _LONG_MAX = 2**31 - 1, validation.INT64_MAX  # Kafka's INT and LONG config types
 
 # QuotaConfig: key -> the largest value of its integral config type (None: a DOUBLE key).
 QUOTA_KEYS: dict[str, dict[str, int | None]] = {
