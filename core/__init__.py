@@ -39,6 +39,10 @@ from secmeta.core.errors import (
     UnsupportedVersionException,
 )
 from secmeta.core.types import (
+    ClientQuotaAlteration,
+    ClientQuotaFilter,
+    ClientQuotaFilterComponent,
+    ClientQuotaOp,
     DelegationToken,
     DeleteAclsResult,
     RequestContext,
@@ -50,6 +54,7 @@ from secmeta.core.types import (
 from secmeta.core.validation import FieldError
 from secmeta.events.errors import KeyringError, SealedSecretError, UnknownKeyError
 from secmeta.events.keyring import Keyring
+from secmeta.events.records import ClientQuotaEntity
 from secmeta.events.types import (
     AccessControlEntry,
     AccessControlEntryFilter,
@@ -96,6 +101,11 @@ __all__ = [
     "AdminReader",
     "ApiError",
     "ApiException",
+    "ClientQuotaAlteration",
+    "ClientQuotaEntity",
+    "ClientQuotaFilter",
+    "ClientQuotaFilterComponent",
+    "ClientQuotaOp",
     "ClusterAuthorizationException",
     "CorruptLogError",
     "DelegationToken",

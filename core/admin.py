@@ -21,9 +21,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
-from secmeta.core.control.quotas import EVERY_ENTITY, ClientQuotaAlteration, ClientQuotaFilter
 from secmeta.core.errors import ApiError
 from secmeta.core.types import (
+    EVERY_ENTITY,
+    ClientQuotaAlteration,
+    ClientQuotaFilter,
     DelegationToken,
     DeleteAclsResult,
     RequestContext,

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from enum import IntEnum
 
 from secmeta.core import validation
 from secmeta.core.control.authz import Decider, require_cluster
@@ -29,7 +27,15 @@ from secmeta.core.errors import (
     InvalidRequestException,
     UnsupportedVersionException,
 )
-from secmeta.core.types import RequestContext
+from secmeta.core.types import (
+    EVERY_ENTITY,
+    ClientQuotaAlteration,
+    ClientQuotaFilter,
+    ClientQuotaFilterComponent,
+    ClientQuotaOp,
+    MatchType,
+    RequestContext,
+)
 from secmeta.core.validation import FieldError
 from secmeta.events.records import ClientQuotaAltered, ClientQuotaEntity
 from secmeta.events.types import AclOperation
@@ -59,73 +65,6 @@ QUOTA_KEYS: dict[str, dict[str, int | None]] = {
     IP: {"connection_creation_rate": _INT_MAX},
 }
 _OK = ApiError()
-
-
-@dataclass(frozen=True, slots=True)
-class ClientQuotaOp:
-    """Set ``key`` to ``value``, or remove it (``value=None``)."""
-
-    key: str
-    value: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ClientQuotaAlteration:
-    """The ops to apply to one entity: ``{"user": "alice"}``, ``{"user": None}`` (the default user)..."""
-
-    entity: Mapping[str, str | None] | ClientQuotaEntity
-    ops: tuple[ClientQuotaOp, ...] = field(default=())
-
-
-class MatchType(IntEnum):
-    """How a filter component matches an entity's name (DescribeClientQuotasRequest's MATCH_TYPE_*)."""
-
-    EXACT = 0
-    DEFAULT = 1
-    SPECIFIED = 2
-
-
-@dataclass(frozen=True, slots=True)
-class ClientQuotaFilterComponent:
-    """One entity type of a filter (Kafka's ClientQuotaFilterComponent)."""
-
-    entity_type: str
-    match_type: int
-    match: str | None = None
-
-    @classmethod
-    def of_entity(cls, entity_type: str, name: str) -> ClientQuotaFilterComponent:
-        return cls(entity_type, MatchType.EXACT, name)
-
-    @classmethod
-    def of_default_entity(cls, entity_type: str) -> ClientQuotaFilterComponent:
-        return cls(entity_type, MatchType.DEFAULT)
-
-    @classmethod
-    def of_entity_type(cls, entity_type: str) -> ClientQuotaFilterComponent:
-        return cls(entity_type, MatchType.SPECIFIED)
-
-
-@dataclass(frozen=True, slots=True)
-class ClientQuotaFilter:
-    """Components to match and whether an entity may have other types (``strict=False``) or not.
-
-    ``ClientQuotaFilter()`` is Kafka's ``all()``; ``contains``/``contains_only`` as its factories.
-    """
-
-    components: tuple[ClientQuotaFilterComponent, ...] = ()
-    strict: bool = False
-
-    @classmethod
-    def contains(cls, components: Iterable[ClientQuotaFilterComponent]) -> ClientQuotaFilter:
-        return cls(tuple(components), False)
-
-    @classmethod
-    def contains_only(cls, components: Iterable[ClientQuotaFilterComponent]) -> ClientQuotaFilter:
-        return cls(tuple(components), True)
-
-
-EVERY_ENTITY = ClientQuotaFilter()  # Kafka's ClientQuotaFilter.all()
 
 
 def _invalid(message: str) -> ApiError:

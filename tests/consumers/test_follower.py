@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, Message
 from secmeta.consumers.kafka.follower import Follower, FollowerError, HistoryGapError
 from secmeta.consumers.kafka.publisher import Publisher
 from secmeta.consumers.kafka.wire import HEADER_FINGERPRINT, encode_message
-from secmeta.core import AclOperation, ResourceType
+from secmeta.core import AclOperation, ClientQuotaAlteration, ClientQuotaOp, ResourceType
 from secmeta.core.store.view import StoreView
 from secmeta.events.codec import EventCodec
 from tests.consumers.conftest import (
@@ -384,8 +384,6 @@ def test_catch_up_skips_an_error_message_without_offset(store, clock, published,
 def test_client_quotas_reach_the_follower_by_history_and_by_state_topic(store, published, follow):
     """A quota set, changed and removed: the follower holds the store's quotas both ways; the removal is a
     tombstone on the state topic (it closes its entity), so bootstrapping does not replay it."""
-    from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaOp
-
     def alter(entity, **ops):
         store.alter_client_quotas([ClientQuotaAlteration(entity, tuple(ClientQuotaOp(k, v) for k, v in ops.items()))],
                                   context=ADMIN)
