@@ -26,9 +26,10 @@ from secmeta.core.errors import (
     ErrorCode,
     UnsupportedVersionException,
 )
+from secmeta.core.wire.codec import ApiKey, build, request_class
 from secmeta.events.records import ClientQuotaEntity
 from tests.clientkit import remote_admin
-from tests.serverkit import ADMIN
+from tests.serverkit import ADMIN, RawClient
 
 pytestmark = pytest.mark.server
 
@@ -115,3 +116,18 @@ def test_a_requester_without_cluster_config_rights_is_refused(server):
         with pytest.raises(ClusterAuthorizationException):
             admin.describe_client_quotas()
     assert server.log_end() == end
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_both_versions_round_trip_through_the_handlers(server, version):
+    """v0 (non-flexible) and v1 (flexible) of both APIs: encoded, decoded and answered alike (RawClient, kio)."""
+    with RawClient.connect(server, "SASL_SSL") as raw:
+        raw.sasl_login("admin", "admin-secret")
+        altered = raw.request(build(request_class(ApiKey.ALTER_CLIENT_QUOTAS, version), validate_only=False, entries=[
+            {"entity": [{"entity_type": "client-id", "entity_name": None}],
+             "ops": [{"key": "consumer_byte_rate", "value": 4096.0, "remove": False}]}]))
+        assert [int(e.error_code) for e in altered.entries] == [0]
+        described = raw.request(build(request_class(ApiKey.DESCRIBE_CLIENT_QUOTAS, version), strict=True,
+                                      components=[{"entity_type": "client-id", "match_type": 1, "match": None}]))
+    assert [(tuple((d.entity_type, d.entity_name) for d in e.entity), {v.key: v.value for v in e.values})
+            for e in described.entries] == [((("client-id", None),), {"consumer_byte_rate": 4096.0})]
