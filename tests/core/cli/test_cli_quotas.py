@@ -132,6 +132,7 @@ def test_java_double_reads_back_as_the_same_double(value):
     assert float(text) == value and ("E" in text) == (not 1e-3 <= value < 1e7)
 
 
+@pytest.mark.server
 def test_over_the_wire_the_same_command_sets_and_describes(tmp_path, capsys):
     """--bootstrap-server: AlterClientQuotas / DescribeClientQuotas to `secmeta serve`, same output."""
     with running_server(tmp_path / "server", "SASL_SSL://127.0.0.1:0") as server:

@@ -31,8 +31,6 @@ from secmeta.events.records import ClientQuotaEntity
 from tests.clientkit import remote_admin
 from tests.serverkit import ADMIN, RawClient
 
-pytestmark = pytest.mark.server
-
 LISTENERS = "SASL_SSL://127.0.0.1:0"
 ALICE = ClientQuotaEntity.of({"user": "alice"})
 
