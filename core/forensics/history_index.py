@@ -106,10 +106,11 @@ CREATE TABLE IF NOT EXISTS events ({_COLUMNS[0]} INTEGER PRIMARY KEY, {", ".join
 CREATE TABLE IF NOT EXISTS parties (party TEXT NOT NULL, offset INTEGER NOT NULL, PRIMARY KEY (party, offset))
     WITHOUT ROWID;
 """
-# by_principal holds the ACL rows' principals; by_entity the rows of every other kind (ask it with 'restype IS NULL'); by_resource the ACL rows.
+# by_principal and by_resource hold the ACL rows; by_entity the rows of every other kind (ask it with
+# 'restype IS NULL'); the other kinds' principals are in the parties table.
 _INDEXES = """
 CREATE INDEX IF NOT EXISTS by_actor ON events(actor, offset);
-CREATE INDEX IF NOT EXISTS by_principal ON events(principal, offset);
+CREATE INDEX IF NOT EXISTS by_principal ON events(principal, offset) WHERE principal IS NOT NULL;
 CREATE INDEX IF NOT EXISTS by_resource ON events(restype, name, offset) WHERE restype IS NOT NULL;
 CREATE INDEX IF NOT EXISTS by_entity ON events(entity, offset) WHERE restype IS NULL;
 """
