@@ -22,6 +22,7 @@ from secmeta.core import (
     StoreConfig,
     UserScramCredentialUpsertion,
 )
+from secmeta.core.log.reading import Reader
 from secmeta.events.keyring import Keyring
 from secmeta.projections.image import SecurityImage, SecurityProjection
 
@@ -58,6 +59,11 @@ def replayed(store: SecurityStore, n: int) -> SecurityImage:
 def decoded_batches(store: SecurityStore, monkeypatch) -> list[int]:
     """The base offsets of the batches the store's log decodes from now on (the list grows as it does)."""
     decoded: list[int] = []
-    real = store.log.decode
-    monkeypatch.setattr(store.log, "decode", lambda batch: decoded.append(batch.base_offset) or real(batch))
+    real = Reader.decode  # where the log decodes every batch it reads (Log.read goes to its Reader)
+
+    def decode(reader: Reader, batch):
+        decoded.append(batch.base_offset)
+        return real(reader, batch)
+
+    monkeypatch.setattr(Reader, "decode", decode)
     return decoded
