@@ -22,7 +22,7 @@ from secmeta.core.forensics.timetravel import Point
 from secmeta.events.records import AclCreated, ScramCredentialUpserted
 from tests import storekit
 from tests.logkit import Clock
-from tests.storekit import acl, upsert
+from tests.storekit import acl, decoded_batches, upsert
 
 ADMIN = replace(storekit.ADMIN, request_id="req-admin")
 OPS = RequestContext("User:ops", "10.0.0.7")
@@ -158,9 +158,7 @@ def test_history_time_range_reads_only_its_batches(store, clock, monkeypatch):
     for i in range(20):
         store.create_acls([acl(f"t{i}")], context=ADMIN)
         tick(clock)
-    decoded = []
-    real = store.log.decode
-    monkeypatch.setattr(store.log, "decode", lambda batch: decoded.append(batch.base_offset) or real(batch))
+    decoded = decoded_batches(store, monkeypatch)
     assert offsets(store.history(start_ms=T0 + 15_000, end_ms=T0 + 16_000)) == [15, 16]
     assert decoded == [15, 16]
 
@@ -172,9 +170,7 @@ def test_history_from_the_index_decodes_no_batch(store, clock, monkeypatch):
         tick(clock)
     assert store.timetravel.index.wait(10)
     store.timetravel.index.catch_up()
-    decoded = []
-    real = store.log.decode
-    monkeypatch.setattr(store.log, "decode", lambda batch: decoded.append(batch.base_offset) or real(batch))
+    decoded = decoded_batches(store, monkeypatch)
     assert offsets(store.history(principal="User:p1")) == [1, 4, 7, 10, 13, 16, 19]
     assert decoded == []
 
