@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from secmeta.core.errors import QueryError
 from secmeta.core.forensics.attribution import Attribution, attributed
-from secmeta.events.entities import TOKENS, kind_of
+from secmeta.events.entities import KINDS, TOKENS, kind_of
 from secmeta.events.records import Envelope
 from secmeta.events.redact import redacted
 from secmeta.events.types import (
@@ -32,7 +32,9 @@ from secmeta.events.types import (
     ScramMechanism,
 )
 from secmeta.projections.acl_match import filter_matches, pattern_filter_matches
-from secmeta.projections.tokens import TokenInfo
+from secmeta.projections.entity_events import opening_events
+from secmeta.projections.image import SecurityImage
+from secmeta.projections.tokens import TOKEN_FIELDS, TokenInfo
 
 __all__ = ["Change", "Credential", "Diff", "HistoryBackend", "HistoryEntry", "HistoryQuery", "ResourceMatch",
            "TokenExpiryChange", "binding_dict", "expiry_changes", "token_parties"]
@@ -134,9 +136,7 @@ class Diff:
             return {"user": c[0], "mechanism": ScramMechanism(c[1]).mechanism_name, "iterations": c[2]}
 
         def token(t: TokenInfo):
-            return {"token_id": t.token_id, "owner": t.owner, "requester": t.requester,
-                    "renewers": list(t.renewers), "issue_timestamp_ms": t.issue_timestamp_ms,
-                    "expiry_timestamp_ms": t.expiry_timestamp_ms, "max_timestamp_ms": t.max_timestamp_ms}
+            return {**{name: getattr(t, name) for name in TOKEN_FIELDS}, "renewers": list(t.renewers)}
 
         def change(c: TokenExpiryChange):
             return {"token_id": c.token_id, "owner": c.owner, "expiry_before_ms": c.expiry_before_ms,
@@ -210,10 +210,11 @@ class HistoryQuery:
     end_ms: int | None = None  # inclusive
 
 
-def token_parties(image) -> dict[str, tuple[str, ...]]:
-    """Who each open token of a SecurityImage involves (owner, requester, renewers), by entity key: the
-    ``entities.Parties`` known at the image's offset, for a backend whose window starts there."""
-    return {f"{TOKENS.name}:{info.token_id}": (info.owner, info.requester, *info.renewers) for info in image.tokens}
+def token_parties(image: SecurityImage) -> dict[str, tuple[str, ...]]:
+    """Who each open entity of a ``carries_parties`` kind (a delegation token) involves in ``image``, by entity
+    key: the ``entities.Parties`` known at the image's offset, for a backend whose window starts there."""
+    carrying = [kind for kind in KINDS if kind.carries_parties]
+    return {event.entity_key: kind_of(event).principals(event) for event in opening_events(image, carrying)}
 
 
 class HistoryBackend(Protocol):

@@ -524,14 +524,14 @@ class HistoryIndex:
         issued_rows = {e: payload for e, (_, t, payload) in present.items() if t == "DelegationTokenIssued"}
         expiry_rows = self._last_changes(issued_rows, a, _TOKEN_EXPIRY)
         at_start: dict[str, tuple[TokenInfo, int]] = {  # (as issued, expiry at a)
-            e: (_token(json.loads(payload)), json.loads(expiry_rows[e][2])["expiry_timestamp_ms"])
+            e: (TokenInfo.of(json.loads(payload)), json.loads(expiry_rows[e][2])["expiry_timestamp_ms"])
             for e, payload in issued_rows.items()}
         now: dict[str, tuple[TokenInfo, int] | None] = dict(at_start)
         renewed: dict[str, list] = {}
         expired: dict[str, list] = {}
         for offset, event_type, entity, payload in rows:
             if event_type == "DelegationTokenIssued":
-                info = _token(json.loads(payload))
+                info = TokenInfo.of(json.loads(payload))
                 now[entity] = (info, info.expiry_timestamp_ms)
             elif event_type == "DelegationTokenRemoved":
                 now[entity] = None
@@ -563,11 +563,6 @@ def _credential(payload: dict) -> Credential:
 
 def _expiring(info: TokenInfo, expiry_ms: int) -> TokenInfo:
     return info if info.expiry_timestamp_ms == expiry_ms else replace(info, expiry_timestamp_ms=expiry_ms)
-
-
-def _token(payload: dict) -> TokenInfo:
-    return TokenInfo(payload["token_id"], payload["owner"], payload["requester"], tuple(payload["renewers"]),
-                     payload["issue_timestamp_ms"], payload["expiry_timestamp_ms"], payload["max_timestamp_ms"])
 
 
 def _marks(values) -> str:
