@@ -1,7 +1,7 @@
 """The store's one write path: every kind of write, by anyone, at any time, commits as the same skeleton does.
 
-Whatever the call (SCRAM alterations, ACL creation and deletion, token creation, renewal and expiry, the
-expiry sweep), a request appends at most one batch, every event of it stamped with the asker, their host,
+Whatever the call (SCRAM alterations, ACL creation and deletion, token creation, renewal and expiry, client
+quota alterations, the expiry sweep), a request appends at most one batch, every event of it stamped with the asker, their host,
 one request id and the clock's time at the call; a refused request appends nothing; and the answer comes
 back with its batch already published (read-your-writes).
 """
@@ -21,7 +21,9 @@ from secmeta.core import (
     StoreConfig,
     UserScramCredentialDeletion,
 )
+from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaOp
 from secmeta.core.store.facade import SWEEPER
+from secmeta.events.records import ClientQuotaEntity
 from tests.logkit import Clock, make_keyring
 from tests.storekit import ADMIN, TOKEN_SECRET, acl, upsert
 
@@ -43,6 +45,10 @@ def _write(store: SecurityStore, op: tuple, context: RequestContext, hmacs: list
         token = store.create_delegation_token(context=context, max_lifetime_ms=arg)
         hmacs.append(token.hmac)
         return token
+    if kind == "quota":  # None removes it
+        op = ClientQuotaOp("producer_byte_rate", arg)
+        return store.alter_client_quotas([ClientQuotaAlteration(ClientQuotaEntity.of({"user": "u1"}), (op,))],
+                                         context=context)
     if kind in ("renew", "expire") and hmacs:
         hmac = hmacs[arg % len(hmacs)]
         call = store.renew_delegation_token if kind == "renew" else store.expire_delegation_token
@@ -57,6 +63,7 @@ OPS = st.one_of(
     st.tuples(st.just("unscram"), st.sampled_from(["u1", "u2"])),
     st.tuples(st.just("token"), st.sampled_from([60_000, 3_600_000])),
     st.tuples(st.sampled_from(["renew", "expire"]), st.integers(0, 3)),
+    st.tuples(st.just("quota"), st.sampled_from([1024.0, None])),
     st.tuples(st.just("sweep"), st.none()),
 )
 STEPS = st.lists(st.tuples(OPS, st.booleans(), st.integers(0, 120)), min_size=1, max_size=12)
