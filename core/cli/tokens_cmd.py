@@ -99,7 +99,7 @@ def _hmac(args: argparse.Namespace) -> bytes:
 def run(args: argparse.Namespace) -> int:
     action = next(a for a in ACTIONS if getattr(args, a))
     _check(args, action)
-    hmac = _hmac(args) if args.hmac is not None else None
+    hmac = _hmac(args) if args.hmac is not None else b""  # _check: given exactly with --renew and --expire
     with open_admin(args, read_only=action == "describe") as session:
         admin, ctx = session.admin, session.context
         if action == "create":
