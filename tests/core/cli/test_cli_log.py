@@ -187,6 +187,7 @@ def test_every_command_has_help(argv):
     assert proc.returncode == 0 and "usage: secmeta" in proc.stdout
 
 
+@pytest.mark.slow  # the whole demo, end to end
 def test_demo_runs_and_detects_tampering(tmp_path, capsys):
     """The demo builds a store, authenticates, verifies it, and shows a flipped bit being caught."""
     assert run("demo", "--dir", str(tmp_path / "demo"), "--users", "20", "--acls", "300") == 0

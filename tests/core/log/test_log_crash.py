@@ -16,6 +16,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from secmeta.core.log import Log, verify_log
 from tests.logkit import acl_created, make_keyring
 
@@ -41,6 +43,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow  # 50 writer processes started and killed
 def test_sigkill_never_loses_acknowledged_batches(tmp_path):
     """50 writers killed mid-stream: every acked batch survives, nothing corrupt is served, verify passes."""
     keyring = make_keyring(tmp_path)

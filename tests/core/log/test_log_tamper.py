@@ -135,7 +135,11 @@ def test_the_untouched_store_verifies_and_opens(original):
     assert serve(path, keyring, retention, times, read_only=False) == truth
 
 
-@pytest.mark.parametrize("kind", ["segment", "snapshot", "high-water", "index", "timeindex", "retention-anchor"])
+@pytest.mark.parametrize("kind", [
+    pytest.param("segment", marks=pytest.mark.slow),  # tens of seconds: one copy and three opens per byte
+    pytest.param("snapshot", marks=pytest.mark.slow),  # minutes: the largest file
+    "high-water", "index", "timeindex", "retention-anchor",
+])
 def test_every_byte_flip_is_detected_or_harmless(original, work, quick_fsync, kind):
     """Each flip of each byte: verify and both opens refuse it; an index file flip is flagged by verify
     while both opens rebuild the index from the data and serve the untouched state and time lookups."""

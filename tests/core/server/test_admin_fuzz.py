@@ -30,6 +30,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from scramp import ScramClient
 
 from secmeta.core import SecurityStore, StoreConfig
@@ -213,6 +214,7 @@ def fuzz_scram(directory: str) -> None:
             assert raw.api_versions().error_code == 0
 
 
+@pytest.mark.slow  # a fuzzer
 def test_mutated_scram_messages_fail_cleanly(tmp_path):
     """Each mutated SCRAM exchange is answered (a SaslAuthenticate response with the request's correlation
     id) or closed; nothing is written, no handler crashes, the server stays up and admin still logs in."""
@@ -366,6 +368,7 @@ def fuzz_admin(directory: str) -> None:
             assert reopened.image.next_offset == server.log_end()
 
 
+@pytest.mark.slow  # a fuzzer
 def test_mutated_admin_requests_by_a_super_user_leave_a_consistent_store(tmp_path):
     """Each mutated admin frame is answered (its API, its correlation id) or closed; read-only ones never
     change the log; afterwards the server answers and the store re-opened from disk replays to exactly the

@@ -12,6 +12,8 @@ import random
 import socket
 import struct
 
+import pytest
+
 from secmeta.core.wire.codec import ApiKey, build, encode_request, request_class
 from tests.serverkit import RawClient
 
@@ -105,6 +107,7 @@ def _check_reply(frame: bytes, reply: bytes) -> None:
         at += 4 + size
 
 
+@pytest.mark.slow  # a fuzzer: 5000 mutations
 def test_mutated_frames_are_answered_or_refused_and_change_nothing(shared_server, caplog):
     """5000 seeded mutations over every served API and version; afterwards the server answers and the log is unchanged."""
     caplog.set_level(logging.INFO, logger="secmeta.server")
