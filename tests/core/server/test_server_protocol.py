@@ -39,7 +39,7 @@ def _api_versions_frame(version: int, correlation_id: int) -> bytes:
 
 #: What secmeta serves (issue 11): API key -> (min, max) version, as ApiVersions must list it.
 SERVED = {3: (0, 13), 17: (0, 1), 18: (0, 4), 29: (1, 3), 30: (1, 3), 31: (1, 3), 36: (0, 2), 38: (1, 3),
-          39: (1, 2), 40: (1, 2), 41: (1, 3), 50: (0, 0), 51: (0, 0), 60: (0, 2)}
+          39: (1, 2), 40: (1, 2), 41: (1, 3), 48: (0, 1), 49: (0, 1), 50: (0, 0), 51: (0, 0), 60: (0, 2)}
 
 
 def test_api_versions_lists_every_served_api(shared_server):
