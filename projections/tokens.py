@@ -41,12 +41,13 @@ class TokenInfo:
     max_timestamp_ms: int
 
     @classmethod
-    def of(cls, source: DelegationTokenIssued | Mapping[str, Any]) -> TokenInfo:
-        """The token an issue event, a redacted payload or a row of ``TOKEN_FIELDS`` describes."""
+    def of(cls, source: DelegationTokenIssued | Mapping[str, Any], **more: Any) -> TokenInfo:
+        """The token an issue event, a redacted payload or a row of ``TOKEN_FIELDS`` describes
+        (``more``: the fields a subclass adds)."""
         get = source.__getitem__ if isinstance(source, Mapping) else source.__getattribute__
         values = {name: get(name) for name in TOKEN_FIELDS}
         values["renewers"] = tuple(values["renewers"] or ())
-        return cls(**values)
+        return cls(**values, **more)
 
     def issued(self) -> DelegationTokenIssued:
         """The event that issues this token as it stands (its current expiry included)."""

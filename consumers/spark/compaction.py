@@ -11,10 +11,10 @@ Each micro-batch (``_Commit``) becomes one version of the tables:
 2. Spark writes the batch's events as Parquet into a staging directory (the
    only pass over the source), counted on the way (``observe``: offsets, time,
    closing events per kind);
-3. for ACLs, credentials and tokens, ``intervals.advance`` turns the snapshot
-   of the pinned version and the staged events into the new snapshot (the open
-   intervals) and the intervals the batch closed, one Spark job per kind, the
-   three running side by side;
+3. for each entity kind (``secmeta.events.entities.KINDS``: ACLs, credentials,
+   tokens, ...), ``intervals.advance`` turns the snapshot of the pinned version
+   and the staged events into the new snapshot (the open intervals) and the
+   intervals the batch closed, one Spark job per kind, all running side by side;
 4. the driver moves the files into the tables and commits them, one Delta
    commit per table, the history table's last (see ``commits``): from there
    readers see the new version;

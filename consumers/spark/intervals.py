@@ -1,36 +1,42 @@
 """From events to validity intervals: the Spark transformation behind the compacted tables.
 
-For each kind of entity (ACLs, SCRAM credentials, delegation tokens) the state
-at any point is a set of *intervals*: an entity with its attributes, valid from
-the event that set them to the event that replaced or removed them. The open
-intervals are the current snapshot; closed ones never change again.
+For each kind of entity (``secmeta.events.entities.KINDS``: ACLs, SCRAM credentials,
+delegation tokens, ...) the state at any point is a set of *intervals*: an entity with
+its attributes, valid from the event that set them to the event that replaced or removed
+them. The open intervals are the current snapshot; closed ones never change again.
 
 ``advance(kind, snapshot, events)`` takes the snapshot (open intervals) before
 a micro-batch and the batch's event rows, and returns one DataFrame: the new
 snapshot (open intervals, ``valid_to_offset`` null) and the intervals the batch
 closed, so one job writes both. Only entities the batch touches are windowed;
-the others pass through. The rules are the projections' (``secmeta.projections.image``):
+the others pass through. The rules are the kind's declaration, as the projections
+replay it (``EntityKind.role``):
 
-- ACL: ``AclCreated`` opens, ``AclDeleted`` closes (acl ids are never reused,
-  so the batch's closes are joined to the open rows: no window, and no shuffle
-  of the snapshot when the closes are few enough to broadcast).
-- credential (user, mechanism): ``ScramCredentialUpserted`` opens a new interval
-  (closing the previous one: a replaced credential), ``ScramCredentialDeleted`` closes.
-- token: ``DelegationTokenIssued`` opens; ``DelegationTokenRenewed`` and
-  ``DelegationTokenExpired`` set a new expiry (closing the interval and opening
-  one with the same token and the new expiry); ``DelegationTokenRemoved`` closes.
+- an opening event opens a new interval (closing the open one of its key: a
+  replaced credential);
+- an update carries some attributes (the others are null in its row and carry
+  over from the interval before): it closes the interval and opens one with the
+  changed attributes (a token's new expiry);
+- a closing event closes, and so does an opening or update event whose
+  ``closed_when_none`` column is null (a removed quota value);
+- single-use keys (acl ids are never reused): the batch's closes are joined to
+  the open rows: no window, and no shuffle of the snapshot when the closes are
+  few enough to broadcast.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
-from secmeta.consumers.spark.rows import SCHEMA
+from secmeta.consumers.spark.rows import SCHEMA, column_of
 from secmeta.core.errors import InvalidValueError
+from secmeta.events import entities
+from secmeta.events.entities import EntityKind
 
 __all__ = ["CLOSE_COLUMNS", "INTERVAL_COLUMNS", "KINDS", "OPEN_COLUMNS", "Kind", "advance", "columns", "project",
            "schema"]
@@ -38,7 +44,8 @@ __all__ = ["CLOSE_COLUMNS", "INTERVAL_COLUMNS", "KINDS", "OPEN_COLUMNS", "Kind",
 
 @dataclass(frozen=True)
 class Kind:
-    """One entity kind: its table names, key, attributes and the events that open, update or close it."""
+    """One entity kind in Spark's terms (``Kind.of`` an ``EntityKind``): table names, key and attribute
+    columns, the names of the events that open, update or close it."""
 
     name: str  # snapshot table name
     intervals: str  # validity-interval table name
@@ -50,30 +57,29 @@ class Kind:
     # Each key opens at most once and closes at most once (acl ids are never reused): an interval is
     # then an opening row joined with its closing event, and no window over the key is needed.
     single_use_keys: bool = False
+    # A null here closes the entity, for the events named in closing_when_none (those carrying the column).
+    closed_when_none: str | None = None
+    closing_when_none: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.single_use_keys and self.updates:
             raise InvalidValueError(f"{self.name}: a kind with update events needs the window, not single-use keys")
+
+    @classmethod
+    def of(cls, kind: EntityKind, column_of: Callable[[str], str] = column_of) -> Kind:
+        """The Spark form of a declared kind: payload fields become their row columns (``rows.column_of``)."""
+        return cls(
+            kind.table, kind.intervals_table, tuple(map(column_of, kind.key)), tuple(map(column_of, kind.attributes)),
+            kind.open_names, kind.close_names, kind.update_names, kind.single_use_keys,
+            None if kind.closed_when_none is None else column_of(kind.closed_when_none),
+            tuple(t.__name__ for t in kind.closing_when_none))
 
     @property
     def event_types(self) -> tuple[str, ...]:
         return self.opens + self.updates + self.closes
 
 
-ACLS = Kind(
-    "acls", "acl_intervals", ("acl_id",),
-    ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type"),
-    opens=("AclCreated",), closes=("AclDeleted",), single_use_keys=True)
-CREDENTIALS = Kind(
-    "scram_users", "credential_intervals", ("user", "mechanism"), ("iterations",),
-    opens=("ScramCredentialUpserted",), closes=("ScramCredentialDeleted",))
-TOKENS = Kind(
-    "tokens", "token_intervals", ("token_id",),
-    ("owner", "requester", "renewers", "issue_timestamp", "expiry_timestamp", "max_timestamp"),
-    opens=("DelegationTokenIssued",), closes=("DelegationTokenRemoved",),
-    updates=("DelegationTokenRenewed", "DelegationTokenExpired"))
-
-KINDS = (ACLS, CREDENTIALS, TOKENS)
+KINDS = tuple(Kind.of(kind) for kind in entities.KINDS)
 
 # Who and what opened an interval (every table), and closed it (interval tables only).
 OPEN_COLUMNS = ("valid_from_offset", "valid_from", "opened_by", "opened_by_host", "opened_request_id",
@@ -89,7 +95,10 @@ _CLOSE_TYPES = {"valid_to_offset": LongType(), "valid_to": TimestampType()}  # t
 def project(kind: Kind, events: DataFrame) -> DataFrame:
     """The events of ``kind`` as interval-opening rows (close events carry no attributes), plus an action column."""
     types = F.col("event_type")
-    action = F.when(types.isin(*kind.closes), F.lit("close"))
+    closing = types.isin(*kind.closes)
+    if kind.closed_when_none is not None:
+        closing = closing | (types.isin(*kind.closing_when_none) & F.col(kind.closed_when_none).isNull())
+    action = F.when(closing, F.lit("close"))
     if kind.updates:
         action = action.when(types.isin(*kind.updates), F.lit("update"))
     action = action.otherwise(F.lit("open"))
@@ -103,9 +112,9 @@ def project(kind: Kind, events: DataFrame) -> DataFrame:
     )
 
 
-def schema(kind: Kind) -> StructType:
+def schema(kind: Kind, events: StructType = SCHEMA) -> StructType:
     """The schema of ``kind``'s interval and snapshot tables (``advance``'s output), from the event schema."""
-    source = {f.name: f.dataType for f in SCHEMA.fields}
+    source = {f.name: f.dataType for f in events.fields}
     types = {**{c: source[c] for c in (*kind.key, *kind.attributes)},
              **{dst: source[src] for src, dst in zip(_EVENT_FIELDS, OPEN_COLUMNS, strict=True)},
              **{c: _CLOSE_TYPES.get(c, StringType()) for c in CLOSE_COLUMNS}}

@@ -1,9 +1,14 @@
 """One row schema for every secmeta Spark source, and how envelopes become rows and rows envelopes.
 
-``SCHEMA``: the envelope (offset, time, actor, request, event type, entity key),
-then the payload flattened into nullable columns. Secrets never appear: a SCRAM
-credential row carries the mechanism and iteration count only, tokens carry no
-HMAC, because only the columns listed here are ever read from an event.
+``SCHEMA``: the envelope (offset, time, actor, request, event type, entity key,
+the principals the event names: its kind's ``principals``, ``secmeta.events.entities``),
+then the payload flattened into nullable columns: those listed in ``_COLUMNS``, then
+one per field of a logged event that has none there (a new kind's fields), typed
+from the field's annotation. Secrets never appear: a SCRAM credential row carries
+the mechanism and iteration count only, tokens carry no HMAC, because only the
+columns here are ever read from an event (a sealed secret or bytes field gets none).
+``column_of`` names the column a payload field is in (``issue_timestamp_ms`` is the
+timestamp column ``issue_timestamp``).
 
 ``event_row`` makes one Python row (for tests and small reads);
 ``arrow_batches`` turns envelopes into pyarrow RecordBatches, which is what the
@@ -11,14 +16,15 @@ sources hand to Spark (several times faster than tuples).
 
 ``envelope_from_row`` goes back (the Spark audit job runs its rules on the
 rebuilt envelopes); ``python_rows`` reads a pyarrow batch or table as such
-rows. Both directions follow the one column table ``_COLUMNS``, so a field
-added to an event without a column fails when this module loads. Rows never
+rows. Both directions follow the one column table, so a field added to an event
+whose type has no Spark column fails when this module loads. Rows never
 carry a secret, so a rebuilt ``ScramCredentialUpserted`` holds ``NO_SECRET``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -29,6 +35,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
+    BooleanType,
     DoubleType,
     IntegerType,
     LongType,
@@ -38,6 +45,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from secmeta.events.entities import kind_of
 from secmeta.events.errors import InvalidValueError
 from secmeta.events.keyring import SealedSecret
 from secmeta.events.records import EVENT_TYPES, Envelope
@@ -58,6 +66,7 @@ __all__ = [
     "RowError",
     "arrow_batch",
     "arrow_batches",
+    "column_of",
     "envelope_from_row",
     "event_row",
     "python_rows",
@@ -78,6 +87,7 @@ _COLUMNS: list[tuple[str, Any, str | None]] = [
     ("request_id", StringType(), None),
     ("event_type", StringType(), None),
     ("entity_key", StringType(), None),
+    ("principals", ArrayType(StringType()), None),
     ("acl_id", StringType(), "acl_id"),
     ("resource_type", StringType(), "resource_type"),
     ("resource_name", StringType(), "resource_name"),
@@ -99,17 +109,51 @@ _COLUMNS: list[tuple[str, Any, str | None]] = [
     ("renew_period_ms", LongType(), "renew_period_ms"),
     ("expiry_period_ms", LongType(), "expiry_period_ms"),
     ("reason", StringType(), "reason"),
-    ("entity", StringType(), "entity"),
-    ("key", StringType(), "key"),
-    ("value", DoubleType(), "value"),
 ]
 _ENVELOPE_WIDTH = next(i for i, (_n, _t, source) in enumerate(_COLUMNS) if source is not None)
+_UNCOLUMNED = (SealedSecret, AclBinding)  # never a column: secrets, and the binding (its seven columns above)
+_SPARK_TYPES = {str: StringType(), int: LongType(), float: DoubleType(), bool: BooleanType()}
+
+
+def _spark_type(hint: Any, where: str) -> Any:
+    """The Spark type of a payload field's annotation: optional values are nullable columns anyway."""
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        present = [a for a in args if a is not type(None)]
+        if len(present) == 1:
+            return _spark_type(present[0], where)
+    elif typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis:
+        return ArrayType(_spark_type(args[0], where))
+    elif isinstance(hint, type) and issubclass(hint, Enum):
+        return StringType()  # by name
+    elif hint in _SPARK_TYPES:
+        return _SPARK_TYPES[hint]
+    raise TypeError(f"{where}: {hint!r} has no Spark column type; give it a column in secmeta.consumers.spark.rows")
+
+
+def _new_columns() -> list[tuple[str, Any, str]]:
+    """A column for each payload field of a logged event that ``_COLUMNS`` does not list, in event order."""
+    listed = {source for _n, _t, source in _COLUMNS}
+    found: dict[str, Any] = {}
+    for event_type in EVENT_TYPES.values():
+        hints = typing.get_type_hints(event_type)
+        for f in dataclasses.fields(event_type):
+            hint = hints[f.name]
+            if f.name in listed or (isinstance(hint, type) and issubclass(hint, _UNCOLUMNED)):
+                continue
+            dtype = _spark_type(hint, f"{event_type.__name__}.{f.name}")
+            if found.setdefault(f.name, dtype) != dtype:
+                raise TypeError(f"{event_type.__name__}.{f.name}: {dtype} where another event has {found[f.name]}")
+    return [(name, dtype, name) for name, dtype in found.items()]
+
+
+_COLUMNS += _new_columns()
 
 SCHEMA = StructType([StructField(name, dtype, nullable=True) for name, dtype, _ in _COLUMNS])
 
 _ARROW_TYPES = {
     LongType: pa.int64(), IntegerType: pa.int32(), StringType: pa.string(), DoubleType: pa.float64(),
-    TimestampType: pa.timestamp("us", tz="UTC"),
+    BooleanType: pa.bool_(), TimestampType: pa.timestamp("us", tz="UTC"),
 }
 
 
@@ -157,7 +201,7 @@ def _expression(source: str, dtype: Any, hints: dict[str, Any]) -> str:
 _ENVELOPE_EXPRESSIONS = {
     "offset": "env.offset", "timestamp": "env.timestamp_ms", "timestamp_ms": "env.timestamp_ms",
     "actor_principal": "env.actor_principal", "actor_host": "env.actor_host", "request_id": "env.request_id",
-    "event_type": "TYPE", "entity_key": "e.entity_key",
+    "event_type": "TYPE", "entity_key": "e.entity_key", "principals": "list(PRINCIPALS(e))",
 }
 _ROW_MAKERS: dict[type, Any] = {}
 
@@ -179,7 +223,7 @@ def _row_maker(event_type: type):
             "    e = env.event\n"
             + ("    b = e.binding\n" if "binding" in hints else "")
             + f"    return ({', '.join(envelope + payload)})\n")
-        namespace: dict[str, Any] = {}
+        namespace: dict[str, Any] = {"PRINCIPALS": kind_of(event_type).principals}
         exec(compile(source, f"<secmeta row of {event_type.__name__}>", "exec"), namespace)  # noqa: S102
         maker = _ROW_MAKERS[event_type] = namespace["row"]
     return maker
@@ -273,6 +317,16 @@ def _binding(row: Mapping[str, Any]) -> AclBinding:
 
 
 _COLUMN_OF = {source: (name, dtype) for name, dtype, source in _COLUMNS[_ENVELOPE_WIDTH:]}
+
+
+def column_of(field: str) -> str:
+    """The column of ``SCHEMA`` a flattened payload field (``redact.redacted``'s) is in."""
+    if field in _BINDING_FIELDS:
+        return field
+    try:
+        return _COLUMN_OF[field][0]
+    except KeyError:
+        raise KeyError(f"the payload field {field!r} has no column in the Spark row schema") from None
 
 
 def _field_reader(event_type: type, field: str, hint: Any) -> Callable[[Mapping[str, Any]], Any]:

@@ -1,11 +1,13 @@
-"""The tables directory: seven Delta Lake tables, and which of their Delta versions make one version.
+"""The tables directory: Delta Lake tables, and which of their Delta versions make one version.
 
-    TABLES/history/                             every event, partitioned by event_date (appended)
-    TABLES/snapshots/<acls|scram_users|tokens>/ the open intervals: the state after the version's events
-    TABLES/acl_intervals/                       closed intervals (appended)
-    TABLES/credential_intervals/
-    TABLES/token_intervals/
-    TABLES/_checkpoint/                         the compaction stream's Spark checkpoint
+    TABLES/history/                 every event, partitioned by event_date (appended)
+    TABLES/snapshots/<table>/       per entity kind: the open intervals, the state after the version's events
+    TABLES/<intervals_table>/       per entity kind: closed intervals (appended)
+    TABLES/_checkpoint/             the compaction stream's Spark checkpoint
+
+The entity kinds and their two tables' names are declared in ``secmeta.events.entities.KINDS``
+(``acls`` / ``acl_intervals``, ``scram_users`` / ``credential_intervals``, ``tokens`` /
+``token_intervals``, ...).
 
 Each table is a Delta table whose log (``_delta_log``) is written with the
 ``deltalake`` package: protocol reader 1 / writer 2 and no table features
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from secmeta.core.errors import SecmetaError
+from secmeta.events.entities import KINDS
 
 __all__ = ["FORMAT", "HISTORY", "INTERVAL_NAMES", "LEGACY_MANIFEST", "SNAPSHOT_NAMES", "TABLE_NAMES", "Kept", "Tables",
            "TablesError", "Version"]
@@ -50,8 +53,8 @@ STORE_ID = "secmeta.storeId"  # table property naming the store
 RECORD = "secmeta"  # commit info key of a version record
 # The highest Delta protocol written and read: what Delta Spark 3.x/4.x readers accept without features.
 READER_VERSION, WRITER_VERSION = 1, 2
-SNAPSHOT_NAMES = ("acls", "scram_users", "tokens")
-INTERVAL_NAMES = ("acl_intervals", "credential_intervals", "token_intervals")
+SNAPSHOT_NAMES = tuple(kind.table for kind in KINDS)
+INTERVAL_NAMES = tuple(kind.intervals_table for kind in KINDS)
 # Commit order of a batch: the snapshot and interval tables, then the history table (the version's commit).
 TABLE_NAMES = (*SNAPSHOT_NAMES, *INTERVAL_NAMES, HISTORY)
 

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 
 from secmeta.core import SecurityStore, StoreConfig
 from secmeta.core.log import Log
+from secmeta.events.entities import KINDS
 from secmeta.events.keyring import Keyring
 from tests.contract.images import Image
 from tests.contract.workloads import Recording, Step, record, seeded, workloads
@@ -30,8 +31,7 @@ from tests.storekit import TOKEN_SECRET
 __all__ = ["SEED", "GeneratedReaderContract", "ReaderContract", "Written", "write"]
 
 SEED, STEPS = 2026, 40  # the seeded workload every reader runs
-EVENT_TYPES = {"ScramCredentialUpserted", "ScramCredentialDeleted", "AclCreated", "AclDeleted",
-               "DelegationTokenIssued", "DelegationTokenRenewed", "DelegationTokenExpired", "DelegationTokenRemoved"}
+EVENT_TYPES = {name for kind in KINDS for name in kind.event_names}  # every declared kind's events
 SAMPLE = 6  # offsets an expensive reader is checked at (plus the end)
 
 

@@ -16,16 +16,11 @@ from tests.extras import require_extra
 
 require_extra("pyspark", "spark")
 
-from pyspark.sql import functions as F  # noqa: E402
-
 from secmeta.consumers.spark.compaction import compact  # noqa: E402
 from secmeta.consumers.spark.queries import acls_at  # noqa: E402
+from secmeta.consumers.spark.queries.tokens import token_columns  # noqa: E402
 from secmeta.consumers.spark.table_reader import TableReader  # noqa: E402
-
-
-def _token_columns() -> list:
-    return ["token_id", "owner", "requester", "renewers",
-            *(F.unix_millis(c).alias(c) for c in ("issue_timestamp", "expiry_timestamp", "max_timestamp"))]
+from secmeta.projections.tokens import TokenInfo  # noqa: E402
 
 
 def _in_force(rows, n: int) -> list:
@@ -37,8 +32,9 @@ def _credentials(rows) -> frozenset:
 
 
 def _tokens(rows) -> frozenset:
-    return frozenset((r.token_id, r.owner, r.requester, tuple(sorted(r.renewers)), r.issue_timestamp,
-                      r.expiry_timestamp, r.max_timestamp) for r in rows)
+    tokens = (TokenInfo.of(r.asDict()) for r in rows)
+    return frozenset((t.token_id, t.owner, t.requester, tuple(sorted(t.renewers)), t.issue_timestamp_ms,
+                      t.expiry_timestamp_ms, t.max_timestamp_ms) for t in tokens)
 
 
 class TestSparkTables(ReaderContract):
@@ -57,7 +53,7 @@ class TestSparkTables(ReaderContract):
         assert manifest.offset == end and manifest.delta_version > 1
         reader = TableReader(self.spark, tables)
         credentials = reader.intervals("credential_intervals").collect()
-        tokens = reader.intervals("token_intervals").select(*_token_columns(), "valid_from_offset",
+        tokens = reader.intervals("token_intervals").select(*token_columns(), "valid_from_offset",
                                                              "valid_to_offset").collect()
         images = {}
         for n in offsets:
@@ -70,6 +66,6 @@ class TestSparkTables(ReaderContract):
                 "resource_type", "resource_name", "pattern_type", "principal", "host", "operation",
                 "permission_type").collect()),
             _credentials(reader.snapshot("scram_users").collect()),
-            _tokens(reader.snapshot("tokens").select(*_token_columns()).collect()))
+            _tokens(reader.snapshot("tokens").select(*token_columns()).collect()))
         assert now == written.recording.images[end], "the snapshot tables hold the end image"
         return images

@@ -2,13 +2,14 @@
 
 The matching rules are ``secmeta.core.forensics.history.history``'s:
 
-- ``principal`` matches an event whose actor is the principal, or whose subject
-  is: an ACL's principal (created or deleted), a SCRAM user as ``User:<name>``,
-  a token's owner, requester or renewer. Renew, expire and remove events do not
-  name those parties: they are the parties of the token's DelegationTokenIssued
-  event (a semi-join with the issue events of the history table, which always
-  starts at offset 0);
-- ``user`` matches ScramCredentialUpserted / ScramCredentialDeleted of that user;
+- ``principal`` matches an event whose actor is the principal, or that names it
+  (the ``principals`` column: its kind's ``principals``, ``secmeta.events.entities``:
+  an ACL's principal, a SCRAM user as ``User:<name>``, a token's owner, requester
+  or renewer), or a later event of an entity whose opening event named it, for
+  kinds that carry their parties (a token's renewal names only the token: a
+  semi-join by entity key with the opening events of the history table, which
+  always starts at offset 0);
+- ``user`` matches the SCRAM credential events (``CREDENTIALS``) of that user;
 - ``start`` / ``end`` bound the changes: an offset start N keeps offsets >= N, an
   offset end N keeps offsets < N (the changes that made the state at N); a time
   start T keeps events stamped >= T and a time end T events stamped <= T (both
@@ -23,13 +24,12 @@ from pyspark.sql import functions as F
 from secmeta.consumers.spark.queries.points import PointArg, check_point, event_date_of
 from secmeta.consumers.spark.table_reader import TableReader
 from secmeta.core.errors import QueryError
+from secmeta.events.entities import CREDENTIALS, KINDS
 
 __all__ = ["change_history"]
 
-_ACL_EVENTS = ("AclCreated", "AclDeleted")
-_SCRAM_EVENTS = ("ScramCredentialUpserted", "ScramCredentialDeleted")
-_ISSUED = "DelegationTokenIssued"
-_TOKEN_LATER = ("DelegationTokenRenewed", "DelegationTokenExpired", "DelegationTokenRemoved")
+_PARTY_OPENS = tuple(name for kind in KINDS if kind.carries_parties for name in kind.open_names)
+_PARTY_LATER = tuple(name for kind in KINDS if kind.carries_parties for name in kind.update_names + kind.close_names)
 
 
 def change_history(
@@ -72,7 +72,7 @@ def change_history(
             if day is not None:
                 rows = rows.where(F.col("event_date") <= F.lit(day))
     if user is not None:
-        rows = rows.where(F.col("event_type").isin(*_SCRAM_EVENTS) & (F.col("user") == F.lit(user)))
+        rows = rows.where(F.col("event_type").isin(*CREDENTIALS.event_names) & (F.col("user") == F.lit(user)))
     if principal is not None:
         rows = _involving(history, rows, principal)
     return rows.orderBy("offset")
@@ -81,17 +81,10 @@ def change_history(
 def _involving(history: DataFrame, rows: DataFrame, principal: str) -> DataFrame:
     p = F.lit(principal)
     event = F.col("event_type")
-    party = (F.col("owner") == p) | (F.col("requester") == p) | F.coalesce(
-        F.array_contains(F.col("renewers"), p), F.lit(False))
-    tokens = (history.where((event == _ISSUED) & party)
-              .select(F.col("token_id").alias("_involved_token")).distinct())
-    direct = (
-        (F.col("actor_principal") == p)
-        | (event.isin(*_ACL_EVENTS) & (F.col("principal") == p))
-        | (event.isin(*_SCRAM_EVENTS) & (F.concat(F.lit("User:"), F.col("user")) == p))
-        | ((event == _ISSUED) & party)
-    )
-    later = event.isin(*_TOKEN_LATER) & (F.col("token_id") == F.col("_involved_token"))
-    marked = rows.join(F.broadcast(tokens), later, "left")
-    involved = F.coalesce(direct, F.lit(False)) | F.col("_involved_token").isNotNull()
-    return marked.where(involved).drop("_involved_token")
+    named = F.coalesce(F.array_contains(F.col("principals"), p), F.lit(False))
+    parties = (history.where(event.isin(*_PARTY_OPENS) & named)
+               .select(F.col("entity_key").alias("_involved_entity")).distinct())
+    later = event.isin(*_PARTY_LATER) & (F.col("entity_key") == F.col("_involved_entity"))
+    marked = rows.join(F.broadcast(parties), later, "left")
+    involved = F.coalesce(F.col("actor_principal") == p, F.lit(False)) | named | F.col("_involved_entity").isNotNull()
+    return marked.where(involved).drop("_involved_entity")

@@ -24,38 +24,42 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import TimestampType
 
 from secmeta.consumers.spark.queries.points import check_time, require_order
+from secmeta.consumers.spark.rows import SCHEMA, column_of
 from secmeta.consumers.spark.table_reader import TableReader
 from secmeta.core.forensics.timetravel import Point
+from secmeta.projections.tokens import TOKEN_FIELDS, TokenInfo
 
-__all__ = ["AliveToken", "alive_in", "tokens_alive"]
+__all__ = ["AliveToken", "alive_in", "token_columns", "tokens_alive"]
 
 
 @dataclass(frozen=True, slots=True)
-class AliveToken:
+class AliveToken(TokenInfo):
     """A token alive at some moment of the window (no HMAC: the tables never hold one).
 
     ``alive_from_ms``: the first moment of the window it was alive;
     ``expiry_timestamp_ms``: its expiry as it stood in its last interval alive in the window.
     """
 
-    token_id: str
-    owner: str
-    requester: str
-    renewers: tuple[str, ...]
-    issue_timestamp_ms: int
-    expiry_timestamp_ms: int
-    max_timestamp_ms: int
     alive_from_ms: int
 
     def to_dict(self) -> dict:
-        return {"token_id": self.token_id, "owner": self.owner, "requester": self.requester,
-                "renewers": list(self.renewers), "issue_timestamp_ms": self.issue_timestamp_ms,
-                "expiry_timestamp_ms": self.expiry_timestamp_ms, "max_timestamp_ms": self.max_timestamp_ms,
+        return {**{name: getattr(self, name) for name in TOKEN_FIELDS}, "renewers": list(self.renewers),
                 "alive_from_ms": self.alive_from_ms}
+
+
+def token_columns() -> list[Column]:
+    """The columns of a token table row as ``TOKEN_FIELDS`` (timestamps as epoch ms): ``TokenInfo.of`` reads them."""
+    def read(field: str) -> Column:
+        column = column_of(field)
+        value = F.unix_millis(column) if isinstance(SCHEMA[column].dataType, TimestampType) else F.col(column)
+        return value.alias(field)
+
+    return [read(field) for field in TOKEN_FIELDS]
 
 
 def tokens_alive(reader: TableReader, t1: int | str | Point, t2: int | str | Point | None = None) -> list[AliveToken]:
@@ -69,25 +73,23 @@ def tokens_alive(reader: TableReader, t1: int | str | Point, t2: int | str | Poi
     end = start if t2 is None else check_time(t2, "end of the window")
     require_order(start, end, ("the window's start", "its end"))
     found = alive_in(reader.intervals("token_intervals"), start, end).collect()
-    return sorted((AliveToken(r.token_id, r["last"].owner, r["last"].requester, tuple(r["last"].renewers or ()),
-                              r["last"].issue_ms, r["last"].expiry_ms, r["last"].max_ms, r.alive_from)
-                   for r in found), key=lambda t: t.token_id)
+    return sorted((AliveToken.of(r["last"].asDict(), alive_from_ms=r.alive_from) for r in found),
+                  key=lambda t: t.token_id)
 
 
 def alive_in(intervals: DataFrame, start: int, end: int) -> DataFrame:
-    """Per token alive in [start, end] (epoch ms): ``alive_from`` and its ``last`` interval alive there.
+    """Per token alive in [start, end] (epoch ms): ``alive_from`` and its ``last`` interval alive there
+    (a struct of ``TOKEN_FIELDS``).
 
     ``intervals``: rows shaped like the ``token_intervals`` table.
     """
     rows = intervals.select(
-        "token_id", "owner", "requester", "renewers", "valid_from_offset",
+        *token_columns(), "valid_from_offset",
         F.unix_millis("valid_from").alias("from_ms"), F.unix_millis("valid_to").alias("to_ms"),
-        F.unix_millis("issue_timestamp").alias("issue_ms"), F.unix_millis("expiry_timestamp").alias("expiry_ms"),
-        F.unix_millis("max_timestamp").alias("max_ms"),
     ).withColumn("t", F.greatest(F.lit(start), F.col("from_ms")))
-    not_expired = F.col("t") <= F.least(F.col("expiry_ms"), F.col("max_ms"))
+    not_expired = F.col("t") <= F.least(F.col("expiry_timestamp_ms"), F.col("max_timestamp_ms"))
     alive = rows.where((F.col("t") <= F.lit(end)) & (F.col("to_ms").isNull() | (F.col("to_ms") > F.col("t")))
                        & not_expired)
-    last = F.struct("owner", "requester", "renewers", "issue_ms", "expiry_ms", "max_ms")
+    last = F.struct(*TOKEN_FIELDS)
     return (alive.groupBy("token_id")
             .agg(F.min("t").alias("alive_from"), F.max_by(last, "valid_from_offset").alias("last")))

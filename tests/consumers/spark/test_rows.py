@@ -13,11 +13,13 @@ from secmeta.consumers.spark.rows import (
     SCHEMA,
     RowError,
     arrow_batch,
+    column_of,
     envelope_from_row,
     event_row,
     python_rows,
 )
 from secmeta.core import SecmetaError
+from secmeta.events.entities import KINDS, kind_of
 from secmeta.events.records import EVENT_TYPES, AclCreated, Envelope, ScramCredentialUpserted
 from secmeta.events.types import (
     AclBinding,
@@ -92,3 +94,17 @@ def test_a_bad_column_is_refused_naming_the_event_and_offset():
     assert envelope_from_row(_row(_ACL)) == _ACL
     with pytest.raises(RowError, match=r"the AclCreated row at log offset 7 cannot be read: .*FLY"):
         envelope_from_row(_row(_ACL) | {"operation": "FLY"})
+
+
+@settings(max_examples=40, deadline=None)
+@given(envelope=st.one_of(*[_logged(t) for t in _BY_TYPE]))
+def test_a_row_lists_the_principals_its_event_names(envelope):
+    """The ``principals`` column is what the event's kind says it names (history's principal filter reads it)."""
+    assert _row(envelope)["principals"] == list(kind_of(envelope.event).principals(envelope.event))
+
+
+def test_every_declared_kinds_key_and_attributes_have_a_column():
+    for kind in KINDS:
+        assert all(column_of(field) in SCHEMA.fieldNames() for field in (*kind.key, *kind.attributes)), kind.name
+    with pytest.raises(KeyError, match="'colour' has no column"):
+        column_of("colour")
