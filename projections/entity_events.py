@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from secmeta.events.entities import ACLS, CREDENTIALS, KINDS, TOKENS, EntityKind
-from secmeta.events.records import AclCreated, Event, ScramCredentialUpserted
+from secmeta.events.entities import ACLS, CREDENTIALS, KINDS, QUOTAS, TOKENS, EntityKind
+from secmeta.events.records import AclCreated, ClientQuotaAltered, Event, ScramCredentialUpserted
 from secmeta.projections.image import SecurityImage
 
 __all__ = ["opening_events"]
@@ -21,6 +21,8 @@ _OPEN: dict[str, Callable[[SecurityImage], Iterable[Event]]] = {
     CREDENTIALS.name: lambda image: (ScramCredentialUpserted(user, entry.mechanism, entry.iterations, entry.secret)
                                      for user, entry in image.scram),
     TOKENS.name: lambda image: (info.issued() for info in image.tokens),
+    QUOTAS.name: lambda image: (ClientQuotaAltered(entity, key, value)
+                                for entity, values in image.quotas for key, value in values.items()),
 }
 
 

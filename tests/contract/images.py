@@ -1,4 +1,5 @@
-"""The image a reader must reach, as a user sees it: the ACL set, the credential descriptions, the tokens.
+"""The image a reader must reach, as a user sees it: the ACL set, the credential descriptions, the tokens,
+the client quotas.
 
 ``image_of`` reads it through describe (``StoreView`` over an image, with a token secret so tokens can
 be described); the Spark reader builds the same value from its table rows. Secrets are not part of it:
@@ -26,6 +27,7 @@ __all__ = ["Image", "acl_row", "image_of", "view_of"]
 AclRow = tuple[str, str, str, str, str, str, str]  # resource type, name, pattern, principal, host, operation, permission
 CredentialRow = tuple[str, str, int]  # user, mechanism, iterations
 TokenRow = tuple[str, str, str, tuple[str, ...], int, int, int]  # id, owner, requester, renewers, issue, expiry, max
+QuotaRow = tuple[str, str, float]  # entity (canonical form), key, value
 
 DESCRIBE_CONFIG = StoreConfig(token_secret=TOKEN_SECRET)
 
@@ -35,6 +37,7 @@ class Image:
     acls: frozenset[AclRow]
     credentials: frozenset[CredentialRow]
     tokens: frozenset[TokenRow]
+    quotas: frozenset[QuotaRow]
 
 
 def acl_row(rtype: ResourceType, name: str, pattern: PatternType, principal: str, host: str,
@@ -59,4 +62,7 @@ def image_of(source: SecurityImage | StoreView) -> Image:
     tokens = frozenset((t.token_id, t.owner, t.requester, tuple(sorted(t.renewers)), t.issue_timestamp_ms,
                         t.expiry_timestamp_ms, t.max_timestamp_ms)
                        for t in view.describe_delegation_tokens(context=ADMIN))
-    return Image(acls, credentials, tokens)
+    quotas = frozenset((str(entity), key, value)
+                       for entity, values in view.describe_client_quotas(context=ADMIN).items()
+                       for key, value in values.items())
+    return Image(acls, credentials, tokens, quotas)

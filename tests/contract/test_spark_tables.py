@@ -3,7 +3,8 @@
 One compaction of the seeded workload in micro-batches of 12 events (so requests are split across
 batches), in the session-wide SparkSession. At a sample of published offsets the ACLs come from the
 ``acls_at`` query, credentials and tokens from the interval tables (in force at N as tables.py
-documents them: ``valid_from_offset < N`` and not closed before N); at the end, from the snapshot tables.
+documents them: ``valid_from_offset < N`` and not closed before N), quotas too (the quota kind's tables
+come from its declaration alone); at the end, from the snapshot tables.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ def _credentials(rows) -> frozenset:
     return frozenset((r.user, r.mechanism, r.iterations) for r in rows)
 
 
+def _quotas(rows) -> frozenset:
+    return frozenset((r.entity, r.key, r.value) for r in rows)
+
+
 def _tokens(rows) -> frozenset:
     tokens = (TokenInfo.of(r.asDict()) for r in rows)
     return frozenset((t.token_id, t.owner, t.requester, tuple(sorted(t.renewers)), t.issue_timestamp_ms,
@@ -53,6 +58,7 @@ class TestSparkTables(ReaderContract):
         assert manifest.offset == end and manifest.delta_version > 1
         reader = TableReader(self.spark, tables)
         credentials = reader.intervals("credential_intervals").collect()
+        quotas = reader.intervals("quota_intervals").collect()
         tokens = reader.intervals("token_intervals").select(*token_columns(), "valid_from_offset",
                                                              "valid_to_offset").collect()
         images = {}
@@ -60,12 +66,14 @@ class TestSparkTables(ReaderContract):
             acls = frozenset(acl_row(a.binding.restype, a.binding.name, a.binding.resource_pattern_type,
                                      a.binding.principal, a.binding.host, a.binding.operation,
                                      a.binding.permission_type) for a in acls_at(reader, n))
-            images[n] = Image(acls, _credentials(_in_force(credentials, n)), _tokens(_in_force(tokens, n)))
+            images[n] = Image(acls, _credentials(_in_force(credentials, n)), _tokens(_in_force(tokens, n)),
+                              _quotas(_in_force(quotas, n)))
         now = Image(
             frozenset(tuple(r) for r in reader.snapshot("acls").select(
                 "resource_type", "resource_name", "pattern_type", "principal", "host", "operation",
                 "permission_type").collect()),
             _credentials(reader.snapshot("scram_users").collect()),
-            _tokens(reader.snapshot("tokens").select(*token_columns()).collect()))
+            _tokens(reader.snapshot("tokens").select(*token_columns()).collect()),
+            _quotas(reader.snapshot("quotas").collect()))
         assert now == written.recording.images[end], "the snapshot tables hold the end image"
         return images

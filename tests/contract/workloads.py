@@ -31,6 +31,8 @@ from secmeta.core import (
     AclOperation,
     AclPermissionType,
     ApiException,
+    ClientQuotaAlteration,
+    ClientQuotaOp,
     PatternType,
     ResourceType,
     ScramCredentialInfo,
@@ -44,12 +46,14 @@ from tests.contract.images import Image, image_of
 from tests.logkit import Clock
 from tests.storekit import ADMIN
 
-__all__ = ["EXPIRY_EDGES", "Recording", "Step", "generate", "record", "seeded", "workloads"]
+__all__ = ["EXPIRY_EDGES", "QUOTA_EDGES", "Recording", "Step", "generate", "record", "seeded", "workloads"]
 
 USERS = ("alice", "bob", "carol", "dave")
 TOPICS = ("orders", "orders-eu", "pay", "payments", "*")
 MECHANISMS = (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
-TICKS_S = (1, 59, 60, 61, 3600)  # with a 60 s max lifetime: before, at and after the expiry instant
+TICKS_S = (1, 59, 60, 61, 3600)
+QUOTA_ENTITIES = ((("user", "alice"),), (("user", None),), (("user", "bob"), ("client-id", "app")), (("client-id", "app"),))
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")  # with a 60 s max lifetime: before, at and after the expiry instant
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,14 @@ class Sweep:
     pass
 
 
-Step = AlterScram | CreateAcls | DeleteAcls | IssueToken | RenewToken | ExpireToken | Tick | Sweep
+@dataclass(frozen=True)
+class AlterQuotas:
+    """One AlterClientQuotas request: (entity, key, value) sets, value None removes."""
+
+    items: tuple[tuple[tuple[tuple[str, str | None], ...], str, float | None], ...]
+
+
+Step = AlterQuotas | AlterScram | CreateAcls | DeleteAcls | IssueToken | RenewToken | ExpireToken | Tick | Sweep
 
 
 def _binding(rng: random.Random) -> AclBinding:
@@ -143,7 +154,11 @@ def _step(rng: random.Random) -> Step:
         return ExpireToken(rng.randrange(8), rng.choice((-1, 0, 30_000, 120_000)))
     if kind < 0.93:
         return Tick(rng.choice(TICKS_S))
-    return Sweep()
+    if kind < 0.97:
+        return Sweep()
+    return AlterQuotas(tuple((rng.choice(QUOTA_ENTITIES), rng.choice(QUOTA_KEYS),
+                              None if rng.random() < 0.3 else float(rng.choice((1024, 2048))))
+                             for _ in range(rng.randint(1, 3))))
 
 
 def generate(rng: random.Random, steps: int) -> tuple[Step, ...]:
@@ -161,11 +176,17 @@ EXPIRY_EDGES: tuple[Step, ...] = (
     IssueToken("User:bob", ("User:admin",), -1), ExpireToken(-1, -1),
     IssueToken("User:carol", ("User:admin",), -1), ExpireToken(-1, 30_000),
 )
+# Client quotas set, replaced and removed (a removed value ends the entity: closed_when_none).
+QUOTA_EDGES: tuple[Step, ...] = (
+    AlterQuotas((((("user", "alice"),), "producer_byte_rate", 1024.0), ((("user", None),), "request_percentage", 50.0))),
+    AlterQuotas((((("user", "alice"),), "producer_byte_rate", 2048.0),)),
+    AlterQuotas((((("user", None),), "request_percentage", None),)),
+)
 
 
 def seeded(seed: int, steps: int) -> tuple[Step, ...]:
-    """``steps`` steps drawn with ``seed``, then ``EXPIRY_EDGES``."""
-    return generate(random.Random(seed), steps) + EXPIRY_EDGES
+    """``steps`` steps drawn with ``seed``, then ``EXPIRY_EDGES`` and ``QUOTA_EDGES``."""
+    return generate(random.Random(seed), steps) + EXPIRY_EDGES + QUOTA_EDGES
 
 
 def workloads(max_steps: int = 25) -> st.SearchStrategy[tuple[Step, ...]]:
@@ -217,6 +238,12 @@ def _apply(store: SecurityStore, clock: Clock, step: Step, issued: list) -> None
         case ExpireToken(index, period_ms) if issued:
             _refusable(lambda: store.expire_delegation_token(issued[index % len(issued)].hmac, period_ms,
                                                              context=ADMIN))
+        case AlterQuotas(items):
+            by_entity: dict = {}
+            for entity, key, value in items:
+                by_entity.setdefault(entity, []).append(ClientQuotaOp(key, value))
+            store.alter_client_quotas([ClientQuotaAlteration(dict(entity), tuple(ops))
+                                       for entity, ops in by_entity.items()], context=ADMIN)
         case Tick(seconds):
             clock.t += seconds
         case Sweep():

@@ -17,8 +17,10 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from secmeta.consumers.spark.queries.points import PointArg, check_point, offset_of, settings
+from secmeta.consumers.spark.rows import column_of
 from secmeta.consumers.spark.table_reader import TableReader
 from secmeta.core.forensics.queries import Grant, resource_question, who_could
+from secmeta.events.entities import ACLS
 from secmeta.events.types import (
     AclBinding,
     AclOperation,
@@ -31,7 +33,7 @@ from secmeta.projections.image import SecurityImage
 
 __all__ = ["AclInForce", "acls_at", "acls_in_force", "on_resource", "who_could_at"]
 
-_BINDING = ("resource_type", "resource_name", "pattern_type", "principal", "host", "operation", "permission_type")
+_BINDING = tuple(map(column_of, ACLS.attributes))  # an ACL binding's seven columns
 
 
 @dataclass(frozen=True, slots=True)
