@@ -200,17 +200,7 @@ class SecurityImageSnapshot:
                     SealedSecret(row["key_id"], row["nonce"], row["ciphertext"]),
                 )
             elif "token_id" in row:
-                tokens.issue(
-                    TokenInfo(
-                        row["token_id"],
-                        row["owner"],
-                        row["requester"],
-                        tuple(row["renewers"]),
-                        row["issue_timestamp_ms"],
-                        row["expiry_timestamp_ms"],
-                        row["max_timestamp_ms"],
-                    )
-                )
+                tokens.issue(TokenInfo.of(row))
             elif "quota_entity" in row:
                 for key, value in row["quota_values"].items():
                     quotas.set(row["quota_entity"], key, value)

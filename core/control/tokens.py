@@ -31,7 +31,6 @@ from secmeta.core.errors import (
 from secmeta.core.types import DelegationToken, RequestContext
 from secmeta.events.records import (
     DelegationTokenExpired,
-    DelegationTokenIssued,
     DelegationTokenRemoved,
     DelegationTokenRenewed,
     TokenRemovalReason,
@@ -118,8 +117,7 @@ def create_token(
     max_ts = _timestamp("max timestamp", now_ms + lifetime)
     expiry = min(max_ts, _timestamp("expiry", now_ms + config.token_expiry_time_ms))
     info = TokenInfo(new_token_id(), owner, requester, renewers, now_ms, expiry, max_ts)
-    event = DelegationTokenIssued(info.token_id, owner, requester, renewers, now_ms, expiry, max_ts)
-    return ControlResult([event], DelegationToken.of(info, token_hmac(secret, info.token_id)))
+    return ControlResult([info.issued()], DelegationToken.of(info, token_hmac(secret, info.token_id)))
 
 
 def _principal_type(value: object, field: str) -> str:
