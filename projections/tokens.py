@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 import immutables
 
@@ -41,7 +41,7 @@ class TokenInfo:
     max_timestamp_ms: int
 
     @classmethod
-    def of(cls, source: DelegationTokenIssued | Mapping[str, Any], **more: Any) -> TokenInfo:
+    def of(cls, source: DelegationTokenIssued | Mapping[str, Any], **more: Any) -> Self:
         """The token an issue event, a redacted payload or a row of ``TOKEN_FIELDS`` describes
         (``more``: the fields a subclass adds)."""
         get = source.__getitem__ if isinstance(source, Mapping) else source.__getattribute__
