@@ -242,7 +242,7 @@ class DemoClock:
 
 
 def _over_time(store, clock: DemoClock):
-    from secmeta.core.forensics.timetravel import Point
+    from secmeta.core.times import Point
 
     print("\n8. forensics over simulated time: who could read topic ledger-eu, and who changed that?")
     grant = AclBinding.of(ResourceType.TOPIC, "ledger-", PatternType.PREFIXED, "User:carol", "*", AclOperation.READ, AclPermissionType.ALLOW)

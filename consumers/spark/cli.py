@@ -34,7 +34,7 @@ from secmeta.core.cli.plugins import Commands
 from secmeta.core.cli.progress import Progress
 from secmeta.core.cli.security import add_resource_options, one_resource, operation
 from secmeta.core.errors import SecmetaError
-from secmeta.core.forensics.timetravel import parse_time
+from secmeta.core.times import parse_time
 
 _SPARK_HELP = ("Local Spark (local[2]) by default; --master URL runs on a cluster. Under spark-submit, "
                "the master comes from spark-submit.")

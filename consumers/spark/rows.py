@@ -27,7 +27,7 @@ import dataclasses
 import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from enum import Enum
 from itertools import islice
 from typing import Any
@@ -45,6 +45,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from secmeta.core.times import datetime_to_ms, ms_to_datetime
 from secmeta.events.entities import kind_of
 from secmeta.events.errors import InvalidValueError
 from secmeta.events.keyring import SealedSecret
@@ -165,8 +166,6 @@ def _arrow_type(dtype: Any) -> pa.DataType:
 
 ARROW_SCHEMA = pa.schema([pa.field(name, _arrow_type(dtype)) for name, dtype, _ in _COLUMNS])
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
 
 # How the columns filled from an ACL binding are read from an event's ``binding``.
 _BINDING_FIELDS: dict[str, str] = {
@@ -242,7 +241,7 @@ def event_row(envelope) -> tuple:
     row = list(_raw_row(envelope))
     for i in _TIME_COLUMNS:
         if row[i] is not None:
-            row[i] = _EPOCH + timedelta(milliseconds=row[i])
+            row[i] = ms_to_datetime(row[i])
     return tuple(row)
 
 
@@ -287,8 +286,6 @@ def arrow_batches(envelopes: Iterable, size: int = ARROW_BATCH) -> Iterator[pa.R
 #: never carry one, and no alert rule reads it. It holds nothing.
 NO_SECRET = SealedSecret("<not in rows>", b"", b"")
 
-_MS_DELTA = timedelta(milliseconds=1)
-
 
 class RowError(InvalidValueError):
     """A row that is not one of ``SCHEMA``'s events; the message names its log offset and what is wrong."""
@@ -297,9 +294,7 @@ class RowError(InvalidValueError):
 def _ms(value: Any) -> int:
     """Milliseconds since the epoch from a row's timestamp (ms as an int, or a datetime; naive = UTC)."""
     if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
-        return (value - _EPOCH) // _MS_DELTA
+        return datetime_to_ms(value)
     return int(value)
 
 

@@ -14,8 +14,9 @@ import json as _json
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
+from secmeta.core.times import format_datetime, format_ms
 from secmeta.events.errors import InvalidValueError
 from secmeta.events.keyring import Keyring
 
@@ -63,21 +64,13 @@ def keyring(args: argparse.Namespace) -> Keyring:
     return Keyring.load(args.key_file)
 
 
-def iso_time(ms: int) -> str:
-    """Epoch milliseconds as ISO-8601 UTC with millisecond precision and ``Z``."""
-    return _iso(datetime.fromtimestamp(ms / 1000, UTC))
-
-
-def _iso(when: datetime) -> str:
-    if when.tzinfo is None:  # Spark hands back naive datetimes in the session's zone, which is UTC
-        when = when.replace(tzinfo=UTC)
-    return when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+iso_time = format_ms  # the CLI's name for secmeta.core.times' one way to show a time
 
 
 def _plain(value: object) -> object:
     """What the JSON encoder writes for a value json cannot: datetimes in ISO-8601 Z, enums by name."""
     if isinstance(value, datetime):
-        return _iso(value)
+        return format_datetime(value)
     if isinstance(value, enum.Enum):
         return value.name
     if isinstance(value, (set, frozenset, tuple)):
@@ -91,7 +84,7 @@ def _cell(value: object) -> str:
     if isinstance(value, (list, tuple, set, frozenset)):
         return ",".join(_cell(v) for v in value) or "-"
     if isinstance(value, datetime):
-        return _iso(value)
+        return format_datetime(value)
     if isinstance(value, enum.Enum):
         return value.name
     return str(value)

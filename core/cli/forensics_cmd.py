@@ -17,7 +17,7 @@ from secmeta.core.cli.security import (
     resources,
 )
 from secmeta.core.errors import InvalidValueError
-from secmeta.core.forensics.timetravel import Point, parse_offset, parse_time
+from secmeta.core.times import Point, parse_offset, parse_time
 from secmeta.events.types import AclOperation, ResourcePatternFilter, ScramMechanism
 
 

@@ -168,7 +168,7 @@ def has_point(args: argparse.Namespace) -> bool:
 
 def view(store: SecurityStore, args: argparse.Namespace) -> SecurityStore | StoreView:
     """The store itself, or its read-only view at --as-of / --at-offset."""
-    from secmeta.core.forensics.timetravel import parse_offset, parse_time
+    from secmeta.core.times import parse_offset, parse_time
 
     if getattr(args, "as_of", None) is not None:
         return store.as_of(timestamp_ms=parse_time(args.as_of))

@@ -18,13 +18,11 @@ from __future__ import annotations
 import bisect
 import itertools
 import logging
-import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from secmeta.core.config import StoreConfig
@@ -32,6 +30,8 @@ from secmeta.core.errors import InvalidValueError, PointInTimeError
 from secmeta.core.forensics.checkpoints import CheckpointFiles
 from secmeta.core.forensics.history_index import HistoryIndex
 from secmeta.core.log import Batch, Log, OffsetOutOfRangeError
+from secmeta.core.times import Point, _require_int, as_point, format_ms
+from secmeta.core.times import now_ms as now_ms_of
 from secmeta.projections.gc_pause import FREEZE_AFTER, paused_gc
 from secmeta.projections.image import SecurityDelta, SecurityImage
 from secmeta.projections.image_snapshot import SecurityImageSnapshot
@@ -40,109 +40,13 @@ from secmeta.projections.snapshot import SnapshotError, list_snapshots, read_sna
 __all__ = [
     "DEFAULT_INTERVAL",
     "DEFAULT_MEMORY_BYTES",
-    "Point",
     "TimeTravel",
-    "as_point",
     "image_bytes",
-    "parse_offset",
-    "parse_time",
 ]
 
 logger = logging.getLogger("secmeta.timetravel")
 DEFAULT_INTERVAL = 10_000  # events between in-memory checkpoints: a replay of at most ~0.08 s CPU at 1M events
 DEFAULT_MEMORY_BYTES = StoreConfig.time_travel_memory_bytes
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MS = timedelta(milliseconds=1)
-
-
-# -- points ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Point:
-    """An offset (the store after its first N events) or a time in epoch ms (after every batch <= T)."""
-
-    offset: int | None = None
-    timestamp_ms: int | None = None
-
-    def __post_init__(self):
-        if (self.offset is None) == (self.timestamp_ms is None):
-            raise PointInTimeError("a point in time needs exactly one of an offset or a timestamp")
-        _require_int("offset", self.offset)
-        _require_int("timestamp", self.timestamp_ms)
-
-    @classmethod
-    def at_offset(cls, offset: int) -> Point:
-        return cls(offset=offset)
-
-    @classmethod
-    def at_time(cls, timestamp_ms: int) -> Point:
-        return cls(timestamp_ms=timestamp_ms)
-
-    def __str__(self) -> str:
-        return f"offset {self.offset}" if self.offset is not None else f"time {_iso(self.timestamp_ms)}"
-
-
-def as_point(value: object) -> Point:
-    """A Point from an int offset, a Point, or a mapping with "offset" or "timestamp_ms"."""
-    if isinstance(value, Point):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return Point(offset=value)
-    if isinstance(value, Mapping):
-        unknown = set(value) - {"offset", "timestamp_ms"}
-        if unknown:
-            raise PointInTimeError(f"a point is given by 'offset' or 'timestamp_ms', not {sorted(unknown)}")
-        return Point(offset=value.get("offset"), timestamp_ms=value.get("timestamp_ms"))
-    raise PointInTimeError(f"not a point in time: {value!r} (give an offset, Point.at_time(ms) or "
-                           "{'timestamp_ms': ms})")
-
-
-def _require_int(name: str, value: object) -> None:
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-        raise PointInTimeError(f"the {name} of a point in time must be an integer, not {value!r}")
-
-
-def parse_time(text: str | int) -> int:
-    """Epoch milliseconds from ISO-8601 with a zone ("2024-05-01T14:00:00Z", "...+02:00") or epoch ms."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        return text
-    if not isinstance(text, str):
-        raise PointInTimeError(f"a time must be text, not {text!r}")
-    raw = text.strip()
-    if re.fullmatch(r"[0-9]+", raw):
-        return int(raw)
-    try:
-        moment = datetime.fromisoformat(raw)
-    except ValueError:
-        raise PointInTimeError(
-            f"malformed time {text!r}: give ISO-8601 with a zone (e.g. 2024-05-01T14:00:00Z) "
-            "or epoch milliseconds") from None
-    if moment.tzinfo is None:
-        raise PointInTimeError(f"time {text!r} has no zone: add one (Z, +02:00, ...) so it means one instant")
-    return (moment - _EPOCH) // _MS
-
-
-def parse_offset(text: str | int) -> int:
-    """A log offset (a non-negative integer) from text."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        value = text
-    elif isinstance(text, str) and re.fullmatch(r"\s*[0-9]+\s*", text):
-        value = int(text)
-    else:
-        raise PointInTimeError(f"malformed offset {text!r}: give a non-negative integer")
-    if value < 0:
-        raise PointInTimeError(f"offset {value} is negative")
-    return value
-
-
-def _iso(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    try:
-        return (_EPOCH + ms * _MS).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    except OverflowError:
-        return f"{ms} ms"
 
 
 # -- images at points ---------------------------------------------------------------------
@@ -243,7 +147,7 @@ class TimeTravel:
         self.memory_bytes = memory_bytes
         self.replay_rate = _Rate(_REPLAY_S_PER_EVENT)
         self.load_rate = _Rate(_LOAD_S_PER_BYTE)
-        self._now_ms = now_ms or (lambda: int(time.time() * 1000))
+        self._now_ms = now_ms or (lambda: now_ms_of(log.clock))
         self._live = live
         self._use_snapshots = use_snapshots
         self._offsets: list[int] = []  # of held images, ascending
@@ -383,17 +287,17 @@ class TimeTravel:
         _require_int("timestamp", timestamp_ms)
         now = self._now_ms()
         if timestamp_ms > now:
-            raise PointInTimeError(f"time {_iso(timestamp_ms)} is in the future (now is {_iso(now)})")
+            raise PointInTimeError(f"time {format_ms(timestamp_ms)} is in the future (now is {format_ms(now)})")
         begin = self.begin_ms() if self.log.start_offset == 0 else None
         if begin is not None and timestamp_ms < begin:
             raise PointInTimeError(
-                f"time {_iso(timestamp_ms)} is before the store began ({_iso(begin)})")
+                f"time {format_ms(timestamp_ms)} is before the store began ({format_ms(begin)})")
         n = self.log.offset_for_timestamp(timestamp_ms + 1)
         if self.log.start_offset > 0 and n == self.log.start_offset:
             first = self.first_timestamp_ms()
             if first is None or timestamp_ms < first:
                 raise PointInTimeError(
-                    f"time {_iso(timestamp_ms)} is before the log's retained history "
+                    f"time {format_ms(timestamp_ms)} is before the log's retained history "
                     f"(events before offset {n} were deleted)")
         return n
 

@@ -16,6 +16,7 @@ from typing import Any
 from secmeta.core.errors import ApiError
 from secmeta.core.server.call import Call
 from secmeta.core.server.handling import request_level, respond
+from secmeta.core.times import ms_to_datetime
 from secmeta.core.wire import convert
 
 
@@ -32,11 +33,11 @@ def create_delegation_token(call: Call) -> Any:
 
 def _expiry_failed(call: Call, error: ApiError) -> Any:
     return respond(call, error_code=int(error.code),
-                   expiry_timestamp=convert.datetime_from_ms(convert.NO_TIMESTAMP_MS))
+                   expiry_timestamp=ms_to_datetime(convert.NO_TIMESTAMP_MS))
 
 
 def _expiry(call: Call, expiry_ms: int) -> Any:
-    return respond(call, error_code=0, expiry_timestamp=convert.datetime_from_ms(expiry_ms))
+    return respond(call, error_code=0, expiry_timestamp=ms_to_datetime(expiry_ms))
 
 
 @request_level(_expiry_failed)

@@ -28,6 +28,7 @@ from secmeta.core.control.quotas import (
     ClientQuotaOp,
 )
 from secmeta.core.errors import ApiError, ErrorCode
+from secmeta.core.times import datetime_to_ms, ms_to_datetime
 from secmeta.core.types import (
     USE_DEFAULT_ITERATIONS,
     DelegationToken,
@@ -62,7 +63,6 @@ __all__ = [
     "create_token_error_fields",
     "create_token_request_fields",
     "create_token_response_fields",
-    "datetime_from_ms",
     "describe_result_fields",
     "describe_results_from",
     "describe_users_fields",
@@ -92,7 +92,6 @@ __all__ = [
 ]
 
 NO_TIMESTAMP_MS = 0
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
@@ -314,15 +313,10 @@ def _principal_parts(principal: str) -> tuple[str, str]:
         return "", principal
 
 
-def datetime_from_ms(ms: int) -> datetime.datetime:
-    """A UTC datetime of exactly ``ms`` milliseconds since the epoch (kio's TZAware fields)."""
-    return _EPOCH + datetime.timedelta(milliseconds=int(ms))
-
-
 def ms_from(value: datetime.datetime | datetime.timedelta | int) -> int:
     """Milliseconds of a datetime (since the epoch), a timedelta or an int."""
     if isinstance(value, datetime.datetime):
-        return (value - _EPOCH) // datetime.timedelta(milliseconds=1)
+        return datetime_to_ms(value)
     if isinstance(value, datetime.timedelta):
         return value // datetime.timedelta(milliseconds=1)
     return int(value)
@@ -354,9 +348,9 @@ def create_token_response_fields(token: DelegationToken) -> dict[str, Any]:
     """CreateDelegationTokenResponse fields of a created token (with its HMAC)."""
     return {
         "error_code": 0, **_principal_fields(token.owner), **_principal_fields(token.requester, "token_requester_"),
-        "issue_timestamp": datetime_from_ms(token.issue_timestamp_ms),
-        "expiry_timestamp": datetime_from_ms(token.expiry_timestamp_ms),
-        "max_timestamp": datetime_from_ms(token.max_timestamp_ms),
+        "issue_timestamp": ms_to_datetime(token.issue_timestamp_ms),
+        "expiry_timestamp": ms_to_datetime(token.expiry_timestamp_ms),
+        "max_timestamp": ms_to_datetime(token.max_timestamp_ms),
         "token_id": token.token_id, "hmac": token.hmac or b"",
     }
 
@@ -364,7 +358,7 @@ def create_token_response_fields(token: DelegationToken) -> dict[str, Any]:
 def create_token_error_fields(error: ApiError, owner: str, requester: str) -> dict[str, Any]:
     """CreateDelegationTokenResponse fields of a refused request (owner and requester kept,
     as Kafka's CreateDelegationTokenResponse.prepareResponse does)."""
-    none = datetime_from_ms(NO_TIMESTAMP_MS)
+    none = ms_to_datetime(NO_TIMESTAMP_MS)
     return {
         "error_code": int(error.code), **_principal_fields(owner), **_principal_fields(requester, "token_requester_"),
         "issue_timestamp": none, "expiry_timestamp": none, "max_timestamp": none, "token_id": "", "hmac": b"",

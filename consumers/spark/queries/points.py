@@ -24,20 +24,18 @@ time needs a scan of the history table).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import date, timedelta
+from datetime import date
 
 from secmeta.consumers.spark.table_reader import TableReader
 from secmeta.consumers.spark.tables import TablesError
 from secmeta.core.config import StoreConfig
 from secmeta.core.errors import PointInTimeError, QueryError
-from secmeta.core.forensics.timetravel import Point, as_point, parse_time
+from secmeta.core.times import Point, as_point, ms_to_datetime, parse_time
 
 __all__ = ["PointArg", "check_point", "check_time", "event_date_of", "offset_of", "require_order", "resolve", "settings"]
 
 PointArg = int | str | Point | Mapping | None
 
-_EPOCH_DATE = date(1970, 1, 1)
-_DAY_MS = 86_400_000
 
 
 def check_point(reader: TableReader, at: PointArg) -> Point | None:
@@ -104,7 +102,7 @@ def settings(reader: TableReader) -> StoreConfig:
 def event_date_of(timestamp_ms: int) -> date | None:
     """The ``event_date`` partition of a time (None when outside the dates Python can show)."""
     try:
-        return _EPOCH_DATE + timedelta(days=timestamp_ms // _DAY_MS)
+        return ms_to_datetime(timestamp_ms).date()
     except OverflowError:
         return None
 

@@ -31,7 +31,7 @@ from pyspark.sql.types import TimestampType
 from secmeta.consumers.spark.queries.points import check_time, require_order
 from secmeta.consumers.spark.rows import SCHEMA, column_of
 from secmeta.consumers.spark.table_reader import TableReader
-from secmeta.core.forensics.timetravel import Point
+from secmeta.core.times import Point
 from secmeta.projections.tokens import TOKEN_FIELDS, TokenInfo
 
 __all__ = ["AliveToken", "alive_in", "token_columns", "tokens_alive"]

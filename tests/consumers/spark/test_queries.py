@@ -37,7 +37,7 @@ from secmeta.core import (  # noqa: E402
 )
 from secmeta.core.errors import PointInTimeError, QueryError  # noqa: E402
 from secmeta.core.forensics.queries import resource_question  # noqa: E402
-from secmeta.core.forensics.timetravel import Point, parse_time  # noqa: E402
+from secmeta.core.times import Point, parse_time  # noqa: E402
 from secmeta.projections.acl_decision import NO_ACL_FOUND, SUPER_USER  # noqa: E402
 from secmeta.projections.acl_match import covers  # noqa: E402
 from secmeta.projections.tokens import TokenInfo  # noqa: E402

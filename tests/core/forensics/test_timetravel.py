@@ -12,8 +12,9 @@ from secmeta.core import (
     SecurityStore,
 )
 from secmeta.core.errors import PointInTimeError
-from secmeta.core.forensics.timetravel import Point, TimeTravel, as_point, parse_offset, parse_time
+from secmeta.core.forensics.timetravel import TimeTravel
 from secmeta.core.log import LogConfig
+from secmeta.core.times import Point, as_point, parse_offset, parse_time
 from secmeta.projections.snapshot import SnapshotPolicy
 from tests.logkit import Clock
 from tests.storekit import ADMIN, acl, decoded_batches

@@ -7,6 +7,7 @@ import io
 from kio.serial import entity_reader, entity_writer
 
 from secmeta.core.errors import ApiError, ErrorCode
+from secmeta.core.times import ms_to_datetime
 from secmeta.core.types import (
     DelegationToken,
     ScramCredentialInfo,
@@ -191,7 +192,7 @@ def test_described_token_round_trip():
 def test_timestamps_are_exact_milliseconds():
     """ms -> kio datetime -> ms is exact (no float rounding)."""
     for ms in (0, 1, 1_700_000_000_123, 253_402_300_799_999):
-        assert convert.ms_from(convert.datetime_from_ms(ms)) == ms
+        assert convert.ms_from(ms_to_datetime(ms)) == ms
 
 
 def _as_dict(token: DelegationToken) -> dict:
