@@ -116,7 +116,7 @@ class SecurityStore:
             config = StoreConfig.load(directory) if Path(directory).exists() else StoreConfig()
         keyring = keyring or Keyring.load(config.key_file)
         log = Log.open(directory, keyring=keyring, config=config.log, read_only=read_only, create=create,
-                       retention=config.delete_covered_segments)
+                       retention=config.delete_covered_segments, clock=config.clock)
         try:
             with paused_gc(freeze=True):  # the loaded image lives long
                 loaded = load_state(log, SecurityProjection(), SecurityImageSnapshot())
