@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from functools import cache
@@ -32,7 +31,7 @@ from pydantic import (
     create_model,
 )
 
-from secmeta.core import validation
+from secmeta.core import times, validation
 from secmeta.core.auth.scram_crypto import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.log import LogConfig
@@ -107,7 +106,7 @@ class StoreConfig:
     # time travel: estimated bytes of past images held in memory (secmeta.core.forensics.timetravel; ~680 B per logged event covered)
     time_travel_memory_bytes: Annotated[int, Field(ge=0, le=validation.INT64_MAX)] = 1 << 30
     key_file: str | InstanceOf[os.PathLike] | None = None
-    clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)
+    clock: Callable[[], float] = field(default=times.wall_clock, repr=False, compare=False)
 
     def __post_init__(self):
         # Collections given as lists or sets (config.json, callers) are frozen; a str is not a collection here.
@@ -123,7 +122,7 @@ class StoreConfig:
         _check_settings(self)
 
     def now_ms(self) -> int:
-        return int(self.clock() * 1000)
+        return times.now_ms(self.clock)
 
     def with_(self, **changes) -> StoreConfig:
         return replace(self, **changes)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import datetime as _dt
 import fcntl
 import hashlib
 import hmac
@@ -19,7 +18,7 @@ import secrets
 import stat
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,13 +121,13 @@ class Keyring:
     # -- construction -----------------------------------------------------
 
     @classmethod
-    def generate(cls) -> Keyring:
-        """An in-memory keyring with one fresh key (for tests and tools)."""
-        return cls([_new_key(())], source="generated keyring")
+    def generate(cls, *, clock: Callable[[], float] = time.time) -> Keyring:
+        """An in-memory keyring with one fresh key (for tests and tools), created at ``clock``'s time."""
+        return cls([_new_key((), clock)], source="generated keyring")
 
-    def with_new_key(self) -> Keyring:
+    def with_new_key(self, *, clock: Callable[[], float] = time.time) -> Keyring:
         """A copy of this keyring with one more, newest, fresh key (in-memory rotation)."""
-        return Keyring([*self._keys.values(), _new_key(self._keys)], source=self._source)
+        return Keyring([*self._keys.values(), _new_key(self._keys, clock)], source=self._source)
 
     @classmethod
     def from_json(cls, text: str, *, source: str) -> Keyring:
@@ -182,15 +181,15 @@ class Keyring:
         raise KeyringError(f"no keyring given: {_HOW_TO_PROVIDE}")
 
     @classmethod
-    def generate_file(cls, path: str | os.PathLike[str]) -> str:
-        """Create a key file (mode 0600) or add a newest key to it; return the new key id."""
+    def generate_file(cls, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time) -> str:
+        """Create a key file (mode 0600) or add a newest key to it, created at ``clock``'s time; return its id."""
         path = Path(path)
         try:
             with _locked(path):  # two rotations at once must not lose a key
                 existing: list[MasterKey] = []
                 if path.exists():
                     existing = list(cls.from_file(path)._keys.values())
-                key = _new_key(k.id for k in existing)
+                key = _new_key((k.id for k in existing), clock)
                 _write_key_file(path, [*existing, key])
         except OSError as exc:
             raise KeyringError(f"key file {path}: cannot write: {exc.strerror or exc}") from None
@@ -267,13 +266,15 @@ class Keyring:
         return cipher
 
 
-def _new_key(taken: Iterable[str]) -> MasterKey:
+def _new_key(taken: Iterable[str], clock: Callable[[], float]) -> MasterKey:
+    """A fresh key created at ``clock``'s time (seconds since the epoch; events cannot import core's clock)."""
     taken = set(taken)
-    now = _dt.datetime.now(_dt.UTC)
+    created_ms = int(clock() * 1000)
+    day = time.strftime("%Y%m%d", time.gmtime(created_ms // 1000))
     while True:
-        key_id = f"k-{now:%Y%m%d}-{secrets.token_hex(3)}"
+        key_id = f"k-{day}-{secrets.token_hex(3)}"
         if key_id not in taken:
-            return MasterKey(key_id, int(time.time() * 1000), secrets.token_bytes(KEY_SIZE))
+            return MasterKey(key_id, created_ms, secrets.token_bytes(KEY_SIZE))
 
 
 def _parse_keys(text: str, source: str) -> list[MasterKey]:

@@ -43,6 +43,7 @@ from secmeta.consumers.kafka.wire import (
 from secmeta.core.config import StoreConfig
 from secmeta.core.errors import InvalidValueError, SecmetaError
 from secmeta.core.store.view import StoreView
+from secmeta.core.times import Clock, now_ms, wall_clock
 from secmeta.events.codec import EventCodec
 from secmeta.events.durable import write_atomically
 from secmeta.events.records import Envelope
@@ -103,6 +104,7 @@ class Follower:
         checkpoint_every: int = 50_000,
         max_batch: int = 5_000,
         codec: EventCodec | None = None,
+        clock: Clock = wall_clock,
     ):
         if checkpoint_every < 1:
             raise InvalidValueError(f"checkpoint_every must be positive, not {checkpoint_every}")
@@ -113,6 +115,7 @@ class Follower:
         self.checkpoint_every = checkpoint_every
         self.max_batch = max_batch
         self.codec = codec or EventCodec()
+        self.clock = clock  # stamps the checkpoint snapshots
         self._decode = message_decoder(self.codec)
         self.dead_letter_path = self.checkpoint_dir / DEAD_LETTER_FILE
         self._settings = client_settings(
@@ -329,7 +332,7 @@ class Follower:
             return
         snap_dir = self.checkpoint_dir / SNAPSHOT_DIR
         info = write_snapshot(snap_dir, SecurityImageSnapshot(), self.image, next_offset=self.image.next_offset,
-                              link=b"", timestamp_ms=int(time.time() * 1000))
+                              link=b"", timestamp_ms=now_ms(self.clock))
         data = {
             "history_topic": self.history_topic,
             "partition": PARTITION,

@@ -40,6 +40,7 @@ from secmeta.consumers.kafka.state_form import StateForm
 from secmeta.consumers.kafka.wire import HEADER_HISTORY_OFFSET, encode_tombstone, message_encoder
 from secmeta.core.errors import InvalidValueError, SecmetaError
 from secmeta.core.log import Log
+from secmeta.core.times import Clock, now_ms, wall_clock
 from secmeta.events.durable import write_atomically
 from secmeta.events.entities import KINDS
 from secmeta.events.keyring import Keyring
@@ -229,6 +230,7 @@ class Publisher:
         metadata_timeout: float = 2.0,
         max_backoff: float = 5.0,
         progress: Callable[[PublisherStatus], None] | None = None,
+        clock: Clock = wall_clock,
     ):
         if history_topic == state_topic:
             raise PublisherError(f"the history and state topics must differ (both are {history_topic!r})")
@@ -251,7 +253,7 @@ class Publisher:
         )
         self._admin_settings = {k: v for k, v in self._settings.items()
                                 if k not in ("enable.idempotence", "acks", "linger.ms")}
-        self._log = Log.open(store_dir, keyring=keyring, read_only=True)
+        self._log = Log.open(store_dir, keyring=keyring, read_only=True, clock=clock)
         self._encode = message_encoder(self._log.codec)
         try:
             self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else Path(store_dir) / CHECKPOINT_FILE
@@ -325,7 +327,7 @@ class Publisher:
             "next_offset": next_offset,
             "history_topic": self.history_topic,
             "state_topic": self.state_topic,
-            "timestamp_ms": int(time.time() * 1000),
+            "timestamp_ms": now_ms(self._log.clock),
         }
         write_atomically(self.checkpoint_path, json.dumps(data).encode())
         self._checkpoint = next_offset

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -52,6 +51,7 @@ from secmeta.consumers.spark.tables import (
     TablesError,
     Version,
 )
+from secmeta.core.times import Clock, now_ms, wall_clock
 
 __all__ = ["BATCH", "BatchCommit", "create", "record_settings", "retain"]
 
@@ -101,8 +101,9 @@ def record_settings(tables: Tables, settings: Mapping[str, Any]) -> Version:
 class BatchCommit:
     """One batch's commits to every table, made on the Delta versions read when it began."""
 
-    def __init__(self, tables: Tables, stream: str, batch: int) -> None:
+    def __init__(self, tables: Tables, stream: str, batch: int, *, clock: Clock = wall_clock) -> None:
         self.tables = tables
+        self.clock = clock  # stamps the Delta add/remove actions
         self.stream = stream
         self.batch = batch
         self.pinned = {name: tables.delta(name) for name in TABLE_NAMES}
@@ -165,7 +166,7 @@ class BatchCommit:
             base: dict[str, int] = {}  # a snapshot's content is replaced
         else:
             base = latest if table.version() == named else _listing(self.tables.delta(name, named))
-        now = int(time.time() * 1000)
+        now = now_ms(self.clock)
         partitions = partition_columns(name)
         actions: list = [RemoveAction(path, True, now, size, _partition_values(path, partitions))
                          for path, size in latest.items() if path not in base]

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
 from secmeta.core.log import Log
 from secmeta.core.log.fit import snapshot_misfit
 from secmeta.core.snapshots.forked_snapshot import write_snapshot_forked
+from secmeta.core.times import now_ms
 from secmeta.projections.gc_pause import paused_gc
 from secmeta.projections.image import SecurityDelta, SecurityImage
 from secmeta.projections.image_snapshot import SecurityImageSnapshot
@@ -108,7 +108,7 @@ class CheckpointFiles:
         if link is None or self._closed.is_set():
             return
         write_snapshot_forked(self.directory, self._codec, image, next_offset=image.next_offset, link=link,
-                              timestamp_ms=int(time.time() * 1000), keyring=self.log.keyring,
+                              timestamp_ms=now_ms(self.log.clock), keyring=self.log.keyring,
                               abort=self._closed)  # off the writers' GIL; close() kills a child under way
         self._thin()
 

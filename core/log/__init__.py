@@ -1,9 +1,9 @@
 """The durable metadata log: segments of CRC'd, hash-chained Avro batches."""
 
-from secmeta.core.log.format import Batch
 from secmeta.core.log.append import AppendResult
 from secmeta.core.log.config import FsyncPolicy, LogConfig
 from secmeta.core.log.errors import LogFailedError, OffsetOutOfRangeError
+from secmeta.core.log.format import Batch
 from secmeta.core.log.loader import RecoveryReport
 from secmeta.core.log.log import Log
 from secmeta.core.log.tail import TailReader

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -18,6 +17,7 @@ from secmeta.core.errors import InvalidValueError, SecmetaError
 from secmeta.core.log import Log
 from secmeta.core.log.fit import snapshot_misfit
 from secmeta.core.snapshots.forked_snapshot import write_snapshot_forked
+from secmeta.core.times import Clock, now_ms, wall_clock
 from secmeta.events.records import Envelope
 from secmeta.projections.snapshot import (
     SnapshotCodec,
@@ -160,7 +160,7 @@ class Snapshotter(Generic[S]):
     """
 
     def __init__(self, log: Log, codec: SnapshotCodec[S], policy: SnapshotPolicy, *, keep: int = 2,
-                 delete_covered_segments: bool = False, clock=time.time, child_timeout: float | None = None):
+                 delete_covered_segments: bool = False, clock: Clock = wall_clock, child_timeout: float | None = None):
         if keep < 1:
             raise InvalidValueError(f"keep must be at least 1, not {keep}")
         if child_timeout is not None and not child_timeout > 0:
@@ -178,7 +178,7 @@ class Snapshotter(Generic[S]):
         self._abort = threading.Event()
 
     def _now_ms(self) -> int:
-        return int(self._clock() * 1000)
+        return now_ms(self._clock)
 
     def _log_bytes(self) -> int:
         return sum(s.size for s in self.log.segments())
