@@ -78,7 +78,7 @@ _LAZY = {
     "Diff": "secmeta.core.forensics.history",
     "Grant": "secmeta.core.forensics.queries",
     "Interval": "secmeta.core.forensics.queries",
-    "Point": "secmeta.core.forensics.timetravel",
+    "Point": "secmeta.core.times",
 }
 
 
