@@ -66,7 +66,6 @@ from secmeta.core import (  # noqa: E402
 from tests.logkit import Clock  # noqa: E402
 from tests.storekit import ADMIN  # noqa: E402
 
-
 _USERS = [f"user{i}" for i in range(6)]
 _TOPICS = [f"topic-{i}" for i in range(8)]
 _MECHS = [ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512]
