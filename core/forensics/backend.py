@@ -13,13 +13,13 @@ The records here are what the queries return to callers (``HistoryEntry``, ``Cha
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from secmeta.core.errors import QueryError
 from secmeta.core.forensics.attribution import Attribution, attributed
-from secmeta.events.entities import KINDS, TOKENS, kind_of
+from secmeta.events.entities import ACLS, CREDENTIALS, KINDS, TOKENS, EntityKind, kind_of
 from secmeta.events.records import Envelope
 from secmeta.events.redact import redacted
 from secmeta.events.types import (
@@ -36,8 +36,9 @@ from secmeta.projections.entity_events import opening_events
 from secmeta.projections.image import SecurityImage
 from secmeta.projections.tokens import TOKEN_FIELDS, TokenInfo
 
-__all__ = ["Change", "Credential", "Diff", "HistoryBackend", "HistoryEntry", "HistoryQuery", "ResourceMatch",
-           "TokenExpiryChange", "binding_dict", "expiry_changes", "token_parties"]
+__all__ = ["OTHER_KINDS", "Change", "Credential", "Diff", "EntityChange", "HistoryBackend", "HistoryEntry",
+           "HistoryQuery", "ResourceMatch", "TokenExpiryChange", "attributes", "binding_dict", "entity_changes",
+           "expiry_changes", "token_parties"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,37 @@ def expiry_changes(found: dict[str, list]) -> tuple[TokenExpiryChange, ...]:
 
 Credential = tuple[str, ScramMechanism, int]  # (user, mechanism, iterations)
 
+# The kinds Diff has sections of its own for; every other kind of entities.KINDS (client quotas, and any
+# kind declared later) is listed in Diff.entities, by the attributes its declaration names.
+SECTIONED = (ACLS, CREDENTIALS, TOKENS)
+OTHER_KINDS = tuple(kind for kind in KINDS if kind not in SECTIONED)
+
+
+@dataclass(frozen=True, slots=True)
+class EntityChange:
+    """An entity of a kind without a Diff section of its own (a client quota) that differs between two points:
+    its attributes (``EntityKind.attributes``, redacted values) at each, None where it did not exist."""
+
+    kind: str
+    entity_key: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "entity_key": self.entity_key, "before": self.before, "after": self.after}
+
+
+def attributes(kind: EntityKind, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes of ``kind`` an event's redacted payload gives (an update's: those it carries)."""
+    return {name: payload[name] for name in kind.attributes if name in payload}
+
+
+def entity_changes(before: Mapping[str, dict[str, Any]], after: Mapping[str, dict[str, Any]],
+                   touched: Iterable[str]) -> tuple[EntityChange, ...]:
+    """The touched entities (keys) whose attributes differ between ``before`` and ``after`` (absent: None)."""
+    return tuple(EntityChange(key.split(":", 1)[0], key, before.get(key), after.get(key))
+                 for key in sorted(set(touched)) if before.get(key) != after.get(key))
+
 
 @dataclass(frozen=True, slots=True)
 class Diff:
@@ -106,8 +138,9 @@ class Diff:
 
     ACL, credential, issued and removed entries are net (image against
     image); renewed and expired list every token with such an event in
-    between.  Entries are sorted (ACLs by id, credentials by user and
-    mechanism, tokens by id).
+    between.  Entities of the other kinds (client quotas) are net too.
+    Entries are sorted (ACLs by id, credentials by user and mechanism,
+    tokens by id, other entities by key).
     """
 
     start_offset: int
@@ -120,11 +153,13 @@ class Diff:
     tokens_renewed: tuple[TokenExpiryChange, ...] = ()
     tokens_expired: tuple[TokenExpiryChange, ...] = ()
     tokens_removed: tuple[TokenInfo, ...] = ()
+    entities: tuple[EntityChange, ...] = ()  # the other kinds' entities (OTHER_KINDS), by entity key
 
     def __bool__(self) -> bool:
         """True when anything changed."""
         return any((self.acls_added, self.acls_removed, self.credentials_upserted, self.credentials_deleted,
-                    self.tokens_issued, self.tokens_renewed, self.tokens_expired, self.tokens_removed))
+                    self.tokens_issued, self.tokens_renewed, self.tokens_expired, self.tokens_removed,
+                    self.entities))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe: enums by name, bindings as their seven fields, tokens without any HMAC."""
@@ -152,6 +187,7 @@ class Diff:
             "tokens_renewed": [change(c) for c in self.tokens_renewed],
             "tokens_expired": [change(c) for c in self.tokens_expired],
             "tokens_removed": [token(t) for t in self.tokens_removed],
+            "entities": [e.to_dict() for e in self.entities],
         }
 
 

@@ -55,11 +55,13 @@ from secmeta.core.forensics.backend import (
     HistoryEntry,
     HistoryQuery,
     ResourceMatch,
+    attributes,
+    entity_changes,
     expiry_changes,
     token_parties,
 )
 from secmeta.core.log import Log
-from secmeta.events.entities import CREDENTIALS, TOKENS, Parties, kind_of
+from secmeta.events.entities import ACLS, CREDENTIALS, TOKENS, Parties, kind_of
 from secmeta.events.records import (
     AclCreated,
     AclDeleted,
@@ -86,7 +88,7 @@ __all__ = ["HistoryIndex", "condemn", "index_problem", "token_parties"]
 logger = logging.getLogger("secmeta.history_index")
 INDEX_DIR = "history"
 INDEX_FILE = "index.sqlite"
-INDEX_FORMAT = 5  # 5: the principals of every non-ACL kind in parties, by entities.Parties
+INDEX_FORMAT = 6  # 5: every non-ACL kind's principals in parties (entities.Parties); 6: role (EntityKind.role)
 _MAC_LABEL = b"secmeta/history-index"
 _CHUNK = 100_000  # rows per transaction
 _BLOCK = 1024  # rows per link of the digest chain
@@ -95,8 +97,9 @@ _CONDEMNED_SUFFIX = ".bad"  # beside the file: why log verify found it wrong (th
 _CACHE_KB = 65_536
 _ACL_EVENTS = {"AclCreated": AclCreated, "AclDeleted": AclDeleted}
 _COLUMNS = ("offset", "ts", "actor", "host", "request", "type", "entity", "principal", "restype", "pattern",
-            "name", "acl_host", "op", "perm", "parties", "payload")
+            "name", "acl_host", "op", "perm", "role", "parties", "payload")
 _PARTIES = _COLUMNS.index("parties")
+_ACL_COLUMNS = _COLUMNS[:_COLUMNS.index("role")]  # what a Change is made of
 _compact_json = json.JSONEncoder(separators=(",", ":")).encode
 # The tables; a fresh build fills them first and adds the secondary indexes once (sorting
 # a million keys at the end is several times cheaper than keeping five B-trees up per row).
@@ -135,26 +138,27 @@ def _row(envelope: Envelope, parties: Parties, opened: dict[str, tuple[str, ...]
     opens involves (the index's meta row carries them on, for events after a reopen)."""
     event = envelope.event
     kind = type(event)
-    if kind is AclCreated or kind is AclDeleted:  # most rows: their payload is their columns
+    entity = kind_of(event)
+    if entity is ACLS:  # most rows: their payload is their columns
         p, e = event.binding.pattern, event.binding.entry
         return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
                 envelope.request_id, kind.__name__, event.entity_key, e.principal, p.resource_type.value,
-                p.pattern_type.value, p.name, e.host, e.operation.value, e.permission_type.value, None, None)
+                p.pattern_type.value, p.name, e.host, e.operation.value, e.permission_type.value, ACLS.role(event),
+                None, None)
     parties.observe(event)
     involved = parties.of(event)
-    entity = kind_of(event)
     if entity.carries_parties and kind in entity.opens:
         opened[event.entity_key] = involved
     payload = _compact_json(redacted(envelope)["payload"])
     return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
             envelope.request_id, kind.__name__, event.entity_key, None, None, None, None, None, None, None,
-            json.dumps(involved) if involved else None, payload)
+            entity.role(event), json.dumps(involved) if involved else None, payload)
 
 
 def _entry(row: tuple, resource: ResourceMatch | None) -> HistoryEntry | None:
     """The history entry of an events row, or None when ``resource`` is given and the row does not pass it."""
     (offset, ts, actor, host, request, etype, entity, principal, restype, pattern, name, acl_host, op, perm,
-     _, payload) = row
+     _, _, payload) = row
     if restype is None:
         if resource is not None and not resource.matches(etype, None, entity):
             return None
@@ -429,7 +433,7 @@ class HistoryIndex:
 
     def acl_changes(self, lo: int, hi: int, resource_type: ResourceType, name: str) -> Iterator[Change]:
         where, args = _covering(resource_type, name)
-        sql = _ranged(f"SELECT {', '.join(_COLUMNS[:_PARTIES])} FROM events WHERE", where, indexed=True)
+        sql = _ranged(f"SELECT {', '.join(_ACL_COLUMNS)} FROM events WHERE", where, indexed=True)
         with self._lock:
             rows = self._db.execute(sql, (lo, hi, *args)).fetchall()
         return map(_change, rows)
@@ -453,17 +457,23 @@ class HistoryIndex:
             added, removed = _net_acls(self._acl_rows(a, b))
             scram_last: dict[str, tuple[str, str]] = {}
             token_rows = []
-            for offset, event_type, entity, payload in self._entity_rows(a, b):
+            others: dict[str, list[tuple[str, str, str]]] = {}  # the other kinds' rows, by entity
+            for offset, event_type, entity, role, payload in self._entity_rows(a, b):
                 kind = kind_of(event_type)
                 if kind is CREDENTIALS:
                     scram_last[entity] = (event_type, payload)
                 elif kind is TOKENS:
                     token_rows.append((offset, event_type, entity, payload))
+                else:
+                    others.setdefault(entity, []).append((event_type, role, payload))
             upserted, deleted = self._credential_changes(a, scram_last)
             issued, renewed, expired, gone = self._token_changes(a, token_rows)
+            before = self._states_at(others, a)
+            after = {entity: _folded(before.get(entity), rows) for entity, rows in others.items()}
             return Diff(a, b, tuple(_acls(added[i] for i in sorted(added))),
                         tuple(_acls(removed[i] for i in sorted(removed))), upserted, deleted, issued, renewed,
-                        expired, gone)
+                        expired, gone, entity_changes(before, {e: s for e, s in after.items() if s is not None},
+                                                      others))
 
     def _require_from_zero(self, a: int) -> None:
         if self._start != 0 or a < self.log.start_offset:
@@ -477,12 +487,27 @@ class HistoryIndex:
         with self._lock:
             return self._db.execute(_ranged(sql, where, indexed=True), (lo, hi, *args)).fetchall()
 
-    def _entity_rows(self, lo: int, hi: int) -> list[tuple[int, str, str, str]]:
-        """(offset, event type, entity key, redacted payload as JSON) of the non-ACL rows in [lo, hi)."""
+    def _entity_rows(self, lo: int, hi: int) -> list[tuple[int, str, str, str, str]]:
+        """(offset, event type, entity key, role, redacted payload as JSON) of the non-ACL rows in [lo, hi)."""
         with self._lock:
             return self._db.execute(
-                "SELECT offset, type, entity, payload FROM events WHERE offset >= ? AND offset < ? "
+                "SELECT offset, type, entity, role, payload FROM events WHERE offset >= ? AND offset < ? "
                 "AND +restype IS NULL ORDER BY offset", (lo, hi)).fetchall()
+
+    def _states_at(self, entities: Iterable[str], n: int) -> dict[str, dict]:
+        """The attributes of each non-ACL entity open after the first ``n`` events: its rows before ``n`` from
+        its last opening or closing one, folded (one probe of ``by_entity`` per entity)."""
+        sql = ("SELECT e.entity, e.type, e.role, e.payload FROM json_each(?) AS k JOIN events AS e "
+               "ON e.restype IS NULL AND e.entity = k.value AND e.offset < ? AND e.offset >= (SELECT offset "
+               "FROM events WHERE restype IS NULL AND entity = k.value AND offset < ? AND role != 'update' "
+               "ORDER BY offset DESC LIMIT 1) ORDER BY e.offset")
+        with self._lock:
+            rows = self._db.execute(sql, (json.dumps(list(entities)), n, n)).fetchall()
+        by_entity: dict[str, list[tuple[str, str, str]]] = {}
+        for entity, *row in rows:
+            by_entity.setdefault(entity, []).append(row)
+        states = {entity: _folded(None, rows) for entity, rows in by_entity.items()}
+        return {entity: state for entity, state in states.items() if state is not None}
 
     def _last_changes(self, entities: Iterable[str], before: int,
                       event_types: Iterable[str]) -> dict[str, tuple[int, str, str]]:
@@ -555,6 +580,18 @@ class HistoryIndex:
 _SCRAM_EVENTS = CREDENTIALS.event_names
 _TOKEN_PRESENCE = tuple(t.__name__ for t in TOKENS.opens + TOKENS.closes)  # whether a token was alive
 _TOKEN_EXPIRY = tuple(t.__name__ for t in TOKENS.opens + TOKENS.updates)  # what set its expiry
+
+
+def _folded(state: dict | None, rows: Iterable[tuple[str, str, str]]) -> dict | None:
+    """An entity's attributes after its rows (event type, role, payload), from ``state`` (None: absent): an
+    opening row sets them, an update changes those it carries (EntityKind.updated), a closing row ends it."""
+    for event_type, role, payload in rows:
+        if role == "close":
+            state = None
+        else:
+            carried = attributes(kind_of(event_type), json.loads(payload))
+            state = carried if role == "open" else None if state is None else {**state, **carried}
+    return state
 
 
 def _credential(payload: dict) -> Credential:

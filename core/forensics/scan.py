@@ -11,10 +11,13 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from secmeta.core.forensics.backend import (
+    OTHER_KINDS,
     Change,
     Diff,
     HistoryEntry,
     HistoryQuery,
+    attributes,
+    entity_changes,
     expiry_changes,
     token_parties,
 )
@@ -22,11 +25,15 @@ from secmeta.events.entities import ACLS, CREDENTIALS, TOKENS, Parties, involves
 from secmeta.events.records import (
     DelegationTokenIssued,
     DelegationTokenRenewed,
+    Envelope,
     Event,
 )
+from secmeta.events.redact import redacted
 from secmeta.events.types import AclBinding, ResourceType, ScramMechanism
 from secmeta.projections.acl_match import covers
 from secmeta.projections.authorizer import acls_on
+from secmeta.projections.entity_events import opening_events
+from secmeta.projections.image import SecurityImage
 
 if TYPE_CHECKING:
     from secmeta.core.forensics.timetravel import TimeTravel
@@ -110,6 +117,7 @@ class LogScan:
         acl_ids: set[str] = set()
         cred_keys: set[tuple[str, ScramMechanism]] = set()
         token_ids: set[str] = set()
+        others: set[str] = set()  # entity keys of the other kinds
         renewed: dict[str, list] = {}
         expired: dict[str, list] = {}
         expiry: dict[str, tuple[str, int]] = {}  # token_id -> (owner, current expiry) while scanning
@@ -130,7 +138,9 @@ class LogScan:
                 acl_ids.add(event.acl_id)
             elif entity is CREDENTIALS:
                 cred_keys.add((event.user, ScramMechanism(event.mechanism)))
-            elif entity is TOKENS:
+            elif entity is not TOKENS:
+                others.add(event.entity_key)
+            else:
                 token_ids.add(event.token_id)
                 if kind is DelegationTokenIssued:
                     expiry[event.token_id] = (event.owner, event.expiry_timestamp_ms)
@@ -170,5 +180,14 @@ class LogScan:
             elif old is not None and new is None:
                 gone.append(old)
         return Diff(a, b, tuple(added), tuple(removed), tuple(upserted), tuple(deleted), tuple(issued),
-                    expiry_changes(renewed), expiry_changes(expired), tuple(gone))
+                    expiry_changes(renewed), expiry_changes(expired), tuple(gone),
+                    entity_changes(_states(before, others), _states(after, others), others))
+
+
+def _states(image: SecurityImage, keys: set[str]) -> dict[str, dict]:
+    """The attributes of each entity of ``keys`` open in ``image`` (as its opening event, redacted, gives them)."""
+    if not keys:
+        return {}
+    return {event.entity_key: attributes(kind_of(event), redacted(Envelope(-1, 0, "", "", "", event))["payload"])
+            for event in opening_events(image, OTHER_KINDS) if event.entity_key in keys}
 

@@ -33,6 +33,7 @@ from secmeta.core import (
     StoreConfig,
     UserScramCredentialDeletion,
 )
+from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaOp
 from secmeta.core.forensics.backend import HistoryBackend
 from secmeta.core.forensics.history import diff, history
 from secmeta.core.forensics.queries import access_timeline, who_could_at
@@ -192,6 +193,25 @@ class HistoryBackendContract:
             token.token_id, before, after, 9)
         assert [t.token_id for t in self.diff(store, 0, 10).tokens_issued] == [token.token_id]
         assert not self.diff(store, 5, 7)
+
+    def test_diff_lists_client_quotas_as_they_stood_at_both_points(self, store):
+        """A quota altered between the points shows both values; one set then removed between them does not show;
+        one removed shows its value before (kinds without a section of their own: entities.KINDS)."""
+        def alter(entity, **ops):
+            store.alter_client_quotas([ClientQuotaAlteration(entity, tuple(ClientQuotaOp(k, v) for k, v in ops.items()))],
+                                      context=ADMIN)
+        alter({"user": "alice"}, consumer_byte_rate=100)  # 0
+        alter({"user": "bob"}, producer_byte_rate=5)  # 1
+        alter({"user": "alice"}, consumer_byte_rate=200)  # 2
+        alter({"client-id": "app"}, request_percentage=10)  # 3
+        alter({"client-id": "app"}, request_percentage=None)  # 4
+        alter({"user": "bob"}, producer_byte_rate=None)  # 5
+        found = self.diff(store, 2, 6)
+        assert [(c.kind, c.entity_key, c.before, c.after) for c in found.entities] == [
+            ("quota", "quota:user=alice:consumer_byte_rate", {"value": 100.0}, {"value": 200.0}),
+            ("quota", "quota:user=bob:producer_byte_rate", {"value": 5.0}, None)]
+        assert [c.after for c in self.diff(store, 0, 1).entities] == [{"value": 100.0}]
+        assert not self.diff(store, 3, 5)
 
     # -- who could, access timeline -----------------------------------------------------------
 

@@ -14,6 +14,7 @@ from secmeta.core import (
     ResourceType,
     ScramMechanism,
 )
+from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaOp
 from secmeta.core.forensics.history import diff, history
 from secmeta.core.forensics.history_index import HistoryIndex
 from secmeta.core.forensics.queries import access_timeline, who_could_at
@@ -28,6 +29,7 @@ from tests.core.forensics.test_timetravel_properties import (
     steps,
 )
 from tests.logkit import make_keyring
+from tests.storekit import ADMIN
 
 
 class TestLogScan(HistoryBackendContract):
@@ -145,3 +147,24 @@ def test_after_retention_the_store_answers_diff_and_who_could_as_the_scan(keyrin
             assert store.diff(a, end) == scanned(store, store.diff, a, end)
             for op, rt, name in asks:
                 assert store.who_could(op, rt, name, at=a) == scanned(store, store.who_could, op, rt, name, at=a)
+
+
+quota_plans = st.lists(st.tuples(st.sampled_from([{"user": "alice"}, {"user": None}, {"client-id": "app"}]),
+                                 st.sampled_from(["consumer_byte_rate", "producer_byte_rate"]),
+                                 st.sampled_from([None, 10.0, 20.0])), min_size=1, max_size=12)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=30,
+          deadline=None)
+@given(plan=quota_plans)
+def test_quota_diffs_from_the_index_equal_the_scan_between_every_two_points(keyring, plan):
+    """Client quotas set, changed and removed at random: diff(a, b) from the index rows equals the scan's images,
+    for every a <= b (a kind listed by its declaration alone, entities.QUOTAS)."""
+    with store_after(keyring, []) as store:
+        for entity, key, value in plan:
+            store.alter_client_quotas([ClientQuotaAlteration(entity, (ClientQuotaOp(key, value),))], context=ADMIN)
+        index, scan = _both(store)
+        end = store.log.end_offset
+        for a in range(end + 1):
+            for b in range(a, end + 1):
+                assert diff(store.timetravel, a, b, backend=index) == diff(store.timetravel, a, b, backend=scan)
