@@ -55,10 +55,16 @@ def markers_of(path: Path, fixturenames) -> set[str]:
     return markers
 
 
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        for marker in sorted(markers_of(item.path, getattr(item, "fixturenames", ()))):
-            item.add_marker(marker)
+def pytest_itemcollected(item):
+    # Per item as it is collected, so the markers are in place before any collection_modifyitems hook
+    # (pytest-xdist's reads xdist_group there).
+    markers = markers_of(item.path, getattr(item, "fixturenames", ()))
+    for marker in sorted(markers):
+        item.add_marker(marker)
+    if "spark" in markers:
+        # Under pytest-xdist (./scripts/test runs it with --dist loadgroup) every Spark test goes to one
+        # worker, so the run starts one JVM and computes the shared compaction once.
+        item.add_marker(pytest.mark.xdist_group("spark"))
 
 
 @pytest.fixture
