@@ -33,6 +33,7 @@ __all__ = [
     "now_ms",
     "parse_offset",
     "parse_time",
+    "require_point_int",
     "wall_clock",
 ]
 
@@ -128,8 +129,8 @@ class Point:
     def __post_init__(self):
         if (self.offset is None) == (self.timestamp_ms is None):
             raise PointInTimeError("a point in time needs exactly one of an offset or a timestamp")
-        _require_int("offset", self.offset)
-        _require_int("timestamp", self.timestamp_ms)
+        require_point_int("offset", self.offset)
+        require_point_int("timestamp", self.timestamp_ms)
 
     @classmethod
     def at_offset(cls, offset: int) -> Point:
@@ -158,6 +159,7 @@ def as_point(value: object) -> Point:
                            "{'timestamp_ms': ms})")
 
 
-def _require_int(name: str, value: object) -> None:
+def require_point_int(name: str, value: object) -> None:
+    """A point's offset or time, when given, is an int (never a bool): else PointInTimeError naming it."""
     if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
         raise PointInTimeError(f"the {name} of a point in time must be an integer, not {value!r}")

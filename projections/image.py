@@ -110,17 +110,7 @@ class SecurityDelta:
 
     @replay.register
     def _(self, event: DelegationTokenIssued) -> None:
-        self.tokens_delta().issue(
-            TokenInfo(
-                event.token_id,
-                event.owner,
-                event.requester,
-                tuple(event.renewers),
-                event.issue_timestamp_ms,
-                event.expiry_timestamp_ms,
-                event.max_timestamp_ms,
-            )
-        )
+        self.tokens_delta().issue(TokenInfo.of(event))
 
     @replay.register
     def _(self, event: DelegationTokenRenewed) -> None:

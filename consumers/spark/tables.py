@@ -183,7 +183,14 @@ class Tables:
             what = "does not exist" if not self.path.exists() else "has no history table"
             raise TablesError(f"{self.path} is not a secmeta tables directory (it {what}); "
                               "run `secmeta spark compact` first")
-        for name in (HISTORY, *TABLE_NAMES[:-1]):  # history first: a foreign one is named as such
+        self.owner(HISTORY, store_id)  # first: a foreign directory is named as such
+        missing = [name for name in TABLE_NAMES[:-1] if not (self.table_path(name) / "_delta_log").is_dir()]
+        if missing:  # a kind declared after these tables were written (the table set derives from KINDS)
+            raise TablesError(
+                f"{self.path} was compacted by an older secmeta and has no {', '.join(missing)} "
+                f"table{'s' if len(missing) > 1 else ''}; compact the store into a new tables directory "
+                "(`secmeta spark compact --store DIR --tables NEW_DIR`)")
+        for name in TABLE_NAMES[:-1]:
             self.owner(name, store_id)
         return self.current()
 

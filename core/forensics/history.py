@@ -31,7 +31,8 @@ from secmeta.core.forensics.backend import (
     TokenExpiryChange,
 )
 from secmeta.core.forensics.preferred import IndexOrScan
-from secmeta.core.forensics.timetravel import TimeTravel, _require_int
+from secmeta.core.forensics.timetravel import TimeTravel
+from secmeta.core.times import require_point_int
 from secmeta.events.records import EVENT_TYPES
 from secmeta.events.types import AclBindingFilter, ResourcePattern, ResourcePatternFilter
 
@@ -114,8 +115,8 @@ def _event_types(event_types) -> frozenset[str] | None:
 
 def diff(travel: TimeTravel, a: int, b: int, *, backend: HistoryBackend | None = None) -> Diff:
     """The changes between the states at offsets ``a`` <= ``b`` (both already validated)."""
-    _require_int("offset", a)
-    _require_int("offset", b)
+    require_point_int("offset", a)
+    require_point_int("offset", b)
     if a > b:
         raise QueryError(f"a diff runs forward: its start (offset {a}) is after its end (offset {b})")
     return (backend or IndexOrScan(travel)).diff(a, b)

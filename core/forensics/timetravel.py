@@ -30,7 +30,7 @@ from secmeta.core.errors import InvalidValueError, PointInTimeError
 from secmeta.core.forensics.checkpoints import CheckpointFiles
 from secmeta.core.forensics.history_index import HistoryIndex
 from secmeta.core.log import Batch, Log, OffsetOutOfRangeError
-from secmeta.core.times import Point, _require_int, as_point, format_ms
+from secmeta.core.times import Point, as_point, format_ms, require_point_int
 from secmeta.core.times import now_ms as now_ms_of
 from secmeta.projections.gc_pause import FREEZE_AFTER, paused_gc
 from secmeta.projections.image import SecurityDelta, SecurityImage
@@ -284,7 +284,7 @@ class TimeTravel:
 
     def offset_at_time(self, timestamp_ms: int) -> int:
         """N such that events [0, N) are every batch stamped <= ``timestamp_ms``."""
-        _require_int("timestamp", timestamp_ms)
+        require_point_int("timestamp", timestamp_ms)
         now = self._now_ms()
         if timestamp_ms > now:
             raise PointInTimeError(f"time {format_ms(timestamp_ms)} is in the future (now is {format_ms(now)})")

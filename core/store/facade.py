@@ -36,10 +36,11 @@ from secmeta.core.forensics import history as history_mod
 from secmeta.core.forensics import queries as forensics
 from secmeta.core.forensics.checkpoints import CheckpointFiles
 from secmeta.core.forensics.history_index import HistoryIndex, token_parties
-from secmeta.core.forensics.timetravel import Point, TimeTravel
+from secmeta.core.forensics.timetravel import TimeTravel
 from secmeta.core.log import Log
 from secmeta.core.store.state import LoadedState, Snapshotter, load_state
 from secmeta.core.store.view import StoreView
+from secmeta.core.times import Point
 from secmeta.core.types import (
     DelegationToken,
     DeleteAclsResult,

@@ -386,6 +386,21 @@ def test_another_stores_tables_are_refused(spark, two_phase, compacted):
         compact(spark, space.store_dir, other_tables, key_file=str(space.key_file))
 
 
+def test_tables_written_before_a_kind_existed_are_refused_naming_the_missing_table(compacted, tmp_path):
+    """Tables compacted by a secmeta that had no quotas kind (issue 20 added it) lack that table: compaction and
+    queries refuse them, naming the table and what to do, instead of failing on the first read of it."""
+    space, tables, _version = compacted
+    old = tmp_path / "old"
+    shutil.copytree(tables, old)
+    shutil.rmtree(Tables(old).table_path("quota_intervals"))
+    before = sorted(old.rglob("*"))
+    for attempt in (lambda: open_tables(space.store_dir, old, space.key_file), lambda: TableReader(None, old)):
+        with pytest.raises(TablesError, match=rf"{old} was compacted by an older secmeta and has no quota_intervals "
+                                              r"table; compact the store into a new tables directory"):
+            attempt()
+    assert sorted(old.rglob("*")) == before
+
+
 def test_tables_of_the_unreleased_manifest_format_are_refused(tmp_path):
     """A directory of the development format no release wrote (Parquet with _secmeta_tables.json) is refused
     by compaction and by queries, naming the problem and what to do; nothing is written and no Spark starts."""
