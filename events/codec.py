@@ -124,6 +124,7 @@ class EventCodec:
         self._batch = _parse(batch, "batch schema", parsed_named)
         self._named = {name: d for name, (d, _) in collect_named_types(batch, "batch").items()}
         self._writers: dict[bytes, _Writer] = {self.fingerprint: _Writer(self._batch, None)}
+        self._writer_texts: dict[str, bytes] = {}  # writer schema JSON as stored -> its fingerprint
         self._by_type: dict[str, _EventSchema] = {}
         self._by_class: dict[type, _EventSchema] = {}
         self._by_full_name: dict[str, _EventSchema] = {}
@@ -209,12 +210,16 @@ class EventCodec:
 
     def register_writer_schema(self, schema_json: str) -> bytes:
         """Accept an older batch writer schema (a ``writer_schema_json``); return its fingerprint."""
+        known = self._writer_texts.get(schema_json)
+        if known is not None:  # every open of a log registers its schemas again: skip the fingerprinting
+            return known
         try:
             batch = json.loads(schema_json)
         except ValueError as exc:
             raise EventSchemaError(f"writer schema is not valid JSON: {exc}") from None
         fp = avro_fingerprint(batch)
         if fp in self._writers:
+            self._writer_texts[schema_json] = fp
             return fp
         parsed = _parse(batch, f"writer schema {fp.hex()}")
         named = collect_named_types(batch, f"writer schema {fp.hex()}")
@@ -229,6 +234,7 @@ class EventCodec:
                 writer = _parse(standalone, f"event schema {full_name} {event_fp.hex()}")
                 self._by_fingerprint[event_fp] = (current, _Writer(writer, current.parsed))
         self._writers[fp] = _Writer(parsed, self._batch)
+        self._writer_texts[schema_json] = fp
         return fp
 
     # -- batches --
