@@ -42,6 +42,7 @@ from .records import (
     Event,
     ScramCredentialDeleted,
     ScramCredentialUpserted,
+    SecuritySettingAltered,
 )
 
 __all__ = ["KINDS", "EntityKind", "Parties", "closes", "entity_key", "involves", "kind_of"]
@@ -162,7 +163,19 @@ QUOTAS = EntityKind(
     opens=(ClientQuotaAltered,), closes=(), closed_when_none="value", principals=_quota_principals,
     table="quotas", intervals_table="quota_intervals")
 
-KINDS: tuple[EntityKind, ...] = (ACLS, CREDENTIALS, TOKENS, QUOTAS)
+
+def _no_principals(event: Event) -> tuple[str, ...]:
+    return ()
+
+
+# A setting of the cluster that decides access (Kafka's ConfigRecord on the BROKER resource).
+# Its principals are none: super.users names principals, but as a value, not as parties.
+SETTINGS = EntityKind(
+    "setting", key=("name",), attributes=("value",),
+    opens=(SecuritySettingAltered,), closes=(), closed_when_none="value", principals=_no_principals,
+    table="settings", intervals_table="setting_intervals")
+
+KINDS: tuple[EntityKind, ...] = (ACLS, CREDENTIALS, TOKENS, QUOTAS, SETTINGS)
 
 _BY_TYPE: dict[type, EntityKind] = {t: kind for kind in KINDS for t in kind.event_types}
 _BY_NAME: dict[str, EntityKind] = {t.__name__: kind for t, kind in _BY_TYPE.items()}

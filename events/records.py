@@ -2,7 +2,7 @@
 
 Each event names the entity it changes (``entity_key``): ``acl:<acl_id>``,
 ``scram:<user>:<SCRAM-SHA-256|SCRAM-SHA-512>``, ``token:<token_id>`` or
-``quota:<entity>:<key>`` (a ``ClientQuotaEntity`` in its canonical form).
+``quota:<entity>:<key>`` (a ``ClientQuotaEntity`` in its canonical form) or ``setting:<name>``.
 An ``Envelope`` wraps one event with its log position, time and actor.
 """
 
@@ -30,6 +30,7 @@ __all__ = [
     "Event",
     "ScramCredentialDeleted",
     "ScramCredentialUpserted",
+    "SecuritySettingAltered",
     "TokenRemovalReason",
     "entity_key",
 ]
@@ -208,6 +209,22 @@ class ClientQuotaAltered:
         return f"quota:{self.entity}:{self.key}"
 
 
+@dataclass(frozen=True, slots=True)
+class SecuritySettingAltered:
+    """A setting that decides access (``super.users``, ...) was set to ``value``, or back to its default (None).
+
+    Kafka's ConfigRecord for the cluster's BROKER resource; ``value`` is the setting's text form
+    (``User:a;User:b``, ``true``, a number of milliseconds, a fingerprint), never a secret.
+    """
+
+    name: str
+    value: str | None
+
+    @property
+    def entity_key(self) -> str:
+        return f"setting:{self.name}"
+
+
 Event = (
     ScramCredentialUpserted
     | ScramCredentialDeleted
@@ -218,6 +235,7 @@ Event = (
     | DelegationTokenExpired
     | DelegationTokenRemoved
     | ClientQuotaAltered
+    | SecuritySettingAltered
 )
 
 EVENT_TYPES: dict[str, type] = {
@@ -232,6 +250,7 @@ EVENT_TYPES: dict[str, type] = {
         DelegationTokenExpired,
         DelegationTokenRemoved,
         ClientQuotaAltered,
+        SecuritySettingAltered,
     )
 }
 

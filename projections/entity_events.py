@@ -10,8 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from secmeta.events.entities import ACLS, CREDENTIALS, KINDS, QUOTAS, TOKENS, EntityKind
-from secmeta.events.records import AclCreated, ClientQuotaAltered, Event, ScramCredentialUpserted
+from secmeta.events.entities import ACLS, CREDENTIALS, KINDS, QUOTAS, SETTINGS, TOKENS, EntityKind
+from secmeta.events.records import (
+    AclCreated,
+    ClientQuotaAltered,
+    Event,
+    ScramCredentialUpserted,
+    SecuritySettingAltered,
+)
 from secmeta.projections.image import SecurityImage
 
 __all__ = ["opening_events"]
@@ -23,6 +29,7 @@ _OPEN: dict[str, Callable[[SecurityImage], Iterable[Event]]] = {
     TOKENS.name: lambda image: (info.issued() for info in image.tokens),
     QUOTAS.name: lambda image: (ClientQuotaAltered(entity, key, value)
                                 for entity, values in image.quotas for key, value in values.items()),
+    SETTINGS.name: lambda image: (SecuritySettingAltered(name, value) for name, value in image.settings),
 }
 
 

@@ -1,4 +1,4 @@
-"""The combined security image (SCRAM, ACLs, tokens, client quotas) and the delta that replays events.
+"""The combined security image (SCRAM, ACLs, tokens, client quotas, logged settings) and the delta that replays events.
 
 ``SecurityDelta(image)`` replays events (one ``replay`` per event type) into
 sub-deltas created on first use; an event that removes, renews or expires
@@ -25,12 +25,14 @@ from secmeta.events.records import (
     Envelope,
     ScramCredentialDeleted,
     ScramCredentialUpserted,
+    SecuritySettingAltered,
 )
 from secmeta.projections.acls import AclsDelta, AclsImage
 from secmeta.projections.errors import InconsistentEventError
 from secmeta.projections.gc_pause import paused_gc
 from secmeta.projections.quotas import QuotasDelta, QuotasImage
 from secmeta.projections.scram import ScramDelta, ScramImage
+from secmeta.projections.settings import SettingsDelta, SettingsImage
 from secmeta.projections.tokens import TokenInfo, TokensDelta, TokensImage
 
 __all__ = ["SecurityDelta", "SecurityImage", "SecurityProjection"]
@@ -45,6 +47,7 @@ class SecurityImage:
     tokens: TokensImage = TokensImage.EMPTY
     next_offset: int = 0
     quotas: QuotasImage = QuotasImage.EMPTY
+    settings: SettingsImage = SettingsImage.EMPTY
     EMPTY: ClassVar[SecurityImage]
 
 
@@ -54,7 +57,7 @@ SecurityImage.EMPTY = SecurityImage()
 class SecurityDelta:
     """A SecurityImage plus the changes replayed into it so far."""
 
-    __slots__ = ("image", "_scram", "_acls", "_tokens", "_quotas")
+    __slots__ = ("image", "_scram", "_acls", "_tokens", "_quotas", "_settings")
 
     def __init__(self, image: SecurityImage):
         self.image = image
@@ -62,6 +65,7 @@ class SecurityDelta:
         self._acls: AclsDelta | None = None
         self._tokens: TokensDelta | None = None
         self._quotas: QuotasDelta | None = None
+        self._settings: SettingsDelta | None = None
 
     def scram_delta(self) -> ScramDelta:
         """The SCRAM sub-delta, created on first use."""
@@ -86,6 +90,12 @@ class SecurityDelta:
         if self._quotas is None:
             self._quotas = QuotasDelta(self.image.quotas)
         return self._quotas
+
+    def settings_delta(self) -> SettingsDelta:
+        """The logged-settings sub-delta, created on first use."""
+        if self._settings is None:
+            self._settings = SettingsDelta(self.image.settings)
+        return self._settings
 
     @singledispatchmethod
     def replay(self, event: Any) -> None:
@@ -128,6 +138,10 @@ class SecurityDelta:
     def _(self, event: ClientQuotaAltered) -> None:
         self.quotas_delta().set(event.entity, event.key, event.value)
 
+    @replay.register
+    def _(self, event: SecuritySettingAltered) -> None:
+        self.settings_delta().set(event.name, event.value)
+
     def replay_all(self, envelopes: Iterable[Envelope]) -> None:
         """Replay the events of ``envelopes`` in order.
 
@@ -164,6 +178,7 @@ class SecurityDelta:
         acls = base.acls if self._acls is None else self._acls.apply()
         tokens = base.tokens if self._tokens is None else self._tokens.apply()
         quotas = base.quotas if self._quotas is None else self._quotas.apply()
+        settings = base.settings if self._settings is None else self._settings.apply()
         if next_offset is None:
             next_offset = base.next_offset
         if (
@@ -171,10 +186,11 @@ class SecurityDelta:
             and acls is base.acls
             and tokens is base.tokens
             and quotas is base.quotas
+            and settings is base.settings
             and next_offset == base.next_offset
         ):
             return base
-        return SecurityImage(scram, acls, tokens, next_offset, quotas)
+        return SecurityImage(scram, acls, tokens, next_offset, quotas, settings)
 
 
 _DISPATCH: Callable[[type], Callable[[SecurityDelta, Any], None]] = SecurityDelta.__dict__[

@@ -1,4 +1,4 @@
-"""Snapshot codec for SecurityImage: a meta row, credentials, ACL index chunks, tokens, client quotas.
+"""Snapshot codec for SecurityImage: a meta row, credentials, ACL index chunks, tokens, client quotas, settings.
 
 Each row holds one branch of a union: a meta row (the image's next_offset,
 written first), a SCRAM credential (its secret stays sealed), a chunk of
@@ -42,6 +42,7 @@ from secmeta.projections.acls import AclsImage
 from secmeta.projections.image import SecurityImage
 from secmeta.projections.quotas import QuotasDelta, QuotasImage
 from secmeta.projections.scram import ScramDelta, ScramImage
+from secmeta.projections.settings import SettingsDelta, SettingsImage
 from secmeta.projections.snapshot import CorruptSnapshotError
 from secmeta.projections.tokens import TokenInfo, TokensDelta, TokensImage
 
@@ -116,6 +117,16 @@ _QUOTA = {
     ],
 }
 
+_SETTING = {
+    "type": "record",
+    "name": "SettingRow",
+    "doc": "One logged setting (SecuritySettingAltered) as it stands.",
+    "fields": [
+        _field("setting_name", "string", "The setting's name, e.g. super.users."),
+        _field("setting_value", "string", "Its value in text form."),
+    ],
+}
+
 SCHEMA = {
     "type": "record",
     "name": "SecurityImageRow",
@@ -124,15 +135,15 @@ SCHEMA = {
     "fields": [
         _field(
             "row",
-            [_ACL_NODES, _SCRAM, _TOKEN, _META, _QUOTA],
-            "The part: a chunk of ACLs, a credential, a token, the meta row or an entity's client quotas.",
+            [_ACL_NODES, _SCRAM, _TOKEN, _META, _QUOTA, _SETTING],
+            "The part: a chunk of ACLs, a credential, a token, the meta row, an entity's client quotas or a setting.",
         )
     ],
 }
 
 
-_META_NAME, _SCRAM_NAME, _ACL_NODES_NAME, _TOKEN_NAME, _QUOTA_NAME = (
-    f"secmeta.snapshot.{r['name']}" for r in (_META, _SCRAM, _ACL_NODES, _TOKEN, _QUOTA)
+_META_NAME, _SCRAM_NAME, _ACL_NODES_NAME, _TOKEN_NAME, _QUOTA_NAME, _SETTING_NAME = (
+    f"secmeta.snapshot.{r['name']}" for r in (_META, _SCRAM, _ACL_NODES, _TOKEN, _QUOTA, _SETTING)
 )
 ACL_CHUNK = 65536  # ACLs from which an index chunk ends (after a whole node)
 _SEPARATORS = "\n\x00\x1f\x1e\t"
@@ -181,11 +192,14 @@ class SecurityImageSnapshot:
             }
         for entity, values in image.quotas:
             yield {"row": (_QUOTA_NAME, {"quota_entity": entity, "quota_values": dict(values)})}
+        for name, value in image.settings:
+            yield {"row": (_SETTING_NAME, {"setting_name": name, "setting_value": value})}
 
     def build(self, rows: Iterable[dict]) -> SecurityImage:
         scram = ScramDelta(ScramImage.EMPTY)
         tokens = TokensDelta(TokensImage.EMPTY)
         quotas = QuotasDelta(QuotasImage.EMPTY)
+        settings = SettingsDelta(SettingsImage.EMPTY)
         acls = _AclLoader()
         next_offset = 0
         for wrapped in rows:
@@ -204,9 +218,12 @@ class SecurityImageSnapshot:
             elif "quota_entity" in row:
                 for key, value in row["quota_values"].items():
                     quotas.set(row["quota_entity"], key, value)
+            elif "setting_name" in row:
+                settings.set(row["setting_name"], row["setting_value"])
             else:
                 next_offset = row["next_offset"]
-        return SecurityImage(scram.apply(), acls.image(), tokens.apply(), next_offset, quotas.apply())
+        return SecurityImage(scram.apply(), acls.image(), tokens.apply(), next_offset, quotas.apply(),
+                             settings.apply())
 
 
 def _node_rows(index: AclIndex, size: int) -> Iterator[dict]:

@@ -19,6 +19,7 @@ from secmeta.events.records import (
     Envelope,
     ScramCredentialDeleted,
     ScramCredentialUpserted,
+    SecuritySettingAltered,
     TokenRemovalReason,
 )
 from secmeta.events.types import (
@@ -101,6 +102,11 @@ _EVENT_STRATEGIES = {
                   st.dictionaries(st.sampled_from(["user", "client-id", "ip"]), st.none() | names, min_size=1)),
         st.sampled_from(["producer_byte_rate", "consumer_byte_rate", "request_percentage"]),
         st.none() | st.floats(allow_nan=False),
+    ),
+    SecuritySettingAltered: st.builds(
+        SecuritySettingAltered,
+        st.sampled_from(["super.users", "allow.everyone.if.no.acl.found", "delegation.token.max.lifetime.ms"]),
+        st.none() | names,
     ),
 }
 

@@ -314,7 +314,7 @@ def test_writer_fingerprint_is_crc64_of_the_saved_writer_schema():
 def test_event_fingerprints_differ_per_event_type():
     """Every event type has its own schema fingerprint."""
     fps = {CODEC.event_fingerprint(t) for t in CODEC.event_types}
-    assert len(fps) == len(CODEC.event_types) == 9
+    assert len(fps) == len(CODEC.event_types) == 10
 
 
 def test_unknown_writer_fingerprint_is_named_in_the_error():
