@@ -95,6 +95,8 @@ class StoreConfig:
     token_max_lifetime_ms: Millis = 7 * DAY_MS
     token_expiry_time_ms: Millis = DAY_MS
     token_expiry_check_interval_ms: Millis = 3600 * 1000
+    # the logged delegation.token.secret.fingerprint (secmeta.core.settings.in_force sets it; never from config.json)
+    token_secret_fingerprint: str | None = None
     describe_tokens_include_hmac: bool = False
     # limits
     max_acl_changes_per_request: Annotated[int, Field(gt=0, le=INT32_MAX)] = 10_000
@@ -107,6 +109,8 @@ class StoreConfig:
     time_travel_memory_bytes: Annotated[int, Field(ge=0, le=validation.INT64_MAX)] = 1 << 30
     key_file: str | InstanceOf[os.PathLike] | None = None
     clock: Callable[[], float] = field(default=times.wall_clock, repr=False, compare=False)
+    # the fields config.json named (load); secmeta.core.settings.check_config compares them with the log's
+    from_file: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def __post_init__(self):
         # Collections given as lists or sets (config.json, callers) are frozen; a str is not a collection here.
@@ -152,14 +156,18 @@ class StoreConfig:
         if secret:
             values["token_secret"] = secret
         try:
-            return cls(**values)
+            return cls(**values, from_file=frozenset(values) - {"token_secret"})
         except InvalidValueError as exc:
             raise InvalidValueError(f"{path}: {exc}") from None
 
     def save(self, directory: str | os.PathLike) -> Path:
+        """Write the settings that decide nothing to ``DIR/config.json``; the logged ones (secmeta.core.settings)
+        live in the log, so the file never holds them."""
+        from secmeta.core.settings import LOGGED
+
+        logged = {s.field for s in LOGGED}
         path = Path(directory) / CONFIG_FILE
-        data = {name: getattr(self, name) for name in self._PERSISTED}
-        data["super_users"] = sorted(self.super_users)
+        data = {name: getattr(self, name) for name in self._PERSISTED if name not in logged}
         path.write_text(json.dumps(data, indent=2) + "\n")
         return path
 

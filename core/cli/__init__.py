@@ -16,6 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from secmeta.core.cli import (
     acls_cmd,
     authorize_cmd,
+    config_cmd,
     configs_cmd,
     forensics_cmd,
     init_cmd,
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     init_cmd.register(commands)
     acls_cmd.register(commands)
+    config_cmd.register(commands)
     configs_cmd.register(commands)
     tokens_cmd.register(commands)
     authorize_cmd.register(commands)

@@ -28,13 +28,16 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from secmeta.core.cli.security import log_initial_settings
+    from secmeta.core.config import StoreConfig
     from secmeta.core.store.facade import SecurityStore
 
     path = store_path(args)
     if (Path(path) / META_FILE).exists():
         raise StoreError(f"{path} is already a secmeta store; nothing was changed")
     ring = keyring(args)
-    with SecurityStore.open(path, keyring=ring, create=True) as store:
+    with SecurityStore.open(path, StoreConfig.load(path), keyring=ring, create=True) as store:
         store_id = store.log.store.store_id
-    print(f"created store {path} (id {store_id}, key {ring.newest_id})")
+        log_initial_settings(store, args)  # the settings that decide access are the log's first events
+    print(f"created store {path} (id {store_id}, key {ring.newest_id}); its settings: secmeta config --describe")
     return 0

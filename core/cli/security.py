@@ -104,8 +104,23 @@ def open_store(args: argparse.Namespace, *, read_only: bool = False) -> Security
     from secmeta.core.store.facade import SecurityStore
 
     path = store_path(args)
-    return SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), read_only=read_only,
-                              create=False)  # only `secmeta init` creates a store
+    store = SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), read_only=read_only,
+                               create=False)  # only `secmeta init` creates a store
+    if not read_only:
+        log_initial_settings(store, args)
+    return store
+
+
+def log_initial_settings(store: SecurityStore, args: argparse.Namespace) -> None:
+    """A writer logs the settings its log has not set yet (a store made before settings were logged, or a token
+    secret given for the first time) as the local operator, so config.json never decides them again."""
+    try:
+        store.log_initial_settings(RequestContext(
+            principal=getattr(args, "as_principal", None) or store.config.default_principal,
+            host=getattr(args, "from_host", None) or "127.0.0.1", tls=True))
+    except BaseException:
+        store.close()
+        raise
 
 
 @dataclass(frozen=True, slots=True)

@@ -95,6 +95,7 @@ def server_config(args: argparse.Namespace) -> tuple[tuple, ServerConfig]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from secmeta.core.cli.security import log_initial_settings
     from secmeta.core.config import StoreConfig
     from secmeta.core.server.server import Server
     from secmeta.core.store.facade import SecurityStore
@@ -104,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
     listeners, config = server_config(args)
     path = store_path(args)
     with SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), create=False) as store:
+        log_initial_settings(store, args)
         server = Server(store, listeners, config)   # checks TLS files before anything binds
         store.start_token_sweeper()
         asyncio.run(_serve(server))

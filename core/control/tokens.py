@@ -16,6 +16,7 @@ from uuid import uuid4
 from secmeta.core import validation
 from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
 from secmeta.core.config import StoreConfig
+from secmeta.core.settings import require_token_secret
 from secmeta.core.control.authz import Decider, checked_context
 from secmeta.core.control.result import ControlResult
 from secmeta.core.errors import (
@@ -63,10 +64,12 @@ def _require_token_request_allowed(context: RequestContext) -> None:
 
 
 def _require_enabled(config: StoreConfig) -> bytes:
-    if config.token_secret is None:
+    """The token secret, if one is configured and it is the one the log's settings name (its fingerprint)."""
+    secret = require_token_secret(config)
+    if secret is None:
         raise DelegationTokenDisabledException(
             "Delegation tokens are disabled: no token secret is configured")
-    return config.token_secret
+    return secret
 
 
 def _require_int64(name: str, value: object) -> None:
@@ -231,7 +234,8 @@ def describe_tokens(
     only when ``config.describe_tokens_include_hmac`` (Kafka always sends it).
     """
     _require_token_request_allowed(context)
-    secret = _require_enabled(config)
+    include_hmac = bool(config.describe_tokens_include_hmac)
+    secret = _require_enabled(config) if include_hmac else None  # no HMAC shown: no secret needed
     if owners is not None:
         if isinstance(owners, str):
             raise InvalidRequestException("owners must be a list of principals, not one string")
@@ -242,7 +246,6 @@ def describe_tokens(
         owners = frozenset(owners)
         if not owners:
             return []
-    include_hmac = bool(config.describe_tokens_include_hmac)
     found: list[DelegationToken] = []
     for info in sorted(_tokens_of(image), key=lambda t: (t.issue_timestamp_ms, t.token_id)):
         if owners is not None and not any(_involves(info, owner) for owner in owners):

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import TypeVar
 
 from secmeta.core import control
+from secmeta.core import settings as logged_settings
 from secmeta.core.auth.login import ScramLogin
 from secmeta.core.auth.scram import ScramServer
 from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
 from secmeta.core.config import StoreConfig
 from secmeta.core.control import ControlResult
 from secmeta.core.control.authz import checked_context
+from secmeta.core.control.settings import alter_settings, describe_settings, initial_settings
 from secmeta.core.control.quotas import (
     EVERY_ENTITY,
     ClientQuotaAlteration,
@@ -125,6 +127,7 @@ class SecurityStore:
             if image.next_offset != loaded.next_offset:
                 image = _at_offset(image, loaded.next_offset)
                 loaded = LoadedState(image, loaded.next_offset, loaded.snapshot, loaded.replayed_events, loaded.rejected_snapshots)
+            logged_settings.check_config(config, image)
             if not read_only:
                 keyring.require({entry.secret.key_id for _, entry in image.scram} | set(log.store.key_checks),
                                 "sealed live SCRAM credentials or linked the log's hash chain, so writing "
@@ -200,15 +203,41 @@ class SecurityStore:
             self._commit(result.events, context, now)
         return result.response
 
+    def _config_at(self, image: SecurityImage) -> StoreConfig:
+        """The settings that decide at ``image``: the config with the settings the log set by then."""
+        return logged_settings.in_force(self.config, image)
+
+    @property
+    def settings(self) -> StoreConfig:
+        """The settings in force now (secmeta.core.settings.in_force of the published image)."""
+        return self._config_at(self._image)
+
     def _decider(self, image: SecurityImage):
-        return control.decider_for(image, self.config)
+        return control.decider_for(image, self._config_at(image))
+
+    def alter_settings(self, set: dict[str, str] | None = None, delete: Iterable[str] = (), *,
+                       context: RequestContext | None) -> list[str]:
+        """Set logged settings (name -> text, e.g. {"super.users": "User:a;User:b"}) and return others to their
+        defaults, as one logged batch (needs ALTER_CONFIGS on CLUSTER); the names of the settings that changed."""
+        set_, delete = dict(set or {}), list(delete)
+        return self._write(context, lambda image, now, asker: alter_settings(
+            image, set_, delete, asker, config=self.config, decider=self._decider(image)))
+
+    def describe_settings(self, *, context: RequestContext | None) -> list[dict]:
+        """Every logged setting in force now: name, value, source (log, config or default), doc."""
+        return self._live_view().describe_settings(context=context)
+
+    def log_initial_settings(self, context: RequestContext) -> int:
+        """Log the config's value of every setting the log has not set yet (``secmeta init``, and the first writer
+        open of a store made before settings were logged); how many were logged."""
+        return self._write(context, lambda image, now, _: initial_settings(image, self.config))
 
     def alter_user_scram_credentials(self, alterations: Iterable[UserScramCredentialAlteration], *,
                                      context: RequestContext | None) -> dict[str, ApiError]:
         """Upsert and delete SCRAM credentials; one ApiError per user (NONE on success)."""
         alterations = list(alterations)
         return self._write(context, lambda image, now, asker: control.alter_scram_credentials(
-            image, alterations, asker, config=self.config, keyring=self._keyring, decider=self._decider(image)))
+            image, alterations, asker, config=self._config_at(image), keyring=self._keyring, decider=self._decider(image)))
 
     def alter_client_quotas(self, entries: Iterable[ClientQuotaAlteration], *, validate_only: bool = False,
                             context: RequestContext | None) -> dict[ClientQuotaEntity, ApiError]:
@@ -221,14 +250,14 @@ class SecurityStore:
         """Create ACLs; one ApiError per binding. An identical existing ACL is a successful no-op."""
         bindings = list(bindings)
         return self._write(context, lambda image, now, asker: control.create_acls(
-            image, bindings, asker, config=self.config, decider=self._decider(image)))
+            image, bindings, asker, config=self._config_at(image), decider=self._decider(image)))
 
     def delete_acls(self, filters: Iterable[AclBindingFilter], *,
                     context: RequestContext | None) -> list[DeleteAclsResult]:
         """Delete the ACLs matching each filter; per filter the bindings it removed."""
         filters = list(filters)
         return self._write(context, lambda image, now, asker: control.delete_acls(
-            image, filters, asker, config=self.config, decider=self._decider(image)))
+            image, filters, asker, config=self._config_at(image), decider=self._decider(image)))
 
     def create_delegation_token(self, *, context: RequestContext | None, owner: str | None = None,
                                 renewers: Iterable[str] = (), max_lifetime_ms: int = -1) -> DelegationToken:
@@ -236,19 +265,19 @@ class SecurityStore:
         renewers = tuple(renewers)
         return self._write(context, lambda image, now, asker: control.create_token(
             image, asker, now, owner=owner, renewers=renewers, max_lifetime_ms=max_lifetime_ms,
-            config=self.config, decider=self._decider(image), new_token_id=_new_token_id))
+            config=self._config_at(image), decider=self._decider(image), new_token_id=_new_token_id))
 
     def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1, *,
                                context: RequestContext | None) -> int:
         """Extend a token's expiry; returns the new expiry timestamp."""
         return self._write(context, lambda image, now, asker: control.renew_token(
-            image, self._hmacs, hmac, renew_period_ms, asker, now, config=self.config))
+            image, self._hmacs, hmac, renew_period_ms, asker, now, config=self._config_at(image)))
 
     def expire_delegation_token(self, hmac: bytes, expiry_period_ms: int = -1, *,
                                 context: RequestContext | None) -> int:
         """Move a token's expiry (a negative period removes it now); returns the new expiry."""
         return self._write(context, lambda image, now, asker: control.expire_token(
-            image, self._hmacs, hmac, expiry_period_ms, asker, now, config=self.config))
+            image, self._hmacs, hmac, expiry_period_ms, asker, now, config=self._config_at(image)))
 
     def sweep_expired_tokens(self) -> int:
         """Remove every expired token (a logged change); returns how many were removed."""
@@ -349,9 +378,10 @@ class SecurityStore:
                   at: int | Point | dict | None = None) -> list[forensics.Grant]:
         """Every principal (and host) allowed at a point (default: now), with the ACLs or rule allowing it."""
         if at is None:
-            return forensics.who_could(self._image, self.config, operation, resource_type, resource_name)
-        return forensics.who_could_at(self._timetravel, self.config, operation, resource_type, resource_name,
-                                      self._timetravel.resolve_point(at))
+            return forensics.who_could(self._image, self.settings, operation, resource_type, resource_name)
+        n = self._timetravel.resolve_point(at)
+        return forensics.who_could_at(self._timetravel, self._config_at(self._timetravel.image_at(n)), operation,
+                                      resource_type, resource_name, n)
 
     def access_timeline(self, principal: str, operation: AclOperation | str, resource_type: ResourceType | str,
                         resource_name: str, host: str = "*") -> list[forensics.Interval]:
@@ -367,9 +397,10 @@ class SecurityStore:
 
     def token_hmac(self, token_id: str) -> bytes:
         """HMAC-SHA512 of the token id under the configured secret (recomputed, never stored)."""
-        if self.config.token_secret is None:
+        secret = logged_settings.require_token_secret(self.settings)
+        if secret is None:
             raise SecmetaError("delegation tokens are disabled: no token_secret configured")
-        return token_hmac(self.config.token_secret, token_id)
+        return token_hmac(secret, token_id)
 
 
 def _new_token_id() -> str:

@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from secmeta.core import control, validation
+from secmeta.core import settings as logged_settings
 from secmeta.core.config import StoreConfig
 from secmeta.core.control.authz import checked_context
 from secmeta.core.control.quotas import EVERY_ENTITY, ClientQuotaFilter, describe_client_quotas
+from secmeta.core.control.settings import describe_settings
 from secmeta.core.errors import ApiError
 from secmeta.core.types import DelegationToken, RequestContext, UserScramCredentialsDescription
 from secmeta.events.records import ClientQuotaEntity
@@ -34,7 +36,7 @@ class StoreView:
     Its describe calls are an ``AdminReader`` (secmeta.core.admin), needing ``context=`` as the store's do.
     """
 
-    __slots__ = ("image", "config", "timestamp_ms", "_gate", "_acls", "_super_users", "_allow_if_no_acl")
+    __slots__ = ("image", "config", "timestamp_ms", "_base", "_gate", "_acls", "_super_users", "_allow_if_no_acl")
 
     def __init__(
         self,
@@ -45,7 +47,8 @@ class StoreView:
         timestamp_ms: int | None = None,
     ):
         self.image = image
-        self.config = config
+        self._base = config
+        self.config = config = logged_settings.in_force(config, image)  # the settings in force at this point
         self.timestamp_ms = timestamp_ms
         self._gate = gate
         self._acls = image.acls
@@ -63,8 +66,10 @@ class StoreView:
                 f"acls={len(img.acls)} tokens={len(img.tokens)}>")
 
     def _decider(self):
-        gate = self.image if self._gate is None else self._gate()
-        return control.decider_for(gate, self.config)
+        if self._gate is None:
+            return control.decider_for(self.image, self.config)
+        gate = self._gate()
+        return control.decider_for(gate, logged_settings.in_force(self._base, gate))
 
     # -- describe ------------------------------------------------------------------
 
@@ -88,6 +93,10 @@ class StoreView:
                                context: RequestContext | None) -> dict[ClientQuotaEntity, dict[str, float]]:
         """The client quotas of every entity the filter matches (needs DESCRIBE_CONFIGS on CLUSTER)."""
         return describe_client_quotas(self.image, filter, checked_context(context), decider=self._decider())
+
+    def describe_settings(self, *, context: RequestContext | None) -> list[dict]:
+        """Every logged setting in force at this point (needs DESCRIBE_CONFIGS on CLUSTER): name, value, source, doc."""
+        return describe_settings(self.image, checked_context(context), config=self._base, decider=self._decider())
 
     # -- decisions -----------------------------------------------------------------
 
