@@ -227,15 +227,17 @@ def describe_tokens(
     *,
     decider: Decider,
     config: StoreConfig,
+    past: bool = False,
 ) -> list[DelegationToken]:
     """The tokens of ``owners`` (None = all, empty = none) that the caller may see.
 
     A read: it returns its answer, not a ControlResult. The HMAC is included
     only when ``config.describe_tokens_include_hmac`` (Kafka always sends it).
+    The live state needs tokens enabled (Kafka); a ``past`` one (as_of) needs the secret only to show HMACs.
     """
     _require_token_request_allowed(context)
     include_hmac = bool(config.describe_tokens_include_hmac)
-    secret = _require_enabled(config) if include_hmac else None  # no HMAC shown: no secret needed
+    secret = _require_enabled(config) if include_hmac or not past else None
     if owners is not None:
         if isinstance(owners, str):
             raise InvalidRequestException("owners must be a list of principals, not one string")

@@ -87,7 +87,7 @@ class StoreView:
                                    context: RequestContext | None) -> list[DelegationToken]:
         """The tokens the caller may see; with HMACs only if the config says so."""
         return control.describe_tokens(self.image, None if owners is None else list(owners), checked_context(context),
-                                       decider=self._decider(), config=self.config)
+                                       decider=self._decider(), config=self.config, past=self._gate is not None)
 
     def describe_client_quotas(self, filter: ClientQuotaFilter = EVERY_ENTITY, *,
                                context: RequestContext | None) -> dict[ClientQuotaEntity, dict[str, float]]:
