@@ -29,7 +29,8 @@ from secmeta.events.records import SecuritySettingAltered
 from secmeta.events.types import ScramMechanism
 
 __all__ = ["LOGGED", "Setting", "check_config", "describe", "events_for",
-           "in_force", "initial_events", "require_token_secret", "secret_fingerprint", "setting"]
+           "in_force", "initial_events", "require_token_secret", "secret_fingerprint", "setting",
+           "token_secret_pin"]
 
 _FINGERPRINT_LABEL = b"secmeta delegation token secret fingerprint v1"
 
@@ -242,6 +243,17 @@ def check_config(config: StoreConfig, image, where: str = "the store's config.js
                 f"{where} sets {s.field} = {s.text(given)!r}, but the log's setting {name} is {text!r}: settings "
                 f"that decide access change only by a logged event (secmeta config --alter --add-config "
                 f"'{name}=...'); remove {s.field} from the file")
+
+
+FINGERPRINT = "delegation.token.secret.fingerprint"
+
+
+def token_secret_pin(config: StoreConfig) -> list[SecuritySettingAltered]:
+    """The event that logs the token secret's fingerprint when the log names none yet (``config``: the settings
+    in force; a token secret configured): the first token issued under a secret pins it."""
+    if config.token_secret is None or config.token_secret_fingerprint is not None:
+        return []
+    return [SecuritySettingAltered(FINGERPRINT, secret_fingerprint(config.token_secret))]
 
 
 def require_token_secret(config: StoreConfig) -> bytes | None:

@@ -171,8 +171,8 @@ def _no_principals(event: Event) -> tuple[str, ...]:
 # A setting of the cluster that decides access (Kafka's ConfigRecord on the BROKER resource).
 # Its principals are none: super.users names principals, but as a value, not as parties.
 SETTINGS = EntityKind(
-    "setting", key=("name",), attributes=("value",),
-    opens=(SecuritySettingAltered,), closes=(), closed_when_none="value", principals=_no_principals,
+    "setting", key=("setting_name",), attributes=("setting_value",),
+    opens=(SecuritySettingAltered,), closes=(), closed_when_none="setting_value", principals=_no_principals,
     table="settings", intervals_table="setting_intervals")
 
 KINDS: tuple[EntityKind, ...] = (ACLS, CREDENTIALS, TOKENS, QUOTAS, SETTINGS)

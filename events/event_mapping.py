@@ -110,7 +110,7 @@ BINDINGS: dict[type, dict[str, Binding]] = {
     DelegationTokenExpired: _same("token_id", "expiry_period_ms", "expiry_timestamp_ms"),
     DelegationTokenRemoved: {**_same("token_id"), "reason": ("reason", TokenRemovalReason)},
     ClientQuotaAltered: _same("entity", "key", "value"),
-    SecuritySettingAltered: _same("name", "value"),
+    SecuritySettingAltered: _same("setting_name", "setting_value"),
 }
 
 # The EnvelopeGroup fields taken from an Envelope's attributes (the rest of an

@@ -213,16 +213,16 @@ class ClientQuotaAltered:
 class SecuritySettingAltered:
     """A setting that decides access (``super.users``, ...) was set to ``value``, or back to its default (None).
 
-    Kafka's ConfigRecord for the cluster's BROKER resource; ``value`` is the setting's text form
+    Kafka's ConfigRecord for the cluster's BROKER resource; ``setting_value`` is the setting's text form
     (``User:a;User:b``, ``true``, a number of milliseconds, a fingerprint), never a secret.
     """
 
-    name: str
-    value: str | None
+    setting_name: str
+    setting_value: str | None
 
     @property
     def entity_key(self) -> str:
-        return f"setting:{self.name}"
+        return f"setting:{self.setting_name}"
 
 
 Event = (

@@ -140,7 +140,7 @@ class SecurityDelta:
 
     @replay.register
     def _(self, event: SecuritySettingAltered) -> None:
-        self.settings_delta().set(event.name, event.value)
+        self.settings_delta().set(event.setting_name, event.setting_value)
 
     def replay_all(self, envelopes: Iterable[Envelope]) -> None:
         """Replay the events of ``envelopes`` in order.

@@ -104,16 +104,14 @@ def open_store(args: argparse.Namespace, *, read_only: bool = False) -> Security
     from secmeta.core.store.facade import SecurityStore
 
     path = store_path(args)
-    store = SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), read_only=read_only,
-                               create=False)  # only `secmeta init` creates a store
-    if not read_only:
-        log_initial_settings(store, args)
-    return store
+    return SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), read_only=read_only,
+                              create=False)  # only `secmeta init` creates a store
 
 
 def log_initial_settings(store: SecurityStore, args: argparse.Namespace) -> None:
-    """A writer logs the settings its log has not set yet (a store made before settings were logged, or a token
-    secret given for the first time) as the local operator, so config.json never decides them again."""
+    """Log the settings the store's log has not set yet as the local operator (``secmeta init``, and ``secmeta
+    serve`` on a store made before settings were logged), so config.json never decides them again. Other commands
+    do not: a request they refuse writes nothing."""
     try:
         store.log_initial_settings(RequestContext(
             principal=getattr(args, "as_principal", None) or store.config.default_principal,

@@ -30,7 +30,7 @@ def alter_settings(image, set_: Mapping[str, str], delete: Iterable[str], contex
         events = logged.events_for(config, image, dict(set_), list(delete))
     except InvalidValueError as exc:
         raise InvalidRequestException(str(exc)) from None
-    return ControlResult(events, [e.name for e in events])
+    return ControlResult(events, [e.setting_name for e in events])
 
 
 def describe_settings(image, context: RequestContext, *, config: StoreConfig, decider: Decider) -> list[dict]:

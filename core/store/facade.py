@@ -263,9 +263,16 @@ class SecurityStore:
                                 renewers: Iterable[str] = (), max_lifetime_ms: int = -1) -> DelegationToken:
         """Issue a token (for ``owner``, default the requester); the result carries its HMAC."""
         renewers = tuple(renewers)
-        return self._write(context, lambda image, now, asker: control.create_token(
-            image, asker, now, owner=owner, renewers=renewers, max_lifetime_ms=max_lifetime_ms,
-            config=self._config_at(image), decider=self._decider(image), new_token_id=_new_token_id))
+
+        def decide(image: SecurityImage, now: int, asker: RequestContext) -> ControlResult[DelegationToken]:
+            config = self._config_at(image)
+            issued = control.create_token(image, asker, now, owner=owner, renewers=renewers,
+                                          max_lifetime_ms=max_lifetime_ms, config=config,
+                                          decider=self._decider(image), new_token_id=_new_token_id)
+            # the first token issued under a secret logs the secret's fingerprint in the same batch
+            return ControlResult([*logged_settings.token_secret_pin(config), *issued.events], issued.response)
+
+        return self._write(context, decide)
 
     def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1, *,
                                context: RequestContext | None) -> int:
