@@ -248,10 +248,11 @@ def check_config(config: StoreConfig, image, where: str = "the store's config.js
 FINGERPRINT = "delegation.token.secret.fingerprint"
 
 
-def token_secret_pin(config: StoreConfig) -> list[SecuritySettingAltered]:
+def token_secret_pin(config: StoreConfig, image) -> list[SecuritySettingAltered]:
     """The event that logs the token secret's fingerprint when the log names none yet (``config``: the settings
-    in force; a token secret configured): the first token issued under a secret pins it."""
-    if config.token_secret is None or config.token_secret_fingerprint is not None:
+    in force at ``image``; a token secret configured): the first token issued under a secret pins it, in a store
+    whose log holds its settings (``secmeta init``'s; a store whose log holds none is decided by its config)."""
+    if config.token_secret is None or config.token_secret_fingerprint is not None or not len(image.settings):
         return []
     return [SecuritySettingAltered(FINGERPRINT, secret_fingerprint(config.token_secret))]
 

@@ -270,7 +270,7 @@ class SecurityStore:
                                           max_lifetime_ms=max_lifetime_ms, config=config,
                                           decider=self._decider(image), new_token_id=_new_token_id)
             # the first token issued under a secret logs the secret's fingerprint in the same batch
-            return ControlResult([*logged_settings.token_secret_pin(config), *issued.events], issued.response)
+            return ControlResult([*logged_settings.token_secret_pin(config, image), *issued.events], issued.response)
 
         return self._write(context, decide)
 
