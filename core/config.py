@@ -161,13 +161,9 @@ class StoreConfig:
             raise InvalidValueError(f"{path}: {exc}") from None
 
     def save(self, directory: str | os.PathLike) -> Path:
-        """Write the settings that decide nothing to ``DIR/config.json``; the logged ones (secmeta.core.settings)
-        live in the log, so the file never holds them."""
-        from secmeta.core.settings import LOGGED
-
-        logged = {s.field for s in LOGGED}
         path = Path(directory) / CONFIG_FILE
-        data = {name: getattr(self, name) for name in self._PERSISTED if name not in logged}
+        data = {name: getattr(self, name) for name in self._PERSISTED}
+        data["super_users"] = sorted(self.super_users)
         path.write_text(json.dumps(data, indent=2) + "\n")
         return path
 
