@@ -40,6 +40,7 @@ from .records import (
     DelegationTokenRemoved,
     DelegationTokenRenewed,
     Event,
+    LogRecovered,
     ScramCredentialDeleted,
     ScramCredentialUpserted,
     SecuritySettingAltered,
@@ -175,7 +176,17 @@ SETTINGS = EntityKind(
     opens=(SecuritySettingAltered,), closes=(), closed_when_none="setting_value", principals=_no_principals,
     table="settings", intervals_table="setting_intervals")
 
-KINDS: tuple[EntityKind, ...] = (ACLS, CREDENTIALS, TOKENS, QUOTAS, SETTINGS)
+
+# A repair of the log (``secmeta log recover``): a fact about the log, not security state; it opens
+# once and stays, so history, the mirror and the Spark tables show it forever.
+RECOVERIES = EntityKind(
+    "recovery", key=("recovery_id",),
+    attributes=("operator", "reason", "from_offset", "to_offset", "events", "link", "digest", "quarantine"),
+    opens=(LogRecovered,), closes=(), principals=_no_principals,
+    table="recoveries", intervals_table="recovery_intervals", single_use_keys=True)
+
+
+KINDS: tuple[EntityKind, ...] = (ACLS, CREDENTIALS, TOKENS, QUOTAS, SETTINGS, RECOVERIES)
 
 _BY_TYPE: dict[type, EntityKind] = {t: kind for kind in KINDS for t in kind.event_types}
 _BY_NAME: dict[str, EntityKind] = {t.__name__: kind for t, kind in _BY_TYPE.items()}

@@ -34,6 +34,7 @@ from .records import (
     DelegationTokenIssued,
     DelegationTokenRemoved,
     DelegationTokenRenewed,
+    LogRecovered,
     ScramCredentialDeleted,
     ScramCredentialUpserted,
     SecuritySettingAltered,
@@ -111,6 +112,8 @@ BINDINGS: dict[type, dict[str, Binding]] = {
     DelegationTokenRemoved: {**_same("token_id"), "reason": ("reason", TokenRemovalReason)},
     ClientQuotaAltered: _same("entity", "key", "value"),
     SecuritySettingAltered: _same("setting_name", "setting_value"),
+    LogRecovered: _same("recovery_id", "operator", "reason", "from_offset", "to_offset", "events", "link", "digest",
+                        "quarantine"),
 }
 
 # The EnvelopeGroup fields taken from an Envelope's attributes (the rest of an

@@ -28,6 +28,7 @@ __all__ = [
     "DelegationTokenRenewed",
     "Envelope",
     "Event",
+    "LogRecovered",
     "ScramCredentialDeleted",
     "ScramCredentialUpserted",
     "SecuritySettingAltered",
@@ -225,6 +226,25 @@ class SecuritySettingAltered:
         return f"setting:{self.setting_name}"
 
 
+@dataclass(frozen=True, slots=True)
+class LogRecovered:
+    """``secmeta log recover`` cut the log at ``from_offset``: who, why, what was cut and its digest."""
+
+    recovery_id: str
+    operator: str
+    reason: str
+    from_offset: int
+    to_offset: int
+    events: int
+    link: str  # hex: the chain link of the batch ending at from_offset
+    digest: str  # hex SHA-256 of the quarantined log bytes
+    quarantine: str = ""
+
+    @property
+    def entity_key(self) -> str:
+        return f"recovery:{self.recovery_id}"
+
+
 Event = (
     ScramCredentialUpserted
     | ScramCredentialDeleted
@@ -236,6 +256,7 @@ Event = (
     | DelegationTokenRemoved
     | ClientQuotaAltered
     | SecuritySettingAltered
+    | LogRecovered
 )
 
 EVENT_TYPES: dict[str, type] = {
@@ -251,6 +272,7 @@ EVENT_TYPES: dict[str, type] = {
         DelegationTokenRemoved,
         ClientQuotaAltered,
         SecuritySettingAltered,
+        LogRecovered,
     )
 }
 

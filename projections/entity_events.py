@@ -10,7 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from secmeta.events.entities import ACLS, CREDENTIALS, KINDS, QUOTAS, SETTINGS, TOKENS, EntityKind
+from secmeta.events.entities import (
+    ACLS,
+    CREDENTIALS,
+    KINDS,
+    QUOTAS,
+    RECOVERIES,
+    SETTINGS,
+    TOKENS,
+    EntityKind,
+)
 from secmeta.events.records import (
     AclCreated,
     ClientQuotaAltered,
@@ -30,6 +39,7 @@ _OPEN: dict[str, Callable[[SecurityImage], Iterable[Event]]] = {
     QUOTAS.name: lambda image: (ClientQuotaAltered(entity, key, value)
                                 for entity, values in image.quotas for key, value in values.items()),
     SETTINGS.name: lambda image: (SecuritySettingAltered(name, value) for name, value in image.settings),
+    RECOVERIES.name: lambda image: (),  # a repair of the log is no state of the image: only the log holds it
 }
 
 

@@ -23,6 +23,7 @@ from secmeta.events.records import (
     DelegationTokenRemoved,
     DelegationTokenRenewed,
     Envelope,
+    LogRecovered,
     ScramCredentialDeleted,
     ScramCredentialUpserted,
     SecuritySettingAltered,
@@ -141,6 +142,10 @@ class SecurityDelta:
     @replay.register
     def _(self, event: SecuritySettingAltered) -> None:
         self.settings_delta().set(event.setting_name, event.setting_value)
+
+    @replay.register
+    def _(self, event: LogRecovered) -> None:
+        """A repair of the log records what was cut; it changes no security state."""
 
     def replay_all(self, envelopes: Iterable[Envelope]) -> None:
         """Replay the events of ``envelopes`` in order.

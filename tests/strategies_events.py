@@ -17,6 +17,7 @@ from secmeta.events.records import (
     DelegationTokenRemoved,
     DelegationTokenRenewed,
     Envelope,
+    LogRecovered,
     ScramCredentialDeleted,
     ScramCredentialUpserted,
     SecuritySettingAltered,
@@ -107,6 +108,10 @@ _EVENT_STRATEGIES = {
         SecuritySettingAltered,
         st.sampled_from(["super.users", "allow.everyone.if.no.acl.found", "delegation.token.max.lifetime.ms"]),
         st.none() | names,
+    ),
+    LogRecovered: st.builds(
+        LogRecovered, names, names, names, timestamps, timestamps, timestamps,
+        st.binary(min_size=32, max_size=32).map(bytes.hex), st.binary(min_size=32, max_size=32).map(bytes.hex), names,
     ),
 }
 
