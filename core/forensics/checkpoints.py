@@ -30,6 +30,7 @@ from pathlib import Path
 from secmeta.core.log import Log
 from secmeta.core.log.fit import snapshot_misfit
 from secmeta.core.snapshots.forked_snapshot import write_snapshot_forked
+from secmeta.core.store.storedir import CHECKPOINT_DIR
 from secmeta.core.times import now_ms
 from secmeta.projections.gc_pause import paused_gc
 from secmeta.projections.image import SecurityDelta, SecurityImage
@@ -44,7 +45,6 @@ from secmeta.projections.snapshot import (
 __all__ = ["CHECKPOINT_DIR", "DEFAULT_EVERY", "DEFAULT_MAX_FILES", "CheckpointFiles"]
 
 logger = logging.getLogger("secmeta.checkpoints")
-CHECKPOINT_DIR = "checkpoints"
 DEFAULT_EVERY = 50_000
 DEFAULT_MAX_FILES = 24
 _ACLS_PER_EVENT_OF_SPACING = 10
@@ -57,7 +57,7 @@ class CheckpointFiles:
         self.log = log
         self.every = every
         self.max_files = max_files
-        self.directory = Path(log.store.path) / CHECKPOINT_DIR
+        self.directory = log.store.checkpoint_dir
         self.problems: list[str] = []  # files found bad (each reported once, then deleted)
         self._codec = SecurityImageSnapshot()
         self._thread: threading.Thread | None = None

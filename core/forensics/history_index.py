@@ -60,6 +60,7 @@ from secmeta.core.forensics.backend import (
     expiry_changes,
     token_parties,
 )
+from secmeta.core.forensics.index_seal import INDEX_DIR, INDEX_FILE, index_key, meta_mac
 from secmeta.core.log import Log
 from secmeta.events.entities import ACLS, CREDENTIALS, TOKENS, Parties, kind_of
 from secmeta.events.records import (
@@ -86,10 +87,7 @@ from secmeta.projections.tokens import TokenInfo
 __all__ = ["HistoryIndex", "condemn", "index_problem", "token_parties"]
 
 logger = logging.getLogger("secmeta.history_index")
-INDEX_DIR = "history"
-INDEX_FILE = "index.sqlite"
 INDEX_FORMAT = 6  # 5: every non-ACL kind's principals in parties (entities.Parties); 6: role (EntityKind.role)
-_MAC_LABEL = b"secmeta/history-index"
 _CHUNK = 100_000  # rows per transaction
 _BLOCK = 1024  # rows per link of the digest chain
 _SEAL_SUFFIX = ".mac"  # beside the file: its keyed digest, written at a clean close
@@ -187,8 +185,7 @@ class HistoryIndex:
         self.log = log
         self.path = Path(log.store.path) / INDEX_DIR / INDEX_FILE
         self._key_id = log.keyring.newest_id
-        self._key = hashlib.blake2b(log.keyring.chain_key(self._key_id), digest_size=32,
-                                    person=b"secmeta-hindex").digest()
+        self._key = index_key(log.keyring, self._key_id)
         self._parties_at_start = parties_at_start  # () -> {entity key: parties} of tokens open at log.start_offset
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
@@ -366,7 +363,7 @@ class HistoryIndex:
                 "digest": _digest(self._key, sealed, tail).hex(),
                 "parties": json.dumps(self._opened, separators=(",", ":"), sort_keys=True),
                 "key_id": self._key_id}
-        meta["mac"] = _meta_mac(self._key, meta)
+        meta["mac"] = meta_mac(self._key, meta)
         db.execute("BEGIN")
         try:
             db.executemany(f"INSERT INTO events VALUES ({', '.join('?' * len(_COLUMNS))})", rows)
@@ -681,11 +678,6 @@ def _digest(key: bytes, sealed: bytes, tail: list[tuple]) -> bytes:
     return _chain(key, sealed, tail) if tail else sealed
 
 
-def _meta_mac(key: bytes, meta: dict[str, str]) -> str:
-    body = json.dumps({k: v for k, v in meta.items() if k != "mac"}, sort_keys=True).encode()
-    return hmac.new(key, _MAC_LABEL + body, hashlib.sha256).hexdigest()
-
-
 def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | None = None, *,
                   against_log: bool = False, rows: bool = True) -> str | None:
     """Why the index file at ``path`` cannot be served for ``log`` (None: it can), checking every row.
@@ -695,14 +687,14 @@ def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | 
     """
     key_id = key_id or log.keyring.newest_id
     if key is None:
-        key = hashlib.blake2b(log.keyring.chain_key(key_id), digest_size=32, person=b"secmeta-hindex").digest()
+        key = index_key(log.keyring, key_id)
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             meta = dict(db.execute("SELECT k, v FROM meta"))
             if not meta:
                 return "it has no meta row (never completed)"
-            if meta.get("key_id") != key_id or not hmac.compare_digest(meta.get("mac", ""), _meta_mac(key, meta)):
+            if meta.get("key_id") != key_id or not hmac.compare_digest(meta.get("mac", ""), meta_mac(key, meta)):
                 return "its meta row fails its HMAC check: it was altered or written under another key"
             if meta["format"] != str(INDEX_FORMAT) or meta["store_id"] != log.store.store_id:
                 return "it was written for another store or format"

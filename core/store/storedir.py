@@ -6,6 +6,7 @@
     DIR/log/             segments (secmeta.core.log)
     DIR/schemas/         every writer schema the log was written with, by fingerprint
     DIR/snapshots/       snapshots (secmeta.projections.snapshot)
+    DIR/checkpoints/     time-travel checkpoints (secmeta.core.forensics.checkpoints)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from secmeta.events.keyring import Keyring
 FORMAT_NAME = "secmeta-store"
 FORMAT_VERSION = 1
 META_FILE = "secmeta.json"
+CHECKPOINT_DIR = "checkpoints"
 
 
 @dataclass
@@ -50,6 +52,10 @@ class StoreDirectory:
     @property
     def snapshot_dir(self) -> Path:
         return self.path / "snapshots"
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.path / CHECKPOINT_DIR
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = True, writer: bool = True,
