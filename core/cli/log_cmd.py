@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
 
 from secmeta.core.cli.common import (
@@ -19,9 +20,12 @@ from secmeta.core.cli.forensics_cmd import EVENT_COLUMNS
 from secmeta.core.cli.progress import Progress
 from secmeta.core.config import StoreConfig
 from secmeta.core.forensics.checkpoints import CHECKPOINT_DIR
-from secmeta.core.forensics.history_index import INDEX_DIR, INDEX_FILE, condemn, index_problem
+from secmeta.core.forensics.history_index import condemn, index_problem
+from secmeta.core.forensics.index_seal import INDEX_DIR, INDEX_FILE
 from secmeta.core.log import Log, VerifyReport, verify_log
-from secmeta.core.log.recover import truncate_after
+from secmeta.core.log.pending_recovery import cut_span
+from secmeta.core.log.recover import Recovery, record_pending
+from secmeta.core.log.witness import Head, head_line, parse_head
 from secmeta.core.store.state import Snapshotter, load_state
 from secmeta.events.codec import EventCodec
 from secmeta.events.keyring import Keyring
@@ -55,20 +59,38 @@ def register(commands: argparse._SubParsersAction) -> None:
                             description="Check every batch's CRC, offset continuity, the keyed hash chain and "
                                         "that snapshots agree with the log. Exit code 1 and the first bad offset on failure.")
     add_store_options(verify)
+    verify.add_argument("--witness", metavar="FILE", type=Path,
+                        help="a line `secmeta log head` printed: the log must still hold that offset with that link")
     add_json_option(verify)
     verify.set_defaults(func=verify_cmd)
 
     recover = sub.add_parser(
-        "recover", help="cut a log that open refuses after an offset, quarantining the rest",
+        "recover", help="cut the log at an offset, quarantining the rest, and log the repair",
         description="The explicit repair of a log that open refuses (a damaged batch, a log ending before its "
-                    "high-water mark, a missing high-water file): keep the batches before OFFSET, move every byte "
-                    "after it and every snapshot past it to DIR/quarantine/, record OFFSET as the high-water mark. "
-                    "Takes the writer lock. The error open printed names the offset to give.")
+                    "high-water mark or a derived file, a missing high-water file): keep the offsets below N, move "
+                    "every byte from N on and every derived file past N (snapshots, checkpoints, the history "
+                    "index) to DIR/quarantine/, record N as the high-water mark, and log a LogRecovered event (who, "
+                    "when, why, the offsets cut, how many events, the link at the cut, the SHA-256 of the cut bytes) "
+                    "as the first batch after the cut. A log that opens cleanly is refused unless --force. Asks for "
+                    "confirmation (on a terminal, else reads the answer from stdin) unless --yes. Takes the writer "
+                    "lock. The error open printed names the offset to give.")
     add_store_options(recover)
-    recover.add_argument("--truncate-after", dest="offset", type=int, required=True, metavar="OFFSET",
-                         help="keep offsets below this one (a batch boundary)")
-    recover.add_argument("--reason", default="", help="why, recorded in the quarantine's recovery.json")
+    what = recover.add_mutually_exclusive_group(required=True)
+    what.add_argument("--truncate-to", dest="offset", type=int, metavar="N",
+                      help="keep the offsets below N (N must end an intact batch), as Kafka's truncate-to")
+    what.add_argument("--resume", action="store_true",
+                      help="log a recovery that cut the log but was interrupted before its event was logged")
+    recover.add_argument("--reason", default=DEFAULT_REASON, help="why, logged in the LogRecovered event")
+    recover.add_argument("--force", action="store_true", help="cut even a log that opens cleanly (rolls back history)")
+    recover.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     recover.set_defaults(func=recover_cmd)
+
+    head = sub.add_parser("head", help="print the log's head as one authenticated line to keep elsewhere",
+                          description="Print the log's newest offset and chain link as one line authenticated with "
+                                      "the store's key (and naming the store). Keep it outside the store; `secmeta "
+                                      "log verify --witness FILE` later checks the store still holds that head.")
+    add_store_options(head)
+    head.set_defaults(func=head_cmd)
 
     snap = sub.add_parser("snapshot", help="write a snapshot of the current state",
                           description="Load the newest snapshot plus the log's tail and write a snapshot of the security image at the log's end.")
@@ -109,7 +131,9 @@ def _details(payload: dict) -> str:
 
 
 def verify_cmd(args: argparse.Namespace) -> int:
-    report, agreeing, problems = verify_store(store_path(args), keyring(args))
+    ring = keyring(args)
+    witness = parse_head(args.witness.read_text(), ring) if args.witness is not None else None
+    report, agreeing, problems = verify_store(store_path(args), ring, witness=witness)
     if args.json:
         emit_json({**dataclasses.asdict(report), "snapshots_agreeing": agreeing if report.ok else 0,
                    "snapshot_problems": problems})
@@ -122,7 +146,8 @@ def verify_cmd(args: argparse.Namespace) -> int:
     return 0 if report.ok and not problems else 1
 
 
-def verify_store(path: str, ring: Keyring, codec: EventCodec | None = None) -> tuple[VerifyReport, int, list[str]]:
+def verify_store(path: str, ring: Keyring, codec: EventCodec | None = None,
+                 witness: Head | None = None) -> tuple[VerifyReport, int, list[str]]:
     """The log's report, how many snapshots were checked against it, and the snapshots that are unusable."""
     codec = codec or EventCodec()  # one for both reads of the log: building one costs tens of ms
     checkpoints, problems = [], []
@@ -132,7 +157,7 @@ def verify_store(path: str, ring: Keyring, codec: EventCodec | None = None) -> t
             checkpoints.append((info.next_offset, info.link))
         except SnapshotError as exc:
             problems.append(str(exc))
-    report = verify_log(path, keyring=ring, codec=codec, checkpoints=checkpoints)
+    report = verify_log(path, keyring=ring, codec=codec, checkpoints=checkpoints, witness=witness)
     index = Path(path) / INDEX_DIR / INDEX_FILE
     if report.ok and index.exists():  # derived from the log: it must agree with it row by row
         with Log.open(path, keyring=ring, codec=codec, read_only=True, create=False) as log:
@@ -142,8 +167,50 @@ def verify_store(path: str, ring: Keyring, codec: EventCodec | None = None) -> t
     return report, len(checkpoints), problems
 
 
+DEFAULT_REASON = "not given"
+
+
 def recover_cmd(args: argparse.Namespace) -> int:
-    print(truncate_after(store_path(args), args.offset, keyring=keyring(args), reason=args.reason))
+    path, ring = store_path(args), keyring(args)
+    config = StoreConfig.load(path)
+    if args.resume:
+        record_pending(path, ring, config.log)
+        print("the pending recovery is logged")
+        return 0
+    with Recovery(path, args.offset, keyring=ring, config=config.log, clock=config.clock) as recovery:
+        plan = recovery.plan
+        if plan.problem is None and not args.force:
+            print(f"secmeta: error: the log opens cleanly: nothing needs recovering, and cutting it at offset "
+                  f"{args.offset} would roll back history. Nothing was changed; --force cuts it anyway",
+                  file=sys.stderr)
+            return 1
+        if plan.problem is not None:
+            print(f"open refuses the log: {plan.problem}")
+        print(f"plan: {plan}")
+        if not args.yes and not _confirmed("proceed? [y/N] "):
+            print("secmeta: error: not confirmed; nothing was changed", file=sys.stderr)
+            return 1
+        event = recovery.execute(args.reason)
+    print(f"recovered: kept the offsets below {event.from_offset}; cut {cut_span(event.from_offset, event.to_offset)} "
+          f"({event.events} events, sha256 {event.digest}) into {Path(path) / event.quarantine}; "
+          f"the recovery {event.recovery_id} is logged at offset {event.from_offset}")
+    return 0
+
+
+def _confirmed(prompt: str) -> bool:
+    """The operator's answer: asked on a terminal, else the first line of stdin (none: no)."""
+    if sys.stdin.isatty():
+        answer = input(prompt)
+    else:
+        print(prompt, end="", flush=True)
+        answer = sys.stdin.readline()
+    return answer.strip().lower() in ("y", "yes")
+
+
+def head_cmd(args: argparse.Namespace) -> int:
+    ring = keyring(args)
+    with Log.open(store_path(args), keyring=ring, read_only=True, create=False) as log:
+        print(head_line(Head(log.store.store_id, log.end_offset, log.last_link), ring))
     return 0
 
 

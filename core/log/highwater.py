@@ -73,7 +73,7 @@ class HighWater:
         except BrokenSealError as exc:
             raise CorruptLogError(
                 f"the log's high-water file {self.path} is not valid ({exc}): it was altered or forged; "
-                "`secmeta log recover --truncate-after N` rewrites it"
+                "`secmeta log recover --truncate-to N --reason TEXT` rewrites it"
             ) from None
         offset, link = BODY.unpack(body)
         return Mark(offset, link)

@@ -16,8 +16,10 @@ from secmeta.core.errors import CorruptLogError
 from secmeta.core.log.anchor import Anchor, anchor_stamp, read_anchor
 from secmeta.core.log.chain import Chain
 from secmeta.core.log.config import LogConfig
+from secmeta.core.log.evidence import refuse_evidence, truncation_message
 from secmeta.core.log.format import FrameError, genesis_link
 from secmeta.core.log.highwater import HighWater, Mark, is_torn_tail
+from secmeta.core.log.pending_recovery import read_pending
 from secmeta.core.log.reading import Reader
 from secmeta.core.log.segment import Segment, segment_name
 from secmeta.core.log.state import LogState
@@ -25,6 +27,7 @@ from secmeta.core.store.storedir import StoreDirectory
 from secmeta.events.codec import EventCodec
 from secmeta.events.durable import fsync_dir, write_atomically
 from secmeta.events.keyring import Keyring
+from secmeta.events.records import Envelope
 
 logger = logging.getLogger("secmeta.log")
 
@@ -68,6 +71,7 @@ class LogLoader:
         self.high_water = high_water
         self.read_only = read_only
         self.retention = retention
+        self.pending: Envelope | None = None  # a recovery the writer must log first (pending_recovery)
 
     def load_schemas(self) -> None:
         """Teach the codec the writer schemas the log's batches were written with (a writer adds its own)."""
@@ -131,6 +135,8 @@ class LogLoader:
                 state.last_link = link
             self._check_first_batch(state)
             self._check_high_water(state, mark)
+            refuse_evidence(self.store, self.keyring, state.next_offset)
+            self.pending = self._check_pending(state)
         except BaseException:
             state.close()
             raise
@@ -145,6 +151,29 @@ class LogLoader:
             self.store.check_locked()
             self.high_water.reset(Mark(state.next_offset, state.last_link))
         return state, recovery
+
+    def _check_pending(self, state: LogState) -> Envelope | None:
+        """A recovery cut the log but is not logged yet: a writer logs it first, a reader waits for that."""
+        pending = read_pending(self.store, self.keyring)
+        if pending is None:
+            return None
+        cut = pending.event
+        if self.read_only:
+            raise CorruptLogError(
+                f"a recovery cut the log at offset {cut.from_offset} (reason: {cut.reason!r}) but is not yet "
+                f"recorded in it: open the store for writing once (`secmeta log recover --store {self.store.path} "
+                "--resume`) to log it; until then the log is not served",
+                offset=cut.from_offset,
+            )
+        if cut.from_offset != state.next_offset or cut.link != state.last_link.hex():
+            raise CorruptLogError(
+                f"a recovery was interrupted: it was to cut the log at offset {cut.from_offset}, but the log ends "
+                f"at offset {state.next_offset} (or with another batch there). Nothing was changed; run the same "
+                "`secmeta log recover --truncate-to "
+                f"{cut.from_offset}` again to finish it",
+                offset=state.next_offset,
+            )
+        return pending
 
     def _drop_covered(self, bases: list[int], start: int) -> list[int]:
         """Segments below the retention anchor: leftovers of an interrupted deletion."""
@@ -206,8 +235,9 @@ class LogLoader:
                        else f"the high-water mark records offsets up to {mark.next_offset if mark else 0} as acknowledged")
                 raise CorruptLogError(
                     f"segment {seg.name} is corrupt at offset {expected} (byte {good_end}): {exc}; {why}. "
-                    f"Nothing was changed; `secmeta log recover --truncate-after {expected}` cuts the log "
-                    "there (what it removes goes to a quarantine file)",
+                    f"Nothing was changed; `secmeta log recover --truncate-to {expected} --reason TEXT` cuts the "
+                    "log there, keeping the offsets below it (what it removes goes to the quarantine, and the "
+                    "cut is logged)",
                     segment=seg.name, offset=expected,
                 ) from None
             if not self.read_only:
@@ -241,15 +271,12 @@ class LogLoader:
                 f"the log's high-water file is missing (the log holds offsets {state.start_offset} to {end}): every "
                 "store has one from its creation, so it was deleted, perhaps with the log itself, and the end of the "
                 "log cannot be checked. Nothing was changed; if the log is known to be complete, "
-                f"`secmeta log recover --truncate-after {end}` records its end again",
+                f"`secmeta log recover --truncate-to {end} --reason TEXT` records its end again",
                 offset=end,
             )
         if end < mark.next_offset:
-            raise CorruptLogError(
-                f"the log ends at offset {end} but its high-water mark records offsets up to "
-                f"{mark.next_offset} as acknowledged: acknowledged batches were removed from the end",
-                offset=end,
-            )
+            raise CorruptLogError(truncation_message(f"the log's high-water mark (file {self.high_water.path})",
+                                                     mark.next_offset, end), offset=end)
         if mark.next_offset < state.start_offset or Reader(state, self.chain, self.codec).link_at(mark.next_offset) != mark.link:
             raise CorruptLogError(
                 f"the batch ending at the high-water mark (offset {mark.next_offset}) is not the one "

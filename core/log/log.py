@@ -19,6 +19,7 @@ from secmeta.core.log.config import FsyncPolicy, LogConfig
 from secmeta.core.log.format import Batch
 from secmeta.core.log.highwater import HighWater
 from secmeta.core.log.loader import LogLoader, RecoveryReport, write_genesis_mark
+from secmeta.core.log.pending_recovery import clear_pending
 from secmeta.core.log.reading import Reader
 from secmeta.core.log.refresh import refresh
 from secmeta.core.log.retention import delete_segments_before, retention_configured
@@ -103,6 +104,10 @@ class Log:
         self._loader.load_schemas()
         loaded, self.recovery = self._loader.load()
         self.state.take(loaded)
+        if self._loader.pending is not None:  # a recovery's LogRecovered: the first batch after its cut
+            self._writer.append([self._loader.pending])
+            self._writer.flush()
+            clear_pending(self.store)
 
     # -- appending -------------------------------------------------------------
 

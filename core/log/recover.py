@@ -1,107 +1,214 @@
-"""The explicit repair of a log that open refuses: cut it after an offset, keep what was cut.
+"""The explicit repair of a log: cut it at an offset, keep what was cut, and log that it happened.
 
-``secmeta log recover --truncate-after N`` is the only way a log loses a
-complete batch.  It takes the writer lock, copies every byte after offset N
-(the rest of the segment holding N's batch boundary, every later segment) and
-every snapshot past N into ``DIR/quarantine/``, with a JSON record of what was
-removed and why, then truncates, deletes the later segments, and records N as
-the high-water mark.  Batches up to N are not checked here: the next open does.
+``secmeta log recover --truncate-to N`` keeps the offsets below N (Kafka's naming) and is the
+only way a log loses a complete batch.  ``Recovery`` takes the writer lock and plans the cut
+(what it removes, whether the log opened cleanly: a clean log is only cut when forced);
+``execute`` then
+
+1. copies every byte from N's batch boundary on into ``DIR/quarantine/<id>/`` and takes their
+   SHA-256,
+2. writes the pending-recovery marker: the ``LogRecovered`` event (operator, reason, offsets
+   cut, events, the link at the cut, the digest), sealed (secmeta.core.log.pending_recovery),
+3. moves the derived files that record a point past N (snapshots, checkpoints, the history
+   index: evidence of the cut, see secmeta.core.log.evidence) into the quarantine,
+4. truncates the segment, deletes the later ones, records N as the high-water mark,
+5. opens the log for writing, which logs the event as the first batch after the cut and
+   removes the marker.
+
+A crash after 2 leaves the marker: the next writer open logs the recovery (or, when the cut
+was not made yet, refuses until the recovery is run again), so a repair never goes unlogged.
+Deleting the quarantine afterwards leaves the logged event, chained like any other batch.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from secmeta.core.errors import InvalidValueError
+from secmeta.core.errors import InvalidValueError, SecmetaError
+from secmeta.core.forensics.index_seal import INDEX_DIR, recorded_end
 from secmeta.core.log.anchor import read_anchor
+from secmeta.core.log.config import LogConfig
+from secmeta.core.log.evidence import derived_files_beyond
 from secmeta.core.log.format import FrameError, genesis_link
 from secmeta.core.log.highwater import HighWater, Mark
+from secmeta.core.log.log import Log
+from secmeta.core.log.pending_recovery import cut_span, local_operator, recovered_envelope, write_pending
 from secmeta.core.log.segment import Segment
 from secmeta.core.store.storedir import StoreDirectory
+from secmeta.core.times import Clock, now_ms, wall_clock
 from secmeta.events.durable import fsync_dir, write_atomically
 from secmeta.events.keyring import Keyring
-from secmeta.projections.snapshot import SnapshotError, list_snapshots, read_snapshot_info
+from secmeta.events.records import LogRecovered
+from secmeta.projections.snapshot import list_snapshots
+
+__all__ = ["QUARANTINE_DIR", "Recovery", "RecoveryPlan", "record_pending"]
 
 logger = logging.getLogger("secmeta.log")
 QUARANTINE_DIR = "quarantine"
 
 
 @dataclass(frozen=True)
-class TruncateReport:
+class Piece:
+    """The bytes of segment ``segment`` from ``from_byte`` on (``size`` of them) are cut."""
+
+    segment: str
+    from_byte: int
+    size: int
+
+
+@dataclass(frozen=True)
+class RecoveryPlan:
+    """What cutting the log at ``offset`` removes; ``problem`` is why open refuses the log (None: it opens)."""
+
     offset: int
-    removed_bytes: int
-    quarantine: Path
-    removed_segments: tuple[str, ...]
-    removed_snapshots: tuple[str, ...]
+    to_offset: int  # the highest end the log, its high-water mark or a derived file records
+    events: int
+    pieces: tuple[Piece, ...]
+    derived: tuple[Path, ...]
+    link: bytes
+    problem: str | None
+
+    @property
+    def removed_bytes(self) -> int:
+        return sum(p.size for p in self.pieces)
 
     def __str__(self) -> str:
-        return (f"cut the log after offset {self.offset}: {self.removed_bytes} bytes "
-                f"({len(self.removed_segments)} segment(s) touched) and {len(self.removed_snapshots)} snapshot(s) "
-                f"moved to {self.quarantine}")
+        return (f"keep the offsets below {self.offset}; cut {cut_span(self.offset, self.to_offset)} ({self.events} "
+                f"events in {self.removed_bytes} bytes of the log); move them and {len(self.derived)} derived "
+                "file(s) past the cut to the quarantine; log the recovery")
 
 
-def truncate_after(path: str | os.PathLike, offset: int, *, keyring: Keyring, reason: str = "") -> TruncateReport:
-    """Cut the log of the store at ``path`` after ``offset`` (a batch boundary), quarantining the rest."""
-    store = StoreDirectory.open(path, create=False, writer=True)
-    try:
-        store.check_keyring(keyring, writer=False)
-        anchor = read_anchor(store.log_dir, store.store_id, keyring)
+class Recovery:
+    """A planned cut of the store at ``path`` at ``offset``, holding the writer lock until closed."""
+
+    def __init__(self, path: str | os.PathLike, offset: int, *, keyring: Keyring, config: LogConfig | None = None,
+                 clock: Clock = wall_clock):
+        self.keyring, self.config, self.clock = keyring, config, clock
+        self.store = StoreDirectory.open(path, create=False, writer=True)
+        try:
+            self.store.check_keyring(keyring, writer=False)
+            self.plan = self._plan(offset)
+        except BaseException:
+            self.store.close()
+            raise
+
+    def __enter__(self) -> Recovery:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    def _plan(self, offset: int) -> RecoveryPlan:
+        store = self.store
+        problem = _open_problem(store.path, self.keyring)
+        anchor = read_anchor(store.log_dir, store.store_id, self.keyring)
         start, link = (anchor.next_offset, anchor.link) if anchor else (0, genesis_link(store.store_id))
         if offset < start:
-            raise InvalidValueError(f"offset {offset} is before the log's start {start}")
+            raise InvalidValueError(f"--truncate-to {offset} is before the log's start {start}")
         bases = [b for b in sorted(int(p.stem) for p in store.log_dir.glob("*.log")) if b >= start]
         cut_base, cut_at, link = _boundary(store.log_dir, bases, offset, start, link)
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        qdir = store.path / QUARANTINE_DIR / f"log-after-{offset}-{stamp}"
-        qdir.mkdir(parents=True)
-        pieces, removed = [], 0
+        pieces, events, end = [], 0, offset
         for base in bases:
             if base < cut_base:
                 continue
-            seg_path = store.log_dir / f"{base:020d}.log"
-            data = seg_path.read_bytes()[cut_at if base == cut_base else 0:]
-            if data:
-                write_atomically(qdir / seg_path.name, data)
-                pieces.append({"segment": seg_path.name, "from_byte": cut_at if base == cut_base else 0, "bytes": len(data)})
-                removed += len(data)
-        snapshots = []
-        for snap in list_snapshots(store.snapshot_dir):
+            seg = Segment(store.log_dir, base, writable=False)
             try:
-                past = read_snapshot_info(snap, keyring).next_offset > offset
-            except SnapshotError:
-                past = int(snap.stem.split("-")[1]) > offset
-            if past:
-                os.replace(snap, qdir / snap.name)
-                snapshots.append(snap.name)
-        record = {"truncated_after": offset, "reason": reason, "time": stamp, "pieces": pieces, "snapshots": snapshots}
-        write_atomically(qdir / "recovery.json", json.dumps(record, indent=2).encode())
-        fsync_dir(store.snapshot_dir)
-        for base in bases:
-            seg_path = store.log_dir / f"{base:020d}.log"
-            for index in (seg_path.with_suffix(".index"), seg_path.with_suffix(".timeindex")):
-                if base >= cut_base:
-                    index.unlink(missing_ok=True)
+                begin = cut_at if base == cut_base else 0
+                if seg.size > begin:
+                    pieces.append(Piece(seg.path.name, begin, seg.size - begin))
+                try:
+                    for batch in seg.frames(begin, seg.size):
+                        events, end = events + batch.count, max(end, batch.next_offset)
+                except FrameError:
+                    pass  # the damage itself: its bytes are cut and digested, its events not counted
+            finally:
+                seg.close()
+        try:
+            mark = HighWater(store.log_dir, store.store_id, self.keyring).read()
+        except SecmetaError:
+            mark = None
+        derived = derived_files_beyond(store, self.keyring, offset)
+        end = max([end, mark.next_offset if mark else 0, *(e.offset for e in derived)])
+        moved = tuple(dict.fromkeys(e.path.parent if e.path.parent.name == INDEX_DIR else e.path for e in derived))
+        return RecoveryPlan(offset, end, events, tuple(pieces), moved, link, problem)
+
+    def execute(self, reason: str) -> LogRecovered:
+        """Cut the log as planned and log the recovery (see the module's docstring); the event logged."""
+        plan, store = self.plan, self.store
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now_ms(self.clock) / 1000))
+        recovery_id = str(uuid.uuid4())
+        qdir = store.path / QUARANTINE_DIR / f"{stamp}-at-{plan.offset}-{recovery_id[:8]}"
+        qdir.mkdir(parents=True)
+        digest = hashlib.sha256()
+        for piece in plan.pieces:
+            with open(store.log_dir / piece.segment, "rb") as f:
+                f.seek(piece.from_byte)
+                data = f.read(piece.size)
+            digest.update(data)
+            write_atomically(qdir / piece.segment, data)
+        event = LogRecovered(recovery_id, local_operator()[2], reason, plan.offset, plan.to_offset, plan.events,
+                             plan.link.hex(), digest.hexdigest(), str(qdir.relative_to(store.path)))
+        write_pending(store, self.keyring, recovered_envelope(event, now_ms(self.clock)))
+        for path in plan.derived:
+            os.replace(path, qdir / (path.name if path.name != INDEX_DIR else "history"))
+        for directory in (store.snapshot_dir, store.checkpoint_dir):
+            if directory.exists():
+                fsync_dir(directory)
+        write_atomically(qdir / "recovery.json", json.dumps(
+            {**asdict(event), "pieces": [asdict(p) for p in plan.pieces],
+             "derived": [str(p.relative_to(store.path)) for p in plan.derived]}, indent=2).encode())
+        self._cut()
+        HighWater(store.log_dir, store.store_id, self.keyring).write(Mark(plan.offset, plan.link))
+        logger.warning("log recover: %s (reason: %s); quarantine %s", plan, reason, qdir)
+        self.close()  # the writer open below takes the lock and logs the event
+        record_pending(store.path, self.keyring, self.config)
+        return event
+
+    def _cut(self) -> None:
+        log_dir, pieces = self.store.log_dir, self.plan.pieces
+        if not pieces:
+            return
+        cut_base = int(Path(pieces[0].segment).stem)  # a cut at a segment's end leaves no piece of it: none later
+        for base in sorted(int(p.stem) for p in log_dir.glob("*.log")):
+            if base < cut_base:
+                continue
+            seg_path = log_dir / f"{base:020d}.log"
+            seg_path.with_suffix(".index").unlink(missing_ok=True)
+            seg_path.with_suffix(".timeindex").unlink(missing_ok=True)
             if base > cut_base:
                 seg_path.unlink()
-            elif base == cut_base:
+            else:
                 fd = os.open(seg_path, os.O_WRONLY)
                 try:
-                    os.ftruncate(fd, cut_at)
+                    os.ftruncate(fd, pieces[0].from_byte)
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-        fsync_dir(store.log_dir)
-        HighWater(store.log_dir, store.store_id, keyring).write(Mark(offset, link))
-        report = TruncateReport(offset, removed, qdir, tuple(p["segment"] for p in pieces), tuple(snapshots))
-        logger.warning("log recover: %s", report)
-        return report
-    finally:
-        store.close()
+        fsync_dir(log_dir)
+
+
+def record_pending(path: str | os.PathLike, keyring: Keyring, config: LogConfig | None = None) -> None:
+    """Open the store's log for writing once: it logs a recovery whose event is still pending."""
+    Log.open(path, keyring=keyring, config=config, create=False).close()
+
+
+def _open_problem(path: Path, keyring: Keyring) -> str | None:
+    """Why a read-only open refuses the log (None: it opens cleanly)."""
+    try:
+        Log.open(path, keyring=keyring, read_only=True, create=False).close()
+    except SecmetaError as exc:
+        return str(exc)
+    return None
 
 
 def _boundary(log_dir: Path, bases: list[int], offset: int, start: int, link: bytes) -> tuple[int, int, bytes]:

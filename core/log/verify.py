@@ -19,13 +19,17 @@ from secmeta.core.errors import CorruptLogError
 from secmeta.core.log.anchor import read_anchor
 from secmeta.core.log.fit import snapshot_misfit
 from secmeta.core.log.format import FrameError, genesis_link
-from secmeta.core.log.highwater import HighWater, is_torn_tail
+from secmeta.core.log.evidence import derived_files_beyond, truncation_message
+from secmeta.core.log.highwater import HIGH_WATER_FILE, HighWater, is_torn_tail
+from secmeta.core.log.pending_recovery import cut_span, read_pending
 from secmeta.core.log.retention import retention_configured
 from secmeta.core.log.segment import Segment
+from secmeta.core.log.witness import Head, witness_problem
 from secmeta.core.store.storedir import StoreDirectory
 from secmeta.events.codec import EventCodec
 from secmeta.events.errors import EventsError
 from secmeta.events.keyring import Keyring
+from secmeta.events.records import LogRecovered
 from secmeta.projections.errors import InconsistentEventError
 from secmeta.projections.image import SecurityDelta, SecurityImage
 from secmeta.projections.image_snapshot import SecurityImageSnapshot
@@ -42,16 +46,24 @@ class VerifyReport:
     segment: str | None = None
     problem: str | None = None
     replayed_from: int | None = None  # where the replay check began; None: no snapshot to begin from
+    recoveries: tuple[str, ...] = ()  # each logged repair (LogRecovered) up to where the check went
 
     def __str__(self) -> str:
+        logged = "".join(f"\n{line}" for line in self.recoveries)
         if self.ok:
             replay = ("every event replays" if self.replayed_from == 0 else
                       f"every event from offset {self.replayed_from} replays" if self.replayed_from is not None else
                       "events not replayed: no readable snapshot covers the log's start")
             return (f"OK: {self.batches} batches, {self.events} events, CRCs and hash chain intact up to offset "
-                    f"{self.end_offset}, {replay}")
+                    f"{self.end_offset}, {replay}{logged}")
         where = f" in segment {self.segment}" if self.segment else ""
-        return f"FAILED at offset {self.first_bad_offset}{where}: {self.problem}"
+        return f"FAILED at offset {self.first_bad_offset}{where}: {self.problem}{logged}"
+
+
+def recovery_line(offset: int, event: LogRecovered) -> str:
+    """How verify reports a logged repair."""
+    return (f"recovery logged at offset {offset}: {event.operator} cut {cut_span(event.from_offset, event.to_offset)} "
+            f"({event.events} events, quarantined bytes sha256 {event.digest}); reason: {event.reason!r}")
 
 
 def verify_log(
@@ -61,6 +73,7 @@ def verify_log(
     codec: EventCodec | None = None,
     checkpoints: Iterable[tuple[int, bytes]] = (),
     retention: bool | None = None,
+    witness: Head | None = None,
 ) -> VerifyReport:
     """Check the whole log of the store at ``path`` as open does, and more.
 
@@ -68,7 +81,9 @@ def verify_log(
     each must fit the log as open requires (secmeta.core.log.fit), which also exposes
     batches cut off the tail.  ``retention`` (None: the store's saved setting)
     allows a log that starts after a sealed retention anchor.  Sealed index files
-    must describe their segment's batches; the log must reach its high-water mark.
+    must describe their segment's batches; the log must reach its high-water mark, and no
+    derived file may record a point past its end (secmeta.core.log.evidence).  ``witness``
+    (secmeta.core.log.witness) is a head the log must still hold.
     """
     store = StoreDirectory.open(path, create=False, writer=False)
     store.check_keyring(keyring, writer=False)
@@ -89,11 +104,12 @@ def verify_log(
     start = expected
     links = {expected: link}
     batches = events = 0
+    recoveries: list[str] = []
     replayed_from, image = _replay_start(store, expected, keyring)
 
     def failed(problem: str, segment: str | None = None, offset: int | None = None) -> VerifyReport:
         bad = expected if offset is None else offset
-        return VerifyReport(False, batches, events, expected, bad, segment, problem, replayed_from)
+        return VerifyReport(False, batches, events, expected, bad, segment, problem, replayed_from, tuple(recoveries))
 
     bases = sorted(int(p.stem) for p in store.log_dir.glob("*.log"))
     for base in bases:
@@ -117,6 +133,7 @@ def verify_log(
                     return failed(f"batch does not decode: {exc}", seg.name)
                 if [e.offset for e in decoded] != list(range(batch.base_offset, batch.next_offset)):
                     return failed("the events inside the batch do not carry the batch's offsets", seg.name)
+                recoveries += [recovery_line(e.offset, e.event) for e in decoded if type(e.event) is LogRecovered]
                 if image is not None and batch.base_offset >= replayed_from:
                     delta = SecurityDelta(image)
                     try:
@@ -142,15 +159,29 @@ def verify_log(
     if mark is None:
         return failed("the log's high-water file is missing (every store has one from its creation): "
                       "its end cannot be checked")
-    if mark is not None and (mark.next_offset > expected or links.get(mark.next_offset) != mark.link):
+    if mark.next_offset > expected:
+        return failed(truncation_message(f"the log's high-water mark (file {store.log_dir / HIGH_WATER_FILE})",
+                                         mark.next_offset, expected))
+    if links.get(mark.next_offset) != mark.link:
         return failed(f"the log ends at offset {expected} without the batch acknowledged at its high-water mark "
                       f"{mark.next_offset}: acknowledged batches were removed or rewritten")
+    if found := derived_files_beyond(store, keyring, expected):
+        return failed(truncation_message(str(found[0].path), found[0].offset, expected))
+    try:
+        pending = read_pending(store, keyring)
+    except CorruptLogError as exc:
+        return failed(str(exc))
+    if pending is not None:
+        return failed(f"a recovery cut the log at offset {pending.event.from_offset} but is not logged yet "
+                      "(the next writer open logs it)")
+    if witness is not None and (problem := witness_problem(witness, store.store_id, start, expected, links.get)):
+        return failed(f"witness: {problem}", offset=min(expected, witness.offset))
     for offset, want in checkpoints:
         if offset < start:
             continue  # superseded by retention: open does not use it, and it contradicts nothing
         if misfit := snapshot_misfit(offset, want, start, expected, links.get):
             return failed(f"a snapshot does not fit the log: {misfit}")
-    return VerifyReport(True, batches, events, expected, replayed_from=replayed_from)
+    return VerifyReport(True, batches, events, expected, replayed_from=replayed_from, recoveries=tuple(recoveries))
 
 
 def _replay_start(store: StoreDirectory, start: int, keyring: Keyring) -> tuple[int | None, SecurityImage | None]:

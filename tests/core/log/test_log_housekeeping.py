@@ -164,7 +164,7 @@ def test_an_acknowledged_batch_made_to_look_torn_is_refused(tmp_path, keyring):
     seg.write_bytes(bytes(data))
     report = verify_log(store, keyring=keyring)
     assert not report.ok and report.first_bad_offset == 6 and "acknowledged end 9" in report.problem
-    with pytest.raises(CorruptLogError, match="corrupt at offset 6.*--truncate-after 6") as info:
+    with pytest.raises(CorruptLogError, match="corrupt at offset 6.*--truncate-to 6") as info:
         Log.open(store, keyring=keyring)
     assert info.value.offset == 6 and seg.read_bytes() == bytes(data)
 

@@ -1,16 +1,23 @@
-"""`secmeta log recover --truncate-after N`: the explicit repair of a log that open refuses."""
+"""`secmeta log recover --truncate-to N`: the explicit repair of a log, which keeps offsets below N and is logged."""
 
 from __future__ import annotations
 
+import getpass
+import hashlib
+import io
 import json
+import shutil
 
 import pytest
 
-from secmeta.core import SecurityStore
+from secmeta.core import RequestContext, SecurityStore
 from secmeta.core.cli import main
 from secmeta.core.errors import CorruptLogError
+from secmeta.core.log import Log
+from secmeta.events.records import LogRecovered
 from secmeta.events.types import AclOperation, ResourceType
 from tests.logkit import (
+    binding,
     build_tamper_store,
     cli_verify,
     frames_of,
@@ -20,6 +27,7 @@ from tests.logkit import (
 )
 
 ALICE = ("User:alice", "1.2.3.4", AclOperation.READ, ResourceType.TOPIC, "public-x")
+ADMIN = RequestContext("User:admin", "10.0.0.1")
 
 
 @pytest.fixture
@@ -38,51 +46,149 @@ def damaged(tmp_path):
     return path, keyring, frames
 
 
+@pytest.fixture
+def healthy(tmp_path):
+    """A store of 27 one-event batches that opens cleanly."""
+    keyring = make_keyring(tmp_path)
+    path = tmp_path / "store"
+    build_tamper_store(path, keyring, retention=False)
+    return path, keyring
+
+
 def recover(path, *args: str) -> int:
     return main(["log", "recover", "--store", str(path), "--key-file", str(path.parent / "keys.json"), *args])
 
 
-def test_recover_cuts_after_the_offset_and_quarantines_the_rest(damaged, capsys):
-    """The batches from 25 on go to a quarantine file with a record; the store opens and verifies."""
+def files_under(path) -> dict:
+    return {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+
+def logged_recoveries(path, keyring) -> list:
+    with Log.open(path, keyring=keyring, read_only=True, create=False) as log:
+        return [e for e in log.read() if type(e.event) is LogRecovered]
+
+
+def test_recover_keeps_the_offsets_below_n_and_logs_what_it_cut(damaged, capsys):
+    """Offsets 25 and 26 go to the quarantine; the first batch after the cut is a LogRecovered event naming
+    the operator, the reason, the offsets cut, how many events, the link at the cut and the bytes' SHA-256."""
     path, keyring, frames = damaged
-    assert recover(path, "--truncate-after", "25", "--reason", "edited batch found by open") == 0
+    assert recover(path, "--truncate-to", "25", "--reason", "edited batch found by open", "--yes") == 0
     out = capsys.readouterr().out
-    assert "cut the log after offset 25" in out
+    assert "kept the offsets below 25; cut offsets 25 to 26 (2 events" in out
     (quarantine,) = (path / "quarantine").iterdir()
-    record = json.loads((quarantine / "recovery.json").read_text())
-    assert record["truncated_after"] == 25 and record["reason"] == "edited batch found by open"
-    (piece,) = record["pieces"]
-    assert (quarantine / piece["segment"]).read_bytes() == b"".join(frames[-2:])
-    assert record["snapshots"] == []  # the newest snapshot is at 24
+    cut = b"".join(frames[-2:])
+    assert (quarantine / sorted((path / "log").glob("*.log"))[-1].name).read_bytes() == cut
+    (logged,) = logged_recoveries(path, keyring)
+    event = logged.event
+    assert logged.offset == 25 and logged.actor_principal == f"User:{getpass.getuser()}"
+    assert (event.from_offset, event.to_offset, event.events) == (25, 27, 2)
+    assert event.reason == "edited batch found by open" and event.operator.startswith(f"{getpass.getuser()}@")
+    assert event.digest == hashlib.sha256(cut).hexdigest()
+    with Log.open(path, keyring=keyring, read_only=True) as log:
+        assert event.link == log.link_at(25).hex()
+    assert json.loads((quarantine / "recovery.json").read_text())["digest"] == event.digest
     with SecurityStore.open(path, tamper_config(False), keyring=keyring) as store:
-        assert store.image.next_offset == 25 and not store.authorize(*ALICE)
+        assert store.image.next_offset == 26 and not store.authorize(*ALICE)
+    code, out = cli_verify(path, path.parent / "keys.json")
+    assert code == 0 and "recovery logged at offset 25" in out and "cut offsets 25 to 26" in out
+
+
+def test_deleting_the_quarantine_leaves_the_logged_recovery(damaged, capsys):
+    """Issue 21: after `rm -rf quarantine` and one more write, dump, history and verify still show the repair."""
+    path, keyring, _ = damaged
+    assert recover(path, "--truncate-to", "25", "--reason", "cut", "--yes") == 0
+    shutil.rmtree(path / "quarantine")
+    with SecurityStore.open(path, tamper_config(False), keyring=keyring) as store:
+        store.create_acls([binding(99)], context=ADMIN)
+        rows = [(h.offset, h.event_type) for h in store.history()]
+    assert (25, "LogRecovered") in rows and rows[-1] == (26, "AclCreated")
+    code, out = cli_verify(path, path.parent / "keys.json")
+    assert code == 0 and "recovery logged at offset 25" in out
+    key = ["--key-file", str(path.parent / "keys.json")]
+    capsys.readouterr()
+    assert main(["log", "dump", "--store", str(path), *key, "--from-offset", "25", "--to-offset", "26",
+                 "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["event_type"] == "LogRecovered" and row["payload"]["from_offset"] == 25
+    assert row["payload"]["to_offset"] == 27 and row["payload"]["reason"] == "cut"
+
+
+def test_a_log_that_opens_cleanly_is_refused_unless_forced(healthy, capsys, monkeypatch):
+    """Issue 21: `--truncate-to 9` on a healthy log exits 1 and changes nothing; forced, it asks, and only a
+    yes cuts: offsets 0-8 stay, offset 9 on are cut, and the cut is logged at offset 9."""
+    path, keyring = healthy
+    before = files_under(path)
+    assert recover(path, "--truncate-to", "9") == 1
+    assert "opens cleanly" in capsys.readouterr().err and files_under(path) == before
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    assert recover(path, "--truncate-to", "9", "--force") == 1
+    assert "not confirmed" in capsys.readouterr().err and files_under(path) == before
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    assert recover(path, "--truncate-to", "9", "--force", "--reason", "drill") == 0
+    assert "proceed? [y/N]" in capsys.readouterr().out
+    with Log.open(path, keyring=keyring, read_only=True) as log:
+        events = list(log.read())
+    assert [e.offset for e in events] == list(range(10)) and type(events[9].event) is LogRecovered
+    assert (events[9].event.from_offset, events[9].event.to_offset, events[9].event.events) == (9, 27, 18)
+
+
+def test_a_recovery_interrupted_before_its_event_is_logged_by_the_next_writer(damaged, monkeypatch, capsys):
+    """A crash between the cut and the logging of LogRecovered: readers refuse (naming --resume) and the next
+    writer open logs it first."""
+    path, keyring, _ = damaged
+
+    def crash(*args, **kwargs):
+        raise KeyboardInterrupt  # the process dies after the cut, before its writer open
+
+    monkeypatch.setattr("secmeta.core.log.recover.record_pending", crash)
+    assert recover(path, "--truncate-to", "25", "--reason", "crash drill", "--yes") != 0
+    with pytest.raises(CorruptLogError, match="not yet recorded.*--resume"):
+        SecurityStore.open(path, tamper_config(False), keyring=keyring, read_only=True)
+    code, out = cli_verify(path, path.parent / "keys.json")
+    assert code == 1 and "not logged yet" in out
+    with SecurityStore.open(path, tamper_config(False), keyring=keyring) as store:
+        assert store.image.next_offset == 26
+    (logged,) = logged_recoveries(path, keyring)
+    assert logged.offset == 25 and logged.event.reason == "crash drill"
     assert cli_verify(path, path.parent / "keys.json")[0] == 0
+
+
+def test_resume_logs_a_pending_recovery(damaged, monkeypatch, capsys):
+    path, keyring, _ = damaged
+    monkeypatch.setattr("secmeta.core.log.recover.record_pending", lambda *a, **k: None)
+    assert recover(path, "--truncate-to", "25", "--yes") == 0
+    monkeypatch.undo()
+    assert recover(path, "--resume") == 0
+    (logged,) = logged_recoveries(path, keyring)
+    assert logged.event.reason == "not given"
 
 
 def test_recover_moves_snapshots_past_the_offset(damaged, capsys):
     """Cutting before the newest snapshot moves it to the quarantine too (it describes removed history)."""
     path, keyring, _ = damaged
-    assert recover(path, "--truncate-after", "20") == 0
+    assert recover(path, "--truncate-to", "20", "--yes") == 0
     (quarantine,) = (path / "quarantine").iterdir()
-    assert json.loads((quarantine / "recovery.json").read_text())["snapshots"] == ["snapshot-00000000000000000024.avro"]
+    assert "snapshots/snapshot-00000000000000000024.avro" in json.loads(
+        (quarantine / "recovery.json").read_text())["derived"]
+    assert (quarantine / "snapshot-00000000000000000024.avro").exists()
     with SecurityStore.open(path, tamper_config(False), keyring=keyring) as store:
-        assert store.image.next_offset == 20
+        assert store.image.next_offset == 21
     assert cli_verify(path, path.parent / "keys.json")[0] == 0
 
 
 def test_recover_refuses_an_offset_inside_a_batch_or_past_the_damage(damaged, capsys):
     """Only a boundary of intact batches can be kept; the error says so and nothing changes."""
     path, _, _ = damaged
-    before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
-    assert recover(path, "--truncate-after", "99") == 2  # a bad argument
+    before = files_under(path)
+    assert recover(path, "--truncate-to", "99", "--yes") == 2  # a bad argument
     assert "no intact batch of the log ends at offset 99" in capsys.readouterr().err
-    assert {p: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
+    assert files_under(path) == before
 
 
 def test_a_wiped_log_is_refused_until_an_operator_records_its_end(tmp_path, capsys):
     """Issue 14 review: every file in log/ and snapshots/ deleted, on a store that keeps its history. A store
     has a high-water file from its creation, so its absence is tampering even when the log is empty: verify
-    fails and both opens refuse (writing nothing) until `log recover --truncate-after 0` records the empty end."""
+    fails and both opens refuse (writing nothing) until `log recover --truncate-to 0` records the empty end."""
     keyring = make_keyring(tmp_path)
     path = tmp_path / "store"
     build_tamper_store(path, keyring, retention=False)
@@ -91,17 +197,16 @@ def test_a_wiped_log_is_refused_until_an_operator_records_its_end(tmp_path, caps
             file.unlink()
     code, out = cli_verify(path, path.parent / "keys.json")
     assert code == 1 and "high-water file is missing" in out and "OK" not in out
-    before = {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+    before = files_under(path)
     for read_only in (True, False):
-        with pytest.raises(CorruptLogError, match="high-water file is missing.*`secmeta log recover --truncate-after 0`"):
+        with pytest.raises(CorruptLogError, match="high-water file is missing.*`secmeta log recover --truncate-to 0"):
             SecurityStore.open(path, tamper_config(False), keyring=keyring, read_only=read_only)
-    assert {p: p.read_bytes() for p in path.rglob("*") if p.is_file()} == before
-    assert recover(path, "--truncate-after", "0", "--reason", "log wiped; restarting empty") == 0
-    assert "cut the log after offset 0: 0 bytes" in capsys.readouterr().out
-    (quarantine,) = (path / "quarantine").iterdir()
-    assert json.loads((quarantine / "recovery.json").read_text())["reason"] == "log wiped; restarting empty"
+    assert files_under(path) == before
+    assert recover(path, "--truncate-to", "0", "--reason", "log wiped; restarting empty", "--yes") == 0
+    (logged,) = logged_recoveries(path, keyring)
+    assert logged.event.reason == "log wiped; restarting empty" and logged.event.from_offset == 0
     with SecurityStore.open(path, tamper_config(False), keyring=keyring) as store:
-        assert store.image.next_offset == 0 and not store.authorize(*ALICE)
+        assert store.image.next_offset == 1 and not store.authorize(*ALICE)
 
 
 def test_a_new_store_has_a_high_water_mark_from_its_creation(tmp_path):
@@ -120,6 +225,6 @@ def test_recover_of_an_empty_log_accepts_only_its_start(tmp_path, capsys):
     SecurityStore.open(path, keyring=keyring).close()
     for file in (path / "log").iterdir():
         file.unlink()
-    assert recover(path, "--truncate-after", "5") != 0
+    assert recover(path, "--truncate-to", "5", "--yes") != 0
     assert "the log has no segments: it can only be recorded as ending at offset 0" in capsys.readouterr().err
     assert not (path / "log" / "high-water").exists()

@@ -1,0 +1,88 @@
+"""A recovery done but not yet logged: the sealed marker that makes the next writer log it.
+
+``secmeta log recover`` writes ``DIR/recovery-pending`` (the LogRecovered event to log, sealed
+with the keyring) before it changes anything, then cuts the log and opens it for writing:
+the writer's open appends the event as the log's next batch and only then deletes the marker.
+A crash anywhere in between leaves the marker, so the repair is still logged by the next
+writer open (fail closed): a reader refuses to open the log until then, and a writer refuses
+when the log does not end where the marker says it was cut (the recovery was interrupted
+before its cut: running it again finishes it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import json
+import os
+import socket
+from pathlib import Path
+
+from secmeta.core.errors import CorruptLogError
+from secmeta.core.log.seal import BrokenSealError, seal, unseal
+from secmeta.core.store.storedir import StoreDirectory
+from secmeta.events.durable import write_atomically
+from secmeta.events.keyring import Keyring
+from secmeta.events.records import Envelope, LogRecovered
+
+__all__ = ["PENDING_FILE", "clear_pending", "cut_span", "local_operator", "read_pending", "recovered_envelope", "write_pending"]
+
+PENDING_FILE = "recovery-pending"
+
+
+def _path(store: StoreDirectory) -> Path:
+    return store.path / PENDING_FILE
+
+
+def _context(store: StoreDirectory) -> bytes:
+    return b"secmeta/recovery-pending:" + store.store_id.encode()
+
+
+def local_operator() -> tuple[str, str, str]:
+    """(OS user, host name, "user@host pid N") of this process: who runs a local repair."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    host = socket.gethostname()
+    return user, host, f"{user}@{host} pid {os.getpid()}"
+
+
+def write_pending(store: StoreDirectory, keyring: Keyring, envelope: Envelope) -> None:
+    """Durably record ``envelope`` (its event a LogRecovered) as the batch the next writer open must log."""
+    body = json.dumps({"timestamp_ms": envelope.timestamp_ms, "actor_principal": envelope.actor_principal,
+                       "actor_host": envelope.actor_host, "request_id": envelope.request_id,
+                       "event": dataclasses.asdict(envelope.event)}, sort_keys=True).encode()
+    write_atomically(_path(store), seal(keyring, _context(store), body))
+
+
+def read_pending(store: StoreDirectory, keyring: Keyring) -> Envelope | None:
+    """The recovery waiting to be logged (None: none); CorruptLogError for a marker that is not ours."""
+    try:
+        data = _path(store).read_bytes()
+    except FileNotFoundError:
+        return None
+    try:
+        fields = json.loads(unseal(keyring, _context(store), data))
+        return Envelope(-1, fields["timestamp_ms"], fields["actor_principal"], fields["actor_host"],
+                        fields["request_id"], LogRecovered(**fields["event"]))
+    except (BrokenSealError, ValueError, TypeError, KeyError) as exc:
+        raise CorruptLogError(
+            f"the pending-recovery marker {_path(store)} is not valid ({exc}): it was altered or forged. "
+            "Nothing was changed; `secmeta log recover` writes a new one"
+        ) from None
+
+
+def clear_pending(store: StoreDirectory) -> None:
+    _path(store).unlink(missing_ok=True)
+
+
+def recovered_envelope(event: LogRecovered, timestamp_ms: int) -> Envelope:
+    """The envelope a recovery is logged in: actor and host are the local operator's."""
+    user, host, _ = local_operator()
+    return Envelope(-1, timestamp_ms, f"User:{user}", host, f"recovery-{event.recovery_id}", event)
+
+
+def cut_span(from_offset: int, to_offset: int) -> str:
+    """How a cut of offsets [from_offset, to_offset) reads."""
+    return f"offsets {from_offset} to {to_offset - 1}" if to_offset > from_offset else "no offsets"

@@ -1,0 +1,134 @@
+"""Rollback evidence (a derived file past the log's end) and the witness of the log's head (`log head`)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from secmeta.core import RequestContext, SecurityStore
+from secmeta.core.cli import main
+from secmeta.core.errors import CorruptLogError
+from secmeta.core.log import Log
+from secmeta.events.records import LogRecovered
+from secmeta.events.types import AclOperation, ResourceType
+from tests.logkit import Clock, binding, cli_verify, make_keyring, tamper_config
+
+ADMIN = RequestContext("User:admin", "10.0.0.1")
+
+
+def write(path, keyring, clock, numbers) -> None:
+    with SecurityStore.open(path, tamper_config(False, clock), keyring=keyring) as store:
+        for i in numbers:
+            clock.t += 1
+            store.create_acls([binding(i)], context=ADMIN)
+        store.wait_for_snapshots()
+        list(store.history())  # the history index catches up to the end
+
+
+@pytest.fixture
+def grown(tmp_path):
+    """A store of 20 ACLs (copied whole to ``older``, its segment sizes and high-water file kept), then 27."""
+    keyring = make_keyring(tmp_path)
+    path, older, clock = tmp_path / "store", tmp_path / "older", Clock()
+    write(path, keyring, clock, range(20))
+    shutil.copytree(path, older)
+    sizes = {p.name: p.stat().st_size for p in (path / "log").glob("*.log")}
+    write(path, keyring, clock, range(20, 27))
+    return path, older, keyring, sizes
+
+
+def roll_back(path, older, sizes) -> None:
+    """Issue 21: cut the log back to its older length and copy in the older high-water file."""
+    for segment in (path / "log").glob("*.log"):
+        if segment.name in sizes:
+            with open(segment, "r+b") as f:
+                f.truncate(sizes[segment.name])
+        else:
+            segment.unlink()
+    shutil.copy(older / "log" / "high-water", path / "log" / "high-water")
+
+
+def files_under(path) -> dict:
+    return {p: p.read_bytes() for p in path.rglob("*") if p.is_file()}
+
+
+def cli(path, *args: str) -> int:
+    return main([*args, "--store", str(path), "--key-file", str(path.parent / "keys.json")])
+
+
+def test_a_rolled_back_log_is_refused_by_both_opens_until_the_cut_is_logged(grown, capsys):
+    """Issue 21: after the rollback, verify and both opens refuse, naming a derived file, both offsets and the
+    command; nothing is rebuilt. `log recover --truncate-to 20` (no --force: the log does not open) logs the
+    cut from 20 to 27, and the store opens again."""
+    path, older, keyring, sizes = grown
+    roll_back(path, older, sizes)
+    before = files_under(path)
+    code, out = cli_verify(path, path.parent / "keys.json")
+    assert code == 1 and "records offset 27 but the log ends at offset 20" in out
+    for read_only in (True, False):
+        with pytest.raises(CorruptLogError, match=r"history.*index\.sqlite records offset 27 but the log ends at "
+                                                  r"offset 20.*`secmeta log recover --truncate-to 20"):
+            SecurityStore.open(path, tamper_config(False), keyring=keyring, read_only=read_only)
+    assert files_under(path) == before  # nothing rebuilt, nothing written
+    assert cli(path, "log", "recover", "--truncate-to", "20", "--reason", "rollback found", "--yes") == 0
+    with Log.open(path, keyring=keyring, read_only=True) as log:
+        (logged,) = [e for e in log.read() if type(e.event) is LogRecovered]
+    assert logged.offset == 20 and (logged.event.from_offset, logged.event.to_offset) == (20, 27)
+    with SecurityStore.open(path, tamper_config(False), keyring=keyring) as store:
+        assert store.image.next_offset == 21
+        assert not store.authorize("User:user-25", "1.2.3.4", AclOperation.READ, ResourceType.TOPIC, "topic-25")
+    assert cli_verify(path, path.parent / "keys.json")[0] == 0
+
+
+def test_a_snapshot_past_the_end_is_evidence_too(grown):
+    """Without the history index, a snapshot past the cut log is named instead."""
+    path, older, keyring, sizes = grown
+    roll_back(path, older, sizes)
+    shutil.rmtree(path / "history")
+    with pytest.raises(CorruptLogError, match=r"snapshots/snapshot-0+2[1-7]\.avro records offset 2[1-7] but "
+                                              r"the log ends at offset 20"):
+        Log.open(path, keyring=keyring, read_only=True)
+
+
+def test_the_witness_detects_a_store_replaced_by_an_older_copy(grown, tmp_path, capsys):
+    """Issue 21: the whole directory replaced by an older copy verifies OK on its own; checked against the
+    head line taken before, verify fails naming both offsets."""
+    path, older, keyring, _ = grown
+    assert cli(path, "log", "head") == 0
+    line = capsys.readouterr().out
+    assert line.startswith("secmeta-head v1 store=") and "offset=27 " in line
+    witness = tmp_path / "witness.txt"
+    witness.write_text(line)
+    assert cli(path, "log", "verify", "--witness", str(witness)) == 0
+    write(path, keyring, Clock(1_900_000_000), [30])
+    assert cli(path, "log", "verify", "--witness", str(witness)) == 0  # grown since: still holds the head
+    shutil.rmtree(path)
+    shutil.copytree(older, path)
+    assert cli_verify(path, path.parent / "keys.json")[0] == 0
+    capsys.readouterr()
+    assert cli(path, "log", "verify", "--witness", str(witness)) == 1
+    assert "the log ends at offset 20 but the witness saw it reach offset 27" in capsys.readouterr().out
+
+
+def test_the_witness_detects_a_log_that_diverges(grown, tmp_path, capsys):
+    """The older copy written on past the witnessed offset holds other batches there: it diverges."""
+    path, older, keyring, _ = grown
+    assert cli(path, "log", "head") == 0
+    witness = tmp_path / "witness.txt"
+    witness.write_text(capsys.readouterr().out)
+    shutil.rmtree(path)
+    shutil.copytree(older, path)
+    write(path, keyring, Clock(1_900_000_000), range(100, 110))
+    assert cli(path, "log", "verify", "--witness", str(witness)) == 1
+    assert "not the one the witness saw there" in capsys.readouterr().out
+
+
+def test_a_forged_witness_line_is_refused(grown, tmp_path, capsys):
+    """A head line edited (a lower offset, to pass a rolled-back store) fails its HMAC."""
+    path, _, _, _ = grown
+    assert cli(path, "log", "head") == 0
+    witness = tmp_path / "witness.txt"
+    witness.write_text(capsys.readouterr().out.replace("offset=27 ", "offset=20 "))
+    assert cli(path, "log", "verify", "--witness", str(witness)) == 2
+    assert "fails its HMAC check" in capsys.readouterr().err
