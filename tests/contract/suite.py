@@ -14,13 +14,14 @@ Hypothesis-generated workloads, for the readers cheap enough to run many.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 
 from secmeta.core import SecurityStore, StoreConfig
 from secmeta.core.log import Log
+from secmeta.core.log.recover import Recovery
 from secmeta.events.entities import KINDS
 from secmeta.events.keyring import Keyring
 from tests.contract.images import Image
@@ -46,8 +47,9 @@ class Written:
     recording: Recording
 
 
-def write(directory: Path, steps: tuple[Step, ...], after=None) -> Written:
-    """A store in ``directory`` that ran ``steps`` (``after(store)`` follows each, see ``record``)."""
+def write(directory: Path, steps: tuple[Step, ...], after=None, *, recovered: bool = False) -> Written:
+    """A store in ``directory`` that ran ``steps`` (``after(store)`` follows each, see ``record``), and with
+    ``recovered`` then a logged repair (`log recover` at the log's end: a LogRecovered event, no state change)."""
     directory.mkdir(parents=True, exist_ok=True)
     key_file = directory / "keys.json"
     Keyring.generate_file(key_file)
@@ -56,7 +58,19 @@ def write(directory: Path, steps: tuple[Step, ...], after=None) -> Written:
     config = StoreConfig(token_secret=TOKEN_SECRET, clock=clock)
     with SecurityStore.open(directory / "store", config, keyring=keyring) as store:
         recording = record(store, clock, steps, after)
+    if recovered:
+        recording = _recover_at_end(directory / "store", keyring, config, recording)
     return Written(directory / "store", key_file, keyring, config, recording)
+
+
+def _recover_at_end(path: Path, keyring: Keyring, config: StoreConfig, recording: Recording) -> Recording:
+    """The store after `secmeta log recover --truncate-to END --force`: one more offset, the same state."""
+    end = recording.end
+    with Recovery(path, end, keyring=keyring, config=config.log, clock=config.clock) as recovery:
+        recovery.execute("contract: a logged repair every reader carries")
+    state = replace(recording.states[end], next_offset=end + 1)
+    return Recording({**recording.images, end + 1: recording.images[end]}, {**recording.states, end + 1: state},
+                     end + 1)
 
 
 def seeded_steps() -> tuple[Step, ...]:
