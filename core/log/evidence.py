@@ -18,6 +18,7 @@ from pathlib import Path
 
 from secmeta.core.errors import CorruptLogError
 from secmeta.core.forensics.index_seal import recorded_end
+from secmeta.core.log.highwater import HighWater
 from secmeta.core.log.pending_recovery import cut_span
 from secmeta.core.store.storedir import StoreDirectory
 from secmeta.events.keyring import Keyring
@@ -47,8 +48,26 @@ def truncation_message(what: str, recorded: int, end: int) -> str:
             "(and moves the file to the quarantine), after which the store opens")
 
 
-def derived_files_beyond(store: StoreDirectory, keyring: Keyring, end: int) -> list[Evidence]:
-    """Every authentic derived file of ``store`` that records an offset past ``end``, highest first."""
+def derived_files_beyond(store: StoreDirectory, keyring: Keyring, end: int, *,
+                         live: HighWater | None = None) -> list[Evidence]:
+    """Every authentic derived file of ``store`` that records an offset past ``end``, highest first.
+
+    ``live``: the log was read beside a running writer (a read-only open, verify), which may have
+    appended and written derived files since: a file no further than the high-water mark read
+    after them records acknowledged batches, not a cut (a rollback puts back an older mark too).
+    """
+    found = _beyond(store, keyring, end)
+    if found and live is not None:
+        try:
+            mark = live.read()
+        except CorruptLogError:
+            mark = None
+        if mark is not None:
+            found = [e for e in found if e.offset > mark.next_offset]
+    return found
+
+
+def _beyond(store: StoreDirectory, keyring: Keyring, end: int) -> list[Evidence]:
     found = []
     for directory in (store.snapshot_dir, store.checkpoint_dir):
         for path in list_snapshots(directory):
@@ -66,9 +85,9 @@ def derived_files_beyond(store: StoreDirectory, keyring: Keyring, end: int) -> l
     return sorted(found, key=lambda e: -e.offset)
 
 
-def refuse_evidence(store: StoreDirectory, keyring: Keyring, end: int) -> None:
+def refuse_evidence(store: StoreDirectory, keyring: Keyring, end: int, *, live: HighWater | None = None) -> None:
     """TruncationEvidenceError naming the derived file that records the highest point past ``end``, if any."""
-    found = derived_files_beyond(store, keyring, end)
+    found = derived_files_beyond(store, keyring, end, live=live)
     if found:
         first = found[0]
         others = f" ({len(found) - 1} more derived file(s) past the end)" if len(found) > 1 else ""

@@ -71,7 +71,7 @@ class LogLoader:
         self.high_water = high_water
         self.read_only = read_only
         self.retention = retention
-        self.pending: Envelope | None = None  # a recovery the writer must log first (pending_recovery)
+        self.pending: Envelope | None = None  # a recovery's event the writer must log first (pending_recovery)
 
     def load_schemas(self) -> None:
         """Teach the codec the writer schemas the log's batches were written with (a writer adds its own)."""
@@ -135,7 +135,8 @@ class LogLoader:
                 state.last_link = link
             self._check_first_batch(state)
             self._check_high_water(state, mark)
-            refuse_evidence(self.store, self.keyring, state.next_offset)
+            refuse_evidence(self.store, self.keyring, state.next_offset,
+                            live=self.high_water if self.read_only else None)
             self.pending = self._check_pending(state)
         except BaseException:
             state.close()
@@ -173,7 +174,7 @@ class LogLoader:
                 f"{cut.from_offset}` again to finish it",
                 offset=state.next_offset,
             )
-        return pending
+        return pending.envelope
 
     def _drop_covered(self, bases: list[int], start: int) -> list[int]:
         """Segments below the retention anchor: leftovers of an interrupted deletion."""

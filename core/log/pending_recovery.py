@@ -16,6 +16,7 @@ import getpass
 import json
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 from secmeta.core.errors import CorruptLogError
@@ -25,7 +26,7 @@ from secmeta.events.durable import write_atomically
 from secmeta.events.keyring import Keyring
 from secmeta.events.records import Envelope, LogRecovered
 
-__all__ = ["PENDING_FILE", "clear_pending", "cut_span", "local_operator", "read_pending", "recovered_envelope", "write_pending"]
+__all__ = ["PENDING_FILE", "Pending", "clear_pending", "cut_span", "local_operator", "read_pending", "recovered_envelope", "write_pending"]
 
 PENDING_FILE = "recovery-pending"
 
@@ -56,7 +57,15 @@ def write_pending(store: StoreDirectory, keyring: Keyring, envelope: Envelope) -
     write_atomically(_path(store), seal(keyring, _context(store), body))
 
 
-def read_pending(store: StoreDirectory, keyring: Keyring) -> Envelope | None:
+@dataclass(frozen=True)
+class Pending:
+    """A recovery waiting to be logged: its event, in the envelope to log it in."""
+
+    envelope: Envelope
+    event: LogRecovered
+
+
+def read_pending(store: StoreDirectory, keyring: Keyring) -> Pending | None:
     """The recovery waiting to be logged (None: none); CorruptLogError for a marker that is not ours."""
     try:
         data = _path(store).read_bytes()
@@ -64,8 +73,9 @@ def read_pending(store: StoreDirectory, keyring: Keyring) -> Envelope | None:
         return None
     try:
         fields = json.loads(unseal(keyring, _context(store), data))
-        return Envelope(-1, fields["timestamp_ms"], fields["actor_principal"], fields["actor_host"],
-                        fields["request_id"], LogRecovered(**fields["event"]))
+        event = LogRecovered(**fields["event"])
+        return Pending(Envelope(-1, fields["timestamp_ms"], fields["actor_principal"], fields["actor_host"],
+                                fields["request_id"], event), event)
     except (BrokenSealError, ValueError, TypeError, KeyError) as exc:
         raise CorruptLogError(
             f"the pending-recovery marker {_path(store)} is not valid ({exc}): it was altered or forged. "

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from secmeta.core.errors import InvalidValueError, SecmetaError
-from secmeta.core.forensics.index_seal import INDEX_DIR, recorded_end
+from secmeta.core.forensics.index_seal import INDEX_DIR
 from secmeta.core.log.anchor import read_anchor
 from secmeta.core.log.config import LogConfig
 from secmeta.core.log.evidence import derived_files_beyond
@@ -46,7 +46,6 @@ from secmeta.core.times import Clock, now_ms, wall_clock
 from secmeta.events.durable import fsync_dir, write_atomically
 from secmeta.events.keyring import Keyring
 from secmeta.events.records import LogRecovered
-from secmeta.projections.snapshot import list_snapshots
 
 __all__ = ["QUARANTINE_DIR", "Recovery", "RecoveryPlan", "record_pending"]
 
@@ -160,7 +159,7 @@ class Recovery:
                              plan.link.hex(), digest.hexdigest(), str(qdir.relative_to(store.path)))
         write_pending(store, self.keyring, recovered_envelope(event, now_ms(self.clock)))
         for path in plan.derived:
-            os.replace(path, qdir / (path.name if path.name != INDEX_DIR else "history"))
+            os.replace(path, qdir / path.name)
         for directory in (store.snapshot_dir, store.checkpoint_dir):
             if directory.exists():
                 fsync_dir(directory)

@@ -165,7 +165,8 @@ def verify_log(
     if links.get(mark.next_offset) != mark.link:
         return failed(f"the log ends at offset {expected} without the batch acknowledged at its high-water mark "
                       f"{mark.next_offset}: acknowledged batches were removed or rewritten")
-    if found := derived_files_beyond(store, keyring, expected):
+    if found := derived_files_beyond(store, keyring, expected,
+                                     live=HighWater(store.log_dir, store.store_id, keyring)):
         return failed(truncation_message(str(found[0].path), found[0].offset, expected))
     try:
         pending = read_pending(store, keyring)

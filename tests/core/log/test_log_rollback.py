@@ -91,15 +91,21 @@ def test_a_snapshot_past_the_end_is_evidence_too(grown):
         Log.open(path, keyring=keyring, read_only=True)
 
 
-def test_the_witness_detects_a_store_replaced_by_an_older_copy(grown, tmp_path, capsys):
-    """Issue 21: the whole directory replaced by an older copy verifies OK on its own; checked against the
-    head line taken before, verify fails naming both offsets."""
-    path, older, keyring, _ = grown
+def take_witness(path, tmp_path, capsys, edit=lambda line: line):
+    """`secmeta log head` kept in a file outside the store (after ``edit``)."""
     assert cli(path, "log", "head") == 0
     line = capsys.readouterr().out
     assert line.startswith("secmeta-head v1 store=") and "offset=27 " in line
     witness = tmp_path / "witness.txt"
-    witness.write_text(line)
+    witness.write_text(edit(line))
+    return witness
+
+
+def test_the_witness_detects_a_store_replaced_by_an_older_copy(grown, tmp_path, capsys):
+    """Issue 21: the whole directory replaced by an older copy verifies OK on its own; checked against the
+    head line taken before, verify fails naming both offsets."""
+    path, older, keyring, _ = grown
+    witness = take_witness(path, tmp_path, capsys)
     assert cli(path, "log", "verify", "--witness", str(witness)) == 0
     write(path, keyring, Clock(1_900_000_000), [30])
     assert cli(path, "log", "verify", "--witness", str(witness)) == 0  # grown since: still holds the head
@@ -114,9 +120,7 @@ def test_the_witness_detects_a_store_replaced_by_an_older_copy(grown, tmp_path, 
 def test_the_witness_detects_a_log_that_diverges(grown, tmp_path, capsys):
     """The older copy written on past the witnessed offset holds other batches there: it diverges."""
     path, older, keyring, _ = grown
-    assert cli(path, "log", "head") == 0
-    witness = tmp_path / "witness.txt"
-    witness.write_text(capsys.readouterr().out)
+    witness = take_witness(path, tmp_path, capsys)
     shutil.rmtree(path)
     shutil.copytree(older, path)
     write(path, keyring, Clock(1_900_000_000), range(100, 110))
@@ -126,9 +130,7 @@ def test_the_witness_detects_a_log_that_diverges(grown, tmp_path, capsys):
 
 def test_a_forged_witness_line_is_refused(grown, tmp_path, capsys):
     """A head line edited (a lower offset, to pass a rolled-back store) fails its HMAC."""
-    path, _, _, _ = grown
-    assert cli(path, "log", "head") == 0
-    witness = tmp_path / "witness.txt"
-    witness.write_text(capsys.readouterr().out.replace("offset=27 ", "offset=20 "))
+    witness = take_witness(grown[0], tmp_path, capsys, lambda line: line.replace("offset=27 ", "offset=20 "))
+    path = grown[0]
     assert cli(path, "log", "verify", "--witness", str(witness)) == 2
     assert "fails its HMAC check" in capsys.readouterr().err
