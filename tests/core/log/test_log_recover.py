@@ -228,3 +228,14 @@ def test_recover_of_an_empty_log_accepts_only_its_start(tmp_path, capsys):
     assert recover(path, "--truncate-to", "5", "--yes") != 0
     assert "the log has no segments: it can only be recorded as ending at offset 0" in capsys.readouterr().err
     assert not (path / "log" / "high-water").exists()
+
+
+def test_a_forged_pending_recovery_marker_is_refused(healthy):
+    """A marker not sealed with the store's key is tampering: both opens refuse it and change nothing."""
+    path, keyring = healthy
+    (path / "recovery-pending").write_bytes(b'{"event": {}}' + bytes(40))
+    before = files_under(path)
+    for read_only in (True, False):
+        with pytest.raises(CorruptLogError, match="pending-recovery marker .* is not valid"):
+            SecurityStore.open(path, tamper_config(False), keyring=keyring, read_only=read_only)
+    assert files_under(path) == before
