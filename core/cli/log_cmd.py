@@ -192,7 +192,7 @@ def recover_cmd(args: argparse.Namespace) -> int:
             return 1
         event = recovery.execute(args.reason)
     print(f"recovered: kept the offsets below {event.from_offset}; cut {cut_span(event.from_offset, event.to_offset)} "
-          f"({event.events} events, sha256 {event.digest}) into {Path(path) / event.quarantine}; "
+          f"({event.events} event(s), sha256 {event.digest}) into {Path(path) / event.quarantine}; "
           f"the recovery {event.recovery_id} is logged at offset {event.from_offset}")
     return 0
 

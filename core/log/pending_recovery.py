@@ -95,4 +95,6 @@ def recovered_envelope(event: LogRecovered, timestamp_ms: int) -> Envelope:
 
 def cut_span(from_offset: int, to_offset: int) -> str:
     """How a cut of offsets [from_offset, to_offset) reads."""
+    if to_offset - from_offset == 1:
+        return f"offset {from_offset}"
     return f"offsets {from_offset} to {to_offset - 1}" if to_offset > from_offset else "no offsets"

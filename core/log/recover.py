@@ -80,7 +80,7 @@ class RecoveryPlan:
 
     def __str__(self) -> str:
         return (f"keep the offsets below {self.offset}; cut {cut_span(self.offset, self.to_offset)} ({self.events} "
-                f"events in {self.removed_bytes} bytes of the log); move them and {len(self.derived)} derived "
+                f"event(s) in {self.removed_bytes} bytes of the log); move them and {len(self.derived)} derived "
                 "file(s) past the cut to the quarantine; log the recovery")
 
 

@@ -63,7 +63,7 @@ class VerifyReport:
 def recovery_line(offset: int, event: LogRecovered) -> str:
     """How verify reports a logged repair."""
     return (f"recovery logged at offset {offset}: {event.operator} cut {cut_span(event.from_offset, event.to_offset)} "
-            f"({event.events} events, quarantined bytes sha256 {event.digest}); reason: {event.reason!r}")
+            f"({event.events} event(s), quarantined bytes sha256 {event.digest}); reason: {event.reason!r}")
 
 
 def verify_log(

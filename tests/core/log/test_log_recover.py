@@ -74,7 +74,7 @@ def test_recover_keeps_the_offsets_below_n_and_logs_what_it_cut(damaged, capsys)
     path, keyring, frames = damaged
     assert recover(path, "--truncate-to", "25", "--reason", "edited batch found by open", "--yes") == 0
     out = capsys.readouterr().out
-    assert "kept the offsets below 25; cut offsets 25 to 26 (2 events" in out
+    assert "kept the offsets below 25; cut offsets 25 to 26 (2 event(s)" in out
     (quarantine,) = (path / "quarantine").iterdir()
     cut = b"".join(frames[-2:])
     assert (quarantine / sorted((path / "log").glob("*.log"))[-1].name).read_bytes() == cut
