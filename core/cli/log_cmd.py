@@ -174,15 +174,13 @@ def recover_cmd(args: argparse.Namespace) -> int:
     path, ring = store_path(args), keyring(args)
     config = StoreConfig.load(path)
     if args.resume:
-        record_pending(path, ring, config.log)
-        print("the pending recovery is logged")
+        print("the pending recovery is logged" if record_pending(path, ring, config.log) else
+              "no recovery was pending: nothing to log")
         return 0
     with Recovery(path, args.offset, keyring=ring, config=config.log, clock=config.clock) as recovery:
         plan = recovery.plan
-        if plan.problem is None and not args.force:
-            print(f"secmeta: error: the log opens cleanly: nothing needs recovering, and cutting it at offset "
-                  f"{args.offset} would roll back history. Nothing was changed; --force cuts it anyway",
-                  file=sys.stderr)
+        if why := recovery.refusal(args.force):
+            print(f"secmeta: error: {why}", file=sys.stderr)
             return 1
         if plan.problem is not None:
             print(f"open refuses the log: {plan.problem}")
@@ -190,7 +188,7 @@ def recover_cmd(args: argparse.Namespace) -> int:
         if not args.yes and not _confirmed("proceed? [y/N] "):
             print("secmeta: error: not confirmed; nothing was changed", file=sys.stderr)
             return 1
-        event = recovery.execute(args.reason)
+        event = recovery.execute(args.reason, force=args.force)
     print(f"recovered: kept the offsets below {event.from_offset}; cut {cut_span(event.from_offset, event.to_offset)} "
           f"({event.events} event(s), sha256 {event.digest}) into {Path(path) / event.quarantine}; "
           f"the recovery {event.recovery_id} is logged at offset {event.from_offset}")

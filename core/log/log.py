@@ -48,6 +48,7 @@ class Log:
         self.read_only = read_only
         self.clock = clock
         self.recovery = RecoveryReport()
+        self.logged_recovery: Envelope | None = None  # a pending recovery's event this open logged first
         self._high_water = HighWater(store.log_dir, store.store_id, keyring)
         chain = Chain(keyring)
         self._loader = LogLoader(store, keyring, codec, chain, config, self._high_water,
@@ -108,6 +109,7 @@ class Log:
             self._writer.append([self._loader.pending])
             self._writer.flush()
             clear_pending(self.store)
+            self.logged_recovery = self._loader.pending
 
     # -- appending -------------------------------------------------------------
 

@@ -47,10 +47,14 @@ from secmeta.events.durable import fsync_dir, write_atomically
 from secmeta.events.keyring import Keyring
 from secmeta.events.records import LogRecovered
 
-__all__ = ["QUARANTINE_DIR", "Recovery", "RecoveryPlan", "record_pending"]
+__all__ = ["QUARANTINE_DIR", "Recovery", "RecoveryPlan", "RecoveryRefusedError", "record_pending"]
 
 logger = logging.getLogger("secmeta.log")
 QUARANTINE_DIR = "quarantine"
+
+
+class RecoveryRefusedError(SecmetaError):
+    """A recovery that must not be made as asked (a log that opens cleanly, not forced)."""
 
 
 @dataclass(frozen=True)
@@ -141,8 +145,18 @@ class Recovery:
         moved = tuple(dict.fromkeys(e.path.parent if e.path.parent.name == INDEX_DIR else e.path for e in derived))
         return RecoveryPlan(offset, end, events, tuple(pieces), moved, link, problem)
 
-    def execute(self, reason: str) -> LogRecovered:
-        """Cut the log as planned and log the recovery (see the module's docstring); the event logged."""
+    def refusal(self, force: bool) -> str | None:
+        """Why the cut must not be made (None: it may): a log that opens cleanly is cut only when forced."""
+        if self.plan.problem is None and not force:
+            return (f"the log opens cleanly: nothing needs recovering, and cutting it at offset {self.plan.offset} "
+                    "would roll back history. Nothing was changed; --force cuts it anyway")
+        return None
+
+    def execute(self, reason: str, *, force: bool = False) -> LogRecovered:
+        """Cut the log as planned and log the recovery (see the module's docstring); the event logged.
+        RecoveryRefusedError (nothing changed) for a log that opens cleanly, unless ``force``."""
+        if why := self.refusal(force):
+            raise RecoveryRefusedError(why)
         plan, store = self.plan, self.store
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now_ms(self.clock) / 1000))
         recovery_id = str(uuid.uuid4())
@@ -196,9 +210,10 @@ class Recovery:
         fsync_dir(log_dir)
 
 
-def record_pending(path: str | os.PathLike, keyring: Keyring, config: LogConfig | None = None) -> None:
-    """Open the store's log for writing once: it logs a recovery whose event is still pending."""
-    Log.open(path, keyring=keyring, config=config, create=False).close()
+def record_pending(path: str | os.PathLike, keyring: Keyring, config: LogConfig | None = None) -> bool:
+    """Open the store's log for writing once: it logs a recovery whose event is still pending (True if one was)."""
+    with Log.open(path, keyring=keyring, config=config, create=False) as log:
+        return log.logged_recovery is not None
 
 
 def _open_problem(path: Path, keyring: Keyring) -> str | None:

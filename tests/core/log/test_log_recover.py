@@ -9,20 +9,25 @@ import json
 import shutil
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from secmeta.core import RequestContext, SecurityStore
 from secmeta.core.cli import main
 from secmeta.core.errors import CorruptLogError
 from secmeta.core.log import Log
+from secmeta.core.log.recover import Recovery
 from secmeta.events.records import LogRecovered
 from secmeta.events.types import AclOperation, ResourceType
 from tests.logkit import (
+    acl_created,
     binding,
     build_tamper_store,
     cli_verify,
     frames_of,
     make_keyring,
     reframe,
+    strip,
     tamper_config,
 )
 
@@ -158,9 +163,11 @@ def test_resume_logs_a_pending_recovery(damaged, monkeypatch, capsys):
     monkeypatch.setattr("secmeta.core.log.recover.record_pending", lambda *a, **k: None)
     assert recover(path, "--truncate-to", "25", "--yes") == 0
     monkeypatch.undo()
-    assert recover(path, "--resume") == 0
+    capsys.readouterr()
+    assert recover(path, "--resume") == 0 and "the pending recovery is logged" in capsys.readouterr().out
     (logged,) = logged_recoveries(path, keyring)
     assert logged.event.reason == "not given"
+    assert recover(path, "--resume") == 0 and "no recovery was pending" in capsys.readouterr().out
 
 
 def test_recover_moves_snapshots_past_the_offset(damaged, capsys):
@@ -239,3 +246,32 @@ def test_a_forged_pending_recovery_marker_is_refused(healthy):
         with pytest.raises(CorruptLogError, match="pending-recovery marker .* is not valid"):
             SecurityStore.open(path, tamper_config(False), keyring=keyring, read_only=read_only)
     assert files_under(path) == before
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=8), data=st.data())
+def test_any_cut_keeps_what_is_below_it_and_logs_the_rest_exactly(tmp_path_factory, sizes, data):
+    """For any log of batches and any batch boundary N (forced: the log opens cleanly): offsets below N are kept as they were, and the logged
+    LogRecovered at N counts the events cut and digests exactly the bytes that were cut."""
+    directory = tmp_path_factory.mktemp("cut")
+    keyring, path = make_keyring(directory), directory / "store"
+    with Log.open(path, keyring=keyring) as log:
+        n = 0
+        for size in sizes:
+            log.append([acl_created(n + i) for i in range(size)])
+            n += size
+    bounds = [sum(sizes[:i]) for i in range(len(sizes) + 1)]
+    cut = data.draw(st.sampled_from(bounds))
+    with Log.open(path, keyring=keyring, read_only=True) as log:
+        kept = strip(log.read(0, cut))
+    data_before = b"".join(p.read_bytes() for p in sorted((path / "log").glob("*.log")))
+    with Recovery(path, cut, keyring=keyring) as recovery:
+        event = recovery.execute("property", force=True)
+    with Log.open(path, keyring=keyring, read_only=True) as log:
+        after = list(log.read())
+    assert strip(after[:cut]) == kept and len(after) == cut + 1 and after[cut].event == event
+    data_after = b"".join(p.read_bytes() for p in sorted((path / "log").glob("*.log")))
+    assert (event.from_offset, event.to_offset, event.events) == (cut, n, n - cut)
+    quarantined = b"".join(p.read_bytes() for p in sorted((path / event.quarantine).glob("*.log")))
+    assert event.digest == hashlib.sha256(quarantined).hexdigest()
+    assert data_before.endswith(quarantined) and data_after.startswith(data_before[: len(data_before) - len(quarantined)])
