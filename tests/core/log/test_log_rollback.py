@@ -134,3 +134,16 @@ def test_a_forged_witness_line_is_refused(grown, tmp_path, capsys):
     path = grown[0]
     assert cli(path, "log", "verify", "--witness", str(witness)) == 2
     assert "fails its HMAC check" in capsys.readouterr().err
+
+
+def test_a_checkpoint_past_the_end_is_evidence_too(grown):
+    """A time-travel checkpoint (the same authenticated file format, in DIR/checkpoints) past the end is named."""
+    path, older, keyring, sizes = grown
+    roll_back(path, older, sizes)
+    shutil.rmtree(path / "history")
+    (path / "checkpoints").mkdir(exist_ok=True)
+    for snapshot in (path / "snapshots").glob("*.avro"):
+        snapshot.rename(path / "checkpoints" / snapshot.name)
+    with pytest.raises(CorruptLogError, match=r"checkpoints/snapshot-0+2[1-7]\.avro records offset 2[1-7] but "
+                                              r"the log ends at offset 20"):
+        SecurityStore.open(path, tamper_config(False), keyring=keyring, read_only=True)
