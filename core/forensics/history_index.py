@@ -62,6 +62,7 @@ from secmeta.core.forensics.backend import (
 )
 from secmeta.core.forensics.index_seal import INDEX_DIR, INDEX_FILE, index_key, meta_mac
 from secmeta.core.log import Log
+from secmeta.core.log.evidence import refuse_evidence
 from secmeta.events.entities import ACLS, CREDENTIALS, TOKENS, Parties, kind_of
 from secmeta.events.records import (
     AclCreated,
@@ -272,6 +273,8 @@ class HistoryIndex:
             if self._condemned_path.exists():
                 problem = f"log verify found it wrong: {self._condemned_path.read_text(errors='replace')}"
             elif self.path.exists():
+                # an index past the log's end is evidence of a cut: refused (never rebuilt) as the log's open does
+                refuse_evidence(self.log.store, self.log.keyring, self.log.end_offset)
                 # a file left as it was at a clean close needs its meta row checked, not every row again
                 self.rows_checked = not self._unchanged_since_close()
                 problem = index_problem(self.path, self.log, self._key_id, self._key, rows=self.rows_checked)
