@@ -37,6 +37,8 @@ TESTS = Path(__file__).parent
 MARKED_BY_FIXTURE = {
     "spark": "spark",  # the session's local SparkSession (a JVM)
     "kafka_bootstrap": "kafka",  # librdkafka's mock cluster
+    "other_kafka_cluster": "kafka",  # a second mock cluster (tests/consumers/conftest.py)
+    "tansu_bootstrap": "kafka",  # a Tansu broker: topic ids, deleting topics (tests/consumers/conftest.py)
     "serve": "server",  # secmeta serve on ephemeral ports (tests/core/conftest.py)
     "shared_server": "server",
 }

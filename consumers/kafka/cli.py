@@ -35,6 +35,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_store_options(pub)
     _client_options(pub)
     pub.add_argument("--once", action="store_true", help="publish what is logged now, then exit")
+    pub.add_argument("--from-beginning", action="store_true",
+                     help="publish the whole log, ignoring the checkpoint: needed when the topics are not the ones "
+                          "the checkpoint was written for (another cluster, topics deleted and created again)")
     _timeout(pub, "with --once: give up after this many seconds, exit 1 naming what is left unpublished")
     pub.set_defaults(func=publish_cmd)
 
@@ -149,7 +152,8 @@ def publish_cmd(args: argparse.Namespace) -> int:
 
         publisher = Publisher(store_path(args), keyring(args), args.bootstrap_server,
                               history_topic=args.history_topic, state_topic=args.state_topic,
-                              client_config=_client_config(args), progress=report)
+                              client_config=_client_config(args), progress=report,
+                              from_beginning=args.from_beginning)
         try:
             if not args.once:
                 publisher.run(_stop_on_signals())
@@ -158,7 +162,7 @@ def publish_cmd(args: argparse.Namespace) -> int:
             count = publisher.publish_available(timeout=args.timeout)
         finally:
             publisher.close(timeout=1.0 if publisher.checkpoint < publisher.log_end else 5.0)
-        if publisher.checkpoint < end:  # the client's log is in now that close has served it
+        if publisher.checkpoint < end or not publisher.bound:  # the client's log is in now that close served it
             why = problems.reason() or (trouble[0] if trouble else "the broker did not confirm them")
             raise PublisherError(
                 f"published {count} of {end - start} events to {args.history_topic} and {args.state_topic} "

@@ -15,6 +15,14 @@ the image as a snapshot plus ``follower.json`` naming it, the log offset it
 reflects and the Kafka position to resume from.  ``bootstrap_from_state_topic``
 rebuilds the image from the compacted state topic instead of the whole
 history, then follows the history from the position the state recorded.
+
+The checkpoint also records the cluster and topic it was made on (cluster id,
+topic id: ``topic_identity``) and the Kafka offset and chain link of the last
+event applied.  Before following on from it, the follower checks the topic: one
+that ends before what the checkpoint applied (another cluster, a topic deleted
+and created again or emptied) raises ``FollowerAheadError`` naming both offsets;
+another cluster or topic id, or another event where the checkpoint's last one
+was, raises ``FollowerError``: the image is not of that topic.
 """
 
 from __future__ import annotations
@@ -32,8 +40,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER
+from secmeta.consumers.kafka.topic_end import TopicReadError, read_message, read_topic_end
+from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
 from secmeta.consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
+    HEADER_LINK,
     NotOurMessage,
     header_map,
     is_removal,
@@ -57,7 +68,15 @@ from secmeta.projections.snapshot import (
     write_snapshot,
 )
 
-__all__ = ["CHECKPOINT_FILE", "DEAD_LETTER_FILE", "Follower", "FollowerError", "HistoryGapError", "StateGapError"]
+__all__ = [
+    "CHECKPOINT_FILE",
+    "DEAD_LETTER_FILE",
+    "Follower",
+    "FollowerAheadError",
+    "FollowerError",
+    "HistoryGapError",
+    "StateGapError",
+]
 
 CHECKPOINT_FILE = "follower.json"
 DEAD_LETTER_FILE = "dead-letter.jsonl"
@@ -70,6 +89,10 @@ _PROJECTION = SecurityProjection()
 
 class FollowerError(SecmetaError):
     """The follower cannot start or go on as configured (the message says why)."""
+
+
+class FollowerAheadError(FollowerError):
+    """The checkpoint applied log offsets (or Kafka positions) its topic does not hold."""
 
 
 class StateGapError(FollowerError):
@@ -138,6 +161,10 @@ class Follower:
         self._since_checkpoint = 0
         self._checkpointed: tuple[int, int | None] | None = None
         self._last_error: str | None = None
+        self._identity: TopicIdentity | None = None  # the cluster and topic the image was read from
+        self._applied_at: int | None = None  # Kafka offset of the last applied event (None: unknown)
+        self._applied_link: bytes | None = None  # its batch's chain link (None: unknown)
+        self._checked = False  # the topic was checked against the checkpoint
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self._load_checkpoint()
         self._consumer = Consumer(dict(self._settings))
@@ -179,6 +206,8 @@ class Follower:
 
     def poll(self, timeout: float = 1.0) -> int:
         """Apply what arrives within ``timeout`` seconds (one batch); return how many events were applied."""
+        if not self._check_topic(timeout):
+            return 0
         return self._apply_batch(_consume(self._consumer, self.max_batch, timeout))
 
     def _consume_to(self, high: int, timeout: float) -> list:
@@ -212,6 +241,7 @@ class Follower:
         decode = self._decode
         last = self.image.next_offset - 1
         envelopes: list[Envelope] = []
+        applied_msg = None
         for msg in messages:
             err = msg.error()
             if err is not None:
@@ -227,19 +257,23 @@ class Follower:
                 self.duplicates += 1
                 continue
             if envelope.offset != last + 1:
-                self._replay(envelopes)
+                self._replay(envelopes, applied_msg)
                 self._stop_at_gap(last, envelope.offset, msg.offset())
             envelopes.append(envelope)
+            applied_msg = msg
             last = envelope.offset
-        self._replay(envelopes)
+        self._replay(envelopes, applied_msg)
         return len(envelopes)
 
-    def _replay(self, envelopes: list[Envelope]) -> None:
+    def _replay(self, envelopes: list[Envelope], last_msg=None) -> None:
         """Apply events exactly as the store does (SecurityProjection: one delta per batch)."""
         if envelopes:
             self.image = _PROJECTION.apply(self.image, envelopes)
             self.applied += len(envelopes)
             self._since_checkpoint += len(envelopes)
+            if last_msg is not None:  # the message of the last event: where it was and its link
+                raw = header_map(last_msg.headers()).get(HEADER_LINK)
+                self._applied_at, self._applied_link = last_msg.offset(), _hex_link(raw)
 
     def _stop_at_gap(self, last: int, found: int, kafka_offset: int) -> None:
         """Leave the position on a gap (what came before is applied) and raise HistoryGapError."""
@@ -282,6 +316,10 @@ class Follower:
         ``progress(position, high)`` is called after each batch with the Kafka offsets.
         """
         deadline = time.monotonic() + timeout
+        while not self._check_topic(max(0.1, min(5.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
         high = None
         while high is None:
             try:
@@ -299,6 +337,65 @@ class Follower:
             if progress is not None and self.position is not None:
                 progress(self.position, high)
         return True
+
+    # -- is the topic the checkpoint's? ----------------------------------------------------
+
+    def _check_topic(self, timeout: float) -> bool:
+        """Once, before following: the topic must be the checkpoint's and hold what it applied.
+
+        False if the cluster could not be asked (try again); FollowerError if the topic is not the one.
+        """
+        if self._checked:
+            return True
+        try:
+            identity = read_identity(self._consumer, self._admin_settings(), [self.history_topic], timeout)
+            if self.resumed_from is not None:
+                self._compare_with_topic(identity, timeout)
+        except (KafkaException, TopicReadError) as exc:
+            text = exc.args[0].str() if isinstance(exc.args[0], KafkaError) else str(exc)
+            if text != self._last_error:
+                logger.warning("checking %s against the checkpoint: %s", self.history_topic, text)
+            self._last_error = text
+            return False
+        finally:
+            self._assign()
+        self._identity = identity
+        self._checked = True
+        return True
+
+    def _compare_with_topic(self, identity: TopicIdentity, timeout: float) -> None:
+        path = self.checkpoint_dir / CHECKPOINT_FILE
+        changes = self._identity.changes(identity) if self._identity is not None else []
+        end = read_topic_end(self._consumer, self.history_topic, self._decode, max(timeout, 10.0))
+        applied, position = self.applied_offset, self.position
+        if end.last_offset < applied or (position is not None and position > end.high):
+            raise FollowerAheadError(
+                f"follower checkpoint {path} is ahead of its topic: it applied log offsets through {applied} "
+                f"(Kafka position {position}), but {end.describe()} and ends at Kafka offset {end.high}"
+                f"{''.join('; ' + change for change in changes)}. The topic was deleted and created again, "
+                "emptied, or is on another cluster than the checkpoint's: follow it with another "
+                "--checkpoint-dir (or remove this one) to rebuild the image from what it holds")
+        if changes:
+            raise FollowerError(
+                f"follower checkpoint {path} was made on another topic: {'; '.join(changes)}. Its image and "
+                "position do not belong to this topic: follow it with another --checkpoint-dir (or remove "
+                "this one)")
+        if self._applied_at is None:
+            return
+        found = read_message(self._consumer, self.history_topic, self._applied_at, self._decode, max(timeout, 10.0))
+        if found is not None and (found.log_offset != applied or (
+                None not in (found.link, self._applied_link) and found.link != self._applied_link)):
+            raise FollowerError(
+                f"follower checkpoint {path} diverges from its topic: it applied log offset {applied} from Kafka "
+                f"offset {self._applied_at}, but the topic holds log offset {found.log_offset} there"
+                f"{'' if found.log_offset != applied else ' with another chain link'}: the topic was "
+                "rewritten, or belongs to another store. Follow it with another --checkpoint-dir (or remove "
+                "this one)")
+
+    def _admin_settings(self) -> dict:
+        consumer_only = ("group.id", "auto.offset.reset", "fetch.wait.max.ms", "enable.auto.commit",
+                         "enable.auto.offset.store")
+        return {k: v for k, v in self._settings.items() if k not in consumer_only}
 
     # -- dead letters --------------------------------------------------------------------
 
@@ -339,6 +436,9 @@ class Follower:
             "position": self.position,
             "next_offset": self.image.next_offset,
             "snapshot": info.path.name,
+            "identity": None if self._identity is None else self._identity.to_json(),
+            "applied_at": self._applied_at,
+            "applied_link": None if self._applied_link is None else self._applied_link.hex(),
         }
         write_atomically(self.checkpoint_dir / CHECKPOINT_FILE, json.dumps(data).encode())
         for path in list_snapshots(snap_dir):
@@ -360,6 +460,10 @@ class Follower:
             data = json.loads(path.read_text())
             topic, position = data["history_topic"], data["position"]
             next_offset, name = int(data["next_offset"]), str(data["snapshot"])
+            identity = TopicIdentity.from_json(data.get("identity"))
+            applied_at = data.get("applied_at")
+            applied_at = None if applied_at is None else int(applied_at)
+            applied_link = _hex_link(data.get("applied_link"))
         except (ValueError, KeyError, TypeError, OSError) as exc:
             logger.warning("follower checkpoint %s is unreadable (%r): starting from the beginning", path, exc)
             return
@@ -382,6 +486,7 @@ class Follower:
         self.position = None if position is None else int(position)
         self.resumed_from = next_offset
         self._checkpointed = (next_offset, self.position)
+        self._identity, self._applied_at, self._applied_link = identity, applied_at, applied_link
 
     # -- bootstrap from the state topic --------------------------------------------------
 
@@ -412,6 +517,7 @@ class Follower:
                 "tell where the history continues: it was not written by `secmeta kafka publish`; follow "
                 "the whole history instead (without --bootstrap-from-state)")
         self.position = history_at
+        self._applied_at = self._applied_link = None  # the image came from the state topic
         self._assign()
         self.checkpoint()
         logger.info("bootstrapped %d entities from %s at log offset %d", len(live), self.state_topic, newest)
@@ -504,6 +610,14 @@ def _history_offset(headers: dict[str, bytes]) -> int | None:
     raw = headers.get(HEADER_HISTORY_OFFSET)
     try:
         return None if raw is None else int(raw.decode("ascii"))
+    except ValueError:
+        return None
+
+
+def _hex_link(raw: bytes | str | None) -> bytes | None:
+    """A chain link given as hex (a header or the checkpoint); None if absent or not hex."""
+    try:
+        return None if raw is None else bytes.fromhex(raw.decode("ascii") if isinstance(raw, bytes) else raw)
     except ValueError:
         return None
 

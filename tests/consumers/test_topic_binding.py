@@ -1,0 +1,291 @@
+"""The mirror bound to its cluster and topics, and the history topic as a witness of the store's log.
+
+Against librdkafka's mock cluster (two of them, each with its own cluster id) and, for topic ids and
+topics deleted and created again, a Tansu broker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+
+import pytest
+from confluent_kafka import TopicCollection
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from secmeta.consumers.kafka.follower import Follower, FollowerAheadError, FollowerError
+from secmeta.consumers.kafka.publisher import Publisher, TopicChangedError
+from secmeta.consumers.kafka.topic_witness import LogBehindTopicError, LogDivergesError
+from secmeta.consumers.kafka.wire import HEADER_LINK, header_map, message_offset
+from secmeta.core.cli import main
+from tests.consumers.conftest import ADMIN, produce_raw, read_topic
+from tests.logkit import acl_created
+
+
+def acls(store, first: int, count: int) -> None:
+    store.create_acls([acl_created(i).event.binding for i in range(first, first + count)], context=ADMIN)
+
+
+def publish(store_dir, keyring, bootstrap, history, state, **kwargs) -> int:
+    with Publisher(store_dir, keyring, bootstrap, history_topic=history, state_topic=state, **kwargs) as pub:
+        return pub.publish_available(timeout=60)
+
+
+def logged_offsets(bootstrap, topic) -> list[int]:
+    return [message_offset(headers) for *_, headers in read_topic(bootstrap, topic)]
+
+
+@pytest.fixture
+def cli_keys(keyring, tmp_path, monkeypatch):
+    """The test's keyring as the CLI reads it (SECMETA_KEY_FILE, mode 0600)."""
+    keys = tmp_path / "cli-keys.json"
+    keys.write_bytes((tmp_path / "keys.json").read_bytes())
+    keys.chmod(0o600)
+    monkeypatch.setenv("SECMETA_KEY_FILE", str(keys))
+
+
+def cli(*argv: str) -> int:
+    return main(list(argv))
+
+
+# -- another cluster ----------------------------------------------------------------------------
+
+
+def test_publish_once_to_a_new_cluster_is_refused_until_from_beginning(
+        store, store_dir, cli_keys, kafka_bootstrap, other_kafka_cluster, topics, capsys):
+    """The issue's observation: the checkpoint of one cluster made `publish --once` to a new, empty one print
+    "published 0 events" and exit 0.  Now it exits 1 naming both and --from-beginning, which publishes all."""
+    acls(store, 0, 5)
+    history, state = topics("h"), topics("s")
+    names = ["--history-topic", history, "--state-topic", state]
+    assert cli("kafka", "publish", "--once", "--store", str(store_dir), "--bootstrap-server", kafka_bootstrap,
+               *names) == 0
+    capsys.readouterr()
+
+    code = cli("kafka", "publish", "--once", "--store", str(store_dir), "--bootstrap-server", other_kafka_cluster,
+               *names)
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, "")
+    assert "says log offsets through 4 were published" in err
+    assert f"topic {history} holds no secmeta event" in err and "the cluster is mockCluster" in err
+    assert "Run with --from-beginning" in err
+    assert logged_offsets(other_kafka_cluster, history) == []
+
+    assert cli("kafka", "publish", "--once", "--from-beginning", "--store", str(store_dir), "--bootstrap-server",
+               other_kafka_cluster, *names) == 0
+    assert capsys.readouterr().out == f"published 5 events to {history} and {state}\n"
+    assert logged_offsets(other_kafka_cluster, history) == [0, 1, 2, 3, 4]
+    # bound to the new cluster now: the next run resumes there, and the old cluster is the stranger
+    acls(store, 5, 1)
+    assert cli("kafka", "publish", "--once", "--store", str(store_dir), "--bootstrap-server", other_kafka_cluster,
+               *names) == 0
+    assert logged_offsets(other_kafka_cluster, history) == [0, 1, 2, 3, 4, 5]
+    assert cli("kafka", "publish", "--once", "--store", str(store_dir), "--bootstrap-server", kafka_bootstrap,
+               *names) == 1
+
+
+def test_the_checkpoint_records_the_cluster_and_a_checkpoint_without_one_is_adopted(
+        store, store_dir, keyring, kafka_bootstrap, topics):
+    """A checkpoint written before identities were recorded resumes on topics that hold what it says, and
+    records the cluster id from then on."""
+    acls(store, 0, 3)
+    history, state = topics("h"), topics("s")
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    path = store_dir / "kafka-publisher.json"
+    recorded = json.loads(path.read_text())
+    assert recorded["identity"]["cluster_id"].startswith("mockCluster")
+    path.write_text(json.dumps({k: v for k, v in recorded.items() if k != "identity"}))
+    acls(store, 3, 1)
+    assert publish(store_dir, keyring, kafka_bootstrap, history, state) == 1
+    assert json.loads(path.read_text())["identity"] == recorded["identity"]
+    assert logged_offsets(kafka_bootstrap, history) == [0, 1, 2, 3]
+
+
+def test_other_writers_after_the_last_event_do_not_hide_it(store, store_dir, keyring, kafka_bootstrap, topics):
+    """The topic's newest event is found behind other writers' messages: publishing resumes normally."""
+    acls(store, 0, 2)
+    history, state = topics("h"), topics("s")
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    produce_raw(kafka_bootstrap, history, [(None, b"not ours %d" % i, []) for i in range(40)])
+    acls(store, 2, 1)
+    assert publish(store_dir, keyring, kafka_bootstrap, history, state) == 1
+
+
+def test_history_messages_carry_the_chain_link_of_their_batch(store, store_dir, keyring, kafka_bootstrap, topics):
+    """Each event's secmeta.link is its log batch's chain link: events of one request share it."""
+    acls(store, 0, 2)
+    acls(store, 2, 1)
+    history = topics("h")
+    publish(store_dir, keyring, kafka_bootstrap, history, topics("s"))
+    links = [header_map(headers)[HEADER_LINK] for *_, headers in read_topic(kafka_bootstrap, history)]
+    batches = list(store.log.batches())
+    assert links == [batches[0].link.hex().encode()] * 2 + [batches[1].link.hex().encode()]
+
+
+# -- the topic as a witness of the log -------------------------------------------------------------
+
+
+@pytest.fixture
+def older_copy(store, store_dir, open_store, tmp_path):
+    """The store after 3 events, copied aside; the store then logs 3 more (6 in all)."""
+    acls(store, 0, 3)
+    store.close()
+    shutil.copytree(store_dir, tmp_path / "older")
+    store = open_store()
+    acls(store, 3, 3)
+    store.close()
+    return tmp_path / "older"
+
+
+def _restore(older, store_dir):
+    shutil.rmtree(store_dir)
+    shutil.copytree(older, store_dir)
+
+
+def test_a_store_rolled_back_behind_its_topic_is_refused_naming_both_offsets(
+        older_copy, store_dir, keyring, kafka_bootstrap, topics):
+    """Replaced by an older copy of itself, the store would publish nothing (or resume); the topic says
+    offset 5 was logged, and the log ends at 2: refused, nothing published."""
+    history, state = topics("h"), topics("s")
+    assert publish(store_dir, keyring, kafka_bootstrap, history, state) == 6
+    _restore(older_copy, store_dir)
+    with pytest.raises(LogBehindTopicError, match=f"topic {history} holds log offsets through 5 .*"
+                                                  "but the log ends at offset 2"):
+        publish(store_dir, keyring, kafka_bootstrap, history, state)
+    assert logged_offsets(kafka_bootstrap, history) == list(range(6))
+
+
+def test_a_store_that_diverges_from_its_topic_is_refused_naming_the_offset(
+        older_copy, store_dir, keyring, open_store, kafka_bootstrap, topics, cli_keys, capsys):
+    """An older copy that logged other events past the topic's end: the topic's event at offset 5 is not
+    the log's (another chain link), so `kafka publish` exits 1 naming offset 5 and the log's end."""
+    history, state = topics("h"), topics("s")
+    assert publish(store_dir, keyring, kafka_bootstrap, history, state) == 6
+    _restore(older_copy, store_dir)
+    store = open_store()
+    acls(store, 100, 5)
+    store.close()
+    with pytest.raises(LogDivergesError, match="diverges from its history topic at log offset 5: .* the log's "
+                                               "event at offset 5 differs .*the log ends at offset 7"):
+        publish(store_dir, keyring, kafka_bootstrap, history, state)
+    code = cli("kafka", "publish", "--once", "--from-beginning", "--store", str(store_dir), "--bootstrap-server",
+               kafka_bootstrap, "--history-topic", history, "--state-topic", state)
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, "")
+    assert "diverges from its history topic at log offset 5" in err and "Nothing was published" in err
+    assert logged_offsets(kafka_bootstrap, history) == list(range(6))
+
+
+# -- the follower -------------------------------------------------------------------------------------
+
+
+def test_a_follower_whose_checkpoint_is_ahead_of_its_topic_exits_1(
+        store, store_dir, keyring, kafka_bootstrap, other_kafka_cluster, topics, tmp_path, capsys):
+    """The issue's follower at offset -1 forever, from the other side: a follower checkpointed at offset 4
+    on one cluster, pointed at another whose topic holds nothing, said "follower at log offset 4" and exit
+    0.  Now it says its checkpoint is ahead of the topic, naming both, and exits 1."""
+    acls(store, 0, 5)
+    history, state = topics("h"), topics("s")
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    follow = ["kafka", "follow", "--once", "--checkpoint-dir", str(tmp_path / "f"), "--history-topic", history,
+              "--state-topic", state, "--timeout", "30", "--bootstrap-server"]
+    assert cli(*follow, kafka_bootstrap) == 0
+    capsys.readouterr()
+    code = cli(*follow, other_kafka_cluster)
+    out, err = capsys.readouterr()
+    assert (code, out) == (1, "")
+    assert "is ahead of its topic: it applied log offsets through 4 (Kafka position 5)" in err
+    assert f"topic {history} holds no secmeta event" in err and "the cluster is mockCluster" in err
+    assert "another --checkpoint-dir" in err
+
+
+def test_a_follower_on_another_cluster_holding_more_is_refused(
+        store, store_dir, keyring, kafka_bootstrap, other_kafka_cluster, topics, tmp_path):
+    """Another cluster's topic of the same name that holds more is not the checkpoint's: refused, not mixed."""
+    acls(store, 0, 2)
+    history, state = topics("h"), topics("s")
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    with Follower(kafka_bootstrap, history_topic=history, checkpoint_dir=tmp_path / "f") as follower:
+        assert follower.catch_up(30)
+    acls(store, 2, 3)
+    publish(store_dir, keyring, other_kafka_cluster, history, state, from_beginning=True)
+    with Follower(other_kafka_cluster, history_topic=history, checkpoint_dir=tmp_path / "f") as follower:
+        with pytest.raises(FollowerError, match="was made on another topic: the cluster is mockCluster"):
+            follower.catch_up(30)
+        assert follower.applied_offset == 1
+
+
+# -- topics deleted and created again (Tansu: topic ids, DeleteTopics) --------------------------------
+
+
+# Tansu (v0.6) reports a partition's high watermark as one past the first record of the newest batch, not
+# of its last record: with one record per batch the two agree, as on Kafka.
+TANSU = {"batch.num.messages": 1}
+
+
+def _admin(bootstrap):
+    return AdminClient({"bootstrap.servers": bootstrap, "logger": logging.getLogger("tests.kafka")})
+
+
+def _topic_id(bootstrap, name) -> str:
+    admin = _admin(bootstrap)  # alive until the answer is in
+    return str(admin.describe_topics(TopicCollection([name]), request_timeout=10)[name].result(15).topic_id)
+
+
+def _recreate(bootstrap, name) -> None:
+    admin = _admin(bootstrap)
+    admin.delete_topics([name], operation_timeout=10)[name].result(15)
+    admin.create_topics([NewTopic(name, 1, -1)], operation_timeout=10)[name].result(15)
+
+
+def test_a_recreated_topic_is_refused_by_its_id_until_from_beginning(
+        store, store_dir, keyring, tansu_bootstrap, topics):
+    """The checkpoint records both topic ids; the history topic deleted and created again has another id:
+    refused naming it, nothing published; --from-beginning publishes the whole log to it."""
+    acls(store, 0, 4)
+    history, state = topics("h"), topics("s")
+    assert publish(store_dir, keyring, tansu_bootstrap, history, state, client_config=TANSU) == 4
+    identity = json.loads((store_dir / "kafka-publisher.json").read_text())["identity"]
+    old = _topic_id(tansu_bootstrap, history)
+    assert identity == {"cluster_id": "tansu_cluster",
+                        "topic_ids": {history: old, state: _topic_id(tansu_bootstrap, state)}}
+    _recreate(tansu_bootstrap, history)
+    acls(store, 4, 1)
+    with pytest.raises(TopicChangedError, match=f"topic {history} has id {_topic_id(tansu_bootstrap, history)}, "
+                                                f"not {old} .*--from-beginning"):
+        publish(store_dir, keyring, tansu_bootstrap, history, state, client_config=TANSU)
+    assert logged_offsets(tansu_bootstrap, history) == []
+    assert publish(store_dir, keyring, tansu_bootstrap, history, state, client_config=TANSU, from_beginning=True) == 5
+    assert logged_offsets(tansu_bootstrap, history) == [0, 1, 2, 3, 4]
+
+
+def test_a_follower_of_a_recreated_topic_is_refused(store, store_dir, keyring, tansu_bootstrap, topics, tmp_path):
+    """A follower checkpointed on a topic later deleted and re-published from the beginning holds positions
+    of the old topic: refused naming the topic id, and the image stays."""
+    acls(store, 0, 3)
+    history, state = topics("h"), topics("s")
+    publish(store_dir, keyring, tansu_bootstrap, history, state, client_config=TANSU)
+    with Follower(tansu_bootstrap, history_topic=history, checkpoint_dir=tmp_path / "f") as follower:
+        assert follower.catch_up(30)
+    old = _topic_id(tansu_bootstrap, history)
+    _recreate(tansu_bootstrap, history)
+    acls(store, 3, 2)
+    publish(store_dir, keyring, tansu_bootstrap, history, state, client_config=TANSU, from_beginning=True)
+    with Follower(tansu_bootstrap, history_topic=history, checkpoint_dir=tmp_path / "f") as follower:
+        with pytest.raises(FollowerError, match=f"topic {history} has id .*, not {old}"):
+            follower.catch_up(30)
+        assert follower.applied_offset == 2
+
+
+def test_a_follower_ahead_is_the_ahead_error(store, store_dir, keyring, kafka_bootstrap, other_kafka_cluster,
+                                             topics, tmp_path):
+    """The API raises FollowerAheadError (a FollowerError) for a checkpoint ahead of its topic."""
+    acls(store, 0, 2)
+    history = topics("h")
+    publish(store_dir, keyring, kafka_bootstrap, history, topics("s"))
+    with Follower(kafka_bootstrap, history_topic=history, checkpoint_dir=tmp_path / "f") as follower:
+        assert follower.catch_up(30)
+    with Follower(other_kafka_cluster, history_topic=history, checkpoint_dir=tmp_path / "f") as follower:
+        with pytest.raises(FollowerAheadError):
+            follower.catch_up(30)
