@@ -92,8 +92,9 @@ def _read_range(consumer: Consumer, topic: str, start: int, stop: int, deadline:
                 if err.code() != KafkaError._PARTITION_EOF:
                     raise TopicReadError(f"reading topic {topic}: {err.str()}")
                 continue
-            position = msg.offset() + 1
-            if msg.offset() < stop:
+            at = msg.offset() or 0  # a message without an error has an offset (never None)
+            position = at + 1
+            if at < stop:
                 out.append(msg)
     return out
 

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
 from confluent_kafka import KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient
@@ -58,7 +59,7 @@ class TopicIdentity:
         return out
 
 
-def read_identity(client, admin_config: Mapping[str, object], topics: Sequence[str],
+def read_identity(client, admin_config: Mapping[str, Any], topics: Sequence[str],
                   timeout: float) -> TopicIdentity:
     """The cluster id and the ids of ``topics`` (which must exist).  KafkaException if unreachable."""
     metadata = client.list_topics(timeout=timeout)

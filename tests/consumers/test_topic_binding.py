@@ -289,3 +289,22 @@ def test_a_follower_ahead_is_the_ahead_error(store, store_dir, keyring, kafka_bo
     with Follower(other_kafka_cluster, history_topic=history, checkpoint_dir=tmp_path / "f") as follower:
         with pytest.raises(FollowerAheadError):
             follower.catch_up(30)
+
+
+def test_a_follower_whose_last_event_is_not_where_the_topic_has_it_is_refused(
+        store, store_dir, keyring, kafka_bootstrap, topics, tmp_path):
+    """The checkpoint names the Kafka offset and chain link of its last event; a topic holding another event
+    there (a topic of the same name rewritten where the broker keeps no topic ids) is refused, not mixed in."""
+    acls(store, 0, 3)
+    history = topics("h")
+    publish(store_dir, keyring, kafka_bootstrap, history, topics("s"))
+    with Follower(kafka_bootstrap, history_topic=history, checkpoint_dir=tmp_path / "f") as follower:
+        assert follower.catch_up(30)
+    path = tmp_path / "f" / "follower.json"
+    checkpoint = json.loads(path.read_text())
+    assert (checkpoint["applied_at"], checkpoint["applied_link"]) == (2, store.log.last_link.hex())
+    path.write_text(json.dumps({**checkpoint, "applied_link": "00" * 32}))
+    with Follower(kafka_bootstrap, history_topic=history, checkpoint_dir=tmp_path / "f") as follower:
+        with pytest.raises(FollowerError, match="diverges from its topic: it applied log offset 2 from Kafka offset "
+                                                "2, but the topic holds log offset 2 there with another chain link"):
+            follower.catch_up(30)
