@@ -14,9 +14,24 @@ import logging
 import re
 import sys
 
-__all__ = ["LIBRDKAFKA_LOGGER", "ClientProblems"]
+__all__ = ["LIBRDKAFKA_LOGGER", "ClientProblems", "side_client_logger"]
 
 LIBRDKAFKA_LOGGER = "secmeta.kafka.librdkafka"
+_OTHER_ROLE = "property and will be ignored by this"  # CONFWARN: "... is a producer property and will be ..."
+
+
+def _not_about_the_other_role(record: logging.LogRecord) -> bool:
+    return _OTHER_ROLE not in ClientProblems.summary(record)
+
+
+def side_client_logger() -> logging.Logger:
+    """The logger for a short-lived client of the other role built from a job's settings (the publisher's
+    consumer that reads a topic's end, the follower's admin client): librdkafka's warnings that a setting is
+    the other role's and ignored are dropped, the rest reaches LIBRDKAFKA_LOGGER's handlers."""
+    log = logging.getLogger(LIBRDKAFKA_LOGGER + ".side")
+    if _not_about_the_other_role not in log.filters:
+        log.addFilter(_not_about_the_other_role)
+    return log
 
 _THREAD = re.compile(r"^\[thrd:[^\]]*\]:\s*")
 _RETRY_DETAIL = re.compile(r"\s*\(after \d+ms in state \w+(, \d+ identical error\(s\) suppressed)?\)")

@@ -39,7 +39,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from secmeta.consumers.kafka.client_config import client_settings
-from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER
+from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER, side_client_logger
 from secmeta.consumers.kafka.topic_end import TopicReadError, read_message, read_topic_end
 from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
 from secmeta.consumers.kafka.wire import (
@@ -395,7 +395,7 @@ class Follower:
     def _admin_settings(self) -> dict:
         consumer_only = ("group.id", "auto.offset.reset", "fetch.wait.max.ms", "enable.auto.commit",
                          "enable.auto.offset.store")
-        return {k: v for k, v in self._settings.items() if k not in consumer_only}
+        return {**{k: v for k, v in self._settings.items() if k not in consumer_only}, "logger": side_client_logger()}
 
     # -- dead letters --------------------------------------------------------------------
 

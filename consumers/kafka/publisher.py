@@ -47,7 +47,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from secmeta.consumers.kafka.client_config import client_settings
-from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER
+from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER, side_client_logger
 from secmeta.consumers.kafka.state_form import StateForm
 from secmeta.consumers.kafka.topic_end import TopicEnd, TopicReadError, read_topic_end
 from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
@@ -461,7 +461,7 @@ class Publisher:
         identity = read_identity(producer, self._admin_settings, (self.history_topic, self.state_topic),
                                  self.metadata_timeout)
         consumer = Consumer({**self._admin_settings, "group.id": "secmeta-publisher-check",
-                             "enable.auto.commit": False, "enable.partition.eof": False})
+                             "enable.auto.commit": False, "logger": side_client_logger()})
         try:
             ends = [read_topic_end(consumer, topic, self._decode, self.check_timeout)
                     for topic in (self.history_topic, self.state_topic)]
