@@ -31,7 +31,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     pub = sub.add_parser("publish", help="tail the store's log into the history and state topics (until stopped)",
                          description="Produce every logged event (idempotent, acks=all) to the history topic and the "
                                      "compacted state topic; resumes from a durable checkpoint with no gap; shows "
-                                     "progress and lag; retries while the broker is unreachable.")
+                                     "progress and lag; retries while the broker is unreachable. The checkpoint "
+                                     "is bound to the cluster and topic ids; a log behind or diverging from what "
+                                     "the history topic holds is refused, naming both offsets.")
     add_store_options(pub)
     _client_options(pub)
     pub.add_argument("--once", action="store_true", help="publish what is logged now, then exit")
@@ -43,7 +45,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     fol = sub.add_parser("follow", help="rebuild the store's image from the history topic (until stopped)",
                          description="Consume the history topic into an image identical to the store's, "
-                                     "checkpointing so a restart resumes where it stopped.")
+                                     "checkpointing so a restart resumes where it stopped; a checkpoint ahead "
+                                     "of its topic, or made on another cluster or topic, is refused.")
     _client_options(fol)
     fol.add_argument("--checkpoint-dir", required=True, metavar="DIR", help="where the follower keeps its checkpoint and dead letters")
     fol.add_argument("--bootstrap-from-state", action="store_true", help="start from the compacted state topic")
