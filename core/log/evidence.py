@@ -42,10 +42,9 @@ class TruncationEvidenceError(CorruptLogError):
 def truncation_message(what: str, recorded: int, end: int) -> str:
     """The one wording of a refusal for evidence of truncation (a derived file or the high-water mark)."""
     return (f"{what} records offset {recorded} but the log ends at offset {end}: evidence that the log was "
-            f"truncated or rolled back, batches were removed from the end ({cut_span(end, recorded)} are missing). "
-            "Nothing was changed and nothing "
-            f"is rebuilt; `secmeta log recover --truncate-to {end} --reason TEXT` records the cut in the log "
-            "(and moves the file to the quarantine), after which the store opens")
+            f"truncated or rolled back, batches were removed from the end (missing: {cut_span(end, recorded)}). "
+            f"Nothing was changed and nothing is rebuilt; `secmeta log recover --truncate-to {end} --reason TEXT` "
+            "records the cut in the log (and moves the file to the quarantine), after which the store opens")
 
 
 def derived_files_beyond(store: StoreDirectory, keyring: Keyring, end: int, *,

@@ -26,7 +26,8 @@ from secmeta.events.durable import write_atomically
 from secmeta.events.keyring import Keyring
 from secmeta.events.records import Envelope, LogRecovered
 
-__all__ = ["PENDING_FILE", "Pending", "clear_pending", "cut_span", "local_operator", "read_pending", "recovered_envelope", "write_pending"]
+__all__ = ["PENDING_FILE", "Pending", "clear_pending", "cut_span", "local_operator", "read_pending",
+           "recovered_envelope", "write_pending"]
 
 PENDING_FILE = "recovery-pending"
 

@@ -26,7 +26,6 @@ import hashlib
 import json
 import logging
 import os
-import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,7 +41,7 @@ from secmeta.core.log.log import Log
 from secmeta.core.log.pending_recovery import cut_span, local_operator, recovered_envelope, write_pending
 from secmeta.core.log.segment import Segment
 from secmeta.core.store.storedir import StoreDirectory
-from secmeta.core.times import Clock, now_ms, wall_clock
+from secmeta.core.times import Clock, ms_to_datetime, now_ms, wall_clock
 from secmeta.events.durable import fsync_dir, write_atomically
 from secmeta.events.keyring import Keyring
 from secmeta.events.records import LogRecovered
@@ -158,7 +157,8 @@ class Recovery:
         if why := self.refusal(force):
             raise RecoveryRefusedError(why)
         plan, store = self.plan, self.store
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now_ms(self.clock) / 1000))
+        when = now_ms(self.clock)
+        stamp = ms_to_datetime(when).strftime("%Y%m%dT%H%M%SZ")
         recovery_id = str(uuid.uuid4())
         qdir = store.path / QUARANTINE_DIR / f"{stamp}-at-{plan.offset}-{recovery_id[:8]}"
         qdir.mkdir(parents=True)
@@ -171,7 +171,7 @@ class Recovery:
             write_atomically(qdir / piece.segment, data)
         event = LogRecovered(recovery_id, local_operator()[2], reason, plan.offset, plan.to_offset, plan.events,
                              plan.link.hex(), digest.hexdigest(), str(qdir.relative_to(store.path)))
-        write_pending(store, self.keyring, recovered_envelope(event, now_ms(self.clock)))
+        write_pending(store, self.keyring, recovered_envelope(event, when))
         for path in plan.derived:
             os.replace(path, qdir / path.name)
         for directory in (store.snapshot_dir, store.checkpoint_dir):

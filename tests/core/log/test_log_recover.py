@@ -251,8 +251,8 @@ def test_a_forged_pending_recovery_marker_is_refused(healthy):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(sizes=st.lists(st.integers(1, 4), min_size=1, max_size=8), data=st.data())
 def test_any_cut_keeps_what_is_below_it_and_logs_the_rest_exactly(tmp_path_factory, sizes, data):
-    """For any log of batches and any batch boundary N (forced: the log opens cleanly): offsets below N are kept as they were, and the logged
-    LogRecovered at N counts the events cut and digests exactly the bytes that were cut."""
+    """For any log of batches and any batch boundary N (forced: the log opens cleanly): offsets below N are
+    kept as they were, and the logged LogRecovered at N counts the events cut and digests exactly the bytes cut."""
     directory = tmp_path_factory.mktemp("cut")
     keyring, path = make_keyring(directory), directory / "store"
     with Log.open(path, keyring=keyring) as log:
@@ -274,4 +274,5 @@ def test_any_cut_keeps_what_is_below_it_and_logs_the_rest_exactly(tmp_path_facto
     assert (event.from_offset, event.to_offset, event.events) == (cut, n, n - cut)
     quarantined = b"".join(p.read_bytes() for p in sorted((path / event.quarantine).glob("*.log")))
     assert event.digest == hashlib.sha256(quarantined).hexdigest()
-    assert data_before.endswith(quarantined) and data_after.startswith(data_before[: len(data_before) - len(quarantined)])
+    kept_bytes = data_before[: len(data_before) - len(quarantined)]
+    assert data_before.endswith(quarantined) and data_after.startswith(kept_bytes)
