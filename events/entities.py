@@ -66,6 +66,8 @@ class EntityKind:
     carries_parties: bool = False
     # Each key opens at most once and closes at most once (acl ids are never reused).
     single_use_keys: bool = False
+    # what an opening event of a key already open does to it (a password set again: "rotated")
+    reopened: str = "replaced"
     # derived: the opening and update types that carry closed_when_none's field (None there: a close)
     closing_when_none: tuple[type, ...] = field(init=False, repr=False, compare=False, default=())
 
@@ -111,6 +113,15 @@ class EntityKind:
             return "close"
         return "update" if kind in self.updates else "open"
 
+    def action(self, role: str, was_open: bool) -> str:
+        """What a history row says an event of ``role`` did to its entity, given whether the entity was
+        open just before it: "created", ``reopened`` ("rotated" for a credential), "updated" or "deleted"."""
+        if role == "close":
+            return "deleted"
+        if role == "update":
+            return "updated"
+        return self.reopened if was_open else "created"
+
 
 def _names(types: tuple[type, ...]) -> tuple[str, ...]:
     return tuple(t.__name__ for t in types)
@@ -143,7 +154,7 @@ ACLS = EntityKind(
 CREDENTIALS = EntityKind(
     "scram", key=("user", "mechanism"), attributes=("iterations",),
     opens=(ScramCredentialUpserted,), closes=(ScramCredentialDeleted,), principals=_user_principals,
-    table="scram_users", intervals_table="credential_intervals")
+    table="scram_users", intervals_table="credential_intervals", reopened="rotated")
 TOKENS = EntityKind(
     "token", key=("token_id",),
     attributes=("owner", "requester", "renewers", "issue_timestamp_ms", "expiry_timestamp_ms",
@@ -162,7 +173,7 @@ def _quota_principals(event: ClientQuotaAltered) -> tuple[str, ...]:
 QUOTAS = EntityKind(
     "quota", key=("entity", "key"), attributes=("value",),
     opens=(ClientQuotaAltered,), closes=(), closed_when_none="value", principals=_quota_principals,
-    table="quotas", intervals_table="quota_intervals")
+    table="quotas", intervals_table="quota_intervals", reopened="altered")
 
 
 def _no_principals(event: Event) -> tuple[str, ...]:

@@ -30,8 +30,9 @@ from secmeta.events.types import (
     AclBinding,
     AclOperation,
     AclPermissionType,
+    ResourceType,
 )
-from secmeta.projections.acl_match import ACL_BITS, ALLOW_MASK, DENY_MASK, host_matches
+from secmeta.projections.acl_match import ACL_BITS, ALLOW_MASK, DENY_MASK, covers, host_matches
 
 __all__ = [
     "ALLOWED_BY_ACL",
@@ -42,8 +43,10 @@ __all__ = [
     "SUPER_USER",
     "Decision",
     "applies",
+    "concerns",
     "decide",
     "effect",
+    "principal_applies",
     "verdict",
 ]
 
@@ -94,9 +97,19 @@ def verdict(super_user: bool, bits: int, operation: int, allow_if_no_acl: bool) 
 def applies(entry: AccessControlEntry, principal: str, host: str) -> bool:
     """Whether an ACL entry applies to a request's principal and client host (Kafka's findResult,
     principal and host part; a CIDR host is secmeta's extension)."""
-    return (entry.principal == principal or entry.principal == WILDCARD_PRINCIPAL) and host_matches(
-        entry.host, host
-    )
+    return principal_applies(entry.principal, principal) and host_matches(entry.host, host)
+
+
+def principal_applies(acl_principal: str, principal: str) -> bool:
+    """Whether an ACL of ``acl_principal`` applies to requests of ``principal``: its own, or 'User:*'."""
+    return acl_principal == principal or acl_principal == WILDCARD_PRINCIPAL
+
+
+def concerns(binding: AclBinding, principal: str) -> bool:
+    """Whether an ACL belongs to ``principal``'s history: it applies to their requests (``principal_applies``),
+    or its resource is the USER resource naming them (Kafka's USER resource, named by the principal string,
+    e.g. CREATE_TOKENS on 'User:alice'), by ``covers``: literal, literal '*' or a prefix of the name."""
+    return principal_applies(binding.principal, principal) or covers(binding.pattern, ResourceType.USER, principal)
 
 
 def effect(entry: AccessControlEntry, operation: AclOperation) -> AclPermissionType | None:

@@ -26,7 +26,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                             description="Logged changes in order, filtered; payloads redacted (never secrets).")
     add_security_options(h)
     h.add_argument("--principal", metavar="PRINCIPAL",
-                   help="changes made by, or about, this principal (actor or subject)")
+                   help="changes made by, or about, this principal: its ACLs and the 'User:*' grants, ACLs on the "
+                        "USER resource naming it, its credentials, tokens it owns, requested or may renew, quotas "
+                        "of its user")
     h.add_argument("--user", metavar="NAME", help="changes to this SCRAM user's credentials")
     add_resource_options(h, many=False)
     h.add_argument("--resource-pattern-type", default="match", metavar="TYPE",
@@ -129,7 +131,7 @@ def history_cmd(args: argparse.Namespace) -> int:
 
 
 EVENT_COLUMNS = {"offset": "OFFSET", "time": "TIME", "actor_principal": "ACTOR", "actor_host": "HOST",
-                 "event_type": "EVENT", "entity_key": "ENTITY", "details": "DETAILS"}
+                 "event_type": "EVENT", "action": "ACTION", "entity_key": "ENTITY", "details": "DETAILS"}
 
 
 def diff_cmd(args: argparse.Namespace) -> int:

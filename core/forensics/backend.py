@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from secmeta.core.errors import QueryError
 from secmeta.core.forensics.attribution import Attribution, attributed
-from secmeta.events.entities import ACLS, CREDENTIALS, KINDS, TOKENS, EntityKind, kind_of
+from secmeta.events.entities import ACLS, CREDENTIALS, KINDS, TOKENS, EntityKind, Parties, involves, kind_of
 from secmeta.events.records import Envelope
 from secmeta.events.redact import redacted
 from secmeta.events.types import (
@@ -31,31 +31,40 @@ from secmeta.events.types import (
     ResourceType,
     ScramMechanism,
 )
+from secmeta.projections.acl_decision import concerns
 from secmeta.projections.acl_match import filter_matches, pattern_filter_matches
 from secmeta.projections.entity_events import opening_events
 from secmeta.projections.image import SecurityImage
 from secmeta.projections.tokens import TOKEN_FIELDS, TokenInfo
 
-__all__ = ["OTHER_KINDS", "Change", "Credential", "Diff", "EntityChange", "HistoryBackend", "HistoryEntry",
-           "HistoryQuery", "ResourceMatch", "TokenExpiryChange", "attributes", "binding_dict", "entity_changes",
-           "expiry_changes", "token_parties"]
+__all__ = ["OTHER_KINDS", "REOPENABLE", "Change", "Credential", "Diff", "EntityChange", "HistoryBackend",
+           "HistoryEntry", "HistoryQuery", "ResourceMatch", "TokenExpiryChange", "about_principal", "attributes",
+           "binding_dict", "entity_changes", "expiry_changes", "open_keys", "token_parties"]
 
 
 @dataclass(frozen=True, slots=True)
 class HistoryEntry(Attribution):
-    """One logged change, attributed and redacted (no secret material)."""
+    """One logged change, attributed and redacted (no secret material).
+
+    ``action``: what it did to its entity (``EntityKind.action``: "created", "rotated" for a
+    credential set again, "updated", "deleted"...), from whether the entity was open before it.
+    """
 
     event_type: str
     entity_key: str
     payload: dict[str, Any]
+    action: str = ""
 
     @classmethod
-    def of(cls, envelope: Envelope) -> HistoryEntry:
-        return cls(*attributed(envelope), envelope.event_type, envelope.entity_key, redacted(envelope)["payload"])
+    def of(cls, envelope: Envelope, was_open: bool = False) -> HistoryEntry:
+        event = envelope.event
+        kind = kind_of(event)
+        return cls(*attributed(envelope), envelope.event_type, envelope.entity_key, redacted(envelope)["payload"],
+                   kind.action(kind.role(event), was_open))
 
     def to_dict(self) -> dict[str, Any]:
         return {**Attribution.to_dict(self), "event_type": self.event_type, "entity_key": self.entity_key,
-                "payload": self.payload}
+                "action": self.action, "payload": self.payload}
 
 
 def binding_dict(binding: AclBinding) -> dict[str, str]:
@@ -251,6 +260,26 @@ def token_parties(image: SecurityImage) -> dict[str, tuple[str, ...]]:
     key: the ``entities.Parties`` known at the image's offset, for a backend whose window starts there."""
     carrying = [kind for kind in KINDS if kind.carries_parties]
     return {event.entity_key: kind_of(event).principals(event) for event in opening_events(image, carrying)}
+
+
+def about_principal(envelope: Envelope, principal: str, parties: Parties | None = None) -> bool:
+    """Whether a logged change belongs to ``principal``'s history: they made it, it involves them
+    (``entities.involves``: an ACL's principal, their credentials, tokens they own, requested or may renew,
+    quotas naming their user), or it is an ACL that concerns them (``acl_decision.concerns``: a 'User:*'
+    grant, an ACL on the USER resource naming them)."""
+    event = envelope.event
+    return (envelope.actor_principal == principal or involves(event, principal, parties)
+            or (kind_of(event) is ACLS and concerns(event.binding, principal)))
+
+
+# The kinds whose keys can open again while open (a credential set again): history says "created" or
+# EntityKind.reopened from whether the key was open before.
+REOPENABLE = tuple(kind for kind in KINDS if not kind.single_use_keys)
+
+
+def open_keys(image: SecurityImage) -> frozenset[str]:
+    """The entity keys of the ``REOPENABLE`` kinds open in ``image``."""
+    return frozenset(event.entity_key for event in opening_events(image, REOPENABLE))
 
 
 class HistoryBackend(Protocol):

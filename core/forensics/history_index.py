@@ -53,6 +53,7 @@ from secmeta.core.forensics.backend import (
     Credential,
     Diff,
     HistoryEntry,
+    REOPENABLE,
     HistoryQuery,
     ResourceMatch,
     attributes,
@@ -73,6 +74,7 @@ from secmeta.events.records import (
 from secmeta.events.redact import redacted
 from secmeta.events.types import (
     WILDCARD,
+    WILDCARD_PRINCIPAL,
     AccessControlEntry,
     AclBinding,
     AclOperation,
@@ -154,14 +156,16 @@ def _row(envelope: Envelope, parties: Parties, opened: dict[str, tuple[str, ...]
             entity.role(event), json.dumps(involved) if involved else None, payload)
 
 
-def _entry(row: tuple, resource: ResourceMatch | None) -> HistoryEntry | None:
-    """The history entry of an events row, or None when ``resource`` is given and the row does not pass it."""
+def _entry(row: tuple, resource: ResourceMatch | None, was_open: bool = False) -> HistoryEntry | None:
+    """The history entry of an events row (``was_open``: its entity was open before it), or None when
+    ``resource`` is given and the row does not pass it."""
     (offset, ts, actor, host, request, etype, entity, principal, restype, pattern, name, acl_host, op, perm,
-     _, _, payload) = row
+     role, _, payload) = row
     if restype is None:
         if resource is not None and not resource.matches(etype, None, entity):
             return None
-        return HistoryEntry(offset, ts, actor, host, request, etype, entity, json.loads(payload))
+        return HistoryEntry(offset, ts, actor, host, request, etype, entity, json.loads(payload),
+                            kind_of(etype).action(role, was_open))
     binding = _binding(restype, name, pattern, principal, acl_host, op, perm)
     if resource is not None and not resource.matches(etype, binding, entity):
         return None
@@ -182,12 +186,13 @@ def _binding(restype: int, name: str, pattern: int, principal: str, host: str, o
 class HistoryIndex:
     """The index of one store's log; ``ready`` once built or checked, then kept up to the log's end."""
 
-    def __init__(self, log: Log, parties_at_start=None):
+    def __init__(self, log: Log, parties_at_start=None, open_at=None):
         self.log = log
         self.path = Path(log.store.path) / INDEX_DIR / INDEX_FILE
         self._key_id = log.keyring.newest_id
         self._key = index_key(log.keyring, self._key_id)
         self._parties_at_start = parties_at_start  # () -> {entity key: parties} of tokens open at log.start_offset
+        self._open_at = open_at  # n -> the keys of backend.REOPENABLE kinds open after the first n events
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
         self._start = self._end = 0  # the index holds rows [start, end)
@@ -412,10 +417,13 @@ class HistoryIndex:
             where.append("restype IS NULL AND entity IN (?, ?)")
             args += [ScramCredentialDeleted(query.user, m).entity_key
                      for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)]
-        if query.principal is not None:  # the actor, an ACL's principal, or a party to another kind's event
+        if query.principal is not None:  # backend.about_principal: the actor, an ACL's principal or 'User:*',
+            # an ACL on the USER resource naming the principal, or a party to another kind's event
+            on_user, on_user_args = _covering(ResourceType.USER, query.principal)
             where.append("offset IN (SELECT offset FROM events WHERE actor = ? UNION ALL SELECT offset FROM events "
-                         "WHERE principal = ? UNION ALL SELECT offset FROM parties WHERE party = ?)")
-            args += [query.principal] * 3
+                         "WHERE principal IN (?, ?) UNION ALL SELECT offset FROM parties WHERE party = ? "
+                         f"UNION ALL SELECT offset FROM events WHERE {on_user})")
+            args += [query.principal, query.principal, WILDCARD_PRINCIPAL, query.principal, *on_user_args]
         resource = query.resource
         if resource is not None:
             if resource.tokens:
@@ -427,9 +435,33 @@ class HistoryIndex:
                       indexed=query.principal is not None or query.user is not None)
         with self._lock:
             rows = self._db.execute(sql, (query.lo, query.hi, *args)).fetchall()
+            opened = self._open_before(rows)
         for row in rows:
-            if (entry := _entry(row, resource)) is not None:
+            if (entry := _entry(row, resource, row[0] in opened)) is not None:
                 yield entry
+
+    def _open_before(self, rows: list[tuple]) -> set[int]:
+        """The offsets of the opening rows of ``backend.REOPENABLE`` kinds whose entity was open before them:
+        its last row before says so (one probe of ``by_entity`` each), else the keys open at the index's start."""
+        probe = ("SELECT role FROM events WHERE restype IS NULL AND entity = ? AND offset < ? "
+                 "ORDER BY offset DESC LIMIT 1")
+        opened, at_start = set(), None
+        for row in rows:
+            etype, entity, role = row[5], row[6], row[14]
+            if row[8] is not None or role != "open" or kind_of(etype) not in REOPENABLE:
+                continue
+            last = self._db.execute(probe, (entity, row[0])).fetchone()
+            if last is None:
+                if self._start == 0 or self._open_at is None:
+                    continue
+                if at_start is None:
+                    at_start = self._open_at(self._start)
+                was_open = entity in at_start
+            else:
+                was_open = last[0] != "close"
+            if was_open:
+                opened.add(row[0])
+        return opened
 
     def acl_changes(self, lo: int, hi: int, resource_type: ResourceType, name: str) -> Iterator[Change]:
         where, args = _covering(resource_type, name)

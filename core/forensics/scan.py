@@ -16,12 +16,14 @@ from secmeta.core.forensics.backend import (
     Diff,
     HistoryEntry,
     HistoryQuery,
+    about_principal,
     attributes,
     entity_changes,
     expiry_changes,
+    open_keys,
     token_parties,
 )
-from secmeta.events.entities import ACLS, CREDENTIALS, TOKENS, Parties, involves, kind_of
+from secmeta.events.entities import ACLS, CREDENTIALS, TOKENS, Parties, kind_of
 from secmeta.events.records import (
     DelegationTokenIssued,
     DelegationTokenRenewed,
@@ -73,6 +75,34 @@ class _WindowParties:
         return self._start.of(event)
 
 
+class _WindowOpen:
+    """Whether each entity was open just before an event, for a window of the log starting at offset ``lo``:
+    from the window's earlier events, else from the keys open at ``lo`` (``at_start``, asked once, and only
+    for an opening event of a key the window has not met)."""
+
+    __slots__ = ("_at_start", "_start", "_state")
+
+    def __init__(self, at_start: Callable[[], frozenset[str]]):
+        self._at_start = at_start
+        self._start: frozenset[str] | None = None
+        self._state: dict[str, bool] = {}
+
+    def before(self, event: Event) -> bool:
+        """Whether ``event``'s entity was open before it (every event of the window, in order)."""
+        kind = kind_of(event)
+        role = kind.role(event)
+        if kind.single_use_keys:
+            return role != "open"
+        key = event.entity_key
+        known = self._state.get(key)
+        if known is None and role == "open":
+            if self._start is None:
+                self._start = self._at_start()
+            known = key in self._start
+        self._state[key] = role != "close"
+        return bool(known)
+
+
 class LogScan:
     """The history backend that reads the log: the reference every other backend must equal."""
 
@@ -83,6 +113,7 @@ class LogScan:
         travel, principal, user, types, resource = (self.travel, query.principal, query.user, query.event_types,
                                                     query.resource)
         parties = _WindowParties(lambda: token_parties(travel.image_at_or_after(query.lo)))
+        opened = _WindowOpen(lambda: open_keys(travel.image_at_or_after(query.lo)))
         for envelope in travel.log.read(query.lo, query.hi):
             if query.start_ms is not None and envelope.timestamp_ms < query.start_ms:
                 continue
@@ -90,6 +121,7 @@ class LogScan:
                 continue
             event = envelope.event
             parties.observe(event)  # before any filter: a later event may need the parties this one names
+            was_open = opened.before(event)
             if types is not None and envelope.event_type not in types:
                 continue
             if user is not None and not (kind_of(event) is CREDENTIALS and event.user == user):
@@ -97,10 +129,9 @@ class LogScan:
             if resource is not None and not resource.matches(envelope.event_type, getattr(event, "binding", None),
                                                              event.entity_key):
                 continue
-            if principal is not None and not (envelope.actor_principal == principal
-                                              or involves(event, principal, parties)):
+            if principal is not None and not about_principal(envelope, principal, parties):
                 continue
-            yield HistoryEntry.of(envelope)
+            yield HistoryEntry.of(envelope, was_open)
 
     def acl_changes(self, lo: int, hi: int, resource_type: ResourceType, name: str) -> Iterator[Change]:
         for envelope in self.travel.log.read(lo, hi):

@@ -36,6 +36,7 @@ from secmeta.core.control.quotas import (
 from secmeta.core.errors import ApiError, SecmetaError
 from secmeta.core.forensics import history as history_mod
 from secmeta.core.forensics import queries as forensics
+from secmeta.core.forensics.backend import open_keys
 from secmeta.core.forensics.checkpoints import CheckpointFiles
 from secmeta.core.forensics.history_index import HistoryIndex, token_parties
 from secmeta.core.forensics.timetravel import TimeTravel
@@ -91,7 +92,8 @@ class SecurityStore:
         self._closed = threading.Event()
         self._view = StoreView(self._image, config)
         index = None if log.read_only else HistoryIndex(
-            log, lambda: token_parties(self._timetravel.image_at_or_after(log.start_offset)))
+            log, lambda: token_parties(self._timetravel.image_at_or_after(log.start_offset)),
+            lambda n: open_keys(self._timetravel.image_at_or_after(n)))
         files = None if log.read_only else CheckpointFiles(log)
         self._timetravel = TimeTravel(log, now_ms=config.now_ms, live=lambda: self._image, index=index, files=files,
                                       memory_bytes=config.time_travel_memory_bytes, fill=files is not None)

@@ -66,7 +66,7 @@ def test_history_filters_by_resource_and_time(store, capsys):
 def test_history_table_and_json_show_times_in_iso_8601_with_z(store, capsys):
     """One time format everywhere: the table's TIME column and JSON's time are ISO-8601 UTC with Z."""
     _, out, _ = run(capsys, "history", "--limit", "1")
-    assert out.splitlines()[0].split() == ["OFFSET", "TIME", "ACTOR", "HOST", "EVENT", "ENTITY", "DETAILS"]
+    assert out.splitlines()[0].split() == ["OFFSET", "TIME", "ACTOR", "HOST", "EVENT", "ACTION", "ENTITY", "DETAILS"]
     assert out.splitlines()[2].split()[:3] == ["0", "2026-01-01T00:01:00.000Z", "User:admin"]
     _, out, _ = run(capsys, "history", "--limit", "1", "--json")
     assert json.loads(out)[0]["time"] == "2026-01-01T00:01:00.000Z"
@@ -161,3 +161,26 @@ def test_reads_work_beside_a_running_writer(store, capsys, tmp_path):
     with SecurityStore.open(store, keyring=Keyring.from_file(tmp_path / "keys.json")):
         code, out, _ = run(capsys, "history", "--limit", "1")
         assert code == 0 and "AclCreated" in out
+
+
+def test_history_of_a_principal_says_created_and_rotated_and_holds_the_wildcard_grant(tmp_path, monkeypatch, capsys):
+    """history --principal User:alice: a 'User:*' grant and an ACL on USER User:alice are hers; a password set
+    twice shows as created then rotated (the observation: two identical ScramCredentialUpserted rows)."""
+    keys, path = cli_env(tmp_path, monkeypatch)
+    admin = RequestContext("User:admin", "10.0.0.1")
+    with SecurityStore.open(path, StoreConfig(clock=lambda: T0 / 1000), keyring=Keyring.from_file(keys)) as s:
+        s.create_acls([AclBinding.of(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:*", "*",
+                                     AclOperation.READ, AclPermissionType.ALLOW),
+                       AclBinding.of(ResourceType.USER, "User:alice", PatternType.LITERAL, "User:mallory", "*",
+                                     AclOperation.CREATE_TOKENS, AclPermissionType.ALLOW)], context=admin)
+        for password in (b"one", b"two"):
+            s.alter_user_scram_credentials([UserScramCredentialUpsertion(
+                "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256), password)], context=admin)
+    _, out, _ = run(capsys, "history", "--principal", "User:alice", "--json")
+    rows = json.loads(out)
+    assert [(r["event_type"], r["action"]) for r in rows] == [
+        ("AclCreated", "created"), ("AclCreated", "created"),
+        ("ScramCredentialUpserted", "created"), ("ScramCredentialUpserted", "rotated")]
+    assert [rows[0]["payload"]["principal"], rows[1]["payload"]["resource_type"]] == ["User:*", "USER"]
+    _, out, _ = run(capsys, "history", "--principal", "User:alice")
+    assert [line.split()[5] for line in out.splitlines()[2:]] == ["created", "created", "created", "rotated"]

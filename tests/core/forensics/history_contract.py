@@ -146,6 +146,34 @@ class HistoryBackendContract:
         assert [e.offset for e in self.history(store, principal="User:etl", start_offset=5)] == [5]
         assert [e.offset for e in self.history(store, principal="User:carol")] == [3]
 
+    def test_principal_history_holds_the_wildcard_grants_and_the_user_resource_acls_that_concern_it(self, store):
+        """principal= also finds 'User:*' grants (they apply to everyone) and ACLs on the USER resource naming the
+        principal (literal or a prefix of it), not USER ACLs naming someone else."""
+        store.create_acls([acl("orders", "User:*")], context=ADMIN)  # 0: applies to alice
+        store.create_acls([acl("User:alice", "User:mallory", op=AclOperation.CREATE_TOKENS,
+                               rtype=ResourceType.USER)], context=ADMIN)  # 1: mallory may create alice's tokens
+        store.create_acls([acl("User:al", "User:ops", op=AclOperation.DESCRIBE_TOKENS, rtype=ResourceType.USER,
+                               pattern=PatternType.PREFIXED)], context=ADMIN)  # 2: a prefix of alice's name
+        store.create_acls([acl("User:bob", "User:mallory", op=AclOperation.CREATE_TOKENS,
+                               rtype=ResourceType.USER)], context=ADMIN)  # 3: about bob
+        store.create_acls([acl("payments", "User:bob")], context=ADMIN)  # 4: bob's
+        assert [e.offset for e in self.history(store, principal="User:alice")] == [0, 1, 2]
+        assert [e.offset for e in self.history(store, principal="User:bob")] == [0, 3, 4]
+        assert [e.offset for e in self.history(store, principal="User:mallory")] == [0, 1, 3]
+
+    def test_credential_rows_say_created_rotated_or_deleted(self, store):
+        """A password set, set again and removed shows as created, rotated and deleted, not as two equal upserts."""
+        store.alter_user_scram_credentials([upsert("alice")], context=ADMIN)  # 0
+        store.alter_user_scram_credentials([upsert("alice", b"new")], context=ADMIN)  # 1
+        store.alter_user_scram_credentials([UserScramCredentialDeletion("alice", ScramMechanism.SCRAM_SHA_256)],
+                                           context=ADMIN)  # 2
+        store.alter_user_scram_credentials([upsert("alice", b"again")], context=ADMIN)  # 3
+        entries = self.history(store, principal="User:alice")
+        assert [e.action for e in entries] == ["created", "rotated", "deleted", "created"]
+        assert [e.to_dict()["action"] for e in entries] == ["created", "rotated", "deleted", "created"]
+        assert [e.action for e in self.history(store, principal="User:alice", start_offset=1)] == [
+            "rotated", "deleted", "created"]
+
     def test_history_filters_by_user_resource_event_type_and_time(self, store, clock):
         """user=, resource=, event_types= and a time window each select their changes only."""
         store.create_acls([acl("orders"), acl("ord", pattern=PatternType.PREFIXED), acl("payments")],
