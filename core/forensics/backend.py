@@ -19,7 +19,16 @@ from typing import Any, Protocol
 
 from secmeta.core.errors import QueryError
 from secmeta.core.forensics.attribution import Attribution, attributed
-from secmeta.events.entities import ACLS, CREDENTIALS, KINDS, TOKENS, EntityKind, Parties, involves, kind_of
+from secmeta.events.entities import (
+    ACLS,
+    CREDENTIALS,
+    KINDS,
+    TOKENS,
+    EntityKind,
+    Parties,
+    involves,
+    kind_of,
+)
 from secmeta.events.records import Envelope
 from secmeta.events.redact import redacted
 from secmeta.events.types import (

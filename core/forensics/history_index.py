@@ -49,11 +49,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from secmeta.core.forensics.backend import (
+    REOPENABLE,
     Change,
     Credential,
     Diff,
     HistoryEntry,
-    REOPENABLE,
     HistoryQuery,
     ResourceMatch,
     attributes,

@@ -12,6 +12,11 @@ and reports the intervals in which it was true, each opened and closed by
 the event that flipped it.  Super users and allow.everyone.if.no.acl.found
 come from the store's current config: settings are not logged.
 
+Both also answer for access through delegation tokens (``token_access``: a token's requester,
+or a renewer that used it, could act as its owner until it is removed or expires): who_could
+lists a holder under each grant of the owner (``Grant.via``), and the timeline of a holder
+adds the owner's intervals while the token was live (``Interval.via``).
+
 Both decide through ``secmeta.projections.acl_decision.decide``, the rule
 ``authorize`` and ``explain`` use; this module only chooses the ACLs to hand
 it and presents the answers.  The ACLs at a point and the ACL events on a
@@ -21,7 +26,8 @@ where it answers, else the log scan).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 from secmeta.core import validation
 from secmeta.core.config import StoreConfig
@@ -29,6 +35,7 @@ from secmeta.core.errors import QueryError
 from secmeta.core.forensics.backend import Change, HistoryBackend
 from secmeta.core.forensics.preferred import IndexOrScan
 from secmeta.core.forensics.timetravel import TimeTravel
+from secmeta.core.forensics.token_access import TokenAccess, token_access
 from secmeta.events.types import (
     WILDCARD,
     WILDCARD_PRINCIPAL,
@@ -49,7 +56,7 @@ from secmeta.projections.acl_match import acl_network, covers, host_matches
 from secmeta.projections.authorizer import acls_on
 from secmeta.projections.image import SecurityImage
 
-__all__ = ["Change", "Grant", "Interval", "access_timeline", "resource_question", "who_could",
+__all__ = ["Change", "Grant", "Interval", "access_timeline", "live_tokens", "resource_question", "who_could",
            "who_could_at"]
 
 
@@ -77,6 +84,7 @@ class Grant:
     ``except_hosts``: client hosts inside ``host`` that a DENY ACL refuses.
     ``except_principals`` (only on the 'User:*' grant): principals whose own
     DENY ACLs take them out of it; their allowed hosts are their own grants.
+    ``via``: the principal is a token's holder acting as its owner, whose grant this is.
     """
 
     principal: str
@@ -85,9 +93,19 @@ class Grant:
     acls: tuple[tuple[str, AclBinding], ...] = ()
     except_hosts: tuple[str, ...] = ()
     except_principals: tuple[str, ...] = ()
+    via: TokenAccess | None = None
+
+    def acts_for(self, principal: str) -> bool:
+        """Whether the grant (from some host) is ``principal``'s: its own, or 'User:*' without excepting it."""
+        if self.principal == WILDCARD_PRINCIPAL:
+            return principal not in self.except_principals
+        return principal == self.principal
 
     def allows(self, principal: str, host: str) -> bool:
-        """Whether this grant lets ``principal`` in from client ``host``."""
+        """Whether this grant lets ``principal`` in from client ``host`` as itself (a grant ``via`` a token lets
+        its holder in only as the owner, authenticated with the token: False)."""
+        if self.via is not None:
+            return False
         if self.principal == WILDCARD_PRINCIPAL:
             if principal in self.except_principals:
                 return False
@@ -102,7 +120,36 @@ class Grant:
                       "principal": b.principal, "host": b.host, "operation": b.operation.name,
                       "permission_type": b.permission_type.name} for acl_id, b in self.acls],
             "except_hosts": list(self.except_hosts), "except_principals": list(self.except_principals),
+            "via": None if self.via is None else self.via.to_dict(),
         }
+
+
+def live_tokens(travel: TimeTravel, n: int, now_ms: int | None, *, backend: HistoryBackend | None = None,
+                image: SecurityImage | None = None) -> list[TokenAccess]:
+    """The token accesses live in the state after the first ``n`` events at ``now_ms`` (default: the time of
+    that state's last event); ``image``, that state if at hand, spares the log when no token there can be
+    held by anyone but its owner (no other requester, no renewer)."""
+    if image is not None and not any(t.requester != t.owner or t.renewers for t in image.tokens):
+        return []
+    if now_ms is None:
+        now_ms = travel.timestamp_before(n)
+    if now_ms is None:
+        return []
+    return [a for a in token_access(travel, hi=n, backend=backend) if a.live(n, now_ms)]
+
+
+def _through_tokens(grants: list[Grant], live: Iterable[TokenAccess]) -> list[Grant]:
+    """The grants a token's holder has as its owner: one per grant of the owner, after ``grants`` (a holder the
+    'User:*' grant already lets in gains nothing from the owner's share of it)."""
+    found = []
+    for access in live:
+        for grant in grants:
+            if grant.via is not None or not grant.acts_for(access.owner):
+                continue
+            if grant.principal == WILDCARD_PRINCIPAL and grant.acts_for(access.holder):
+                continue
+            found.append(replace(grant, principal=access.holder, except_principals=(), via=access))
+    return grants + found
 
 
 def who_could(
@@ -111,17 +158,19 @@ def who_could(
     operation: AclOperation | str,
     resource_type: ResourceType | str,
     resource_name: str,
+    tokens: Iterable[TokenAccess] = (),
 ) -> list[Grant]:
     """Every grant by which some principal may perform the operation on the resource in ``image``.
 
-    Super users first, then the 'User:*' grant, then principals by name.  A
-    (principal, host) is allowed by ``authorize`` iff some grant ``allows`` it:
-    each grant is a request ``acl_decision.decide`` allows, the grant's ACL host
-    taken as the client host, with the ALLOWs of that host and every DENY that
-    applies to the principal.
+    Super users first, then the 'User:*' grant, then principals by name, then
+    the holders of the live ``tokens`` under each grant of the token's owner.  A
+    (principal, host) is allowed by ``authorize`` iff some grant without ``via``
+    ``allows`` it: each grant is a request ``acl_decision.decide`` allows, the
+    grant's ACL host taken as the client host, with the ALLOWs of that host and
+    every DENY that applies to the principal.
     """
     op, rt, name = resource_question(operation, resource_type, resource_name)
-    return _grants(acls_on(image.acls, rt, name), config, op)
+    return _through_tokens(_grants(acls_on(image.acls, rt, name), config, op), tokens)
 
 
 def who_could_at(
@@ -133,11 +182,14 @@ def who_could_at(
     n: int,
     *,
     backend: HistoryBackend | None = None,
+    now_ms: int | None = None,
 ) -> list[Grant]:
     """``who_could`` in the state after the first ``n`` events (``n`` already resolved), from the ACLs
-    ``backend`` holds in force then on the resource's patterns."""
+    ``backend`` holds in force then on the resource's patterns, with the tokens live then (``now_ms``:
+    the time asked, default the time of the state's last event)."""
     op, rt, name = resource_question(operation, resource_type, resource_name)
-    return _grants((backend or IndexOrScan(travel)).acls_at(n, rt, name), config, op)
+    grants = _grants((backend or IndexOrScan(travel)).acls_at(n, rt, name), config, op)
+    return _through_tokens(grants, live_tokens(travel, n, now_ms, backend=backend))
 
 
 def _grants(on_resource: list[tuple[str, AclBinding]], config: StoreConfig, op: AclOperation) -> list[Grant]:
@@ -224,6 +276,7 @@ class Interval:
     end_ms: int | None = None
     closed_by: Change | None = None
     reason: str = ALLOWED_BY_ACL  # why access held when the interval opened
+    via: TokenAccess | None = None  # access as a token's owner: opened or closed by the token where no change says
 
     def contains(self, offset: int) -> bool:
         """Whether the state as_of(offset=offset) falls in this interval."""
@@ -235,6 +288,7 @@ class Interval:
             "opened_by": None if self.opened_by is None else self.opened_by.to_dict(),
             "end_offset": self.end_offset, "end_ms": self.end_ms,
             "closed_by": None if self.closed_by is None else self.closed_by.to_dict(), "reason": self.reason,
+            "via": None if self.via is None else self.via.to_dict(),
         }
 
 
@@ -278,11 +332,43 @@ def access_timeline(
     *,
     backend: HistoryBackend | None = None,
 ) -> list[Interval]:
-    """The intervals in which ``authorize(principal, host, operation, resource)`` was true, in order."""
+    """The intervals in which ``authorize(principal, host, operation, resource)`` was true, and those in which
+    the principal held a live token of an owner for whom it was true (``Interval.via``), in order."""
     op, rt, name = resource_question(operation, resource_type, resource_name)
     with validation.reraised_as(QueryError):
         validation.principal(principal)
         validation.nonempty_text(host, "host")
+    intervals = _timeline(travel, config, principal, op, rt, name, host, backend)
+    for access in token_access(travel, holder=principal, backend=backend):
+        owned = _timeline(travel, config, access.owner, op, rt, name, host, backend)
+        intervals += [i for i in (_while_held(travel, o, access) for o in owned) if i is not None]
+    return sorted(intervals, key=lambda i: (i.start_offset, i.via is not None))
+
+
+def _while_held(travel: TimeTravel, owned: Interval, access: TokenAccess) -> Interval | None:
+    """The part of the owner's interval ``owned`` in which ``access``'s holder held the token (None: none)."""
+    held_from, until_ms = access.start_offset + 1, access.until_ms
+    if access.end_offset is not None:
+        held_to: int | None = access.end_offset + 1
+    else:  # the first state stamped past the expiry, if the log holds one
+        past = travel.log.offset_for_timestamp(until_ms + 1)
+        held_to = past + 1 if past < travel.log.end_offset else None
+    start = max(owned.start_offset, held_from)
+    ends = [e for e in (owned.end_offset, held_to) if e is not None]
+    end = min(ends) if ends else None
+    if end is not None and start >= end:
+        return None
+    by_owner = owned.start_offset >= held_from
+    start_ms = owned.start_ms if by_owner else access.start_ms
+    closed_by_owner = owned.end_offset is not None and (held_to is None or owned.end_offset <= held_to)
+    end_ms = owned.end_ms if closed_by_owner else until_ms
+    return Interval(start, start_ms, owned.opened_by if by_owner else None, end, end_ms,
+                    owned.closed_by if closed_by_owner else None, owned.reason, access)
+
+
+def _timeline(travel: TimeTravel, config: StoreConfig, principal: str, op: AclOperation, rt: ResourceType,
+              name: str, host: str, backend: HistoryBackend | None) -> list[Interval]:
+    """The intervals in which ``principal`` itself was allowed (the arguments checked)."""
     log = travel.log
     start, end = log.start_offset, log.end_offset
     begin_ms = travel.begin_ms() if start == 0 else travel.timestamp_before(start)

@@ -43,7 +43,7 @@ from secmeta.core.forensics.timetravel import TimeTravel
 from secmeta.core.log import Log
 from secmeta.core.store.state import LoadedState, Snapshotter, load_state
 from secmeta.core.store.view import StoreView
-from secmeta.core.times import Point
+from secmeta.core.times import Point, as_point
 from secmeta.core.types import (
     DelegationToken,
     DeleteAclsResult,
@@ -385,12 +385,18 @@ class SecurityStore:
 
     def who_could(self, operation: AclOperation | str, resource_type: ResourceType | str, resource_name: str,
                   at: int | Point | dict | None = None) -> list[forensics.Grant]:
-        """Every principal (and host) allowed at a point (default: now), with the ACLs or rule allowing it."""
+        """Every principal (and host) allowed at a point (default: now), with the ACLs or rule allowing it, and
+        the holders of tokens live then under their owners' grants."""
+        travel = self._timetravel
         if at is None:
-            return forensics.who_could(self._image, self.settings, operation, resource_type, resource_name)
-        n = self._timetravel.resolve_point(at)
-        return forensics.who_could_at(self._timetravel, self._config_at(self._timetravel.image_at(n)), operation,
-                                      resource_type, resource_name, n)
+            image = self._image
+            return forensics.who_could(image, self.settings, operation, resource_type, resource_name,
+                                       forensics.live_tokens(travel, image.next_offset, self.config.now_ms(),
+                                                             image=image))
+        point = as_point(at)
+        n = travel.resolve_point(point)
+        return forensics.who_could_at(travel, self._config_at(travel.image_at(n)), operation, resource_type,
+                                      resource_name, n, now_ms=point.timestamp_ms)
 
     def access_timeline(self, principal: str, operation: AclOperation | str, resource_type: ResourceType | str,
                         resource_name: str, host: str = "*") -> list[forensics.Interval]:

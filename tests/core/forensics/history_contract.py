@@ -46,6 +46,8 @@ from tests.storekit import ADMIN, acl, store_at, upsert
 
 OTHER = RequestContext("User:ops", "10.0.0.7")
 RENEWER = RequestContext("User:dan", "10.0.0.8")
+MALLORY = RequestContext("User:mallory", "10.0.0.66")
+ALICE = RequestContext("User:alice", "10.0.0.5")
 T0 = 1_800_000_000_000
 READ, TOPIC = AclOperation.READ, ResourceType.TOPIC
 
@@ -269,6 +271,52 @@ class HistoryBackendContract:
         assert (interval.opened_by.actor_principal, interval.opened_by.actor_host, interval.opened_by.binding) == (
             "User:ops", "10.0.0.7", acl("orders"))
         assert interval.closed_by.event_type == "AclDeleted"
+
+    def test_a_token_requester_could_act_as_the_owner_from_issue_to_removal(self, store, clock):
+        """mallory, who requested a token of alice's, is listed under alice's grant while the token lives, and her
+        timeline holds alice's access from the issue to the removal; before and after it, nothing."""
+        store.create_acls([acl("orders"), acl("User:alice", "User:mallory", op=AclOperation.CREATE_TOKENS,
+                                              rtype=ResourceType.USER)], context=ADMIN)  # 0, 1
+        clock.t += 60
+        token = store.create_delegation_token(context=MALLORY, owner="User:alice")  # 2
+        clock.t += 60
+        store.expire_delegation_token(token.hmac, -1, context=ALICE)  # 3 (and its removal)
+        config, backend = StoreConfig(super_users=frozenset()), self.backend(store)
+
+        def holders(n):
+            return [(g.principal, g.via and g.via.owner) for g in who_could_at(
+                store.timetravel, config, READ, TOPIC, "orders", n, backend=backend) if g.via is not None]
+        assert holders(2) == [] and holders(store.log.end_offset) == []
+        assert holders(3) == [("User:mallory", "User:alice")]
+        [grant] = [g for g in who_could_at(store.timetravel, config, READ, TOPIC, "orders", 3, backend=backend)
+                   if g.via is not None]
+        assert grant.via.sentence() == (f"User:mallory could act as User:alice through token {token.token_id}, "
+                                        "issued at 2027-01-15T08:01:00.000Z at User:mallory's request")
+        assert not grant.allows("User:mallory", "10.0.0.66")  # as herself she is not let in
+        [interval] = access_timeline(store.timetravel, config, "User:mallory", READ, TOPIC, "orders", "10.0.0.66",
+                                     backend=backend)
+        removed = store.log.end_offset - 1
+        assert (interval.start_offset, interval.start_ms, interval.end_offset, interval.end_ms) == (
+            3, T0 + 60_000, removed + 1, T0 + 120_000)
+        assert interval.via.token_id == token.token_id and interval.via.how == "requester"
+
+    def test_a_renewer_that_renews_holds_the_token_one_that_never_does_not(self, store, clock):
+        """Renewing needs the HMAC: dan, who renewed, could act as the owner from the renewal on; carol, a renewer
+        who never used it, is not listed."""
+        store.create_acls([acl("orders", "User:etl")], context=ADMIN)  # 0
+        token = store.create_delegation_token(context=ADMIN, owner="User:etl",
+                                              renewers=["User:dan", "User:carol"])  # 1
+        clock.t += 1
+        store.renew_delegation_token(token.hmac, context=RENEWER)  # 2
+        grants = who_could_at(store.timetravel, StoreConfig(super_users=frozenset()), READ, TOPIC, "orders",
+                              store.log.end_offset, backend=self.backend(store))
+        assert [(g.principal, g.via.how) for g in grants if g.via is not None] == [
+            ("User:admin", "requester"), ("User:dan", "renewer")]
+        [interval] = access_timeline(store.timetravel, store.config, "User:dan", READ, TOPIC, "orders",
+                                     backend=self.backend(store))
+        assert interval.start_offset == 3 and interval.via.owner == "User:etl"
+        assert access_timeline(store.timetravel, store.config, "User:carol", READ, TOPIC, "orders",
+                               backend=self.backend(store)) == []
 
     # -- properties: the answers of a fresh replay of the log ------------------------------------------
 
