@@ -17,6 +17,7 @@ from secmeta.core.cli.security import (
     resources,
 )
 from secmeta.core.errors import InvalidValueError
+from secmeta.core.forensics.token_access import TokenAccess, issued_access, requester_access
 from secmeta.core.times import Point, parse_offset, parse_time
 from secmeta.events.types import AclOperation, ResourcePatternFilter, ScramMechanism
 
@@ -50,7 +51,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     w = commands.add_parser("who-could", help="every principal allowed an operation on a resource at a point",
                             description="Who could do OPERATION on the resource at a time or offset (default now), "
-                                        "from which hosts, and the ACLs or super-user rule that allowed it.")
+                                        "from which hosts, and the ACLs or super-user rule that allowed it; a "
+                                        "holder of a live delegation token is listed under each grant of the "
+                                        "token's owner (THROUGH TOKEN: it could act as the owner).")
     add_security_options(w)
     w.add_argument("--operation", required=True, metavar="OP", help=OPERATION_HELP)
     add_resource_options(w, many=False)
@@ -60,7 +63,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
     t = commands.add_parser("timeline", help="when a principal could do an operation on a resource, and who changed it",
                             description="The intervals in which the principal was allowed, each opened and closed by "
-                                        "the logged change (offset, time, actor) that caused it.")
+                                        "the logged change (offset, time, actor) that caused it, and those in which "
+                                        "it held a live delegation token of an owner who was allowed (THROUGH "
+                                        "TOKEN: it could act as the owner).")
     add_security_options(t)
     t.add_argument("--principal", required=True, metavar="PRINCIPAL", help="who, e.g. User:alice")
     t.add_argument("--operation", required=True, metavar="OP", help=OPERATION_HELP)
@@ -123,9 +128,11 @@ def history_cmd(args: argparse.Namespace) -> int:
             start_ms=None if args.start is None else parse_time(args.start),
             end_ms=None if args.end is None else parse_time(args.end), limit=args.limit,
         ))
-    rows = ({**e.to_dict(), "time": iso_time(e.timestamp_ms)} for e in entries)
+    rows = ({**e.to_dict(), "time": iso_time(e.timestamp_ms), "token_access": _sentence(issued_access(e))}
+            for e in entries)
     if not args.json:
-        rows = ({**r, "details": " ".join(f"{k}={v}" for k, v in r["payload"].items())} for r in rows)
+        rows = ({**r, "details": " ".join([*([r["token_access"]] if r["token_access"] else []),
+                                          *(f"{k}={v}" for k, v in r["payload"].items())])} for r in rows)
     emit(rows, EVENT_COLUMNS, json=args.json, empty="no logged changes match")
     return 0
 
@@ -134,13 +141,21 @@ EVENT_COLUMNS = {"offset": "OFFSET", "time": "TIME", "actor_principal": "ACTOR",
                  "event_type": "EVENT", "action": "ACTION", "entity_key": "ENTITY", "details": "DETAILS"}
 
 
+def _sentence(access: TokenAccess | None) -> str | None:
+    return None if access is None else access.sentence()
+
+
 def diff_cmd(args: argparse.Namespace) -> int:
     with open_store(args, read_only=True) as store:
         start = point_arg(args, "from") or Point.at_offset(0)
         end = point_arg(args, "to") or Point.at_offset(store.log.end_offset)
         diff = store.diff(start, end)
+    acting = {t.token_id: _sentence(requester_access(t, -1, t.issue_timestamp_ms)) for t in diff.tokens_issued}
     if args.json:
-        emit_json(diff.to_dict())
+        found = diff.to_dict()
+        for token in found["tokens_issued"]:
+            token["token_access"] = acting[token["token_id"]]
+        emit_json(found)
         return 0
     print(f"changes between offset {diff.start_offset} and {diff.end_offset}:")
     sections = [
@@ -148,7 +163,8 @@ def diff_cmd(args: argparse.Namespace) -> int:
         ("ACLs removed", [_acl(i, b) for i, b in diff.acls_removed]),
         ("credentials upserted", [f"{c[0]} {ScramMechanism(c[1]).mechanism_name} iterations={c[2]}" for c in diff.credentials_upserted]),
         ("credentials deleted", [f"{c[0]} {ScramMechanism(c[1]).mechanism_name}" for c in diff.credentials_deleted]),
-        ("tokens issued", [f"{t.token_id} owner={t.owner} requester={t.requester}" for t in diff.tokens_issued]),
+        ("tokens issued", [f"{t.token_id} owner={t.owner} requester={t.requester}"
+                           + (f": {acting[t.token_id]}" if acting[t.token_id] else "") for t in diff.tokens_issued]),
         ("tokens renewed", [f"{t.token_id} expiry {iso_time(t.expiry_before_ms)} -> {iso_time(t.expiry_after_ms)}" for t in diff.tokens_renewed]),
         ("tokens expired", [f"{t.token_id} expiry {iso_time(t.expiry_before_ms)} -> {iso_time(t.expiry_after_ms)}" for t in diff.tokens_expired]),
         ("tokens removed", [f"{t.token_id} owner={t.owner}" for t in diff.tokens_removed]),
@@ -176,9 +192,10 @@ def who_could_cmd(args: argparse.Namespace) -> int:
 
 def print_grants(grants, op: AclOperation, rtype, name: str, *, as_json: bool) -> None:
     """who-could's answer as a table (or JSON): principal, host, why, ACLs, exceptions."""
-    emit((g.to_dict() if as_json else {**g.to_dict(), "acl_ids": [i for i, _ in g.acls]} for g in grants),
+    emit((g.to_dict() if as_json else {**g.to_dict(), "acl_ids": [i for i, _ in g.acls], "via": _sentence(g.via)}
+          for g in grants),
          {"principal": "PRINCIPAL", "host": "HOST", "reason": "WHY", "acl_ids": "ACL IDS",
-          "except_hosts": "EXCEPT HOSTS", "except_principals": "EXCEPT PRINCIPALS"},
+          "except_hosts": "EXCEPT HOSTS", "except_principals": "EXCEPT PRINCIPALS", "via": "THROUGH TOKEN"},
          json=as_json, empty=f"nobody could {op.name} {rtype.name}:{name} then")
 
 
@@ -194,7 +211,9 @@ def timeline_cmd(args: argparse.Namespace) -> int:
     emit((i.to_dict() if args.json else
           {"from": iso_time(i.start_ms) if i.start_ms is not None else "beginning",
            "until": iso_time(i.end_ms) if i.end_ms is not None else "now",
-           "opened": change(i.opened_by), "closed": change(i.closed_by), "reason": i.reason} for i in intervals),
-         {"from": "FROM", "until": "UNTIL", "opened": "OPENED BY", "closed": "CLOSED BY", "reason": "WHY"},
+           "opened": change(i.opened_by), "closed": change(i.closed_by), "reason": i.reason,
+           "via": _sentence(i.via)} for i in intervals),
+         {"from": "FROM", "until": "UNTIL", "opened": "OPENED BY", "closed": "CLOSED BY", "reason": "WHY",
+          "via": "THROUGH TOKEN"},
          json=args.json, empty=f"{args.principal} was never allowed to {op.name} {rtype.name}:{name} from {args.host}")
     return 0

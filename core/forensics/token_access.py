@@ -33,19 +33,13 @@ from secmeta.projections.tokens import TokenInfo
 if TYPE_CHECKING:
     from secmeta.core.forensics.timetravel import TimeTravel
 
-__all__ = ["REQUESTER", "RENEWER", "TokenAccess", "acting_phrase", "token_access", "token_accesses"]
+__all__ = ["RENEWER", "REQUESTER", "TokenAccess", "issued_access", "requester_access", "token_access",
+           "token_accesses"]
 
 REQUESTER = "requester"  # the holder requested the token: the response gave it the HMAC
 RENEWER = "renewer"  # the holder renewed or expired the token: it held the HMAC from then on
 _ISSUED, _REMOVED = TOKENS.open_names[0], TOKENS.close_names[0]
 _EVENTS = frozenset(TOKENS.event_names)
-
-
-def acting_phrase(holder: str, owner: str, token_id: str, issue_ms: int, requester: str) -> str:
-    """How every answer says it: "User:mallory could act as User:alice through token T, issued at ... at
-    User:mallory's request"."""
-    return (f"{holder} could act as {owner} through token {token_id}, issued at {format_ms(issue_ms)} "
-            f"at {requester}'s request")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +88,10 @@ class TokenAccess:
         return expiry if self.end_ms is None else min(self.end_ms, expiry)
 
     def sentence(self) -> str:
-        return acting_phrase(self.holder, self.owner, self.token_id, self.token.issue_timestamp_ms,
-                             self.token.requester)
+        """How every answer says it: "User:mallory could act as User:alice through token T, issued at ... at
+        User:mallory's request"."""
+        return (f"{self.holder} could act as {self.owner} through token {self.token_id}, issued at "
+                f"{format_ms(self.token.issue_timestamp_ms)} at {self.token.requester}'s request")
 
     def to_dict(self) -> dict[str, Any]:
         return {"holder": self.holder, "owner": self.owner, "token_id": self.token_id, "how": self.how,
@@ -104,26 +100,37 @@ class TokenAccess:
                 "until_ms": self.until_ms, "removed": self.end_offset is not None, "sentence": self.sentence()}
 
 
+def requester_access(info: TokenInfo, offset: int, timestamp_ms: int) -> TokenAccess | None:
+    """The access the issue of ``info`` (at ``offset``) gives its requester; None when the owner requested it."""
+    if info.requester == info.owner:
+        return None
+    return TokenAccess(info.requester, REQUESTER, info, offset, timestamp_ms)
+
+
+def issued_access(entry: HistoryEntry) -> TokenAccess | None:
+    """The access a history row gives a token's requester: for a DelegationTokenIssued row of a token whose
+    requester is not its owner, else None."""
+    if entry.event_type != _ISSUED:
+        return None
+    return requester_access(TokenInfo.of(entry.payload), entry.offset, entry.timestamp_ms)
+
+
 def token_accesses(entries: Iterable[HistoryEntry], at_start: Iterable[TokenInfo] = (),
                    start: int = 0) -> list[TokenAccess]:
     """Every (holder, token) access the token events ``entries`` (in offset order) show; ``at_start``: the tokens
     open in the state at offset ``start``, where ``entries`` begin (their requesters hold them from there)."""
-    by_token: dict[str, list[TokenAccess]] = {}
-    for info in at_start:
-        if info.requester != info.owner:
-            by_token[info.token_id] = [TokenAccess(info.requester, REQUESTER, info, start - 1,
-                                                   info.issue_timestamp_ms)]
-        else:
-            by_token[info.token_id] = []
     tokens = {info.token_id: info for info in at_start}
+    by_token: dict[str, list[TokenAccess]] = {
+        token_id: [a for a in (requester_access(info, start - 1, info.issue_timestamp_ms),) if a is not None]
+        for token_id, info in tokens.items()}
     for entry in entries:
         if entry.event_type not in _EVENTS:
             continue
         token_id = entry.payload["token_id"]
         if entry.event_type == _ISSUED:
             info = tokens[token_id] = TokenInfo.of(entry.payload)
-            by_token[token_id] = ([TokenAccess(info.requester, REQUESTER, info, entry.offset, entry.timestamp_ms)]
-                                  if info.requester != info.owner else [])
+            first = requester_access(info, entry.offset, entry.timestamp_ms)
+            by_token[token_id] = [] if first is None else [first]
             continue
         info, held = tokens.get(token_id), by_token.get(token_id)
         if info is None or held is None:

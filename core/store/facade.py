@@ -40,6 +40,7 @@ from secmeta.core.forensics.backend import open_keys
 from secmeta.core.forensics.checkpoints import CheckpointFiles
 from secmeta.core.forensics.history_index import HistoryIndex, token_parties
 from secmeta.core.forensics.timetravel import TimeTravel
+from secmeta.core.forensics.token_access import TokenAccess
 from secmeta.core.log import Log
 from secmeta.core.store.state import LoadedState, Snapshotter, load_state
 from secmeta.core.store.view import StoreView
@@ -397,6 +398,19 @@ class SecurityStore:
         n = travel.resolve_point(point)
         return forensics.who_could_at(travel, self._config_at(travel.image_at(n)), operation, resource_type,
                                       resource_name, n, now_ms=point.timestamp_ms)
+
+    def token_access(self, *, holder: str | None = None, owner: str | None = None,
+                     at: int | Point | dict | None = None) -> list[TokenAccess]:
+        """Who could act as whom through a delegation token at a point (default: now): the live accesses,
+        of ``holder`` and/or as ``owner`` when given (secmeta.core.forensics.token_access)."""
+        travel = self._timetravel
+        if at is None:
+            n, now_ms = self._image.next_offset, self.config.now_ms()
+        else:
+            point = as_point(at)
+            n, now_ms = travel.resolve_point(point), point.timestamp_ms
+        return [a for a in forensics.live_tokens(travel, n, now_ms)
+                if (holder is None or a.holder == holder) and (owner is None or a.owner == owner)]
 
     def access_timeline(self, principal: str, operation: AclOperation | str, resource_type: ResourceType | str,
                         resource_name: str, host: str = "*") -> list[forensics.Interval]:

@@ -184,3 +184,40 @@ def test_history_of_a_principal_says_created_and_rotated_and_holds_the_wildcard_
     assert [rows[0]["payload"]["principal"], rows[1]["payload"]["resource_type"]] == ["User:*", "USER"]
     _, out, _ = run(capsys, "history", "--principal", "User:alice")
     assert [line.split()[5] for line in out.splitlines()[2:]] == ["created", "created", "created", "rotated"]
+
+
+def test_a_token_created_as_mallory_for_alice_shows_in_who_could_timeline_history_diff_and_authorize(
+        tmp_path, monkeypatch, capsys):
+    """The observation: after `tokens --create --owner-principal User:alice --as User:mallory`, mallory holds a token
+    that authenticates as alice; every forensic command now says she could act as alice through it."""
+    keys, path = cli_env(tmp_path, monkeypatch)
+    admin = RequestContext("User:admin", "10.0.0.1")
+    with SecurityStore.open(path, StoreConfig(), keyring=Keyring.from_file(keys)) as s:
+        s.create_acls([AclBinding.of(ResourceType.TOPIC, "payments", PatternType.LITERAL, "User:alice", "*",
+                                     AclOperation.WRITE, AclPermissionType.ALLOW),
+                       AclBinding.of(ResourceType.USER, "User:alice", PatternType.LITERAL, "User:mallory", "*",
+                                     AclOperation.CREATE_TOKENS, AclPermissionType.ALLOW)], context=admin)
+    code, _, err = run(capsys, "tokens", "--create", "--owner-principal", "User:alice", "--as", "User:mallory")
+    assert (code, err) == (0, "")
+    said = "User:mallory could act as User:alice through token"
+
+    _, out, _ = run(capsys, "who-could", "--operation", "WRITE", "--topic", "payments")
+    [line] = [line for line in out.splitlines() if line.startswith("User:mallory")]
+    assert said in line and "at User:mallory's request" in line
+    _, out, _ = run(capsys, "who-could", "--operation", "WRITE", "--topic", "payments", "--at-offset", "2", "--json")
+    assert [g["principal"] for g in json.loads(out)] == ["User:admin", "User:alice"]  # before the token
+
+    _, out, _ = run(capsys, "timeline", "--principal", "User:mallory", "--operation", "WRITE", "--topic", "payments",
+                    "--host", "10.0.0.66", "--json")
+    [interval] = json.loads(out)
+    assert interval["via"]["owner"] == "User:alice" and interval["via"]["how"] == "requester"
+
+    _, out, _ = run(capsys, "history", "--principal", "User:mallory")
+    assert said in out
+    _, out, _ = run(capsys, "diff", "--json")
+    [issued] = json.loads(out)["tokens_issued"]
+    assert issued["token_access"].startswith(said)
+
+    code, out, _ = run(capsys, "authorize", "--principal", "User:alice", "--host", "10.0.0.5", "--operation", "WRITE",
+                       "--topic", "payments")
+    assert code == 0 and "authenticated with a delegation token" in out and said in out
