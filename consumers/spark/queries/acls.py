@@ -17,6 +17,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from secmeta.consumers.spark.queries.points import PointArg, check_point, offset_of, settings
+from secmeta.consumers.spark.queries.tokens import token_access_at
 from secmeta.consumers.spark.rows import column_of
 from secmeta.consumers.spark.table_reader import TableReader
 from secmeta.core.forensics.queries import Grant, resource_question, who_could
@@ -120,8 +121,10 @@ def who_could_at(
 
     Exactly ``store.who_could(operation, resource_type, resource_name, at=...)``:
     super users and allow.everyone.if.no.acl.found come from the version record (the
-    store's current settings, as the store uses its current config). Raises
-    QueryError / PointInTimeError for bad arguments before any Spark job.
+    store's current settings, as the store uses its current config); the holders of
+    tokens live then are listed under their owners' grants (``token_access_at``; with no
+    point, at the time of the version's last event). Raises QueryError /
+    PointInTimeError for bad arguments before any Spark job.
     """
     op, rt, resource_name = resource_question(operation, resource_type, resource_name)
     point = check_point(reader, at)
@@ -130,4 +133,5 @@ def who_could_at(
     rows = on_resource(acls_in_force(reader, n), rt, resource_name).select("acl_id", *_BINDING).collect()
     pairs = [(r.acl_id, _binding(r)) for r in rows]
     image = SecurityImage(acls=AclsImage.of(pairs), next_offset=n)
-    return who_could(image, config, op, rt, resource_name)
+    tokens = token_access_at(reader, n, None if point is None else point.timestamp_ms)
+    return who_could(image, config, op, rt, resource_name, tokens)

@@ -18,6 +18,9 @@ Definitions (times in epoch ms):
 Equivalently: the tokens of ``store.as_of(timestamp_ms=t)`` not expired at t,
 for t = T1 and every batch time in (T1, T2] (the state only changes at batch
 times).
+
+``token_access_at``: who could act as whom through a token at a point, by the store's
+rule (``secmeta.core.forensics.token_access``) over the token events of the history table.
 """
 
 from __future__ import annotations
@@ -29,12 +32,15 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
 from secmeta.consumers.spark.queries.points import check_time, require_order
-from secmeta.consumers.spark.rows import SCHEMA, column_of
+from secmeta.consumers.spark.rows import SCHEMA, column_of, envelope_from_row
 from secmeta.consumers.spark.table_reader import TableReader
+from secmeta.core.forensics.backend import HistoryEntry
+from secmeta.core.forensics.token_access import TokenAccess, token_accesses
 from secmeta.core.times import Point
+from secmeta.events.entities import TOKENS
 from secmeta.projections.tokens import TOKEN_FIELDS, TokenInfo
 
-__all__ = ["AliveToken", "alive_in", "token_columns", "tokens_alive"]
+__all__ = ["AliveToken", "alive_in", "token_access_at", "token_columns", "tokens_alive"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,3 +99,19 @@ def alive_in(intervals: DataFrame, start: int, end: int) -> DataFrame:
     last = F.struct(*TOKEN_FIELDS)
     return (alive.groupBy("token_id")
             .agg(F.min("t").alias("alive_from"), F.max_by(last, "valid_from_offset").alias("last")))
+
+
+def token_access_at(reader: TableReader, n: int, now_ms: int | None = None) -> list[TokenAccess]:
+    """The token accesses live in the state after the first ``n`` events at ``now_ms`` (default: the time of
+    that state's last event), as ``store.token_access(at=...)`` answers: the store's fold
+    (``token_accesses``) over the token events before ``n`` (the history table starts at offset 0)."""
+    history = reader.history()
+    if now_ms is None:
+        last = history.where(F.col("offset") == F.lit(n - 1)).select("timestamp_ms").collect()
+        if not last:
+            return []
+        now_ms = last[0].timestamp_ms
+    rows = (history.where(F.col("event_type").isin(*TOKENS.event_names) & (F.col("offset") < F.lit(n)))
+            .orderBy("offset").collect())
+    entries = (HistoryEntry.of(envelope_from_row(row.asDict())) for row in rows)
+    return [a for a in token_accesses(entries) if a.live(n, now_ms)]

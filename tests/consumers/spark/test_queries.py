@@ -33,6 +33,7 @@ from secmeta.core import (  # noqa: E402
     AclOperation,
     AclPermissionType,
     PatternType,
+    RequestContext,
     ResourceType,
 )
 from secmeta.core.errors import PointInTimeError, QueryError  # noqa: E402
@@ -92,6 +93,10 @@ def _targeted(space: Workspace) -> dict[str, int]:
         store.delete_acls([AclBindingFilter.of(T, "*", LIT)], context=ADMIN)
         store.create_acls([_acl(T, "payments", LIT, "User:*", "*", Op.READ, ALLOW)], context=ADMIN)
         mark("wildcard moved")
+        store.create_acls([_acl(ResourceType.USER, "User:alice", LIT, "User:mallory", "*", Op.CREATE_TOKENS, ALLOW)],
+                          context=ADMIN)
+        store.create_delegation_token(context=RequestContext("User:mallory", "10.0.0.66"), owner="User:alice")
+        mark("mallory's token")
         clock = space.config.clock
         short = store.create_delegation_token(context=ADMIN, owner="User:alice", renewers=["User:admin"])
         other = store.create_delegation_token(context=ADMIN, owner="User:bob", renewers=["User:carol"])
@@ -226,6 +231,21 @@ def test_who_could_at_targeted_cases_equal_the_store(spark, case_a):
             Op.READ, T, "payments", at=Point.at_time(t))
         assert who_could_at(reader, 3, 2, "payroll") == store.who_could(Op.READ, T, "payroll")
     assert all(seen.values()), seen
+
+
+def test_who_could_at_lists_token_holders_under_the_owners_grants_as_the_store(spark, case_a):
+    """A token mallory requested for alice: from its issue she is listed under alice's grants (through the token),
+    in Spark as in the store; before it, not; once it is swept (payments deleted), neither."""
+    reader = TableReader(spark, case_a.tables)
+    issued = case_a.marks["mallory's token"]
+    with case_a.space.open() as store:
+        for n in (issued - 1, issued, case_a.marks["payments deleted"]):
+            assert who_could_at(reader, Op.READ, T, "payments", n) == store.who_could(Op.READ, T, "payments", at=n)
+        holders = [(g.principal, g.via.owner) for g in who_could_at(reader, Op.READ, T, "payments", issued)
+                   if g.via is not None and g.via.how == "requester"]
+        assert ("User:mallory", "User:alice") in holders
+        assert not [g for g in who_could_at(reader, Op.READ, T, "payments", issued - 1)
+                    if g.principal == "User:mallory"]
 
 
 def test_who_could_at_random_requests_equal_the_store(spark, case):
