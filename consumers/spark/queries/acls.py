@@ -32,7 +32,7 @@ from secmeta.events.types import (
 from secmeta.projections.acls import AclsImage
 from secmeta.projections.image import SecurityImage
 
-__all__ = ["AclInForce", "acls_at", "acls_in_force", "on_resource", "who_could_at"]
+__all__ = ["AclInForce", "acls_at", "acls_in_force", "covering", "on_resource", "who_could_at"]
 
 _BINDING = tuple(map(column_of, ACLS.attributes))  # an ACL binding's seven columns
 
@@ -101,13 +101,18 @@ def acls_at(reader: TableReader, at: PointArg = None) -> list[AclInForce]:
 
 
 def on_resource(acls: DataFrame, resource_type: ResourceType, name: str) -> DataFrame:
-    """The rows of ``acls`` whose pattern applies to ``resource_type``:``name``: the same type, LITERAL with
-    that name or '*', PREFIXED with a name that is a prefix of it (``secmeta.projections.acl_match.covers``,
-    written in SQL so that Spark selects the few ACLs before Python decides)."""
+    """The rows of ``acls`` whose pattern applies to ``resource_type``:``name`` (``covering``)."""
+    return acls.where(covering(resource_type, name))
+
+
+def covering(resource_type: ResourceType, name: str) -> Column:
+    """Whether a row's ACL pattern applies to ``resource_type``:``name``: the same type, LITERAL with that name
+    or '*', PREFIXED with a name that is a prefix of it (``secmeta.projections.acl_match.covers``, written in
+    SQL so that Spark selects the few ACLs before Python decides)."""
     literal = (F.col("pattern_type") == PatternType.LITERAL.name) & F.col("resource_name").isin(name, "*")
     prefixed = (F.col("pattern_type") == PatternType.PREFIXED.name) & F.lit(name).startswith(
         F.col("resource_name"))
-    return acls.where((F.col("resource_type") == resource_type.name) & (literal | prefixed))
+    return (F.col("resource_type") == resource_type.name) & (literal | prefixed)
 
 
 def who_could_at(

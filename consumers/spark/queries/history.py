@@ -2,7 +2,10 @@
 
 The matching rules are ``secmeta.core.forensics.history.history``'s:
 
-- ``principal`` matches an event whose actor is the principal, or that names it
+- every row has ``action`` (``EntityKind.action``: created, rotated, altered, updated, deleted), from
+  whether its entity was open before it (its previous row by entity key);
+- ``principal`` matches an ACL that concerns it (``acl_decision.concerns``: a 'User:*' grant, an
+  ACL on the USER resource naming it), an event whose actor is the principal, or that names it
   (the ``principals`` column: its kind's ``principals``, ``secmeta.events.entities``:
   an ACL's principal, a SCRAM user as ``User:<name>``, a token's owner, requester
   or renewer), or a later event of an entity whose opening event named it, for
@@ -18,13 +21,16 @@ The matching rules are ``secmeta.core.forensics.history.history``'s:
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from secmeta.consumers.spark.queries.acls import covering
 from secmeta.consumers.spark.queries.points import PointArg, check_point, event_date_of
+from secmeta.consumers.spark.rows import column_of
 from secmeta.consumers.spark.table_reader import TableReader
 from secmeta.core.errors import QueryError
-from secmeta.events.entities import CREDENTIALS, KINDS
+from secmeta.events.entities import ACLS, CREDENTIALS, KINDS
+from secmeta.events.types import WILDCARD_PRINCIPAL, ResourceType
 
 __all__ = ["change_history"]
 
@@ -53,7 +59,7 @@ def change_history(
         if (first.offset, first.timestamp_ms) > (last.offset, last.timestamp_ms):
             raise QueryError(f"the start ({first}) is after the end ({last})")
 
-    history = reader.history()
+    history = _with_action(reader.history())
     rows = history
     if first is not None:
         if first.offset is not None:
@@ -86,5 +92,40 @@ def _involving(history: DataFrame, rows: DataFrame, principal: str) -> DataFrame
                .select(F.col("entity_key").alias("_involved_entity")).distinct())
     later = event.isin(*_PARTY_LATER) & (F.col("entity_key") == F.col("_involved_entity"))
     marked = rows.join(F.broadcast(parties), later, "left")
-    involved = F.coalesce(F.col("actor_principal") == p, F.lit(False)) | named | F.col("_involved_entity").isNotNull()
+    # acl_decision.concerns: a 'User:*' grant, or an ACL on the USER resource naming the principal
+    concerns = event.isin(*ACLS.event_names) & (
+        (F.col(column_of("principal")) == F.lit(WILDCARD_PRINCIPAL)) | covering(ResourceType.USER, principal))
+    involved = (F.coalesce(F.col("actor_principal") == p, F.lit(False)) | named
+                | F.col("_involved_entity").isNotNull() | F.coalesce(concerns, F.lit(False)))
     return marked.where(involved).drop("_involved_entity")
+
+
+def _role() -> Column:
+    """EntityKind.role of each row: its event type, and None in a ``closed_when_none`` column closes."""
+    role = None
+    for kind in KINDS:
+        closing = F.col("event_type").isin(*kind.close_names)
+        if kind.closed_when_none is not None:
+            closing = closing | (F.col("event_type").isin(*(t.__name__ for t in kind.closing_when_none))
+                                 & F.col(column_of(kind.closed_when_none)).isNull())
+        for name, value in ((None, "close"), ("update", "update"), ("open", "open")):
+            test = closing if name is None else F.col("event_type").isin(
+                *(kind.update_names if name == "update" else kind.open_names))
+            role = F.when(test, value) if role is None else role.when(test, value)
+    return role
+
+
+def _with_action(history: DataFrame) -> DataFrame:
+    """``history`` with ``action``: EntityKind.action of each row's role and whether its entity was open before
+    (its previous row, by entity key, did not close it); the rule's words are asked of each kind."""
+    previous = F.lag("_role").over(Window.partitionBy("entity_key").orderBy("offset"))
+    was_open = F.coalesce(previous != F.lit("close"), F.lit(False))
+    action = None
+    for kind in KINDS:
+        of_kind = F.col("event_type").isin(*kind.event_names)
+        for role in ("open", "update", "close"):
+            for before in (True, False):
+                test = of_kind & (F.col("_role") == role) & (was_open == F.lit(before))
+                word = kind.action(role, before)
+                action = F.when(test, word) if action is None else action.when(test, word)
+    return history.withColumn("_role", _role()).withColumn("action", action).drop("_role")

@@ -43,7 +43,7 @@ from secmeta.projections.acl_decision import NO_ACL_FOUND, SUPER_USER  # noqa: E
 from secmeta.projections.acl_match import covers  # noqa: E402
 from secmeta.projections.tokens import TokenInfo  # noqa: E402
 from tests.consumers.spark.sparkkit import Workspace, acl_state, make_workspace  # noqa: E402
-from tests.storekit import ADMIN  # noqa: E402
+from tests.storekit import ADMIN, upsert  # noqa: E402
 
 T, G, C, X = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
@@ -97,6 +97,8 @@ def _targeted(space: Workspace) -> dict[str, int]:
                           context=ADMIN)
         store.create_delegation_token(context=RequestContext("User:mallory", "10.0.0.66"), owner="User:alice")
         mark("mallory's token")
+        for password in (b"one", b"two"):  # created (or rotated, if the random steps made one), then rotated
+            store.alter_user_scram_credentials([upsert("alice", password)], context=ADMIN)
         clock = space.config.clock
         short = store.create_delegation_token(context=ADMIN, owner="User:alice", renewers=["User:admin"])
         other = store.create_delegation_token(context=ADMIN, owner="User:bob", renewers=["User:carol"])
@@ -284,13 +286,14 @@ def _same(entries, rows) -> None:
         assert (e.timestamp_ms, e.actor_principal, e.actor_host, e.request_id, e.event_type, e.entity_key) == (
             r["timestamp_ms"], r["actor_principal"], r["actor_host"], r["request_id"], r["event_type"],
             r["entity_key"]), e.offset
+        assert r["action"] == e.action, e.offset
         for key, value in e.payload.items():
             if key == "secret":
                 continue
             assert r[key] == value, (e.offset, key)
 
 
-def test_change_history_of_principals_and_users_equals_the_store(spark, case):
+def test_change_history_of_principals_and_users_equals_the_store(spark, case, case_a):
     """Actor or subject (ACL principal, SCRAM user, token parties via the issue events); user = SCRAM events."""
     reader = TableReader(spark, case.tables)
     with case.space.open() as store:
@@ -299,7 +302,8 @@ def test_change_history_of_principals_and_users_equals_the_store(spark, case):
         later = [owners[e.payload["token_id"]] for e in store.history(
             event_types=["DelegationTokenRenewed", "DelegationTokenExpired", "DelegationTokenRemoved"])]
         assert later
-        principals = ["User:admin", "System:token-sweeper", "User:nobody", *list(dict.fromkeys(later))[:3]]
+        principals = ["User:admin", "System:token-sweeper", "User:nobody", "User:alice", "User:mallory",
+                      *list(dict.fromkeys(later))[:3]]
         token_events = 0
         for p in principals:
             expected = list(store.history(principal=p))
@@ -308,6 +312,11 @@ def test_change_history_of_principals_and_users_equals_the_store(spark, case):
                                                   "DelegationTokenRemoved") and e.actor_principal != p
                                 for e in expected)
         assert token_events > 0  # token parties found through the issue events
+        if case is case_a:  # 'User:*' grants and the ACL on USER User:alice are alice's; rotations say so
+            alices = list(store.history(principal="User:alice"))
+            assert any(e.payload.get("principal") == "User:*" for e in alices)
+            assert any(e.payload.get("resource_type") == "USER" for e in alices)
+            assert "rotated" in {e.action for e in alices}
         for user in ["user0", "user3"]:
             _same(list(store.history(user=user)), _entries(change_history(reader, user=user)))
 
