@@ -17,7 +17,7 @@ from secmeta.core import (
 from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaOp
 from secmeta.core.forensics.history import diff, history
 from secmeta.core.forensics.history_index import HistoryIndex
-from secmeta.core.forensics.queries import access_timeline, who_could_at
+from secmeta.core.forensics.queries import access_timeline, live_tokens, who_could_at
 from secmeta.core.forensics.scan import LogScan
 from tests.core.forensics.history_contract import HistoryBackendContract, scanned, store_after
 from tests.core.forensics.test_timetravel_properties import (
@@ -29,7 +29,7 @@ from tests.core.forensics.test_timetravel_properties import (
     steps,
 )
 from tests.logkit import make_keyring
-from tests.storekit import ADMIN
+from tests.storekit import ADMIN, replayed
 
 
 class TestLogScan(HistoryBackendContract):
@@ -168,3 +168,21 @@ def test_quota_diffs_from_the_index_equal_the_scan_between_every_two_points(keyr
         for a in range(end + 1):
             for b in range(a, end + 1):
                 assert diff(store.timetravel, a, b, backend=index) == diff(store.timetravel, a, b, backend=scan)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=40)
+@given(plan=churn)
+def test_live_token_access_at_every_point_is_the_replayed_tokens_held_by_another(keyring, plan):
+    """At every point, through either backend, the live accesses are exactly the tokens of a fresh replay's image
+    there that are not expired at its time and were requested by someone else than the owner (the requester)
+    or renewed or expired by them (in these plans, User:admin: the requester, and the only renewer)."""
+    with store_after(keyring, plan) as store:
+        travel = store.timetravel
+        for n in range(store.log.end_offset + 1):
+            at = travel.timestamp_before(n)
+            expected = set() if at is None else {
+                (t.token_id, t.requester, t.owner) for t in replayed(store, n).tokens
+                if t.requester != t.owner and not t.is_expired(at)}
+            for backend in _both(store):
+                found = live_tokens(travel, n, None, backend=backend)
+                assert {(a.token_id, a.holder, a.owner) for a in found} == expected, n
