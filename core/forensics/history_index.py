@@ -410,9 +410,15 @@ class HistoryIndex:
         if query.end_ms is not None:
             where.append("ts <= ?")
             args.append(query.end_ms)
+        kind_only = False
         if query.event_types is not None:
             where.append(f"type IN ({_marks(query.event_types)})")
             args += sorted(query.event_types)
+            kinds = {kind_of(t) for t in query.event_types}
+            if len(kinds) == 1 and (kind := kinds.pop()) is not ACLS:  # one kind's rows: a range of by_entity
+                where.append("restype IS NULL AND entity >= ? AND entity < ?")
+                args += [f"{kind.name}:", f"{kind.name};"]
+                kind_only = True
         if query.user is not None:  # a SCRAM credential's rows are those of its entity
             where.append("restype IS NULL AND entity IN (?, ?)")
             args += [ScramCredentialDeleted(query.user, m).entity_key
@@ -432,7 +438,7 @@ class HistoryIndex:
             else:
                 where.append("restype IS NOT NULL")
         sql = _ranged(f"SELECT {', '.join(_COLUMNS)} FROM events WHERE", " AND ".join(f"({w})" for w in where),
-                      indexed=query.principal is not None or query.user is not None)
+                      indexed=query.principal is not None or query.user is not None or kind_only)
         with self._lock:
             rows = self._db.execute(sql, (query.lo, query.hi, *args)).fetchall()
             opened = self._open_before(rows)
