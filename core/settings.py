@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from secmeta.core import validation
 from secmeta.core.config import TOKEN_SECRET_ENV, StoreConfig
 from secmeta.core.errors import DelegationTokenDisabledException, InvalidValueError
+from secmeta.events.entities import principals_in
 from secmeta.events.records import SecuritySettingAltered
 from secmeta.events.types import ScramMechanism
 
@@ -55,7 +56,7 @@ def _millis(text: str, name: str) -> int:
 
 
 def _principals(text: str, name: str) -> frozenset[str]:
-    parts = [p.strip() for p in text.split(";") if p.strip()]
+    parts = principals_in(text)
     for p in parts:
         validation.principal(p, f"setting {name}'s principal")
     return frozenset(parts)

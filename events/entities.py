@@ -46,7 +46,8 @@ from .records import (
     SecuritySettingAltered,
 )
 
-__all__ = ["KINDS", "EntityKind", "Parties", "closes", "entity_key", "involves", "kind_of"]
+__all__ = ["KINDS", "PRINCIPALS_SETTING", "EntityKind", "Parties", "closes", "entity_key", "involves", "kind_of",
+           "principals_in"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,12 +181,27 @@ def _no_principals(event: Event) -> tuple[str, ...]:
     return ()
 
 
+PRINCIPALS_SETTING = "super.users"  # the setting whose value names principals
+
+
+def principals_in(text: str) -> tuple[str, ...]:
+    """The principals a ``super.users`` value names, in order: ``User:a;User:b`` (Kafka's form)."""
+    return tuple(dict.fromkeys(p.strip() for p in text.split(";") if p.strip()))
+
+
+def _setting_principals(event: SecuritySettingAltered) -> tuple[str, ...]:
+    if event.setting_name != PRINCIPALS_SETTING or not event.setting_value:
+        return ()
+    return principals_in(event.setting_value)
+
+
 # A setting of the cluster that decides access (Kafka's ConfigRecord on the BROKER resource).
-# Its principals are none: super.users names principals, but as a value, not as parties.
+# Its principals: those super.users names; it carries its parties, so a change also involves the
+# principals the value it replaced named (a super user removed sees the removal in its history).
 SETTINGS = EntityKind(
     "setting", key=("setting_name",), attributes=("setting_value",),
-    opens=(SecuritySettingAltered,), closes=(), closed_when_none="setting_value", principals=_no_principals,
-    table="settings", intervals_table="setting_intervals")
+    opens=(SecuritySettingAltered,), closes=(), closed_when_none="setting_value", principals=_setting_principals,
+    table="settings", intervals_table="setting_intervals", carries_parties=True, reopened="altered")
 
 
 # A repair of the log (``secmeta log recover``): a fact about the log, not security state; it opens
@@ -223,8 +239,9 @@ def entity_key(event: Event) -> str:
 class Parties:
     """The principals each open entity of a ``carries_parties`` kind involves, kept as events pass.
 
-    ``observe`` every event in log order; ``of(event)`` is then every principal the event
-    involves: those it names and those its entity's opening event named.
+    ``of(event)``, asked before ``observe(event)``, is every principal the event involves: those
+    it names and those its entity's (previous) opening event named; ``observe`` every event in
+    log order after asking.
     """
 
     __slots__ = ("_by_key",)

@@ -25,8 +25,6 @@ from secmeta.events.entities import (
     KINDS,
     TOKENS,
     EntityKind,
-    Parties,
-    involves,
     kind_of,
 )
 from secmeta.events.records import Envelope
@@ -271,13 +269,15 @@ def token_parties(image: SecurityImage) -> dict[str, tuple[str, ...]]:
     return {event.entity_key: kind_of(event).principals(event) for event in opening_events(image, carrying)}
 
 
-def about_principal(envelope: Envelope, principal: str, parties: Parties | None = None) -> bool:
+def about_principal(envelope: Envelope, principal: str, involved: tuple[str, ...] | None = None) -> bool:
     """Whether a logged change belongs to ``principal``'s history: they made it, it involves them
     (``entities.involves``: an ACL's principal, their credentials, tokens they own, requested or may renew,
     quotas naming their user), or it is an ACL that concerns them (``acl_decision.concerns``: a 'User:*'
-    grant, an ACL on the USER resource naming them)."""
+    grant, an ACL on the USER resource naming them). ``involved``: ``Parties.of(event)`` where the event's
+    entity carries parties (default: the principals the event names)."""
     event = envelope.event
-    return (envelope.actor_principal == principal or involves(event, principal, parties)
+    named = kind_of(event).principals(event) if involved is None else involved
+    return (envelope.actor_principal == principal or principal in named
             or (kind_of(event) is ACLS and concerns(event.binding, principal)))
 
 

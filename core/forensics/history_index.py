@@ -90,7 +90,8 @@ from secmeta.projections.tokens import TokenInfo
 __all__ = ["HistoryIndex", "condemn", "index_problem", "token_parties"]
 
 logger = logging.getLogger("secmeta.history_index")
-INDEX_FORMAT = 6  # 5: every non-ACL kind's principals in parties (entities.Parties); 6: role (EntityKind.role)
+INDEX_FORMAT = 7  # 5: every non-ACL kind's principals in parties (entities.Parties); 6: role (EntityKind.role);
+# 7: a settings row involves the principals super.users names and those of the value it replaced
 _CHUNK = 100_000  # rows per transaction
 _BLOCK = 1024  # rows per link of the digest chain
 _SEAL_SUFFIX = ".mac"  # beside the file: its keyed digest, written at a clean close
@@ -146,10 +147,10 @@ def _row(envelope: Envelope, parties: Parties, opened: dict[str, tuple[str, ...]
                 envelope.request_id, kind.__name__, event.entity_key, e.principal, p.resource_type.value,
                 p.pattern_type.value, p.name, e.host, e.operation.value, e.permission_type.value, ACLS.role(event),
                 None, None)
+    involved = parties.of(event)  # before observing: the entity's previous opening event's parties count
     parties.observe(event)
-    involved = parties.of(event)
     if entity.carries_parties and kind in entity.opens:
-        opened[event.entity_key] = involved
+        opened[event.entity_key] = entity.principals(event)
     payload = _compact_json(redacted(envelope)["payload"])
     return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
             envelope.request_id, kind.__name__, event.entity_key, None, None, None, None, None, None, None,

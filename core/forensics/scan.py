@@ -120,6 +120,7 @@ class LogScan:
             if query.end_ms is not None and envelope.timestamp_ms > query.end_ms:
                 continue
             event = envelope.event
+            involved = parties.of(event)  # who the event and its entity's previous opening event name
             parties.observe(event)  # before any filter: a later event may need the parties this one names
             was_open = opened.before(event)
             if types is not None and envelope.event_type not in types:
@@ -129,7 +130,7 @@ class LogScan:
             if resource is not None and not resource.matches(envelope.event_type, getattr(event, "binding", None),
                                                              event.entity_key):
                 continue
-            if principal is not None and not about_principal(envelope, principal, parties):
+            if principal is not None and not about_principal(envelope, principal, involved):
                 continue
             yield HistoryEntry.of(envelope, was_open)
 

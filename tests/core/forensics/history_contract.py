@@ -163,6 +163,18 @@ class HistoryBackendContract:
         assert [e.offset for e in self.history(store, principal="User:bob")] == [0, 3, 4]
         assert [e.offset for e in self.history(store, principal="User:mallory")] == [0, 1, 3]
 
+    def test_a_super_users_change_is_in_the_history_of_each_principal_it_adds_or_removes(self, store):
+        """super.users naming mallory is in her history when she is made a super user and when she is removed
+        (the change replaced a value naming her), not in the history of a principal neither value names."""
+        store.alter_settings({"super.users": "User:admin;User:mallory"}, context=ADMIN)  # 0
+        store.alter_settings({"super.users": "User:admin"}, context=ADMIN)  # 1
+        store.create_acls([acl("orders", "User:bob")], context=ADMIN)  # 2
+        mallory = self.history(store, principal="User:mallory")
+        assert [(e.offset, e.event_type, e.action) for e in mallory] == [
+            (0, "SecuritySettingAltered", "created"), (1, "SecuritySettingAltered", "altered")]
+        assert [e.offset for e in self.history(store, principal="User:bob")] == [2]
+        assert [e.offset for e in self.history(store, principal="User:mallory", start_offset=1)] == [1]
+
     def test_credential_rows_say_created_rotated_or_deleted(self, store):
         """A password set, set again and removed shows as created, rotated and deleted, not as two equal upserts."""
         store.alter_user_scram_credentials([upsert("alice")], context=ADMIN)  # 0
