@@ -81,7 +81,7 @@ def change_history(
         rows = rows.where(F.col("event_type").isin(*CREDENTIALS.event_names) & (F.col("user") == F.lit(user)))
     if principal is not None:
         rows = _involving(history, rows, principal)
-    return rows.orderBy("offset")
+    return rows.drop("_replaced_principals").orderBy("offset")
 
 
 def _involving(history: DataFrame, rows: DataFrame, principal: str) -> DataFrame:
@@ -95,7 +95,8 @@ def _involving(history: DataFrame, rows: DataFrame, principal: str) -> DataFrame
     # acl_decision.concerns: a 'User:*' grant, or an ACL on the USER resource naming the principal
     concerns = event.isin(*ACLS.event_names) & (
         (F.col(column_of("principal")) == F.lit(WILDCARD_PRINCIPAL)) | covering(ResourceType.USER, principal))
-    involved = (F.coalesce(F.col("actor_principal") == p, F.lit(False)) | named
+    replaced = F.coalesce(F.array_contains(F.col("_replaced_principals"), p), F.lit(False))
+    involved = (F.coalesce(F.col("actor_principal") == p, F.lit(False)) | named | replaced
                 | F.col("_involved_entity").isNotNull() | F.coalesce(concerns, F.lit(False)))
     return marked.where(involved).drop("_involved_entity")
 
@@ -118,7 +119,8 @@ def _role() -> Column:
 def _with_action(history: DataFrame) -> DataFrame:
     """``history`` with ``action``: EntityKind.action of each row's role and whether its entity was open before
     (its previous row, by entity key, did not close it); the rule's words are asked of each kind."""
-    previous = F.lag("_role").over(Window.partitionBy("entity_key").orderBy("offset"))
+    by_entity = Window.partitionBy("entity_key").orderBy("offset")
+    previous = F.lag("_role").over(by_entity)
     was_open = F.coalesce(previous != F.lit("close"), F.lit(False))
     action = None
     for kind in KINDS:
@@ -128,4 +130,8 @@ def _with_action(history: DataFrame) -> DataFrame:
                 test = of_kind & (F.col("_role") == role) & (was_open == F.lit(before))
                 word = kind.action(role, before)
                 action = F.when(test, word) if action is None else action.when(test, word)
-    return history.withColumn("_role", _role()).withColumn("action", action).drop("_role")
+    # entities.Parties: an opening event of a kind that carries its parties also involves those its entity's
+    # previous opening event named (a super.users value replaced)
+    replaced = F.when(F.col("event_type").isin(*_PARTY_OPENS), F.lag("principals").over(by_entity))
+    return (history.withColumn("_role", _role()).withColumn("action", action)
+            .withColumn("_replaced_principals", replaced).drop("_role"))
