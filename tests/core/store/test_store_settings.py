@@ -1,0 +1,123 @@
+"""Settings that decide access are logged events (issue 21): the store's API, its past views and its checks at open."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.core import settings as logged
+from secmeta.core.errors import ApiException, ErrorCode, InvalidValueError
+from secmeta.core.types import RequestContext
+from secmeta.events.types import AclOperation, ResourceType
+from tests.storekit import ADMIN, acl
+
+MALLORY = RequestContext("User:mallory", "10.0.0.9")
+TOPIC = ResourceType.TOPIC
+
+
+def test_a_super_user_added_later_is_not_one_in_the_past(store):
+    """who_could and authorize at a point before alter_settings answer with the super users of then."""
+    store.log_initial_settings(ADMIN)
+    before = store.image.next_offset
+    store.alter_settings({"super.users": "User:admin;User:mallory"}, context=ADMIN)
+    now = {g.principal for g in store.who_could(AclOperation.ALTER, TOPIC, "payments")}
+    then = {g.principal for g in store.who_could(AclOperation.ALTER, TOPIC, "payments", at=before)}
+    assert now == {"User:admin", "User:mallory"} and then == {"User:admin"}
+    assert store.authorize("User:mallory", "h", AclOperation.ALTER, TOPIC, "payments")
+    assert not store.as_of(offset=before).authorize("User:mallory", "h", AclOperation.ALTER, TOPIC, "payments")
+
+
+def test_allow_everyone_if_no_acl_found_is_a_logged_setting(store):
+    store.alter_settings({"allow.everyone.if.no.acl.found": "true"}, context=ADMIN)
+    assert store.authorize("User:anyone", "h", AclOperation.ALTER, TOPIC, "payments")
+    assert not store.as_of(offset=0).authorize("User:anyone", "h", AclOperation.ALTER, TOPIC, "payments")
+    store.alter_settings(delete=["allow.everyone.if.no.acl.found"], context=ADMIN)  # back to the default
+    assert not store.authorize("User:anyone", "h", AclOperation.ALTER, TOPIC, "payments")
+
+
+def test_altering_settings_needs_alter_configs_on_the_cluster_and_a_refusal_writes_nothing(store):
+    end = store.log.end_offset
+    with pytest.raises(ApiException) as info:
+        store.alter_settings({"super.users": "User:mallory"}, context=MALLORY)
+    assert info.value.error.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    for bad, named in (({"super.users": "mallory"}, "super.users"), ({"no.such": "1"}, "no.such"),
+                       ({"delegation.token.max.lifetime.ms": "-5"}, "delegation.token.max.lifetime.ms"),
+                       ({"allow.everyone.if.no.acl.found": "yes"}, "allow.everyone.if.no.acl.found")):
+        with pytest.raises(ApiException) as info:
+            store.alter_settings(bad, context=ADMIN)
+        assert info.value.error.code == ErrorCode.INVALID_REQUEST and named in str(info.value)
+    assert store.log.end_offset == end
+
+
+def test_settings_survive_a_snapshot_and_a_reopen(open_store):
+    store = open_store()
+    store.alter_settings({"super.users": "User:root", "delegation.token.expiry.time.ms": "5000"}, context=ADMIN)
+    store.snapshot()
+    store.close()
+    reopened = open_store()
+    assert reopened.loaded.replayed_events == 0
+    assert reopened.settings.super_users == {"User:root"} and reopened.settings.token_expiry_time_ms == 5000
+
+
+@pytest.mark.parametrize("edit", [{"super_users": ["User:admin", "User:mallory"]},
+                                  {"allow_everyone_if_no_acl_found": True}])
+def test_a_config_json_that_disagrees_with_the_log_is_refused_at_open(open_store, store_dir, keyring, edit):
+    """The issue's attack: config.json edited. Both opens refuse, naming the setting and the command."""
+    store = open_store()
+    store.log_initial_settings(ADMIN)
+    store.close()
+    (store_dir / "config.json").write_text(json.dumps(edit))
+    for read_only in (False, True):
+        with pytest.raises(InvalidValueError) as info:
+            SecurityStore.open(store_dir, StoreConfig.load(store_dir), keyring=keyring, read_only=read_only)
+        assert next(iter(edit)) in str(info.value) and "secmeta config --alter" in str(info.value)
+    (store_dir / "config.json").write_text(json.dumps({"super_users": ["User:admin"]}))  # the log's value: fine
+    SecurityStore.open(store_dir, StoreConfig.load(store_dir), keyring=keyring, read_only=True).close()
+
+
+def test_the_token_secret_is_pinned_by_its_fingerprint(open_store):
+    """Once logged, another SECMETA_TOKEN_SECRET may not create or renew tokens, and the error names it."""
+    store = open_store(token_secret=b"the-right-secret")
+    store.log_initial_settings(ADMIN)
+    token = store.create_delegation_token(context=ADMIN)
+    store.close()
+    wrong = open_store(token_secret=b"another-secret")
+    for attempt in (lambda: wrong.create_delegation_token(context=ADMIN),
+                    lambda: wrong.renew_delegation_token(token.hmac, context=ADMIN),
+                    lambda: wrong.token_hmac(token.token_id)):
+        with pytest.raises(ApiException, match="SECMETA_TOKEN_SECRET"):
+            attempt()
+    assert [t.token_id for t in wrong.as_of(offset=wrong.image.next_offset).describe_delegation_tokens(
+        context=ADMIN)] == [token.token_id]  # no HMAC shown: no secret needed
+
+
+def test_the_first_token_pins_a_secret_the_log_did_not_name(open_store):
+    store = open_store(token_secret=None)
+    store.log_initial_settings(ADMIN)  # no secret: no fingerprint logged
+    store.close()
+    store = open_store(token_secret=b"first")
+    store.create_delegation_token(context=ADMIN)
+    assert store.settings.token_secret_fingerprint == logged.secret_fingerprint(b"first")
+    assert [e.event_type for e in store.history()][-2:] == ["SecuritySettingAltered", "DelegationTokenIssued"]
+
+
+def test_history_shows_setting_changes_with_their_actor(store):
+    store.alter_settings({"super.users": "User:admin;User:ops"}, context=ADMIN)
+    [entry] = [e for e in store.history() if e.event_type == "SecuritySettingAltered"]
+    assert entry.payload == {"setting_name": "super.users", "setting_value": "User:admin;User:ops"}
+
+
+_PRINCIPALS = st.lists(st.from_regex(r"User:[a-z]{1,8}", fullmatch=True), max_size=4).map(frozenset)
+
+
+@given(super_users=_PRINCIPALS, allow=st.booleans(), lifetime=st.integers(1, 2**62))
+def test_every_logged_setting_reads_back_what_its_text_form_wrote(super_users, allow, lifetime):
+    config = StoreConfig(super_users=super_users, allow_everyone_if_no_acl_found=allow, token_max_lifetime_ms=lifetime)
+    for s in logged.LOGGED:
+        value = getattr(config, s.field)
+        if value is not None:
+            assert s.value_of(s.text(value)) == value
