@@ -29,6 +29,8 @@ from secmeta.core.auth.scram_crypto import (
 from secmeta.core.auth.scram_server import ScramServer, TokenIdentity, UserLookup
 from secmeta.core.auth.token_hmac import token_hmac
 from secmeta.core.config import StoreConfig
+from secmeta.core.errors import DelegationTokenDisabledException
+from secmeta.core.settings import in_force, require_token_secret
 from secmeta.events.errors import KeyringError, SealedSecretError
 from secmeta.events.keyring import Keyring, open_scram, seal_scram
 from secmeta.events.records import ScramCredentialUpserted
@@ -62,7 +64,8 @@ class ScramLogin:
         mechanism = validation.enum_value(ScramMechanism, mechanism, "SCRAM mechanism")
         return ScramServer(mechanism, self._user_lookup(mechanism), token_lookup=self.token_identity,
                            fake_salt_key=self._fake_salt_key,
-                           fake_iterations=self._config.default_iterations.get(mechanism, DEFAULT_ITERATIONS))
+                           fake_iterations=in_force(self._config, self._image()).default_iterations.get(
+                               mechanism, DEFAULT_ITERATIONS))
 
     def _user_lookup(self, mechanism: ScramMechanism) -> UserLookup:
         def lookup(user: str) -> ScramCredential | None:
@@ -82,8 +85,13 @@ class ScramLogin:
 
     def token_identity(self, token_id: str) -> TokenIdentity | None:
         """The owner and HMAC of a live token (None: unknown, expired, or tokens disabled)."""
-        secret = self._config.token_secret
-        info = self._image().tokens.get(token_id)
+        image = self._image()
+        try:
+            secret = require_token_secret(in_force(self._config, image))
+        except DelegationTokenDisabledException as exc:  # another secret than the logged one: no token logs in
+            _log.warning("token login refused: %s", exc)
+            return None
+        info = image.tokens.get(token_id)
         if info is None or secret is None or info.is_expired(self._config.now_ms()):
             return None
         return TokenIdentity(info.owner, token_hmac(secret, token_id))

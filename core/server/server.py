@@ -162,7 +162,7 @@ class Server:
 def _sasl_mechanisms(config: ServerConfig, store: Any) -> tuple[ScramMechanism, ...]:
     """The mechanisms SASL listeners offer: those configured, each enabled in the store (else an
     error naming it), or by default every one the store enables."""
-    enabled = store.config.enabled_mechanisms
+    enabled = store.settings.enabled_mechanisms  # the logged sasl.enabled.mechanisms in force
     if config.sasl_mechanisms is None:
         return tuple(m for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512) if m in enabled)
     refused = [m.mechanism_name for m in config.sasl_mechanisms if m not in enabled]
