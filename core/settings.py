@@ -30,7 +30,7 @@ from secmeta.events.records import SecuritySettingAltered
 from secmeta.events.types import ScramMechanism
 
 __all__ = ["LOGGED", "Setting", "check_config", "describe", "events_for",
-           "in_force", "initial_events", "require_token_secret", "secret_fingerprint", "setting",
+           "in_force", "initial_events", "with_values", "require_token_secret", "secret_fingerprint", "setting",
            "token_secret_pin"]
 
 _FINGERPRINT_LABEL = b"secmeta delegation token secret fingerprint v1"
@@ -155,13 +155,22 @@ def in_force(config: StoreConfig, image) -> StoreConfig:
         hit = _cache.get(key)
     if hit is not None and hit[0] is config and hit[1] is logged.values:
         return hit[2]
-    changes = {_BY_NAME[name].field: _BY_NAME[name].value_of(text) for name, text in logged if name in _BY_NAME}
-    result = config.with_(**changes)
+    result = with_values(config, dict(logged))
     with _cache_lock:
         if len(_cache) > 64:
             _cache.clear()
         _cache[key] = (config, logged.values, result)
     return result
+
+
+def with_values(config: StoreConfig, values: Mapping[str, str | None]) -> StoreConfig:
+    """``config`` with logged settings' values (name -> text; None: back to the default)."""
+    changes = {}
+    for name, text in values.items():
+        s = _BY_NAME.get(name)
+        if s is not None:
+            changes[s.field] = getattr(_DEFAULTS, s.field) if text is None else s.value_of(text)
+    return config.with_(**changes) if changes else config
 
 
 def describe(config: StoreConfig, image) -> list[dict]:

@@ -26,13 +26,14 @@ where it answers, else the log scan).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from secmeta.core import validation
 from secmeta.core.config import StoreConfig
 from secmeta.core.errors import QueryError
-from secmeta.core.forensics.backend import Change, HistoryBackend
+from secmeta.core import settings as logged_settings
+from secmeta.core.forensics.backend import Change, HistoryBackend, HistoryQuery
 from secmeta.core.forensics.preferred import IndexOrScan
 from secmeta.core.forensics.timetravel import TimeTravel
 from secmeta.core.forensics.token_access import TokenAccess, token_access
@@ -298,6 +299,10 @@ class _Tracked:
     def __init__(self, principal: str, host: str, op: AclOperation, rt: ResourceType, name: str,
                  config: StoreConfig):
         self.principal, self.host, self.op, self.rt, self.name = principal, host, op, rt, name
+        self.settings(config)
+
+    def settings(self, config: StoreConfig) -> None:
+        """Decide with ``config``'s super users and no-ACL default (the settings in force from here on)."""
         self.super_users = frozenset(config.super_users)
         self.allow_if_no_acl = bool(config.allow_everyone_if_no_acl_found)
         self.on_resource: set[str] = set()
@@ -319,6 +324,20 @@ class _Tracked:
         return decide(self.principal, self.host, self.op, self.applying.items(),
                       resource_has_acls=bool(self.on_resource), super_users=self.super_users,
                       allow_if_no_acl=self.allow_if_no_acl)
+
+
+def _merged(acl_changes, setting_changes: list) -> Iterator:
+    """ACL changes and settings changes (HistoryEntry) in offset order."""
+    settings = iter(setting_changes)
+    pending = next(settings, None)
+    for change in acl_changes:
+        while pending is not None and pending.offset < change.offset:
+            yield pending
+            pending = next(settings, None)
+        yield change
+    while pending is not None:
+        yield pending
+        pending = next(settings, None)
 
 
 def access_timeline(
@@ -372,21 +391,29 @@ def _timeline(travel: TimeTravel, config: StoreConfig, principal: str, op: AclOp
     log = travel.log
     start, end = log.start_offset, log.end_offset
     begin_ms = travel.begin_ms() if start == 0 else travel.timestamp_before(start)
-    tracked = _Tracked(principal, host, op, rt, name, config)
+    backend = backend or IndexOrScan(travel)
+    settings = logged_settings.in_force(config, travel.image_at(start)) if start > 0 else config
+    tracked = _Tracked(principal, host, op, rt, name, settings)
     if start > 0:  # older segments were deleted: begin from the state at the log's start
         for acl_id, binding in travel.image_at(start).acls:
             if tracked.covers(binding):
                 tracked.add(acl_id, binding)
+    # settings changes (super.users, allow.everyone.if.no.acl.found) open and close access as ACL changes do
+    setting_changes = list(backend.entries(HistoryQuery(start, end, event_types=frozenset({"SecuritySettingAltered"}))))
     decision = tracked.decision()
-    if decision.reason == SUPER_USER:  # no logged change can alter it
+    if decision.reason == SUPER_USER and not setting_changes:  # no logged change can alter it
         return [Interval(start, begin_ms, None, reason=SUPER_USER)]
     intervals: list[Interval] = []
     allowed = decision.allowed
     opened: tuple | None = None  # (start offset, start ms, opener, reason) of the open interval
     if allowed:
         opened = (start, begin_ms, None, decision.reason)
-    for change in (backend or IndexOrScan(travel)).acl_changes(start, end, rt, name):
-        if change.event_type == "AclCreated":
+    for change in _merged(backend.acl_changes(start, end, rt, name), setting_changes):
+        if change.event_type == "SecuritySettingAltered":
+            settings = logged_settings.with_values(settings, {change.payload["setting_name"]:
+                                                              change.payload["setting_value"]})
+            tracked.settings(settings)
+        elif change.event_type == "AclCreated":
             tracked.remove(change.acl_id)
             tracked.add(change.acl_id, change.binding)
         elif change.acl_id in tracked.on_resource:

@@ -121,3 +121,15 @@ def test_every_logged_setting_reads_back_what_its_text_form_wrote(super_users, a
         value = getattr(config, s.field)
         if value is not None:
             assert s.value_of(s.text(value)) == value
+
+
+def test_the_access_timeline_opens_and_closes_with_super_users_changes(store):
+    """A principal made super user, then not: one interval, opened and closed by the logged setting changes."""
+    store.create_acls([acl("payments", principal="User:bob")], context=ADMIN)  # the topic has ACLs, none hers
+    store.alter_settings({"super.users": "User:admin;User:mallory"}, context=ADMIN)
+    granted = store.image.next_offset
+    store.alter_settings({"super.users": "User:admin"}, context=ADMIN)
+    [interval] = store.access_timeline("User:mallory", AclOperation.ALTER, TOPIC, "payments")
+    assert (interval.start_offset, interval.end_offset) == (granted, store.image.next_offset)
+    assert interval.opened_by.event_type == interval.closed_by.event_type == "SecuritySettingAltered"
+    assert interval.reason == "SUPER_USER" or "super" in interval.reason.lower()
