@@ -1,5 +1,5 @@
 """The image a reader must reach, as a user sees it: the ACL set, the credential descriptions, the tokens,
-the client quotas.
+the client quotas, the logged settings.
 
 ``image_of`` reads it through describe (``StoreView`` over an image, with a token secret so tokens can
 be described); the Spark reader builds the same value from its table rows. Secrets are not part of it:
@@ -38,6 +38,7 @@ class Image:
     credentials: frozenset[CredentialRow]
     tokens: frozenset[TokenRow]
     quotas: frozenset[QuotaRow]
+    settings: frozenset[tuple[str, str]] = frozenset()  # (name, value) of each setting the log set
 
 
 def acl_row(rtype: ResourceType, name: str, pattern: PatternType, principal: str, host: str,
@@ -65,4 +66,6 @@ def image_of(source: SecurityImage | StoreView) -> Image:
     quotas = frozenset((str(entity), key, value)
                        for entity, values in view.describe_client_quotas(context=ADMIN).items()
                        for key, value in values.items())
-    return Image(acls, credentials, tokens, quotas)
+    settings = frozenset((row["name"], row["value"]) for row in view.describe_settings(context=ADMIN)
+                         if row["source"] == "log")
+    return Image(acls, credentials, tokens, quotas, settings)

@@ -36,6 +36,10 @@ def _quotas(rows) -> frozenset:
     return frozenset((r.entity, r.key, r.value) for r in rows)
 
 
+def _settings(rows) -> frozenset:
+    return frozenset((r.setting_name, r.setting_value) for r in rows)
+
+
 def _tokens(rows) -> frozenset:
     tokens = (TokenInfo.of(r.asDict()) for r in rows)
     return frozenset((t.token_id, t.owner, t.requester, tuple(sorted(t.renewers)), t.issue_timestamp_ms,
@@ -59,6 +63,7 @@ class TestSparkTables(ReaderContract):
         reader = TableReader(self.spark, tables)
         credentials = reader.intervals("credential_intervals").collect()
         quotas = reader.intervals("quota_intervals").collect()
+        settings = reader.intervals("setting_intervals").collect()
         tokens = reader.intervals("token_intervals").select(*token_columns(), "valid_from_offset",
                                                              "valid_to_offset").collect()
         images = {}
@@ -67,13 +72,14 @@ class TestSparkTables(ReaderContract):
                                      a.binding.principal, a.binding.host, a.binding.operation,
                                      a.binding.permission_type) for a in acls_at(reader, n))
             images[n] = Image(acls, _credentials(_in_force(credentials, n)), _tokens(_in_force(tokens, n)),
-                              _quotas(_in_force(quotas, n)))
+                              _quotas(_in_force(quotas, n)), _settings(_in_force(settings, n)))
         now = Image(
             frozenset(tuple(r) for r in reader.snapshot("acls").select(
                 "resource_type", "resource_name", "pattern_type", "principal", "host", "operation",
                 "permission_type").collect()),
             _credentials(reader.snapshot("scram_users").collect()),
             _tokens(reader.snapshot("tokens").select(*token_columns()).collect()),
-            _quotas(reader.snapshot("quotas").collect()))
+            _quotas(reader.snapshot("quotas").collect()),
+            _settings(reader.snapshot("settings").collect()))
         assert now == written.recording.images[end], "the snapshot tables hold the end image"
         return images

@@ -46,7 +46,7 @@ from tests.contract.images import Image, image_of
 from tests.logkit import Clock
 from tests.storekit import ADMIN
 
-__all__ = ["EXPIRY_EDGES", "QUOTA_EDGES", "Recording", "Step", "generate", "record", "seeded", "workloads"]
+__all__ = ["EXPIRY_EDGES", "QUOTA_EDGES", "SETTINGS_EDGES", "Recording", "Step", "generate", "record", "seeded", "workloads"]
 
 USERS = ("alice", "bob", "carol", "dave")
 TOPICS = ("orders", "orders-eu", "pay", "payments", "*")
@@ -109,7 +109,14 @@ class AlterQuotas:
     items: tuple[tuple[tuple[tuple[str, str | None], ...], str, float | None], ...]
 
 
-Step = AlterQuotas | AlterScram | CreateAcls | DeleteAcls | IssueToken | RenewToken | ExpireToken | Tick | Sweep
+@dataclass(frozen=True)
+class AlterSettings:
+    """One alter_settings request: logged settings set (name, text) or returned to their defaults (None)."""
+
+    items: tuple[tuple[str, str | None], ...]
+
+
+Step = AlterSettings | AlterQuotas | AlterScram | CreateAcls | DeleteAcls | IssueToken | RenewToken | ExpireToken | Tick | Sweep
 
 
 def _binding(rng: random.Random) -> AclBinding:
@@ -184,9 +191,17 @@ QUOTA_EDGES: tuple[Step, ...] = (
 )
 
 
+# Settings set and returned to their defaults (a setting back to default ends the entity: closed_when_none);
+# User:admin, who makes every request, stays a super user.
+SETTINGS_EDGES: tuple[Step, ...] = (
+    AlterSettings((("super.users", "User:admin;User:bob"), ("allow.everyone.if.no.acl.found", "true"))),
+    AlterSettings((("allow.everyone.if.no.acl.found", None), ("super.users", "User:admin"))),
+)
+
+
 def seeded(seed: int, steps: int) -> tuple[Step, ...]:
-    """``steps`` steps drawn with ``seed``, then ``EXPIRY_EDGES`` and ``QUOTA_EDGES``."""
-    return generate(random.Random(seed), steps) + EXPIRY_EDGES + QUOTA_EDGES
+    """``steps`` steps drawn with ``seed``, then ``EXPIRY_EDGES``, ``QUOTA_EDGES`` and ``SETTINGS_EDGES``."""
+    return generate(random.Random(seed), steps) + EXPIRY_EDGES + QUOTA_EDGES + SETTINGS_EDGES
 
 
 def workloads(max_steps: int = 25) -> st.SearchStrategy[tuple[Step, ...]]:
@@ -244,6 +259,9 @@ def _apply(store: SecurityStore, clock: Clock, step: Step, issued: list) -> None
                 by_entity.setdefault(entity, []).append(ClientQuotaOp(key, value))
             store.alter_client_quotas([ClientQuotaAlteration(dict(entity), tuple(ops))
                                        for entity, ops in by_entity.items()], context=ADMIN)
+        case AlterSettings(items):
+            store.alter_settings({n: v for n, v in items if v is not None},
+                                 [n for n, v in items if v is None], context=ADMIN)
         case Tick(seconds):
             clock.t += seconds
         case Sweep():

@@ -21,7 +21,8 @@ from secmeta.consumers.spark.queries.tokens import token_access_at
 from secmeta.consumers.spark.rows import column_of
 from secmeta.consumers.spark.table_reader import TableReader
 from secmeta.core.forensics.queries import Grant, resource_question, who_could
-from secmeta.events.entities import ACLS
+from secmeta.core.settings import with_values
+from secmeta.events.entities import ACLS, SETTINGS
 from secmeta.events.types import (
     AclBinding,
     AclOperation,
@@ -69,6 +70,13 @@ def acls_in_force(reader: TableReader, n: int) -> DataFrame:
     if n == reader.offset or n in {k.offset for k in reader.version.kept}:
         return reader.snapshot("acls", n)
     return reader.intervals("acl_intervals").where(_in_force(n))
+
+
+def settings_at(reader: TableReader, n: int):
+    """The settings in force at offset ``n``: the version record's, with the logged settings open there."""
+    name, value = column_of(SETTINGS.key[0]), column_of(SETTINGS.attributes[0])
+    rows = reader.intervals(SETTINGS.intervals_table).where(_in_force(n)).select(name, value).collect()
+    return with_values(settings(reader), {row[0]: row[1] for row in rows})
 
 
 def _in_force(n: int) -> Column:
@@ -125,16 +133,16 @@ def who_could_at(
     """Every grant by which some principal could perform ``operation`` on the resource at the point.
 
     Exactly ``store.who_could(operation, resource_type, resource_name, at=...)``:
-    super users and allow.everyone.if.no.acl.found come from the version record (the
-    store's current settings, as the store uses its current config); the holders of
-    tokens live then are listed under their owners' grants (``token_access_at``; with no
-    point, at the time of the version's last event). Raises QueryError /
-    PointInTimeError for bad arguments before any Spark job.
+    super users and allow.everyone.if.no.acl.found are the logged settings in force at the
+    point (the setting intervals), over the version record's (the store's config.json, which
+    decides what the log never set); the holders of tokens live then are listed under their
+    owners' grants (``token_access_at``; with no point, at the time of the version's last
+    event). Raises QueryError / PointInTimeError for bad arguments before any Spark job.
     """
     op, rt, resource_name = resource_question(operation, resource_type, resource_name)
     point = check_point(reader, at)
-    config = settings(reader)
     n = offset_of(reader, point)
+    config = settings_at(reader, n)
     rows = on_resource(acls_in_force(reader, n), rt, resource_name).select("acl_id", *_BINDING).collect()
     pairs = [(r.acl_id, _binding(r)) for r in rows]
     image = SecurityImage(acls=AclsImage.of(pairs), next_offset=n)
