@@ -83,3 +83,22 @@ class TestSparkTables(ReaderContract):
             _settings(reader.snapshot("settings").collect()))
         assert now == written.recording.images[end], "the snapshot tables hold the end image"
         return images
+
+
+def test_who_could_uses_the_settings_in_force_at_the_point(spark, written):
+    """Spark's who-could at a point where User:bob was a super user lists him, as the store does, and not after
+    super.users was altered back (before issue 21 both used the current config for every point)."""
+    from secmeta.consumers.spark.queries import who_could_at
+    from secmeta.core import SecurityStore
+
+    tables = written.store_dir.parent / "tables"
+    compact(spark, written.store_dir, tables, key_file=str(written.key_file), max_events_per_trigger=12)
+    reader = TableReader(spark, tables)
+    with SecurityStore.open(written.store_dir, written.config, keyring=written.keyring, read_only=True) as store:
+        changes = list(store.history(event_types=["SecuritySettingAltered"]))
+        granted = next(e for e in changes if e.payload["setting_value"] == "User:admin;User:bob")
+        after_grant = max(e.offset for e in changes if e.request_id == granted.request_id) + 1
+        for n in (granted.offset, after_grant, written.recording.end):
+            expected = store.who_could("ALTER", "TOPIC", "payments", at=n)
+            assert who_could_at(reader, "ALTER", "TOPIC", "payments", n) == expected, n
+            assert ("User:bob" in {g.principal for g in expected}) == (n == after_grant), n
