@@ -14,6 +14,10 @@ Per-item failures come back as values (``ApiError`` per binding, per user, per f
 request-level failure raises the ``ApiException`` subclass of its Kafka code, as both do.
 ``AdminReader`` is the describe half, which a store's read-only view at a past point
 (``SecurityStore.as_of``) answers too.
+
+The logged settings (``alter_settings`` / ``describe_settings``, secmeta.core.settings) are not part of
+this protocol: ``secmeta serve`` does not serve Kafka's DescribeConfigs / IncrementalAlterConfigs, so a
+``RemoteAdmin`` could not implement them; they are SecurityStore's and StoreView's.
 """
 
 from __future__ import annotations
