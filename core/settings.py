@@ -163,13 +163,10 @@ def in_force(config: StoreConfig, image) -> StoreConfig:
     return result
 
 
-def with_values(config: StoreConfig, values: Mapping[str, str | None]) -> StoreConfig:
-    """``config`` with logged settings' values (name -> text; None: back to the default)."""
-    changes = {}
-    for name, text in values.items():
-        s = _BY_NAME.get(name)
-        if s is not None:
-            changes[s.field] = getattr(_DEFAULTS, s.field) if text is None else s.value_of(text)
+def with_values(config: StoreConfig, values: Mapping[str, str]) -> StoreConfig:
+    """``config`` with logged settings' values (name -> text). A setting the log returned to its default
+    (value None) is not among them: ``config``'s value decides it, the default unless the config gives one."""
+    changes = {_BY_NAME[name].field: _BY_NAME[name].value_of(text) for name, text in values.items() if name in _BY_NAME}
     return config.with_(**changes) if changes else config
 
 
@@ -210,7 +207,7 @@ def events_for(config: StoreConfig, image, set_: Mapping[str, str], delete: Iter
         texts[name] = s.text(value)  # canonical form
     for name in delete:
         s = setting(name)
-        changes[s.field] = getattr(_DEFAULTS, s.field)
+        changes[s.field] = getattr(config, s.field)  # what decides once the log no longer sets it
         texts[name] = None
     try:
         in_force(config, image).with_(**changes)  # StoreConfig's checks (types, ranges) on the result

@@ -392,8 +392,8 @@ def _timeline(travel: TimeTravel, config: StoreConfig, principal: str, op: AclOp
     start, end = log.start_offset, log.end_offset
     begin_ms = travel.begin_ms() if start == 0 else travel.timestamp_before(start)
     backend = backend or IndexOrScan(travel)
-    settings = logged_settings.in_force(config, travel.image_at(start)) if start > 0 else config
-    tracked = _Tracked(principal, host, op, rt, name, settings)
+    logged = dict(travel.image_at(start).settings) if start > 0 else {}  # the logged settings, as they go
+    tracked = _Tracked(principal, host, op, rt, name, logged_settings.with_values(config, logged))
     if start > 0:  # older segments were deleted: begin from the state at the log's start
         for acl_id, binding in travel.image_at(start).acls:
             if tracked.covers(binding):
@@ -410,9 +410,8 @@ def _timeline(travel: TimeTravel, config: StoreConfig, principal: str, op: AclOp
         opened = (start, begin_ms, None, decision.reason)
     for change in _merged(backend.acl_changes(start, end, rt, name), setting_changes):
         if change.event_type == "SecuritySettingAltered":
-            settings = logged_settings.with_values(settings, {change.payload["setting_name"]:
-                                                              change.payload["setting_value"]})
-            tracked.settings(settings)
+            logged[change.payload["setting_name"]] = change.payload["setting_value"]
+            tracked.settings(logged_settings.with_values(config, {k: v for k, v in logged.items() if v is not None}))
         elif change.event_type == "AclCreated":
             tracked.remove(change.acl_id)
             tracked.add(change.acl_id, change.binding)

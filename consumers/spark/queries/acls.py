@@ -76,7 +76,7 @@ def settings_at(reader: TableReader, n: int):
     """The settings in force at offset ``n``: the version record's, with the logged settings open there."""
     name, value = column_of(SETTINGS.key[0]), column_of(SETTINGS.attributes[0])
     rows = reader.intervals(SETTINGS.intervals_table).where(_in_force(n)).select(name, value).collect()
-    return with_values(settings(reader), {row[0]: row[1] for row in rows})
+    return with_values(settings(reader), {row[0]: row[1] for row in rows})  # a closed interval: the record's
 
 
 def _in_force(n: int) -> Column:

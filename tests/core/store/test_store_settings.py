@@ -133,3 +133,16 @@ def test_the_access_timeline_opens_and_closes_with_super_users_changes(store):
     assert (interval.start_offset, interval.end_offset) == (granted, store.image.next_offset)
     assert interval.opened_by.event_type == interval.closed_by.event_type == "SecuritySettingAltered"
     assert interval.reason == "super user"
+
+
+def test_a_setting_returned_to_its_default_is_decided_by_the_config_again_in_every_answer(open_store):
+    """delete: the log no longer sets it, so the config's value decides, live, as_of and in the timeline alike."""
+    store = open_store(allow_everyone_if_no_acl_found=True)
+    store.alter_settings({"allow.everyone.if.no.acl.found": "false"}, context=ADMIN)
+    closed = store.image.next_offset
+    store.alter_settings(delete=["allow.everyone.if.no.acl.found"], context=ADMIN)
+    reopened = store.image.next_offset
+    anyone = ("User:anyone", "h", AclOperation.READ, TOPIC, "open-topic")
+    assert store.authorize(*anyone) and not store.as_of(offset=closed).authorize(*anyone)
+    timeline = store.access_timeline("User:anyone", AclOperation.READ, TOPIC, "open-topic")
+    assert [(i.start_offset, i.end_offset) for i in timeline] == [(0, closed), (reopened, None)]
