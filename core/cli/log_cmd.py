@@ -131,9 +131,9 @@ def _details(payload: dict) -> str:
 
 
 def verify_cmd(args: argparse.Namespace) -> int:
-    ring = keyring(args)
+    path, ring = store_path(args), keyring(args)  # the store first: its absence is the first thing to say
     witness = parse_head(args.witness.read_text(), ring) if args.witness is not None else None
-    report, agreeing, problems = verify_store(store_path(args), ring, witness=witness)
+    report, agreeing, problems = verify_store(path, ring, witness=witness)
     if args.json:
         emit_json({**dataclasses.asdict(report), "snapshots_agreeing": agreeing if report.ok else 0,
                    "snapshot_problems": problems})
