@@ -463,8 +463,9 @@ class TimeTravel:
         with self._lock:
             if self._filler is not None or self._closed.is_set():
                 return
-            self._filler = threading.Thread(target=self._fill_quietly, name="secmeta-timetravel-fill", daemon=True)
-            self._filler.start()
+            filler = threading.Thread(target=self._fill_quietly, name="secmeta-timetravel-fill", daemon=True)
+            filler.start()
+            self._filler = filler  # only a started thread: wait() and close() may read it without the lock
 
     def _fill_quietly(self) -> None:
         try:
