@@ -17,7 +17,8 @@ request-level failure raises the ``ApiException`` subclass of its Kafka code, as
 
 The logged settings (``alter_settings`` / ``describe_settings``, secmeta.core.settings) are not part of
 this protocol: ``secmeta serve`` does not serve Kafka's DescribeConfigs / IncrementalAlterConfigs, so a
-``RemoteAdmin`` could not implement them; they are SecurityStore's and StoreView's.
+``RemoteAdmin`` could not implement them; they are SecurityStore's and StoreView's (``SettingsAdmin``,
+``SettingsReader``).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from secmeta.core.types import (
 from secmeta.events.records import ClientQuotaEntity
 from secmeta.events.types import AclBinding, AclBindingFilter
 
-__all__ = ["Admin", "AdminReader"]
+__all__ = ["Admin", "AdminReader", "SettingsAdmin", "SettingsReader"]
 
 
 @runtime_checkable
@@ -107,4 +108,21 @@ class Admin(AdminReader, Protocol):
 
     def close(self) -> None:
         """Release what the admin holds (the store's directory lock, the connection)."""
+        ...
+
+
+class SettingsReader(Protocol):
+    """Describes the logged settings: a SecurityStore, or its view at a past point (not a RemoteAdmin)."""
+
+    def describe_settings(self, *, context: RequestContext | None) -> list[dict]:
+        """Every logged setting in force: name, value, source, doc."""
+        ...
+
+
+class SettingsAdmin(SettingsReader, Protocol):
+    """Alters the logged settings: a SecurityStore."""
+
+    def alter_settings(self, set: dict[str, str] | None = None, delete: Iterable[str] = (), *,
+                       context: RequestContext | None) -> list[str]:
+        """Set settings and return others to their defaults as one logged batch; the names that changed."""
         ...

@@ -21,6 +21,7 @@ import hmac
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from secmeta.core import validation
 from secmeta.core.config import TOKEN_SECRET_ENV, StoreConfig
@@ -99,8 +100,8 @@ class Setting:
 
     name: str
     field: str
-    parse: Callable[[str, str], object]
-    text: Callable[[object], str]
+    parse: Callable[[str, str], Any]
+    text: Callable[[Any], str]
     doc: str
 
     def value_of(self, text: str) -> object:

@@ -7,6 +7,7 @@ store appends ``events``, replays them, then hands back ``response``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -21,7 +22,7 @@ R = TypeVar("R")
 class ControlResult(Generic[R]):
     """The events a request produces (possibly none) and its response."""
 
-    events: tuple[Event, ...]
+    events: Sequence[Event]  # stored as a tuple
     response: R
 
     def __post_init__(self) -> None:

@@ -16,7 +16,6 @@ from uuid import uuid4
 from secmeta.core import validation
 from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
 from secmeta.core.config import StoreConfig
-from secmeta.core.settings import require_token_secret
 from secmeta.core.control.authz import Decider, checked_context
 from secmeta.core.control.result import ControlResult
 from secmeta.core.errors import (
@@ -29,6 +28,7 @@ from secmeta.core.errors import (
     InvalidRequestException,
     UnsupportedByAuthenticationException,
 )
+from secmeta.core.settings import require_token_secret
 from secmeta.core.types import DelegationToken, RequestContext
 from secmeta.events.records import (
     DelegationTokenExpired,

@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
+from secmeta.core import settings as logged_settings
 from secmeta.core import validation
 from secmeta.core.config import StoreConfig
 from secmeta.core.errors import QueryError
-from secmeta.core import settings as logged_settings
 from secmeta.core.forensics.backend import Change, HistoryBackend, HistoryQuery
 from secmeta.core.forensics.preferred import IndexOrScan
 from secmeta.core.forensics.timetravel import TimeTravel

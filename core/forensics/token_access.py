@@ -128,8 +128,8 @@ def token_accesses(entries: Iterable[HistoryEntry], at_start: Iterable[TokenInfo
             continue
         token_id = entry.payload["token_id"]
         if entry.event_type == _ISSUED:
-            info = tokens[token_id] = TokenInfo.of(entry.payload)
-            first = requester_access(info, entry.offset, entry.timestamp_ms)
+            issued = tokens[token_id] = TokenInfo.of(entry.payload)
+            first = requester_access(issued, entry.offset, entry.timestamp_ms)
             by_token[token_id] = [] if first is None else [first]
             continue
         info, held = tokens.get(token_id), by_token.get(token_id)

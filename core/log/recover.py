@@ -38,7 +38,12 @@ from secmeta.core.log.evidence import derived_files_beyond
 from secmeta.core.log.format import FrameError, genesis_link
 from secmeta.core.log.highwater import HighWater, Mark
 from secmeta.core.log.log import Log
-from secmeta.core.log.pending_recovery import cut_span, local_operator, recovered_envelope, write_pending
+from secmeta.core.log.pending_recovery import (
+    cut_span,
+    local_operator,
+    recovered_envelope,
+    write_pending,
+)
 from secmeta.core.log.segment import Segment
 from secmeta.core.store.storedir import StoreDirectory
 from secmeta.core.times import Clock, ms_to_datetime, now_ms, wall_clock

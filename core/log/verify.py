@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from secmeta.core.errors import CorruptLogError
 from secmeta.core.log.anchor import read_anchor
+from secmeta.core.log.evidence import derived_files_beyond, truncation_message
 from secmeta.core.log.fit import snapshot_misfit
 from secmeta.core.log.format import FrameError, genesis_link
-from secmeta.core.log.evidence import derived_files_beyond, truncation_message
 from secmeta.core.log.highwater import HIGH_WATER_FILE, HighWater, is_torn_tail
 from secmeta.core.log.pending_recovery import cut_span, read_pending
 from secmeta.core.log.retention import retention_configured

@@ -26,13 +26,13 @@ from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
 from secmeta.core.config import StoreConfig
 from secmeta.core.control import ControlResult
 from secmeta.core.control.authz import checked_context
-from secmeta.core.control.settings import alter_settings, describe_settings, initial_settings
 from secmeta.core.control.quotas import (
     EVERY_ENTITY,
     ClientQuotaAlteration,
     ClientQuotaFilter,
     alter_client_quotas,
 )
+from secmeta.core.control.settings import alter_settings, initial_settings
 from secmeta.core.errors import ApiError, SecmetaError
 from secmeta.core.forensics import history as history_mod
 from secmeta.core.forensics import queries as forensics
@@ -408,7 +408,9 @@ class SecurityStore:
             n, now_ms = self._image.next_offset, self.config.now_ms()
         else:
             point = as_point(at)
-            n, now_ms = travel.resolve_point(point), point.timestamp_ms
+            n = travel.resolve_point(point)
+            # at an offset, tokens are judged at that batch's time
+            now_ms = point.timestamp_ms if point.timestamp_ms is not None else (travel.timestamp_before(n) or 0)
         return [a for a in forensics.live_tokens(travel, n, now_ms)
                 if (holder is None or a.holder == holder) and (owner is None or a.owner == owner)]
 

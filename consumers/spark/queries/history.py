@@ -113,6 +113,7 @@ def _role() -> Column:
             test = closing if name is None else F.col("event_type").isin(
                 *(kind.update_names if name == "update" else kind.open_names))
             role = F.when(test, value) if role is None else role.when(test, value)
+    assert role is not None, "KINDS declares at least one kind"
     return role
 
 
