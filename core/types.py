@@ -17,7 +17,12 @@ USE_DEFAULT_ITERATIONS = -1  # "use the store's default for the mechanism" (KIP-
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
-    """Who is asking: the authenticated principal, their host and how they connected."""
+    """Who is asking: the principal, their host and how they connected.
+
+    ``asserted`` (the default) says the principal and host are the caller's own claim, as a local caller's
+    (the CLI's ``--as`` / ``--from-host``, a program's context) are; ``secmeta serve`` sets it False for the
+    principal it authenticated and the peer address it saw. Logged changes record it beside the operator
+    (the OS user, host and process that wrote them)."""
 
     principal: str = "User:admin"
     host: str = "127.0.0.1"
@@ -25,13 +30,14 @@ class RequestContext:
     token_authenticated: bool = False
     authenticated: bool = True
     request_id: str | None = None
+    asserted: bool = True
 
     def __post_init__(self) -> None:
         """Refuse what cannot be logged as the actor: a bad principal, host or request id, a non-bool flag."""
         validation.principal(self.principal, "context principal")
         validation.text(self.host, "context host")
         validation.optional_text(self.request_id, "context request_id")
-        for name in ("tls", "token_authenticated", "authenticated"):
+        for name in ("tls", "token_authenticated", "authenticated", "asserted"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"context {name} must be a bool, not {type(getattr(self, name)).__name__}")
 

@@ -101,6 +101,14 @@ def _write_double(v: Any) -> bytes:
 _DOUBLE = struct.Struct("<d").pack
 
 
+def _write_boolean(v: Any) -> bytes:
+    if v is True:
+        return b"\x01"
+    if v is False:
+        return b"\x00"
+    raise TypeError(f"expected a bool, got {type(v).__name__}")
+
+
 def _seq(v: Any) -> Any:
     if isinstance(v, (str, bytes, bytearray)) or not hasattr(v, "__len__"):
         raise TypeError(f"expected a sequence, got {type(v).__name__}")
@@ -114,6 +122,7 @@ _HELPERS = {
     "_bytes": _write_bytes,
     "_seq": _seq,
     "_double": _write_double,
+    "_boolean": _write_boolean,
 }
 _PRIMITIVE_WRITERS = {
     "int": "_int({})",
@@ -121,6 +130,7 @@ _PRIMITIVE_WRITERS = {
     "bytes": "_bytes({})",
     "string": "_str({})",
     "double": "_double({})",
+    "boolean": "_boolean({})",
 }
 
 

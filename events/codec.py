@@ -106,6 +106,9 @@ def _envelope_maker() -> Callable[..., Envelope]:
 
 
 _new_envelope = _envelope_maker()
+# the group fields an Envelope holds after its fingerprint, in its field order
+_OPERATOR_ATTRS = tuple(f.name for f in dataclasses.fields(Envelope))[7:]
+assert set(_OPERATOR_ATTRS) < set(ENVELOPE_ATTRS)
 _NO_VALUE = object()
 
 
@@ -223,7 +226,7 @@ class EventCodec:
             return fp
         parsed = _parse(batch, f"writer schema {fp.hex()}")
         named = collect_named_types(batch, f"writer schema {fp.hex()}")
-        for branch in _event_branches(batch):
+        for branch in _event_branches(batch, _WRITER_REQUIRED_ATTRS):
             full_name = branch_name(branch)
             current = self._by_full_name.get(full_name)
             if current is None:
@@ -252,7 +255,7 @@ class EventCodec:
         ap = parts.append
         groups = count = 0
         at = -1  # where the current group's event count goes
-        ts = principal = host = request = first = _NO_VALUE
+        ts = principal = host = request = asserted = pid = user = first = _NO_VALUE
         try:
             if not is_int64(base_offset):
                 raise TypeError("base offset")
@@ -263,6 +266,11 @@ class EventCodec:
                     or env.actor_principal != principal
                     or env.actor_host != host
                     or env.request_id != request
+                    or env.actor_asserted is not asserted
+                    or env.operator_pid != pid
+                    or env.operator_user != user
+                    or env.operator_host != first.operator_host
+                    or env.operator_program != first.operator_program
                 ):
                     if groups:
                         parts[at] = write_long(count)
@@ -282,6 +290,7 @@ class EventCodec:
                         env.actor_host,
                         env.request_id,
                     )
+                    asserted, pid, user = env.actor_asserted, env.operator_pid, env.operator_user
                 event = env.event
                 encoders[event.__class__](event, ap)
                 count += 1
@@ -331,10 +340,11 @@ class EventCodec:
             principal = group["actor_principal"]
             host = group["actor_host"]
             request = group["request_id"]
+            operator = [group[name] for name in _OPERATOR_ATTRS]
             for full_name, body in group["events"]:
                 schema = by_full_name[full_name]
                 event = schema.decode(body)
-                append(new(offset, ts, principal, host, request, event, schema.fingerprint))
+                append(new(offset, ts, principal, host, request, event, schema.fingerprint, *operator))
                 offset += 1
         return out
 
@@ -429,7 +439,7 @@ class EventCodec:
                 return EventSchemaError(f"{where}: {what} is not an event type")
             for name in ENVELOPE_ATTRS:
                 value = getattr(env, name, None)
-                ok = is_int64(value) if name == "timestamp_ms" else isinstance(value, str)
+                ok = _ENVELOPE_ATTR_CHECKS.get(name, _is_str)(value)
                 if not ok:
                     return EventSchemaError(
                         f"{where}: {schema.name} envelope field {name} has invalid value {value!r}"
@@ -471,6 +481,17 @@ class EventCodec:
         return None
 
 
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+_ENVELOPE_ATTR_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "timestamp_ms": is_int64,
+    "operator_pid": is_int64,
+    "actor_asserted": lambda value: isinstance(value, bool),
+}
+
+
 def _parse(schema: Any, what: str, named: dict[str, Any] | None = None) -> Any:
     try:
         return parse_schema(schema, named_schemas=named)
@@ -478,12 +499,17 @@ def _parse(schema: Any, what: str, named: dict[str, Any] | None = None) -> Any:
         raise EventSchemaError(f"{what}: invalid Avro schema: {exc}") from None
 
 
-def _event_branches(batch: Any) -> list[Any]:
-    """The event records of a batch schema's event union (its groups' events items)."""
+# the group fields every writer schema has; the later ones (the operator's) read as their defaults when absent
+_WRITER_REQUIRED_ATTRS = ENVELOPE_ATTRS[:4]
+
+
+def _event_branches(batch: Any, required: Sequence[str] = ENVELOPE_ATTRS) -> list[Any]:
+    """The event records of a batch schema's event union (its groups' events items); the group must
+    have the ``required`` fields."""
     try:
         fields = {f["name"]: f["type"] for f in batch["items"]["fields"]}
         union = fields["events"]["items"]
-        missing = [name for name in ENVELOPE_ATTRS if name not in fields]
+        missing = [name for name in required if name not in fields]
     except (KeyError, TypeError):
         raise EventSchemaError(
             "not a batch schema: expected array<EnvelopeGroup> with an 'events' array"

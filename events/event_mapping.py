@@ -118,7 +118,17 @@ BINDINGS: dict[type, dict[str, Binding]] = {
 
 # The EnvelopeGroup fields taken from an Envelope's attributes (the rest of an
 # envelope is implied: offset by position, event type and fingerprint by the event).
-ENVELOPE_ATTRS = ("timestamp_ms", "actor_principal", "actor_host", "request_id")
+ENVELOPE_ATTRS = (
+    "timestamp_ms",
+    "actor_principal",
+    "actor_host",
+    "request_id",
+    "actor_asserted",
+    "operator_user",
+    "operator_host",
+    "operator_pid",
+    "operator_program",
+)
 
 # The member a symbol Python does not know reads as.
 ENUM_FALLBACKS: dict[type[Enum], Enum] = {

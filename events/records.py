@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
+from typing import ClassVar
 from urllib.parse import quote, unquote
 
 from .keyring import SealedSecret
@@ -29,6 +30,7 @@ __all__ = [
     "Envelope",
     "Event",
     "LogRecovered",
+    "Operator",
     "ScramCredentialDeleted",
     "ScramCredentialUpserted",
     "SecuritySettingAltered",
@@ -283,13 +285,39 @@ def entity_key(event: Event) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Operator:
+    """The operating-system process that wrote a change: its OS user, host name, pid and program.
+
+    Unlike the actor principal (which a local caller asserts), these are what the writing process
+    observed of itself. ``Operator.UNKNOWN`` is what logs written before operators were recorded read as.
+    """
+
+    user: str
+    host: str
+    pid: int
+    program: str
+
+    UNKNOWN: ClassVar[Operator]
+
+    def __str__(self) -> str:
+        if self == Operator.UNKNOWN:
+            return "unknown"
+        return f"{self.user}@{self.host} pid {self.pid} ({self.program})"
+
+
+Operator.UNKNOWN = Operator("", "", 0, "")
+
+
+@dataclass(frozen=True, slots=True)
 class Envelope:
-    """One logged event with its offset, commit time, actor and request id.
+    """One logged event with its offset, commit time, actor, operator and request id.
 
     Writers build envelopes with ``offset=-1`` and no fingerprint. Neither is
     stored: when a batch is decoded, ``offset`` is the batch's base offset plus
     the event's position in it and ``fingerprint`` the CRC-64-AVRO of the event's
-    current schema (see EnvelopeGroup.avsc).
+    current schema (see EnvelopeGroup.avsc). ``actor_asserted`` says whether the
+    actor principal and host are the caller's claim (local writes, ``--as``) or
+    were authenticated by ``secmeta serve``; ``operator_*`` name the writing process.
     """
 
     offset: int
@@ -299,6 +327,16 @@ class Envelope:
     request_id: str
     event: Event
     fingerprint: bytes = b""
+    actor_asserted: bool = True
+    operator_user: str = ""
+    operator_host: str = ""
+    operator_pid: int = 0
+    operator_program: str = ""
+
+    @property
+    def operator(self) -> Operator:
+        """The process that wrote the event (``Operator.UNKNOWN`` in logs from before operators were recorded)."""
+        return Operator(self.operator_user, self.operator_host, self.operator_pid, self.operator_program)
 
     @property
     def event_type(self) -> str:

@@ -21,6 +21,13 @@ def redacted(envelope: Envelope) -> dict[str, Any]:
         "actor_principal": envelope.actor_principal,
         "actor_host": envelope.actor_host,
         "request_id": envelope.request_id,
+        "actor_asserted": envelope.actor_asserted,
+        "operator": {
+            "user": envelope.operator_user,
+            "host": envelope.operator_host,
+            "pid": envelope.operator_pid,
+            "program": envelope.operator_program,
+        },
         "event_type": envelope.event_type,
         "entity_key": envelope.event.entity_key,
         "payload": _payload(envelope.event),

@@ -14,7 +14,12 @@ headers
     ``secmeta.actor_host``, ``secmeta.request_id``; from the publisher also
     ``secmeta.link``: the hex keyed-hash-chain link of the log batch that holds
     the event, so a reader can tell whether the topic and a log agree at an
-    offset (the link is an HMAC output: it reveals no key and no secret).
+    offset (the link is an HMAC output: it reveals no key and no secret);
+    ``secmeta.actor_asserted``
+    (``true``: the actor is a local caller's claim, ``false``: secmeta serve
+    authenticated it) and ``secmeta.operator`` (JSON ``[user, host, pid,
+    program]``: the process that wrote the event), optional on reading (messages
+    from before them read as asserted by an unknown operator).
 
 State-topic messages (values and tombstones) also carry
 ``secmeta.history_offset``: the Kafka offset in the history topic (partition 0)
@@ -31,6 +36,8 @@ that is not a message written by ``encode_message``.
 
 from __future__ import annotations
 
+import functools
+import json
 import operator
 from collections.abc import Callable, Iterable, Sequence
 
@@ -40,8 +47,10 @@ from secmeta.events.entities import closes
 from secmeta.events.errors import EventsError, SecmetaError, UnknownSchemaError
 from secmeta.events.records import EVENT_TYPES, Envelope
 from secmeta.events.single_object import SingleObjects
+from secmeta.events.types import is_int64
 
 __all__ = [
+    "HEADER_ACTOR_ASSERTED",
     "HEADER_ACTOR_HOST",
     "HEADER_ACTOR_PRINCIPAL",
     "HEADER_EVENT_TYPE",
@@ -49,6 +58,7 @@ __all__ = [
     "HEADER_HISTORY_OFFSET",
     "HEADER_LINK",
     "HEADER_OFFSET",
+    "HEADER_OPERATOR",
     "HEADER_REQUEST_ID",
     "HEADER_TIMESTAMP",
     "NotOurMessage",
@@ -71,6 +81,9 @@ HEADER_ACTOR_HOST = "secmeta.actor_host"
 HEADER_REQUEST_ID = "secmeta.request_id"
 HEADER_HISTORY_OFFSET = "secmeta.history_offset"
 HEADER_LINK = "secmeta.link"
+HEADER_ACTOR_ASSERTED = "secmeta.actor_asserted"
+HEADER_OPERATOR = "secmeta.operator"
+_ASSERTED = {True: b"true", False: b"false"}
 
 _REQUIRED = (
     HEADER_OFFSET,
@@ -125,6 +138,9 @@ def message_encoder(codec: EventCodec) -> Callable[[Envelope], tuple[bytes, byte
             (HEADER_ACTOR_PRINCIPAL, envelope.actor_principal.encode()),
             (HEADER_ACTOR_HOST, envelope.actor_host.encode()),
             (HEADER_REQUEST_ID, envelope.request_id.encode()),
+            (HEADER_ACTOR_ASSERTED, _ASSERTED[envelope.actor_asserted]),
+            (HEADER_OPERATOR, _operator_header(envelope.operator_user, envelope.operator_host,
+                                               envelope.operator_pid, envelope.operator_program)),
         ]
         return event.entity_key.encode(), value, headers
 
@@ -178,7 +194,8 @@ def message_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, 
 
     def decode(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Envelope:
         try:
-            fields = _required(dict(headers or ()))
+            found = dict(headers or ())
+            fields = _required(found)
             if tuple(map(type, fields)) != _ALL_BYTES:
                 raise KeyError
         except KeyError:  # missing; valueless (header_map drops those: an earlier value counts); not bytes
@@ -220,9 +237,39 @@ def message_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, 
             _text_header(HEADER_REQUEST_ID, request),
             event,
             fingerprints[cls],
+            *_attribution(_bytes_or_none(found.get(HEADER_ACTOR_ASSERTED)), _bytes_or_none(found.get(HEADER_OPERATOR))),
         )
 
     return decode
+
+
+@functools.lru_cache(maxsize=256)  # a batch's events share their operator
+def _operator_header(user: str, host: str, pid: int, program: str) -> bytes:
+    return json.dumps([user, host, pid, program], separators=(",", ":")).encode()
+
+
+def _bytes_or_none(value: object) -> bytes | None:
+    return None if value is None else bytes(value)  # type: ignore[call-overload]
+
+
+@functools.lru_cache(maxsize=256)
+def _attribution(asserted: bytes | None, operator: bytes | None) -> tuple[bool, str, str, int, str]:
+    """Envelope.actor_asserted and operator_* from their headers (absent: asserted by an unknown operator)."""
+    if asserted is None:
+        flag = True
+    elif asserted in (b"true", b"false"):
+        flag = asserted == b"true"
+    else:
+        raise NotOurMessage(f"header {HEADER_ACTOR_ASSERTED} is not true or false: {asserted!r}")
+    if operator is None:
+        return flag, "", "", 0, ""
+    try:
+        user, host, pid, program = json.loads(operator)
+        if not (isinstance(user, str) and isinstance(host, str) and is_int64(pid) and isinstance(program, str)):
+            raise ValueError
+    except (ValueError, TypeError):
+        raise NotOurMessage(f"header {HEADER_OPERATOR} is not [user, host, pid, program]: {operator!r}") from None
+    return flag, user, host, pid, program
 
 
 def _int_header(name: str, raw: bytes) -> int:

@@ -19,6 +19,7 @@ from secmeta.core.cli.security import (
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.forensics.token_access import TokenAccess, issued_access, requester_access
 from secmeta.core.times import Point, parse_offset, parse_time
+from secmeta.events.records import Operator
 from secmeta.events.types import AclOperation, ResourcePatternFilter, ScramMechanism
 
 
@@ -130,19 +131,29 @@ def history_cmd(args: argparse.Namespace) -> int:
         ))
     rows = ({**e.to_dict(), "time": iso_time(e.timestamp_ms), "token_access": _sentence(issued_access(e))}
             for e in entries)
-    if not args.json:
-        rows = ({**r, "details": " ".join([*([r["token_access"]] if r["token_access"] else []),
-                                          *(f"{k}={v}" for k, v in r["payload"].items())])} for r in rows)
-    emit(rows, EVENT_COLUMNS, json=args.json, empty="no logged changes match")
+    emit(rows if args.json else map(event_text_row, rows), EVENT_COLUMNS, json=args.json,
+         empty="no logged changes match")
     return 0
 
 
 EVENT_COLUMNS = {"offset": "OFFSET", "time": "TIME", "actor_principal": "ACTOR", "actor_host": "HOST",
-                 "event_type": "EVENT", "action": "ACTION", "entity_key": "ENTITY", "details": "DETAILS"}
+                 "asserted": "AUTH", "operator": "OPERATOR", "event_type": "EVENT", "action": "ACTION",
+                 "entity_key": "ENTITY", "details": "DETAILS"}
 
 
 def _sentence(access: TokenAccess | None) -> str | None:
     return None if access is None else access.sentence()
+
+
+def event_text_row(row: dict) -> dict:
+    """A logged change's dict (history's to_dict, log dump's redacted envelope) as EVENT_COLUMNS' text:
+    its time, whether the actor was asserted or authenticated, the operator as ``user@host pid N (program)``,
+    and its details: the token access it gives (history's ``token_access``), then its payload."""
+    return {**row, "time": iso_time(row["timestamp_ms"]),
+            "asserted": "asserted" if row["actor_asserted"] else "authenticated",
+            "operator": str(Operator(**row["operator"])),
+            "details": " ".join([*([row["token_access"]] if row.get("token_access") else []),
+                                 *(f"{k}={v}" for k, v in row["payload"].items())])}
 
 
 def diff_cmd(args: argparse.Namespace) -> int:
@@ -206,7 +217,7 @@ def timeline_cmd(args: argparse.Namespace) -> int:
         intervals = store.access_timeline(args.principal, op, rtype, name, host=args.host)
 
     def change(c) -> str:
-        return "-" if c is None else f"@{c.offset} {c.event_type} by {c.actor_principal} from {c.actor_host}"
+        return "-" if c is None else f"@{c.offset} {c.event_type} by {c.actor} operated by {c.operator}"
 
     emit((i.to_dict() if args.json else
           {"from": iso_time(i.start_ms) if i.start_ms is not None else "beginning",

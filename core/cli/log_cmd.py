@@ -16,7 +16,7 @@ from secmeta.core.cli.common import (
     keyring,
     store_path,
 )
-from secmeta.core.cli.forensics_cmd import EVENT_COLUMNS
+from secmeta.core.cli.forensics_cmd import EVENT_COLUMNS, event_text_row
 from secmeta.core.cli.progress import Progress
 from secmeta.core.config import StoreConfig
 from secmeta.core.forensics.checkpoints import CHECKPOINT_DIR
@@ -108,8 +108,7 @@ def dump_cmd(args: argparse.Namespace) -> int:
         if args.json:
             emit(({**r, "time": iso_time(r["timestamp_ms"])} for r in rows), [], json=True)
             return 0
-        emit(({**r, "time": iso_time(r["timestamp_ms"]), "details": _details(r["payload"])} for r in rows),
-             EVENT_COLUMNS)
+        emit(map(event_text_row, rows), EVENT_COLUMNS)
     return 0
 
 
@@ -124,10 +123,6 @@ def _with_progress(rows, total: int):
             if count % 1_000 == 0 or count == total:
                 progress.update(count)
             yield row
-
-
-def _details(payload: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in payload.items())
 
 
 def verify_cmd(args: argparse.Namespace) -> int:

@@ -33,8 +33,10 @@ RESOURCE_OPTIONS = (
 def add_security_options(parser: argparse.ArgumentParser) -> None:
     add_store_options(parser)
     parser.add_argument("--as", dest="as_principal", metavar="PRINCIPAL",
-                        help="act as this principal (default: the store's default_principal, User:admin)")
-    parser.add_argument("--from-host", default=None, metavar="HOST", help="the acting client's host (default 127.0.0.1)")
+                        help="act as this principal (default: the store's default_principal, User:admin); logged "
+                             "as asserted, not authenticated, beside your OS user, host name and process")
+    parser.add_argument("--from-host", default=None, metavar="HOST",
+                        help="the acting client's host (default 127.0.0.1); logged as asserted, like --as")
 
 
 def add_remote_options(parser: argparse.ArgumentParser) -> None:

@@ -36,6 +36,7 @@ file would be rewritten or fragmented on every append.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -69,6 +70,7 @@ from secmeta.events.records import (
     AclCreated,
     AclDeleted,
     Envelope,
+    Operator,
     ScramCredentialDeleted,
 )
 from secmeta.events.redact import redacted
@@ -90,15 +92,16 @@ from secmeta.projections.tokens import TokenInfo
 __all__ = ["HistoryIndex", "condemn", "index_problem", "token_parties"]
 
 logger = logging.getLogger("secmeta.history_index")
-INDEX_FORMAT = 7  # 5: every non-ACL kind's principals in parties (entities.Parties); 6: role (EntityKind.role);
+INDEX_FORMAT = 8  # 5: every non-ACL kind's principals in parties (entities.Parties); 6: role (EntityKind.role);
 # 7: a settings row involves the principals super.users names and those of the value it replaced
+# 8: the operator column (whether the actor was asserted, the writing process)
 _CHUNK = 100_000  # rows per transaction
 _BLOCK = 1024  # rows per link of the digest chain
 _SEAL_SUFFIX = ".mac"  # beside the file: its keyed digest, written at a clean close
 _CONDEMNED_SUFFIX = ".bad"  # beside the file: why log verify found it wrong (the next open rebuilds it)
 _CACHE_KB = 65_536
 _ACL_EVENTS = {"AclCreated": AclCreated, "AclDeleted": AclDeleted}
-_COLUMNS = ("offset", "ts", "actor", "host", "request", "type", "entity", "principal", "restype", "pattern",
+_COLUMNS = ("offset", "ts", "actor", "host", "request", "operator", "type", "entity", "principal", "restype", "pattern",
             "name", "acl_host", "op", "perm", "role", "parties", "payload")
 _PARTIES = _COLUMNS.index("parties")
 _ACL_COLUMNS = _COLUMNS[:_COLUMNS.index("role")]  # what a Change is made of
@@ -144,7 +147,7 @@ def _row(envelope: Envelope, parties: Parties, opened: dict[str, tuple[str, ...]
     if entity is ACLS:  # most rows: their payload is their columns
         p, e = event.binding.pattern, event.binding.entry
         return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
-                envelope.request_id, kind.__name__, event.entity_key, e.principal, p.resource_type.value,
+                envelope.request_id, _operator_column(envelope), kind.__name__, event.entity_key, e.principal, p.resource_type.value,
                 p.pattern_type.value, p.name, e.host, e.operation.value, e.permission_type.value, ACLS.role(event),
                 None, None)
     involved = parties.of(event)  # before observing: the entity's previous opening event's parties count
@@ -153,29 +156,48 @@ def _row(envelope: Envelope, parties: Parties, opened: dict[str, tuple[str, ...]
         opened[event.entity_key] = entity.principals(event)
     payload = _compact_json(redacted(envelope)["payload"])
     return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
-            envelope.request_id, kind.__name__, event.entity_key, None, None, None, None, None, None, None,
+            envelope.request_id, _operator_column(envelope), kind.__name__, event.entity_key, None, None, None, None, None, None, None,
             entity.role(event), json.dumps(involved) if involved else None, payload)
+
+
+def _operator_column(envelope: Envelope) -> str:
+    """The operator column: whether the actor was asserted and the writing process, as compact JSON."""
+    return _operator_json(envelope.actor_asserted, envelope.operator_user, envelope.operator_host,
+                          envelope.operator_pid, envelope.operator_program)
+
+
+@functools.lru_cache(maxsize=256)  # a batch's events share their operator
+def _operator_json(asserted: bool, user: str, host: str, pid: int, program: str) -> str:
+    return _compact_json([asserted, user, host, pid, program])
+
+
+@functools.lru_cache(maxsize=256)
+def _operator_of(column: str) -> tuple[bool, Operator]:
+    asserted, user, host, pid, program = json.loads(column)
+    return asserted, Operator(user, host, pid, program)
 
 
 def _entry(row: tuple, resource: ResourceMatch | None, was_open: bool = False) -> HistoryEntry | None:
     """The history entry of an events row (``was_open``: its entity was open before it), or None when
     ``resource`` is given and the row does not pass it."""
-    (offset, ts, actor, host, request, etype, entity, principal, restype, pattern, name, acl_host, op, perm,
+    (offset, ts, actor, host, request, operator, etype, entity, principal, restype, pattern, name, acl_host, op, perm,
      role, _, payload) = row
+    asserted, process = _operator_of(operator)
     if restype is None:
         if resource is not None and not resource.matches(etype, None, entity):
             return None
-        return HistoryEntry(offset, ts, actor, host, request, etype, entity, json.loads(payload),
+        return HistoryEntry(offset, ts, actor, host, request, asserted, process, etype, entity, json.loads(payload),
                             kind_of(etype).action(role, was_open))
     binding = _binding(restype, name, pattern, principal, acl_host, op, perm)
     if resource is not None and not resource.matches(etype, binding, entity):
         return None
-    return HistoryEntry.of(Envelope(offset, ts, actor, host, request, _ACL_EVENTS[etype](entity.split(":", 1)[1], binding)))
+    envelope = Envelope(offset, ts, actor, host, request, _ACL_EVENTS[etype](entity.split(":", 1)[1], binding))
+    return replace(HistoryEntry.of(envelope), actor_asserted=asserted, operator=process)
 
 
 def _change(row: tuple) -> Change:
-    offset, ts, actor, host, request, etype, entity, principal, restype, pattern, name, acl_host, op, perm = row
-    return Change(offset, ts, actor, host, request, etype, entity.split(":", 1)[1],
+    offset, ts, actor, host, request, operator, etype, entity, principal, restype, pattern, name, acl_host, op, perm = row
+    return Change(offset, ts, actor, host, request, *_operator_of(operator), etype, entity.split(":", 1)[1],
                   _binding(restype, name, pattern, principal, acl_host, op, perm))
 
 

@@ -142,7 +142,9 @@ class Connection:
                 raise _Close(f"TLS handshake failed: {reason}") from None
             principal = tls_principal(self._writer.get_extra_info("ssl_object"))
         self._high_water = self._writer.transport.get_write_buffer_limits()[1]
-        context = RequestContext(principal=principal, host=self.peer.host, tls=self._listener.protocol.tls)
+        # the server, not the client, names the principal (TLS, SASL or the listener's ANONYMOUS) and the peer host
+        context = RequestContext(principal=principal, host=self.peer.host, tls=self._listener.protocol.tls,
+                                 asserted=False)
         return Authenticator(self._server.store, self._listener.protocol, self._server.sasl_mechanisms, context,
                              self._server.limiter)
 

@@ -42,6 +42,7 @@ from secmeta.core.forensics.history_index import HistoryIndex, token_parties
 from secmeta.core.forensics.timetravel import TimeTravel
 from secmeta.core.forensics.token_access import TokenAccess
 from secmeta.core.log import Log
+from secmeta.core.operator import local_operator
 from secmeta.core.store.state import LoadedState, Snapshotter, load_state
 from secmeta.core.store.view import StoreView
 from secmeta.core.times import Point, as_point
@@ -185,7 +186,11 @@ class SecurityStore:
         if self._log.read_only:
             raise SecmetaError(f"store {self._log.store.path} was opened read-only; this request would write")
         request_id = context.request_id or uuid.uuid4().hex
-        envelopes = [Envelope(-1, now_ms, context.principal, context.host, request_id, e) for e in events]
+        operator = local_operator()
+        envelopes = [Envelope(-1, now_ms, context.principal, context.host, request_id, e,
+                              actor_asserted=context.asserted, operator_user=operator.user,
+                              operator_host=operator.host, operator_pid=operator.pid,
+                              operator_program=operator.program) for e in events]
         result = self._log.append(envelopes)
         with paused_gc(freeze=len(envelopes) >= FREEZE_AFTER):  # a big batch's image nodes live long
             delta = SecurityDelta(self._image)

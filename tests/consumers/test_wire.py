@@ -45,12 +45,34 @@ def at(envelope: Envelope, offset: int) -> Envelope:
 
 
 def test_header_names_are_the_shared_contract():
-    """Every event message carries the seven secmeta headers, in this order."""
+    """Every event message carries the nine secmeta headers, in this order."""
     _, _, headers = encode_message(CODEC, at(acl_created(1), 5))
     assert [name for name, _ in headers] == [
         "secmeta.offset", "secmeta.event_type", "secmeta.fingerprint", "secmeta.timestamp_ms",
-        "secmeta.actor_principal", "secmeta.actor_host", "secmeta.request_id",
+        "secmeta.actor_principal", "secmeta.actor_host", "secmeta.request_id", "secmeta.actor_asserted",
+        "secmeta.operator",
     ]
+
+
+def test_the_operator_and_assertion_travel_in_headers_and_older_messages_read_as_unknown():
+    """A message names the writing process and whether its actor was asserted; one without those headers
+    (published before them) reads as asserted by an unknown operator; a malformed one is not ours."""
+    from dataclasses import replace
+
+    from secmeta.events.records import Operator
+
+    env = replace(at(acl_created(1), 5), actor_asserted=False, operator_user="alice", operator_host="ws1",
+                  operator_pid=42, operator_program="secmeta")
+    key, value, headers = encode_message(CODEC, env)
+    back = decode_message(CODEC, key, value, headers)
+    assert (back.actor_asserted, back.operator) == (False, Operator("alice", "ws1", 42, "secmeta"))
+    older = [(n, v) for n, v in headers if n not in ("secmeta.actor_asserted", "secmeta.operator")]
+    old = decode_message(CODEC, key, value, older)
+    assert (old.actor_asserted, old.operator) == (True, Operator.UNKNOWN)
+    with pytest.raises(NotOurMessage, match="secmeta.operator"):
+        decode_message(CODEC, key, value, [*older, ("secmeta.operator", b'["alice"]')])
+    with pytest.raises(NotOurMessage, match="secmeta.actor_asserted"):
+        decode_message(CODEC, key, value, [*older, ("secmeta.actor_asserted", b"yes")])
 
 
 @given(envelopes(), st.integers(0, 2**62))

@@ -104,9 +104,10 @@ def test_envelope_group_events_are_an_array_of_exactly_the_event_types():
 
 
 def test_envelope_group_stores_the_shared_header_and_the_events_only():
-    """Time, actor and request id are stored per group; offset, type and fingerprint are not."""
+    """Time, actor, operator and request id are stored per group; offset, type and fingerprint are not."""
     names = [f["name"] for f in GROUP["fields"]]
-    assert names == ["timestamp_ms", "actor_principal", "actor_host", "request_id", "events"]
+    assert names == ["timestamp_ms", "actor_principal", "actor_host", "request_id", "actor_asserted",
+                     "operator_user", "operator_host", "operator_pid", "operator_program", "events"]
 
 
 def test_envelope_group_timestamp_is_a_plain_long():

@@ -66,7 +66,8 @@ def test_history_filters_by_resource_and_time(store, capsys):
 def test_history_table_and_json_show_times_in_iso_8601_with_z(store, capsys):
     """One time format everywhere: the table's TIME column and JSON's time are ISO-8601 UTC with Z."""
     _, out, _ = run(capsys, "history", "--limit", "1")
-    assert out.splitlines()[0].split() == ["OFFSET", "TIME", "ACTOR", "HOST", "EVENT", "ACTION", "ENTITY", "DETAILS"]
+    assert out.splitlines()[0].split() == ["OFFSET", "TIME", "ACTOR", "HOST", "AUTH", "OPERATOR", "EVENT", "ACTION",
+                                         "ENTITY", "DETAILS"]
     assert out.splitlines()[2].split()[:3] == ["0", "2026-01-01T00:01:00.000Z", "User:admin"]
     _, out, _ = run(capsys, "history", "--limit", "1", "--json")
     assert json.loads(out)[0]["time"] == "2026-01-01T00:01:00.000Z"
