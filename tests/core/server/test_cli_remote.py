@@ -93,6 +93,7 @@ def test_acls_over_the_wire_are_logged_with_the_login_and_client_host(capsys, re
     entries = [e for e in server.store.history() if e.offset >= start]
     assert [e.event_type for e in entries] == ["AclCreated"] * 4 + ["AclDeleted"]
     assert {(e.actor_principal, e.actor_host) for e in entries} == {("User:admin", "127.0.0.1")}
+    assert {e.actor_asserted for e in entries} == {False}  # the server authenticated them, nobody asserted
 
 
 def test_refused_request_exits_non_zero_and_writes_nothing(capsys, local_store, remote):
