@@ -297,15 +297,23 @@ class HistoryIndex:
 
     def _prepare(self) -> None:
         with self._lock:
-            problem = None
+            problem, older = None, None
             if self._condemned_path.exists():
                 problem = f"log verify found it wrong: {self._condemned_path.read_text(errors='replace')}"
             elif self.path.exists():
                 # an index past the log's end is evidence of a cut: refused (never rebuilt) as the log's open does
                 refuse_evidence(self.log.store, self.log.keyring, self.log.end_offset)
-                # a file left as it was at a clean close needs its meta row checked, not every row again
-                self.rows_checked = not self._unchanged_since_close()
-                problem = index_problem(self.path, self.log, self._key_id, self._key, rows=self.rows_checked)
+                older = self._older_key_id()
+                if older is not None:
+                    # written under a key the keyring still holds but no longer writes with (keys generate rotated
+                    # it in): checked row by row under that key, then resealed under the newest
+                    self._seal_path.unlink(missing_ok=True)
+                    self.rows_checked = True
+                    problem = index_problem(self.path, self.log, older, index_key(self.log.keyring, older))
+                else:
+                    # a file left as it was at a clean close needs its meta row checked, not every row again
+                    self.rows_checked = not self._unchanged_since_close()
+                    problem = index_problem(self.path, self.log, self._key_id, self._key, rows=self.rows_checked)
             if problem is not None:
                 self.problem = problem
                 logger.warning("history index %s ignored and rebuilt: %s", self.path, problem)
@@ -314,9 +322,34 @@ class HistoryIndex:
                 self._open_db(fresh=True)
             else:
                 self._open_db(fresh=False)
+                if older is not None:
+                    self._reseal(older)
             self._catch_up()
             self._db.executescript(_INDEXES)  # after a fresh build's bulk load; present already otherwise
             self._ready.set()
+
+    def _older_key_id(self) -> str | None:
+        """The key id the file's meta row names when the keyring holds it and it is not the newest, else None."""
+        try:
+            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            try:
+                found = db.execute("SELECT v FROM meta WHERE k = 'key_id'").fetchone()
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return None  # the check under the newest key says what is wrong with it
+        key_id = found[0] if found else None
+        return key_id if key_id != self._key_id and key_id in self.log.keyring else None
+
+    def _reseal(self, older: str) -> None:
+        """Chain the rows' digest and authenticate the meta row under the newest key (they were checked under ``older``)."""
+        sealed, tail = b"", []
+        for row in self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM events ORDER BY offset"):
+            tail.append(row)
+            if len(tail) == _BLOCK:
+                sealed, tail = _chain(self._key, sealed, tail), []
+        self._write(self._db, [], sealed, tail)
+        logger.info("history index %s resealed under key %s (was %s)", self.path, self._key_id, older)
 
     def _remove(self) -> None:
         for suffix in ("", "-journal", "-wal", "-shm", _SEAL_SUFFIX, _CONDEMNED_SUFFIX):
@@ -748,16 +781,18 @@ def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | 
 
     ``against_log`` (for ``log verify``) also compares every row with the event the log holds;
     ``rows=False`` checks the meta row only (for a file whose bytes are already authenticated).
+    Without ``key_id`` it is checked under the key its meta row names if the keyring holds that key.
     """
-    key_id = key_id or log.keyring.newest_id
-    if key is None:
-        key = index_key(log.keyring, key_id)
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             meta = dict(db.execute("SELECT k, v FROM meta"))
             if not meta:
                 return "it has no meta row (never completed)"
+            if key_id is None:  # the key it names, when the keyring holds it (an older one after a rotation)
+                key_id = meta.get("key_id") if meta.get("key_id") in log.keyring else log.keyring.newest_id
+            if key is None:
+                key = index_key(log.keyring, key_id)
             if meta.get("key_id") != key_id or not hmac.compare_digest(meta.get("mac", ""), meta_mac(key, meta)):
                 return "its meta row fails its HMAC check: it was altered or written under another key"
             if meta["format"] != str(INDEX_FORMAT) or meta["store_id"] != log.store.store_id:
