@@ -21,6 +21,7 @@ from secmeta.core.cli.plugins import Commands
 from secmeta.core.config import StoreConfig
 from secmeta.core.errors import ApiException, NotAStoreError
 from secmeta.core.log import verify_log
+from secmeta.core.times import Point
 from secmeta.core.types import RequestContext, ScramCredentialInfo, UserScramCredentialUpsertion
 from secmeta.events.keyring import Keyring
 from secmeta.events.redact import redacted
@@ -61,24 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
     store_dir = Path(args.dir).resolve()
     key_file = store_dir.with_name(store_dir.name + ".keys.json")
-    _fresh(store_dir, key_file)
-    Keyring.generate_file(key_file)
-    keyring = Keyring.from_file(key_file)
-    clock = DemoClock()
-    config = StoreConfig(token_secret=os.urandom(32), clock=clock)
-    print(f"== secmeta demo: store {store_dir}\n   keyring {key_file} (key {keyring.newest_id}); super user User:admin\n")
-    rng = random.Random(7)
-    with SecurityStore.open(store_dir, config, keyring=keyring) as store:
-        (store_dir / DEMO_MARKER).write_text("created by `secmeta demo`; the next demo run replaces this store\n")
-        _users(store, args.users)
-        _acls(store, rng, args.acls)
-        _decisions(store)
-        token = _tokens(store)
-        _authenticate(store, token)
-        info = store.snapshot()
-        print(f"\n6. snapshot at offset {info.next_offset}: {info.size:,} bytes")
-        _last_events(store)
-        point = _over_time(store, clock)
+    config, keyring, point = build_store(store_dir, key_file, users=args.users, acls=args.acls)
     with SecurityStore.open(store_dir, config, keyring=keyring) as store:
         print(f"\n9. reopened: {store.log.recovery}; {store.loaded}")
         print(f"   {store!r}")
@@ -92,6 +76,33 @@ def run(args: argparse.Namespace) -> int:
 
 
 DEMO_MARKER = ".secmeta-demo"
+
+
+def build_store(store_dir: Path, key_file: Path, *, users: int, acls: int) -> tuple[StoreConfig, Keyring, Point]:
+    """Steps 1-8: a fresh demo store at ``store_dir`` (its keyring at ``key_file``) whose events all lie in
+    the past (DemoClock), so ``--as-of`` can query every point of its timeline; its config, keyring and
+    the point step 8 shows."""
+    from secmeta.core.store.facade import SecurityStore
+
+    _fresh(store_dir, key_file)
+    Keyring.generate_file(key_file)
+    keyring = Keyring.from_file(key_file)
+    clock = DemoClock()
+    config = StoreConfig(token_secret=os.urandom(32), clock=clock)
+    print(f"== secmeta demo: store {store_dir}\n   keyring {key_file} (key {keyring.newest_id}); super user User:admin\n")
+    rng = random.Random(7)
+    with SecurityStore.open(store_dir, config, keyring=keyring) as store:
+        (store_dir / DEMO_MARKER).write_text("created by `secmeta demo`; the next demo run replaces this store\n")
+        _users(store, users)
+        _acls(store, rng, acls)
+        _decisions(store)
+        token = _tokens(store)
+        _authenticate(store, token)
+        info = store.snapshot()
+        print(f"\n6. snapshot at offset {info.next_offset}: {info.size:,} bytes")
+        _last_events(store)
+        point = _over_time(store, clock)
+    return config, keyring, point
 
 
 def _fresh(store: Path, key_file: Path) -> None:
@@ -228,11 +239,16 @@ def _last_events(store) -> None:
                 [[r["offset"], iso_time(r["timestamp_ms"]), r["actor_principal"], r["actor_host"], r["event_type"], r["entity_key"]] for r in rows])
 
 
-class DemoClock:
-    """Real time, plus whatever simulated time the demo has let pass."""
+SIMULATED_HOURS = 4  # the time step 8 lets pass (_over_time's clock.advance calls)
 
-    def __init__(self):
-        self.skew = 0.0
+
+class DemoClock:
+    """Real time set back by more than the simulated time the demo lets pass, plus what it has let pass:
+    every event the demo stamps lies in the past (about an hour before the demo ends at the latest), so
+    ``--as-of`` can query any point of its timeline, never refused as in the future."""
+
+    def __init__(self, hours_back: float = SIMULATED_HOURS + 1):
+        self.skew = -hours_back * 3600
 
     def __call__(self) -> float:
         return time.time() + self.skew
@@ -242,7 +258,6 @@ class DemoClock:
 
 
 def _over_time(store, clock: DemoClock):
-    from secmeta.core.times import Point
 
     print("\n8. forensics over simulated time: who could read topic ledger-eu, and who changed that?")
     grant = AclBinding.of(ResourceType.TOPIC, "ledger-", PatternType.PREFIXED, "User:carol", "*", AclOperation.READ, AclPermissionType.ALLOW)
