@@ -12,21 +12,19 @@ before its cut: running it again finishes it).
 from __future__ import annotations
 
 import dataclasses
-import getpass
 import json
-import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from secmeta.core.errors import CorruptLogError
 from secmeta.core.log.seal import BrokenSealError, seal, unseal
+from secmeta.core.operator import local_operator
 from secmeta.core.store.storedir import StoreDirectory
 from secmeta.events.durable import write_atomically
 from secmeta.events.keyring import Keyring
-from secmeta.events.records import Envelope, LogRecovered
+from secmeta.events.records import Envelope, LogRecovered, Operator
 
-__all__ = ["PENDING_FILE", "Pending", "clear_pending", "cut_span", "local_operator", "read_pending",
+__all__ = ["PENDING_FILE", "Pending", "clear_pending", "cut_span", "read_pending",
            "recovered_envelope", "write_pending"]
 
 PENDING_FILE = "recovery-pending"
@@ -40,20 +38,11 @@ def _context(store: StoreDirectory) -> bytes:
     return b"secmeta/recovery-pending:" + store.store_id.encode()
 
 
-def local_operator() -> tuple[str, str, str]:
-    """(OS user, host name, "user@host pid N") of this process: who runs a local repair."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    host = socket.gethostname()
-    return user, host, f"{user}@{host} pid {os.getpid()}"
-
-
 def write_pending(store: StoreDirectory, keyring: Keyring, envelope: Envelope) -> None:
     """Durably record ``envelope`` (its event a LogRecovered) as the batch the next writer open must log."""
     body = json.dumps({"timestamp_ms": envelope.timestamp_ms, "actor_principal": envelope.actor_principal,
                        "actor_host": envelope.actor_host, "request_id": envelope.request_id,
+                       "operator": dataclasses.asdict(envelope.operator),
                        "event": dataclasses.asdict(envelope.event)}, sort_keys=True).encode()
     write_atomically(_path(store), seal(keyring, _context(store), body))
 
@@ -75,8 +64,9 @@ def read_pending(store: StoreDirectory, keyring: Keyring) -> Pending | None:
     try:
         fields = json.loads(unseal(keyring, _context(store), data))
         event = LogRecovered(**fields["event"])
-        return Pending(Envelope(-1, fields["timestamp_ms"], fields["actor_principal"], fields["actor_host"],
-                                fields["request_id"], event), event)
+        return Pending(_envelope(fields["timestamp_ms"], fields["actor_principal"], fields["actor_host"],
+                                 fields["request_id"], event, Operator(**fields.get("operator", {"user": "",
+                                 "host": "", "pid": 0, "program": ""}))), event)
     except (BrokenSealError, ValueError, TypeError, KeyError) as exc:
         raise CorruptLogError(
             f"the pending-recovery marker {_path(store)} is not valid ({exc}): it was altered or forged. "
@@ -89,9 +79,17 @@ def clear_pending(store: StoreDirectory) -> None:
 
 
 def recovered_envelope(event: LogRecovered, timestamp_ms: int) -> Envelope:
-    """The envelope a recovery is logged in: actor and host are the local operator's."""
-    user, host, _ = local_operator()
-    return Envelope(-1, timestamp_ms, f"User:{user}", host, f"recovery-{event.recovery_id}", event)
+    """The envelope a recovery is logged in: actor and host are the local operator's (core.operator), asserted."""
+    operator = local_operator()
+    return _envelope(timestamp_ms, f"User:{operator.user}", operator.host, f"recovery-{event.recovery_id}", event,
+                     operator)
+
+
+def _envelope(timestamp_ms: int, principal: str, host: str, request_id: str, event: LogRecovered,
+              operator: Operator) -> Envelope:
+    return Envelope(-1, timestamp_ms, principal, host, request_id, event, actor_asserted=True,
+                    operator_user=operator.user, operator_host=operator.host, operator_pid=operator.pid,
+                    operator_program=operator.program)
 
 
 def cut_span(from_offset: int, to_offset: int) -> str:

@@ -38,12 +38,8 @@ from secmeta.core.log.evidence import derived_files_beyond
 from secmeta.core.log.format import FrameError, genesis_link
 from secmeta.core.log.highwater import HighWater, Mark
 from secmeta.core.log.log import Log
-from secmeta.core.log.pending_recovery import (
-    cut_span,
-    local_operator,
-    recovered_envelope,
-    write_pending,
-)
+from secmeta.core.log.pending_recovery import cut_span, recovered_envelope, write_pending
+from secmeta.core.operator import local_operator
 from secmeta.core.log.segment import Segment
 from secmeta.core.store.storedir import StoreDirectory
 from secmeta.core.times import Clock, ms_to_datetime, now_ms, wall_clock
@@ -174,7 +170,7 @@ class Recovery:
                 data = f.read(piece.size)
             digest.update(data)
             write_atomically(qdir / piece.segment, data)
-        event = LogRecovered(recovery_id, local_operator()[2], reason, plan.offset, plan.to_offset, plan.events,
+        event = LogRecovered(recovery_id, str(local_operator()), reason, plan.offset, plan.to_offset, plan.events,
                              plan.link.hex(), digest.hexdigest(), str(qdir.relative_to(store.path)))
         write_pending(store, self.keyring, recovered_envelope(event, when))
         for path in plan.derived:

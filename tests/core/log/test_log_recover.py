@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import os
 import io
 import json
 import shutil
@@ -88,6 +89,7 @@ def test_recover_keeps_the_offsets_below_n_and_logs_what_it_cut(damaged, capsys)
     assert logged.offset == 25 and logged.actor_principal == f"User:{getpass.getuser()}"
     assert (event.from_offset, event.to_offset, event.events) == (25, 27, 2)
     assert event.reason == "edited batch found by open" and event.operator.startswith(f"{getpass.getuser()}@")
+    assert logged.actor_asserted and logged.operator.user == getpass.getuser() and logged.operator.pid == os.getpid()
     assert event.digest == hashlib.sha256(cut).hexdigest()
     with Log.open(path, keyring=keyring, read_only=True) as log:
         assert event.link == log.link_at(25).hex()
