@@ -40,6 +40,7 @@ from .records import (
     DelegationTokenRemoved,
     DelegationTokenRenewed,
     Event,
+    KeyRotated,
     LogRecovered,
     ScramCredentialDeleted,
     ScramCredentialUpserted,
@@ -213,7 +214,15 @@ RECOVERIES = EntityKind(
     table="recoveries", intervals_table="recovery_intervals", single_use_keys=True)
 
 
-KINDS: tuple[EntityKind, ...] = (ACLS, CREDENTIALS, TOKENS, QUOTAS, SETTINGS, RECOVERIES)
+# A key rotation (``secmeta keys generate`` added a newer key): a fact about the log's keys, not security
+# state; each key opens once, when the store's writes first use it, and stays.
+KEYS = EntityKind(
+    "key", key=("key_id",), attributes=("previous_key_id",),
+    opens=(KeyRotated,), closes=(), principals=_no_principals,
+    table="keys", intervals_table="key_intervals", single_use_keys=True)
+
+
+KINDS: tuple[EntityKind, ...] = (ACLS, CREDENTIALS, TOKENS, QUOTAS, SETTINGS, RECOVERIES, KEYS)
 
 _BY_TYPE: dict[type, EntityKind] = {t: kind for kind in KINDS for t in kind.event_types}
 _BY_NAME: dict[str, EntityKind] = {t.__name__: kind for t, kind in _BY_TYPE.items()}

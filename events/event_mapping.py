@@ -34,6 +34,7 @@ from .records import (
     DelegationTokenIssued,
     DelegationTokenRemoved,
     DelegationTokenRenewed,
+    KeyRotated,
     LogRecovered,
     ScramCredentialDeleted,
     ScramCredentialUpserted,
@@ -114,6 +115,7 @@ BINDINGS: dict[type, dict[str, Binding]] = {
     SecuritySettingAltered: _same("setting_name", "setting_value"),
     LogRecovered: _same("recovery_id", "operator", "reason", "from_offset", "to_offset", "events", "link", "digest",
                         "quarantine"),
+    KeyRotated: _same("key_id", "previous_key_id"),
 }
 
 # The EnvelopeGroup fields taken from an Envelope's attributes (the rest of an

@@ -29,6 +29,7 @@ __all__ = [
     "DelegationTokenRenewed",
     "Envelope",
     "Event",
+    "KeyRotated",
     "LogRecovered",
     "Operator",
     "ScramCredentialDeleted",
@@ -247,6 +248,19 @@ class LogRecovered:
         return f"recovery:{self.recovery_id}"
 
 
+@dataclass(frozen=True, slots=True)
+class KeyRotated:
+    """The store's writes moved to a newer key of the keyring (``secmeta keys generate`` added it):
+    the new key's id and the id of the key the log was linked with before. Never key material."""
+
+    key_id: str
+    previous_key_id: str
+
+    @property
+    def entity_key(self) -> str:
+        return f"key:{self.key_id}"
+
+
 Event = (
     ScramCredentialUpserted
     | ScramCredentialDeleted
@@ -259,6 +273,7 @@ Event = (
     | ClientQuotaAltered
     | SecuritySettingAltered
     | LogRecovered
+    | KeyRotated
 )
 
 EVENT_TYPES: dict[str, type] = {
@@ -275,6 +290,7 @@ EVENT_TYPES: dict[str, type] = {
         ClientQuotaAltered,
         SecuritySettingAltered,
         LogRecovered,
+        KeyRotated,
     )
 }
 

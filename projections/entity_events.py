@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from secmeta.events.entities import (
     ACLS,
     CREDENTIALS,
+    KEYS,
     KINDS,
     QUOTAS,
     RECOVERIES,
@@ -39,6 +40,7 @@ _OPEN: dict[str, Callable[[SecurityImage], Iterable[Event]]] = {
     QUOTAS.name: lambda image: (ClientQuotaAltered(entity, key, value)
                                 for entity, values in image.quotas for key, value in values.items()),
     SETTINGS.name: lambda image: (SecuritySettingAltered(name, value) for name, value in image.settings),
+    KEYS.name: lambda image: (),  # a key rotation is no state of the image: only the log holds it
     RECOVERIES.name: lambda image: (),  # a repair of the log is no state of the image: only the log holds it
 }
 

@@ -23,6 +23,7 @@ from secmeta.events.records import (
     DelegationTokenRemoved,
     DelegationTokenRenewed,
     Envelope,
+    KeyRotated,
     LogRecovered,
     ScramCredentialDeleted,
     ScramCredentialUpserted,
@@ -146,6 +147,10 @@ class SecurityDelta:
     @replay.register
     def _(self, event: LogRecovered) -> None:
         """A repair of the log records what was cut; it changes no security state."""
+
+    @replay.register
+    def _(self, event: KeyRotated) -> None:
+        """A key rotation names the log's new key; it changes no security state."""
 
     def replay_all(self, envelopes: Iterable[Envelope]) -> None:
         """Replay the events of ``envelopes`` in order.

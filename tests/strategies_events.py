@@ -17,6 +17,7 @@ from secmeta.events.records import (
     DelegationTokenRemoved,
     DelegationTokenRenewed,
     Envelope,
+    KeyRotated,
     LogRecovered,
     ScramCredentialDeleted,
     ScramCredentialUpserted,
@@ -113,6 +114,7 @@ _EVENT_STRATEGIES = {
         LogRecovered, names, names, names, timestamps, timestamps, timestamps,
         st.binary(min_size=32, max_size=32).map(bytes.hex), st.binary(min_size=32, max_size=32).map(bytes.hex), names,
     ),
+    KeyRotated: st.builds(KeyRotated, names, names),
 }
 
 events = st.one_of(*_EVENT_STRATEGIES.values())

@@ -54,7 +54,7 @@ from secmeta.core.types import (
     UserScramCredentialsDescription,
 )
 from secmeta.events.keyring import Keyring
-from secmeta.events.records import ClientQuotaEntity, Envelope, Event
+from secmeta.events.records import ClientQuotaEntity, Envelope, Event, KeyRotated
 from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
@@ -67,6 +67,7 @@ from secmeta.projections.image import SecurityDelta, SecurityImage, SecurityProj
 from secmeta.projections.image_snapshot import SecurityImageSnapshot
 
 SWEEPER = RequestContext(principal="System:token-sweeper", host="localhost", tls=True)
+KEYRING = RequestContext(principal="System:keyring", host="localhost", tls=True)
 R = TypeVar("R")
 
 
@@ -139,7 +140,14 @@ class SecurityStore:
         except BaseException:
             log.close()
             raise
-        return cls(log, config, keyring, loaded)
+        store = cls(log, config, keyring, loaded)
+        if not read_only:
+            try:
+                store._log_key_rotation()
+            except BaseException:
+                store.close()
+                raise
+        return store
 
     def close(self) -> None:
         self._closed.set()
@@ -219,6 +227,13 @@ class SecurityStore:
     def settings(self) -> StoreConfig:
         """The settings in force now (secmeta.core.settings.in_force of the published image)."""
         return self._config_at(self._image)
+
+    def _log_key_rotation(self) -> None:
+        """Log a KeyRotated as the first batch linked with the keyring's newest key when the log's last batch
+        was linked with another one (``secmeta keys generate`` rotated a key in since the last write)."""
+        previous, newest = _last_batch_key(self._log), self._keyring.newest_id
+        if previous is not None and previous != newest:
+            self._write(KEYRING, lambda image, now, _: ControlResult([KeyRotated(newest, previous)], None))
 
     def _decider(self, image: SecurityImage):
         return control.decider_for(image, self._config_at(image))
@@ -437,6 +452,16 @@ class SecurityStore:
         if secret is None:
             raise SecmetaError("delegation tokens are disabled: no token_secret configured")
         return token_hmac(secret, token_id)
+
+
+def _last_batch_key(log: Log) -> str | None:
+    """The id of the key the log's last batch is linked with (None for an empty log)."""
+    if log.end_offset <= log.start_offset:
+        return None
+    last = None
+    for last in log.batches(log.end_offset - 1):
+        pass
+    return None if last is None else last.key_id
 
 
 def _new_token_id() -> str:

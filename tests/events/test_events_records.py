@@ -71,9 +71,9 @@ def test_entity_key_names_the_changed_entity(event, key):
     assert event.entity_key == entity_key(event) == key
 
 
-def test_event_types_maps_names_to_the_eleven_classes():
+def test_event_types_maps_names_to_the_twelve_classes():
     """EVENT_TYPES maps each class name to its class."""
-    assert len(EVENT_TYPES) == 11 and all(cls.__name__ == name for name, cls in EVENT_TYPES.items())
+    assert len(EVENT_TYPES) == 12 and all(cls.__name__ == name for name, cls in EVENT_TYPES.items())
 
 
 def test_envelope_event_type_is_the_event_class_name():

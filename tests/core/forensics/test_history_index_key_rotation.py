@@ -44,7 +44,8 @@ def test_an_index_sealed_under_a_rotated_out_key_is_accepted_and_resealed(tmp_pa
         with SecurityStore.open(path, keyring=Keyring.load(keys)) as store:
             index = store.timetravel.index
             assert index.wait() and index.problem is None
-            assert [e.to_dict() for e in store.history()] == before
+            after = [e.to_dict() for e in store.history()]
+            assert after[:-1] == before and after[-1]["event_type"] == "KeyRotated"
             store.create_acls([binding(9)], context=ADMIN)
             assert index.catch_up() == store.log.end_offset
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -70,3 +71,20 @@ def test_an_index_under_a_key_the_keyring_lacks_is_still_rebuilt(tmp_path, caplo
         with SecurityStore.open(path, keyring=Keyring.load(keys)) as store:
             assert store.timetravel.index.wait()
             assert "another key" in store.timetravel.index.problem
+
+
+def test_a_key_rotation_is_logged_once_as_the_first_batch_under_the_new_key(tmp_path):
+    """The writer open after `keys generate` logs KeyRotated(new, previous) (key ids only); the next open does not."""
+    keys, path = tmp_path / "keys.json", tmp_path / "store"
+    first = Keyring.generate_file(keys)
+    with SecurityStore.open(path, keyring=Keyring.load(keys)) as store:
+        store.create_acls([binding(0)], context=ADMIN)
+    second = Keyring.generate_file(keys)
+    for _ in range(2):
+        with SecurityStore.open(path, keyring=Keyring.load(keys)) as store:
+            rotations = [e for e in store.history() if e.event_type == "KeyRotated"]
+    assert [(e.entity_key, e.payload, e.actor_principal) for e in rotations] == [
+        (f"key:{second}", {"key_id": second, "previous_key_id": first}, "System:keyring")]
+    with SecurityStore.open(path, keyring=Keyring.load(keys), read_only=True) as store:
+        (batch,) = list(store.log.batches(rotations[0].offset, rotations[0].offset + 1))
+        assert batch.key_id == second
