@@ -9,4 +9,4 @@ from tests.contract.suite import seeded_steps, write
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
-    return write(tmp_path_factory.mktemp("contract"), seeded_steps(), recovered=True)
+    return write(tmp_path_factory.mktemp("contract"), seeded_steps(), recovered=True, rotated=True)

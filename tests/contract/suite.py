@@ -47,9 +47,11 @@ class Written:
     recording: Recording
 
 
-def write(directory: Path, steps: tuple[Step, ...], after=None, *, recovered: bool = False) -> Written:
+def write(directory: Path, steps: tuple[Step, ...], after=None, *, recovered: bool = False,
+          rotated: bool = False) -> Written:
     """A store in ``directory`` that ran ``steps`` (``after(store)`` follows each, see ``record``), and with
-    ``recovered`` then a logged repair (`log recover` at the log's end: a LogRecovered event, no state change)."""
+    ``recovered`` then a logged repair (`log recover` at the log's end: a LogRecovered event, no state change),
+    with ``rotated`` then a key rotation (`keys generate` and a writer open: a KeyRotated event, no state change)."""
     directory.mkdir(parents=True, exist_ok=True)
     key_file = directory / "keys.json"
     Keyring.generate_file(key_file)
@@ -60,6 +62,11 @@ def write(directory: Path, steps: tuple[Step, ...], after=None, *, recovered: bo
         recording = record(store, clock, steps, after)
     if recovered:
         recording = _recover_at_end(directory / "store", keyring, config, recording)
+    if rotated:
+        Keyring.generate_file(key_file)
+        keyring = Keyring.from_file(key_file)
+        SecurityStore.open(directory / "store", config, keyring=keyring).close()  # logs the KeyRotated
+        recording = _same_state_one_more(recording)
     return Written(directory / "store", key_file, keyring, config, recording)
 
 
@@ -68,6 +75,12 @@ def _recover_at_end(path: Path, keyring: Keyring, config: StoreConfig, recording
     end = recording.end
     with Recovery(path, end, keyring=keyring, config=config.log, clock=config.clock) as recovery:
         recovery.execute("contract: a logged repair every reader carries", force=True)
+    return _same_state_one_more(recording)
+
+
+def _same_state_one_more(recording: Recording) -> Recording:
+    """The recording with one more offset (an event that changes no state) at its end."""
+    end = recording.end
     state = replace(recording.states[end], next_offset=end + 1)
     return Recording({**recording.images, end + 1: recording.images[end]}, {**recording.states, end + 1: state},
                      end + 1)
