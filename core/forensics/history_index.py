@@ -104,6 +104,7 @@ _ACL_EVENTS = {"AclCreated": AclCreated, "AclDeleted": AclDeleted}
 _COLUMNS = ("offset", "ts", "actor", "host", "request", "operator", "type", "entity", "principal", "restype", "pattern",
             "name", "acl_host", "op", "perm", "role", "parties", "payload")
 _PARTIES = _COLUMNS.index("parties")
+_TYPE, _ENTITY, _RESTYPE, _ROLE = (_COLUMNS.index(c) for c in ("type", "entity", "restype", "role"))
 _ACL_COLUMNS = _COLUMNS[:_COLUMNS.index("role")]  # what a Change is made of
 _compact_json = json.JSONEncoder(separators=(",", ":")).encode
 # The tables; a fresh build fills them first and adds the secondary indexes once (sorting
@@ -509,8 +510,8 @@ class HistoryIndex:
                  "ORDER BY offset DESC LIMIT 1")
         opened, at_start = set(), None
         for row in rows:
-            etype, entity, role = row[5], row[6], row[14]
-            if row[8] is not None or role != "open" or kind_of(etype) not in REOPENABLE:
+            etype, entity, role = row[_TYPE], row[_ENTITY], row[_ROLE]
+            if row[_RESTYPE] is not None or role != "open" or kind_of(etype) not in REOPENABLE:
                 continue
             last = self._db.execute(probe, (entity, row[0])).fetchone()
             if last is None:
