@@ -32,7 +32,8 @@ class Attribution:
     @property
     def actor(self) -> str:
         """The actor as people read it: ``User:alice from 10.0.0.1 (asserted|authenticated)``."""
-        return f"{self.actor_principal} from {self.actor_host} ({'asserted' if self.actor_asserted else 'authenticated'})"
+        how = "asserted" if self.actor_asserted else "authenticated"
+        return f"{self.actor_principal} from {self.actor_host} ({how})"
 
     def to_dict(self) -> dict[str, Any]:
         operator = self.operator

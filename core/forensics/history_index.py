@@ -148,16 +148,17 @@ def _row(envelope: Envelope, parties: Parties, opened: dict[str, tuple[str, ...]
     if entity is ACLS:  # most rows: their payload is their columns
         p, e = event.binding.pattern, event.binding.entry
         return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
-                envelope.request_id, _operator_column(envelope), kind.__name__, event.entity_key, e.principal, p.resource_type.value,
-                p.pattern_type.value, p.name, e.host, e.operation.value, e.permission_type.value, ACLS.role(event),
-                None, None)
+                envelope.request_id, _operator_column(envelope), kind.__name__, event.entity_key, e.principal,
+                p.resource_type.value, p.pattern_type.value, p.name, e.host, e.operation.value,
+                e.permission_type.value, ACLS.role(event), None, None)
     involved = parties.of(event)  # before observing: the entity's previous opening event's parties count
     parties.observe(event)
     if entity.carries_parties and kind in entity.opens:
         opened[event.entity_key] = entity.principals(event)
     payload = _compact_json(redacted(envelope)["payload"])
     return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
-            envelope.request_id, _operator_column(envelope), kind.__name__, event.entity_key, None, None, None, None, None, None, None,
+            envelope.request_id, _operator_column(envelope), kind.__name__, event.entity_key,
+            None, None, None, None, None, None, None,
             entity.role(event), json.dumps(involved) if involved else None, payload)
 
 
@@ -197,7 +198,8 @@ def _entry(row: tuple, resource: ResourceMatch | None, was_open: bool = False) -
 
 
 def _change(row: tuple) -> Change:
-    offset, ts, actor, host, request, operator, etype, entity, principal, restype, pattern, name, acl_host, op, perm = row
+    (offset, ts, actor, host, request, operator, etype, entity, principal, restype, pattern, name, acl_host, op,
+     perm) = row
     return Change(offset, ts, actor, host, request, *_operator_of(operator), etype, entity.split(":", 1)[1],
                   _binding(restype, name, pattern, principal, acl_host, op, perm))
 
@@ -343,7 +345,7 @@ class HistoryIndex:
         return key_id if key_id != self._key_id and key_id in self.log.keyring else None
 
     def _reseal(self, older: str) -> None:
-        """Chain the rows' digest and authenticate the meta row under the newest key (they were checked under ``older``)."""
+        """Chain the rows' digest and authenticate the meta row under the newest key (checked under ``older``)."""
         sealed, tail = b"", []
         for row in self._db.execute(f"SELECT {', '.join(_COLUMNS)} FROM events ORDER BY offset"):
             tail.append(row)
