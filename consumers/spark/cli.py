@@ -35,6 +35,7 @@ from secmeta.core.cli.progress import Progress
 from secmeta.core.cli.security import add_resource_options, one_resource, operation
 from secmeta.core.errors import SecmetaError
 from secmeta.core.times import parse_time
+from secmeta.events.records import Operator
 
 _SPARK_HELP = ("Local Spark (local[2]) by default; --master URL runs on a cluster. Under spark-submit, "
                "the master comes from spark-submit.")
@@ -332,12 +333,16 @@ def query_history_cmd(args: argparse.Namespace) -> int:
     found = rows.limit(args.limit + 1).collect()
     shown = found[:args.limit]
     envelope = ("offset", "timestamp", "timestamp_ms", "actor_principal", "actor_host", "request_id",
+                "actor_asserted", "operator_user", "operator_host", "operator_pid", "operator_program",
                 "event_type", "entity_key", "event_date")
     if args.json:
         emit(({k: v for k, v in r.asDict().items() if v is not None and k != "event_date"} for r in shown), [],
              json=True)
         return 0
     emit(({**r.asDict(), "time": iso_time(r.timestamp_ms),
+           "asserted": "authenticated" if r.actor_asserted is False else "asserted",
+           "operator": str(Operator(r.operator_user or "", r.operator_host or "", r.operator_pid or 0,
+                                    r.operator_program or "")),
            "details": " ".join(f"{k}={_cell(v)}" for k, v in r.asDict().items() if k not in envelope and v is not None)}
           for r in shown), EVENT_COLUMNS)
     print(f"{len(shown)} changes" + (" (more not shown: raise --limit)" if len(found) > args.limit else ""))

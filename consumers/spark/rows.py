@@ -86,6 +86,11 @@ _COLUMNS: list[tuple[str, Any, str | None]] = [
     ("actor_principal", StringType(), None),
     ("actor_host", StringType(), None),
     ("request_id", StringType(), None),
+    ("actor_asserted", BooleanType(), None),
+    ("operator_user", StringType(), None),
+    ("operator_host", StringType(), None),
+    ("operator_pid", LongType(), None),
+    ("operator_program", StringType(), None),
     ("event_type", StringType(), None),
     ("entity_key", StringType(), None),
     ("principals", ArrayType(StringType()), None),
@@ -200,6 +205,9 @@ def _expression(source: str, dtype: Any, hints: dict[str, Any]) -> str:
 _ENVELOPE_EXPRESSIONS = {
     "offset": "env.offset", "timestamp": "env.timestamp_ms", "timestamp_ms": "env.timestamp_ms",
     "actor_principal": "env.actor_principal", "actor_host": "env.actor_host", "request_id": "env.request_id",
+    "actor_asserted": "env.actor_asserted", "operator_user": "env.operator_user",
+    "operator_host": "env.operator_host", "operator_pid": "env.operator_pid",
+    "operator_program": "env.operator_program",
     "event_type": "TYPE", "entity_key": "e.entity_key", "principals": "list(PRINCIPALS(e))",
 }
 _ROW_MAKERS: dict[type, Any] = {}
@@ -374,6 +382,11 @@ def envelope_from_row(row: Mapping[str, Any]) -> Envelope:
         row["actor_host"],
         row["request_id"],
         event,
+        actor_asserted=bool(row.get("actor_asserted", True)),
+        operator_user=row.get("operator_user") or "",
+        operator_host=row.get("operator_host") or "",
+        operator_pid=int(row.get("operator_pid") or 0),
+        operator_program=row.get("operator_program") or "",
     )
 
 

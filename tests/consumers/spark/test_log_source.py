@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from dataclasses import astuple
 from datetime import UTC, datetime
 
 import pytest
@@ -67,6 +68,9 @@ def test_batch_read_equals_the_log(spark, workspace):
     assert [r.entity_key for r in rows] == [e.entity_key for e in envelopes]
     assert [(r.actor_principal, r.actor_host, r.request_id) for r in rows] == [
         (e.actor_principal, e.actor_host, e.request_id) for e in envelopes]
+    assert [(r.actor_asserted, r.operator_user, r.operator_host, r.operator_pid, r.operator_program)
+            for r in rows] == [(e.actor_asserted, *astuple(e.operator)) for e in envelopes]
+    assert rows[0].operator_pid > 0  # the workload's writes name the process that made them
     assert [tuple(r) for r in rows] == [_naive(event_row(e)) for e in envelopes]
     for r in rows:
         assert r.timestamp == datetime.fromtimestamp(r.timestamp_ms / 1000, UTC).replace(tzinfo=None)
@@ -178,7 +182,8 @@ def test_event_row_agrees_with_the_redacted_view(workspace):
     for e in envelopes:
         view = redacted(e)
         row = dict(zip(SCHEMA.fieldNames(), event_row(e)))
-        flat = {k: v for k, v in view.items() if k != "payload"} | view["payload"]
+        flat = ({k: v for k, v in view.items() if k not in ("payload", "operator")}
+                | {f"operator_{k}": v for k, v in view["operator"].items()} | view["payload"])
         flat.pop("secret", None)
         for key, value in flat.items():
             if key.endswith("_timestamp_ms"):
