@@ -255,7 +255,7 @@ class EventCodec:
         ap = parts.append
         groups = count = 0
         at = -1  # where the current group's event count goes
-        ts = principal = host = request = asserted = pid = user = first = _NO_VALUE
+        ts = principal = host = request = asserted = pid = user = ohost = program = first = _NO_VALUE
         try:
             if not is_int64(base_offset):
                 raise TypeError("base offset")
@@ -269,8 +269,8 @@ class EventCodec:
                     or env.actor_asserted is not asserted
                     or env.operator_pid != pid
                     or env.operator_user != user
-                    or env.operator_host != first.operator_host
-                    or env.operator_program != first.operator_program
+                    or env.operator_host != ohost
+                    or env.operator_program != program
                 ):
                     if groups:
                         parts[at] = write_long(count)
@@ -291,6 +291,7 @@ class EventCodec:
                         env.request_id,
                     )
                     asserted, pid, user = env.actor_asserted, env.operator_pid, env.operator_user
+                    ohost, program = env.operator_host, env.operator_program
                 event = env.event
                 encoders[event.__class__](event, ap)
                 count += 1
