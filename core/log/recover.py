@@ -39,8 +39,8 @@ from secmeta.core.log.format import FrameError, genesis_link
 from secmeta.core.log.highwater import HighWater, Mark
 from secmeta.core.log.log import Log
 from secmeta.core.log.pending_recovery import cut_span, recovered_envelope, write_pending
-from secmeta.core.operator import local_operator
 from secmeta.core.log.segment import Segment
+from secmeta.core.operator import local_operator
 from secmeta.core.store.storedir import StoreDirectory
 from secmeta.core.times import Clock, ms_to_datetime, now_ms, wall_clock
 from secmeta.events.durable import fsync_dir, write_atomically

@@ -458,10 +458,8 @@ def _last_batch_key(log: Log) -> str | None:
     """The id of the key the log's last batch is linked with (None for an empty log)."""
     if log.end_offset <= log.start_offset:
         return None
-    last = None
-    for last in log.batches(log.end_offset - 1):
-        pass
-    return None if last is None else last.key_id
+    batches = list(log.batches(log.end_offset - 1))  # the batch holding the last offset
+    return batches[-1].key_id if batches else None
 
 
 def _new_token_id() -> str:

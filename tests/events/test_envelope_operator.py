@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 from secmeta.events.codec import EventCodec
 from secmeta.events.errors import EventSchemaError
 from secmeta.events.records import AclCreated, Envelope, Operator
-from secmeta.events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 CODEC = EventCodec.default()
 BINDING = AclBinding.of(ResourceType.TOPIC, "payments", PatternType.LITERAL, "User:bob", "*",

@@ -10,7 +10,13 @@ import socket
 
 from secmeta.core import SecurityStore
 from secmeta.core.types import RequestContext
-from secmeta.events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from tests.clikit import make_store, run
 
 ADD = ["acls", "--add", "--allow-principal", "User:mallory", "--operation", "Alter", "--cluster",

@@ -11,7 +11,13 @@ from secmeta.core import SecurityStore
 from secmeta.core.forensics.history_index import INDEX_DIR, INDEX_FILE, index_problem
 from secmeta.core.types import RequestContext
 from secmeta.events.keyring import Keyring
-from secmeta.events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from tests.clikit import run
 
 ADMIN = RequestContext()

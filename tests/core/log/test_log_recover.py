@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import getpass
 import hashlib
-import os
 import io
 import json
+import os
 import shutil
 
 import pytest
