@@ -34,8 +34,9 @@ from secmeta.core.errors import InvalidValueError, SecmetaError
 from secmeta.core.forensics.index_seal import INDEX_DIR
 from secmeta.core.log.anchor import read_anchor
 from secmeta.core.log.config import LogConfig
+from secmeta.core.log.extent import log_extent
 from secmeta.core.log.evidence import derived_files_beyond
-from secmeta.core.log.format import FrameError, genesis_link
+from secmeta.core.log.format import Batch, FrameError, genesis_link
 from secmeta.core.log.highwater import HighWater, Mark
 from secmeta.core.log.log import Log
 from secmeta.core.log.pending_recovery import cut_span, recovered_envelope, write_pending
@@ -43,7 +44,9 @@ from secmeta.core.log.segment import Segment
 from secmeta.core.operator import local_operator
 from secmeta.core.store.storedir import StoreDirectory
 from secmeta.core.times import Clock, ms_to_datetime, now_ms, wall_clock
+from secmeta.events.codec import EventCodec
 from secmeta.events.durable import fsync_dir, write_atomically
+from secmeta.events.errors import UnknownKeyError
 from secmeta.events.keyring import Keyring
 from secmeta.events.records import LogRecovered
 
@@ -94,6 +97,7 @@ class Recovery:
     def __init__(self, path: str | os.PathLike, offset: int, *, keyring: Keyring, config: LogConfig | None = None,
                  clock: Clock = wall_clock):
         self.keyring, self.config, self.clock = keyring, config, clock
+        self.codec = EventCodec()
         self.store = StoreDirectory.open(path, create=False, writer=True)
         try:
             self.store.check_keyring(keyring, writer=False)
@@ -121,6 +125,7 @@ class Recovery:
         bases = [b for b in sorted(int(p.stem) for p in store.log_dir.glob("*.log")) if b >= start]
         cut_base, cut_at, link = _boundary(store.log_dir, bases, offset, start, link)
         pieces, events, end = [], 0, offset
+        evidence, prev = None, link  # the newest authentic LogRecovered the cut would erase
         for base in bases:
             if base < cut_base:
                 continue
@@ -132,10 +137,19 @@ class Recovery:
                 try:
                     for batch in seg.frames(begin, seg.size):
                         events, end = events + batch.count, max(end, batch.next_offset)
+                        if _authentic(self.keyring, batch, prev):
+                            evidence = _recovery_in(self.codec, batch) or evidence
+                        prev = batch.link
                 except FrameError:
                     pass  # the damage itself: its bytes are cut and digested, its events not counted
             finally:
                 seg.close()
+        if evidence is not None:
+            at, earlier = evidence
+            raise RecoveryRefusedError(
+                f"--truncate-to {offset} would erase the logged recovery {earlier.recovery_id} at offset {at} "
+                f"(it cut offsets from {earlier.from_offset}): a repair's record is never cut. Nothing was "
+                f"changed; give an offset above {at} (--truncate-to {at + 1} keeps it)")
         try:
             mark = HighWater(store.log_dir, store.store_id, self.keyring).read()
         except SecmetaError:
@@ -226,12 +240,33 @@ def _open_problem(path: Path, keyring: Keyring) -> str | None:
     return None
 
 
+def _authentic(keyring: Keyring, batch: Batch, prev: bytes) -> bool:
+    """Whether ``batch`` carries the chain link its contents and ``prev`` (the link stored before it) make:
+    a batch nobody without the keys could have written (an altered neighbour does not change that)."""
+    try:
+        key = keyring.chain_key(batch.key_id)
+    except UnknownKeyError:
+        return False
+    return batch.expected_link(key, prev) == batch.link
+
+
+def _recovery_in(codec: EventCodec, batch: Batch) -> tuple[int, LogRecovered] | None:
+    """The last LogRecovered event of ``batch`` with its offset (None: it holds none, or does not decode)."""
+    try:
+        found = [(e.offset, e.event) for e in codec.decode_batch(batch.payload, batch.schema_fp, batch.base_offset)
+                 if type(e.event) is LogRecovered]
+    except Exception:  # noqa: BLE001 - an undecodable batch is damage, cut like any other
+        return None
+    return found[-1] if found else None
+
+
 def _boundary(log_dir: Path, bases: list[int], offset: int, start: int, link: bytes) -> tuple[int, int, bytes]:
     """(segment base, byte position, chain link) where the batches before ``offset`` end."""
     if offset == start:
         return (bases[0] if bases else start), 0, link
     if not bases:
         raise InvalidValueError(f"the log has no segments: it can only be recorded as ending at offset {start}")
+    end, damaged = start, False
     for base in bases:
         seg = Segment(log_dir, base, writable=False)
         try:
@@ -240,10 +275,13 @@ def _boundary(log_dir: Path, bases: list[int], offset: int, start: int, link: by
                     return base, batch.position + batch.size, batch.link
                 if batch.next_offset > offset:
                     break
+                end = max(end, batch.next_offset)
         except FrameError:
-            pass
+            damaged = True
         finally:
             seg.close()
+    if offset > end and not damaged:
+        raise InvalidValueError(f"--truncate-to {offset} is past the log's end ({end}): {log_extent(end)}")
     raise InvalidValueError(
         f"no intact batch of the log ends at offset {offset}; give the offset named by the error "
         "(the first offset of the damaged batch)"

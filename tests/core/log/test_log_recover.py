@@ -190,8 +190,27 @@ def test_recover_refuses_an_offset_inside_a_batch_or_past_the_damage(damaged, ca
     path, _, _ = damaged
     before = files_under(path)
     assert recover(path, "--truncate-to", "99", "--yes") == 2  # a bad argument
-    assert "no intact batch of the log ends at offset 99" in capsys.readouterr().err
+    assert "--truncate-to 99 is past the log's end (27)" in capsys.readouterr().err
     assert files_under(path) == before
+
+
+def test_a_cut_below_a_logged_recovery_is_refused_even_forced(healthy, capsys):
+    """Review of issue 21: a forced cut below an earlier recovery's LogRecovered would erase the record of that
+    repair. It is refused (exit 1, nothing changed) naming the recovery's offset and id; a cut above it is made."""
+    path, keyring = healthy
+    assert recover(path, "--truncate-to", "9", "--force", "--yes", "--reason", "first") == 0
+    (first,) = logged_recoveries(path, keyring)
+    with SecurityStore.open(path, tamper_config(False), keyring=keyring) as store:
+        store.create_acls([binding(99)], context=ADMIN)  # offset 10
+    capsys.readouterr()
+    before = files_under(path)
+    for offset in ("9", "5", "0"):
+        assert recover(path, "--truncate-to", offset, "--force", "--yes") == 1
+        err = capsys.readouterr().err
+        assert f"would erase the logged recovery {first.event.recovery_id} at offset 9" in err
+        assert files_under(path) == before
+    assert recover(path, "--truncate-to", "10", "--force", "--yes", "--reason", "second") == 0
+    assert [e.offset for e in logged_recoveries(path, keyring)] == [9, 10]
 
 
 def test_a_wiped_log_is_refused_until_an_operator_records_its_end(tmp_path, capsys):
