@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from secmeta.core.cli.common import (
@@ -25,7 +26,7 @@ from secmeta.core.forensics.index_seal import INDEX_DIR, INDEX_FILE
 from secmeta.core.log import Log, VerifyReport, verify_log
 from secmeta.core.log.pending_recovery import cut_span
 from secmeta.core.log.recover import Recovery, record_pending
-from secmeta.core.log.witness import Head, head_line, parse_head
+from secmeta.core.log.witness import Head, WitnessLine, head_line, read_witness
 from secmeta.core.store.state import Snapshotter, load_state
 from secmeta.events.codec import EventCodec
 from secmeta.events.keyring import Keyring
@@ -60,7 +61,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                                         "that snapshots agree with the log. Exit code 1 and the first bad offset on failure.")
     add_store_options(verify)
     verify.add_argument("--witness", metavar="FILE", type=Path,
-                        help="a line `secmeta log head` printed: the log must still hold that offset with that link")
+                        help="a file of lines `secmeta log head` printed (append each new one): the log must still hold "
+                             "every line's offset with its link; a line that fails its HMAC fails the check")
     add_json_option(verify)
     verify.set_defaults(func=verify_cmd)
 
@@ -86,9 +88,11 @@ def register(commands: argparse._SubParsersAction) -> None:
     recover.set_defaults(func=recover_cmd)
 
     head = sub.add_parser("head", help="print the log's head as one authenticated line to keep elsewhere",
-                          description="Print the log's newest offset and chain link as one line authenticated with "
-                                      "the store's key (and naming the store). Keep it outside the store; `secmeta "
-                                      "log verify --witness FILE` later checks the store still holds that head.")
+                          description="Print the log's next offset (its end: it holds the offsets below it, as Kafka's "
+                                      "log end offset) and the chain link of the batch ending there, as one line "
+                                      "authenticated with the store's key (and naming the store). Keep it outside "
+                                      "the store, appending each new line to the same file; `secmeta log verify "
+                                      "--witness FILE` later checks the store still holds every head in it.")
     add_store_options(head)
     head.set_defaults(func=head_cmd)
 
@@ -127,8 +131,8 @@ def _with_progress(rows, total: int):
 
 def verify_cmd(args: argparse.Namespace) -> int:
     path, ring = store_path(args), keyring(args)  # the store first: its absence is the first thing to say
-    witness = parse_head(args.witness.read_text(), ring) if args.witness is not None else None
-    report, agreeing, problems = verify_store(path, ring, witness=witness)
+    witnesses = read_witness(args.witness.read_text(), ring) if args.witness is not None else ()
+    report, agreeing, problems = verify_store(path, ring, witnesses=witnesses)
     if args.json:
         emit_json({**dataclasses.asdict(report), "snapshots_agreeing": agreeing if report.ok else 0,
                    "snapshot_problems": problems})
@@ -142,7 +146,7 @@ def verify_cmd(args: argparse.Namespace) -> int:
 
 
 def verify_store(path: str, ring: Keyring, codec: EventCodec | None = None,
-                 witness: Head | None = None) -> tuple[VerifyReport, int, list[str]]:
+                 witnesses: Sequence[WitnessLine] = ()) -> tuple[VerifyReport, int, list[str]]:
     """The log's report, how many snapshots were checked against it, and the snapshots that are unusable."""
     codec = codec or EventCodec()  # one for both reads of the log: building one costs tens of ms
     checkpoints, problems = [], []
@@ -152,7 +156,7 @@ def verify_store(path: str, ring: Keyring, codec: EventCodec | None = None,
             checkpoints.append((info.next_offset, info.link))
         except SnapshotError as exc:
             problems.append(str(exc))
-    report = verify_log(path, keyring=ring, codec=codec, checkpoints=checkpoints, witness=witness)
+    report = verify_log(path, keyring=ring, codec=codec, checkpoints=checkpoints, witnesses=witnesses)
     index = Path(path) / INDEX_DIR / INDEX_FILE
     if report.ok and index.exists():  # derived from the log: it must agree with it row by row
         with Log.open(path, keyring=ring, codec=codec, read_only=True, create=False) as log:

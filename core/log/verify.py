@@ -12,7 +12,7 @@ Read-only: it never repairs anything, it reports the first problem and where it 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from secmeta.core.errors import CorruptLogError
@@ -24,7 +24,7 @@ from secmeta.core.log.highwater import HIGH_WATER_FILE, HighWater, is_torn_tail
 from secmeta.core.log.pending_recovery import cut_span, read_pending
 from secmeta.core.log.retention import retention_configured
 from secmeta.core.log.segment import Segment
-from secmeta.core.log.witness import Head, witness_problem
+from secmeta.core.log.witness import WitnessLine, witnesses_problem
 from secmeta.core.store.storedir import StoreDirectory
 from secmeta.events.codec import EventCodec
 from secmeta.events.errors import EventsError
@@ -73,7 +73,7 @@ def verify_log(
     codec: EventCodec | None = None,
     checkpoints: Iterable[tuple[int, bytes]] = (),
     retention: bool | None = None,
-    witness: Head | None = None,
+    witnesses: Sequence[WitnessLine] = (),
 ) -> VerifyReport:
     """Check the whole log of the store at ``path`` as open does, and more.
 
@@ -82,8 +82,8 @@ def verify_log(
     batches cut off the tail.  ``retention`` (None: the store's saved setting)
     allows a log that starts after a sealed retention anchor.  Sealed index files
     must describe their segment's batches; the log must reach its high-water mark, and no
-    derived file may record a point past its end (secmeta.core.log.evidence).  ``witness``
-    (secmeta.core.log.witness) is a head the log must still hold.
+    derived file may record a point past its end (secmeta.core.log.evidence).  ``witnesses``
+    (secmeta.core.log.witness: the lines of a witness file) are heads the log must all still hold.
     """
     store = StoreDirectory.open(path, create=False, writer=False)
     store.check_keyring(keyring, writer=False)
@@ -175,8 +175,8 @@ def verify_log(
     if pending is not None:
         return failed(f"a recovery cut the log at offset {pending.event.from_offset} but is not logged yet "
                       "(the next writer open logs it)")
-    if witness is not None and (problem := witness_problem(witness, store.store_id, start, expected, links.get)):
-        return failed(f"witness: {problem}", offset=min(expected, witness.offset))
+    if witnesses and (found := witnesses_problem(list(witnesses), store.store_id, start, expected, links.get)):
+        return failed(f"witness {found[1]}", offset=found[0])
     for offset, want in checkpoints:
         if offset < start:
             continue  # superseded by retention: open does not use it, and it contradicts nothing

@@ -114,7 +114,8 @@ def test_the_witness_detects_a_store_replaced_by_an_older_copy(grown, tmp_path, 
     assert cli_verify(path, path.parent / "keys.json")[0] == 0
     capsys.readouterr()
     assert cli(path, "log", "verify", "--witness", str(witness)) == 1
-    assert "the log ends at offset 20 but the witness saw it reach offset 27" in capsys.readouterr().out
+    assert ("the log holds offsets below 20 (its last is 19) but the witness saw it hold offsets below 27"
+            in capsys.readouterr().out)
 
 
 def test_the_witness_detects_a_log_that_diverges(grown, tmp_path, capsys):
@@ -132,8 +133,33 @@ def test_a_forged_witness_line_is_refused(grown, tmp_path, capsys):
     """A head line edited (a lower offset, to pass a rolled-back store) fails its HMAC."""
     witness = take_witness(grown[0], tmp_path, capsys, lambda line: line.replace("offset=27 ", "offset=20 "))
     path = grown[0]
-    assert cli(path, "log", "verify", "--witness", str(witness)) == 2
-    assert "fails its HMAC check" in capsys.readouterr().err
+    capsys.readouterr()
+    assert cli(path, "log", "verify", "--witness", str(witness)) == 1  # a failed check, not a usage error
+    assert "FAILED" in (out := capsys.readouterr().out) and "fails its HMAC check" in out
+
+
+def test_every_line_of_a_witness_file_is_checked(grown, tmp_path, capsys):
+    """Review of issue 21: an operator appends each `log head` line to one file. An older line the store still
+    holds must not hide a newer one it lost: every line is checked, and verify names the newest failing one."""
+    path, older, keyring, _ = grown
+    newest = take_witness(path, tmp_path, capsys).read_text()  # offset 27
+    shutil.rmtree(path)
+    shutil.copytree(older, path)  # ends before offset 20
+    assert cli(path, "log", "head") == 0
+    oldest = capsys.readouterr().out
+    witness = tmp_path / "witnesses.txt"
+    witness.write_text(f"# kept by ops\n{oldest}{newest}")
+    assert cli(path, "log", "verify", "--witness", str(witness)) == 1
+    assert "witness line 3:" in (out := capsys.readouterr().out) and "hold offsets below 27" in out
+    witness.write_text(f"{newest}{oldest}")  # the newest failing line is named whatever the order
+    assert cli(path, "log", "verify", "--witness", str(witness)) == 1
+    assert "witness line 1:" in capsys.readouterr().out
+    forged = oldest.replace("offset=20 ", "offset=19 ")
+    witness.write_text(f"{oldest}{forged}")  # every line authentic, too
+    assert cli(path, "log", "verify", "--witness", str(witness)) == 1
+    assert "witness line 2:" in (out := capsys.readouterr().out) and "fails its HMAC check" in out
+    witness.write_text(oldest * 2)
+    assert cli(path, "log", "verify", "--witness", str(witness)) == 0
 
 
 def test_a_checkpoint_past_the_end_is_evidence_too(grown):
