@@ -14,6 +14,7 @@ from __future__ import annotations
 from secmeta.consumers.kafka.topic_end import TopicEnd
 from secmeta.core.errors import SecmetaError
 from secmeta.core.log import Log
+from secmeta.core.log.extent import log_extent
 
 __all__ = ["LogBehindTopicError", "LogDivergesError", "TopicWitnessError", "check_log_against_topic"]
 
@@ -46,8 +47,7 @@ def check_log_against_topic(log: Log, end: TopicEnd) -> None:
     log_end = log.end_offset
     if last.log_offset >= log_end:
         raise LogBehindTopicError(
-            f"the store's log is behind its history topic: {end.describe()}, but the log ends at offset "
-            f"{log_end - 1}: the store was rolled back or restored from an older copy, or the topic mirrors "
+            f"the store's log is behind its history topic: {end.describe()}, but {log_extent(log_end)}: the store was rolled back or restored from an older copy, or the topic mirrors "
             f"another store. {_REMEDY}")
     link, envelope = None, None
     for batch in log.batches(last.log_offset, last.log_offset + 1):
@@ -57,5 +57,5 @@ def check_log_against_topic(log: Log, end: TopicEnd) -> None:
         raise LogDivergesError(
             f"the store's log diverges from its history topic at log offset {last.log_offset}: {end.describe()} "
             f"with chain link {_short(last.link)}, but the log's event at offset {last.log_offset} differs "
-            f"(chain link {_short(link)}; the log ends at offset {log_end - 1}): the log was cut and "
+            f"(chain link {_short(link)}; {log_extent(log_end)}): the log was cut and "
             f"rewritten, or the topic mirrors another store. {_REMEDY}")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from secmeta.core.errors import CorruptLogError
 from secmeta.core.forensics.index_seal import recorded_end
+from secmeta.core.log.extent import log_extent
 from secmeta.core.log.highwater import HighWater
 from secmeta.core.log.pending_recovery import cut_span
 from secmeta.core.store.storedir import StoreDirectory
@@ -41,7 +42,8 @@ class TruncationEvidenceError(CorruptLogError):
 
 def truncation_message(what: str, recorded: int, end: int) -> str:
     """The one wording of a refusal for evidence of truncation (a derived file or the high-water mark)."""
-    return (f"{what} records offset {recorded} but the log ends at offset {end}: evidence that the log was "
+    return (f"{what} records offset {recorded} (written when the log held the offsets below it) but "
+            f"{log_extent(end)}: evidence that the log was "
             f"truncated or rolled back, batches were removed from the end (missing: {cut_span(end, recorded)}). "
             f"Nothing was changed and nothing is rebuilt; `secmeta log recover --truncate-to {end} --reason TEXT` "
             "records the cut in the log (and moves the file to the quarantine), after which the store opens")

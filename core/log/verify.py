@@ -24,6 +24,7 @@ from secmeta.core.log.highwater import HIGH_WATER_FILE, HighWater, is_torn_tail
 from secmeta.core.log.pending_recovery import cut_span, read_pending
 from secmeta.core.log.retention import retention_configured
 from secmeta.core.log.segment import Segment
+from secmeta.core.log.extent import log_extent
 from secmeta.core.log.witness import WitnessLine, witnesses_problem
 from secmeta.core.store.storedir import StoreDirectory
 from secmeta.events.codec import EventCodec
@@ -54,8 +55,8 @@ class VerifyReport:
             replay = ("every event replays" if self.replayed_from == 0 else
                       f"every event from offset {self.replayed_from} replays" if self.replayed_from is not None else
                       "events not replayed: no readable snapshot covers the log's start")
-            return (f"OK: {self.batches} batches, {self.events} events, CRCs and hash chain intact up to offset "
-                    f"{self.end_offset}, {replay}{logged}")
+            return (f"OK: {self.batches} batches, {self.events} events, CRCs and hash chain intact "
+                    f"({log_extent(self.end_offset)}), {replay}{logged}")
         where = f" in segment {self.segment}" if self.segment else ""
         return f"FAILED at offset {self.first_bad_offset}{where}: {self.problem}{logged}"
 
@@ -163,8 +164,8 @@ def verify_log(
         return failed(truncation_message(f"the log's high-water mark (file {store.log_dir / HIGH_WATER_FILE})",
                                          mark.next_offset, expected))
     if links.get(mark.next_offset) != mark.link:
-        return failed(f"the log ends at offset {expected} without the batch acknowledged at its high-water mark "
-                      f"{mark.next_offset}: acknowledged batches were removed or rewritten")
+        return failed(f"{log_extent(expected)}, but not the batch its high-water mark acknowledged (ending before "
+                      f"offset {mark.next_offset}): acknowledged batches were removed or rewritten")
     if found := derived_files_beyond(store, keyring, expected,
                                      live=HighWater(store.log_dir, store.store_id, keyring)):
         return failed(truncation_message(str(found[0].path), found[0].offset, expected))

@@ -65,10 +65,10 @@ def test_a_rolled_back_log_is_refused_by_both_opens_until_the_cut_is_logged(grow
     roll_back(path, older, sizes)
     before = files_under(path)
     code, out = cli_verify(path, path.parent / "keys.json")
-    assert code == 1 and "records offset 27 but the log ends at offset 20" in out
+    assert code == 1 and "records offset 27 (written when the log held the offsets below it) but the log holds offsets below 20" in out
     for read_only in (True, False):
-        with pytest.raises(CorruptLogError, match=r"history.*index\.sqlite records offset 27 but the log ends at "
-                                                  r"offset 20.*`secmeta log recover --truncate-to 20"):
+        with pytest.raises(CorruptLogError, match=r"history.*index\.sqlite records offset 27 .* but the log holds offsets below 20 .*"
+                                                  r"`secmeta log recover --truncate-to 20"):
             SecurityStore.open(path, tamper_config(False), keyring=keyring, read_only=read_only)
     assert files_under(path) == before  # nothing rebuilt, nothing written
     assert cli(path, "log", "recover", "--truncate-to", "20", "--reason", "rollback found", "--yes") == 0
@@ -86,8 +86,8 @@ def test_a_snapshot_past_the_end_is_evidence_too(grown):
     path, older, keyring, sizes = grown
     roll_back(path, older, sizes)
     shutil.rmtree(path / "history")
-    with pytest.raises(CorruptLogError, match=r"snapshots/snapshot-0+2[1-7]\.avro records offset 2[1-7] but "
-                                              r"the log ends at offset 20"):
+    with pytest.raises(CorruptLogError, match=r"snapshots/snapshot-0+2[1-7]\.avro records offset 2[1-7] .*but "
+                                              r"the log holds offsets below 20"):
         Log.open(path, keyring=keyring, read_only=True)
 
 
@@ -170,6 +170,6 @@ def test_a_checkpoint_past_the_end_is_evidence_too(grown):
     (path / "checkpoints").mkdir(exist_ok=True)
     for snapshot in (path / "snapshots").glob("*.avro"):
         snapshot.rename(path / "checkpoints" / snapshot.name)
-    with pytest.raises(CorruptLogError, match=r"checkpoints/snapshot-0+2[1-7]\.avro records offset 2[1-7] but "
-                                              r"the log ends at offset 20"):
+    with pytest.raises(CorruptLogError, match=r"checkpoints/snapshot-0+2[1-7]\.avro records offset 2[1-7] .*but "
+                                              r"the log holds offsets below 20"):
         SecurityStore.open(path, tamper_config(False), keyring=keyring, read_only=True)
