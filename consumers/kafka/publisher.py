@@ -19,7 +19,11 @@ The checkpoint is bound to the cluster and the topics it was written for
 cluster the publisher checks, before sending anything:
 
 - the store's log against the history topic's newest event (``topic_witness``):
-  a log behind the topic or diverging from it is refused, naming both offsets;
+  a log behind the topic or diverging from it is refused, naming both offsets,
+  and a topic holding events past a cut the log records (``secmeta log
+  recover``) is refused naming the recovery: the recovered log goes to new
+  topics.  A topic holding nothing past the cut is published on, the
+  LogRecovered event included;
 - the checkpoint against the topics: another cluster, a topic deleted and
   created again, or a topic lacking events the checkpoint says it confirmed is
   refused (``TopicChangedError``) unless ``from_beginning`` (the CLI's
@@ -51,7 +55,7 @@ from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER, side_client_lo
 from secmeta.consumers.kafka.state_form import StateForm
 from secmeta.consumers.kafka.topic_end import TopicEnd, TopicReadError, read_topic_end
 from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
-from secmeta.consumers.kafka.topic_witness import check_log_against_topic
+from secmeta.consumers.kafka.topic_witness import check_log_against_topic, logged_recoveries
 from secmeta.consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
     HEADER_LINK,
@@ -61,6 +65,7 @@ from secmeta.consumers.kafka.wire import (
 )
 from secmeta.core.errors import InvalidValueError, SecmetaError
 from secmeta.core.log import Log
+from secmeta.core.log.extent import log_extent
 from secmeta.core.times import Clock, now_ms, wall_clock
 from secmeta.events.durable import write_atomically
 from secmeta.events.entities import KINDS
@@ -345,7 +350,8 @@ class Publisher:
             if topics != (self.history_topic, self.state_topic):
                 raise PublisherError(
                     f"publisher checkpoint {path} belongs to topics {topics[0]}/{topics[1]}, not "
-                    f"{self.history_topic}/{self.state_topic}: give another checkpoint path"
+                    f"{self.history_topic}/{self.state_topic}: give another checkpoint path, or publish the whole "
+                    "log to these topics from the beginning (--from-beginning)"
                 )
             if start < 0:
                 raise PublisherError(f"publisher checkpoint {path} holds a negative offset {start}")
@@ -354,12 +360,13 @@ class Publisher:
                 f"the log starts at offset {self._log.start_offset} but the publisher must resume at "
                 f"{start}: events [{start}, {self._log.start_offset}) were deleted before being published"
             )
-        if start > self._log.end_offset:
+        if start > self._log.end_offset and not any(
+                e.event.from_offset < start for e in logged_recoveries(self._log)):
             raise PublisherError(
-                f"publisher checkpoint {path} is at offset {start}, past the log's end "
-                f"{self._log.end_offset}: it belongs to another store"
+                f"publisher checkpoint {path} is at offset {start}, but {log_extent(self._log.end_offset)} and "
+                "records no recovery that cut it: the checkpoint belongs to another store"
             )
-        return start
+        return start  # past a logged cut: the topics tell (``_bind``) whether they hold events the cut removed
 
     def _write_checkpoint(self, next_offset: int) -> None:
         data = {

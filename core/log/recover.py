@@ -271,11 +271,11 @@ def _boundary(log_dir: Path, bases: list[int], offset: int, start: int, link: by
         seg = Segment(log_dir, base, writable=False)
         try:
             for batch in seg.frames(0, seg.size):
+                end = max(end, batch.next_offset)
                 if batch.next_offset == offset:
                     return base, batch.position + batch.size, batch.link
                 if batch.next_offset > offset:
                     break
-                end = max(end, batch.next_offset)
         except FrameError:
             damaged = True
         finally:

@@ -20,6 +20,8 @@ from secmeta.consumers.kafka.publisher import Publisher, TopicChangedError
 from secmeta.consumers.kafka.topic_witness import LogBehindTopicError, LogDivergesError
 from secmeta.consumers.kafka.wire import HEADER_LINK, header_map, message_offset
 from secmeta.core.cli import main
+from secmeta.core.log import Log
+from secmeta.events.records import LogRecovered
 from tests.consumers.conftest import ADMIN, produce_raw, read_topic
 from tests.logkit import acl_created
 
@@ -324,3 +326,74 @@ def test_checking_the_topics_adds_no_client_warning_about_the_jobs_own_settings(
     with ClientProblems(shown):
         publish(store_dir, keyring, kafka_bootstrap, topics("h"), topics("s"), client_config={"batch.num.messages": 1})
     assert "producer property" not in shown.getvalue()
+
+
+# -- after a logged recovery -----------------------------------------------------------------------
+
+
+def _recover(store_dir, keyring, offset: int) -> str:
+    """`secmeta log recover --truncate-to OFFSET --force --yes` on the (closed) store; the recovery's id."""
+    assert cli("log", "recover", "--store", str(store_dir), "--truncate-to", str(offset), "--force", "--yes",
+               "--reason", "drill") == 0
+    with Log.open(store_dir, keyring=keyring, read_only=True) as log:
+        (recovered,) = [e for e in log.read() if type(e.event) is LogRecovered]
+    assert recovered.offset == offset
+    return recovered.event.recovery_id
+
+
+def test_topics_holding_events_a_logged_recovery_cut_are_refused_naming_it(
+        store, store_dir, keyring, open_store, kafka_bootstrap, topics, cli_keys, capsys):
+    """Review of issue 21: after `log recover --truncate-to 3` of a log whose 6 events were published, publish
+    said the checkpoint "belongs to another store", then (the log grown past it) that the log "diverges", and
+    --from-beginning was refused too. The topics hold events past the cut that the log no longer holds: every
+    run exits 1 naming the recovery (offset, id) and the options that publish to new topics, which work."""
+    for i in range(6):
+        acls(store, i, 1)  # one batch each: a cut may fall between any two
+    store.close()
+    history, state = topics("h"), topics("s")
+    names = ["--store", str(store_dir), "--bootstrap-server", kafka_bootstrap]
+    assert cli("kafka", "publish", "--once", *names, "--history-topic", history, "--state-topic", state) == 0
+    recovery = _recover(store_dir, keyring, 3)
+    capsys.readouterr()
+
+    def refused(*extra: str) -> None:
+        assert cli("kafka", "publish", "--once", *names, "--history-topic", history, "--state-topic", state,
+                   *extra) == 1
+        err = capsys.readouterr().err
+        assert f"cut at offset 3 by the recovery {recovery} logged at offset 3" in err, err
+        assert f"topic {history} holds log offsets through 5" in err
+        assert "--history-topic NEW --state-topic NEW --from-beginning" in err
+        assert "another store" not in err and "diverges" not in err
+        assert logged_offsets(kafka_bootstrap, history) == list(range(6))
+
+    refused()
+    refused("--from-beginning")
+    store = open_store()
+    acls(store, 10, 5)  # the log (0-2, the recovery at 3, 4-8) grows past the old checkpoint (6)
+    store.close()
+    refused()
+    refused("--from-beginning")
+    new_history, new_state = topics("h"), topics("s")
+    assert cli("kafka", "publish", "--once", "--from-beginning", *names, "--history-topic", new_history,
+               "--state-topic", new_state) == 0
+    values = [value for _, _, value, _ in read_topic(kafka_bootstrap, new_history)]
+    assert logged_offsets(kafka_bootstrap, new_history) == list(range(9))
+    assert recovery.encode() in values[3]  # the LogRecovered event, its id in the Avro record
+
+
+def test_topics_holding_nothing_past_a_logged_cut_are_published_on_with_the_recovery(
+        store, store_dir, keyring, open_store, kafka_bootstrap, topics, cli_keys):
+    """The cut removed only events never published: the topics agree with the recovered log, and publishing
+    continues from the checkpoint, carrying the LogRecovered event to the history topic."""
+    acls(store, 0, 3)
+    history, state = topics("h"), topics("s")
+    assert publish(store_dir, keyring, kafka_bootstrap, history, state) == 3
+    acls(store, 3, 1)
+    acls(store, 4, 2)
+    store.close()
+    recovery = _recover(store_dir, keyring, 3)
+    assert publish(store_dir, keyring, kafka_bootstrap, history, state) == 1
+    assert logged_offsets(kafka_bootstrap, history) == [0, 1, 2, 3]
+    with Log.open(store_dir, keyring=keyring, read_only=True) as log:
+        (at_three,) = log.read(3, 4)
+    assert type(at_three.event) is LogRecovered and at_three.event.recovery_id == recovery
