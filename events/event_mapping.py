@@ -114,7 +114,7 @@ BINDINGS: dict[type, dict[str, Binding]] = {
     ClientQuotaAltered: _same("entity", "key", "value"),
     SecuritySettingAltered: _same("setting_name", "setting_value"),
     LogRecovered: _same("recovery_id", "operator", "reason", "from_offset", "to_offset", "events", "link", "digest",
-                        "quarantine"),
+                        "quarantine", "cut_link"),
     KeyRotated: _same("key_id", "previous_key_id"),
 }
 

@@ -242,6 +242,7 @@ class LogRecovered:
     link: str  # hex: the chain link of the batch ending at from_offset
     digest: str  # hex SHA-256 of the quarantined log bytes
     quarantine: str = ""
+    cut_link: str = ""  # hex: the chain link of the last batch cut ("" when no intact batch was cut)
 
     @property
     def entity_key(self) -> str:

@@ -113,6 +113,7 @@ _EVENT_STRATEGIES = {
     LogRecovered: st.builds(
         LogRecovered, names, names, names, timestamps, timestamps, timestamps,
         st.binary(min_size=32, max_size=32).map(bytes.hex), st.binary(min_size=32, max_size=32).map(bytes.hex), names,
+        st.just("") | st.binary(min_size=32, max_size=32).map(bytes.hex),
     ),
     KeyRotated: st.builds(KeyRotated, names, names),
 }

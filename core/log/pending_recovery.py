@@ -24,7 +24,7 @@ from secmeta.events.durable import write_atomically
 from secmeta.events.keyring import Keyring
 from secmeta.events.records import Envelope, LogRecovered, Operator
 
-__all__ = ["PENDING_FILE", "Pending", "clear_pending", "cut_span", "read_pending",
+__all__ = ["PENDING_FILE", "Pending", "clear_pending", "cut_span", "os_actor", "read_pending",
            "recovered_envelope", "write_pending"]
 
 PENDING_FILE = "recovery-pending"
@@ -78,10 +78,17 @@ def clear_pending(store: StoreDirectory) -> None:
     _path(store).unlink(missing_ok=True)
 
 
+def os_actor(user: str) -> str:
+    """The actor of a write no Kafka principal made (a local repair): the OS user, in a form without the
+    ``Type:`` of a Kafka principal, so it never reads as (nor matches a query for) one such as ``User:root``."""
+    return f"{user} (os user)"
+
+
 def recovered_envelope(event: LogRecovered, timestamp_ms: int) -> Envelope:
-    """The envelope a recovery is logged in: actor and host are the local operator's (core.operator), asserted."""
+    """The envelope a recovery is logged in: actor and host are the local operator's (core.operator),
+    asserted; no Kafka principal acts, so the actor is the OS user (``os_actor``)."""
     operator = local_operator()
-    return _envelope(timestamp_ms, f"User:{operator.user}", operator.host, f"recovery-{event.recovery_id}", event,
+    return _envelope(timestamp_ms, os_actor(operator.user), operator.host, f"recovery-{event.recovery_id}", event,
                      operator)
 
 

@@ -80,6 +80,7 @@ class RecoveryPlan:
     derived: tuple[Path, ...]
     link: bytes
     problem: str | None
+    cut_link: bytes | None = None  # the link of the last intact batch cut (None: none was)
 
     @property
     def removed_bytes(self) -> int:
@@ -157,7 +158,8 @@ class Recovery:
         derived = derived_files_beyond(store, self.keyring, offset)
         end = max([end, mark.next_offset if mark else 0, *(e.offset for e in derived)])
         moved = tuple(dict.fromkeys(e.path.parent if e.path.parent.name == INDEX_DIR else e.path for e in derived))
-        return RecoveryPlan(offset, end, events, tuple(pieces), moved, link, problem)
+        return RecoveryPlan(offset, end, events, tuple(pieces), moved, link, problem,
+                            None if prev == link else prev)
 
     def refusal(self, force: bool) -> str | None:
         """Why the cut must not be made (None: it may): a log that opens cleanly is cut only when forced."""
@@ -185,7 +187,8 @@ class Recovery:
             digest.update(data)
             write_atomically(qdir / piece.segment, data)
         event = LogRecovered(recovery_id, str(local_operator()), reason, plan.offset, plan.to_offset, plan.events,
-                             plan.link.hex(), digest.hexdigest(), str(qdir.relative_to(store.path)))
+                             plan.link.hex(), digest.hexdigest(), str(qdir.relative_to(store.path)),
+                             plan.cut_link.hex() if plan.cut_link else "")
         write_pending(store, self.keyring, recovered_envelope(event, when))
         for path in plan.derived:
             os.replace(path, qdir / path.name)

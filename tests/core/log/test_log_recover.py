@@ -86,7 +86,8 @@ def test_recover_keeps_the_offsets_below_n_and_logs_what_it_cut(damaged, capsys)
     assert (quarantine / sorted((path / "log").glob("*.log"))[-1].name).read_bytes() == cut
     (logged,) = logged_recoveries(path, keyring)
     event = logged.event
-    assert logged.offset == 25 and logged.actor_principal == f"User:{getpass.getuser()}"
+    assert logged.offset == 25 and logged.actor_principal == f"{getpass.getuser()} (os user)"  # not User:...
+    assert ":" not in logged.actor_principal  # never a Kafka principal (a query for User:root does not match it)
     assert (event.from_offset, event.to_offset, event.events) == (25, 27, 2)
     assert event.reason == "edited batch found by open" and event.operator.startswith(f"{getpass.getuser()}@")
     assert logged.actor_asserted and logged.operator.user == getpass.getuser() and logged.operator.pid == os.getpid()
@@ -297,3 +298,17 @@ def test_any_cut_keeps_what_is_below_it_and_logs_the_rest_exactly(tmp_path_facto
     assert event.digest == hashlib.sha256(quarantined).hexdigest()
     kept_bytes = data_before[: len(data_before) - len(quarantined)]
     assert data_before.endswith(quarantined) and data_after.startswith(kept_bytes)
+
+
+def test_the_logged_recovery_names_the_link_of_the_head_it_cut(healthy, capsys):
+    """Review of issue 21: `cut_link` is the chain link of the last batch cut, the link a `log head` line (or
+    a history topic's secmeta.link) saw at the old head, so either can be tied to the logged recovery."""
+    path, keyring = healthy
+    assert main(["log", "head", "--store", str(path), "--key-file", str(path.parent / "keys.json")]) == 0
+    head = capsys.readouterr().out
+    with Log.open(path, keyring=keyring, read_only=True) as log:
+        old_head = log.link_at(27)
+    assert f"link={old_head.hex()}" in head
+    assert recover(path, "--truncate-to", "20", "--force", "--yes") == 0
+    (logged,) = logged_recoveries(path, keyring)
+    assert logged.event.cut_link == old_head.hex() and logged.event.link != logged.event.cut_link
