@@ -209,7 +209,8 @@ SETTINGS = EntityKind(
 # once and stays, so history, the mirror and the Spark tables show it forever.
 RECOVERIES = EntityKind(
     "recovery", key=("recovery_id",),
-    attributes=("operator", "reason", "from_offset", "to_offset", "events", "link", "digest", "quarantine"),
+    attributes=("operator", "reason", "from_offset", "to_offset", "events", "link", "digest", "quarantine",
+                "cut_link"),
     opens=(LogRecovered,), closes=(), principals=_no_principals,
     table="recoveries", intervals_table="recovery_intervals", single_use_keys=True)
 
