@@ -70,7 +70,7 @@ from secmeta.core.times import Clock, now_ms, wall_clock
 from secmeta.events.durable import write_atomically
 from secmeta.events.entities import KINDS
 from secmeta.events.keyring import Keyring
-from secmeta.events.records import Event
+from secmeta.events.records import Event, LogRecovered
 from secmeta.projections.entity_events import opening_events
 from secmeta.projections.gc_pause import paused_gc
 
@@ -361,7 +361,8 @@ class Publisher:
                 f"{start}: events [{start}, {self._log.start_offset}) were deleted before being published"
             )
         if start > self._log.end_offset and not any(
-                e.event.from_offset < start for e in logged_recoveries(self._log)):
+                isinstance(e.event, LogRecovered) and e.event.from_offset < start
+                for e in logged_recoveries(self._log)):
             raise PublisherError(
                 f"publisher checkpoint {path} is at offset {start}, but {log_extent(self._log.end_offset)} and "
                 "records no recovery that cut it: the checkpoint belongs to another store"

@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from secmeta.consumers.kafka.topic_end import TopicEnd, TopicEvent
 from secmeta.core.errors import SecmetaError
 from secmeta.core.log import Log
-from secmeta.events.records import Envelope, LogRecovered
 from secmeta.core.log.extent import log_extent
+from secmeta.events.records import Envelope, LogRecovered
 
 __all__ = ["LogBehindTopicError", "LogDivergesError", "LogRecoveredPastTopicError", "TopicWitnessError",
            "check_log_against_topic", "logged_recoveries", "recovery_before"]
@@ -100,10 +100,11 @@ def recovery_before(log: Log, held: TopicEvent) -> tuple[int, LogRecovered] | No
     (None: no cut the log records explains it): the newest recovery at or before ``held``'s offset, if
     ``held`` lies in the span it cut.  Reads the log up to ``held``: only asked when the log already
     disagrees with its topic."""
-    found = None
+    found: tuple[int, LogRecovered] | None = None
     for envelope in logged_recoveries(log, held.log_offset + 1):
-        if envelope.event.from_offset <= held.log_offset:
-            found = envelope
-    if found is None or held.log_offset >= found.event.to_offset:
+        event = envelope.event
+        if isinstance(event, LogRecovered) and event.from_offset <= held.log_offset:
+            found = envelope.offset, event
+    if found is None or held.log_offset >= found[1].to_offset:
         return None
-    return found.offset, found.event
+    return found

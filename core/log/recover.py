@@ -34,8 +34,8 @@ from secmeta.core.errors import InvalidValueError, SecmetaError
 from secmeta.core.forensics.index_seal import INDEX_DIR
 from secmeta.core.log.anchor import read_anchor
 from secmeta.core.log.config import LogConfig
-from secmeta.core.log.extent import log_extent
 from secmeta.core.log.evidence import derived_files_beyond
+from secmeta.core.log.extent import log_extent
 from secmeta.core.log.format import Batch, FrameError, genesis_link
 from secmeta.core.log.highwater import HighWater, Mark
 from secmeta.core.log.log import Log

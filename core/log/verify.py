@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from secmeta.core.errors import CorruptLogError
 from secmeta.core.log.anchor import read_anchor
 from secmeta.core.log.evidence import derived_files_beyond, truncation_message
+from secmeta.core.log.extent import log_extent
 from secmeta.core.log.fit import snapshot_misfit
 from secmeta.core.log.format import FrameError, genesis_link
 from secmeta.core.log.highwater import HIGH_WATER_FILE, HighWater, is_torn_tail
 from secmeta.core.log.pending_recovery import cut_span, read_pending
 from secmeta.core.log.retention import retention_configured
 from secmeta.core.log.segment import Segment
-from secmeta.core.log.extent import log_extent
 from secmeta.core.log.witness import WitnessLine, witnesses_problem
 from secmeta.core.store.storedir import StoreDirectory
 from secmeta.events.codec import EventCodec
@@ -176,8 +176,9 @@ def verify_log(
     if pending is not None:
         return failed(f"a recovery cut the log at offset {pending.event.from_offset} but is not logged yet "
                       "(the next writer open logs it)")
-    if witnesses and (found := witnesses_problem(list(witnesses), store.store_id, start, expected, links.get)):
-        return failed(f"witness {found[1]}", offset=found[0])
+    if witnesses and (contradicted := witnesses_problem(list(witnesses), store.store_id, start, expected,
+                                                       links.get)):
+        return failed(f"witness {contradicted[1]}", offset=contradicted[0])
     for offset, want in checkpoints:
         if offset < start:
             continue  # superseded by retention: open does not use it, and it contradicts nothing

@@ -103,7 +103,9 @@ def witnesses_problem(lines: list[WitnessLine], store_id: str, start: int, end: 
     authentic, with how many fail; None when the log holds every line's head."""
     failing = []
     for line in lines:
-        problem = line.problem or witness_problem(line.head, store_id, start, end, link_at)
+        problem = line.problem  # set whenever the line has no authentic head
+        if problem is None and line.head is not None:
+            problem = witness_problem(line.head, store_id, start, end, link_at)
         if problem is not None:
             offset = end if line.head is None else min(end, line.head.offset)
             failing.append((offset, f"line {line.number}: {problem}"))
