@@ -2,7 +2,7 @@
 
 Markers (registered in pyproject.toml, --strict-markers): ``spark``, ``kafka`` and ``server`` are put on each
 test here, by the fixtures it uses and the folder it lives in (MARKED_BY_FIXTURE, MARKED_BY_FOLDER), so no
-test file repeats them; ``slow`` is written on the long trials themselves. The loop a developer runs every
+test file repeats them (a test that starts Spark by other means writes ``spark`` itself); ``slow`` is written on the long trials themselves. The loop a developer runs every
 minute: ``./scripts/test -m "not spark and not kafka"`` (add ``and not slow`` for a quicker one).
 
 Kept light on purpose: importing this module must not start Spark or Kafka or touch disk; the
@@ -63,7 +63,7 @@ def pytest_itemcollected(item):
     markers = markers_of(item.path, getattr(item, "fixturenames", ()))
     for marker in sorted(markers):
         item.add_marker(marker)
-    if "spark" in markers:
+    if "spark" in markers or item.get_closest_marker("spark") is not None:
         # Under pytest-xdist (./scripts/test runs it with --dist loadgroup) every Spark test goes to one
         # worker, so the run starts one JVM and computes the shared compaction once.
         item.add_marker(pytest.mark.xdist_group("spark"))
