@@ -106,16 +106,21 @@ churn = st.lists(st.tuples(st.one_of(
 ), st.sampled_from([0, 1])), min_size=1, max_size=16)
 
 
+def _diffs_agree(store) -> None:
+    """diff(a, b) from the index equals the scan's for every a <= b of the store's log."""
+    index, scan = _both(store)
+    end = store.log.end_offset
+    for a in range(end + 1):
+        for b in range(a, end + 1):
+            assert diff(store.timetravel, a, b, backend=index) == diff(store.timetravel, a, b, backend=scan)
+
+
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=60)
 @given(plan=churn)
 def test_diff_from_the_index_equals_the_scan_between_every_two_points(keyring, plan):
     """diff(a, b) from the index rows equals the scan's (the images at a and b compared), for every a <= b."""
     with store_after(keyring, plan) as store:
-        index, scan = _both(store)
-        end = store.log.end_offset
-        for a in range(end + 1):
-            for b in range(a, end + 1):
-                assert diff(store.timetravel, a, b, backend=index) == diff(store.timetravel, a, b, backend=scan)
+        _diffs_agree(store)
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=40)
@@ -163,11 +168,7 @@ def test_quota_diffs_from_the_index_equal_the_scan_between_every_two_points(keyr
     with store_after(keyring, []) as store:
         for entity, key, value in plan:
             store.alter_client_quotas([ClientQuotaAlteration(entity, (ClientQuotaOp(key, value),))], context=ADMIN)
-        index, scan = _both(store)
-        end = store.log.end_offset
-        for a in range(end + 1):
-            for b in range(a, end + 1):
-                assert diff(store.timetravel, a, b, backend=index) == diff(store.timetravel, a, b, backend=scan)
+        _diffs_agree(store)
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=40)
