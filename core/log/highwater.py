@@ -83,16 +83,18 @@ class HighWater:
         write_atomically(self.path, self._sealed(mark))
 
     def reset(self, mark: Mark) -> None:
-        """Replace the file with ``mark``, keep it open for in-place updates, start the syncer."""
+        """Replace the file with ``mark`` and keep it open for in-place updates (the syncer
+        starts with the first ``record``: a writer that never appends starts no thread)."""
         self.write(mark)
         self.close()
         self._fd = os.open(self.path, os.O_WRONLY)
-        self._syncer = threading.Thread(target=self._sync_loop, name="secmeta-high-water", daemon=True)
-        self._syncer.start()
 
     def record(self, mark: Mark) -> None:
         """Overwrite the mark in place (same length as ``reset`` wrote); the syncer fsyncs it."""
         sealed = self._sealed(mark)
+        if self._syncer is None:  # callers hold the appender's sync lock: one at a time
+            self._syncer = threading.Thread(target=self._sync_loop, name="secmeta-high-water", daemon=True)
+            self._syncer.start()
         with self._wake:
             os.pwrite(self._fd, sealed, 0)
             self._dirty = True
