@@ -1,6 +1,6 @@
 """The Spark tables: the compaction job (consumers/spark/compaction.py) and the queries over its tables.
 
-One compaction of the seeded workload in micro-batches of 12 events (so requests are split across
+One compaction of the seeded workload in micro-batches of 30 events (so requests are split across
 batches), in the session-wide SparkSession. At a sample of published offsets the ACLs come from the
 ``acls_at`` query, credentials and tokens from the interval tables (in force at N as tables.py
 documents them: ``valid_from_offset < N`` and not closed before N), quotas too (the quota kind's tables
@@ -57,7 +57,7 @@ class TestSparkTables(ReaderContract):
     def images(self, written, offsets):
         tables = written.store_dir.parent / "tables"
         manifest = compact(self.spark, written.store_dir, tables, key_file=str(written.key_file),
-                           max_events_per_trigger=12)
+                           max_events_per_trigger=30)
         end = written.recording.end
         assert manifest.offset == end and manifest.delta_version > 1
         reader = TableReader(self.spark, tables)
@@ -92,7 +92,7 @@ def test_who_could_uses_the_settings_in_force_at_the_point(spark, written):
     from secmeta.core import SecurityStore
 
     tables = written.store_dir.parent / "tables"
-    compact(spark, written.store_dir, tables, key_file=str(written.key_file), max_events_per_trigger=12)
+    compact(spark, written.store_dir, tables, key_file=str(written.key_file), max_events_per_trigger=30)
     reader = TableReader(spark, tables)
     with SecurityStore.open(written.store_dir, written.config, keyring=written.keyring, read_only=True) as store:
         changes = list(store.history(event_types=["SecuritySettingAltered"]))

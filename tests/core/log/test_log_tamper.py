@@ -65,7 +65,15 @@ def serve(path: Path, keyring, retention: bool, times: list[int], *, read_only: 
 
 
 def files_of(path: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+    """Every file under ``path`` by relative name, with its bytes (os.walk: pathlib's rglob is a
+    fifth of each trial's time)."""
+    files = {}
+    for folder, _dirs, names in os.walk(path):
+        for name in names:
+            full = os.path.join(folder, name)
+            with open(full, "rb") as f:
+                files[os.path.relpath(full, path)] = f.read()
+    return files
 
 
 def judge(copy: Path, keyring, retention: bool, times: list[int], truth) -> str:
