@@ -89,6 +89,8 @@ class StoreConfig:
         default_factory=lambda: {ScramMechanism.SCRAM_SHA_256: DEFAULT_ITERATIONS, ScramMechanism.SCRAM_SHA_512: DEFAULT_ITERATIONS}
     )
     allow_plaintext_passwords: bool = False
+    # librdkafka < 2.6.1's client-final nonce (<cnonce><cnonce><snonce>): Kafka 3.8.1-3.9 accept it, Kafka 4 refuses it
+    accept_doubled_client_nonce: bool = True
     password_policy: InstanceOf[PasswordPolicy] | None = None
     # delegation tokens (KIP-48)
     token_secret: Annotated[bytes, Field(min_length=1)] | None = field(default=None, repr=False)
@@ -134,6 +136,7 @@ class StoreConfig:
     # -- persisted settings (config.json in the store directory) -----------------
 
     _PERSISTED = ("super_users", "allow_everyone_if_no_acl_found", "default_principal", "allow_plaintext_passwords",
+                  "accept_doubled_client_nonce",
                   "token_max_lifetime_ms", "token_expiry_time_ms", "token_expiry_check_interval_ms",
                   "describe_tokens_include_hmac", "max_acl_changes_per_request", "delete_covered_segments")
 

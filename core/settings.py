@@ -127,6 +127,10 @@ LOGGED: tuple[Setting, ...] = (
             "iterations of a credential given without a count, per mechanism"),
     Setting("secmeta.allow.plaintext.passwords", "allow_plaintext_passwords", _bool, lambda v: str(v).lower(),
             "whether a password may be set over a connection without TLS"),
+    Setting("secmeta.scram.accept.doubled.client.nonce", "accept_doubled_client_nonce", _bool,
+            lambda v: str(v).lower(),
+            "whether a SCRAM login may repeat its client nonce in client-final, as librdkafka < 2.6.1 does "
+            "(Kafka 3.8.1-3.9 accept it, Kafka 4 refuses it)"),
 )
 _BY_NAME: dict[str, Setting] = {s.name: s for s in LOGGED}
 _BY_FIELD: dict[str, Setting] = {s.field: s for s in LOGGED}

@@ -8,8 +8,11 @@
   tells nothing; a credential that cannot be unsealed fails as an unknown user does.
 - a delegation token's identity (owner, HMAC) while tokens are enabled and it is not expired.
 
-Unknown names get salts keyed by a key derived from the keyring (``ScramServer``'s fake salt),
-announced with the configured default iterations for the mechanism.
+Unknown names are shown stand-ins (``secmeta.core.auth.stand_in``) keyed by a key derived from the
+keyring, so stable across restarts, in the shapes of the image's real credentials: the ``Population``
+of a mechanism is built once per change of the image's credentials (each credential unsealed once, its
+shape kept while it stays), and is the configured default count with 32-byte salts while there are none.
+Whether client-final may carry librdkafka < 2.6.1's doubled client nonce is the setting in force.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import threading
 from collections.abc import Callable
 
 from secmeta.core import validation
@@ -27,6 +31,7 @@ from secmeta.core.auth.scram_crypto import (
     hash_digest,
 )
 from secmeta.core.auth.scram_server import ScramServer, TokenIdentity, UserLookup
+from secmeta.core.auth.stand_in import CredentialShape, Population, shape_of
 from secmeta.core.auth.token_hmac import token_hmac
 from secmeta.core.config import StoreConfig
 from secmeta.core.errors import DelegationTokenDisabledException
@@ -36,7 +41,7 @@ from secmeta.events.keyring import Keyring, open_scram, seal_scram
 from secmeta.events.records import ScramCredentialUpserted
 from secmeta.events.types import ScramMechanism
 from secmeta.projections.image import SecurityImage
-from secmeta.projections.scram import ScramEntry
+from secmeta.projections.scram import ScramEntry, ScramImage
 
 __all__ = ["ScramLogin"]
 
@@ -55,6 +60,9 @@ class ScramLogin:
         self._fake_salt_key = hmac.new(keyring.chain_key(keyring.ids[0]), b"secmeta/fake-salt",
                                        hashlib.sha256).digest()
         self._decoys = {m: _decoy(keyring, m) for m in _MECHANISMS}
+        self._populations: dict[ScramMechanism, tuple[ScramImage, Population]] = {}
+        self._shapes: dict[tuple[str, ScramEntry], CredentialShape | None] = {}
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return "<ScramLogin>"
@@ -62,10 +70,37 @@ class ScramLogin:
     def server(self, mechanism: ScramMechanism | str) -> ScramServer:
         """A server-side SCRAM exchange for users and (with tokenauth=true) delegation tokens."""
         mechanism = validation.enum_value(ScramMechanism, mechanism, "SCRAM mechanism")
+        image = self._image()
+        settings = in_force(self._config, image)
+        default = CredentialShape(settings.default_iterations.get(mechanism, DEFAULT_ITERATIONS), SALT_LENGTH)
         return ScramServer(mechanism, self._user_lookup(mechanism), token_lookup=self.token_identity,
                            fake_salt_key=self._fake_salt_key,
-                           fake_iterations=in_force(self._config, self._image()).default_iterations.get(
-                               mechanism, DEFAULT_ITERATIONS))
+                           population=self._population(mechanism, image.scram, default),
+                           accept_doubled_client_nonce=settings.accept_doubled_client_nonce)
+
+    def _population(self, mechanism: ScramMechanism, scram: ScramImage, default: CredentialShape) -> Population:
+        """The shapes of ``scram``'s credentials for ``mechanism`` (rebuilt when its credentials changed)."""
+        with self._lock:
+            cached = self._populations.get(mechanism)
+            if cached is None or cached[0] is not scram:
+                kept = {k: v for k, v in self._shapes.items() if k[1].mechanism is not mechanism}
+                for user, entry in scram:
+                    if entry.mechanism is mechanism:
+                        kept[(user, entry)] = self._shapes.get((user, entry), None) or self._shape(user, entry)
+                self._shapes = kept
+                population = Population.of(s for (_, e), s in kept.items() if e.mechanism is mechanism and s)
+                self._populations[mechanism] = cached = (scram, population)
+        population = cached[1]
+        return population if population.counts else Population((), default)
+
+    def _shape(self, user: str, entry: ScramEntry) -> CredentialShape | None:
+        """What server-first shows of ``user``'s credential (None: it cannot be unsealed, so it logs nobody in)."""
+        try:
+            secret = open_scram(self._keyring, ScramCredentialUpserted(user, entry.mechanism, entry.iterations,
+                                                                       entry.secret))
+        except (KeyringError, SealedSecretError):
+            return None
+        return shape_of(entry.iterations, secret.salt)
 
     def _user_lookup(self, mechanism: ScramMechanism) -> UserLookup:
         def lookup(user: str) -> ScramCredential | None:

@@ -1,8 +1,19 @@
 """The server side of one SCRAM exchange (RFC 5802), for users and delegation tokens.
 
 Storage is reached only through the two lookups passed in.  An unknown user
-or token is answered with a deterministic fake salt and fails at the final
-step with the same error as a wrong password, so names cannot be probed.
+(or one without a credential for the mechanism) is answered with a stand-in
+credential (``secmeta.core.auth.stand_in``: the count and salt shape of the
+store's real credentials, keyed by the name), an unknown token with a keyed
+salt as every token gets; both fail at the final step with the same error as a
+wrong password, so names cannot be probed.
+
+The client-final nonce must be the server-first one.  librdkafka before 2.6.1
+(its issue 4895) sends the client nonce twice (``r=<cnonce><cnonce><snonce>``)
+and signs that message; Kafka 3.8.1-3.9.x accept it (ScramSaslServer checks that
+the nonce ends with server-first's), Kafka 4 refuses it.  ``accept_doubled_client_nonce``
+accepts exactly that form (the logged setting
+``secmeta.scram.accept.doubled.client.nonce``); the proof is still checked over
+the client-final as sent, so it binds the server's nonce.
 """
 
 from __future__ import annotations
@@ -13,13 +24,11 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from secmeta.core.auth.scram_crypto import (
-    DEFAULT_ITERATIONS,
     SALT_LENGTH,
     ScramCredential,
     b64,
     b64decode,
     credential_from_password,
-    derive_keys,
     hash_digest,
     hmac_digest,
     is_printable,
@@ -27,6 +36,7 @@ from secmeta.core.auth.scram_crypto import (
     new_nonce,
     require_mechanism,
 )
+from secmeta.core.auth.stand_in import Population, keyed_bytes, stand_in
 from secmeta.core.errors import (
     IllegalSaslStateException,
     InvalidValueError,
@@ -126,9 +136,10 @@ class ScramServer:
 
     ``lookup(username)`` returns the user's credential for this mechanism or
     None; ``token_lookup(token_id)`` returns a live token or None (expired
-    tokens must read as None).  ``fake_salt_key`` keys the salts handed out for
-    unknown names; ``fake_iterations`` is the count announced for them (the store's
-    default for the mechanism, which its users' credentials have unless set otherwise).
+    tokens must read as None).  ``fake_salt_key`` keys what unknown names are shown;
+    ``population`` counts the shapes of the store's real credentials for the mechanism
+    (with the default shape for a store without any), which unknown names are shown.
+    ``accept_doubled_client_nonce`` accepts librdkafka < 2.6.1's client-final nonce.
     Any error before completion ends the exchange as failed.
     """
 
@@ -139,7 +150,8 @@ class ScramServer:
         *,
         token_lookup: TokenLookup | None = None,
         fake_salt_key: bytes,
-        fake_iterations: int = DEFAULT_ITERATIONS,
+        population: Population | None = None,
+        accept_doubled_client_nonce: bool = True,
         nonce_factory: Callable[[], str] | None = None,
     ):
         self._mechanism = require_mechanism(mechanism)
@@ -148,7 +160,8 @@ class ScramServer:
         self._lookup = lookup
         self._token_lookup = token_lookup
         self._fake_salt_key = fake_salt_key
-        self._fake_iterations = fake_iterations
+        self._population = population or Population(())
+        self._accept_doubled = accept_doubled_client_nonce
         self._nonce_factory = nonce_factory or new_nonce
         self._state = _State.AWAIT_FIRST
         self._principal: str | None = None
@@ -210,7 +223,7 @@ class ScramServer:
             credential, known, principal = self._token_credential(parsed.username)
         else:
             # Derived for known users too: the same work either way, so timing tells nothing.
-            fake = self._fake_user_credential(parsed.username)
+            fake = stand_in(self._fake_salt_key, self._mechanism, parsed.username, self._population)
             credential = self._lookup(parsed.username)
             known = credential is not None and credential.mechanism is self._mechanism
             if not known:
@@ -225,6 +238,7 @@ class ScramServer:
         self._gs2_header = parsed.gs2_header
         self._auth_prefix = f"{parsed.bare},{server_first},"
         self._nonce = nonce
+        self._client_nonce = parsed.nonce
         self._credential = credential
         self._known = known
         self._pending_principal = principal
@@ -241,7 +255,7 @@ class ScramServer:
         binding = b64decode(attrs[0][2:], "channel binding")
         if not hmac.compare_digest(binding, self._gs2_header.encode("utf-8")):
             raise SaslAuthenticationException("SCRAM channel binding does not match the client-first message")
-        if attrs[1][2:] != self._nonce:
+        if not self._nonce_matches(attrs[1][2:]):
             raise SaslAuthenticationException("SCRAM nonce does not match the server-first message")
         proof = b64decode(proof_text, "client proof")
         credential = self._credential
@@ -262,19 +276,20 @@ class ScramServer:
         server_signature = hmac_digest(self._mechanism, credential.server_key, auth_message)
         return f"v={b64(server_signature)}"
 
-    # -- credentials for tokens and unknown names ------------------------------
+    def _nonce_matches(self, nonce: str) -> bool:
+        """The server-first nonce; or, if accepted, librdkafka < 2.6.1's: the client nonce, then it again."""
+        if hmac.compare_digest(nonce.encode(), self._nonce.encode()):
+            return True
+        doubled = self._client_nonce + self._nonce
+        return self._accept_doubled and hmac.compare_digest(nonce.encode(), doubled.encode())
+
+    # -- credentials for tokens ----------------------------------------------------
 
     def _keyed(self, purpose: bytes, kind: bytes, name: str) -> bytes:
         data = b"\x00".join(
             (self._mechanism.mechanism_name.encode(), purpose, kind, name.encode("utf-8"))
         )
-        return hmac.new(self._fake_salt_key, data, "sha512").digest()[:SALT_LENGTH]
-
-    def _fake_user_credential(self, username: str) -> ScramCredential:
-        salt = self._keyed(b"salt", b"user", username)
-        secret = self._keyed(b"secret", b"user", username)
-        stored_key, server_key = derive_keys(self._mechanism, secret)
-        return ScramCredential(self._mechanism, salt, stored_key, server_key, self._fake_iterations)
+        return keyed_bytes(self._fake_salt_key, data, SALT_LENGTH)
 
     def _token_credential(self, token_id: str) -> tuple[ScramCredential, bool, str | None]:
         if self._token_lookup is None:
@@ -318,6 +333,7 @@ class ScramServer:
         self._gs2_header = ""
         self._auth_prefix = ""
         self._nonce = ""
+        self._client_nonce = ""
         self._credential: ScramCredential | None = None
         self._known = False
         self._pending_principal: str | None = None

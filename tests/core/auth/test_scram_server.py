@@ -322,6 +322,47 @@ def test_tampered_nonce_fails():
         server.final(final)
 
 
+# -- librdkafka < 2.6.1's doubled client nonce (issue 22; ScramSaslServer.java in Kafka 3.8.1-3.9.x accepts a
+# client-final nonce that ends with the server-first one, Kafka 4 only the server-first one) ----------------------
+
+@pytest.mark.parametrize("mechanism", [SHA256, SHA512])
+def test_the_doubled_client_nonce_is_accepted_by_default(mechanism):
+    """r=<cnonce><cnonce><snonce> with a proof over that client-final logs in, and server-final signs it."""
+    server = make_server(mechanism, alice(mechanism), nonce_factory=lambda: "srv")
+    server_first = server.first("n,,n=alice,r=abc")
+    final = reference_client_final(mechanism, b"alice-secret", "n=alice,r=abc", server_first, nonce="abcabcsrv")
+    assert server.final(final).startswith("v=") and server.principal == "User:alice"
+
+
+def test_the_doubled_client_nonce_is_refused_when_the_setting_says_so():
+    """accept_doubled_client_nonce=False (Kafka 4): the same message fails on its nonce."""
+    server = make_server(users=alice(), nonce_factory=lambda: "srv", accept_doubled_client_nonce=False)
+    server_first = server.first("n,,n=alice,r=abc")
+    final = reference_client_final(SHA256, b"alice-secret", "n=alice,r=abc", server_first, nonce="abcabcsrv")
+    with pytest.raises(SaslAuthenticationException, match="nonce"):
+        server.final(final)
+
+
+@pytest.mark.parametrize("nonce", ["xabcsrv", "abcabcabcsrv", "abcabcsr", "abcsrvabc", "abcsrvsrv"])
+def test_only_the_doubled_form_is_accepted(nonce):
+    """Anything else that merely ends with (or contains) the server-first nonce fails, proof or not (Kafka 3.9's
+    endsWith would take the first two)."""
+    server = make_server(users=alice(), nonce_factory=lambda: "srv")
+    server_first = server.first("n,,n=alice,r=abc")
+    final = reference_client_final(SHA256, b"alice-secret", "n=alice,r=abc", server_first, nonce=nonce)
+    with pytest.raises(SaslAuthenticationException, match="nonce"):
+        server.final(final)
+
+
+def test_the_doubled_nonce_must_be_what_the_proof_covers():
+    """A proof computed over the plain nonce does not log in with the doubled one put in its place."""
+    server = make_server(users=alice(), nonce_factory=lambda: "srv")
+    server_first = server.first("n,,n=alice,r=abc")
+    final = reference_client_final(SHA256, b"alice-secret", "n=alice,r=abc", server_first)
+    with pytest.raises(SaslAuthenticationException, match="credentials are not valid"):
+        server.final(final.replace("r=abcsrv", "r=abcabcsrv"))
+
+
 def test_tampered_channel_binding_fails():
     """A client-final whose c= is not the GS2 header sent fails even with a matching proof."""
     server = make_server(users=alice())
