@@ -158,3 +158,6 @@ def test_the_same_unknown_name_is_shown_the_same_salt_and_count_after_a_reopen(o
     assert [(f["s"], f["i"]) for f in first] == [(f["s"], f["i"]) for f in again] == \
            [(f["s"], f["i"]) for f in reopened]
     assert {f["i"] for f in first} == {"8192", "16384"}  # both shapes appear among thirty names
+    # as carol's (made as Java's tools make salts), the 16384 names' salts are base-36 numbers of her salt's length
+    assert {shown(f)[1:] for f in first if f["i"] == "16384"} == {(len(java_salt(7)), SaltAlphabet.JAVA_BASE36)}
+    assert {shown(f)[1:] for f in first if f["i"] == "8192"} == {(32, SaltAlphabet.BYTES)}
