@@ -201,9 +201,11 @@ class RawClient:
 
     @classmethod
     def connect(cls, server: RunningServer | tuple[str, int], listener: str = "PLAINTEXT", *,
-                timeout: float = 5.0, with_cert: bool = False) -> RawClient:
+                timeout: float = 5.0, with_cert: bool = False, source: str | None = None) -> RawClient:
+        """``source``: the local address to connect from (e.g. 127.0.0.7: any of 127/8 is this host)."""
         host, port = server.addresses[listener] if isinstance(server, RunningServer) else server
-        sock = socket.create_connection((host, port), timeout=timeout)
+        sock = socket.create_connection((host, port), timeout=timeout,
+                                        source_address=None if source is None else (source, 0))
         if isinstance(server, RunningServer) and "SSL" in listener:
             assert server.ca is not None
             sock = server.ca.client_context(with_cert=with_cert).wrap_socket(sock, server_hostname=host)

@@ -56,9 +56,33 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--connections-max-idle-ms", type=int, default=_DEFAULTS.connections_max_idle_ms, metavar="MS",
                    help="close connections idle this long (Kafka's connections.max.idle.ms)")
     p.add_argument("--max-connections", type=int, default=_DEFAULTS.max_connections, metavar="N",
-                   help="refuse connections beyond this many (Kafka's max.connections)")
+                   help="connections held at most, logged in or not (Kafka's max.connections); logged-in ones "
+                        "may take all but --max-connections-before-login")
     p.add_argument("--max-connections-per-ip", type=int, default=_DEFAULTS.max_connections_per_ip, metavar="N",
-                   help="refuse connections from one address beyond this many (Kafka's max.connections.per.ip)")
+                   help="connections from one address at most (Kafka's max.connections.per.ip): beyond, the "
+                        "address's oldest connection not logged in is closed, or the new one refused")
+    p.add_argument("--max-connections-before-login", type=int, default=None, metavar="N",
+                   help="connections not logged in yet at most (the share of --max-connections kept for logins); "
+                        "a new one beyond closes the oldest of the address holding most "
+                        "(default: a quarter of --max-connections)")
+    p.add_argument("--max-connections-before-login-per-ip", type=int, default=None, metavar="N",
+                   help="connections not logged in yet from one address at most; a new one beyond closes that "
+                        "address's oldest (default: half of --max-connections-per-ip)")
+    p.add_argument("--login-timeout-ms", type=int, default=_DEFAULTS.login_timeout_ms, metavar="MS",
+                   help="close a connection not logged in this long after it was accepted, however it trickles "
+                        "bytes (TLS handshake, SASL, and on PLAINTEXT and SSL its first request)")
+    p.add_argument("--connection-failed-authentication-delay-ms", type=int,
+                   default=_DEFAULTS.failed_authentication_delay_ms, metavar="MS",
+                   help="hold a failed login this long before answering and closing (Kafka's "
+                        "connection.failed.authentication.delay.ms); longer, up to 10 s, for a user name or an "
+                        "address failing faster than --failed-authentications-per-second after a burst of "
+                        f"{_DEFAULTS.failed_authentications_burst}; valid credentials are never refused or held")
+    p.add_argument("--failed-authentications-per-second", type=float,
+                   default=_DEFAULTS.failed_authentications_per_second, metavar="R",
+                   help="failed logins a user name or an address may make per second before they are held longer")
+    p.add_argument("--failed-authentications-max-pending", type=int,
+                   default=_DEFAULTS.failed_authentications_max_pending, metavar="N",
+                   help="failed logins held at once; beyond, a failing connection is closed at once, unanswered")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="level of the server's log on stderr")
     p.set_defaults(func=run)
@@ -90,6 +114,12 @@ def server_config(args: argparse.Namespace) -> tuple[tuple, ServerConfig]:
         connections_max_idle_ms=args.connections_max_idle_ms,
         max_connections=args.max_connections,
         max_connections_per_ip=args.max_connections_per_ip,
+        max_connections_before_login=args.max_connections_before_login,
+        max_connections_before_login_per_ip=args.max_connections_before_login_per_ip,
+        login_timeout_ms=args.login_timeout_ms,
+        failed_authentication_delay_ms=args.connection_failed_authentication_delay_ms,
+        failed_authentications_per_second=args.failed_authentications_per_second,
+        failed_authentications_max_pending=args.failed_authentications_max_pending,
     )
     return listeners, config
 

@@ -24,25 +24,41 @@ class ServerConfig:
     socket_request_max_bytes: int = 100 * MIB            # socket.request.max.bytes
     sasl_server_max_receive_size: int = 512 * 1024       # sasl.server.max.receive.size: any frame before login
     connections_max_idle_ms: int = 600_000               # connections.max.idle.ms
-    idle_before_login_ms: int = 10_000                   # a SASL connection not logged in is closed sooner
-    max_connections: int = 1000                          # max.connections (Kafka: unlimited)
+    login_timeout_ms: int = 5_000                        # the whole phase before login (TLS, SASL, first request)
+    max_connections: int = 1000                          # max.connections (Kafka: unlimited), both classes
     max_connections_per_ip: int = 100                    # max.connections.per.ip (Kafka: unlimited; no address exempt)
+    max_connections_before_login: int | None = None      # the share of max.connections kept for logins (1/4)
+    max_connections_before_login_per_ip: int | None = None  # per address (1/2 of per ip); the oldest is evicted
     failed_authentication_delay_ms: int = 100            # connection.failed.authentication.delay.ms
-    failed_authentications_burst: int = 10               # per peer IP, before failures are slowed to ...
+    failed_authentications_burst: int = 10               # per user name and per peer IP, before failures are slowed to ...
     failed_authentications_per_second: float = 1.0       # ... this steady rate (librdkafka retries ~20/s)
+    failed_authentications_max_pending: int = 100        # failures held at once; beyond, closed at once
     frame_read_timeout_ms: int = 30_000                  # a frame started must arrive whole within this
     tls_handshake_timeout_ms: int = 10_000
     shutdown_drain_ms: int = 30_000                      # how long SIGTERM waits for in-flight requests
     workers: int = 8                                     # threads running handlers (blocking store calls)
 
     def __post_init__(self):
+        if self.max_connections_before_login is None:
+            object.__setattr__(self, "max_connections_before_login", max(1, self.max_connections // 4))
+        if self.max_connections_before_login_per_ip is None:
+            object.__setattr__(self, "max_connections_before_login_per_ip", max(1, self.max_connections_per_ip // 2))
         if not 0 <= self.node_id <= 2**31 - 1:
             raise InvalidValueError(f"node id must be within 0..2147483647, not {self.node_id}")
         for name in ("socket_request_max_bytes", "sasl_server_max_receive_size", "connections_max_idle_ms",
-                     "idle_before_login_ms", "max_connections", "max_connections_per_ip", "frame_read_timeout_ms", "tls_handshake_timeout_ms", "workers",
-                     "failed_authentications_burst"):
+                     "login_timeout_ms", "max_connections", "max_connections_per_ip", "max_connections_before_login",
+                     "max_connections_before_login_per_ip", "frame_read_timeout_ms", "tls_handshake_timeout_ms",
+                     "workers", "failed_authentications_burst", "failed_authentications_max_pending"):
             if getattr(self, name) <= 0:
                 raise InvalidValueError(f"{name} must be positive, not {getattr(self, name)}")
+        assert self.max_connections_before_login is not None and self.max_connections_before_login_per_ip is not None
+        if self.max_connections_before_login >= self.max_connections:
+            raise InvalidValueError(f"max_connections_before_login ({self.max_connections_before_login}) must be "
+                                    f"below max_connections ({self.max_connections}): the rest is for logged-in "
+                                    "connections")
+        if self.max_connections_before_login_per_ip > self.max_connections_per_ip:
+            raise InvalidValueError(f"max_connections_before_login_per_ip ({self.max_connections_before_login_per_ip})"
+                                    f" must not exceed max_connections_per_ip ({self.max_connections_per_ip})")
         if self.failed_authentication_delay_ms < 0 or self.shutdown_drain_ms < 0:
             raise InvalidValueError("delays must not be negative")
         if self.failed_authentications_per_second <= 0:

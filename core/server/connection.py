@@ -2,7 +2,9 @@
 
 A connection reads a 4-byte size and checks it (socket.request.max.bytes; before login
 sasl.server.max.receive.size, 512 KiB) before reading the body, all under one timeout
-(idle until a frame starts, then a stalled frame).  It reads the request header and lets
+(idle until a frame starts, then a stalled frame).  Before login (``secmeta.core.server.admission``)
+the whole phase has one deadline, ``login_timeout_ms``, that trickled bytes do not extend; an
+evicted connection is cut off the same way (``cut``).  It reads the request header and lets
 its ``Authenticator`` refuse the request before decoding the body, decodes it with
 ``secmeta.core.wire.codec``, answers it and writes the response before reading the next request,
 so responses leave in request order (kafka-python matches them strictly in order).
@@ -101,33 +103,76 @@ class Connection:
         self._high_water = 0        # the transport's write buffer limit, known once TLS is up
         self.in_flight = False      # a request is being handled: shutdown lets it finish
         self.stopping = False       # the server is shutting down: close after the current request
+        self.established = False    # logged in (and past the first request): out of the before-login class
+        self.task: asyncio.Task | None = None
+        self._cut_reason: str | None = None
+        self._running = False
 
     def __repr__(self) -> str:
         return f"<Connection {self.peer} {self._listener.name}>"
 
     async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.task = self.task or asyncio.current_task()
+        deadline = loop.call_later(self._config.login_timeout_ms / 1000, self._login_expired)
+        auth: Authenticator | None = None
+        level, reason = logging.DEBUG, "the server is shutting down"
+        self._running = True
         try:
+            if self._cut_reason is not None:   # cut before it ran (evicted in the same loop turn it was accepted)
+                raise asyncio.CancelledError()
             auth = await self._start()
             while not self.stopping:
-                frame = await self._read_frame(auth)
+                frame = await self._read_frame()
+                self._establish_once_in(auth)
                 self.in_flight = True
                 await self._serve(auth, frame)
                 self.in_flight = False
-            log.debug("closing %s on %s: the server is shutting down", self.peer, self._listener.name)
+                self._establish_once_in(auth)
         except _Close as close:
-            log.log(close.level, "closed connection from %s on %s: %s", self.peer, self._listener.name, close.reason)
+            level, reason = close.level, close.reason
         except _ClientGone:
-            log.debug("connection from %s on %s closed by the client", self.peer, self._listener.name)
+            level, reason = logging.DEBUG, "closed by the client"
         except asyncio.CancelledError:
-            log.debug("closing %s on %s: cancelled (shutdown)", self.peer, self._listener.name)
+            level, reason = (logging.INFO, self._cut_reason) if self._cut_reason else (logging.DEBUG, "cancelled (shutdown)")
         except (ConnectionError, OSError) as exc:
-            log.info("closed connection from %s on %s: connection error: %s", self.peer, self._listener.name,
-                     type(exc).__name__)
+            level, reason = logging.INFO, f"connection error: {type(exc).__name__}"
         except Exception as exc:  # a bug: still one record, the traceback only at DEBUG
+            level = 0
             log_failure(f"closed connection from {self.peer} on {self._listener.name}: internal error", exc)
         finally:
+            deadline.cancel()
             self.in_flight = False
             self._writer.transport.abort()
+        if auth is not None and auth.exchange_pending:
+            # A client that leaves (or is cut off) after server-first may have been probing: a failure.
+            self._server.limiter.failed(self.peer.host, auth.claimed_user)
+            level, reason = max(level, logging.INFO), f"{reason}; it abandoned its SASL exchange after server-first " \
+                                                      "(counted as a failed authentication)"
+        if level:
+            log.log(level, "closed connection from %s on %s: %s", self.peer, self._listener.name, reason)
+
+    def cut(self, reason: str) -> None:
+        """Close this connection now (evicted, or out of time before login), logging ``reason``."""
+        if self._cut_reason is not None:
+            return
+        self._cut_reason = reason
+        self._writer.transport.abort()
+        if self._running and self.task is not None:
+            self.task.cancel()
+
+    def _login_expired(self) -> None:
+        if not self.established:
+            self.cut(f"not logged in within {self._config.login_timeout_ms} ms (login timeout)")
+
+    def _establish_once_in(self, auth: Authenticator) -> None:
+        """Leave the before-login class once authenticated (and, on PLAINTEXT and SSL, past the first request)."""
+        if self.established or not auth.complete:
+            return
+        self.established = True
+        refused = self._server.admission.establish(self)
+        if refused is not None:
+            raise _Close(refused)
 
     # -- set-up -------------------------------------------------------------------
 
@@ -145,19 +190,17 @@ class Connection:
         # the server, not the client, names the principal (TLS, SASL or the listener's ANONYMOUS) and the peer host
         context = RequestContext(principal=principal, host=self.peer.host, tls=self._listener.protocol.tls,
                                  asserted=False)
-        return Authenticator(self._server.store, self._listener.protocol, self._server.sasl_mechanisms, context,
-                             self._server.limiter)
+        return Authenticator(self._server.store, self._listener.protocol, self._server.sasl_mechanisms, context)
 
     # -- frames -------------------------------------------------------------------
 
-    async def _read_frame(self, auth: Authenticator) -> bytes:
+    async def _read_frame(self) -> bytes:
         config = self._config
-        if auth.complete:
-            idle_ms, limit, limit_name = (config.connections_max_idle_ms, config.socket_request_max_bytes,
-                                          "socket.request.max.bytes")
-        else:
-            idle_ms, limit, limit_name = (config.idle_before_login_ms, config.sasl_server_max_receive_size,
-                                          "sasl.server.max.receive.size (before login)")
+        # before login the connection's deadline (login_timeout_ms) bounds the wait, not idleness
+        idle_ms = config.connections_max_idle_ms
+        limit, limit_name = config.socket_request_max_bytes, "socket.request.max.bytes"
+        if not self.established and config.sasl_server_max_receive_size < limit:
+            limit, limit_name = config.sasl_server_max_receive_size, "sasl.server.max.receive.size (before login)"
         reader, size = self._reader, None
         try:
             async with asyncio.timeout(idle_ms / 1000) as deadline:
@@ -176,8 +219,7 @@ class Connection:
                          logging.INFO) from None
         except TimeoutError:
             if size is None:
-                setting = "connections.max.idle.ms" if auth.complete else "idle before login"
-                raise _Close(f"idle for {idle_ms} ms ({setting})", logging.INFO) from None
+                raise _Close(f"idle for {idle_ms} ms (connections.max.idle.ms)", logging.INFO) from None
             raise _Close(f"stalled: frame of {size} bytes not received within {config.frame_read_timeout_ms} ms") from None
 
     async def _write(self, data: bytes) -> None:
@@ -197,7 +239,7 @@ class Connection:
     async def _serve(self, auth: Authenticator, data: bytes) -> None:
         if auth.expects_raw_token:
             step = await self._maybe_off_loop(auth.may_block(data), auth.handle_raw, data)
-            await self._finish(step, 0)
+            await self._finish(auth, step, 0)
             return
         try:
             api_key, _, correlation_id = peek_header(data)
@@ -214,7 +256,7 @@ class Connection:
         if frame.api_key in AUTH_KEYS:
             message = bytes(getattr(frame.request, "auth_bytes", b""))
             step = await self._maybe_off_loop(auth.may_block(message), auth.handle, frame)
-            await self._finish(step, frame.correlation_id)
+            await self._finish(auth, step, frame.correlation_id)
             return
         handler = self._server.handlers[ApiKey(frame.api_key)]
         call = Call(self._server.store, auth.context, frame, self._broker)
@@ -260,13 +302,19 @@ class Connection:
             return await self._off_loop(lambda: fn(*args, **kwargs))
         return await self._off_loop(fn, *args)
 
-    async def _finish(self, step: Step, correlation_id: int) -> None:
+    async def _finish(self, auth: Authenticator, step: Step, correlation_id: int) -> None:
         if step.failed:
             # Kafka holds the failure answer back (connection.failed.authentication.delay.ms): a
             # client that reconnects at once after a failure then fails at most this often.
             limiter = self._server.limiter
-            await asyncio.sleep(limiter.close_delay(self.peer.host) if step.evaluated
-                                else limiter.refused_delay(self.peer.host))
+            delay = limiter.failed(self.peer.host, auth.claimed_user)
+            if not limiter.hold():
+                raise _Close(f"{step.close}; closed at once, unanswered: {limiter.pending} failed authentications "
+                             "are already held (failed_authentications_max_pending)", logging.INFO)
+            try:
+                await asyncio.sleep(delay)
+            finally:
+                limiter.release()
         if step.response is not None:
             await self._write(encode_response(correlation_id, step.response))
         elif step.raw is not None:

@@ -11,9 +11,11 @@ framing), and are answered the same way.
 
 A failed exchange answers SASL_AUTHENTICATION_FAILED with Kafka's one message for bad
 credentials, whatever went wrong (an unknown user and a wrong password look the same);
-the connection then closes after a delay (``FailedAuthLimiter``).  An address whose
-failure bucket is empty gets that answer to its next exchange without it being evaluated
-(held as long as the bucket is short, and not counted as one more failure).
+the connection then closes after a delay (``secmeta.core.server.auth_failures``).  Every
+exchange is evaluated: nothing is answered as failed without its credentials being checked.
+``claimed_user`` is the name the client-first message claimed (for counting failures), and
+``exchange_pending`` says the client was given server-first and has not finished: a client
+that leaves then has abandoned the exchange, which counts as a failure too.
 
 On PLAINTEXT and SSL listeners the connection is authenticated from the start
 (User:ANONYMOUS, or the client certificate's DN); SaslHandshake and SaslAuthenticate are
@@ -24,7 +26,6 @@ Nothing here logs or keeps SCRAM messages.
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -36,7 +37,7 @@ from secmeta.core.types import RequestContext
 from secmeta.core.wire.codec import ApiKey, RequestFrame, build, response_class
 from secmeta.events.types import ScramMechanism
 
-__all__ = ["AFTER_AUTHENTICATION", "Authenticator", "FailedAuthLimiter", "Refusal", "Step", "failure_message"]
+__all__ = ["AFTER_AUTHENTICATION", "Authenticator", "Refusal", "Step", "claimed_name", "failure_message"]
 
 #: KafkaApis.handleSaslAuthenticateRequest's answer on an authenticated connection.
 AFTER_AUTHENTICATION = "SaslAuthenticate request received after successful authentication"
@@ -54,8 +55,7 @@ class Step:
     response: Any = None          # a kio response to send
     raw: bytes | None = None      # or a raw token to send (after SaslHandshake v0)
     close: str | None = None      # then close, for this reason (for the log)
-    failed: bool = False          # the close is a failed authentication (delayed, rate-limited)
-    evaluated: bool = True        # the credentials were checked (False: refused unevaluated, not a guess)
+    failed: bool = False          # the close is a failed authentication (counted, delayed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,14 +80,15 @@ class Authenticator:
     """The authentication state of one connection and its RequestContext once authenticated."""
 
     def __init__(self, store: Any, protocol: SecurityProtocol, mechanisms: tuple[ScramMechanism, ...],
-                 context: RequestContext, limiter: FailedAuthLimiter):
-        self._store, self._limiter = store, limiter
+                 context: RequestContext):
+        self._store = store
         self._mechanisms = tuple(m.mechanism_name for m in mechanisms)
         self._state = _State.VERSIONS_OR_HANDSHAKE if protocol.sasl else _State.COMPLETE
         self._context = context if not protocol.sasl else dataclasses.replace(context, authenticated=False)
         self._mechanism: str | None = None
         self._scram: ScramServer | None = None
         self._first_done = False
+        self.claimed_user: str | None = None   # the name client-first claimed (escaped form), once accepted
 
     def __repr__(self) -> str:
         return f"Authenticator({self._state.value}, {self._mechanism or '-'})"
@@ -96,6 +97,11 @@ class Authenticator:
     def complete(self) -> bool:
         """True once the connection is authenticated (from the start on PLAINTEXT and SSL)."""
         return self._state is _State.COMPLETE
+
+    @property
+    def exchange_pending(self) -> bool:
+        """True between server-first and the client's final message: leaving now abandons the exchange."""
+        return self._first_done and self._state in (_State.AUTHENTICATE, _State.RAW)
 
     @property
     def expects_raw_token(self) -> bool:
@@ -150,9 +156,9 @@ class Authenticator:
 
     def handle_raw(self, token: bytes) -> Step:
         """A raw SCRAM message after SaslHandshake v0: answered raw; a failure just closes (Kafka's legacy framing)."""
-        reply, error, evaluated = self._evaluate(token)
+        reply, error = self._evaluate(token)
         if error is not None:
-            return Step(close=error, failed=True, evaluated=evaluated)
+            return Step(close=error, failed=True)
         return Step(raw=reply)
 
     def refused_handshake(self, frame: RequestFrame) -> Any:
@@ -180,34 +186,31 @@ class Authenticator:
         if self._state is not _State.AUTHENTICATE:
             return Step(build(cls, error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=AFTER_AUTHENTICATION,
                               auth_bytes=b"", session_lifetime=0))
-        reply, error, evaluated = self._evaluate(frame.request.auth_bytes)
+        reply, error = self._evaluate(frame.request.auth_bytes)
         if error is not None:
             assert self._mechanism is not None
             response = build(cls, error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
                              error_message=failure_message(self._mechanism), auth_bytes=b"", session_lifetime=0)
-            return Step(response, close=error, failed=True, evaluated=evaluated)
+            return Step(response, close=error, failed=True)
         return Step(build(cls, error_code=ErrorCode.NONE, error_message=None, auth_bytes=reply, session_lifetime=0))
 
-    def _evaluate(self, message: bytes) -> tuple[bytes, str | None, bool]:
-        """(reply, None, True) for the next SCRAM step, or (b"", reason, evaluated) when the exchange failed."""
+    def _evaluate(self, message: bytes) -> tuple[bytes, str | None]:
+        """(reply, None) for the next SCRAM step, or (b"", reason) when the exchange failed."""
         scram = self._scram
         assert scram is not None and self._mechanism is not None
-        if not self._first_done and not self._limiter.allows(self._context.host):
-            self._fail()
-            return b"", (f"authentication failed with {self._mechanism}: too many failed authentications "
-                         "from this address (not evaluated)"), False
         try:
             if not self._first_done:
                 reply = scram.first(bytes(message))
                 self._first_done = True
+                self.claimed_user = claimed_name(bytes(message))
             else:
                 reply = scram.final(bytes(message))
                 self._complete(scram)
         except (ApiException, ValueError, TypeError) as exc:
             self._fail()
             # The exception's type only: its text may quote the client's message.
-            return b"", f"authentication failed with {self._mechanism}: {type(exc).__name__}", True
-        return reply.encode("utf-8"), None, True
+            return b"", f"authentication failed with {self._mechanism}: {type(exc).__name__}"
+        return reply.encode("utf-8"), None
 
     def _fail(self) -> None:
         self._state = _State.FAILED
@@ -220,50 +223,8 @@ class Authenticator:
         self._scram = None
 
 
-class FailedAuthLimiter:
-    """How failed authentications are slowed, per peer IP.
-
-    Every failure waits at least ``base_delay_s`` before the close (Kafka's
-    connection.failed.authentication.delay.ms); a token bucket per IP (``burst`` failures,
-    refilled at ``rate`` per second) lengthens the wait once an address fails faster than
-    that, and while its bucket is empty (``allows`` is False) a new exchange from it is
-    answered as failed without being evaluated, so neither retrying in a loop (librdkafka
-    reconnects ~20 times a second) nor many connections at once get more than ``rate``
-    guesses a second once the burst is spent.  Used from the event loop only.
-    """
-
-    MAX_DELAY_S = 10.0
-    MAX_TRACKED = 10_000
-
-    def __init__(self, base_delay_s: float, burst: int, rate: float, clock=time.monotonic):
-        self._base, self._burst, self._rate, self._clock = base_delay_s, float(burst), rate, clock
-        self._buckets: dict[str, tuple[float, float]] = {}
-
-    def _tokens(self, ip: str, now: float) -> float:
-        tokens, last = self._buckets.get(ip, (self._burst, now))
-        return min(self._burst, tokens + (now - last) * self._rate)
-
-    def allows(self, ip: str) -> bool:
-        """True if ``ip`` may try to authenticate now (its bucket holds a whole token)."""
-        return ip not in self._buckets or self._tokens(ip, self._clock()) >= 1
-
-    def refused_delay(self, ip: str) -> float:
-        """The seconds to hold an exchange refused unevaluated (not a guess: nothing is recorded)."""
-        return max(self._base, -self._tokens(ip, self._clock()) / self._rate)
-
-    def close_delay(self, ip: str) -> float:
-        """Record one failed authentication from ``ip``; the seconds to wait before closing."""
-        now = self._clock()
-        tokens = max(self._tokens(ip, now) - 1, -self.MAX_DELAY_S * self._rate)
-        if len(self._buckets) >= self.MAX_TRACKED and ip not in self._buckets:
-            self._prune(now)
-        self._buckets[ip] = (tokens, now)
-        return max(self._base, -tokens / self._rate)
-
-    def _prune(self, now: float) -> None:
-        full = [ip for ip, (tokens, last) in self._buckets.items()
-                if tokens + (now - last) * self._rate >= self._burst]
-        for ip in full:
-            del self._buckets[ip]
-        while len(self._buckets) >= self.MAX_TRACKED:
-            del self._buckets[next(iter(self._buckets))]
+def claimed_name(client_first: bytes) -> str | None:
+    """The user name (or token id) a client-first message the ScramServer accepted claims, in its
+    escaped form (RFC 5802's escaping is canonical, so it names one user): ``gs2-header,n=NAME,r=...``."""
+    parts = client_first.decode("utf-8", "replace").split(",", 3)
+    return parts[2][2:] if len(parts) > 3 and parts[2].startswith("n=") else None

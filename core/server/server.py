@@ -16,18 +16,18 @@ import asyncio
 import logging
 import socket
 import threading
-from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from secmeta.core.errors import InvalidValueError
+from secmeta.core.server.admission import Admission
 from secmeta.core.server.apis import HANDLERS
+from secmeta.core.server.auth_failures import FailedAuthLimiter
 from secmeta.core.server.call import BrokerInfo
 from secmeta.core.server.config import ServerConfig
 from secmeta.core.server.connection import Connection, log, peer_of
 from secmeta.core.server.listeners import Listener, ListenerError, parse_listeners, ssl_context
-from secmeta.core.server.sasl import FailedAuthLimiter
 from secmeta.events.types import ScramMechanism
 
 __all__ = ["Server", "ServerThread", "cluster_id"]
@@ -52,15 +52,20 @@ class Server:
                 raise ListenerError(f"advertised listener {name} is not a listener")
         needs_tls = any(listener.protocol.tls for listener in self.listeners)
         self.ssl_context = ssl_context(self.config.ssl) if needs_tls else None
-        self.limiter = FailedAuthLimiter(self.config.failed_authentication_delay_ms / 1000,
-                                         self.config.failed_authentications_burst,
-                                         self.config.failed_authentications_per_second)
+        config = self.config
+        self.limiter = FailedAuthLimiter(config.failed_authentication_delay_ms / 1000,
+                                         config.failed_authentications_burst,
+                                         config.failed_authentications_per_second,
+                                         config.failed_authentications_max_pending)
+        self.admission = Admission(max_connections=config.max_connections,
+                                   max_connections_per_ip=config.max_connections_per_ip,
+                                   max_before_login=config.max_connections_before_login,
+                                   max_before_login_per_ip=config.max_connections_before_login_per_ip)
         self.executor: ThreadPoolExecutor | None = None
         self.addresses: dict[str, tuple[str, int]] = {}     # listener name -> bound (host, port)
         self.brokers: dict[str, BrokerInfo] = {}            # listener name -> what Metadata advertises
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: dict[Connection, asyncio.Task] = {}
-        self._per_ip: Counter[str] = Counter()
         self._stopping = False
 
     def __repr__(self) -> str:
@@ -102,30 +107,25 @@ class Server:
         if self._stopping:
             writer.transport.abort()
             return
-        if len(self._connections) >= self.config.max_connections:
-            log.warning("closed connection from %s on %s: too many connections (max.connections=%d)",
-                        peer, listener.name, self.config.max_connections)
+        connection = Connection(self, listener, self.brokers[listener.name], reader, writer, peer)
+        admitted = self.admission.admit(connection, peer.host)
+        if admitted.refused is not None:
+            log.warning("closed connection from %s on %s: %s", peer, listener.name, admitted.refused)
             writer.transport.abort()
             return
-        if self._per_ip[peer.host] >= self.config.max_connections_per_ip:
-            log.warning("closed connection from %s on %s: too many connections from %s (max.connections.per.ip=%d)",
-                        peer, listener.name, peer.host, self.config.max_connections_per_ip)
-            writer.transport.abort()
-            return
+        for victim, why in admitted.evicted:
+            assert isinstance(victim, Connection)
+            victim.cut(why)
         if listener.protocol.tls:
             writer.transport.pause_reading()
-        connection = Connection(self, listener, self.brokers[listener.name], reader, writer, peer)
         task = asyncio.get_running_loop().create_task(connection.run(), name=f"secmeta {peer}")
+        connection.task = task
         self._connections[connection] = task
-        self._per_ip[peer.host] += 1
         task.add_done_callback(lambda _t, c=connection: self._forget(c))
 
     def _forget(self, connection: Connection) -> None:
         self._connections.pop(connection, None)
-        host = connection.peer.host
-        self._per_ip[host] -= 1
-        if self._per_ip[host] <= 0:
-            del self._per_ip[host]
+        self.admission.forget(connection)
 
     async def stop(self) -> None:
         """Stop accepting, let in-flight requests finish (up to shutdown_drain_ms), close every connection."""

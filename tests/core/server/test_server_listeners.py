@@ -113,13 +113,18 @@ def test_serve_command_line_builds_the_server_config():
         "serve", "--store", "s", "--listeners", "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
         "--advertised-listeners", "SASL_SSL://localhost:9094", "--sasl-mechanisms", "SCRAM-SHA-512",
         "--node-id", "7", "--socket-request-max-bytes", "4096", "--connections-max-idle-ms", "1000",
-        "--max-connections", "5", "--ssl-cert", "c.pem", "--ssl-client-auth", "requested"])
+        "--max-connections", "5", "--ssl-cert", "c.pem", "--ssl-client-auth", "requested",
+        "--max-connections-before-login-per-ip", "3", "--login-timeout-ms", "2000",
+        "--connection-failed-authentication-delay-ms", "250", "--failed-authentications-max-pending", "9"])
     listeners, config = server_config(args)
     assert [listener.name for listener in listeners] == ["PLAINTEXT", "SASL_SSL"]
     assert config.advertised == {"SASL_SSL": ("localhost", 9094)}
     assert config.sasl_mechanisms == (ScramMechanism.SCRAM_SHA_512,)
     assert (config.node_id, config.socket_request_max_bytes, config.connections_max_idle_ms,
             config.max_connections) == (7, 4096, 1000, 5)
+    assert (config.max_connections_before_login, config.max_connections_before_login_per_ip,
+            config.login_timeout_ms, config.failed_authentication_delay_ms,
+            config.failed_authentications_max_pending) == (1, 3, 2000, 250, 9)   # before login: 5 // 4
     assert config.ssl == SslConfig("c.pem", None, None, ClientAuth.REQUESTED)
 
 

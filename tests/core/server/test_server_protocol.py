@@ -20,7 +20,7 @@ from secmeta.core import StoreConfig
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.server.cluster_apis import AUTHORIZED_OPERATIONS_OMITTED
 from secmeta.core.server.config import ServerConfig
-from secmeta.core.server.sasl import FailedAuthLimiter
+from secmeta.core.server.auth_failures import FailedAuthLimiter
 from secmeta.core.server.server import Server
 from secmeta.core.wire.codec import build, request_class
 from secmeta.events.types import ScramMechanism
@@ -243,35 +243,6 @@ def test_bad_credentials_answer_kafkas_message(shared_server, caplog, user):
     assert "wrong-password" not in line and user not in line.split(": ", 1)[1]
 
 
-def test_an_address_out_of_failures_is_refused_without_evaluation(serve, caplog):
-    """Once an address has spent its failed-login bucket, its next exchange fails without its password being
-    checked (the right one included), so parallel connections get no more guesses than the bucket allows."""
-    server = serve("SASL_PLAINTEXT://127.0.0.1:0", config=ServerConfig(
-        failed_authentications_burst=1, failed_authentications_per_second=0.001, failed_authentication_delay_ms=0))
-    caplog.set_level(logging.INFO, logger="secmeta.server")
-    with RawClient.connect(server, "SASL_PLAINTEXT") as raw:
-        assert raw.sasl_login("admin", "wrong").error_code == SASL_AUTHENTICATION_FAILED
-    with RawClient.connect(server, "SASL_PLAINTEXT") as raw:
-        first = raw.request(build(request_class(17, 1), mechanism="SCRAM-SHA-256"))
-        assert first.error_code == 0
-        response = raw.request(build(request_class(36, 2), auth_bytes=b"n,,n=admin,r=abc"))
-        assert (response.error_code, response.auth_bytes) == (SASL_AUTHENTICATION_FAILED, b"")
-        assert raw.closed_by_server()
-    _one_close_line(caplog, raw, "not evaluated")
-
-
-def test_the_failure_bucket_allows_while_it_holds_a_token():
-    now = [0.0]
-    limiter = FailedAuthLimiter(0.0, burst=2, rate=1.0, clock=lambda: now[0])
-    assert limiter.allows("10.0.0.1")
-    limiter.close_delay("10.0.0.1")
-    assert limiter.allows("10.0.0.1")
-    limiter.close_delay("10.0.0.1")
-    assert not limiter.allows("10.0.0.1") and limiter.allows("10.0.0.2")
-    now[0] += 1.0
-    assert limiter.allows("10.0.0.1")
-
-
 def test_sasl_mechanisms_default_to_those_the_store_enables(serve):
     """A store enabling only SCRAM-SHA-512 offers only it; asking the server to offer SCRAM-SHA-256 is refused at start."""
     config = StoreConfig(token_secret=TOKEN_SECRET, enabled_mechanisms={ScramMechanism.SCRAM_SHA_512})
@@ -287,12 +258,43 @@ def test_sasl_mechanisms_default_to_those_the_store_enables(serve):
 def test_failed_authentications_are_slowed_per_peer_address():
     """The first failures from an address wait the base delay; a burst beyond the bucket waits 1/rate per failure."""
     now = [100.0]
-    limiter = FailedAuthLimiter(0.1, burst=3, rate=2.0, clock=lambda: now[0])
-    assert [limiter.close_delay("10.0.0.1") for _ in range(3)] == [0.1, 0.1, 0.1]
-    assert [limiter.close_delay("10.0.0.1") for _ in range(2)] == [0.5, 1.0]
-    assert limiter.close_delay("10.0.0.2") == 0.1          # other addresses are not affected
+    limiter = FailedAuthLimiter(0.1, burst=3, rate=2.0, max_pending=10, clock=lambda: now[0])
+    assert [limiter.failed("10.0.0.1", None) for _ in range(3)] == [0.1, 0.1, 0.1]
+    assert [limiter.failed("10.0.0.1", None) for _ in range(2)] == [0.5, 1.0]
+    assert limiter.failed("10.0.0.2", None) == 0.1          # other addresses are not affected
     now[0] += 60
-    assert limiter.close_delay("10.0.0.1") == 0.1          # the bucket refills
+    assert limiter.failed("10.0.0.1", None) == 0.1          # the bucket refills
+
+
+def test_failed_authentications_are_slowed_per_claimed_user_across_addresses():
+    """Guessing one user's password from a new address each time is slowed once that user's burst is spent;
+    another user from the same addresses is not."""
+    now = [100.0]
+    limiter = FailedAuthLimiter(0.1, burst=3, rate=2.0, max_pending=10, clock=lambda: now[0])
+    assert [limiter.failed(f"10.0.0.{i}", "alice") for i in range(5)] == [0.1, 0.1, 0.1, 0.5, 1.0]
+    assert limiter.failed("10.0.1.1", "bob") == 0.1
+
+
+def test_held_failures_are_bounded():
+    """Past max_pending held failures, hold() says no (the connection is closed at once) until one is released."""
+    limiter = FailedAuthLimiter(0.1, burst=3, rate=2.0, max_pending=2)
+    assert limiter.hold() and limiter.hold() and not limiter.hold()
+    limiter.release()
+    assert limiter.hold()
+
+
+def test_the_limiters_state_is_bounded(monkeypatch):
+    """A spray of distinct names and addresses keeps at most MAX_TRACKED buckets of each; the deepest deficit stays."""
+    monkeypatch.setattr(FailedAuthLimiter, "MAX_TRACKED", 50)
+    now = [0.0]
+    limiter = FailedAuthLimiter(0.0, burst=2, rate=0.01, max_pending=10, clock=lambda: now[0])
+    for _ in range(5):
+        limiter.failed("10.9.9.9", "victim")
+    deficit = limiter.failed("10.9.9.9", "victim")
+    for i in range(500):
+        limiter.failed(f"10.0.{i // 250}.{i % 250}", f"user-{i}")
+    assert limiter.tracked <= 100
+    assert limiter.failed("10.9.9.9", "victim") >= deficit
 
 
 def test_pipelined_requests_are_answered_in_order(shared_server):

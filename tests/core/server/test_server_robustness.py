@@ -58,8 +58,9 @@ def _metadata_frame(version: int = 12) -> bytes:
 
 
 def test_garbage_that_is_not_kafka(shared_server, caplog):
-    """An HTTP request: its first four bytes read as a size beyond socket.request.max.bytes."""
-    with _only_this_connection_closes(shared_server, caplog, "larger than socket.request.max.bytes") as raw:
+    """An HTTP request: its first four bytes read as a size beyond what a connection may send before login."""
+    with _only_this_connection_closes(shared_server, caplog,
+                                      "larger than sasl.server.max.receive.size (before login)") as raw:
         raw.send_bytes(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 
 
@@ -140,16 +141,24 @@ def test_idle_connection_is_closed(serve, caplog):
 
 
 def test_connections_beyond_the_cap_are_refused(serve, caplog):
-    """max.connections: the connection over the cap is closed; the ones within keep working."""
-    server = serve(config=ServerConfig(max_connections=2))
+    """max.connections: logged-in connections may take all but the share kept for logins; a login past that is
+    closed, one more before-login connection evicts the oldest waiting one, and the others keep working."""
+    server = serve(config=ServerConfig(max_connections=3, max_connections_before_login=1))
     caplog.set_level(logging.INFO, logger="secmeta.server")
-    with RawClient.connect(server) as a, RawClient.connect(server) as b:
+    with RawClient.connect(server) as a:
+        assert a.api_versions().error_code == 0     # logged in (PLAINTEXT: its first request) before b arrives
+        b = stack_b = RawClient.connect(server)
+        assert b.api_versions().error_code == 0
+        with RawClient.connect(server) as c, RawClient.connect(server) as d:
+            assert c.closed_by_server()      # evicted by d: the before-login share is one
+            d.send(build(request_class(18, 3), client_software_name="x", client_software_version="1"))
+            assert d.closed_by_server()      # logged in (its first request) with no room left
+        (evicted,) = _log_lines(caplog, c.local_address)
+        assert "evicted before login: a newer connection (max.connections=3" in evicted
+        (full,) = _log_lines(caplog, d.local_address)
+        assert "too many established connections (max.connections=3" in full
         assert a.api_versions().error_code == 0 and b.api_versions().error_code == 0
-        with RawClient.connect(server) as c:
-            assert c.closed_by_server()
-        lines = _log_lines(caplog, c.local_address)
-        assert len(lines) == 1 and "too many connections (max.connections=2)" in lines[0], lines
-        assert a.api_versions().error_code == 0 and b.api_versions().error_code == 0
+        stack_b.close()
 
 
 @pytest.fixture(autouse=True)
@@ -181,26 +190,41 @@ def test_a_request_refused_before_login_is_not_decoded(shared_server, caplog):
         raw.send_bytes(struct.pack(">i", len(payload)) + payload)
 
 
-def test_an_idle_connection_before_login_is_closed_sooner(serve, caplog):
-    """A SASL connection that has not logged in is closed after idle_before_login_ms, not connections.max.idle.ms."""
-    server = serve("SASL_PLAINTEXT://127.0.0.1:0", config=ServerConfig(idle_before_login_ms=300))
+def test_a_connection_not_logged_in_in_time_is_closed(serve, caplog):
+    """login_timeout_ms bounds the whole phase before login: a SASL client that answered ApiVersions and then
+    trickles a frame byte by byte is still closed when the deadline passes (each byte does not extend it)."""
+    server = serve("SASL_PLAINTEXT://127.0.0.1:0", config=ServerConfig(login_timeout_ms=600))
     caplog.set_level(logging.INFO, logger="secmeta.server")
     with RawClient.connect(server, "SASL_PLAINTEXT") as raw:
         assert raw.api_versions().error_code == 0
-        assert raw.closed_by_server()
+        raw.send_bytes(struct.pack(">i", 100))
+        closed = False
+        for _ in range(40):                   # one byte every 50 ms: far more often than any per-frame timeout
+            try:
+                raw.send_bytes(b"\x00")
+            except OSError:
+                closed = True
+                break
+            time.sleep(0.05)
+        assert closed or raw.closed_by_server()
     lines = _log_lines(caplog, raw.local_address)
-    assert len(lines) == 1 and "idle for 300 ms (idle before login)" in lines[0], lines
+    assert len(lines) == 1 and "not logged in within 600 ms (login timeout)" in lines[0], lines
 
 
 def test_connections_from_one_address_beyond_its_cap_are_refused(serve, caplog):
-    """max.connections.per.ip (127.0.0.1 is not exempt): the connection over it is closed, the others work."""
+    """max.connections.per.ip (127.0.0.1 is not exempt): with the address's places taken by logged-in connections
+    the one over it is closed, the others work."""
     server = serve(config=ServerConfig(max_connections_per_ip=2))
     caplog.set_level(logging.INFO, logger="secmeta.server")
-    with RawClient.connect(server) as a, RawClient.connect(server) as b:
+    with RawClient.connect(server) as a:
+        assert a.api_versions().error_code == 0     # logged in before b arrives (one may wait per address)
+        b = RawClient.connect(server)
+        assert b.api_versions().error_code == 0
         with RawClient.connect(server) as c:
             assert c.closed_by_server()
         lines = _log_lines(caplog, c.local_address)
         assert len(lines) == 1 and "too many connections from 127.0.0.1 (max.connections.per.ip=2)" in lines[0]
         assert a.api_versions().error_code == 0 and b.api_versions().error_code == 0
+        b.close()
     with RawClient.connect(server) as d:   # closed connections free their places
         assert d.api_versions().error_code == 0
