@@ -29,8 +29,10 @@ Rules (stricter than Kafka where noted in the README's list of differences):
 - SCRAM iteration counts: Kafka's bounds, ``secmeta.core.auth.scram`` MIN_ITERATIONS/MAX_ITERATIONS.
 - errors: ``reraised_as(SomeError)`` turns a FieldError into the error a caller's API raises, with
   the same message.
-- secrets (passwords, salts, salted passwords): ``bytes``, or ``str`` encoded as UTF-8; a failure
-  never carries the value, not even as the context of the error.
+- secrets (passwords, salts, salted passwords): ``bytes``, or ``str`` encoded as UTF-8; a str with
+  a lone surrogate (an undecodable byte from argv, a file or stdin) is refused, and a password must
+  be UTF-8 (Kafka's passwords are strings); a failure never carries the value, not even as the
+  context of the error.
 - client quota values: Kafka's ClientQuotaControlManager.validateQuotaKeyValue (greater than 0; for
   a LONG or INT key no larger than its maximum and integral within 1e-6); NaN and infinity are
   refused (Kafka stores NaN, and infinity for DOUBLE keys).
@@ -212,15 +214,34 @@ def enum_or_unknown(enum_type: type[E], value: object) -> E:
         return enum_type(0)
 
 
-def secret_bytes(value: object, field: str) -> bytes:
-    """A password, salt or salted password as bytes (a str as UTF-8); errors never hold the value."""
+def secret_bytes(value: object, field: str, *, utf8: bool = False) -> bytes:
+    """A password, salt or salted password as bytes (a str as UTF-8); errors never hold the value.
+
+    A str holding a lone surrogate (``os.fsdecode`` and argv make one of each byte that is not
+    UTF-8) is refused; with ``utf8`` (a password: Kafka's are Java strings) so are bytes that are
+    not UTF-8.  Checked, never caught: a UnicodeError carries the whole value in its ``object``.
+    """
     if isinstance(value, bytes | bytearray):
+        if utf8 and not _is_utf8(value):
+            raise FieldError(field, _NOT_UTF8)
         return bytes(value)
     if not isinstance(value, str):
         raise FieldError(field, f"must be bytes, not {type(value).__name__}")
-    if _SURROGATE.search(value):  # checked, not caught: a UnicodeEncodeError would carry the secret
-        raise FieldError(field, "is not valid UTF-8 (it holds a lone surrogate)")
+    if _SURROGATE.search(value):
+        raise FieldError(field, _NOT_UTF8)
     return value.encode("utf-8")
+
+
+_NOT_UTF8 = "is not valid UTF-8 (it holds a byte that is not UTF-8, or a lone surrogate)"
+
+
+def _is_utf8(data: bytes | bytearray) -> bool:
+    """Whether ``data`` decodes as UTF-8; the UnicodeDecodeError (holding ``data``) goes no further."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def quota_value(value: object, key: str, integral_max: int | None) -> float:

@@ -77,14 +77,6 @@ def hmac_digest(mechanism: ScramMechanism, key: bytes, data: bytes) -> bytes:
     return hmac.new(key, data, require_mechanism(mechanism).hash_name).digest()
 
 
-def _as_bytes(password: bytes | str) -> bytes:
-    if isinstance(password, str):
-        return password.encode("utf-8")
-    if isinstance(password, bytes | bytearray | memoryview):
-        return bytes(password)
-    raise TypeError(f"password must be bytes or str, not {type(password).__name__}")
-
-
 def _check_salt_and_iterations(salt: bytes, iterations: int) -> None:
     if not isinstance(salt, bytes) or not salt:
         raise InvalidValueError("salt must be non-empty bytes")
@@ -98,7 +90,7 @@ def salted_password(
     """SaltedPassword = Hi(password, salt, iterations): one block of PBKDF2-HMAC."""
     _check_salt_and_iterations(salt, iterations)
     name = require_mechanism(mechanism).hash_name
-    return hashlib.pbkdf2_hmac(name, _as_bytes(password), salt, iterations)
+    return hashlib.pbkdf2_hmac(name, validation.secret_bytes(password, "password", utf8=True), salt, iterations)
 
 
 def derive_keys(mechanism: ScramMechanism, salted: bytes) -> tuple[bytes, bytes]:

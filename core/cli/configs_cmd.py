@@ -26,6 +26,7 @@ from secmeta.core.cli.scram_configs import (
     MECHANISMS,
     ScramSetting,
     deleted_mechanisms,
+    password_bytes,
     scram_settings,
     split_add_config,
 )
@@ -238,13 +239,24 @@ def _check_describe(args: argparse.Namespace) -> None:
 
 
 def _read_password(user: str, setting: ScramSetting) -> bytes:
+    """The password asked for without echo on a terminal, else one line of stdin (read as bytes: a text
+    read of a line that is not UTF-8 raises a UnicodeDecodeError holding it)."""
     name = setting.mechanism.mechanism_name
     if sys.stdin.isatty():
-        return getpass.getpass(f"Password for {user} ({name}): ").encode()
-    line = sys.stdin.readline()
+        typed: str | None = None
+        try:
+            typed = getpass.getpass(f"Password for {user} ({name}): ")
+        except UnicodeDecodeError:
+            pass  # refused below, outside the handler: the error holds the bytes typed
+        if typed is None:
+            raise InvalidValueError(f"{name} password is not valid UTF-8")
+        return password_bytes(typed, name)
+    line = getattr(sys.stdin, "buffer", sys.stdin).readline()  # a stdin replaced by a text stream has no buffer
     if not line:
         raise InvalidValueError(f"no password for {user} ({name}) on stdin")
-    return line.rstrip("\n").encode()
+    if isinstance(line, bytes):
+        return password_bytes(line.removesuffix(b"\n").removesuffix(b"\r"), name)  # as a text read ends lines
+    return password_bytes(line.rstrip("\n"), name)
 
 
 def _alter(session: AdminSession, user: str, settings: list[ScramSetting], deletions: list) -> int:

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from secmeta.core import validation
 from secmeta.core.cli.quota_configs import KEYS as QUOTA_KEYS
 from secmeta.core.errors import InvalidValueError
 from secmeta.events.types import ScramMechanism
@@ -103,7 +104,13 @@ def _setting(mechanism: ScramMechanism, value: str) -> ScramSetting:
         raise InvalidValueError(f"{name}: iterations must come before password ({_SHAPE}); "
                                 "after password= everything is the password")
     iterations = int(m.group("iterations")) if m.group("iterations") is not None else -1
-    return ScramSetting(mechanism, iterations, None if password is None else password.encode())
+    return ScramSetting(mechanism, iterations, None if password is None else password_bytes(password, name))
+
+
+def password_bytes(password: str | bytes, mechanism_name: str) -> bytes:
+    """A typed password as UTF-8 bytes; one that is not UTF-8 (argv and files hold an undecodable byte as a
+    lone surrogate) is a usage error naming the mechanism's password field, never quoting it."""
+    return validation.secret_bytes(password, f"{mechanism_name} password", utf8=True)
 
 
 def deleted_mechanisms(values: list[str]) -> list[ScramMechanism]:

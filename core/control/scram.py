@@ -107,9 +107,10 @@ def _check_secret(item: UserScramCredentialUpsertion, context: RequestContext,
                   config: StoreConfig) -> ApiError | tuple[bytes, bytes | None]:
     """(password or salted password, salt) as bytes, or why this store cannot take them (KIP-506's checks)."""
     try:
-        password, salt, salted = (None if value is None else validation.secret_bytes(value, name)
-                                  for name, value in (("password", item.password), ("salt", item.salt),
-                                                      ("salted password", item.salted_password)))
+        password, salt, salted = (None if value is None else validation.secret_bytes(value, name, utf8=utf8)
+                                  for name, value, utf8 in (("password", item.password, True),
+                                                            ("salt", item.salt, False),
+                                                            ("salted password", item.salted_password, False)))
     except FieldError as exc:  # the message names the field, never the value
         return _unacceptable(f"The {exc}")
     if password is not None and salted is not None:

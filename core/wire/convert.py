@@ -236,7 +236,7 @@ def _upsertion_fields(u: UserScramCredentialUpsertion) -> dict[str, Any]:
                 "salt": bytes(u.salt or b""), "salted_password": bytes(u.salted_password or b"")}
     if iterations == USE_DEFAULT_ITERATIONS:
         iterations = DEFAULT_ITERATIONS  # the wire has no "default": the count salts the password
-    password = u.password.encode("utf-8") if isinstance(u.password, str) else bytes(u.password)
+    password = validation.secret_bytes(u.password, "password", utf8=True)
     salt = bytes(u.salt) if u.salt else secrets.token_bytes(SALT_LENGTH)
     salted = b""
     if mechanism is not ScramMechanism.UNKNOWN and password and 1 <= iterations <= MAX_ITERATIONS:

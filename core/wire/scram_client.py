@@ -20,6 +20,7 @@ import hmac
 from collections.abc import Mapping
 from enum import Enum
 
+from secmeta.core import validation
 from secmeta.core.auth.scram_crypto import (
     MIN_ITERATIONS,
     b64,
@@ -69,7 +70,7 @@ class ScramClient:
         if not username:
             raise InvalidValueError("SCRAM user name must not be empty")
         self._username = username
-        self._password = password.encode("utf-8") if isinstance(password, str) else bytes(password)
+        self._password = validation.secret_bytes(password, "SCRAM password", utf8=True)
         self._extensions = dict(extensions or {})
         for key, value in self._extensions.items():
             if not (key.isascii() and key.isalpha()) or "," in value:

@@ -8,6 +8,7 @@ exception chained to it (``__cause__`` and ``__context__``).
 
 from __future__ import annotations
 
+import io
 import re
 import secrets
 import traceback
@@ -25,8 +26,12 @@ from secmeta.core import (
     StoreConfig,
     UserScramCredentialUpsertion,
 )
+from secmeta.core.auth.scram import credential_from_password, salted_password
 from secmeta.core.cli import build_parser, main
 from secmeta.core.validation import secret_bytes
+from secmeta.core.wire.convert import alter_request_fields
+from secmeta.core.wire.scram_client import ScramClient
+from tests.clikit import log_end, make_store, run
 from tests.storekit import ADMIN
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
@@ -37,13 +42,30 @@ def fresh(prefix: str) -> str:
 
 
 def exposed(exc: BaseException) -> str:
-    """Everything an error reporter could record about ``exc`` and the exceptions chained to it."""
-    seen, parts = set(), []
-    while exc is not None and id(exc) not in seen:
+    """Everything an error reporter could record about ``exc`` and every exception chained to it (both its
+    ``__cause__`` and its ``__context__``): str, repr, args (a UnicodeError's ``object`` is one) and traceback."""
+    seen, parts, pending = set(), [], [exc]
+    while pending:
+        exc = pending.pop()
+        if exc is None or id(exc) in seen:
+            continue
         seen.add(id(exc))
-        parts += [repr(exc), repr(exc.args), "".join(traceback.format_exception(exc))]
-        exc = exc.__cause__ or exc.__context__
+        parts += [str(exc), repr(exc), repr(exc.args), "".join(traceback.format_exception(exc))]
+        pending += [exc.__cause__, exc.__context__]
     return "\n".join(parts)
+
+
+def test_the_scan_follows_context_as_well_as_cause():
+    """The scan itself: ``raise Clean() from other`` inside the handler of a UnicodeEncodeError keeps that
+    error (and the secret in its ``object``) as ``__context__`` beside the ``__cause__``: found."""
+    secret = fresh("hunter2")
+    try:
+        try:
+            (secret + "\ud800").encode()
+        except UnicodeEncodeError:
+            raise ValueError("clean") from KeyError("also clean")
+    except ValueError as exc:
+        assert exc.__cause__ is not None and secret in exposed(exc)
 
 
 @pytest.mark.parametrize("field", ["password", "salt", "salted password"])
@@ -52,7 +74,7 @@ def test_a_secret_with_a_lone_surrogate_is_refused_without_it(field):
     secret = fresh("hunter2") + "\ud800"
     with pytest.raises(FieldError) as info:
         secret_bytes(secret, field)
-    assert str(info.value) == f"{field} is not valid UTF-8 (it holds a lone surrogate)"
+    assert str(info.value) == f"{field} is not valid UTF-8 (it holds a byte that is not UTF-8, or a lone surrogate)"
     assert secret[:-1] not in exposed(info.value)
     assert info.value.__context__ is None and info.value.__cause__ is None
 
@@ -136,3 +158,74 @@ def test_an_unreadable_add_config_file_is_refused_without_its_contents(tmp_path,
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and password not in err and "--add-config-file" in err
+
+
+# -- every path a password enters: a lone surrogate or an undecodable byte is refused, naming the field (issue 22)
+
+def _bad(kind: str, secret: str) -> str | bytes:
+    """``secret`` spoiled as it arrives: a lone surrogate in a str, a byte that is not UTF-8 in bytes, or (argv,
+    os.fsdecode) that byte as Python decodes it, the surrogate U+DCFF."""
+    return {"surrogate": secret + "\ud800", "bytes": secret.encode() + b"\xff", "argv": secret + "\udcff"}[kind]
+
+
+BAD = ["surrogate", "bytes", "argv"]
+
+
+@pytest.mark.parametrize("kind", BAD)
+def test_scram_client_refuses_a_password_that_is_not_utf8_without_it(kind):
+    """ScramClient(...) (then .first()): FieldError naming the SCRAM password; no part of it holds the password
+    (a UnicodeEncodeError's args held it whole)."""
+    secret = fresh("hunter2")
+    with pytest.raises(FieldError, match="^SCRAM password is not valid UTF-8") as info:
+        ScramClient(SHA256, "alice", _bad(kind, secret)).first()
+    assert secret not in exposed(info.value)
+
+
+@pytest.mark.parametrize("kind", BAD)
+@pytest.mark.parametrize("derive", [
+    lambda pw: salted_password(SHA256, pw, b"salt", 4096),
+    lambda pw: credential_from_password(SHA256, pw, 4096),
+    lambda pw: alter_request_fields([UserScramCredentialUpsertion("alice", ScramCredentialInfo(SHA256, 4096), pw)]),
+], ids=["salted_password", "credential_from_password", "remote admin's request"])
+def test_deriving_from_a_password_that_is_not_utf8_never_carries_it(kind, derive):
+    """The derivation and the remote admin's salting (before anything is sent): FieldError naming the password."""
+    secret = fresh("hunter2")
+    with pytest.raises(FieldError, match="^password is not valid UTF-8") as info:
+        derive(_bad(kind, secret))
+    assert secret not in exposed(info.value)
+
+
+def test_the_store_refuses_a_password_of_bytes_that_are_not_utf8(open_store):
+    """b"hunter2-...\\xff": UNACCEPTABLE_CREDENTIAL naming the password (no Kafka client can type it), nothing
+    written."""
+    store = open_store()
+    secret = fresh("hunter2")
+    end = store.log.end_offset
+    result = store.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion("alice", ScramCredentialInfo(SHA256, 4096), _bad("bytes", secret))],
+        context=ADMIN)["alice"]
+    assert result.code == ErrorCode.UNACCEPTABLE_CREDENTIAL and "password is not valid UTF-8" in result.message
+    assert secret not in repr(result) and store.log.end_offset == end
+
+
+@pytest.mark.parametrize("given", ["--add-config", "--add-config-file", "stdin"])
+def test_the_cli_refuses_a_password_that_is_not_utf8_as_a_usage_error(tmp_path, monkeypatch, capsys, given):
+    """`secmeta configs --alter --add-config $'SCRAM-SHA-256=[iterations=8192,password=x\\xffy]'` printed a
+    UnicodeEncodeError traceback: now exit 2 naming the SCRAM-SHA-256 password field, the password in neither
+    output, nothing written; the same for a file's \\uD800 escape and a line on stdin."""
+    path = make_store(tmp_path, monkeypatch)
+    secret = fresh("hunter2")
+    argv = ["configs", "--alter", "--entity-type", "users", "--entity-name", "u"]
+    if given == "--add-config":
+        argv += ["--add-config", f"SCRAM-SHA-256=[iterations=8192,password={_bad('argv', secret)}]"]
+    elif given == "--add-config-file":
+        (tmp_path / "scram.properties").write_text(f"SCRAM-SHA-256=[iterations=8192,password={secret}\\uD800]\n")
+        argv += ["--add-config-file", str(tmp_path / "scram.properties")]
+    else:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(_bad("bytes", secret) + b"\n")))
+        argv += ["--add-config", "SCRAM-SHA-256=[iterations=8192]"]
+    end = log_end(path)
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert err.startswith("secmeta: error: SCRAM-SHA-256 password is not valid UTF-8") and "Traceback" not in err
+    assert secret not in err and log_end(path) == end
