@@ -1,164 +1,123 @@
 """secmeta's public API: the store, its request and result types, errors and enums.
 
     from secmeta.core import SecurityStore, StoreConfig, RequestContext, AclBinding, ...
+
+Each name is imported on first use, so ``import secmeta`` and the CLI's start (``secmeta.core.cli``
+is a subpackage) load none of the store, the codec, the keyring or the settings.
 """
 
-from secmeta.core.admin import Admin, AdminReader
-from secmeta.core.config import PasswordPolicy, StoreConfig
-from secmeta.core.errors import (
-    ApiError,
-    ApiException,
-    ClusterAuthorizationException,
-    CorruptLogError,
-    DelegationTokenAuthorizationException,
-    DelegationTokenDisabledException,
-    DelegationTokenExpiredException,
-    DelegationTokenNotFoundException,
-    DelegationTokenOwnerMismatchException,
-    DuplicateResourceException,
-    ErrorCode,
-    IllegalSaslStateException,
-    InvalidPrincipalTypeException,
-    InvalidRequestException,
-    InvalidValueError,
-    NewerFormatError,
-    NotAStoreError,
-    NotControllerException,
-    PointInTimeError,
-    QueryError,
-    ResourceNotFoundException,
-    SaslAuthenticationException,
-    SecmetaError,
-    SecurityDisabledException,
-    StoreError,
-    StoreLockedError,
-    UnacceptableCredentialException,
-    UnknownServerErrorException,
-    UnsupportedByAuthenticationException,
-    UnsupportedSaslMechanismException,
-    UnsupportedVersionException,
-)
-from secmeta.core.types import (
-    ClientQuotaAlteration,
-    ClientQuotaFilter,
-    ClientQuotaFilterComponent,
-    ClientQuotaOp,
-    DelegationToken,
-    DeleteAclsResult,
-    RequestContext,
-    ScramCredentialInfo,
-    UserScramCredentialDeletion,
-    UserScramCredentialsDescription,
-    UserScramCredentialUpsertion,
-)
-from secmeta.core.validation import FieldError
-from secmeta.events.errors import KeyringError, SealedSecretError, UnknownKeyError
-from secmeta.events.keyring import Keyring
-from secmeta.events.records import ClientQuotaEntity
-from secmeta.events.types import (
-    AccessControlEntry,
-    AccessControlEntryFilter,
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
-    PatternType,
-    ResourcePattern,
-    ResourcePatternFilter,
-    ResourceType,
-    ScramMechanism,
-)
+from __future__ import annotations
 
-# These pull in every layer; each is imported on first use so `import secmeta` stays cheap for
-# tools that only need the types.
-_LAZY = {
-    "SecurityStore": "secmeta.core.store.facade",
-    "StoreView": "secmeta.core.store.view",
-    "HistoryEntry": "secmeta.core.forensics.history",
-    "Diff": "secmeta.core.forensics.history",
-    "Grant": "secmeta.core.forensics.queries",
-    "Interval": "secmeta.core.forensics.queries",
-    "Point": "secmeta.core.times",
-}
+from typing import TYPE_CHECKING
 
+from secmeta.events.lazy_exports import lazy_exports
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
+if TYPE_CHECKING:  # the same names for type checkers (tests/test_packaging.py checks they are the same)
+    from secmeta.core.admin import Admin, AdminReader
+    from secmeta.core.config import PasswordPolicy, StoreConfig
+    from secmeta.core.errors import (
+        ApiError,
+        ApiException,
+        ClusterAuthorizationException,
+        CorruptLogError,
+        DelegationTokenAuthorizationException,
+        DelegationTokenDisabledException,
+        DelegationTokenExpiredException,
+        DelegationTokenNotFoundException,
+        DelegationTokenOwnerMismatchException,
+        DuplicateResourceException,
+        ErrorCode,
+        IllegalSaslStateException,
+        InvalidPrincipalTypeException,
+        InvalidRequestException,
+        InvalidValueError,
+        NewerFormatError,
+        NotAStoreError,
+        NotControllerException,
+        PointInTimeError,
+        QueryError,
+        ResourceNotFoundException,
+        SaslAuthenticationException,
+        SecmetaError,
+        SecurityDisabledException,
+        StoreError,
+        StoreLockedError,
+        UnacceptableCredentialException,
+        UnknownServerErrorException,
+        UnsupportedByAuthenticationException,
+        UnsupportedSaslMechanismException,
+        UnsupportedVersionException,
+    )
+    from secmeta.core.forensics.history import Diff, HistoryEntry
+    from secmeta.core.forensics.queries import Grant, Interval
+    from secmeta.core.store.facade import SecurityStore
+    from secmeta.core.store.view import StoreView
+    from secmeta.core.times import Point
+    from secmeta.core.types import (
+        ClientQuotaAlteration,
+        ClientQuotaFilter,
+        ClientQuotaFilterComponent,
+        ClientQuotaOp,
+        DelegationToken,
+        DeleteAclsResult,
+        RequestContext,
+        ScramCredentialInfo,
+        UserScramCredentialDeletion,
+        UserScramCredentialsDescription,
+        UserScramCredentialUpsertion,
+    )
+    from secmeta.core.validation import FieldError
+    from secmeta.events.errors import KeyringError, SealedSecretError, UnknownKeyError
+    from secmeta.events.keyring import Keyring
+    from secmeta.events.records import ClientQuotaEntity
+    from secmeta.events.types import (
+        AccessControlEntry,
+        AccessControlEntryFilter,
+        AclBinding,
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+        ScramMechanism,
+    )
 
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'secmeta.core' has no attribute {name!r}")
-
-
-__all__ = [
-    "AccessControlEntry",
-    "AccessControlEntryFilter",
-    "AclBinding",
-    "AclBindingFilter",
-    "AclOperation",
-    "AclPermissionType",
-    "Admin",
-    "AdminReader",
-    "ApiError",
-    "ApiException",
-    "ClientQuotaAlteration",
-    "ClientQuotaEntity",
-    "ClientQuotaFilter",
-    "ClientQuotaFilterComponent",
-    "ClientQuotaOp",
-    "ClusterAuthorizationException",
-    "CorruptLogError",
-    "DelegationToken",
-    "DelegationTokenAuthorizationException",
-    "DelegationTokenDisabledException",
-    "DelegationTokenExpiredException",
-    "DelegationTokenNotFoundException",
-    "DelegationTokenOwnerMismatchException",
-    "DeleteAclsResult",
-    "Diff",
-    "DuplicateResourceException",
-    "ErrorCode",
-    "FieldError",
-    "Grant",
-    "HistoryEntry",
-    "IllegalSaslStateException",
-    "Interval",
-    "InvalidPrincipalTypeException",
-    "InvalidRequestException",
-    "InvalidValueError",
-    "Keyring",
-    "KeyringError",
-    "NewerFormatError",
-    "NotAStoreError",
-    "NotControllerException",
-    "PasswordPolicy",
-    "PatternType",
-    "Point",
-    "PointInTimeError",
-    "QueryError",
-    "RequestContext",
-    "ResourceNotFoundException",
-    "ResourcePattern",
-    "ResourcePatternFilter",
-    "ResourceType",
-    "SaslAuthenticationException",
-    "ScramCredentialInfo",
-    "ScramMechanism",
-    "SealedSecretError",
-    "SecmetaError",
-    "SecurityDisabledException",
-    "SecurityStore",
-    "StoreConfig",
-    "StoreError",
-    "StoreLockedError",
-    "StoreView",
-    "UnacceptableCredentialException",
-    "UnknownKeyError",
-    "UnknownServerErrorException",
-    "UnsupportedByAuthenticationException",
-    "UnsupportedSaslMechanismException",
-    "UnsupportedVersionException",
-    "UserScramCredentialDeletion",
-    "UserScramCredentialUpsertion",
-    "UserScramCredentialsDescription",
-]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, globals(), {
+    "secmeta.core.admin": ("Admin", "AdminReader"),
+    "secmeta.core.config": ("PasswordPolicy", "StoreConfig"),
+    "secmeta.core.errors": (
+        "ApiError", "ApiException", "ClusterAuthorizationException", "CorruptLogError",
+        "DelegationTokenAuthorizationException", "DelegationTokenDisabledException",
+        "DelegationTokenExpiredException", "DelegationTokenNotFoundException",
+        "DelegationTokenOwnerMismatchException", "DuplicateResourceException", "ErrorCode",
+        "IllegalSaslStateException", "InvalidPrincipalTypeException", "InvalidRequestException",
+        "InvalidValueError", "NewerFormatError", "NotAStoreError", "NotControllerException",
+        "PointInTimeError", "QueryError", "ResourceNotFoundException",
+        "SaslAuthenticationException", "SecmetaError", "SecurityDisabledException", "StoreError",
+        "StoreLockedError", "UnacceptableCredentialException", "UnknownServerErrorException",
+        "UnsupportedByAuthenticationException", "UnsupportedSaslMechanismException",
+        "UnsupportedVersionException",
+    ),
+    "secmeta.core.forensics.history": ("HistoryEntry", "Diff"),
+    "secmeta.core.forensics.queries": ("Grant", "Interval"),
+    "secmeta.core.store.facade": ("SecurityStore",),
+    "secmeta.core.store.view": ("StoreView",),
+    "secmeta.core.times": ("Point",),
+    "secmeta.core.types": (
+        "ClientQuotaAlteration", "ClientQuotaFilter", "ClientQuotaFilterComponent",
+        "ClientQuotaOp", "DelegationToken", "DeleteAclsResult", "RequestContext",
+        "ScramCredentialInfo", "UserScramCredentialDeletion", "UserScramCredentialsDescription",
+        "UserScramCredentialUpsertion",
+    ),
+    "secmeta.core.validation": ("FieldError",),
+    "secmeta.events.errors": ("KeyringError", "SealedSecretError", "UnknownKeyError"),
+    "secmeta.events.keyring": ("Keyring",),
+    "secmeta.events.records": ("ClientQuotaEntity",),
+    "secmeta.events.types": (
+        "AccessControlEntry", "AccessControlEntryFilter", "AclBinding", "AclBindingFilter",
+        "AclOperation", "AclPermissionType", "PatternType", "ResourcePattern",
+        "ResourcePatternFilter", "ResourceType", "ScramMechanism",
+    ),
+})

@@ -1,5 +1,6 @@
 """The secmeta distribution ships one import package, `secmeta`, its console script and the Avro schemas."""
 
+import ast
 import importlib
 import importlib.metadata
 import importlib.resources
@@ -42,6 +43,21 @@ def test_the_public_api_is_secmeta_s():
     assert set(secmeta.__all__) == set(secmeta.core.__all__)
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         secmeta.nothing  # noqa: B018
+
+
+@pytest.mark.parametrize("package", ["secmeta.core", "secmeta.events"])
+def test_a_package_s_names_are_those_its_type_checkers_see(package):
+    """Each public name of a package whose names load on first use (events/lazy_exports.py) is the
+    object its ``if TYPE_CHECKING`` block imports for type checkers, and nothing else is public."""
+    module = importlib.import_module(package)
+    seen = {}
+    for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for imported in node.body:
+                seen.update({alias.name: imported.module for alias in imported.names})
+    assert sorted(module.__all__) == sorted(seen)
+    for name, home in seen.items():
+        assert getattr(module, name) is getattr(importlib.import_module(home), name), name
 
 
 def test_secmeta_embeds_in_an_application_with_its_own_core_and_events(tmp_path):
