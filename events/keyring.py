@@ -24,17 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
 from secmeta.events.durable import write_atomically
 
 from .errors import KeyringError, SealedSecretError, UnknownKeyError
 from .types import ScramMechanism
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # cryptography is imported when a key is first used, not with the records that name a SealedSecret
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
     from .records import ScramCredentialUpserted
 
 __all__ = [
@@ -91,6 +88,9 @@ class ScramSecret:
 
 
 def _derive(material: bytes, info: bytes) -> bytes:
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     return HKDF(algorithm=hashes.SHA256(), length=KEY_SIZE, salt=None, info=info).derive(material)
 
 
@@ -234,6 +234,8 @@ class Keyring:
 
     def open(self, sealed: SealedSecret, aad: bytes) -> bytes:
         """Decrypt a sealed secret with the key it names and the same ``aad`` it was sealed with."""
+        from cryptography.exceptions import InvalidTag
+
         cipher = self._cipher(sealed.key_id)
         try:
             return cipher.decrypt(bytes(sealed.nonce), bytes(sealed.ciphertext), bytes(aad))
@@ -261,6 +263,8 @@ class Keyring:
     def _cipher(self, key_id: str) -> AESGCM:
         cipher = self._aead.get(key_id)
         if cipher is None:
+            from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
             cipher = AESGCM(_derive(self._material(key_id), b"secmeta/seal"))
             self._aead[key_id] = cipher
         return cipher

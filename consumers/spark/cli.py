@@ -35,7 +35,6 @@ from secmeta.core.cli.progress import Progress
 from secmeta.core.cli.security import add_resource_options, one_resource, operation
 from secmeta.core.errors import SecmetaError
 from secmeta.core.times import parse_time
-from secmeta.events.records import Operator
 
 _SPARK_HELP = ("Local Spark (local[2]) by default; --master URL runs on a cluster. Under spark-submit, "
                "the master comes from spark-submit.")
@@ -323,6 +322,7 @@ def query_who_could_cmd(args: argparse.Namespace) -> int:
 
 def query_history_cmd(args: argparse.Namespace) -> int:
     from secmeta.consumers.spark import queries
+    from secmeta.events.records import Operator
 
     start = None if args.start is None else parse_time(args.start)
     end = None if args.end is None else parse_time(args.end)

@@ -15,10 +15,13 @@ import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from secmeta.core.times import format_datetime, format_ms
 from secmeta.events.errors import InvalidValueError
-from secmeta.events.keyring import Keyring
+
+if TYPE_CHECKING:
+    from secmeta.events.keyring import Keyring
 
 DEFAULT_STORE_ENV = "SECMETA_STORE"
 
@@ -61,6 +64,8 @@ def store_path(args: argparse.Namespace) -> str:
 
 
 def keyring(args: argparse.Namespace) -> Keyring:
+    from secmeta.events.keyring import Keyring
+
     return Keyring.load(args.key_file)
 
 

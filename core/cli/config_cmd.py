@@ -12,13 +12,15 @@ is ``secmeta history --event-type SecuritySettingAltered``. Over ``--bootstrap-s
 from __future__ import annotations
 
 import argparse
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
-from secmeta.core.admin import SettingsAdmin, SettingsReader
 from secmeta.core.cli.common import add_json_option, emit
 from secmeta.core.cli.scram_configs import split_add_config
 from secmeta.core.cli.security import add_point_options, add_security_options, has_point, open_admin
 from secmeta.core.errors import InvalidValueError
+
+if TYPE_CHECKING:
+    from secmeta.core.admin import SettingsAdmin, SettingsReader
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
         if args.add_config or args.delete_config:
             raise InvalidValueError("--add-config and --delete-config go with --alter, not --describe")
         with open_admin(args, read_only=True) as session:
-            rows = cast(SettingsReader, session.reader).describe_settings(context=session.context)
+            rows = cast("SettingsReader", session.reader).describe_settings(context=session.context)
             emit(rows, {"name": "NAME", "value": "VALUE", "source": "SOURCE"}, json=args.json)
         return 0
     if has_point(args):
@@ -65,6 +67,6 @@ def run(args: argparse.Namespace) -> int:
     if not set_ and not delete:
         raise InvalidValueError("--alter needs --add-config or --delete-config")
     with open_admin(args) as session:
-        changed = cast(SettingsAdmin, session.admin).alter_settings(set_, delete, context=session.context)
+        changed = cast("SettingsAdmin", session.admin).alter_settings(set_, delete, context=session.context)
     print(f"altered {', '.join(changed)}" if changed else "no setting changed (each was already as asked)")
     return 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import sys
+from typing import TYPE_CHECKING
 
 from secmeta.core.cli.common import add_json_option, emit
 from secmeta.core.cli.quota_configs import KEYS as QUOTA_KEYS
@@ -38,22 +39,11 @@ from secmeta.core.cli.security import (
     has_point,
     open_admin,
 )
-from secmeta.core.control.quotas import (
-    CLIENT_ID,
-    USER,
-    ClientQuotaAlteration,
-    ClientQuotaFilter,
-    ClientQuotaFilterComponent,
-    ClientQuotaOp,
-)
 from secmeta.core.errors import ApiError, ErrorCode, InvalidValueError
-from secmeta.core.types import (
-    ScramCredentialInfo,
-    UserScramCredentialDeletion,
-    UserScramCredentialUpsertion,
-)
-from secmeta.core.wire.client_config import load_properties
-from secmeta.events.records import ClientQuotaEntity
+from secmeta.core.quota_keys import CLIENT_ID, USER
+
+if TYPE_CHECKING:  # imported where a command runs, so registering the commands stays light
+    from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaFilter
 
 _MECHANISMS = ", ".join(MECHANISMS)
 _TYPES = {"users": USER, "clients": CLIENT_ID}
@@ -169,6 +159,8 @@ def _check_alter(args: argparse.Namespace) -> None:
 def _configs(args: argparse.Namespace) -> tuple[dict[str, str], list[str]]:
     """The --add-config (or file) entries and the --delete-config keys, as given."""
     if args.add_config_file:
+        from secmeta.core.wire.client_config import load_properties
+
         entries = dict(load_properties(args.add_config_file, source="--add-config-file"))
     else:
         entries = split_add_config(args.add_config[0]) if args.add_config else {}
@@ -195,6 +187,9 @@ def _scram_user(entity: list[tuple[str, object]]) -> str:
 
 def _quota_alteration(entity: list[tuple[str, object]], values: dict[str, float],
                       deleted: list[str]) -> ClientQuotaAlteration:
+    from secmeta.core.control.quotas import ClientQuotaAlteration, ClientQuotaOp
+    from secmeta.events.records import ClientQuotaEntity
+
     if any(name is _ANY for _, name in entity):
         raise InvalidValueError("--alter needs the entity: An entity name must be specified for every entity type "
                                 "(--entity-name NAME or --entity-default)")
@@ -205,6 +200,8 @@ def _quota_alteration(entity: list[tuple[str, object]], values: dict[str, float]
 
 def _strict_filter(entity: list[tuple[str, object]]) -> ClientQuotaFilter:
     """ConfigCommand's describe filter: EXACT for a name, DEFAULT for a default, SPECIFIED for no name; strict."""
+    from secmeta.core.control.quotas import ClientQuotaFilter, ClientQuotaFilterComponent
+
     component = ClientQuotaFilterComponent
     return ClientQuotaFilter.contains_only(
         component.of_entity_type(t) if n is _ANY else component.of_default_entity(t) if n is _DEFAULT
@@ -212,6 +209,8 @@ def _strict_filter(entity: list[tuple[str, object]]) -> ClientQuotaFilter:
 
 
 def _alter_quotas(session: AdminSession, alteration: ClientQuotaAlteration) -> int:
+    from secmeta.events.records import ClientQuotaEntity
+
     entity = ClientQuotaEntity.of(alteration.entity)
     exactly = _strict_filter([(t, _DEFAULT if n is None else n) for t, n in entity.parts])
     held = session.admin.describe_client_quotas(exactly, context=session.context).get(entity, {})
@@ -260,6 +259,12 @@ def _read_password(user: str, setting: ScramSetting) -> bytes:
 
 
 def _alter(session: AdminSession, user: str, settings: list[ScramSetting], deletions: list) -> int:
+    from secmeta.core.types import (
+        ScramCredentialInfo,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
     alterations = [UserScramCredentialDeletion(user, mech) for mech in deletions]
     alterations += [
         UserScramCredentialUpsertion(user, ScramCredentialInfo(s.mechanism, s.iterations),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from secmeta.core.cli.common import add_json_option, emit, emit_json, iso_time
 from secmeta.core.cli.security import (
@@ -17,10 +18,11 @@ from secmeta.core.cli.security import (
     resources,
 )
 from secmeta.core.errors import InvalidValueError
-from secmeta.core.forensics.token_access import TokenAccess, issued_access, requester_access
 from secmeta.core.times import Point, parse_offset, parse_time
-from secmeta.events.records import Operator
 from secmeta.events.types import AclOperation, ResourcePatternFilter, ScramMechanism
+
+if TYPE_CHECKING:  # imported where a command runs, so registering the commands stays light
+    from secmeta.core.forensics.token_access import TokenAccess
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -116,6 +118,8 @@ def as_of_arg(args: argparse.Namespace) -> Point | None:
 
 
 def history_cmd(args: argparse.Namespace) -> int:
+    from secmeta.core.forensics.token_access import issued_access
+
     targets = resources(args)
     if len(targets) > 1:
         raise InvalidValueError("give at most one resource")
@@ -149,6 +153,8 @@ def event_text_row(row: dict) -> dict:
     """A logged change's dict (history's to_dict, log dump's redacted envelope) as EVENT_COLUMNS' text:
     its time, whether the actor was asserted or authenticated, the operator as ``user@host pid N (program)``,
     and its details: the token access it gives (history's ``token_access``), then its payload."""
+    from secmeta.events.records import Operator
+
     return {**row, "time": iso_time(row["timestamp_ms"]),
             "asserted": "asserted" if row["actor_asserted"] else "authenticated",
             "operator": str(Operator(**row["operator"])),
@@ -157,6 +163,8 @@ def event_text_row(row: dict) -> dict:
 
 
 def diff_cmd(args: argparse.Namespace) -> int:
+    from secmeta.core.forensics.token_access import requester_access
+
     with open_store(args, read_only=True) as store:
         start = point_arg(args, "from") or Point.at_offset(0)
         end = point_arg(args, "to") or Point.at_offset(store.log.end_offset)

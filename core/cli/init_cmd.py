@@ -12,7 +12,6 @@ from pathlib import Path
 
 from secmeta.core.cli.common import add_store_options, keyring, store_path
 from secmeta.core.errors import StoreError
-from secmeta.core.store.storedir import META_FILE
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -31,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from secmeta.core.cli.security import log_initial_settings
     from secmeta.core.config import StoreConfig
     from secmeta.core.store.facade import SecurityStore
+    from secmeta.core.store.storedir import META_FILE
 
     path = store_path(args)
     if (Path(path) / META_FILE).exists():

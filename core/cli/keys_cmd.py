@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from secmeta.events.keyring import Keyring
-
 
 def register(commands: argparse._SubParsersAction) -> None:
     keys = commands.add_parser("keys", help="manage keyring files", description="Manage keyring files.")
@@ -24,6 +22,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def generate(args: argparse.Namespace) -> int:
+    from secmeta.events.keyring import Keyring
+
     key_id = Keyring.generate_file(args.key_file)
     ring = Keyring.from_file(args.key_file)
     print(f"added key {key_id} to {args.key_file} ({len(ring.ids)} key(s); newest is {ring.newest_id})")

@@ -7,6 +7,7 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from secmeta.core.cli.common import (
     add_json_option,
@@ -19,26 +20,12 @@ from secmeta.core.cli.common import (
 )
 from secmeta.core.cli.forensics_cmd import EVENT_COLUMNS, event_text_row
 from secmeta.core.cli.progress import Progress
-from secmeta.core.config import StoreConfig
-from secmeta.core.forensics.checkpoints import CHECKPOINT_DIR
-from secmeta.core.forensics.history_index import condemn, index_problem
-from secmeta.core.forensics.index_seal import INDEX_DIR, INDEX_FILE
-from secmeta.core.log import Log, VerifyReport, verify_log
-from secmeta.core.log.pending_recovery import cut_span
-from secmeta.core.log.recover import Recovery, record_pending
-from secmeta.core.log.witness import Head, WitnessLine, head_line, read_witness
-from secmeta.core.store.state import Snapshotter, load_state
-from secmeta.events.codec import EventCodec
-from secmeta.events.keyring import Keyring
-from secmeta.events.redact import redacted
-from secmeta.projections.image import SecurityProjection
-from secmeta.projections.image_snapshot import SecurityImageSnapshot
-from secmeta.projections.snapshot import (
-    SnapshotError,
-    SnapshotPolicy,
-    list_snapshots,
-    read_snapshot_info,
-)
+
+if TYPE_CHECKING:  # each command imports what it runs, so registering the commands stays light
+    from secmeta.core.log import VerifyReport
+    from secmeta.core.log.witness import WitnessLine
+    from secmeta.events.codec import EventCodec
+    from secmeta.events.keyring import Keyring
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -106,6 +93,9 @@ LARGE_DUMP = 10_000  # events from which log dump shows its progress on stderr
 
 
 def dump_cmd(args: argparse.Namespace) -> int:
+    from secmeta.core.log import Log
+    from secmeta.events.redact import redacted
+
     with Log.open(store_path(args), keyring=keyring(args), read_only=True) as log:
         total = max(0, (log.end_offset if args.end is None else min(args.end, log.end_offset)) - args.start)
         rows = _with_progress((redacted(env) for env in log.read(args.start, args.end)), total)
@@ -130,6 +120,8 @@ def _with_progress(rows, total: int):
 
 
 def verify_cmd(args: argparse.Namespace) -> int:
+    from secmeta.core.log.witness import read_witness
+
     path, ring = store_path(args), keyring(args)  # the store first: its absence is the first thing to say
     witnesses = read_witness(args.witness.read_text(), ring) if args.witness is not None else ()
     report, agreeing, problems = verify_store(path, ring, witnesses=witnesses)
@@ -148,6 +140,13 @@ def verify_cmd(args: argparse.Namespace) -> int:
 def verify_store(path: str, ring: Keyring, codec: EventCodec | None = None,
                  witnesses: Sequence[WitnessLine] = ()) -> tuple[VerifyReport, int, list[str]]:
     """The log's report, how many snapshots were checked against it, and the snapshots that are unusable."""
+    from secmeta.core.forensics.checkpoints import CHECKPOINT_DIR
+    from secmeta.core.forensics.history_index import condemn, index_problem
+    from secmeta.core.forensics.index_seal import INDEX_DIR, INDEX_FILE
+    from secmeta.core.log import Log, verify_log
+    from secmeta.events.codec import EventCodec
+    from secmeta.projections.snapshot import SnapshotError, list_snapshots, read_snapshot_info
+
     codec = codec or EventCodec()  # one for both reads of the log: building one costs tens of ms
     checkpoints, problems = [], []
     for snap in list_snapshots(f"{path}/snapshots") + list_snapshots(f"{path}/{CHECKPOINT_DIR}"):
@@ -170,6 +169,10 @@ DEFAULT_REASON = "not given"
 
 
 def recover_cmd(args: argparse.Namespace) -> int:
+    from secmeta.core.config import StoreConfig
+    from secmeta.core.log.pending_recovery import cut_span
+    from secmeta.core.log.recover import Recovery, record_pending
+
     path, ring = store_path(args), keyring(args)
     config = StoreConfig.load(path)
     if args.resume:
@@ -205,6 +208,9 @@ def _confirmed(prompt: str) -> bool:
 
 
 def head_cmd(args: argparse.Namespace) -> int:
+    from secmeta.core.log import Log
+    from secmeta.core.log.witness import Head, head_line
+
     ring = keyring(args)
     with Log.open(store_path(args), keyring=ring, read_only=True, create=False) as log:
         print(head_line(Head(log.store.store_id, log.end_offset, log.last_link), ring))
@@ -214,6 +220,13 @@ def head_cmd(args: argparse.Namespace) -> int:
 def snapshot_cmd(args: argparse.Namespace) -> int:
     # The writer lock: snapshots are written into the store, so not beside a running writer
     # (which takes its own snapshots by policy).
+    from secmeta.core.config import StoreConfig
+    from secmeta.core.log import Log
+    from secmeta.core.store.state import Snapshotter, load_state
+    from secmeta.projections.image import SecurityProjection
+    from secmeta.projections.image_snapshot import SecurityImageSnapshot
+    from secmeta.projections.snapshot import SnapshotPolicy
+
     path = store_path(args)
     config = StoreConfig.load(path)
     with Log.open(path, keyring=keyring(args), config=config.log, create=False) as log:

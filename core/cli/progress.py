@@ -11,10 +11,10 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
-from rich.progress import Progress as _Live
+if TYPE_CHECKING:  # rich is imported when a command shows progress, not when the CLI starts
+    from rich.progress import Progress as _Live
 
 __all__ = ["Progress"]
 
@@ -24,6 +24,8 @@ class Progress:
 
     def __init__(self, what: str, *, unit: str = "events", every: float = 10.0, stream=None,
                  clock: Callable[[], float] = time.monotonic, terminal: bool | None = None):
+        from rich.console import Console
+
         self.what, self.unit, self.every, self.clock = what, unit, every, clock
         self.stream = stream or sys.stderr
         self.console = Console(file=self.stream, stderr=stream is None, force_terminal=terminal,
@@ -89,6 +91,9 @@ class Progress:
 
     def _show_live(self) -> None:
         if self._live is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+            from rich.progress import Progress as _Live
+
             self._live = _Live(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                TextColumn(f"{{task.fields[rate]}} {self.unit}/s"), TimeRemainingColumn(),
                                console=self.console, transient=False, redirect_stdout=False,

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
-from secmeta.core.control.quotas import CLIENT_ID, QUOTA_KEYS, USER
 from secmeta.core.errors import InvalidValueError
-from secmeta.events.records import ClientQuotaEntity
+from secmeta.core.quota_keys import CLIENT_ID, QUOTA_KEYS, USER
+
+if TYPE_CHECKING:
+    from secmeta.events.records import ClientQuotaEntity
 
 __all__ = ["KEYS", "described", "java_double", "quota_line", "quota_values"]
 

@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from secmeta.core import validation
-from secmeta.core.admin import Admin, AdminReader
 from secmeta.core.cli.common import DEFAULT_STORE_ENV, add_store_options, keyring, store_path
-from secmeta.core.config import StoreConfig
 from secmeta.core.errors import InvalidValueError
-from secmeta.core.types import RequestContext
 from secmeta.events.types import CLUSTER_NAME, AclOperation, PatternType, ResourceType
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # imported where a command runs, so registering the commands stays light
+    from secmeta.core.admin import Admin, AdminReader
+    from secmeta.core.config import StoreConfig
     from secmeta.core.store.facade import SecurityStore
     from secmeta.core.store.view import StoreView
+    from secmeta.core.types import RequestContext
 
 RESOURCE_OPTIONS = (
     ("--topic", ResourceType.TOPIC, "topic name"),
@@ -103,6 +103,7 @@ def operation(text: str) -> AclOperation:
 
 def open_store(args: argparse.Namespace, *, read_only: bool = False) -> SecurityStore:
     """The store of --store; reads open it read-only so they work beside a running writer."""
+    from secmeta.core.config import StoreConfig
     from secmeta.core.store.facade import SecurityStore
 
     path = store_path(args)
@@ -114,6 +115,8 @@ def log_initial_settings(store: SecurityStore, args: argparse.Namespace) -> None
     """Log the settings the store's log has not set yet as the local operator (``secmeta init``, and ``secmeta
     serve`` on a store made before settings were logged), so config.json never decides them again. Other commands
     do not: a request they refuse writes nothing."""
+    from secmeta.core.types import RequestContext
+
     try:
         store.log_initial_settings(RequestContext(
             principal=getattr(args, "as_principal", None) or store.config.default_principal,
@@ -194,5 +197,7 @@ def view(store: SecurityStore, args: argparse.Namespace) -> SecurityStore | Stor
 
 def acting_context(args: argparse.Namespace, config: StoreConfig) -> RequestContext:
     """Who acts on a local store: --as (default: the store's default_principal) from --from-host (default 127.0.0.1)."""
+    from secmeta.core.types import RequestContext
+
     return RequestContext(principal=args.as_principal or config.default_principal,
                           host=args.from_host or "127.0.0.1", tls=True)

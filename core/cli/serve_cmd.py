@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import signal
 import sys
@@ -125,6 +124,8 @@ def server_config(args: argparse.Namespace) -> tuple[tuple, ServerConfig]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import asyncio
+
     from secmeta.core.cli.security import log_initial_settings
     from secmeta.core.config import StoreConfig
     from secmeta.core.server.server import Server
@@ -144,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _serve(server) -> None:
+    import asyncio
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import base64
 import binascii
+from typing import TYPE_CHECKING
 
 from secmeta.core.cli.common import add_json_option, emit, emit_json, iso_time
 from secmeta.core.cli.security import (
@@ -24,7 +25,9 @@ from secmeta.core.cli.security import (
     open_admin,
 )
 from secmeta.core.errors import InvalidValueError
-from secmeta.core.types import DelegationToken
+
+if TYPE_CHECKING:
+    from secmeta.core.types import DelegationToken
 
 ACTIONS = ("create", "renew", "expire", "describe")
 # DelegationTokenCommandOptions.checkArgs: the options each action refuses (secmeta adds --renewer-principal

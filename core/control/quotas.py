@@ -27,6 +27,7 @@ from secmeta.core.errors import (
     InvalidRequestException,
     UnsupportedVersionException,
 )
+from secmeta.core.quota_keys import CLIENT_ID, IP, QUOTA_KEYS, USER
 from secmeta.core.types import (
     EVERY_ENTITY,
     ClientQuotaAlteration,
@@ -55,15 +56,6 @@ __all__ = [
     "describe_client_quotas",
 ]
 
-USER, CLIENT_ID, IP = "user", "client-id", "ip"
-_INT_MAX, _LONG_MAX = 2**31 - 1, validation.INT64_MAX  # Kafka's INT and LONG config types
-
-# QuotaConfig: key -> the largest value of its integral config type (None: a DOUBLE key).
-QUOTA_KEYS: dict[str, dict[str, int | None]] = {
-    USER: {"producer_byte_rate": _LONG_MAX, "consumer_byte_rate": _LONG_MAX,
-           "request_percentage": None, "controller_mutation_rate": None},
-    IP: {"connection_creation_rate": _INT_MAX},
-}
 _OK = ApiError()
 
 

@@ -24,9 +24,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import javaproperties
-from javaproperties.util import ascii_splitlines
-
 from secmeta.core.errors import InvalidValueError
 
 __all__ = [
@@ -178,6 +175,9 @@ def parse_properties(text: str, source: str = "client settings") -> dict[str, st
 
     A bad ``\\uXXXX`` escape is named by ``source`` and line number only: the escape is part of a value.
     """
+    import javaproperties  # here, not when the CLI starts: only --command-config files need it
+    from javaproperties.util import ascii_splitlines
+
     props: dict[str, str] = {}
     line = 1
     elements = javaproperties.parse(text)

@@ -1,0 +1,76 @@
+"""The CLI starts at once: loading its entry point, building its parser and ``--version`` import
+none of the heavy libraries or store modules; each command loads them when it runs.
+
+Checked as which modules a fresh interpreter holds afterwards (never as a timing):
+``scripts/bench/cli_startup`` measures the time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# What a command loads only when it needs it: the libraries behind the codec, the keyring, the
+# settings, progress lines, the wire protocol and the extras, and the store itself.
+HEAVY = ("rich", "pydantic", "fastavro", "cryptography", "kio", "javaproperties", "asyncio",
+         "pyspark", "pyarrow", "pandas", "deltalake", "confluent_kafka",
+         "secmeta.core.store", "secmeta.core.log", "secmeta.core.forensics", "secmeta.core.server.server",
+         "secmeta.core.config", "secmeta.events.codec", "secmeta.projections.image")
+
+
+def loaded_after(code: str, env: dict | None = None) -> list[str]:
+    """The HEAVY modules a new interpreter holds after running ``code``."""
+    probe = textwrap.dedent(code) + textwrap.dedent(f"""
+        import json, sys
+        print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_importing_the_entry_point_loads_nothing_heavy():
+    """`import secmeta.core.cli` (what the console script does first) stays light."""
+    assert loaded_after("import secmeta.core.cli") == []
+
+
+def test_building_the_parser_with_every_plugin_loads_nothing_heavy():
+    """Registering every command, the Kafka and Spark ones included, builds parsers only."""
+    assert loaded_after("""
+        from secmeta.core.cli import build_parser
+        parser = build_parser()
+        assert {"acls", "kafka", "spark", "demo"} <= set(parser._subparsers._group_actions[0].choices)
+    """) == []
+
+
+def test_version_loads_nothing_heavy():
+    """`secmeta --version` answers from the package metadata alone."""
+    assert loaded_after("""
+        import contextlib, io
+        from secmeta.core.cli import main
+        out = io.StringIO()
+        with contextlib.suppress(SystemExit), contextlib.redirect_stdout(out):
+            main(["--version"])
+        assert out.getvalue().startswith("secmeta "), out.getvalue()
+    """) == []
+
+
+@pytest.mark.parametrize("command", [["acls", "--help"], ["kafka", "follow", "--help"], ["spark", "query", "sql", "--help"]])
+def test_help_loads_nothing_heavy(command):
+    """A command's --help is its parser's: nothing it would run is loaded."""
+    assert loaded_after(f"""
+        import contextlib, io
+        from secmeta.core.cli import main
+        with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):
+            main({command!r})
+    """) == []
+
+
+def test_the_public_api_still_imports_on_first_use():
+    """`import secmeta` is light too; a name is imported when first used."""
+    assert loaded_after("import secmeta, secmeta.core, secmeta.events") == []
+    assert "secmeta.core.store" in loaded_after("from secmeta import SecurityStore")
