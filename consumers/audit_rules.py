@@ -8,10 +8,13 @@ The default rules (all enabled; each can be disabled and parameterised):
 
 ``cluster_admin_grant`` (high)
     An ACL is created that ALLOWs ALL or ALTER (``operations``) on the CLUSTER resource.
+``wildcard_principal_grant`` (high)
+    An ACL is created that ALLOWs any operation to the wildcard principal
+    ``User:*``: every client, authenticated or not, gets it.
 ``wildcard_grant`` (high)
-    An ACL is created that ALLOWs WRITE or ALL (``operations``) to the wildcard
-    principal ``User:*``, or on a wildcard resource (LITERAL ``*``), or on a
-    PREFIXED resource (unless ``include_prefixed = false``).
+    An ACL is created that ALLOWs WRITE or ALL (``operations``) on a wildcard
+    resource (LITERAL ``*``), or on a PREFIXED resource (unless
+    ``include_prefixed = false``).
 ``super_user_change`` (critical)
     Kafka's super users are set outside ACLs; the power closest to theirs
     within ACLs is control over the CLUSTER resource (ALTER on it lets a
@@ -105,6 +108,7 @@ __all__ = [
     "SuperUserChange",
     "TokenForOtherOwner",
     "WildcardGrant",
+    "WildcardPrincipalGrant",
     "load_rules",
     "parse_rules",
 ]
@@ -178,8 +182,25 @@ class ClusterAdminGrant:
 
 
 @dataclass(frozen=True)
+class WildcardPrincipalGrant:
+    """An ACL created that ALLOWs any operation to ``User:*`` (every client)."""
+
+    name: ClassVar[str] = "wildcard_principal_grant"
+    severity: str = "high"
+
+    def check(self, envelope: Envelope) -> str | None:
+        event = envelope.event
+        if not isinstance(event, AclCreated):
+            return None
+        binding = event.binding
+        if binding.principal != WILDCARD_PRINCIPAL or binding.permission_type != AclPermissionType.ALLOW:
+            return None
+        return f"wildcard principal granted {binding.operation.name}: {_acl_text(binding)}"
+
+
+@dataclass(frozen=True)
 class WildcardGrant:
-    """An ACL created that ALLOWs WRITE or ALL to ``User:*`` or on a wildcard or prefixed resource."""
+    """An ACL created that ALLOWs WRITE or ALL on a wildcard or prefixed resource."""
 
     name: ClassVar[str] = "wildcard_grant"
     severity: str = "high"
@@ -192,8 +213,6 @@ class WildcardGrant:
             return None
         binding = event.binding
         reasons = []
-        if binding.principal == WILDCARD_PRINCIPAL:
-            reasons.append("wildcard principal")
         pattern = binding.resource_pattern_type
         if pattern == PatternType.LITERAL and binding.name == WILDCARD:
             reasons.append("wildcard resource")
@@ -349,6 +368,7 @@ class MassDeletion:
 
 RULE_TYPES: tuple[type, ...] = (
     ClusterAdminGrant,
+    WildcardPrincipalGrant,
     WildcardGrant,
     SuperUserChange,
     ProtectedCredentialChange,

@@ -56,7 +56,7 @@ def scenario() -> list[Envelope]:
         ),
         # 1 nothing
         ("User:admin", AclCreated("a1", topic_read)),
-        # 2 wildcard_grant
+        # 2 wildcard_principal_grant
         (
             "User:admin",
             AclCreated("a2", acl("orders", "User:*", AclOperation.WRITE)),
@@ -100,7 +100,7 @@ def scenario() -> list[Envelope]:
 
 EXPECTED = {
     (0, "cluster_admin_grant"),
-    (2, "wildcard_grant"),
+    (2, "wildcard_principal_grant"),
     (3, "protected_credential_change"),
     (4, "token_for_other_owner"),
     (5, "super_user_change"),
@@ -223,7 +223,7 @@ def test_publisher_duplicates_are_skipped(setup):
     assert [r["offset"] for r in lines(setup.audit_file)] == [0, 1, 2, 3]
     assert sorted(file_alerts(setup.alerts_file)) == [
         (0, "cluster_admin_grant"),
-        (2, "wildcard_grant"),
+        (2, "wildcard_principal_grant"),
         (3, "protected_credential_change"),
     ]
 

@@ -120,13 +120,25 @@ def test_cluster_admin_grant_ignores_all_on_a_topic():
     assert not fired(only("cluster_admin_grant"), envelope(created(operation=AclOperation.ALL)))
 
 
+# -- wildcard_principal_grant -------------------------------------------------------
+
+
+@pytest.mark.parametrize("operation", [AclOperation.READ, AclOperation.DESCRIBE, AclOperation.WRITE, AclOperation.ALL])
+def test_any_grant_to_the_wildcard_principal_raises_wildcard_principal_grant_by_default(operation):
+    """A User:* grant of any operation (READ included: issue 23) raises wildcard_principal_grant among the
+    default rules, once, and wildcard_grant (about resources) does not repeat it."""
+    env = envelope(created(principal="User:*", operation=operation))
+    assert fired(AuditRules.defaults(), env) == ["wildcard_principal_grant"]
+
+
+def test_wildcard_principal_grant_ignores_deny_and_named_principals():
+    """DENY to User:* restricts; a grant to a named principal is not everyone's."""
+    assert not fired(only("wildcard_principal_grant"),
+                     envelope(created(principal="User:*", operation=AclOperation.READ, permission=DENY)))
+    assert not fired(only("wildcard_principal_grant"), envelope(created(operation=AclOperation.ALL)))
+
+
 # -- wildcard_grant ----------------------------------------------------------------
-
-
-def test_wildcard_grant_fires_on_wildcard_principal_write():
-    """WRITE granted to User:* raises wildcard_grant."""
-    env = envelope(created(principal="User:*", operation=AclOperation.WRITE))
-    assert fired(only("wildcard_grant"), env) == ["wildcard_grant"]
 
 
 def test_wildcard_grant_fires_on_wildcard_resource_all():
@@ -385,8 +397,8 @@ def test_alert_round_trips_through_a_dict():
 
 
 def test_load_rules_without_a_file_gives_every_default_rule():
-    """No rules file means all seven rules enabled."""
-    assert load_rules(None).names == NAMES and len(NAMES) == 7
+    """No rules file means all eight rules enabled."""
+    assert load_rules(None).names == NAMES and len(NAMES) == 8
 
 
 def test_toml_file_disables_a_rule(tmp_path):
