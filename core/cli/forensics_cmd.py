@@ -72,7 +72,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     add_security_options(t)
     t.add_argument("--principal", required=True, metavar="PRINCIPAL", help="who, e.g. User:alice")
     t.add_argument("--operation", required=True, metavar="OP", help=OPERATION_HELP)
-    t.add_argument("--host", required=True, help="the client's host or address (host-specific ACLs depend on it)")
+    t.add_argument("--host", help="the client's host or address (host-specific ACLs depend on it; default: any "
+                                  "host, the intervals in which some host was allowed)")
     add_resource_options(t, many=False)
     add_json_option(t)
     t.set_defaults(func=timeline_cmd)
@@ -210,12 +211,18 @@ def who_could_cmd(args: argparse.Namespace) -> int:
 
 
 def print_grants(grants, op: AclOperation, rtype, name: str, *, as_json: bool) -> None:
-    """who-could's answer as a table (or JSON): principal, host, why, ACLs, exceptions."""
-    emit((g.to_dict() if as_json else {**g.to_dict(), "acl_ids": [i for i, _ in g.acls], "via": _sentence(g.via)}
+    """who-could's answer as a table (or JSON): principal, host, why, the ACLs with their patterns, exceptions."""
+    emit((g.to_dict() if as_json else {**g.to_dict(), "acls": [_acl_pattern(i, b) for i, b in g.acls],
+                                       "via": _sentence(g.via)}
           for g in grants),
-         {"principal": "PRINCIPAL", "host": "HOST", "reason": "WHY", "acl_ids": "ACL IDS",
+         {"principal": "PRINCIPAL", "host": "HOST", "reason": "WHY", "acls": "ACLS (PATTERN)",
           "except_hosts": "EXCEPT HOSTS", "except_principals": "EXCEPT PRINCIPALS", "via": "THROUGH TOKEN"},
          json=as_json, empty=f"nobody could {op.name} {rtype.name}:{name} then")
+
+
+def _acl_pattern(acl_id: str, binding) -> str:
+    """An ACL of a grant as who-could's table shows it: its id and the pattern that matched the resource."""
+    return f"{acl_id} {binding.resource_pattern_type.name}:{binding.name}"
 
 
 def timeline_cmd(args: argparse.Namespace) -> int:
@@ -234,5 +241,6 @@ def timeline_cmd(args: argparse.Namespace) -> int:
            "via": _sentence(i.via)} for i in intervals),
          {"from": "FROM", "until": "UNTIL", "opened": "OPENED BY", "closed": "CLOSED BY", "reason": "WHY",
           "via": "THROUGH TOKEN"},
-         json=args.json, empty=f"{args.principal} was never allowed to {op.name} {rtype.name}:{name} from {args.host}")
+         json=args.json, empty=f"{args.principal} was never allowed to {op.name} {rtype.name}:{name} "
+                              f"from {args.host or 'any host'}")
     return 0

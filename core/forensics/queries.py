@@ -52,6 +52,7 @@ from secmeta.projections.acl_decision import (
     applies,
     decide,
     effect,
+    principal_applies,
 )
 from secmeta.projections.acl_match import acl_network, covers, host_matches
 from secmeta.projections.authorizer import acls_on
@@ -294,26 +295,29 @@ class Interval:
 
 
 class _Tracked:
-    """The ACLs on one resource, kept up to date from the log, and the decision they make for one request."""
+    """The ACLs on one resource, kept up to date from the log, and the decision they make for one request
+    (``host`` None: from any host, the first host the principal is allowed from)."""
 
-    def __init__(self, principal: str, host: str, op: AclOperation, rt: ResourceType, name: str,
+    def __init__(self, principal: str, host: str | None, op: AclOperation, rt: ResourceType, name: str,
                  config: StoreConfig):
         self.principal, self.host, self.op, self.rt, self.name = principal, host, op, rt, name
+        self.on_resource: set[str] = set()
+        self.applying: dict[str, AclBinding] = {}  # the ACLs of on_resource that apply to principal and host
         self.settings(config)
 
     def settings(self, config: StoreConfig) -> None:
-        """Decide with ``config``'s super users and no-ACL default (the settings in force from here on)."""
+        """Decide with ``config``'s super users and no-ACL default (the settings in force from here on); the
+        ACLs tracked stay."""
         self.super_users = frozenset(config.super_users)
         self.allow_if_no_acl = bool(config.allow_everyone_if_no_acl_found)
-        self.on_resource: set[str] = set()
-        self.applying: dict[str, AclBinding] = {}  # the ACLs of on_resource that apply to principal and host
 
     def covers(self, binding: AclBinding) -> bool:
         return covers(binding.pattern, self.rt, self.name)
 
     def add(self, acl_id: str, binding: AclBinding) -> None:
         self.on_resource.add(acl_id)
-        if applies(binding.entry, self.principal, self.host):
+        if (applies(binding.entry, self.principal, self.host) if self.host is not None
+                else principal_applies(binding.entry.principal, self.principal)):
             self.applying[acl_id] = binding
 
     def remove(self, acl_id: str) -> None:
@@ -321,7 +325,14 @@ class _Tracked:
         self.applying.pop(acl_id, None)
 
     def decision(self) -> Decision:
-        return decide(self.principal, self.host, self.op, self.applying.items(),
+        if self.host is not None:
+            return self._decide(self.host)
+        hosts = sorted({b.entry.host for b in self.applying.values()} - {WILDCARD})
+        first = self._decide(WILDCARD)
+        return next((d for d in map(self._decide, hosts) if d.allowed), first) if not first.allowed else first
+
+    def _decide(self, host: str) -> Decision:
+        return decide(self.principal, host, self.op, self.applying.items(),
                       resource_has_acls=bool(self.on_resource), super_users=self.super_users,
                       allow_if_no_acl=self.allow_if_no_acl)
 
@@ -347,16 +358,21 @@ def access_timeline(
     operation: AclOperation | str,
     resource_type: ResourceType | str,
     resource_name: str,
-    host: str = WILDCARD,
+    host: str | None = None,
     *,
     backend: HistoryBackend | None = None,
 ) -> list[Interval]:
     """The intervals in which ``authorize(principal, host, operation, resource)`` was true, and those in which
-    the principal held a live token of an owner for whom it was true (``Interval.via``), in order."""
+    the principal held a live token of an owner for whom it was true (``Interval.via``), in order.
+
+    ``host`` None (the default) is any host: the intervals in which the principal was allowed from some
+    host, as ``who_could`` lists its grants (each ACL host the principal is allowed from, and '*', a host
+    no ACL names, taken as the client's host)."""
     op, rt, name = resource_question(operation, resource_type, resource_name)
     with validation.reraised_as(QueryError):
         validation.principal(principal)
-        validation.nonempty_text(host, "host")
+        if host is not None:
+            validation.nonempty_text(host, "host")
     intervals = _timeline(travel, config, principal, op, rt, name, host, backend)
     for access in token_access(travel, holder=principal, backend=backend):
         owned = _timeline(travel, config, access.owner, op, rt, name, host, backend)
@@ -386,7 +402,7 @@ def _while_held(travel: TimeTravel, owned: Interval, access: TokenAccess) -> Int
 
 
 def _timeline(travel: TimeTravel, config: StoreConfig, principal: str, op: AclOperation, rt: ResourceType,
-              name: str, host: str, backend: HistoryBackend | None) -> list[Interval]:
+              name: str, host: str | None, backend: HistoryBackend | None) -> list[Interval]:
     """The intervals in which ``principal`` itself was allowed (the arguments checked)."""
     log = travel.log
     start, end = log.start_offset, log.end_offset

@@ -435,8 +435,9 @@ class SecurityStore:
                 if (holder is None or a.holder == holder) and (owner is None or a.owner == owner)]
 
     def access_timeline(self, principal: str, operation: AclOperation | str, resource_type: ResourceType | str,
-                        resource_name: str, host: str = "*") -> list[forensics.Interval]:
-        """The intervals in which the principal was allowed, each opened and closed by a logged change."""
+                        resource_name: str, host: str | None = None) -> list[forensics.Interval]:
+        """The intervals in which the principal was allowed (from ``host``; None: from any host), each opened and
+        closed by a logged change."""
         return forensics.access_timeline(self._timetravel, self.config, principal, operation, resource_type,
                                          resource_name, host)
 

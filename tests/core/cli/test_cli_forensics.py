@@ -126,12 +126,41 @@ def test_who_could_at_a_time(store, capsys):
     assert {g["principal"] for g in json.loads(out)} == {"User:admin"}
 
 
+def test_who_could_table_shows_each_acl_s_pattern(store, capsys):
+    """who-could's table names each allowing ACL's pattern type and name, not only its id (issue 23)."""
+    with SecurityStore.open(store, StoreConfig(), keyring=Keyring.load(None)) as s:
+        s.create_acls([AclBinding.of(ResourceType.TOPIC, "ord", PatternType.PREFIXED, "User:carol", "*",
+                                     AclOperation.READ, AclPermissionType.ALLOW)], context=RequestContext("User:admin", "h"))
+    _, out, _ = run(capsys, "who-could", "--operation", "Read", "--topic", "orders")
+    (carol,) = [line for line in out.splitlines() if line.startswith("User:carol")]
+    assert "PREFIXED:ord" in carol and "ACLS (PATTERN)" in out.splitlines()[0]
+
+
 def test_timeline_names_who_opened_and_closed_access(store, capsys):
     """timeline gives one interval opened by the create and closed by the delete from 10.9.9.9."""
     _, out, _ = run(capsys, "timeline", "--host", "10.1.1.1", "--principal", "User:alice", "--operation", "Read", "--topic", "orders", "--json")
     (interval,) = json.loads(out)
     assert interval["opened_by"]["event_type"] == "AclCreated" and interval["start_ms"] == T0 + MINUTE
     assert interval["closed_by"]["actor_host"] == "10.9.9.9" and interval["end_ms"] == T0 + 3 * MINUTE
+
+
+def test_timeline_without_a_host_answers_for_any_host(store, capsys):
+    """timeline needs no --host (issue 23): by default it is any host, so a grant from one address alone opens
+    an interval, which asking as a host no ACL names ('*') does not show."""
+    keys = Keyring.load(None)
+    only_there = AclBinding.of(ResourceType.TOPIC, "audit", PatternType.PREFIXED, "User:bob", "10.2.0.0/16",
+                               AclOperation.READ, AclPermissionType.ALLOW)
+    with SecurityStore.open(store, StoreConfig(), keyring=keys) as s:
+        s.create_acls([only_there], context=RequestContext("User:admin", "10.0.0.1"))
+    asked = ("timeline", "--principal", "User:bob", "--operation", "Read", "--topic", "audit-eu")
+    code, out, _ = run(capsys, *asked, "--json")
+    assert code == 0 and [i["opened_by"]["event_type"] for i in json.loads(out)] == ["AclCreated"]
+    code, out, _ = run(capsys, *asked)
+    assert code == 0 and "AclCreated" in out
+    _, out, _ = run(capsys, *asked, "--host", "*", "--json")
+    assert json.loads(out) == []
+    _, out, _ = run(capsys, *asked, "--host", "10.2.3.4", "--json")
+    assert len(json.loads(out)) == 1
 
 
 def test_diff_between_times(store, capsys):

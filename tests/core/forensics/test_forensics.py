@@ -196,10 +196,14 @@ def test_timeline_is_closed_by_a_deny(open_store, clock):
 
 
 def test_timeline_ignores_acls_on_other_resources(open_store):
-    """ACLs on other names or for other hosts do not open access."""
+    """ACLs on other names or for other hosts do not open access; from any host (the default), the ACL for
+    10.0.0.9 does."""
     store = open_store()
     store.create_acls([acl("payments"), acl("orders", host="10.0.0.9")], context=ADMIN)
-    assert store.access_timeline("User:alice", READ, TOPIC, "orders") == []
+    assert store.access_timeline("User:alice", READ, TOPIC, "orders", host="10.0.0.1") == []
+    assert store.access_timeline("User:alice", READ, TOPIC, "orders", host="*") == []
+    [interval] = store.access_timeline("User:alice", READ, TOPIC, "orders")
+    assert interval.opened_by.binding.host == "10.0.0.9"
 
 
 def test_timeline_counts_host_specific_acls_for_that_host(open_store):
@@ -238,3 +242,12 @@ def test_timeline_to_dict_is_json(open_store):
     [interval] = store.access_timeline("User:alice", READ, TOPIC, "orders")
     data = json.loads(json.dumps(interval.to_dict()))
     assert data["opened_by"]["actor_principal"] == "User:admin" and data["closed_by"] is None
+
+
+def test_a_settings_change_keeps_the_acls_the_timeline_tracks(open_store):
+    """A logged settings change in the middle of an ACL's life does not close the access it gives."""
+    store = open_store()
+    store.create_acls([acl("orders")], context=ADMIN)
+    store.alter_settings({"allow.everyone.if.no.acl.found": "false"}, context=ADMIN)
+    [interval] = store.access_timeline("User:alice", READ, TOPIC, "orders")
+    assert interval.end_offset is None and interval.closed_by is None
