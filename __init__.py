@@ -8,7 +8,9 @@ top-level ``core`` or ``events`` modules. Every name here is ``secmeta.core``'s,
 first use.
 """
 
-from secmeta import core as _core
+__version__ = "0.1.0"  # the distribution's version (pyproject.toml reads it from here)
+
+from secmeta import core as _core  # noqa: E402
 
 __all__ = list(_core.__all__)
 

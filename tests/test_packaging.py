@@ -131,3 +131,16 @@ def test_every_avsc_is_declared_as_package_data():
     found = set(events_dir.rglob("*.avsc"))
     uncovered = sorted(p.relative_to(events_dir).as_posix() for p in found - shipped)
     assert not uncovered, f"not shipped as package data (pyproject globs {globs}): {uncovered}"
+
+
+def test_the_version_secmeta_prints_is_the_distribution_s():
+    """`secmeta --version` reads secmeta.__version__ (no importlib.metadata at start); pyproject.toml takes the
+    distribution's version from it, so the two cannot differ."""
+    import secmeta
+
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["dynamic"] == ["version"]
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "secmeta.__version__"}
+    result = subprocess.run([str(Path(sys.executable).parent / "secmeta"), "--version"], capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.stdout == f"secmeta {secmeta.__version__}\n"

@@ -11,21 +11,7 @@ import argparse
 import os
 import signal
 import sys
-from importlib.metadata import PackageNotFoundError, version
 
-from secmeta.core.cli import (
-    acls_cmd,
-    authorize_cmd,
-    config_cmd,
-    configs_cmd,
-    forensics_cmd,
-    init_cmd,
-    keys_cmd,
-    log_cmd,
-    plugins,
-    serve_cmd,
-    tokens_cmd,
-)
 from secmeta.core.errors import NotAStoreError, SecmetaError
 from secmeta.events.errors import KeyringError
 
@@ -39,7 +25,9 @@ def is_usage_error(exc: SecmetaError) -> bool:
     InvalidValueError, QueryError, a bad client or listener setting, a directory that is not a
     tables directory), a --store that names no store, no keyring or an unusable one, a command
     whose extra is not installed (as argparse's unknown command)."""
-    return isinstance(exc, (ValueError, NotAStoreError, KeyringError, plugins.MissingExtraError))
+    from secmeta.core.cli.plugins import MissingExtraError
+
+    return isinstance(exc, (ValueError, NotAStoreError, KeyringError, MissingExtraError))
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -54,6 +42,21 @@ class HelpFormatter(argparse.HelpFormatter):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # The command modules only register parsers; each command imports what it runs when it runs.
+    from secmeta.core.cli import (
+        acls_cmd,
+        authorize_cmd,
+        config_cmd,
+        configs_cmd,
+        forensics_cmd,
+        init_cmd,
+        keys_cmd,
+        log_cmd,
+        plugins,
+        serve_cmd,
+        tokens_cmd,
+    )
+
     parser = argparse.ArgumentParser(
         prog="secmeta", formatter_class=HelpFormatter,
         description="Event-sourced store of Kafka security state: SCRAM credentials, ACLs, delegation tokens.",
@@ -88,13 +91,17 @@ def subparsers(parser: argparse.ArgumentParser):
 
 
 def _version() -> str:
-    try:
-        return version("secmeta")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown (not installed)"
+    from secmeta import (
+        __version__,  # pyproject.toml's version is read from it: no importlib.metadata at start
+    )
+
+    return __version__
 
 
 def main(argv: list[str] | None = None) -> int:
+    if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # argparse's answer, without every command's parser
+        print(f"secmeta {_version()}")
+        return EXIT_OK
     args = build_parser().parse_args(argv)
     try:
         code = args.func(args) or EXIT_OK

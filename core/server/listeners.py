@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import ssl
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from secmeta.core.errors import SecmetaError
+
+if TYPE_CHECKING:  # ssl is imported when a TLS context is made, not when the CLI registers `serve`
+    import ssl
 
 __all__ = [
     "ClientAuth",
@@ -183,11 +186,10 @@ class SslConfig:
     client_auth: ClientAuth = ClientAuth.NONE
 
 
-_VERIFY = {ClientAuth.NONE: ssl.CERT_NONE, ClientAuth.REQUESTED: ssl.CERT_OPTIONAL, ClientAuth.REQUIRED: ssl.CERT_REQUIRED}
-
-
 def ssl_context(config: SslConfig | None) -> ssl.SSLContext:
     """The server-side TLS context of ``config`` (TLS 1.2 or newer)."""
+    import ssl
+
     if config is None or not config.cert:
         raise ListenerError("a TLS listener (SSL, SASL_SSL) needs --ssl-cert (and --ssl-key unless the cert file holds the key)")
     for flag, path in (("--ssl-cert", config.cert), ("--ssl-key", config.key), ("--ssl-ca", config.ca)):
@@ -206,5 +208,6 @@ def ssl_context(config: SslConfig | None) -> ssl.SSLContext:
             context.load_verify_locations(cafile=config.ca)
         except (ssl.SSLError, OSError) as exc:
             raise ListenerError(f"cannot load the CA file {config.ca}: {exc}") from None
-    context.verify_mode = _VERIFY[config.client_auth]
+    context.verify_mode = {ClientAuth.NONE: ssl.CERT_NONE, ClientAuth.REQUESTED: ssl.CERT_OPTIONAL,
+                           ClientAuth.REQUIRED: ssl.CERT_REQUIRED}[config.client_auth]
     return context

@@ -16,7 +16,7 @@ import pytest
 
 # What a command loads only when it needs it: the libraries behind the codec, the keyring, the
 # settings, progress lines, the wire protocol and the extras, and the store itself.
-HEAVY = ("rich", "pydantic", "fastavro", "cryptography", "kio", "javaproperties", "asyncio",
+HEAVY = ("rich", "pydantic", "fastavro", "cryptography", "kio", "javaproperties", "asyncio", "ssl",
          "pyspark", "pyarrow", "pandas", "deltalake", "confluent_kafka",
          "secmeta.core.store", "secmeta.core.log", "secmeta.core.forensics", "secmeta.core.server.server",
          "secmeta.core.config", "secmeta.events.codec", "secmeta.projections.image")
