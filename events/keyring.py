@@ -180,6 +180,11 @@ class Keyring:
             return cls.from_env()
         raise KeyringError(f"no keyring given: {_HOW_TO_PROVIDE}")
 
+    @staticmethod
+    def given(key_file: str | os.PathLike[str] | None = None) -> bool:
+        """Whether ``load(key_file)`` has a keyring to load (a file named, or one in the environment)."""
+        return key_file is not None or bool(os.environ.get(KEY_FILE_ENV)) or bool(os.environ.get(KEYS_ENV))
+
     @classmethod
     def generate_file(cls, path: str | os.PathLike[str], *, clock: Callable[[], float] = time.time) -> str:
         """Create a key file (mode 0600) or add a newest key to it, created at ``clock``'s time; return its id."""

@@ -7,6 +7,11 @@
     DIR/schemas/         every writer schema the log was written with, by fingerprint
     DIR/snapshots/       snapshots (secmeta.projections.snapshot)
     DIR/checkpoints/     time-travel checkpoints (secmeta.core.forensics.checkpoints)
+
+A directory that is not a store may hold one a program keeps for readers (a follower's directory,
+``secmeta kafka follow``, keeps a local log of the store it follows): its ``secmeta-local-store`` file
+names that subdirectory. A read-only open of the directory opens the store in it; a writer is refused,
+since only that program writes it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from secmeta.events.keyring import Keyring
 FORMAT_NAME = "secmeta-store"
 FORMAT_VERSION = 1
 META_FILE = "secmeta.json"
+LOCAL_STORE_FILE = "secmeta-local-store"  # in a directory that is not a store: the subdirectory holding one
 CHECKPOINT_DIR = "checkpoints"
 
 
@@ -66,7 +72,7 @@ class StoreDirectory:
         ``initialise`` writes a new store's first files (the log's high-water mark) before
         the store's marker is published, so a store never exists without them.
         """
-        root = Path(path)
+        root = local_store(Path(path), writer=writer)
         meta_path = root / META_FILE
         if not meta_path.exists():
             if root.exists() and not root.is_dir():
@@ -188,6 +194,24 @@ class StoreDirectory:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
             self._lock_fd = None
+
+
+def local_store(root: Path, *, writer: bool) -> Path:
+    """``root``, or the store a program keeps in it for readers (named by its LOCAL_STORE_FILE)."""
+    pointer = root / LOCAL_STORE_FILE
+    if (root / META_FILE).exists() or not pointer.is_file():
+        return root
+    try:
+        name = pointer.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NotAStoreError(f"{pointer} cannot be read: {exc}") from None
+    if not name or name in (".", "..") or "/" in name or "\\" in name:
+        raise NotAStoreError(f"{pointer} must name a subdirectory of {root}, not {name!r}")
+    if writer:
+        raise NotAStoreError(f"{root} is a follower's directory: the store in it ({root / name}) is a copy that "
+                             "only `secmeta kafka follow` writes; read it (acls --list, history, --as-of, ...) "
+                             "or write to the store it follows")
+    return root / name
 
 
 def _names(path: Path, fd: int) -> bool:
