@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from secmeta.core.cli.common import add_store_options, keyring, seconds, store_path
+from secmeta.core.cli.common import add_key_option, add_store_options, keyring, seconds, store_path
 from secmeta.core.cli.plugins import Commands
 from secmeta.core.cli.progress import Progress
 
@@ -46,9 +46,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     fol = sub.add_parser("follow", help="rebuild the store's image from the history topic (until stopped)",
                          description="Consume the history topic into an image identical to the store's, "
                                      "checkpointing so a restart resumes where it stopped; a checkpoint ahead "
-                                     "of its topic, or made on another cluster or topic, is refused.")
+                                     "of its topic, or made on another cluster or topic, is refused. With a "
+                                     "keyring (--key-file or $SECMETA_KEY_FILE), it also keeps a local log of "
+                                     "the events, so the read commands take --store DIR (acls --list, configs "
+                                     "--describe, history, who-could, --as-of) beside the running follower.")
     _client_options(fol)
-    fol.add_argument("--checkpoint-dir", required=True, metavar="DIR", help="where the follower keeps its checkpoint and dead letters")
+    fol.add_argument("--checkpoint-dir", required=True, metavar="DIR",
+                     help="where the follower keeps its checkpoint, dead letters and (with a keyring) its local log")
+    add_key_option(fol)
     fol.add_argument("--bootstrap-from-state", action="store_true", help="start from the compacted state topic")
     fol.add_argument("--once", action="store_true", help="catch up to the topic's end, print a summary, exit")
     _timeout(fol, "give up reading the state topic, or catching up with --once, after this many seconds "
@@ -181,30 +186,42 @@ def follow_cmd(args: argparse.Namespace) -> int:
     with _settings_named(args), _quiet_clients() as problems, Progress("follow", unit="messages") as progress:
         deadline = time.monotonic() + args.timeout
         follower = Follower(args.bootstrap_server, history_topic=args.history_topic, state_topic=args.state_topic,
-                            checkpoint_dir=args.checkpoint_dir, client_config=_client_config(args))
+                            checkpoint_dir=args.checkpoint_dir, client_config=_client_config(args),
+                            keyring=_follower_keyring(args))
         try:
             if args.bootstrap_from_state:
                 loaded = follower.bootstrap_from_state_topic(timeout=args.timeout)
                 progress.note(f"{loaded} entities from {args.state_topic} up to log offset "
-                              f"{follower.applied_offset}")
+                              f"{follower.next_offset} (the next to apply)")
             caught_up = not args.once or follower.catch_up(timeout=max(0.1, deadline - time.monotonic()),
                                                             progress=progress.update)
             if not args.once:
                 stop = _stop_on_signals()
                 while not stop.is_set():
                     if follower.poll(1.0):
-                        progress.update(follower.applied_offset + 1)
+                        progress.update(follower.next_offset)
         finally:
             follower.close()
         if not caught_up:  # the client's log is in now that close has served it
             why = problems.reason() or "the history topic did not reach its end"
             raise FollowerError(
                 f"could not catch up with {args.history_topic} in {args.timeout:g} s: {why}. The image "
-                f"stays at log offset {follower.applied_offset} (raise --timeout to wait longer)")
+                f"stays at log offset {follower.next_offset} (the next to apply) (raise --timeout to wait longer)")
     image = follower.image
-    print(f"follower at log offset {follower.applied_offset}: {len(image.scram)} users, {len(image.acls)} ACLs, "
-          f"{len(image.tokens)} tokens; skipped {follower.skipped} messages that were not ours")
+    # The next offset, as the store's end_offset and `secmeta log head`: the image holds the offsets below it.
+    print(f"follower at log offset {follower.next_offset} (the next to apply): {len(image.scram)} users, "
+          f"{len(image.acls)} ACLs, {len(image.tokens)} tokens; skipped {follower.skipped} messages that were "
+          f"not ours" + (f"; local log in {args.checkpoint_dir} (read it with --store)"
+                         if follower.replica is not None else ""))
     return 0
+
+
+def _follower_keyring(args: argparse.Namespace):
+    """The keyring of the follower's local log: --key-file or the environment's; None (no local log) without,
+    or with --bootstrap-from-state (the state topic holds no history to log)."""
+    from secmeta.events.keyring import Keyring
+
+    return keyring(args) if Keyring.given(args.key_file) and not args.bootstrap_from_state else None
 
 
 def audit_cmd(args: argparse.Namespace) -> int:

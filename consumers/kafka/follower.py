@@ -23,6 +23,11 @@ that ends before what the checkpoint applied (another cluster, a topic deleted
 and created again or emptied) raises ``FollowerAheadError`` naming both offsets;
 another cluster or topic id, or another event where the checkpoint's last one
 was, raises ``FollowerError``: the image is not of that topic.
+
+Given a keyring, the follower also keeps a local log of the events it applies
+(``secmeta.consumers.kafka.replica``): the checkpoint directory then reads as a
+store (``secmeta acls --list --store DIR``, history, ``--as-of``), and at start
+the image is the local log's when the checkpoint is not at its end.
 """
 
 from __future__ import annotations
@@ -33,13 +38,14 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER, side_client_logger
+from secmeta.consumers.kafka.replica import LocalReplica
 from secmeta.consumers.kafka.topic_end import TopicReadError, read_message, read_topic_end
 from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
 from secmeta.consumers.kafka.wire import (
@@ -57,6 +63,7 @@ from secmeta.core.store.view import StoreView
 from secmeta.core.times import Clock, now_ms, wall_clock
 from secmeta.events.codec import EventCodec
 from secmeta.events.durable import write_atomically
+from secmeta.events.keyring import Keyring
 from secmeta.events.records import Envelope
 from secmeta.projections.gc_pause import FREEZE_AFTER, paused_gc
 from secmeta.projections.image import SecurityDelta, SecurityImage, SecurityProjection
@@ -128,6 +135,7 @@ class Follower:
         max_batch: int = 5_000,
         codec: EventCodec | None = None,
         clock: Clock = wall_clock,
+        keyring: Keyring | None = None,
     ):
         if checkpoint_every < 1:
             raise InvalidValueError(f"checkpoint_every must be positive, not {checkpoint_every}")
@@ -166,7 +174,14 @@ class Follower:
         self._applied_link: bytes | None = None  # its batch's chain link (None: unknown)
         self._checked = False  # the topic was checked against the checkpoint
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        self._load_checkpoint()
+        self.replica = None if keyring is None else LocalReplica(self.checkpoint_dir, keyring, self.codec)
+        try:
+            self._load_checkpoint()
+            self._take_replica()
+        except BaseException:
+            if self.replica is not None:
+                self.replica.close()
+            raise
         self._consumer = Consumer(dict(self._settings))
         self._assign()
 
@@ -176,6 +191,11 @@ class Follower:
     def applied_offset(self) -> int:
         """The log offset of the last event in the image (-1 before any)."""
         return self.image.next_offset - 1
+
+    @property
+    def next_offset(self) -> int:
+        """The log offset of the next event to apply: the image holds those below it (as a store's end_offset)."""
+        return self.image.next_offset
 
     def view(self, config: StoreConfig | None = None) -> StoreView:
         """describe / authorize / authorized_operations over the current image."""
@@ -205,10 +225,16 @@ class Follower:
     # -- following -----------------------------------------------------------------------
 
     def poll(self, timeout: float = 1.0) -> int:
-        """Apply what arrives within ``timeout`` seconds (one batch); return how many events were applied."""
+        """Apply what arrives within ``timeout`` seconds (one batch); return how many events were applied.
+
+        The local log then holds every event applied, so its readers are as current as the image (a store batch
+        that arrives in two polls is logged as two batches, at the same offsets)."""
         if not self._check_topic(timeout):
             return 0
-        return self._apply_batch(_consume(self._consumer, self.max_batch, timeout))
+        applied = self._apply_batch(_consume(self._consumer, self.max_batch, timeout))
+        if self.replica is not None:
+            self.replica.flush()
+        return applied
 
     def _consume_to(self, high: int, timeout: float) -> list:
         """A batch for catch_up: up to ``max_batch`` messages, gathered across fetches until Kafka offset ``high``.
@@ -241,6 +267,7 @@ class Follower:
         decode = self._decode
         last = self.image.next_offset - 1
         envelopes: list[Envelope] = []
+        links: list[bytes | None] = []  # each event's store batch (the local log keeps the batches)
         applied_msg = None
         for msg in messages:
             err = msg.error()
@@ -257,17 +284,22 @@ class Follower:
                 self.duplicates += 1
                 continue
             if envelope.offset != last + 1:
-                self._replay(envelopes, applied_msg)
+                self._replay(envelopes, applied_msg, links)
                 self._stop_at_gap(last, envelope.offset, msg.offset())
             envelopes.append(envelope)
+            if self.replica is not None:
+                links.append(_hex_link(header_map(msg.headers()).get(HEADER_LINK)))
             applied_msg = msg
             last = envelope.offset
-        self._replay(envelopes, applied_msg)
+        self._replay(envelopes, applied_msg, links)
         return len(envelopes)
 
-    def _replay(self, envelopes: list[Envelope], last_msg=None) -> None:
-        """Apply events exactly as the store does (SecurityProjection: one delta per batch)."""
+    def _replay(self, envelopes: list[Envelope], last_msg=None, links: Sequence[bytes | None] = ()) -> None:
+        """Apply events exactly as the store does (SecurityProjection: one delta per batch), and log them."""
         if envelopes:
+            if self.replica is not None:
+                for envelope, link in zip(envelopes, links, strict=True):
+                    self.replica.add(envelope, link)
             self.image = _PROJECTION.apply(self.image, envelopes)
             self.applied += len(envelopes)
             self._since_checkpoint += len(envelopes)
@@ -422,8 +454,11 @@ class Follower:
     # -- checkpoints ---------------------------------------------------------------------
 
     def checkpoint(self) -> None:
-        """Write the image as a snapshot and the position it belongs to (skipped if unchanged)."""
+        """Write the image as a snapshot and the position it belongs to (skipped if unchanged); the local log
+        first holds every event applied."""
         self._since_checkpoint = 0
+        if self.replica is not None:
+            self.replica.flush()
         mark = (self.image.next_offset, self.position)
         if mark == self._checkpointed:
             return
@@ -488,6 +523,21 @@ class Follower:
         self._checkpointed = (next_offset, self.position)
         self._identity, self._applied_at, self._applied_link = identity, applied_at, applied_link
 
+    def _take_replica(self) -> None:
+        """At open: a checkpoint that is not at the local log's end gives way to the local log, whose events
+        are replayed into the image; the topic is then read from its start (what the log holds is skipped)."""
+        if self.replica is None or self.replica.next_offset == self.image.next_offset:
+            return
+        image = SecurityImage.EMPTY
+        with paused_gc(freeze=True):
+            for batch in self.replica.read(0):
+                image = _PROJECTION.apply(image, batch)
+        logger.warning("follower checkpoint in %s is at log offset %d, its local log at %d: following on from "
+                       "the local log", self.checkpoint_dir, self.image.next_offset, image.next_offset)
+        self.image, self.position, self.resumed_from = image, None, None
+        self._checkpointed = None
+        self._applied_at = self._applied_link = None
+
     # -- bootstrap from the state topic --------------------------------------------------
 
     def bootstrap_from_state_topic(self, timeout: float = 60.0) -> int:
@@ -496,8 +546,14 @@ class Follower:
         Reads the state topic to its high watermark, keeps the newest value
         per key (a tombstone removes the key), replays those values in log
         order, and resumes the history at the Kafka offset the newest state
-        message recorded.  Returns the number of live entities loaded.
+        message recorded.  Returns the number of live entities loaded.  A follower that keeps a local log
+        refuses: the state topic holds no history to log.
         """
+        if self.replica is not None:
+            raise FollowerError(
+                "a follower that keeps a local log (given a keyring) follows the whole history: the state "
+                "topic holds only the newest event of each entity, which is no log; follow without "
+                "--bootstrap-from-state, or without a key file")
         consumer = Consumer({**self._settings, "group.id": f"secmeta-state-{uuid.uuid4().hex}"})
         try:
             with paused_gc():  # one envelope per entity, all alive until replayed
@@ -588,6 +644,8 @@ class Follower:
         finally:
             consumer, self._consumer = self._consumer, None
             consumer.close()
+            if self.replica is not None:
+                self.replica.close()
 
     def __enter__(self) -> Follower:
         return self

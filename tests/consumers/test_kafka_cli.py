@@ -44,6 +44,42 @@ def test_publish_once_then_follow_once_match_the_store(env, store_dir, kafka_boo
     assert f"{len(img.acls)} ACLs" in summary and f"{len(img.scram)} users" in summary and "skipped 0" in summary
 
 
+def _answer(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_the_follower_s_directory_is_a_store_the_read_commands_read(env, store_dir, kafka_bootstrap, topics,
+                                                                      tmp_path, capsys):
+    """Issue 23: `acls --list --store FOLLOWER_DIR` was refused and no command read the follower's image. With a
+    keyring the follower keeps a local log: every read command answers on its directory as on the store, the
+    past included (history, --at-offset), it reports the store's next offset (not the last one), a write there
+    is refused, and a second run adds nothing twice."""
+    history, state = topics("read-history"), topics("read-state")
+    common = ["--bootstrap-server", kafka_bootstrap, "--history-topic", history, "--state-topic", state]
+    follower = str(tmp_path / "f")
+    assert main(["kafka", "publish", "--once", "--store", str(store_dir), *common]) == 0
+    assert main(["kafka", "follow", "--once", "--checkpoint-dir", follower, *common]) == 0
+    end = env.log.end_offset
+    assert f"follower at log offset {end} (the next to apply)" in capsys.readouterr().out
+    middle = str(end // 2)
+    for argv in (["acls", "--list", "--json"], ["configs", "--describe", "--entity-type", "users", "--json"],
+                 ["history", "--json"], ["acls", "--list", "--json", "--at-offset", middle],
+                 ["who-could", "--operation", "Read", "--topic", "t1", "--json"],
+                 ["authorize", "--principal", "User:u1", "--host", "10.0.0.1", "--operation", "Read", "--topic",
+                  "t1", "--json"], ["config", "--describe", "--json"]):
+        on_store = _answer(capsys, *argv, "--store", str(store_dir))
+        assert on_store[0] in (0, 1) and on_store[1], argv  # authorize: 1 is DENIED
+        assert _answer(capsys, *argv, "--store", follower) == on_store, argv
+    assert main(["kafka", "follow", "--once", "--checkpoint-dir", follower, *common]) == 0
+    capsys.readouterr()
+    assert _answer(capsys, "history", "--json", "--store", follower) == _answer(capsys, "history", "--json",
+                                                                               "--store", str(store_dir))
+    code = main(["acls", "--add", "--allow-principal", "User:x", "--operation", "Read", "--topic", "t",
+                 "--store", follower])
+    assert code != 0 and "follower's directory" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("job", ["publish", "follow"])
 @pytest.mark.parametrize("line, named", [
     # In a Java properties file whitespace also separates key and value (java.util.Properties.load):
@@ -120,7 +156,7 @@ def test_follow_once_from_an_unreachable_broker_fails_instead_of_an_empty_image(
     assert (ran.returncode, ran.stdout) == (1, "")
     lines = ran.stderr.splitlines()
     assert lines[-1].startswith("secmeta: error: could not catch up with secmeta.history in 2 s: ")
-    assert "Connection refused" in lines[-1] and "stays at log offset -1" in lines[-1]
+    assert "Connection refused" in lines[-1] and "stays at log offset 0 (the next to apply)" in lines[-1]
     assert [line for line in lines if line.startswith("kafka: ")] == [
         f"kafka: 127.0.0.1:{port}/bootstrap: Connect to ipv4#127.0.0.1:{port} failed: Connection refused"]
     assert len(lines) <= 4 and "Traceback" not in ran.stderr

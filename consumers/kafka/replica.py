@@ -1,0 +1,73 @@
+"""The follower's local log: the events it applies, in a store directory the store's read commands open.
+
+``secmeta kafka follow --checkpoint-dir DIR`` with a keyring keeps ``DIR/store``, a store whose log holds
+the history topic's events at their log offsets, batch by batch as the store logged them (the events of one
+store batch carry one ``secmeta.link`` header; a batch is appended when the next one starts or the follower
+checkpoints). ``DIR/secmeta-local-store`` names it, so ``secmeta acls --list --store DIR`` (and history,
+who-could, ``--as-of``...) read it as they read the store; opening DIR as a writer is refused. The log is the
+follower's own (its own store id and hash chain, under the keyring it was given), written with the store's
+log code, so ``secmeta log verify --store DIR`` checks it as any store's.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from secmeta.core.errors import SecmetaError
+from secmeta.core.log import Log
+from secmeta.core.store.storedir import LOCAL_STORE_FILE
+from secmeta.events.codec import EventCodec
+from secmeta.events.durable import write_atomically
+from secmeta.events.keyring import Keyring
+from secmeta.events.records import Envelope
+
+__all__ = ["STORE_DIR", "LocalReplica", "ReplicaError"]
+
+STORE_DIR = "store"
+
+
+class ReplicaError(SecmetaError):
+    """The local log and the events applied disagree (the message names both offsets)."""
+
+
+class LocalReplica:
+    """Appends the events the follower applies to the local log under ``directory`` (``directory/store``)."""
+
+    def __init__(self, directory: str | os.PathLike, keyring: Keyring, codec: EventCodec):
+        root = Path(directory)
+        self.log = Log.open(root / STORE_DIR, keyring=keyring, codec=codec, create=True)
+        write_atomically(root / LOCAL_STORE_FILE, (STORE_DIR + "\n").encode())
+        self._pending: list[Envelope] = []
+        self._pending_link: bytes | None = None
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the last event added (appended or waiting for the rest of its batch)."""
+        return self._pending[-1].offset + 1 if self._pending else self.log.end_offset
+
+    def read(self, start: int):
+        """The logged events from ``start`` on, a batch at a time (to rebuild the image at open)."""
+        return self.log.read_batches(start)
+
+    def add(self, envelope: Envelope, link: bytes | None) -> None:
+        """One applied event and the link of the store batch that holds it (None: not known)."""
+        if envelope.offset != self.next_offset:
+            raise ReplicaError(f"the local log {self.log.store.path} is at log offset {self.next_offset}, but the "
+                               f"follower applies log offset {envelope.offset}: it belongs to another image")
+        if self._pending and (link is None or link != self._pending_link):
+            self.flush()
+        self._pending.append(envelope)
+        self._pending_link = link
+
+    def flush(self) -> None:
+        """Append the events waiting for the rest of their batch, as one batch."""
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self.log.append(pending)
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self.log.close()
