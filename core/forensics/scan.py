@@ -7,7 +7,7 @@ tests/core/forensics/history_contract.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from secmeta.core.forensics.backend import (
@@ -40,7 +40,7 @@ from secmeta.projections.image import SecurityImage
 if TYPE_CHECKING:
     from secmeta.core.forensics.timetravel import TimeTravel
 
-__all__ = ["LogScan"]
+__all__ = ["LogScan", "matching_entries"]
 
 
 class _WindowParties:
@@ -110,29 +110,10 @@ class LogScan:
         self.travel = travel
 
     def entries(self, query: HistoryQuery) -> Iterator[HistoryEntry]:
-        travel, principal, user, types, resource = (self.travel, query.principal, query.user, query.event_types,
-                                                    query.resource)
-        parties = _WindowParties(lambda: token_parties(travel.image_at_or_after(query.lo)))
-        opened = _WindowOpen(lambda: open_keys(travel.image_at_or_after(query.lo)))
-        for envelope in travel.log.read(query.lo, query.hi):
-            if query.start_ms is not None and envelope.timestamp_ms < query.start_ms:
-                continue
-            if query.end_ms is not None and envelope.timestamp_ms > query.end_ms:
-                continue
-            event = envelope.event
-            involved = parties.of(event)  # who the event and its entity's previous opening event name
-            parties.observe(event)  # before any filter: a later event may need the parties this one names
-            was_open = opened.before(event)
-            if types is not None and envelope.event_type not in types:
-                continue
-            if user is not None and not (kind_of(event) is CREDENTIALS and event.user == user):
-                continue
-            if resource is not None and not resource.matches(envelope.event_type, getattr(event, "binding", None),
-                                                             event.entity_key):
-                continue
-            if principal is not None and not about_principal(envelope, principal, involved):
-                continue
-            yield HistoryEntry.of(envelope, was_open)
+        travel = self.travel
+        return matching_entries(travel.log.read(query.lo, query.hi), query,
+                                lambda: token_parties(travel.image_at_or_after(query.lo)),
+                                lambda: open_keys(travel.image_at_or_after(query.lo)))
 
     def acl_changes(self, lo: int, hi: int, resource_type: ResourceType, name: str) -> Iterator[Change]:
         for envelope in self.travel.log.read(lo, hi):
@@ -223,3 +204,43 @@ def _states(image: SecurityImage, keys: set[str]) -> dict[str, dict]:
     return {event.entity_key: attributes(kind_of(event), redacted(Envelope(-1, 0, "", "", "", event))["payload"])
             for event in opening_events(image, OTHER_KINDS) if event.entity_key in keys}
 
+
+
+def matching_entries(envelopes: Iterable[Envelope], query: HistoryQuery,
+                     parties_at_start: Callable[[], dict[str, tuple[str, ...]]],
+                     open_at_start: Callable[[], frozenset[str]]) -> Iterator[HistoryEntry]:
+    """The history rule over ``envelopes`` (in offset order, up to ``query.hi``): the entries that pass ``query``.
+
+    Envelopes before ``query.lo`` only inform who each entity involves and whether it was open;
+    ``parties_at_start`` / ``open_at_start`` answer for the entities open before the first envelope
+    (asked only when needed). The log scan passes the window's envelopes; a reader of every event from
+    offset 0 (the Delta history table) passes all of them and needs neither.
+    """
+    principal, user, types, resource = query.principal, query.user, query.event_types, query.resource
+    parties = _WindowParties(parties_at_start)
+    opened = _WindowOpen(open_at_start)
+    for envelope in envelopes:
+        if envelope.offset >= query.hi:
+            return
+        if envelope.offset < query.lo:
+            parties.observe(envelope.event)
+            opened.before(envelope.event)
+            continue
+        if query.start_ms is not None and envelope.timestamp_ms < query.start_ms:
+            continue
+        if query.end_ms is not None and envelope.timestamp_ms > query.end_ms:
+            continue
+        event = envelope.event
+        involved = parties.of(event)  # who the event and its entity's previous opening event name
+        parties.observe(event)  # before any filter: a later event may need the parties this one names
+        was_open = opened.before(event)
+        if types is not None and envelope.event_type not in types:
+            continue
+        if user is not None and not (kind_of(event) is CREDENTIALS and event.user == user):
+            continue
+        if resource is not None and not resource.matches(envelope.event_type, getattr(event, "binding", None),
+                                                         event.entity_key):
+            continue
+        if principal is not None and not about_principal(envelope, principal, involved):
+            continue
+        yield HistoryEntry.of(envelope, was_open)
