@@ -57,6 +57,7 @@ class Server:
                                          config.failed_authentications_burst,
                                          config.failed_authentications_per_second,
                                          config.failed_authentications_max_pending)
+        assert config.max_connections_before_login is not None and config.max_connections_before_login_per_ip is not None
         self.admission = Admission(max_connections=config.max_connections,
                                    max_connections_per_ip=config.max_connections_per_ip,
                                    max_before_login=config.max_connections_before_login,

@@ -79,16 +79,21 @@ def _server_first(raw: RawClient, user: str) -> dict[str, str]:
 
 
 def test_an_unknown_user_gets_the_iterations_and_salt_length_of_real_ones(serve):
-    """With a store whose SCRAM-SHA-512 default is 8192 iterations (KIP-506 default per mechanism), an unknown
-    user's server-first message announces 8192 and a salt as long as a real user's: the names cannot be told apart."""
+    """Unknown users' server-first messages announce the counts real users have (here admin's 4096 and
+    dave's 8192 for SCRAM-SHA-512, where the store's default is 8192) and salts as long as theirs: the
+    names cannot be told apart by the count (test_scram_stand_in checks the distribution)."""
     config = StoreConfig(token_secret=TOKEN_SECRET, default_iterations={ScramMechanism.SCRAM_SHA_256: 4096,
                                                                         ScramMechanism.SCRAM_SHA_512: 8192})
     server = serve("SASL_PLAINTEXT://127.0.0.1:0", store_config=config)
     add_user(server.store, "dave", "dave-pw", [ScramMechanism.SCRAM_SHA_512], iterations=8192)
+    real = {entry.iterations for _user, entry in server.store.image.scram
+            if entry.mechanism is ScramMechanism.SCRAM_SHA_512}
+    assert real == {4096, 8192}
     answers = []
-    for user in ("dave", "nobody"):
+    for user in ("dave", *(f"nobody-{i}" for i in range(24))):
         with RawClient.connect(server, "SASL_PLAINTEXT") as raw:
             answers.append(_server_first(raw, user))
-    known, unknown = answers
-    assert known["i"] == unknown["i"] == "8192"
-    assert len(base64.b64decode(known["s"])) == len(base64.b64decode(unknown["s"]))
+    known, unknown = answers[0], answers[1:]
+    assert known["i"] == "8192"
+    assert {int(a["i"]) for a in unknown} == real  # 2 shapes over 24 names: both seen (1 - 2**-23)
+    assert {len(base64.b64decode(a["s"])) for a in unknown} == {len(base64.b64decode(known["s"]))}
