@@ -12,7 +12,7 @@ client abandons after server-first is counted the same way (it may have been a p
 
 Held failures are bounded (``max_pending``): past the bound a failing connection is closed
 at once instead of being queued, so failures cannot pile up tasks and memory.  The buckets
-are bounded too (``MAX_TRACKED`` keys each; the least-penalised are dropped first), and
+are bounded too (``max_tracked`` keys each, 10,000 by default; the least-penalised are dropped first), and
 user names are kept as a short keyed digest, never as text.  Used from the event loop only.
 """
 
@@ -63,12 +63,12 @@ class FailedAuthLimiter:
     MAX_DELAY_S = 10.0
     MAX_TRACKED = 10_000
 
-    def __init__(self, base_delay_s: float, burst: int, rate: float, max_pending: int,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(self, base_delay_s: float, burst: int, rate: float, max_pending: int, *,
+                 max_tracked: int = MAX_TRACKED, clock: Callable[[], float] = time.monotonic):
         self._base, self._rate, self._clock = base_delay_s, rate, clock
         floor = -self.MAX_DELAY_S * rate
-        self._users = _Buckets(float(burst), rate, floor, self.MAX_TRACKED)
-        self._hosts = _Buckets(float(burst), rate, floor, self.MAX_TRACKED)
+        self._users = _Buckets(float(burst), rate, floor, max_tracked)
+        self._hosts = _Buckets(float(burst), rate, floor, max_tracked)
         self._key = os.urandom(16)          # user names are kept as keyed digests only
         self._max_pending = max_pending
         self.pending = 0
@@ -79,7 +79,7 @@ class FailedAuthLimiter:
 
     @property
     def tracked(self) -> int:
-        """How many user names and addresses have buckets (bounded by 2 * MAX_TRACKED)."""
+        """How many user names and addresses have buckets (at most ``max_tracked`` of each)."""
         return len(self._users) + len(self._hosts)
 
     def failed(self, host: str, user: str | None) -> float:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import threading
 from collections.abc import Sequence
@@ -31,6 +32,16 @@ from secmeta.core.server.listeners import Listener, ListenerError, parse_listene
 from secmeta.events.types import ScramMechanism
 
 __all__ = ["Server", "ServerThread", "cluster_id"]
+
+
+#: Connections the kernel may queue before they are accepted (asyncio's default is 100): a burst of
+#: connections then waits to be accepted, and evicted if need be, rather than having its SYNs dropped
+#: (a dropped SYN costs a bystander's connect a one-second retransmission).
+LISTEN_BACKLOG = 1024
+#: Connections accepted per turn of the event loop (asyncio accepts as many as its backlog argument):
+#: a flood is taken in small bites, so the requests of connections already open wait milliseconds,
+#: not the half second a thousand accepts in a row would take.
+ACCEPT_BATCH = 16
 
 
 def cluster_id(store: Any) -> str:
@@ -86,7 +97,11 @@ class Server:
                 try:
                     server = await asyncio.start_server(
                         lambda r, w, listener=listener: self._accepted(listener, r, w),
-                        host=await _bind_address(listener.host), port=listener.port, reuse_address=True)
+                        host=await _bind_address(listener.host), port=listener.port, reuse_address=True,
+                        backlog=ACCEPT_BATCH)
+                    for sock in server.sockets:     # the kernel's queue stays long (listen again on a dup)
+                        with socket.socket(fileno=os.dup(sock.fileno())) as same:
+                            same.listen(LISTEN_BACKLOG)
                 except OSError as exc:
                     raise ListenerError(f"cannot listen on {listener}: {exc.strerror or exc}") from None
                 self._servers.append(server)

@@ -283,11 +283,10 @@ def test_held_failures_are_bounded():
     assert limiter.hold()
 
 
-def test_the_limiters_state_is_bounded(monkeypatch):
-    """A spray of distinct names and addresses keeps at most MAX_TRACKED buckets of each; the deepest deficit stays."""
-    monkeypatch.setattr(FailedAuthLimiter, "MAX_TRACKED", 50)
+def test_the_limiters_state_is_bounded():
+    """A spray of distinct names and addresses keeps at most max_tracked buckets of each; the deepest deficit stays."""
     now = [0.0]
-    limiter = FailedAuthLimiter(0.0, burst=2, rate=0.01, max_pending=10, clock=lambda: now[0])
+    limiter = FailedAuthLimiter(0.0, burst=2, rate=0.01, max_pending=10, max_tracked=50, clock=lambda: now[0])
     for _ in range(5):
         limiter.failed("10.9.9.9", "victim")
     deficit = limiter.failed("10.9.9.9", "victim")
