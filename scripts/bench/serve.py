@@ -139,20 +139,26 @@ def new_binding(run: str, client: int, n: int) -> AclBinding:
 class ServerProcess:
     """``secmeta serve`` in a subprocess on one listener (port 0); SIGTERM drains and stops it."""
 
-    def __init__(self, store: Path, key_file: Path, protocol: str, ca: DemoCA, mechanism: str):
+    def __init__(self, store: Path, key_file: Path, protocol: str, ca: DemoCA | None, mechanism: str, *,
+                 also: Sequence[str] = (), options: Sequence[str] = ()):
+        """``also``: more listeners' protocols (``bootstraps`` names each); ``options``: more serve options."""
+        listeners = ",".join(f"{p}://127.0.0.1:0" for p in (protocol, *also))
         cmd = [sys.executable, "-m", "secmeta.core.cli", "serve", "--store", str(store), "--key-file", str(key_file),
-               "--listeners", f"{protocol}://127.0.0.1:0", "--sasl-mechanisms", mechanism,
-               "--log-level", "WARNING"]
-        if "SSL" in protocol:
+               "--listeners", listeners, "--sasl-mechanisms", mechanism, "--log-level", "WARNING", *options]
+        if "SSL" in listeners:
+            assert ca is not None, "a TLS listener needs the CA"
             cmd += ["--ssl-cert", str(ca.server_cert), "--ssl-key", str(ca.server_key)]
         self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
-        line = self.proc.stdout.readline()
-        match = re.match(r"listening on \w+://(\S+):(\d+)", line)
-        if not match:
-            self.stop()
-            raise SystemExit(f"the server did not start: {line!r} {self.errors()}")
-        self.bootstrap = f"{match[1]}:{match[2]}"
+        self.bootstraps: dict[str, str] = {}
+        for _ in range(1 + len(also)):
+            line = self.proc.stdout.readline()
+            match = re.match(r"listening on (\w+)://(\S+):(\d+)", line)
+            if not match:
+                self.stop()
+                raise SystemExit(f"the server did not start: {line!r} {self.errors()}")
+            self.bootstraps[match[1]] = f"{match[2]}:{match[3]}"
+        self.bootstrap = self.bootstraps[protocol]
 
     @property
     def pid(self) -> int:
