@@ -67,3 +67,10 @@ class ServerConfig:
             if not self.sasl_mechanisms:
                 raise InvalidValueError("at least one SASL mechanism must be enabled")
             object.__setattr__(self, "sasl_mechanisms", tuple(ScramMechanism(m) for m in self.sasl_mechanisms))
+
+    @property
+    def before_login_limits(self) -> tuple[int, int]:
+        """(max_connections_before_login, max_connections_before_login_per_ip), their defaults resolved."""
+        overall, per_ip = self.max_connections_before_login, self.max_connections_before_login_per_ip
+        assert overall is not None and per_ip is not None   # resolved in __post_init__
+        return overall, per_ip

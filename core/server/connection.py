@@ -308,6 +308,7 @@ class Connection:
             # client that reconnects at once after a failure then fails at most this often.
             limiter = self._server.limiter
             delay = limiter.failed(self.peer.host, auth.claimed_user)
+            self.in_flight = False      # nothing to finish: shutdown need not wait out the hold
             if not limiter.hold():
                 raise _Close(f"{step.close}; closed at once, unanswered: {limiter.pending} failed authentications "
                              "are already held (failed_authentications_max_pending)", logging.INFO)

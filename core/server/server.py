@@ -68,11 +68,10 @@ class Server:
                                          config.failed_authentications_burst,
                                          config.failed_authentications_per_second,
                                          config.failed_authentications_max_pending)
-        assert config.max_connections_before_login is not None and config.max_connections_before_login_per_ip is not None
+        before_login, before_login_per_ip = config.before_login_limits
         self.admission = Admission(max_connections=config.max_connections,
                                    max_connections_per_ip=config.max_connections_per_ip,
-                                   max_before_login=config.max_connections_before_login,
-                                   max_before_login_per_ip=config.max_connections_before_login_per_ip)
+                                   max_before_login=before_login, max_before_login_per_ip=before_login_per_ip)
         self.executor: ThreadPoolExecutor | None = None
         self.addresses: dict[str, tuple[str, int]] = {}     # listener name -> bound (host, port)
         self.brokers: dict[str, BrokerInfo] = {}            # listener name -> what Metadata advertises

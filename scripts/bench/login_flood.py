@@ -19,8 +19,8 @@ Nothing is asserted; see bench-results/login_flood.json.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import logging
+import multiprocessing
 import tempfile
 import time
 from pathlib import Path

@@ -18,9 +18,9 @@ from scramp import ScramClient
 
 from secmeta.core import StoreConfig
 from secmeta.core.errors import InvalidValueError
+from secmeta.core.server.auth_failures import FailedAuthLimiter
 from secmeta.core.server.cluster_apis import AUTHORIZED_OPERATIONS_OMITTED
 from secmeta.core.server.config import ServerConfig
-from secmeta.core.server.auth_failures import FailedAuthLimiter
 from secmeta.core.server.server import Server
 from secmeta.core.wire.codec import build, request_class
 from secmeta.events.types import ScramMechanism
