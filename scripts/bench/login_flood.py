@@ -1,7 +1,7 @@
 """An admin's SCRAM login while half-open connections flood `secmeta serve` (issue 22).
 
     python -m scripts.bench.login_flood [--connections 2000] [--sources 40] [--attackers 4]
-                                        [--trials 30] [--seconds 20]
+                                        [--trials 30] [--seconds 20] [--flood-listener SASL_PLAINTEXT]
 
 ``secmeta serve`` runs in a SUBPROCESS (its own GIL) with its default limits on a PLAINTEXT
 and a SASL_PLAINTEXT listener.  The attacker (tests/floodkit.HalfOpenFlood, in ``--attackers`` processes of its own)
@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sources", type=int, default=40)
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--seconds", type=float, default=20, help="keep logging in during the flood this long")
+    parser.add_argument("--flood-listener", choices=["PLAINTEXT", "SASL_PLAINTEXT"], default="PLAINTEXT",
+                        help="the listener flooded (SASL_PLAINTEXT: the one the admin logs in on)")
     parser.add_argument("--attackers", type=int, default=4, help="attacker processes, each with its share of sources")
     args = parser.parse_args(argv)
     limits = ServerConfig()
@@ -141,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             admin_login(server.bootstrap)    # warm-up
             rss_before = rss_mib(server.pid)
             before = trials(server.bootstrap, min(10, args.trials), lambda: None)
-            host, port = server.bootstraps["PLAINTEXT"].rsplit(":", 1)
+            host, port = server.bootstraps[args.flood_listener].rsplit(":", 1)
             attackers = Attackers((host, int(port)), loopback_sources(args.sources),
                                   max(1, args.connections // args.sources), args.attackers)
             started = time.perf_counter()
@@ -165,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     base, flooded = summary(before), summary(during)
     target = f"<= {TARGET_S * 1000:.0f}"
     print_table(f"admin SCRAM login (confluent-kafka, SASL_PLAINTEXT) during a flood of {args.connections} half-open "
-                f"connections from {args.sources} addresses by {args.attackers} processes (set up in {ready:.1f} s; "
+                f"{args.flood_listener} connections from {args.sources} addresses by {args.attackers} processes "
+                f"(set up in {ready:.1f} s; "
                 f"then {opened} reconnections in the {seconds:.1f} s of the trials)",
                 ["measure", "no flood", "during the flood", "target"],
                 [["logins ok / trials", f"{base['trials'] - base['failed']}/{base['trials']}",
@@ -182,8 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         "max_connections_before_login_per_ip", "login_timeout_ms", "failed_authentication_delay_ms",
         "failed_authentications_burst", "failed_authentications_per_second", "failed_authentications_max_pending")}
     print_table("limits (the server's defaults)", ["setting", "value"], sorted(chosen.items()))
-    write_json("login_flood", {"connections": args.connections, "sources": args.sources, "attackers": args.attackers,
-                               "setup_seconds": ready, "reconnections": opened, "seconds": seconds, "before": base, "during": flooded, "rss_mib_before": rss_before,
+    write_json("login_flood", {"connections": args.connections, "flood_listener": args.flood_listener,
+                               "sources": args.sources, "attackers": args.attackers,
+                               "setup_seconds": ready, "reconnections": opened, "seconds": seconds,
+                               "before": base, "during": flooded, "rss_mib_before": rss_before,
                                "rss_mib_peak": max(rss_peak), "rss_mib_after": rss_after, "server_cpu_s": server_cpu,
                                "limits": chosen})
     return 0
