@@ -98,7 +98,10 @@ def create_token(
     """A DelegationTokenIssued event and the new token with its HMAC."""
     _require_token_request_allowed(context)
     requester = context.principal
-    owner = requester if owner is None or owner == "" else owner  # 0 or False is a wrong type, not "no owner"
+    if owner == "":  # Kafka's KafkaApis reads an empty owner name as absent; an empty principal is no principal
+        raise InvalidRequestException("owner must not be empty: give a Type:Name principal, or no owner "
+                                      "(None) for a token of the requester")
+    owner = requester if owner is None else owner  # 0 or False is a wrong type, not "no owner"
     _principal_type(owner, "owner")
     if owner != requester and not decider(
         requester, context.host, AclOperation.CREATE_TOKENS, ResourceType.USER, owner
@@ -244,7 +247,7 @@ def describe_tokens(
         owners = tuple(owners)
         with validation.reraised_as(InvalidRequestException):
             for owner in owners:
-                validation.text(owner, "owner")
+                validation.text(owner, "owner", selects=True)
         owners = frozenset(owners)
         if not owners:
             return []

@@ -330,16 +330,22 @@ def _principal_fields(principal: str, prefix: str = "") -> dict[str, str]:
 def create_token_request_fields(owner: str | None = None, renewers: Iterable[str] = (),
                                 max_lifetime_ms: int = -1) -> dict[str, Any]:
     """CreateDelegationTokenRequest fields (owner only exists from v3)."""
-    owner_type, owner_name = _principal_parts(owner) if owner else (None, None)
+    owner_type, owner_name = _principal_parts(owner) if owner is not None else (None, None)
     return {"owner_principal_type": owner_type, "owner_principal_name": owner_name,
             "renewers": [_principal_fields(r) for r in renewers], "max_lifetime": int(max_lifetime_ms)}
 
 
 def create_token_args(request: Any) -> dict[str, Any]:
-    """store.create_delegation_token's keyword arguments (owner, renewers, max_lifetime_ms);
-    no owner name (null or empty) means the requester, as in Kafka's KafkaApis."""
+    """store.create_delegation_token's keyword arguments (owner, renewers, max_lifetime_ms).
+
+    A null owner (and v1-2, which have none) means the requester, as the message's schema says; an empty
+    owner name is the empty owner, which the store refuses (INVALID_REQUEST).  Kafka's KafkaApis
+    (handleCreateTokenRequest) reads an empty name as null: a typo'd owner became a token for the requester.
+    """
+    owner_type = getattr(request, "owner_principal_type", None)
     owner_name = getattr(request, "owner_principal_name", None)
-    owner = validation.principal_text(getattr(request, "owner_principal_type", None), owner_name) if owner_name else None
+    owner = (None if owner_name is None and owner_type is None else
+             "" if not owner_name else validation.principal_text(owner_type, owner_name))
     renewers = tuple(validation.principal_text(r.principal_type, r.principal_name) for r in request.renewers)
     return {"owner": owner, "renewers": renewers, "max_lifetime_ms": ms_from(request.max_lifetime)}
 

@@ -140,6 +140,7 @@ def test_option_mistakes_are_usage_errors(store, capsys, options, message):
     (["--renew", "--hmac", base64.b64encode(b"x" * 64).decode()], "DELEGATION_TOKEN_NOT_FOUND"),
     (["--create", "--renewer-principal", "Group:renewers"], "INVALID_PRINCIPAL_TYPE"),
     (["--create", "--as", "User:eve", "--owner-principal", "User:alice"], "DELEGATION_TOKEN_AUTHORIZATION_FAILED"),
+    (["--create", "--owner-principal", ""], "INVALID_REQUEST: owner must not be empty"),  # was a token of the requester
 ])
 def test_refused_operations_exit_1_and_write_nothing(store, capsys, options, error):
     """A request the store refuses (DelegationTokenCommandTest: an invalid renewer principal type fails) exits 1
@@ -178,4 +179,6 @@ def test_over_the_wire_the_same_commands_and_json(tmp_path, capsys):
         before = server.log_end()
         code, out, err = run(capsys, "tokens", "--renew", "--hmac", base64.b64encode(b"x" * 64).decode(), *wire)
         assert (code, out) == (1, "") and "DELEGATION_TOKEN_NOT_FOUND" in err
+        code, out, err = run(capsys, "tokens", "--create", "--owner-principal", "", *wire)  # issue 22: no silent default
+        assert (code, out) == (1, "") and "INVALID_REQUEST" in err  # CreateDelegationTokenResponse has no message
         assert server.log_end() == before

@@ -139,6 +139,13 @@ def test_create_renewer_not_a_user_is_invalid_principal_type(renewer):
         create(renewers=[BOB, renewer])
 
 
+def test_create_with_an_empty_owner_is_invalid_request_naming_owner():
+    """owner="" was silently the requester (issue 22): an empty principal is refused; None means the requester."""
+    with pytest.raises(InvalidRequestException, match="^INVALID_REQUEST: owner must not be empty") as info:
+        create(owner="", decider=allow)
+    assert info.value.error.code == ErrorCode.INVALID_REQUEST
+
+
 def test_create_for_other_owner_without_permission_fails():
     """Creating for another owner without CREATE_TOKENS gets DELEGATION_TOKEN_AUTHORIZATION_FAILED."""
     with pytest.raises(DelegationTokenAuthorizationException) as info:

@@ -156,6 +156,24 @@ def test_token_errors_map_to_kafka_codes(store):
     assert int(bad_renewer.error_code) == ErrorCode.INVALID_PRINCIPAL_TYPE
 
 
+@pytest.mark.parametrize("owner_type, owner_name, code", [
+    (None, None, ErrorCode.NONE),                  # no owner (as v1-2 send): the requester's token
+    ("User", "", ErrorCode.INVALID_REQUEST),       # was the requester's token, silently (issue 22)
+    ("", "", ErrorCode.INVALID_REQUEST),
+    ("User", "bob", ErrorCode.NONE),
+])
+def test_create_token_with_an_empty_owner_is_invalid_request(store, owner_type, owner_name, code):
+    """CreateDelegationToken v3: a null owner is the requester; an empty owner name is INVALID_REQUEST (the
+    response has no message field) and no token is issued."""
+    made = call(store, ADMIN, 38, 3, owner_principal_type=owner_type, owner_principal_name=owner_name,
+                renewers=[], max_lifetime=-1)
+    assert int(made.error_code) == code
+    if code:
+        assert store.describe_delegation_tokens(context=ADMIN) == []
+    else:
+        assert made.principal_name == (owner_name or "admin")
+
+
 def test_an_unexpected_failure_answers_unknown_server_error(store, caplog):
     """A bug behind a handler answers UNKNOWN_SERVER_ERROR on every item; the log names the
     exception's type, not its message (which could carry anything)."""
