@@ -9,7 +9,10 @@ Rules (stricter than Kafka where noted in the README's list of differences):
 
 - text (principals, resource names, user names, token owners and renewers, hosts, request ids): a
   ``str`` of valid UTF-8 (no lone surrogate), no control character (Unicode category Cc: C0, DEL,
-  C1), at most ``MAX_NAME_BYTES`` (1,024) bytes encoded. Kafka bounds only the protocol string
+  C1), no invisible format character (``unseen_character``: bidirectional controls such as U+202E,
+  zero-width characters, line separators), at most ``MAX_NAME_BYTES`` (1,024) bytes encoded; a
+  string that only selects (a filter, a question: ``selects=True``) may hold format characters, to
+  name what an older log holds. Kafka bounds only the protocol string
   (32,767 bytes) and topic names (249 characters); nothing in Kafka needs a longer name than 1,024.
 - principals: ``Type:Name`` with both parts non-empty, split at the first colon (Kafka's
   SecurityUtils.parseKafkaPrincipal); ``principal_parts`` is the one parser, ``principal_text`` joins.
@@ -43,6 +46,7 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
+import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import IntEnum
@@ -71,12 +75,14 @@ __all__ = [
     "secret_bytes",
     "string",
     "text",
+    "unseen_character",
 ]
 
 MAX_NAME_BYTES = 1024
 _SHOWN = 64  # characters of a refused value quoted in an error
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+_BIDI_CONTROLS = frozenset(map(chr, [*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C]))
 
 E = TypeVar("E", bound=IntEnum)
 
@@ -101,43 +107,71 @@ def string(value: object, field: str) -> str:
     return value
 
 
-def text(value: object, field: str, *, max_bytes: int = MAX_NAME_BYTES) -> str:
-    """``value`` if it is a string secmeta can store and show; else FieldError naming ``field``."""
+def text(value: object, field: str, *, max_bytes: int = MAX_NAME_BYTES, selects: bool = False) -> str:
+    """``value`` if it is a string secmeta can store and show; else FieldError naming ``field``.
+
+    ``selects``: the string only selects what is stored (a filter, a question), so it may name what an
+    older log holds: invisible format characters are let through (``unseen_character`` is not applied).
+    """
     string(value, field)
     if _SURROGATE.search(value):
         raise FieldError(field, f"{_shown(value)} is not valid UTF-8 (it holds a lone surrogate)")
     control = _CONTROL.search(value)
     if control:
         raise FieldError(field, f"{_shown(value)} contains the control character U+{ord(control.group()):04X}")
+    if not selects:
+        unseen = unseen_character(value)
+        if unseen is not None:
+            raise FieldError(field, f"contains {unseen}")
     if len(value) * 4 > max_bytes and len(value.encode("utf-8")) > max_bytes:
         raise FieldError(field, f"is {len(value.encode('utf-8'))} bytes long; the limit is {max_bytes} bytes")
     return value
 
 
-def optional_text(value: object, field: str) -> str | None:
+def unseen_character(value: str) -> str | None:
+    """The first character of ``value`` that changes how a name looks without being seen, described
+    (``U+202E (RIGHT-TO-LEFT OVERRIDE), a bidirectional control``), or None.
+
+    Refused in names: Unicode's invisible format characters (category Cf: the bidirectional controls
+    U+202A-202E, U+2066-2069, U+200E/F, U+061C, and U+200B-200D, U+2060, U+FEFF, U+00AD, tags...)
+    and the line and paragraph separators U+2028/U+2029 (Zl, Zp), which can reorder, hide or break
+    what history and ``--list`` display.  Control characters (Cc) are ``text``'s own check.
+    """
+    if value.isprintable():  # the usual name: one pass in C
+        return None
+    for char in value:
+        category = unicodedata.category(char)
+        if category in ("Cf", "Zl", "Zp"):
+            kind = ("a bidirectional control" if char in _BIDI_CONTROLS else
+                    "an invisible format character" if category == "Cf" else "a line separator")
+            return f"U+{ord(char):04X} ({unicodedata.name(char, 'unnamed')}), {kind}"
+    return None
+
+
+def optional_text(value: object, field: str, *, selects: bool = False) -> str | None:
     """None, or ``text(value, field)``."""
-    return None if value is None else text(value, field)
+    return None if value is None else text(value, field, selects=selects)
 
 
-def nonempty_text(value: object, field: str) -> str:
+def nonempty_text(value: object, field: str, *, selects: bool = False) -> str:
     """``text(value, field)`` that is not empty."""
-    if text(value, field) == "":
+    if text(value, field, selects=selects) == "":
         raise FieldError(field, "must not be empty")
     return value  # type: ignore[return-value]
 
 
-def principal_parts(value: object, field: str = "principal") -> tuple[str, str]:
+def principal_parts(value: object, field: str = "principal", *, selects: bool = False) -> tuple[str, str]:
     """(type, name) of a ``Type:Name`` principal that passes ``text``, split at the first colon (so
     ``User:a:b`` is ``("User", "a:b")``, as Kafka's SecurityUtils.parseKafkaPrincipal splits it)."""
-    kind, colon, name = text(value, field).partition(":")
+    kind, colon, name = text(value, field, selects=selects).partition(":")
     if not (colon and kind and name):
         raise FieldError(field, f"{_shown(value)} is not of the form Type:Name")  # type: ignore[arg-type]
     return kind, name
 
 
-def principal(value: object, field: str = "principal") -> str:
+def principal(value: object, field: str = "principal", *, selects: bool = False) -> str:
     """A ``Type:Name`` principal that passes ``text`` (``principal_parts``)."""
-    principal_parts(value, field)
+    principal_parts(value, field, selects=selects)
     return value  # type: ignore[return-value]
 
 

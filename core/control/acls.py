@@ -125,9 +125,9 @@ def checked_filter(f: object) -> AclBindingFilter:
             raise FieldError(label, "must not be UNKNOWN in a filter")
         fields.append(member)
     rtype, ptype, operation, permission = fields
-    name = validation.optional_text(pattern.name, "resource name")
-    principal = validation.optional_text(entry.principal, "principal")
-    host = validation.optional_text(entry.host, "host")
+    name = validation.optional_text(pattern.name, "resource name", selects=True)
+    principal = validation.optional_text(entry.principal, "principal", selects=True)
+    host = validation.optional_text(entry.host, "host", selects=True)
     return AclBindingFilter.of(rtype, name, ptype, principal, host, operation, permission)
 
 

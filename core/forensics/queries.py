@@ -73,7 +73,7 @@ def resource_question(operation: object, resource_type: object,
     with validation.reraised_as(QueryError):
         return (validation.enum_value(AclOperation, operation, "operation", concrete=True),
                 validation.enum_value(ResourceType, resource_type, "resource type", concrete=True),
-                validation.nonempty_text(resource_name, "resource name"))
+                validation.nonempty_text(resource_name, "resource name", selects=True))
 
 
 # -- who could -------------------------------------------------------------------------------
@@ -370,9 +370,9 @@ def access_timeline(
     no ACL names, taken as the client's host)."""
     op, rt, name = resource_question(operation, resource_type, resource_name)
     with validation.reraised_as(QueryError):
-        validation.principal(principal)
+        validation.principal(principal, selects=True)
         if host is not None:
-            validation.nonempty_text(host, "host")
+            validation.nonempty_text(host, "host", selects=True)
     intervals = _timeline(travel, config, principal, op, rt, name, host, backend)
     for access in token_access(travel, holder=principal, backend=backend):
         owned = _timeline(travel, config, access.owner, op, rt, name, host, backend)

@@ -20,6 +20,8 @@ from secmeta.core import (
     AclBindingFilter,
     AclOperation,
     ApiException,
+    ClientQuotaAlteration,
+    ClientQuotaOp,
     ErrorCode,
     FieldError,
     InvalidPrincipalTypeException,
@@ -44,8 +46,10 @@ from secmeta.core.validation import (
     reraised_as,
     text,
 )
+from secmeta.core.control.result import ControlResult
 from secmeta.core.wire.scram_client import ScramClient
 from secmeta.events.avro_encoder import write_long
+from secmeta.events.records import AclCreated
 from secmeta.events.types import ScramMechanism
 from tests.clikit import make_store, run
 from tests.storekit import ADMIN, acl, upsert
@@ -54,14 +58,21 @@ from tests.storekit import ADMIN, acl, upsert
 
 CONTROL = st.sampled_from(["\x00", "\n", "\r", "\t", "\x1b", "\x7f", "\x85", "\x9f"])
 SURROGATE = st.integers(0xD800, 0xDFFF).map(chr)
+# invisible format characters (Cf: bidirectional controls, zero-width, tags) and line separators (issue 22)
+INVISIBLE = st.one_of(
+    st.sampled_from(["\u202a", "\u202e", "\u2066", "\u2069", "\u200e", "\u200f", "\u061c", "\u200b", "\u200d",
+                     "\u2060", "\ufeff", "\u00ad", "\u2028", "\u2029"]),
+    st.characters(categories=["Cf"]))
 WRONG_TYPE = st.sampled_from([None, 0, 1.5, True, b"User:bob", ["User:bob"], object()])
 SAFE = st.text(st.characters(codec="utf-8", categories=["L", "N"]), min_size=1, max_size=8)
 
 
-def spoiled(prefix: str) -> st.SearchStrategy:
-    """A string that starts out fine (``prefix`` + letters) and holds a control character or a lone surrogate,
-    or is one byte too long, or is no string at all."""
-    poisoned = st.tuples(SAFE, st.one_of(CONTROL, SURROGATE), SAFE).map(lambda p: prefix + p[0] + p[1] + p[2])
+def spoiled(prefix: str, *, stored: bool = True) -> st.SearchStrategy:
+    """A string that starts out fine (``prefix`` + letters) and holds a control character or a lone surrogate
+    (or, for a name to be ``stored``, an invisible format character), or is one byte too long, or is no string
+    at all."""
+    odd = st.one_of(CONTROL, SURROGATE, INVISIBLE) if stored else st.one_of(CONTROL, SURROGATE)
+    poisoned = st.tuples(SAFE, odd, SAFE).map(lambda p: prefix + p[0] + p[1] + p[2])
     too_long = st.integers(0, 100).map(lambda n: prefix + "x" * (MAX_NAME_BYTES + 1 - len(prefix) + n))
     return st.one_of(poisoned, too_long, WRONG_TYPE)
 
@@ -118,7 +129,7 @@ def test_a_bad_filter_text_is_invalid_request_naming_it_and_deletes_nothing(stor
     """delete_acls: a filter string with a control character, a surrogate or the wrong type fails alone."""
     if not store.image.acls:
         store.create_acls([acl("orders")], context=ADMIN)
-    value = data.draw(spoiled("x").filter(lambda v: v is not None), label=field)
+    value = data.draw(spoiled("x", stored=False).filter(lambda v: v is not None), label=field)
     key = {"resource name": "name", "principal": "principal", "host": "host"}[field]
     end = store.log.end_offset
     (result,) = store.delete_acls([AclBindingFilter.of(**{key: value})], context=ADMIN)
@@ -176,6 +187,64 @@ def test_a_newline_in_a_principal_cannot_fake_rows(store):
     (result,) = store.create_acls([acl("t", principal="User:bob\nUser:admin")], context=ADMIN)
     assert result.code == ErrorCode.INVALID_REQUEST and "U+000A" in result.message
     assert len(store.image.acls) == 0
+
+
+RLO = "U+202E (RIGHT-TO-LEFT OVERRIDE), a bidirectional control"
+
+
+def _quota_error(store, entity: dict) -> str:
+    alteration = ClientQuotaAlteration(entity, (ClientQuotaOp("producer_byte_rate", 1024.0),))
+    (error,) = store.alter_client_quotas([alteration], context=ADMIN).values()
+    return error.message
+
+
+def _token_error(store, **args) -> str:
+    with pytest.raises(InvalidRequestException) as info:
+        store.create_delegation_token(context=ADMIN, **args)
+    return info.value.error.message
+
+
+@pytest.mark.parametrize("write, field", [
+    (lambda s, n: s.create_acls([acl(n)], context=ADMIN)[0].message, "resource name"),
+    (lambda s, n: s.create_acls([acl("t", principal=f"User:{n}")], context=ADMIN)[0].message, "principal"),
+    (lambda s, n: s.alter_user_scram_credentials([upsert(n)], context=ADMIN)[n].message, "user"),
+    (lambda s, n: _token_error(s, owner=f"User:{n}"), "owner"),
+    (lambda s, n: _token_error(s, renewers=[f"User:{n}"]), "renewer"),
+    (lambda s, n: _quota_error(s, {"user": n}), "user name"),
+    (lambda s, n: _quota_error(s, {"client-id": n}), "client-id name"),
+], ids=["resource", "principal", "scram user", "token owner", "token renewer", "quota user", "quota client"])
+def test_a_bidirectional_override_in_a_name_is_refused_naming_field_and_code_point(store, write, field):
+    """'invoice\u202efdp.exe' (shown as 'invoiceexe.pdf') was accepted for resources and users (issue 22): every
+    name a write stores is refused, INVALID_REQUEST saying the field, the code point and what it is; nothing
+    is written."""
+    end = store.log.end_offset
+    assert write(store, "invoice\u202efdp.exe") == f"{field} contains {RLO}"
+    assert store.log.end_offset == end
+
+
+@pytest.mark.parametrize("char, said", [
+    ("\u200b", "U+200B (ZERO WIDTH SPACE), an invisible format character"),
+    ("\ufeff", "U+FEFF (ZERO WIDTH NO-BREAK SPACE), an invisible format character"),
+    ("\u2066", "U+2066 (LEFT-TO-RIGHT ISOLATE), a bidirectional control"),
+    ("\u061c", "U+061C (ARABIC LETTER MARK), a bidirectional control"),
+    ("\u2028", "U+2028 (LINE SEPARATOR), a line separator"),
+])
+def test_invisible_characters_are_named_in_the_refusal(char, said):
+    with pytest.raises(FieldError) as info:
+        text(f"ad{char}min", "user")
+    assert str(info.value) == f"user contains {said}"
+
+
+def test_filters_and_questions_still_select_a_name_an_older_log_holds(store):
+    """A name with U+202E logged before the rule (or replicated in) can still be described, asked about and
+    deleted by its exact name: filters and questions select, they store nothing."""
+    old = acl("invoice\u202efdp.exe")
+    store._write(ADMIN, lambda image, now, ctx: ControlResult([AclCreated("old-acl", old)], None))
+    exact = AclBindingFilter.of(ResourceType.TOPIC, old.name, principal=old.principal)
+    assert store.describe_acls(exact, context=ADMIN) == [old]
+    assert "User:alice" in [g.principal for g in store.who_could("READ", "TOPIC", old.name)]
+    (deleted,) = store.delete_acls([exact], context=ADMIN)
+    assert deleted.error.code == ErrorCode.NONE and deleted.acls == (old,)
 
 
 def test_a_scram_user_with_nul_is_refused(store):

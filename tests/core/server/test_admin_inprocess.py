@@ -72,6 +72,18 @@ def test_acls_create_describe_delete(store, version):
     assert store.describe_acls(AclBindingFilter.any(), context=ADMIN) == [GROUP]
 
 
+def test_a_bidirectional_override_in_an_acl_is_invalid_request_with_the_message(store):
+    """CreateAcls with 'invoice\u202efdp.exe' (accepted before issue 22): that creation answers INVALID_REQUEST
+    naming the field and the code point, the other is created."""
+    spoofed = AclBinding.of(ResourceType.TOPIC, "invoice\u202efdp.exe", PatternType.LITERAL, "User:alice", "*",
+                            AclOperation.READ, AclPermissionType.ALLOW)
+    created = call(store, ADMIN, 30, 3, creations=[convert.acl_creation_fields(b) for b in (spoofed, READ)])
+    assert [(int(r.error_code), r.error_message) for r in created.results] == [
+        (ErrorCode.INVALID_REQUEST, "resource name contains U+202E (RIGHT-TO-LEFT OVERRIDE), a bidirectional control"),
+        (0, None)]
+    assert store.describe_acls(AclBindingFilter.any(), context=ADMIN) == [READ]
+
+
 def test_cluster_authorization_failures_are_placed_as_kafka_places_them(store):
     """Create/Delete: on every item; Describe: top-level with no resources (getErrorResponse)."""
     created = call(store, ALICE, 30, 3, creations=[convert.acl_creation_fields(b) for b in (READ, GROUP)])
