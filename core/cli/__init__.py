@@ -41,7 +41,9 @@ class HelpFormatter(argparse.HelpFormatter):
         return text
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; given the command line ``argv``, of the store's own commands only when it
+    runs one of them (the plugins' commands, found through their entry points, are then not loaded)."""
     # The command modules only register parsers; each command imports what it runs when it runs.
     from secmeta.core.cli import (
         acls_cmd,
@@ -75,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     log_cmd.register(commands)
     keys_cmd.register(commands)
     serve_cmd.register(commands)
-    plugins.register_all(commands)
+    if argv is None or _command_named(argv) not in commands.choices:
+        plugins.register_all(commands)
     for sub in subparsers(parser):
         sub.formatter_class = HelpFormatter
     return parser
@@ -98,11 +101,17 @@ def _version() -> str:
     return __version__
 
 
+def _command_named(argv: list[str]) -> str | None:
+    """The command a command line runs: its first word that is not an option (secmeta's own take no value)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
 def main(argv: list[str] | None = None) -> int:
-    if (sys.argv[1:] if argv is None else argv) == ["--version"]:  # argparse's answer, without every command's parser
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["--version"]:  # argparse's answer, without every command's parser
         print(f"secmeta {_version()}")
         return EXIT_OK
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     try:
         code = args.func(args) or EXIT_OK
         sys.stdout.flush()  # here, so a reader that went away is seen before Python's exit flushes

@@ -22,13 +22,13 @@ HEAVY = ("rich", "pydantic", "fastavro", "cryptography", "kio", "javaproperties"
          "secmeta.core.config", "secmeta.events.codec", "secmeta.projections.image")
 
 
-def loaded_after(code: str, env: dict | None = None) -> list[str]:
+def loaded_after(code: str) -> list[str]:
     """The HEAVY modules a new interpreter holds after running ``code``."""
-    probe = textwrap.dedent(code) + textwrap.dedent(f"""
-        import json, sys
+    probe = "import sys\n" + textwrap.dedent(code) + textwrap.dedent(f"""
+        import json
         print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))
     """)
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -68,6 +68,20 @@ def test_help_loads_nothing_heavy(command):
         with contextlib.suppress(SystemExit), contextlib.redirect_stdout(io.StringIO()):
             main({command!r})
     """) == []
+
+
+def test_a_store_command_loads_only_what_it_runs(store):
+    """`acls --list` on a store (``store`` is $SECMETA_STORE) loads the store, and not the plugins' commands, the
+    server, Kafka's protocol, Spark, Kafka's client or progress lines."""
+    loaded = loaded_after("""
+        import contextlib, io
+        from secmeta.core.cli import main
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["acls", "--list"]) == 0
+        assert not [m for m in ("secmeta.consumers", "secmeta.core.server.server", "kio", "pyspark",
+                                "confluent_kafka", "rich") if m in sys.modules]
+    """)
+    assert "secmeta.core.store" in loaded
 
 
 def test_the_public_api_still_imports_on_first_use():
