@@ -14,6 +14,7 @@ import sys
 
 from secmeta.core.cli import acl_request
 from secmeta.core.cli.common import add_json_option, emit
+from secmeta.core.cli.display import printable
 from secmeta.core.cli.security import (
     OPERATION_NAMES,
     AdminSession,
@@ -219,13 +220,19 @@ def _binding_key(b: AclBinding) -> tuple:
 
 
 # Kafka's toString of ResourcePattern(Filter), AccessControlEntry and AclBinding, as AclCommand prints them.
+# Names as ``printable`` shows them (a filter's None as Kafka's null prints: None).
 def kafka_pattern(p: ResourcePattern | ResourcePatternFilter) -> str:
-    return f"ResourcePattern(resourceType={p.resource_type.name}, name={p.name}, patternType={p.pattern_type.name})"
+    return (f"ResourcePattern(resourceType={p.resource_type.name}, name={_shown(p.name)}, "
+            f"patternType={p.pattern_type.name})")
 
 
 def kafka_entry(e: AccessControlEntry) -> str:
-    return (f"(principal={e.principal}, host={e.host}, operation={e.operation.name}, "
+    return (f"(principal={_shown(e.principal)}, host={_shown(e.host)}, operation={e.operation.name}, "
             f"permissionType={e.permission_type.name})")
+
+
+def _shown(name: str | None) -> str:
+    return str(name) if name is None else printable(name)
 
 
 def kafka_binding(b: AclBinding) -> str:

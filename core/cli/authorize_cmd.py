@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from secmeta.core.cli.common import add_json_option, emit, emit_json
+from secmeta.core.cli.display import printable
 from secmeta.core.cli.forensics_cmd import OPERATION_HELP, as_of_arg
 from secmeta.core.cli.security import (
     add_point_options,
@@ -56,14 +57,14 @@ def run(args: argparse.Namespace) -> int:
                    "authorized_operations": allowed, "authorized_operations_bitfield": ops,
                    "token_holders": [a.to_dict() for a in holders]})
         return 0 if decision.allowed else 1
-    print(f"{verdict}: {args.principal} from {args.host} to {op.name} {rtype.name}:{name} ({decision.reason})")
+    print(printable(f"{verdict}: {args.principal} from {args.host} to {op.name} {rtype.name}:{name} ({decision.reason})"))
     if acls:
         emit(acls, {"acl_id": "ACL ID", "pattern_type": "PATTERN", "resource_name": "NAME", "principal": "PRINCIPAL",
                     "host": "HOST", "operation": "OPERATION", "permission_type": "PERMISSION"})
     print(f"authorized operations (KIP-430 bitfield {ops}): {', '.join(allowed) or 'none'}")
     if tokens:
-        print(f"this decision also applies to {args.principal} authenticated with a delegation token it owns, "
+        print(f"this decision also applies to {printable(args.principal)} authenticated with a delegation token it owns, "
               "whoever holds it:")
         for sentence in tokens:
-            print(f"  {sentence}")
+            print(f"  {printable(sentence)}")
     return 0 if decision.allowed else 1

@@ -2,7 +2,8 @@
 
 Output: ``emit(rows, columns, json=...)`` prints rows (mappings) as an aligned table of the named
 columns, or as a JSON array of the whole rows; ``emit_json(value)`` prints any other answer as JSON;
-``iso_time(ms)`` is the one way a time is shown (ISO-8601 UTC with milliseconds and ``Z``), and the
+a table shows each cell as ``secmeta.core.cli.display.printable`` does (odd characters escaped, JSON keeps
+them); ``iso_time(ms)`` is the one way a time is shown (ISO-8601 UTC with milliseconds and ``Z``), and the
 JSON encoder writes datetimes the same way.  ``add_json_option`` gives a read command its ``--json``.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from secmeta.core.cli.display import printable
 from secmeta.core.times import format_datetime, format_ms
 from secmeta.events.errors import InvalidValueError
 
@@ -129,9 +131,9 @@ def emit_json(value: object, out=None) -> None:
 
 
 def print_table(headers: Sequence[str], rows: Iterable[Sequence[object]], out=None) -> None:
-    """Print rows as aligned columns under a header line."""
+    """Print rows as aligned columns under a header line; each cell as ``printable`` shows it."""
     out = out or sys.stdout
-    cells = [[str(c) for c in headers]] + [[("" if c is None else str(c)) for c in row] for row in rows]
+    cells = [[str(c) for c in headers]] + [[("" if c is None else printable(str(c))) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     for n, row in enumerate(cells):
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip(), file=out)

@@ -21,6 +21,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from secmeta.core.cli.common import add_json_option, emit
+from secmeta.core.cli.display import printable
 from secmeta.core.cli.quota_configs import KEYS as QUOTA_KEYS
 from secmeta.core.cli.quota_configs import quota_line, quota_values
 from secmeta.core.cli.scram_configs import (
@@ -226,7 +227,7 @@ def _alter_quotas(session: AdminSession, alteration: ClientQuotaAlteration) -> i
         print(f"secmeta: error: altering the quotas of {entity} failed, nothing was changed: {error}", file=sys.stderr)
         return 1
     print(f"Completed updating default config for {kind}s in the cluster." if name is None
-          else f"Completed updating config for {kind} {name}.")
+          else printable(f"Completed updating config for {kind} {name}."))
     return 0
 
 
@@ -277,7 +278,7 @@ def _alter(session: AdminSession, user: str, settings: list[ScramSetting], delet
         print(f"secmeta: error: altering the SCRAM credentials of user {user!r} failed, nothing was changed: "
               f"{error}{_hint(error, alterations)}", file=sys.stderr)
         return 1
-    print(f"Completed updating config for user {user}.")
+    print(printable(f"Completed updating config for user {user}."))
     return 0
 
 
@@ -317,7 +318,7 @@ def _describe_scram(session: AdminSession, users: list | None, *, quoted: bool, 
     if not json:
         for name, d in found.items():
             infos = ", ".join(f"{i.mechanism.mechanism_name}=iterations={i.iterations}" for i in d.scram_credential_infos)
-            print(f"SCRAM credential configs for user-principal '{name}' are {infos}")
+            print(printable(f"SCRAM credential configs for user-principal '{name}' are {infos}"))
     for name, error in failed.items():
         print(f"secmeta: error: retrieving SCRAM credential configs for user-principal '{name}': {error}",
               file=sys.stderr)

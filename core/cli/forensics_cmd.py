@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from secmeta.core.cli.common import add_json_option, emit, emit_json, iso_time
+from secmeta.core.cli.display import printable
 from secmeta.core.cli.security import (
     OPERATION_NAMES,
     add_point_options,
@@ -192,7 +193,7 @@ def diff_cmd(args: argparse.Namespace) -> int:
     for title, lines in sections:
         print(f"  {title}: {len(lines)}")
         for line in lines:
-            print(f"    {line}")
+            print(f"    {printable(line)}")
     return 0
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from secmeta.core.cli.display import printable
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.quota_keys import CLIENT_ID, QUOTA_KEYS, USER
 
@@ -58,4 +59,4 @@ def described(entity: ClientQuotaEntity) -> str:
 def quota_line(entity: ClientQuotaEntity, values: Mapping[str, float]) -> str:
     """The line --describe prints for one entity."""
     joined = ", ".join(f"{key}={java_double(value)}" for key, value in values.items())
-    return f"Quota configs for {described(entity)} are {joined}"
+    return printable(f"Quota configs for {described(entity)} are {joined}")
