@@ -25,7 +25,7 @@ from secmeta.core.cli.security import (
     has_point,
     open_admin,
 )
-from secmeta.core.errors import InvalidValueError
+from secmeta.core.errors import ClusterAuthorizationException, InvalidValueError
 from secmeta.core.validation import principal
 from secmeta.events.types import (
     AccessControlEntry,
@@ -104,28 +104,42 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _add(session: AdminSession, request: acl_request.Request) -> int:
-    """AclCommand.addAcls: per resource, say which ACLs exist already and which are added; one create request."""
+    """AclCommand.addAcls: per resource, say which ACLs exist already and which are added; one create request.
+    The lines are printed once the request was not refused as a whole (a refusal prints nothing on stdout)."""
     admin, ctx = session.admin, session.context
     new: list[AclBinding] = []
+    said: list[str] = []
     for f, entries in sorted(request.items(), key=_pattern_key):
         pattern = ResourcePattern(f.resource_type, f.name, f.pattern_type)
-        existing = set(admin.describe_acls(AclBindingFilter(f, AccessControlEntryFilter()), context=ctx))
+        existing = _existing(session, AclBindingFilter(f, AccessControlEntryFilter()))
         adding = []
         for entry in sorted(entries, key=_entry_key):
             binding = AclBinding(pattern, entry)
             if binding in existing:
-                print(f"Acl {kafka_binding(binding)} already exists.")
+                said.append(f"Acl {kafka_binding(binding)} already exists.")
             else:
                 adding.append(binding)
         if adding:
-            print(f"Adding ACLs for resource `{kafka_pattern(pattern)}`: \n "
-                  + "\n".join(f"\t{kafka_entry(b.entry)}" for b in adding) + "\n")
+            said.append(f"Adding ACLs for resource `{kafka_pattern(pattern)}`: \n "
+                        + "\n".join(f"\t{kafka_entry(b.entry)}" for b in adding) + "\n")
         new += adding
     errors = admin.create_acls(new, context=ctx) if new else []
+    if said:
+        print(*said, sep="\n")
     for binding, error in zip(new, errors):
         if error:
             print(f"Failed to add {kafka_binding(binding)}: {error}")
     return 1 if any(errors) else 0
+
+
+def _existing(session: AdminSession, acl_filter: AclBindingFilter) -> set[AclBinding]:
+    """The ACLs of a resource, to say which exist already (secmeta's addition: Kafka's addAcls creates first).
+    A requester refused DESCRIBE gets no such notes: the create decides, and a refusal then names ALTER, the
+    operation --add needs, not the DESCRIBE of this look-up (which ALLOW ALTER implies)."""
+    try:
+        return set(session.admin.describe_acls(acl_filter, context=session.context))
+    except ClusterAuthorizationException:
+        return set()
 
 
 def _confirm(request: acl_request.Request, *, force: bool):
