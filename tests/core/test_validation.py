@@ -32,6 +32,7 @@ from secmeta.core import (
 )
 from secmeta.core.auth.scram import MIN_ITERATIONS
 from secmeta.core.config import StoreConfig
+from secmeta.core.control.result import ControlResult
 from secmeta.core.errors import InvalidValueError, QueryError, SaslAuthenticationException
 from secmeta.core.validation import (
     MAX_NAME_BYTES,
@@ -46,7 +47,6 @@ from secmeta.core.validation import (
     reraised_as,
     text,
 )
-from secmeta.core.control.result import ControlResult
 from secmeta.core.wire.scram_client import ScramClient
 from secmeta.events.avro_encoder import write_long
 from secmeta.events.records import AclCreated
