@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from secmeta.core import validation
 from secmeta.core.errors import InvalidValueError
 
 __all__ = [
@@ -100,6 +101,9 @@ class ClientConfig:
             if not username or password is None:
                 raise ClientConfigError(f"security.protocol {protocol} needs sasl.username and sasl.password "
                                         "(or username and password in sasl.jaas.config)")
+            with validation.reraised_as(ClientConfigError):  # refused here, before any connection, never quoted
+                validation.secret_bytes(password, "sasl.password" if props.get("sasl.password") else
+                                        "the password in sasl.jaas.config", utf8=True)
         identification = props.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
         if identification not in ("https", "", "none"):
             raise ClientConfigError(f"unknown ssl.endpoint.identification.algorithm {identification!r}; use https or none")

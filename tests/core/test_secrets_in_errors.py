@@ -29,6 +29,7 @@ from secmeta.core import (
 from secmeta.core.auth.scram import credential_from_password, salted_password
 from secmeta.core.cli import build_parser, main
 from secmeta.core.validation import secret_bytes
+from secmeta.core.wire.client_config import SCRAM_LOGIN_MODULE
 from secmeta.core.wire.convert import alter_request_fields
 from secmeta.core.wire.scram_client import ScramClient
 from tests.clikit import log_end, make_store, run
@@ -229,3 +230,18 @@ def test_the_cli_refuses_a_password_that_is_not_utf8_as_a_usage_error(tmp_path, 
     assert (code, out) == (2, "")
     assert err.startswith("secmeta: error: SCRAM-SHA-256 password is not valid UTF-8") and "Traceback" not in err
     assert secret not in err and log_end(path) == end
+
+
+@pytest.mark.parametrize("line", ["sasl.password={pw}\\uD800",
+                                  'sasl.jaas.config={module} required username="alice" password="{pw}\\uD800";'],
+                         ids=["sasl.password", "sasl.jaas.config"])
+def test_a_command_config_password_that_is_not_utf8_is_a_usage_error_before_connecting(tmp_path, capsys, line):
+    """--command-config whose password holds a lone surrogate (a \\uD800 escape): exit 2 naming the setting, the
+    password in no output; refused before any connection (the address here has no broker)."""
+    password = fresh("hunter2")
+    config = tmp_path / "client.properties"
+    config.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\nsasl.username=alice\n"
+                      + line.format(pw=password, module=SCRAM_LOGIN_MODULE) + "\n")
+    code, out, err = run(capsys, "acls", "--list", "--bootstrap-server", "127.0.0.1:1", "--command-config", str(config))
+    assert (code, out) == (2, "") and "not valid UTF-8" in err and password not in err
+    assert ("sasl.password" if line.startswith("sasl.password") else "sasl.jaas.config") in err
