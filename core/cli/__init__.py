@@ -12,33 +12,30 @@ import os
 import signal
 import sys
 
-from secmeta.core.errors import NotAStoreError, SecmetaError
+from secmeta.core.errors import SecmetaError, StoreError
 from secmeta.events.errors import KeyringError
 
-# Exit codes, as Kafka's tools and Unix commands use them: 0 done, 1 refused or failed (a Kafka
-# error, a denied decision, a store or file that could not be used), 2 the command line is wrong.
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# Exit codes, as Kafka's tools and Unix commands use them (the epilog of --help and the README say the same):
+EXIT_OK = 0      # done
+EXIT_FAILED = 1  # refused or failed: a Kafka error, a DENIED decision, a store or key file that cannot be used
+EXIT_USAGE = 2   # the command line is wrong: an unknown option, a bad combination of options, a bad value
+EXIT_CODES = ("Exit codes: 0 done; 1 refused or failed (a Kafka error, a DENIED decision, a store or key file "
+              "that cannot be used); 2 the command line is wrong (an unknown option, options that do not go "
+              "together, a bad value).")
 
 
 def is_usage_error(exc: SecmetaError) -> bool:
-    """What was typed cannot be used: a bad value (secmeta's errors that are ValueErrors:
-    InvalidValueError, QueryError, a bad client or listener setting, a directory that is not a
-    tables directory), a --store that names no store, no keyring or an unusable one, a command
-    whose extra is not installed (as argparse's unknown command)."""
+    """What was typed cannot be used: a bad value (secmeta's errors that are ValueErrors: InvalidValueError,
+    QueryError, a bad client or listener setting, a directory that is not a tables directory), no --store
+    given, a command whose extra is not installed (as argparse's unknown command).  A store or keyring that
+    cannot be used is no usage error: the command line named it, the file or directory is what failed."""
     from secmeta.core.cli.plugins import MissingExtraError
+    from secmeta.core.log.format import FrameError
 
-    return isinstance(exc, (ValueError, NotAStoreError, KeyringError, MissingExtraError))
-
-
-class HelpFormatter(argparse.HelpFormatter):
-    """Argparse's help, with each option's default appended unless its help already says it."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if (action.option_strings and action.default not in (None, False, [], argparse.SUPPRESS)
-                and "default" not in text):
-            text += " (default: %(default)s)"
-        return text
+    # a log that does not parse is a store that cannot be used
+    if isinstance(exc, (StoreError, KeyringError, FrameError)):
+        return False
+    return isinstance(exc, (ValueError, MissingExtraError))
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -58,12 +55,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         serve_cmd,
         tokens_cmd,
     )
+    from secmeta.core.cli.parser import HelpFormatter, Parser
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="secmeta", formatter_class=HelpFormatter,
         description="Event-sourced store of Kafka security state: SCRAM credentials, ACLs, delegation tokens.",
-        epilog="Exit codes: 0 done; 1 refused or failed (a Kafka error, a DENIED decision, a store that "
-               "cannot be used); 2 usage error (a bad option or value).",
+        epilog=EXIT_CODES,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

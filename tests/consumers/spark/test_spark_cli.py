@@ -79,7 +79,7 @@ def test_not_a_store_and_not_tables_fail_clearly(cli_space, capsys, tmp_path):
     space, _ = cli_space
     code, _, err = _run(capsys, "spark", "compact", "--store", str(tmp_path), "--key-file", str(space.key_file),
                         "--tables", str(tmp_path / "t"), "--once")
-    assert code == 2 and "not a secmeta store" in err
+    assert code == 1 and "not a secmeta store" in err
     code, _, err = _run(capsys, "spark", "query", "acls", "--tables", str(tmp_path))
     assert code == 2 and "not a secmeta tables directory" in err
 

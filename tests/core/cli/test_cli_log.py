@@ -161,10 +161,10 @@ def test_keys_generate_prints_the_id_not_the_key(tmp_path, capsys):
 
 
 def test_missing_store_is_a_clear_error(tmp_path, capsys, monkeypatch):
-    """A path that is not a store exits 2 with a one-line error, no traceback."""
+    """A path that is not a store exits 1 (a store that cannot be used) with a one-line error, no traceback."""
     keys = tmp_path / "k.json"
     Keyring.generate_file(keys)
-    assert run("log", "dump", "--store", str(tmp_path / "nope"), "--key-file", str(keys)) == 2
+    assert run("log", "dump", "--store", str(tmp_path / "nope"), "--key-file", str(keys)) == 1
     err = capsys.readouterr().err
     assert "is not a secmeta store" in err and "Traceback" not in err
 
@@ -173,7 +173,7 @@ def test_missing_keys_is_a_clear_error(store, capsys, monkeypatch):
     """Without any keyring the error says how to provide one."""
     monkeypatch.delenv("SECMETA_KEY_FILE")
     monkeypatch.delenv("SECMETA_KEYS", raising=False)
-    assert run("log", "dump", "--store", str(store[0])) == 2
+    assert run("log", "dump", "--store", str(store[0])) == 1
     assert "--key-file" in capsys.readouterr().err
 
 

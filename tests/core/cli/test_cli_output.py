@@ -49,10 +49,10 @@ def test_a_bad_value_is_a_usage_error_exit_2(store, capsys):
     assert (code, out) == (2, "") and "'Fly'" in err
 
 
-def test_an_unknown_option_is_argparses_usage_error_exit_2(capsys):
+def test_an_unknown_option_is_a_usage_error_exit_2_naming_it(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["history", "--no-such-option"])
-    assert exit_.value.code == 2 and "unrecognized arguments: --no-such-option" in capsys.readouterr().err
+    assert exit_.value.code == 2 and "unknown option --no-such-option" in capsys.readouterr().err
 
 
 def test_no_store_is_a_usage_error(capsys, monkeypatch):

@@ -31,10 +31,10 @@ def test_open_without_create_refuses_a_missing_directory_and_creates_nothing(tmp
 
 
 def test_a_mistyped_store_on_a_write_command_is_refused(tmp_path, keyring, monkeypatch, capsys):
-    """secmeta acls --add --store TYPO: exit 2 naming TYPO, nothing created; after secmeta init the same works."""
+    """secmeta acls --add --store TYPO: exit 1 (a store that cannot be used) naming TYPO, nothing created; after secmeta init the same works."""
     monkeypatch.setenv("SECMETA_KEY_FILE", str(tmp_path / "keys.json"))
     add = ["acls", "--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "orders"]
-    assert main([*add, "--store", str(tmp_path / "stroe")]) == 2
+    assert main([*add, "--store", str(tmp_path / "stroe")]) == 1
     err = capsys.readouterr().err
     assert f"{tmp_path / 'stroe'} is not a secmeta store" in err and not (tmp_path / "stroe").exists()
     assert main(["init", "--store", str(tmp_path / "store")]) == 0
