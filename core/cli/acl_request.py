@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from secmeta.core.cli.security import operation, resources
 from secmeta.core.cli.security import pattern_type as pattern_type_named
 from secmeta.core.errors import InvalidValueError
+from secmeta.core.validation import principal
 from secmeta.events.types import (
     CLUSTER_NAME,
     WILDCARD,
@@ -136,10 +137,11 @@ def build(args: argparse.Namespace, ptype: PatternType) -> Request:
 
 
 def entries(args: argparse.Namespace, ops: Iterable[AclOperation]) -> frozenset[AccessControlEntry]:
-    """AclCommand.getAcl: allowed principals x ops x allowed hosts, and the same for denied ones."""
+    """AclCommand.getAcl: allowed principals x ops x allowed hosts, and the same for denied ones; a principal
+    that is not Type:Name is refused here, before anything is printed (AclCommand.getPrincipals)."""
     out = set()
     for side, perm in (("allow", AclPermissionType.ALLOW), ("deny", AclPermissionType.DENY)):
-        principals = {p.strip() for p in getattr(args, f"{side}_principal")}
+        principals = {principal(p.strip(), f"--{side}-principal") for p in getattr(args, f"{side}_principal")}
         hosts = {h.strip() for h in getattr(args, f"{side}_host")} or {WILDCARD}
         out |= {AccessControlEntry(p, h, op, perm) for p in principals for op in ops for h in hosts}
     return frozenset(out)

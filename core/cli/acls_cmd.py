@@ -1,19 +1,24 @@
 """``secmeta acls``: kafka-acls.sh (Kafka's AclCommand) against a store directory or a server.
 
---add and --remove build their ACLs as AclCommand does (``secmeta.core.cli.acl_request``) and print what
-AclCommand prints: "Adding ACLs for resource ...", "Acl ... already exists.", and before a removal
-"Are you sure you want to remove ACLs: ... from resource filter ...? (y/n)" unless --force.  The
-answer is read from a terminal; with none (or at end of input) nothing is removed.  --list prints
-a table, or JSON with --json.
+Every option and value is checked before anything is printed or written (a refusal exits 2 with nothing
+on stdout).  --add and --remove build their ACLs as AclCommand does (``secmeta.core.cli.acl_request``) and,
+once the write is done, print what AclCommand prints: "Adding ACLs for resource ...", "Acl ... already
+exists."; before a removal "Are you sure you want to remove ACLs: ... from resource filter ...? (y/n)"
+unless --force, the answer read from standard input (a terminal or a pipe, as kafka-acls.sh reads it; at
+the end of input nothing is removed).  --list prints AclCommand's "Current ACLs for resource ..." blocks
+(under "ACLs for principal ..." with --principal), a table with --output table, JSON with --json; --add
+and --remove print what they wrote as JSON with --json.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
+from collections.abc import Iterable
 
 from secmeta.core.cli import acl_request
-from secmeta.core.cli.common import add_json_option, emit
+from secmeta.core.cli.common import add_json_option, emit, emit_json, held_output, written
 from secmeta.core.cli.display import printable
 from secmeta.core.cli.security import (
     OPERATION_NAMES,
@@ -74,62 +79,68 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--resource-pattern-type", default="literal", metavar="TYPE",
                    help="literal or prefixed; for --list and --remove also any (any pattern type, the name "
                         "exactly) or match (every ACL that applies to the name) (default: literal)")
-    p.add_argument("--force", action="store_true", help="remove without asking")
-    add_json_option(p)
+    p.add_argument("--force", action="store_true",
+                   help="remove without asking (else the answer is read from standard input, a terminal or not)")
+    p.add_argument("--output", choices=("kafka", "table"), default=None,
+                   help="--list's output: kafka (kafka-acls.sh's blocks, the default) or table")
+    add_json_option(p, "print JSON: the ACLs listed, or what --add / --remove wrote (log offsets, ACLs)")
     add_point_options(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Every check first (a refusal prints nothing and writes nothing), then the write, then its output."""
     acl_request.check_options(args)
     ptype = acl_request.pattern_type(args)
     if has_point(args) and not args.list:
         raise InvalidValueError("--as-of and --at-offset apply to --list only")
-    if args.json and not args.list:
-        raise InvalidValueError("--json applies to --list only")
+    if args.output and not args.list:
+        raise InvalidValueError("--output applies to --list only (--json applies to every action)")
+    if args.output and args.json:
+        raise InvalidValueError("--output and --json cannot be used together (--json is the JSON output)")
     if args.list:
         return _list(args, acl_request.resource_filters(args, ptype))
     request = acl_request.build(args, ptype)
     if args.add and not all(request.values()):
         raise InvalidValueError("You must specify one of: --allow-principal, --deny-principal when trying to add ACLs.")
     if args.add:
-        with open_admin(args) as session:
-            return _add(session, request)
+        with held_output(), open_admin(args) as session:
+            return _add(session, request, json=args.json)
     confirmed, unanswered = _confirm(request, force=args.force)
+    code = 0
     if confirmed:  # asked before the store is opened, so no writer's lock is held while a person reads
-        with open_admin(args) as session:
-            if _remove(session, confirmed):
-                return 1
-    return 1 if unanswered else 0
+        with held_output(), open_admin(args) as session:
+            code = _remove(session, confirmed, json=args.json)
+    return code or (1 if unanswered else 0)
 
 
-def _add(session: AdminSession, request: acl_request.Request) -> int:
-    """AclCommand.addAcls: per resource, say which ACLs exist already and which are added; one create request.
-    The lines are printed once the request was not refused as a whole (a refusal prints nothing on stdout)."""
+def _add(session: AdminSession, request: acl_request.Request, *, json: bool) -> int:
+    """AclCommand.addAcls: per resource, say which ACLs exist already and which are added; one create request."""
     admin, ctx = session.admin, session.context
     new: list[AclBinding] = []
-    said: list[str] = []
+    existing: list[AclBinding] = []
     for f, entries in sorted(request.items(), key=_pattern_key):
         pattern = ResourcePattern(f.resource_type, f.name, f.pattern_type)
-        existing = _existing(session, AclBindingFilter(f, AccessControlEntryFilter()))
-        adding = []
+        held = _existing(session, AclBindingFilter(f, AccessControlEntryFilter()))
         for entry in sorted(entries, key=_entry_key):
             binding = AclBinding(pattern, entry)
-            if binding in existing:
-                said.append(f"Acl {kafka_binding(binding)} already exists.")
-            else:
-                adding.append(binding)
-        if adding:
-            said.append(f"Adding ACLs for resource `{kafka_pattern(pattern)}`: \n "
-                        + "\n".join(f"\t{kafka_entry(b.entry)}" for b in adding) + "\n")
-        new += adding
+            (existing if binding in held else new).append(binding)
+    first = session.next_offset()
     errors = admin.create_acls(new, context=ctx) if new else []
-    if said:
-        print(*said, sep="\n")
-    for binding, error in zip(new, errors):
-        if error:
-            print(f"Failed to add {kafka_binding(binding)}: {error}")
-    return 1 if any(errors) else 0
+    failed = [(b, e) for b, e in zip(new, errors) if e]
+    if json:
+        emit_json({"log": written(first, session.next_offset()),
+                   "added": [_row(b) for b, e in zip(new, errors) if not e],
+                   "already_present": [_row(b) for b in existing],
+                   "failed": [{**_row(b), "error": str(e)} for b, e in failed]})
+        return 1 if failed else 0
+    for binding in existing:
+        print(f"Acl {kafka_binding(binding)} already exists.")
+    for pattern, bindings in itertools.groupby(new, key=lambda b: b.pattern):
+        print(kafka_block(f"Adding ACLs for resource `{kafka_pattern(pattern)}`", [b.entry for b in bindings]))
+    for binding, error in failed:
+        print(f"Failed to add {kafka_binding(binding)}: {error}")
+    return 1 if failed else 0
 
 
 def _existing(session: AdminSession, acl_filter: AclBindingFilter) -> set[AclBinding]:
@@ -149,9 +160,8 @@ def _confirm(request: acl_request.Request, *, force: bool):
     for f, entries in sorted(request.items(), key=_pattern_key):
         ordered = sorted(entries, key=_entry_key)
         if ordered:
-            question = ("Are you sure you want to remove ACLs: \n "
-                        + "\n".join(f"\t{kafka_entry(e)}" for e in ordered)
-                        + f"\n from resource filter `{kafka_pattern(f)}`? (y/n)")
+            question = (kafka_block("Are you sure you want to remove ACLs", ordered)
+                        + f" from resource filter `{kafka_pattern(f)}`? (y/n)")
         else:
             question = f"Are you sure you want to delete all ACLs for resource filter `{kafka_pattern(f)}`? (y/n)"
         answer = True if force else _ask(question)
@@ -161,37 +171,39 @@ def _confirm(request: acl_request.Request, *, force: bool):
     return confirmed, unanswered
 
 
-def _remove(session: AdminSession, confirmed) -> int:
+def _remove(session: AdminSession, confirmed, *, json: bool) -> int:
     """AclCommand.removeAcls: per resource filter, delete the entries given (AccessControlEntry.toFilter), or
     every ACL of the filter; print what went.  1 when the store refused a filter."""
+    first, lines, removed_all, failures = session.next_offset(), [], [], []
     for f, ordered in confirmed:
         filters = [AclBindingFilter(f, _entry_filter(e)) for e in ordered] or [AclBindingFilter(f)]
         results = session.admin.delete_acls(filters, context=session.context)
         removed = list(dict.fromkeys(b for r in results for b in r.acls))
-        for binding in removed:
-            print(f"Removed {kafka_binding(binding)}")
+        removed_all += removed
+        lines += [f"Removed {kafka_binding(binding)}" for binding in removed]
         errors = [r.error for r in results if r.error]
-        for error in errors:
-            print(f"Failed to remove ACLs from resource filter `{kafka_pattern(f)}`: {error}")
+        lines += [f"Failed to remove ACLs from resource filter `{kafka_pattern(f)}`: {error}" for error in errors]
+        failures += [{"filter": kafka_pattern(f), "error": str(error)} for error in errors]
         if errors:
-            return 1
+            break
         if not removed:
-            print(f"No ACLs matched resource filter `{kafka_pattern(f)}`")
-    return 0
+            lines.append(f"No ACLs matched resource filter `{kafka_pattern(f)}`")
+    if json:
+        emit_json({"log": written(first, session.next_offset()), "removed": [_row(b) for b in removed_all],
+                   "failed": failures})
+    elif lines:
+        print("\n".join(lines))
+    return 1 if failures else 0
 
 
 def _ask(question: str) -> bool | None:
-    """AclCommand.confirmAction: the question, then a line from the terminal; 'y' (any case) is yes.
-
-    None when there is no terminal to answer on or input ends, and nothing is removed.
-    """
+    """AclCommand.confirmAction: the question, then a line of standard input (a terminal or a pipe, as
+    kafka-acls.sh reads it); 'y' (any case) is yes.  None at the end of input: nothing is removed."""
     print(question, flush=True)
-    if not sys.stdin.isatty():
-        print("secmeta: no terminal to answer on, nothing removed (pass --force to remove without asking)",
-              file=sys.stderr)
-        return None
     line = sys.stdin.readline()
     if not line:
+        print("secmeta: no answer (end of input), nothing removed (pass --force to remove without asking)",
+              file=sys.stderr)
         return None
     return line.rstrip("\r\n").lower() == "y"
 
@@ -203,15 +215,30 @@ def _entry_filter(e: AccessControlEntry) -> AccessControlEntryFilter:
 
 def _list(args: argparse.Namespace, filters: list[ResourcePatternFilter]) -> int:
     """AclCommand.listAcls: the ACLs of each resource filter (all without one), of the --principal ones if given
-    (each a Type:Name principal in the store's filter, as AclCommand filters by principal)."""
-    entries = [AccessControlEntryFilter(principal=principal(p, "--principal"))  # AclCommand.getPrincipals:
-               for p in dict.fromkeys(p.strip() for p in args.principal)]    # parseKafkaPrincipal(s.trim)
+    (each a Type:Name principal in the store's filter, as AclCommand filters by principal), printed as
+    AclCommand prints them, as a table (--output table) or as JSON."""
+    principals = list(dict.fromkeys(principal(p.strip(), "--principal")  # AclCommand.getPrincipals:
+                                    for p in args.principal))              # parseKafkaPrincipal(s.trim)
+    entries = [AccessControlEntryFilter(principal=p) for p in principals]
     with open_admin(args, read_only=True) as session:
         found = {b for f in filters or [ResourcePatternFilter()] for e in entries or [AccessControlEntryFilter()]
                  for b in session.reader.describe_acls(AclBindingFilter(f, e), context=session.context)}
-    rows = [_row(b) for b in sorted(found, key=_binding_key)]
-    emit(rows, COLUMNS, json=args.json, empty="no ACLs matched")
+    ordered = sorted(found, key=_binding_key)
+    if args.json or args.output == "table":
+        emit([_row(b) for b in ordered], COLUMNS, json=args.json, empty="no ACLs matched")
+    elif principals:  # AclCommand.listAcls: per principal, its ACLs per resource
+        for p in principals:
+            print(f"ACLs for principal `{p}`")
+            _print_resource_acls([b for b in ordered if b.principal == p])
+    else:
+        _print_resource_acls(ordered)
     return 0
+
+
+def _print_resource_acls(bindings: list[AclBinding]) -> None:
+    """AclCommand.printResourceAcls: one block per resource pattern."""
+    for pattern, of_pattern in itertools.groupby(bindings, key=lambda b: b.pattern):
+        print(kafka_block(f"Current ACLs for resource `{kafka_pattern(pattern)}`", [b.entry for b in of_pattern]))
 
 
 def _row(b: AclBinding) -> dict[str, object]:
@@ -238,6 +265,12 @@ def _binding_key(b: AclBinding) -> tuple:
 def kafka_pattern(p: ResourcePattern | ResourcePatternFilter) -> str:
     return (f"ResourcePattern(resourceType={p.resource_type.name}, name={_shown(p.name)}, "
             f"patternType={p.pattern_type.name})")
+
+
+def kafka_block(header: str, entries: Iterable[AccessControlEntry]) -> str:
+    """A header and its entries as AclCommand.scala prints them, ``s"$header: $Newline ${acls.map("\\t" +
+    _).mkString(Newline)} $Newline"`` (println adds the blank line after)."""
+    return f"{header}: \n " + "\n".join(f"\t{kafka_entry(e)}" for e in entries) + " \n"
 
 
 def kafka_entry(e: AccessControlEntry) -> str:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import enum
+import io
 import json as _json
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, redirect_stdout
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -43,9 +45,28 @@ def add_key_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_json_option(parser: argparse.ArgumentParser) -> None:
+def add_json_option(parser: argparse.ArgumentParser, help: str = "print JSON instead of a table") -> None:
     parser.add_argument("--json", action="store_true",
-                        help="print JSON (times as ISO-8601 UTC with Z) instead of a table")
+                        help=f"{help} (times as ISO-8601 UTC with Z, each beside its epoch-ms field)")
+
+
+@contextmanager
+def held_output() -> Iterator[None]:
+    """Hold what a write command prints until the block ends, so its write completes (or is refused) before
+    anything reaches stdout: a reader that goes away (``| head -c 1``) cannot stop a write half way, and
+    printing never interleaves with writing.  Enter it before the store opens, so the store is closed (the
+    write durable) when the output is printed; a block that raises prints nothing (stderr names the error)."""
+    held = io.StringIO()
+    with redirect_stdout(held):
+        yield
+    sys.stdout.write(held.getvalue())
+
+
+def written(first_offset: int | None, next_offset: int | None) -> dict[str, int | None]:
+    """What a write command's JSON says it logged: its events are the offsets from ``first_offset`` up to
+    ``next_offset`` (the log's next offset after it, as the store reports offsets; equal when nothing was
+    written).  None over --bootstrap-server, where the server's log is not read."""
+    return {"first_offset": first_offset, "next_offset": next_offset}
 
 
 def seconds(text: str) -> float:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from secmeta.core import validation
 from secmeta.core.cli.common import DEFAULT_STORE_ENV, add_store_options, keyring, store_path
-from secmeta.core.errors import InvalidValueError
+from secmeta.core.errors import InvalidValueError, StoreError
 from secmeta.events.types import CLUSTER_NAME, AclOperation, PatternType, ResourceType
 
 if TYPE_CHECKING:  # imported where a command runs, so registering the commands stays light
@@ -107,7 +107,11 @@ def open_store(args: argparse.Namespace, *, read_only: bool = False) -> Security
     from secmeta.core.store.facade import SecurityStore
 
     path = store_path(args)
-    return SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), read_only=read_only,
+    try:
+        config = StoreConfig.load(path)
+    except InvalidValueError as exc:  # the store's config.json: a store that cannot be used (exit 1), no usage error
+        raise StoreError(str(exc)) from None
+    return SecurityStore.open(path, config, keyring=keyring(args), read_only=read_only,
                               create=False)  # only `secmeta init` creates a store
 
 
@@ -136,6 +140,11 @@ class AdminSession:
     admin: Admin
     reader: AdminReader
     context: RequestContext | None
+    store: SecurityStore | None = None
+
+    def next_offset(self) -> int | None:
+        """The store's next log offset (the events applied), for a write's report; None over the wire."""
+        return None if self.store is None else self.store.image.next_offset
 
 
 @contextmanager
@@ -153,7 +162,7 @@ def open_admin(args: argparse.Namespace, *, read_only: bool = False) -> Iterator
         if args.store is None:
             args = argparse.Namespace(**{**vars(args), "store": os.environ.get(DEFAULT_STORE_ENV)})
         with open_store(args, read_only=read_only) as store:
-            yield AdminSession(store, view(store, args), acting_context(args, store.config))
+            yield AdminSession(store, view(store, args), acting_context(args, store.config), store)
         return
     for flag, value in (("--store", args.store), ("--key-file", args.key_file)):
         if value is not None:

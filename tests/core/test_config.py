@@ -123,7 +123,8 @@ def test_token_secret_from_the_environment_is_taken_as_bytes(tmp_path, monkeypat
 
 @pytest.mark.parametrize("setting, value", [("allow_everyone_if_no_acl_found", "no"), ("token_max_lifetime_ms", "1000")])
 def test_cli_refuses_a_store_with_a_bad_config_json_in_one_line(tmp_path, monkeypatch, capsys, setting, value):
-    """The CLI exits 2 with one error line naming the key (no traceback), and decides nothing: fail closed."""
+    """The CLI exits 1 (a store that cannot be used) with one error line naming the key (no traceback), and
+    decides nothing: fail closed."""
     keys, store = tmp_path / "keys.json", tmp_path / "store"
     Keyring.generate_file(keys)
     monkeypatch.setenv("SECMETA_KEY_FILE", str(keys))
@@ -132,6 +133,6 @@ def test_cli_refuses_a_store_with_a_bad_config_json_in_one_line(tmp_path, monkey
     code = main(["authorize", "--store", str(store), "--principal", "User:bob", "--host", "10.0.0.1",
                  "--operation", "Read", "--topic", "orders"])
     out, err = capsys.readouterr()
-    assert code == 2 and out == ""
+    assert code == 1 and out == ""
     assert err.startswith("secmeta: error: ") and f"setting {setting} = {value!r}" in err
     assert len(err.strip().splitlines()) == 1

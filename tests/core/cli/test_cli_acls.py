@@ -52,18 +52,22 @@ def test_remove_with_principal_is_refused_and_writes_nothing(cli):
     assert cli.end_offset() == end and cli.acls() == BOB
 
 
-def test_remove_asks_and_without_a_terminal_removes_nothing(cli, monkeypatch):
-    """Without --force the question of AclCommand.removeAcls is printed; a pipe is no answer: nothing removed, exit 1."""
+@pytest.mark.parametrize("answer, removed, code", [("y\n", True, 0), ("n\n", False, 0), ("", False, 1)])
+def test_remove_reads_its_answer_from_standard_input_that_is_no_terminal(cli, monkeypatch, answer, removed, code):
+    """Issue 23: `echo y | secmeta acls --remove ...` gave "no terminal to answer on".  AclCommand.confirmAction
+    (AclCommand.scala: ``println(msg); StdIn.readLine().equalsIgnoreCase("y")``) reads standard input whatever
+    it is: a piped 'y' removes, 'n' keeps (exit 0), the end of input is no answer (nothing removed, exit 1)."""
     cli.seed(BOB)
     end = cli.end_offset()
-    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
-    code, out, err = cli.run("acls", "--remove", "--topic", "payments", "--allow-principal", "User:bob",
-                             "--operation", "Read", "--allow-host", "10.0.0.1")
-    assert out == ("Are you sure you want to remove ACLs: \n"
-                   " \t(principal=User:bob, host=10.0.0.1, operation=READ, permissionType=ALLOW)\n"
-                   f" from resource filter `{PAYMENTS}`? (y/n)\n")
-    assert code == 1 and "no terminal to answer on, nothing removed (pass --force" in err
-    assert cli.end_offset() == end and cli.acls() == BOB
+    monkeypatch.setattr("sys.stdin", io.StringIO(answer))
+    code_, out, err = cli.run("acls", "--remove", "--topic", "payments", "--allow-principal", "User:bob",
+                              "--operation", "Read", "--allow-host", "10.0.0.1")
+    assert out.startswith("Are you sure you want to remove ACLs: \n"
+                          " \t(principal=User:bob, host=10.0.0.1, operation=READ, permissionType=ALLOW) \n"
+                          f" from resource filter `{PAYMENTS}`? (y/n)\n")
+    gone = ("TOPIC", "payments", "LITERAL", "User:bob", "10.0.0.1", "READ", "ALLOW")
+    assert code_ == code and ("end of input" in err) == (answer == "")
+    assert cli.acls() == (BOB - {gone} if removed else BOB) and cli.end_offset() == end + removed
 
 
 def _remove_on_a_terminal(cli: AclCli, answer: bytes, *argv: str) -> tuple[int, str]:
@@ -209,7 +213,7 @@ def test_adding_an_existing_acl_says_it_already_exists(cli):
     assert code == 0 and out == (
         f"Acl {read} already exists.\n"
         "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`: \n"
-        " \t(principal=User:a, host=*, operation=WRITE, permissionType=ALLOW)\n\n")
+        " \t(principal=User:a, host=*, operation=WRITE, permissionType=ALLOW) \n\n")
     assert cli.end_offset() == end + 1
 
 
@@ -237,6 +241,39 @@ def test_list_principal_selects_that_principal_only(cli):
     assert code == 0 and [(r["name"], r["principal"]) for r in json.loads(out)] == [("t", "User:bob")]
 
 
+KAFKA_SEED = {("TOPIC", "t", "LITERAL", "User:alice", "*", "READ", "ALLOW"),
+              ("TOPIC", "t", "LITERAL", "User:bob", "10.0.0.1", "WRITE", "DENY"),
+              ("GROUP", "g", "PREFIXED", "User:alice", "*", "READ", "ALLOW")}
+# AclCommand.scala, printResourceAcls: println(s"Current ACLs for resource `$resource`: $Newline
+# ${acls.map("\t" + _).mkString(Newline)} $Newline"), with ResourcePattern.toString and AccessControlEntry.toString.
+T_BLOCK = ("Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`: \n"
+           " \t(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)\n"
+           "\t(principal=User:bob, host=10.0.0.1, operation=WRITE, permissionType=DENY) \n\n")
+G_BLOCK = ("Current ACLs for resource `ResourcePattern(resourceType=GROUP, name=g, patternType=PREFIXED)`: \n"
+           " \t(principal=User:alice, host=*, operation=READ, permissionType=ALLOW) \n\n")
+
+
+def test_list_prints_kafka_acls_blocks_by_default(cli):
+    """Issue 23: `acls --list` printed a column table where kafka-acls.sh prints one "Current ACLs for resource"
+    block per resource pattern (AclCommand.scala listAcls / printResourceAcls); scripts written for Kafka's
+    output read ours."""
+    cli.seed(KAFKA_SEED)
+    assert cli.run("acls", "--list") == (0, T_BLOCK + G_BLOCK, "")
+    assert cli.run("acls", "--list", "--topic", "t") == (0, T_BLOCK, "")
+
+
+def test_list_principal_prints_acls_for_principal_headers(cli):
+    """AclCommand.scala listAcls with --principal: per principal, println(s"ACLs for principal `$principal`"),
+    then the blocks of the resources holding its ACLs (and nothing for a principal without any)."""
+    cli.seed(KAFKA_SEED)
+    code, out, err = cli.run("acls", "--list", "--principal", "User:alice", "--principal", "User:carol")
+    assert (code, err) == (0, "")
+    assert out == ("ACLs for principal `User:alice`\n"
+                   "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`: \n"
+                   " \t(principal=User:alice, host=*, operation=READ, permissionType=ALLOW) \n\n" + G_BLOCK
+                   + "ACLs for principal `User:carol`\n")
+
+
 @pytest.mark.parametrize("value", ["bob", "User:", ":bob", ""])
 def test_list_principal_that_is_no_principal_is_refused(cli, value):
     """--principal bob listed nothing before; AclCommand refuses it (parseKafkaPrincipal: "expected a string in
@@ -248,7 +285,7 @@ def test_list_principal_that_is_no_principal_is_refused(cli, value):
 
 
 def test_list_json_is_every_acl_as_an_object(cli):
-    """--list --json: one object per ACL, enum values by name; the default is still the table."""
+    """--list --json: one object per ACL, enum values by name; --output table is a table."""
     cli.seed({("TOPIC", "t", "LITERAL", "User:a", "*", "READ", "ALLOW"),
               ("CLUSTER", "kafka-cluster", "LITERAL", "User:b", "10.0.0.1", "IDEMPOTENT_WRITE", "DENY")})
     code, out, _ = cli.run("acls", "--list", "--json")
@@ -258,7 +295,7 @@ def test_list_json_is_every_acl_as_an_object(cli):
         {"resource_type": "CLUSTER", "name": "kafka-cluster", "pattern_type": "LITERAL", "principal": "User:b",
          "host": "10.0.0.1", "operation": "IDEMPOTENT_WRITE", "permission_type": "DENY"},
     ]
-    code, out, _ = cli.run("acls", "--list")
+    code, out, _ = cli.run("acls", "--list", "--output", "table")
     assert code == 0 and out.splitlines()[0].split() == ["RESOURCE", "NAME", "PATTERN", "PRINCIPAL", "HOST",
                                                          "OPERATION", "PERMISSION"]
     code, out, _ = cli.run("acls", "--list", "--json", "--topic", "nothing-here")
@@ -313,8 +350,9 @@ REFUSED = {
                                 "--producer uses no GROUP resource"),
     "--cluster with a prefixed pattern": (["--add", "--cluster", "--allow-principal", "User:a",
                                            "--resource-pattern-type", "prefixed"], "--cluster is the literal resource"),
-    "--json without --list": (["--add", "--json", "--topic", "t", "--allow-principal", "User:a"],
-                              "--json applies to --list only"),
+    "--output without --list": (["--add", "--output", "table", "--topic", "t", "--allow-principal", "User:a"],
+                                "--output applies to --list only"),
+    "--output with --json": (["--list", "--output", "table", "--json"], "--output and --json cannot be used together"),
 }
 
 
@@ -327,14 +365,19 @@ def test_refused_option_combinations_exit_2_and_write_nothing(cli, argv, message
     assert cli.end_offset() == end and cli.acls() == BOB
 
 
-def test_a_failed_creation_exits_1_and_names_the_binding(cli):
-    """A principal without a type is refused by the store (INVALID_REQUEST): exit 1, the binding named, nothing written."""
+@pytest.mark.parametrize("action", ["--add", "--remove"])
+def test_a_principal_without_a_type_is_refused_before_anything_is_printed(cli, action):
+    """Issue 23: `--add --allow-principal alice` printed "Adding ACLs..." and then failed with exit 1, where
+    `--list --principal alice` exits 2 before printing.  AclCommand parses every principal first
+    (getPrincipals: SecurityUtils.parseKafkaPrincipal): exit 2 naming the option, nothing printed or written."""
+    cli.seed(BOB)
     end = cli.end_offset()
-    code, out, _ = cli.run("acls", "--add", "--allow-principal", "alice", "--operation", "Read", "--topic", "t")
-    assert code == 1
-    assert ("Failed to add (pattern=ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL), "
-            "entry=(principal=alice, host=*, operation=READ, permissionType=ALLOW)): INVALID_REQUEST") in out
-    assert cli.end_offset() == end
+    code, out, err = cli.run("acls", action, "--force", "--allow-principal", "alice", "--operation", "Read",
+                             "--topic", "payments") if action == "--remove" else \
+        cli.run("acls", action, "--allow-principal", "alice", "--operation", "Read", "--topic", "payments")
+    assert (code, out) == (2, "")
+    assert err == "secmeta: error: --allow-principal 'alice' is not of the form Type:Name\n"
+    assert cli.end_offset() == end and cli.acls() == BOB
 
 
 WORDS = {op: op.split("_") for op in KAFKA_NAMES.values()}

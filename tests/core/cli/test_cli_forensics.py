@@ -89,8 +89,8 @@ def test_list_as_of_shows_the_past(store, capsys):
     """acls --list --as-of a time between grant and revoke shows the ACL; now it is gone."""
     _, out, _ = run(capsys, "acls", "--list", "--as-of", "2026-01-01T00:02:00Z")
     assert "User:alice" in out
-    _, out, _ = run(capsys, "acls", "--list")
-    assert "no ACLs matched" in out
+    code, out, _ = run(capsys, "acls", "--list")
+    assert (code, out) == (0, "")  # kafka-acls.sh prints no block when no ACL matched
     _, out, _ = run(capsys, "acls", "--list", "--at-offset", "1")
     assert "User:alice" in out
 

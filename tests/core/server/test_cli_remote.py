@@ -68,7 +68,7 @@ def test_acls_add_list_remove_print_what_the_local_path_prints(capsys, local_sto
     assert outputs[0][1].count("Adding ACLs for resource") == 2 and outputs[0][1].count("principal=User:alice") == 4
     assert outputs[3] == (0, "Removed (pattern=ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL), "
                              "entry=(principal=User:alice, host=*, operation=READ, permissionType=ALLOW))\n", "")
-    assert outputs[5][0] == 1 and "INVALID_REQUEST" in outputs[5][1]
+    assert outputs[5] == (2, "", "secmeta: error: --allow-principal 'alice' is not of the form Type:Name\n")
 
 
 def test_acls_over_the_change_limit_exit_like_the_local_path(capsys, local_store, serve, tmp_path):
