@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, cast
 
-from secmeta.core.cli.common import add_json_option, emit
+from secmeta.core.cli.common import add_json_option, emit, emit_json, held_output, written
 from secmeta.core.cli.scram_configs import split_add_config
 from secmeta.core.cli.security import add_point_options, add_security_options, has_point, open_admin
 from secmeta.core.errors import InvalidValueError
@@ -40,7 +40,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "(a value holding commas in brackets: 'sasl.enabled.mechanisms=[SCRAM-SHA-256,SCRAM-SHA-512]')")
     p.add_argument("--delete-config", action="append", default=[], metavar="NAMES",
                    help="settings to return to their defaults, comma-separated")
-    add_json_option(p)
+    add_json_option(p, "print JSON: the settings --describe shows, or what --alter wrote (log offsets, names)")
     add_point_options(p)
     p.set_defaults(func=run)
 
@@ -66,7 +66,11 @@ def run(args: argparse.Namespace) -> int:
     delete = [n.strip() for text in args.delete_config for n in text.split(",") if n.strip()]
     if not set_ and not delete:
         raise InvalidValueError("--alter needs --add-config or --delete-config")
-    with open_admin(args) as session:
+    with held_output(), open_admin(args) as session:  # the write completes before anything is printed
+        first = session.next_offset()
         changed = cast("SettingsAdmin", session.admin).alter_settings(set_, delete, context=session.context)
-    print(f"altered {', '.join(changed)}" if changed else "no setting changed (each was already as asked)")
+        if args.json:
+            emit_json({"log": written(first, session.next_offset()), "altered": list(changed)})
+        else:
+            print(f"altered {', '.join(changed)}" if changed else "no setting changed (each was already as asked)")
     return 0

@@ -20,7 +20,7 @@ import getpass
 import sys
 from typing import TYPE_CHECKING
 
-from secmeta.core.cli.common import add_json_option, emit
+from secmeta.core.cli.common import add_json_option, emit, emit_json, held_output, written
 from secmeta.core.cli.display import printable
 from secmeta.core.cli.quota_configs import KEYS as QUOTA_KEYS
 from secmeta.core.cli.quota_configs import quota_line, quota_values
@@ -89,13 +89,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--client-defaults", action="store_true", help="short for --entity-type clients --entity-default")
     p.add_argument("--add-config", action="append", default=[], metavar="CONFIGS",
                    help=f"configs to set: SCRAM credentials of a user, keys {_MECHANISMS}, e.g. "
-                        "'SCRAM-SHA-256=[iterations=8192,password=...]' (iterations optional and first); or quotas, "
+                        "'SCRAM-SHA-256=[iterations=8192,password=...]' (iterations optional, either order); or quotas, "
                         f"keys {', '.join(QUOTA_KEYS)}, e.g. 'producer_byte_rate=1048576,request_percentage=50'")
     p.add_argument("--add-config-file", metavar="FILE",
                    help="a Java properties file of the same configs, e.g. SCRAM-SHA-256=iterations=8192,password=...")
     p.add_argument("--delete-config", action="append", default=[], metavar="KEYS",
                    help="SCRAM mechanisms whose credentials to delete, or quota keys to remove, comma-separated")
-    add_json_option(p)
+    add_json_option(p, "print JSON: what --describe finds, or what --alter wrote (log offsets, entity, keys; never "
+                       "a password)")
     add_point_options(p)
     p.set_defaults(func=run)
 
@@ -111,13 +112,12 @@ def run(args: argparse.Namespace) -> int:
     source = "--add-config-file" if args.add_config_file else "--add-config"
     if any(key in QUOTA_KEYS for key in (*entries, *deleted)):
         alteration = _quota_alteration(entity, quota_values(entries, source), deleted)
-        with open_admin(args) as session:
-            return _alter_quotas(session, alteration)
+        with held_output(), open_admin(args) as session:  # the write completes before anything is printed
+            return _alter_quotas(session, alteration, json=args.json)
     user = _scram_user(entity)
-    settings = scram_settings(entries, source)
-    deletions = deleted_mechanisms(args.delete_config)
-    with open_admin(args) as session:
-        return _alter(session, user, settings, deletions)
+    alterations = _scram_alterations(user, scram_settings(entries, source), deleted_mechanisms(args.delete_config))
+    with held_output(), open_admin(args) as session:
+        return _alter(session, user, alterations, json=args.json)
 
 
 def _entity(args: argparse.Namespace) -> list[tuple[str, object]]:
@@ -127,9 +127,10 @@ def _entity(args: argparse.Namespace) -> list[tuple[str, object]]:
     if short and (args.entity_type or args.entity_names):
         raise InvalidValueError("--entity-{type,name,default} should not be used in conjunction with "
                                 "specific entity flags (--user, --client, --user-defaults, --client-defaults)")
-    if not (short or args.entity_type):
-        raise InvalidValueError("give the user or client: --user NAME, --client NAME, or --entity-type users|clients "
-                                "with --entity-name NAME or --entity-default")
+    if not (short or args.entity_type):  # ConfigCommandOptions.checkArgs refuses it too
+        raise InvalidValueError("At least one entity type must be specified: --entity-type users|clients (with "
+                                "--describe and no --entity-name: every entity of the type), --user NAME or "
+                                "--client NAME")
     types = [t for t, _ in short] or [_TYPES[t] for t in args.entity_type]
     for kind in dict.fromkeys(types):
         if types.count(kind) > 1:
@@ -146,8 +147,6 @@ def _entity(args: argparse.Namespace) -> list[tuple[str, object]]:
 def _check_alter(args: argparse.Namespace) -> None:
     if has_point(args):
         raise InvalidValueError("--as-of and --at-offset apply to --describe only")
-    if args.json:
-        raise InvalidValueError("--json applies to --describe only")
     if args.add_config and args.add_config_file:
         raise InvalidValueError("Only one of --add-config or --add-config-file must be specified")
     if len(args.add_config) > 1:
@@ -209,7 +208,7 @@ def _strict_filter(entity: list[tuple[str, object]]) -> ClientQuotaFilter:
         else component.of_entity(t, n) for t, n in entity)  # type: ignore[arg-type]
 
 
-def _alter_quotas(session: AdminSession, alteration: ClientQuotaAlteration) -> int:
+def _alter_quotas(session: AdminSession, alteration: ClientQuotaAlteration, *, json: bool) -> int:
     from secmeta.events.records import ClientQuotaEntity
 
     entity = ClientQuotaEntity.of(alteration.entity)
@@ -220,12 +219,18 @@ def _alter_quotas(session: AdminSession, alteration: ClientQuotaAlteration) -> i
         print(f"secmeta: error: Invalid config(s): {', '.join(unset)} (not set for this entity; nothing was changed)",
               file=sys.stderr)
         return 1
+    first = session.next_offset()
     error = session.admin.alter_client_quotas([alteration], context=session.context).get(entity, ApiError())
     first, name = entity.parts[0]
     kind = "user" if first == USER else "client"
     if error:
         print(f"secmeta: error: altering the quotas of {entity} failed, nothing was changed: {error}", file=sys.stderr)
         return 1
+    if json:
+        emit_json({"log": written(first, session.next_offset()), "entity": entity.as_dict(),
+                   "set": {op.key: op.value for op in alteration.ops if op.value is not None},
+                   "deleted": [op.key for op in alteration.ops if op.value is None]})
+        return 0
     print(f"Completed updating default config for {kind}s in the cluster." if name is None
           else printable(f"Completed updating config for {kind} {name}."))
     return 0
@@ -259,25 +264,41 @@ def _read_password(user: str, setting: ScramSetting) -> bytes:
     return password_bytes(line.rstrip("\n"), name)
 
 
-def _alter(session: AdminSession, user: str, settings: list[ScramSetting], deletions: list) -> int:
+def _scram_alterations(user: str, settings: list[ScramSetting], deletions: list) -> list:
+    """The deletions and upsertions of one user, each password asked for now, before the store is opened."""
     from secmeta.core.types import (
         ScramCredentialInfo,
         UserScramCredentialDeletion,
         UserScramCredentialUpsertion,
     )
 
-    alterations = [UserScramCredentialDeletion(user, mech) for mech in deletions]
+    alterations: list = [UserScramCredentialDeletion(user, mech) for mech in deletions]
     alterations += [
         UserScramCredentialUpsertion(user, ScramCredentialInfo(s.mechanism, s.iterations),
                                      s.password if s.password is not None else _read_password(user, s))
         for s in settings
     ]
+    return alterations
+
+
+def _alter(session: AdminSession, user: str, alterations: list, *, json: bool) -> int:
+    from secmeta.core.types import UserScramCredentialDeletion, UserScramCredentialUpsertion
+
     # One request, as ConfigCommand.alterUserScramCredentialConfigs sends: the user's alteration is all or nothing.
+    first = session.next_offset()
     error = session.admin.alter_user_scram_credentials(alterations, context=session.context)[user]
     if error:
         print(f"secmeta: error: altering the SCRAM credentials of user {user!r} failed, nothing was changed: "
               f"{error}{_hint(error, alterations)}", file=sys.stderr)
         return 1
+    if json:  # what was written, never a password
+        emit_json({"log": written(first, session.next_offset()), "user": user,
+                   "upserted": [{"mechanism": a.scram_credential_info.mechanism.mechanism_name,
+                                 "iterations": a.scram_credential_info.iterations}
+                                for a in alterations if isinstance(a, UserScramCredentialUpsertion)],
+                   "deleted": [a.mechanism.mechanism_name for a in alterations
+                               if isinstance(a, UserScramCredentialDeletion)]})
+        return 0
     print(printable(f"Completed updating config for user {user}."))
     return 0
 

@@ -2,12 +2,13 @@
 
 The grammar is ConfigCommand's (tools/.../ConfigCommand.java, parseConfigsToBeAdded and
 parseIterationsAndPasswordBytes): ``k1=v1,k2=[v1,v2]``, where square brackets group a value
-holding commas; a SCRAM value is ``[iterations=N,password=P]``, iterations optional and first,
-the password the rest of the value (commas included).  The keys here are the SCRAM mechanisms;
+holding commas; a SCRAM value is ``[iterations=N,password=P]``, iterations optional, the password
+the rest of the value (commas included); ``[password=P,iterations=N]`` is taken too (the order is free,
+as Kafka users expect), the password then everything before the last ``,iterations=N``.  The keys here are the SCRAM mechanisms;
 quota keys go to core/cli/quota_configs.py.  Two secmeta additions: a value without ``password=``
 asks for the password (the command does), and what ConfigCommand would take silently but
-surprisingly is refused (a key given twice: Kafka keeps the last; ``password=P,iterations=N``:
-Kafka makes ``P,iterations=N`` the password).  Errors name keys, never a value: a value may
+surprisingly is refused (a key given twice: Kafka keeps the last; a password that itself holds
+``,iterations=``, which could not be told from the setting).  Errors name keys, never a value: a value may
 be a password.
 """
 
@@ -25,9 +26,11 @@ from secmeta.events.types import ScramMechanism
 # ConfigCommand's accepted SCRAM keys (ScramMechanism.isScram): the mechanism names, exactly.
 MECHANISMS = {m.mechanism_name: m for m in ScramMechanism if m is not ScramMechanism.UNKNOWN}
 _ACCEPTED = f"{', '.join(MECHANISMS)} (SCRAM credentials) or {', '.join(QUOTA_KEYS)} (quotas)"
-_VALUE = re.compile(r"iterations=(?P<iterations>-?[0-9]+)(?:,password=(?P<after>.*))?|password=(?P<only>.*)|",
+_VALUE = re.compile(r"iterations=(?P<iterations>-?[0-9]+)(?:,password=(?P<after>.*))?"
+                    r"|password=(?P<before>.*?),iterations=(?P<iterations_after>-?[0-9]+)|password=(?P<only>.*)|",
                     re.DOTALL)
-_SHAPE = "[iterations=N,password=P] (iterations is optional and comes first; leave password out to be asked for it)"
+_SHAPE = ("[iterations=N,password=P] or [password=P,iterations=N] (iterations is optional; leave password out to "
+          "be asked for it)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +102,12 @@ def _setting(mechanism: ScramMechanism, value: str) -> ScramSetting:
     m = _VALUE.fullmatch(value)
     if m is None:
         raise InvalidValueError(f"{name}: expected {_SHAPE}; the value is not repeated (it may hold a password)")
-    password = m.group("after") if m.group("after") is not None else m.group("only")
+    password = next((m.group(g) for g in ("after", "before", "only") if m.group(g) is not None), None)
     if password is not None and re.search(r",\s*iterations=", password):
-        raise InvalidValueError(f"{name}: iterations must come before password ({_SHAPE}); "
-                                "after password= everything is the password")
-    iterations = int(m.group("iterations")) if m.group("iterations") is not None else -1
+        raise InvalidValueError(f"{name}: iterations is given twice, or a password holds ',iterations=' "
+                                f"({_SHAPE}; such a password can only be typed when asked for)")
+    given = m.group("iterations") or m.group("iterations_after")
+    iterations = int(given) if given is not None else -1
     return ScramSetting(mechanism, iterations, None if password is None else password_bytes(password, name))
 
 

@@ -16,7 +16,7 @@ import base64
 import binascii
 from typing import TYPE_CHECKING
 
-from secmeta.core.cli.common import add_json_option, emit, emit_json, iso_time
+from secmeta.core.cli.common import add_json_option, emit, emit_json, held_output, iso_time
 from secmeta.core.cli.security import (
     add_point_options,
     add_remote_options,
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     action = next(a for a in ACTIONS if getattr(args, a))
     _check(args, action)
     hmac = _hmac(args) if args.hmac is not None else b""  # _check: given exactly with --renew and --expire
-    with open_admin(args, read_only=action == "describe") as session:
+    with held_output(), open_admin(args, read_only=action == "describe") as session:  # write, then print
         admin, ctx = session.admin, session.context
         if action == "create":
             token = admin.create_delegation_token(

@@ -102,8 +102,8 @@ def test_user_is_short_for_entity_type_users_with_entity_name(store, capsys):
     (["--entity-type", "users", "--entity-type", "users", "--entity-name", "a"], "Duplicate entity type(s) specified"),
     (["--client", "app"], "SCRAM credentials belong to a user alone"),
     (["--entity-type", "users"], "--alter needs the user"),
-    ([], "give the user or client: --user NAME, --client NAME, or --entity-type users|clients"),
-    (["--entity-name", "alice"], "give the user"),
+    ([], "At least one entity type must be specified"),
+    (["--entity-name", "alice"], "At least one entity type must be specified"),
     (["--entity-type", "topics", "--entity-name", "t"], "invalid choice: 'topics'"),
 ])
 def test_entity_options_kafka_refuses_are_usage_errors(store, capsys, entity, message):
@@ -134,7 +134,6 @@ def test_add_config_file_is_a_java_properties_file(store, capsys, tmp_path):
     (["--add-config", "SCRAM-SHA-256=[password=x]", "--add-config", "SCRAM-SHA-512=[password=x]"],
      "--add-config given more than once"),
     ([], "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter"),
-    (["--delete-config", "SCRAM-SHA-256", "--json"], "--json applies to --describe only"),
     (["--delete-config", "SCRAM-SHA-256", "--at-offset", "0"], "--as-of and --at-offset apply to --describe only"),
 ])
 def test_alter_option_mistakes_are_usage_errors(store, capsys, tmp_path, options, message):
@@ -171,7 +170,7 @@ def test_unknown_config_keys_are_named_with_the_accepted_ones(store, capsys, opt
 @pytest.mark.parametrize("add_config, message", [
     ("SCRAM-SHA-256=iterations", "SCRAM-SHA-256: expected [iterations=N,password=P]"),
     ("SCRAM-SHA-256=[iteration=8192,password=zq9x]", "SCRAM-SHA-256: expected [iterations=N,password=P]"),
-    ("SCRAM-SHA-256=[password=zq9x,iterations=8192]", "SCRAM-SHA-256: iterations must come before password"),
+    ("SCRAM-SHA-256=[iterations=1,password=zq9x,iterations=8192]", "SCRAM-SHA-256: iterations is given twice"),
     ("SCRAM-SHA-256=[password=zq9x", "--add-config has unbalanced square brackets"),
     ("SCRAM-SHA-256=[password=zq9x]]", "--add-config has unbalanced square brackets"),
     ("SCRAM-SHA-256=[password=a],SCRAM-SHA-256=[password=zq9x]", "--add-config gives 'SCRAM-SHA-256' twice"),
@@ -184,6 +183,39 @@ def test_malformed_add_config_is_named_and_the_value_not_repeated(store, capsys,
     code, out, err = run(capsys, *alter("--add-config", add_config))
     assert (code, out) == (2, "") and message in err and "zq9x" not in err
     assert log_end(store) == before
+
+
+def test_scram_settings_are_taken_in_either_order(store, capsys):
+    """Issue 23: `--add-config 'SCRAM-SHA-256=[password=x,iterations=8192]'` was refused (iterations had to come
+    first); a Kafka user writes the two in either order, and both orders store the same credential."""
+    code, out, err = run(capsys, *alter("--add-config", "SCRAM-SHA-256=[password=pw1,iterations=8192]"))
+    assert (code, out, err) == (0, "Completed updating config for user alice.\n", "")
+    code, out, err = run(capsys, *alter("--add-config", "SCRAM-SHA-512=[iterations=4096,password=pw2]"))
+    assert (code, err) == (0, "")
+    assert run(capsys, *describe())[1] == ("SCRAM credential configs for user-principal 'alice' are "
+                                           "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096\n")
+
+
+def test_describe_of_users_without_a_name_describes_every_user(store, capsys):
+    """Issue 23: kafka-configs.sh --describe --entity-type users (no --entity-name) describes every user."""
+    for user in ("alice", "bob"):
+        assert run(capsys, *alter("--add-config", "SCRAM-SHA-256=[iterations=8192,password=pw]", user=user))[0] == 0
+    code, out, err = run(capsys, "configs", "--describe", "--entity-type", "users")
+    assert (code, err) == (0, "")
+    assert out == ("SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192\n"
+                   "SCRAM credential configs for user-principal 'bob' are SCRAM-SHA-256=iterations=8192\n")
+    code, out, err = run(capsys, "configs", "--describe")  # ConfigCommandOptions.checkArgs refuses no type too
+    assert (code, out) == (2, "") and "At least one entity type must be specified" in err
+
+
+def test_alter_json_says_what_was_written_and_never_the_password(store, capsys):
+    """Every write command takes --json: the log offsets it wrote and what it changed, no secret."""
+    before = log_end(store)
+    code, out, err = run(capsys, *alter("--add-config", "SCRAM-SHA-256=[iterations=8192,password=zq9x]", "--json"))
+    assert (code, err) == (0, "") and "zq9x" not in out
+    assert json.loads(out) == {"log": {"first_offset": before, "next_offset": before + 1}, "user": "alice",
+                               "upserted": [{"mechanism": "SCRAM-SHA-256", "iterations": 8192}], "deleted": []}
+    assert log_end(store) == before + 1
 
 
 def test_a_password_left_out_is_read_from_stdin(store, capsys, monkeypatch):
