@@ -34,7 +34,9 @@ __all__ = [
     "parse_offset",
     "parse_time",
     "require_point_int",
+    "time_field",
     "wall_clock",
+    "with_times",
 ]
 
 Clock = Callable[[], float]
@@ -78,6 +80,41 @@ def format_ms(ms: int) -> str:
         return format_datetime(ms_to_datetime(ms))
     except OverflowError:
         return f"{ms} ms"
+
+
+# A field holding a time in epoch ms ends in ``_ms`` after one of these words; others ending in ``_ms`` are
+# durations (renew_period_ms, max_lifetime_ms, window_ms) and stay as they are.
+_TIME_WORDS = ("timestamp", "start", "end", "until", "since", "before", "after")
+
+
+def time_field(key: str) -> str | None:
+    """The name of the ISO-8601 field shown beside the epoch-ms time field ``key``: ``timestamp_ms`` -> ``time``,
+    ``issue_timestamp_ms`` -> ``issue_time``, ``start_ms`` -> ``start_time``; None for a key that holds no time."""
+    if not key.endswith("_ms") or key[:-3].rsplit("_", 1)[-1] not in _TIME_WORDS:
+        return None
+    stem = key[:-3]
+    return "time" if stem == "timestamp" else stem.removesuffix("_timestamp") + "_time"
+
+
+def with_times(value: object) -> object:
+    """``value`` (mappings and lists of them, to any depth) with an ISO-8601 UTC ``Z`` field (``format_ms``) beside
+    every epoch-ms time field (``time_field``), the ms field kept: how every JSON answer, audit line and alert
+    shows a time.  A field of that name already there is left as it is; None stays None."""
+    if isinstance(value, Mapping):
+        out: dict = {}
+        for key, item in value.items():
+            out[key] = with_times(item)
+            shown = time_field(key) if isinstance(key, str) else None
+            if shown is not None and shown not in value and (item is None or _is_ms(item)):
+                out[shown] = None if item is None else format_ms(item)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [with_times(item) for item in value]
+    return value
+
+
+def _is_ms(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # -- what users type -------------------------------------------------------------------------

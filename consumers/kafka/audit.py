@@ -1,7 +1,8 @@
 """The streaming audit job: history topic -> audit file, alerts file and alerts topic.
 
 For every event of the history topic the job writes one redacted JSON line to
-the audit file and evaluates the alert rules (``secmeta.consumers.audit_rules``); alerts go, as
+the audit file (its ``time`` in ISO-8601 UTC with ``Z`` beside ``timestamp_ms``, as
+every alert has too: ``secmeta.core.times.with_times``) and evaluates the alert rules (``secmeta.consumers.audit_rules``); alerts go, as
 JSON lines, to the alerts file and, as JSON values keyed by rule name, to the
 alerts topic. Messages that are not secmeta events are counted and written to
 a dead-letter file, never raised.
@@ -69,6 +70,7 @@ from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.publisher import TopicError, ensure_topics
 from secmeta.consumers.kafka.wire import HEADER_OFFSET, NotOurMessage, decode_message, header_map
 from secmeta.core.errors import InvalidValueError, SecmetaError
+from secmeta.core.times import with_times
 from secmeta.events.codec import EventCodec
 from secmeta.events.durable import fsync_dir
 from secmeta.events.errors import EventsError
@@ -546,12 +548,12 @@ class AuditJob:
                 alerts = self._active_rules.evaluate(envelope)
                 written = {a.identity for a in self._file_alerts.get(offset, [])}
                 new_alerts.extend(a for a in alerts if a.identity not in written)
-                audit_lines.append(redacted(envelope))
+                audit_lines.append(with_times(redacted(envelope)))  # "time" (ISO-8601 Z) beside timestamp_ms
                 self._audited = offset
             to_produce.extend(a for a in alerts if a.identity not in self._in_topic)
             self._settled = offset
         self._dead.append(dead)
-        self._alerts.append([a.to_dict() for a in new_alerts])
+        self._alerts.append([with_times(a.to_dict()) for a in new_alerts])
         self._step("alerts written")
         self._audit.append(audit_lines)
         self.stats.dead_letters += len(dead)
@@ -598,7 +600,7 @@ class AuditJob:
         headers_base = [(HEADER_AUDIT_GROUP, self.group_id.encode())]
         self._delivery_errors = []
         for alert in alerts:
-            value = json.dumps(alert.to_dict(), separators=(",", ":")).encode()
+            value = json.dumps(with_times(alert.to_dict()), separators=(",", ":")).encode()
             headers = headers_base + [(HEADER_OFFSET, str(alert.offset).encode())]
             while True:
                 try:

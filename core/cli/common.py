@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from secmeta.core.cli.display import printable
-from secmeta.core.times import format_datetime, format_ms
+from secmeta.core.times import format_datetime, format_ms, with_times
 from secmeta.events.errors import InvalidValueError
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ def emit(rows: Iterable[Mapping[str, object]], columns: Mapping[str, str] | Sequ
         count = 0
         out.write("[")
         for count, row in enumerate(rows, 1):
-            out.write(("," if count > 1 else "") + "\n  " + _json.dumps(dict(row), default=_plain))
+            out.write(("," if count > 1 else "") + "\n  " + _json.dumps(with_times(row), default=_plain))
         out.write("\n]\n" if count else "]\n")
         return count
     headers = dict(columns) if isinstance(columns, Mapping) else {c: c.upper() for c in columns}
@@ -147,7 +147,7 @@ def emit(rows: Iterable[Mapping[str, object]], columns: Mapping[str, str] | Sequ
 def emit_json(value: object, out=None) -> None:
     """Print one answer that is not a list of rows (a decision, a diff, a report) as JSON."""
     out = out or sys.stdout
-    _json.dump(value, out, indent=2, default=_plain)
+    _json.dump(with_times(value), out, indent=2, default=_plain)
     print(file=out)
 
 

@@ -122,8 +122,8 @@ def run(args: argparse.Namespace) -> int:
                 expiry = admin.renew_delegation_token(hmac, _period(args.renew_time_period), context=ctx)
             else:
                 expiry = admin.expire_delegation_token(hmac, args.expiry_time_period, context=ctx)
-            if args.json:
-                emit_json({"expiry_date": iso_time(expiry), "expiry_timestamp_ms": expiry})
+            if args.json:  # with expiry_time beside it (common.emit_json)
+                emit_json({"expiry_timestamp_ms": expiry})
             else:
                 print(f"Completed {action} operation. New expiry date : {iso_time(expiry)}")
     return 0
@@ -133,18 +133,21 @@ def _period(ms: int | None) -> int:
     return -1 if ms is None else ms
 
 
-def _row(token: DelegationToken) -> dict[str, object]:
+def _row(token: DelegationToken, *, json: bool) -> dict[str, object]:
+    """A token's row: the table's dates in ISO-8601, or for JSON the epoch-ms fields (each gets its ISO-8601
+    ``*_time`` beside it from common.emit)."""
     row: dict[str, object] = {"token_id": token.token_id}
     if token.hmac:
         row["hmac"] = base64.b64encode(token.hmac).decode()
-    row.update(owner=token.owner, requester=token.requester, renewers=list(token.renewers),
-               issue_date=iso_time(token.issue_timestamp_ms), expiry_date=iso_time(token.expiry_timestamp_ms),
-               max_date=iso_time(token.max_timestamp_ms))
+    row.update(owner=token.owner, requester=token.requester, renewers=list(token.renewers))
+    for name in ("issue", "expiry", "max"):
+        ms = getattr(token, f"{name}_timestamp_ms")
+        row.update({f"{name}_timestamp_ms": ms} if json else {f"{name}_date": iso_time(ms)})
     return row
 
 
 def _print_tokens(tokens: list[DelegationToken], *, json: bool) -> None:
-    rows = [_row(t) for t in tokens]
+    rows = [_row(t, json=json) for t in tokens]
     if json:
         emit(rows, _COLUMNS, json=True)
     elif rows:

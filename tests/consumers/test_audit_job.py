@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from datetime import datetime
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -211,6 +212,18 @@ def test_audit_file_has_one_redacted_line_per_event(setup):
     assert [r["offset"] for r in records] == list(range(15))
     assert records[3]["payload"]["secret"] == "<sealed:k1>"
     assert "SECRETBYTES" not in setup.audit_file.read_text()
+
+
+def test_audit_lines_and_alerts_show_their_time_in_iso_8601_beside_epoch_ms(setup):
+    """Issue 23: audit lines and alerts carried epoch milliseconds only; each now has ``time`` in ISO-8601 UTC
+    with Z beside ``timestamp_ms``, and a SCRAM mechanism by Kafka's name."""
+    setup.produce(messages(scenario()))
+    with setup.job() as job:
+        settle(job)
+    for record in lines(setup.audit_file) + lines(setup.alerts_file):
+        shown = datetime.fromisoformat(record["time"].replace("Z", "+00:00"))
+        assert record["time"].endswith("Z") and shown.timestamp() * 1000 == record["timestamp_ms"]
+    assert lines(setup.audit_file)[3]["payload"]["mechanism"] == "SCRAM-SHA-256"
 
 
 def test_publisher_duplicates_are_skipped(setup):

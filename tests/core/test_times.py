@@ -22,6 +22,7 @@ from secmeta.core.times import (
     ms_to_datetime,
     now_ms,
     parse_time,
+    with_times,
 )
 from secmeta.events.keyring import Keyring
 from secmeta.projections.image import SecurityImage
@@ -115,3 +116,16 @@ def test_a_store_with_a_fixed_clock_stamps_everything_with_its_time(tmp_path):
     assert checkpoints and {c.timestamp_ms for c in checkpoints} == {stamped}
     assert snapshots and {s.timestamp_ms for s in snapshots} == {stamped}
     assert anchor is not None and anchor.time_ms == stamped
+
+
+@given(st.integers(min_value=0, max_value=253_402_300_799_999), st.integers(min_value=1, max_value=10**9))
+def test_with_times_puts_iso_8601_beside_every_time_and_leaves_durations(ms, period):
+    """Every epoch-ms time field of a JSON answer, however deep, gets its ISO-8601 Z field beside it (the ms
+    field kept); a duration ending in _ms is no time and gets none."""
+    answer = {"timestamp_ms": ms, "tokens": [{"issue_timestamp_ms": ms, "renew_period_ms": period}],
+              "interval": {"start_ms": ms, "end_ms": None}}
+    shown = with_times(answer)
+    for iso in (shown["time"], shown["tokens"][0]["issue_time"], shown["interval"]["start_time"]):
+        assert iso.endswith("Z") and parse_time(iso) == ms
+    assert shown["interval"]["end_time"] is None and shown["tokens"][0]["renew_period_ms"] == period
+    assert set(shown["tokens"][0]) == {"issue_timestamp_ms", "issue_time", "renew_period_ms"}

@@ -163,6 +163,25 @@ def test_timeline_without_a_host_answers_for_any_host(store, capsys):
     assert len(json.loads(out)) == 1
 
 
+def test_json_times_are_iso_8601_beside_their_epoch_ms(store, capsys):
+    """Issue 23: `timeline --json` carried start_ms / end_ms and `diff --json` issue_timestamp_ms in epoch ms only,
+    though the README says times print as ISO-8601: each now has its ISO-8601 UTC field with Z beside it."""
+    _, out, _ = run(capsys, "timeline", "--host", "10.1.1.1", "--principal", "User:alice", "--operation", "Read",
+                    "--topic", "orders", "--json")
+    [interval] = json.loads(out)
+    assert (interval["start_ms"], interval["start_time"]) == (T0 + MINUTE, "2026-01-01T00:01:00.000Z")
+    assert (interval["end_ms"], interval["end_time"]) == (T0 + 3 * MINUTE, "2026-01-01T00:03:00.000Z")
+    assert interval["opened_by"]["time"] == "2026-01-01T00:01:00.000Z"
+    _, out, _ = run(capsys, "history", "--json", "--event-type", "ScramCredentialUpserted")
+    assert json.loads(out)[0]["payload"]["mechanism"] == "SCRAM-SHA-256"  # Kafka's name, as everywhere
+
+
+def test_log_dump_names_the_mechanism_as_kafka_does(store, capsys):
+    """Issue 23: `log dump` said SCRAM_SHA_256 where everything else says SCRAM-SHA-256."""
+    code, out, _ = run(capsys, "log", "dump")
+    assert code == 0 and "mechanism=SCRAM-SHA-256 " in out and "SCRAM_SHA" not in out
+
+
 def test_diff_between_times(store, capsys):
     """diff from before the grant to after the credential shows the ACL and credential added."""
     code, out, err = run(capsys, "diff", "--from-offset", "0", "--to", "2026-01-01T00:02:30Z")

@@ -85,7 +85,9 @@ def test_json_output_of_create_and_describe(store, capsys):
     code, out, err = run(capsys, "tokens", "--create", "--json", "--renewer-principal", "User:bob")
     assert (code, err) == (0, "")
     [created] = json.loads(out)
-    assert list(created) == ["token_id", "hmac", "owner", "requester", "renewers", "issue_date", "expiry_date", "max_date"]
+    assert list(created) == ["token_id", "hmac", "owner", "requester", "renewers", "issue_timestamp_ms", "issue_time",
+                             "expiry_timestamp_ms", "expiry_time", "max_timestamp_ms", "max_time"]
+    assert ms(created["issue_time"]) == created["issue_timestamp_ms"] and created["issue_time"].endswith("Z")
     assert base64.b64decode(created["hmac"]) == stored_hmac(store, created["token_id"])
     assert (created["owner"], created["requester"], created["renewers"]) == ("User:admin", "User:admin", ["User:bob"])
     code, out, _ = run(capsys, "tokens", "--describe", "--json")
@@ -100,7 +102,7 @@ def test_renew_and_expire_print_the_new_expiry(store, capsys):
     assert (code, err) == (0, "") and out.startswith("Completed renew operation. New expiry date : ")
     new_expiry = out.rsplit(" : ", 1)[1].strip()
     described = json.loads(run(capsys, "tokens", "--describe", "--json")[1])
-    assert [(t["token_id"], t["expiry_date"]) for t in described] == [(token_id, new_expiry)]
+    assert [(t["token_id"], t["expiry_time"]) for t in described] == [(token_id, new_expiry)]
     code, out, err = run(capsys, "tokens", "--expire", "--hmac", hmac, "--expiry-time-period", "-1")
     assert (code, err) == (0, "") and out.startswith("Completed expire operation. New expiry date : ")
     assert run(capsys, "tokens", "--describe") == (0, "Total number of tokens : 0\n", "")
@@ -157,9 +159,9 @@ def test_renew_and_expire_json(store, capsys):
     _, hmac = create(capsys)
     code, out, err = run(capsys, "tokens", "--renew", "--hmac", hmac, "--renew-time-period", "60000", "--json")
     renewed = json.loads(out)
-    assert (code, err, list(renewed)) == (0, "", ["expiry_date", "expiry_timestamp_ms"])
-    assert ms(renewed["expiry_date"]) == renewed["expiry_timestamp_ms"]
-    assert json.loads(run(capsys, "tokens", "--describe", "--json")[1])[0]["expiry_date"] == renewed["expiry_date"]
+    assert (code, err, list(renewed)) == (0, "", ["expiry_timestamp_ms", "expiry_time"])
+    assert ms(renewed["expiry_time"]) == renewed["expiry_timestamp_ms"]
+    assert json.loads(run(capsys, "tokens", "--describe", "--json")[1])[0]["expiry_time"] == renewed["expiry_time"]
     code, out, _ = run(capsys, "tokens", "--expire", "--hmac", hmac, "--expiry-time-period", "-1", "--json")
     assert code == 0 and json.loads(out)["expiry_timestamp_ms"] <= renewed["expiry_timestamp_ms"]
     assert json.loads(run(capsys, "tokens", "--describe", "--json")[1]) == []
