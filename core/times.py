@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any, overload
 
 from secmeta.core.errors import PointInTimeError
 
@@ -94,6 +95,16 @@ def time_field(key: str) -> str | None:
         return None
     stem = key[:-3]
     return "time" if stem == "timestamp" else stem.removesuffix("_timestamp") + "_time"
+
+
+@overload
+def with_times(value: Mapping[str, Any]) -> dict[str, Any]:
+    ...
+
+
+@overload
+def with_times(value: object) -> object:
+    ...
 
 
 def with_times(value: object) -> object:

@@ -219,7 +219,7 @@ def _alter_quotas(session: AdminSession, alteration: ClientQuotaAlteration, *, j
         print(f"secmeta: error: Invalid config(s): {', '.join(unset)} (not set for this entity; nothing was changed)",
               file=sys.stderr)
         return 1
-    first = session.next_offset()
+    start = session.next_offset()
     error = session.admin.alter_client_quotas([alteration], context=session.context).get(entity, ApiError())
     first, name = entity.parts[0]
     kind = "user" if first == USER else "client"
@@ -227,7 +227,7 @@ def _alter_quotas(session: AdminSession, alteration: ClientQuotaAlteration, *, j
         print(f"secmeta: error: altering the quotas of {entity} failed, nothing was changed: {error}", file=sys.stderr)
         return 1
     if json:
-        emit_json({"log": written(first, session.next_offset()), "entity": entity.as_dict(),
+        emit_json({"log": written(start, session.next_offset()), "entity": entity.as_dict(),
                    "set": {op.key: op.value for op in alteration.ops if op.value is not None},
                    "deleted": [op.key for op in alteration.ops if op.value is None]})
         return 0

@@ -42,6 +42,17 @@ def test_add_describe_and_delete_a_users_quotas(store, capsys):
         "Quota configs for user-principal 'user1' are request_percentage=12.5\n")
 
 
+def test_alter_json_names_the_offsets_entity_and_keys_written(store, capsys):
+    """--alter --json (every write command takes it): the log offsets written, the entity, what was set and deleted."""
+    before = log_end(store)
+    code, out, err = run(capsys, *configs("--user", "user1", "--client", "app", "--alter", "--json",
+                                          "--add-config", "producer_byte_rate=1024"))
+    assert (code, err) == (0, "")
+    assert json.loads(out) == {"log": {"first_offset": before, "next_offset": before + 1},
+                               "entity": {"user": "user1", "client-id": "app"}, "set": {"producer_byte_rate": 1024.0},
+                               "deleted": []}
+
+
 def test_defaults_and_a_users_client_are_their_own_entities(store, capsys):
     """--entity-default is the null-named entity; users and clients together name a user's client."""
     assert run(capsys, *configs("--entity-type", "users", "--entity-default", "--alter",

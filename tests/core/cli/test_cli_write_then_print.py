@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -31,7 +32,7 @@ ACLS = ["--allow-principal", "User:alice", "--operation", "Read", "--topic", "a"
 def _piped(path, *argv: str) -> int:
     """``secmeta ARGV | head -c 1`` in a shell, output unbuffered; secmeta's exit status."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "SECMETA_STORE": str(path)}
-    command = " ".join(["'%s'" % a for a in (sys.executable, "-m", "secmeta.core.cli", *argv)])
+    command = shlex.join([sys.executable, "-m", "secmeta.core.cli", *argv])
     done = subprocess.run(["bash", "-c", f"{command} | head -c 1 >/dev/null; exit ${{PIPESTATUS[0]}}"],
                           env=env, capture_output=True, timeout=120)
     assert b"Traceback" not in done.stderr, done.stderr.decode()
