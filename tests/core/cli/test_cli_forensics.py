@@ -21,6 +21,7 @@ from secmeta.core import (
     UserScramCredentialUpsertion,
 )
 from secmeta.core.cli import main
+from secmeta.core.times import parse_time
 from secmeta.events.keyring import Keyring
 from tests.clikit import cli_env, run
 
@@ -267,6 +268,8 @@ def test_a_token_created_as_mallory_for_alice_shows_in_who_could_timeline_histor
     _, out, _ = run(capsys, "diff", "--json")
     [issued] = json.loads(out)["tokens_issued"]
     assert issued["token_access"].startswith(said)
+    for name in ("issue", "expiry", "max"):  # issue 23: epoch ms only before; now ISO-8601 Z beside it
+        assert parse_time(issued[f"{name}_time"]) == issued[f"{name}_timestamp_ms"] and issued[f"{name}_time"][-1] == "Z"
 
     code, out, _ = run(capsys, "authorize", "--principal", "User:alice", "--host", "10.0.0.5", "--operation", "WRITE",
                        "--topic", "payments")
