@@ -3,7 +3,8 @@
 Every option and value is checked before anything is printed or written (a refusal exits 2 with nothing
 on stdout).  --add and --remove build their ACLs as AclCommand does (``secmeta.core.cli.acl_request``) and,
 once the write is done, print what AclCommand prints: "Adding ACLs for resource ...", "Acl ... already
-exists."; before a removal "Are you sure you want to remove ACLs: ... from resource filter ...? (y/n)"
+exists.", "Removed ...", then, as AclCommand.addAcls and removeAcls end with listAcls, the "Current ACLs
+for resource ..." blocks of the resources named; before a removal "Are you sure you want to remove ACLs: ... from resource filter ...? (y/n)"
 unless --force, the answer read from standard input (a terminal or a pipe, as kafka-acls.sh reads it; at
 the end of input nothing is removed).  --list prints AclCommand's "Current ACLs for resource ..." blocks
 (under "ACLs for principal ..." with --principal), a table with --output table, JSON with --json; --add
@@ -103,15 +104,27 @@ def run(args: argparse.Namespace) -> int:
     request = acl_request.build(args, ptype)
     if args.add and not all(request.values()):
         raise InvalidValueError("You must specify one of: --allow-principal, --deny-principal when trying to add ACLs.")
+    named = acl_request.resource_filters(args, ptype)
     if args.add:
         with held_output(), open_admin(args) as session:
-            return _add(session, request, json=args.json)
+            code = _add(session, request, json=args.json)
+            _print_current(session, named, json=args.json)
+        return code
     confirmed, unanswered = _confirm(request, force=args.force)
     code = 0
-    if confirmed:  # asked before the store is opened, so no writer's lock is held while a person reads
-        with held_output(), open_admin(args) as session:
+    # asked before the store is opened, so no writer's lock is held while a person reads
+    with held_output(), open_admin(args, read_only=not confirmed) as session:
+        if confirmed:
             code = _remove(session, confirmed, json=args.json)
+        _print_current(session, named, json=args.json)
     return code or (1 if unanswered else 0)
+
+
+def _print_current(session: AdminSession, filters: list[ResourcePatternFilter], *, json: bool) -> None:
+    """AclCommand.addAcls and removeAcls end with listAcls: the ACLs of the resources named, as they are now
+    (not with --json, whose answer is what was written)."""
+    if not json:
+        _print_resource_acls(sorted(_described(session, filters, []), key=_binding_key))
 
 
 def _add(session: AdminSession, request: acl_request.Request, *, json: bool) -> int:
@@ -221,9 +234,7 @@ def _list(args: argparse.Namespace, filters: list[ResourcePatternFilter]) -> int
                                     for p in args.principal))              # parseKafkaPrincipal(s.trim)
     entries = [AccessControlEntryFilter(principal=p) for p in principals]
     with open_admin(args, read_only=True) as session:
-        found = {b for f in filters or [ResourcePatternFilter()] for e in entries or [AccessControlEntryFilter()]
-                 for b in session.reader.describe_acls(AclBindingFilter(f, e), context=session.context)}
-    ordered = sorted(found, key=_binding_key)
+        ordered = sorted(_described(session, filters, entries), key=_binding_key)
     if args.json or args.output == "table":
         emit([_row(b) for b in ordered], COLUMNS, json=args.json, empty="no ACLs matched")
     elif principals:  # AclCommand.listAcls: per principal, its ACLs per resource
@@ -233,6 +244,13 @@ def _list(args: argparse.Namespace, filters: list[ResourcePatternFilter]) -> int
     else:
         _print_resource_acls(ordered)
     return 0
+
+
+def _described(session: AdminSession, filters: list[ResourcePatternFilter],
+               entries: list[AccessControlEntryFilter]) -> set[AclBinding]:
+    """AclCommand.getAcls: the ACLs each resource filter (every resource without one) and entry filter match."""
+    return {b for f in filters or [ResourcePatternFilter()] for e in entries or [AccessControlEntryFilter()]
+            for b in session.reader.describe_acls(AclBindingFilter(f, e), context=session.context)}
 
 
 def _print_resource_acls(bindings: list[AclBinding]) -> None:

@@ -34,6 +34,12 @@ BOB = {
     ("GROUP", "etl", "LITERAL", "User:bob", "*", "READ", "ALLOW"),
 }
 PAYMENTS = "ResourcePattern(resourceType=TOPIC, name=payments, patternType=LITERAL)"
+# What AclCommand's addAcls and removeAcls end with (listAcls of the resources named): BOB's ACLs on payments.
+BOB_PAYMENTS = (f"Current ACLs for resource `{PAYMENTS}`: \n"
+                " \t(principal=User:bob, host=10.0.0.1, operation=READ, permissionType=ALLOW)\n"
+                "\t(principal=User:bob, host=10.0.0.1, operation=DESCRIBE, permissionType=ALLOW)\n"
+                "\t(principal=User:bob, host=10.0.0.2, operation=READ, permissionType=ALLOW)\n"
+                "\t(principal=User:bob, host=10.0.0.2, operation=DESCRIBE, permissionType=ALLOW) \n\n")
 
 
 @pytest.fixture
@@ -96,8 +102,8 @@ def test_remove_asks_on_a_terminal_and_only_y_removes(cli, answer, removed):
     assert cli.acls() == (BOB - {gone} if removed else BOB)
     assert cli.end_offset() == end + removed
     if removed:
-        assert out.endswith("Removed (pattern=" + PAYMENTS + ", entry=(principal=User:bob, host=10.0.0.2, "
-                            "operation=DESCRIBE, permissionType=ALLOW))\n")
+        assert ("\nRemoved (pattern=" + PAYMENTS + ", entry=(principal=User:bob, host=10.0.0.2, "
+                "operation=DESCRIBE, permissionType=ALLOW))\n" + f"Current ACLs for resource `{PAYMENTS}`: \n") in out
 
 
 def test_remove_without_a_principal_asks_to_delete_all_of_the_resource(cli):
@@ -117,7 +123,7 @@ def test_remove_of_a_principal_removes_only_the_matching_entry(cli):
     code, out, err = cli.run("acls", "--remove", "--force", "--topic", "payments", "--allow-principal", "User:bob")
     assert (code, err) == (0, "")
     assert out == (f"Removed (pattern={PAYMENTS}, entry=(principal=User:bob, host=*, operation=ALL, "
-                   "permissionType=ALLOW))\n")
+                   "permissionType=ALLOW))\n" + BOB_PAYMENTS)
     assert cli.acls() == BOB and cli.end_offset() == end + 1
 
 
@@ -125,7 +131,7 @@ def test_remove_that_matches_nothing_says_so_and_writes_nothing(cli):
     cli.seed(BOB)
     end = cli.end_offset()
     code, out, _ = cli.run("acls", "--remove", "--force", "--topic", "payments", "--allow-principal", "User:bob")
-    assert code == 0 and out == f"No ACLs matched resource filter `{PAYMENTS}`\n"
+    assert code == 0 and out == f"No ACLs matched resource filter `{PAYMENTS}`\n" + BOB_PAYMENTS
     assert cli.end_offset() == end
 
 
@@ -206,14 +212,17 @@ def test_adding_an_existing_acl_says_it_already_exists(cli):
     code, out, err = cli.run("acls", "--add", "--allow-principal", "User:a", "--operation", "Read", "--topic", "t")
     read = ("(pattern=ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL), entry=(principal=User:a, "
             "host=*, operation=READ, permissionType=ALLOW))")
-    assert (code, out, err) == (0, f"Acl {read} already exists.\n", "")
+    block = ("Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`: \n"
+             " \t(principal=User:a, host=*, operation=READ, permissionType=ALLOW)")
+    assert (code, out, err) == (0, f"Acl {read} already exists.\n{block} \n\n", "")
     assert cli.end_offset() == end
     code, out, _ = cli.run("acls", "--add", "--allow-principal", "User:a", "--operation", "Read", "--operation",
                            "Write", "--topic", "t")
     assert code == 0 and out == (
         f"Acl {read} already exists.\n"
         "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`: \n"
-        " \t(principal=User:a, host=*, operation=WRITE, permissionType=ALLOW) \n\n")
+        " \t(principal=User:a, host=*, operation=WRITE, permissionType=ALLOW) \n\n"
+        f"{block}\n\t(principal=User:a, host=*, operation=WRITE, permissionType=ALLOW) \n\n")
     assert cli.end_offset() == end + 1
 
 

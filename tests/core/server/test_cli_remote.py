@@ -65,9 +65,11 @@ def test_acls_add_list_remove_print_what_the_local_path_prints(capsys, local_sto
         over_wire = run(capsys, *argv, *remote())
         assert over_wire[:2] == local[:2], argv
         outputs.append(over_wire)
-    assert outputs[0][1].count("Adding ACLs for resource") == 2 and outputs[0][1].count("principal=User:alice") == 4
-    assert outputs[3] == (0, "Removed (pattern=ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL), "
-                             "entry=(principal=User:alice, host=*, operation=READ, permissionType=ALLOW))\n", "")
+    assert outputs[0][1].count("Adding ACLs for resource") == 2 and outputs[0][1].count("principal=User:alice") == 8
+    orders = "ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)"
+    assert outputs[3] == (0, f"Removed (pattern={orders}, entry=(principal=User:alice, host=*, operation=READ, "
+                             f"permissionType=ALLOW))\nCurrent ACLs for resource `{orders}`: \n"
+                             " \t(principal=User:alice, host=*, operation=DESCRIBE, permissionType=ALLOW) \n\n", "")
     assert outputs[5] == (2, "", "secmeta: error: --allow-principal 'alice' is not of the form Type:Name\n")
 
 
