@@ -16,7 +16,7 @@ import base64
 import binascii
 from typing import TYPE_CHECKING
 
-from secmeta.core.cli.common import add_json_option, emit, emit_json, held_output, iso_time
+from secmeta.core.cli.common import add_json_option, emit, emit_json, held_output, iso_time, written
 from secmeta.core.cli.security import (
     add_point_options,
     add_remote_options,
@@ -118,12 +118,13 @@ def run(args: argparse.Namespace) -> int:
                 print(f"Total number of tokens : {len(tokens)}")
             _print_tokens(tokens, json=args.json)
         else:
+            start = session.next_offset()
             if action == "renew":
                 expiry = admin.renew_delegation_token(hmac, _period(args.renew_time_period), context=ctx)
             else:
                 expiry = admin.expire_delegation_token(hmac, args.expiry_time_period, context=ctx)
             if args.json:  # with expiry_time beside it (common.emit_json)
-                emit_json({"expiry_timestamp_ms": expiry})
+                emit_json({"log": written(start, session.next_offset()), "expiry_timestamp_ms": expiry})
             else:
                 print(f"Completed {action} operation. New expiry date : {iso_time(expiry)}")
     return 0

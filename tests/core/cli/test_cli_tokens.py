@@ -159,7 +159,8 @@ def test_renew_and_expire_json(store, capsys):
     _, hmac = create(capsys)
     code, out, err = run(capsys, "tokens", "--renew", "--hmac", hmac, "--renew-time-period", "60000", "--json")
     renewed = json.loads(out)
-    assert (code, err, list(renewed)) == (0, "", ["expiry_timestamp_ms", "expiry_time"])
+    assert (code, err, list(renewed)) == (0, "", ["log", "expiry_timestamp_ms", "expiry_time"])
+    assert renewed["log"]["next_offset"] == renewed["log"]["first_offset"] + 1 == log_end(store)
     assert ms(renewed["expiry_time"]) == renewed["expiry_timestamp_ms"]
     assert json.loads(run(capsys, "tokens", "--describe", "--json")[1])[0]["expiry_time"] == renewed["expiry_time"]
     code, out, _ = run(capsys, "tokens", "--expire", "--hmac", hmac, "--expiry-time-period", "-1", "--json")
