@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from secmeta.core import RequestContext, SecurityStore
-from secmeta.core.cli import HelpFormatter, build_parser, main, subparsers
+from secmeta.core.cli import build_parser, main, subparsers
+from secmeta.core.cli.parser import HelpFormatter
 from secmeta.events.keyring import Keyring
 from tests.clikit import cli_env, run
 from tests.logkit import acl_created
