@@ -8,14 +8,13 @@ from typing import Any
 
 from .keyring import SealedSecret
 from .records import Envelope
-from .types import AclBinding, ScramMechanism
+from .types import AclBinding
 
 __all__ = ["redacted"]
 
 
 def redacted(envelope: Envelope) -> dict[str, Any]:
-    """The envelope as a JSON-serialisable dict: enums by name (a SCRAM mechanism by Kafka's name, SCRAM-SHA-256, as
-    every other output names it), sealed secrets as ``<sealed:KEY_ID>``."""
+    """The envelope as a JSON-serialisable dict: enums by name, sealed secrets as ``<sealed:KEY_ID>``."""
     return {
         "offset": envelope.offset,
         "timestamp_ms": envelope.timestamp_ms,
@@ -61,8 +60,6 @@ def _binding(binding: AclBinding) -> dict[str, Any]:
 def _value(value: Any) -> Any:
     if isinstance(value, SealedSecret):
         return f"<sealed:{value.key_id}>"
-    if isinstance(value, ScramMechanism):
-        return value.mechanism_name
     if isinstance(value, Enum):
         return value.name
     if isinstance(value, (bytes, bytearray, memoryview)):
