@@ -23,22 +23,31 @@ from tests.logkit import acl_created, make_keyring
 
 REPO = Path(__file__).resolve().parents[3]
 
-CHILD = textwrap.dedent(
+# One process imports secmeta once and forks a writer per trial (a fresh interpreter per trial spent
+# most of the test's time importing); the writer is a plain child process, killed by the test itself.
+FORKER = textwrap.dedent(
     """
     import os, random, sys
     from secmeta.core.log import Log
     from secmeta.events.keyring import Keyring
     from tests.logkit import acl_created
 
-    store, keys, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    rng = random.Random(seed)
-    log = Log.open(store, keyring=Keyring.from_file(keys))
-    os.write(1, f"OPEN {log.end_offset}\\n".encode())  # one write: a kill cannot split the line
-    while True:
-        start = log.end_offset
-        n = rng.choice([1, 7, 300, 1500])
-        result = log.append([acl_created(start + i, ts=start + i) for i in range(n)])
-        os.write(1, f"ACK {result.next_offset}\\n".encode())
+    store, keys = sys.argv[1], sys.argv[2]
+    keyring = Keyring.from_file(keys)
+    for line in sys.stdin:  # one seed a line: fork a writer, say its pid, reap it once the test killed it
+        pid = os.fork()
+        if pid == 0:
+            rng = random.Random(int(line))
+            log = Log.open(store, keyring=keyring)
+            os.write(1, f"OPEN {log.end_offset}\\n".encode())  # one write: a kill cannot split the line
+            while True:
+                start = log.end_offset
+                n = rng.choice([1, 7, 300, 1500])
+                result = log.append([acl_created(start + i, ts=start + i) for i in range(n)])
+                os.write(1, f"ACK {result.next_offset}\\n".encode())
+        os.write(1, f"PID {pid}\\n".encode())
+        _, status = os.waitpid(pid, 0)
+        os.write(1, f"END {status}\\n".encode())
     """
 )
 
@@ -51,20 +60,32 @@ def test_sigkill_never_loses_acknowledged_batches(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     rng = random.Random(20261121)
     acked = 0
-    for trial in range(50):
-        child = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(store), str(tmp_path / "keys.json"), str(trial)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, cwd=REPO,
-        )
-        opened = child.stdout.readline().split()
-        assert opened and opened[0] == "OPEN", child.stderr.read()
-        assert int(opened[1]) >= acked, f"trial {trial}: reopened at {opened[1]} below acked {acked}"
-        time.sleep(rng.uniform(0.0, 0.25))
-        child.send_signal(signal.SIGKILL)
-        out, _ = child.communicate()
-        for line in out.splitlines(keepends=True):
-            if line.startswith("ACK ") and line.endswith("\n"):  # only complete acknowledgements count
-                acked = max(acked, int(line.split()[1]))
+    forker = subprocess.Popen([sys.executable, "-c", FORKER, str(store), str(tmp_path / "keys.json")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, cwd=REPO, bufsize=0)
+    try:
+        for trial in range(50):
+            forker.stdin.write(f"{trial}\n".encode())
+            pid = opened = None
+            while pid is None or opened is None:  # the writer's OPEN and the forker's PID, in either order
+                line = forker.stdout.readline().decode()
+                assert line, f"trial {trial}: the forker ended: {forker.wait()}"
+                if line.startswith("PID "):
+                    pid = int(line.split()[1])
+                elif line.startswith("OPEN "):
+                    opened = int(line.split()[1])
+                else:
+                    assert not line.startswith("END "), f"trial {trial}: the writer died before its kill: {line}"
+            assert opened >= acked, f"trial {trial}: reopened at {opened} below acked {acked}"
+            time.sleep(rng.uniform(0.0, 0.25))
+            os.kill(pid, signal.SIGKILL)
+            while not (line := forker.stdout.readline().decode()).startswith("END "):
+                assert line, f"trial {trial}: the forker ended: {forker.wait()}"
+                if line.startswith("ACK ") and line.endswith("\n"):  # only complete acknowledgements count
+                    acked = max(acked, int(line.split()[1]))
+            assert int(line.split()[1]) == signal.SIGKILL, f"trial {trial}: the writer ended otherwise: {line}"
+    finally:
+        forker.kill()
+        forker.wait()
     with Log.open(store, keyring=keyring) as log:
         assert log.end_offset >= acked
         events = list(log.read())
