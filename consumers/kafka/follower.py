@@ -145,7 +145,7 @@ class Follower:
         self.checkpoint_dir = Path(checkpoint_dir)
         self.checkpoint_every = checkpoint_every
         self.max_batch = max_batch
-        self.codec = codec or EventCodec()
+        self.codec = codec or EventCodec.fresh()
         self.clock = clock  # stamps the checkpoint snapshots
         self._decode = message_decoder(self.codec)
         self.dead_letter_path = self.checkpoint_dir / DEAD_LETTER_FILE

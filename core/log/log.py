@@ -85,7 +85,7 @@ class Log:
             try:
                 store.check_keyring(keyring, writer=not read_only)
                 allowed = retention_configured(store) if retention is None else retention
-                log = cls(store, keyring, codec or EventCodec(), config or LogConfig(), read_only, allowed, clock)
+                log = cls(store, keyring, codec or EventCodec.fresh(), config or LogConfig(), read_only, allowed, clock)
                 log._load()
                 break
             except FileNotFoundError:

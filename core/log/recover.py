@@ -98,7 +98,7 @@ class Recovery:
     def __init__(self, path: str | os.PathLike, offset: int, *, keyring: Keyring, config: LogConfig | None = None,
                  clock: Clock = wall_clock):
         self.keyring, self.config, self.clock = keyring, config, clock
-        self.codec = EventCodec()
+        self.codec = EventCodec.fresh()
         self.store = StoreDirectory.open(path, create=False, writer=True)
         try:
             self.store.check_keyring(keyring, writer=False)

@@ -88,7 +88,7 @@ def verify_log(
     """
     store = StoreDirectory.open(path, create=False, writer=False)
     store.check_keyring(keyring, writer=False)
-    codec = codec or EventCodec()
+    codec = codec or EventCodec.fresh()
     for schema in sorted(store.schema_dir.glob("*.avsc")):
         codec.register_writer_schema(schema.read_text())
     expected, link = 0, genesis_link(store.store_id)

@@ -200,3 +200,18 @@ def test_compiled_decoder_skips_group_fields_python_lacks(tmp_path):
     payload = codec.encode_batch(3, ENVELOPES)
     compiled, end = codec._compiled_decode(payload, 3)
     assert (end, compiled) == (len(payload), codec._decode_resolved(payload, codec.fingerprint, 3))
+
+
+def test_a_fresh_codec_knows_only_the_writer_schemas_registered_on_it(new_codec):
+    """EventCodec.fresh() (what every log opens with) reads as a newly built codec does: a writer schema one
+    fresh codec registered (one store's) is unknown to the next (another store's) until it registers it too."""
+    payload = new_codec.encode_batch(0, ENVELOPES)
+    first, second = EventCodec.fresh(), EventCodec.fresh()
+    first.register_writer_schema(new_codec.writer_schema_json)
+    decoded = first.decode_batch(payload, new_codec.fingerprint)
+    assert [(e.offset, e.event) for e in decoded] == [(i, e.event) for i, e in enumerate(ENVELOPES)]
+    for codec in (second, EventCodec.fresh(), EventCodec()):
+        with pytest.raises(UnknownSchemaError, match=new_codec.fingerprint.hex()):
+            codec.decode_batch(payload, new_codec.fingerprint)
+        with pytest.raises(UnknownSchemaError):
+            codec.decode_event(new_codec.event_fingerprint("AclCreated"), new_codec.encode_event(ENVELOPES[0].event))
