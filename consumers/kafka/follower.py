@@ -183,7 +183,7 @@ class Follower:
                 self.replica.close()
             raise
         self._consumer = Consumer(dict(self._settings))
-        self._assign()
+        self._assign(None)  # without asking: _check_topic assigns again, asking, before anything is consumed
 
     # -- state ---------------------------------------------------------------------------
 
@@ -211,15 +211,19 @@ class Follower:
             "gaps": self.gaps,
         }
 
-    def _assign(self) -> None:
+    def _assign(self, timeout: float | None) -> None:
+        """Assign the history partition at ``position``; when that is unknown, at the partition's start as the
+        cluster says within ``timeout`` seconds (BEGINNING if it does not, or without asking given None)."""
         start = self.position
-        if start is None:
+        if start is None and timeout is not None:
             # An explicit offset spares librdkafka's timed (500 ms) offset query for BEGINNING.
             try:
                 start, _ = self._consumer.get_watermark_offsets(
-                    TopicPartition(self.history_topic, PARTITION), timeout=5.0, cached=False)
+                    TopicPartition(self.history_topic, PARTITION), timeout=timeout, cached=False)
             except KafkaException:
                 start = OFFSET_BEGINNING
+        elif start is None:
+            start = OFFSET_BEGINNING
         self._consumer.assign([TopicPartition(self.history_topic, PARTITION, start)])
 
     # -- following -----------------------------------------------------------------------
@@ -390,7 +394,7 @@ class Follower:
             self._last_error = text
             return False
         finally:
-            self._assign()
+            self._assign(timeout)
         self._identity = identity
         self._checked = True
         return True
@@ -574,7 +578,7 @@ class Follower:
                 "the whole history instead (without --bootstrap-from-state)")
         self.position = history_at
         self._applied_at = self._applied_link = None  # the image came from the state topic
-        self._assign()
+        self._assign(5.0)
         self.checkpoint()
         logger.info("bootstrapped %d entities from %s at log offset %d", len(live), self.state_topic, newest)
         return len(live)
