@@ -14,6 +14,7 @@ Plain helpers (ADMIN, TOKEN_SECRET, acl(), upsert(), store_at()) live in tests/s
 
 import logging
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -31,7 +32,10 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # TMPDIR says otherwise: the code still calls every fsync it makes, but on a disk shared by parallel
 # workers each one costs milliseconds of waiting (tests/core/store: 29 s -> 14 s wall, same CPU).
 # SIGKILL keeps the page cache either way, and no test can cut the power.
-if "TMPDIR" not in os.environ and os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK | os.X_OK):
+# A small tmpfs (Docker gives containers 64 MB) would fill up: only one with room for the Spark tables.
+_SHM_ROOM = 4 << 30
+if ("TMPDIR" not in os.environ and os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK | os.X_OK)
+        and shutil.disk_usage("/dev/shm").free >= _SHM_ROOM):
     os.environ["TMPDIR"] = tempfile.tempdir = "/dev/shm"
 
 # "ci" (the default): no per-example deadline, since shared CI machines stall
