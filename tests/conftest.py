@@ -77,9 +77,11 @@ def pytest_itemcollected(item):
     markers = markers_of(item.path, getattr(item, "fixturenames", ()))
     for marker in sorted(markers):
         item.add_marker(marker)
-    if "spark" in markers or item.get_closest_marker("spark") is not None:
-        # Under pytest-xdist (./scripts/test runs it with --dist loadgroup) every Spark test goes to one
-        # worker, so the run starts one JVM and computes the shared compaction once.
+    if "spark" in getattr(item, "fixturenames", ()):
+        # Under pytest-xdist (./scripts/test runs it with --dist loadgroup) every test of the shared
+        # SparkSession goes to one worker, so the run starts one JVM there and computes the shared
+        # compaction once. Spark-marked tests without the session (pure Python, or a JVM of their own in
+        # a subprocess) are balanced over both workers: the session's worker is the suite's longest.
         item.add_marker(pytest.mark.xdist_group("spark"))
 
 

@@ -189,6 +189,7 @@ def test_every_command_has_help(argv):
 
 @pytest.mark.slow  # the whole demo, end to end
 @pytest.mark.spark  # the demo ends with Spark compaction and queries (it starts its own local session)
+@pytest.mark.xdist_group("spark")  # in-process: on the session's worker it reuses that JVM instead of a second
 def test_demo_runs_and_detects_tampering(tmp_path, capsys):
     """The demo builds a store, authenticates, verifies it, and shows a flipped bit being caught."""
     assert run("demo", "--dir", str(tmp_path / "demo"), "--users", "20", "--acls", "300") == 0
