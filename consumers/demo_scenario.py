@@ -459,7 +459,7 @@ def _spark(store_dir: Path, key_file: Path, config: StoreConfig, keyring: Keyrin
     spark = session(app="secmeta-demo")
     try:
         manifest = compact(spark, store_dir, tables, key_file=str(key_file), max_events_per_trigger=2000,
-                           progress=lambda v: print(f"   version {v.offset}: +{v.events} events", flush=True))
+                           progress=lambda v: print(f"   log offset {v.offset}: +{v.events} events", flush=True))
         print(f"   {manifest.offset} events compacted in {time.monotonic() - started:.0f} s "
               f"(including starting Spark)")
         reader = TableReader(spark, tables)

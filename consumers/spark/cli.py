@@ -12,9 +12,13 @@ explains what to install.
 from __future__ import annotations
 
 import argparse
+import os
 import time
+from datetime import datetime
+from pathlib import Path
 
 from secmeta.core.cli.common import (
+    DEFAULT_STORE_ENV,
     add_json_option,
     add_key_option,
     emit,
@@ -34,7 +38,7 @@ from secmeta.core.cli.plugins import Commands
 from secmeta.core.cli.progress import Progress
 from secmeta.core.cli.security import add_resource_options, one_resource, operation
 from secmeta.core.errors import SecmetaError
-from secmeta.core.times import parse_time
+from secmeta.core.times import format_datetime, parse_time
 
 _SPARK_HELP = ("Local Spark (local[2]) by default; --master URL runs on a cluster. Under spark-submit, "
                "the master comes from spark-submit.")
@@ -43,7 +47,7 @@ _SPARK_HELP = ("Local Spark (local[2]) by default; --master URL runs on a cluste
 def register(commands: argparse._SubParsersAction) -> None:
     spark = commands.add_parser(
         "spark", help="Spark jobs: compaction into history/snapshot/interval tables, queries, audit",
-        description="Compact a store's log into Parquet tables with Spark Structured Streaming, and answer "
+        description="Compact a store's log into Delta Lake tables with Spark Structured Streaming, and answer "
                     "point-in-time questions over them. " + _SPARK_HELP)
     sub = spark.add_subparsers(dest="spark_command", required=True, metavar="COMMAND")
 
@@ -64,17 +68,20 @@ def register(commands: argparse._SubParsersAction) -> None:
     compact.add_argument("--retain-hours", type=_hours, default=1, metavar="H",
                          help="vacuum deletes a file only H hours after it was removed, so readers of an older "
                               "version keep theirs (default: 1)")
-    compact.add_argument("--checkpoint", metavar="DIR", help="streaming checkpoint (default: TABLES/_checkpoint)")
+    compact.add_argument("--checkpoint", metavar="DIR", type=path_arg,
+                         help="streaming checkpoint (default: TABLES/_checkpoint)")
     compact.add_argument("--trigger-seconds", type=seconds, default=5.0, metavar="S",
                          help="how often a running job looks for new events (default: 5)")
     compact.set_defaults(func=compact_cmd)
 
     versions = sub.add_parser(
-        "versions", help="the tables' versions: Delta version, log offsets, time, rows (newest first)",
-        description="List the versions of a tables directory, like Delta's DESCRIBE HISTORY: the history "
-                    "table's Delta version, the log offsets it added, when it was committed, its rows and "
-                    "whether it is kept (queryable with its snapshot tables). No Spark is started.")
-    versions.add_argument("--tables", metavar="DIR", required=True, help="the tables directory")
+        "versions", help="the tables' versions: per log offset, each table's Delta version (newest first)",
+        description="List the versions of a tables directory, like Delta's DESCRIBE HISTORY: per compacted log "
+                    "offset N (the state after the first N events), the Delta version of every table that "
+                    "makes it (read each table at its version for one consistent state), the events it added, "
+                    "when it was committed and whether it is kept (queryable with its snapshot tables). "
+                    "No Spark is started.")
+    _tables_dir(versions)
     versions.add_argument("--limit", type=_positive, default=100, metavar="N", help="list at most N (default 100)")
     add_json_option(versions)
     versions.set_defaults(func=versions_cmd)
@@ -82,23 +89,25 @@ def register(commands: argparse._SubParsersAction) -> None:
     audit = sub.add_parser(
         "audit", help="stream the log through the audit rules into an alerts table (until stopped, or --once)",
         description="Evaluate the Kafka audit job's alert rules (the defaults, or --rules FILE in TOML or "
-                    "JSON) over the store's log, writing alerts as Parquet under --alerts; resumes from its "
+                    "JSON) over the store's log, writing alerts as Parquet files under --alerts; resumes from its "
                     "checkpoint with the same results as one uninterrupted run.")
-    audit.add_argument("--store", metavar="DIR", required=True, help="the store directory to read")
-    add_key_option(audit)
-    audit.add_argument("--alerts", metavar="DIR", required=True, help="the alerts table directory")
-    audit.add_argument("--rules", metavar="FILE", help="rules file (TOML or JSON); default: the built-in rules")
+    _store(audit)
+    audit.add_argument("--alerts", metavar="DIR", type=path_arg, required=True, help="the alerts table directory")
+    audit.add_argument("--rules", metavar="FILE", type=path_arg,
+                       help="rules file (TOML or JSON); default: the built-in rules")
     audit.add_argument("--once", action="store_true", help="audit what is logged now, then exit")
     audit.add_argument("--max-events-per-trigger", type=_positive, metavar="N",
                        help="at most N events per micro-batch (default: all available)")
-    audit.add_argument("--checkpoint", metavar="DIR", help="streaming checkpoint (default: ALERTS/_checkpoint)")
+    audit.add_argument("--checkpoint", metavar="DIR", type=path_arg,
+                       help="streaming checkpoint (default: ALERTS/_checkpoint)")
     _master(audit)
     audit.set_defaults(func=audit_cmd)
 
     query = sub.add_parser(
         "query", help="point-in-time questions over the tables (ACLs at T, who could, history, tokens, SQL)",
         description="Answer forensic questions from a tables directory written by `secmeta spark compact`; "
-                    "answers equal the embedded store's as_of / who-could / history. Times are ISO-8601 "
+                    "answers equal the embedded store's as_of / who-could / history. By default Polars reads "
+                    "the Delta tables in this process (no JVM); --engine spark asks Spark. Times are ISO-8601 "
                     "with a zone, or epoch ms; --at-offset N means after the first N events.")
     qsub = query.add_subparsers(dest="query_command", required=True, metavar="QUERY")
 
@@ -172,16 +181,40 @@ def _master(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", metavar="URL", help="Spark master (default: local[2], or spark-submit's)")
 
 
-def _store_and_tables(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", metavar="DIR", required=True, help="the store directory to read")
+def path_arg(text: str) -> str:
+    """A path option's value made absolute against the working directory, once, when the options are read:
+    every later use (a file URI for Spark, a Delta table, a child process) then means the same file."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return str(Path(text).expanduser().absolute())
+
+
+def _store(parser: argparse.ArgumentParser) -> None:
+    """--store DIR (default $SECMETA_STORE, as every command's) and --key-file."""
+    parser.add_argument("--store", metavar="DIR", type=path_arg, default=os.environ.get(DEFAULT_STORE_ENV) or None,
+                        help=f"the store directory to read (default: ${DEFAULT_STORE_ENV})")
     add_key_option(parser)
-    parser.add_argument("--tables", metavar="DIR", required=True, help="the tables directory")
+
+
+def _tables_dir(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tables", metavar="DIR", type=path_arg, required=True, help="the tables directory")
+
+
+def _store_and_tables(parser: argparse.ArgumentParser) -> None:
+    _store(parser)
+    _tables_dir(parser)
     _master(parser)
 
 
+ENGINES = ("polars", "spark")
+
+
 def _tables(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tables", metavar="DIR", required=True, help="the tables directory")
+    _tables_dir(parser)
     add_json_option(parser)
+    parser.add_argument("--engine", choices=ENGINES, default=ENGINES[0],
+                        help="polars (default): read the Delta tables in this process, no JVM, about a second; "
+                             "spark: start Spark (for tables too large for one machine); the answers are equal")
     _master(parser)
 
 
@@ -212,8 +245,8 @@ def compact_cmd(args: argparse.Namespace) -> int:
 
     def progress(version) -> None:
         when = "" if version.timestamp_ms is None else f", last event {iso_time(version.timestamp_ms)}"
-        shown.note(f"version {version.offset}: +{version.events} events (commit {version.delta_version}{when}), "
-                   f"{time.monotonic() - started:.1f} s")
+        shown.note(f"log offset {version.offset}: +{version.events} events (history Delta version "
+                   f"{version.delta_version}{when}), {time.monotonic() - started:.1f} s")
 
     query = compaction_stream(
         spark, store, args.tables, key_file=args.key_file, checkpoint=args.checkpoint, once=args.once,
@@ -229,9 +262,14 @@ def compact_cmd(args: argparse.Namespace) -> int:
     from secmeta.consumers.spark.tables import Tables
 
     current = Tables(args.tables).current()
-    print(f"tables at version {current.offset} (Delta version {current.delta_version}, "
-          f"{len(current.kept)} versions kept) in {args.tables}")
+    print(f"tables in {args.tables} at {delta_versions_line(current)} ({len(current.kept)} versions kept)")
     return 0
+
+
+def delta_versions_line(version) -> str:
+    """A version as one line naming its log offset and every table's Delta version."""
+    return (f"log offset {version.offset}: "
+            + ", ".join(f"{name} Delta version {v}" for name, v in version.tables.items()))
 
 
 def versions_cmd(args: argparse.Namespace) -> int:
@@ -239,12 +277,17 @@ def versions_cmd(args: argparse.Namespace) -> int:
 
     tables = Tables(args.tables)
     kept = {k.delta_version for k in tables.check().kept}
-    rows = [{"delta_version": v.delta_version, "offsets": f"[{v.first_offset}, {v.offset})",
-             "first_offset": v.first_offset, "offset": v.offset, "rows": v.events,
-             "committed": iso_time(v.committed_ms), "last_event": None if v.timestamp_ms is None else iso_time(v.timestamp_ms),
-             "kept": v.delta_version in kept} for v in reversed(tables.versions())][:args.limit]
-    emit(rows, {"delta_version": "DELTA VERSION", "offsets": "LOG OFFSETS", "rows": "ROWS", "committed": "COMMITTED",
-                "last_event": "LAST EVENT", "kept": "KEPT"}, json=args.json)
+    versions = list(reversed(tables.versions()))[:args.limit]
+    if args.json:
+        emit(({"log_offset": v.offset, "first_offset": v.first_offset, "events": v.events,
+               "delta_versions": dict(v.tables), "committed": iso_time(v.committed_ms), "committed_ms": v.committed_ms,
+               "last_event": None if v.timestamp_ms is None else iso_time(v.timestamp_ms),
+               "last_event_ms": v.timestamp_ms, "kept": v.delta_version in kept} for v in versions), [], json=True)
+        return 0
+    for v in versions:
+        last = "" if v.timestamp_ms is None else f", last event {iso_time(v.timestamp_ms)}"
+        print(f"{delta_versions_line(v)} (+{v.events} events from log offset {v.first_offset}{last}; committed "
+              f"{iso_time(v.committed_ms)}; {'kept' if v.delta_version in kept else 'not kept'})")
     return 0
 
 
@@ -284,20 +327,26 @@ def audit_cmd(args: argparse.Namespace) -> int:
 # -- queries: arguments are checked, and the tables' version read, before Spark starts ----------
 
 
-def _reader(args: argparse.Namespace):
-    from secmeta.consumers.spark.tables import Tables
+def _engine(args: argparse.Namespace):
+    """The reader of the tables' current version and the queries module of ``--engine``."""
+    if args.engine == "spark":
+        from secmeta.consumers.spark.tables import Tables
 
-    Tables(args.tables).check()  # not a tables directory / newer format or protocol: fail before Spark starts
-    from secmeta.consumers.spark.table_reader import TableReader
+        Tables(args.tables).check()  # not a tables directory / newer format or protocol: fail before Spark starts
+        from secmeta.consumers.spark import queries
+        from secmeta.consumers.spark.table_reader import TableReader
 
-    return TableReader(_session(args, Progress("spark query")), args.tables)
+        return TableReader(_session(args, Progress("spark query")), args.tables), queries
+    from secmeta.consumers.tables_query import queries as embedded
+    from secmeta.consumers.tables_query.reader import ArrowReader
+
+    return ArrowReader(args.tables), embedded
 
 
 def query_acls_cmd(args: argparse.Namespace) -> int:
-    from secmeta.consumers.spark import queries
-
     at = as_of_arg(args)
-    found = queries.acls_at(_reader(args), at)
+    reader, queries = _engine(args)
+    found = queries.acls_at(reader, at)
     emit((a.to_dict() if args.json else
           {**a.to_dict(), "resource": f"{a.binding.restype.name}:{a.binding.name}",
            "created": f"{a.created_by} @{a.created_offset} {iso_time(a.created_ms)}"} for a in found),
@@ -310,51 +359,50 @@ def query_acls_cmd(args: argparse.Namespace) -> int:
 
 
 def query_who_could_cmd(args: argparse.Namespace) -> int:
-    from secmeta.consumers.spark import queries
-
     rtype, name = one_resource(args)
     op = operation(args.operation)
     at = as_of_arg(args)
-    grants = queries.who_could_at(_reader(args), op, rtype, name, at)
+    reader, queries = _engine(args)
+    grants = queries.who_could_at(reader, op, rtype, name, at)
     print_grants(grants, op, rtype, name, as_json=args.json)
     return 0
 
 
 def query_history_cmd(args: argparse.Namespace) -> int:
-    from secmeta.consumers.spark import queries
     from secmeta.events.records import Operator
 
     start = None if args.start is None else parse_time(args.start)
     end = None if args.end is None else parse_time(args.end)
-    reader = _reader(args)
+    reader, queries = _engine(args)
     rows = queries.change_history(reader, principal=args.principal, user=args.user,
                                   start=None if start is None else {"timestamp_ms": start},
                                   end=None if end is None else {"timestamp_ms": end})
-    found = rows.limit(args.limit + 1).collect()
+    if isinstance(rows, list):
+        found = rows[:args.limit + 1]
+    else:  # a Spark DataFrame
+        found = [r.asDict() for r in rows.limit(args.limit + 1).collect()]
     shown = found[:args.limit]
     envelope = ("offset", "timestamp", "timestamp_ms", "actor_principal", "actor_host", "request_id",
                 "actor_asserted", "operator_user", "operator_host", "operator_pid", "operator_program",
                 "event_type", "entity_key", "event_date")
     if args.json:
-        emit(({k: v for k, v in r.asDict().items() if v is not None and k != "event_date"} for r in shown), [],
-             json=True)
+        emit(({k: v for k, v in r.items() if v is not None and k != "event_date"} for r in shown), [], json=True)
         return 0
-    emit(({**r.asDict(), "time": iso_time(r.timestamp_ms),
-           "asserted": "authenticated" if r.actor_asserted is False else "asserted",
-           "operator": str(Operator(r.operator_user or "", r.operator_host or "", r.operator_pid or 0,
-                                    r.operator_program or "")),
-           "details": " ".join(f"{k}={_cell(v)}" for k, v in r.asDict().items() if k not in envelope and v is not None)}
+    emit(({**r, "time": iso_time(r["timestamp_ms"]),
+           "asserted": "authenticated" if r["actor_asserted"] is False else "asserted",
+           "operator": str(Operator(r["operator_user"] or "", r["operator_host"] or "", r["operator_pid"] or 0,
+                                    r["operator_program"] or "")),
+           "details": " ".join(f"{k}={_cell(v)}" for k, v in r.items() if k not in envelope and v is not None)}
           for r in shown), EVENT_COLUMNS)
     print(f"{len(shown)} changes" + (" (more not shown: raise --limit)" if len(found) > args.limit else ""))
     return 0
 
 
 def query_tokens_cmd(args: argparse.Namespace) -> int:
-    from secmeta.consumers.spark import queries
-
     t1 = parse_time(args.t1)
     t2 = t1 if args.t2 is None else parse_time(args.t2)
-    alive = queries.tokens_alive(_reader(args), t1, t2)
+    reader, queries = _engine(args)
+    alive = queries.tokens_alive(reader, t1, t2)
     emit((t.to_dict() if args.json else
           {**t.to_dict(), "issued": iso_time(t.issue_timestamp_ms), "expires": iso_time(t.expiry_timestamp_ms),
            "alive_from": iso_time(t.alive_from_ms)} for t in alive),
@@ -367,16 +415,22 @@ def query_tokens_cmd(args: argparse.Namespace) -> int:
 
 
 def query_sql_cmd(args: argparse.Namespace) -> int:
-    reader = _reader(args)
-    reader.register_views()
-    _print_rows(reader.spark.sql(args.statement), args)
+    reader, _ = _engine(args)
+    if args.engine == "spark":
+        reader.register_views()
+        df = reader.spark.sql(args.statement)
+        columns, rows = df.columns, [r.asDict(recursive=True) for r in df.limit(args.limit + 1).collect()]
+    else:
+        from secmeta.consumers.tables_query.sql import run_sql
+
+        columns, rows = run_sql(reader, args.statement, args.limit + 1)
+    _print_rows(columns, rows, args)
     return 0
 
 
-def _print_rows(df, args: argparse.Namespace) -> None:
-    rows = df.limit(args.limit + 1).collect()
+def _print_rows(columns: list[str], rows: list[dict], args: argparse.Namespace) -> None:
     shown = rows[:args.limit]
-    emit((r.asDict(recursive=True) for r in shown), {c: c for c in df.columns}, json=args.json)
+    emit((r if args.json else _shown(r) for r in shown), {c: c for c in columns}, json=args.json)
     if args.json:
         return
     more = " (more not shown: raise --limit)" if len(rows) > args.limit else ""
@@ -385,5 +439,12 @@ def _print_rows(df, args: argparse.Namespace) -> None:
 
 def _cell(value) -> str:
     if isinstance(value, list):
-        return ",".join(map(str, value))
+        return ",".join(map(_cell, value))
+    if isinstance(value, datetime):
+        return format_datetime(value)
     return "" if value is None else str(value)
+
+
+def _shown(row: dict) -> dict:
+    """A row for a table: its times as ISO-8601 UTC with Z (as JSON shows them)."""
+    return {k: _cell(v) if isinstance(v, datetime) else v for k, v in row.items()}

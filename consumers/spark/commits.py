@@ -42,6 +42,7 @@ from urllib.parse import quote, unquote
 from secmeta.consumers.spark.schemas import delta_schema, partition_columns
 from secmeta.consumers.spark.tables import (
     HISTORY,
+    OPEN_INTERVALS,
     RECORD,
     SNAPSHOT_NAMES,
     STORE_ID,
@@ -166,6 +167,8 @@ class BatchCommit:
             base: dict[str, int] = {}  # a snapshot's content is replaced
         else:
             base = latest if table.version() == named else _listing(self.tables.delta(name, named))
+            # an interval table's open intervals are replaced (the batch brings them again, some now closed)
+            base = {path: size for path, size in base.items() if not path.startswith(OPEN_INTERVALS)}
         now = now_ms(self.clock)
         partitions = partition_columns(name)
         actions: list = [RemoveAction(path, True, now, size, _partition_values(path, partitions))

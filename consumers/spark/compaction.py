@@ -15,7 +15,8 @@ Each micro-batch (``_Commit``) becomes one version of the tables:
    tokens, ...), ``intervals.advance`` turns the snapshot of the pinned version
    and the staged events into the new snapshot (the open intervals) and the
    intervals the batch closed, one Spark job per kind, all running side by side;
-4. the driver moves the files into the tables and commits them, one Delta
+4. the driver moves the files into the tables (the new snapshot's files also into the interval tables,
+   replacing the previous version's open intervals there) and commits them, one Delta
    commit per table, the history table's last (see ``commits``): from there
    readers see the new version;
 5. retention: files that no kept version reads are vacuumed (``commits.retain``).
@@ -44,7 +45,14 @@ from secmeta.consumers.spark.commits import BatchCommit, create, record_settings
 from secmeta.consumers.spark.intervals import KINDS
 from secmeta.consumers.spark.log_source import check_log, log_stream
 from secmeta.consumers.spark.schemas import schema
-from secmeta.consumers.spark.tables import HISTORY, TABLE_NAMES, Tables, TablesError, Version
+from secmeta.consumers.spark.tables import (
+    HISTORY,
+    OPEN_INTERVALS,
+    TABLE_NAMES,
+    Tables,
+    TablesError,
+    Version,
+)
 from secmeta.core.errors import InvalidValueError, SecmetaError
 
 __all__ = ["DEFAULT_RETAIN_HOURS", "DEFAULT_RETAIN_VERSIONS", "CompactionError", "compact", "compaction_stream",
@@ -184,8 +192,13 @@ class _Commit:
 
         files = {HISTORY: _staged(staging / HISTORY, "")}
         for kind in KINDS:
-            files[kind.name] = _staged(staging / kind.name / "open=true", f"v={new_offset}/")
-            files[kind.intervals] = _staged(staging / kind.name / "open=false", "")
+            opened = staging / kind.name / "open=true"
+            files[kind.name] = _staged(opened, f"v={new_offset}/")
+            # the interval table is complete: the closed intervals, and the open ones (the snapshot's rows, a
+            # second link to its files), which the next version's commit replaces
+            _link_tree(opened, staging / "open" / kind.intervals)
+            files[kind.intervals] = (_staged(staging / kind.name / "open=false", "")
+                                     + _staged(staging / "open" / kind.intervals, f"{OPEN_INTERVALS}v={new_offset}/"))
         version = pinned.commit(files, (current.offset, new_offset), stats["ts"], self.retain_versions,
                                 after_table=lambda name: self.after_step(f"committed {name}"))
         shutil.rmtree(staging.parent, ignore_errors=True)
@@ -193,6 +206,19 @@ class _Commit:
         self.after_step("retained")
         if self.progress is not None:
             self.progress(version)
+
+
+def _link_tree(source: Path, target: Path) -> None:
+    """The Parquet files under ``source`` also under ``target`` (hard links; copies where links fail)."""
+    if not source.exists():
+        return
+    for file in source.rglob("*.parquet"):
+        to = target / file.relative_to(source)
+        to.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(file, to)
+        except OSError:
+            shutil.copyfile(file, to)
 
 
 def _staged(directory: Path, prefix: str) -> list[tuple[Path, str]]:

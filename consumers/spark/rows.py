@@ -15,8 +15,12 @@ timestamp column ``issue_timestamp``).
 sources hand to Spark (several times faster than tuples).
 
 ``envelope_from_row`` goes back (the Spark audit job runs its rules on the
-rebuilt envelopes); ``python_rows`` reads a pyarrow batch or table as such
-rows. Both directions follow the one column table, so a field added to an event
+rebuilt envelopes, the embedded engine of ``secmeta.consumers.tables_query`` its
+history and token questions); ``python_rows`` reads a pyarrow batch or table as such
+rows.
+
+The column types are Arrow's (the tables' Parquet and Delta types); ``SCHEMA``, the Spark
+form, is built from them when first asked for, so this module loads without pyspark. Both directions follow the one column table, so a field added to an event
 whose type has no Spark column fails when this module loads. Rows never
 carry a secret, so a rebuilt ``ScramCredentialUpserted`` holds ``NO_SECRET``.
 """
@@ -33,17 +37,6 @@ from itertools import islice
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.types import (
-    ArrayType,
-    BooleanType,
-    DoubleType,
-    IntegerType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from secmeta.core.times import datetime_to_ms, ms_to_datetime
 from secmeta.events.entities import kind_of
@@ -63,7 +56,6 @@ __all__ = [
     "ARROW_BATCH",
     "ARROW_SCHEMA",
     "NO_SECRET",
-    "SCHEMA",
     "RowError",
     "arrow_batch",
     "arrow_batches",
@@ -75,65 +67,66 @@ __all__ = [
 
 ARROW_BATCH = 8192  # rows per Arrow batch handed to Spark
 
-_TS = TimestampType()
+_TS = pa.timestamp("us", tz="UTC")
+_STRING, _LONG, _STRINGS = pa.string(), pa.int64(), pa.list_(pa.string())
 
-# (column, Spark type, payload field it comes from; None: an envelope column).
-# Timestamps in milliseconds become Spark timestamps (UTC, exact to the millisecond).
+# (column, Arrow type, payload field it comes from; None: an envelope column).
+# Timestamps in milliseconds become timestamps (UTC, exact to the millisecond).
 _COLUMNS: list[tuple[str, Any, str | None]] = [
-    ("offset", LongType(), None),
+    ("offset", _LONG, None),
     ("timestamp", _TS, None),
-    ("timestamp_ms", LongType(), None),
-    ("actor_principal", StringType(), None),
-    ("actor_host", StringType(), None),
-    ("request_id", StringType(), None),
-    ("actor_asserted", BooleanType(), None),
-    ("operator_user", StringType(), None),
-    ("operator_host", StringType(), None),
-    ("operator_pid", LongType(), None),
-    ("operator_program", StringType(), None),
-    ("event_type", StringType(), None),
-    ("entity_key", StringType(), None),
-    ("principals", ArrayType(StringType()), None),
-    ("acl_id", StringType(), "acl_id"),
-    ("resource_type", StringType(), "resource_type"),
-    ("resource_name", StringType(), "resource_name"),
-    ("pattern_type", StringType(), "pattern_type"),
-    ("principal", StringType(), "principal"),
-    ("host", StringType(), "host"),
-    ("operation", StringType(), "operation"),
-    ("permission_type", StringType(), "permission_type"),
-    ("user", StringType(), "user"),
-    ("mechanism", StringType(), "mechanism"),
-    ("iterations", IntegerType(), "iterations"),
-    ("token_id", StringType(), "token_id"),
-    ("owner", StringType(), "owner"),
-    ("requester", StringType(), "requester"),
-    ("renewers", ArrayType(StringType()), "renewers"),
+    ("timestamp_ms", _LONG, None),
+    ("actor_principal", _STRING, None),
+    ("actor_host", _STRING, None),
+    ("request_id", _STRING, None),
+    ("actor_asserted", pa.bool_(), None),
+    ("operator_user", _STRING, None),
+    ("operator_host", _STRING, None),
+    ("operator_pid", _LONG, None),
+    ("operator_program", _STRING, None),
+    ("event_type", _STRING, None),
+    ("entity_key", _STRING, None),
+    ("principals", _STRINGS, None),
+    ("acl_id", _STRING, "acl_id"),
+    ("resource_type", _STRING, "resource_type"),
+    ("resource_name", _STRING, "resource_name"),
+    ("pattern_type", _STRING, "pattern_type"),
+    ("principal", _STRING, "principal"),
+    ("host", _STRING, "host"),
+    ("operation", _STRING, "operation"),
+    ("permission_type", _STRING, "permission_type"),
+    ("user", _STRING, "user"),
+    ("mechanism", _STRING, "mechanism"),
+    ("iterations", pa.int32(), "iterations"),
+    ("token_id", _STRING, "token_id"),
+    ("owner", _STRING, "owner"),
+    ("requester", _STRING, "requester"),
+    ("renewers", _STRINGS, "renewers"),
     ("issue_timestamp", _TS, "issue_timestamp_ms"),
     ("expiry_timestamp", _TS, "expiry_timestamp_ms"),
     ("max_timestamp", _TS, "max_timestamp_ms"),
-    ("renew_period_ms", LongType(), "renew_period_ms"),
-    ("expiry_period_ms", LongType(), "expiry_period_ms"),
-    ("reason", StringType(), "reason"),
+    ("renew_period_ms", _LONG, "renew_period_ms"),
+    ("expiry_period_ms", _LONG, "expiry_period_ms"),
+    ("reason", _STRING, "reason"),
 ]
 _ENVELOPE_WIDTH = next(i for i, (_n, _t, source) in enumerate(_COLUMNS) if source is not None)
 _UNCOLUMNED = (SealedSecret, AclBinding)  # never a column: secrets, and the binding (its seven columns above)
-_SPARK_TYPES = {str: StringType(), int: LongType(), float: DoubleType(), bool: BooleanType()}
+_COLUMN_TYPES = {str: _STRING, int: _LONG, float: pa.float64(), bool: pa.bool_()}
 
 
-def _spark_type(hint: Any, where: str) -> Any:
-    """The Spark type of a payload field's annotation: optional values are nullable columns anyway."""
+def _column_type(hint: Any, where: str) -> Any:
+    """The column type of a payload field's annotation: optional values are nullable columns anyway."""
     args = typing.get_args(hint)
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         present = [a for a in args if a is not type(None)]
         if len(present) == 1:
-            return _spark_type(present[0], where)
+            return _column_type(present[0], where)
     elif typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis:
-        return ArrayType(_spark_type(args[0], where))
+        return pa.list_(_column_type(args[0], where))
     elif isinstance(hint, type) and issubclass(hint, Enum):
-        return StringType()  # by name
-    elif hint in _SPARK_TYPES:
-        return _SPARK_TYPES[hint]
+        return _STRING  # by name
+    elif hint in _COLUMN_TYPES:
+        return _COLUMN_TYPES[hint]
     raise TypeError(f"{where}: {hint!r} has no Spark column type; give it a column in secmeta.consumers.spark.rows")
 
 
@@ -147,7 +140,7 @@ def _new_columns() -> list[tuple[str, Any, str]]:
             hint = hints[f.name]
             if f.name in listed or (isinstance(hint, type) and issubclass(hint, _UNCOLUMNED)):
                 continue
-            dtype = _spark_type(hint, f"{event_type.__name__}.{f.name}")
+            dtype = _column_type(hint, f"{event_type.__name__}.{f.name}")
             if found.setdefault(f.name, dtype) != dtype:
                 raise TypeError(f"{event_type.__name__}.{f.name}: {dtype} where another event has {found[f.name]}")
     return [(name, dtype, name) for name, dtype in found.items()]
@@ -155,21 +148,27 @@ def _new_columns() -> list[tuple[str, Any, str]]:
 
 _COLUMNS += _new_columns()
 
-SCHEMA = StructType([StructField(name, dtype, nullable=True) for name, dtype, _ in _COLUMNS])
-
-_ARROW_TYPES = {
-    LongType: pa.int64(), IntegerType: pa.int32(), StringType: pa.string(), DoubleType: pa.float64(),
-    BooleanType: pa.bool_(), TimestampType: pa.timestamp("us", tz="UTC"),
-}
+ARROW_SCHEMA = pa.schema([pa.field(name, dtype) for name, dtype, _ in _COLUMNS])
 
 
-def _arrow_type(dtype: Any) -> pa.DataType:
-    if isinstance(dtype, ArrayType):
-        return pa.list_(_arrow_type(dtype.elementType))
-    return _ARROW_TYPES[type(dtype)]
+def _spark_type(dtype: pa.DataType):
+    from pyspark.sql import types as T
+
+    if pa.types.is_list(dtype):
+        return T.ArrayType(_spark_type(dtype.value_type))
+    return {pa.int64(): T.LongType(), pa.int32(): T.IntegerType(), pa.string(): T.StringType(),
+            pa.float64(): T.DoubleType(), pa.bool_(): T.BooleanType(), _TS: T.TimestampType()}[dtype]
 
 
-ARROW_SCHEMA = pa.schema([pa.field(name, _arrow_type(dtype)) for name, dtype, _ in _COLUMNS])
+def __getattr__(name: str):
+    """``SCHEMA``: the Spark schema of the rows (pyspark is imported on first use)."""
+    if name == "SCHEMA":
+        from pyspark.sql.types import StructField, StructType
+
+        schema = StructType([StructField(c, _spark_type(dtype), nullable=True) for c, dtype, _ in _COLUMNS])
+        globals()["SCHEMA"] = schema
+        return schema
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # How the columns filled from an ACL binding are read from an event's ``binding``.
@@ -193,7 +192,7 @@ def _expression(source: str, dtype: Any, hints: dict[str, Any]) -> str:
         return _BINDING_FIELDS[source]
     if source not in hints:
         return "None"
-    if isinstance(dtype, ArrayType):
+    if pa.types.is_list(dtype):
         return f"list(e.{source})"
     hint = hints[source]
     if isinstance(hint, type) and issubclass(hint, Enum):
@@ -241,7 +240,7 @@ def _raw_row(envelope) -> tuple:
     return _row_maker(type(envelope.event))(envelope)
 
 
-_TIME_COLUMNS = [i for i, (_n, dtype, _s) in enumerate(_COLUMNS) if isinstance(dtype, TimestampType)]
+_TIME_COLUMNS = [i for i, (_n, dtype, _s) in enumerate(_COLUMNS) if pa.types.is_timestamp(dtype)]
 
 
 def event_row(envelope) -> tuple:
@@ -341,13 +340,13 @@ def _field_reader(event_type: type, field: str, hint: Any) -> Callable[[Mapping[
     if field not in _COLUMN_OF:
         raise TypeError(f"{event_type.__name__}.{field} has no column in the Spark row schema")
     name, dtype = _COLUMN_OF[field]
-    if isinstance(dtype, TimestampType):
+    if pa.types.is_timestamp(dtype):
         return lambda row: _ms(row[name])
-    if isinstance(dtype, ArrayType):
+    if pa.types.is_list(dtype):
         return lambda row: tuple(row[name] or ())
     if isinstance(hint, type) and issubclass(hint, Enum):
         return lambda row: hint[row[name]]
-    if isinstance(dtype, (IntegerType, LongType)):
+    if pa.types.is_integer(dtype):
         return lambda row: int(row[name])
     return lambda row: row[name]
 

@@ -70,8 +70,7 @@ class TableReader:
 
     def intervals(self, name: str) -> DataFrame:
         """The validity intervals of a kind (by snapshot or interval table name): closed ones and open ones."""
-        kind = self._kind(name)
-        return self._read(kind.intervals, self.version).unionByName(self.snapshot(kind.name))
+        return self._read(self._kind(name).intervals, self.version)
 
     def register_views(self, prefix: str = "secmeta_") -> list[str]:
         """Temporary views of every table at this version; returns their names."""

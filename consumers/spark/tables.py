@@ -2,7 +2,8 @@
 
     TABLES/history/                 every event, partitioned by event_date (appended)
     TABLES/snapshots/<table>/       per entity kind: the open intervals, the state after the version's events
-    TABLES/<intervals_table>/       per entity kind: closed intervals (appended)
+    TABLES/<intervals_table>/       per entity kind: every interval: the closed ones (appended) and the open
+                                    ones (valid_to null, under open/, replaced by each version)
     TABLES/_checkpoint/             the compaction stream's Spark checkpoint
 
 The entity kinds and their two tables' names are declared in ``secmeta.events.entities.KINDS``
@@ -25,10 +26,12 @@ sees one consistent state even while a later batch is half committed, and an
 engine that reads the Delta tables directly reads them at those versions (or at
 their latest ones once the compactor is idle).
 
-A snapshot table holds the open intervals (``valid_to`` null) of its version.
-The interval tables a reader gets (``TableReader.intervals``) are the closed
-intervals plus the snapshot; the state as of offset N is ``valid_from_offset <
-N AND (valid_to_offset IS NULL OR valid_to_offset >= N)``.
+A snapshot table holds the open intervals (``valid_to`` null) of its version; an
+interval table holds every interval of its kind, open ones included (format 3;
+format 2 held only the closed ones and is refused), so plain SQL over the raw
+table at a Delta version answers for any earlier point: the state as of offset N
+is ``valid_from_offset < N AND (valid_to_offset IS NULL OR valid_to_offset >= N)``
+(``secmeta.consumers.tables_query.rules.in_force``).
 """
 
 from __future__ import annotations
@@ -42,10 +45,13 @@ from typing import Any
 from secmeta.core.errors import SecmetaError
 from secmeta.events.entities import KINDS
 
-__all__ = ["FORMAT", "HISTORY", "INTERVAL_NAMES", "LEGACY_MANIFEST", "SNAPSHOT_NAMES", "TABLE_NAMES", "Kept", "Tables",
+__all__ = ["FORMAT", "HISTORY", "INTERVAL_NAMES", "LEGACY_MANIFEST", "OPEN_INTERVALS", "SNAPSHOT_NAMES", "TABLE_NAMES", "Kept", "Tables",
            "TablesError", "Version"]
 
-FORMAT = 2  # 1 was Parquet plus a manifest, a development format no release wrote (refused by Tables.check)
+# 1 was Parquet plus a manifest, 2 interval tables without the open intervals: development formats no release
+# wrote, refused with a clear message.
+FORMAT = 3
+OPEN_INTERVALS = "open/"  # where an interval table keeps the open intervals of its version
 LEGACY_MANIFEST = "_secmeta_tables.json"  # format 1's manifest
 HISTORY = "history"
 SNAPSHOTS = "snapshots"
@@ -114,6 +120,11 @@ class Version:
                 raise TablesError(
                     f"{where} was written by a newer secmeta (tables format {record['format']}; this one reads "
                     f"up to {FORMAT}); upgrade secmeta to read it")
+            if record["format"] < FORMAT:
+                raise TablesError(
+                    f"{where} holds tables in development format {record['format']}, which no release wrote (its "
+                    "interval tables lack the open intervals); compact the store into a new tables directory "
+                    "(`secmeta spark compact --store DIR --tables NEW_DIR`)")
             lo, hi = record["offsets"]
             return cls(int(commit["version"]), int(lo), int(hi), int(record["events"]), record["lastEventMs"],
                        int(commit["timestamp"]), str(record["storeId"]),

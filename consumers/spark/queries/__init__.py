@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from secmeta.consumers.spark.queries.acls import AclInForce, acls_at, acls_in_force, who_could_at
 from secmeta.consumers.spark.queries.history import change_history
-from secmeta.consumers.spark.queries.points import PointArg, check_point, resolve
 from secmeta.consumers.spark.queries.tokens import AliveToken, tokens_alive
+from secmeta.consumers.tables_query.points import PointArg, check_point, resolve
 
 __all__ = [
     "AclInForce",

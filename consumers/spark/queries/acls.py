@@ -11,22 +11,20 @@ the same code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from secmeta.consumers.spark.queries.points import PointArg, check_point, offset_of, settings
 from secmeta.consumers.spark.queries.tokens import token_access_at
 from secmeta.consumers.spark.rows import column_of
 from secmeta.consumers.spark.table_reader import TableReader
+from secmeta.consumers.tables_query import rules
+from secmeta.consumers.tables_query.answers import AclInForce, acl_binding
+from secmeta.consumers.tables_query.points import PointArg, check_point, offset_of, settings
 from secmeta.core.forensics.queries import Grant, resource_question, who_could
 from secmeta.core.settings import with_values
 from secmeta.events.entities import ACLS, SETTINGS
 from secmeta.events.types import (
-    AclBinding,
     AclOperation,
-    AclPermissionType,
     PatternType,
     ResourceType,
 )
@@ -36,28 +34,6 @@ from secmeta.projections.image import SecurityImage
 __all__ = ["AclInForce", "acls_at", "acls_in_force", "covering", "on_resource", "who_could_at"]
 
 _BINDING = tuple(map(column_of, ACLS.attributes))  # an ACL binding's seven columns
-
-
-@dataclass(frozen=True, slots=True)
-class AclInForce:
-    """An ACL in force at a point, and the logged change that created it."""
-
-    acl_id: str
-    binding: AclBinding
-    created_offset: int
-    created_ms: int
-    created_by: str
-    created_by_host: str
-    created_request_id: str
-
-    def to_dict(self) -> dict:
-        b = self.binding
-        return {"acl_id": self.acl_id, "resource_type": b.restype.name, "resource_name": b.name,
-                "pattern_type": b.resource_pattern_type.name, "principal": b.principal, "host": b.host,
-                "operation": b.operation.name, "permission_type": b.permission_type.name,
-                "created_offset": self.created_offset, "created_ms": self.created_ms,
-                "created_by": self.created_by, "created_by_host": self.created_by_host,
-                "created_request_id": self.created_request_id}
 
 
 def acls_in_force(reader: TableReader, n: int) -> DataFrame:
@@ -80,14 +56,7 @@ def settings_at(reader: TableReader, n: int):
 
 
 def _in_force(n: int) -> Column:
-    return (F.col("valid_from_offset") < F.lit(n)) & (
-        F.col("valid_to_offset").isNull() | (F.col("valid_to_offset") >= F.lit(n)))
-
-
-def _binding(row) -> AclBinding:
-    return AclBinding.of(ResourceType[row.resource_type], row.resource_name, PatternType[row.pattern_type],
-                         row.principal, row.host, AclOperation[row.operation],
-                         AclPermissionType[row.permission_type])
+    return F.expr(rules.in_force(n))
 
 
 def acls_at(reader: TableReader, at: PointArg = None) -> list[AclInForce]:
@@ -103,7 +72,7 @@ def acls_at(reader: TableReader, at: PointArg = None) -> list[AclInForce]:
                     F.unix_millis("valid_from").alias("created_ms"), "opened_by", "opened_by_host",
                     "opened_request_id")
             .collect())
-    found = [AclInForce(r.acl_id, _binding(r), r.valid_from_offset, r.created_ms, r.opened_by, r.opened_by_host,
+    found = [AclInForce(r.acl_id, acl_binding(r), r.valid_from_offset, r.created_ms, r.opened_by, r.opened_by_host,
                         r.opened_request_id) for r in rows]
     return sorted(found, key=lambda a: a.acl_id)
 
@@ -144,7 +113,7 @@ def who_could_at(
     n = offset_of(reader, point)
     config = settings_at(reader, n)
     rows = on_resource(acls_in_force(reader, n), rt, resource_name).select("acl_id", *_BINDING).collect()
-    pairs = [(r.acl_id, _binding(r)) for r in rows]
+    pairs = [(r.acl_id, acl_binding(r)) for r in rows]
     image = SecurityImage(acls=AclsImage.of(pairs), next_offset=n)
     tokens = token_access_at(reader, n, None if point is None else point.timestamp_ms)
     return who_could(image, config, op, rt, resource_name, tokens)

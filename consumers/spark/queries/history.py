@@ -25,10 +25,9 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from secmeta.consumers.spark.queries.acls import covering
-from secmeta.consumers.spark.queries.points import PointArg, check_point, event_date_of
 from secmeta.consumers.spark.rows import column_of
 from secmeta.consumers.spark.table_reader import TableReader
-from secmeta.core.errors import QueryError
+from secmeta.consumers.tables_query.points import PointArg, check_history, event_date_of
 from secmeta.events.entities import ACLS, CREDENTIALS, KINDS
 from secmeta.events.types import WILDCARD_PRINCIPAL, ResourceType
 
@@ -50,14 +49,7 @@ def change_history(
     Both filters None: every change in the range. Raises QueryError /
     PointInTimeError for bad arguments before any Spark job.
     """
-    for name, value in (("principal", principal), ("user", user)):
-        if value is not None and not isinstance(value, str):
-            raise QueryError(f"{name} must be a string, not {value!r}")
-    first, last = check_point(reader, start), check_point(reader, end)
-    if first is not None and last is not None and (first.offset is None) == (last.offset is None):
-        # (an offset and a time are not comparable without a Spark job: such a range may just be empty)
-        if (first.offset, first.timestamp_ms) > (last.offset, last.timestamp_ms):
-            raise QueryError(f"the start ({first}) is after the end ({last})")
+    first, last = check_history(reader, principal, user, start, end)
 
     history = _with_action(reader.history())
     rows = history

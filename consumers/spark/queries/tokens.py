@@ -25,37 +25,22 @@ rule (``secmeta.core.forensics.token_access``) over the token events of the hist
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
-from secmeta.consumers.spark.queries.points import check_time, require_order
 from secmeta.consumers.spark.rows import SCHEMA, column_of, envelope_from_row
 from secmeta.consumers.spark.table_reader import TableReader
+from secmeta.consumers.tables_query import rules
+from secmeta.consumers.tables_query.answers import AliveToken
+from secmeta.consumers.tables_query.points import check_time, require_order
 from secmeta.core.forensics.backend import HistoryEntry
 from secmeta.core.forensics.token_access import TokenAccess, token_accesses
 from secmeta.core.times import Point
 from secmeta.events.entities import TOKENS
-from secmeta.projections.tokens import TOKEN_FIELDS, TokenInfo
+from secmeta.projections.tokens import TOKEN_FIELDS
 
 __all__ = ["AliveToken", "alive_in", "token_access_at", "token_columns", "tokens_alive"]
-
-
-@dataclass(frozen=True, slots=True)
-class AliveToken(TokenInfo):
-    """A token alive at some moment of the window (no HMAC: the tables never hold one).
-
-    ``alive_from_ms``: the first moment of the window it was alive;
-    ``expiry_timestamp_ms``: its expiry as it stood in its last interval alive in the window.
-    """
-
-    alive_from_ms: int
-
-    def to_dict(self) -> dict:
-        return {**{name: getattr(self, name) for name in TOKEN_FIELDS}, "renewers": list(self.renewers),
-                "alive_from_ms": self.alive_from_ms}
 
 
 def token_columns() -> list[Column]:
@@ -92,10 +77,8 @@ def alive_in(intervals: DataFrame, start: int, end: int) -> DataFrame:
     rows = intervals.select(
         *token_columns(), "valid_from_offset",
         F.unix_millis("valid_from").alias("from_ms"), F.unix_millis("valid_to").alias("to_ms"),
-    ).withColumn("t", F.greatest(F.lit(start), F.col("from_ms")))
-    not_expired = F.col("t") <= F.least(F.col("expiry_timestamp_ms"), F.col("max_timestamp_ms"))
-    alive = rows.where((F.col("t") <= F.lit(end)) & (F.col("to_ms").isNull() | (F.col("to_ms") > F.col("t")))
-                       & not_expired)
+    ).withColumn("t", F.expr(rules.alive_from(start)))
+    alive = rows.where(F.expr(rules.token_alive(start, end)))
     last = F.struct(*TOKEN_FIELDS)
     return (alive.groupBy("token_id")
             .agg(F.min("t").alias("alive_from"), F.max_by(last, "valid_from_offset").alias("last")))

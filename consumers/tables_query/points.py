@@ -1,5 +1,8 @@
 """Points in time over the compacted tables: what a point argument may be, and its offset N.
 
+Shared by both engines (Spark's ``TableReader``, the embedded ``ArrowReader``): a reader here is
+anything with ``offset``, ``version``, ``tables`` and ``offset_at_time(ms)``.
+
 A point is given as
 
 - an ``int``: an offset N, "the state after the first N events" (0 <= N <= the
@@ -25,16 +28,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import date
+from typing import Protocol
 
-from secmeta.consumers.spark.table_reader import TableReader
-from secmeta.consumers.spark.tables import TablesError
+from secmeta.consumers.spark.tables import Tables, TablesError, Version
 from secmeta.core.config import StoreConfig
 from secmeta.core.errors import PointInTimeError, QueryError
 from secmeta.core.times import Point, as_point, ms_to_datetime, parse_time
 
-__all__ = ["PointArg", "check_point", "check_time", "event_date_of", "offset_of", "require_order", "resolve", "settings"]
+__all__ = ["PointArg", "check_history", "check_point", "check_time", "event_date_of", "offset_of", "require_order", "resolve", "settings"]
 
 PointArg = int | str | Point | Mapping | None
+
+
+class TableReader(Protocol):
+    """One version of a tables directory, read by some engine."""
+
+    tables: Tables
+    version: Version
+
+    @property
+    def offset(self) -> int: ...
+
+    def offset_at_time(self, timestamp_ms: int) -> int: ...
 
 
 
@@ -58,6 +73,23 @@ def check_point(reader: TableReader, at: PointArg) -> Point | None:
                 f"offset {n} is past the tables' version: {reader.tables.path} holds events "
                 f"[0, {reader.offset}); run `secmeta spark compact` to catch up")
     return point
+
+
+def check_history(reader: TableReader, principal: str | None, user: str | None, start: PointArg,
+                  end: PointArg) -> tuple[Point | None, Point | None]:
+    """The history query's arguments checked (no engine job): the start and end points.
+
+    Raises QueryError for a principal or user that is not a string and a start after the end
+    (an offset and a time are not comparable without reading the tables: such a range may just be empty).
+    """
+    for name, value in (("principal", principal), ("user", user)):
+        if value is not None and not isinstance(value, str):
+            raise QueryError(f"{name} must be a string, not {value!r}")
+    first, last = check_point(reader, start), check_point(reader, end)
+    if first is not None and last is not None and (first.offset is None) == (last.offset is None):
+        if (first.offset, first.timestamp_ms) > (last.offset, last.timestamp_ms):
+            raise QueryError(f"the start ({first}) is after the end ({last})")
+    return first, last
 
 
 def check_time(value: int | str | Point, what: str = "time") -> int:
