@@ -250,7 +250,7 @@ class Tables:
         raise TablesError(f"{self.path} has no version {delta_version} (history table versions with a "
                           f"secmeta record, up to {latest}); see `secmeta spark versions`")
 
-    def files(self, name: str, version: Version) -> list[str]:
+    def files(self, name: str, version: Version | Kept) -> list[str]:
         """The data files of table ``name`` at ``version`` (absolute paths), as its Delta log lists them.
 
         Raises TablesError if retention has deleted them (a version older than the kept ones).

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,8 +54,8 @@ class AliveToken(TokenInfo):
                 "alive_from_ms": self.alive_from_ms}
 
 
-def acl_binding(row: Mapping[str, Any]) -> AclBinding:
-    """The binding of an ACL table row (its seven binding columns, enums by name)."""
+def acl_binding(row: Any) -> AclBinding:
+    """The binding of an ACL table row, a mapping or a Spark Row (its seven binding columns, enums by name)."""
     return AclBinding.of(ResourceType[row["resource_type"]], row["resource_name"], PatternType[row["pattern_type"]],
                          row["principal"], row["host"], AclOperation[row["operation"]],
                          AclPermissionType[row["permission_type"]])

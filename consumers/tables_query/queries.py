@@ -121,11 +121,17 @@ def change_history(reader: ArrowReader, principal: str | None = None, user: str 
     lo, hi = 0, reader.offset
     start_ms = end_ms = None
     if first is not None:  # a time start: from the first event stamped at or after it (the store's rule)
-        start_ms = first.timestamp_ms
-        lo = first.offset if start_ms is None else reader.offset_at_time(start_ms - 1)
+        if first.offset is not None:
+            lo = first.offset
+        else:
+            start_ms = first.timestamp_ms
+            lo = reader.offset_at_time(start_ms - 1)  # type: ignore[operator]
     if last is not None:
-        end_ms = last.timestamp_ms
-        hi = last.offset if end_ms is None else reader.offset_at_time(end_ms)
+        if last.offset is not None:
+            hi = last.offset
+        else:
+            end_ms = last.timestamp_ms
+            hi = reader.offset_at_time(end_ms)  # type: ignore[arg-type]
     query = HistoryQuery(lo, hi, principal, user, None, None, start_ms, end_ms)
     history = reader.history().filter(pl.col("offset") < query.hi)
     chosen = {e.offset: e.action for e in matching_entries(_envelopes(history), query, dict, frozenset)}
