@@ -53,7 +53,7 @@ def _run(argv: list[str]) -> tuple[float, float]:
 
 def _tables(root: Path, name: str, acls: int, users: int) -> tuple[Path, str]:
     """A demo-shaped store compacted into Delta tables (reused when present); the tables and a point."""
-    from secmeta.consumers.demo import build_store
+    from secmeta.consumers.demo_scenario import build_store
     from secmeta.core.times import format_ms
 
     store, tables = root / name, root / f"{name}.tables"
