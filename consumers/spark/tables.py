@@ -115,16 +115,19 @@ class Version:
         record = commit.get(RECORD)
         if record is None:
             return None
+        written = record.get("format") if isinstance(record, Mapping) else None
+        if isinstance(written, int) and written > FORMAT:
+            raise TablesError(
+                f"{where} was written by a newer secmeta (tables format {written}; this one reads "
+                f"up to {FORMAT}); upgrade secmeta to read it")
+        if isinstance(written, int) and written < FORMAT:
+            raise TablesError(
+                f"{where} holds tables in development format {written}, which no release wrote (its "
+                "interval tables lack the open intervals); compact the store into a new tables directory "
+                "(`secmeta spark compact --store DIR --tables NEW_DIR`)")
         try:
-            if record["format"] > FORMAT:
-                raise TablesError(
-                    f"{where} was written by a newer secmeta (tables format {record['format']}; this one reads "
-                    f"up to {FORMAT}); upgrade secmeta to read it")
-            if record["format"] < FORMAT:
-                raise TablesError(
-                    f"{where} holds tables in development format {record['format']}, which no release wrote (its "
-                    "interval tables lack the open intervals); compact the store into a new tables directory "
-                    "(`secmeta spark compact --store DIR --tables NEW_DIR`)")
+            if not isinstance(written, int):
+                raise KeyError("format")
             lo, hi = record["offsets"]
             return cls(int(commit["version"]), int(lo), int(hi), int(record["events"]), record["lastEventMs"],
                        int(commit["timestamp"]), str(record["storeId"]),

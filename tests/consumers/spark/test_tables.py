@@ -50,3 +50,13 @@ def test_a_newer_format_and_a_commit_without_record():
     with pytest.raises(TablesError, match=f"t was written by a newer secmeta .tables format {FORMAT + 1}; this one"):
         Version.from_commit(_commit(version, {**version.record(), "format": FORMAT + 1}), Path("t"))
     assert Version.from_commit({"version": 4, "timestamp": 1, "operation": "VACUUM END"}, Path("t")) is None
+
+
+def test_tables_of_an_older_development_format_are_refused_naming_it():
+    """Format 2 (interval tables without the open intervals) is refused with what to do, not as damage."""
+    version = Version(3, 0, 5, 5, None, 0, "s", dict.fromkeys(TABLE_NAMES, 1))
+    with pytest.raises(TablesError) as refused:
+        Version.from_commit(_commit(version, {**version.record(), "format": FORMAT - 1}), Path("t"))
+    message = str(refused.value)
+    assert message.startswith(f"t holds tables in development format {FORMAT - 1}, which no release wrote")
+    assert "compact the store into a new tables directory" in message and "damaged" not in message
