@@ -178,10 +178,12 @@ def test_spark_help_says_delta():
     assert ran.returncode == 0 and "Delta Lake tables" in ran.stdout and "Parquet" not in ran.stdout
 
 
-def test_a_fresh_spark_says_it_is_starting_and_prints_no_jvm_lines(cli_space, tmp_path):
+def test_a_fresh_spark_says_it_is_starting_and_prints_no_jvm_lines(tmp_path):
     """In its own process (so Spark really starts): stderr holds the start-up note and one line per
-    compaction batch, and none of the JVM's or Spark's start-up lines; stdout holds the answer."""
-    space, _ = cli_space
+    compaction batch, and none of the JVM's or Spark's start-up lines; stdout holds the answer.
+    Its store is its own (not the shared session's fixture), so it may run on either test worker."""
+    (tmp_path / "space").mkdir()
+    space = make_workspace(tmp_path / "space", seed=21, steps=20)
     with space.open() as store:
         half = (store.log.end_offset + 1) // 2  # two batches: each costs seconds in a fresh JVM
     ran = subprocess.run(
