@@ -16,20 +16,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Union, get_args, get_origin, get_type_hints
-
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    InstanceOf,
-    ValidationError,
-    create_model,
-)
+from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin, get_type_hints
 
 from secmeta.core import times, validation
 from secmeta.core.auth.scram_crypto import DEFAULT_ITERATIONS, MAX_ITERATIONS, MIN_ITERATIONS
@@ -58,10 +48,30 @@ def _mechanism(value: ScramMechanism) -> ScramMechanism:
     return value
 
 
-Principal = Annotated[str, AfterValidator(_principal)]
-Millis = Annotated[int, Field(gt=0, le=validation.INT64_MAX)]  # Kafka's LONG settings, atLeast(1)
-Iterations = Annotated[int, Field(ge=MIN_ITERATIONS, le=MAX_ITERATIONS)]
-Mechanism = Annotated[ScramMechanism, AfterValidator(_mechanism)]
+@cache
+def _annotations() -> dict[str, Any]:
+    """The names StoreConfig's annotations use, in their validating (pydantic) form. pydantic is imported
+    here, when a setting that is not its default is first checked, so a command whose store keeps the
+    defaults never loads it (about a third of a small command's start)."""
+    from pydantic import AfterValidator, Field, InstanceOf
+
+    return {
+        "Principal": Annotated[str, AfterValidator(_principal)],
+        "Millis": Annotated[int, Field(gt=0, le=validation.INT64_MAX)],  # Kafka's LONG settings, atLeast(1)
+        "Iterations": Annotated[int, Field(ge=MIN_ITERATIONS, le=MAX_ITERATIONS)],
+        "Mechanism": Annotated[ScramMechanism, AfterValidator(_mechanism)],
+        "PydanticField": Field, "InstanceOf": InstanceOf, "INT32_MAX": INT32_MAX,
+    }
+
+
+if TYPE_CHECKING:  # what type checkers see of the names above (the annotations are strings until checked)
+    from pydantic import Field as PydanticField  # noqa: F401
+    from pydantic import InstanceOf
+
+    Principal = str
+    Millis = int
+    Iterations = int
+    Mechanism = ScramMechanism
 
 
 @dataclass(frozen=True)
@@ -93,7 +103,7 @@ class StoreConfig:
     accept_doubled_client_nonce: bool = True
     password_policy: InstanceOf[PasswordPolicy] | None = None
     # delegation tokens (KIP-48)
-    token_secret: Annotated[bytes, Field(min_length=1)] | None = field(default=None, repr=False)
+    token_secret: Annotated[bytes, PydanticField(min_length=1)] | None = field(default=None, repr=False)
     token_max_lifetime_ms: Millis = 7 * DAY_MS
     token_expiry_time_ms: Millis = DAY_MS
     token_expiry_check_interval_ms: Millis = 3600 * 1000
@@ -101,14 +111,14 @@ class StoreConfig:
     token_secret_fingerprint: str | None = None
     describe_tokens_include_hmac: bool = False
     # limits
-    max_acl_changes_per_request: Annotated[int, Field(gt=0, le=INT32_MAX)] = 10_000
+    max_acl_changes_per_request: Annotated[int, PydanticField(gt=0, le=INT32_MAX)] = 10_000
     # durability and snapshots
     log: InstanceOf[LogConfig] = field(default_factory=LogConfig)
     snapshot_policy: InstanceOf[SnapshotPolicy] = field(default_factory=SnapshotPolicy)
-    keep_snapshots: Annotated[int, Field(ge=1, le=INT32_MAX)] = 2
+    keep_snapshots: Annotated[int, PydanticField(ge=1, le=INT32_MAX)] = 2
     delete_covered_segments: bool = False
     # time travel: estimated bytes of past images held in memory (secmeta.core.forensics.timetravel; ~680 B per logged event covered)
-    time_travel_memory_bytes: Annotated[int, Field(ge=0, le=validation.INT64_MAX)] = 1 << 30
+    time_travel_memory_bytes: Annotated[int, PydanticField(ge=0, le=validation.INT64_MAX)] = 1 << 30
     key_file: str | InstanceOf[os.PathLike] | None = None
     clock: Callable[[], float] = field(default=times.wall_clock, repr=False, compare=False)
     # the fields config.json named (load); secmeta.core.settings.check_config compares them with the log's
@@ -173,24 +183,38 @@ class StoreConfig:
 
 # -- checking settings -------------------------------------------------------------------
 
-_STRICT = ConfigDict(strict=True, arbitrary_types_allowed=True, hide_input_in_errors=True)
-
-
 @cache
 def _schemas() -> dict[str, object]:
-    return get_type_hints(StoreConfig, include_extras=True)
+    return get_type_hints(StoreConfig, localns=_annotations(), include_extras=True)
 
 
 @cache
-def _model() -> type[BaseModel]:
-    """One strict pydantic model whose fields are StoreConfig's annotations."""
-    return create_model("StoreConfig", __config__=_STRICT, **{name: (hint, ...) for name, hint in _schemas().items()})
+def _model(names: frozenset[str]) -> type[Any]:
+    """One strict pydantic model whose fields are StoreConfig's annotations of ``names``."""
+    from pydantic import ConfigDict, create_model
+
+    strict = ConfigDict(strict=True, arbitrary_types_allowed=True, hide_input_in_errors=True)
+    hints = _schemas()
+    return create_model("StoreConfig", __config__=strict, **{name: (hints[name], ...) for name in sorted(names)})
+
+
+def _is_default(f: Field, value: object) -> bool:
+    """``value`` is the field's default, of the very same type (True is not 1): known valid, nothing to check."""
+    default = f.default if f.default is not MISSING else (
+        f.default_factory() if f.default_factory is not MISSING else MISSING)
+    return default is not MISSING and type(value) is type(default) and value == default
 
 
 def _check_settings(config: StoreConfig) -> None:
-    values = {f.name: getattr(config, f.name) for f in fields(config)}
+    # from_file is load()'s record of which names config.json held (checked there against _PERSISTED)
+    values = {f.name: getattr(config, f.name) for f in fields(config)
+              if f.name != "from_file" and not _is_default(f, getattr(config, f.name))}
+    if not values:
+        return
+    from pydantic import ValidationError
+
     try:
-        _model().model_validate(values)
+        _model(frozenset(values)).model_validate(values)
         return
     except ValidationError as exc:
         problem = exc.errors(include_input=False)[0]
