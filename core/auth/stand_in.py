@@ -108,12 +108,16 @@ def _label(purpose: bytes, mechanism: ScramMechanism, name: str, extra: bytes = 
                          extra)) + b"\x00"
 
 
+def _shape_key(shape: CredentialShape) -> bytes:
+    return f"{shape.iterations}/{shape.salt_length}/{shape.salt_alphabet.value}".encode()
+
+
 def _pick(key: bytes, mechanism: ScramMechanism, name: str, population: Population) -> CredentialShape:
     """Weighted rendezvous: each shape draws an exponential race time keyed by (name, shape) divided by
     its count; the earliest wins, so a shape wins with probability count / total."""
     best, best_time = population.default, math.inf
     for shape, count in population.counts:
-        extra = f"{shape.iterations}/{shape.salt_length}/{shape.salt_alphabet.value}".encode()
+        extra = _shape_key(shape)
         draw = int.from_bytes(hmac.digest(key, _label(b"pick", mechanism, name, extra), "sha256")[:8], "big")
         race = -math.log((draw + 0.5) / 2.0**64) / count
         if race < best_time:
@@ -122,7 +126,9 @@ def _pick(key: bytes, mechanism: ScramMechanism, name: str, population: Populati
 
 
 def _salt(key: bytes, mechanism: ScramMechanism, name: str, shape: CredentialShape) -> bytes:
-    label = _label(b"salt", mechanism, name)
+    # keyed by the shape too: when the population moves a name to another shape its salt changes with it,
+    # as a real credential's does (a new count comes with a new password and salt), never a kept prefix
+    label = _label(b"salt", mechanism, name, _shape_key(shape))
     n = shape.salt_length
     if shape.salt_alphabet is SaltAlphabet.BYTES:
         return keyed_bytes(key, label, n)

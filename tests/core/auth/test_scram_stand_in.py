@@ -161,3 +161,19 @@ def test_the_same_unknown_name_is_shown_the_same_salt_and_count_after_a_reopen(o
     # as carol's (made as Java's tools make salts), the 16384 names' salts are base-36 numbers of her salt's length
     assert {shown(f)[1:] for f in first if f["i"] == "16384"} == {(len(java_salt(7)), SaltAlphabet.JAVA_BASE36)}
     assert {shown(f)[1:] for f in first if f["i"] == "8192"} == {(32, SaltAlphabet.BYTES)}
+
+
+def test_a_name_moved_to_another_shape_gets_another_salt():
+    """When the population moves an unknown name to another count its salt changes too, as a real user's
+    does (a new count comes with a reset password and a fresh salt); a kept salt under a new count would
+    mark the name as unknown."""
+    before = Population.of([CredentialShape(4096, 32)] * 9)
+    after = Population.of([CredentialShape(4096, 32)] * 9 + [CredentialShape(8192, 32)])
+    names = [f"n{i}" for i in range(300)]
+    shown_by = {p: [server_first(ScramServer(SHA256, {}.get, fake_salt_key=KEY, population=p), n) for n in names]
+                for p in (before, after)}
+    pairs = list(zip(shown_by[before], shown_by[after], strict=True))
+    moved = [(b, a) for b, a in pairs if b["i"] != a["i"]]
+    kept = [(b, a) for b, a in pairs if b["i"] == a["i"]]
+    assert moved and all(b["s"] != a["s"] for b, a in moved)
+    assert all(b["s"] == a["s"] for b, a in kept)  # a name whose shape stays keeps its salt
