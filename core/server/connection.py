@@ -310,7 +310,10 @@ class Connection:
             delay = limiter.failed(self.peer.host, auth.claimed_user)
             self.in_flight = False      # nothing to finish: shutdown need not wait out the hold
             if not limiter.hold():
-                raise _Close(f"{step.close}; closed at once, unanswered: {limiter.pending} failed authentications "
+                # Closed unanswered, but not sooner than an answer would come: an early close would tell a
+                # guesser "wrong" at once. The wait holds no slot; the admission caps bound such connections.
+                await asyncio.sleep(delay)
+                raise _Close(f"{step.close}; closed unanswered: {limiter.pending} failed authentications "
                              "are already held (failed_authentications_max_pending)", logging.INFO)
             try:
                 await asyncio.sleep(delay)
