@@ -2,7 +2,7 @@
 
 from secmeta.core.log.append import AppendResult
 from secmeta.core.log.config import FsyncPolicy, LogConfig
-from secmeta.core.log.errors import LogFailedError, OffsetOutOfRangeError
+from secmeta.core.log.errors import DivergedError, LogFailedError, OffsetOutOfRangeError
 from secmeta.core.log.format import Batch
 from secmeta.core.log.loader import RecoveryReport
 from secmeta.core.log.log import Log
@@ -12,6 +12,7 @@ from secmeta.core.log.verify import VerifyReport, verify_log
 __all__ = [
     "AppendResult",
     "Batch",
+    "DivergedError",
     "FsyncPolicy",
     "Log",
     "LogConfig",

@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from secmeta.core.errors import InvalidValueError, SecmetaError, StoreLockedError
-from secmeta.core.log.chain import Chain
+from secmeta.core.log.chain import Chain, check_extends
 from secmeta.core.log.config import FsyncPolicy, LogConfig
 from secmeta.core.log.errors import LogFailedError
-from secmeta.core.log.format import MAX_FRAME, encode_frame
+from secmeta.core.log.format import MAX_FRAME, decode_frame, encode_frame
 from secmeta.core.log.highwater import HighWater, Mark
 from secmeta.core.log.segment import Segment
 from secmeta.core.log.state import LogState
+from secmeta.core.store.commit_gate import PendingBatch
 from secmeta.core.store.storedir import StoreDirectory
 from secmeta.events.codec import EventCodec
 from secmeta.events.durable import fsync_dir
@@ -72,11 +73,12 @@ class Appender:
         self.failed: BaseException | None = None
         self.closed = False
 
-    def append(self, envelopes: Sequence[Envelope]) -> AppendResult:
+    def append(self, envelopes: Sequence[Envelope], gate: Callable[[PendingBatch], None] | None = None) -> AppendResult:
         """Append one batch; returns once it is durable per the fsync policy.
 
         Encoding errors (an event that does not match its schema) raise before
-        anything is written.
+        anything is written. ``gate`` (replicated mode, secmeta.core.store.commit_gate) is handed the
+        batch exactly as it will be written, before it is: when it raises, nothing is written.
         """
         if not envelopes:
             raise InvalidValueError("cannot append an empty batch")
@@ -92,19 +94,47 @@ class Appender:
             )
             if len(frame) - 4 > MAX_FRAME:
                 raise InvalidValueError(f"a batch of {len(frame):,} bytes exceeds the {MAX_FRAME:,}-byte frame limit; split the request")
-            seg = state.segments[-1]
-            if seg.size and seg.size + len(frame) > self.config.segment_bytes:
-                seg = self._roll()
-            position = seg.write(frame)
-            seg.note(_WrittenBatch(base, len(envelopes), ts, link, len(frame)), position)  # type: ignore[arg-type]
-            state.next_offset = base + len(envelopes)
-            state.last_link = link
-            written_to = seg.size
-            if self.config.fsync != FsyncPolicy.ALWAYS:
-                state.publish(seg, seg.size, state.next_offset)
+            if gate is not None:
+                gate(PendingBatch(base, base + len(envelopes), ts, frame, state.last_link, link))
+            seg, written_to = self._write_frame(frame, _WrittenBatch(base, len(envelopes), ts, link, len(frame)))
         if self.config.fsync == FsyncPolicy.ALWAYS:
             self._sync_through(seg, written_to)
         return AppendResult(base, base + len(envelopes), ts, link)
+
+    def append_frame(self, frame: bytes) -> tuple[list[Envelope], AppendResult]:
+        """Append a batch another writer framed (a replica's copy of the commit point), byte for byte, once
+        it extends this log: its first offset is this log's end and its link chains from this log's last
+        link under a key of the keyring, and its events decode (their writer schema is known). Else
+        DivergedError naming the offset and both links (or the decoding error), and nothing is written.
+        Returns the batch's events and where it landed; durable as ``append``'s."""
+        batch = decode_frame(frame, 0)
+        if batch.size != len(frame):
+            raise InvalidValueError(f"a frame of {len(frame)} bytes holds {batch.size} bytes of batch: not one batch")
+        state = self.state
+        with self.write_lock:
+            self.check_writable()
+            check_extends(self.chain, batch, state.next_offset, state.last_link)
+            envelopes = self.codec.decode_batch(batch.payload, batch.schema_fp, batch.base_offset)
+            ts = batch.timestamp_ms
+            seg, written_to = self._write_frame(frame, _WrittenBatch(batch.base_offset, batch.count, ts, batch.link,
+                                                                     len(frame)))
+        if self.config.fsync == FsyncPolicy.ALWAYS:
+            self._sync_through(seg, written_to)
+        return envelopes, AppendResult(batch.base_offset, batch.next_offset, ts, batch.link)
+
+    def _write_frame(self, frame: bytes, written: _WrittenBatch) -> tuple[Segment, int]:
+        """Write a framed batch at the log's end (rolling the segment when full); the caller holds write_lock."""
+        state = self.state
+        seg = state.segments[-1]
+        if seg.size and seg.size + len(frame) > self.config.segment_bytes:
+            seg = self._roll()
+        position = seg.write(frame)
+        seg.note(written, position)  # type: ignore[arg-type]
+        state.next_offset = written.next_offset
+        state.last_link = written.link
+        if self.config.fsync != FsyncPolicy.ALWAYS:
+            state.publish(seg, seg.size, state.next_offset)
+        return seg, seg.size
 
     def check_writable(self) -> None:
         if self.closed:

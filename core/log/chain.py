@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from secmeta.core.errors import CorruptLogError
+from secmeta.core.log.errors import DivergedError
 from secmeta.core.log.format import Batch, FrameError
 from secmeta.core.log.segment import Segment
 from secmeta.events.errors import UnknownKeyError
@@ -75,3 +76,23 @@ class Chain:
     def last_link_of(self, seg: Segment) -> bytes:
         """The link of a non-empty segment's last batch (read from its last indexed position)."""
         return self.tail_batches(seg)[-1].link
+
+
+def check_extends(chain: Chain, batch: Batch, end: int, last_link: bytes) -> None:
+    """DivergedError unless ``batch`` extends a log that ends at offset ``end`` with link ``last_link``: it
+    starts at ``end`` and its link is the keyed link over ``last_link`` and itself (a key of the keyring)."""
+    if batch.base_offset != end:
+        raise DivergedError(
+            f"the batch at offset {batch.base_offset} does not extend the local log, which ends at offset {end}"
+            + (": the batches between are missing" if batch.base_offset > end else
+               ": the local log already holds that offset"), offset=min(end, batch.base_offset))
+    try:
+        key = chain.keyring.chain_key(batch.key_id)
+    except UnknownKeyError:
+        raise DivergedError(f"the batch at offset {end} is linked with key id {batch.key_id!r}, which is not in the "
+                            "keyring, so it cannot be checked against the local log", offset=end) from None
+    if batch.expected_link(key, last_link) != batch.link:
+        raise DivergedError(
+            f"the batch at offset {end} does not chain from the local log's last link: the local log ends with "
+            f"link {last_link.hex()[:16]}, the batch carries link {batch.link.hex()[:16]} made over another "
+            "history (one of the two was rolled back, rewritten or forged)", offset=end)

@@ -11,3 +11,12 @@ class LogFailedError(SecmetaError):
 
 class OffsetOutOfRangeError(SecmetaError):
     """A reader asked for offsets retention already deleted (Kafka's OFFSET_OUT_OF_RANGE)."""
+
+
+class DivergedError(SecmetaError):
+    """A batch from another copy of the log does not extend this log (another offset, or another chain link
+    before it): the two logs hold different histories from ``offset`` on."""
+
+    def __init__(self, message: str, *, offset: int):
+        super().__init__(message)
+        self.offset = offset

@@ -69,6 +69,10 @@ class Batch:
     def expected_link(self, chain_key: bytes, prev_link: bytes) -> bytes:
         return chain_link(chain_key, prev_link, self.header, self.payload)
 
+    def frame(self) -> bytes:
+        """The frame's bytes as the log stores them (what ``Log.append_frame`` takes)."""
+        return _framed(b"".join((self.header, self.link, self.payload)))
+
 
 def encode_frame(
     base_offset: int,
@@ -84,8 +88,11 @@ def encode_frame(
     kid = key_id.encode()
     header = FIXED.pack(MAGIC, base_offset, count, timestamp_ms, schema_fp, len(kid)) + kid
     link = chain_link(chain_key, prev_link, header, payload)
-    body = b"".join((header, link, payload))
-    return PREFIX.pack(len(body) + 4, zlib.crc32(body)) + body, link
+    return _framed(b"".join((header, link, payload))), link
+
+
+def _framed(body: bytes) -> bytes:
+    return PREFIX.pack(len(body) + 4, zlib.crc32(body)) + body
 
 
 class FrameError(SecmetaError, ValueError):

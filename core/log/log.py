@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from secmeta.core.errors import SecmetaError
 from secmeta.core.log.append import Appender, AppendResult
@@ -26,6 +26,7 @@ from secmeta.core.log.retention import delete_segments_before, retention_configu
 from secmeta.core.log.segment import Segment
 from secmeta.core.log.state import LogState
 from secmeta.core.log.tail import TailReader, wait_for
+from secmeta.core.store.commit_gate import PendingBatch
 from secmeta.core.store.storedir import StoreDirectory
 from secmeta.core.times import Clock, now_ms, wall_clock
 from secmeta.events.codec import EventCodec
@@ -113,10 +114,17 @@ class Log:
 
     # -- appending -------------------------------------------------------------
 
-    def append(self, envelopes: Sequence[Envelope]) -> AppendResult:
-        """Append one batch; returns once it is durable per the fsync policy (secmeta.core.log.append)."""
+    def append(self, envelopes: Sequence[Envelope], gate: Callable[[PendingBatch], None] | None = None) -> AppendResult:
+        """Append one batch; returns once it is durable per the fsync policy (secmeta.core.log.append).
+        ``gate`` commits the batch elsewhere first (secmeta.core.store.commit_gate)."""
         self._check_writer()
-        return self._writer.append(envelopes)
+        return self._writer.append(envelopes, gate)
+
+    def append_frame(self, frame: bytes) -> tuple[list[Envelope], AppendResult]:
+        """Append, byte for byte, a batch framed by another copy of this log once it is checked to extend this
+        one (DivergedError naming the offset otherwise); its events and where it landed."""
+        self._check_writer()
+        return self._writer.append_frame(frame)
 
     def _check_writer(self) -> None:
         if self.read_only:

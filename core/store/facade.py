@@ -43,6 +43,12 @@ from secmeta.core.forensics.timetravel import TimeTravel
 from secmeta.core.forensics.token_access import TokenAccess
 from secmeta.core.log import Log
 from secmeta.core.operator import local_operator
+from secmeta.core.store.commit_gate import (
+    CommitGate,
+    CommitGateError,
+    PendingBatch,
+    WritesStoppedError,
+)
 from secmeta.core.store.state import LoadedState, Snapshotter, load_state
 from secmeta.core.store.view import StoreView
 from secmeta.core.times import Point, as_point
@@ -77,8 +83,11 @@ class SecurityStore:
     An ``Admin`` (secmeta.core.admin) that carries no identity: every admin call needs ``context=``.
     """
 
-    def __init__(self, log: Log, config: StoreConfig, keyring: Keyring, loaded: LoadedState[SecurityImage]):
+    def __init__(self, log: Log, config: StoreConfig, keyring: Keyring, loaded: LoadedState[SecurityImage],
+                 commit_gate: CommitGate | None = None):
         self._log = log
+        self._gate = commit_gate
+        self._stopped: BaseException | None = None  # why writes stopped: the gate failed (commit_gate)
         self.config = config
         self._keyring = keyring
         self._image: SecurityImage = loaded.state
@@ -109,7 +118,7 @@ class SecurityStore:
 
     @classmethod
     def open(cls, directory: str | os.PathLike, config: StoreConfig | None = None, *, keyring: Keyring | None = None,
-             read_only: bool = False, create: bool = True) -> SecurityStore:
+             read_only: bool = False, create: bool = True, commit_gate: CommitGate | None = None) -> SecurityStore:
         """Reopen the store at ``directory``, or create it there (one writer process per directory).
 
         ``create=False`` refuses a directory that is not a store (NotAStoreError): the CLI opens
@@ -119,6 +128,8 @@ class SecurityStore:
         ``read_only`` opens an existing store without its writer lock (beside a running
         writer, e.g. for the CLI's reads and forensic queries); writes then raise.
         A writer needs every key that sealed a live credential or linked the log's chain.
+        ``commit_gate`` (replicated mode, secmeta.core.store.commit_gate) commits every batch elsewhere
+        before it is appended here, the ones this open writes included.
         """
         if config is None:
             config = StoreConfig.load(directory) if Path(directory).exists() else StoreConfig()
@@ -140,10 +151,12 @@ class SecurityStore:
         except BaseException:
             log.close()
             raise
-        store = cls(log, config, keyring, loaded)
+        store = cls(log, config, keyring, loaded, commit_gate)
         if not read_only:
             try:
                 store._log_key_rotation()
+            except CommitGateError:
+                pass  # writes stopped; the rotation is logged when a gate is set again
             except BaseException:
                 store.close()
                 raise
@@ -199,14 +212,43 @@ class SecurityStore:
                               actor_asserted=context.asserted, operator_user=operator.user,
                               operator_host=operator.host, operator_pid=operator.pid,
                               operator_program=operator.program) for e in events]
-        result = self._log.append(envelopes)
+        result = self._log.append(envelopes, None if self._gate is None else self._gated)
+        self._publish(envelopes, result.next_offset)
+
+    def _gated(self, batch: PendingBatch) -> None:
+        """The gate's commit of ``batch``; when it fails, writes stop (commit_gate)."""
+        try:
+            self._gate.commit(batch)  # type: ignore[union-attr]
+        except BaseException as exc:
+            self._stopped = exc
+            raise
+
+    def _publish(self, envelopes: Sequence[Envelope], next_offset: int) -> None:
+        """Replay a batch just appended into a new image and publish it. Caller holds the lock."""
         with paused_gc(freeze=len(envelopes) >= FREEZE_AFTER):  # a big batch's image nodes live long
             delta = SecurityDelta(self._image)
             delta.replay_all(envelopes)
-            self._image = delta.apply(result.next_offset)
-        self._hmacs = self._hmacs.advanced(events)
+            self._image = delta.apply(next_offset)
+        self._hmacs = self._hmacs.advanced(e.event for e in envelopes)
         self._timetravel.note(self._image)
-        self._snapshotter.maybe_snapshot(self._image, result.next_offset, background=True)
+        self._snapshotter.maybe_snapshot(self._image, next_offset, background=True)
+
+    def set_commit_gate(self, gate: CommitGate | None) -> None:
+        """Commit every later batch through ``gate`` (None: the local log is the commit point) and acknowledge
+        writes again after a gate failed. The caller vouches that the local log holds everything committed
+        (a replicated node catches up with the topic first); a key rotation waiting to be logged is then."""
+        with self._write_lock:
+            self._gate, self._stopped = gate, None
+            self._log_key_rotation()
+
+    def append_replicated(self, frame: bytes) -> int:
+        """Append a batch the commit point already holds (a replica following the topic), byte for byte, and
+        publish its image; DivergedError (naming the offset and both links) when it does not extend the local
+        log, and nothing is appended. Returns the log's new end offset."""
+        with self._write_lock:
+            envelopes, result = self._log.append_frame(frame)
+            self._publish(envelopes, result.next_offset)
+            return result.next_offset
 
     def _write(self, context: RequestContext | None,
                decide: Callable[[SecurityImage, int, RequestContext], ControlResult[R]]) -> R:
@@ -214,6 +256,10 @@ class SecurityStore:
         image as ``context`` asks, commit its events as one batch, then answer with its response."""
         context = checked_context(context)
         with self._write_lock:
+            if self._stopped is not None:
+                raise WritesStoppedError(
+                    f"this node acknowledges no write: its commit gate failed at offset {self._log.end_offset} "
+                    f"({self._stopped}); nothing was written") from self._stopped
             now = self.config.now_ms()
             result = decide(self._image, now, context)
             self._commit(result.events, context, now)

@@ -65,10 +65,12 @@ class StoreDirectory:
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = True, writer: bool = True,
-             initialise: Callable[[StoreDirectory], None] | None = None, clock: Clock = wall_clock) -> StoreDirectory:
+             initialise: Callable[[StoreDirectory], None] | None = None, clock: Clock = wall_clock,
+             identity: tuple[str, int] | None = None) -> StoreDirectory:
         """Open (or with ``create`` initialise) a store directory; a writer takes the lock.
 
-        A new store records its creation time from ``clock``.
+        A new store records its creation time from ``clock`` and gets a new id, or with ``identity``
+        (store id, creation time) those of the store it is to be a replica of (secmeta.core.store.replica).
         ``initialise`` writes a new store's first files (the log's high-water mark) before
         the store's marker is published, so a store never exists without them.
         """
@@ -84,16 +86,20 @@ class StoreDirectory:
                 )
             if not create:
                 raise NotAStoreError(f"{root} is not a secmeta store (no {META_FILE} there)")
-            return cls._create(root, initialise, now_ms(clock))
+            store_id, created = identity or (str(uuid.uuid4()), now_ms(clock))
+            return cls._create(root, initialise, store_id, created)
+        if identity is not None:
+            raise NotAStoreError(f"{root} is already a secmeta store; a replica is made in a new directory")
         store = cls._read(meta_path)
         if writer:
             store._lock()
         return store
 
     @classmethod
-    def _create(cls, root: Path, initialise: Callable[[StoreDirectory], None] | None, created_ms: int) -> StoreDirectory:
+    def _create(cls, root: Path, initialise: Callable[[StoreDirectory], None] | None, store_id: str,
+                created_ms: int) -> StoreDirectory:
         root.mkdir(parents=True, exist_ok=True)
-        store = cls(root, store_id=str(uuid.uuid4()), created_ms=created_ms)
+        store = cls(root, store_id=store_id, created_ms=created_ms)
         store._lock()
         for sub in (store.log_dir, store.schema_dir, store.snapshot_dir):
             sub.mkdir(exist_ok=True)

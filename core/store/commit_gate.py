@@ -1,0 +1,53 @@
+"""The commit gate: where a batch is committed when the log's commit point is elsewhere (replicated mode).
+
+The store's one write path hands each batch to its gate exactly as it will be
+appended to the local log (``PendingBatch``: offsets, the frame's bytes, the
+hash-chain link before and after) BEFORE the local append and before the
+caller is answered. ``commit`` returns once the batch is durably committed
+elsewhere (a Kafka topic, secmeta.consumers.kafka.replication) or raises. When
+it raises nothing is appended locally, the write fails with that error, and the
+store stops acknowledging writes (``WritesStoppedError`` for every later one)
+until a new gate is set: a writer that was fenced, or cannot tell whether its
+batch was committed, must not go on as if it were still the writer.
+
+The default is no gate: the embedded store appends to its local log, which is
+then the commit point, by the same code path as ever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from secmeta.core.errors import SecmetaError
+
+__all__ = ["CommitGate", "CommitGateError", "PendingBatch", "WritesStoppedError"]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingBatch:
+    """A batch about to be appended: offsets [base_offset, next_offset), the frame's bytes as the
+    local log stores them, and the chain link it extends (``prev_link``) and its own (``link``)."""
+
+    base_offset: int
+    next_offset: int
+    timestamp_ms: int
+    frame: bytes = field(repr=False)
+    prev_link: bytes = field(repr=False)
+    link: bytes = field(repr=False)
+
+
+class CommitGate(Protocol):
+    """Commits a batch elsewhere before the store appends it locally and answers."""
+
+    def commit(self, batch: PendingBatch) -> None:
+        """Return once ``batch`` is durably committed; raise (CommitGateError) when it is not, or may not be."""
+        ...
+
+
+class CommitGateError(SecmetaError):
+    """The gate did not commit the batch (fenced, unavailable, or unknown): nothing was appended."""
+
+
+class WritesStoppedError(SecmetaError):
+    """A gate failed earlier: the store acknowledges no write until it is given a gate again."""

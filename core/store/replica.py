@@ -1,0 +1,26 @@
+"""A new store directory that is to be a replica of another store's log (replicated mode's join).
+
+A replica shares its store's identity: the store id binds the genesis link of the hash chain and the
+context of every sealed file, so a batch appended byte for byte (``SecurityStore.append_replicated``)
+checks against the replica's chain exactly as against the original's.
+"""
+
+from __future__ import annotations
+
+import os
+
+from secmeta.core.log.loader import write_genesis_mark
+from secmeta.core.store.storedir import StoreDirectory
+from secmeta.events.keyring import Keyring
+
+__all__ = ["create_replica"]
+
+
+def create_replica(path: str | os.PathLike, store_id: str, created_ms: int, keyring: Keyring) -> None:
+    """Make an empty store at ``path`` (a new or empty directory) with the identity of store ``store_id``."""
+    store = StoreDirectory.open(path, create=True, identity=(store_id, created_ms),
+                                initialise=lambda new: write_genesis_mark(new, keyring))
+    try:
+        store.check_keyring(keyring, writer=True)
+    finally:
+        store.close()

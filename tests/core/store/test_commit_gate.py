@@ -1,0 +1,114 @@
+"""The commit gate seam: replicated mode's commit point before the local append, and a replica's byte-for-byte
+append of batches another copy of the log committed."""
+
+from __future__ import annotations
+
+import pytest
+
+from secmeta.core import AclBindingFilter, SecurityStore, StoreConfig
+from secmeta.core.errors import NotAStoreError
+from secmeta.core.log import DivergedError
+from secmeta.core.log.format import decode_frame
+from secmeta.core.store.commit_gate import CommitGateError, PendingBatch, WritesStoppedError
+from secmeta.core.store.replica import create_replica
+from tests.storekit import ADMIN, TOKEN_SECRET, acl, upsert
+
+
+class Recording:
+    """A gate that commits everything and remembers it, or refuses when told to."""
+
+    def __init__(self):
+        self.batches: list[PendingBatch] = []
+        self.refuse: str | None = None
+
+    def commit(self, batch: PendingBatch) -> None:
+        if self.refuse:
+            raise CommitGateError(self.refuse)
+        self.batches.append(batch)
+
+
+def _segment_bytes(store: SecurityStore) -> bytes:
+    return b"".join((store.log.store.log_dir / seg.name).read_bytes() for seg in store.log.segments())
+
+
+@pytest.fixture
+def gated(tmp_path, keyring):
+    gate = Recording()
+    with SecurityStore.open(tmp_path / "a", StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring,
+                            commit_gate=gate) as store:
+        yield store, gate
+
+
+def test_the_gate_sees_each_batch_as_the_local_log_stores_it(gated):
+    """Every batch reaches the gate before the local append, with the frame's bytes the segment then holds."""
+    store, gate = gated
+    store.create_acls([acl("a")], context=ADMIN)
+    store.alter_user_scram_credentials([upsert("alice")], context=ADMIN)
+    assert [(b.base_offset, b.next_offset) for b in gate.batches] == [(0, 1), (1, 2)]
+    assert b"".join(b.frame for b in gate.batches) == _segment_bytes(store)
+    assert gate.batches[1].prev_link == gate.batches[0].link == store.log.link_at(1)
+
+
+def test_a_refusing_gate_fails_the_write_appends_nothing_and_stops_writes(gated):
+    """Fail closed: the refused batch is not appended, and no later write is acknowledged until a new gate."""
+    store, gate = gated
+    store.create_acls([acl("a")], context=ADMIN)
+    before = _segment_bytes(store)
+    gate.refuse = "fenced by a newer writer"
+    with pytest.raises(CommitGateError, match="fenced"):
+        store.create_acls([acl("b")], context=ADMIN)
+    gate.refuse = None
+    with pytest.raises(WritesStoppedError, match="commit gate failed at offset 1.*fenced"):
+        store.create_acls([acl("c")], context=ADMIN)
+    assert _segment_bytes(store) == before and store.log.end_offset == 1
+    assert [b.pattern.name for b in store.describe_acls(AclBindingFilter(), context=ADMIN)] == ["a"]
+    store.set_commit_gate(gate)
+    store.create_acls([acl("d")], context=ADMIN)
+    assert store.log.end_offset == 2
+
+
+def test_a_replica_appends_the_batches_byte_for_byte(gated, tmp_path, keyring):
+    """A replica made with the store's identity takes its batches as they are: the same bytes, offsets and image."""
+    store, gate = gated
+    store.create_acls([acl("a"), acl("b")], context=ADMIN)
+    store.alter_user_scram_credentials([upsert("alice")], context=ADMIN)
+    create_replica(tmp_path / "b", store.log.store.store_id, store.log.store.created_ms, keyring)
+    with SecurityStore.open(tmp_path / "b", StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring) as replica:
+        for batch in gate.batches:
+            assert replica.append_replicated(batch.frame) == batch.next_offset
+        assert _segment_bytes(replica) == _segment_bytes(store)
+        assert replica.describe_acls(AclBindingFilter(), context=ADMIN) == store.describe_acls(AclBindingFilter(), context=ADMIN)
+        assert replica.describe_user_scram_credentials(context=ADMIN).keys() == {"alice"}
+
+
+def test_a_batch_that_does_not_extend_the_replica_is_refused_naming_the_offset(gated, tmp_path, keyring):
+    """A gap, a repeat or a batch chained over another history is refused, and the replica's log is unchanged."""
+    store, gate = gated
+    for name in ("a", "b", "c"):
+        store.create_acls([acl(name)], context=ADMIN)
+    create_replica(tmp_path / "b", store.log.store.store_id, store.log.store.created_ms, keyring)
+    with SecurityStore.open(tmp_path / "b", StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring) as replica:
+        replica.append_replicated(gate.batches[0].frame)
+        with pytest.raises(DivergedError, match="offset 2 does not extend the local log, which ends at offset 1") as gap:
+            replica.append_replicated(gate.batches[2].frame)
+        assert gap.value.offset == 1
+        with pytest.raises(DivergedError, match="already holds that offset"):
+            replica.append_replicated(gate.batches[0].frame)
+        other = tmp_path / "other"  # the same store id, another first batch: another history
+        create_replica(other, store.log.store.store_id, store.log.store.created_ms, keyring)
+        with SecurityStore.open(other, StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring) as forged:
+            forged.create_acls([acl("x")], context=ADMIN)
+            forged.create_acls([acl("y")], context=ADMIN)
+            second = decode_frame(_segment_bytes(forged), 0)
+            frame = _segment_bytes(forged)[second.size:]
+        with pytest.raises(DivergedError, match="offset 1 does not chain from the local log's last link") as fork:
+            replica.append_replicated(frame)
+        assert fork.value.offset == 1 and replica.log.end_offset == 1
+        assert replica.log.last_link.hex()[:16] in str(fork.value)
+
+
+def test_a_replica_of_a_store_is_made_only_in_a_new_directory(gated, keyring):
+    """create_replica never turns an existing store into another one's replica."""
+    store, _ = gated
+    with pytest.raises(NotAStoreError, match="already a secmeta store"):
+        create_replica(store.log.store.path, "another-id", 0, keyring)
