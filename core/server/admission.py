@@ -15,8 +15,18 @@ stay in this class).  Before-login connections are a bounded class of their own:
 - ``max_connections_per_ip`` bounds every connection of one address: over it, the address's
   oldest before-login connection is evicted, or the new one refused if it has none.
 
-The whole before-login phase has one deadline (``login_timeout_ms``), which the
-connection enforces.  This table only decides; the server closes whom it names.
+A connection whose login failed is *held* until its failure is answered (the failure delay,
+``secmeta.core.server.auth_failures``): it leaves the before-login class and is never evicted,
+since closing it early would tell a guesser "wrong" at once and free its place for the next
+guess, so the hold would cost nothing.  A held connection still counts against
+``max_connections`` and ``max_connections_per_ip``: an address whose places are all held
+failures (or established) gets no further connection until a hold ends, which is the brake on
+guessing.  Held connections are bounded by those caps and each hold by
+``FailedAuthLimiter.MAX_DELAY_S``.
+
+The before-login phase has one deadline (``login_timeout_ms``), which the connection enforces;
+it ends when the connection logs in or its failed login is evaluated (a hold is not cut by it).
+This table only decides; the server closes whom it names.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ __all__ = ["Admission", "Admitted"]
 
 @dataclass(frozen=True, slots=True)
 class Admitted:
-    """The answer to a new connection: ``refused`` (a reason) or let in after closing ``evicted``."""
+    """The answer to a new connection: close ``evicted``, then let it in, or refuse it if ``refused`` (a reason)."""
 
     evicted: tuple[tuple[Hashable, str], ...] = ()     # (connection, why) to close now
     refused: str | None = None
@@ -47,6 +57,7 @@ class Admission:
         self._per_ip: Counter[str] = Counter()
         self._pre: dict[str, dict[Hashable, None]] = {}     # address -> its before-login connections, oldest first
         self._pre_count = 0
+        self._held: set[Hashable] = set()                    # failed logins held until answered
 
     def __len__(self) -> int:
         return len(self._host)
@@ -56,8 +67,12 @@ class Admission:
         return self._pre_count
 
     @property
+    def held(self) -> int:
+        return len(self._held)
+
+    @property
     def established(self) -> int:
-        return len(self._host) - self._pre_count
+        return len(self._host) - self._pre_count - len(self._held)
 
     def admit(self, connection: Hashable, host: str) -> Admitted:
         """Let ``connection`` from ``host`` in before login, naming whom to evict for it, or refuse it."""
@@ -67,10 +82,16 @@ class Admission:
             return Admitted(refused=f"too many connections (max.connections={self._max})")
         evicted: list[tuple[Hashable, str]] = []
         while self._per_ip[host] >= self._max_ip or len(self._pre.get(host, ())) >= self._max_pre_ip:
+            if not self._pre.get(host):     # the rest are held failures or established: never evicted
+                return Admitted(tuple(evicted), refused=f"too many connections from {host} "
+                                f"(max.connections.per.ip={self._max_ip}), none of them evictable")
             evicted.append((self._evict(host), f"evicted before login: a newer connection from {host} "
                             f"(max.connections.per.ip={self._max_ip}, "
                             f"max.connections.before.login.per.ip={self._max_pre_ip})"))
         while len(self._host) >= self._max or self._pre_count >= self._max_pre:
+            if not self._pre:
+                return Admitted(tuple(evicted), refused=f"too many connections (max.connections={self._max}), "
+                                "none of them evictable")
             evicted.append((self._evict(max(self._pre, key=lambda h: len(self._pre[h]))),
                             f"evicted before login: a newer connection (max.connections={self._max}, "
                             f"max.connections.before.login={self._max_pre})"))
@@ -90,12 +111,19 @@ class Admission:
                     f"max.connections.before.login={self._max_pre} kept for logins)")
         return None
 
+    def hold(self, connection: Hashable) -> None:
+        """``connection``'s failed login is held until answered: out of the before-login class, never evicted."""
+        host = self._host.get(connection)
+        if host is not None and self._drop_pre(connection, host):
+            self._held.add(connection)
+
     def forget(self, connection: Hashable) -> None:
         """``connection`` is closed (idempotent)."""
         host = self._host.pop(connection, None)
         if host is None:
             return
         self._drop_pre(connection, host)
+        self._held.discard(connection)
         self._per_ip[host] -= 1
         if self._per_ip[host] <= 0:
             del self._per_ip[host]

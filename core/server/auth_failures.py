@@ -10,8 +10,9 @@ the failing connection is held ``max(base delay, the deeper deficit / rate)`` (a
 ``MAX_DELAY_S``) before the failure is answered and the connection closed.  An exchange the
 client abandons after server-first is counted the same way (it may have been a probe).
 
-Held failures are bounded (``max_pending``): past the bound a failing connection is closed
-at once instead of being queued, so failures cannot pile up tasks and memory.  The buckets
+Held failures are bounded (``max_pending``): past the bound a failing connection holds no
+slot and is closed unanswered after its delay (never sooner, which would tell a guesser "wrong"
+at once); the server's connection caps bound those (``secmeta.core.server.admission``).  The buckets
 are bounded too (``max_tracked`` keys each, 10,000 by default; the least-penalised are dropped first), and
 user names are kept as a short keyed digest, never as text.  Used from the event loop only.
 """

@@ -32,7 +32,7 @@ class ServerConfig:
     failed_authentication_delay_ms: int = 100            # connection.failed.authentication.delay.ms
     failed_authentications_burst: int = 10               # per user name and per peer IP, before failures are slowed to ...
     failed_authentications_per_second: float = 1.0       # ... this steady rate (librdkafka retries ~20/s)
-    failed_authentications_max_pending: int = 100        # failures held at once; beyond, closed at once
+    failed_authentications_max_pending: int = 100        # failures held at once; beyond, closed unanswered after the delay
     frame_read_timeout_ms: int = 30_000                  # a frame started must arrive whole within this
     tls_handshake_timeout_ms: int = 10_000
     shutdown_drain_ms: int = 30_000                      # how long SIGTERM waits for in-flight requests

@@ -4,7 +4,10 @@ A connection reads a 4-byte size and checks it (socket.request.max.bytes; before
 sasl.server.max.receive.size, 512 KiB) before reading the body, all under one timeout
 (idle until a frame starts, then a stalled frame).  Before login (``secmeta.core.server.admission``)
 the whole phase has one deadline, ``login_timeout_ms``, that trickled bytes do not extend; an
-evicted connection is cut off the same way (``cut``).  It reads the request header and lets
+evicted connection is cut off the same way (``cut``).  A failed login is held (its failure
+delay, at most ``FailedAuthLimiter.MAX_DELAY_S``), then answered and closed: the deadline
+covers the phase up to the evaluated failure, not the hold, and a held connection is never
+evicted, so nothing answers or closes it before its hold ends.  It reads the request header and lets
 its ``Authenticator`` refuse the request before decoding the body, decodes it with
 ``secmeta.core.wire.codec``, answers it and writes the response before reading the next request,
 so responses leave in request order (kafka-python matches them strictly in order).
@@ -40,7 +43,7 @@ from secmeta.core.server.cluster_apis import api_versions_fallback
 from secmeta.core.server.handling import log_failure
 from secmeta.core.server.listeners import Listener
 from secmeta.core.server.principals import ANONYMOUS, tls_principal
-from secmeta.core.server.sasl import Authenticator, Refusal, Step
+from secmeta.core.server.sasl import Authenticator, Evaluated, Refusal, Step
 from secmeta.core.types import RequestContext
 from secmeta.core.wire.codec import (
     ApiKey,
@@ -104,6 +107,7 @@ class Connection:
         self.in_flight = False      # a request is being handled: shutdown lets it finish
         self.stopping = False       # the server is shutting down: close after the current request
         self.established = False    # logged in (and past the first request): out of the before-login class
+        self.held = False           # its failed login is held until answered: out of the before-login class
         self.task: asyncio.Task | None = None
         self._cut_reason: str | None = None
         self._running = False
@@ -162,7 +166,7 @@ class Connection:
             self.task.cancel()
 
     def _login_expired(self) -> None:
-        if not self.established:
+        if not self.established and not self.held:
             self.cut(f"not logged in within {self._config.login_timeout_ms} ms (login timeout)")
 
     def _establish_once_in(self, auth: Authenticator) -> None:
@@ -238,7 +242,7 @@ class Connection:
 
     async def _serve(self, auth: Authenticator, data: bytes) -> None:
         if auth.expects_raw_token:
-            step = await self._maybe_off_loop(auth.may_block(data), auth.handle_raw, data)
+            step = auth.handle_raw(data, await self._evaluated_off_loop(auth, data))
             await self._finish(auth, step, 0)
             return
         try:
@@ -255,7 +259,7 @@ class Connection:
             await self._refuse(auth, frame, refusal, len(data))
         if frame.api_key in AUTH_KEYS:
             message = bytes(getattr(frame.request, "auth_bytes", b""))
-            step = await self._maybe_off_loop(auth.may_block(message), auth.handle, frame)
+            step = auth.handle(frame, await self._evaluated_off_loop(auth, message))
             await self._finish(auth, step, frame.correlation_id)
             return
         handler = self._server.handlers[ApiKey(frame.api_key)]
@@ -292,6 +296,13 @@ class Connection:
         await self._write(response)
         raise _Close(refusal.reason)
 
+    async def _evaluated_off_loop(self, auth: Authenticator, message: bytes) -> Evaluated | None:
+        """A SCRAM step that may run PBKDF2 (a token login), evaluated on a worker; None: ``auth`` evaluates it
+        on the loop.  The worker touches only the exchange, never ``auth``: its result comes back here, so the
+        connection's state (claimed user, exchange pending) changes on the loop alone."""
+        evaluate = auth.blocking_step(message)
+        return None if evaluate is None else await self._off_loop(evaluate)
+
     async def _off_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._server.executor, fn, *args)
 
@@ -308,6 +319,8 @@ class Connection:
             # client that reconnects at once after a failure then fails at most this often.
             limiter = self._server.limiter
             delay = limiter.failed(self.peer.host, auth.claimed_user)
+            self.held = True            # neither the login deadline nor an eviction ends the hold
+            self._server.admission.hold(self)
             self.in_flight = False      # nothing to finish: shutdown need not wait out the hold
             if not limiter.hold():
                 # Closed unanswered, but not sooner than an answer would come: an early close would tell a

@@ -26,6 +26,8 @@ Nothing here logs or keeps SCRAM messages.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -37,7 +39,7 @@ from secmeta.core.types import RequestContext
 from secmeta.core.wire.codec import ApiKey, RequestFrame, build, response_class
 from secmeta.events.types import ScramMechanism
 
-__all__ = ["AFTER_AUTHENTICATION", "Authenticator", "Refusal", "Step", "claimed_name", "failure_message"]
+__all__ = ["AFTER_AUTHENTICATION", "Authenticator", "Evaluated", "Refusal", "Step", "claimed_name", "failure_message"]
 
 #: KafkaApis.handleSaslAuthenticateRequest's answer on an authenticated connection.
 AFTER_AUTHENTICATION = "SaslAuthenticate request received after successful authentication"
@@ -76,6 +78,12 @@ class _State(Enum):
     FAILED = "failed"
 
 
+#: A SCRAM step's outcome: (reply, None), or ("", the failure's exception type name).
+Evaluated = tuple[str, str | None]
+
+_EXCHANGING = (_State.AUTHENTICATE, _State.RAW)
+
+
 class Authenticator:
     """The authentication state of one connection and its RequestContext once authenticated."""
 
@@ -101,7 +109,7 @@ class Authenticator:
     @property
     def exchange_pending(self) -> bool:
         """True between server-first and the client's final message: leaving now abandons the exchange."""
-        return self._first_done and self._state in (_State.AUTHENTICATE, _State.RAW)
+        return self._first_done and self._state in _EXCHANGING
 
     @property
     def expects_raw_token(self) -> bool:
@@ -139,24 +147,30 @@ class Authenticator:
         if self._state is _State.VERSIONS_OR_HANDSHAKE and error_code == 0:
             self._state = _State.HANDSHAKE
 
-    def may_block(self, message: bytes) -> bool:
-        """True if answering this SCRAM message may run PBKDF2 (a delegation-token login derives
-        the token's credential): run it off the event loop.  User logins are a few HMACs."""
-        return not self._first_done and b"tokenauth" in message
+    def blocking_step(self, message: bytes) -> Callable[[], Evaluated] | None:
+        """The SCRAM step for ``message`` as a function to run on a worker thread, if it may run PBKDF2 (a
+        delegation-token login derives the token's credential; user logins are a few HMACs), else None.  The
+        function touches the exchange only, never this Authenticator: pass its result to ``handle`` or
+        ``handle_raw`` on the event loop, which alone changes the connection's state."""
+        scram = self._scram
+        if scram is None or self._first_done or b"tokenauth" not in message or self._state not in _EXCHANGING:
+            return None
+        return functools.partial(_scram_step, scram, True, bytes(message))
 
     # -- requests ----------------------------------------------------------------
 
-    def handle(self, frame: RequestFrame) -> Step:
-        """Answer a SaslHandshake or SaslAuthenticate request."""
+    def handle(self, frame: RequestFrame, evaluated: Evaluated | None = None) -> Step:
+        """Answer a SaslHandshake or SaslAuthenticate request (``evaluated``: its SCRAM step, from
+        ``blocking_step``'s function)."""
         if frame.api_key == ApiKey.SASL_HANDSHAKE:
             return self._handshake(frame)
         if frame.api_key == ApiKey.SASL_AUTHENTICATE:
-            return self._authenticate(frame)
+            return self._authenticate(frame, evaluated)
         raise InvalidValueError(f"not an authentication request: {frame.name}")
 
-    def handle_raw(self, token: bytes) -> Step:
+    def handle_raw(self, token: bytes, evaluated: Evaluated | None = None) -> Step:
         """A raw SCRAM message after SaslHandshake v0: answered raw; a failure just closes (Kafka's legacy framing)."""
-        reply, error = self._evaluate(token)
+        reply, error = self._evaluate(token, evaluated)
         if error is not None:
             return Step(close=error, failed=True)
         return Step(raw=reply)
@@ -181,12 +195,12 @@ class Authenticator:
         self._state = _State.RAW if frame.api_version == 0 else _State.AUTHENTICATE
         return Step(build(cls, error_code=ErrorCode.NONE, mechanisms=list(self._mechanisms)))
 
-    def _authenticate(self, frame: RequestFrame) -> Step:
+    def _authenticate(self, frame: RequestFrame, evaluated: Evaluated | None) -> Step:
         cls = response_class(frame.api_key, frame.api_version)
         if self._state is not _State.AUTHENTICATE:
             return Step(build(cls, error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=AFTER_AUTHENTICATION,
                               auth_bytes=b"", session_lifetime=0))
-        reply, error = self._evaluate(frame.request.auth_bytes)
+        reply, error = self._evaluate(frame.request.auth_bytes, evaluated)
         if error is not None:
             assert self._mechanism is not None
             response = build(cls, error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
@@ -194,22 +208,22 @@ class Authenticator:
             return Step(response, close=error, failed=True)
         return Step(build(cls, error_code=ErrorCode.NONE, error_message=None, auth_bytes=reply, session_lifetime=0))
 
-    def _evaluate(self, message: bytes) -> tuple[bytes, str | None]:
-        """(reply, None) for the next SCRAM step, or (b"", reason) when the exchange failed."""
+    def _evaluate(self, message: bytes, evaluated: Evaluated | None) -> tuple[bytes, str | None]:
+        """(reply, None) for the next SCRAM step, or (b"", reason) when the exchange failed; ``evaluated``:
+        the step already run on a worker (None: run it here)."""
         scram = self._scram
         assert scram is not None and self._mechanism is not None
-        try:
-            if not self._first_done:
-                reply = scram.first(bytes(message))
-                self._first_done = True
-                self.claimed_user = claimed_name(bytes(message))
-            else:
-                reply = scram.final(bytes(message))
-                self._complete(scram)
-        except (ApiException, ValueError, TypeError) as exc:
+        first = not self._first_done
+        reply, failure = evaluated if evaluated is not None else _scram_step(scram, first, bytes(message))
+        if failure is not None:
             self._fail()
             # The exception's type only: its text may quote the client's message.
-            return b"", f"authentication failed with {self._mechanism}: {type(exc).__name__}"
+            return b"", f"authentication failed with {self._mechanism}: {failure}"
+        if first:
+            self._first_done = True
+            self.claimed_user = claimed_name(bytes(message))
+        else:
+            self._complete(scram)
         return reply.encode("utf-8"), None
 
     def _fail(self) -> None:
@@ -221,6 +235,14 @@ class Authenticator:
                                             token_authenticated=scram.token_authenticated, authenticated=True)
         self._state = _State.COMPLETE
         self._scram = None
+
+
+def _scram_step(scram: ScramServer, first: bool, message: bytes) -> Evaluated:
+    """One SCRAM step on ``scram`` alone (thread-safe for the connection: it writes no connection state)."""
+    try:
+        return (scram.first(message) if first else scram.final(message)), None
+    except (ApiException, ValueError, TypeError) as exc:
+        return "", type(exc).__name__
 
 
 def claimed_name(client_first: bytes) -> str | None:

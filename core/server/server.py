@@ -124,13 +124,13 @@ class Server:
             return
         connection = Connection(self, listener, self.brokers[listener.name], reader, writer, peer)
         admitted = self.admission.admit(connection, peer.host)
+        for victim, why in admitted.evicted:
+            assert isinstance(victim, Connection)
+            victim.cut(why)
         if admitted.refused is not None:
             log.warning("closed connection from %s on %s: %s", peer, listener.name, admitted.refused)
             writer.transport.abort()
             return
-        for victim, why in admitted.evicted:
-            assert isinstance(victim, Connection)
-            victim.cut(why)
         if listener.protocol.tls:
             writer.transport.pause_reading()
         task = asyncio.get_running_loop().create_task(connection.run(), name=f"secmeta {peer}")

@@ -8,33 +8,39 @@ from hypothesis import strategies as st
 from secmeta.core.server.admission import Admission
 
 HOSTS = st.sampled_from(["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"])
-#: ("open", host) | ("login", index of an open connection) | ("close", index of an open connection)
+#: ("open", host) | ("login" | "fail" | "close", index of an open connection)
 STEPS = st.lists(st.one_of(st.tuples(st.just("open"), HOSTS),
-                           st.tuples(st.sampled_from(["login", "close"]), st.integers(0, 60))), max_size=80)
+                           st.tuples(st.sampled_from(["login", "fail", "close"]), st.integers(0, 60))), max_size=80)
 
 
 @given(STEPS)
 def test_caps_hold_and_logged_in_connections_are_never_evicted(steps):
-    """Whatever opens, logs in and closes: at most 6 before login (3 per address), at most 10 in all (4 per
-    address), no logged-in connection is ever evicted, and a new connection is refused only when its address's
-    or the server's places are all taken by logged-in ones."""
+    """Whatever opens, logs in, fails its login (held until answered) and closes: at most 6 before login (3 per
+    address), at most 10 in all (4 per address), no logged-in connection and no held failure is ever evicted,
+    and a new connection is refused only when its address's or the server's places are all taken by logged-in
+    or held ones."""
     table = Admission(max_connections=10, max_connections_per_ip=4, max_before_login=6, max_before_login_per_ip=3)
     open_: dict[int, str] = {}
     logged_in: set[int] = set()
+    held: set[int] = set()
     for n, (action, arg) in enumerate(steps):
         if action == "open":
             admitted = table.admit(n, arg)
+            for victim, why in admitted.evicted:
+                assert victim not in logged_in | held and "evicted before login" in why
+                del open_[victim]
             if admitted.refused:
                 mine = [c for c, h in open_.items() if h == arg]
-                assert len(mine) >= 4 and set(mine) <= logged_in or len(open_) >= 10 and set(open_) <= logged_in
+                kept = logged_in | held
+                assert len(mine) >= 4 and set(mine) <= kept or len(open_) >= 10 and set(open_) <= kept
                 continue
-            for victim, why in admitted.evicted:
-                assert victim not in logged_in and "evicted before login" in why
-                del open_[victim]
             open_[n] = arg
         elif open_:
             connection = sorted(open_)[arg % len(open_)]
-            if action == "login" and connection not in logged_in:
+            if action == "fail" and connection not in logged_in:
+                table.hold(connection)
+                held.add(connection)
+            elif action == "login" and connection not in logged_in | held:
                 if table.establish(connection) is None:
                     logged_in.add(connection)
                 else:                                   # no room for another logged-in connection: closed
@@ -44,8 +50,9 @@ def test_caps_hold_and_logged_in_connections_are_never_evicted(steps):
                 table.forget(connection)
                 open_.pop(connection)
                 logged_in.discard(connection)
-        waiting = [c for c in open_ if c not in logged_in]
-        assert table.before_login == len(waiting) <= 6
+                held.discard(connection)
+        waiting = [c for c in open_ if c not in logged_in | held]
+        assert table.before_login == len(waiting) <= 6 and table.held == len(held)
         assert len(table) == len(open_) <= 10 and len(logged_in) <= 10 - 6
         for host in {h for h in open_.values()}:
             assert sum(1 for c in waiting if open_[c] == host) <= 3
