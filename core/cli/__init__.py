@@ -38,23 +38,21 @@ def is_usage_error(exc: SecmetaError) -> bool:
     return isinstance(exc, (ValueError, MissingExtraError))
 
 
+#: The store's own commands, in --help's order, each with the module of secmeta.core.cli that registers it.
+COMMANDS = {"init": "init_cmd", "acls": "acls_cmd", "config": "config_cmd", "configs": "configs_cmd",
+            "tokens": "tokens_cmd", "authorize": "authorize_cmd", "history": "forensics_cmd",
+            "diff": "forensics_cmd", "who-could": "forensics_cmd", "timeline": "forensics_cmd", "log": "log_cmd",
+            "keys": "keys_cmd", "serve": "serve_cmd"}
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The parser of every command; given the command line ``argv``, of the store's own commands only when it
-    runs one of them (the plugins' commands, found through their entry points, are then not loaded)."""
+    """The parser of every command; given the command line ``argv``, of the one store command it runs only
+    (the other commands' modules and the plugins' commands, found through their entry points, are then not
+    loaded: they would only slow the start)."""
     # The command modules only register parsers; each command imports what it runs when it runs.
-    from secmeta.core.cli import (
-        acls_cmd,
-        authorize_cmd,
-        config_cmd,
-        configs_cmd,
-        forensics_cmd,
-        init_cmd,
-        keys_cmd,
-        log_cmd,
-        plugins,
-        serve_cmd,
-        tokens_cmd,
-    )
+    import importlib
+
+    from secmeta.core.cli import plugins
     from secmeta.core.cli.parser import HelpFormatter, Parser
 
     parser = Parser(
@@ -64,17 +62,11 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    init_cmd.register(commands)
-    acls_cmd.register(commands)
-    config_cmd.register(commands)
-    configs_cmd.register(commands)
-    tokens_cmd.register(commands)
-    authorize_cmd.register(commands)
-    forensics_cmd.register(commands)
-    log_cmd.register(commands)
-    keys_cmd.register(commands)
-    serve_cmd.register(commands)
-    if argv is None or _command_named(argv) not in commands.choices:
+    named = _command_named(argv) if argv is not None else None
+    modules = [COMMANDS[named]] if named in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for module in modules:
+        importlib.import_module(f"secmeta.core.cli.{module}").register(commands)
+    if named not in COMMANDS:
         plugins.register_all(commands)
     for sub in subparsers(parser):
         sub.formatter_class = HelpFormatter
@@ -99,8 +91,10 @@ def _version() -> str:
 
 
 def _command_named(argv: list[str]) -> str | None:
-    """The command a command line runs: its first word that is not an option (secmeta's own take no value)."""
-    return next((word for word in argv if not word.startswith("-")), None)
+    """The command a command line runs: its first word that is not an option (secmeta's own take no value);
+    None when it asks for the whole program's help first (``secmeta -h acls`` lists every command)."""
+    word = next((word for word in argv if not word.startswith("-") or word in ("-h", "--help")), None)
+    return None if word in ("-h", "--help") else word
 
 
 def main(argv: list[str] | None = None) -> int:

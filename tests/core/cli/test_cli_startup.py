@@ -22,11 +22,11 @@ HEAVY = ("rich", "pydantic", "fastavro", "cryptography", "kio", "javaproperties"
          "secmeta.core.config", "secmeta.events.codec", "secmeta.projections.image")
 
 
-def loaded_after(code: str) -> list[str]:
-    """The HEAVY modules a new interpreter holds after running ``code``."""
+def loaded_after(code: str, modules: tuple[str, ...] = HEAVY) -> list[str]:
+    """The ``modules`` (the HEAVY ones unless given) a new interpreter holds after running ``code``."""
     probe = "import sys\n" + textwrap.dedent(code) + textwrap.dedent(f"""
         import json
-        print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))
+        print(json.dumps(sorted(m for m in {modules!r} if m in sys.modules)))
     """)
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
@@ -84,6 +84,32 @@ def test_a_store_command_loads_only_what_it_runs(store, monkeypatch):
                                 "confluent_kafka", "rich", "pydantic") if m in sys.modules]
     """)
     assert "secmeta.core.store" in loaded
+
+
+def test_a_store_command_builds_only_its_own_parser():
+    """`acls --list` registers the acls command only: the other commands' modules (the server's settings and
+    logging behind `serve`, the password prompt behind `configs`) are not loaded to parse it."""
+    others = ("secmeta.core.cli.serve_cmd", "secmeta.core.cli.configs_cmd", "secmeta.core.cli.log_cmd",
+              "secmeta.core.cli.tokens_cmd", "secmeta.core.server.config", "logging", "getpass")
+    assert loaded_after("""
+        from secmeta.core.cli import build_parser
+        build_parser(["acls", "--list"]).parse_args(["acls", "--list"])
+    """, others) == []
+
+
+def test_every_command_is_found_by_its_name():
+    """The table of the store's commands names each one the whole parser has, in --help's order, and each
+    command line parses with the parser built for it alone."""
+    from secmeta.core.cli import COMMANDS, build_parser, subparsers
+
+    whole = build_parser()
+    names = list(whole._subparsers._group_actions[0].choices)
+    assert names[: len(COMMANDS)] == list(COMMANDS)
+    for name in COMMANDS:
+        alone = build_parser([name, "--help"])
+        assert list(alone._subparsers._group_actions[0].choices) == [
+            n for n in names if COMMANDS.get(n) == COMMANDS[name]]
+        assert {s.prog for s in subparsers(alone)} <= {s.prog for s in subparsers(whole)}
 
 
 def test_the_public_api_still_imports_on_first_use():
