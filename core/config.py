@@ -198,6 +198,10 @@ def _model(names: frozenset[str]) -> type[Any]:
     return create_model("StoreConfig", __config__=strict, **{name: (hints[name], ...) for name in sorted(names)})
 
 
+def _never(_value: object) -> bool:
+    return False
+
+
 def _is_default(f: Field, value: object) -> bool:
     """``value`` is the field's default, of the very same type (True is not 1): known valid, nothing to check."""
     default = f.default if f.default is not MISSING else (
@@ -205,10 +209,18 @@ def _is_default(f: Field, value: object) -> bool:
     return default is not MISSING and type(value) is type(default) and value == default
 
 
+#: Settings with a plain check that accepts only values their annotation accepts (a value it does not accept
+#: goes to pydantic, which decides and says why): the token secret from $SECMETA_TOKEN_SECRET needs no pydantic.
+_PLAINLY_VALID: dict[str, Callable[[object], bool]] = {
+    "token_secret": lambda value: type(value) is bytes and len(value) >= 1,
+}
+
+
 def _check_settings(config: StoreConfig) -> None:
     # from_file is load()'s record of which names config.json held (checked there against _PERSISTED)
     values = {f.name: getattr(config, f.name) for f in fields(config)
-              if f.name != "from_file" and not _is_default(f, getattr(config, f.name))}
+              if f.name != "from_file" and not _is_default(f, getattr(config, f.name))
+              and not _PLAINLY_VALID.get(f.name, _never)(getattr(config, f.name))}
     if not values:
         return
     from pydantic import ValidationError

@@ -11,6 +11,8 @@ import secrets
 import traceback
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from secmeta.core import InvalidValueError, SecurityStore, StoreConfig
 from secmeta.core.cli import main
@@ -136,3 +138,30 @@ def test_cli_refuses_a_store_with_a_bad_config_json_in_one_line(tmp_path, monkey
     assert code == 1 and out == ""
     assert err.startswith("secmeta: error: ") and f"setting {setting} = {value!r}" in err
     assert len(err.strip().splitlines()) == 1
+
+
+_SECRETS = st.one_of(st.binary(max_size=4), st.text(max_size=4), st.none(), st.integers(), st.just(bytearray(b"x")),
+                     st.lists(st.integers(0, 255), max_size=2))
+
+
+@given(_SECRETS)
+def test_the_plain_token_secret_check_accepts_only_what_pydantic_accepts(value):
+    """The token secret is checked without pydantic when plainly valid (non-empty bytes, as
+    $SECMETA_TOKEN_SECRET gives it): whatever the plain check accepts, the strict schema accepts too,
+    and anything else is refused as before, naming the setting and hiding the value."""
+    from secmeta.core.config import _PLAINLY_VALID, _model
+
+    from pydantic import ValidationError
+    try:
+        _model(frozenset({"token_secret"})).model_validate({"token_secret": value})
+        schema_accepts = True
+    except ValidationError:
+        schema_accepts = False
+    if _PLAINLY_VALID["token_secret"](value):
+        assert schema_accepts
+    try:
+        StoreConfig(token_secret=value)
+    except InvalidValueError as exc:
+        assert not schema_accepts and "token_secret = (hidden)" in str(exc)
+    else:
+        assert schema_accepts
