@@ -3,6 +3,12 @@
     python -m scripts.bench.serve [--acls 10000] [--clients 1 10 50] [--seconds 4]
                                   [--logins 1 10 50] [--login-rounds 10] [--protocol SASL_SSL]
                                   [--mechanism SCRAM-SHA-512] [--profile]
+    python -m scripts.bench.serve --side-by-side [--acls 10000] [--seconds 2] [--repeat 3] [--big 1000]
+                                  [--profile]
+
+``--side-by-side`` runs only the comparison with Tansu (scripts.bench.serve_side): the same
+confluent-kafka code against ``secmeta serve`` and Tansu, the servers' CPU per request side by
+side with the target, and a large DescribeAcls answer against the in-process call.
 
 Builds a store of ``--acls`` ACLs (scripts.bench.authz_core's AuthorizerBenchmark shape)
 and twin copies of it, then measures in one run:
@@ -340,7 +346,7 @@ def _created(errors) -> None:
         raise RuntimeError(f"create_acls failed: {errors}")
 
 
-def librdkafka_config(bootstrap: str, protocol: str, mechanism: str, ca: DemoCA, user: str, password: str) -> dict:
+def librdkafka_config(bootstrap: str, protocol: str, mechanism: str, ca: DemoCA | None, user: str, password: str) -> dict:
     config: dict[str, Any] = {"bootstrap.servers": bootstrap, "security.protocol": protocol,
                               "logger": QUIET, "log.connection.close": False}
     if "SSL" in protocol:
@@ -602,7 +608,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mechanism", default="SCRAM-SHA-512", choices=["SCRAM-SHA-256", "SCRAM-SHA-512"])
     parser.add_argument("--profile", action="store_true", help="py-spy the server during an extra DescribeAcls run")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR (kept) instead of a temporary directory")
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="only the comparison with Tansu (see scripts.bench.serve_side)")
+    parser.add_argument("--repeat", type=int, default=3, help="--side-by-side: rounds per figure")
+    parser.add_argument("--big", type=int, default=1000, help="--side-by-side: ACLs in the large answer")
     args = parser.parse_args(argv)
+    if args.side_by_side:
+        return side_by_side_main(args)
     mechanism = ScramMechanism.parse(args.mechanism)
     results: dict[str, Any] = {"acls": args.acls, "protocol": args.protocol, "mechanism": args.mechanism,
                                "filter": f"TOPIC {TOPIC} MATCH", "server": "subprocess (secmeta serve)",
@@ -652,6 +664,68 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nserver stderr (last lines):\n{problems}")
     print(f"wrote {write_json('serve', results)}")
     return 0
+
+
+def side_by_side_main(args: argparse.Namespace) -> int:
+    """``--side-by-side``: secmeta serve (PLAINTEXT + SASL_PLAINTEXT listeners) next to Tansu."""
+    from scripts.bench import serve_side
+
+    mechanism = ScramMechanism.parse(args.mechanism)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(args.keep) if args.keep else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        key_file = work / "keys.json"
+        Keyring.generate_file(key_file)
+        keyring = Keyring.from_file(key_file)
+        print(f"building a store of {args.acls:,} ACLs and {args.big:,} more on one topic ...", flush=True)
+        build_store(work / "wire", keyring, args.acls, 0, mechanism)
+        with SecurityStore.open(work / "wire", StoreConfig(), keyring=keyring) as store:
+            serve_side.add_big_resource(store, args.big)
+            expected = len(store.describe_acls(describe_filter(), context=RequestContext("User:admin", "127.0.0.1")))
+        server = ServerProcess(work / "wire", key_file, "SASL_PLAINTEXT", None, args.mechanism, also=("PLAINTEXT",))
+        try:
+            admin = librdkafka_config(server.bootstrap, "SASL_PLAINTEXT", args.mechanism, None, "admin",
+                                      ADMIN_PASSWORD)
+            print(f"secmeta serve (pid {server.pid}) on {server.bootstraps}; Tansu next to it ...", flush=True)
+            results = serve_side.side_by_side(server, work / "wire", keyring, work, seconds=args.seconds,
+                                              repeat=args.repeat, big=args.big, admin_config=admin,
+                                              describe=describe_filter(), expected=expected,
+                                              plain_bootstrap=server.bootstraps["PLAINTEXT"])
+            if args.profile:
+                print("profiling the server (py-spy) during DescribeAcls and Metadata at 10 clients ...", flush=True)
+                results["profile"] = side_profile(server, admin, args.seconds)
+                for summary in results["profile"]:
+                    print(summary + "\n")
+        finally:
+            server.stop()
+        problems = server.errors().strip()
+    if problems:
+        print(f"\nserver stderr (last lines):\n{problems}")
+    results.update(acls=args.acls, describe_result_acls=expected, mechanism=args.mechanism)
+    print(f"wrote {write_json('serve-side', results)}")
+    return 0
+
+
+def side_profile(server: ServerProcess, admin: dict, seconds: float) -> list[str]:
+    """py-spy on the server during DescribeAcls and Metadata from 10 AdminClients."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        return ["py-spy is not installed (pip install py-spy): no profile"]
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    admins = [ck.AdminClient(dict(admin)) for _ in range(10)]
+    for a in admins:
+        a.list_topics(timeout=TIMEOUT)
+    the_filter = _ck_filter(describe_filter())
+    out = []
+    for name, make in (("DescribeAcls", lambda a: lambda n: a.describe_acls(the_filter).result(timeout=TIMEOUT)),
+                       ("Metadata", lambda a: lambda n: a.list_topics(timeout=TIMEOUT))):
+        workers = [make(a) for a in admins]
+
+        def run(name: str = name, workers: list = workers) -> str:
+            done = drive(Run(name, "wire (profiled)", 10), workers, seconds * 2, server)
+            return f"{name} at 10 clients ({done.rate:,.0f} req/s while profiled)"
+        out.append(profiled(spy, server, RESULTS_DIR / f"serve-side-profile-{name}.txt", run))
+    return out
 
 
 def report(runs: list[Run], logins: list[Run], steps: list[tuple[str, float]], args: argparse.Namespace,

