@@ -9,6 +9,8 @@ A DescribeAcls whose filter names a resource is answered on the event loop: the 
 index then visits only the nodes that can hold ACLs for that name (the literal name, the
 '*' wildcard and the prefixes of the name), so its work is bounded by the ACLs bound to
 that one name.  A filter without a name may scan every ACL: it runs in a worker thread.
+DescribeAcls' answer is encoded by hand (``secmeta.core.wire.hot_responses``), straight
+from the bindings the store returns for this request: never bytes of an older image.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any
 from secmeta.core.errors import ApiError
 from secmeta.core.server.call import Call
 from secmeta.core.server.handling import request_level, respond
-from secmeta.core.wire import convert
+from secmeta.core.wire import convert, hot_responses
 
 
 def _per_creation(call: Call, error: ApiError) -> Any:
@@ -43,7 +45,7 @@ def _names_a_resource(call: Call) -> bool:
 @request_level(_describe_failed, on_loop=_names_a_resource)
 def describe_acls(call: Call) -> Any:
     bindings = call.store.describe_acls(convert.filter_from(call.request), context=call.context)
-    return respond(call, error_code=0, error_message=None, resources=convert.resources_fields(bindings))
+    return hot_responses.describe_acls_response(call.version, bindings)
 
 
 def _per_filter(call: Call, error: ApiError) -> Any:

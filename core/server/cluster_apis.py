@@ -7,19 +7,25 @@ Kafka's "not requested" value -2147483648; a caller without DESCRIBE on the clus
 handleTopicMetadataRequest answer.  Throttle time is always 0.  All three only read the
 store's immutable image and do work bounded by the request: they are answered on the
 event loop.
+
+Their successful answers depend on a few values only (the version, this listener's broker,
+the caller's cluster operations, computed per request from the published image), so each
+is encoded by kio once per such key and kept: a request then costs its checks, its
+authorization and a lookup, and the answer is always the one the current image gives.
+Metadata naming topics is built per request.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any
 
 from secmeta.core.errors import ApiError, ErrorCode
-from secmeta.core.server.call import Call
+from secmeta.core.server.call import BrokerInfo, Call
 from secmeta.core.server.handling import Handler, request_level, respond
-from secmeta.core.wire.codec import ApiKey, build, response_class
+from secmeta.core.wire.codec import ApiKey, EncodedResponse, build, encoded, response_class
 from secmeta.events.types import CLUSTER_NAME, AclOperation, ResourceType
 
 __all__ = ["AUTHORIZED_OPERATIONS_OMITTED", "CLUSTER_HANDLERS", "api_versions_fallback"]
@@ -60,13 +66,23 @@ def _api_versions_failed(call: Call, error: ApiError) -> Any:
     return respond(call, error_code=error.code, api_keys=[])
 
 
+def _encoded(api_key: ApiKey, version: int, fields: dict[str, Any]) -> EncodedResponse:
+    """The successful answer of ``api_key`` at ``version`` with ``fields``, encoded by kio."""
+    return encoded(build(response_class(api_key, version), throttle_time=0, **fields))
+
+
+@cache
+def _api_versions_answer(table: tuple[tuple[int, int, int], ...], version: int) -> EncodedResponse:
+    return _encoded(ApiKey.API_VERSIONS, version, {"error_code": ErrorCode.NONE, "api_keys": _api_keys(table, version)})
+
+
 @request_level(_api_versions_failed, on_loop=_always)
 def api_versions(call: Call) -> Any:
     request = call.request
     if call.version >= 3 and not (_SOFTWARE.fullmatch(request.client_software_name or "")
                                   and _SOFTWARE.fullmatch(request.client_software_version or "")):
         return respond(call, error_code=ErrorCode.INVALID_REQUEST, api_keys=[])
-    return respond(call, error_code=ErrorCode.NONE, api_keys=_api_keys(_versions_table(), call.version))
+    return _api_versions_answer(_versions_table(), call.version)
 
 
 def _cluster_operations(call: Call, asked: bool) -> int:
@@ -89,20 +105,31 @@ def _metadata_failed(call: Call, error: ApiError) -> Any:
     return respond(call, brokers=[], topics=topics, error_code=error.code)
 
 
+def _metadata_fields(broker: BrokerInfo, topics: list[dict[str, Any]], operations: int) -> dict[str, Any]:
+    return {"brokers": [{"node_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": broker.rack}],
+            "cluster_id": broker.cluster_id, "controller_id": broker.node_id, "topics": topics,
+            "cluster_authorized_operations": operations, "error_code": ErrorCode.NONE}
+
+
+#: Bounds of the answers kept encoded: the keys are a version, a listener's broker and a
+#: cluster-operations bitfield (a few dozen in all); the bound only caps a surprise.
+_KEPT = 256
+
+
+@lru_cache(maxsize=_KEPT)
+def _metadata_answer(version: int, broker: BrokerInfo, operations: int) -> EncodedResponse:
+    return _encoded(ApiKey.METADATA, version, _metadata_fields(broker, [], operations))
+
+
 @request_level(_metadata_failed, on_loop=_always)
 def metadata(call: Call) -> Any:
     request, broker = call.request, call.broker
-    topics = [_topic(t.name, getattr(t, "topic_id", None), UNKNOWN_TOPIC_OR_PARTITION) for t in (request.topics or ())]
     asked = bool(getattr(request, "include_cluster_authorized_operations", False))
-    return respond(
-        call,
-        brokers=[{"node_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": broker.rack}],
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        topics=topics,
-        cluster_authorized_operations=_cluster_operations(call, asked),
-        error_code=ErrorCode.NONE,
-    )
+    operations = _cluster_operations(call, asked)
+    if not request.topics:      # all topics (null) or none: the same answer for every such request
+        return _metadata_answer(call.version, broker, operations)
+    topics = [_topic(t.name, getattr(t, "topic_id", None), UNKNOWN_TOPIC_OR_PARTITION) for t in request.topics]
+    return respond(call, **_metadata_fields(broker, topics, operations))
 
 
 def _describe_cluster_failed(call: Call, error: ApiError) -> Any:
@@ -117,17 +144,18 @@ def describe_cluster(call: Call) -> Any:
         # AuthHelper.computeDescribeClusterResponse: EndpointType.UNKNOWN
         code = ErrorCode.INVALID_REQUEST if call.version == 0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
         return _describe_cluster_failed(call, ApiError(code, f"Unsupported endpoint type {endpoint_type}"))
-    return respond(
-        call,
-        error_code=ErrorCode.NONE,
-        error_message=None,
-        endpoint_type=endpoint_type,
-        cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
-        brokers=[{"broker_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": broker.rack,
-                  "is_fenced": False}],
-        cluster_authorized_operations=_cluster_operations(call, request.include_cluster_authorized_operations),
-    )
+    operations = _cluster_operations(call, request.include_cluster_authorized_operations)
+    return _describe_cluster_answer(call.version, broker, endpoint_type, operations)
+
+
+@lru_cache(maxsize=_KEPT)
+def _describe_cluster_answer(version: int, broker: BrokerInfo, endpoint_type: int, operations: int) -> EncodedResponse:
+    return _encoded(ApiKey.DESCRIBE_CLUSTER, version, {
+        "error_code": ErrorCode.NONE, "error_message": None, "endpoint_type": endpoint_type,
+        "cluster_id": broker.cluster_id, "controller_id": broker.node_id,
+        "brokers": [{"broker_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": broker.rack,
+                     "is_fenced": False}],
+        "cluster_authorized_operations": operations})
 
 
 CLUSTER_HANDLERS: dict[ApiKey, Handler] = {

@@ -10,12 +10,17 @@ response header v0, which kio's response classes already declare.
 ``build(cls, **values)`` constructs any kio entity from plain Python values, dropping
 values for fields this version lacks (but that another version of the API has), so
 handlers can be written once for every version.
+
+A handler may answer with an ``EncodedResponse`` instead of a kio entity: a body already in
+wire bytes (kio's encoding kept for reuse, ``encoded``, or a hand-specialised encoder's,
+``secmeta.core.wire.hot_responses``); ``encode_response`` frames both alike.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 import importlib
 import io
 import pkgutil
@@ -27,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
@@ -39,6 +44,7 @@ from secmeta.core.wire import bounds
 
 __all__ = [
     "ApiKey",
+    "EncodedResponse",
     "FrameError",
     "RequestFrame",
     "UnsupportedApi",
@@ -48,6 +54,8 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "encoded",
+    "flexible_response_header",
     "frame_size",
     "peek_header",
     "request_class",
@@ -116,20 +124,26 @@ class UnsupportedApi(SecmetaError):
         self.api_key, self.api_version, self.correlation_id = api_key, api_version, correlation_id
 
 
-@dataclass(frozen=True, slots=True)
-class RequestFrame:
+class RequestFrame(NamedTuple):
     """One decoded request: its header fields and its kio request entity (never in the repr:
-    requests carry salted passwords, token HMACs and SASL messages)."""
+    requests carry salted passwords, token HMACs and SASL messages).  A named tuple: one is
+    made per request, at a fraction of a frozen dataclass's cost."""
 
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
-    request: Any = field(repr=False)
+    request: Any
 
     @property
     def name(self) -> str:
         return api_name(self.api_key)
+
+    def __repr__(self) -> str:
+        return (f"RequestFrame(api_key={self.api_key}, api_version={self.api_version}, "
+                f"correlation_id={self.correlation_id}, client_id={self.client_id!r})")
+
+    __str__ = __repr__
 
 
 _HEADER = struct.Struct(">hhi")
@@ -160,6 +174,27 @@ def decode_request(frame: bytes, *, trailing_ok: bool = False) -> RequestFrame:
     api_key, api_version, correlation_id = peek_header(frame)
     if not ApiKey.served(api_key, api_version):
         raise UnsupportedApi(api_key, api_version, correlation_id)
+    if api_key in _RECURRING and len(frame) <= _RECURRING_MAX_BYTES and type(frame) is bytes:
+        # the same request again (librdkafka asks the same Metadata, a poller the same DescribeAcls):
+        # decoded once per distinct bytes, the correlation id aside (kio entities are immutable)
+        kept = _decoded_without_correlation(frame[:4] + b"\0\0\0\0" + frame[8:], trailing_ok)
+        return RequestFrame(api_key, api_version, correlation_id, kept.client_id, kept.request)
+    return _decoded(frame, trailing_ok)
+
+
+#: Requests that clients repeat byte for byte and that carry no secret (never SASL): their decodings are kept.
+_RECURRING = frozenset({3, 18, 29, 60})     # Metadata, ApiVersions, DescribeAcls, DescribeCluster
+_RECURRING_MAX_BYTES = 1024
+_RECURRING_KEPT = 512                       # distinct requests kept (at most 512 KiB of frames)
+
+
+@functools.lru_cache(maxsize=_RECURRING_KEPT)
+def _decoded_without_correlation(frame: bytes, trailing_ok: bool) -> RequestFrame:
+    return _decoded(frame, trailing_ok)
+
+
+def _decoded(frame: bytes, trailing_ok: bool) -> RequestFrame:
+    api_key, api_version, correlation_id = peek_header(frame)
     request_cls = request_class(api_key, api_version)
     try:
         # kio's native reader allocates announced array lengths up front: bound them first.
@@ -199,10 +234,52 @@ def _null_field(entity: Any) -> str | None:
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedResponse:
+    """A response body in wire bytes, with what the frame around it needs.
+
+    ``flexible_header``: response header v1 (the correlation id and an empty tagged-field
+    section) rather than v0; ``error_code``: the body's top-level error code, for a caller
+    that acts on it (ApiVersions).  It never holds a secret: only public answers are kept
+    encoded (ApiVersions, Metadata, DescribeCluster, DescribeAcls)."""
+
+    flexible_header: bool
+    body: bytes = field(repr=False)
+    error_code: int = 0
+
+
+_SIZE_AND_ID = struct.Struct(">ii")
+
+
 def encode_response(correlation_id: int, response: Any) -> bytes:
-    """A whole response frame (size prefix included) for ``response`` (a kio response entity)."""
+    """A whole response frame (size prefix included) for ``response`` (a kio response entity
+    or an ``EncodedResponse``)."""
+    if type(response) is EncodedResponse:
+        body = response.body
+        if response.flexible_header:
+            return b"".join((_SIZE_AND_ID.pack(len(body) + 5, correlation_id), b"\0", body))
+        return _SIZE_AND_ID.pack(len(body) + 4, correlation_id) + body
     header_cls = type(response).__header_schema__
     return _framed(header_cls, header_cls(correlation_id=correlation_id), response)
+
+
+def encoded(response: Any) -> EncodedResponse:
+    """``response`` (a kio response entity) encoded by kio, kept as bytes: for an answer that is
+    the same for many requests (the caller caches it), framed later with each one's correlation id."""
+    out = io.BytesIO()
+    entity_writer(type(response))(out, response)
+    return EncodedResponse(_flexible_header(type(response)), out.getvalue(), int(getattr(response, "error_code", 0)))
+
+
+@cache
+def _flexible_header(response_cls: type) -> bool:
+    """Whether a response class's header carries tagged fields (response header v1)."""
+    return bool(getattr(response_cls.__header_schema__, "__flexible__"))
+
+
+def flexible_response_header(api_key: int, api_version: int) -> bool:
+    """Whether the response of this API version has response header v1 (tagged fields)."""
+    return _flexible_header(response_class(api_key, api_version))
 
 
 def encode_request(correlation_id: int, client_id: str | None, request: Any) -> bytes:
