@@ -11,7 +11,7 @@ per-item error codes go into the response.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from secmeta.core.types import RequestContext
 from secmeta.core.wire.codec import RequestFrame
@@ -28,9 +28,8 @@ class BrokerInfo:
     rack: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
-    """One decoded request on an authenticated connection."""
+class Call(NamedTuple):
+    """One decoded request on an authenticated connection (a named tuple: one is made per request)."""
 
     store: Any             # secmeta.core.store.facade.SecurityStore (Any: handlers must not need more than its public API)
     context: RequestContext  # principal, peer host, tls, token_authenticated of the connection

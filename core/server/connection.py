@@ -40,6 +40,7 @@ from secmeta.core.errors import ApiError, ErrorCode
 from secmeta.core.server.apis import AUTH_KEYS
 from secmeta.core.server.call import BrokerInfo, Call
 from secmeta.core.server.cluster_apis import api_versions_fallback
+from secmeta.core.server.deadline import Deadline
 from secmeta.core.server.handling import log_failure
 from secmeta.core.server.listeners import Listener
 from secmeta.core.server.principals import ANONYMOUS, tls_principal
@@ -62,6 +63,8 @@ if TYPE_CHECKING:
 __all__ = ["ON_LOOP_BYTES", "Connection", "log"]
 
 log = logging.getLogger("secmeta.server")
+
+_IDLE, _STALLED = "idle", "stalled"     # what a read deadline's expiry interrupted: between frames, inside one
 
 #: Frames up to this size are decoded on the event loop (kio reads ~1 MB in ~50-100 ms: larger ones go to a worker).
 ON_LOOP_BYTES = 64 * 1024
@@ -111,6 +114,8 @@ class Connection:
         self.task: asyncio.Task | None = None
         self._cut_reason: str | None = None
         self._running = False
+        self._deadline: Deadline | None = None   # the current wait on the client (one timer, see deadline.py)
+        self._expired: str | None = None         # what the deadline's expiry interrupted
 
     def __repr__(self) -> str:
         return f"<Connection {self.peer} {self._listener.name}>"
@@ -119,6 +124,9 @@ class Connection:
         loop = asyncio.get_running_loop()
         self.task = self.task or asyncio.current_task()
         deadline = loop.call_later(self._config.login_timeout_ms / 1000, self._login_expired)
+        config = self._config
+        waits = self._deadline = Deadline(loop, min(config.connections_max_idle_ms, config.frame_read_timeout_ms) / 1000,
+                                          self._wait_expired)
         auth: Authenticator | None = None
         level, reason = logging.DEBUG, "the server is shutting down"
         self._running = True
@@ -146,6 +154,7 @@ class Connection:
             log_failure(f"closed connection from {self.peer} on {self._listener.name}: internal error", exc)
         finally:
             deadline.cancel()
+            waits.close()
             self.in_flight = False
             self._writer.transport.abort()
         if auth is not None and auth.exchange_pending:
@@ -163,6 +172,12 @@ class Connection:
         self._cut_reason = reason
         self._writer.transport.abort()
         if self._running and self.task is not None:
+            self.task.cancel()
+
+    def _wait_expired(self, what: str) -> None:
+        """The client did not send what the connection waits for in time: interrupt the wait."""
+        if self._cut_reason is None and self.task is not None:
+            self._expired = what
             self.task.cancel()
 
     def _login_expired(self) -> None:
@@ -205,31 +220,39 @@ class Connection:
         limit, limit_name = config.socket_request_max_bytes, "socket.request.max.bytes"
         if not self.established and config.sasl_server_max_receive_size < limit:
             limit, limit_name = config.sasl_server_max_receive_size, "sasl.server.max.receive.size (before login)"
-        reader, size = self._reader, None
+        reader, size, deadline = self._reader, None, self._deadline
+        assert deadline is not None, "run() sets the deadline before the first read"
         try:
-            async with asyncio.timeout(idle_ms / 1000) as deadline:
-                size = frame_size(await reader.readexactly(4))
-                if size < 0:
-                    raise _Close(f"invalid frame size {size}")
-                if size > limit:
-                    raise _Close(f"frame of {size} bytes is larger than {limit_name} ({limit})")
-                deadline.reschedule(asyncio.get_running_loop().time() + config.frame_read_timeout_ms / 1000)
-                return await reader.readexactly(size)
+            deadline.expect(idle_ms / 1000, _IDLE)
+            size = frame_size(await reader.readexactly(4))
+            if size < 0:
+                raise _Close(f"invalid frame size {size}")
+            if size > limit:
+                raise _Close(f"frame of {size} bytes is larger than {limit_name} ({limit})")
+            deadline.expect(config.frame_read_timeout_ms / 1000, _STALLED)
+            return await reader.readexactly(size)
+        except asyncio.CancelledError:
+            if self._expired is None:
+                raise
+            self._expired = None
+            self.task.uncancel()
+            if size is None:
+                raise _Close(f"idle for {idle_ms} ms (connections.max.idle.ms)", logging.INFO) from None
+            raise _Close(f"stalled: frame of {size} bytes not received within {config.frame_read_timeout_ms} ms") from None
         except asyncio.IncompleteReadError as exc:
             if size is None and not exc.partial:
                 raise _ClientGone() from None
             what = "size" if size is None else f"frame of {size} bytes"
             raise _Close(f"truncated {what}: the client closed after {len(exc.partial)} of {exc.expected} bytes",
                          logging.INFO) from None
-        except TimeoutError:
-            if size is None:
-                raise _Close(f"idle for {idle_ms} ms (connections.max.idle.ms)", logging.INFO) from None
-            raise _Close(f"stalled: frame of {size} bytes not received within {config.frame_read_timeout_ms} ms") from None
+        finally:
+            deadline.clear()
 
     async def _write(self, data: bytes) -> None:
         writer = self._writer
-        writer.write(data)
-        if writer.transport.get_write_buffer_size() <= self._high_water:
+        transport = writer.transport
+        transport.write(data)
+        if transport.get_write_buffer_size() <= self._high_water:
             return  # drain() would return at once: skip its cost
         try:
             async with asyncio.timeout(self._config.frame_read_timeout_ms / 1000):
@@ -262,7 +285,7 @@ class Connection:
             step = auth.handle(frame, await self._evaluated_off_loop(auth, message))
             await self._finish(auth, step, frame.correlation_id)
             return
-        handler = self._server.handlers[ApiKey(frame.api_key)]
+        handler = self._server.handlers[frame.api_key]      # ApiKey is an IntEnum: the int finds it
         call = Call(self._server.store, auth.context, frame, self._broker)
         if len(data) <= ON_LOOP_BYTES and handler.on_loop(call):
             response = handler(call)
@@ -275,7 +298,9 @@ class Connection:
     async def _decode(self, data: bytes, api_key: int, correlation_id: int, *, refused: bool) -> RequestFrame | None:
         """The decoded request, or None when it was answered here (ApiVersions' fallback)."""
         try:
-            return await self._maybe_off_loop(len(data) > ON_LOOP_BYTES, decode_request, data, trailing_ok=True)
+            if len(data) <= ON_LOOP_BYTES:
+                return decode_request(data, trailing_ok=True)
+            return await self._off_loop(_decode_large, data)
         except UnsupportedApi as exc:
             if api_key == ApiKey.API_VERSIONS and not refused:
                 await self._write(encode_response(correlation_id, api_versions_fallback()))
@@ -341,6 +366,10 @@ class Connection:
         if step.failed:
             raise _Close(step.close, logging.INFO)
         raise _Close(step.close)
+
+
+def _decode_large(data: bytes) -> RequestFrame:
+    return decode_request(data, trailing_ok=True)
 
 
 def _answer(handler: Any, call: Call) -> bytes:
