@@ -49,6 +49,7 @@ from secmeta.core.store.commit_gate import (
     PendingBatch,
     WritesStoppedError,
 )
+from secmeta.core.store.follower import LogFollower, replayed
 from secmeta.core.store.state import LoadedState, Snapshotter, load_state
 from secmeta.core.store.view import StoreView
 from secmeta.core.times import Point, as_point
@@ -69,7 +70,7 @@ from secmeta.events.types import (
     ScramMechanism,
 )
 from secmeta.projections.gc_pause import FREEZE_AFTER, paused_gc
-from secmeta.projections.image import SecurityDelta, SecurityImage, SecurityProjection
+from secmeta.projections.image import SecurityImage, SecurityProjection
 from secmeta.projections.image_snapshot import SecurityImageSnapshot
 
 SWEEPER = RequestContext(principal="System:token-sweeper", host="localhost", tls=True)
@@ -103,6 +104,7 @@ class SecurityStore:
         self._sweeper: threading.Thread | None = None
         self._closed = threading.Event()
         self._view = StoreView(self._image, config)
+        self._follower = LogFollower(log, self._image) if log.read_only else None
         index = None if log.read_only else HistoryIndex(
             log, lambda: token_parties(self._timetravel.image_at_or_after(log.start_offset)),
             lambda n: open_keys(self._timetravel.image_at_or_after(n)))
@@ -213,7 +215,7 @@ class SecurityStore:
                               operator_host=operator.host, operator_pid=operator.pid,
                               operator_program=operator.program) for e in events]
         result = self._log.append(envelopes, None if self._gate is None else self._gated)
-        self._publish(envelopes, result.next_offset)
+        self._publish_batches(envelopes, result.next_offset)
 
     def _gated(self, batch: PendingBatch) -> None:
         """The gate's commit of ``batch``; when it fails, writes stop (commit_gate)."""
@@ -223,14 +225,10 @@ class SecurityStore:
             self._stopped = exc
             raise
 
-    def _publish(self, envelopes: Sequence[Envelope], next_offset: int) -> None:
-        """Replay a batch just appended into a new image and publish it. Caller holds the lock."""
+    def _publish_batches(self, envelopes: Sequence[Envelope], next_offset: int) -> None:
+        """Replay batches just appended into a new image and publish it. Caller holds the lock."""
         with paused_gc(freeze=len(envelopes) >= FREEZE_AFTER):  # a big batch's image nodes live long
-            delta = SecurityDelta(self._image)
-            delta.replay_all(envelopes)
-            self._image = delta.apply(next_offset)
-        self._hmacs = self._hmacs.advanced(e.event for e in envelopes)
-        self._timetravel.note(self._image)
+            self._publish(replayed(self._image, envelopes, next_offset), [e.event for e in envelopes])
         self._snapshotter.maybe_snapshot(self._image, next_offset, background=True)
 
     def set_commit_gate(self, gate: CommitGate | None) -> None:
@@ -247,8 +245,30 @@ class SecurityStore:
         log, and nothing is appended. Returns the log's new end offset."""
         with self._write_lock:
             envelopes, result = self._log.append_frame(frame)
-            self._publish(envelopes, result.next_offset)
+            self._publish_batches(envelopes, result.next_offset)
             return result.next_offset
+
+    def _publish(self, image: SecurityImage, events: Sequence[Event]) -> None:
+        """Make ``image`` (the published one with ``events`` replayed) the one every read sees."""
+        self._image = image
+        self._hmacs = self._hmacs.advanced(events)
+        self._timetravel.note(image)
+
+    def catch_up(self) -> int:
+        """A store opened read-only beside its writer: replay the batches the writer appended since the
+        image was loaded or last caught up, and publish them; the offset every read now sees.
+
+        Raises OffsetOutOfRangeError when the writer's retention deleted batches not read yet (open again).
+        """
+        if self._follower is None:
+            raise SecmetaError("catch_up follows a writer: open the store read-only (its own writes are "
+                               "published as they commit)")
+        with self._write_lock:
+            image, envelopes = self._follower.catch_up(self._image)
+            if envelopes or image is not self._image:
+                with paused_gc(freeze=len(envelopes) >= FREEZE_AFTER):
+                    self._publish(image, [env.event for env in envelopes])
+            return self._image.next_offset
 
     def _write(self, context: RequestContext | None,
                decide: Callable[[SecurityImage, int, RequestContext], ControlResult[R]]) -> R:
