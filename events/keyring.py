@@ -226,6 +226,11 @@ class Keyring:
     def __repr__(self) -> str:
         return f"Keyring(ids={list(self._keys)!r}, newest={self.newest_id!r})"
 
+    def __reduce__(self):
+        """Pickled as its keys (its ciphers are rebuilt): for a process handing the keyring to its own
+        child over a private channel (secmeta serve's serving processes), never for storage."""
+        return _keyring, (tuple(self._keys.values()), self._source)
+
     __str__ = __repr__
 
     # -- sealing ----------------------------------------------------------
@@ -394,3 +399,7 @@ def open_scram(keyring: Keyring, event: ScramCredentialUpserted) -> ScramSecret:
             f"sealed SCRAM secret under key {event.secret.key_id!r} has an unexpected layout"
         )
     return ScramSecret(*parts)
+
+
+def _keyring(keys: tuple[MasterKey, ...], source: str) -> Keyring:
+    return Keyring(keys, source=source)
