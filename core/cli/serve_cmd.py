@@ -6,14 +6,21 @@ import argparse
 import logging
 import signal
 import sys
+from typing import Any
 
 from secmeta.core import validation
 from secmeta.core.cli.common import add_store_options, keyring, store_path
 from secmeta.core.errors import InvalidValueError
-from secmeta.core.server.config import ServerConfig
+from secmeta.core.server.config import MAX_DEFAULT_PROCESSES, ServerConfig, default_processes
 from secmeta.core.server.listeners import ClientAuth, SslConfig, parse_advertised, parse_listeners
 
 _DEFAULTS = ServerConfig()
+
+
+def _processes(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"--processes must be a whole number of at least 1, not {text!r}")
+    return int(text)
 
 
 class _DefaultsShown(argparse.HelpFormatter):
@@ -82,6 +89,13 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--failed-authentications-max-pending", type=int,
                    default=_DEFAULTS.failed_authentications_max_pending, metavar="N",
                    help="failed logins held at once; beyond, a failing connection is closed at once, unanswered")
+    p.add_argument("--processes", type=_processes, default=None, metavar="N",
+                   help="serving processes sharing the listeners, each answering logins and reads from its own "
+                        "image of the store, which follows the log; this process stays the store's one writer and "
+                        "answers a write once every serving process has applied it. 1 serves in this process "
+                        "alone. Default: the CPUs this process may use (its CPU affinity), at most "
+                        f"{MAX_DEFAULT_PROCESSES}. The connection caps are divided among the processes; failed "
+                        "logins are counted once, for all")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="level of the server's log on stderr")
     p.set_defaults(func=run)
@@ -128,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
 
     from secmeta.core.cli.security import log_initial_settings
     from secmeta.core.config import StoreConfig
+    from secmeta.core.server.processes import ServingProcesses
     from secmeta.core.server.server import Server
     from secmeta.core.store.facade import SecurityStore
 
@@ -137,7 +152,11 @@ def run(args: argparse.Namespace) -> int:
     path = store_path(args)
     with SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), create=False) as store:
         log_initial_settings(store, args)
-        server = Server(store, listeners, config)   # checks TLS files before anything binds
+        processes = args.processes or default_processes()
+        if processes == 1:
+            server: Any = Server(store, listeners, config)   # checks TLS files before anything binds
+        else:
+            server = ServingProcesses(store, listeners, config, processes=processes)
         store.start_token_sweeper()
         asyncio.run(_serve(server))
     print("stopped; store closed", file=sys.stderr, flush=True)

@@ -23,8 +23,18 @@ import hashlib
 import os
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
-__all__ = ["FailedAuthLimiter"]
+__all__ = ["FailedAuthLimiter", "Held"]
+
+
+class Held(NamedTuple):
+    """What ``fail`` decided for one failed login: hold it ``delay`` s; ``held``: a slot was taken
+    (``release`` it after), else ``pending`` failures are already held and it is closed unanswered."""
+
+    delay: float
+    held: bool
+    pending: int
 
 
 class _Buckets:
@@ -91,6 +101,12 @@ class FailedAuthLimiter:
         if user is not None:
             tokens = min(tokens, self._users.take(self._digest(user), now))
         return min(self.MAX_DELAY_S, max(self._base, -tokens / self._rate))
+
+    async def fail(self, host: str, user: str | None) -> Held:
+        """Count one evaluated failure (``failed``) and take a slot to hold it (``hold``), in one step: the
+        connection's one question (a serving process of ``serve --processes`` asks the writer's limiter)."""
+        delay = self.failed(host, user)
+        return Held(delay, self.hold(), self.pending)
 
     def hold(self) -> bool:
         """Take a slot for one held failure (``release`` it after); False when ``max_pending`` are held."""

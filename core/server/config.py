@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
 
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.server.listeners import SslConfig
 from secmeta.events.types import ScramMechanism
 
-__all__ = ["MIB", "ServerConfig"]
+__all__ = ["CONNECTION_CAPS", "MAX_DEFAULT_PROCESSES", "MIB", "ServerConfig", "default_processes"]
+
+#: ``serve --processes``' default: the CPUs this process may run on, at most this many.
+MAX_DEFAULT_PROCESSES = 8
+
+
+def default_processes() -> int:
+    """The CPUs this process may run on (its affinity), at most MAX_DEFAULT_PROCESSES."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_DEFAULT_PROCESSES))
+
+#: The connection caps that bound what one process holds; ``per_process`` divides them.
+CONNECTION_CAPS = ("max_connections", "max_connections_per_ip", "max_connections_before_login",
+                   "max_connections_before_login_per_ip")
 
 MIB = 1024 * 1024
 
@@ -37,6 +54,8 @@ class ServerConfig:
     tls_handshake_timeout_ms: int = 10_000
     shutdown_drain_ms: int = 30_000                      # how long SIGTERM waits for in-flight requests
     workers: int = 8                                     # threads running handlers (blocking store calls)
+    process_apply_timeout_ms: int = 10_000               # serve --processes: how long a write waits for every
+                                                         # serving process to apply it (a stuck one is restarted)
 
     def __post_init__(self):
         if self.max_connections_before_login is None:
@@ -48,7 +67,8 @@ class ServerConfig:
         for name in ("socket_request_max_bytes", "sasl_server_max_receive_size", "connections_max_idle_ms",
                      "login_timeout_ms", "max_connections", "max_connections_per_ip", "max_connections_before_login",
                      "max_connections_before_login_per_ip", "frame_read_timeout_ms", "tls_handshake_timeout_ms",
-                     "workers", "failed_authentications_burst", "failed_authentications_max_pending"):
+                     "workers", "failed_authentications_burst", "failed_authentications_max_pending",
+                     "process_apply_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise InvalidValueError(f"{name} must be positive, not {getattr(self, name)}")
         assert self.max_connections_before_login is not None and self.max_connections_before_login_per_ip is not None
@@ -74,3 +94,16 @@ class ServerConfig:
         overall, per_ip = self.max_connections_before_login, self.max_connections_before_login_per_ip
         assert overall is not None and per_ip is not None   # resolved in __post_init__
         return overall, per_ip
+
+    def per_process(self, processes: int) -> ServerConfig:
+        """The settings of one of ``processes`` serving processes sharing the listeners: each connection cap
+        divided among them (rounded down), so together they hold no more connections, from one address or in
+        all, than one process would; failed logins are counted once, by the writer, for every process."""
+        if processes == 1:
+            return self
+        caps = {name: getattr(self, name) // processes for name in CONNECTION_CAPS}
+        too_small = [f"{name.replace('_', '-')} ({getattr(self, name)})" for name, cap in caps.items() if cap < 1]
+        if too_small:
+            raise InvalidValueError(f"{processes} processes share the connection caps, and "
+                                    f"{', '.join(too_small)} leaves a process none: lower --processes or raise it")
+        return replace(self, **caps)

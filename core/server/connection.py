@@ -343,15 +343,15 @@ class Connection:
             # Kafka holds the failure answer back (connection.failed.authentication.delay.ms): a
             # client that reconnects at once after a failure then fails at most this often.
             limiter = self._server.limiter
-            delay = limiter.failed(self.peer.host, auth.claimed_user)
+            delay, held, pending = await limiter.fail(self.peer.host, auth.claimed_user)
             self.held = True            # neither the login deadline nor an eviction ends the hold
             self._server.admission.hold(self)
             self.in_flight = False      # nothing to finish: shutdown need not wait out the hold
-            if not limiter.hold():
+            if not held:
                 # Closed unanswered, but not sooner than an answer would come: an early close would tell a
                 # guesser "wrong" at once. The wait holds no slot; the admission caps bound such connections.
                 await asyncio.sleep(delay)
-                raise _Close(f"{step.close}; closed unanswered: {limiter.pending} failed authentications "
+                raise _Close(f"{step.close}; closed unanswered: {pending} failed authentications "
                              "are already held (failed_authentications_max_pending)", logging.INFO)
             try:
                 await asyncio.sleep(delay)

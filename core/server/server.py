@@ -17,7 +17,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -52,7 +52,11 @@ def cluster_id(store: Any) -> str:
 class Server:
     """Listeners bound to one store; ``start()``, then ``stop()`` drains and closes them."""
 
-    def __init__(self, store: Any, listeners: str | Sequence[Listener], config: ServerConfig | None = None):
+    def __init__(self, store: Any, listeners: str | Sequence[Listener], config: ServerConfig | None = None, *,
+                 sockets: Mapping[str, Sequence[socket.socket]] | None = None, limiter: Any = None):
+        """``sockets``: listening sockets to serve (listener name -> its sockets, bound by the caller and
+        shared with other serving processes), else ``start`` binds them; ``limiter``: the failed-login
+        limiter to ask (the writer's, shared by every serving process), else one of this server's own."""
         self.store = store
         self.listeners = parse_listeners(listeners) if isinstance(listeners, str) else tuple(listeners)
         self.config = config or ServerConfig()
@@ -64,10 +68,7 @@ class Server:
         needs_tls = any(listener.protocol.tls for listener in self.listeners)
         self.ssl_context = ssl_context(self.config.ssl) if needs_tls else None
         config = self.config
-        self.limiter = FailedAuthLimiter(config.failed_authentication_delay_ms / 1000,
-                                         config.failed_authentications_burst,
-                                         config.failed_authentications_per_second,
-                                         config.failed_authentications_max_pending)
+        self.limiter = limiter if limiter is not None else limiter_of(config)
         before_login, before_login_per_ip = config.before_login_limits
         self.admission = Admission(max_connections=config.max_connections,
                                    max_connections_per_ip=config.max_connections_per_ip,
@@ -75,6 +76,8 @@ class Server:
         self.executor: ThreadPoolExecutor | None = None
         self.addresses: dict[str, tuple[str, int]] = {}     # listener name -> bound (host, port)
         self.brokers: dict[str, BrokerInfo] = {}            # listener name -> what Metadata advertises
+        self._sockets = dict(sockets) if sockets is not None else None
+        self._own_sockets = sockets is None
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: dict[Connection, asyncio.Task] = {}
         self._stopping = False
@@ -88,23 +91,15 @@ class Server:
         return len(self._connections)
 
     async def start(self) -> None:
-        """Bind every listener (port 0: an ephemeral port, see ``addresses``)."""
+        """Bind every listener (port 0: an ephemeral port, see ``addresses``), or take the sockets given."""
         self.executor = ThreadPoolExecutor(self.config.workers, thread_name_prefix="secmeta-serve")
         the_cluster = cluster_id(self.store)
         try:
+            if self._sockets is None:
+                self._sockets = await bind_listeners(self.listeners)
+            await self.accept(True)
             for listener in self.listeners:
-                try:
-                    server = await asyncio.start_server(
-                        lambda r, w, listener=listener: self._accepted(listener, r, w),
-                        host=await _bind_address(listener.host), port=listener.port, reuse_address=True,
-                        backlog=ACCEPT_BATCH)
-                    for sock in server.sockets:     # the kernel's queue stays long (listen again on a dup)
-                        with socket.socket(fileno=os.dup(sock.fileno())) as same:
-                            same.listen(LISTEN_BACKLOG)
-                except OSError as exc:
-                    raise ListenerError(f"cannot listen on {listener}: {exc.strerror or exc}") from None
-                self._servers.append(server)
-                sockname = server.sockets[0].getsockname()
+                sockname = self._sockets[listener.name][0].getsockname()
                 self.addresses[listener.name] = (str(sockname[0]), int(sockname[1]))
                 host, port = self.config.advertised.get(listener.name, (listener.host, int(sockname[1])))
                 if host in ("", "0.0.0.0", "::"):
@@ -112,8 +107,27 @@ class Server:
                 self.brokers[listener.name] = BrokerInfo(self.config.node_id, the_cluster, host, port)
         except BaseException:
             await self._close_listeners()
+            self._close_own_sockets()
             self.executor.shutdown(wait=False)
             raise
+
+    async def accept(self, on: bool) -> None:
+        """Accept new connections on every listener (``on``), or leave them to the other processes sharing
+        the sockets (connections already accepted are served on)."""
+        if not on:
+            await self._close_listeners()
+            return
+        if self._servers or self._stopping:
+            return
+        assert self._sockets is not None
+        for listener in self.listeners:
+            for sock in self._sockets[listener.name]:
+                # asyncio owns (and closes) a duplicate: the shared socket stays open for the next accept(True)
+                server = await asyncio.start_server(
+                    lambda r, w, listener=listener: self._accepted(listener, r, w),
+                    sock=socket.socket(fileno=os.dup(sock.fileno())), backlog=ACCEPT_BATCH)
+                sock.listen(LISTEN_BACKLOG)    # asyncio listened again with its accept batch: the queue stays long
+                self._servers.append(server)
 
     def _accepted(self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         # Called synchronously from connection_made: nothing has been read yet, so a TLS
@@ -146,6 +160,7 @@ class Server:
         """Stop accepting, let in-flight requests finish (up to shutdown_drain_ms), close every connection."""
         self._stopping = True
         await self._close_listeners()
+        self._close_own_sockets()
         for connection, task in list(self._connections.items()):
             connection.stopping = True
             if not connection.in_flight:
@@ -163,6 +178,13 @@ class Server:
             executor, self.executor = self.executor, None
             await asyncio.get_running_loop().run_in_executor(None, executor.shutdown, True)
 
+    def _close_own_sockets(self) -> None:
+        if self._own_sockets and self._sockets is not None:
+            for socks in self._sockets.values():
+                for sock in socks:
+                    sock.close()
+            self._sockets = None
+
     async def _close_listeners(self) -> None:
         for server in self._servers:
             server.close()
@@ -172,6 +194,41 @@ class Server:
             except TimeoutError:  # wait_closed waits for connections on 3.12+
                 pass
         self._servers.clear()
+
+
+def limiter_of(config: ServerConfig) -> FailedAuthLimiter:
+    """The failed-login limiter ``config`` asks for."""
+    return FailedAuthLimiter(config.failed_authentication_delay_ms / 1000, config.failed_authentications_burst,
+                             config.failed_authentications_per_second, config.failed_authentications_max_pending)
+
+
+async def bind_listeners(listeners: Sequence[Listener]) -> dict[str, tuple[socket.socket, ...]]:
+    """Listening sockets for ``listeners`` (name -> its sockets; port 0: an ephemeral port), with the long
+    kernel queue; a listener that cannot bind raises ListenerError naming it (nothing stays bound)."""
+    bound: dict[str, tuple[socket.socket, ...]] = {}
+    try:
+        for listener in listeners:
+            try:
+                server = await asyncio.start_server(_refuse, host=await _bind_address(listener.host),
+                                                    port=listener.port, reuse_address=True,
+                                                    backlog=LISTEN_BACKLOG, start_serving=False)
+            except OSError as exc:
+                raise ListenerError(f"cannot listen on {listener}: {exc.strerror or exc}") from None
+            socks = tuple(socket.socket(fileno=os.dup(s.fileno())) for s in server.sockets)
+            server.close()
+            for sock in socks:
+                sock.listen(LISTEN_BACKLOG)
+            bound[listener.name] = socks
+    except BaseException:
+        for socks in bound.values():
+            for sock in socks:
+                sock.close()
+        raise
+    return bound
+
+
+def _refuse(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:  # never serving
+    writer.transport.abort()
 
 
 def _sasl_mechanisms(config: ServerConfig, store: Any) -> tuple[ScramMechanism, ...]:
@@ -202,15 +259,23 @@ async def _bind_address(host: str) -> str | None:
 
 
 class ServerThread:
-    """A ``Server`` on its own event loop in a daemon thread: a context manager.
+    """A ``Server`` (or ``ServingProcesses``) on its own event loop in a daemon thread: a context manager.
 
     ``with ServerThread(store, "PLAINTEXT://127.0.0.1:0") as server:`` binds, and
     ``server.addresses["PLAINTEXT"]`` is the bound (host, port); ``bootstrap("PLAINTEXT")``
     is "host:port".  Leaving the block (or ``stop()``) drains and stops it; the store stays open.
     """
 
-    def __init__(self, store: Any, listeners: str | Sequence[Listener], config: ServerConfig | None = None):
-        self.server = Server(store, listeners, config)
+    def __init__(self, store: Any, listeners: str | Sequence[Listener], config: ServerConfig | None = None, *,
+                 processes: int | None = None):
+        """``processes``: serve from that many processes (``secmeta.core.server.processes``), this one the
+        writer; None serves in this process."""
+        if processes is None:
+            self.server: Any = Server(store, listeners, config)
+        else:
+            from secmeta.core.server.processes import ServingProcesses
+
+            self.server = ServingProcesses(store, listeners, config, processes=processes)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
@@ -253,6 +318,11 @@ class ServerThread:
         self._started.set()
         await self._stop_event.wait()
         await self.server.stop()
+
+    def call(self, coroutine: Any, timeout: float = 60) -> Any:
+        """Run ``coroutine`` (e.g. ``server.route_new_connections_to(1)``) on the server's loop; its result."""
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
 
     def stop(self, timeout: float = 60) -> None:
         if self._loop is not None and self._stop_event is not None and self._thread is not None:

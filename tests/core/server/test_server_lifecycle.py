@@ -112,7 +112,7 @@ def test_secmeta_serve_drains_on_sigterm_and_the_store_reopens(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "secmeta.core.cli", "serve", "--store", str(store_dir), "--key-file", str(keys),
-         "--listeners", "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"],
+         "--listeners", "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", "--processes", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
     try:
         lines = [proc.stdout.readline().strip() for _ in range(2)]

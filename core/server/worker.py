@@ -1,0 +1,218 @@
+"""One serving process of ``secmeta serve --processes N``: logins and reads from its own image.
+
+The writer (``secmeta.core.server.processes``) starts it as ``python -m secmeta.core.server.worker FD``
+with one end of a socket pair on FD and the shared listening sockets inherited, and sends it
+``("init", Init)``.  The process opens the store read-only, tells the writer the offset it loaded
+(``loaded``), catches up to the offset the writer answers (``advance``), then serves the shared
+listeners with a ``Server`` over a ``ForwardingStore``: reads and logins from its image, writes
+sent to the writer, which runs the store's one write path and answers once every serving process
+has applied the write.  Each ``advance`` (after every write, and a poll every ``FOLLOW_POLL_S`` for
+the writer's own writes such as the token sweep) makes it catch up and report ``applied``.
+Failed logins are counted by the writer's limiter (``RemoteLimiter``), so N processes give a
+guesser no more tries than one.  It stops on SIGTERM (draining as the server does) and when the
+writer goes away (its channel closes): no serving process outlives its writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from secmeta.core.server.auth_failures import Held
+from secmeta.core.server.channel import Channel
+from secmeta.core.server.config import ServerConfig
+from secmeta.core.server.listeners import Listener
+
+__all__ = ["WRITES", "ForwardingStore", "Init", "RemoteLimiter", "main"]
+
+log = logging.getLogger("secmeta.server")
+
+#: The store's calls that write: a serving process sends them to the writer; the writer runs no other.
+WRITES = frozenset({"alter_user_scram_credentials", "alter_client_quotas", "create_acls", "delete_acls",
+                    "create_delegation_token", "renew_delegation_token", "expire_delegation_token"})
+#: How often a serving process looks for writes it was not told about (the writer's token sweep).
+FOLLOW_POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class Init:
+    """What a serving process needs, sent by the writer over the channel (never on a command line)."""
+
+    index: int
+    store_path: str
+    store_config: Any          # StoreConfig
+    keyring: Any               # Keyring
+    listeners: tuple[Listener, ...]
+    config: ServerConfig       # this process's share of the connection caps
+    sockets: dict[str, tuple[int, ...]]   # listener name -> inherited listening socket fds
+    log_level: int
+
+    def __repr__(self) -> str:   # the keyring stays out of any repr
+        return f"Init(process {self.index}, {self.store_path})"
+
+
+class ForwardingStore:
+    """The store as a serving process's handlers see it: reads from the followed read-only store,
+    writes (``WRITES``) sent to the writer; a write returns once this process has applied it."""
+
+    def __init__(self, store: Any, channel: Channel, loop: asyncio.AbstractEventLoop):
+        self._store, self._channel, self._loop = store, channel, loop
+
+    def __repr__(self) -> str:
+        return f"<ForwardingStore {self._store!r}>"
+
+    def __getattr__(self, name: str) -> Any:
+        if name in WRITES:
+            return functools.partial(self._forward, name)
+        value = getattr(self._store, name)
+        if callable(value):
+            setattr(self, name, value)   # a bound method never changes: look it up once
+        return value
+
+    def _forward(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Run on a handler's worker thread: the writer's answer (or its failure, raised here)."""
+        args = tuple(_plain(a) for a in args)
+        kwargs = {k: _plain(v) for k, v in kwargs.items()}
+        call = self._channel.call("call", method, args, kwargs)
+        return asyncio.run_coroutine_threadsafe(call, self._loop).result()
+
+
+def _plain(value: Any) -> Any:
+    """An argument as it can cross the channel (an iterator is read into a list)."""
+    return list(value) if isinstance(value, Iterator) else value
+
+
+class RemoteLimiter:
+    """The writer's failed-login limiter, asked over the channel (``FailedAuthLimiter``'s interface)."""
+
+    def __init__(self, channel: Channel):
+        self._channel = channel
+
+    async def fail(self, host: str, user: str | None) -> Held:
+        return Held(*await self._channel.call("fail", host, user))
+
+    def failed(self, host: str, user: str | None) -> None:
+        self._channel.send("failed", host, user)
+
+    def release(self) -> None:
+        self._channel.send("release")
+
+
+class _Process:
+    """The serving process's state: its store, server and follower."""
+
+    def __init__(self) -> None:
+        self.init: asyncio.Future[Init] = asyncio.get_running_loop().create_future()
+        self.wake = asyncio.Event()
+        self.stop = asyncio.Event()
+        self.target = 0          # the offset the writer asked for before serving starts
+        self.server: Any = None
+        self.channel: Channel | None = None
+
+    def handle(self, message: tuple) -> Any:
+        kind = message[0]
+        if kind == "init" and not self.init.done():
+            self.init.set_result(message[1])
+        elif kind == "advance":
+            self.target = max(self.target, message[1])
+            self.wake.set()
+        elif kind == "accept":
+            return self._accept(message[1], message[2])
+        return None
+
+    async def _accept(self, rid: int, on: bool) -> None:
+        assert self.channel is not None
+        try:
+            if self.server is not None:
+                await self.server.accept(on)
+        except Exception as exc:  # noqa: BLE001 - answered to the writer
+            self.channel.reply(rid, error=exc)
+            return
+        self.channel.reply(rid, on)
+
+
+async def _follow(process: _Process, store: Any, channel: Channel, start_serving: Any) -> None:
+    """Catch up whenever the writer says so (or every FOLLOW_POLL_S) and report the offset applied;
+    start serving once the offset the writer named at start is applied."""
+    follower = ThreadPoolExecutor(1, thread_name_prefix="secmeta-follow")
+    loop = asyncio.get_running_loop()
+    serving = False
+    try:
+        while True:
+            try:
+                await asyncio.wait_for(process.wake.wait(), FOLLOW_POLL_S)
+            except TimeoutError:
+                pass
+            process.wake.clear()
+            applied = await loop.run_in_executor(follower, store.catch_up)
+            channel.send("applied", applied)
+            if not serving and applied >= process.target:
+                serving = True
+                await start_serving()
+    finally:
+        follower.shutdown(wait=False)
+
+
+async def _run(fd: int) -> int:
+    from secmeta.core.server.server import Server
+    from secmeta.core.store.facade import SecurityStore
+
+    loop = asyncio.get_running_loop()
+    process = _Process()
+    loop.add_signal_handler(signal.SIGTERM, process.stop.set)
+    channel = process.channel = await Channel.over(socket.socket(fileno=fd), process.handle, name="writer")
+    reading = loop.create_task(channel.run())
+    reading.add_done_callback(lambda _t: process.stop.set())   # the writer has gone: stop serving
+    done, _ = await asyncio.wait([process.init, reading], return_when=asyncio.FIRST_COMPLETED)
+    if process.init not in done:
+        return 1
+    init = process.init.result()
+    logging.basicConfig(level=init.log_level, stream=sys.stderr,
+                        format=f"%(asctime)s %(levelname)s %(name)s [process {init.index}]: %(message)s")
+    store = await loop.run_in_executor(None, functools.partial(
+        SecurityStore.open, init.store_path, init.store_config, keyring=init.keyring, read_only=True, create=False))
+    try:
+        sockets = {name: tuple(socket.socket(fileno=fd) for fd in fds) for name, fds in init.sockets.items()}
+        server = Server(ForwardingStore(store, channel, loop), init.listeners, init.config, sockets=sockets,
+                        limiter=RemoteLimiter(channel))
+
+        async def start_serving() -> None:
+            await server.start()
+            process.server = server
+            channel.send("serving")
+
+        channel.send("loaded", store.image.next_offset)
+        following = loop.create_task(_follow(process, store, channel, start_serving))
+        stopping = loop.create_task(process.stop.wait())
+        await asyncio.wait([following, stopping], return_when=asyncio.FIRST_COMPLETED)
+        following.cancel()
+        if following.done() and not following.cancelled() and following.exception() is not None:
+            raise following.exception()  # type: ignore[misc]
+        if process.server is not None:
+            await server.stop()
+    finally:
+        store.close()
+        channel.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # a terminal's Ctrl-C reaches the writer, which stops us
+    try:
+        return asyncio.run(_run(int(argv[0])))
+    except Exception as exc:  # noqa: BLE001 - the writer logs the exit and restarts this process
+        log.error("serving process failed: %s: %s", type(exc).__name__, exc)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
