@@ -26,8 +26,8 @@ connections (``None``: all of them again).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-import os
 import signal
 import socket
 import subprocess
@@ -182,7 +182,7 @@ class ServingProcesses:
         serving.proc, serving.applied, serving.member, serving.holds = proc, -1, False, 0
         serving.started = time.monotonic()
         serving.serving = loop.create_future()
-        channel = serving.channel = await Channel.over(ours, lambda m, s=serving: self._handle(s, m),
+        channel = serving.channel = await Channel.over(ours, functools.partial(self._handle, serving),
                                                        name=f"serving process {serving.index}")
         channel.send("init", Init(serving.index, str(self.store.log.store.path), self.store.config,
                                   self.store.keyring, self.listeners, self._share, fds, self._log_level))

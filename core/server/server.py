@@ -76,7 +76,7 @@ class Server:
         self.executor: ThreadPoolExecutor | None = None
         self.addresses: dict[str, tuple[str, int]] = {}     # listener name -> bound (host, port)
         self.brokers: dict[str, BrokerInfo] = {}            # listener name -> what Metadata advertises
-        self._sockets = dict(sockets) if sockets is not None else None
+        self._sockets: dict[str, Sequence[socket.socket]] | None = dict(sockets) if sockets is not None else None
         self._own_sockets = sockets is None
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: dict[Connection, asyncio.Task] = {}
@@ -96,10 +96,11 @@ class Server:
         the_cluster = cluster_id(self.store)
         try:
             if self._sockets is None:
-                self._sockets = await bind_listeners(self.listeners)
+                self._sockets = dict(await bind_listeners(self.listeners))
+            sockets = self._sockets
             await self.accept(True)
             for listener in self.listeners:
-                sockname = self._sockets[listener.name][0].getsockname()
+                sockname = sockets[listener.name][0].getsockname()
                 self.addresses[listener.name] = (str(sockname[0]), int(sockname[1]))
                 host, port = self.config.advertised.get(listener.name, (listener.host, int(sockname[1])))
                 if host in ("", "0.0.0.0", "::"):

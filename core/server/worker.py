@@ -171,8 +171,9 @@ async def _run(fd: int) -> int:
     channel = process.channel = await Channel.over(socket.socket(fileno=fd), process.handle, name="writer")
     reading = loop.create_task(channel.run())
     reading.add_done_callback(lambda _t: process.stop.set())   # the writer has gone: stop serving
-    done, _ = await asyncio.wait([process.init, reading], return_when=asyncio.FIRST_COMPLETED)
-    if process.init not in done:
+    first: list[asyncio.Future[Any]] = [process.init, reading]
+    await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
+    if not process.init.done():
         return 1
     init = process.init.result()
     logging.basicConfig(level=init.log_level, stream=sys.stderr,
