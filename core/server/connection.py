@@ -235,6 +235,7 @@ class Connection:
             if self._expired is None:
                 raise
             self._expired = None
+            assert self.task is not None    # _expired is set only while the task runs
             self.task.uncancel()
             if size is None:
                 raise _Close(f"idle for {idle_ms} ms (connections.max.idle.ms)", logging.INFO) from None
@@ -285,7 +286,7 @@ class Connection:
             step = auth.handle(frame, await self._evaluated_off_loop(auth, message))
             await self._finish(auth, step, frame.correlation_id)
             return
-        handler = self._server.handlers[frame.api_key]      # ApiKey is an IntEnum: the int finds it
+        handler = self._server.handlers[frame.api_key]
         call = Call(self._server.store, auth.context, frame, self._broker)
         if len(data) <= ON_LOOP_BYTES and handler.on_loop(call):
             response = handler(call)

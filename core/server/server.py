@@ -60,7 +60,7 @@ class Server:
         self.store = store
         self.listeners = parse_listeners(listeners) if isinstance(listeners, str) else tuple(listeners)
         self.config = config or ServerConfig()
-        self.handlers = dict(HANDLERS)
+        self.handlers: dict[int, Any] = {int(key): h for key, h in HANDLERS.items()}   # by the int key
         self.sasl_mechanisms = _sasl_mechanisms(self.config, store)
         for name in self.config.advertised:
             if name not in {listener.name for listener in self.listeners}:

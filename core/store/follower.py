@@ -14,6 +14,8 @@ beside a writer (a standby, a replica whose local log another part appends to) c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from secmeta.core.log import Log
 from secmeta.core.log.tail import TailReader
 from secmeta.events.records import Envelope
@@ -22,7 +24,7 @@ from secmeta.projections.image import SecurityDelta, SecurityImage
 __all__ = ["LogFollower", "replayed"]
 
 
-def replayed(image: SecurityImage, envelopes: list[Envelope], next_offset: int) -> SecurityImage:
+def replayed(image: SecurityImage, envelopes: Sequence[Envelope], next_offset: int) -> SecurityImage:
     """``image`` with ``envelopes`` (whole batches, ending before ``next_offset``) replayed: the one
     way a batch becomes part of an image, for the writer's commit and for a follower alike."""
     delta = SecurityDelta(image)

@@ -143,8 +143,6 @@ class RequestFrame(NamedTuple):
         return (f"RequestFrame(api_key={self.api_key}, api_version={self.api_version}, "
                 f"correlation_id={self.correlation_id}, client_id={self.client_id!r})")
 
-    __str__ = __repr__
-
 
 _HEADER = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
