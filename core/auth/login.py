@@ -59,7 +59,8 @@ class ScramLogin:
         self._image = image
         self._fake_salt_key = hmac.new(keyring.chain_key(keyring.ids[0]), b"secmeta/fake-salt",
                                        hashlib.sha256).digest()
-        self._decoys = {m: _decoy(keyring, m) for m in _MECHANISMS}
+        self._decoys: dict[ScramMechanism, tuple[str, ScramEntry]] = {}   # made by the first server(): a
+        # store that serves no login (the CLI's reads) never seals them (nor loads the AEAD cipher for it)
         self._populations: dict[ScramMechanism, tuple[ScramImage, Population]] = {}
         self._shapes: dict[tuple[str, ScramEntry], CredentialShape | None] = {}
         self._lock = threading.Lock()
@@ -70,6 +71,9 @@ class ScramLogin:
     def server(self, mechanism: ScramMechanism | str) -> ScramServer:
         """A server-side SCRAM exchange for users and (with tokenauth=true) delegation tokens."""
         mechanism = validation.enum_value(ScramMechanism, mechanism, "SCRAM mechanism")
+        if not self._decoys:  # before any lookup, known user or not: both cost the same from the first login on
+            with self._lock:
+                self._decoys = self._decoys or {m: _decoy(self._keyring, m) for m in _MECHANISMS}
         image = self._image()
         settings = in_force(self._config, image)
         default = CredentialShape(settings.default_iterations.get(mechanism, DEFAULT_ITERATIONS), SALT_LENGTH)
