@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from secmeta.core import control
 from secmeta.core import settings as logged_settings
@@ -34,13 +34,10 @@ from secmeta.core.control.quotas import (
 )
 from secmeta.core.control.settings import alter_settings, initial_settings
 from secmeta.core.errors import ApiError, SecmetaError
-from secmeta.core.forensics import history as history_mod
-from secmeta.core.forensics import queries as forensics
 from secmeta.core.forensics.backend import open_keys
 from secmeta.core.forensics.checkpoints import CheckpointFiles
 from secmeta.core.forensics.history_index import HistoryIndex, token_parties
 from secmeta.core.forensics.timetravel import TimeTravel
-from secmeta.core.forensics.token_access import TokenAccess
 from secmeta.core.log import Log
 from secmeta.core.operator import local_operator
 from secmeta.core.store.commit_gate import (
@@ -76,6 +73,11 @@ from secmeta.projections.image_snapshot import SecurityImageSnapshot
 SWEEPER = RequestContext(principal="System:token-sweeper", host="localhost", tls=True)
 KEYRING = RequestContext(principal="System:keyring", host="localhost", tls=True)
 R = TypeVar("R")
+
+if TYPE_CHECKING:  # the forensic queries load when first asked: a store's open (every CLI command) needs none
+    from secmeta.core.forensics import history as history_mod
+    from secmeta.core.forensics import queries as forensics
+    from secmeta.core.forensics.token_access import TokenAccess
 
 
 class SecurityStore:
@@ -461,12 +463,16 @@ class SecurityStore:
                 start_ms: int | None = None, end_ms: int | None = None, start_offset: int | None = None,
                 end_offset: int | None = None, limit: int | None = None) -> Iterator[history_mod.HistoryEntry]:
         """Logged changes in order, redacted, filtered (see secmeta.core.forensics.history.history for each filter)."""
+        from secmeta.core.forensics import history as history_mod
+
         return history_mod.history(
             self._timetravel, principal=principal, user=user, resource=resource, event_types=event_types,
             start_ms=start_ms, end_ms=end_ms, start_offset=start_offset, end_offset=end_offset, limit=limit)
 
     def diff(self, a: int | Point | dict, b: int | Point | dict) -> history_mod.Diff:
         """What changed between two points (offsets, Point.at_time(ms) or {"timestamp_ms": ms})."""
+        from secmeta.core.forensics import history as history_mod
+
         travel = self._timetravel
         return history_mod.diff(travel, travel.resolve_point(a), travel.resolve_point(b))
 
@@ -474,6 +480,8 @@ class SecurityStore:
                   at: int | Point | dict | None = None) -> list[forensics.Grant]:
         """Every principal (and host) allowed at a point (default: now), with the ACLs or rule allowing it, and
         the holders of tokens live then under their owners' grants."""
+        from secmeta.core.forensics import queries as forensics
+
         travel = self._timetravel
         if at is None:
             image = self._image
@@ -489,6 +497,8 @@ class SecurityStore:
                      at: int | Point | dict | None = None) -> list[TokenAccess]:
         """Who could act as whom through a delegation token at a point (default: now): the live accesses,
         of ``holder`` and/or as ``owner`` when given (secmeta.core.forensics.token_access)."""
+        from secmeta.core.forensics import queries as forensics
+
         travel = self._timetravel
         if at is None:
             n, now_ms = self._image.next_offset, self.config.now_ms()
@@ -504,6 +514,8 @@ class SecurityStore:
                         resource_name: str, host: str | None = None) -> list[forensics.Interval]:
         """The intervals in which the principal was allowed (from ``host``; None: from any host), each opened and
         closed by a logged change."""
+        from secmeta.core.forensics import queries as forensics
+
         return forensics.access_timeline(self._timetravel, self.config, principal, operation, resource_type,
                                          resource_name, host)
 

@@ -76,7 +76,8 @@ def test_a_store_command_loads_only_what_it_runs(store):
     server, Kafka's protocol, Spark, Kafka's client or progress lines; nor pydantic, while the store's
     settings are the defaults (a default needs no check) or plainly valid: the token secret in the environment
     (``store`` sets $SECMETA_TOKEN_SECRET) is non-empty bytes, checked without pydantic (it cost 0.1 s). Nor the
-    AEAD cipher: the decoy credentials of SCRAM logins are sealed on the first login, not on every open."""
+    AEAD cipher: the decoy credentials of SCRAM logins are sealed on the first login, not on every open; nor the
+    forensic queries (history, who-could, timeline), which load when first asked."""
     assert os.environ["SECMETA_TOKEN_SECRET"]
     loaded = loaded_after("""
         import contextlib, io
@@ -85,7 +86,8 @@ def test_a_store_command_loads_only_what_it_runs(store):
             assert main(["acls", "--list"]) == 0
         assert not [m for m in ("secmeta.consumers", "secmeta.core.server.server", "kio", "pyspark",
                                 "confluent_kafka", "rich", "pydantic",
-                                "cryptography.hazmat.primitives.ciphers.aead") if m in sys.modules]
+                                "cryptography.hazmat.primitives.ciphers.aead", "secmeta.core.forensics.queries",
+                                "secmeta.core.forensics.history") if m in sys.modules]
     """)
     assert "secmeta.core.store" in loaded
 
