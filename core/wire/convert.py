@@ -175,13 +175,25 @@ def filter_fields(f: AclBindingFilter) -> dict[str, Any]:
     }
 
 
+def _member(members: Mapping[int, Any], enum: type, code: int) -> Any:
+    """``enum(code)`` (an unknown code reads as UNKNOWN), by a table lookup for a known code."""
+    member = members.get(code)
+    return member if member is not None else enum(int(code))
+
+
+_RESOURCE_TYPES: Mapping[int, ResourceType] = {int(m): m for m in ResourceType}
+_PATTERN_TYPES: Mapping[int, PatternType] = {int(m): m for m in PatternType}
+_OPERATIONS: Mapping[int, AclOperation] = {int(m): m for m in AclOperation}
+_PERMISSIONS: Mapping[int, AclPermissionType] = {int(m): m for m in AclPermissionType}
+
+
 def filter_from(entity: Any) -> AclBindingFilter:
     """The AclBindingFilter of a DescribeAclsRequest or a DeleteAclsFilter."""
     return AclBindingFilter.of(
-        ResourceType(int(entity.resource_type_filter)), entity.resource_name_filter,
-        PatternType(int(getattr(entity, "pattern_type_filter", PatternType.LITERAL))),
-        entity.principal_filter, entity.host_filter, AclOperation(int(entity.operation)),
-        AclPermissionType(int(entity.permission_type)),
+        _member(_RESOURCE_TYPES, ResourceType, entity.resource_type_filter), entity.resource_name_filter,
+        _member(_PATTERN_TYPES, PatternType, getattr(entity, "pattern_type_filter", PatternType.LITERAL)),
+        entity.principal_filter, entity.host_filter, _member(_OPERATIONS, AclOperation, entity.operation),
+        _member(_PERMISSIONS, AclPermissionType, entity.permission_type),
     )
 
 

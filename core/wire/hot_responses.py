@@ -22,7 +22,6 @@ __all__ = ["describe_acls_response"]
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _FLEXIBLE_FROM = 2     # DescribeAcls v2 is the first flexible version
-_NO_TAGS = b"\0"
 #: throttle_time_ms 0, error_code 0, error_message null
 _HEAD = {False: b"\0\0\0\0\0\0\xff\xff", True: b"\0\0\0\0\0\0\0"}
 
@@ -38,37 +37,50 @@ def _uvarint(n: int) -> bytes:
     return bytes(out)
 
 
-def _compact_string(value: str) -> bytes:
-    data = value.encode()
+def _put_compact(out: bytearray, data: bytes) -> None:
     n = len(data) + 1
-    return (bytes((n,)) if n < 0x80 else _uvarint(n)) + data
+    if n < 0x80:
+        out.append(n)
+    else:
+        out += _uvarint(n)
+    out += data
 
 
-def _string(value: str) -> bytes:
-    data = value.encode()
-    return _I16.pack(len(data)) + data
+def _put_string(out: bytearray, data: bytes) -> None:
+    out += _I16.pack(len(data))
+    out += data
 
 
 def describe_acls_response(version: int, bindings: Iterable[AclBinding]) -> EncodedResponse:
     """DescribeAcls' successful answer (no error, not throttled) of ``bindings``, grouped by resource
     pattern in first-seen order (Kafka's DescribeAclsResponse.aclsResources)."""
     flexible = version >= _FLEXIBLE_FROM
-    string = _compact_string if flexible else _string
-    tail = _NO_TAGS if flexible else b""
-    groups: dict[tuple[int, str, int], list[bytes]] = {}
-    last_pattern, entries = None, []
+    put = _put_compact if flexible else _put_string
+    groups: dict[tuple[int, str, int], list[AclBinding]] = {}
+    last_pattern, same = None, []
     for binding in bindings:
-        pattern, entry = binding.pattern, binding.entry
-        if pattern is not last_pattern:   # the index hands out a resource's ACLs together, sharing one pattern
+        pattern = binding.pattern
+        if pattern is not last_pattern:   # the index hands out a group's ACLs together, sharing one pattern
             last_pattern = pattern
-            entries = groups.setdefault((int(pattern.resource_type), pattern.name, int(pattern.pattern_type)), [])
-        entries.append(string(entry.principal) + string(entry.host)
-                       + bytes((entry.operation, entry.permission_type)) + tail)
-    out = [_HEAD[flexible], _uvarint(len(groups) + 1) if flexible else _I32.pack(len(groups))]
+            same = groups.setdefault((pattern.resource_type, pattern.name, pattern.pattern_type), [])
+        same.append(binding)
+    out = bytearray(_HEAD[flexible])
+    out += _uvarint(len(groups) + 1) if flexible else _I32.pack(len(groups))
     for (resource_type, name, pattern_type), acls in groups.items():
-        out += (bytes((resource_type,)), string(name), bytes((pattern_type,)),
-                _uvarint(len(acls) + 1) if flexible else _I32.pack(len(acls)))
-        out += acls
-        out.append(tail)
-    out.append(tail)
-    return EncodedResponse(flexible_response_header(ApiKey.DESCRIBE_ACLS, version), b"".join(out))
+        out.append(resource_type)
+        put(out, name.encode())
+        out.append(pattern_type)
+        out += _uvarint(len(acls) + 1) if flexible else _I32.pack(len(acls))
+        for binding in acls:
+            entry = binding.entry
+            put(out, entry.principal.encode())
+            put(out, entry.host.encode())
+            out.append(entry.operation)
+            out.append(entry.permission_type)
+            if flexible:
+                out.append(0)       # no tagged fields
+        if flexible:
+            out.append(0)
+    if flexible:
+        out.append(0)
+    return EncodedResponse(flexible_response_header(ApiKey.DESCRIBE_ACLS, version), bytes(out))
