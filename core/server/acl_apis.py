@@ -10,7 +10,9 @@ index then visits only the nodes that can hold ACLs for that name (the literal n
 '*' wildcard and the prefixes of the name), so its work is bounded by the ACLs bound to
 that one name.  A filter without a name may scan every ACL: it runs in a worker thread.
 DescribeAcls' answer is encoded by hand (``secmeta.core.wire.hot_responses``), straight
-from the bindings the store returns for this request: never bytes of an older image.
+from the bindings the store returns, and kept for the same request and context until the
+store publishes another image (``secmeta.core.server.image_answers``): never bytes of an
+older image than the one published when the request is read.  A refusal is never kept.
 """
 
 from __future__ import annotations
@@ -42,10 +44,16 @@ def _names_a_resource(call: Call) -> bool:
     return call.request.resource_name_filter is not None
 
 
-@request_level(_describe_failed, on_loop=_names_a_resource)
-def describe_acls(call: Call) -> Any:
+def _described(call: Call) -> Any:
     bindings = call.store.describe_acls(convert.filter_from(call.request), context=call.context)
     return hot_responses.describe_acls_response(call.version, bindings)
+
+
+@request_level(_describe_failed, on_loop=_names_a_resource)
+def describe_acls(call: Call) -> Any:
+    if call.answers is None:
+        return _described(call)
+    return call.answers.answer(call.store, (call.version, call.request, call.context), lambda: _described(call))
 
 
 def _per_filter(call: Call, error: ApiError) -> Any:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from secmeta.core.server.image_answers import ImageAnswers
 from secmeta.core.types import RequestContext
 from secmeta.core.wire.codec import RequestFrame
 
@@ -35,6 +36,7 @@ class Call(NamedTuple):
     context: RequestContext  # principal, peer host, tls, token_authenticated of the connection
     frame: RequestFrame    # api key, version, correlation id, client id and the kio request
     broker: BrokerInfo
+    answers: ImageAnswers | None = None   # the server's answers kept per published image (None: keep none)
 
     @property
     def request(self) -> Any:

@@ -286,8 +286,9 @@ class Connection:
             step = auth.handle(frame, await self._evaluated_off_loop(auth, message))
             await self._finish(auth, step, frame.correlation_id)
             return
-        handler = self._server.handlers[frame.api_key]
-        call = Call(self._server.store, auth.context, frame, self._broker)
+        server = self._server
+        handler = server.handlers[frame.api_key]
+        call = Call(server.store, auth.context, frame, self._broker, server.answers)
         if len(data) <= ON_LOOP_BYTES and handler.on_loop(call):
             response = handler(call)
             await self._write(encode_response(frame.correlation_id, response))

@@ -28,6 +28,7 @@ from secmeta.core.server.auth_failures import FailedAuthLimiter
 from secmeta.core.server.call import BrokerInfo
 from secmeta.core.server.config import ServerConfig
 from secmeta.core.server.connection import Connection, log, peer_of
+from secmeta.core.server.image_answers import ImageAnswers
 from secmeta.core.server.listeners import Listener, ListenerError, parse_listeners, ssl_context
 from secmeta.events.types import ScramMechanism
 
@@ -61,6 +62,7 @@ class Server:
         self.listeners = parse_listeners(listeners) if isinstance(listeners, str) else tuple(listeners)
         self.config = config or ServerConfig()
         self.handlers: dict[int, Any] = {int(key): h for key, h in HANDLERS.items()}   # by the int key
+        self.answers = ImageAnswers()       # reads' answers kept per published image (image_answers.py)
         self.sasl_mechanisms = _sasl_mechanisms(self.config, store)
         for name in self.config.advertised:
             if name not in {listener.name for listener in self.listeners}:
