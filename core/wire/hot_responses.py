@@ -73,8 +73,16 @@ def describe_acls_response(version: int, bindings: Iterable[AclBinding]) -> Enco
         out += _uvarint(len(acls) + 1) if flexible else _I32.pack(len(acls))
         for binding in acls:
             entry = binding.entry
-            put(out, entry.principal.encode())
-            put(out, entry.host.encode())
+            principal, host = entry.principal.encode(), entry.host.encode()
+            if flexible and len(principal) < 0x7F and len(host) < 0x7F:     # lengths + 1 fit one varint byte
+                out.append(len(principal) + 1)
+                out += principal
+                out.append(len(host) + 1)
+                out += host
+                out += bytes((entry.operation, entry.permission_type, 0))   # ..., no tagged fields
+                continue
+            put(out, principal)
+            put(out, host)
             out.append(entry.operation)
             out.append(entry.permission_type)
             if flexible:
@@ -83,4 +91,10 @@ def describe_acls_response(version: int, bindings: Iterable[AclBinding]) -> Enco
             out.append(0)
     if flexible:
         out.append(0)
-    return EncodedResponse(flexible_response_header(ApiKey.DESCRIBE_ACLS, version), bytes(out))
+    header = _HEADER_FLEXIBLE.get(version)
+    if header is None:
+        header = _HEADER_FLEXIBLE[version] = flexible_response_header(ApiKey.DESCRIBE_ACLS, version)
+    return EncodedResponse(header, bytes(out))
+
+
+_HEADER_FLEXIBLE: dict[int, bool] = {}     # DescribeAcls version -> response header v1

@@ -23,7 +23,7 @@ def _bindings(draw) -> list[AclBinding]:
                              min_size=1, max_size=4))
     entries = draw(st.lists(st.tuples(st.integers(0, len(patterns) - 1), _TEXT, _TEXT, st.sampled_from(_OPERATIONS),
                                       st.sampled_from([AclPermissionType.ALLOW, AclPermissionType.DENY])),
-                            max_size=150))
+                            max_size=60))
     return [AclBinding.of(*patterns[i][:2], patterns[i][2], principal, host, op, perm)
             for i, principal, host, op, perm in entries]
 
@@ -36,7 +36,7 @@ _DESCRIBE_ACLS_VERSIONS = range(ApiKey.DESCRIBE_ACLS.versions[0], ApiKey.DESCRIB
 _CORRELATION = st.integers(-(2**31), 2**31 - 1)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(bindings=_bindings(), version=st.sampled_from(_DESCRIBE_ACLS_VERSIONS), correlation_id=_CORRELATION)
 def test_describe_acls_by_hand_is_kios_encoding(bindings, version, correlation_id):
     """DescribeAcls' hand-written answer equals kio's for the same bindings, grouped by resource, at v1-v3."""
@@ -71,7 +71,7 @@ _CLUSTER_APIS = {
 }
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(api=st.sampled_from(sorted(_CLUSTER_APIS)), data=st.data(), correlation_id=_CORRELATION,
        operations=st.integers(-(2**31), 2**31 - 1), host=_TEXT)
 def test_a_kept_encoding_frames_as_kio_frames_the_entity(api, data, correlation_id, operations, host):
