@@ -682,7 +682,10 @@ def side_by_side_main(args: argparse.Namespace) -> int:
         with SecurityStore.open(work / "wire", StoreConfig(), keyring=keyring) as store:
             serve_side.add_big_resource(store, args.big)
             expected = len(store.describe_acls(describe_filter(), context=RequestContext("User:admin", "127.0.0.1")))
-        server = ServerProcess(work / "wire", key_file, "SASL_PLAINTEXT", None, args.mechanism, also=("PLAINTEXT",))
+        # one serving process: the cost per request (serve --processes N spreads them over cores: serve_logins.py)
+        options = ("--processes", "1") if "--processes" in _serve_help() else ()
+        server = ServerProcess(work / "wire", key_file, "SASL_PLAINTEXT", None, args.mechanism, also=("PLAINTEXT",),
+                               options=options)
         try:
             admin = librdkafka_config(server.bootstrap, "SASL_PLAINTEXT", args.mechanism, None, "admin",
                                       ADMIN_PASSWORD)
@@ -692,7 +695,8 @@ def side_by_side_main(args: argparse.Namespace) -> int:
                                               describe=describe_filter(), expected=expected,
                                               plain_bootstrap=server.bootstraps["PLAINTEXT"])
             if args.profile:
-                print("profiling the server (py-spy) during DescribeAcls and Metadata at 10 clients ...", flush=True)
+                print("profiling the server (py-spy) during DescribeAcls (same and new filters) and Metadata at 10 "
+                      "clients ...", flush=True)
                 results["profile"] = side_profile(server, admin, args.seconds)
                 for summary in results["profile"]:
                     print(summary + "\n")
@@ -706,6 +710,12 @@ def side_by_side_main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_help() -> str:
+    """``secmeta serve --help`` of the code under test (a run against an older tree has fewer options)."""
+    return subprocess.run([sys.executable, "-m", "secmeta.core.cli", "serve", "--help"], cwd=REPO_ROOT,
+                          capture_output=True, text=True).stdout
+
+
 def side_profile(server: ServerProcess, admin: dict, seconds: float) -> list[str]:
     """py-spy on the server during DescribeAcls and Metadata from 10 AdminClients."""
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -715,9 +725,14 @@ def side_profile(server: ServerProcess, admin: dict, seconds: float) -> list[str
     admins = [ck.AdminClient(dict(admin)) for _ in range(10)]
     for a in admins:
         a.list_topics(timeout=TIMEOUT)
+    from scripts.bench.serve_side import small_filters
+
     the_filter = _ck_filter(describe_filter())
+    fresh = [_ck_filter(f) for f in small_filters()]
     out = []
     for name, make in (("DescribeAcls", lambda a: lambda n: a.describe_acls(the_filter).result(timeout=TIMEOUT)),
+                       ("DescribeAcls-new-filter", lambda a: lambda n: a.describe_acls(
+                           fresh[(id(a) + n) % len(fresh)]).result(timeout=TIMEOUT)),
                        ("Metadata", lambda a: lambda n: a.list_topics(timeout=TIMEOUT))):
         workers = [make(a) for a in admins]
 
