@@ -94,8 +94,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "image of the store, which follows the log; this process stays the store's one writer and "
                         "answers a write once every serving process has applied it. 1 serves in this process "
                         "alone. Default: the CPUs this process may use (its CPU affinity), at most "
-                        f"{MAX_DEFAULT_PROCESSES}. The connection caps are divided among the processes; failed "
-                        "logins are counted once, for all")
+                        f"{MAX_DEFAULT_PROCESSES}. Connections and failed logins are counted once, by the writer, "
+                        "so the limits above hold across the processes")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="level of the server's log on stderr")
     p.set_defaults(func=run)

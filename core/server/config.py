@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.server.listeners import SslConfig
 from secmeta.events.types import ScramMechanism
 
-__all__ = ["CONNECTION_CAPS", "MAX_DEFAULT_PROCESSES", "MIB", "ServerConfig", "default_processes"]
+__all__ = ["MAX_DEFAULT_PROCESSES", "MIB", "ServerConfig", "default_processes"]
 
 #: ``serve --processes``' default: the CPUs this process may run on, at most this many.
 MAX_DEFAULT_PROCESSES = 8
@@ -22,10 +22,6 @@ def default_processes() -> int:
     except AttributeError:  # not Linux
         cpus = os.cpu_count() or 1
     return max(1, min(cpus, MAX_DEFAULT_PROCESSES))
-
-#: The connection caps that bound what one process holds; ``per_process`` divides them.
-CONNECTION_CAPS = ("max_connections", "max_connections_per_ip", "max_connections_before_login",
-                   "max_connections_before_login_per_ip")
 
 MIB = 1024 * 1024
 
@@ -94,16 +90,3 @@ class ServerConfig:
         overall, per_ip = self.max_connections_before_login, self.max_connections_before_login_per_ip
         assert overall is not None and per_ip is not None   # resolved in __post_init__
         return overall, per_ip
-
-    def per_process(self, processes: int) -> ServerConfig:
-        """The settings of one of ``processes`` serving processes sharing the listeners: each connection cap
-        divided among them (rounded down), so together they hold no more connections, from one address or in
-        all, than one process would; failed logins are counted once, by the writer, for every process."""
-        if processes == 1:
-            return self
-        caps = {name: getattr(self, name) // processes for name in CONNECTION_CAPS}
-        too_small = [f"{name.replace('_', '-')} ({getattr(self, name)})" for name, cap in caps.items() if cap < 1]
-        if too_small:
-            raise InvalidValueError(f"{processes} processes share the connection caps, and "
-                                    f"{', '.join(too_small)} leaves a process none: lower --processes or raise it")
-        return replace(self, **caps)

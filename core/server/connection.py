@@ -136,11 +136,11 @@ class Connection:
             auth = await self._start()
             while not self.stopping:
                 frame = await self._read_frame()
-                self._establish_once_in(auth)
+                await self._establish_once_in(auth)
                 self.in_flight = True
                 await self._serve(auth, frame)
                 self.in_flight = False
-                self._establish_once_in(auth)
+                await self._establish_once_in(auth)
         except _Close as close:
             level, reason = close.level, close.reason
         except _ClientGone:
@@ -184,12 +184,14 @@ class Connection:
         if not self.established and not self.held:
             self.cut(f"not logged in within {self._config.login_timeout_ms} ms (login timeout)")
 
-    def _establish_once_in(self, auth: Authenticator) -> None:
+    async def _establish_once_in(self, auth: Authenticator) -> None:
         """Leave the before-login class once authenticated (and, on PLAINTEXT and SSL, past the first request)."""
         if self.established or not auth.complete:
             return
         self.established = True
         refused = self._server.admission.establish(self)
+        if refused is not None and not isinstance(refused, str):   # the writer's table answers asynchronously
+            refused = await refused
         if refused is not None:
             raise _Close(refused)
 

@@ -14,8 +14,10 @@ over each process's channel (``secmeta.core.server.channel``) and run the store'
   A process joining (or restarting) catches up to the writer's offset before it accepts a connection.
 - **Login limits stay global.** Failed logins are counted by this process's limiter
   (``FailedAuthLimiter``): serving processes ask it (``fail``) and report abandoned exchanges, so N
-  processes give a guesser exactly the tries one would.  The connection caps (admission) are divided
-  among the processes (``ServerConfig.per_process``): together they hold no more than one would.
+  processes give a guesser exactly the tries one would.  Connections are admitted by this process's
+  one table (``Admission``): each serving process asks it for every new connection (``admit``) and
+  login (``establish``), and a connection evicted for a newcomer on another process is cut by its
+  own process (``cut``), so the caps hold across processes as in one.
 - **Lifecycle.** A serving process that exits is logged and restarted (after a pause if it died
   young); ``stop`` (SIGTERM) drains and stops them all; if none can start, ``start`` fails.
 
@@ -36,13 +38,13 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from secmeta.core.errors import InvalidValueError, SecmetaError
 from secmeta.core.server.channel import Channel
 from secmeta.core.server.config import ServerConfig
 from secmeta.core.server.listeners import Listener, parse_listeners
-from secmeta.core.server.server import Server, bind_listeners, limiter_of
+from secmeta.core.server.server import Server, admission_of, bind_listeners, limiter_of
 from secmeta.core.server.worker import WRITES, Init
 
 __all__ = ["ServingProcesses"]
@@ -65,6 +67,7 @@ class _Serving:
     applied: int = -1           # the offset its image has applied, as it last reported
     member: bool = False        # writes wait for it (it loaded the store and may serve)
     holds: int = 0              # failed logins it holds in the limiter's slots
+    connections: set[int] = field(default_factory=set)   # its connections in the admission table
     started: float = 0.0
     serving: asyncio.Future | None = None
     tasks: list[asyncio.Task] = field(default_factory=list)
@@ -85,9 +88,9 @@ class ServingProcesses:
         self.listeners = parse_listeners(listeners) if isinstance(listeners, str) else tuple(listeners)
         self.config = config or ServerConfig()
         self.processes = processes
-        self._share = self.config.per_process(processes)
         Server(store, self.listeners, self.config)   # the same checks (TLS files, mechanisms) before anything runs
         self.limiter = limiter_of(self.config)
+        self.admission = admission_of(self.config)
         self.addresses: dict[str, tuple[str, int]] = {}
         self._log_level = log_level if log_level is not None else logging.getLogger("secmeta").getEffectiveLevel()
         self._sockets: dict[str, tuple[socket.socket, ...]] | None = None
@@ -180,12 +183,13 @@ class ServingProcesses:
             theirs.close()
         loop = asyncio.get_running_loop()
         serving.proc, serving.applied, serving.member, serving.holds = proc, -1, False, 0
+        serving.connections = set()
         serving.started = time.monotonic()
         serving.serving = loop.create_future()
         channel = serving.channel = await Channel.over(ours, functools.partial(self._handle, serving),
                                                        name=f"serving process {serving.index}")
         channel.send("init", Init(serving.index, str(self.store.log.store.path), self.store.config,
-                                  self.store.keyring, self.listeners, self._share, fds, self._log_level))
+                                  self.store.keyring, self.listeners, self.config, fds, self._log_level))
         serving.tasks = [loop.create_task(channel.run()), loop.create_task(self._watch(serving, proc))]
         exited = serving.tasks[1]
         done, _ = await asyncio.wait([serving.serving, exited], timeout=START_TIMEOUT_S,
@@ -207,6 +211,9 @@ class ServingProcesses:
         for _ in range(serving.holds):
             self.limiter.release()
         serving.holds = 0
+        for cid in serving.connections:
+            self.admission.forget((serving.index, cid))
+        serving.connections = set()
         if serving.channel is not None:
             serving.channel.close()
         async with self._applied:
@@ -249,11 +256,37 @@ class ServingProcesses:
             return self._fail(serving, *message[1:])
         elif kind == "failed":
             self.limiter.failed(message[1], message[2])
+        elif kind == "admit":
+            self._admit(serving, *message[1:])
+        elif kind == "establish":
+            channel.reply(message[1], self.admission.establish((serving.index, message[2])))
+        elif kind == "hold":
+            self.admission.hold((serving.index, message[1]))
+        elif kind == "forget":
+            serving.connections.discard(message[1])
+            self.admission.forget((serving.index, message[1]))
         elif kind == "release":
             if serving.holds > 0:
                 serving.holds -= 1
                 self.limiter.release()
         return None
+
+    def _admit(self, serving: _Serving, rid: int, cid: int, host: str) -> None:
+        """Admit connection ``cid`` of ``serving`` from ``host`` in the one table; cut whom it evicts elsewhere."""
+        admitted = self.admission.admit((serving.index, cid), host)
+        own = []
+        for key, why in admitted.evicted:
+            index, victim = cast(tuple[int, int], key)
+            holder = self._serving[index]
+            holder.connections.discard(victim)
+            if index == serving.index:
+                own.append((victim, why))
+            elif holder.channel is not None:
+                holder.channel.send("cut", victim, why)
+        if admitted.refused is None:
+            serving.connections.add(cid)
+        assert serving.channel is not None
+        serving.channel.reply(rid, (admitted.refused, own))
 
     async def _note_applied(self, serving: _Serving, offset: int) -> None:
         assert self._applied is not None

@@ -17,12 +17,12 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from secmeta.core.errors import InvalidValueError
-from secmeta.core.server.admission import Admission
+from secmeta.core.server.admission import Admission, Admitted
 from secmeta.core.server.apis import HANDLERS
 from secmeta.core.server.auth_failures import FailedAuthLimiter
 from secmeta.core.server.call import BrokerInfo
@@ -54,10 +54,12 @@ class Server:
     """Listeners bound to one store; ``start()``, then ``stop()`` drains and closes them."""
 
     def __init__(self, store: Any, listeners: str | Sequence[Listener], config: ServerConfig | None = None, *,
-                 sockets: Mapping[str, Sequence[socket.socket]] | None = None, limiter: Any = None):
+                 sockets: Mapping[str, Sequence[socket.socket]] | None = None, limiter: Any = None,
+                 admission: Any = None):
         """``sockets``: listening sockets to serve (listener name -> its sockets, bound by the caller and
-        shared with other serving processes), else ``start`` binds them; ``limiter``: the failed-login
-        limiter to ask (the writer's, shared by every serving process), else one of this server's own."""
+        shared with other serving processes), else ``start`` binds them; ``limiter`` and ``admission``: the
+        failed-login limiter and the connection table to ask (the writer's, shared by every serving
+        process, answering asynchronously), else this server's own."""
         self.store = store
         self.listeners = parse_listeners(listeners) if isinstance(listeners, str) else tuple(listeners)
         self.config = config or ServerConfig()
@@ -71,10 +73,7 @@ class Server:
         self.ssl_context = ssl_context(self.config.ssl) if needs_tls else None
         config = self.config
         self.limiter = limiter if limiter is not None else limiter_of(config)
-        before_login, before_login_per_ip = config.before_login_limits
-        self.admission = Admission(max_connections=config.max_connections,
-                                   max_connections_per_ip=config.max_connections_per_ip,
-                                   max_before_login=before_login, max_before_login_per_ip=before_login_per_ip)
+        self.admission = admission if admission is not None else admission_of(config)
         self.executor: ThreadPoolExecutor | None = None
         self.addresses: dict[str, tuple[str, int]] = {}     # listener name -> bound (host, port)
         self.brokers: dict[str, BrokerInfo] = {}            # listener name -> what Metadata advertises
@@ -140,20 +139,35 @@ class Server:
             writer.transport.abort()
             return
         connection = Connection(self, listener, self.brokers[listener.name], reader, writer, peer)
+        if listener.protocol.tls:
+            writer.transport.pause_reading()
         admitted = self.admission.admit(connection, peer.host)
+        if isinstance(admitted, Admitted):      # this server's own table: decided at once
+            if not self._let_in(connection, listener, admitted):
+                return
+            body = connection.run()
+        else:                                   # the writer's table (serve --processes): decided there
+            body = self._run_once_admitted(connection, listener, admitted)
+        task = asyncio.get_running_loop().create_task(body, name=f"secmeta {peer}")
+        connection.task = task
+        self._connections[connection] = task
+        task.add_done_callback(lambda _t, c=connection: self._forget(c))
+
+    def _let_in(self, connection: Connection, listener: Listener, admitted: Admitted) -> bool:
+        """Close whom the admission evicted for ``connection``; False (closed) if it refused it."""
         for victim, why in admitted.evicted:
             assert isinstance(victim, Connection)
             victim.cut(why)
         if admitted.refused is not None:
-            log.warning("closed connection from %s on %s: %s", peer, listener.name, admitted.refused)
-            writer.transport.abort()
-            return
-        if listener.protocol.tls:
-            writer.transport.pause_reading()
-        task = asyncio.get_running_loop().create_task(connection.run(), name=f"secmeta {peer}")
-        connection.task = task
-        self._connections[connection] = task
-        task.add_done_callback(lambda _t, c=connection: self._forget(c))
+            log.warning("closed connection from %s on %s: %s", connection.peer, listener.name, admitted.refused)
+            connection.cut(admitted.refused)
+            return False
+        return True
+
+    async def _run_once_admitted(self, connection: Connection, listener: Listener,
+                                 deciding: Awaitable[Admitted]) -> None:
+        if self._let_in(connection, listener, await deciding):
+            await connection.run()
 
     def _forget(self, connection: Connection) -> None:
         self._connections.pop(connection, None)
@@ -197,6 +211,13 @@ class Server:
             except TimeoutError:  # wait_closed waits for connections on 3.12+
                 pass
         self._servers.clear()
+
+
+def admission_of(config: ServerConfig) -> Admission:
+    """The connection table ``config``'s caps ask for."""
+    before_login, before_login_per_ip = config.before_login_limits
+    return Admission(max_connections=config.max_connections, max_connections_per_ip=config.max_connections_per_ip,
+                     max_before_login=before_login, max_before_login_per_ip=before_login_per_ip)
 
 
 def limiter_of(config: ServerConfig) -> FailedAuthLimiter:

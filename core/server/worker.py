@@ -8,8 +8,9 @@ listeners with a ``Server`` over a ``ForwardingStore``: reads and logins from it
 sent to the writer, which runs the store's one write path and answers once every serving process
 has applied the write.  Each ``advance`` (after every write, and a poll every ``FOLLOW_POLL_S`` for
 the writer's own writes such as the token sweep) makes it catch up and report ``applied``.
-Failed logins are counted by the writer's limiter (``RemoteLimiter``), so N processes give a
-guesser no more tries than one.  It stops on SIGTERM (draining as the server does) and when the
+Failed logins are counted by the writer's limiter (``RemoteLimiter``) and connections admitted by
+the writer's table (``RemoteAdmission``), so N processes give a guesser no more tries, and a flood
+no more connections, than one.  It stops on SIGTERM (draining as the server does) and when the
 writer goes away (its channel closes): no serving process outlives its writer.
 """
 
@@ -17,21 +18,23 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 import signal
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from secmeta.core.server.admission import Admitted
 from secmeta.core.server.auth_failures import Held
 from secmeta.core.server.channel import Channel
 from secmeta.core.server.config import ServerConfig
 from secmeta.core.server.listeners import Listener
 
-__all__ = ["WRITES", "ForwardingStore", "Init", "RemoteLimiter", "main"]
+__all__ = ["WRITES", "ForwardingStore", "Init", "RemoteAdmission", "RemoteLimiter", "main"]
 
 log = logging.getLogger("secmeta.server")
 
@@ -51,7 +54,7 @@ class Init:
     store_config: Any          # StoreConfig
     keyring: Any               # Keyring
     listeners: tuple[Listener, ...]
-    config: ServerConfig       # this process's share of the connection caps
+    config: ServerConfig
     sockets: dict[str, tuple[int, ...]]   # listener name -> inherited listening socket fds
     log_level: int
 
@@ -106,6 +109,49 @@ class RemoteLimiter:
         self._channel.send("release")
 
 
+class RemoteAdmission:
+    """The writer's connection table (``Admission``), asked over the channel: one table for every process,
+    so the caps hold across them; a connection the writer evicts for another process's newcomer is cut here."""
+
+    def __init__(self, channel: Channel):
+        self._channel = channel
+        self._ids = itertools.count(1)
+        self._by_id: dict[int, Any] = {}
+        self._id_of: dict[Any, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    async def admit(self, connection: Any, host: str) -> Admitted:
+        cid = next(self._ids)
+        self._by_id[cid], self._id_of[connection] = connection, cid
+        refused, evicted = await self._channel.call("admit", cid, host)
+        if refused is not None:
+            self.forget(connection)
+        return Admitted(tuple((self._by_id[v], why) for v, why in evicted if v in self._by_id), refused)
+
+    def establish(self, connection: Any) -> Awaitable[str | None] | None:
+        cid = self._id_of.get(connection)
+        return None if cid is None else self._channel.call("establish", cid)
+
+    def hold(self, connection: Any) -> None:
+        cid = self._id_of.get(connection)
+        if cid is not None:
+            self._channel.send("hold", cid)
+
+    def forget(self, connection: Any) -> None:
+        cid = self._id_of.pop(connection, None)
+        if cid is not None:
+            del self._by_id[cid]
+            self._channel.send("forget", cid)
+
+    def cut(self, cid: int, why: str) -> None:
+        """The writer evicted connection ``cid`` (for a newer one on another process)."""
+        connection = self._by_id.get(cid)
+        if connection is not None:
+            connection.cut(why)
+
+
 class _Process:
     """The serving process's state: its store, server and follower."""
 
@@ -116,6 +162,7 @@ class _Process:
         self.target = 0          # the offset the writer asked for before serving starts
         self.server: Any = None
         self.channel: Channel | None = None
+        self.admission: RemoteAdmission | None = None
 
     def handle(self, message: tuple) -> Any:
         kind = message[0]
@@ -126,6 +173,8 @@ class _Process:
             self.wake.set()
         elif kind == "accept":
             return self._accept(message[1], message[2])
+        elif kind == "cut" and self.admission is not None:
+            self.admission.cut(message[1], message[2])
         return None
 
     async def _accept(self, rid: int, on: bool) -> None:
@@ -182,8 +231,9 @@ async def _run(fd: int) -> int:
         SecurityStore.open, init.store_path, init.store_config, keyring=init.keyring, read_only=True, create=False))
     try:
         sockets = {name: tuple(socket.socket(fileno=fd) for fd in fds) for name, fds in init.sockets.items()}
+        process.admission = RemoteAdmission(channel)
         server = Server(ForwardingStore(store, channel, loop), init.listeners, init.config, sockets=sockets,
-                        limiter=RemoteLimiter(channel))
+                        limiter=RemoteLimiter(channel), admission=process.admission)
 
         async def start_serving() -> None:
             await server.start()
