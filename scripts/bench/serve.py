@@ -171,9 +171,16 @@ class ServerProcess:
         return self.proc.pid
 
     def cpu_seconds(self) -> float:
-        """User + system CPU of the server process (all threads) so far."""
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """User + system CPU so far of the server process (all threads) and of its live children (the
+        serving processes of ``serve --processes N``; N = the CPUs by default)."""
+        total = 0.0
+        for pid in [self.pid, *_children(self.pid)]:
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except FileNotFoundError:   # exited since it was listed
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
 
     def errors(self) -> str:
         self.stderr.seek(0)
@@ -188,6 +195,16 @@ class ServerProcess:
                 self.proc.kill()
                 self.proc.wait()
         self.proc.stdout.close()
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:
+            continue
+    return out
 
 
 def client_cpu_seconds() -> float:

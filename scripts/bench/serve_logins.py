@@ -166,9 +166,9 @@ def run_cell(server: ServerProcess, protocol: str, ca: str | None, concurrency: 
         pipes.append(ours)
         procs.append(proc)
     barrier.wait()
-    server_cpu = server_cpu_seconds(server.pid)
+    server_cpu = server.cpu_seconds()
     results = [pipe.recv() for pipe in pipes]
-    server_cpu = server_cpu_seconds(server.pid) - server_cpu
+    server_cpu = server.cpu_seconds() - server_cpu
     for proc in procs:
         proc.join()
     samples = [s for r in results for s in r[0]]
@@ -179,28 +179,6 @@ def run_cell(server: ServerProcess, protocol: str, ca: str | None, concurrency: 
     return {"logins": len(samples), "errors": errors, "per_s": len(samples) / seconds, "p50_ms": p["p50"],
             "p99_ms": p["p99"], "server_cpu_ms_per_login": 1000 * server_cpu / n,
             "client_cpu_ms_per_login": 1000 * client_cpu / n}
-
-
-def server_cpu_seconds(pid: int) -> float:
-    """User + system CPU of ``pid`` and of its live children (the serving processes) so far."""
-    total = 0.0
-    for p in [pid, *_children(pid)]:
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            out += [int(c) for c in (task / "children").read_text().split()]
-        except FileNotFoundError:
-            continue
-    return out
 
 
 def pbkdf2_ms(iterations: int = 4096, n: int = 200) -> float:
