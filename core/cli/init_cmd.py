@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from secmeta.core.cli.common import add_store_options, keyring, store_path
+from secmeta.core.cli.replication import add_connection_options, replication
 from secmeta.core.errors import StoreError
 
 
@@ -23,6 +24,11 @@ def register(commands: argparse._SubParsersAction) -> None:
         ),
     )
     add_store_options(init)
+    join = init.add_argument_group("joining a replicated store (needs the kafka extra)")
+    join.add_argument("--join", metavar="HOST:PORT",
+                      help="make this node's store from the log topic on this Kafka cluster, verified link by "
+                           "link (the keyring must hold the store's keys); then serve it with --replication-*")
+    add_connection_options(join)  # type: ignore[arg-type]
     init.set_defaults(func=run)
 
 
@@ -36,6 +42,11 @@ def run(args: argparse.Namespace) -> int:
     if (Path(path) / META_FILE).exists():
         raise StoreError(f"{path} is already a secmeta store; nothing was changed")
     ring = keyring(args)
+    if args.join:
+        with replication().join(path, args, ring) as store:
+            print(f"joined store {store.log.store.store_id} in {path}: offsets {store.log.start_offset} to "
+                  f"{store.log.end_offset} from the log topic, verified")
+        return 0
     with SecurityStore.open(path, StoreConfig.load(path), keyring=ring, create=True) as store:
         store_id = store.log.store.store_id
         log_initial_settings(store, args)  # the settings that decide access are the log's first events

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import signal
 import sys
@@ -10,6 +11,7 @@ from typing import Any
 
 from secmeta.core import validation
 from secmeta.core.cli.common import add_store_options, keyring, store_path
+from secmeta.core.cli.replication import add_serve_options, replication
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.server.config import MAX_DEFAULT_PROCESSES, ServerConfig, default_processes
 from secmeta.core.server.listeners import ClientAuth, SslConfig, parse_advertised, parse_listeners
@@ -96,6 +98,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                         "alone. Default: the CPUs this process may use (its CPU affinity), at most "
                         f"{MAX_DEFAULT_PROCESSES}. Connections and failed logins are counted once, by the writer, "
                         "so the limits above hold across the processes")
+    add_serve_options(p)
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="level of the server's log on stderr")
     p.set_defaults(func=run)
@@ -144,30 +147,60 @@ def run(args: argparse.Namespace) -> int:
     from secmeta.core.config import StoreConfig
     from secmeta.core.server.processes import ServingProcesses
     from secmeta.core.server.server import Server
+    from secmeta.core.store.commit_gate import NotWriterGate
     from secmeta.core.store.facade import SecurityStore
 
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     listeners, config = server_config(args)
     path = store_path(args)
-    with SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), create=False) as store:
-        log_initial_settings(store, args)
-        processes = args.processes or default_processes()
-        if processes == 1:
-            server: Any = Server(store, listeners, config)   # checks TLS files before anything binds
-        else:
-            server = ServingProcesses(store, listeners, config, processes=processes)
-        store.start_token_sweeper()
-        asyncio.run(_serve(server))
+    replicated = replication() if args.replication_bootstrap_server else None
+    gate = None if replicated is None else NotWriterGate("this node has not caught up with the log topic yet")
+    stop = _Stop()
+    with SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), create=False,
+                            commit_gate=gate) as store:
+        with contextlib.nullcontext() if replicated is None else replicated.start(store, args, stop.fail) as node:
+            if node is None or node.writing:
+                log_initial_settings(store, args)
+            processes = args.processes or default_processes()
+            if processes == 1:
+                server: Any = Server(store, listeners, config)   # checks TLS files before anything binds
+            else:
+                server = ServingProcesses(store, listeners, config, processes=processes)
+            store.start_token_sweeper()
+            asyncio.run(_serve(server, stop))
+    if stop.error is not None:
+        raise stop.error
     print("stopped; store closed", file=sys.stderr, flush=True)
     return 0
 
 
-async def _serve(server) -> None:
+class _Stop:
+    """Stops the serving loop: a signal, or replication failing in its own thread (``fail``, then re-raised)."""
+
+    def __init__(self):
+        self.error: BaseException | None = None
+        self._loop = None
+        self._event = None
+
+    def arm(self, loop, event) -> None:
+        self._loop, self._event = loop, event
+        if self.error is not None:
+            event.set()
+
+    def fail(self, error: BaseException) -> None:
+        self.error = error
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._event.set)
+
+
+async def _serve(server, stopper: _Stop | None = None) -> None:
     import asyncio
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    if stopper is not None:
+        stopper.arm(loop, stop)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await server.start()

@@ -84,6 +84,18 @@ class LogLoader:
             schema_dir.mkdir(exist_ok=True)
             write_atomically(own, self.codec.writer_schema_json.encode())
 
+    def add_schema(self, schema_json: str) -> None:
+        """Teach the codec a writer schema another copy of the log wrote batches with, and keep it beside the log."""
+        path = self.store.schema_dir / f"{self.codec.register_writer_schema(schema_json).hex()}.avsc"
+        if not path.exists():
+            write_atomically(path, schema_json.encode())
+
+    def writer_schemas(self) -> list[str]:
+        """The writer schemas of the log's batches (the codec's own included), as stored."""
+        own = self.codec.writer_schema_json
+        found = [p.read_text() for p in sorted(self.store.schema_dir.glob("*.avsc"))]
+        return [*(text for text in found if text != own), own]
+
     def read_anchor(self) -> Anchor | None:
         """The retention anchor, refused when retention is not configured for this store."""
         anchor = read_anchor(self.store.log_dir, self.store.store_id, self.keyring)

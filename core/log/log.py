@@ -139,6 +139,15 @@ class Log:
         if not self.read_only:
             self._writer.flush()
 
+    def add_writer_schema(self, schema_json: str) -> None:
+        """Learn (and keep beside the log) the writer schema of batches another copy of the log appended."""
+        self._check_writer()
+        self._loader.add_schema(schema_json)
+
+    def writer_schemas(self) -> list[str]:
+        """Every writer schema the log's batches may be written with, as stored (this codec's last)."""
+        return self._loader.writer_schemas()
+
     # -- reading ---------------------------------------------------------------
 
     @property

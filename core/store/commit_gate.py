@@ -21,7 +21,7 @@ from typing import Protocol
 
 from secmeta.core.errors import SecmetaError
 
-__all__ = ["CommitGate", "CommitGateError", "PendingBatch", "WritesStoppedError"]
+__all__ = ["CommitGate", "CommitGateError", "NotWriterError", "NotWriterGate", "PendingBatch", "WritesStoppedError"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +51,17 @@ class CommitGateError(SecmetaError):
 
 class WritesStoppedError(SecmetaError):
     """A gate failed earlier: the store acknowledges no write until it is given a gate again."""
+
+
+class NotWriterError(CommitGateError):
+    """This node is not the store's writer (a standby, or a node not yet elected)."""
+
+
+class NotWriterGate:
+    """The gate of a node that must not write (yet): every batch is refused, nothing is appended."""
+
+    def __init__(self, why: str = "this node is not the store's writer"):
+        self.why = why
+
+    def commit(self, batch: PendingBatch) -> None:
+        raise NotWriterError(f"the batch at offset {batch.base_offset} was not written: {self.why}")

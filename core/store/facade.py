@@ -241,6 +241,11 @@ class SecurityStore:
             self._gate, self._stopped = gate, None
             self._log_key_rotation()
 
+    @property
+    def writes_stopped(self) -> BaseException | None:
+        """Why the store acknowledges no write (its commit gate failed), or None."""
+        return self._stopped
+
     def append_replicated(self, frame: bytes) -> int:
         """Append a batch the commit point already holds (a replica following the topic), byte for byte, and
         publish its image; DivergedError (naming the offset and both links) when it does not extend the local

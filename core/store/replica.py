@@ -16,11 +16,15 @@ from secmeta.events.keyring import Keyring
 __all__ = ["create_replica"]
 
 
-def create_replica(path: str | os.PathLike, store_id: str, created_ms: int, keyring: Keyring) -> None:
-    """Make an empty store at ``path`` (a new or empty directory) with the identity of store ``store_id``."""
+def create_replica(path: str | os.PathLike, store_id: str, created_ms: int, keyring: Keyring,
+                   key_checks: dict[str, str] | None = None) -> None:
+    """Make an empty store at ``path`` (a new or empty directory) with the identity of store ``store_id``,
+    written with the keys of ``key_checks`` (the keyring must match them: KeyringError otherwise)."""
     store = StoreDirectory.open(path, create=True, identity=(store_id, created_ms),
                                 initialise=lambda new: write_genesis_mark(new, keyring))
     try:
+        store.key_checks.update(key_checks or {})
         store.check_keyring(keyring, writer=True)
+        store.save_meta()
     finally:
         store.close()

@@ -1,0 +1,119 @@
+"""The commit gate of replicated mode: a batch is committed when a Kafka transaction holding it commits.
+
+One transactional producer per writer (acks=all, idempotent) with the transactional.id every node of the
+store shares: ``init_transactions`` by a newer writer fences this one, whose next commit then fails. Each
+batch is one transaction (its writer schema's record goes with the first). Whatever goes wrong (fenced,
+a timeout, an abortable error) the batch is reported not committed and this gate commits nothing more:
+the store stops acknowledging writes, and a writer that was merely cut off may be elected again with a
+new gate.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from confluent_kafka import KafkaException, Producer
+
+from secmeta.consumers.kafka.client_config import client_settings
+from secmeta.consumers.kafka.client_log import side_client_logger
+from secmeta.consumers.kafka.replication.records import batch_headers, schema_record
+from secmeta.consumers.kafka.replication.settings import ReplicationSettings, transactional_id
+from secmeta.core.store.commit_gate import CommitGateError, PendingBatch
+
+__all__ = ["FencedError", "KafkaCommitGate"]
+
+logger = logging.getLogger("secmeta.replication")
+
+
+class FencedError(CommitGateError):
+    """A newer writer of the store initialised the shared transactional id: this one may never write again."""
+
+
+class KafkaCommitGate:
+    """Commits batches to the log topic in transactions; construct = fence every older writer."""
+
+    def __init__(self, settings: ReplicationSettings, store_id: str, topic: str, schema_json: str):
+        self.topic = topic
+        self._settings = settings
+        self._schema = schema_record(schema_json)
+        self._schema_sent = False
+        self._failed: BaseException | None = None
+        self._expected: tuple[int, bytes] | None = None  # where the topic ends: (offset, link)
+        self._lock = threading.Lock()
+        self._producer = Producer(client_settings(settings.bootstrap, settings.client, defaults={
+            "transaction.timeout.ms": 10_000, "linger.ms": 0,
+        }, enforced={
+            "transactional.id": transactional_id(store_id), "enable.idempotence": True, "acks": "all",
+            "logger": side_client_logger(),
+        }))
+        try:
+            self._producer.init_transactions(settings.timeout_s)
+        except KafkaException as exc:
+            raise CommitGateError(f"could not become the writer of the log topic {topic}: {exc.args[0].str()}") from None
+
+    def expect(self, next_offset: int, link: bytes) -> None:
+        """Where the topic ends now (after catching up with it): the next batch must extend exactly that."""
+        self._expected = (next_offset, link)
+
+    def seed(self, records: list[tuple[bytes, list[tuple[str, bytes]]]]) -> None:
+        """Commit an empty topic's first records (seed_records: they hold every writer schema) in one transaction."""
+        self._schema_sent = True
+        self.commit_records(records, "seeding the log topic")
+
+    def commit(self, batch: PendingBatch) -> None:
+        what = f"the batch at offset {batch.base_offset}"
+        if self._expected is None or self._expected != (batch.base_offset, batch.prev_link):
+            end = "unknown" if self._expected is None else f"offset {self._expected[0]}"
+            raise CommitGateError(f"{what} was not committed: it does not extend the log topic {self.topic}, which "
+                                  f"ends at {end}; this node acknowledges no more writes")
+        record = (batch.frame, batch_headers(self._settings.node_id, batch.base_offset, batch.link))
+        self.commit_records([record] if self._schema_sent else [self._schema, record], what)
+        self._expected = (batch.next_offset, batch.link)
+
+    def commit_records(self, records: list[tuple[bytes, list[tuple[str, bytes]]]], what: str) -> None:
+        """Produce ``records`` in one transaction and commit it; CommitGateError (FencedError) when not committed."""
+        with self._lock:
+            if self._failed is not None:
+                raise CommitGateError(f"{what} was not committed: this writer failed earlier ({self._failed})")
+            producer = self._producer
+            try:
+                producer.begin_transaction()
+                for value, headers in records:
+                    producer.produce(self.topic, value=value, headers=headers)
+                producer.commit_transaction(self._settings.timeout_s)
+            except KafkaException as exc:
+                self._failed = error = _gate_error(exc, what, self.topic)
+                _abort(producer, self._settings.timeout_s)
+                raise error from None
+            except BufferError as exc:
+                self._failed = error = CommitGateError(f"{what} was not committed: {exc}")
+                _abort(producer, self._settings.timeout_s)
+                raise error from None
+            self._schema_sent = True
+
+    @property
+    def failed(self) -> BaseException | None:
+        return self._failed
+
+    def close(self) -> None:
+        with self._lock:
+            if self._failed is None:
+                self._failed = CommitGateError("the writer was closed")
+            self._producer.flush(0)
+
+
+def _gate_error(exc: KafkaException, what: str, topic: str) -> CommitGateError:
+    err = exc.args[0]
+    if err.fatal() or "fenced" in err.str().lower():
+        return FencedError(f"{what} was not committed: a newer writer took over the log topic {topic} "
+                           f"({err.str()}); this node acknowledges no more writes")
+    return CommitGateError(f"{what} was not committed to the log topic {topic} ({err.str()}); whether Kafka "
+                           "has it is not known, so this node acknowledges no more writes")
+
+
+def _abort(producer: Producer, timeout: float) -> None:
+    try:
+        producer.abort_transaction(timeout)
+    except KafkaException as exc:
+        logger.debug("abort after a failed commit: %s", exc.args[0])

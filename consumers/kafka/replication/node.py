@@ -1,0 +1,124 @@
+"""A node in replicated mode: its store, the log topic, and whether it writes or follows.
+
+``become_writer`` fences every older writer (the shared transactional id), catches up with the topic's
+end (seeding an empty topic with the local log), checks the local log holds nothing the topic does not,
+then gives the store its Kafka commit gate. ``follow`` keeps a standby's local log and image a replica of
+the topic in a background thread; a divergence stops it and is reported to ``on_failure``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+
+from secmeta.consumers.kafka.replication.gate import KafkaCommitGate
+from secmeta.consumers.kafka.replication.reader import TopicReader
+from secmeta.consumers.kafka.replication.records import (
+    StoreRecord,
+    batch_headers,
+    schema_record,
+    store_record,
+)
+from secmeta.consumers.kafka.replication.replica import TopicReplica
+from secmeta.consumers.kafka.replication.settings import ReplicationSettings
+from secmeta.consumers.kafka.replication.topic import ensure_topic
+from secmeta.core.config import CONFIG_FILE
+from secmeta.core.store.facade import SecurityStore
+
+__all__ = ["ReplicatedNode", "seed_records"]
+
+logger = logging.getLogger("secmeta.replication")
+
+
+def seed_records(store: SecurityStore, node_id: int) -> list[tuple[bytes, list[tuple[str, bytes]]]]:
+    """What an empty log topic is seeded with: the store record, every writer schema, then every batch."""
+    log = store.log
+    config_path = log.store.path / CONFIG_FILE
+    config = json.loads(config_path.read_text()) if config_path.exists() else {}
+    identity = StoreRecord(log.store.store_id, log.store.created_ms, dict(log.store.key_checks), config,
+                           log.start_offset, log.state.start_link)
+    records = [store_record(identity), *(schema_record(text) for text in log.writer_schemas())]
+    records += [(b.frame(), batch_headers(node_id, b.base_offset, b.link)) for b in log.batches(log.start_offset)]
+    return records
+
+
+class ReplicatedNode:
+    """The replication of one open store through its log topic."""
+
+    def __init__(self, store: SecurityStore, settings: ReplicationSettings):
+        self.store = store
+        self.settings = settings
+        self.topic = settings.topic_for(store.log.store.store_id)
+        ensure_topic(settings, self.topic)
+        self.replica = TopicReplica(store, self.topic)
+        self._reader = TopicReader(settings, self.topic)
+        self.gate: KafkaCommitGate | None = None
+        self._stop = threading.Event()
+        self._follower: threading.Thread | None = None
+
+    @property
+    def writing(self) -> bool:
+        return self.gate is not None and self.gate.failed is None
+
+    def become_writer(self) -> None:
+        """Fence older writers, catch up with (or seed) the topic, then commit every write through it."""
+        self._stop_following()
+        log = self.store.log
+        gate = KafkaCommitGate(self.settings, log.store.store_id, self.topic, log.codec.writer_schema_json)
+        try:
+            self._reader.read_to_end(self.replica.apply)
+            if self.replica.identity is None:
+                gate.seed(seed_records(self.store, self.settings.node_id))
+                logger.info("seeded the log topic %s with offsets %s to %s", self.topic, log.start_offset,
+                            log.end_offset)
+            else:
+                self.replica.check_not_ahead()
+            gate.expect(log.end_offset, log.last_link)
+        except BaseException:
+            gate.close()
+            raise
+        self.gate = gate
+        self.store.set_commit_gate(gate)
+        logger.info("node %s writes the log topic %s from offset %s", self.settings.node_id, self.topic,
+                    log.end_offset)
+
+    def catch_up(self) -> None:
+        """Apply the topic up to its end now, and refuse a local log ahead of it."""
+        self._reader.read_to_end(self.replica.apply)
+        self.replica.check_not_ahead()
+
+    def follow(self, on_failure: Callable[[BaseException], None]) -> None:
+        """Catch up, then keep following the topic in the background until ``close``; a failure (divergence,
+        Kafka unreachable past the timeout while catching up) stops following and goes to ``on_failure``."""
+        self.catch_up()
+
+        def run() -> None:
+            try:
+                self._reader.follow(self.replica.apply, self._stop)
+            except BaseException as exc:  # noqa: BLE001 - reported, and the node stops serving
+                logger.error("following the log topic %s stopped: %s", self.topic, exc)
+                on_failure(exc)
+
+        self._follower = threading.Thread(target=run, name="secmeta-replica", daemon=True)
+        self._follower.start()
+
+    def _stop_following(self) -> None:
+        follower, self._follower = self._follower, None
+        if follower is not None:
+            self._stop.set()
+            follower.join()
+            self._stop.clear()
+
+    def __enter__(self) -> ReplicatedNode:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stop_following()
+        self._reader.close()
+        if self.gate is not None:
+            self.gate.close()

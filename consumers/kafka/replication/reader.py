@@ -1,0 +1,82 @@
+"""Reading the log topic: committed records only (read_committed), from the start, to its end or on and on."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+
+from secmeta.consumers.kafka.client_config import client_settings
+from secmeta.consumers.kafka.client_log import side_client_logger
+from secmeta.consumers.kafka.replication.records import (
+    BatchRecord,
+    SchemaRecord,
+    StoreRecord,
+    parse_record,
+)
+from secmeta.consumers.kafka.replication.settings import ReplicationSettings
+from secmeta.consumers.kafka.replication.topic import ReplicationUnavailableError
+
+__all__ = ["Apply", "TopicReader"]
+
+Apply = Callable[[StoreRecord | SchemaRecord | BatchRecord, int], None]
+BURST = 500
+
+
+class TopicReader:
+    """One consumer of the log topic's single partition, from its first record, committed records only."""
+
+    def __init__(self, settings: ReplicationSettings, topic: str):
+        self.topic = topic
+        self._timeout = settings.timeout_s
+        self._consumer = Consumer(client_settings(settings.bootstrap, settings.client, defaults={
+            "group.id": f"secmeta-replica-{uuid.uuid4().hex}",  # assigned, never subscribed: no group state
+            "fetch.wait.max.ms": 50,  # a standby's staleness, and how soon the end is known
+        }, enforced={
+            "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True,
+            "logger": side_client_logger(),
+        }))
+        self._consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        self._at_end = False  # the end was reached and nothing came since
+
+
+    def read_to_end(self, apply: Apply) -> None:
+        """Apply every committed record up to the topic's end; ReplicationUnavailableError when the end is not
+        reached within the timeout of a silent broker."""
+        deadline = time.monotonic() + self._timeout
+        if self._at_end:  # librdkafka reports the end once: seeking where we are asks for it again
+            self._consumer.seek(self._consumer.position([TopicPartition(self.topic, 0)])[0])
+        while not self._step(apply, 0.2):
+            if time.monotonic() > deadline:
+                raise ReplicationUnavailableError(f"the end of the log topic {self.topic} was not reached within "
+                                                  f"{self._timeout:g} s: Kafka did not answer")
+
+    def follow(self, apply: Apply, stop: threading.Event, poll_s: float = 0.1) -> None:
+        """Apply records as they are committed until ``stop`` is set."""
+        while not stop.is_set():
+            self._step(apply, poll_s)
+
+    def _step(self, apply: Apply, timeout: float) -> bool:
+        """Apply what one consume brings; True when it ended at the end of the partition."""
+        at_end = False
+        for msg in self._consumer.consume(BURST, timeout):
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    at_end = self._at_end = True
+                    continue
+                if err.fatal() or not err.retriable():
+                    raise ReplicationUnavailableError(f"reading the log topic {self.topic} failed: {err.str()}")
+                continue
+            at_end = self._at_end = False
+            apply(parse_record(msg.value(), msg.headers(), msg.offset()), msg.offset())
+        return at_end
+
+    def close(self) -> None:
+        try:
+            self._consumer.close()
+        except (KafkaException, RuntimeError):
+            pass

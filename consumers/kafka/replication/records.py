@@ -1,0 +1,107 @@
+"""The records of a store's log topic: what each carries, encoded and parsed in one place.
+
+Every record names its kind in the ``secmeta.record`` header:
+
+- ``store``: the first record of the topic: the store's identity (id, creation time, key checks), its
+  saved settings (config.json, no secrets) and where its log starts (offset and chain link), as JSON;
+- ``schema``: a batch writer schema (JSON), before the first batch written with it;
+- ``batch``: one store batch, its frame's bytes exactly as the local log stores them; headers name the
+  writer node (``secmeta.node``), the batch's first offset (``secmeta.offset``) and its chain link
+  (``secmeta.link``, hex).
+
+A record that is none of these, or whose headers contradict its bytes, is refused (TopicFormatError).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from secmeta.core.errors import SecmetaError
+from secmeta.core.log.format import Batch, FrameError, decode_frame
+
+__all__ = ["BatchRecord", "SchemaRecord", "StoreRecord", "TopicFormatError", "batch_headers", "parse_record",
+           "schema_record", "store_record"]
+
+KIND = "secmeta.record"
+FORMAT = "secmeta-log-topic"
+VERSION = 1
+
+
+class TopicFormatError(SecmetaError):
+    """A record of the log topic that is not one secmeta wrote (the message names its Kafka offset)."""
+
+
+@dataclass(frozen=True)
+class StoreRecord:
+    store_id: str
+    created_ms: int
+    key_checks: dict[str, str]
+    config: dict[str, Any]
+    start_offset: int
+    start_link: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class SchemaRecord:
+    schema_json: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    node_id: str
+    batch: Batch = field(repr=False)
+    frame: bytes = field(repr=False)
+
+
+def store_record(record: StoreRecord) -> tuple[bytes, list[tuple[str, bytes]]]:
+    body = {"format": FORMAT, "version": VERSION, "store_id": record.store_id, "created_ms": record.created_ms,
+            "key_checks": record.key_checks, "config": record.config, "start_offset": record.start_offset,
+            "start_link": record.start_link.hex()}
+    return json.dumps(body, sort_keys=True).encode(), [(KIND, b"store")]
+
+
+def schema_record(schema_json: str) -> tuple[bytes, list[tuple[str, bytes]]]:
+    return schema_json.encode(), [(KIND, b"schema")]
+
+
+def batch_headers(node_id: int | str, base_offset: int, link: bytes) -> list[tuple[str, bytes]]:
+    return [(KIND, b"batch"), ("secmeta.node", str(node_id).encode()),
+            ("secmeta.offset", str(base_offset).encode()), ("secmeta.link", link.hex().encode())]
+
+
+def parse_record(value: bytes | None, headers: list[tuple[str, bytes]] | None,
+                 kafka_offset: int) -> StoreRecord | SchemaRecord | BatchRecord:
+    named = dict(headers or ())
+    kind = named.get(KIND)
+    where = f"the log topic's record at Kafka offset {kafka_offset}"
+    if value is None:
+        raise TopicFormatError(f"{where} has no value: it was not written by secmeta")
+    if kind == b"batch":
+        try:
+            batch = decode_frame(value, 0)
+        except FrameError as exc:
+            raise TopicFormatError(f"{where} is not a log batch: {exc}") from None
+        if batch.size != len(value) or named.get("secmeta.offset") != str(batch.base_offset).encode() \
+                or named.get("secmeta.link") != batch.link.hex().encode():
+            raise TopicFormatError(f"{where}: its headers do not match the batch it carries")
+        return BatchRecord(named.get("secmeta.node", b"?").decode(errors="replace"), batch, value)
+    if kind == b"schema":
+        return SchemaRecord(value.decode())
+    if kind == b"store":
+        try:
+            body = json.loads(value)
+            if body.get("format") != FORMAT:
+                raise ValueError(f"format {body.get('format')!r}")
+            if int(body["version"]) > VERSION:
+                raise TopicFormatError(f"{where} has log topic format version {body['version']}; this secmeta "
+                                       f"reads versions up to {VERSION}: upgrade secmeta")
+            return StoreRecord(str(body["store_id"]), int(body["created_ms"]), dict(body["key_checks"]),
+                               dict(body.get("config") or {}), int(body["start_offset"]),
+                               bytes.fromhex(body["start_link"]))
+        except TopicFormatError:
+            raise
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TopicFormatError(f"{where} is not a readable store record: {exc}") from None
+    raise TopicFormatError(f"{where} is not a secmeta log record (header {KIND}={kind!r})")

@@ -1,0 +1,98 @@
+"""A node's local log as a verified replica of the log topic, which is the witness of the newest link.
+
+Each batch record is checked against the local log: one the local log already holds must carry the local
+link at its end (else the two histories differ there); the next one is appended byte for byte once it
+extends the local chain (``SecurityStore.append_replicated``); anything else refuses. At the topic's end,
+a local log that holds more than the topic (rolled back or forged, item 7 of issue 25) refuses to serve.
+Every refusal is a DivergedError naming the offset and both links, or a TopicFormatError naming the
+Kafka offset; nothing is appended then.
+"""
+
+from __future__ import annotations
+
+from secmeta.consumers.kafka.replication.records import (
+    BatchRecord,
+    SchemaRecord,
+    StoreRecord,
+    TopicFormatError,
+)
+from secmeta.core.log import DivergedError
+from secmeta.core.store.facade import SecurityStore
+
+__all__ = ["TopicReplica"]
+
+
+def _short(link: bytes | None) -> str:
+    return "none" if link is None else link.hex()[:16]
+
+
+class TopicReplica:
+    """Applies the log topic's records, in order, to ``store``'s local log and image."""
+
+    def __init__(self, store: SecurityStore, topic: str):
+        self.store = store
+        self.topic = topic
+        self.identity: StoreRecord | None = None
+        self.end: tuple[int, bytes] | None = None  # where the topic's batches end so far: (offset, link)
+
+    def apply(self, record: StoreRecord | SchemaRecord | BatchRecord, kafka_offset: int) -> None:
+        if isinstance(record, StoreRecord):
+            self._identify(record, kafka_offset)
+        elif self.identity is None:
+            raise TopicFormatError(f"the log topic {self.topic} does not start with its store record (Kafka offset "
+                                   f"{kafka_offset} comes first): it is not a secmeta log topic")
+        elif isinstance(record, SchemaRecord):
+            self.store.log.add_writer_schema(record.schema_json)
+        else:
+            self._batch(record, kafka_offset)
+
+    def _identify(self, record: StoreRecord, kafka_offset: int) -> None:
+        own = self.store.log.store.store_id
+        if self.identity is not None:
+            raise TopicFormatError(f"the log topic {self.topic} holds a second store record at Kafka offset "
+                                   f"{kafka_offset}: it is not one store's log")
+        if record.store_id != own:
+            raise TopicFormatError(f"the log topic {self.topic} holds the log of store {record.store_id}, not of this "
+                                   f"store ({own}): give the topic of this store, or join that store with "
+                                   "`secmeta init --join` in a new directory")
+        self.identity = record
+        self.end = (record.start_offset, record.start_link)
+
+    def _batch(self, record: BatchRecord, kafka_offset: int) -> None:
+        batch, log = record.batch, self.store.log
+        assert self.end is not None
+        if batch.base_offset != self.end[0]:
+            raise TopicFormatError(f"the log topic {self.topic}'s batch at Kafka offset {kafka_offset} starts at log "
+                                   f"offset {batch.base_offset}, but the topic's batches before it end at "
+                                   f"{self.end[0]}: the topic is not one log")
+        local_end = log.end_offset
+        if batch.next_offset <= local_end:
+            if batch.next_offset >= log.start_offset:
+                local = log.link_at(batch.next_offset)
+                if local != batch.link:
+                    raise DivergedError(
+                        f"the local log and the log topic {self.topic} differ at the batch ending at offset "
+                        f"{batch.next_offset}: the local log's link there is {_short(local)}, the topic's is "
+                        f"{_short(batch.link)} (written by node {record.node_id}). The local log was rewritten or "
+                        "forged; this node does not serve. Rebuild it from the topic (`secmeta init --join` in a "
+                        "new directory)", offset=batch.base_offset)
+        elif batch.base_offset == local_end:
+            self.store.append_replicated(record.frame)
+        else:
+            raise DivergedError(
+                f"the log topic {self.topic}'s batch [{batch.base_offset}, {batch.next_offset}) straddles the local "
+                f"log's end at offset {local_end}: the two logs cut their batches differently and are not copies "
+                "of one log; this node does not serve", offset=local_end)
+        self.end = (batch.next_offset, batch.link)
+
+    def check_not_ahead(self) -> None:
+        """At the topic's end: a local log holding offsets the topic does not is refused (the topic witnesses
+        the newest link)."""
+        end = self.end[0] if self.end is not None else 0
+        log = self.store.log
+        if log.end_offset > end:
+            raise DivergedError(
+                f"the local log holds offsets {end} to {log.end_offset} (last link {_short(log.last_link)}) that the "
+                f"log topic {self.topic} does not (it ends at offset {end} with link "
+                f"{_short(self.end[1] if self.end else None)}): nothing past the topic was ever committed, so "
+                "the local log was forged or the topic rolled back; this node does not serve", offset=end)

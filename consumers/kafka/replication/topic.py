@@ -1,0 +1,53 @@
+"""The log topic: found, or created with one partition, the configured replication and no retention."""
+
+from __future__ import annotations
+
+import logging
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from secmeta.consumers.kafka.client_config import client_settings
+from secmeta.consumers.kafka.client_log import side_client_logger
+from secmeta.consumers.kafka.replication.settings import ReplicationSettings
+from secmeta.core.errors import SecmetaError
+
+__all__ = ["ReplicationUnavailableError", "admin_client", "ensure_topic"]
+
+logger = logging.getLogger("secmeta.replication")
+
+
+class ReplicationUnavailableError(SecmetaError):
+    """Kafka could not be reached, or the log topic cannot serve as one."""
+
+
+def admin_client(settings: ReplicationSettings) -> AdminClient:
+    return AdminClient(client_settings(settings.bootstrap, settings.client, enforced={"logger": side_client_logger()}))
+
+
+def ensure_topic(settings: ReplicationSettings, topic: str) -> None:
+    """Create ``topic`` when missing: one partition (one order of batches), ``replication_factor`` replicas,
+    ``min.insync.replicas``, kept forever (a joiner rebuilds from it). An existing topic must have one partition.
+    (Created first, looked at after: asking for a missing topic's metadata may auto-create it with defaults.)"""
+    admin = admin_client(settings)
+    timeout = settings.timeout_s
+    config = {"min.insync.replicas": str(settings.min_insync_replicas), "retention.ms": "-1",
+              "retention.bytes": "-1", "cleanup.policy": "delete"}
+    future = admin.create_topics([NewTopic(topic, 1, settings.replication_factor, config=config)],
+                                 request_timeout=timeout, operation_timeout=timeout)[topic]
+    try:
+        future.result(timeout=timeout + 5)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise ReplicationUnavailableError(f"creating the log topic {topic} failed: {exc.args[0].str()}") from None
+    else:
+        logger.info("created the log topic %s (%s replicas, min.insync.replicas %s)", topic,
+                    settings.replication_factor, settings.min_insync_replicas)
+    try:
+        found = admin.list_topics(topic, timeout=timeout).topics.get(topic)
+    except KafkaException as exc:
+        raise ReplicationUnavailableError(f"Kafka at {settings.bootstrap} did not answer: {exc.args[0]}") from None
+    if found is None or found.error is not None or len(found.partitions) != 1:
+        count = "no" if found is None or found.error is not None else len(found.partitions)
+        raise ReplicationUnavailableError(f"the log topic {topic} has {count} partitions; it needs exactly one "
+                                          "(one order of batches)")

@@ -1,0 +1,188 @@
+"""Replicated mode through a real Kafka-compatible broker (Tansu): the topic is the commit point, every node's
+local log a bit-identical, verified replica of it (issue 25 items 1, 2, 6 and 7)."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import replace
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from secmeta.consumers.kafka.replication.gate import FencedError
+from secmeta.consumers.kafka.replication.join import join
+from secmeta.consumers.kafka.replication.node import ReplicatedNode
+from secmeta.consumers.kafka.replication.settings import ReplicationSettings
+from secmeta.core import AclBindingFilter, SecurityStore, StoreConfig
+from secmeta.core.log import DivergedError
+from secmeta.core.store.commit_gate import NotWriterGate, WritesStoppedError
+from secmeta.core.store.replica import create_replica
+from tests.logkit import make_keyring
+from tests.storekit import ADMIN, TOKEN_SECRET, acl, upsert
+
+
+@pytest.fixture
+def settings(tansu_bootstrap):
+    return ReplicationSettings(tansu_bootstrap, node_id=1, replication_factor=1, min_insync_replicas=1, timeout_s=10)
+
+
+def _of(settings: ReplicationSettings, node: ReplicatedNode) -> ReplicationSettings:
+    """The settings naming ``node``'s topic (the broker holds the topics of every test)."""
+    return replace(settings, topic=node.topic)
+
+
+@pytest.fixture
+def keyring(tmp_path):
+    return make_keyring(tmp_path)
+
+
+def _open(path, keyring, **kw) -> SecurityStore:
+    return SecurityStore.open(path, StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring, **kw)
+
+
+def _log_bytes(store: SecurityStore) -> bytes:
+    return b"".join((store.log.store.log_dir / seg.name).read_bytes() for seg in store.log.segments())
+
+
+def _topic_batches(settings: ReplicationSettings, topic: str) -> list[bytes]:
+    """The committed batch records of ``topic``, as a plain consumer reads them."""
+    consumer = Consumer({"bootstrap.servers": settings.bootstrap, "group.id": "check", "enable.partition.eof": True,
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    out = []
+    try:
+        while True:
+            msg = consumer.poll(10)
+            assert msg is not None, "the topic's end was not reached"
+            if msg.error():
+                break
+            if dict(msg.headers())["secmeta.record"] == b"batch":
+                out.append(msg.value())
+    finally:
+        consumer.close()
+    return out
+
+
+@pytest.fixture
+def writer(tmp_path, keyring, settings):
+    """A store with history written before replication, then the first node in replicated mode (it seeds)."""
+    store = _open(tmp_path / "node1", keyring)
+    store.create_acls([acl("before")], context=ADMIN)
+    store.set_commit_gate(NotWriterGate())
+    node = ReplicatedNode(store, settings)
+    node.become_writer()
+    yield store, node
+    node.close()
+    store.close()
+
+
+def test_the_first_node_seeds_the_topic_and_each_write_is_committed_there_first(writer, settings):
+    """The topic holds the seeded history and every later batch, byte for byte as the local log stores them."""
+    store, node = writer
+    store.create_acls([acl("after")], context=ADMIN)
+    store.alter_user_scram_credentials([upsert("alice")], context=ADMIN)
+    assert b"".join(_topic_batches(settings, node.topic)) == _log_bytes(store)
+    assert store.log.end_offset == 3
+
+
+def test_a_joiner_rebuilds_a_bit_identical_store_from_the_topic(writer, settings, tmp_path, keyring):
+    """`init --join`: the same store id, log bytes, image and a snapshot, verified link by link."""
+    store, node = writer
+    store.create_acls([acl("after")], context=ADMIN)
+    with join(tmp_path / "node2", _of(settings, node), keyring) as joined:
+        assert joined.log.store.store_id == store.log.store.store_id
+        assert _log_bytes(joined) == _log_bytes(store)
+        assert joined.describe_acls(AclBindingFilter(), context=ADMIN) == store.describe_acls(AclBindingFilter(),
+                                                                                               context=ADMIN)
+        assert list(joined.log.store.snapshot_dir.iterdir())
+
+
+def test_a_joiner_with_another_keyring_is_refused_and_leaves_nothing(writer, settings, tmp_path):
+    """The keyring must hold the store's keys: the joiner is refused before writing anything."""
+    from secmeta.events.errors import KeyringError
+
+    (tmp_path / "other").mkdir()
+    with pytest.raises(KeyringError, match="none of the keys"):
+        join(tmp_path / "node2", _of(settings, writer[1]), make_keyring(tmp_path / "other"))
+    assert not (tmp_path / "node2").exists()
+
+
+def test_a_follower_appends_what_the_writer_commits(writer, settings, tmp_path, keyring):
+    """A standby follows the topic into its local log and image: the same bytes as the writer's."""
+    store, node = writer
+    join(tmp_path / "node2", _of(settings, node), keyring).close()
+    with _open(tmp_path / "node2", keyring, commit_gate=NotWriterGate()) as standby, \
+            ReplicatedNode(standby, _of(settings, node)) as follower:
+        failures: list[BaseException] = []
+        follower.follow(failures.append)
+        store.create_acls([acl("x"), acl("y")], context=ADMIN)
+        assert standby.log.wait_for(store.log.end_offset - 1, timeout=20)
+        assert _log_bytes(standby) == _log_bytes(store) and not failures
+        assert len(standby.describe_acls(AclBindingFilter(), context=ADMIN)) == 3
+
+
+def test_a_fenced_writer_fails_its_write_and_appends_nothing(writer, settings, tmp_path, keyring):
+    """A newer writer fences the older: the older's next write fails, nothing is appended, and it stops
+    acknowledging writes; the new writer goes on from the same log."""
+    store, node = writer
+    join(tmp_path / "node2", _of(settings, node), keyring).close()
+    with _open(tmp_path / "node2", keyring, commit_gate=NotWriterGate()) as second, \
+            ReplicatedNode(second, replace(_of(settings, node), node_id=2)) as newer:
+        newer.become_writer()
+        before = _log_bytes(store)
+        with pytest.raises(FencedError, match="newer writer"):
+            store.create_acls([acl("split-brain")], context=ADMIN)
+        with pytest.raises(WritesStoppedError):
+            store.create_acls([acl("again")], context=ADMIN)
+        assert _log_bytes(store) == before
+        second.create_acls([acl("from-node-2")], context=ADMIN)
+        names = [b.pattern.name for b in second.describe_acls(AclBindingFilter(), context=ADMIN)]
+        assert "split-brain" not in names and "from-node-2" in names
+        assert b"".join(_topic_batches(settings, node.topic)) == _log_bytes(second)
+
+
+def test_a_node_behind_the_topic_catches_up_at_start(writer, settings, tmp_path, keyring):
+    """A node stopped while others wrote catches up with the topic before it serves."""
+    store, node = writer
+    join(tmp_path / "node2", _of(settings, node), keyring).close()
+    store.create_acls([acl("while-away")], context=ADMIN)
+    with _open(tmp_path / "node2", keyring, commit_gate=NotWriterGate()) as behind, \
+            ReplicatedNode(behind, _of(settings, node)) as replica:
+        replica.catch_up()
+        assert _log_bytes(behind) == _log_bytes(store)
+
+
+def test_a_local_log_holding_what_the_topic_does_not_refuses_to_serve(writer, settings, tmp_path, keyring):
+    """A local log ahead of the topic (forged, or the topic rolled back) is refused, naming the offset."""
+    store, node = writer
+    end = store.log.end_offset
+    node.close()
+    store.close()
+    forged = tmp_path / "forged"
+    shutil.copytree(tmp_path / "node1", forged)
+    with _open(forged, keyring) as local:  # no gate: written past the topic
+        local.create_acls([acl("forged")], context=ADMIN)
+    with _open(forged, keyring, commit_gate=NotWriterGate()) as local, ReplicatedNode(local, _of(settings, node)) as replica:
+        with pytest.raises(DivergedError, match=f"holds offsets {end} to {end + 1} .* that the log topic") as err:
+            replica.become_writer()
+        assert err.value.offset == end
+        with pytest.raises(DivergedError, match=f"holds offsets {end} to"):
+            replica.catch_up()
+
+
+def test_a_local_log_rewritten_below_the_topic_end_is_refused_naming_both_links(writer, settings, tmp_path, keyring):
+    """A local log of the same store whose history differs from the topic's is refused at the first batch
+    that differs, with the local and the topic's links."""
+    store, node = writer
+    store.create_acls([acl("second")], context=ADMIN)
+    topic_link = store.log.link_at(2).hex()[:16]
+    other = tmp_path / "rewritten"  # the store's first batch, then another second one
+    create_replica(other, store.log.store.store_id, store.log.store.created_ms, keyring)
+    with _open(other, keyring) as copy:
+        copy.append_replicated(next(iter(store.log.batches(0))).frame())
+        copy.create_acls([acl("rewritten")], context=ADMIN)
+        local_link = copy.log.link_at(2).hex()[:16]
+    with _open(other, keyring, commit_gate=NotWriterGate()) as local, ReplicatedNode(local, _of(settings, node)) as replica:
+        with pytest.raises(DivergedError, match=f"ending at offset 2: the local log's link there is {local_link}, "
+                                                f"the topic's is {topic_link}"):
+            replica.catch_up()
