@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException, Producer
 
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.client_log import side_client_logger
-from secmeta.consumers.kafka.replication.records import batch_headers, schema_record
+from secmeta.consumers.kafka.replication.records import Record, batch_headers, schema_record
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings, transactional_id
 from secmeta.core.store.commit_gate import CommitGateError, PendingBatch
 
@@ -56,7 +56,7 @@ class KafkaCommitGate:
         """Where the topic ends now (after catching up with it): the next batch must extend exactly that."""
         self._expected = (next_offset, link)
 
-    def seed(self, records: list[tuple[bytes, list[tuple[str, bytes]]]]) -> None:
+    def seed(self, records: list[Record]) -> None:
         """Commit an empty topic's first records (seed_records: they hold every writer schema) in one transaction."""
         self._schema_sent = True
         self.commit_records(records, "seeding the log topic")
@@ -71,7 +71,7 @@ class KafkaCommitGate:
         self.commit_records([record] if self._schema_sent else [self._schema, record], what)
         self._expected = (batch.next_offset, batch.link)
 
-    def commit_records(self, records: list[tuple[bytes, list[tuple[str, bytes]]]], what: str) -> None:
+    def commit_records(self, records: list[Record], what: str) -> None:
         """Produce ``records`` in one transaction and commit it; CommitGateError (FencedError) when not committed."""
         with self._lock:
             if self._failed is not None:

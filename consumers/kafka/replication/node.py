@@ -16,6 +16,7 @@ from collections.abc import Callable
 from secmeta.consumers.kafka.replication.gate import KafkaCommitGate
 from secmeta.consumers.kafka.replication.reader import TopicReader
 from secmeta.consumers.kafka.replication.records import (
+    Record,
     StoreRecord,
     batch_headers,
     schema_record,
@@ -32,7 +33,7 @@ __all__ = ["ReplicatedNode", "seed_records"]
 logger = logging.getLogger("secmeta.replication")
 
 
-def seed_records(store: SecurityStore, node_id: int) -> list[tuple[bytes, list[tuple[str, bytes]]]]:
+def seed_records(store: SecurityStore, node_id: int) -> list[Record]:
     """What an empty log topic is seeded with: the store record, every writer schema, then every batch."""
     log = store.log
     config_path = log.store.path / CONFIG_FILE

@@ -72,7 +72,9 @@ class TopicReader:
                     raise ReplicationUnavailableError(f"reading the log topic {self.topic} failed: {err.str()}")
                 continue
             at_end = self._at_end = False
-            apply(parse_record(msg.value(), msg.headers(), msg.offset()), msg.offset())
+            offset = msg.offset()
+            kafka_offset = -1 if offset is None else offset
+            apply(parse_record(msg.value(), msg.headers(), kafka_offset), kafka_offset)
         return at_end
 
     def close(self) -> None:

@@ -21,9 +21,11 @@ from typing import Any
 from secmeta.core.errors import SecmetaError
 from secmeta.core.log.format import Batch, FrameError, decode_frame
 
-__all__ = ["BatchRecord", "SchemaRecord", "StoreRecord", "TopicFormatError", "batch_headers", "parse_record",
+__all__ = ["BatchRecord", "Headers", "Record", "SchemaRecord", "StoreRecord", "TopicFormatError", "batch_headers", "parse_record",
            "schema_record", "store_record"]
 
+Headers = list[tuple[str, str | bytes | None]]  # as confluent-kafka takes and gives them
+Record = tuple[bytes, Headers]  # a value and its headers, to produce
 KIND = "secmeta.record"
 FORMAT = "secmeta-log-topic"
 VERSION = 1
@@ -55,25 +57,26 @@ class BatchRecord:
     frame: bytes = field(repr=False)
 
 
-def store_record(record: StoreRecord) -> tuple[bytes, list[tuple[str, bytes]]]:
+def store_record(record: StoreRecord) -> Record:
     body = {"format": FORMAT, "version": VERSION, "store_id": record.store_id, "created_ms": record.created_ms,
             "key_checks": record.key_checks, "config": record.config, "start_offset": record.start_offset,
             "start_link": record.start_link.hex()}
     return json.dumps(body, sort_keys=True).encode(), [(KIND, b"store")]
 
 
-def schema_record(schema_json: str) -> tuple[bytes, list[tuple[str, bytes]]]:
+def schema_record(schema_json: str) -> Record:
     return schema_json.encode(), [(KIND, b"schema")]
 
 
-def batch_headers(node_id: int | str, base_offset: int, link: bytes) -> list[tuple[str, bytes]]:
+def batch_headers(node_id: int | str, base_offset: int, link: bytes) -> Headers:
     return [(KIND, b"batch"), ("secmeta.node", str(node_id).encode()),
             ("secmeta.offset", str(base_offset).encode()), ("secmeta.link", link.hex().encode())]
 
 
-def parse_record(value: bytes | None, headers: list[tuple[str, bytes]] | None,
+def parse_record(value: bytes | None, headers: Headers | dict[str, str | bytes | None] | None,
                  kafka_offset: int) -> StoreRecord | SchemaRecord | BatchRecord:
-    named = dict(headers or ())
+    named = {key: value.encode() if isinstance(value, str) else value
+             for key, value in (headers.items() if isinstance(headers, dict) else headers or ())}
     kind = named.get(KIND)
     where = f"the log topic's record at Kafka offset {kafka_offset}"
     if value is None:
@@ -86,7 +89,7 @@ def parse_record(value: bytes | None, headers: list[tuple[str, bytes]] | None,
         if batch.size != len(value) or named.get("secmeta.offset") != str(batch.base_offset).encode() \
                 or named.get("secmeta.link") != batch.link.hex().encode():
             raise TopicFormatError(f"{where}: its headers do not match the batch it carries")
-        return BatchRecord(named.get("secmeta.node", b"?").decode(errors="replace"), batch, value)
+        return BatchRecord((named.get("secmeta.node") or b"?").decode(errors="replace"), batch, value)
     if kind == b"schema":
         return SchemaRecord(value.decode())
     if kind == b"store":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -22,7 +23,8 @@ class ReplicationUnavailableError(SecmetaError):
 
 
 def admin_client(settings: ReplicationSettings) -> AdminClient:
-    return AdminClient(client_settings(settings.bootstrap, settings.client, enforced={"logger": side_client_logger()}))
+    config = client_settings(settings.bootstrap, settings.client, enforced={"logger": side_client_logger()})
+    return AdminClient(cast(dict[str, Any], config))
 
 
 def ensure_topic(settings: ReplicationSettings, topic: str) -> None:
