@@ -41,7 +41,8 @@ class CommitGate(Protocol):
     """Commits a batch elsewhere before the store appends it locally and answers."""
 
     def commit(self, batch: PendingBatch) -> None:
-        """Return once ``batch`` is durably committed; raise (CommitGateError) when it is not, or may not be."""
+        """Return once ``batch`` is durably committed; raise (CommitGateError) when it is not, or may not be.
+        InvalidValueError refuses the batch itself before anything was sent (writes go on)."""
         ...
 
 

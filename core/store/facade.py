@@ -33,7 +33,7 @@ from secmeta.core.control.quotas import (
     alter_client_quotas,
 )
 from secmeta.core.control.settings import alter_settings, initial_settings
-from secmeta.core.errors import ApiError, SecmetaError
+from secmeta.core.errors import ApiError, InvalidValueError, SecmetaError
 from secmeta.core.forensics.backend import open_keys
 from secmeta.core.forensics.checkpoints import CheckpointFiles
 from secmeta.core.forensics.history_index import HistoryIndex, token_parties
@@ -220,9 +220,12 @@ class SecurityStore:
         self._publish_batches(envelopes, result.next_offset)
 
     def _gated(self, batch: PendingBatch) -> None:
-        """The gate's commit of ``batch``; when it fails, writes stop (commit_gate)."""
+        """The gate's commit of ``batch``; when it fails, writes stop (commit_gate), unless it refused the batch
+        itself before sending anything (InvalidValueError: e.g. too large for the topic)."""
         try:
             self._gate.commit(batch)  # type: ignore[union-attr]
+        except InvalidValueError:
+            raise
         except BaseException as exc:
             self._stopped = exc
             raise

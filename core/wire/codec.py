@@ -272,7 +272,7 @@ def encoded(response: Any) -> EncodedResponse:
 @cache
 def _flexible_header(response_cls: type) -> bool:
     """Whether a response class's header carries tagged fields (response header v1)."""
-    return bool(getattr(response_cls.__header_schema__, "__flexible__"))
+    return bool(response_cls.__header_schema__.__flexible__)
 
 
 def flexible_response_header(api_key: int, api_version: int) -> bool:

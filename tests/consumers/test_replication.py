@@ -186,3 +186,81 @@ def test_a_local_log_rewritten_below_the_topic_end_is_refused_naming_both_links(
         with pytest.raises(DivergedError, match=f"ending at offset 2: the local log's link there is {local_link}, "
                                                 f"the topic's is {topic_link}"):
             replica.catch_up()
+
+
+def test_serve_refuses_a_store_ahead_of_its_topic_naming_the_offset(writer, settings, tmp_path, keyring, capsys):
+    """`secmeta serve` in replicated mode on a forged local log exits with an error naming the offset; it never
+    listens."""
+    from tests.clikit import run
+
+    store, node = writer
+    end, topic = store.log.end_offset, node.topic
+    node.close()
+    store.close()
+    with _open(tmp_path / "node1", keyring) as local:  # written without the topic
+        local.create_acls([acl("forged")], context=ADMIN)
+    code, out, err = run(capsys, "serve", "--store", str(tmp_path / "node1"), "--key-file", str(tmp_path / "keys.json"),
+                         "--listeners", "PLAINTEXT://127.0.0.1:0", "--processes", "1",
+                         "--replication-bootstrap-server", settings.bootstrap, "--replication-topic", topic,
+                         "--replication-factor", "1", "--min-insync-replicas", "1")
+    assert code == 1 and "listening" not in out
+    assert f"the local log holds offsets {end} to {end + 1}" in err and "does not serve" in err
+
+
+@pytest.fixture
+def private_broker(tmp_path):
+    """A Tansu broker of this test's own, which the test may kill."""
+    import socket
+    import subprocess
+    import time
+
+    from tests.consumers.conftest import _tansu_binary, unused_port
+
+    port = unused_port()
+    url = f"tcp://127.0.0.1:{port}"
+    with open(tmp_path / "tansu.log", "wb") as out:
+        broker = subprocess.Popen([_tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                                   "--storage-engine", "memory://tansu/"], stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 30
+    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+        assert broker.poll() is None and time.monotonic() < deadline, "tansu did not start"
+        time.sleep(0.05)
+    yield broker, f"127.0.0.1:{port}"
+    broker.kill()
+    broker.wait(10)
+
+
+def test_a_writer_cut_off_from_kafka_fails_closed(private_broker, tmp_path, keyring):
+    """When Kafka does not confirm a commit, the write fails, nothing is appended locally, and the node stops
+    acknowledging writes (whether Kafka has the batch is unknown)."""
+    from secmeta.core.store.commit_gate import CommitGateError
+
+    broker, bootstrap = private_broker
+    with _open(tmp_path / "n", keyring, commit_gate=NotWriterGate()) as store, \
+            ReplicatedNode(store, ReplicationSettings(bootstrap, replication_factor=1, min_insync_replicas=1,
+                                                      timeout_s=2)) as node:
+        node.become_writer()
+        store.create_acls([acl("a")], context=ADMIN)
+        before = _log_bytes(store)
+        broker.kill()
+        broker.wait(10)
+        with pytest.raises(CommitGateError, match="offset 1 was not committed"):
+            store.create_acls([acl("b")], context=ADMIN)
+        with pytest.raises(WritesStoppedError):
+            store.create_acls([acl("c")], context=ADMIN)
+        assert _log_bytes(store) == before and not node.writing
+
+
+def test_a_batch_too_large_for_the_topic_is_refused_and_the_writer_goes_on(tmp_path, keyring, settings):
+    """A request whose batch exceeds the topic's record limit (message.max.bytes) is refused alone, naming the
+    limit; nothing is sent or appended, and smaller writes still commit."""
+    from secmeta.core.errors import InvalidValueError
+
+    small = replace(settings, client={"message.max.bytes": "50000"})
+    with _open(tmp_path / "n", keyring, commit_gate=NotWriterGate()) as store, ReplicatedNode(store, small) as node:
+        node.become_writer()
+        with pytest.raises(InvalidValueError, match="exceeds the log topic's record limit .* split the request"):
+            store.create_acls([acl(f"t{i}") for i in range(1000)], context=ADMIN)
+        store.create_acls([acl("one")], context=ADMIN)
+        assert store.log.end_offset == 1 and node.writing
+        assert b"".join(_topic_batches(settings, node.topic)) == _log_bytes(store)

@@ -19,9 +19,13 @@ from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.client_log import side_client_logger
 from secmeta.consumers.kafka.replication.records import Record, batch_headers, schema_record
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings, transactional_id
+from secmeta.core.errors import InvalidValueError
 from secmeta.core.store.commit_gate import CommitGateError, PendingBatch
 
 __all__ = ["FencedError", "KafkaCommitGate"]
+
+DEFAULT_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's message.max.bytes; a broker's default limit is about the same
+RECORD_OVERHEAD = 1024  # a record's headers and framing, generously
 
 logger = logging.getLogger("secmeta.replication")
 
@@ -40,6 +44,7 @@ class KafkaCommitGate:
         self._schema_sent = False
         self._failed: BaseException | None = None
         self._expected: tuple[int, bytes] | None = None  # where the topic ends: (offset, link)
+        self._max_bytes = int(settings.client.get("message.max.bytes", DEFAULT_MESSAGE_MAX_BYTES)) - RECORD_OVERHEAD
         self._lock = threading.Lock()
         self._producer = Producer(client_settings(settings.bootstrap, settings.client, defaults={
             "transaction.timeout.ms": 10_000, "linger.ms": 0,
@@ -63,6 +68,10 @@ class KafkaCommitGate:
 
     def commit(self, batch: PendingBatch) -> None:
         what = f"the batch at offset {batch.base_offset}"
+        if len(batch.frame) > self._max_bytes:  # refused before anything is sent: the writer goes on
+            raise InvalidValueError(f"a batch of {len(batch.frame):,} bytes exceeds the log topic's record limit "
+                                    f"({self._max_bytes:,} bytes: message.max.bytes less the headers); split the "
+                                    "request")
         if self._expected is None or self._expected != (batch.base_offset, batch.prev_link):
             end = "unknown" if self._expected is None else f"offset {self._expected[0]}"
             raise CommitGateError(f"{what} was not committed: it does not extend the log topic {self.topic}, which "

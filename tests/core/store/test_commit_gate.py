@@ -112,3 +112,22 @@ def test_a_replica_of_a_store_is_made_only_in_a_new_directory(gated, keyring):
     store, _ = gated
     with pytest.raises(NotAStoreError, match="already a secmeta store"):
         create_replica(store.log.store.path, "another-id", 0, keyring)
+
+
+def test_a_batch_the_gate_refuses_itself_fails_alone(gated):
+    """A gate's InvalidValueError (the batch refused before anything was sent, e.g. too large) fails that
+    write only: nothing is appended and later writes go on."""
+    from secmeta.core.errors import InvalidValueError
+
+    store, gate = gated
+
+    def too_large(batch: PendingBatch) -> None:
+        raise InvalidValueError("a batch of 9 bytes exceeds the limit; split the request")
+
+    gate.commit = too_large  # type: ignore[method-assign]
+    with pytest.raises(InvalidValueError, match="split the request"):
+        store.create_acls([acl("big")], context=ADMIN)
+    assert store.log.end_offset == 0 and store.writes_stopped is None
+    del gate.commit
+    store.create_acls([acl("small")], context=ADMIN)
+    assert store.log.end_offset == 1
