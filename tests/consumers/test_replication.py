@@ -264,3 +264,30 @@ def test_a_batch_too_large_for_the_topic_is_refused_and_the_writer_goes_on(tmp_p
         store.create_acls([acl("one")], context=ADMIN)
         assert store.log.end_offset == 1 and node.writing
         assert b"".join(_topic_batches(settings, node.topic)) == _log_bytes(store)
+
+
+def test_a_log_after_a_retention_anchor_seeds_what_a_joiner_needs(tmp_path, keyring, settings):
+    """Seeded from a log whose first segments retention deleted, the topic carries the sealed anchor and a
+    snapshot: a joiner starts its log at the anchor, loads the deleted history from the snapshot, and holds
+    the same bytes and ACLs."""
+    from secmeta.core.log import LogConfig
+
+    node1 = tmp_path / "node1"
+    config = StoreConfig(log=LogConfig(segment_bytes=4096, index_interval_bytes=256), delete_covered_segments=True)
+    with SecurityStore.open(node1, config, keyring=keyring) as store:
+        for i in range(60):
+            store.create_acls([acl(f"t{i}")], context=ADMIN)
+        store.snapshot()
+        start = store.log.start_offset
+    assert start > 0
+    config.save(node1)
+    with SecurityStore.open(node1, StoreConfig.load(node1), keyring=keyring, commit_gate=NotWriterGate()) as store, \
+            ReplicatedNode(store, settings) as node:
+        node.become_writer()
+        store.create_acls([acl("after")], context=ADMIN)
+        with join(tmp_path / "node2", _of(settings, node), keyring) as joined:
+            assert joined.log.start_offset == start
+            assert _log_bytes(joined) == _log_bytes(store)
+            everything = AclBindingFilter()
+            assert joined.describe_acls(everything, context=ADMIN) == store.describe_acls(everything, context=ADMIN)
+            assert len(joined.describe_acls(everything, context=ADMIN)) == 61

@@ -44,7 +44,7 @@ class KafkaCommitGate:
         self._schema_sent = False
         self._failed: BaseException | None = None
         self._expected: tuple[int, bytes] | None = None  # where the topic ends: (offset, link)
-        self._max_bytes = int(settings.client.get("message.max.bytes", DEFAULT_MESSAGE_MAX_BYTES)) - RECORD_OVERHEAD
+        self.max_bytes = int(settings.client.get("message.max.bytes", DEFAULT_MESSAGE_MAX_BYTES)) - RECORD_OVERHEAD
         self._lock = threading.Lock()
         self._producer = Producer(client_settings(settings.bootstrap, settings.client, defaults={
             "transaction.timeout.ms": 10_000, "linger.ms": 0,
@@ -68,9 +68,9 @@ class KafkaCommitGate:
 
     def commit(self, batch: PendingBatch) -> None:
         what = f"the batch at offset {batch.base_offset}"
-        if len(batch.frame) > self._max_bytes:  # refused before anything is sent: the writer goes on
+        if len(batch.frame) > self.max_bytes:  # refused before anything is sent: the writer goes on
             raise InvalidValueError(f"a batch of {len(batch.frame):,} bytes exceeds the log topic's record limit "
-                                    f"({self._max_bytes:,} bytes: message.max.bytes less the headers); split the "
+                                    f"({self.max_bytes:,} bytes: message.max.bytes less the headers); split the "
                                     "request")
         if self._expected is None or self._expected != (batch.base_offset, batch.prev_link):
             end = "unknown" if self._expected is None else f"offset {self._expected[0]}"

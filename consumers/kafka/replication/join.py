@@ -3,8 +3,10 @@
 The topic's store record carries the store's identity (id, creation time, the checks of the keys it was
 written with) and its saved settings: the new directory becomes a replica of that store (the keyring
 given must hold its keys), then every batch is appended byte for byte, each checked to extend the chain
-before it. A snapshot of the result is written, so the node opens fast. A topic whose log starts after a
-retention anchor is refused (joining would need the snapshot at the anchor, which the topic does not carry).
+before it (into the bare log; the store is opened once, at the end). A topic seeded from a log that starts
+after a retention anchor carries the anchor (sealed: it must be this store's) and a snapshot at or after it,
+which the new store loads the deleted history from (checked against the log's links when it opens). A
+snapshot of the result is written, so the node opens fast.
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from secmeta.consumers.kafka.replication.settings import TOPIC_PREFIX, Replicati
 from secmeta.consumers.kafka.replication.topic import ReplicationUnavailableError, admin_client
 from secmeta.core.config import CONFIG_FILE, StoreConfig
 from secmeta.core.errors import StoreError
+from secmeta.core.log import Log
 from secmeta.core.store.facade import SecurityStore
 from secmeta.core.store.replica import create_replica
 from secmeta.events.durable import write_atomically
 from secmeta.events.keyring import Keyring
+from secmeta.projections.snapshot import snapshot_path
 
 __all__ = ["find_log_topic", "join"]
 
@@ -43,7 +47,7 @@ def find_log_topic(settings: ReplicationSettings) -> str:
 
 
 class _Joiner:
-    """Applies the topic's records to a new replica it makes from the store record."""
+    """Applies the topic's records to a new replica's bare log, made from the store record."""
 
     def __init__(self, root: Path, topic: str, keyring: Keyring):
         self.root, self.topic, self.keyring = root, topic, keyring
@@ -54,18 +58,48 @@ class _Joiner:
             if not isinstance(record, StoreRecord):
                 raise TopicFormatError(f"the log topic {self.topic}'s first record (Kafka offset {kafka_offset}) is "
                                        "not its store record: it is not a secmeta log topic")
-            self.replica = TopicReplica(self._make(record), self.topic)
+            log = self._make(record)
+            self.replica = TopicReplica(log, log.append_frame, self.topic, keep_snapshot=True)
         self.replica.apply(record, kafka_offset)
 
-    def _make(self, identity: StoreRecord) -> SecurityStore:
-        if identity.start_offset:
-            raise TopicFormatError(f"the log topic {self.topic} starts at log offset {identity.start_offset}, after "
-                                   "a retention anchor: a joiner would need the snapshot there, which the topic does "
-                                   "not carry. Seed the topic from a store whose log starts at offset 0")
-        create_replica(self.root, identity.store_id, identity.created_ms, self.keyring, identity.key_checks)
+    def _make(self, identity: StoreRecord) -> Log:
+        if identity.start_offset and identity.anchor is None:
+            raise TopicFormatError(f"the log topic {self.topic} starts at log offset {identity.start_offset} but "
+                                   "carries no retention anchor: a joiner cannot check where its log starts")
+        anchor = create_replica(self.root, identity.store_id, identity.created_ms, self.keyring, identity.key_checks,
+                                anchor=identity.anchor)
+        if anchor is not None and (anchor.next_offset, anchor.link) != (identity.start_offset, identity.start_link):
+            raise TopicFormatError(f"the log topic {self.topic}'s retention anchor is at offset {anchor.next_offset}, "
+                                   f"but its store record says the log starts at {identity.start_offset}")
         if identity.config:
             write_atomically(self.root / CONFIG_FILE, (json.dumps(identity.config, indent=2) + "\n").encode())
-        return SecurityStore.open(self.root, StoreConfig.load(self.root), keyring=self.keyring, create=False)
+        return Log.open(self.root, keyring=self.keyring, create=False, retention=anchor is not None or None)
+
+    def finish(self) -> SecurityStore:
+        """After the topic's end: the snapshot it carried in place, the log closed, the store opened (which
+        checks the snapshot against the log) with a snapshot of its own."""
+        replica = self.replica
+        assert replica is not None
+        replica.check_not_ahead()
+        log = replica.log
+        if replica.snapshot is not None:
+            offset, data = replica.snapshot
+            write_atomically(snapshot_path(log.store.snapshot_dir, offset), data)
+        elif log.start_offset:
+            raise TopicFormatError(f"the log topic {self.topic} starts at log offset {log.start_offset} after a "
+                                   "retention anchor but carries no snapshot of the history before it")
+        log.close()
+        store = SecurityStore.open(self.root, StoreConfig.load(self.root), keyring=self.keyring, create=False)
+        try:
+            store.snapshot()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def close(self) -> None:
+        if self.replica is not None:
+            self.replica.log.close()
 
 
 def join(path: str | os.PathLike, settings: ReplicationSettings, keyring: Keyring) -> SecurityStore:
@@ -82,13 +116,9 @@ def join(path: str | os.PathLike, settings: ReplicationSettings, keyring: Keyrin
         if joiner.replica is None:
             raise ReplicationUnavailableError(f"the log topic {topic} is empty: start the first node with "
                                               "`secmeta serve --replication-bootstrap-server` to seed it")
-        store = joiner.replica.store
-        joiner.replica.check_not_ahead()
-        store.snapshot()
-        return store
+        return joiner.finish()
     except BaseException:
-        if joiner.replica is not None:
-            joiner.replica.store.close()
+        joiner.close()
         shutil.rmtree(root, ignore_errors=True)
         raise
     finally:

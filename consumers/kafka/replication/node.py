@@ -20,27 +20,44 @@ from secmeta.consumers.kafka.replication.records import (
     StoreRecord,
     batch_headers,
     schema_record,
+    snapshot_records,
     store_record,
 )
 from secmeta.consumers.kafka.replication.replica import TopicReplica
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings
 from secmeta.consumers.kafka.replication.topic import ensure_topic
 from secmeta.core.config import CONFIG_FILE
+from secmeta.core.errors import SecmetaError
+from secmeta.core.log.anchor import ANCHOR_FILE
 from secmeta.core.store.facade import SecurityStore
+from secmeta.projections.snapshot import list_snapshots, read_snapshot_info
 
 __all__ = ["ReplicatedNode", "seed_records"]
 
 logger = logging.getLogger("secmeta.replication")
 
 
-def seed_records(store: SecurityStore, node_id: int) -> list[Record]:
-    """What an empty log topic is seeded with: the store record, every writer schema, then every batch."""
+def seed_records(store: SecurityStore, node_id: int, part_bytes: int) -> list[Record]:
+    """What an empty log topic is seeded with: the store record, every writer schema, then every batch; a log
+    that starts after a retention anchor also sends the anchor (in the store record) and the newest snapshot
+    at or after its start (in parts of ``part_bytes``), which a joiner loads the deleted history from."""
     log = store.log
     config_path = log.store.path / CONFIG_FILE
     config = json.loads(config_path.read_text()) if config_path.exists() else {}
+    anchor, snapshot = None, []
+    if log.start_offset > 0:
+        anchor = (log.store.log_dir / ANCHOR_FILE).read_bytes()
+        covering = [p for p in list_snapshots(log.store.snapshot_dir)
+                    if log.start_offset <= read_snapshot_info(p).next_offset <= log.end_offset]
+        if not covering:
+            raise SecmetaError(f"the log starts at offset {log.start_offset} after a retention anchor and no snapshot "
+                               "covers the deleted history: a joiner could not rebuild it; take one "
+                               "(`secmeta snapshot`) and start again")
+        info = read_snapshot_info(covering[-1])
+        snapshot = snapshot_records(covering[-1].read_bytes(), info.next_offset, part_bytes)
     identity = StoreRecord(log.store.store_id, log.store.created_ms, dict(log.store.key_checks), config,
-                           log.start_offset, log.state.start_link)
-    records = [store_record(identity), *(schema_record(text) for text in log.writer_schemas())]
+                           log.start_offset, log.state.start_link, anchor)
+    records = [store_record(identity), *(schema_record(text) for text in log.writer_schemas()), *snapshot]
     records += [(b.frame(), batch_headers(node_id, b.base_offset, b.link)) for b in log.batches(log.start_offset)]
     return records
 
@@ -53,7 +70,7 @@ class ReplicatedNode:
         self.settings = settings
         self.topic = settings.topic_for(store.log.store.store_id)
         ensure_topic(settings, self.topic)
-        self.replica = TopicReplica(store, self.topic)
+        self.replica = TopicReplica(store.log, store.append_replicated, self.topic)
         self._reader = TopicReader(settings, self.topic)
         self.gate: KafkaCommitGate | None = None
         self._stop = threading.Event()
@@ -71,7 +88,7 @@ class ReplicatedNode:
         try:
             self._reader.read_to_end(self.replica.apply)
             if self.replica.identity is None:
-                gate.seed(seed_records(self.store, self.settings.node_id))
+                gate.seed(seed_records(self.store, self.settings.node_id, gate.max_bytes))
                 logger.info("seeded the log topic %s with offsets %s to %s", self.topic, log.start_offset,
                             log.end_offset)
             else:

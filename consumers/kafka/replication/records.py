@@ -5,6 +5,9 @@ Every record names its kind in the ``secmeta.record`` header:
 - ``store``: the first record of the topic: the store's identity (id, creation time, key checks), its
   saved settings (config.json, no secrets) and where its log starts (offset and chain link), as JSON;
 - ``schema``: a batch writer schema (JSON), before the first batch written with it;
+- ``snapshot``: when the log starts after a retention anchor (the store record then carries the sealed
+  anchor), the bytes of a snapshot at or after that start, in parts (``secmeta.snapshot``: its offset,
+  ``secmeta.part``: "i/n"), so a joiner can load what the deleted segments held;
 - ``batch``: one store batch, its frame's bytes exactly as the local log stores them; headers name the
   writer node (``secmeta.node``), the batch's first offset (``secmeta.offset``) and its chain link
   (``secmeta.link``, hex).
@@ -21,7 +24,7 @@ from typing import Any
 from secmeta.core.errors import SecmetaError
 from secmeta.core.log.format import Batch, FrameError, decode_frame
 
-__all__ = ["BatchRecord", "Headers", "Record", "SchemaRecord", "StoreRecord", "TopicFormatError", "batch_headers", "parse_record",
+__all__ = ["BatchRecord", "Headers", "Record", "SnapshotPart", "snapshot_records", "SchemaRecord", "StoreRecord", "TopicFormatError", "batch_headers", "parse_record",
            "schema_record", "store_record"]
 
 Headers = list[tuple[str, str | bytes | None]]  # as confluent-kafka takes and gives them
@@ -43,11 +46,20 @@ class StoreRecord:
     config: dict[str, Any]
     start_offset: int
     start_link: bytes = field(repr=False)
+    anchor: bytes | None = field(default=None, repr=False)  # the sealed retention anchor file, when start_offset > 0
 
 
 @dataclass(frozen=True)
 class SchemaRecord:
     schema_json: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class SnapshotPart:
+    next_offset: int
+    index: int
+    total: int
+    data: bytes = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -60,12 +72,19 @@ class BatchRecord:
 def store_record(record: StoreRecord) -> Record:
     body = {"format": FORMAT, "version": VERSION, "store_id": record.store_id, "created_ms": record.created_ms,
             "key_checks": record.key_checks, "config": record.config, "start_offset": record.start_offset,
-            "start_link": record.start_link.hex()}
+            "start_link": record.start_link.hex(), "anchor": None if record.anchor is None else record.anchor.hex()}
     return json.dumps(body, sort_keys=True).encode(), [(KIND, b"store")]
 
 
 def schema_record(schema_json: str) -> Record:
     return schema_json.encode(), [(KIND, b"schema")]
+
+
+def snapshot_records(data: bytes, next_offset: int, part_bytes: int) -> list[Record]:
+    """A snapshot file's bytes in parts of at most ``part_bytes``."""
+    parts = [data[i:i + part_bytes] for i in range(0, len(data), part_bytes)] or [b""]
+    return [(part, [(KIND, b"snapshot"), ("secmeta.snapshot", str(next_offset).encode()),
+                    ("secmeta.part", f"{i}/{len(parts)}".encode())]) for i, part in enumerate(parts)]
 
 
 def batch_headers(node_id: int | str, base_offset: int, link: bytes) -> Headers:
@@ -74,9 +93,9 @@ def batch_headers(node_id: int | str, base_offset: int, link: bytes) -> Headers:
 
 
 def parse_record(value: bytes | None, headers: Headers | dict[str, str | bytes | None] | None,
-                 kafka_offset: int) -> StoreRecord | SchemaRecord | BatchRecord:
-    named = {key: value.encode() if isinstance(value, str) else value
-             for key, value in (headers.items() if isinstance(headers, dict) else headers or ())}
+                 kafka_offset: int) -> StoreRecord | SchemaRecord | SnapshotPart | BatchRecord:
+    named = {key: v.encode() if isinstance(v, str) else v
+             for key, v in (headers.items() if isinstance(headers, dict) else headers or ())}
     kind = named.get(KIND)
     where = f"the log topic's record at Kafka offset {kafka_offset}"
     if value is None:
@@ -92,6 +111,12 @@ def parse_record(value: bytes | None, headers: Headers | dict[str, str | bytes |
         return BatchRecord((named.get("secmeta.node") or b"?").decode(errors="replace"), batch, value)
     if kind == b"schema":
         return SchemaRecord(value.decode())
+    if kind == b"snapshot":
+        try:
+            index, total = (int(n) for n in (named.get("secmeta.part") or b"").split(b"/"))
+            return SnapshotPart(int(named.get("secmeta.snapshot") or b""), index, total, value)
+        except ValueError:
+            raise TopicFormatError(f"{where} is a snapshot part without a readable offset or part number") from None
     if kind == b"store":
         try:
             body = json.loads(value)
@@ -102,7 +127,8 @@ def parse_record(value: bytes | None, headers: Headers | dict[str, str | bytes |
                                        f"reads versions up to {VERSION}: upgrade secmeta")
             return StoreRecord(str(body["store_id"]), int(body["created_ms"]), dict(body["key_checks"]),
                                dict(body.get("config") or {}), int(body["start_offset"]),
-                               bytes.fromhex(body["start_link"]))
+                               bytes.fromhex(body["start_link"]),
+                               None if body.get("anchor") is None else bytes.fromhex(body["anchor"]))
         except TopicFormatError:
             raise
         except (ValueError, KeyError, TypeError) as exc:

@@ -10,14 +10,16 @@ Kafka offset; nothing is appended then.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from secmeta.consumers.kafka.replication.records import (
     BatchRecord,
     SchemaRecord,
+    SnapshotPart,
     StoreRecord,
     TopicFormatError,
 )
-from secmeta.core.log import DivergedError
-from secmeta.core.store.facade import SecurityStore
+from secmeta.core.log import DivergedError, Log
 
 __all__ = ["TopicReplica"]
 
@@ -27,27 +29,46 @@ def _short(link: bytes | None) -> str:
 
 
 class TopicReplica:
-    """Applies the log topic's records, in order, to ``store``'s local log and image."""
+    """Applies the log topic's records, in order, to ``log``: a batch it does not hold yet goes to ``append``
+    (a store's ``append_replicated``, which publishes its image too, or the bare log's ``append_frame``).
+    With ``keep_snapshot`` the snapshot the topic carries (a log that starts after a retention anchor) is
+    kept in ``snapshot`` (offset, bytes) for a joiner."""
 
-    def __init__(self, store: SecurityStore, topic: str):
-        self.store = store
+    def __init__(self, log: Log, append: Callable[[bytes], object], topic: str, *, keep_snapshot: bool = False):
+        self.log = log
+        self._append = append
         self.topic = topic
         self.identity: StoreRecord | None = None
         self.end: tuple[int, bytes] | None = None  # where the topic's batches end so far: (offset, link)
+        self._keep_snapshot = keep_snapshot
+        self._parts: list[bytes] = []
+        self.snapshot: tuple[int, bytes] | None = None
 
-    def apply(self, record: StoreRecord | SchemaRecord | BatchRecord, kafka_offset: int) -> None:
+    def apply(self, record: StoreRecord | SchemaRecord | SnapshotPart | BatchRecord, kafka_offset: int) -> None:
         if isinstance(record, StoreRecord):
             self._identify(record, kafka_offset)
         elif self.identity is None:
             raise TopicFormatError(f"the log topic {self.topic} does not start with its store record (Kafka offset "
                                    f"{kafka_offset} comes first): it is not a secmeta log topic")
         elif isinstance(record, SchemaRecord):
-            self.store.log.add_writer_schema(record.schema_json)
+            self.log.add_writer_schema(record.schema_json)
+        elif isinstance(record, SnapshotPart):
+            self._snapshot_part(record, kafka_offset)
         else:
             self._batch(record, kafka_offset)
 
+    def _snapshot_part(self, part: SnapshotPart, kafka_offset: int) -> None:
+        if not self._keep_snapshot:
+            return
+        if part.index != len(self._parts) or part.total < 1:
+            raise TopicFormatError(f"the log topic {self.topic}'s snapshot part at Kafka offset {kafka_offset} is part "
+                                   f"{part.index} of {part.total} where part {len(self._parts)} was expected")
+        self._parts.append(part.data)
+        if len(self._parts) == part.total:
+            self.snapshot, self._parts = (part.next_offset, b"".join(self._parts)), []
+
     def _identify(self, record: StoreRecord, kafka_offset: int) -> None:
-        own = self.store.log.store.store_id
+        own = self.log.store.store_id
         if self.identity is not None:
             raise TopicFormatError(f"the log topic {self.topic} holds a second store record at Kafka offset "
                                    f"{kafka_offset}: it is not one store's log")
@@ -59,7 +80,7 @@ class TopicReplica:
         self.end = (record.start_offset, record.start_link)
 
     def _batch(self, record: BatchRecord, kafka_offset: int) -> None:
-        batch, log = record.batch, self.store.log
+        batch, log = record.batch, self.log
         assert self.end is not None
         if batch.base_offset != self.end[0]:
             raise TopicFormatError(f"the log topic {self.topic}'s batch at Kafka offset {kafka_offset} starts at log "
@@ -77,7 +98,7 @@ class TopicReplica:
                         "forged; this node does not serve. Rebuild it from the topic (`secmeta init --join` in a "
                         "new directory)", offset=batch.base_offset)
         elif batch.base_offset == local_end:
-            self.store.append_replicated(record.frame)
+            self._append(record.frame)
         else:
             raise DivergedError(
                 f"the log topic {self.topic}'s batch [{batch.base_offset}, {batch.next_offset}) straddles the local "
@@ -89,7 +110,7 @@ class TopicReplica:
         """At the topic's end: a local log holding offsets the topic does not is refused (the topic witnesses
         the newest link)."""
         end = self.end[0] if self.end is not None else 0
-        log = self.store.log
+        log = self.log
         if log.end_offset > end:
             raise DivergedError(
                 f"the local log holds offsets {end} to {log.end_offset} (last link {_short(log.last_link)}) that the "
