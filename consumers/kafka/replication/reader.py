@@ -14,6 +14,7 @@ from secmeta.consumers.kafka.client_log import side_client_logger
 from secmeta.consumers.kafka.replication.records import (
     BatchRecord,
     SchemaRecord,
+    SnapshotPart,
     StoreRecord,
     parse_record,
 )
@@ -22,7 +23,7 @@ from secmeta.consumers.kafka.replication.topic import ReplicationUnavailableErro
 
 __all__ = ["Apply", "TopicReader"]
 
-Apply = Callable[[StoreRecord | SchemaRecord | BatchRecord, int], None]
+Apply = Callable[[StoreRecord | SchemaRecord | SnapshotPart | BatchRecord, int], None]
 BURST = 500
 
 
