@@ -291,3 +291,31 @@ def test_a_log_after_a_retention_anchor_seeds_what_a_joiner_needs(tmp_path, keyr
             everything = AclBindingFilter()
             assert joined.describe_acls(everything, context=ADMIN) == store.describe_acls(everything, context=ADMIN)
             assert len(joined.describe_acls(everything, context=ADMIN)) == 61
+
+
+def test_a_restarted_node_resumes_at_its_last_batch_and_a_wrong_hint_costs_only_time(writer, settings, tmp_path,
+                                                                                      keyring, caplog):
+    """A node reads the topic from the last batch record it applied (its resume point); a resume point that
+    names another record makes it read from the first record instead, and it catches up all the same."""
+    import json
+
+    from secmeta.consumers.kafka.replication.resume import RESUME_FILE
+
+    store, node = writer
+    join(tmp_path / "node2", _of(settings, node), keyring).close()
+    node2 = tmp_path / "node2"
+    with _open(node2, keyring, commit_gate=NotWriterGate()) as standby, ReplicatedNode(standby, _of(settings, node)) as r:
+        store.create_acls([acl("one")], context=ADMIN)
+        r.catch_up()
+    point = json.loads((node2 / RESUME_FILE).read_text())
+    assert point["next_offset"] == store.log.end_offset and point["kafka_offset"] > 0
+    for hint, reads_from_start in ((point, False), ({**point, "kafka_offset": 0}, True)):
+        (node2 / RESUME_FILE).write_text(json.dumps(hint))
+        store.create_acls([acl(f"more-{reads_from_start}")], context=ADMIN)
+        caplog.clear()
+        with caplog.at_level("INFO", logger="secmeta.replication"), \
+                _open(node2, keyring, commit_gate=NotWriterGate()) as standby, \
+                ReplicatedNode(standby, _of(settings, node)) as r:
+            r.catch_up()
+            assert _log_bytes(standby) == _log_bytes(store)
+        assert ("from its first record" in caplog.text) == reads_from_start

@@ -13,6 +13,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from confluent_kafka import OFFSET_BEGINNING
+
 from secmeta.consumers.kafka.replication.gate import KafkaCommitGate
 from secmeta.consumers.kafka.replication.reader import TopicReader
 from secmeta.consumers.kafka.replication.records import (
@@ -23,7 +25,12 @@ from secmeta.consumers.kafka.replication.records import (
     snapshot_records,
     store_record,
 )
-from secmeta.consumers.kafka.replication.replica import TopicReplica
+from secmeta.consumers.kafka.replication.replica import ResumeMismatch, TopicReplica
+from secmeta.consumers.kafka.replication.resume import (
+    ResumePoint,
+    read_resume_point,
+    write_resume_point,
+)
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings
 from secmeta.consumers.kafka.replication.topic import ensure_topic
 from secmeta.core.config import CONFIG_FILE
@@ -71,7 +78,10 @@ class ReplicatedNode:
         self.topic = settings.topic_for(store.log.store.store_id)
         ensure_topic(settings, self.topic)
         self.replica = TopicReplica(store.log, store.append_replicated, self.topic)
-        self._reader = TopicReader(settings, self.topic)
+        point = read_resume_point(store.log, self.topic)
+        if point is not None:
+            self.replica.resume(point.next_offset, point.link)
+        self._reader = TopicReader(settings, self.topic, OFFSET_BEGINNING if point is None else point.kafka_offset)
         self.gate: KafkaCommitGate | None = None
         self._stop = threading.Event()
         self._follower: threading.Thread | None = None
@@ -86,7 +96,7 @@ class ReplicatedNode:
         log = self.store.log
         gate = KafkaCommitGate(self.settings, log.store.store_id, self.topic, log.codec.writer_schema_json)
         try:
-            self._reader.read_to_end(self.replica.apply)
+            self._read_to_end()
             if self.replica.identity is None:
                 gate.seed(seed_records(self.store, self.settings.node_id, gate.max_bytes))
                 logger.info("seeded the log topic %s with offsets %s to %s", self.topic, log.start_offset,
@@ -99,13 +109,33 @@ class ReplicatedNode:
             raise
         self.gate = gate
         self.store.set_commit_gate(gate)
+        self._note_resume_point()
         logger.info("node %s writes the log topic %s from offset %s", self.settings.node_id, self.topic,
                     log.end_offset)
 
     def catch_up(self) -> None:
         """Apply the topic up to its end now, and refuse a local log ahead of it."""
-        self._reader.read_to_end(self.replica.apply)
+        self._read_to_end()
         self.replica.check_not_ahead()
+        self._note_resume_point()
+
+    def _read_to_end(self) -> None:
+        """Read the topic to its end, from the resume point if it holds (resume.py), else from the start."""
+        try:
+            self._reader.read_to_end(self.replica.apply)
+            if self.replica.identity is not None:
+                self.replica.check_resumed()
+        except ResumeMismatch as exc:
+            logger.info("reading the log topic %s from its first record: %s", self.topic, exc)
+            self._reader.close()
+            self.replica = TopicReplica(self.store.log, self.store.append_replicated, self.topic)
+            self._reader = TopicReader(self.settings, self.topic)
+            self._reader.read_to_end(self.replica.apply)
+
+    def _note_resume_point(self) -> None:
+        last = self.replica.last_batch
+        if last is not None:
+            write_resume_point(self.store.log, ResumePoint(self.topic, *last))
 
     def follow(self, on_failure: Callable[[BaseException], None]) -> None:
         """Catch up, then keep following the topic in the background until ``close``; a failure (divergence,
@@ -137,6 +167,7 @@ class ReplicatedNode:
 
     def close(self) -> None:
         self._stop_following()
+        self._note_resume_point()
         self._reader.close()
         if self.gate is not None:
             self.gate.close()

@@ -28,9 +28,10 @@ BURST = 500
 
 
 class TopicReader:
-    """One consumer of the log topic's single partition, from its first record, committed records only."""
+    """One consumer of the log topic's single partition, from its first record (or Kafka offset ``start``),
+    committed records only."""
 
-    def __init__(self, settings: ReplicationSettings, topic: str):
+    def __init__(self, settings: ReplicationSettings, topic: str, start: int = OFFSET_BEGINNING):
         self.topic = topic
         self._timeout = settings.timeout_s
         self._consumer = Consumer(client_settings(settings.bootstrap, settings.client, defaults={
@@ -38,9 +39,10 @@ class TopicReader:
             "fetch.wait.max.ms": 50,  # a standby's staleness, and how soon the end is known
         }, enforced={
             "isolation.level": "read_committed", "enable.auto.commit": False, "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
             "logger": side_client_logger(),
         }))
-        self._consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        self._consumer.assign([TopicPartition(topic, 0, start)])
         self._at_end = False  # the end was reached and nothing came since
 
 

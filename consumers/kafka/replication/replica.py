@@ -21,7 +21,11 @@ from secmeta.consumers.kafka.replication.records import (
 )
 from secmeta.core.log import DivergedError, Log
 
-__all__ = ["TopicReplica"]
+__all__ = ["ResumeMismatch", "TopicReplica"]
+
+
+class ResumeMismatch(TopicFormatError):
+    """The record a resume point names is not there: read the topic from its first record instead."""
 
 
 def _short(link: bytes | None) -> str:
@@ -43,8 +47,21 @@ class TopicReplica:
         self._keep_snapshot = keep_snapshot
         self._parts: list[bytes] = []
         self.snapshot: tuple[int, bytes] | None = None
+        self.last_batch: tuple[int, int, bytes] | None = None  # (Kafka offset, end offset, link) of the last batch
+        self._resuming: tuple[int, bytes] | None = None
 
+    def resume(self, next_offset: int, link: bytes) -> None:
+        """Read from a batch record in mid-topic (resume.py): the first record must be the batch ending at
+        ``next_offset`` with ``link`` (ResumeMismatch otherwise), which the local log holds."""
+        log = self.log
+        store = log.store
+        self.identity = StoreRecord(store.store_id, store.created_ms, dict(store.key_checks), {}, log.start_offset,
+                                    log.state.start_link)
+        self._resuming = (next_offset, link)
     def apply(self, record: StoreRecord | SchemaRecord | SnapshotPart | BatchRecord, kafka_offset: int) -> None:
+        if self._resuming is not None and not isinstance(record, BatchRecord):
+            raise ResumeMismatch(f"the log topic {self.topic}'s record at Kafka offset {kafka_offset} is not the "
+                                 "batch the resume point names")
         if isinstance(record, StoreRecord):
             self._identify(record, kafka_offset)
         elif self.identity is None:
@@ -81,6 +98,11 @@ class TopicReplica:
 
     def _batch(self, record: BatchRecord, kafka_offset: int) -> None:
         batch, log = record.batch, self.log
+        if self._resuming is not None:
+            if (batch.next_offset, batch.link) != self._resuming:
+                raise ResumeMismatch(f"the log topic {self.topic}'s record at Kafka offset {kafka_offset} is not the "
+                                     "batch the resume point names")
+            self._resuming, self.end = None, (batch.base_offset, b"")
         assert self.end is not None
         if batch.base_offset != self.end[0]:
             raise TopicFormatError(f"the log topic {self.topic}'s batch at Kafka offset {kafka_offset} starts at log "
@@ -105,10 +127,17 @@ class TopicReplica:
                 f"log's end at offset {local_end}: the two logs cut their batches differently and are not copies "
                 "of one log; this node does not serve", offset=local_end)
         self.end = (batch.next_offset, batch.link)
+        self.last_batch = (kafka_offset, batch.next_offset, batch.link)
+
+    def check_resumed(self) -> None:
+        """After reading to the end from a resume point: the batch it names must have been read."""
+        if self._resuming is not None:
+            raise ResumeMismatch(f"the log topic {self.topic} ended before the batch the resume point names")
 
     def check_not_ahead(self) -> None:
         """At the topic's end: a local log holding offsets the topic does not is refused (the topic witnesses
         the newest link)."""
+        self.check_resumed()
         end = self.end[0] if self.end is not None else 0
         log = self.log
         if log.end_offset > end:
