@@ -150,13 +150,14 @@ def running_server(directory: Path, listeners: str = "PLAINTEXT://127.0.0.1:0", 
                    config: ServerConfig | None = None, store_config: StoreConfig | None = None,
                    users: Mapping[str, str] | None = None,
                    client_auth: ClientAuth | str = ClientAuth.NONE,
-                   processes: int | None = None) -> Iterator[RunningServer]:
+                   processes: int | None = None, cluster: Any = None) -> Iterator[RunningServer]:
     """A server on ``listeners`` (port 0 = ephemeral) over a fresh store in ``directory``.
 
     ``processes``: serve from that many serving processes, this one the writer (``serve --processes``).
 
     TLS listeners get a test CA (made in ``directory/tls``) unless ``config.ssl`` is given.
     ``users`` maps names to passwords (default {"admin": ADMIN_PASSWORD}).
+    ``cluster``: a Controllership (replicated mode's roles); None is the one-node default.
     The store is closed when the block ends.
     """
     directory = Path(directory)
@@ -173,7 +174,7 @@ def running_server(directory: Path, listeners: str = "PLAINTEXT://127.0.0.1:0", 
     try:
         for name, password in users.items():
             add_user(store, name, password)
-        with ServerThread(store, listeners, config, processes=processes) as thread:
+        with ServerThread(store, listeners, config, processes=processes, cluster=cluster) as thread:
             yield RunningServer(store, thread, ca, directory, dict(users))
     finally:
         store.close()

@@ -37,6 +37,7 @@ class Call(NamedTuple):
     frame: RequestFrame    # api key, version, correlation id, client id and the kio request
     broker: BrokerInfo
     answers: ImageAnswers | None = None   # the server's answers kept per published image (None: keep none)
+    cluster: Any = None    # secmeta.core.server.controllership.Controllership in replicated mode, else None
 
     @property
     def request(self) -> Any:

@@ -1,18 +1,20 @@
 """ApiVersions, Metadata and DescribeCluster: this one-node cluster as Kafka's brokers describe it.
 
 The node is broker and controller at once; the cluster id is the store's id; there are no
-topics.  Authorized-operations fields hold the KIP-430 bitfield when asked for, else
-Kafka's "not requested" value -2147483648; a caller without DESCRIBE on the cluster gets
-0, as Kafka's AuthHelper.computeDescribeClusterResponse and KafkaApis'
-handleTopicMetadataRequest answer.  Throttle time is always 0.  All three only read the
-store's immutable image and do work bounded by the request: they are answered on the
-event loop.
+topics.  In replicated mode the brokers are every node announced and the controller is the
+active one (``secmeta.core.server.controllership``).  Authorized-operations fields hold the
+KIP-430 bitfield when asked for, else Kafka's "not requested" value -2147483648; a caller
+without DESCRIBE on the cluster gets 0, as Kafka's AuthHelper.computeDescribeClusterResponse
+and KafkaApis' handleTopicMetadataRequest answer.  Throttle time is always 0.  All three only
+read the store's immutable image and do work bounded by the request: they are answered on
+the event loop.
 
-Their successful answers depend on a few values only (the version, this listener's broker,
-the caller's cluster operations, computed per request from the published image), so each
-is encoded by kio once per such key and kept: a request then costs its checks, its
-authorization and a lookup, and the answer is always the one the current image gives.
-Metadata naming topics is built per request.
+Their successful answers depend on a few values only (the version, the cluster id, the
+cluster's view: its controller and nodes as this listener advertises them, and the caller's
+cluster operations, computed per request from the published image), so each is encoded by
+kio once per such key and kept: a request then costs its checks, its authorization and a
+lookup, and the answer is always the one the current image gives.  Metadata naming topics
+is built per request.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from functools import cache, lru_cache
 from typing import Any
 
 from secmeta.core.errors import ApiError, ErrorCode
-from secmeta.core.server.call import BrokerInfo, Call
+from secmeta.core.server.call import Call
+from secmeta.core.server.controllership import ClusterView, cluster_view
 from secmeta.core.server.handling import Handler, request_level, respond
 from secmeta.core.wire.codec import ApiKey, EncodedResponse, build, encoded, response_class
 from secmeta.events.types import CLUSTER_NAME, AclOperation, ResourceType
@@ -105,20 +108,22 @@ def _metadata_failed(call: Call, error: ApiError) -> Any:
     return respond(call, brokers=[], topics=topics, error_code=error.code)
 
 
-def _metadata_fields(broker: BrokerInfo, topics: list[dict[str, Any]], operations: int) -> dict[str, Any]:
-    return {"brokers": [{"node_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": broker.rack}],
-            "cluster_id": broker.cluster_id, "controller_id": broker.node_id, "topics": topics,
+def _metadata_fields(cluster_id: str, view: ClusterView, topics: list[dict[str, Any]],
+                     operations: int) -> dict[str, Any]:
+    return {"brokers": [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack} for n in view.brokers],
+            "cluster_id": cluster_id, "controller_id": view.controller_id, "topics": topics,
             "cluster_authorized_operations": operations, "error_code": ErrorCode.NONE}
 
 
-#: Bounds of the answers kept encoded: the keys are a version, a listener's broker and a
-#: cluster-operations bitfield (a few dozen in all); the bound only caps a surprise.
+#: Bounds of the answers kept encoded: the keys are a version, a listener's cluster view and a
+#: cluster-operations bitfield (a few dozen in all; a replicated cluster adds a view per failover);
+#: the bound only caps a surprise.
 _KEPT = 256
 
 
 @lru_cache(maxsize=_KEPT)
-def _metadata_answer(version: int, broker: BrokerInfo, operations: int) -> EncodedResponse:
-    return _encoded(ApiKey.METADATA, version, _metadata_fields(broker, [], operations))
+def _metadata_answer(version: int, cluster_id: str, view: ClusterView, operations: int) -> EncodedResponse:
+    return _encoded(ApiKey.METADATA, version, _metadata_fields(cluster_id, view, [], operations))
 
 
 @request_level(_metadata_failed, on_loop=_always)
@@ -126,10 +131,11 @@ def metadata(call: Call) -> Any:
     request, broker = call.request, call.broker
     asked = bool(getattr(request, "include_cluster_authorized_operations", False))
     operations = _cluster_operations(call, asked)
+    view = cluster_view(broker, call.cluster)
     if not request.topics:      # all topics (null) or none: the same answer for every such request
-        return _metadata_answer(call.version, broker, operations)
+        return _metadata_answer(call.version, broker.cluster_id, view, operations)
     topics = [_topic(t.name, getattr(t, "topic_id", None), UNKNOWN_TOPIC_OR_PARTITION) for t in request.topics]
-    return respond(call, **_metadata_fields(broker, topics, operations))
+    return respond(call, **_metadata_fields(broker.cluster_id, view, topics, operations))
 
 
 def _describe_cluster_failed(call: Call, error: ApiError) -> Any:
@@ -145,16 +151,18 @@ def describe_cluster(call: Call) -> Any:
         code = ErrorCode.INVALID_REQUEST if call.version == 0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
         return _describe_cluster_failed(call, ApiError(code, f"Unsupported endpoint type {endpoint_type}"))
     operations = _cluster_operations(call, request.include_cluster_authorized_operations)
-    return _describe_cluster_answer(call.version, broker, endpoint_type, operations)
+    return _describe_cluster_answer(call.version, broker.cluster_id, cluster_view(broker, call.cluster),
+                                    endpoint_type, operations)
 
 
 @lru_cache(maxsize=_KEPT)
-def _describe_cluster_answer(version: int, broker: BrokerInfo, endpoint_type: int, operations: int) -> EncodedResponse:
+def _describe_cluster_answer(version: int, cluster_id: str, view: ClusterView, endpoint_type: int,
+                             operations: int) -> EncodedResponse:
     return _encoded(ApiKey.DESCRIBE_CLUSTER, version, {
         "error_code": ErrorCode.NONE, "error_message": None, "endpoint_type": endpoint_type,
-        "cluster_id": broker.cluster_id, "controller_id": broker.node_id,
-        "brokers": [{"broker_id": broker.node_id, "host": broker.host, "port": broker.port, "rack": broker.rack,
-                     "is_fenced": False}],
+        "cluster_id": cluster_id, "controller_id": view.controller_id,
+        "brokers": [{"broker_id": n.node_id, "host": n.host, "port": n.port, "rack": n.rack, "is_fenced": False}
+                    for n in view.brokers],
         "cluster_authorized_operations": operations})
 
 

@@ -290,7 +290,7 @@ class Connection:
             return
         server = self._server
         handler = server.handlers[frame.api_key]
-        call = Call(server.store, auth.context, frame, self._broker, server.answers)
+        call = Call(server.store, auth.context, frame, self._broker, server.answers, server.cluster)
         if len(data) <= ON_LOOP_BYTES and handler.on_loop(call):
             response = handler(call)
             await self._write(encode_response(frame.correlation_id, response))
@@ -320,7 +320,7 @@ class Connection:
             response = encode_response(frame.correlation_id, auth.refused_handshake(frame))
         else:
             handler = self._server.handlers[ApiKey(frame.api_key)]
-            call = Call(self._server.store, auth.context, frame, self._broker)
+            call = Call(self._server.store, auth.context, frame, self._broker, cluster=self._server.cluster)
             response = await self._maybe_off_loop(size > ON_LOOP_BYTES, _refused, handler, call, error)
         await self._write(response)
         raise _Close(refusal.reason)

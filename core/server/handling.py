@@ -6,7 +6,8 @@ the handler serves the request; an ``ApiException`` from the store becomes
 ``error_response`` with its own code and message; anything else is logged (API and
 exception type only, the traceback at DEBUG) and answered UNKNOWN_SERVER_ERROR, as
 Kafka's RequestHandlerHelper.handleError does, so one bad request never costs the
-connection.  The connection also uses ``error_response`` to refuse a request during SASL
+connection.  A write API (``writes``) on a node of a replicated cluster that is not the
+active controller is answered NOT_CONTROLLER before the store sees it.  The connection also uses ``error_response`` to refuse a request during SASL
 authentication (ILLEGAL_SASL_STATE), as Kafka's SaslServerAuthenticator does.
 
 ``on_loop(call)`` says whether a request may be answered on the event loop: only reads
@@ -23,6 +24,7 @@ from typing import Any
 
 from secmeta.core.errors import ApiError, ApiException, ErrorCode
 from secmeta.core.server.call import Call
+from secmeta.core.server.controllership import not_controller
 from secmeta.core.wire.codec import build, response_class
 
 __all__ = ["UNEXPECTED", "Handler", "log_failure", "request_level", "respond"]
@@ -54,8 +56,11 @@ class Handler:
     serve: Callable[[Call], Any]
     error_response: Callable[[Call, ApiError], Any]
     on_loop: Callable[[Call], bool] = _never
+    writes: bool = False    # a write API: only the active controller serves it (NOT_CONTROLLER elsewhere)
 
     def __call__(self, call: Call) -> Any:
+        if self.writes and call.cluster is not None and not call.cluster.accepts_writes:
+            return self.error_response(call, not_controller(call.cluster.node_id, call.cluster.active_id))
         try:
             return self.serve(call)
         except ApiException as exc:
@@ -65,11 +70,12 @@ class Handler:
             return self.error_response(call, UNEXPECTED)
 
 
-def request_level(on_error: Callable[[Call, ApiError], Any], *,
-                  on_loop: Callable[[Call], bool] = _never) -> Callable[[Callable[[Call], Any]], Handler]:
-    """Make a ``Handler`` of the decorated function, answering failures with ``on_error(call, error)``."""
+def request_level(on_error: Callable[[Call, ApiError], Any], *, on_loop: Callable[[Call], bool] = _never,
+                  writes: bool = False) -> Callable[[Callable[[Call], Any]], Handler]:
+    """Make a ``Handler`` of the decorated function, answering failures with ``on_error(call, error)``;
+    ``writes``: the API changes the store, so a node that is not the active controller refuses it."""
 
     def wrap(serve: Callable[[Call], Any]) -> Handler:
-        return Handler(serve, on_error, on_loop)
+        return Handler(serve, on_error, on_loop, writes)
 
     return wrap

@@ -28,6 +28,7 @@ from secmeta.core.server.auth_failures import FailedAuthLimiter
 from secmeta.core.server.call import BrokerInfo
 from secmeta.core.server.config import ServerConfig
 from secmeta.core.server.connection import Connection, log, peer_of
+from secmeta.core.server.controllership import Controllership
 from secmeta.core.server.image_answers import ImageAnswers
 from secmeta.core.server.listeners import Listener, ListenerError, parse_listeners, ssl_context
 from secmeta.events.types import ScramMechanism
@@ -55,14 +56,19 @@ class Server:
 
     def __init__(self, store: Any, listeners: str | Sequence[Listener], config: ServerConfig | None = None, *,
                  sockets: Mapping[str, Sequence[socket.socket]] | None = None, limiter: Any = None,
-                 admission: Any = None):
+                 admission: Any = None, cluster: Controllership | None = None):
         """``sockets``: listening sockets to serve (listener name -> its sockets, bound by the caller and
         shared with other serving processes), else ``start`` binds them; ``limiter`` and ``admission``: the
         failed-login limiter and the connection table to ask (the writer's, shared by every serving
-        process, answering asynchronously), else this server's own."""
+        process, answering asynchronously), else this server's own; ``cluster``: replicated mode's roles
+        (who is the active controller), None for this one-node cluster."""
         self.store = store
+        self.cluster = cluster   # replicated mode: who is the active controller (None: this one-node cluster)
         self.listeners = parse_listeners(listeners) if isinstance(listeners, str) else tuple(listeners)
         self.config = config or ServerConfig()
+        if cluster is not None and cluster.node_id != self.config.node_id:
+            raise InvalidValueError(f"the server's node id {self.config.node_id} is not its controllership's "
+                                    f"node {cluster.node_id}")
         self.handlers: dict[int, Any] = {int(key): h for key, h in HANDLERS.items()}   # by the int key
         self.answers = ImageAnswers()       # reads' answers kept per published image (image_answers.py)
         self.sasl_mechanisms = _sasl_mechanisms(self.config, store)
@@ -291,11 +297,13 @@ class ServerThread:
     """
 
     def __init__(self, store: Any, listeners: str | Sequence[Listener], config: ServerConfig | None = None, *,
-                 processes: int | None = None):
+                 processes: int | None = None, cluster: Controllership | None = None):
         """``processes``: serve from that many processes (``secmeta.core.server.processes``), this one the
-        writer; None serves in this process."""
+        writer; None serves in this process.  ``cluster``: replicated mode's roles (one process only)."""
         if processes is None:
-            self.server: Any = Server(store, listeners, config)
+            self.server: Any = Server(store, listeners, config, cluster=cluster)
+        elif cluster is not None:
+            raise InvalidValueError("replicated mode serves from one process: --processes is not for it yet")
         else:
             from secmeta.core.server.processes import ServingProcesses
 
