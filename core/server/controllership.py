@@ -108,7 +108,8 @@ class Controllership:
             if address.node_id == self.node_id:
                 return  # this node's own role is decided here, never by an echo of its announcements
             if active:
-                self._active = address.node_id
+                if not self._active_here:   # while active here, another's claim is stale (it lost the group)
+                    self._active = address.node_id
             elif self._active == address.node_id:
                 self._active = None
 

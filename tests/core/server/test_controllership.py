@@ -31,8 +31,6 @@ from secmeta.events.types import (
 )
 from tests.serverkit import ADMIN, TOKEN_SECRET, RawClient, running_server
 
-pytestmark = pytest.mark.server
-
 READ = AclBinding.of(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice", "*",
                      AclOperation.READ, AclPermissionType.ALLOW)
 

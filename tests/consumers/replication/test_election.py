@@ -1,0 +1,125 @@
+"""The controllers' election through Kafka's group membership, against a real Tansu broker (issue 25, item 3).
+
+Three in-process Elections over one Tansu; each activation runs a real transactional producer's
+init_transactions with the transactional.id all nodes share, so the newest active node fences the
+previous one as the replication's producer does.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+
+from secmeta.consumers.kafka.replication.election import Election, ElectionSettings
+from secmeta.core.server.controllership import Controllership, NodeAddress
+
+# Tansu accepts shorter sessions than a Kafka broker's default minimum (6 s): quicker tests, same logic.
+QUICK = ElectionSettings(session_timeout_ms=3000, heartbeat_interval_ms=300, max_poll_interval_ms=3000,
+                         topic_replication_factor=1)
+
+
+def wait_for(condition, timeout: float = 20.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
+class Node:
+    """An Election whose activation fences through a transactional producer and records what happened."""
+
+    def __init__(self, bootstrap: str, store_id: str, node_id: int, fail_activation: bool = False):
+        self.bootstrap, self.store_id = bootstrap, store_id
+        self.cluster = Controllership(node_id)
+        self.producer: Producer | None = None
+        self.fail_activation = fail_activation
+        self.deactivations: list[str] = []
+        self.election = Election({"bootstrap.servers": bootstrap}, store_id,
+                                 NodeAddress(node_id, "127.0.0.1", 9000 + node_id), self.cluster,
+                                 activate=self._activate, deactivate=self.deactivations.append, settings=QUICK)
+
+    def _activate(self) -> None:
+        if self.fail_activation:
+            raise RuntimeError("cannot reach the log topic")
+        producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": f"secmeta.{self.store_id}",
+                             "enable.idempotence": True, "acks": "all"})
+        producer.init_transactions(10)
+        self.producer = producer
+
+    def commit(self, topic: str) -> None:
+        """One transaction of one record, as the commit gate makes for a batch."""
+        assert self.producer is not None
+        self.producer.begin_transaction()
+        self.producer.produce(topic, b"batch", partition=0)
+        self.producer.commit_transaction(10)
+
+
+@pytest.fixture
+def three(tansu_bootstrap):
+    store_id = uuid.uuid4().hex
+    nodes = [Node(tansu_bootstrap, store_id, n) for n in (1, 2, 3)]
+    for node in nodes:
+        node.election.start()
+    yield nodes
+    for node in nodes:
+        if node.election._member is not None:
+            node.election.stop()
+
+
+def _actives(nodes):
+    return [n for n in nodes if n.cluster.accepts_writes]
+
+
+def test_exactly_one_node_is_elected_and_every_node_names_it(three):
+    """One of three becomes active; all three learn its id and every node's address from the announcements."""
+    (active,) = wait_for(lambda: _actives(three) or None, what="a node becomes active")
+    wait_for(lambda: all(n.cluster.active_id == active.cluster.node_id for n in three), what="every node names it")
+    wait_for(lambda: all(set(n.cluster.nodes) == {1, 2, 3} for n in three), what="every node knows all three")
+    assert three[0].cluster.nodes[2] == NodeAddress(2, "127.0.0.1", 9002)
+    assert len(_actives(three)) == 1
+
+
+def test_when_the_active_leaves_another_takes_over_and_the_old_writer_is_fenced(three, tansu_bootstrap):
+    """The active node stops (leaving the group): another node is elected, its activation fences the old
+    producer, whose next commit fails; the old node stepped down before that."""
+    from tests.consumers.conftest import unique_topic
+
+    topic = unique_topic("fenced")
+    (first,) = wait_for(lambda: _actives(three) or None, what="a first active node")
+    first.commit(topic)
+    old_producer = first.producer
+    first.election.stop()
+    assert not first.cluster.accepts_writes and first.deactivations == ["this node is stopping"]
+    rest = [n for n in three if n is not first]
+    (second,) = wait_for(lambda: _actives(rest) or None, timeout=QUICK.session_timeout_ms / 1000 + 10,
+                         what="a standby takes over")
+    wait_for(lambda: all(n.cluster.active_id == second.cluster.node_id for n in rest), what="both name it")
+    assert first.cluster.node_id not in rest[0].cluster.nodes   # it announced that it left
+    with pytest.raises(KafkaException) as fenced:
+        old_producer.begin_transaction()
+        old_producer.produce(topic, b"late", partition=0)
+        old_producer.commit_transaction(10)
+    assert fenced.value.args[0].fatal()
+    second.commit(topic)
+
+
+def test_a_node_whose_activation_fails_stands_down_and_another_is_elected(tansu_bootstrap):
+    """A candidate that cannot activate never accepts writes; it gives the partition up and a node that can
+    activate is elected (node 1 is elected first: the range assignor picks the lowest member id)."""
+    store_id = uuid.uuid4().hex
+    broken, healthy = Node(tansu_bootstrap, store_id, 1, fail_activation=True), Node(tansu_bootstrap, store_id, 2)
+    for node in (broken, healthy):
+        node.election.start()
+    try:
+        wait_for(lambda: healthy.cluster.accepts_writes, timeout=30, what="the healthy node is elected")
+        assert not broken.cluster.accepts_writes
+        assert broken.deactivations[0].startswith("activation failed: cannot reach the log topic")
+    finally:
+        for node in (broken, healthy):
+            node.election.stop()
