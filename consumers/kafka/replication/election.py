@@ -107,13 +107,14 @@ class Election:
     """This node's membership in the controllers' group, its activation and its announcements.
 
     ``start()`` joins; ``stop()`` steps down, announces the node gone and leaves the group (so a standby
-    is elected at once, not after a session timeout).  ``activate()`` runs in its own thread (it may take
-    seconds: fencing and catching up) while the group keeps being polled; ``deactivate(reason)`` runs on
-    the election's thread and must return at once.
+    is elected at once, not after a session timeout).  ``activate(term)`` runs in its own thread (it may take
+    seconds: fencing and catching up) while the group keeps being polled; ``deactivate(term, reason)`` runs
+    on the election's thread and must return at once.  ``term`` grows with every change of the assignment,
+    so a callee can tell a late activation from a later one.
     """
 
     def __init__(self, client: Mapping[str, Any], store_id: str, node: NodeAddress, cluster: Controllership, *,
-                 activate: Callable[[], None], deactivate: Callable[[str], None],
+                 activate: Callable[[int], None], deactivate: Callable[[int, str], None],
                  settings: ElectionSettings = ElectionSettings(), topic: str | None = None):
         if cluster.node_id != node.node_id:
             raise ElectionError(f"node {node.node_id} cannot run the election of node {cluster.node_id}")
@@ -234,16 +235,17 @@ class Election:
         with self._lock:
             was = self._holding or self.cluster.accepts_writes
             self._term += 1
+            term = self._term
             self._holding = False
             self.cluster.step_down(reason)
         if was:
             log.warning("node %d stepped down: %s", self.node.node_id, reason)
-            self._deactivate(reason)
+            self._deactivate(term, reason)
             self._announce(active=False)
 
     def _activation(self, term: int) -> None:
         try:
-            self._activate()
+            self._activate(term)
         except Exception as exc:  # noqa: BLE001 - any doubt: stay standby, let another node try
             log.error("node %d could not become the active controller: %s", self.node.node_id, exc)
             with self._lock:

@@ -42,9 +42,12 @@ class Node:
         self.deactivations: list[str] = []
         self.election = Election({"bootstrap.servers": bootstrap}, store_id,
                                  NodeAddress(node_id, "127.0.0.1", 9000 + node_id), self.cluster,
-                                 activate=self._activate, deactivate=self.deactivations.append, settings=QUICK)
+                                 activate=self._activate, deactivate=self._deactivate, settings=QUICK)
 
-    def _activate(self) -> None:
+    def _deactivate(self, _term: int, reason: str) -> None:
+        self.deactivations.append(reason)
+
+    def _activate(self, _term: int) -> None:
         if self.fail_activation:
             raise RuntimeError("cannot reach the log topic")
         producer = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": f"secmeta.{self.store_id}",
