@@ -25,10 +25,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-from scripts.bench import as_of, authz_core
+from scripts.bench import as_of, authz_core, logcache
 from scripts.bench.report import percentiles, print_table, write_json
 from secmeta.core import AclOperation, ResourceType, StoreConfig
 from secmeta.core.forensics.timetravel import DEFAULT_INTERVAL
@@ -54,6 +53,12 @@ T0 = 1_700_000_000_000
 OPS = (AclOperation.READ, AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.ALL)
 
 
+def _uuid4(rng: random.Random) -> str:
+    """A random version-4 UUID string from ``rng`` (uuid.UUID's own checks cost more than the rest of an event)."""
+    h = f"{rng.getrandbits(128):032x}"
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
+
+
 class _Generator:
     """Mixed events: 60% ACL created, 20% ACL deleted, 10% SCRAM, 10% tokens."""
 
@@ -65,14 +70,18 @@ class _Generator:
         self.credentials: set[tuple[str, ScramMechanism]] = set()
         self.n = 0
 
+    def below(self, n: int) -> int:
+        """A random int in [0, n) (random.randrange costs more than the rest of an event)."""
+        return int(self.rng.random() * n)
+
     def binding(self) -> AclBinding:
-        rng = self.rng
+        rng, below = self.rng, self.below
         prefixed = rng.random() < 0.2
-        name = f"topic-{rng.randrange(20_000)}" if not prefixed else f"topic-{rng.randrange(200)}"
+        name = f"topic-{below(20_000)}" if not prefixed else f"topic-{below(200)}"
         return AclBinding.of(
             ResourceType.TOPIC if rng.random() < 0.9 else ResourceType.GROUP, name,
-            PatternType.PREFIXED if prefixed else PatternType.LITERAL, f"User:svc-{rng.randrange(500)}", "*",
-            rng.choice(OPS), AclPermissionType.DENY if rng.random() < 0.1 else AclPermissionType.ALLOW,
+            PatternType.PREFIXED if prefixed else PatternType.LITERAL, f"User:svc-{below(500)}", "*",
+            OPS[below(len(OPS))], AclPermissionType.DENY if rng.random() < 0.1 else AclPermissionType.ALLOW,
         )
 
     def event(self, ts: int):
@@ -80,15 +89,15 @@ class _Generator:
         self.n += 1
         roll = rng.random()
         if roll < 0.6 or (roll < 0.8 and not self.acls):
-            pair = (str(uuid.UUID(int=rng.getrandbits(128), version=4)), self.binding())
+            pair = (_uuid4(rng), self.binding())
             self.acls.append(pair)
             return AclCreated(*pair)
         if roll < 0.8:
-            i = rng.randrange(len(self.acls))
+            i = self.below(len(self.acls))
             self.acls[i], self.acls[-1] = self.acls[-1], self.acls[i]
             return AclDeleted(*self.acls.pop())
-        user = f"user-{rng.randrange(5000)}"
-        mechanism = rng.choice((ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512))
+        user = f"user-{self.below(5000)}"
+        mechanism = ScramMechanism.SCRAM_SHA_256 if rng.random() < 0.5 else ScramMechanism.SCRAM_SHA_512
         if roll < 0.88 or (roll < 0.9 and (user, mechanism) not in self.credentials):
             secret = SealedSecret(self.key_id, rng.randbytes(12), rng.randbytes(80))
             self.credentials.add((user, mechanism))
@@ -97,13 +106,13 @@ class _Generator:
             self.credentials.discard((user, mechanism))
             return ScramCredentialDeleted(user, mechanism)
         if roll < 0.95 or not self.tokens:
-            token_id = uuid.UUID(int=rng.getrandbits(128)).hex[:22]
+            token_id = f"{rng.getrandbits(88):022x}"
             self.tokens.append(token_id)
-            owner = f"User:svc-{rng.randrange(500)}"
+            owner = f"User:svc-{self.below(500)}"
             return DelegationTokenIssued(token_id, owner, owner, (), ts, ts + 86_400_000, ts + 7 * 86_400_000)
         if roll < 0.98:
-            return DelegationTokenRenewed(rng.choice(self.tokens), -1, ts + 86_400_000)
-        i = rng.randrange(len(self.tokens))
+            return DelegationTokenRenewed(self.tokens[self.below(len(self.tokens))], -1, ts + 86_400_000)
+        i = self.below(len(self.tokens))
         self.tokens[i], self.tokens[-1] = self.tokens[-1], self.tokens[i]
         return DelegationTokenRemoved(self.tokens.pop(), TokenRemovalReason.EXPIRED_BY_REQUEST)
 
@@ -124,6 +133,17 @@ def build_log(directory: Path, keyring: Keyring, events: int, seed: int = 0) -> 
     return ts - 1000
 
 
+GENERATOR_VERSION = 2  # bump when build_log writes other events for the same parameters (the cache key)
+
+
+def mixed_log(events: int, seed: int = 0) -> logcache.CachedLog:
+    """The cached log of ``events`` mixed events (written once by ``build_log``; meta: its last batch's time)."""
+    def build(store: Path, keyring: Keyring) -> dict:
+        return {"first_ts": T0, "last_ts": build_log(store, keyring, events, seed)}
+
+    return logcache.cached("mixed", {"events": events, "seed": seed, "generator": GENERATOR_VERSION}, build)
+
+
 def _timed(fn, *args, **kwargs) -> float:
     start = time.perf_counter()
     fn(*args, **kwargs)
@@ -135,11 +155,11 @@ def _stats(samples: list[float]) -> dict:
     return {"p50_s": pct["p50"], "p99_s": pct["p99"], "max_s": max(samples), "n": len(samples)}
 
 
-def log_rows(events: int, points: int, directory: Path, keyring: Keyring, memory_mb: int) -> dict:
-    """Every measure that needs a log of ``events`` events."""
-    print(f"writing a log of {events:,} events ...", flush=True)
-    path = directory / f"log-{events}"
-    last_ts = build_log(path, keyring, events)
+def log_rows(events: int, points: int, directory: Path, memory_mb: int) -> dict:
+    """Every measure that needs a log of ``events`` events (a fresh copy of the cached one in ``directory``)."""
+    generated = mixed_log(events)
+    path = logcache.fresh_copy(generated, directory / f"log-{events}")
+    keyring, last_ts = Keyring.from_file(generated.key_file), generated.meta["last_ts"]
     clock_s = (last_ts + 60_000) / 1000
     config = StoreConfig(clock=lambda: clock_s, snapshot_policy=_no_snapshots())
     rng = random.Random(7)
@@ -152,7 +172,7 @@ def log_rows(events: int, points: int, directory: Path, keyring: Keyring, memory
         out["derived_files_s"] = time.perf_counter() - start
     out["index_mb"] = sum(f.stat().st_size for f in (path / "history").glob("*")) / 2**20
     out["checkpoint_files_mb"] = sum(f.stat().st_size for f in (path / "checkpoints").glob("*")) / 2**20
-    out |= _cold_as_of(path, directory / "keys.json", last_ts, points, memory_mb)
+    out |= _cold_as_of(path, generated.key_file, last_ts, points, memory_mb)
     store = SecurityStore.open(path, config, keyring=keyring)  # forensic queries
     try:
         store.timetravel.index.wait()
@@ -276,11 +296,8 @@ def main(argv: list[str] | None = None) -> int:
 
     results: dict = {"checkpoint_interval": DEFAULT_INTERVAL, "logs": [], "who_could": None}
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        tmp = Path(tmp)
-        Keyring.generate_file(tmp / "keys.json")
-        keyring = Keyring.from_file(tmp / "keys.json")
         for size in args.sizes:
-            results["logs"].append(log_rows(size, args.points, tmp, keyring, args.memory_mb))
+            results["logs"].append(log_rows(size, args.points, Path(tmp), args.memory_mb))
             gc.collect()
     print(f"who_could over {args.who_could_acls:,} ACLs ...", flush=True)
     results["who_could"] = who_could_row(args.who_could_acls, 2000)
