@@ -577,10 +577,11 @@ class HistoryIndex:
             raise ValueError(f"the history index starts at offset {self._start}: it holds no state before it")
 
     def _acl_rows(self, lo: int, hi: int, where: str = "", args: tuple = ()) -> list[tuple]:
-        """(created: 1, deleted: 0; ACL id; the binding's fields...) of the ACL rows in [lo, hi) that pass
-        ``where``, in offset order (``_acls`` makes the bindings of the rows a caller keeps)."""
-        sql = ("SELECT type = 'AclCreated', substr(entity, 5), restype, name, pattern, principal, acl_host, op, perm "
-               "FROM events WHERE +restype IS NOT NULL AND")
+        """(packed codes, entity key, name, principal, host) of the ACL rows in [lo, hi) that pass ``where``, in
+        offset order; the packed int holds created (1) or deleted (0) and the binding's four codes (``_PACKED``:
+        a column costs about as much as building its value, so four small ints travel as one), and the ACL id is
+        the entity key's tail (``_net_acls`` nets them, ``_acls`` makes the bindings of the rows a caller keeps)."""
+        sql = f"SELECT {_PACKED}, entity, name, principal, acl_host FROM events WHERE +restype IS NOT NULL AND"
         with self._lock:
             return self._db.execute(_ranged(sql, where, indexed=True), (lo, hi, *args)).fetchall()
 
@@ -725,15 +726,34 @@ def _ranged(select: str, where: str, indexed: bool) -> str:
     return f"{select} offset >= ? AND offset < ?{f' AND ({where})' if where else ''} ORDER BY offset"
 
 
+# An ACL row's created flag and codes in one int (restype < 256, pattern type < 16, operation < 32);
+# in SQLite | and << bind alike, left to right: each shift is parenthesised.
+_PACKED = "(type = 'AclCreated') | (restype << 1) | (pattern << 9) | (op << 13) | (perm << 18)"
+_ACL_ID = len(ACLS.name) + 1  # an ACL's entity key is 'acl:<id>'
+
+
 def _acls(rows: Iterable[tuple]) -> list[tuple[str, AclBinding]]:
-    """(ACL id, binding) of rows ``HistoryIndex._acl_rows`` returns (one comprehension: diffs make 100k)."""
+    """(ACL id, binding) of rows ``HistoryIndex._acl_rows`` returns.  Diffs make 100k: the patterns and
+    entries they share are made once each (they are immutable values)."""
     rt, pt, ops, perms = _RESOURCE_TYPES, _PATTERN_TYPES, _OPERATIONS, _PERMISSIONS
-    return [(r[1], AclBinding(ResourcePattern(rt[r[2]], r[3], pt[r[4]]),
-                              AccessControlEntry(r[5], r[6], ops[r[7]], perms[r[8]]))) for r in rows]
+    patterns: dict[tuple, ResourcePattern] = {}
+    entries: dict[tuple, AccessControlEntry] = {}
+    out = []
+    for packed, entity, name, principal, host in rows:
+        key = (packed & 0x1ffe, name)
+        pattern = patterns.get(key)
+        if pattern is None:
+            pattern = patterns[key] = ResourcePattern(rt[packed >> 1 & 0xff], name, pt[packed >> 9 & 0xf])
+        key = (packed >> 13, principal, host)
+        entry = entries.get(key)
+        if entry is None:
+            entry = entries[key] = AccessControlEntry(principal, host, ops[packed >> 13 & 0x1f], perms[packed >> 18])
+        out.append((entity[_ACL_ID:], AclBinding(pattern, entry)))
+    return out
 
 
 def _net_acls(rows: Iterable[tuple]) -> tuple[dict[str, tuple], dict[str, tuple]]:
-    """(added, removed): rows ``HistoryIndex._acl_rows`` returns, in offset order, netted by ACL id.
+    """(added, removed): rows ``HistoryIndex._acl_rows`` returns, in offset order, netted by entity key.
 
     ACL ids are never reused (a fresh UUID per created ACL), so an ACL created among the
     rows and not deleted there was added, and one deleted there but not created there was
@@ -741,8 +761,8 @@ def _net_acls(rows: Iterable[tuple]) -> tuple[dict[str, tuple], dict[str, tuple]
     """
     added: dict[str, tuple] = {}
     removed: dict[str, tuple] = {}
-    for row in rows:  # (created, ACL id, ...)
-        if row[0]:
+    for row in rows:  # (packed: created in its lowest bit, entity key, ...)
+        if row[0] & 1:
             added[row[1]] = row
         elif added.pop(row[1], None) is None:
             removed[row[1]] = row

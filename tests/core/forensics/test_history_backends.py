@@ -187,3 +187,34 @@ def test_live_token_access_at_every_point_is_the_replayed_tokens_held_by_another
             for backend in _both(store):
                 found = live_tokens(travel, n, None, backend=backend)
                 assert {(a.token_id, a.holder, a.owner) for a in found} == expected, n
+
+
+def test_every_code_of_every_acl_field_comes_back_from_the_index_as_the_scan_reads_it(keyring):
+    """The index hands an ACL row's created flag and four codes to Python packed in one int: every resource
+    type, pattern type, operation and permission an ACL can hold comes back unchanged, in diffs and acls_at."""
+    from secmeta.core import AclBinding, AclOperation, AclPermissionType
+
+    concrete = [t for t in ResourceType if t not in (ResourceType.ANY, ResourceType.UNKNOWN)]
+    ops = [o for o in AclOperation if o not in (AclOperation.ANY, AclOperation.UNKNOWN)]
+    name = {rt: "kafka-cluster" if rt == ResourceType.CLUSTER else "orders" for rt in concrete}
+    bindings = [AclBinding.of(rt, name[rt], pt, "User:alice", host, op, perm)
+                for rt in concrete for pt in (PatternType.LITERAL, PatternType.PREFIXED) for op in ops
+                for perm, host in ((AclPermissionType.ALLOW, "*"), (AclPermissionType.DENY, "10.0.0.1"))]
+    with store_after(keyring, []) as store:
+        store.create_acls(bindings, context=ADMIN)  # Kafka's validation refuses some (e.g. a USER ACL for Read)
+        created = store.log.end_offset
+        store.delete_acls([AclBindingFilter.of(ResourceType.ANY, None, PatternType.PREFIXED)], context=ADMIN)
+        store.timetravel.index.catch_up()
+        end = store.log.end_offset
+        for a, b in ((0, end), (0, created), (created, end)):
+            found = store.diff(a, b)
+            assert found == scanned(store, store.diff, a, b)
+            assert {x for _, x in found.acls_added + found.acls_removed} <= set(bindings)
+        held = {x for _, x in store.diff(0, created).acls_added}
+        assert {x.restype for x in held} == set(concrete) and {x.permission_type for x in held} == {
+            AclPermissionType.ALLOW, AclPermissionType.DENY} and {x.operation for x in held} == set(ops)
+        assert {x for _, x in store.diff(created, end).acls_removed} == {
+            x for x in held if x.resource_pattern_type == PatternType.PREFIXED}
+        index = store.timetravel.index
+        for rt in concrete:
+            assert index.acls_at(end, rt, name[rt]) == LogScan(store.timetravel).acls_at(end, rt, name[rt]) != []
