@@ -148,15 +148,22 @@ class CheckpointFiles:
         except Exception as exc:  # noqa: BLE001
             logger.warning("time-travel checkpoints not written: %s", exc)
 
+    def _least_spacing(self) -> int:
+        """The fill's spacing whatever the image: no file it writes is thinned again at once."""
+        return (self.log.end_offset - self.log.start_offset) // self.max_files
+
     def _fill(self, base: SecurityImage | None) -> None:
-        for offset in reversed(self.offsets()):
+        offsets = self.offsets()
+        if offsets and self.log.end_offset - offsets[-1] < max(self._least_spacing(), self.every):
+            return  # no file is due past the newest, whatever its image: a reopened store loads none
+        for offset in reversed(offsets):
             loaded = self.load(offset)
             if loaded is not None:
                 base = loaded
                 break
         if base is None:
             return
-        least = (self.log.end_offset - self.log.start_offset) // self.max_files  # no file written to be thinned
+        least = self._least_spacing()
         since, spacing = base.next_offset, max(least, self.spacing(base))
         with paused_gc():
             delta = SecurityDelta(base)

@@ -126,6 +126,23 @@ def test_a_fill_writes_no_more_than_max_files(store):
     assert 1 <= len(files.offsets()) <= 4
 
 
+def test_a_reopened_store_whose_files_cover_its_log_loads_none_of_them(store):
+    """A process opening a store whose newest file is less than a spacing from the log's end has nothing to
+    write, so it does not load that file (a whole image, in the background of every cold open)."""
+    written = filled(store).offsets()
+    loaded = []
+    reopened = CheckpointFiles(store.log, every=40)
+    original = reopened.load
+    reopened.load = lambda offset: loaded.append(offset) or original(offset)
+    reopened.fill(None)
+    reopened.wait()
+    assert loaded == [] and reopened.offsets() == written
+    store.create_acls([acl(f"late-{i}") for i in range(40)], context=ADMIN)  # a file is due again: it loads one
+    reopened.fill(None)
+    reopened.wait()
+    assert loaded == [written[-1]] and reopened.offsets() == [*written, store.log.end_offset]
+
+
 # -- retention moving the log's start under a replay ----------------------------------------
 
 
