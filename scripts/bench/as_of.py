@@ -1,12 +1,15 @@
 """as_of in a cold process: the first query, the background fill, random points and memory.
 
     python -m scripts.bench.as_of STORE KEY_FILE --first-ts MS --last-ts MS [--points 40] [--memory-mb 1024]
+        [--profile FILE] [--trace-memory FILE]
 
 Run by scripts.bench.history in a fresh interpreter for each log, after a first
 process has written the derived files, so that nothing of that process's image
 or freed memory is resident: the figures are those of a process that opens the
 store and answers time-travel queries.  Prints one JSON object.  Wall times are
-beside the CPU time of the querying thread (the machine may be shared).
+beside the CPU time of the querying thread (the machine may be shared).  ``--profile`` writes a
+pyinstrument profile of the first as_of (text), ``--trace-memory`` the 25 lines that allocated most
+of what it left held (tracemalloc; both slow that query down, so its figures are not the measure).
 """
 
 from __future__ import annotations
@@ -40,6 +43,21 @@ def _rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def _reset_peak_rss() -> None:
+    """Start a new peak-RSS window (Linux: writing 5 to clear_refs resets VmHWM)."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def _peak_rss_mb() -> float:
+    """The peak RSS since the last ``_reset_peak_rss`` (VmHWM)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def _timed(fn, *args, **kwargs) -> tuple[float, float]:
     """(wall seconds, CPU seconds of this thread)."""
     wall, cpu = time.perf_counter(), time.thread_time()
@@ -54,12 +72,62 @@ def _stats(samples: list[tuple[float, float]]) -> dict:
             "p50_cpu_s": cpu["p50"], "p99_cpu_s": cpu["p99"], "n": len(samples)}
 
 
-def measure(path: Path, key_file: Path, first_ts: int, last_ts: int, points: int, memory_mb: int) -> dict:
-    """Open the store, answer a first as_of, wait for the fill, then as_of at random offsets and times."""
-    keyring = Keyring.from_file(key_file)
+class _Observed:
+    """The first as_of run under pyinstrument and/or tracemalloc, each writing its report to a file."""
+
+    def __init__(self, profile: Path | None, trace_memory: Path | None):
+        self.profile, self.trace_memory = profile, trace_memory
+        self.traced: dict[str, float] = {}  # MB allocated by Python and held after the call, and at its peak
+
+    def __call__(self, fn, *args, **kwargs):
+        profiler = None
+        if self.profile is not None:
+            from pyinstrument import Profiler
+
+            profiler = Profiler(interval=0.001)
+            profiler.start()
+        if self.trace_memory is not None:
+            import tracemalloc
+
+            tracemalloc.start()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if self.trace_memory is not None:
+                top = tracemalloc.take_snapshot().statistics("lineno")[:25]
+                held, peak = tracemalloc.get_traced_memory()
+                tracemalloc.stop()
+                self.traced = {"first_as_of_traced_mb": held / 2**20, "first_as_of_traced_peak_mb": peak / 2**20}
+                self.trace_memory.write_text(f"the first as_of: {held / 2**20:.1f} MB held after it, peak "
+                                             f"{peak / 2**20:.1f} MB\n" + "\n".join(str(line) for line in top) + "\n")
+            if profiler is not None:
+                profiler.stop()
+                self.profile.write_text(profiler.output_text(unicode=False, color=False, show_all=False))
+
+
+def _config(last_ts: int, memory_mb: int) -> StoreConfig:
     clock_s = (last_ts + 60_000) / 1000
-    config = StoreConfig(clock=lambda: clock_s, snapshot_policy=SnapshotPolicy(every_events=None, every_bytes=None),
-                         time_travel_memory_bytes=memory_mb * 2**20)
+    return StoreConfig(clock=lambda: clock_s, snapshot_policy=SnapshotPolicy(every_events=None, every_bytes=None),
+                       time_travel_memory_bytes=memory_mb * 2**20)
+
+
+def prepare(path: Path, key_file: Path, last_ts: int, memory_mb: int) -> dict:
+    """A first process: open the store and wait until its derived files (history index, checkpoints) are written."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    with SecurityStore.open(path, _config(last_ts, memory_mb), keyring=Keyring.from_file(key_file)) as store:
+        store.timetravel.index.wait()
+        store.timetravel.files.wait()
+        files = store.timetravel.files.offsets()
+    return {"prepare_s": time.perf_counter() - wall, "prepare_cpu_s": time.process_time() - cpu,
+            "checkpoint_files": files}
+
+
+def measure(path: Path, key_file: Path, first_ts: int, last_ts: int, points: int, memory_mb: int,
+            observed: _Observed | None = None, first_offset: int | None = None, first_only: bool = False) -> dict:
+    """Open the store, answer a first as_of (at ``first_offset``, else a random one), then unless ``first_only``
+    wait for the fill and ask as_of at random offsets and times."""
+    keyring = Keyring.from_file(key_file)
+    config = _config(last_ts, memory_mb)
     out: dict = {"memory_budget_mb": memory_mb, "rss_before_open_mb": _rss_mb()}
     wall, cpu = time.perf_counter(), time.process_time()
     store = SecurityStore.open(path, config, keyring=keyring)
@@ -72,9 +140,20 @@ def measure(path: Path, key_file: Path, first_ts: int, last_ts: int, points: int
         gc.collect()
         out["rss_open_mb"] = rss = _rss_mb()
         rng = random.Random(7)
-        out["first_as_of_s"], out["first_as_of_cpu_s"] = _timed(store.as_of, offset=rng.randrange(events))
+        first = rng.randrange(events)
+        first = first if first_offset is None else first_offset
+        out["first_as_of_offset"] = first
+        _reset_peak_rss()
+        if observed is not None:
+            out["first_as_of_s"], out["first_as_of_cpu_s"] = _timed(observed, store.as_of, offset=first)
+        else:
+            out["first_as_of_s"], out["first_as_of_cpu_s"] = _timed(store.as_of, offset=first)
         out["first_as_of_rss_mb"] = _rss_mb() - rss  # before the fill has built much (it starts now)
+        out["first_as_of_peak_rss_mb"] = _peak_rss_mb() - rss  # the most it held while it ran
         out["first_as_of_held_mb"] = travel.held_bytes() / 2**20
+        out |= observed.traced if observed is not None else {}
+        if first_only:
+            return out
         wall, cpu = time.perf_counter(), time.process_time()
         travel.wait()
         out["fill_s"], out["fill_cpu_s"] = time.perf_counter() - wall, time.process_time() - cpu
@@ -104,8 +183,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--last-ts", type=int, required=True, help="the time of the log's last batch (epoch ms)")
     parser.add_argument("--points", type=int, default=40)
     parser.add_argument("--memory-mb", type=int, default=StoreConfig.time_travel_memory_bytes // 2**20)
+    parser.add_argument("--profile", type=Path, help="write a pyinstrument profile of the first as_of here")
+    parser.add_argument("--trace-memory", type=Path, help="write tracemalloc's top allocations of the first as_of here")
+    parser.add_argument("--first-offset", type=int, help="the first as_of's offset (default: a random one)")
+    parser.add_argument("--first-only", action="store_true", help="measure the first as_of alone")
+    parser.add_argument("--prepare", action="store_true", help="only open the store and write its derived files")
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.store, args.key_file, args.first_ts, args.last_ts, args.points, args.memory_mb)))
+    if args.prepare:
+        print(json.dumps(prepare(args.store, args.key_file, args.last_ts, args.memory_mb)))
+        return 0
+    observed = _Observed(args.profile, args.trace_memory) if args.profile or args.trace_memory else None
+    print(json.dumps(measure(args.store, args.key_file, args.first_ts, args.last_ts, args.points, args.memory_mb,
+                             observed, args.first_offset, args.first_only)))
     return 0
 
 
