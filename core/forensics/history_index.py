@@ -86,7 +86,7 @@ from secmeta.events.types import (
     ResourceType,
     ScramMechanism,
 )
-from secmeta.projections.gc_pause import paused_gc
+from secmeta.projections.gc_pause import FREEZE_AFTER, paused_gc
 from secmeta.projections.tokens import TokenInfo
 
 __all__ = ["HistoryIndex", "condemn", "index_problem", "token_parties"]
@@ -550,8 +550,11 @@ class HistoryIndex:
         so one upserted in [a, b) differs.
         """
         self._require_from_zero(a)
-        with paused_gc():  # tens of thousands of rows and bindings, no cycles among them
-            added, removed = _net_acls(self._acl_rows(a, b))
+        with paused_gc() as paused:  # tens of thousands of rows and bindings, no cycles among them
+            rows = self._acl_rows(a, b)
+            # a large answer is frozen: the collector's first pass after the pause would rescan every binding
+            paused.freeze = len(rows) >= FREEZE_AFTER
+            added, removed = _net_acls(rows)
             scram_last: dict[str, tuple[str, str]] = {}
             token_rows = []
             others: dict[str, list[tuple[str, str, str]]] = {}  # the other kinds' rows, by entity
