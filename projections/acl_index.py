@@ -1,7 +1,8 @@
 """The authorizer index of an ACL image, built from persistent (HAMT) maps.
 
 Per resource type (``TypeIndex``): literal names and prefixes each map to a
-node; a node holds one ``Group`` per principal (a single principal's group
+node (``LayeredMap``: a bulk-built dict whose nodes may be made on first use, see ``acl_table``,
+under a persistent overlay of later changes); a node holds one ``Group`` per principal (a single principal's group
 is the node itself, a few principals' groups a ``Few`` tuple, many a
 ``Multi`` map); a group folds its ACLs into packed masks per host (see
 ``acl_match``) and is the one place an ACL is stored: the image maps each
@@ -20,7 +21,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import ClassVar
@@ -40,6 +42,7 @@ from secmeta.events.types import (
 )
 from secmeta.projections.acl_entries import canonical_entry
 from secmeta.projections.acl_match import ACL_BITS, DENY_SHIFT, acl_network, client_address
+from secmeta.projections.layered_map import LayeredMap
 
 __all__ = [
     "KINDS",
@@ -282,15 +285,6 @@ def group_of(principal: str, name: str, kind: tuple[ResourceType, PatternType], 
     return HostGroup(principal, ids, _shared(any_host), name, kind, hosts, nets, entries)
 
 
-def _crowded(store: dict, name: str, held, kind: tuple, crowded: list) -> dict:
-    """For ``AclIndex.bulk``: the principal -> Group or members table of a pattern holding more than one ACL."""
-    if type(held) is dict:
-        return held
-    pending = store[name] = {} if held is None else {held.principal: held}
-    crowded.append((store, name if held is None else held.name, kind, pending))
-    return pending
-
-
 class Few(tuple):
     """A node with the groups of 2 to ``_FEW`` principals, sorted by principal."""
 
@@ -430,7 +424,7 @@ class TypeIndex:
 
     __slots__ = ("literal", "prefixed", "wildcard", "lengths", "length_counts", "_grants", "_lineage")
 
-    def __init__(self, literal: immutables.Map = EMPTY_MAP, prefixed: immutables.Map = EMPTY_MAP,
+    def __init__(self, literal: LayeredMap = LayeredMap.EMPTY, prefixed: LayeredMap = LayeredMap.EMPTY,
                  length_counts: immutables.Map = EMPTY_MAP, grants: immutables.Map | None = EMPTY_MAP,
                  lineage: _Lineage | None = None):
         self.literal = literal
@@ -442,12 +436,12 @@ class TypeIndex:
         self._lineage = _Lineage() if lineage is None else lineage
 
     @classmethod
-    def of(cls, literal: dict[str, Node], prefixed: dict[str, Node]) -> TypeIndex:
-        """A type index of these nodes (its grants left to first use)."""
-        counts: dict[int, int] = {}
-        for name in prefixed:
-            counts[len(name)] = counts.get(len(name), 0) + 1
-        return cls(frozen_map(literal), frozen_map(prefixed), frozen_map(counts), None)
+    def of(cls, literal: dict[str, int], prefixed: dict[str, int],
+           make: Callable[[int], Node]) -> TypeIndex:
+        """A type index of placeholders (node positions) that ``make`` makes into nodes on first use (its grants
+        left to first use)."""
+        counts = frozen_map(dict(Counter(map(len, prefixed))))
+        return cls(LayeredMap(literal, make), LayeredMap(prefixed, make), counts, None)
 
     @property
     def grants(self) -> immutables.Map:
@@ -664,68 +658,6 @@ class AclIndex:
         for resource_type, per_type in changes.items():
             types[resource_type] = types[resource_type].updated(resource_type, per_type, rebuilt)
         return AclIndex(tuple(types)), rebuilt
-
-    @staticmethod
-    def bulk(added: Iterable[tuple[str, AclBinding | None]], acls: dict[str, Group]) -> AclIndex:
-        """An index of these ACLs (ids distinct; a None binding is skipped); fills ``acls`` with id -> group.
-
-        One pass makes the group of a principal's first ACL on a pattern at
-        once when it is a one-ACL ``Group`` (most are); patterns that turn
-        out to hold more gather them per principal and are made after it.
-        """
-        per_type: dict[int, tuple] = {}  # type code -> (literal nodes, prefixed nodes, their kinds)
-        crowded: list[tuple[dict, str, tuple, dict]] = []  # (store, name, kind, principal -> Group or members)
-        prefixed_type = PatternType.PREFIXED
-        intern = sys.intern
-        for acl_id, binding in added:
-            if binding is None:
-                continue
-            pattern = binding.pattern
-            resource_type = pattern.resource_type
-            stores = per_type.get(resource_type)
-            if stores is None:
-                stores = per_type[resource_type] = (
-                    {}, {}, KINDS[resource_type, PatternType.LITERAL], KINDS[resource_type, prefixed_type]
-                )
-            prefixed = pattern.pattern_type == prefixed_type
-            store = stores[prefixed]
-            name = pattern.name
-            held = store.get(name)
-            entry = binding.entry
-            if held is None:
-                bit = lone_bit(entry.host, entry.operation, entry.permission_type)
-                if bit:  # the pattern's first ACL, one bit: its group (and node) at once
-                    store[name] = acls[acl_id] = Group(intern(entry.principal), acl_id, bit, name, stores[prefixed + 2])
-                    continue
-            pending = _crowded(store, name, held, stores[prefixed + 2], crowded)
-            principal = intern(entry.principal)
-            now = pending.get(principal)
-            if now is None:
-                pending[principal] = [(acl_id, entry)]
-            elif type(now) is list:
-                now.append((acl_id, entry))
-            else:
-                pending[principal] = [*now.members(), (acl_id, entry)]
-        for store, name, kind, pending in crowded:
-            groups = []
-            for principal, held in pending.items():
-                if type(held) is list:
-                    acl_id, entry = held[0]
-                    bit = lone_bit(entry.host, entry.operation, entry.permission_type) if len(held) == 1 else 0
-                    if bit:
-                        held = acls[acl_id] = Group(principal, acl_id, bit, name, kind)
-                    else:
-                        held = group_of(principal, name, kind, [
-                            (acl_id, entry.host, entry.operation, entry.permission_type) for acl_id, entry in held
-                        ])
-                        for acl_id in held.acl_ids():
-                            acls[acl_id] = held
-                groups.append(held)
-            store[name] = node_of(groups)
-        types = list(AclIndex.EMPTY.types)
-        for resource_type, stores in per_type.items():
-            types[resource_type] = TypeIndex.of(stores[0], stores[1])
-        return AclIndex(tuple(types))
 
 
 AclIndex.EMPTY = AclIndex()

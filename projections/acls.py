@@ -24,6 +24,7 @@ from secmeta.projections.acl_entries import canonical_entry
 from secmeta.projections.acl_ids import AclIds
 from secmeta.projections.acl_index import AclIndex, Group, Node
 from secmeta.projections.acl_match import filter_matches
+from secmeta.projections.acl_table import AclTable
 from secmeta.projections.errors import InconsistentEventError
 from secmeta.projections.gc_pause import paused_gc
 
@@ -49,15 +50,17 @@ class AclsImage:
     def of(cls, pairs: Iterable[tuple[str, AclBinding]]) -> AclsImage:
         """An image holding these (acl_id, binding) pairs, e.g. from a snapshot (a later id wins).
 
-        The index is built once, in bulk.
+        The index is built once, in bulk, as columns (``AclTable``).
         """
         with paused_gc():
-            bindings = {acl_id: _indexable(binding) for acl_id, binding in pairs}
-            if not bindings:
-                return cls.EMPTY
-            groups: dict[str, Group] = {}
-            index = AclIndex.bulk(bindings.items(), groups)
-            return cls(AclIds(groups), index)
+            return cls.of_table(AclTable.of_pairs({acl_id: _indexable(binding) for acl_id, binding in pairs}.items()))
+
+    @classmethod
+    def of_table(cls, table: AclTable) -> AclsImage:
+        """The image of a table's ACLs, each node and group made when first used."""
+        if not table.ids:
+            return cls.EMPTY
+        return cls(AclIds(table.id_positions(), table.group_at), table.index())
 
     def get(self, acl_id: str) -> AclBinding | None:
         group = self.acls.get(acl_id)
@@ -198,9 +201,8 @@ class AclsDelta:
         acls = base.acls
         if not acls:
             with paused_gc(pause=len(self._changes) >= _BULK):
-                groups: dict[str, Group] = {}
-                index = AclIndex.bulk(self._changes.items(), groups)
-                return AclsImage(AclIds(groups), index) if groups else base
+                image = AclsImage.of_table(AclTable.of_pairs(self._changes.items()))
+                return base if image is AclsImage.EMPTY else image
         removed: list[tuple[str, Group]] = []
         added: list[tuple[str, AclBinding]] = []
         for acl_id, binding in self._changes.items():

@@ -3,16 +3,18 @@
 Each row holds one branch of a union: a meta row (the image's next_offset,
 written first), a SCRAM credential (its secret stays sealed), a chunk of
 the ACL index (``AclNodesRow``) or a delegation token.  An index chunk
-lists whole index nodes in index order: per node its pattern and how many
-principals' groups it holds, per group its principal and how many ACLs,
-per ACL its id, host, operation and permission.  Strings of a column are
+lists whole index nodes in index order, as columns: per node its pattern and how many
+principals' groups it holds, per group its principal (a position in the chunk's
+distinct principals) and how many ACLs, per ACL its id, host (a position in the
+chunk's distinct hosts, since format 4), operation and permission.  Strings of a column are
 joined into one string by a separator none of them holds (or, in a chunk
 that holds every character, each written as its length, ':' and itself,
-flagged by an empty separator) and codes are bytes, so a chunk decodes as a few values, and the loader makes each group
-and node as it reads them, without a binding per ACL or a second grouping.
+flagged by an empty separator) and codes are bytes, so a chunk decodes as a few values.
+The loader appends each chunk's columns to one ``AclTable`` with a few bulk operations
+per column: no object per ACL, each node made when it is first used (issue 24).
+Format 3 chunks (a host per ACL) still load.
 Rows are written with explicit branch names; the reader tells the branches
-apart by their fields.
-"""
+apart by their fields."""
 
 from __future__ import annotations
 
@@ -24,20 +26,10 @@ from collections.abc import Iterable, Iterator
 from secmeta.events.keyring import SealedSecret
 from secmeta.events.types import (
     PatternType,
-    ResourceType,
     ScramMechanism,
 )
-from secmeta.projections.acl_ids import AclIds
-from secmeta.projections.acl_index import (
-    KINDS,
-    AclIndex,
-    Group,
-    Node,
-    TypeIndex,
-    group_of,
-    lone_bit,
-    node_of,
-)
+from secmeta.projections.acl_index import AclIndex, Node
+from secmeta.projections.acl_table import AclTable, TableError
 from secmeta.projections.acls import AclsImage
 from secmeta.projections.image import SecurityImage
 from secmeta.projections.quotas import QuotasDelta, QuotasImage
@@ -87,7 +79,8 @@ _ACL_NODES = {
         _field("group_principals", "bytes", "Per group, nodes in order: its principal's position in principals (uint32 little-endian)."),
         _field("acl_counts", "bytes", "Per group: how many ACLs it holds (uint32 little-endian)."),
         _field("acl_ids", "string", "Per ACL, groups in order: its id (joined)."),
-        _field("hosts", "string", "Per ACL: its host, or * for any (joined)."),
+        _field("hosts", "string", "The row's distinct ACL hosts, * for any (joined); in format 3, per ACL its host."),
+        _field("acl_hosts", "bytes", "Per ACL: its host's position in hosts (uint32 little-endian; since format 4)."),
         _field("operations", "bytes", "Per ACL: its AclOperation code."),
         _field("permission_types", "bytes", "Per ACL: its AclPermissionType code."),
     ],
@@ -247,7 +240,8 @@ class _NodesRow:
         self.resource_types, self.pattern_types, self.names = bytearray(), bytearray(), []
         self.group_counts, self.group_principals, self.acl_counts = array(_U32), array(_U32), array(_U32)
         self.principals: dict[str, int] = {}
-        self.ids, self.hosts, self.operations, self.permissions = [], [], bytearray(), bytearray()
+        self.hosts: dict[str, int] = {}
+        self.ids, self.acl_hosts, self.operations, self.permissions = [], array(_U32), bytearray(), bytearray()
 
     def add(self, resource_type: int, pattern_type: int, name: str, node: Node) -> None:
         self.resource_types.append(resource_type)
@@ -255,19 +249,19 @@ class _NodesRow:
         self.names.append(name)
         groups = list(node.groups())
         self.group_counts.append(len(groups))
-        principals = self.principals
+        principals, hosts = self.principals, self.hosts
         for group in groups:
             members = group.fields()
             self.group_principals.append(principals.setdefault(group.principal, len(principals)))
             self.acl_counts.append(len(members))
             for acl_id, host, operation, permission in members:
                 self.ids.append(acl_id)
-                self.hosts.append(host)
+                self.acl_hosts.append(hosts.setdefault(host, len(hosts)))
                 self.operations.append(operation)
                 self.permissions.append(permission)
 
     def value(self) -> dict:
-        columns = (self.names, list(self.principals), self.ids, self.hosts)
+        columns = (self.names, list(self.principals), self.ids, list(self.hosts))
         separator = _separator(columns)
         names, principals, ids, hosts = (_joined(column, separator) for column in columns)
         return {
@@ -281,6 +275,7 @@ class _NodesRow:
             "acl_counts": _u32_bytes(self.acl_counts),
             "acl_ids": ids,
             "hosts": hosts,
+            "acl_hosts": _u32_bytes(self.acl_hosts),
             "operations": bytes(self.operations),
             "permission_types": bytes(self.permissions),
         }
@@ -317,21 +312,6 @@ def _split(text: str, separator: str) -> list[str]:
     return strings
 
 
-def _named(kind: tuple[ResourceType, PatternType], name: str) -> str:
-    """A node's pattern for an error message: TOPIC LITERAL 'name'."""
-    return f"{kind[0].name} {kind[1].name} {name!r}"
-
-
-def _repeated(resource_types: bytes, pattern_types: bytes, names: list[str]) -> str:
-    """The pattern a chunk lists twice, or that it repeats one of an earlier chunk."""
-    seen = set()
-    for key in zip(resource_types, pattern_types, names):
-        if key in seen:
-            return _named(KINDS[key[0], key[1]], key[2])
-        seen.add(key)
-    return "a node of an earlier chunk"
-
-
 def _u32_bytes(values: array) -> bytes:
     if sys.byteorder == "big":
         values.byteswap()
@@ -347,100 +327,69 @@ def _u32_array(blob: bytes) -> array:
 
 
 class _AclLoader:
-    """Gathers a snapshot's ACL index chunks into one image.
+    """Gathers a snapshot's ACL index chunks into the columns of one ``AclTable``.
 
-    Index chunks become groups and nodes as they are read, the maps are
-    made once at the end.
+    A chunk's columns are split and appended as they are read (a few bulk operations each, no
+    object per ACL); the table checks them and the image makes each node when it is first used.
     """
 
     def __init__(self) -> None:
-        self.groups: dict[str, Group] = {}
-        self.nodes: dict[int, tuple[dict[str, Node], dict[str, Node]]] = {}
-        self.held = 0
+        self.resource_types, self.pattern_types, self.names = bytearray(), bytearray(), []
+        self.group_counts, self.acl_counts = array(_U32), array(_U32)
+        self.principals: list[str] = []
+        self.ids: list[str] = []
+        self.hosts: list[str] = []
+        self.operations, self.permissions = bytearray(), bytearray()
 
     def add_nodes(self, row: dict) -> None:
         """An ``AclNodesRow``."""
         try:
             self._add_nodes(row)
         except (KeyError, IndexError, ValueError, TypeError) as exc:
-            problem = str(exc) if type(exc) is ValueError else repr(exc)
-            raise CorruptSnapshotError(f"an ACL index chunk does not hold an index: {problem}") from None
+            raise _corrupt(exc) from None
 
     def _add_nodes(self, row: dict) -> None:
         separator = row["separator"]
         names, principals, ids, hosts = (
             _split(row[column], separator) for column in ("names", "principals", "acl_ids", "hosts")
         )
-        resource_types, pattern_types = row["resource_types"], row["pattern_types"]
-        operations, permissions = row["operations"], row["permission_types"]
+        intern = sys.intern
+        principals = [intern(principal) for principal in principals]
+        group_principals = _u32_array(row["group_principals"])
         group_counts, acl_counts = _u32_array(row["group_counts"]), _u32_array(row["acl_counts"])
-        table = [sys.intern(principal) for principal in principals]
-        principals = [table[i] for i in _u32_array(row["group_principals"])]
+        if "acl_hosts" in row:  # format 4: a table of distinct hosts
+            hosts = [intern(host) for host in hosts]
+            acl_hosts = list(map(hosts.__getitem__, _u32_array(row["acl_hosts"])))
+        else:  # format 3: a host per ACL
+            acl_hosts = list(map(intern, hosts))
+        operations, permissions = row["operations"], row["permission_types"]
         if not (
-            len(names) == len(resource_types) == len(pattern_types) == len(group_counts)
-            and sum(group_counts) == len(principals) == len(acl_counts)
-            and sum(acl_counts) == len(ids) == len(hosts) == len(operations) == len(permissions)
+            len(names) == len(row["resource_types"]) == len(row["pattern_types"]) == len(group_counts)
+            and sum(group_counts) == len(group_principals) == len(acl_counts)
+            and sum(acl_counts) == len(ids) == len(acl_hosts) == len(operations) == len(permissions)
         ):
             raise ValueError("column lengths disagree")
-        groups = self.groups
-        held_nodes = self._node_count()
-        g = a = 0
-        at_type = at_pattern = store = kind = None
-        for resource_type, pattern_type, name, count in zip(resource_types, pattern_types, names, group_counts):
-            if resource_type != at_type or pattern_type != at_pattern:  # nodes come type by type
-                at_type, at_pattern = resource_type, pattern_type
-                kind, store = KINDS[resource_type, pattern_type], self._store(resource_type, pattern_type)
-            if count == 1 and acl_counts[g] == 1:  # most nodes: one one-ACL group
-                bit = lone_bit(hosts[a], operations[a], permissions[a])
-                if bit:
-                    acl_id = ids[a]
-                    store[name] = groups[acl_id] = Group(principals[g], acl_id, bit, name, kind)
-                    g += 1
-                    a += 1
-                    continue
-            if not count:
-                raise ValueError(f"node {_named(kind, name)} holds no principal's group")
-            if count > 1 and len(set(principals[g:g + count])) != count:
-                raise ValueError(f"node {_named(kind, name)} lists a principal's group twice")
-            made = []
-            for at in range(g, g + count):
-                size = acl_counts[at]
-                if not size:
-                    raise ValueError(f"a group of node {_named(kind, name)} holds no ACL")
-                bit = lone_bit(hosts[a], operations[a], permissions[a]) if size == 1 else 0
-                if bit:
-                    acl_id = ids[a]
-                    group = groups[acl_id] = Group(principals[at], acl_id, bit, name, kind)
-                else:
-                    end = a + size
-                    group = group_of(principals[at], name, kind, list(zip(
-                        ids[a:end], hosts[a:end], operations[a:end], permissions[a:end], strict=True)))
-                    for acl_id in group.acl_ids():
-                        groups[acl_id] = group
-                made.append(group)
-                a += size
-            g += count
-            store[name] = node_of(made)
-        if self._node_count() != held_nodes + len(names):
-            raise ValueError(f"a node is listed twice ({_repeated(resource_types, pattern_types, names)})")
-        self.held += len(ids)
-
-    def _node_count(self) -> int:
-        return sum(len(literal) + len(prefixed) for literal, prefixed in self.nodes.values())
-
-    def _store(self, resource_type: int, pattern_type: int) -> dict[str, Node]:
-        """The nodes gathered so far of one type's literal or prefixed patterns."""
-        stores = self.nodes.get(resource_type)
-        if stores is None:
-            stores = self.nodes[resource_type] = ({}, {})
-        return stores[pattern_type == PatternType.PREFIXED]
+        self.resource_types += row["resource_types"]
+        self.pattern_types += row["pattern_types"]
+        self.names += names
+        self.group_counts += group_counts
+        self.principals += map(principals.__getitem__, group_principals)
+        self.acl_counts += acl_counts
+        self.ids += ids
+        self.hosts += acl_hosts
+        self.operations += operations
+        self.permissions += permissions
 
     def image(self) -> AclsImage:
-        if len(self.groups) != self.held:
-            raise CorruptSnapshotError("an ACL id is listed twice in the snapshot's index")
-        if not self.groups:
-            return AclsImage.EMPTY
-        types = list(AclIndex.EMPTY.types)
-        for resource_type, (literal, prefixed) in self.nodes.items():
-            types[resource_type] = TypeIndex.of(literal, prefixed)
-        return AclsImage(AclIds(self.groups), AclIndex(tuple(types)))
+        try:
+            table = AclTable(bytes(self.resource_types), bytes(self.pattern_types), self.names, self.group_counts,
+                             self.principals, self.acl_counts, self.ids, self.hosts, bytes(self.operations),
+                             bytes(self.permissions))
+            return AclsImage.of_table(table)
+        except (KeyError, IndexError, ValueError, TypeError) as exc:
+            raise _corrupt(exc) from None
+
+
+def _corrupt(exc: Exception) -> CorruptSnapshotError:
+    problem = str(exc) if type(exc) in (ValueError, TableError) else repr(exc)
+    return CorruptSnapshotError(f"an ACL index chunk does not hold an index: {problem}")

@@ -30,7 +30,8 @@ from secmeta.events.errors import InvalidValueError, SecmetaError
 from secmeta.events.keyring import Keyring
 from secmeta.projections.gc_pause import paused_gc
 
-SNAPSHOT_FORMAT = 3  # the only format a release wrote (1 and 2 were development formats: refused)
+SNAPSHOT_FORMAT = 4  # 4: ACL index chunks list each chunk's distinct hosts once (issue 24)
+READ_FORMATS = (3, 4)  # 3 still loads (a host per ACL); 1 and 2 were development formats: refused
 TRAILER = struct.Struct(">32s4sI")  # HMAC, magic, CRC
 MAC_LABEL = b"secmeta/snapshot"
 TRAILER_MAGIC = b"SMSN"
@@ -233,7 +234,7 @@ def _open(path: Path, keyring: Keyring | None) -> tuple[SnapshotInfo, Any]:
         raise CorruptSnapshotError(
             f"snapshot {path.name} is not a readable snapshot: {exc}"
         ) from None
-    if fmt != SNAPSHOT_FORMAT:
+    if fmt not in READ_FORMATS:
         raise SnapshotError(_unread_format(path, fmt))
     if keyring is not None:
         key_id = meta.get("secmeta.mac_key_id")
@@ -253,7 +254,7 @@ def _unread_format(path: Path, fmt: int) -> str:
     if fmt > SNAPSHOT_FORMAT:
         return f"snapshot {path.name} has format {fmt}, newer than this secmeta reads ({SNAPSHOT_FORMAT})"
     return (f"snapshot {path.name} has format {fmt}, a development format no release wrote; this secmeta "
-            f"reads format {SNAPSHOT_FORMAT} only")
+            f"reads formats {' and '.join(map(str, READ_FORMATS))} (`secmeta log snapshot` writes a new one)")
 
 
 class _Counting:

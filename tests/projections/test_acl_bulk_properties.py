@@ -21,7 +21,7 @@ from secmeta.events.types import (
     PatternType,
     ResourceType,
 )
-from secmeta.projections import acl_ids
+from secmeta.projections import layered_map
 from secmeta.projections.acls import AclsDelta, AclsImage
 from secmeta.projections.authorizer import authorize
 
@@ -92,7 +92,7 @@ def test_bulk_build_equals_incremental_build(script, cuts, fold_floor):
 
     A small fold floor folds the id table's overlay into its base every few changes.
     """
-    with patch.object(acl_ids, "_FOLD_FLOOR", fold_floor):
+    with patch.object(layered_map, "_FOLD_FLOOR", fold_floor):
         image, state = run(script, cuts, grants_first=False)
     bulk = AclsImage.of(state.items())
     assert bulk == image

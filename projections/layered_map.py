@@ -1,0 +1,175 @@
+"""An immutable mapping built once as a plain dict, whose values may be made on first use, plus a persistent
+overlay of later changes.
+
+A snapshot load or a replay from empty makes a whole table at once, as a dict (several times cheaper
+to build than a persistent map, and smaller); a value may be a placeholder int that the map's
+``resolve`` turns into the real value when it is first asked for (an index node or group that a
+columnar ``AclTable`` makes only when touched).  Every later image records only its changes in a
+persistent (HAMT) overlay that shares structure with the image before it.  When the overlay holds as
+many entries as the base, the next change folds both into a new base (amortised O(1) per change).
+The base dict is never mutated after it is wrapped.  Values are never ints or None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+import immutables
+
+__all__ = ["LayeredMap", "LayeredMapMutation"]
+
+EMPTY_MAP: immutables.Map = immutables.Map()
+_GONE = object()  # overlay value of a key the base holds but the map does not
+_MISSING = object()
+_FOLD_FLOOR = 4096  # the overlay is folded into the base from this size, at the base's size
+
+
+def _unresolvable(placeholder: int) -> Any:
+    raise LookupError(f"a placeholder ({placeholder}) in a map that makes no values on first use")
+
+
+class LayeredMap:
+    """An immutable mapping: a base dict (values, or int placeholders made by ``resolve``) under an overlay."""
+
+    __slots__ = ("_base", "_overlay", "_size", "_resolve")
+    EMPTY: ClassVar[LayeredMap]
+
+    def __init__(self, base: dict, resolve: Callable[[int], Any] = _unresolvable,
+                 overlay: immutables.Map = EMPTY_MAP, size: int | None = None):
+        self._base = base
+        self._resolve = resolve
+        self._overlay = overlay
+        self._size = len(base) if size is None else size
+
+    def _with(self, base: dict, overlay: immutables.Map, size: int | None) -> LayeredMap:
+        """A map of the same class and resolver (subclasses keep their type through changes)."""
+        return type(self)(base, self._resolve, overlay, size)
+
+    def get(self, key, default=None):
+        overlay = self._overlay
+        if overlay:
+            value = overlay.get(key, _MISSING)
+            if value is not _MISSING:
+                return default if value is _GONE else value
+        value = self._base.get(key, default)
+        if type(value) is int:
+            return self._resolve(value)
+        return value
+
+    def __getitem__(self, key):
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        value = self._overlay.get(key, _MISSING)
+        if value is not _MISSING:
+            return value is not _GONE
+        return key in self._base
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __bool__(self) -> bool:
+        return self._size > 0
+
+    def __iter__(self) -> Iterator:
+        overlay = self._overlay
+        for key in self._base:
+            if key not in overlay:
+                yield key
+        for key, value in overlay.items():
+            if value is not _GONE:
+                yield key
+
+    def keys(self) -> Iterator:
+        return iter(self)
+
+    def items(self) -> Iterator[tuple]:
+        get = self.get
+        for key in self:
+            yield key, get(key)
+
+    def values(self) -> Iterator:
+        get = self.get
+        for key in self:
+            yield get(key)
+
+    def mutate(self) -> LayeredMapMutation:
+        return LayeredMapMutation(self)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LayeredMap | immutables.Map):
+            return NotImplemented
+        return len(self) == len(other) and all(other.get(key) == value for key, value in self.items())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(<{self._size} entries>)"
+
+
+LayeredMap.EMPTY = LayeredMap({})
+
+
+class LayeredMapMutation:
+    """Changes to a LayeredMap, made into a new one by ``finish`` (the map itself is left as it was)."""
+
+    __slots__ = ("_map", "_overlay", "_size")
+
+    def __init__(self, layered: LayeredMap):
+        self._map = layered
+        self._overlay = layered._overlay.mutate()
+        self._size = layered._size
+
+    def get(self, key, default=None):
+        value = self._overlay.get(key, _MISSING)
+        if value is not _MISSING:
+            return default if value is _GONE else value
+        value = self._map._base.get(key, default)
+        if type(value) is int:
+            return self._map._resolve(value)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        """Whether the key is held (without making a placeholder's value)."""
+        value = self._overlay.get(key, _MISSING)
+        if value is not _MISSING:
+            return value is not _GONE
+        return key in self._map._base
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __setitem__(self, key, value) -> None:
+        if key not in self:
+            self._size += 1
+        self._overlay[key] = value
+
+    def __delitem__(self, key) -> None:
+        if key not in self:
+            raise KeyError(key)
+        if key in self._map._base:
+            self._overlay[key] = _GONE
+        else:
+            del self._overlay[key]
+        self._size -= 1
+
+    def pop(self, key, default=None):
+        value = self.get(key)
+        if value is None:
+            return default
+        del self[key]
+        return value
+
+    def finish(self) -> LayeredMap:
+        layered = self._map
+        overlay = self._overlay.finish()
+        base = layered._base
+        if len(overlay) >= max(_FOLD_FLOOR, len(base)):
+            folded = {key: value for key, value in base.items() if key not in overlay}
+            folded.update((key, value) for key, value in overlay.items() if value is not _GONE)
+            return layered._with(folded, EMPTY_MAP, None)
+        return layered._with(base, overlay, self._size)
