@@ -142,6 +142,8 @@ class AclTable:
         node = self._nodes[i]
         return self._made(i) if node is None else node
 
+    __call__ = node  # a LayeredMap's source of nodes
+
     def group_at(self, position: int) -> Group:
         """The group that holds the ACL at ``position``."""
         g = bisect_right(self.acl_start, position) - 1
@@ -191,7 +193,7 @@ class AclTable:
         for resource_type in {key[0] for key in stores}:
             literal = stores.get((resource_type, PatternType.LITERAL), {})
             prefixed = stores.get((resource_type, PatternType.PREFIXED), {})
-            types[resource_type] = TypeIndex.of(literal, prefixed, self.node)
+            types[resource_type] = TypeIndex.of(literal, prefixed, self)
         return AclIndex(tuple(types))
 
     def _repeated(self, key: tuple[int, int], at: int, size: int) -> str:

@@ -22,6 +22,7 @@ import itertools
 import sys
 from array import array
 from collections.abc import Iterable, Iterator
+from typing import cast
 
 from secmeta.events.keyring import SealedSecret
 from secmeta.events.types import (
@@ -224,8 +225,11 @@ def _node_rows(index: AclIndex, size: int) -> Iterator[dict]:
     row = _NodesRow()
     for resource_type, t in enumerate(index.types):
         for pattern_type, nodes in ((PatternType.LITERAL, t.literal), (PatternType.PREFIXED, t.prefixed)):
-            for name, node in nodes.items():
-                row.add(resource_type, pattern_type, name, node)
+            for name, node in nodes.raw_items():
+                if type(node) is int:  # a node not made yet: copied from its table's columns
+                    row.add_columns(resource_type, pattern_type, name, cast(AclTable, nodes.source), node)
+                else:
+                    row.add(resource_type, pattern_type, name, node)
                 if len(row.ids) >= size:
                     yield row.value()
                     row = _NodesRow()
@@ -259,6 +263,23 @@ class _NodesRow:
                 self.acl_hosts.append(hosts.setdefault(host, len(hosts)))
                 self.operations.append(operation)
                 self.permissions.append(permission)
+
+    def add_columns(self, resource_type: int, pattern_type: int, name: str, table: AclTable, i: int) -> None:
+        """Node ``i`` of a table, as its columns list it."""
+        self.resource_types.append(resource_type)
+        self.pattern_types.append(pattern_type)
+        self.names.append(name)
+        first, end = table.group_start[i], table.group_start[i + 1]
+        self.group_counts.append(end - first)
+        principals, hosts, starts = self.principals, self.hosts, table.acl_start
+        for g in range(first, end):
+            a, b = starts[g], starts[g + 1]
+            self.group_principals.append(principals.setdefault(table.principals[g], len(principals)))
+            self.acl_counts.append(b - a)
+            self.ids += table.ids[a:b]
+            self.acl_hosts.extend([hosts.setdefault(host, len(hosts)) for host in table.hosts[a:b]])
+            self.operations += table.operations[a:b]
+            self.permissions += table.permissions[a:b]
 
     def value(self) -> dict:
         columns = (self.names, list(self.principals), self.ids, list(self.hosts))

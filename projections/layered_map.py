@@ -7,7 +7,8 @@ to build than a persistent map, and smaller); a value may be a placeholder int t
 columnar ``AclTable`` makes only when touched).  Every later image records only its changes in a
 persistent (HAMT) overlay that shares structure with the image before it.  When the overlay holds as
 many entries as the base, the next change folds both into a new base (amortised O(1) per change).
-The base dict is never mutated after it is wrapped.  Values are never ints or None.
+The base dict is never changed after it is wrapped but for a placeholder, which its value replaces when
+first made (the same meaning, so every map sharing the dict may see either).  Values are never ints or None.
 """
 
 from __future__ import annotations
@@ -52,9 +53,10 @@ class LayeredMap:
             value = overlay.get(key, _MISSING)
             if value is not _MISSING:
                 return default if value is _GONE else value
-        value = self._base.get(key, default)
+        base = self._base
+        value = base.get(key, default)
         if type(value) is int:
-            return self._resolve(value)
+            value = base[key] = self._resolve(value)  # the placeholder's value from now on (same meaning)
         return value
 
     def __getitem__(self, key):
@@ -92,6 +94,21 @@ class LayeredMap:
         for key in self:
             yield key, get(key)
 
+    def raw_items(self) -> Iterator[tuple]:
+        """(key, value) pairs where a value not made yet is its placeholder int (see ``source``)."""
+        overlay = self._overlay
+        for key, value in self._base.items():
+            if key not in overlay:
+                yield key, value
+        for key, value in overlay.items():
+            if value is not _GONE:
+                yield key, value
+
+    @property
+    def source(self) -> Callable[[int], Any]:
+        """What makes a placeholder's value."""
+        return self._resolve
+
     def values(self) -> Iterator:
         get = self.get
         for key in self:
@@ -128,9 +145,11 @@ class LayeredMapMutation:
         value = self._overlay.get(key, _MISSING)
         if value is not _MISSING:
             return default if value is _GONE else value
-        value = self._map._base.get(key, default)
+        layered = self._map
+        base = layered._base
+        value = base.get(key, default)
         if type(value) is int:
-            return self._map._resolve(value)
+            value = base[key] = layered._resolve(value)
         return value
 
     def __contains__(self, key: object) -> bool:

@@ -93,12 +93,15 @@ def test_a_snapshot_loaded_image_answers_as_the_replayed_and_the_written_ones(lo
 @settings(max_examples=20, deadline=None)
 @given(logs, st.integers(1, 100))
 def test_writes_after_a_snapshot_load_give_the_replayed_image(log, cut):
-    """Loading a snapshot of the first requests, asking it a few things (some nodes made, most not), then writing
-    the rest request by request gives the image a replay of all of them gives."""
+    """Loading a snapshot of the first requests, asking it a few things (some nodes made, most not), snapshotting
+    it again and loading that, then writing the rest request by request gives the image a replay of all of them
+    gives."""
     shape, n, seed = log
     requests = shapes.shape_events(shape, n, seed)
     cut = min(cut, len(requests))
     loaded = snapshot_loaded(replayed(requests[:cut]))
     held = [b for _, b in shapes.final_pairs(shape, n, seed)]
     answers(loaded.acls, calls(shape, n, seed, held)[:5])
-    assert replayed(requests[cut:], loaded, per_request=True) == replayed(requests)
+    again = snapshot_loaded(loaded)
+    assert again == loaded == replayed(requests[:cut])
+    assert replayed(requests[cut:], again, per_request=True) == replayed(requests)
