@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from itertools import accumulate, compress, groupby
 from operator import attrgetter
 
+from secmeta.events.errors import InvalidValueError
 from secmeta.events.types import AclBinding, PatternType
 from secmeta.projections.acl_index import (
     KINDS,
@@ -41,7 +42,7 @@ _OFFSETS = "q"
 _HOST, _OPERATION, _PERMISSION = attrgetter("host"), attrgetter("operation"), attrgetter("permission_type")
 
 
-class TableError(ValueError):
+class TableError(InvalidValueError):
     """Columns that hold no index (a snapshot's chunk that is damaged or not ours)."""
 
 
