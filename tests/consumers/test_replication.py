@@ -214,7 +214,8 @@ def private_broker(tmp_path):
     import subprocess
     import time
 
-    from tests.consumers.conftest import _tansu_binary, unused_port
+    from tests.chaoskit import _tansu_binary
+    from tests.consumers.conftest import unused_port
 
     port = unused_port()
     url = f"tcp://127.0.0.1:{port}"
