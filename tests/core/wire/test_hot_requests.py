@@ -1,0 +1,73 @@
+"""DescribeAcls requests read by hand: kio's decoding exactly, or no answer (kio decides), at every served version."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.serial import entity_reader
+
+from secmeta.core.wire import bounds
+from secmeta.core.wire.codec import ApiKey, RequestFrame, build, decode_request, encode_request, request_class
+from secmeta.core.wire.hot_requests import describe_acls_request
+
+_VERSIONS = st.integers(*ApiKey.DESCRIBE_ACLS.versions)
+_INT8 = st.integers(-128, 127)
+_SHORT = st.none() | st.text(max_size=20)
+_ANY_TEXT = st.none() | st.text(max_size=20) | st.text(min_size=100, max_size=200)
+
+
+def _kio(frame: bytes, trailing_ok: bool) -> RequestFrame | None:
+    """What kio decodes (after the length check the server runs first), or None if it refuses the frame."""
+    cls = request_class(ApiKey.DESCRIBE_ACLS, int.from_bytes(frame[2:4], "big", signed=True))
+    try:
+        bounds.check(cls, frame, bounds.check(cls.__header_schema__, frame, 0))
+        header, header_size = entity_reader(cls.__header_schema__)(frame, 0)
+        request, size = entity_reader(cls)(frame, header_size)
+    except Exception:  # noqa: BLE001 - any refusal
+        return None
+    if header_size + size != len(frame) and not trailing_ok:
+        return None
+    return RequestFrame(ApiKey.DESCRIBE_ACLS, cls.__version__, header.correlation_id, header.client_id, request)
+
+
+@st.composite
+def _frames(draw, text=_ANY_TEXT) -> bytes:
+    version = draw(_VERSIONS)
+    request = build(request_class(ApiKey.DESCRIBE_ACLS, version), resource_type_filter=draw(_INT8),
+                    resource_name_filter=draw(text), pattern_type_filter=draw(_INT8), principal_filter=draw(text),
+                    host_filter=draw(text), operation=draw(_INT8), permission_type=draw(_INT8))
+    return encode_request(draw(st.integers(-(2**31), 2**31 - 1)), draw(text), request)[4:]
+
+
+@settings(max_examples=80, deadline=None)
+@given(frame=_frames(), trailing_ok=st.booleans())
+def test_a_request_reads_as_kio_reads_it(frame, trailing_ok):
+    """Any DescribeAcls request, short or long strings, null or not: the hand reader gives kio's request or none."""
+    ours = describe_acls_request(frame, trailing_ok=trailing_ok)
+    assert ours is None or ours == _kio(frame, trailing_ok)
+
+
+@settings(max_examples=60, deadline=None)
+@given(frame=_frames(text=_SHORT), trailing_ok=st.booleans())
+def test_a_plain_request_is_read_by_hand(frame, trailing_ok):
+    """The shape clients send (short strings, no tagged fields) is read by hand, as kio reads it."""
+    ours = describe_acls_request(frame, trailing_ok=trailing_ok)
+    assert ours is not None and ours == _kio(frame, trailing_ok)
+    assert decode_request(frame, trailing_ok=trailing_ok) == ours
+
+
+@settings(max_examples=150, deadline=None)
+@given(frame=_frames(text=_SHORT), data=st.data(), trailing_ok=st.booleans())
+def test_a_damaged_request_is_never_read_otherwise_than_by_kio(frame, data, trailing_ok):
+    """Cut, extended or with a byte changed, a request the hand reader accepts is one kio accepts alike:
+    it never reads a frame kio refuses, nor reads one differently."""
+    how = data.draw(st.sampled_from(["cut", "extend", "flip"]))
+    if how == "cut":
+        frame = frame[:data.draw(st.integers(8, len(frame) - 1))]
+    elif how == "extend":
+        frame += data.draw(st.binary(min_size=1, max_size=8))
+    else:
+        at = data.draw(st.integers(8, len(frame) - 1))
+        frame = frame[:at] + bytes([data.draw(st.integers(0, 255))]) + frame[at + 1:]
+    ours = describe_acls_request(frame, trailing_ok=trailing_ok)
+    assert ours is None or ours == _kio(frame, trailing_ok)
