@@ -39,7 +39,7 @@ def _frames(draw, text=_ANY_TEXT) -> bytes:
     return encode_request(draw(st.integers(-(2**31), 2**31 - 1)), draw(text), request)[4:]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(frame=_frames(), trailing_ok=st.booleans())
 def test_a_request_reads_as_kio_reads_it(frame, trailing_ok):
     """Any DescribeAcls request, short or long strings, null or not: the hand reader gives kio's request or none."""
@@ -56,7 +56,7 @@ def test_a_plain_request_is_read_by_hand(frame, trailing_ok):
     assert decode_request(frame, trailing_ok=trailing_ok) == ours
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(frame=_frames(text=_SHORT), data=st.data(), trailing_ok=st.booleans())
 def test_a_damaged_request_is_never_read_otherwise_than_by_kio(frame, data, trailing_ok):
     """Cut, extended or with a byte changed, a request the hand reader accepts is one kio accepts alike:
