@@ -11,8 +11,9 @@ so nothing computed from an older image is ever sent after a write has been answ
 published when its computation began; if a write lands during the computation, the answer
 (which may be of the newer image) is kept under the older one and so never sent again.
 
-Bounded: at most ``limit`` answers of at most ``max_bytes`` each per image.  Only answers
-that carry no secret are kept (DescribeAcls).
+Bounded: at most ``limit`` answers of at most ``max_bytes`` each, ``budget`` bytes in all (the
+kept answers are dropped when the next would pass either).  Only answers that carry no secret
+are kept (DescribeAcls).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ __all__ = ["ImageAnswers"]
 class ImageAnswers:
     """Encoded answers of the store's published image, keyed by request and context."""
 
-    def __init__(self, limit: int = 256, max_bytes: int = 256 * 1024):
-        self._limit, self._max_bytes = limit, max_bytes
+    def __init__(self, limit: int = 256, max_bytes: int = 256 * 1024, budget: int = 8 * 1024 * 1024):
+        self._limit, self._max_bytes, self._budget = limit, max_bytes, budget
         self._kept: tuple[Any, dict[Hashable, EncodedResponse]] = (None, {})
+        self._held = 0      # bytes of the kept answers (approximate under concurrent misses: only a bound)
         self._lock = threading.Lock()
 
     def answer(self, store: Any, key: Hashable, compute: Callable[[], EncodedResponse]) -> EncodedResponse:
@@ -45,13 +47,16 @@ class ImageAnswers:
                 kept_image, answers = self._kept
                 if kept_image is not image:
                     answers = {}
-                    self._kept = (image, answers)
+                    self._kept, self._held = (image, answers), 0
         found = answers.get(key)
         if found is not None:
             return found
         response = compute()
-        if len(response.body) <= self._max_bytes:
-            if len(answers) >= self._limit:
+        size = len(response.body)
+        if size <= self._max_bytes:
+            if len(answers) >= self._limit or self._held + size > self._budget:
                 answers.clear()
+                self._held = 0
             answers[key] = response
+            self._held += size
         return response

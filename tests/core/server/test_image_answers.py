@@ -84,7 +84,8 @@ def test_an_answer_computed_while_a_write_lands_is_not_sent_after_it(store):
 
 
 def test_kept_answers_stay_within_the_bound(store):
-    """No more than ``limit`` answers are kept; one larger than ``max_bytes`` is never kept."""
+    """No more than ``limit`` answers are kept, nor more than ``budget`` bytes; one larger than ``max_bytes``
+    is never kept."""
     answers = ImageAnswers(limit=3, max_bytes=64)
     computed = []
 
@@ -99,3 +100,18 @@ def test_kept_answers_stay_within_the_bound(store):
     answers.answer(store, "big", lambda: compute("big", 100))
     answers.answer(store, "big", lambda: compute("big", 100))
     assert computed.count("big") == 2
+
+
+def test_kept_answers_stay_within_the_byte_budget(store):
+    """Answers that together pass ``budget`` bytes are not all kept: asked again, most are computed again."""
+    answers = ImageAnswers(limit=100, max_bytes=64, budget=100)
+    computed = []
+
+    def compute(key) -> EncodedResponse:
+        computed.append(key)
+        return EncodedResponse(True, b"x" * 40)
+
+    for _ in range(2):
+        for key in range(6):
+            answers.answer(store, key, lambda key=key: compute(key))
+    assert len(computed) >= 12 - 2          # at most two 40-byte answers fit in 100 bytes
