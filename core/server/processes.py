@@ -313,8 +313,9 @@ class ServingProcesses:
         except Exception as exc:  # noqa: BLE001 - the failure is the caller's answer
             channel.reply(rid, error=exc)
             return
-        await self.applied_everywhere(self.store.image.next_offset)
-        channel.reply(rid, result)
+        offset = self.store.image.next_offset
+        await self.applied_everywhere(offset)
+        channel.reply(rid, (result, offset))
 
     async def applied_everywhere(self, offset: int) -> None:
         """Wait until every serving process has applied ``offset``; one that has not within

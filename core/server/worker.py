@@ -64,7 +64,8 @@ class Init:
 
 class ForwardingStore:
     """The store as a serving process's handlers see it: reads from the followed read-only store,
-    writes (``WRITES``) sent to the writer; a write returns once this process has applied it."""
+    writes (``WRITES``) sent to the writer, which answers with the result and the log offset after it
+    once every serving process has applied it; a write returns once this process has applied it."""
 
     def __init__(self, store: Any, channel: Channel, loop: asyncio.AbstractEventLoop):
         self._store, self._channel, self._loop = store, channel, loop
@@ -85,7 +86,10 @@ class ForwardingStore:
         args = tuple(_plain(a) for a in args)
         kwargs = {k: _plain(v) for k, v in kwargs.items()}
         call = self._channel.call("call", method, args, kwargs)
-        return asyncio.run_coroutine_threadsafe(call, self._loop).result()
+        result, offset = asyncio.run_coroutine_threadsafe(call, self._loop).result()
+        if self._store.image.next_offset < offset:   # never expected (the writer waited for us): fail safe
+            self._store.catch_up()
+        return result
 
 
 def _plain(value: Any) -> Any:
