@@ -69,6 +69,7 @@ class _Serving:
     holds: int = 0              # failed logins it holds in the limiter's slots
     connections: set[int] = field(default_factory=set)   # its connections in the admission table
     started: float = 0.0
+    draining: bool = False      # it stopped accepting and is finishing its in-flight requests
     serving: asyncio.Future | None = None
     tasks: list[asyncio.Task] = field(default_factory=list)
 
@@ -114,6 +115,10 @@ class ServingProcesses:
         serving = self._serving[index]
         return (serving.proc is not None and serving.proc.returncode is None and serving.serving is not None
                 and serving.serving.done())
+
+    def draining(self, index: int) -> bool:
+        """Whether serving process ``index`` is stopping: accepting nothing new, finishing what it has."""
+        return self._serving[index].draining
 
     async def start(self) -> None:
         """Bind the listeners and start every serving process; fails (stopping any) if one cannot start."""
@@ -183,7 +188,7 @@ class ServingProcesses:
             theirs.close()
         loop = asyncio.get_running_loop()
         serving.proc, serving.applied, serving.member, serving.holds = proc, -1, False, 0
-        serving.connections = set()
+        serving.connections, serving.draining = set(), False
         serving.started = time.monotonic()
         serving.serving = loop.create_future()
         channel = serving.channel = await Channel.over(ours, functools.partial(self._handle, serving),
@@ -247,6 +252,8 @@ class ServingProcesses:
             channel.send("advance", self.store.image.next_offset)
         elif kind == "applied":
             return self._note_applied(serving, message[1])
+        elif kind == "draining":
+            serving.draining = True
         elif kind == "serving":
             if serving.serving is not None and not serving.serving.done():
                 serving.serving.set_result(None)

@@ -248,11 +248,12 @@ async def _run(fd: int) -> int:
         following = loop.create_task(_follow(process, store, channel, start_serving))
         stopping = loop.create_task(process.stop.wait())
         await asyncio.wait([following, stopping], return_when=asyncio.FIRST_COMPLETED)
-        following.cancel()
-        if following.done() and not following.cancelled() and following.exception() is not None:
+        if following.done() and following.exception() is not None:
             raise following.exception()  # type: ignore[misc]
         if process.server is not None:
-            await server.stop()
+            channel.send("draining")
+            await server.stop()     # still following: a write in flight is answered once this process applied it
+        following.cancel()
     finally:
         store.close()
         channel.close()

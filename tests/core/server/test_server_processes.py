@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -32,11 +33,14 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from secmeta.core import AclBindingFilter as SecmetaFilter
+from secmeta.core import ResourceType as SecmetaResourceType
 from secmeta.core import SecurityStore, StoreConfig
 from secmeta.core.server.config import ServerConfig
 from secmeta.core.wire.codec import build, request_class
 from secmeta.events.keyring import Keyring
 from tests.core.server.test_server_login_limits import _failure_answered_within
+from tests.serverkit import ADMIN as STORE_ADMIN
 from tests.serverkit import ADMIN_PASSWORD, TOKEN_SECRET, RawClient, add_user, running_server
 
 pytestmark = pytest.mark.server
@@ -180,6 +184,42 @@ def test_a_dead_process_is_restarted_and_a_stuck_one_cannot_serve_a_stale_read(s
     with _raw_on(server, 1) as raw:
         assert processes.pids[1] == replaced
         assert _raw_describe(raw, "while-stuck") == ["while-stuck"]
+
+
+@pytest.mark.slow  # its own writer and two serving processes, stopped by the test
+def test_stopping_answers_a_write_in_flight(serve):
+    """SIGTERM (stop) while a write is being committed: the serving processes keep following while they drain,
+    so the write is applied everywhere and its client gets its answer before they stop."""
+    running = serve(f"{LISTENER}://127.0.0.1:0", config=CONFIG, processes=2)
+    store, entered, release = running.store, threading.Event(), threading.Event()
+    real = store.create_acls
+
+    def slow_create_acls(*args, **kwargs):
+        entered.set()
+        release.wait(30)
+        return real(*args, **kwargs)
+
+    store.create_acls = slow_create_acls
+    admin = AdminClient(running.confluent_config(LISTENER))
+    binding = AclBinding(ResourceType.TOPIC, "in-flight", ResourcePatternType.LITERAL, "User:bob", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    future = next(iter(admin.create_acls([binding], request_timeout=30).values()))
+    assert entered.wait(30)
+    stopping = threading.Thread(target=running.thread.stop)
+    stopping.start()
+    try:
+        processes = running.thread.server
+        deadline = time.monotonic() + 30
+        while not all(processes.draining(i) for i in (0, 1)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert all(processes.draining(i) for i in (0, 1))     # both stopped accepting and are finishing
+        release.set()
+        assert future.result(timeout=30) is None
+    finally:
+        release.set()
+        stopping.join(60)
+    assert [b.pattern.name for b in store.describe_acls(SecmetaFilter.of(SecmetaResourceType.TOPIC, "in-flight"),
+                                                        context=STORE_ADMIN)] == ["in-flight"]
 
 
 def _wait_for_pid(processes, index: int, old: int, seconds: float = 60) -> int:
