@@ -163,7 +163,7 @@ class _Process:
         self.init: asyncio.Future[Init] = asyncio.get_running_loop().create_future()
         self.wake = asyncio.Event()
         self.stop = asyncio.Event()
-        self.target = 0          # the offset the writer asked for before serving starts
+        self.target: int | None = None   # the offset the writer named when this process joined: serve from it on
         self.server: Any = None
         self.channel: Channel | None = None
         self.admission: RemoteAdmission | None = None
@@ -173,7 +173,7 @@ class _Process:
         if kind == "init" and not self.init.done():
             self.init.set_result(message[1])
         elif kind == "advance":
-            self.target = max(self.target, message[1])
+            self.target = message[1] if self.target is None else max(self.target, message[1])
             self.wake.set()
         elif kind == "accept":
             return self._accept(message[1], message[2])
@@ -194,7 +194,8 @@ class _Process:
 
 async def _follow(process: _Process, store: Any, channel: Channel, start_serving: Any) -> None:
     """Catch up whenever the writer says so (or every FOLLOW_POLL_S) and report the offset applied;
-    start serving once the offset the writer named at start is applied."""
+    start serving once the offset the writer named when it counted this process in is applied (not
+    before it answers: a write answered before then was not waited for here)."""
     follower = ThreadPoolExecutor(1, thread_name_prefix="secmeta-follow")
     loop = asyncio.get_running_loop()
     serving = False
@@ -207,7 +208,7 @@ async def _follow(process: _Process, store: Any, channel: Channel, start_serving
             process.wake.clear()
             applied = await loop.run_in_executor(follower, store.catch_up)
             channel.send("applied", applied)
-            if not serving and applied >= process.target:
+            if not serving and process.target is not None and applied >= process.target:
                 serving = True
                 await start_serving()
     finally:
