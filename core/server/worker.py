@@ -241,6 +241,9 @@ async def _run(fd: int) -> int:
                         limiter=RemoteLimiter(channel), admission=process.admission)
 
         async def start_serving() -> None:
+            # the login path's one-time work (each credential's shape for the stand-ins of unknown names) is
+            # done before the first client comes, not during its login
+            await loop.run_in_executor(None, lambda: [store.scram_server(m) for m in server.sasl_mechanisms])
             await server.start()
             process.server = server
             channel.send("serving")
