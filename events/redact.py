@@ -8,13 +8,14 @@ from typing import Any
 
 from .keyring import SealedSecret
 from .records import Envelope
-from .types import AclBinding
+from .types import AclBinding, output_name
 
 __all__ = ["redacted"]
 
 
 def redacted(envelope: Envelope) -> dict[str, Any]:
-    """The envelope as a JSON-serialisable dict: enums by name, sealed secrets as ``<sealed:KEY_ID>``."""
+    """The envelope as a JSON-serialisable dict: enums by Kafka's name (``types.output_name``: SCRAM-SHA-256,
+    TOPIC), sealed secrets as ``<sealed:KEY_ID>``."""
     return {
         "offset": envelope.offset,
         "timestamp_ms": envelope.timestamp_ms,
@@ -47,13 +48,13 @@ def _payload(event: Any) -> dict[str, Any]:
 
 def _binding(binding: AclBinding) -> dict[str, Any]:
     return {
-        "resource_type": binding.restype.name,
+        "resource_type": output_name(binding.restype),
         "resource_name": binding.name,
-        "pattern_type": binding.resource_pattern_type.name,
+        "pattern_type": output_name(binding.resource_pattern_type),
         "principal": binding.principal,
         "host": binding.host,
-        "operation": binding.operation.name,
-        "permission_type": binding.permission_type.name,
+        "operation": output_name(binding.operation),
+        "permission_type": output_name(binding.permission_type),
     }
 
 
@@ -61,7 +62,7 @@ def _value(value: Any) -> Any:
     if isinstance(value, SealedSecret):
         return f"<sealed:{value.key_id}>"
     if isinstance(value, Enum):
-        return value.name
+        return output_name(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
         return f"<{len(value)} bytes>"
     if isinstance(value, (tuple, list)):

@@ -8,7 +8,8 @@ as UNKNOWN, as Kafka's ``fromCode`` does.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import Enum, IntEnum
+from typing import TypeVar
 
 from secmeta.events.errors import InvalidValueError
 
@@ -29,7 +30,9 @@ __all__ = [
     "ScramMechanism",
     "WILDCARD",
     "WILDCARD_PRINCIPAL",
+    "from_output_name",
     "is_int64",
+    "output_name",
 ]
 
 WILDCARD = "*"
@@ -97,6 +100,29 @@ class ScramMechanism(_KafkaEnum):
     @classmethod
     def parse(cls, text: str | int) -> ScramMechanism:
         return super().parse(text)  # type: ignore[return-value]
+
+
+E = TypeVar("E", bound=Enum)
+_BY_OUTPUT_NAME: dict[type, dict[str, Enum]] = {}
+
+
+def output_name(value: Enum) -> str:
+    """The one name every output gives an enum value (JSON, log dump, history and its index, audit lines, the
+    Spark and Delta tables): Kafka's, i.e. a SCRAM mechanism as SASL names it (``SCRAM-SHA-256``) and any
+    other value by its name (``TOPIC``, ``READ``, ``EXPIRED``)."""
+    return value.mechanism_name if isinstance(value, ScramMechanism) else value.name
+
+
+def from_output_name(cls: type[E], text: str) -> E:
+    """The member of ``cls`` that ``output_name`` names ``text`` (exactly); KeyError naming it otherwise."""
+    names = _BY_OUTPUT_NAME.get(cls)
+    if names is None:
+        names = _BY_OUTPUT_NAME[cls] = {output_name(m): m for m in cls}
+    try:
+        return names[text]  # type: ignore[return-value]
+    except KeyError:
+        raise KeyError(f"{text!r} names no {cls.__name__} (one of: {', '.join(names)})") from None
+
 
 
 class ResourceType(_KafkaEnum):

@@ -49,6 +49,8 @@ from secmeta.events.types import (
     AclPermissionType,
     PatternType,
     ResourceType,
+    from_output_name,
+    output_name,
 )
 from secmeta.projections.gc_pause import paused_gc
 
@@ -124,7 +126,7 @@ def _column_type(hint: Any, where: str) -> Any:
     elif typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis:
         return pa.list_(_column_type(args[0], where))
     elif isinstance(hint, type) and issubclass(hint, Enum):
-        return _STRING  # by name
+        return _STRING  # by its output name (types.output_name)
     elif hint in _COLUMN_TYPES:
         return _COLUMN_TYPES[hint]
     raise TypeError(f"{where}: {hint!r} has no Spark column type; give it a column in secmeta.consumers.spark.rows")
@@ -173,20 +175,27 @@ def __getattr__(name: str):
 
 # How the columns filled from an ACL binding are read from an event's ``binding``.
 _BINDING_FIELDS: dict[str, str] = {
-    "resource_type": "b.pattern.resource_type._name_",
+    "resource_type": "NAMES_ResourceType[b.pattern.resource_type]",
     "resource_name": "b.pattern.name",
-    "pattern_type": "b.pattern.pattern_type._name_",
+    "pattern_type": "NAMES_PatternType[b.pattern.pattern_type]",
     "principal": "b.entry.principal",
     "host": "b.entry.host",
-    "operation": "b.entry.operation._name_",
-    "permission_type": "b.entry.permission_type._name_",
+    "operation": "NAMES_AclOperation[b.entry.operation]",
+    "permission_type": "NAMES_AclPermissionType[b.entry.permission_type]",
 }
+_BINDING_ENUMS = (ResourceType, PatternType, AclOperation, AclPermissionType)
+
+
+def _names(enum: type[Enum]) -> dict[Enum, str]:
+    """Each member's column value: its name in every output (``types.output_name``: SCRAM-SHA-256, TOPIC)."""
+    return {member: output_name(member) for member in enum}
 
 
 def _expression(source: str, dtype: Any, hints: dict[str, Any]) -> str:
     """The Python expression reading one payload column from event ``e`` (binding ``b``); "None" if absent.
 
-    Enums become their names; timestamp columns stay in milliseconds (the caller converts them).
+    Enums become their output names (``NAMES_<enum>``, ``_names``); timestamp columns stay in milliseconds (the
+    caller converts them).
     """
     if source in _BINDING_FIELDS and "binding" in hints:
         return _BINDING_FIELDS[source]
@@ -196,7 +205,7 @@ def _expression(source: str, dtype: Any, hints: dict[str, Any]) -> str:
         return f"list(e.{source})"
     hint = hints[source]
     if isinstance(hint, type) and issubclass(hint, Enum):
-        return f"e.{source}._name_"
+        return f"NAMES_{hint.__name__}[e.{source}]"
     return f"e.{source}"
 
 
@@ -230,6 +239,9 @@ def _row_maker(event_type: type):
             + ("    b = e.binding\n" if "binding" in hints else "")
             + f"    return ({', '.join(envelope + payload)})\n")
         namespace: dict[str, Any] = {"PRINCIPALS": kind_of(event_type).principals}
+        enums: list[type[Enum]] = [*_BINDING_ENUMS,
+                                   *(h for h in hints.values() if isinstance(h, type) and issubclass(h, Enum))]
+        namespace |= {f"NAMES_{enum.__name__}": _names(enum) for enum in enums}
         exec(compile(source, f"<secmeta row of {event_type.__name__}>", "exec"), namespace)  # noqa: S102
         maker = _ROW_MAKERS[event_type] = namespace["row"]
     return maker
@@ -308,13 +320,13 @@ def _ms(value: Any) -> int:
 def _binding(row: Mapping[str, Any]) -> AclBinding:
     """The inverse of ``_BINDING_FIELDS``."""
     return AclBinding.of(
-        ResourceType[row["resource_type"]],
+        from_output_name(ResourceType, row["resource_type"]),
         row["resource_name"],
-        PatternType[row["pattern_type"]],
+        from_output_name(PatternType, row["pattern_type"]),
         row["principal"],
         row["host"],
-        AclOperation[row["operation"]],
-        AclPermissionType[row["permission_type"]],
+        from_output_name(AclOperation, row["operation"]),
+        from_output_name(AclPermissionType, row["permission_type"]),
     )
 
 
@@ -345,7 +357,7 @@ def _field_reader(event_type: type, field: str, hint: Any) -> Callable[[Mapping[
     if pa.types.is_list(dtype):
         return lambda row: tuple(row[name] or ())
     if isinstance(hint, type) and issubclass(hint, Enum):
-        return lambda row: hint[row[name]]
+        return lambda row: from_output_name(hint, row[name])
     if pa.types.is_integer(dtype):
         return lambda row: int(row[name])
     return lambda row: row[name]

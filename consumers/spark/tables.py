@@ -29,7 +29,8 @@ their latest ones once the compactor is idle).
 A snapshot table holds the open intervals (``valid_to`` null) of its version; an
 interval table holds every interval of its kind, open ones included (format 3;
 format 2 held only the closed ones and is refused), so plain SQL over the raw
-table at a Delta version answers for any earlier point: the state as of offset N
+table at a Delta version answers for any earlier point (format 4 names a SCRAM mechanism as Kafka
+does, SCRAM-SHA-256, where format 3 had the enum's SCRAM_SHA_256: refused too): the state as of offset N
 is ``valid_from_offset < N AND (valid_to_offset IS NULL OR valid_to_offset >= N)``
 (``secmeta.consumers.tables_query.rules.in_force``).
 """
@@ -48,9 +49,11 @@ from secmeta.events.entities import KINDS
 __all__ = ["FORMAT", "HISTORY", "INTERVAL_NAMES", "LEGACY_MANIFEST", "OPEN_INTERVALS", "SNAPSHOT_NAMES", "TABLE_NAMES", "Kept", "Tables",
            "TablesError", "Version"]
 
-# 1 was Parquet plus a manifest, 2 interval tables without the open intervals: development formats no release
-# wrote, refused with a clear message.
-FORMAT = 3
+# 1 was Parquet plus a manifest, 2 interval tables without the open intervals, 3 SCRAM mechanisms by the enum's
+# name (SCRAM_SHA_256, not Kafka's SCRAM-SHA-256): development formats no release wrote, refused with a clear message.
+FORMAT = 4
+_OLD_FORMATS = {1: "Parquet with a manifest, not Delta", 2: "its interval tables lack the open intervals",
+                3: "its SCRAM mechanisms are named SCRAM_SHA_256, not Kafka's SCRAM-SHA-256"}
 OPEN_INTERVALS = "open/"  # where an interval table keeps the open intervals of its version
 LEGACY_MANIFEST = "_secmeta_tables.json"  # format 1's manifest
 HISTORY = "history"
@@ -122,8 +125,8 @@ class Version:
                 f"up to {FORMAT}); upgrade secmeta to read it")
         if isinstance(written, int) and written < FORMAT:
             raise TablesError(
-                f"{where} holds tables in development format {written}, which no release wrote (its "
-                "interval tables lack the open intervals); compact the store into a new tables directory "
+                f"{where} holds tables in development format {written}, which no release wrote "
+                f"({_OLD_FORMATS.get(written, 'an older layout')}); compact the store into a new tables directory "
                 "(`secmeta spark compact --store DIR --tables NEW_DIR`)")
         try:
             if not isinstance(written, int):

@@ -11,6 +11,8 @@ from secmeta.events.types import (
     AclPermissionType,
     PatternType,
     ResourceType,
+    from_output_name,
+    output_name,
 )
 from secmeta.projections.tokens import TOKEN_FIELDS, TokenInfo
 
@@ -31,9 +33,9 @@ class AclInForce:
 
     def to_dict(self) -> dict:
         b = self.binding
-        return {"acl_id": self.acl_id, "resource_type": b.restype.name, "resource_name": b.name,
-                "pattern_type": b.resource_pattern_type.name, "principal": b.principal, "host": b.host,
-                "operation": b.operation.name, "permission_type": b.permission_type.name,
+        return {"acl_id": self.acl_id, "resource_type": output_name(b.restype), "resource_name": b.name,
+                "pattern_type": output_name(b.resource_pattern_type), "principal": b.principal, "host": b.host,
+                "operation": output_name(b.operation), "permission_type": output_name(b.permission_type),
                 "created_offset": self.created_offset, "created_ms": self.created_ms,
                 "created_by": self.created_by, "created_by_host": self.created_by_host,
                 "created_request_id": self.created_request_id}
@@ -55,7 +57,9 @@ class AliveToken(TokenInfo):
 
 
 def acl_binding(row: Any) -> AclBinding:
-    """The binding of an ACL table row, a mapping or a Spark Row (its seven binding columns, enums by name)."""
-    return AclBinding.of(ResourceType[row["resource_type"]], row["resource_name"], PatternType[row["pattern_type"]],
-                         row["principal"], row["host"], AclOperation[row["operation"]],
-                         AclPermissionType[row["permission_type"]])
+    """The binding of an ACL table row, a mapping or a Spark Row (its seven binding columns, enums by their
+    output names)."""
+    return AclBinding.of(from_output_name(ResourceType, row["resource_type"]), row["resource_name"],
+                         from_output_name(PatternType, row["pattern_type"]), row["principal"], row["host"],
+                         from_output_name(AclOperation, row["operation"]),
+                         from_output_name(AclPermissionType, row["permission_type"]))

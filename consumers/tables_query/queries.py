@@ -41,6 +41,7 @@ from secmeta.core.forensics.token_access import TokenAccess, token_accesses
 from secmeta.core.settings import with_values
 from secmeta.core.times import Point
 from secmeta.events.entities import SETTINGS, TOKENS
+from secmeta.events.types import output_name
 from secmeta.projections.acl_match import covers
 from secmeta.projections.acls import AclsImage
 from secmeta.projections.image import SecurityImage
@@ -85,7 +86,7 @@ def who_could_at(reader: ArrowReader, operation, resource_type, resource_name: s
     point = check_point(reader, at)
     n = offset_of(reader, point)
     config = settings_at(reader, n)
-    rows = acls_in_force(reader, n).filter(pl.col("resource_type") == rt.name)
+    rows = acls_in_force(reader, n).filter(pl.col("resource_type") == output_name(rt))
     pairs = [(r["acl_id"], b) for r in rows.iter_rows(named=True)
              if covers((b := acl_binding(r)).pattern, rt, resource_name)]
     image = SecurityImage(acls=AclsImage.of(pairs), next_offset=n)

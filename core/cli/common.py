@@ -92,19 +92,6 @@ def keyring(args: argparse.Namespace) -> Keyring:
     return Keyring.load(args.key_file)
 
 
-def kafka_names(row: Mapping[str, object]) -> dict[str, object]:
-    """A logged change's row (history's to_dict, log dump's redacted envelope) with its payload's SCRAM mechanism
-    named as Kafka names it (SCRAM-SHA-256), as every other output does; the stored and Spark forms keep the
-    enum's name."""
-    from secmeta.events.types import ScramMechanism
-
-    payload = row.get("payload")
-    if not isinstance(payload, Mapping) or not isinstance(payload.get("mechanism"), str):
-        return dict(row)
-    mechanism = ScramMechanism.parse(payload["mechanism"]).mechanism_name  # type: ignore[arg-type]
-    return {**row, "payload": {**payload, "mechanism": mechanism}}
-
-
 iso_time = format_ms  # the CLI's name for secmeta.core.times' one way to show a time
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from secmeta.core.cli.common import add_json_option, emit, emit_json, iso_time, kafka_names
+from secmeta.core.cli.common import add_json_option, emit, emit_json, iso_time
 from secmeta.core.cli.display import printable
 from secmeta.core.cli.security import (
     OPERATION_NAMES,
@@ -135,7 +135,7 @@ def history_cmd(args: argparse.Namespace) -> int:
             start_ms=None if args.start is None else parse_time(args.start),
             end_ms=None if args.end is None else parse_time(args.end), limit=args.limit,
         ))
-    rows = ({**kafka_names(e.to_dict()), "time": iso_time(e.timestamp_ms), "token_access": _sentence(issued_access(e))}
+    rows = ({**e.to_dict(), "time": iso_time(e.timestamp_ms), "token_access": _sentence(issued_access(e))}
             for e in entries)
     emit(rows if args.json else map(event_text_row, rows), EVENT_COLUMNS, json=args.json,
          empty="no logged changes match")

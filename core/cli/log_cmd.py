@@ -15,7 +15,6 @@ from secmeta.core.cli.common import (
     emit,
     emit_json,
     iso_time,
-    kafka_names,
     keyring,
     store_path,
 )
@@ -99,7 +98,7 @@ def dump_cmd(args: argparse.Namespace) -> int:
 
     with Log.open(store_path(args), keyring=keyring(args), read_only=True) as log:
         total = max(0, (log.end_offset if args.end is None else min(args.end, log.end_offset)) - args.start)
-        rows = _with_progress((kafka_names(redacted(env)) for env in log.read(args.start, args.end)), total)
+        rows = _with_progress((redacted(env) for env in log.read(args.start, args.end)), total)
         if args.json:
             emit(({**r, "time": iso_time(r["timestamp_ms"])} for r in rows), [], json=True)
             return 0

@@ -85,6 +85,7 @@ from secmeta.events.types import (
     ResourcePattern,
     ResourceType,
     ScramMechanism,
+    from_output_name,
 )
 from secmeta.projections.gc_pause import FREEZE_AFTER, paused_gc
 from secmeta.projections.tokens import TokenInfo
@@ -92,9 +93,10 @@ from secmeta.projections.tokens import TokenInfo
 __all__ = ["HistoryIndex", "condemn", "index_problem", "token_parties"]
 
 logger = logging.getLogger("secmeta.history_index")
-INDEX_FORMAT = 8  # 5: every non-ACL kind's principals in parties (entities.Parties); 6: role (EntityKind.role);
+INDEX_FORMAT = 9  # 5: every non-ACL kind's principals in parties (entities.Parties); 6: role (EntityKind.role);
 # 7: a settings row involves the principals super.users names and those of the value it replaced
 # 8: the operator column (whether the actor was asserted, the writing process)
+# 9: payloads name a SCRAM mechanism as Kafka does (SCRAM-SHA-256: events.types.output_name, through events.redact)
 _CHUNK = 100_000  # rows per transaction
 _BLOCK = 1024  # rows per link of the digest chain
 _SEAL_SUFFIX = ".mac"  # beside the file: its keyed digest, written at a clean close
@@ -696,7 +698,7 @@ def _folded(state: dict | None, rows: Iterable[tuple[str, str, str]]) -> dict | 
 
 
 def _credential(payload: dict) -> Credential:
-    return payload["user"], ScramMechanism[payload["mechanism"]], payload["iterations"]
+    return payload["user"], from_output_name(ScramMechanism, payload["mechanism"]), payload["iterations"]
 
 
 def _expiring(info: TokenInfo, expiry_ms: int) -> TokenInfo:

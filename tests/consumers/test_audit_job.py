@@ -216,13 +216,15 @@ def test_audit_file_has_one_redacted_line_per_event(setup):
 
 def test_audit_lines_and_alerts_show_their_time_in_iso_8601_beside_epoch_ms(setup):
     """Issue 23: audit lines and alerts carried epoch milliseconds only; each now has ``time`` in ISO-8601 UTC
-    with Z beside ``timestamp_ms``."""
+    with Z beside ``timestamp_ms``, and a SCRAM mechanism by Kafka's name (they said SCRAM_SHA_256)."""
     setup.produce(messages(scenario()))
     with setup.job() as job:
         settle(job)
     for record in lines(setup.audit_file) + lines(setup.alerts_file):
         shown = datetime.fromisoformat(record["time"].replace("Z", "+00:00"))
         assert record["time"].endswith("Z") and shown.timestamp() * 1000 == record["timestamp_ms"]
+    mechanisms = {r["payload"]["mechanism"] for r in lines(setup.audit_file) if "mechanism" in r["payload"]}
+    assert mechanisms == {"SCRAM-SHA-256"}
 
 
 def test_publisher_duplicates_are_skipped(setup):

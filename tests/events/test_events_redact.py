@@ -97,3 +97,24 @@ def test_acl_payload_is_flat_with_enum_names():
 def test_every_event_redacts_to_json(env):
     """Every event type redacts to something json.dumps accepts."""
     assert json.loads(json.dumps(redacted(env)))["event_type"] == env.event_type
+
+
+def test_a_scram_mechanism_is_named_as_kafka_names_it():
+    """Issue 23: the audit lines and Spark tables (both from this view) said SCRAM_SHA_256 where Kafka and the
+    rest of the output say SCRAM-SHA-256."""
+    assert redacted(scram_envelope())["payload"]["mechanism"] == "SCRAM-SHA-256"
+
+
+def test_every_enum_value_reads_back_from_its_output_name():
+    """Every member of every enum in the stored format reads back from the name the output gives it, and only
+    from that name (a table or index row holding another spelling is refused, naming it)."""
+    import pytest
+
+    from secmeta.events.records import TokenRemovalReason
+    from secmeta.events.types import from_output_name, output_name
+
+    for enum in (AclOperation, AclPermissionType, PatternType, ResourceType, ScramMechanism, TokenRemovalReason):
+        for member in enum:
+            assert from_output_name(enum, output_name(member)) is member
+    with pytest.raises(KeyError, match="'SCRAM_SHA_256' names no ScramMechanism"):
+        from_output_name(ScramMechanism, "SCRAM_SHA_256")

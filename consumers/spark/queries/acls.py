@@ -27,6 +27,7 @@ from secmeta.events.types import (
     AclOperation,
     PatternType,
     ResourceType,
+    output_name,
 )
 from secmeta.projections.acls import AclsImage
 from secmeta.projections.image import SecurityImage
@@ -86,10 +87,10 @@ def covering(resource_type: ResourceType, name: str) -> Column:
     """Whether a row's ACL pattern applies to ``resource_type``:``name``: the same type, LITERAL with that name
     or '*', PREFIXED with a name that is a prefix of it (``secmeta.projections.acl_match.covers``, written in
     SQL so that Spark selects the few ACLs before Python decides)."""
-    literal = (F.col("pattern_type") == PatternType.LITERAL.name) & F.col("resource_name").isin(name, "*")
-    prefixed = (F.col("pattern_type") == PatternType.PREFIXED.name) & F.lit(name).startswith(
+    literal = (F.col("pattern_type") == output_name(PatternType.LITERAL)) & F.col("resource_name").isin(name, "*")
+    prefixed = (F.col("pattern_type") == output_name(PatternType.PREFIXED)) & F.lit(name).startswith(
         F.col("resource_name"))
-    return (F.col("resource_type") == resource_type.name) & (literal | prefixed)
+    return (F.col("resource_type") == output_name(resource_type)) & (literal | prefixed)
 
 
 def who_could_at(

@@ -91,11 +91,11 @@ def acl_state(view) -> set[tuple]:
 
 
 def credential_state(view) -> set[tuple]:
-    """SCRAM credentials through describe, as (user, mechanism, iterations)."""
+    """SCRAM credentials through describe, as (user, Kafka's mechanism name, iterations)."""
     out = set()
     for user, desc in view.describe_user_scram_credentials(context=ADMIN).items():
         for info in getattr(desc, "scram_credential_infos", ()):
-            out.add((user, info.mechanism.name, info.iterations))
+            out.add((user, info.mechanism.mechanism_name, info.iterations))
     return out
 
 

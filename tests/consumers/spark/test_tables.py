@@ -52,11 +52,14 @@ def test_a_newer_format_and_a_commit_without_record():
     assert Version.from_commit({"version": 4, "timestamp": 1, "operation": "VACUUM END"}, Path("t")) is None
 
 
-def test_tables_of_an_older_development_format_are_refused_naming_it():
-    """Format 2 (interval tables without the open intervals) is refused with what to do, not as damage."""
+@pytest.mark.parametrize(("old", "why"), [(2, "lack the open intervals"), (3, "SCRAM_SHA_256, not Kafka's")])
+def test_tables_of_an_older_development_format_are_refused_naming_it(old, why):
+    """Format 2 (interval tables without the open intervals) and format 3 (SCRAM mechanisms by the enum's name) are
+    refused with what changed and what to do, not as damage."""
     version = Version(3, 0, 5, 5, None, 0, "s", dict.fromkeys(TABLE_NAMES, 1))
     with pytest.raises(TablesError) as refused:
-        Version.from_commit(_commit(version, {**version.record(), "format": FORMAT - 1}), Path("t"))
+        Version.from_commit(_commit(version, {**version.record(), "format": old}), Path("t"))
     message = str(refused.value)
-    assert message.startswith(f"t holds tables in development format {FORMAT - 1}, which no release wrote")
+    assert message.startswith(f"t holds tables in development format {old}, which no release wrote")
+    assert why in message
     assert "compact the store into a new tables directory" in message and "damaged" not in message
