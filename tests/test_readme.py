@@ -45,3 +45,28 @@ def test_python_snippet_runs_as_written(tmp_path):
                             read_only=True) as store:
         assert "alice" in store.image.scram and len(store.image.acls) == 1
         assert store.authorize("User:alice", "10.1.1.1", "Read", "topic", "orders-eu")
+
+
+def test_the_json_of_a_write_has_the_shape_the_readme_shows(tmp_path):
+    """The CLI section's example of a write's --json (``{"log": {"first_offset": 12, "next_offset": 16}, "added":
+    [...], ...}``) has the keys `acls --add --json` prints, run as a user would in a fresh store (the README
+    showed two of its four keys); its offsets count the events written."""
+    import json
+
+    text = " ".join(README.read_text().split())
+    example = re.search(r"e\.g\. `acls --add`.s `(\{\"log\": .*?\})`", text)
+    assert example, "no write JSON example in the README"
+    shown = json.loads(example.group(1).replace("[...]", "[]"))
+    env = {**_env(), "SECMETA_KEY_FILE": "keys.json", "SECMETA_STORE": "my-store"}
+
+    def secmeta(*argv: str) -> str:
+        done = subprocess.run(["secmeta", *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    secmeta("keys", "generate", "--key-file", "keys.json")
+    secmeta("init")
+    printed = json.loads(secmeta("acls", "--add", "--allow-principal", "User:alice", "--operation", "Read",
+                                 "--topic", "a", "--topic", "b", "--json"))
+    assert set(printed) == set(shown) and set(printed["log"]) == set(shown["log"])
+    assert printed["log"]["next_offset"] - printed["log"]["first_offset"] == len(printed["added"]) == 2
