@@ -195,3 +195,27 @@ def test_the_readmes_sql_is_right_over_the_raw_delta_tables_in_polars_and_spark(
         held = len(dict(iter(store.image.acls)))
     # the open intervals are in the raw table: as many rows with no end as ACLs held at the tables' version
     assert raw.filter(pl.col("valid_to").is_null()).height == held
+
+
+def _readme_python() -> str:
+    text = README.read_text()
+    section = text[text.index("\n## Spark"):text.index("\n## Benchmarks")]
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    return "\n".join(line.removeprefix("  ") for line in code.splitlines())
+
+
+def test_the_readmes_python_reads_the_delta_tables_at_one_version(demo):
+    """The Spark section's Python (deltalake + Polars at the Delta versions of the current version), run as
+    written with TABLES named: its `acls` holds the ACLs the store held at that version's offset, and its
+    SQLContext answers the README's SQL."""
+    from secmeta.consumers.spark.tables import Tables
+
+    namespace: dict = {}
+    exec(_readme_python().replace('"TABLES', f'"{demo.tables}'), namespace)  # noqa: S102 - the README's code
+    version = Tables(demo.tables).current()
+    later = demo.times[-1] + 1000
+    with demo.open() as store:
+        held, held_later = _held(store.as_of(offset=version.offset)), _held(store.as_of(timestamp_ms=later))
+    assert sorted(namespace["acls"].column("acl_id").to_pylist()) == sorted(held)
+    answered = namespace["sql"].execute(_at(_readme_sql(), later), eager=True)
+    assert sorted(answered["acl_id"].to_list()) == sorted(held_later)
