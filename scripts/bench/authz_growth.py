@@ -10,7 +10,9 @@ Issue 15's target: p50 growth < x2 from 10k to 1M ACLs and p99 <= 20 us, in its 
   ``create_acls`` batches builds it (one delta of 10k ACLs after another) instead of in
   bulk (a snapshot load or replay): its nodes lie scattered over more memory;
 - ``kafka``: Kafka's AuthorizerBenchmark shape as ``authz_core`` builds it (10% groups,
-  20% prefixed, 20% DENY, host '*'), with its request mix.
+  20% prefixed, 20% DENY, host '*'), with its request mix (``current`` in ``scripts.bench.shapes``);
+- ``jmh`` and ``diverse``: ``scripts.bench.shapes``' ``kafka`` (the jmh AuthorizerBenchmark's
+  10 principals per resource) and ``diverse`` (issue 24: ~10 address-restricted ACLs per resource).
 
     python -m scripts.bench.authz_growth [--sizes 10000 100000 1000000] [--shapes issue15 issue15-deltas kafka]
 
@@ -37,7 +39,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from scripts.bench import authz_core
+from scripts.bench import authz_core, shapes
 from scripts.bench.report import latencies_ns, percentiles, print_table, write_json
 from secmeta.core.config import StoreConfig
 from secmeta.core.store.view import StoreView
@@ -52,7 +54,8 @@ from secmeta.projections.acls import AclsImage
 from secmeta.projections.authorizer import authorize
 from secmeta.projections.image import SecurityImage
 
-SHAPES = ("issue15", "issue15-deltas", "kafka")
+SHAPES = ("issue15", "issue15-deltas", "kafka", "jmh", "diverse")
+FROM_SHAPES = {"jmh": "kafka", "diverse": "diverse"}  # scripts.bench.shapes by name
 DELTA_ACLS = 10_000  # ACLs per delta in the issue15-deltas shape (scripts.bench.rebuild's create_acls batch)
 ACLS_PER_TOPIC = 10
 PRINCIPALS = 1000
@@ -130,7 +133,10 @@ def _in_deltas(pairs: Sequence[tuple[str, AclBinding]]) -> AclsImage:
 
 def shape_of(shape: str, n: int, requests: int, seed: int = 0) -> tuple[AclsImage, list[Request]]:
     """An image of n ACLs in the shape, and ``requests`` requests against it."""
-    if shape == "kafka":
+    if shape in FROM_SHAPES:
+        name = FROM_SHAPES[shape]
+        image, drawn = AclsImage.of(shapes.final_pairs(name, n, seed)), shapes.SHAPES[name].requests(n, requests, seed)
+    elif shape == "kafka":
         image, drawn = AclsImage.of(authz_core.bindings(n, seed)), authz_core.random_requests(n, requests, seed)
     else:
         pairs = issue15_bindings(n, seed)

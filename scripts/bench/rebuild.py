@@ -1,9 +1,10 @@
 """How fast a store comes back, and how fast it takes ACLs as it grows.
 
-    python -m scripts.bench.rebuild [--sizes 200000 1000000] [--held 10000 100000 1000000]
+    python -m scripts.bench.rebuild [--sizes 200000 1000000] [--shapes current kafka diverse]
+                                    [--held 10000 100000 1000000]
 
-Per size N: writes a store of N ACL creations in requests of 1000 (as the
-controller would), then times SecurityStore.open three ways: replaying the
+Per size N and workload shape (scripts.bench.shapes): writes a store of the shape's log
+of N ACLs in requests of 1000 (as the controller would), then times SecurityStore.open three ways: replaying the
 whole log, loading a snapshot taken at the end, and a snapshot at 90% plus a
 10% tail.  Per held count H: a store holding H ACLs takes create_acls through
 the API in batches of 10,000 once the store's open-time background work is
@@ -27,17 +28,15 @@ import os
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 
-from scripts.bench import authz_core
+from scripts.bench import shapes
 from scripts.bench.report import percentiles, print_table, rate, write_json
 from secmeta.core.config import StoreConfig
 from secmeta.core.log import Log
 from secmeta.core.store.facade import SecurityStore
 from secmeta.core.types import RequestContext
 from secmeta.events.keyring import Keyring
-from secmeta.events.records import AclCreated, Envelope
 from secmeta.events.types import (
     AclBinding,
     AclOperation,
@@ -56,14 +55,16 @@ STALL_WRITES = 20_000  # at most, one ACL each
 STALL_AFTER = 1000  # writes timed with no snapshot running, once it is done
 
 
-def write_log(path: Path, keyring: Keyring, n: int, skip: int = 0) -> None:
-    """Append ACL creations skip..n-1 of the benchmark's image, 1000 per batch."""
-    pairs = authz_core.bindings(n)
+def write_log(path: Path, keyring: Keyring, n: int, skip: int = 0, *, shape: str = "current",
+              upto: int | None = None) -> None:
+    """Append the requests of the shape's log of n ACLs (scripts.bench.shapes) that start at event ``skip`` or
+    later and before ``upto``, one batch each."""
+    at = 0
     with Log.open(path, keyring=keyring) as log:
-        for start in range(skip, n, 1000):
-            ts = 1_700_000_000_000 + start
-            log.append([Envelope(-1, ts, "User:admin", "10.0.0.1", f"r{start}", AclCreated(str(uuid.UUID(int=i)), b))
-                        for i, (_, b) in enumerate(pairs[start:start + 1000], start)])
+        for batch in shapes.envelopes(shape, n):
+            if skip <= at and (upto is None or at < upto):
+                log.append(batch)
+            at += len(batch)
 
 
 def timed_open(path: Path, keyring: Keyring) -> tuple[float, float, SecurityStore]:
@@ -77,32 +78,34 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
-def open_rows(tmp: Path, keyring: Keyring, n: int) -> list[list]:
-    """Replay, snapshot at the end and snapshot at 90% + tail, for a store of n ACLs."""
+def open_rows(tmp: Path, keyring: Keyring, n: int, shape: str = "current") -> list[list]:
+    """Replay, snapshot at the end and snapshot at 90% + tail, for a store of n ACLs in the shape."""
     rows = []
-    store_dir = tmp / f"open-{n}"
-    write_log(store_dir, keyring, n)
+    store_dir = tmp / f"open-{shape}-{n}"
+    write_log(store_dir, keyring, n, shape=shape)
     wall, cpu, store = timed_open(store_dir, keyring)
-    rows.append([f"{n:,}: full log replay", n, wall, cpu, rate(n, wall), f">= {REPLAY_TARGET:,} events/s (CPU)",
-                 verdict(n / cpu >= REPLAY_TARGET)])
+    events = store.log.end_offset
+    rows.append([f"{n:,} {shape}: full log replay", events, wall, cpu, rate(events, wall),
+                 f">= {REPLAY_TARGET:,} events/s (CPU)", verdict(events / cpu >= REPLAY_TARGET)])
     store.snapshot()
     store.close()
     target = n * SNAPSHOT_TARGET_S_PER_ACL
     wall, cpu, store = timed_open(store_dir, keyring)
     store.close()
-    rows.append([f"{n:,}: snapshot at the end", 0, wall, cpu, rate(n, wall), f"<= {target:.2f} s (CPU)",
+    rows.append([f"{n:,} {shape}: snapshot at the end", 0, wall, cpu, rate(n, wall), f"<= {target:.2f} s (CPU)",
                  verdict(cpu <= target)])
 
-    tail = n // 10
-    tail_dir = tmp / f"tail-{n}"
-    write_log(tail_dir, keyring, n - tail)
+    tail = events // 10
+    tail_dir = tmp / f"tail-{shape}-{n}"
+    write_log(tail_dir, keyring, n, shape=shape, upto=events - tail)
     _, _, store = timed_open(tail_dir, keyring)
+    written = store.log.end_offset
     store.snapshot()
     store.close()
-    write_log(tail_dir, keyring, n, skip=n - tail)
+    write_log(tail_dir, keyring, n, shape=shape, skip=written)
     wall, cpu, store = timed_open(tail_dir, keyring)
     store.close()
-    rows.append([f"{n:,}: snapshot at 90% + 10% tail", tail, wall, cpu, rate(n, wall), "", ""])
+    rows.append([f"{n:,} {shape}: snapshot at 90% + 10% tail", events - written, wall, cpu, rate(n, wall), "", ""])
     return rows
 
 
@@ -192,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="*", default=[200_000, 1_000_000],
                         help="ACL counts of the stores to reopen")
+    parser.add_argument("--shapes", nargs="+", choices=shapes.NAMES, default=list(shapes.NAMES),
+                        help="workload shapes of the reopened stores (scripts.bench.shapes)")
     parser.add_argument("--held", type=int, nargs="*", default=[10_000, 100_000, 1_000_000],
                         help="ACL counts held while create_acls is timed")
     args = parser.parse_args(argv)
@@ -201,8 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         Keyring.generate_file(tmp / "keys.json")
         keyring = Keyring.from_file(tmp / "keys.json")
         for n in args.sizes:
-            print(f"reopening a store of {n:,} ACLs ...", flush=True)
-            rows += open_rows(tmp, keyring, n)
+            for shape in args.shapes:
+                print(f"reopening a store of {n:,} ACLs, {shape} shape ...", flush=True)
+                rows += open_rows(tmp, keyring, n, shape)
         for held in args.held:
             print(f"create_acls into a store holding {held:,} ACLs ...", flush=True)
             rows.append(write_row(tmp, keyring, held))

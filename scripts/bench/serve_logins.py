@@ -35,13 +35,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scramp import ScramClient
+
 from scripts.bench.report import percentiles, print_table, write_json
 from scripts.bench.serve import ServerProcess, build_store
 from secmeta.consumers.demo_ca import make_ca
 from secmeta.core import ScramMechanism
 from secmeta.core.wire.codec import build, decode_response, encode_request, request_class
 from secmeta.events.keyring import Keyring
-from scramp import ScramClient
 
 #: Issue 24's figures for one process (the bench's "today"): logins/s and p99 ms at 1 / 10 / 50 concurrent.
 TODAY = {1: (244, 20), 10: (356, 89), 50: (470, 222)}

@@ -47,7 +47,14 @@ from secmeta.core import RequestContext, StoreConfig
 from secmeta.core.store.facade import SecurityStore
 from secmeta.core.wire.codec import build, encode_request, request_class
 from secmeta.events.keyring import Keyring
-from secmeta.events.types import AclBinding, AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType
+from secmeta.events.types import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 __all__ = ["BIG_TOPIC", "TansuProcess", "add_big_resource", "side_by_side"]
 
