@@ -15,7 +15,6 @@ placeholder costs a dict entry.
 from __future__ import annotations
 
 import sys
-import threading
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable
@@ -56,7 +55,7 @@ class AclTable:
     """Index nodes as columns; ``node(i)`` makes node i (once), ``group_at(p)`` the group of the ACL at p."""
 
     __slots__ = ("resource_types", "pattern_types", "names", "group_start", "principals", "acl_start", "ids",
-                 "hosts", "operations", "permissions", "_nodes", "_lock")
+                 "hosts", "operations", "permissions", "_nodes")
 
     def __init__(self, resource_types: bytes, pattern_types: bytes, names: list[str], group_counts: Iterable[int],
                  principals: list[str], acl_counts: Iterable[int], ids: list[str], hosts: list[str],
@@ -70,7 +69,6 @@ class AclTable:
         self.principals, self.ids, self.hosts = principals, ids, hosts
         self.operations, self.permissions = operations, permissions
         self._nodes: list[Node | None] = [None] * len(names)
-        self._lock = threading.Lock()
         self._check(group_counts, acl_counts)
 
     def _check(self, group_counts: array, acl_counts: array) -> None:
@@ -152,10 +150,9 @@ class AclTable:
         return node.group(self.principals[g])  # type: ignore[return-value]
 
     def _made(self, i: int) -> Node:
-        with self._lock:  # one maker per node: readers in threads share the one made
-            node = self._nodes[i]
-            if node is None:
-                node = self._nodes[i] = self._make(i)
+        # No lock (a forked snapshot writer must never wait for one its parent held): two threads that make
+        # one node at once make equal ones, and either may be kept; nothing relies on a node's identity.
+        node = self._nodes[i] = self._make(i)
         return node
 
     def _make(self, i: int) -> Node:

@@ -105,3 +105,18 @@ def test_writes_after_a_snapshot_load_give_the_replayed_image(log, cut):
     again = snapshot_loaded(loaded)
     assert again == loaded == replayed(requests[:cut])
     assert replayed(requests[cut:], again, per_request=True) == replayed(requests)
+
+
+def test_threads_making_the_same_nodes_at_once_answer_alike():
+    """Four threads asking a freshly loaded image the same calls at once (each node made by whichever thread
+    reaches it first, maybe twice) all get the answers a replayed image gives."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    requests = shapes.shape_events("diverse", 3000, 7)
+    replay = replayed(requests)
+    loaded = snapshot_loaded(replay)
+    asked = calls("diverse", 3000, 7, [b for _, b in shapes.final_pairs("diverse", 3000, 7)]) * 3
+    expected = answers(replay.acls, asked)
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda _: answers(loaded.acls, asked), range(4)))
+    assert got == [expected] * 4 and loaded == replay
