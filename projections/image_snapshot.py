@@ -374,15 +374,13 @@ class _AclLoader:
         names, principals, ids, hosts = (
             _split(row[column], separator) for column in ("names", "principals", "acl_ids", "hosts")
         )
-        intern = sys.intern
-        principals = [intern(principal) for principal in principals]
+        # A chunk lists each principal (and, since format 4, each host) once: its strings are shared as they are.
         group_principals = _u32_array(row["group_principals"])
         group_counts, acl_counts = _u32_array(row["group_counts"]), _u32_array(row["acl_counts"])
         if "acl_hosts" in row:  # format 4: a table of distinct hosts
-            hosts = [intern(host) for host in hosts]
             acl_hosts = list(map(hosts.__getitem__, _u32_array(row["acl_hosts"])))
         else:  # format 3: a host per ACL
-            acl_hosts = list(map(intern, hosts))
+            acl_hosts = list(map(sys.intern, hosts))
         operations, permissions = row["operations"], row["permission_types"]
         if not (
             len(names) == len(row["resource_types"]) == len(row["pattern_types"]) == len(group_counts)
