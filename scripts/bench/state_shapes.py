@@ -6,8 +6,8 @@
 Per shape and size, on a copy of the shape's cached store (``scripts.bench.shapes``): a fresh
 interpreter opens it by replaying the whole log; one takes a snapshot at the end; fresh
 interpreters then open it from that snapshot and time ``authorize`` on the loaded image
-(single calls over the shape's request mix, the strings copied as off the wire, p50/p99 after
-an untimed warm-up pass).  Each open is timed as the CPU seconds of the opening thread (the
+(single calls over the shape's request mix, the strings copied as off the wire: a first pass,
+which makes the index nodes it touches, then the same calls again; p50/p99 wall and CPU per call).  Each open is timed as the CPU seconds of the opening thread (the
 store's background threads start after the load and are not counted; the machine is shared,
 so CPU is what the code costs) beside wall seconds; each figure is the median of ``--repeat``
 runs, with the spread (max - min) beside it.  ``--peer PYTHON`` runs the same steps with
@@ -69,9 +69,11 @@ def child(step: str, store: Path, key_file: Path, shape: str, n: int) -> dict:
         acls = opened.image.acls
         calls = shapes.requests(shape, n, AUTHORIZE_CALLS)
         gc.collect()
-        latencies_ns(lambda *r: authorize(acls, *r), calls[: AUTHORIZE_CALLS // 10])
-        pct = percentiles(latencies_ns(lambda *r: authorize(acls, *r), calls), (50, 99))
-        out["authorize_p50_us"], out["authorize_p99_us"] = pct["p50"] / 1000, pct["p99"] / 1000
+        for when in ("first", "again"):  # the first pass makes the nodes it touches; the second finds them made
+            cpu = time.thread_time()
+            pct = percentiles(latencies_ns(lambda *r: authorize(acls, *r), calls), (50, 99))
+            out[f"authorize_{when}_cpu_us"] = (time.thread_time() - cpu) / len(calls) * 1e6
+            out[f"authorize_{when}_p50_us"], out[f"authorize_{when}_p99_us"] = pct["p50"] / 1000, pct["p99"] / 1000
     return out
 
 
@@ -108,8 +110,10 @@ def measure(python: str, shape: str, n: int, repeat: int, tmp: Path) -> dict:
         row[f"{kind}_cpu_s"], row[f"{kind}_cpu_spread"] = _median(runs[kind], "cpu_s")
         row[f"{kind}_wall_s"], row[f"{kind}_wall_spread"] = _median(runs[kind], "wall_s")
     row["replay_events_per_s"] = events / row["replay_cpu_s"]
-    row["authorize_p50_us"], _ = _median(runs["snapshot"], "authorize_p50_us")
-    row["authorize_p99_us"], row["authorize_p99_spread"] = _median(runs["snapshot"], "authorize_p99_us")
+    for when in ("first", "again"):
+        for stat in ("cpu", "p50", "p99"):
+            key = f"authorize_{when}_{stat}_us"
+            row[key], row[f"{key}_spread"] = _median(runs["snapshot"], key)
     return row
 
 
@@ -144,10 +148,15 @@ def table_rows(rows: list[dict], peers: dict[tuple[str, int], dict]) -> list[lis
             [r["shape"], r["acls"], "replay / snapshot (CPU)", f"x{ratio:.1f}",
              "" if peer is None else f"x{peer['replay_cpu_s'] / peer['snapshot_cpu_s']:.1f}",
              f">= x{SNAPSHOT_VS_REPLAY:g}", _verdict(ratio >= SNAPSHOT_VS_REPLAY), ""],
-            [r["shape"], r["acls"], "authorize p99 us", f"{r['authorize_p99_us']:.1f}", before("authorize_p99_us", "{:.1f}"),
-             f"<= {AUTHORIZE_P99_US:g} (at 1M)",
-             _verdict(r["authorize_p99_us"] <= AUTHORIZE_P99_US) if r["acls"] >= 1_000_000 else "",
-             f"p50 {r['authorize_p50_us']:.1f} us, spread {r['authorize_p99_spread']:.1f}"],
+            [r["shape"], r["acls"], "authorize p99 us (again)", f"{r['authorize_again_p99_us']:.1f}",
+             before("authorize_again_p99_us", "{:.1f}"), f"<= {AUTHORIZE_P99_US:g} (at 1M)",
+             _verdict(r["authorize_again_p99_us"] <= AUTHORIZE_P99_US) if r["acls"] >= 1_000_000 else "",
+             f"p50 {r['authorize_again_p50_us']:.1f} us, CPU/call {r['authorize_again_cpu_us']:.1f} us, "
+             f"p99 spread {r['authorize_again_p99_us_spread']:.1f}"],
+            [r["shape"], r["acls"], "authorize p99 us (first pass)", f"{r['authorize_first_p99_us']:.1f}",
+             before("authorize_first_p99_us", "{:.1f}"), "", "",
+             f"p50 {r['authorize_first_p50_us']:.1f} us, CPU/call {r['authorize_first_cpu_us']:.1f} us "
+             f"(before {before('authorize_first_cpu_us', '{:.1f}')})"],
         ]
     return out
 
