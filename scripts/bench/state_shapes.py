@@ -31,13 +31,21 @@ import time
 from pathlib import Path
 
 from scripts.bench import shapes
-from scripts.bench.report import REPO_ROOT, latencies_ns, percentiles, print_table, write_json
+from scripts.bench.report import (
+    REPO_ROOT,
+    format_table,
+    latencies_ns,
+    percentiles,
+    print_table,
+    write_json,
+)
 
 SNAPSHOT_S_PER_ACL = 0.3 / 200_000
 SNAPSHOT_VS_REPLAY = 5.0
 REPLAY_TARGET = 300_000  # events/s
 AUTHORIZE_P99_US = 20.0  # at 1M ACLs
 AUTHORIZE_CALLS = 20_000
+HEADERS = ["shape", "ACLs", "measure", "after", "before", "target", "result", "detail"]
 
 
 def _config():
@@ -182,9 +190,10 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(measure(sys.executable, shape, n, args.repeat, Path(tmp)))
                 if args.peer:
                     peers[(shape, n)] = measure(args.peer, shape, n, args.repeat, Path(tmp))
+                print(format_table(f"{shape}, {n:,} ACLs (so far)", HEADERS, table_rows(rows[-1:], peers)), flush=True)
     print_table(f"state on every shape (median of {args.repeat}; machine shared: CPU of the opening thread)"
                 + (f"; before = {args.peer}" if args.peer else ""),
-                ["shape", "ACLs", "measure", "after", "before", "target", "result", "detail"], table_rows(rows, peers))
+                HEADERS, table_rows(rows, peers))
     print(f"wrote {write_json('state_shapes', {'rows': rows, 'peer': list(peers.values())})}")
     return 0
 
