@@ -40,7 +40,7 @@ def _run(python: str, *args: str) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def _logs(names: list[str], sizes: list[int], mixed: list[int]) -> list[tuple[str, Path, Path, dict]]:
+def logs(names: list[str], sizes: list[int], mixed: list[int]) -> list[tuple[str, Path, Path, dict]]:
     """(label, store, key file, facts with events / first_ts / last_ts) of every log to measure."""
     out = []
     for n in sizes:
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict] = []
     rows = []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        for label, store, key_file, facts in _logs(args.shapes, args.sizes, args.mixed):
+        for label, store, key_file, facts in logs(args.shapes, args.sizes, args.mixed):
             for side, python in sides:
                 print(f"{label}: {side} ...", flush=True)
                 r = measure(python, store, key_file, facts, Path(tmp) / "store", args.repeat, args.memory_mb)

@@ -1,0 +1,101 @@
+"""diff over 100k events, per workload shape, before beside after: CPU and wall against issue 15's 0.3 s.
+
+    python -m scripts.bench.diff [--mixed 1000000] [--shapes diverse] [--sizes 200000] [--span 100000]
+        [--repeat 5] [--before-python /work/main/.venv/bin/python]
+
+Per log (the history benchmark's mixed log; scripts.bench.shapes' shapes), a fresh copy is opened once to
+build its history index, then each side (``--before-python``: another checkout's interpreter, its
+``secmeta``; then this one) opens it in a fresh process and asks ``store.diff(a, a + span)`` at
+``--repeat`` random starts: the querying thread's CPU and the wall time, median and spread (min-max).
+The machine may be shared: CPU is the figure to trust.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from scripts.bench import as_of, logcache, shapes
+from scripts.bench.as_of_shapes import logs
+from scripts.bench.report import REPO_ROOT, print_table, write_json
+
+DIFF_S = 0.3  # issue 15: diff over 100k events
+MEMORY_MB = as_of.StoreConfig.time_travel_memory_bytes // 2**20
+
+
+def _diffs(store_dir: Path, key_file: Path, last_ts: int, span: int, repeat: int) -> dict:
+    """In this process: ``repeat`` diffs over ``span`` events at random starts (the index already built)."""
+    from secmeta.core.store.facade import SecurityStore
+    from secmeta.events.keyring import Keyring
+
+    config = as_of._config(last_ts, MEMORY_MB)
+    with SecurityStore.open(store_dir, config, keyring=Keyring.from_file(key_file)) as store:
+        store.timetravel.index.wait()
+        store.timetravel.files.wait()
+        events = store.log.end_offset
+        rng = random.Random(11)
+        starts = [rng.randrange(max(1, events - span)) for _ in range(repeat)]
+        samples = []
+        for a in starts:
+            wall, cpu = time.perf_counter(), time.thread_time()
+            found = store.diff(a, min(events, a + span))
+            samples.append((time.perf_counter() - wall, time.thread_time() - cpu, len(found.acls_added)
+                            + len(found.acls_removed)))
+    return {"wall": [w for w, _, _ in samples], "cpu": [c for _, c, _ in samples],
+            "acls": statistics.median(n for _, _, n in samples)}
+
+
+def _side(python: str, store_dir: Path, key_file: Path, last_ts: int, span: int, repeat: int) -> dict:
+    done = subprocess.run([python, "-m", "scripts.bench.diff", "--measure", str(store_dir), str(key_file),
+                           "--last-ts", str(last_ts), "--span", str(span), "--repeat", str(repeat)],
+                          check=True, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _cell(values: list[float], target: float) -> str:
+    m = statistics.median(values)
+    return f"{m:.3f} ({min(values):.3f}-{max(values):.3f}) {'PASS' if m <= target else 'MISS'}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mixed", type=int, nargs="*", default=[1_000_000], help="sizes of the mixed log (events)")
+    parser.add_argument("--shapes", nargs="*", choices=shapes.NAMES, default=["diverse"])
+    parser.add_argument("--sizes", type=int, nargs="*", default=[200_000], help="ACLs held at each shape's end")
+    parser.add_argument("--span", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--before-python", help="another checkout's interpreter, measured side by side (before)")
+    parser.add_argument("--dir", default=None)
+    parser.add_argument("--measure", nargs=2, type=Path, metavar=("STORE", "KEY_FILE"), help=argparse.SUPPRESS)
+    parser.add_argument("--last-ts", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.measure:
+        print(json.dumps(_diffs(*args.measure, args.last_ts, args.span, args.repeat)))
+        return 0
+    sides = ([("before", args.before_python)] if args.before_python else []) + [("after", sys.executable)]
+    rows, results = [], []
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        for label, store, key_file, facts in logs(args.shapes, args.sizes, args.mixed):
+            copy = logcache.fresh_copy(logcache.CachedLog(store, key_file, facts), Path(tmp) / "store")
+            print(f"{label}: building its history index ...", flush=True)
+            as_of.prepare(copy, key_file, facts["last_ts"], MEMORY_MB)
+            for side, python in sides:
+                r = _side(python, copy, key_file, facts["last_ts"], args.span, args.repeat)
+                results.append({"log": label, "side": side, **r})
+                rows.append([label, side, f"{r['acls']:,.0f}", _cell(r["cpu"], DIFF_S), _cell(r["wall"], DIFF_S)])
+    print_table(f"diff over {args.span:,} events at {args.repeat} random starts, median (min-max); "
+                f"target <= {DIFF_S} s", ["log", "side", "ACLs in the answer", f"CPU s (<= {DIFF_S})",
+                                          f"wall s (<= {DIFF_S})"], rows)
+    print(f"wrote {write_json('diff', {'runs': results})}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
