@@ -23,6 +23,7 @@ from secmeta.core import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from secmeta.core.forensics.checkpoints import CheckpointFiles
 from secmeta.core.forensics.timetravel import TimeTravel
 from secmeta.core.store.view import StoreView
 from secmeta.projections.image import SecurityImage, SecurityProjection
@@ -156,3 +157,27 @@ def test_as_of_time_equals_a_fresh_store_of_the_events_until_then(keyring, plan,
                 t = candidates[i % len(candidates)]
                 expected = answers(StoreView(replayed([e for e in events if e.timestamp_ms <= t]), store.config))
                 assert answers(store.as_of(timestamp_ms=t)) == expected
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=12,
+          deadline=None)  # each file is written by a forked child
+@given(plan=steps, every=st.integers(2, 8))
+def test_a_cold_process_answers_at_and_beside_every_checkpoint_file_as_a_replay(keyring, plan, every):
+    """Checkpoint files every few events; a cold process (replay priced so high that any file is worth loading)
+    answers at each file's offset and one event either side as a store built from those events."""
+    clock = Clock()
+    with tempfile.TemporaryDirectory() as tmp:
+        with store_at(Path(tmp) / "store", keyring, clock=clock, snapshot_policy=snapshots_every(None)) as store:
+            run(store, clock, plan)
+            end = store.log.end_offset
+            events = list(store.log.read(0, end))
+            files = CheckpointFiles(store.log, every=every)
+            files.fill(SecurityImage.EMPTY)
+            files.wait()
+            points = sorted({p for o in files.offsets() for p in (o - 1, o, o + 1) if 0 <= p <= end} | {end})
+            for n in points:
+                travel = TimeTravel(store.log, interval=1, files=files)
+                travel.replay_rate.seconds = 1.0
+                expected = answers(StoreView(replayed(events[:n]), store.config))
+                assert answers(StoreView(travel.image_at(n), store.config)) == expected
+            assert files.problems == []
