@@ -235,7 +235,7 @@ class Follower:
         that arrives in two polls is logged as two batches, at the same offsets)."""
         if not self._check_topic(timeout):
             return 0
-        applied = self._apply_batch(_consume(self._consumer, self.max_batch, timeout))
+        applied = self._apply_consumed(lambda: _consume(self._consumer, self.max_batch, timeout))
         if self.replica is not None:
             self.replica.flush()
         return applied
@@ -255,17 +255,20 @@ class Follower:
             messages.extend(more)
         return messages
 
-    def _apply_batch(self, messages: list) -> int:
-        if not messages:
-            return 0
-        applied = self._apply_messages(messages)
-        if self._since_checkpoint >= self.checkpoint_every:
+    def _apply_consumed(self, consume: Callable[[], list]) -> int:
+        """Apply the batch ``consume()`` returns; checkpoint when ``checkpoint_every`` events are applied since.
+
+        The collector stays paused from the fetch on: a batch's messages are thousands of new objects, and a
+        collection they trigger mid-batch would rescan the whole image (with it running, taking a batch cost more
+        than decoding it). The events built here join the image, so a large batch is frozen after.
+        """
+        with paused_gc() as pause:
+            messages = consume()
+            pause.freeze = len(messages) >= FREEZE_AFTER
+            applied = self._decode_and_replay(messages) if messages else 0
+        if messages and self._since_checkpoint >= self.checkpoint_every:
             self.checkpoint()
         return applied
-
-    def _apply_messages(self, messages) -> int:
-        with paused_gc(freeze=len(messages) >= FREEZE_AFTER):  # the events built here join the image
-            return self._decode_and_replay(messages)
 
     def _decode_and_replay(self, messages) -> int:
         decode = self._decode
@@ -369,7 +372,7 @@ class Follower:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
-            self._apply_batch(self._consume_to(high, min(0.5, remaining)))
+            self._apply_consumed(lambda: self._consume_to(high, min(0.5, remaining)))
             if progress is not None and self.position is not None:
                 progress(self.position, high)
         return True

@@ -267,3 +267,68 @@ def test_a_refusal_reads_the_same_whatever_bytes_type_the_headers_come_in():
             decode_message(CODEC, key, value, form)
         reasons.append(info.value.reason)
     assert reasons[0] == reasons[1] == reasons[2] == f"header {HEADER_OFFSET} is not a decimal integer: b'12x'"
+
+
+_HEADER_VALUES = st.one_of(
+    st.none(),
+    st.binary(max_size=12),
+    st.sampled_from([b"-1", b"007", b"12x", b"1_2", b" 12", b"+5", b"\xff\xfe", b"true", b"false", b"yes", b'["u","h",1,"p"]', b"[1]",
+                     b"AclCreated", b"AclDeleted", b"", b"0" * 16]),
+)
+
+
+@given(envelopes(), st.integers(0, 2**62), st.data())
+def test_the_straight_path_reads_every_message_as_the_careful_path_does(envelope, offset, data):
+    """message_decoder's straight path and its careful path give the same envelope for any message, or
+    the same refusal: headers changed, dropped, repeated or given as another bytes type, the value cut or
+    changed, the key of another entity."""
+    from secmeta.consumers.kafka.wire import _careful_decoder, message_decoder
+    from secmeta.events.single_object import SingleObjects
+
+    key, value, headers = encode_message(CODEC, at(envelope, offset))
+    headers = list(headers)
+    for _ in range(data.draw(st.integers(0, 3), label="header changes")):
+        index = data.draw(st.integers(0, len(headers) - 1), label="header")
+        name, raw = headers[index]
+        change = data.draw(st.sampled_from(["value", "drop", "repeat", "form"]), label="change")
+        if change == "value":
+            headers[index] = (name, data.draw(_HEADER_VALUES, label="new value"))
+        elif change == "drop":
+            del headers[index]
+        elif change == "repeat":
+            headers.append((name, data.draw(_HEADER_VALUES, label="repeated value")))
+        elif raw is not None:
+            headers[index] = (name, data.draw(_BYTES_FORMS, label="form")(raw))
+        if not headers:
+            break
+    value_change = data.draw(st.sampled_from(["none", "cut", "byte", "marker", "form", "absent"]), label="value")
+    if value_change == "cut":
+        value = value[:data.draw(st.integers(0, len(value) - 1), label="cut at")]
+    elif value_change == "byte" and len(value) > 10:
+        at_byte = data.draw(st.integers(10, len(value) - 1), label="byte at")
+        value = value[:at_byte] + bytes([value[at_byte] ^ 0xFF]) + value[at_byte + 1:]
+    elif value_change == "marker":
+        value = b"\xc3\x02" + value[2:]
+    elif value_change == "form":
+        value = data.draw(_BYTES_FORMS, label="value form")(value)
+    elif value_change == "absent":
+        value = None
+    key = data.draw(st.sampled_from([key, None, b"acl:other", bytearray(key)]), label="key")
+
+    def outcome(decode):
+        try:
+            return decode(key, value, headers)
+        except NotOurMessage as exc:
+            return exc.reason
+
+    assert outcome(message_decoder(CODEC)) == outcome(_careful_decoder(SingleObjects(CODEC)))
+
+
+@pytest.mark.parametrize("raw", [b"1_2", b" 12", b"+5", b"12\n"])
+@pytest.mark.parametrize("name", [HEADER_OFFSET, HEADER_TIMESTAMP])
+def test_an_integer_header_is_decimal_digits_only(name, raw):
+    """What Python's int() would also read (underscores, spaces, a plus sign) is no decimal header."""
+    key, value, headers = _message()
+    headers = [(n, raw if n == name else v) for n, v in headers]
+    with pytest.raises(NotOurMessage, match=f"header {name} is not a decimal integer"):
+        decode_message(CODEC, key, value, headers)
