@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import json
 import operator
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 
 from secmeta.events.codec import SINGLE_OBJECT_MARKER, EventCodec
@@ -123,28 +124,69 @@ def encode_message(codec: EventCodec, envelope: Envelope) -> tuple[bytes, bytes,
     return message_encoder(codec)(envelope)
 
 
+_Tables = tuple[dict[type, bytes], dict[bytes, tuple]]
+#: Per codec (weakly: nothing in them refers back to it), made once: each event type's fingerprint header, and
+#: by a value's first ten bytes (marker and fingerprint) its compiled decoder, fingerprint header, type name and
+#: fingerprint, for the types that have one.
+_BY_CODEC: weakref.WeakKeyDictionary[EventCodec, _Tables] = weakref.WeakKeyDictionary()
+
+
+def _tables(objects: SingleObjects) -> _Tables:
+    found = _BY_CODEC.get(objects.codec)
+    if found is None:
+        hexes = {cls: fingerprint.hex().encode() for cls, fingerprint in objects.fingerprints.items()}
+        known = {}
+        for cls, fingerprint in objects.fingerprints.items():
+            compiled = objects.compiled_decoder(fingerprint)
+            if compiled is not None:
+                known[SINGLE_OBJECT_MARKER + fingerprint] = (compiled, hexes[cls], _TYPE_NAMES[cls], fingerprint)
+        found = _BY_CODEC[objects.codec] = (hexes, known)
+    return found
+
+
 def message_encoder(codec: EventCodec) -> Callable[[Envelope], tuple[bytes, bytes, Headers]]:
-    """``encode_message`` bound to one codec, for writers that encode many events."""
-    encode_value = SingleObjects(codec).encode
+    """``encode_message`` bound to one codec, for writers that encode many events.
+
+    The headers a request's events share (time, actor, request id, operator) are made once for a run of
+    envelopes that carry the same values (a logged batch's events come by request), and the fingerprint
+    header once per event type; each message gets its own list of them.
+    """
+    objects = SingleObjects(codec)
+    encode_value = objects.encode
+    hexes, _ = _tables(objects)
+    shared: list = [None, ()]  # the last envelope's request values, and their headers
 
     def encode(envelope: Envelope) -> tuple[bytes, bytes, Headers]:
         event = envelope.event
         value = encode_value(event)
-        headers = [
+        cls = event.__class__
+        request = (envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host, envelope.request_id,
+                   envelope.actor_asserted, envelope.operator_user, envelope.operator_host, envelope.operator_pid,
+                   envelope.operator_program)
+        if request != shared[0]:
+            shared[0], shared[1] = request, _request_headers(*request)
+        return event.entity_key.encode(), value, [
             (HEADER_OFFSET, b"%d" % envelope.offset),
-            (HEADER_EVENT_TYPE, _TYPE_NAMES[event.__class__]),
-            (HEADER_FINGERPRINT, value[2:10].hex().encode()),
-            (HEADER_TIMESTAMP, b"%d" % envelope.timestamp_ms),
-            (HEADER_ACTOR_PRINCIPAL, envelope.actor_principal.encode()),
-            (HEADER_ACTOR_HOST, envelope.actor_host.encode()),
-            (HEADER_REQUEST_ID, envelope.request_id.encode()),
-            (HEADER_ACTOR_ASSERTED, _ASSERTED[envelope.actor_asserted]),
-            (HEADER_OPERATOR, _operator_header(envelope.operator_user, envelope.operator_host,
-                                               envelope.operator_pid, envelope.operator_program)),
+            (HEADER_EVENT_TYPE, _TYPE_NAMES[cls]),
+            (HEADER_FINGERPRINT, hexes[cls]),
+            *shared[1],
         ]
-        return event.entity_key.encode(), value, headers
 
     return encode
+
+
+def _request_headers(timestamp_ms: int, principal: str, host: str, request_id: str, asserted: bool,
+                     operator_user: str, operator_host: str, operator_pid: int,
+                     operator_program: str) -> tuple[tuple[str, bytes], ...]:
+    """The headers of what an event's request shares with the request's other events."""
+    return (
+        (HEADER_TIMESTAMP, b"%d" % timestamp_ms),
+        (HEADER_ACTOR_PRINCIPAL, principal.encode()),
+        (HEADER_ACTOR_HOST, host.encode()),
+        (HEADER_REQUEST_ID, request_id.encode()),
+        (HEADER_ACTOR_ASSERTED, _ASSERTED[asserted]),
+        (HEADER_OPERATOR, _operator_header(operator_user, operator_host, operator_pid, operator_program)),
+    )
 
 
 def encode_tombstone(envelope: Envelope) -> tuple[bytes, None, Headers]:
@@ -198,12 +240,7 @@ def message_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, 
     """
     objects = SingleObjects(codec)
     careful = _careful_decoder(objects)
-    known: dict[bytes, tuple] = {}  # marker + fingerprint -> (compiled decode, fingerprint hex, type name, fingerprint)
-    for cls, fingerprint in objects.fingerprints.items():
-        compiled = objects.compiled_decoder(fingerprint)
-        if compiled is not None:
-            known[SINGLE_OBJECT_MARKER + fingerprint] = (
-                compiled, fingerprint.hex().encode(), _TYPE_NAMES[cls], fingerprint)
+    _, known = _tables(objects)
     make, attribution = _new_envelope, _attribution
 
     def decode(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Envelope:

@@ -332,3 +332,22 @@ def test_an_integer_header_is_decimal_digits_only(name, raw):
     headers = [(n, raw if n == name else v) for n, v in headers]
     with pytest.raises(NotOurMessage, match=f"header {name} is not a decimal integer"):
         decode_message(CODEC, key, value, headers)
+
+
+_REQUEST_FIELDS = ("timestamp_ms", "actor_principal", "actor_host", "request_id", "actor_asserted", "operator_user",
+                   "operator_host", "operator_pid", "operator_program")
+
+
+@given(st.lists(envelopes(), min_size=1, max_size=6), st.data())
+def test_a_bound_encoder_writes_each_message_as_a_lone_encode_does(batch, data):
+    """message_encoder shares a request's headers across a run of its events: each message is still the one
+    encode_message gives for that envelope alone, whichever request value changes from one event to the next."""
+    from secmeta.consumers.kafka.wire import message_encoder
+
+    run = [batch[0]]
+    for envelope in batch[1:]:  # mostly the previous event's request, sometimes with one value changed
+        same = dataclasses.replace(envelope, **{f: getattr(run[-1], f) for f in _REQUEST_FIELDS})
+        changed = data.draw(st.sampled_from((None, *_REQUEST_FIELDS)), label="request value changed")
+        run.append(same if changed is None else dataclasses.replace(same, **{changed: getattr(envelope, changed)}))
+    encode = message_encoder(CODEC)
+    assert [encode(e) for e in run] == [encode_message(CODEC, e) for e in run]
