@@ -1,10 +1,10 @@
-"""Kafka mirror throughput against librdkafka's mock cluster: publish, follow, bootstrap.
+"""Kafka mirror throughput against librdkafka's mock cluster: publish, follow, bootstrap, on two workload shapes.
 
-    python -m scripts.bench.kafka [--events 100000] [--round 5000] [--state-entities 8000]
+    python -m scripts.bench.kafka [--events 1000000] [--shapes mix diverse] [--round 5000]
+        [--state-entities 8000] [--repeat 3] [--local-log] [--before-python /work/main/.venv/bin/python]
 
-Writes a store log of N events (ACL creations in requests of 1000, every
-tenth request ending with a deletion, so the state topic gets removals and
-tombstones), then measures in one run:
+Per shape it writes a store log of about ``--events`` events once, then ``--repeat`` fresh processes
+(``--worker``) each measure on it, in this order:
 
 * the ceiling: reading and decoding the same events from the log;
 * the wire codec alone: encode_message and decode_message per event (with the
@@ -12,19 +12,27 @@ tombstones), then measures in one run:
 * the publisher and the follower, as a live standby runs: the log is published
   in rounds of ``--round`` events (Publisher.publish_available: history and
   state topics, idempotent producer, acks=all, confirmed and checkpointed),
-  and after each round Follower.catch_up applies it; each side's time is
-  summed over all N events, and the follower's image must equal the one
-  replayed from the log;
+  and after each round Follower.catch_up applies it (with ``--local-log`` the
+  follower is given the keyring and also logs what it applies, fsync'd, as
+  ``kafka follow --key-file`` does); each side's time is summed over all
+  events, and the follower's image must equal the one replayed from the log;
 * bootstrap_from_state_topic on a separate store of ``--state-entities`` ACLs.
 
-Each row gives wall and CPU seconds (time.process_time: the whole process,
-librdkafka's threads and the in-process mock broker's included) and both
-rates; publish and catch-up carry issue 15's target (>= 100k events/s each).
-On a shared machine the wall figures are noise; CPU seconds are the measure.
+Shapes: ``mix`` is this benchmark's own log (the ``current`` shape's ACL creations in requests of
+1000, every tenth request ending with a deletion, so the state topic gets removals and tombstones);
+the others are scripts.bench.shapes' (``diverse``: about ten ACLs per resource from many principals,
+mostly address-restricted, mixed patterns, with deletions; ``--events`` is then its ACL count).
+
+Each row gives wall and CPU seconds (time.process_time of the worker: the whole process,
+librdkafka's threads and the in-process mock broker's included), median and spread (min-max) of
+the runs, and both rates; publish and catch-up carry issue 15's target (>= 100k events/s each, by CPU).
+``--before-python`` runs the same workers with another checkout's interpreter (its ``secmeta``; these
+scripts stay this checkout's), alternating with this one's, side by side: before and after.  On a
+shared machine the wall figures are noise; CPU seconds are the measure.
 
 The mock cluster keeps only about 5 MB per partition (older messages are
 deleted as on a retention limit), which is why the follower keeps up round by
-round and the bootstrap store is small; it runs in this process on its own
+round and the bootstrap store is small; it runs in the worker on its own
 threads, so on two cores broker and clients share the CPU: the numbers are
 a floor for a real cluster.  Nothing here is asserted; see bench-results/kafka.json.
 """
@@ -33,7 +41,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -42,10 +54,10 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from scripts.bench import authz_core
-from scripts.bench.report import print_table, rate, write_json
+from scripts.bench.report import REPO_ROOT, print_table, rate, write_json
 from secmeta.consumers.kafka.follower import Follower
 from secmeta.consumers.kafka.publisher import Publisher
-from secmeta.consumers.kafka.wire import decode_message, encode_message
+from secmeta.consumers.kafka.wire import message_decoder, message_encoder
 from secmeta.core.log import Log
 from secmeta.core.store.state import load_state
 from secmeta.events.keyring import Keyring
@@ -98,77 +110,141 @@ def wire_rates(path: Path, keyring: Keyring) -> tuple[int, list[float], list[flo
     with Log.open(path, keyring=keyring, read_only=True) as log:
         envelopes = list(log.read())
         codec = log.codec
+        encode_one, decode_one = message_encoder(codec), message_decoder(codec)  # bound, as publisher and follower
         with paused_gc(), _timing(encode):
-            messages = [encode_message(codec, env) for env in envelopes]
+            messages = [encode_one(env) for env in envelopes]
         with paused_gc(), _timing(decode):
             for key, value, headers in messages:
-                decode_message(codec, key, value, headers)
+                decode_one(key, value, headers)
     return len(envelopes), encode, decode
 
 
-def _row(measure: str, count: int, spent: list[float], target: str = "") -> list:
-    wall, cpu = spent
-    return [measure, count, wall, cpu, rate(count, wall), rate(count, cpu), target]
+SIDES = ("before", "after")
+# (result key, measure, target): the rows of each shape, in the order the worker measures them
+MEASURES = (
+    ("log_read_decode", "log read + decode (the ceiling)", None),
+    ("wire_encode", "wire encode_message", None),
+    ("wire_decode", "wire decode_message", None),
+    ("publish", "publish (history + state, confirmed)", TARGET_PER_S),
+    ("follow", "follower catch-up (history)", TARGET_PER_S),
+    ("follower_checkpoint", "follower checkpoint (snapshot)", None),
+    ("bootstrap", "bootstrap from state topic", None),
+)
+
+
+def write_shape(path: Path, keyring: Keyring, shape: str, n: int) -> int:
+    """The shape's log at ``path``; how many events it holds."""
+    if shape == "mix":
+        write_log(path, keyring, n)
+        return n
+    from scripts.bench import shapes  # the shared shapes
+
+    return shapes.write_log(path, keyring, shape, n)["events"]
+
+
+def worker(store: Path, key_file: Path, step: int, state_entities: int, local_log: bool) -> dict:
+    """Every measure on the log at ``store``, in this process (its own mock cluster): the results as a dict."""
+    logging.basicConfig(level=logging.ERROR)
+    creator = Producer({"test.mock.num.brokers": 1, "logger": logging.getLogger("bench.mock")})
+    bootstrap = creator.list_topics(timeout=10).orig_broker_name.split("/")[0]
+    keyring = Keyring.from_file(key_file)
+    results: dict[str, object] = {}
+
+    def record(name: str, count: int, spent: list[float]) -> None:
+        results[name] = {"events": count, "wall_s": spent[0], "cpu_s": spent[1]}
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        count, spent = log_ceiling(store, keyring)
+        record("log_read_decode", count, spent)
+        count, encode, decode = wire_rates(store, keyring)
+        record("wire_encode", count, encode)
+        record("wire_decode", count, decode)
+        mirror = mirror_in_rounds(store, keyring, bootstrap, tmp, count, step, local_log=local_log)
+        record("publish", mirror["published"], mirror["publish"])
+        record("follow", mirror["published"], mirror["follow"])
+        record("follower_checkpoint", count, mirror["checkpoint"])
+        results["follower_same_image"] = mirror["same"]
+        entities, spent, same = bootstrap_rate(tmp, keyring, bootstrap, state_entities)
+        record("bootstrap", entities, spent)
+        results["bootstrap_same_image"] = same
+    del creator
+    return results
+
+
+def _run_worker(python: str, store: Path, key_file: Path, args: argparse.Namespace) -> dict:
+    command = [python, "-m", "scripts.bench.kafka", "--worker", str(store), str(key_file), "--round", str(args.round),
+               "--state-entities", str(args.state_entities)] + (["--local-log"] if args.local_log else [])
+    done = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _spread(values: list[float], fmt: str) -> str:
+    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
+
+
+def _rows(shape: str, events: int, side: str, runs: list[dict]) -> list[list]:
+    rows = []
+    for key, measure, target in MEASURES:
+        count = runs[0][key]["events"]
+        walls = [r[key]["wall_s"] for r in runs]
+        cpus = [r[key]["cpu_s"] for r in runs]
+        per_cpu = [rate(count, c) for c in cpus]
+        verdict = ""
+        if target is not None:
+            verdict = f">= {target:,}/s: {'met' if statistics.median(per_cpu) >= target else 'MISSED'}"
+        rows.append([shape, f"{events:,}", measure, side, count, _spread(walls, ".2f"), _spread(cpus, ".2f"),
+                     f"{rate(count, statistics.median(walls)):,.0f}", _spread(per_cpu, ",.0f"), verdict])
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--events", type=int, default=100_000, help="events of the mix shape, ACLs of the others")
+    parser.add_argument("--shapes", nargs="+", default=["mix", "diverse"],
+                        help="mix (this benchmark's log) and any of scripts.bench.shapes' (current, kafka, diverse)")
     parser.add_argument("--round", type=int, default=5_000, help="events published, then followed, per round")
     parser.add_argument("--state-entities", type=int, default=8_000, help="ACLs in the bootstrap store")
+    parser.add_argument("--repeat", type=int, default=3, help="worker runs per side and shape")
+    parser.add_argument("--local-log", action="store_true",
+                        help="the follower keeps its local log (given the keyring), as kafka follow --key-file")
+    parser.add_argument("--before-python", help="another checkout's interpreter, measured side by side (before)")
+    parser.add_argument("--worker", nargs=2, metavar=("STORE", "KEY_FILE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    n, step = args.events, args.round
-    logging.basicConfig(level=logging.ERROR)
-    creator = Producer({"test.mock.num.brokers": 1, "logger": logging.getLogger("bench.mock")})
-    bootstrap = creator.list_topics(timeout=10).orig_broker_name.split("/")[0]
+    if args.worker:
+        print(json.dumps(worker(Path(args.worker[0]), Path(args.worker[1]), args.round, args.state_entities,
+                                args.local_log)))
+        return 0
+    sides = ([("before", args.before_python)] if args.before_python else []) + [("after", sys.executable)]
+    results: dict[str, object] = {"events": args.events, "round": args.round, "state_entities": args.state_entities,
+                                  "target_per_s": TARGET_PER_S, "local_log": args.local_log, "shapes": {}}
     rows = []
-    results: dict[str, object] = {"events": n, "round": step, "state_entities": args.state_entities,
-                                  "target_per_s": TARGET_PER_S}
-    target = f">= {TARGET_PER_S:,}/s"
-
-    def record(name: str, count: int, spent: list[float]) -> None:
-        results[name] = {"events": count, "wall_s": spent[0], "cpu_s": spent[1],
-                         "per_s": rate(count, spent[0]), "per_cpu_s": rate(count, spent[1])}
-
+    same = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         Keyring.generate_file(tmp / "keys.json")
         keyring = Keyring.from_file(tmp / "keys.json")
-        store = tmp / "store"
-        print(f"writing {n:,} events ...", flush=True)
-        write_log(store, keyring, n)
-
-        count, spent = log_ceiling(store, keyring)
-        rows.append(_row("log read + decode (the ceiling)", count, spent))
-        record("log_read_decode", count, spent)
-
-        count, encode, decode = wire_rates(store, keyring)
-        rows.append(_row("wire encode_message", count, encode))
-        rows.append(_row("wire decode_message", count, decode))
-        record("wire_encode", count, encode)
-        record("wire_decode", count, decode)
-
-        mirror = mirror_in_rounds(store, keyring, bootstrap, tmp, n, step)
-        published = mirror["published"]
-        rows.append(_row("publish (history + state, confirmed)", published, mirror["publish"], target))
-        rows.append(_row("follower catch-up (history)", published, mirror["follow"], target))
-        rows.append(_row("follower checkpoint (snapshot)", n, mirror["checkpoint"]))
-        record("publish", published, mirror["publish"])
-        record("follow", published, mirror["follow"])
-        record("follower_checkpoint", n, mirror["checkpoint"])
-        results["follower_same_image"] = mirror["same"]
-
-        entities, spent, same = bootstrap_rate(tmp, keyring, bootstrap, args.state_entities)
-        rows.append(_row("bootstrap from state topic", entities, spent))
-        record("bootstrap", entities, spent)
-        results["bootstrap_same_image"] = same
-    print_table(f"Kafka mirror of {n:,} events (librdkafka mock cluster, in process; rounds of {step:,}; "
-                "CPU s: the whole process, broker threads included)",
-                ["measure", "events", "wall s", "CPU s", "events/s", "events/CPU s", "target"], rows)
-    print(f"follower image equals the log's: {results['follower_same_image']}; "
-          f"bootstrapped image equals the log's: {results['bootstrap_same_image']}")
+        for shape in args.shapes:
+            store = tmp / f"store-{shape}"
+            print(f"{shape}: writing {args.events:,} {'events' if shape == 'mix' else 'ACLs'} ...", flush=True)
+            events = write_shape(store, keyring, shape, args.events)
+            runs: dict[str, list[dict]] = {side: [] for side, _ in sides}
+            for i in range(args.repeat):  # the sides take turns, so both see the machine's load alike
+                for side, python in sides:
+                    print(f"{shape}: {side} run {i + 1} of {args.repeat} ...", flush=True)
+                    runs[side].append(_run_worker(python, store, tmp / "keys.json", args))
+            results["shapes"][shape] = {"events": events, **runs}
+            for side, _ in sides:
+                rows.extend(_rows(shape, events, side, runs[side]))
+                same.append(f"{shape} {side}: follower {all(r['follower_same_image'] for r in runs[side])}, "
+                            f"bootstrap {all(r['bootstrap_same_image'] for r in runs[side])}")
+    print_table(f"Kafka mirror (librdkafka mock cluster, in each worker process; rounds of {args.round:,}; "
+                f"median (min-max) of {args.repeat} runs; CPU s: the whole worker process, broker threads included; "
+                f"follower {'with' if args.local_log else 'without'} its local log)",
+                ["shape", "log events", "measure", "side", "events", "wall s", "CPU s", "events/s (wall)",
+                 "events/CPU s", "target (by CPU)"], rows)
+    print("images equal to the log's: " + "; ".join(same))
     print(f"wrote {write_json('kafka', results)}")
-    del creator
     return 0
 
 
@@ -177,7 +253,8 @@ def replayed(path: Path, keyring: Keyring):
         return load_state(log, SecurityProjection(), SecurityImageSnapshot()).state
 
 
-def mirror_in_rounds(store: Path, keyring: Keyring, bootstrap: str, tmp: Path, n: int, step: int) -> dict:
+def mirror_in_rounds(store: Path, keyring: Keyring, bootstrap: str, tmp: Path, n: int, step: int, *,
+                     local_log: bool = False) -> dict:
     """Publish ``step`` events, let the follower catch up, repeat; the wall and CPU time each side spent.
 
     CPU seconds are the process's (time.process_time): librdkafka's threads and
@@ -186,9 +263,11 @@ def mirror_in_rounds(store: Path, keyring: Keyring, bootstrap: str, tmp: Path, n
     history, state = f"bench-history-{uuid.uuid4().hex[:8]}", f"bench-state-{uuid.uuid4().hex[:8]}"
     spent = {"publish": [0.0, 0.0], "follow": [0.0, 0.0], "checkpoint": [0.0, 0.0]}
     published = 0
-    with Publisher(store, keyring, bootstrap, history_topic=history, state_topic=state, chunk_size=step) as publisher:
+    with Publisher(store, keyring, bootstrap, history_topic=history, state_topic=state, chunk_size=step,
+                   checkpoint_path=tmp / "publisher.json") as publisher:  # the store is shared by the runs
         follower = Follower(bootstrap, history_topic=history, state_topic=state, checkpoint_dir=tmp / "follower",
-                            checkpoint_every=10 * n, client_config=MOCK_FOLLOWER_CONFIG)
+                            checkpoint_every=10 * n, client_config=MOCK_FOLLOWER_CONFIG,
+                            keyring=keyring if local_log else None)
         for end in range(step, n + step, step):
             with _timing(spent["publish"]):
                 published += publisher.publish_available(max_events=min(end, n) - publisher.checkpoint)
