@@ -12,7 +12,11 @@ raw bytes) and is counted in ``skipped``: the follower never stops on it.
 
 Every ``checkpoint_every`` events and on ``close`` it writes a checkpoint:
 the image as a snapshot plus ``follower.json`` naming it, the log offset it
-reflects and the Kafka position to resume from.  ``bootstrap_from_state_topic``
+reflects and the Kafka position to resume from.  A checkpoint writes the whole
+image, so once the image holds more entities than ``checkpoint_every`` the next
+one waits for as many events as it held: writing checkpoints then costs at most
+about one entity's snapshot per event applied, however large the image grows
+(catching up a 1M-ACL history writes 5 snapshots, not 20 of ever larger images).  ``bootstrap_from_state_topic``
 rebuilds the image from the compacted state topic instead of the whole
 history, then follows the history from the position the state recorded.
 
@@ -167,6 +171,7 @@ class Follower:
         self.gaps = 0
         self.resumed_from: int | None = None  # log offset of the checkpoint loaded at start
         self._since_checkpoint = 0
+        self._checkpointed_entities = 0  # how many entities the last checkpoint's image held
         self._checkpointed: tuple[int, int | None] | None = None
         self._last_error: str | None = None
         self._identity: TopicIdentity | None = None  # the cluster and topic the image was read from
@@ -256,7 +261,7 @@ class Follower:
         return messages
 
     def _apply_consumed(self, consume: Callable[[], list]) -> int:
-        """Apply the batch ``consume()`` returns; checkpoint when ``checkpoint_every`` events are applied since.
+        """Apply the batch ``consume()`` returns; checkpoint when one is due (``_checkpoint_due``).
 
         The collector stays paused from the fetch on: a batch's messages are thousands of new objects, and a
         collection they trigger mid-batch would rescan the whole image (with it running, taking a batch cost more
@@ -266,7 +271,7 @@ class Follower:
             messages = consume()
             pause.freeze = len(messages) >= FREEZE_AFTER
             applied = self._decode_and_replay(messages) if messages else 0
-        if messages and self._since_checkpoint >= self.checkpoint_every:
+        if messages and self._checkpoint_due():
             self.checkpoint()
         return applied
 
@@ -487,12 +492,17 @@ class Follower:
             if path.name != info.path.name:
                 path.unlink(missing_ok=True)
         self._checkpointed = mark
+        self._checkpointed_entities = _entities(self.image)
         if self.group_id and self.position is not None:
             try:
                 self._consumer.commit(offsets=[TopicPartition(self.history_topic, PARTITION, self.position)],
                                       asynchronous=False)
             except KafkaException as exc:
                 logger.warning("could not commit the position to group %s: %s", self.group_id, exc)
+
+    def _checkpoint_due(self) -> bool:
+        """``checkpoint_every`` events applied since the last checkpoint, and as many as its image held entities."""
+        return self._since_checkpoint >= max(self.checkpoint_every, self._checkpointed_entities)
 
     def _load_checkpoint(self) -> None:
         path = self.checkpoint_dir / CHECKPOINT_FILE
@@ -528,6 +538,7 @@ class Follower:
         self.position = None if position is None else int(position)
         self.resumed_from = next_offset
         self._checkpointed = (next_offset, self.position)
+        self._checkpointed_entities = _entities(image)
         self._identity, self._applied_at, self._applied_link = identity, applied_at, applied_link
 
     def _take_replica(self) -> None:
@@ -542,7 +553,7 @@ class Follower:
         logger.warning("follower checkpoint in %s is at log offset %d, its local log at %d: following on from "
                        "the local log", self.checkpoint_dir, self.image.next_offset, image.next_offset)
         self.image, self.position, self.resumed_from = image, None, None
-        self._checkpointed = None
+        self._checkpointed, self._checkpointed_entities = None, 0
         self._applied_at = self._applied_link = None
 
     # -- bootstrap from the state topic --------------------------------------------------
@@ -669,6 +680,11 @@ def _consume(consumer: Consumer, limit: int, timeout: float) -> list:
         if messages and limit > 1:
             messages.extend(consumer.consume(num_messages=limit - 1, timeout=0))
     return messages
+
+
+def _entities(image: SecurityImage) -> int:
+    """How many credentials, ACLs and tokens the image holds (what its snapshot's size grows with)."""
+    return len(image.acls) + len(image.scram) + len(image.tokens)
 
 
 def _history_offset(headers: dict[str, bytes]) -> int | None:

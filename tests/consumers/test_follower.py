@@ -228,6 +228,23 @@ def test_checkpoint_every_n_events(store, published, follow, tmp_path):
     assert saved["next_offset"] == 10 and saved["position"] == 10
 
 
+def test_a_checkpoint_waits_for_as_many_events_as_its_image_held(store, published, follow, tmp_path):
+    """A checkpoint writes the whole image: once that holds more entities than checkpoint_every, the next one
+    waits for as many events as it held (20 ACLs: no checkpoint 15 events on, one 20 events on)."""
+    def saved() -> int:
+        return json.loads((tmp_path / "f" / "follower.json").read_text())["next_offset"]
+
+    store.create_acls([acl_created(i).event.binding for i in range(20)], context=ADMIN)
+    follower = follow(*published(), checkpoint_every=5, max_batch=5)
+    assert follower.catch_up(60) and saved() == 20
+    store.create_acls([acl_created(i).event.binding for i in range(20, 35)], context=ADMIN)
+    published()
+    assert follower.catch_up(60) and follower.next_offset == 35 and saved() == 20
+    store.create_acls([acl_created(i).event.binding for i in range(35, 40)], context=ADMIN)
+    published()
+    assert follower.catch_up(60) and saved() == 40
+
+
 def test_checkpoint_of_another_topic_is_refused(store, published, follow):
     """A checkpoint directory that follows another topic is a clear error, not a silent mix."""
     store.create_acls([acl_created(1).event.binding], context=ADMIN)
