@@ -1,7 +1,8 @@
 """Kafka mirror throughput against librdkafka's mock cluster: publish, follow, bootstrap, on two workload shapes.
 
     python -m scripts.bench.kafka [--events 1000000] [--shapes mix diverse] [--round 5000]
-        [--state-entities 8000] [--repeat 3] [--local-log] [--before-python /work/main/.venv/bin/python]
+        [--state-entities 8000] [--repeat 3] [--local-log] [--no-checkpoints]
+        [--before-python /work/main/.venv/bin/python]
 
 Per shape it writes a store log of about ``--events`` events once, then ``--repeat`` fresh processes
 (``--worker``) each measure on it, in this order:
@@ -12,10 +13,12 @@ Per shape it writes a store log of about ``--events`` events once, then ``--repe
 * the publisher and the follower, as a live standby runs: the log is published
   in rounds of ``--round`` events (Publisher.publish_available: history and
   state topics, idempotent producer, acks=all, confirmed and checkpointed),
-  and after each round Follower.catch_up applies it (with ``--local-log`` the
-  follower is given the keyring and also logs what it applies, fsync'd, as
-  ``kafka follow --key-file`` does); each side's time is summed over all
-  events, and the follower's image must equal the one replayed from the log;
+  and after each round Follower.catch_up applies it, checkpointing at its
+  default cadence as ``kafka follow`` does (``--no-checkpoints``: only at the
+  end, as issue 15 measured it); with ``--local-log`` the follower is given the
+  keyring and also logs what it applies, fsync'd, as ``kafka follow
+  --key-file`` does; each side's time is summed over all events, and the
+  follower's image must equal the one replayed from the log;
 * bootstrap_from_state_topic on a separate store of ``--state-entities`` ACLs.
 
 Shapes: ``mix`` is this benchmark's own log (the ``current`` shape's ACL creations in requests of
@@ -142,7 +145,7 @@ def write_shape(path: Path, keyring: Keyring, shape: str, n: int) -> int:
     return shapes.write_log(path, keyring, shape, n)["events"]
 
 
-def worker(store: Path, key_file: Path, step: int, state_entities: int, local_log: bool) -> dict:
+def worker(store: Path, key_file: Path, step: int, state_entities: int, local_log: bool, checkpoints: bool) -> dict:
     """Every measure on the log at ``store``, in this process (its own mock cluster): the results as a dict."""
     logging.basicConfig(level=logging.ERROR)
     creator = Producer({"test.mock.num.brokers": 1, "logger": logging.getLogger("bench.mock")})
@@ -160,7 +163,8 @@ def worker(store: Path, key_file: Path, step: int, state_entities: int, local_lo
         count, encode, decode = wire_rates(store, keyring)
         record("wire_encode", count, encode)
         record("wire_decode", count, decode)
-        mirror = mirror_in_rounds(store, keyring, bootstrap, tmp, count, step, local_log=local_log)
+        mirror = mirror_in_rounds(store, keyring, bootstrap, tmp, count, step, local_log=local_log,
+                                  checkpoints=checkpoints)
         record("publish", mirror["published"], mirror["publish"])
         record("follow", mirror["published"], mirror["follow"])
         record("follower_checkpoint", count, mirror["checkpoint"])
@@ -174,7 +178,8 @@ def worker(store: Path, key_file: Path, step: int, state_entities: int, local_lo
 
 def _run_worker(python: str, store: Path, key_file: Path, args: argparse.Namespace) -> dict:
     command = [python, "-m", "scripts.bench.kafka", "--worker", str(store), str(key_file), "--round", str(args.round),
-               "--state-entities", str(args.state_entities)] + (["--local-log"] if args.local_log else [])
+               "--state-entities", str(args.state_entities)] + (["--local-log"] if args.local_log else []) + (
+               [] if args.checkpoints else ["--no-checkpoints"])
     done = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -208,16 +213,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="worker runs per side and shape")
     parser.add_argument("--local-log", action="store_true",
                         help="the follower keeps its local log (given the keyring), as kafka follow --key-file")
+    parser.add_argument("--no-checkpoints", dest="checkpoints", action="store_false",
+                        help="the follower checkpoints only at the end (issue 15's figures), not at its default cadence")
     parser.add_argument("--before-python", help="another checkout's interpreter, measured side by side (before)")
     parser.add_argument("--worker", nargs=2, metavar=("STORE", "KEY_FILE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(Path(args.worker[0]), Path(args.worker[1]), args.round, args.state_entities,
-                                args.local_log)))
+                                args.local_log, args.checkpoints)))
         return 0
     sides = ([("before", args.before_python)] if args.before_python else []) + [("after", sys.executable)]
     results: dict[str, object] = {"events": args.events, "round": args.round, "state_entities": args.state_entities,
-                                  "target_per_s": TARGET_PER_S, "local_log": args.local_log, "shapes": {}}
+                                  "target_per_s": TARGET_PER_S, "local_log": args.local_log,
+                                  "checkpoints": args.checkpoints, "shapes": {}}
     rows = []
     same = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -240,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
                             f"bootstrap {all(r['bootstrap_same_image'] for r in runs[side])}")
     print_table(f"Kafka mirror (librdkafka mock cluster, in each worker process; rounds of {args.round:,}; "
                 f"median (min-max) of {args.repeat} runs; CPU s: the whole worker process, broker threads included; "
-                f"follower {'with' if args.local_log else 'without'} its local log)",
+                f"follower {'with' if args.local_log else 'without'} its local log, "
+                f"{'checkpointing at its default cadence' if args.checkpoints else 'checkpointing only at the end'})",
                 ["shape", "log events", "measure", "side", "events", "wall s", "CPU s", "events/s (wall)",
                  "events/CPU s", "target (by CPU)"], rows)
     print("images equal to the log's: " + "; ".join(same))
@@ -254,7 +263,7 @@ def replayed(path: Path, keyring: Keyring):
 
 
 def mirror_in_rounds(store: Path, keyring: Keyring, bootstrap: str, tmp: Path, n: int, step: int, *,
-                     local_log: bool = False) -> dict:
+                     local_log: bool = False, checkpoints: bool = True) -> dict:
     """Publish ``step`` events, let the follower catch up, repeat; the wall and CPU time each side spent.
 
     CPU seconds are the process's (time.process_time): librdkafka's threads and
@@ -265,9 +274,9 @@ def mirror_in_rounds(store: Path, keyring: Keyring, bootstrap: str, tmp: Path, n
     published = 0
     with Publisher(store, keyring, bootstrap, history_topic=history, state_topic=state, chunk_size=step,
                    checkpoint_path=tmp / "publisher.json") as publisher:  # the store is shared by the runs
+        cadence = {"checkpoint_every": 10 * n} if not checkpoints else {}  # else Follower's default, as the CLI
         follower = Follower(bootstrap, history_topic=history, state_topic=state, checkpoint_dir=tmp / "follower",
-                            checkpoint_every=10 * n, client_config=MOCK_FOLLOWER_CONFIG,
-                            keyring=keyring if local_log else None)
+                            client_config=MOCK_FOLLOWER_CONFIG, keyring=keyring if local_log else None, **cadence)
         for end in range(step, n + step, step):
             with _timing(spent["publish"]):
                 published += publisher.publish_available(max_events=min(end, n) - publisher.checkpoint)
