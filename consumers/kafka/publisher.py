@@ -43,7 +43,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -497,23 +497,26 @@ class Publisher:
             f"(from log offset {self._log.start_offset})")
 
     @staticmethod
-    def _producer_call(producer: Producer) -> Callable[..., None]:
-        """``produce(topic, value, key, partition, on_delivery, headers=...)`` that waits out a full queue."""
-        produce, poll = producer.produce, producer.poll
+    def _produce_all(producer: Producer, topic: str, messages: Iterable[tuple[bytes, bytes | None, list]],
+                     callback: Callable) -> int:
+        """Produce every (key, value, headers) to the topic's partition; wait out a full queue; how many.
 
-        def call(*args, headers) -> None:
+        librdkafka copies the headers as it takes a message, so a caller may change a list once produced.
+        """
+        produce, count = producer.produce, 0
+        for key, value, headers in messages:
+            count += 1
             try:
-                produce(*args, headers=headers)
+                produce(topic, value, key, PARTITION, callback, headers=headers)
             except BufferError:  # the local queue is full: serve delivery reports until it drains
                 while True:
-                    poll(0.05)
+                    producer.poll(0.05)
                     try:
-                        produce(*args, headers=headers)
-                        return
+                        produce(topic, value, key, PARTITION, callback, headers=headers)
+                        break
                     except BufferError:
                         pass
-
-        return call
+        return count
 
     def _await(self, chunk: _Chunk, producer: Producer, stop: threading.Event | None,
                deadline: float | None) -> bool:
@@ -571,27 +574,16 @@ class Publisher:
         for (_, _, headers), link in zip(encoded, links):
             headers.append(link)
         self._report("publishing", f"offsets {envelopes[0].offset}..{envelopes[-1].offset}")
-        produce, history, callback = self._producer_call(producer), self.history_topic, chunk.history_callback
-        for key, value, headers in encoded:
-            produce(history, value, key, PARTITION, callback, headers=headers)
-        chunk.outstanding += len(encoded)
+        produced = self._produce_all(producer, self.history_topic, encoded, chunk.history_callback)
+        chunk.outstanding += produced  # after: delivery reports served while producing have counted down
         if not self._await(chunk, producer, stop, deadline):
             return self._failed(chunk, "history")
         self._report("history delivered", f"through offset {envelopes[-1].offset}")
 
-        state, callback, form = self.state_topic, chunk.state_callback, self._state_form
-        for env, message, position, link in zip(envelopes, encoded, chunk.history_offsets(), links):
-            whole, closes = form.of(env)
-            key, value, headers = message if whole is env else self._encode(whole)
-            if whole is not env:
-                headers.append(link)
-            at = (HEADER_HISTORY_OFFSET, b"%d" % position)
-            chunk.outstanding += 1
-            produce(state, value, key, PARTITION, callback, headers=[*headers, at])
-            if closes:
-                key, value, headers = encode_tombstone(env)
-                chunk.outstanding += 1
-                produce(state, value, key, PARTITION, callback, headers=[*headers, at])
+        form = self._state_form
+        produced = self._produce_all(producer, self.state_topic, self._state_messages(
+            envelopes, encoded, chunk.history_offsets(), links), chunk.state_callback)
+        chunk.outstanding += produced
         if not self._await(chunk, producer, stop, deadline):
             form.discard()
             return self._failed(chunk, "state")
@@ -603,6 +595,26 @@ class Publisher:
         self._backoff = 0.0
         self._report("checkpointed")
         return len(envelopes)
+
+    def _state_messages(self, envelopes: list, encoded: list, positions: list[int],
+                        links: list[tuple[str, bytes]]) -> Iterator[tuple[bytes, bytes | None, list]]:
+        """The state topic's messages of a chunk whose history messages are ``encoded`` (produced: their header
+        lists are reused) at Kafka offsets ``positions``: each event's state form, a tombstone after a removal."""
+        form = self._state_form
+        for env, message, position, link in zip(envelopes, encoded, positions, links):
+            whole, closes = form.of(env)
+            if whole is env:
+                key, value, headers = message
+            else:
+                key, value, headers = self._encode(whole)
+                headers.append(link)
+            at = (HEADER_HISTORY_OFFSET, b"%d" % position)
+            headers.append(at)
+            yield key, value, headers
+            if closes:
+                key, value, headers = encode_tombstone(env)
+                headers.append(at)
+                yield key, value, headers
 
     def _read_linked(self, start: int, end: int) -> tuple[list, list[tuple[str, bytes]]]:
         """The events in [start, end) and, for each, the link header of the log batch that holds it."""
