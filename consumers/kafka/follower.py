@@ -280,6 +280,8 @@ class Follower:
         last = self.image.next_offset - 1
         envelopes: list[Envelope] = []
         links: list[bytes | None] = []  # each event's store batch (the local log keeps the batches)
+        last_raw: bytes | None = None
+        link: bytes | None = None
         applied_msg = None
         for msg in messages:
             err = msg.error()
@@ -300,7 +302,10 @@ class Follower:
                 self._stop_at_gap(last, envelope.offset, msg.offset())
             envelopes.append(envelope)
             if self.replica is not None:
-                links.append(_hex_link(header_map(msg.headers()).get(HEADER_LINK)))
+                raw = _raw_link(msg.headers())
+                if raw != last_raw:  # a store batch's events share their link: made once per batch
+                    last_raw, link = raw, _hex_link(raw)
+                links.append(link)
             applied_msg = msg
             last = envelope.offset
         self._replay(envelopes, applied_msg, links)
@@ -316,8 +321,7 @@ class Follower:
             self.applied += len(envelopes)
             self._since_checkpoint += len(envelopes)
             if last_msg is not None:  # the message of the last event: where it was and its link
-                raw = header_map(last_msg.headers()).get(HEADER_LINK)
-                self._applied_at, self._applied_link = last_msg.offset(), _hex_link(raw)
+                self._applied_at, self._applied_link = last_msg.offset(), _hex_link(_raw_link(last_msg.headers()))
 
     def _stop_at_gap(self, last: int, found: int, kafka_offset: int) -> None:
         """Leave the position on a gap (what came before is applied) and raise HistoryGapError."""
@@ -685,6 +689,13 @@ def _consume(consumer: Consumer, limit: int, timeout: float) -> list:
 def _entities(image: SecurityImage) -> int:
     """How many credentials, ACLs and tokens the image holds (what its snapshot's size grows with)."""
     return len(image.acls) + len(image.scram) + len(image.tokens)
+
+
+def _raw_link(headers: list | None) -> bytes | None:
+    """The ``secmeta.link`` header's value (header_map's rules); the publisher puts it last, read straight."""
+    if headers and headers[-1][0] == HEADER_LINK and headers[-1][1].__class__ is bytes:
+        return headers[-1][1]
+    return header_map(headers).get(HEADER_LINK)
 
 
 def _history_offset(headers: dict[str, bytes]) -> int | None:

@@ -438,3 +438,22 @@ def test_client_quotas_reach_the_follower_by_history_and_by_state_topic(store, p
     by_state.bootstrap_from_state_topic()
     assert len(store.image.quotas) == 2
     assert dict(by_history.image.quotas) == dict(by_state.image.quotas) == dict(store.image.quotas)
+
+
+def test_the_link_is_read_as_header_map_reads_it():
+    """The follower reads secmeta.link straight when it comes last (as the publisher puts it); wherever it is,
+    repeated, valueless or another bytes type, the value is header_map's."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from secmeta.consumers.kafka.follower import _raw_link
+    from secmeta.consumers.kafka.wire import HEADER_LINK, header_map
+
+    values = st.one_of(st.none(), st.binary(max_size=4), st.binary(max_size=4).map(bytearray))
+    headers = st.lists(st.tuples(st.sampled_from([HEADER_LINK, "secmeta.offset", "other"]), values), max_size=5)
+
+    @given(headers)
+    def check(given_headers):
+        assert _raw_link(given_headers) == header_map(given_headers).get(HEADER_LINK)
+
+    check()
