@@ -620,7 +620,9 @@ class Publisher:
         """The events in [start, end) and, for each, the link header of the log batch that holds it."""
         envelopes, links = [], []
         for batch in self._log.batches(start, end):
-            events = [e for e in self._log.decode(batch) if start <= e.offset < end]
+            events = self._log.decode(batch)
+            if batch.base_offset < start or batch.next_offset > end:  # a batch the range cuts
+                events = [e for e in events if start <= e.offset < end]
             envelopes.extend(events)
             links.extend([(HEADER_LINK, batch.link.hex().encode())] * len(events))
         return envelopes, links
