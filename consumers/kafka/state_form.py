@@ -33,7 +33,7 @@ logger = logging.getLogger("secmeta.kafka.publisher")
 class StateForm:
     """Folds events into their state-topic form; see the module's docstring."""
 
-    __slots__ = ("_opened", "_kind_of", "_known", "_complete", "_pending")
+    __slots__ = ("_opened", "_kind_of", "_known", "_complete", "_pending", "_as_is")
 
     def __init__(self, opened: Callable[[], Iterable[Event]],
                  kind_of: Callable[[Event], EntityKind] = kind_of) -> None:
@@ -42,13 +42,21 @@ class StateForm:
         self._known: dict[str, Event] = {}  # as of the last commit: the open entities folded (all, once complete)
         self._complete = False
         self._pending: dict[str, Event | None] = {}  # this chunk's changes (None: closed)
+        # event type -> whether a tombstone follows, for the types that go out as themselves whatever they hold
+        # (their kind has no update events, and their role is their type's alone)
+        self._as_is: dict[type, bool] = {}
 
     def of(self, envelope: Envelope) -> tuple[Envelope, bool]:
         """The state-topic envelope of ``envelope`` and whether a tombstone follows it."""
         event = envelope.event
+        closes = self._as_is.get(event.__class__)
+        if closes is not None:
+            return envelope, closes
         kind = self._kind_of(event)
         role = kind.role(event)
         if not kind.updates:
+            if event.__class__ not in kind.closing_when_none:
+                self._as_is[event.__class__] = role == "close"
             return envelope, role == "close"
         key = event.entity_key
         if role == "open":

@@ -107,3 +107,18 @@ def test_the_latest_state_message_per_key_is_the_entity_whatever_the_chunks(even
     compacted = {e.widget_id: {"owner": e.owner, "colour": e.colour, "size": e.size}
                  for e in latest.values() if isinstance(e, WidgetMade)}
     assert compacted == model
+
+
+def test_whether_a_tombstone_follows_is_asked_of_each_event_whose_type_does_not_decide_it():
+    """An ACL's removal always gets a tombstone and its creation never, whatever came first; a quota set to a
+    value does not and one removed (None) does, in either order (its type alone does not say)."""
+    from secmeta.events.records import ClientQuotaAltered
+
+    form = StateForm(lambda: ())
+    binding = acl("User:alice")
+    quotas = [ClientQuotaAltered("user=alice", "producer_byte_rate", 1.0),
+              ClientQuotaAltered("user=alice", "producer_byte_rate", None),
+              ClientQuotaAltered("user=bob", "producer_byte_rate", None),
+              ClientQuotaAltered("user=bob", "producer_byte_rate", 2.0)]
+    events = [AclCreated("a1", binding), AclDeleted("a1", binding), AclCreated("a2", binding), *quotas]
+    assert [closes for _, _, closes in folded(form, events)] == [False, True, False, False, True, True, False]
