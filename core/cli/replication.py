@@ -29,9 +29,11 @@ class ReplicatedNode(Protocol):
 
 
 class Replication(Protocol):
-    def start(self, store: SecurityStore, args: argparse.Namespace,
-              on_failure: Callable[[BaseException], None]) -> AbstractContextManager[ReplicatedNode]:
-        """Replicate ``store`` (opened with a NotWriterGate) as the options say; the node stops with the context."""
+    def start(self, store: SecurityStore, args: argparse.Namespace, on_failure: Callable[[BaseException], None], *,
+              on_applied: Callable[[int], None] | None = None) -> AbstractContextManager[ReplicatedNode]:
+        """Replicate ``store`` (opened with a NotWriterGate) as the options say; the node stops with the context.
+        ``on_failure`` gets what stopped a node in the background; ``on_applied`` the log's end after batches
+        from the topic were appended (a standby's serving processes catch up)."""
         ...
 
     def join(self, path: str, args: argparse.Namespace, keyring: Keyring) -> SecurityStore:

@@ -159,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
     stop = _Stop()
     with SecurityStore.open(path, StoreConfig.load(path), keyring=keyring(args), create=False,
                             commit_gate=gate) as store:
-        with contextlib.nullcontext() if replicated is None else replicated.start(store, args, stop.fail) as node:
+        with contextlib.nullcontext() if replicated is None else replicated.start(
+                store, args, stop.fail, on_applied=stop.applied) as node:
             if node is None or node.writing:
                 log_initial_settings(store, args)
             processes = args.processes or default_processes()
@@ -167,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
                 server: Any = Server(store, listeners, config)   # checks TLS files before anything binds
             else:
                 server = ServingProcesses(store, listeners, config, processes=processes)
+            stop.server = server
             store.start_token_sweeper()
             asyncio.run(_serve(server, stop))
     if stop.error is not None:
@@ -176,12 +178,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _Stop:
-    """Stops the serving loop: a signal, or replication failing in its own thread (``fail``, then re-raised)."""
+    """Stops the serving loop: a signal, or replication failing in its own thread (``fail``, then re-raised).
+    ``applied`` tells the serving processes of a standby that batches from the log topic were appended."""
 
     def __init__(self):
         self.error: BaseException | None = None
+        self.server = None
         self._loop = None
         self._event = None
+
+    def applied(self, offset: int) -> None:
+        import asyncio
+
+        advance = getattr(self.server, "applied_everywhere", None)  # ServingProcesses; one process needs none
+        if advance is not None and self._loop is not None:
+            asyncio.run_coroutine_threadsafe(advance(offset), self._loop)
 
     def arm(self, loop, event) -> None:
         self._loop, self._event = loop, event

@@ -114,10 +114,12 @@ def test_a_follower_appends_what_the_writer_commits(writer, settings, tmp_path, 
     with _open(tmp_path / "node2", keyring, commit_gate=NotWriterGate()) as standby, \
             ReplicatedNode(standby, _of(settings, node)) as follower:
         failures: list[BaseException] = []
-        follower.follow(failures.append)
+        applied: list[int] = []  # what serve tells a standby's serving processes to catch up to
+        follower.follow(failures.append, applied.append)
         store.create_acls([acl("x"), acl("y")], context=ADMIN)
         assert standby.log.wait_for(store.log.end_offset - 1, timeout=20)
         assert _log_bytes(standby) == _log_bytes(store) and not failures
+        assert applied[-1] == store.log.end_offset
         assert len(standby.describe_acls(AclBindingFilter(), context=ADMIN)) == 3
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -68,6 +69,12 @@ def _create_acl(admin: AdminClient, topic: str) -> None:
         future.result()
 
 
+def _topics_with_acls(admin: AdminClient) -> set[str]:
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                                  AclPermissionType.ANY)
+    return {b.name for b in admin.describe_acls(everything, request_timeout=15).result()}
+
+
 def _log_bytes(store: Path) -> bytes:
     return b"".join(p.read_bytes() for p in sorted((store / "log").glob("*.log")))
 
@@ -90,13 +97,18 @@ def test_a_writer_and_a_joined_standby_keep_bit_identical_logs(tmp_path, tansu_b
                              "--join", tansu_bootstrap, "--replication-topic", topic)
         assert code == 0, err
         assert "verified" in out and _log_bytes(node2) == _log_bytes(node1)
-        standby, _ = _serve(node2, keys, tansu_bootstrap, "--node-id", "2", "--standby",
-                            "--replication-topic", topic)
+        standby, standby_port = _serve(node2, keys, tansu_bootstrap, "--node-id", "2", "--standby",
+                                       "--replication-topic", topic)
         _create_acl(admin, "after-join")
         deadline = time.monotonic() + 30  # the standby applies what the writer committed
         while _log_bytes(node2) != _log_bytes(node1) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _log_bytes(node2) == _log_bytes(node1)
+        reader = _admin(standby_port)  # the standby answers reads with what it appended
+        while "after-join" not in _topics_with_acls(reader) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _topics_with_acls(reader) == {"before-join", "after-join"}
+        del reader
     finally:
         del admin  # before its server stops: a client destroyed after waits for the dead connection
         errors = _stop(writer)

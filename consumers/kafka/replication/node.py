@@ -18,6 +18,7 @@ from confluent_kafka import OFFSET_BEGINNING
 from secmeta.consumers.kafka.replication.gate import KafkaCommitGate
 from secmeta.consumers.kafka.replication.reader import TopicReader
 from secmeta.consumers.kafka.replication.records import (
+    BatchRecord,
     Record,
     StoreRecord,
     batch_headers,
@@ -137,14 +138,22 @@ class ReplicatedNode:
         if last is not None:
             write_resume_point(self.store.log, ResumePoint(self.topic, *last))
 
-    def follow(self, on_failure: Callable[[BaseException], None]) -> None:
+    def follow(self, on_failure: Callable[[BaseException], None],
+               on_applied: Callable[[int], None] | None = None) -> None:
         """Catch up, then keep following the topic in the background until ``close``; a failure (divergence,
-        Kafka unreachable past the timeout while catching up) stops following and goes to ``on_failure``."""
+        Kafka unreachable past the timeout while catching up) stops following and goes to ``on_failure``;
+        ``on_applied`` gets the log's end after each batch appended."""
         self.catch_up()
+        replica, log = self.replica, self.store.log
+
+        def apply(record, kafka_offset: int) -> None:
+            replica.apply(record, kafka_offset)
+            if on_applied is not None and isinstance(record, BatchRecord):
+                on_applied(log.end_offset)
 
         def run() -> None:
             try:
-                self._reader.follow(self.replica.apply, self._stop)
+                self._reader.follow(apply, self._stop)
             except BaseException as exc:  # noqa: BLE001 - reported, and the node stops serving
                 logger.error("following the log topic %s stopped: %s", self.topic, exc)
                 on_failure(exc)

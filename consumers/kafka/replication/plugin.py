@@ -27,12 +27,12 @@ def settings_from_args(args: argparse.Namespace, bootstrap: str) -> ReplicationS
 
 
 class KafkaReplication:
-    def start(self, store: SecurityStore, args: argparse.Namespace,
-              on_failure: Callable[[BaseException], None]) -> ReplicatedNode:
+    def start(self, store: SecurityStore, args: argparse.Namespace, on_failure: Callable[[BaseException], None], *,
+              on_applied: Callable[[int], None] | None = None) -> ReplicatedNode:
         node = ReplicatedNode(store, settings_from_args(args, args.replication_bootstrap_server))
         try:
             if args.standby:
-                node.follow(on_failure)
+                node.follow(on_failure, on_applied)
             else:
                 node.become_writer()
         except BaseException:
