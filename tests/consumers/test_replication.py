@@ -214,20 +214,20 @@ def private_broker(tmp_path):
     """A Tansu broker of this test's own, which the test may kill."""
     import socket
     import subprocess
-    import time
 
-    from tests.chaoskit import _tansu_binary
-    from tests.consumers.conftest import unused_port
+    from tests.chaoskit import _tansu_binary, free_port, wait_for
 
-    port = unused_port()
+    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     with open(tmp_path / "tansu.log", "wb") as out:
         broker = subprocess.Popen([_tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
                                    "--storage-engine", "memory://tansu/"], stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-        assert broker.poll() is None and time.monotonic() < deadline, "tansu did not start"
-        time.sleep(0.05)
+    def listening() -> bool:
+        assert broker.poll() is None, "tansu exited"
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_for(listening, 30, "tansu to listen")
     yield broker, f"127.0.0.1:{port}"
     broker.kill()
     broker.wait(10)
