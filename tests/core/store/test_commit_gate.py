@@ -4,8 +4,10 @@ append of batches another copy of the log committed."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from secmeta.core import AclBindingFilter, SecurityStore, StoreConfig
+from secmeta.core import AclBindingFilter, ResourceType, SecurityStore, StoreConfig
 from secmeta.core.errors import NotAStoreError
 from secmeta.core.log import DivergedError
 from secmeta.core.log.format import decode_frame
@@ -131,3 +133,46 @@ def test_a_batch_the_gate_refuses_itself_fails_alone(gated):
     del gate.commit
     store.create_acls([acl("small")], context=ADMIN)
     assert store.log.end_offset == 1
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["acl", "unacl", "scram"]), st.sampled_from(["a", "b", "c"])),
+               min_size=1, max_size=8)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=OPS, data=st.data())
+def test_any_history_replicates_byte_for_byte_and_only_in_order(tmp_path_factory, ops, data):
+    """Whatever the writes, the gate's frames are the local log's bytes, a replica fed them in order holds the
+    same log and image, and a replica fed any batch out of its place refuses it and appends nothing."""
+    from tests.logkit import make_keyring
+
+    tmp = tmp_path_factory.mktemp("replicate")
+    keyring = make_keyring(tmp)
+    gate = Recording()
+    config = StoreConfig(token_secret=TOKEN_SECRET)
+    with SecurityStore.open(tmp / "a", config, keyring=keyring, commit_gate=gate) as store:
+        for kind, name in ops:
+            if kind == "acl":
+                store.create_acls([acl(name)], context=ADMIN)
+            elif kind == "unacl":
+                store.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, name)], context=ADMIN)
+            else:
+                store.alter_user_scram_credentials([upsert(name)], context=ADMIN)
+        assert b"".join(b.frame for b in gate.batches) == _segment_bytes(store)
+        identity = (store.log.store.store_id, store.log.store.created_ms)
+        described = store.describe_acls(AclBindingFilter(), context=ADMIN)
+        log_bytes = _segment_bytes(store)
+    batches = gate.batches
+    if not batches:
+        return
+    create_replica(tmp / "b", *identity, keyring)
+    with SecurityStore.open(tmp / "b", config, keyring=keyring) as replica:
+        if len(batches) > 1:  # any batch but the first is out of place in an empty replica
+            wrong = data.draw(st.integers(1, len(batches) - 1), label="out of place")
+            with pytest.raises(DivergedError):
+                replica.append_replicated(batches[wrong].frame)
+            assert replica.log.end_offset == 0
+        for batch in batches:
+            replica.append_replicated(batch.frame)
+        assert _segment_bytes(replica) == log_bytes
+        assert replica.describe_acls(AclBindingFilter(), context=ADMIN) == described
