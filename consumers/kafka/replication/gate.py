@@ -74,8 +74,10 @@ class KafkaCommitGate:
                                     "request")
         if self._expected is None or self._expected != (batch.base_offset, batch.prev_link):
             end = "unknown" if self._expected is None else f"offset {self._expected[0]}"
-            raise CommitGateError(f"{what} was not committed: it does not extend the log topic {self.topic}, which "
-                                  f"ends at {end}; this node acknowledges no more writes")
+            self._failed = error = CommitGateError(
+                f"{what} was not committed: it does not extend the log topic {self.topic}, which ends at {end}; "
+                "this node acknowledges no more writes")
+            raise error
         record = (batch.frame, batch_headers(self._settings.node_id, batch.base_offset, batch.link))
         self.commit_records([record] if self._schema_sent else [self._schema, record], what)
         self._expected = (batch.next_offset, batch.link)

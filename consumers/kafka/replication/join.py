@@ -16,6 +16,8 @@ import os
 import shutil
 from pathlib import Path
 
+from confluent_kafka import KafkaException
+
 from secmeta.consumers.kafka.replication.reader import TopicReader
 from secmeta.consumers.kafka.replication.records import StoreRecord, TopicFormatError
 from secmeta.consumers.kafka.replication.replica import TopicReplica
@@ -37,8 +39,11 @@ def find_log_topic(settings: ReplicationSettings) -> str:
     """The topic to join: the one given, else the cluster's only secmeta log topic."""
     if settings.topic:
         return settings.topic
-    topics = sorted(t for t in admin_client(settings).list_topics(timeout=settings.timeout_s).topics
-                    if t.startswith(TOPIC_PREFIX))
+    try:
+        listed = admin_client(settings).list_topics(timeout=settings.timeout_s).topics
+    except KafkaException as exc:
+        raise ReplicationUnavailableError(f"Kafka at {settings.bootstrap} did not answer: {exc.args[0]}") from None
+    topics = sorted(t for t in listed if t.startswith(TOPIC_PREFIX))
     if len(topics) != 1:
         raise ReplicationUnavailableError(
             f"Kafka at {settings.bootstrap} holds {len(topics)} secmeta log topics"

@@ -42,6 +42,8 @@ def ensure_topic(settings: ReplicationSettings, topic: str) -> None:
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise ReplicationUnavailableError(f"creating the log topic {topic} failed: {exc.args[0].str()}") from None
+    except Exception as exc:  # noqa: BLE001 - a future that never completes, etc.
+        raise ReplicationUnavailableError(f"creating the log topic {topic} failed: {exc!r}") from None
     else:
         logger.info("created the log topic %s (%s replicas, min.insync.replicas %s)", topic,
                     settings.replication_factor, settings.min_insync_replicas)
