@@ -124,12 +124,16 @@ def test_a_follower_appends_what_the_writer_commits(writer, settings, tmp_path, 
 
 
 def test_a_fenced_writer_fails_its_write_and_appends_nothing(writer, settings, tmp_path, keyring):
-    """A newer writer fences the older: the older's next write fails, nothing is appended, and it stops
-    acknowledging writes; the new writer goes on from the same log."""
+    """A standby promoted to writer fences the older: the older's next write fails, nothing is appended, and it
+    stops acknowledging writes; the new writer goes on from the same log."""
     store, node = writer
     join(tmp_path / "node2", _of(settings, node), keyring).close()
     with _open(tmp_path / "node2", keyring, commit_gate=NotWriterGate()) as second, \
             ReplicatedNode(second, replace(_of(settings, node), node_id=2)) as newer:
+        failures: list[BaseException] = []
+        newer.follow(failures.append)  # a standby first, then promoted
+        store.create_acls([acl("while-standby")], context=ADMIN)
+        assert second.log.wait_for(store.log.end_offset - 1, timeout=20)
         newer.become_writer()
         before = _log_bytes(store)
         with pytest.raises(FencedError, match="newer writer"):
@@ -139,7 +143,7 @@ def test_a_fenced_writer_fails_its_write_and_appends_nothing(writer, settings, t
         assert _log_bytes(store) == before
         second.create_acls([acl("from-node-2")], context=ADMIN)
         names = [b.pattern.name for b in second.describe_acls(AclBindingFilter(), context=ADMIN)]
-        assert "split-brain" not in names and "from-node-2" in names
+        assert "split-brain" not in names and {"while-standby", "from-node-2"} <= set(names) and not failures
         assert b"".join(_topic_batches(settings, node.topic)) == _log_bytes(second)
 
 
