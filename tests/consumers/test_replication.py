@@ -326,3 +326,23 @@ def test_a_restarted_node_resumes_at_its_last_batch_and_a_wrong_hint_costs_only_
             r.catch_up()
             assert _log_bytes(standby) == _log_bytes(store)
         assert ("from its first record" in caplog.text) == reads_from_start
+
+
+def test_a_log_topic_less_durable_than_asked_is_refused(tmp_path, keyring, settings):
+    """An existing log topic with min.insync.replicas below the setting, or with retention, is refused before
+    anything is written, naming each setting."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from secmeta.consumers.kafka.replication.topic import ReplicationUnavailableError
+
+    topic = f"__secmeta_log.weak-{tmp_path.name}"
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    weak = {"min.insync.replicas": "1", "retention.ms": "86400000"}
+    for future in admin.create_topics([NewTopic(topic, 1, 1, config=weak)]).values():
+        future.result(15)
+    strict = ReplicationSettings(settings.bootstrap, topic=topic, replication_factor=3, min_insync_replicas=2)
+    with _open(tmp_path / "n", keyring, commit_gate=NotWriterGate()) as store:
+        with pytest.raises(ReplicationUnavailableError, match="min.insync.replicas is 1, below --min-insync-replicas 2"
+                                                              ".*retention.ms is 86400000"):
+            ReplicatedNode(store, strict)
+        assert _topic_batches(settings, topic) == []

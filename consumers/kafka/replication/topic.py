@@ -6,7 +6,8 @@ import logging
 from typing import Any, cast
 
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import ResourceType as ConfigResourceType
 
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.client_log import side_client_logger
@@ -55,3 +56,31 @@ def ensure_topic(settings: ReplicationSettings, topic: str) -> None:
         count = "no" if found is None or found.error is not None else len(found.partitions)
         raise ReplicationUnavailableError(f"the log topic {topic} has {count} partitions; it needs exactly one "
                                           "(one order of batches)")
+    check_durability(admin, settings, topic)
+
+
+def check_durability(admin: AdminClient, settings: ReplicationSettings, topic: str) -> None:
+    """The topic (made here or found) must be as durable as the settings ask: min.insync.replicas at least
+    ``min_insync_replicas`` (a commit must reach that many replicas) and no retention (a joiner rebuilds from
+    the first record). Refused otherwise, naming the setting and the fix; nothing is written."""
+    try:
+        future = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
+                                        request_timeout=settings.timeout_s)
+        configs = next(iter(future.values())).result(timeout=settings.timeout_s + 5)
+    except KafkaException as exc:
+        raise ReplicationUnavailableError(f"the log topic {topic}'s settings could not be read (DescribeConfigs: "
+                                          f"{exc.args[0].str()}): its durability cannot be checked") from None
+    found = {name: entry.value for name, entry in configs.items()}
+    problems = []
+    insync = found.get("min.insync.replicas")
+    if insync is not None and int(insync) < settings.min_insync_replicas:
+        problems.append(f"min.insync.replicas is {insync}, below --min-insync-replicas "
+                        f"{settings.min_insync_replicas}")
+    for name in ("retention.ms", "retention.bytes"):
+        if found.get(name) not in (None, "-1"):
+            problems.append(f"{name} is {found[name]}: the topic must keep every batch (-1)")
+    if problems:
+        raise ReplicationUnavailableError(
+            f"the log topic {topic} is not durable enough: " + "; ".join(problems) + ". Fix it with "
+            f"kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config ..., or give "
+            "--min-insync-replicas to match")
