@@ -346,3 +346,37 @@ def test_a_log_topic_less_durable_than_asked_is_refused(tmp_path, keyring, setti
                                                               ".*retention.ms is 86400000"):
             ReplicatedNode(store, strict)
         assert _topic_batches(settings, topic) == []
+
+
+def test_an_interrupted_seed_is_completed_by_the_next_writer(tmp_path, keyring, settings, monkeypatch):
+    """A seed cut off after some of its transactions leaves a prefix of the log on the topic; the next writer
+    completes it (the topic then holds the whole log and its seeded mark) instead of refusing its own log."""
+    from secmeta.consumers.kafka.replication import gate as gate_module
+    from secmeta.core.store.commit_gate import CommitGateError
+
+    with _open(tmp_path / "n", keyring) as store:
+        for i in range(5):
+            store.create_acls([acl(f"t{i}")], context=ADMIN)
+    monkeypatch.setattr(gate_module, "SEED_TRANSACTION_BYTES", 1)  # one record per transaction
+    commit, calls = gate_module.KafkaCommitGate.commit_records, []
+
+    def cut_after_three(self, records, what):
+        calls.append(what)
+        if len(calls) == 4:
+            raise CommitGateError("the network was cut")
+        return commit(self, records, what)
+
+    monkeypatch.setattr(gate_module.KafkaCommitGate, "commit_records", cut_after_three)
+    with _open(tmp_path / "n", keyring, commit_gate=NotWriterGate()) as store:
+        with ReplicatedNode(store, settings) as node, pytest.raises(CommitGateError, match="cut"):
+            node.become_writer()
+        topic = node.topic
+        partial = b"".join(_topic_batches(settings, topic))
+        assert partial and _log_bytes(store).startswith(partial) and partial != _log_bytes(store)
+        monkeypatch.setattr(gate_module.KafkaCommitGate, "commit_records", commit)
+        with ReplicatedNode(store, settings) as node:
+            node.become_writer()
+            store.create_acls([acl("after")], context=ADMIN)
+            assert b"".join(_topic_batches(settings, topic)) == _log_bytes(store)
+            with join(tmp_path / "joined", _of(settings, node), keyring) as joined:
+                assert _log_bytes(joined) == _log_bytes(store)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
 
 from confluent_kafka import KafkaException, Producer
 
@@ -26,6 +27,7 @@ __all__ = ["FencedError", "KafkaCommitGate"]
 
 DEFAULT_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's message.max.bytes; a broker's default limit is about the same
 RECORD_OVERHEAD = 1024  # a record's headers and framing, generously
+SEED_TRANSACTION_BYTES = 4 * 1024 * 1024  # a seed's records per transaction (well within transaction.timeout.ms)
 
 logger = logging.getLogger("secmeta.replication")
 
@@ -61,10 +63,21 @@ class KafkaCommitGate:
         """Where the topic ends now (after catching up with it): the next batch must extend exactly that."""
         self._expected = (next_offset, link)
 
-    def seed(self, records: list[Record]) -> None:
-        """Commit an empty topic's first records (seed_records: they hold every writer schema) in one transaction."""
+    def seed(self, records: Iterable[Record]) -> None:
+        """Commit the records of a seed (seed_records: they hold every writer schema and end with the seeded
+        record) in transactions of at most SEED_TRANSACTION_BYTES: an interrupted seed leaves a prefix the next
+        writer completes."""
         self._schema_sent = True
-        self.commit_records(records, "seeding the log topic")
+        chunk: list[Record] = []
+        size = 0
+        for record in records:
+            if chunk and size + len(record[0]) > SEED_TRANSACTION_BYTES:
+                self.commit_records(chunk, "seeding the log topic")
+                chunk, size = [], 0
+            chunk.append(record)
+            size += len(record[0])
+        if chunk:
+            self.commit_records(chunk, "seeding the log topic")
 
     def commit(self, batch: PendingBatch) -> None:
         what = f"the batch at offset {batch.base_offset}"
@@ -91,14 +104,15 @@ class KafkaCommitGate:
             try:
                 producer.begin_transaction()
                 for value, headers in records:
-                    producer.produce(self.topic, value=value, headers=headers)
+                    while True:
+                        try:
+                            producer.produce(self.topic, value=value, headers=headers)
+                            break
+                        except BufferError:  # librdkafka's queue is full: let it send
+                            producer.poll(0.05)
                 producer.commit_transaction(self._settings.timeout_s)
             except KafkaException as exc:
                 self._failed = error = _gate_error(exc, what, self.topic)
-                _abort(producer, self._settings.timeout_s)
-                raise error from None
-            except BufferError as exc:
-                self._failed = error = CommitGateError(f"{what} was not committed: {exc}")
                 _abort(producer, self._settings.timeout_s)
                 raise error from None
             self._schema_sent = True

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from confluent_kafka import OFFSET_BEGINNING
 
@@ -23,6 +23,7 @@ from secmeta.consumers.kafka.replication.records import (
     StoreRecord,
     batch_headers,
     schema_record,
+    seeded_record,
     snapshot_records,
     store_record,
 )
@@ -36,6 +37,7 @@ from secmeta.consumers.kafka.replication.settings import ReplicationSettings
 from secmeta.consumers.kafka.replication.topic import ensure_topic
 from secmeta.core.config import CONFIG_FILE
 from secmeta.core.errors import SecmetaError
+from secmeta.core.log import Log
 from secmeta.core.log.anchor import ANCHOR_FILE
 from secmeta.core.store.facade import SecurityStore
 from secmeta.projections.snapshot import list_snapshots, read_snapshot_info
@@ -45,11 +47,17 @@ __all__ = ["ReplicatedNode", "seed_records"]
 logger = logging.getLogger("secmeta.replication")
 
 
-def seed_records(store: SecurityStore, node_id: int, part_bytes: int) -> list[Record]:
-    """What an empty log topic is seeded with: the store record, every writer schema, then every batch; a log
-    that starts after a retention anchor also sends the anchor (in the store record) and the newest snapshot
-    at or after its start (in parts of ``part_bytes``), which a joiner loads the deleted history from."""
+def seed_records(store: SecurityStore, node_id: int, part_bytes: int, resume_at: int | None = None) -> Iterator[Record]:
+    """What an empty log topic is seeded with: the store record, every writer schema, then every batch, then
+    the seeded record; a log that starts after a retention anchor also sends the anchor (in the store record)
+    and the newest snapshot at or after its start (in parts of ``part_bytes``), which a joiner loads the
+    deleted history from. ``resume_at``: the end of an interrupted seed's batches (the topic holds the rest
+    up to there): the writer schemas and the batches from there on, then the seeded record."""
     log = store.log
+    if resume_at is not None:
+        yield from (schema_record(text) for text in log.writer_schemas())
+        yield from _batches_then_seeded(log, resume_at, node_id)
+        return
     config_path = log.store.path / CONFIG_FILE
     config = json.loads(config_path.read_text()) if config_path.exists() else {}
     anchor, snapshot = None, []
@@ -65,9 +73,16 @@ def seed_records(store: SecurityStore, node_id: int, part_bytes: int) -> list[Re
         snapshot = snapshot_records(covering[-1].read_bytes(), info.next_offset, part_bytes)
     identity = StoreRecord(log.store.store_id, log.store.created_ms, dict(log.store.key_checks), config,
                            log.start_offset, log.state.start_link, anchor)
-    records = [store_record(identity), *(schema_record(text) for text in log.writer_schemas()), *snapshot]
-    records += [(b.frame(), batch_headers(node_id, b.base_offset, b.link)) for b in log.batches(log.start_offset)]
-    return records
+    yield store_record(identity)
+    yield from (schema_record(text) for text in log.writer_schemas())
+    yield from snapshot
+    yield from _batches_then_seeded(log, log.start_offset, node_id)
+
+
+def _batches_then_seeded(log: Log, start: int, node_id: int) -> Iterator[Record]:
+    end, link = log.end_offset, log.last_link  # the writer holds the store: nothing is appended meanwhile
+    yield from ((b.frame(), batch_headers(node_id, b.base_offset, b.link)) for b in log.batches(start, end))
+    yield seeded_record(end, link)
 
 
 class ReplicatedNode:
@@ -81,7 +96,7 @@ class ReplicatedNode:
         self.replica = TopicReplica(store.log, store.append_replicated, self.topic)
         point = read_resume_point(store.log, self.topic)
         if point is not None:
-            self.replica.resume(point.next_offset, point.link)
+            self.replica.resume(point.next_offset, point.link, point.seeded)
         self._reader = TopicReader(settings, self.topic, OFFSET_BEGINNING if point is None else point.kafka_offset)
         self.gate: KafkaCommitGate | None = None
         self._stop = threading.Event()
@@ -98,12 +113,16 @@ class ReplicatedNode:
         gate = KafkaCommitGate(self.settings, log.store.store_id, self.topic, log.codec.writer_schema_json)
         try:
             self._read_to_end()
-            if self.replica.identity is None:
-                gate.seed(seed_records(self.store, self.settings.node_id, gate.max_bytes))
-                logger.info("seeded the log topic %s with offsets %s to %s", self.topic, log.start_offset,
-                            log.end_offset)
+            replica = self.replica
+            if replica.identity is None or not replica.seeded:
+                # an empty topic, or one a seed was interrupted on: its batches are a prefix of this log (checked)
+                resume_at = None if replica.identity is None else replica.end[0] if replica.end else None
+                gate.seed(seed_records(self.store, self.settings.node_id, gate.max_bytes, resume_at))
+                logger.info("seeded the log topic %s with offsets %s to %s", self.topic,
+                            log.start_offset if resume_at is None else resume_at, log.end_offset)
+                replica.seeded = True
             else:
-                self.replica.check_not_ahead()
+                replica.check_not_ahead()
             gate.expect(log.end_offset, log.last_link)
         except BaseException:
             gate.close()
@@ -136,7 +155,7 @@ class ReplicatedNode:
     def _note_resume_point(self) -> None:
         last = self.replica.last_batch
         if last is not None:
-            write_resume_point(self.store.log, ResumePoint(self.topic, *last))
+            write_resume_point(self.store.log, ResumePoint(self.topic, *last, seeded=self.replica.seeded))
 
     def follow(self, on_failure: Callable[[BaseException], None],
                on_applied: Callable[[int], None] | None = None) -> None:

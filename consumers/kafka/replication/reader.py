@@ -11,19 +11,13 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.client_log import side_client_logger
-from secmeta.consumers.kafka.replication.records import (
-    BatchRecord,
-    SchemaRecord,
-    SnapshotPart,
-    StoreRecord,
-    parse_record,
-)
+from secmeta.consumers.kafka.replication.records import TopicRecord, parse_record
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings
 from secmeta.consumers.kafka.replication.topic import ReplicationUnavailableError
 
 __all__ = ["Apply", "TopicReader"]
 
-Apply = Callable[[StoreRecord | SchemaRecord | SnapshotPart | BatchRecord, int], None]
+Apply = Callable[[TopicRecord, int], None]
 BURST = 500
 
 

@@ -8,6 +8,9 @@ Every record names its kind in the ``secmeta.record`` header:
 - ``snapshot``: when the log starts after a retention anchor (the store record then carries the sealed
   anchor), the bytes of a snapshot at or after that start, in parts (``secmeta.snapshot``: its offset,
   ``secmeta.part``: "i/n"), so a joiner can load what the deleted segments held;
+- ``seeded``: after the batches a first node seeded the topic with (its log as it was), their end offset and
+  link as JSON: before it the topic holds an interrupted seed, which the next writer completes; after it
+  the topic is the witness of the newest link;
 - ``batch``: one store batch, its frame's bytes exactly as the local log stores them; headers name the
   writer node (``secmeta.node``), the batch's first offset (``secmeta.offset``) and its chain link
   (``secmeta.link``, hex).
@@ -24,14 +27,15 @@ from typing import Any
 from secmeta.core.errors import SecmetaError
 from secmeta.core.log.format import Batch, FrameError, decode_frame
 
-__all__ = ["BatchRecord", "Headers", "Record", "SnapshotPart", "snapshot_records", "SchemaRecord", "StoreRecord", "TopicFormatError", "batch_headers", "parse_record",
+__all__ = ["BatchRecord", "Headers", "Record", "SeededRecord", "SnapshotPart", "TopicRecord", "seeded_record",
+           "snapshot_records", "SchemaRecord", "StoreRecord", "TopicFormatError", "batch_headers", "parse_record",
            "schema_record", "store_record"]
 
 Headers = list[tuple[str, str | bytes | None]]  # as confluent-kafka takes and gives them
 Record = tuple[bytes, Headers]  # a value and its headers, to produce
 KIND = "secmeta.record"
 FORMAT = "secmeta-log-topic"
-VERSION = 1
+VERSION = 2  # 2: the seeded record (a version-1 topic, from before any release, is refused)
 
 
 class TopicFormatError(SecmetaError):
@@ -55,6 +59,12 @@ class SchemaRecord:
 
 
 @dataclass(frozen=True)
+class SeededRecord:
+    next_offset: int
+    link: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
 class SnapshotPart:
     next_offset: int
     index: int
@@ -69,6 +79,9 @@ class BatchRecord:
     frame: bytes = field(repr=False)
 
 
+TopicRecord = StoreRecord | SchemaRecord | SeededRecord | SnapshotPart | BatchRecord
+
+
 def store_record(record: StoreRecord) -> Record:
     body = {"format": FORMAT, "version": VERSION, "store_id": record.store_id, "created_ms": record.created_ms,
             "key_checks": record.key_checks, "config": record.config, "start_offset": record.start_offset,
@@ -78,6 +91,10 @@ def store_record(record: StoreRecord) -> Record:
 
 def schema_record(schema_json: str) -> Record:
     return schema_json.encode(), [(KIND, b"schema")]
+
+
+def seeded_record(next_offset: int, link: bytes) -> Record:
+    return json.dumps({"next_offset": next_offset, "link": link.hex()}).encode(), [(KIND, b"seeded")]
 
 
 def snapshot_records(data: bytes, next_offset: int, part_bytes: int) -> list[Record]:
@@ -93,7 +110,7 @@ def batch_headers(node_id: int | str, base_offset: int, link: bytes) -> Headers:
 
 
 def parse_record(value: bytes | None, headers: Headers | dict[str, str | bytes | None] | None,
-                 kafka_offset: int) -> StoreRecord | SchemaRecord | SnapshotPart | BatchRecord:
+                 kafka_offset: int) -> TopicRecord:
     named = {key: v.encode() if isinstance(v, str) else v
              for key, v in (headers.items() if isinstance(headers, dict) else headers or ())}
     kind = named.get(KIND)
@@ -111,6 +128,12 @@ def parse_record(value: bytes | None, headers: Headers | dict[str, str | bytes |
         return BatchRecord((named.get("secmeta.node") or b"?").decode(errors="replace"), batch, value)
     if kind == b"schema":
         return SchemaRecord(value.decode())
+    if kind == b"seeded":
+        try:
+            body = json.loads(value)
+            return SeededRecord(int(body["next_offset"]), bytes.fromhex(body["link"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TopicFormatError(f"{where} is not a readable seeded record: {exc}") from None
     if kind == b"snapshot":
         try:
             index, total = (int(n) for n in (named.get("secmeta.part") or b"").split(b"/"))
@@ -125,6 +148,10 @@ def parse_record(value: bytes | None, headers: Headers | dict[str, str | bytes |
             if int(body["version"]) > VERSION:
                 raise TopicFormatError(f"{where} has log topic format version {body['version']}; this secmeta "
                                        f"reads versions up to {VERSION}: upgrade secmeta")
+            if int(body["version"]) < VERSION:
+                raise TopicFormatError(f"{where} has log topic format version {body['version']}, written by a "
+                                       "pre-release secmeta that did not mark a completed seed: replicate to a new "
+                                       "topic (--replication-topic)")
             return StoreRecord(str(body["store_id"]), int(body["created_ms"]), dict(body["key_checks"]),
                                dict(body.get("config") or {}), int(body["start_offset"]),
                                bytes.fromhex(body["start_link"]),

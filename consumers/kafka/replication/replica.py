@@ -15,9 +15,11 @@ from collections.abc import Callable
 from secmeta.consumers.kafka.replication.records import (
     BatchRecord,
     SchemaRecord,
+    SeededRecord,
     SnapshotPart,
     StoreRecord,
     TopicFormatError,
+    TopicRecord,
 )
 from secmeta.core.log import DivergedError, Log
 
@@ -48,9 +50,10 @@ class TopicReplica:
         self._parts: list[bytes] = []
         self.snapshot: tuple[int, bytes] | None = None
         self.last_batch: tuple[int, int, bytes] | None = None  # (Kafka offset, end offset, link) of the last batch
+        self.seeded = False  # the topic's seed is complete (its seeded record was read)
         self._resuming: tuple[int, bytes] | None = None
 
-    def resume(self, next_offset: int, link: bytes) -> None:
+    def resume(self, next_offset: int, link: bytes, seeded: bool) -> None:
         """Read from a batch record in mid-topic (resume.py): the first record must be the batch ending at
         ``next_offset`` with ``link`` (ResumeMismatch otherwise), which the local log holds."""
         log = self.log
@@ -58,7 +61,8 @@ class TopicReplica:
         self.identity = StoreRecord(store.store_id, store.created_ms, dict(store.key_checks), {}, log.start_offset,
                                     log.state.start_link)
         self._resuming = (next_offset, link)
-    def apply(self, record: StoreRecord | SchemaRecord | SnapshotPart | BatchRecord, kafka_offset: int) -> None:
+        self.seeded = seeded
+    def apply(self, record: TopicRecord, kafka_offset: int) -> None:
         if self._resuming is not None and not isinstance(record, BatchRecord):
             raise ResumeMismatch(f"the log topic {self.topic}'s record at Kafka offset {kafka_offset} is not the "
                                  "batch the resume point names")
@@ -71,6 +75,12 @@ class TopicReplica:
             self.log.add_writer_schema(record.schema_json)
         elif isinstance(record, SnapshotPart):
             self._snapshot_part(record, kafka_offset)
+        elif isinstance(record, SeededRecord):
+            if self.end != (record.next_offset, record.link):
+                raise TopicFormatError(f"the log topic {self.topic}'s seeded record at Kafka offset {kafka_offset} "
+                                       f"names offset {record.next_offset}, but its batches end at "
+                                       f"{self.end[0] if self.end else None} (or with another link)")
+            self.seeded = True
         else:
             self._batch(record, kafka_offset)
 

@@ -29,6 +29,7 @@ class ResumePoint:
     kafka_offset: int
     next_offset: int
     link: bytes = field(repr=False)
+    seeded: bool = False  # the topic's seeded record lies before it
 
 
 def read_resume_point(log: Log, topic: str) -> ResumePoint | None:
@@ -36,7 +37,7 @@ def read_resume_point(log: Log, topic: str) -> ResumePoint | None:
     try:
         data = json.loads((log.store.path / RESUME_FILE).read_text())
         point = ResumePoint(str(data["topic"]), int(data["kafka_offset"]), int(data["next_offset"]),
-                            bytes.fromhex(data["link"]))
+                            bytes.fromhex(data["link"]), data.get("seeded") is True)
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if point.topic != topic or not log.start_offset < point.next_offset <= log.end_offset:
@@ -46,5 +47,5 @@ def read_resume_point(log: Log, topic: str) -> ResumePoint | None:
 
 def write_resume_point(log: Log, point: ResumePoint) -> None:
     body = {"topic": point.topic, "kafka_offset": point.kafka_offset, "next_offset": point.next_offset,
-            "link": point.link.hex()}
+            "link": point.link.hex(), "seeded": point.seeded}
     write_atomically(log.store.path / RESUME_FILE, json.dumps(body).encode())
