@@ -380,3 +380,21 @@ def test_an_interrupted_seed_is_completed_by_the_next_writer(tmp_path, keyring, 
             assert b"".join(_topic_batches(settings, topic)) == _log_bytes(store)
             with join(tmp_path / "joined", _of(settings, node), keyring) as joined:
                 assert _log_bytes(joined) == _log_bytes(store)
+
+
+def test_init_join_without_a_topic_to_choose_names_the_choice_and_makes_nothing(writer, settings, tmp_path,
+                                                                               capsys):
+    """`secmeta init --join` on a cluster holding several stores' log topics asks for --replication-topic,
+    lists them, and leaves no directory behind."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.clikit import run
+
+    other = f"__secmeta_log.other-{tmp_path.name}"  # another store's log topic on the same cluster
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    for future in admin.create_topics([NewTopic(other, 1, 1)]).values():
+        future.result(15)
+    code, out, err = run(capsys, "init", "--store", str(tmp_path / "new"), "--key-file", str(tmp_path / "keys.json"),
+                         "--join", settings.bootstrap, "--replication-timeout", "10")
+    assert code == 1 and writer[1].topic in err and other in err and "--replication-topic" in err
+    assert not (tmp_path / "new").exists()
