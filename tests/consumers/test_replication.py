@@ -237,6 +237,7 @@ def private_broker(tmp_path):
     broker.wait(10)
 
 
+@pytest.mark.kafka  # its own Tansu (private_broker), not the session's
 def test_a_writer_cut_off_from_kafka_fails_closed(private_broker, tmp_path, keyring):
     """When Kafka does not confirm a commit, the write fails, nothing is appended locally, and the node stops
     acknowledging writes (whether Kafka has the batch is unknown)."""
