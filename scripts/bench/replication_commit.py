@@ -114,6 +114,33 @@ def one_round(mode: str, shape: str, writes: int, threads: int, tmp: Path, keyri
         store.close()
 
 
+def grouped_transactions(bootstrap: str, rounds: int, batches: int = 200) -> dict[int, list[float]]:
+    """What grouping batches into one transaction would buy: ms of wall per batch record when each Kafka
+    transaction carries 1, 4 or 16 of them (a 2 KB record, as a small store batch), on a topic of its own."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"bench-grouped-{next(_names)}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": topic, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 0})
+    producer.init_transactions(30)
+    record = b"x" * 2048
+    out: dict[int, list[float]] = {}
+    for _ in range(rounds):
+        for group in (1, 4, 16):
+            start = time.perf_counter()
+            for _ in range(batches // group):
+                producer.begin_transaction()
+                for _ in range(group):
+                    producer.produce(topic, record)
+                producer.commit_transaction(30)
+            out.setdefault(group, []).append((time.perf_counter() - start) / (batches // group * group) * 1e3)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--writes", type=int, default=300)
@@ -135,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                         cell = results.setdefault(shape, {}).setdefault(mode, {})
                         for key, value in row.items():
                             cell.setdefault(key, []).append(value)
+            grouped = grouped_transactions(bootstrap, args.rounds)
         finally:
             broker.terminate()
             broker.wait(10)
@@ -152,7 +180,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"writes; target: reported beside local (issue 25); machine shared",
                 ["shape", "mode", "p50 ms", "p99 ms", "writes/s", f"writes/s, {args.threads} writers",
                  "CPU ms/write", "broker CPU ms/write"], rows)
-    print(f"results: {write_json('replication_commit', results)}")
+    print_table("one Kafka transaction per batch, or per group of batches (if writes queued up were grouped): "
+                "ms of wall per batch record, median (min-max); no target, a measure for the choice",
+                ["batches per transaction", "ms per batch"], [[group, fmt(v)] for group, v in grouped.items()])
+    print(f"results: {write_json('replication_commit', {'writes': results, 'grouped_ms_per_batch': grouped})}")
     return 0
 
 
