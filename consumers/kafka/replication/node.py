@@ -134,9 +134,11 @@ class ReplicatedNode:
                     log.end_offset)
 
     def catch_up(self) -> None:
-        """Apply the topic up to its end now, and refuse a local log ahead of it."""
+        """Apply the topic up to its end now, and refuse a local log ahead of it (an empty topic, not seeded
+        yet, witnesses nothing: the first node elected seeds it, and its followers then check their logs)."""
         self._read_to_end()
-        self.replica.check_not_ahead()
+        if self.replica.identity is not None:
+            self.replica.check_not_ahead()
         self._note_resume_point()
 
     def _read_to_end(self) -> None:

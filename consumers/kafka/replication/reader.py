@@ -38,6 +38,7 @@ class TopicReader:
         }))
         self._consumer.assign([TopicPartition(topic, 0, start)])
         self._at_end = False  # the end was reached and nothing came since
+        self._next = OFFSET_BEGINNING  # the Kafka offset after the last record applied
 
 
     def read_to_end(self, apply: Apply) -> None:
@@ -45,7 +46,9 @@ class TopicReader:
         reached within the timeout of a silent broker."""
         deadline = time.monotonic() + self._timeout
         if self._at_end:  # librdkafka reports the end once: seeking where we are asks for it again
-            self._consumer.seek(self._consumer.position([TopicPartition(self.topic, 0)])[0])
+            # (to the offset after the last record applied: the consumer's own position may have moved on
+            # while nothing was consumed, e.g. while this node was the writer or its process was stopped)
+            self._consumer.seek(TopicPartition(self.topic, 0, self._next))
         while not self._step(apply, 0.2):
             if time.monotonic() > deadline:
                 raise ReplicationUnavailableError(f"the end of the log topic {self.topic} was not reached within "
@@ -72,6 +75,7 @@ class TopicReader:
             offset = msg.offset()
             kafka_offset = -1 if offset is None else offset
             apply(parse_record(msg.value(), msg.headers(), kafka_offset), kafka_offset)
+            self._next = kafka_offset + 1
         return at_end
 
     def close(self) -> None:
