@@ -22,7 +22,12 @@ GROUP = "secmeta.replication"
 
 
 class ReplicatedNode(Protocol):
-    """A started node: ``writing`` when its store commits through the replication's gate."""
+    """A started node: ``writing`` when its store commits through the replication's gate.
+
+    A node that takes part in the controllers' election also has ``cluster`` (a
+    secmeta.core.server.controllership.Controllership, given to the server) and ``listening(broker)``,
+    called once the server listens with the BrokerInfo of its first listener (the address it announces).
+    """
 
     @property
     def writing(self) -> bool: ...
@@ -62,7 +67,16 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--min-insync-replicas", type=int, default=2, metavar="N",
                        help="min.insync.replicas of a log topic this node creates (default: %(default)s)")
     group.add_argument("--standby", action="store_true",
-                       help="follow the log topic and serve reads; never write")
+                       help="follow the log topic and serve reads; never write (without it the node joins the "
+                            "controllers' election and writes while it is the active controller)")
+    group.add_argument("--controller-session-timeout-ms", type=int, default=6000, metavar="MS",
+                       help="the election's session timeout: how long a dead, hung or cut-off active controller "
+                            "keeps its role before a standby takes over (the broker's group.min.session.timeout.ms "
+                            "must allow it; default: %(default)s)")
+    group.add_argument("--controller-heartbeat-interval-ms", type=int, default=1000, metavar="MS",
+                       help="the election's heartbeat interval (default: %(default)s)")
+    group.add_argument("--controller-max-poll-interval-ms", type=int, default=None, metavar="MS",
+                       help="the election's rebalance timeout (default: the session timeout)")
 
 
 def replication() -> Replication:

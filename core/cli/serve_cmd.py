@@ -163,14 +163,14 @@ def run(args: argparse.Namespace) -> int:
                 store, args, stop.fail, on_applied=stop.applied) as node:
             if node is None or node.writing:
                 log_initial_settings(store, args)
-            processes = args.processes or default_processes()
-            if processes == 1:
-                server: Any = Server(store, listeners, config)   # checks TLS files before anything binds
+            processes = 1 if replicated is not None else args.processes or default_processes()
+            if processes == 1:   # Server checks TLS files before anything binds
+                server: Any = Server(store, listeners, config, cluster=getattr(node, "cluster", None))
             else:
                 server = ServingProcesses(store, listeners, config, processes=processes)
             stop.server = server
             store.start_token_sweeper()
-            asyncio.run(_serve(server, stop))
+            asyncio.run(_serve(server, stop, getattr(node, "listening", None)))
     if stop.error is not None:
         raise stop.error
     print("stopped; store closed", file=sys.stderr, flush=True)
@@ -205,7 +205,9 @@ class _Stop:
             self._loop.call_soon_threadsafe(self._event.set)
 
 
-async def _serve(server, stopper: _Stop | None = None) -> None:
+async def _serve(server, stopper: _Stop | None = None, listening: Any = None) -> None:
+    """Serve until stopped; ``listening(broker)`` (a replicated node joining the election) is called once the
+    listeners are bound, with the BrokerInfo of the first one."""
     import asyncio
 
     stop = asyncio.Event()
@@ -220,6 +222,8 @@ async def _serve(server, stopper: _Stop | None = None) -> None:
             host, port = server.addresses[listener.name]
             shown = f"[{host}]" if ":" in host else host
             print(f"listening on {listener.name}://{shown}:{port}", flush=True)
+        if listening is not None:
+            await loop.run_in_executor(None, listening, server.brokers[server.listeners[0].name])
         await stop.wait()
         print("stopping: draining in-flight requests", file=sys.stderr, flush=True)
     finally:

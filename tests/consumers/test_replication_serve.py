@@ -43,6 +43,10 @@ def _serve(store: Path, keys: Path, bootstrap: str, *extra: str) -> tuple[subpro
     if not line.startswith("listening on"):
         proc.kill()
         raise AssertionError(f"serve did not start: {line!r} {proc.stderr.read()[-3000:]}")
+    if "--standby" not in extra:   # a node in the controllers' election: wait until it is elected and writes
+        while "is the active controller" not in (log := proc.stderr.readline()):
+            if not log:
+                raise AssertionError("serve stopped before it was elected")
     return proc, int(line.rsplit(":", 1)[1])
 
 

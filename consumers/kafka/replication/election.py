@@ -153,7 +153,7 @@ class Election:
             "session.timeout.ms": self.settings.session_timeout_ms,
             "heartbeat.interval.ms": self.settings.heartbeat_interval_ms,
             "max.poll.interval.ms": self.settings.max_poll_interval_ms,
-            "partition.assignment.strategy": "range", "enable.auto.commit": False,
+            "partition.assignment.strategy": "cooperative-sticky", "enable.auto.commit": False,
             "enable.partition.eof": False})
         self._subscribe()
         self._announce(active=False)

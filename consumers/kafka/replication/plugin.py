@@ -6,13 +6,15 @@ import argparse
 from collections.abc import Callable
 
 from secmeta.consumers.kafka.client_config import read_client_config
+from secmeta.consumers.kafka.replication.controller import ElectedNode
+from secmeta.consumers.kafka.replication.election import ElectionSettings
 from secmeta.consumers.kafka.replication.join import join
 from secmeta.consumers.kafka.replication.node import ReplicatedNode
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings
 from secmeta.core.store.facade import SecurityStore
 from secmeta.events.keyring import Keyring
 
-__all__ = ["REPLICATION", "KafkaReplication", "settings_from_args"]
+__all__ = ["REPLICATION", "KafkaReplication", "election_settings_from_args", "settings_from_args"]
 
 
 def settings_from_args(args: argparse.Namespace, bootstrap: str) -> ReplicationSettings:
@@ -26,15 +28,22 @@ def settings_from_args(args: argparse.Namespace, bootstrap: str) -> ReplicationS
         timeout_s=getattr(args, "replication_timeout", 10.0))
 
 
+def election_settings_from_args(args: argparse.Namespace) -> ElectionSettings:
+    session = getattr(args, "controller_session_timeout_ms", 6000)
+    return ElectionSettings(session_timeout_ms=session,
+                            heartbeat_interval_ms=getattr(args, "controller_heartbeat_interval_ms", 1000),
+                            max_poll_interval_ms=getattr(args, "controller_max_poll_interval_ms", None) or session,
+                            topic_replication_factor=getattr(args, "replication_factor", 3))
+
+
 class KafkaReplication:
     def start(self, store: SecurityStore, args: argparse.Namespace, on_failure: Callable[[BaseException], None], *,
-              on_applied: Callable[[int], None] | None = None) -> ReplicatedNode:
+              on_applied: Callable[[int], None] | None = None) -> ReplicatedNode | ElectedNode:
         node = ReplicatedNode(store, settings_from_args(args, args.replication_bootstrap_server))
+        if not args.standby:    # follows, and joins the election once the server listens (ElectedNode.listening)
+            return ElectedNode(node, election_settings_from_args(args), on_failure)
         try:
-            if args.standby:
-                node.follow(on_failure, on_applied)
-            else:
-                node.become_writer()
+            node.follow(on_failure, on_applied)
         except BaseException:
             node.close()
             raise

@@ -114,7 +114,7 @@ def test_when_the_active_leaves_another_takes_over_and_the_old_writer_is_fenced(
 
 def test_a_node_whose_activation_fails_stands_down_and_another_is_elected(tansu_bootstrap):
     """A candidate that cannot activate never accepts writes; it gives the partition up and a node that can
-    activate is elected (node 1 is elected first: the range assignor picks the lowest member id)."""
+    activate is elected."""
     store_id = uuid.uuid4().hex
     broken, healthy = Node(tansu_bootstrap, store_id, 1, fail_activation=True), Node(tansu_bootstrap, store_id, 2)
     for node in (broken, healthy):

@@ -1,0 +1,124 @@
+"""A replicated node that takes part in the election: a standby following the topic until Kafka elects it.
+
+``ElectedNode`` joins a ``ReplicatedNode`` (the log topic: follow, or write through the commit gate) to an
+``Election`` (who writes).  It starts as a standby: the store's gate refuses every batch, the node follows
+the topic into its local log and image, and serves reads and logins from them.  When the election hands it
+the partition, ``activate`` runs ``ReplicatedNode.become_writer``: stop following, fence every older writer
+(``init_transactions`` with the shared transactional.id), read the topic to its last stable offset (seeding
+an empty topic), refuse a local log ahead of it, and commit every later batch through Kafka.  Only then does
+the Controllership accept writes.  When the node loses the partition it refuses writes at once (the
+Controllership, on the election's thread); its store's gate becomes a refusing one and the node follows the
+topic again, in a thread of its own (a commit in flight may hold the store's lock until its timeout).
+
+Every batch committed as the writer is logged as "committed batch [BASE, NEXT) link LINK (node N, term T)"
+before the client is answered: the chaos test compares these lines with the topic.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from secmeta.consumers.kafka.client_config import client_settings
+from secmeta.consumers.kafka.replication.election import Election, ElectionSettings
+from secmeta.consumers.kafka.replication.node import ReplicatedNode
+from secmeta.core.server.controllership import Controllership, NodeAddress
+from secmeta.core.store.commit_gate import CommitGate, CommitGateError, NotWriterGate, PendingBatch
+
+__all__ = ["ElectedNode"]
+
+logger = logging.getLogger("secmeta.replication")
+
+
+class _Acknowledging:
+    """The writer's gate, logging each batch it committed (what this node acknowledges) with its term."""
+
+    def __init__(self, gate: CommitGate, node_id: int, term: int):
+        self._gate, self._node_id, self._term = gate, node_id, term
+
+    def commit(self, batch: PendingBatch) -> None:
+        self._gate.commit(batch)
+        logger.info("committed batch [%d, %d) link %s (node %d, election term %d)", batch.base_offset, batch.next_offset,
+                    batch.link.hex()[:16], self._node_id, self._term)
+
+
+class ElectedNode:
+    """A node of a replicated store whose role the controllers' election decides."""
+
+    def __init__(self, node: ReplicatedNode, election: ElectionSettings, on_failure: Callable[[BaseException], None]):
+        self.node = node
+        self.cluster = Controllership(node.settings.node_id)
+        self._election_settings = election
+        self._on_failure = on_failure
+        self._transition = threading.Lock()   # one role change at a time: become writer, or go back to following
+        self._writer_term = 0                 # the election term this node last became the writer in
+        self._stepped_down = 0                # the election term of its latest step-down
+        self.election: Election | None = None
+        self._closing = False
+
+    @property
+    def writing(self) -> bool:
+        return self.cluster.accepts_writes
+
+    def __repr__(self) -> str:
+        return f"<ElectedNode {self.cluster!r}>"
+
+    def start(self, address: NodeAddress) -> ElectedNode:
+        """Follow the topic, then join the election announcing ``address`` (the server must be listening)."""
+        self.node.store.set_commit_gate(NotWriterGate("this node is a standby: the active controller writes"))
+        self.node.follow(self._on_failure)
+        settings = self.node.settings
+        client = client_settings(settings.bootstrap, settings.client, defaults={}, enforced={})
+        self.election = Election(client, self.node.store.log.store.store_id, address, self.cluster,
+                                 activate=self._activate, deactivate=self._deactivate,
+                                 settings=self._election_settings)
+        self.election.start()
+        return self
+
+    def listening(self, broker) -> None:
+        """The server listens (``broker``: its first listener's BrokerInfo): follow, and join the election."""
+        self.start(NodeAddress(broker.node_id, broker.host, broker.port, broker.rack))
+
+    def close(self) -> None:
+        self._closing = True                  # the step-down that stopping the election causes follows nothing
+        if self.election is not None:
+            self.election.stop()
+            self.election = None
+        with self._transition:
+            self.node.close()
+
+    def __enter__(self) -> ElectedNode:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _activate(self, term: int) -> None:
+        with self._transition:
+            if self._stepped_down >= term:
+                raise CommitGateError(f"the election moved on from term {term} before this node could write")
+            self._writer_term = term
+            self.node.become_writer()       # fences, catches up, gives the store the Kafka gate
+            assert self.node.gate is not None
+            self.node.store.set_commit_gate(_Acknowledging(self.node.gate, self.cluster.node_id, term))
+
+    def _deactivate(self, term: int, reason: str) -> None:
+        self._stepped_down = term           # an activation of an older term that has not begun yet is void
+        threading.Thread(target=self._follow_again, args=(term, reason), name="secmeta-step-down",
+                         daemon=True).start()
+
+    def _follow_again(self, term: int, reason: str) -> None:
+        with self._transition:
+            if self._writer_term > term or self.node.gate is None or self._closing:
+                return                      # elected again since, following already, or closing
+            try:
+                self.node.store.set_commit_gate(NotWriterGate(f"this node stepped down: {reason}"))
+            except CommitGateError:
+                pass                        # a key rotation waiting to be logged: the next writer logs it
+            gate, self.node.gate = self.node.gate, None
+            gate.close()
+            try:
+                self.node.follow(self._on_failure)
+            except BaseException as exc:  # noqa: BLE001 - cannot follow (divergence): the node stops serving
+                self._on_failure(exc)
