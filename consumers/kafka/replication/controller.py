@@ -32,13 +32,18 @@ logger = logging.getLogger("secmeta.replication")
 
 
 class _Acknowledging:
-    """The writer's gate, logging each batch it committed (what this node acknowledges) with its term."""
+    """The writer's gate, logging each batch it committed (what this node acknowledges) with its term; a commit
+    that fails makes the node resign (``on_failure(reason)``)."""
 
-    def __init__(self, gate: CommitGate, node_id: int, term: int):
-        self._gate, self._node_id, self._term = gate, node_id, term
+    def __init__(self, gate: CommitGate, node_id: int, term: int, on_failure: Callable[[str], None]):
+        self._gate, self._node_id, self._term, self._on_failure = gate, node_id, term, on_failure
 
     def commit(self, batch: PendingBatch) -> None:
-        self._gate.commit(batch)
+        try:
+            self._gate.commit(batch)
+        except BaseException as exc:
+            self._on_failure(f"its writer failed: {exc}")
+            raise
         logger.info("committed batch [%d, %d) link %s (node %d, election term %d)", batch.base_offset, batch.next_offset,
                     batch.link.hex()[:16], self._node_id, self._term)
 
@@ -101,7 +106,11 @@ class ElectedNode:
             self._writer_term = term
             self.node.become_writer()       # fences, catches up, gives the store the Kafka gate
             assert self.node.gate is not None
-            self.node.store.set_commit_gate(_Acknowledging(self.node.gate, self.cluster.node_id, term))
+            self.node.store.set_commit_gate(_Acknowledging(self.node.gate, self.cluster.node_id, term, self._resign))
+
+    def _resign(self, reason: str) -> None:
+        if self.election is not None:
+            self.election.resign(reason)
 
     def _deactivate(self, term: int, reason: str) -> None:
         self._stepped_down = term           # an activation of an older term that has not begun yet is void

@@ -19,10 +19,10 @@ before it writes.
 
 Announcements: each node writes its id, address and role to the election topic (key = node id,
 JSON value; a tombstone when it stops cleanly) and reads every node's announcements back with a
-group-less consumer, so Metadata can list every node and name the active one.  An announcement is
-only a hint for clients (a stale one sends a client to a node that answers NOT_CONTROLLER and names
-no one, and the client asks again); a node that reads another node's "active" while it is active
-itself announces again, so the newest announcement names the node that holds the partition.
+group-less consumer, so Metadata can list every node and name the active one: the newest "active"
+announcement is the latest activation's.  An announcement is only a hint for clients (a node that is
+not active answers NOT_CONTROLLER).  A node whose writer fails (fenced by a newer one, or a commit of
+unknown fate) ``resign``s: it leaves the group for a session timeout so another node is elected.
 
 Timing (the failover target is 10 s): the defaults below detect a dead or cut-off node within
 ``session_timeout_ms`` (6 s, the smallest a Kafka broker accepts by default,
@@ -129,6 +129,7 @@ class Election:
         self._term = 0                  # bumped on every assignment change: an activation of an older term is void
         self._holding = False           # Kafka assigned this node the election partition
         self._rejoin_at: float | None = None   # after a failed activation: out of the group until then
+        self._resigning: str | None = None     # resign() asked the election's thread to give the role up
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._member: Consumer | None = None
@@ -210,6 +211,10 @@ class Election:
                 if message.error() is None:
                     self._observe(message.key(), message.value())
             producer.poll(0)
+            if self._resigning is not None:
+                reason, self._resigning = self._resigning, None
+                self._lose(reason)
+                self._leave_for_a_while()
             if self._rejoin_at is not None and time.monotonic() >= self._rejoin_at:
                 self._rejoin_at = None
                 self._subscribe()
@@ -262,6 +267,14 @@ class Election:
         log.info("node %d is the active controller", self.node.node_id)
         self._announce(active=True)
 
+    def resign(self, reason: str) -> None:
+        """Give the role up (any thread): this node's writer failed (fenced, or a commit whose fate is unknown).
+        It refuses writes at once and leaves the group for one session timeout, so another node is elected:
+        a node that Kafka still counts as the holder (a resumed process whose session the broker kept) must
+        not keep the role while it can no longer write."""
+        self.cluster.step_down(reason)
+        self._resigning = reason
+
     def _leave_for_a_while(self) -> None:
         """Give the partition up for one session timeout, so another node is elected meanwhile."""
         assert self._member is not None
@@ -280,5 +293,3 @@ class Election:
             return
         node, active = read
         self.cluster.observe(node, active)
-        if active and node.node_id != self.node.node_id and self.cluster.accepts_writes:
-            self._announce(active=True)   # a stale claim read after ours: the newest names the holder again
