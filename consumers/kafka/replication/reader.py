@@ -39,18 +39,21 @@ class TopicReader:
         self._consumer.assign([TopicPartition(topic, 0, start)])
         self._at_end = False  # the end was reached and nothing came since
         self._next = OFFSET_BEGINNING  # the Kafka offset after the last record applied
+        self._progressed = False       # the last step applied a record
 
 
     def read_to_end(self, apply: Apply) -> None:
         """Apply every committed record up to the topic's end; ReplicationUnavailableError when the end is not
-        reached within the timeout of a silent broker."""
+        reached within the timeout of a silent broker (a long topic that keeps coming is read to its end)."""
         deadline = time.monotonic() + self._timeout
         if self._at_end:  # librdkafka reports the end once: seeking where we are asks for it again
             # (to the offset after the last record applied: the consumer's own position may have moved on
             # while nothing was consumed, e.g. while this node was the writer or its process was stopped)
             self._consumer.seek(TopicPartition(self.topic, 0, self._next))
         while not self._step(apply, 0.2):
-            if time.monotonic() > deadline:
+            if self._progressed:
+                deadline = time.monotonic() + self._timeout
+            elif time.monotonic() > deadline:
                 raise ReplicationUnavailableError(f"the end of the log topic {self.topic} was not reached within "
                                                   f"{self._timeout:g} s: Kafka did not answer")
 
@@ -62,6 +65,7 @@ class TopicReader:
     def _step(self, apply: Apply, timeout: float) -> bool:
         """Apply what one consume brings; True when it ended at the end of the partition."""
         at_end = False
+        self._progressed = False
         for msg in self._consumer.consume(BURST, timeout):
             err = msg.error()
             if err is not None:
@@ -76,6 +80,7 @@ class TopicReader:
             kafka_offset = -1 if offset is None else offset
             apply(parse_record(msg.value(), msg.headers(), kafka_offset), kafka_offset)
             self._next = kafka_offset + 1
+            self._progressed = True
         return at_end
 
     def close(self) -> None:
