@@ -346,6 +346,7 @@ def run_trial(cluster: ReplicatedCluster, *, writers: int = 2, load_s: float = 1
         wait_for(lambda: all(acked <= cluster.acl_names(n) for n in cluster.nodes), settle_s,
                  "every node holds every acknowledged write")
     lost = sorted(f"{name} (node {node.node_id})" for node in cluster.nodes for name in acked - cluster.acl_names(node))
+    lost += [f"node {node.node_id} exited: {node.run_log()[-1500:]}" for node in cluster.nodes if not node.alive()]
     replicas = [cluster.local_batches(node) for node in cluster.nodes]
     unfenced = [(node.node_id, base, link) for node in cluster.nodes for base, _next, link in cluster.committed(node)
                 if any(r.get(base) is None or r[base][1].hex()[: len(link)] != link for r in replicas)]

@@ -95,6 +95,9 @@ def failover(bootstrap: str, directory: Path, trials: int, session_ms: int | Non
             print(f"trial {n + 1}/{trials}: killed node {trial.killed}, node {trial.new_active} active, "
                   f"failover {trial.failover_s:.2f} s, {trial.acked} acknowledged, lost {len(trial.lost)}, "
                   f"split-brain {len(trial.unfenced_acks)}", flush=True)
+            for line in trial.lost:
+                if "exited" in line:
+                    print(line, flush=True)
     times = [t.failover_s for t in results]
     p = percentiles(times)
     return {"trials": len(results), "p50_s": p["p50"], "p99_s": p["p99"], "max_s": max(times),
