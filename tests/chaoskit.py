@@ -42,7 +42,7 @@ from secmeta.core import SecurityStore, StoreConfig
 from secmeta.events.keyring import Keyring
 from tests.storekit import ADMIN
 
-__all__ = ["NodeProcess", "ReplicatedCluster", "Trial", "free_port", "run_trial", "tansu", "wait_for"]
+__all__ = ["NodeProcess", "ReplicatedCluster", "Trial", "acl_binding", "free_port", "run_trial", "tansu", "wait_for"]
 
 PYTHON = sys.executable
 _COMMITTED = re.compile(r"committed batch \[(\d+), (\d+)\) link ([0-9a-f]+)")
@@ -254,7 +254,7 @@ class ReplicatedCluster:
             return {binding.pattern.name for binding, in ((b,) for _id, b in store.image.acls)}
 
 
-def _binding(name: str) -> KafkaAclBinding:
+def acl_binding(name: str) -> KafkaAclBinding:
     return KafkaAclBinding(KafkaRes.TOPIC, name, ResourcePatternType.LITERAL, "User:chaos", "*",
                            KafkaOp.READ, KafkaPerm.ALLOW)
 
@@ -279,7 +279,7 @@ class Writer:
             name = f"chaos-{self.tag}-{n}"
             sent = time.monotonic()
             try:
-                for future in admin.create_acls([_binding(name)], request_timeout=5).values():
+                for future in admin.create_acls([acl_binding(name)], request_timeout=5).values():
                     future.result()
             except Exception:  # noqa: BLE001 - NOT_CONTROLLER, a dead node, a timeout: not acknowledged
                 self.failed += 1

@@ -104,7 +104,11 @@ class ElectedNode:
             if self._stepped_down >= term:
                 raise CommitGateError(f"the election moved on from term {term} before this node could write")
             self._writer_term = term
-            self.node.become_writer()       # fences, catches up, gives the store the Kafka gate
+            try:
+                self.node.become_writer()   # stops following, fences, catches up, gives the store the Kafka gate
+            except BaseException:
+                self.node.follow(self._on_failure)   # back to a standby that follows (the election steps down)
+                raise
             assert self.node.gate is not None
             self.node.store.set_commit_gate(_Acknowledging(self.node.gate, self.cluster.node_id, term, self._resign))
 

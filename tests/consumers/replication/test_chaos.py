@@ -9,8 +9,9 @@ again.  The full 30 trials, against the 10 s target, are ``python -m scripts.ben
 from __future__ import annotations
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
-from tests.chaoskit import ReplicatedCluster, run_trial
+from tests.chaoskit import ReplicatedCluster, acl_binding, run_trial, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -24,6 +25,7 @@ def test_killing_or_hanging_the_active_loses_no_acknowledged_write_and_another_n
     """A kill -9 trial and a SIGSTOP trial (the hung node is resumed after the failover and must find itself
     fenced): 0 acknowledged writes lost, 0 acknowledged by a fenced node, another node took over each time."""
     with ReplicatedCluster(tmp_path, tansu_bootstrap) as cluster:
+        _admin_at_a_standby_writes_through_the_active(cluster)
         trials = [run_trial(cluster, writers=2, load_s=0.5, how=how) for how in ("kill", "hang")]
     for trial in trials:
         assert trial.acked > 0
@@ -31,3 +33,15 @@ def test_killing_or_hanging_the_active_loses_no_acknowledged_write_and_another_n
         assert trial.unfenced_acks == []
         assert trial.new_active != trial.killed
         assert trial.failover_s <= FAILOVER_BOUND_S, trials
+
+
+def _admin_at_a_standby_writes_through_the_active(cluster: ReplicatedCluster) -> None:
+    """An AdminClient given only a standby's address creates an ACL: Metadata names the active node, which
+    commits it; the standbys then hold it too (followed from the topic)."""
+    active = wait_for(cluster.active, 60, "an active node")
+    standby = next(node for node in cluster.nodes if node is not active)
+    admin = AdminClient({"bootstrap.servers": standby.address, "topic.metadata.refresh.interval.ms": 500})
+    for future in admin.create_acls([acl_binding("through-a-standby")], request_timeout=30).values():
+        future.result()
+    wait_for(lambda: all("through-a-standby" in cluster.acl_names(node) for node in cluster.nodes), 30,
+             "every node holds the ACL")
