@@ -399,3 +399,15 @@ def test_init_join_without_a_topic_to_choose_names_the_choice_and_makes_nothing(
                          "--join", settings.bootstrap, "--replication-timeout", "10")
     assert code == 1 and writer[1].topic in err and other in err and "--replication-topic" in err
     assert not (tmp_path / "new").exists()
+
+
+def test_init_join_of_a_topic_the_cluster_lacks_says_so(settings, tmp_path, capsys):
+    """`secmeta init --join --replication-topic T` when the cluster has no T names it at once (no wait for a
+    topic that never comes) and leaves no directory."""
+    from tests.clikit import run
+
+    make_keyring(tmp_path)
+    code, out, err = run(capsys, "init", "--store", str(tmp_path / "new"), "--key-file", str(tmp_path / "keys.json"),
+                         "--join", settings.bootstrap, "--replication-topic", "__secmeta_log.nowhere")
+    assert code == 1 and "has no topic __secmeta_log.nowhere" in err
+    assert not (tmp_path / "new").exists()

@@ -36,13 +36,17 @@ __all__ = ["find_log_topic", "join"]
 
 
 def find_log_topic(settings: ReplicationSettings) -> str:
-    """The topic to join: the one given, else the cluster's only secmeta log topic."""
-    if settings.topic:
-        return settings.topic
+    """The topic to join: the one given (which must exist), else the cluster's only secmeta log topic.
+    (Every topic is listed: asking for one by name may create it.)"""
     try:
         listed = admin_client(settings).list_topics(timeout=settings.timeout_s).topics
     except KafkaException as exc:
         raise ReplicationUnavailableError(f"Kafka at {settings.bootstrap} did not answer: {exc.args[0]}") from None
+    if settings.topic:
+        if settings.topic not in listed:
+            raise ReplicationUnavailableError(f"Kafka at {settings.bootstrap} has no topic {settings.topic}: the "
+                                              "first node's `secmeta serve --replication-bootstrap-server` makes it")
+        return settings.topic
     topics = sorted(t for t in listed if t.startswith(TOPIC_PREFIX))
     if len(topics) != 1:
         raise ReplicationUnavailableError(
