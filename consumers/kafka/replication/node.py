@@ -134,10 +134,11 @@ class ReplicatedNode:
                     log.end_offset)
 
     def catch_up(self) -> None:
-        """Apply the topic up to its end now, and refuse a local log ahead of it (an empty topic, not seeded
-        yet, witnesses nothing: the first node elected seeds it, and its followers then check their logs)."""
+        """Apply the topic up to its end now, and refuse a local log ahead of it (a topic not seeded yet, empty
+        or holding an interrupted seed, witnesses nothing beyond what it holds: the first node elected seeds it,
+        or completes the seed, and its followers then check their logs)."""
         self._read_to_end()
-        if self.replica.identity is not None:
+        if self.replica.seeded:
             self.replica.check_not_ahead()
         self._note_resume_point()
 

@@ -40,9 +40,10 @@ class KafkaReplication:
     def start(self, store: SecurityStore, args: argparse.Namespace, on_failure: Callable[[BaseException], None], *,
               on_applied: Callable[[int], None] | None = None) -> ReplicatedNode | ElectedNode:
         node = ReplicatedNode(store, settings_from_args(args, args.replication_bootstrap_server))
-        if not args.standby:    # follows, and joins the election once the server listens (ElectedNode.listening)
-            return ElectedNode(node, election_settings_from_args(args), on_failure)
         try:
+            node.catch_up()  # before the server listens: a local log the topic refutes is never served
+            if not args.standby:  # follows, and joins the election once the server listens (ElectedNode.listening)
+                return ElectedNode(node, election_settings_from_args(args), on_failure)
             node.follow(on_failure, on_applied)
         except BaseException:
             node.close()

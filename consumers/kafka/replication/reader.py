@@ -38,7 +38,7 @@ class TopicReader:
         }))
         self._consumer.assign([TopicPartition(topic, 0, start)])
         self._at_end = False  # the end was reached and nothing came since
-        self._next = OFFSET_BEGINNING  # the Kafka offset after the last record applied
+        self._next = start  # the Kafka offset after the last record applied (where reading began, until one is)
         self._progressed = False       # the last step applied a record
 
 
