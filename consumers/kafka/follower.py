@@ -37,6 +37,7 @@ the image is the local log's when the checkpoint is not at its end.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import os
@@ -378,10 +379,10 @@ class Follower:
                     return False
                 time.sleep(0.1)
         while not self.caught_up_to(high):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            wait = min(0.5, deadline - time.monotonic())
+            if wait <= 0:
                 return False
-            self._apply_consumed(lambda: self._consume_to(high, min(0.5, remaining)))
+            self._apply_consumed(functools.partial(self._consume_to, high, wait))
             if progress is not None and self.position is not None:
                 progress(self.position, high)
         return True

@@ -194,7 +194,7 @@ def _decoded_without_correlation(frame: bytes, trailing_ok: bool) -> RequestFram
 def _decoded(frame: bytes, trailing_ok: bool) -> RequestFrame:
     api_key, api_version, correlation_id = peek_header(frame)
     if api_key == ApiKey.DESCRIBE_ACLS:
-        from secmeta.core.wire.hot_requests import describe_acls_request   # (it imports this module)
+        from secmeta.core.wire.hot_requests import describe_acls_request  # (it imports this module)
 
         decoded = describe_acls_request(frame, trailing_ok=trailing_ok)
         if decoded is not None:

@@ -149,9 +149,9 @@ def test_the_plain_token_secret_check_accepts_only_what_pydantic_accepts(value):
     """The token secret is checked without pydantic when plainly valid (non-empty bytes, as
     $SECMETA_TOKEN_SECRET gives it): whatever the plain check accepts, the strict schema accepts too,
     and anything else is refused as before, naming the setting and hiding the value."""
-    from secmeta.core.config import _PLAINLY_VALID, _model
-
     from pydantic import ValidationError
+
+    from secmeta.core.config import _PLAINLY_VALID, _model
     try:
         _model(frozenset({"token_secret"})).model_validate({"token_secret": value})
         schema_accepts = True

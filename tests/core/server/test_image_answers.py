@@ -18,7 +18,14 @@ from secmeta.core.wire.codec import (
     request_class,
 )
 from secmeta.core.wire.hot_responses import describe_acls_response
-from secmeta.events.types import AclBinding, AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType
+from secmeta.events.types import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from tests.storekit import ADMIN
 
 BROKER = BrokerInfo(1, "c", "127.0.0.1", 9092)

@@ -7,7 +7,15 @@ import pytest
 from confluent_kafka import admin as ck
 
 from secmeta.core.wire.codec import build, decode_response, request_class
-from secmeta.events.types import CLUSTER_NAME, AclBinding, AclBindingFilter, AclOperation, AclPermissionType, PatternType, ResourceType
+from secmeta.events.types import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from tests.adminkit import TIMEOUT, ck_binding, ck_filter, from_ck
 from tests.serverkit import RawClient, running_server
 

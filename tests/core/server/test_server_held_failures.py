@@ -18,8 +18,12 @@ from secmeta.core.server.config import ServerConfig
 from secmeta.core.server.sasl import Authenticator
 from secmeta.core.wire.codec import build, request_class
 from secmeta.core.wire.scram_client import token_login
+from tests.core.server.test_server_login_limits import (
+    SASL_AUTHENTICATION_FAILED,
+    USERS,
+    _start_exchange,
+)
 from tests.serverkit import RawClient, running_server
-from tests.core.server.test_server_login_limits import SASL_AUTHENTICATION_FAILED, USERS, _start_exchange
 
 #: One second's hold, one before-login connection per address, three connections per address.
 HOLD = ServerConfig(failed_authentication_delay_ms=1000, max_connections_per_ip=3,

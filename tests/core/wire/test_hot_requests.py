@@ -7,7 +7,14 @@ from hypothesis import strategies as st
 from kio.serial import entity_reader
 
 from secmeta.core.wire import bounds
-from secmeta.core.wire.codec import ApiKey, RequestFrame, build, decode_request, encode_request, request_class
+from secmeta.core.wire.codec import (
+    ApiKey,
+    RequestFrame,
+    build,
+    decode_request,
+    encode_request,
+    request_class,
+)
 from secmeta.core.wire.hot_requests import describe_acls_request
 
 _VERSIONS = st.integers(*ApiKey.DESCRIBE_ACLS.versions)

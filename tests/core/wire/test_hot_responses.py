@@ -6,8 +6,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from secmeta.core.wire import convert, hot_responses
-from secmeta.core.wire.codec import ApiKey, build, decode_response, encode_response, encoded, response_class
-from secmeta.events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from secmeta.core.wire.codec import (
+    ApiKey,
+    build,
+    decode_response,
+    encode_response,
+    encoded,
+    response_class,
+)
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 
 # names and hosts of every length class: empty, short, and past one varint byte (127) and 255
 _TEXT = st.one_of(st.text(max_size=8), st.text(min_size=120, max_size=300))
