@@ -318,6 +318,9 @@ class ServingProcesses:
         try:
             result = await loop.run_in_executor(self._executor, lambda: call(*args, **kwargs))
         except Exception as exc:  # noqa: BLE001 - the failure is the caller's answer
+            # A write can fail after its batch was appended (e.g. while publishing its image): whatever the
+            # log holds now is applied everywhere before the failure is answered, as a success would be.
+            await self.applied_everywhere(self.store.log.end_offset)
             channel.reply(rid, error=exc)
             return
         offset = self.store.image.next_offset
