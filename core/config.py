@@ -210,9 +210,11 @@ def _is_default(f: Field, value: object) -> bool:
 
 
 #: Settings with a plain check that accepts only values their annotation accepts (a value it does not accept
-#: goes to pydantic, which decides and says why): the token secret from $SECMETA_TOKEN_SECRET needs no pydantic.
+#: goes to pydantic, which decides and says why): the token secret from $SECMETA_TOKEN_SECRET and the secret's
+#: fingerprint the log pins (settings.in_force sets it on every open of a store that issued tokens) need no pydantic.
 _PLAINLY_VALID: dict[str, Callable[[object], bool]] = {
     "token_secret": lambda value: type(value) is bytes and len(value) >= 1,
+    "token_secret_fingerprint": lambda value: type(value) is str,
 }
 
 

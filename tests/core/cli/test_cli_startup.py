@@ -122,3 +122,23 @@ def test_the_public_api_still_imports_on_first_use():
     """`import secmeta` is light too; a name is imported when first used."""
     assert loaded_after("import secmeta, secmeta.core, secmeta.events") == []
     assert "secmeta.core.store" in loaded_after("from secmeta import SecurityStore")
+
+
+def test_a_store_that_pins_its_token_secret_opens_without_pydantic(tmp_path, monkeypatch):
+    """A store initialised with $SECMETA_TOKEN_SECRET logs the secret's fingerprint; every open puts that logged
+    setting in force (a non-default value), which loaded pydantic (0.2 s) for each read command. A plain string
+    check accepts it now: `acls --list` on such a store loads no pydantic."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SECMETA_KEY_FILE", str(tmp_path / "keys.json"))
+    monkeypatch.setenv("SECMETA_STORE", str(tmp_path / "store"))
+    monkeypatch.setenv("SECMETA_TOKEN_SECRET", "a-token-secret")
+    from secmeta.core.cli import main
+
+    assert main(["keys", "generate", "--key-file", str(tmp_path / "keys.json")]) == 0
+    assert main(["init"]) == 0
+    assert loaded_after("""
+        import contextlib, io
+        from secmeta.core.cli import main
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["acls", "--list"]) == 0
+    """, ("pydantic",)) == []
