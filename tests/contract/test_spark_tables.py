@@ -21,6 +21,7 @@ from secmeta.consumers.spark.compaction import compact  # noqa: E402
 from secmeta.consumers.spark.queries import acls_at  # noqa: E402
 from secmeta.consumers.spark.queries.tokens import token_columns  # noqa: E402
 from secmeta.consumers.spark.table_reader import TableReader  # noqa: E402
+from secmeta.events.types import ScramMechanism, from_output_name  # noqa: E402
 from secmeta.projections.tokens import TokenInfo  # noqa: E402
 
 
@@ -29,7 +30,8 @@ def _in_force(rows, n: int) -> list:
 
 
 def _credentials(rows) -> frozenset:
-    return frozenset((r.user, r.mechanism, r.iterations) for r in rows)
+    # The tables name a mechanism as Kafka does (SCRAM-SHA-256); the recorded images by its enum member.
+    return frozenset((r.user, from_output_name(ScramMechanism, r.mechanism).name, r.iterations) for r in rows)
 
 
 def _quotas(rows) -> frozenset:
