@@ -23,6 +23,7 @@ from collections.abc import Callable
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.replication.election import Election, ElectionSettings
 from secmeta.consumers.kafka.replication.node import ReplicatedNode
+from secmeta.core.errors import InvalidValueError
 from secmeta.core.server.controllership import Controllership, NodeAddress
 from secmeta.core.store.commit_gate import CommitGate, CommitGateError, NotWriterGate, PendingBatch
 
@@ -33,7 +34,8 @@ logger = logging.getLogger("secmeta.replication")
 
 class _Acknowledging:
     """The writer's gate, logging each batch it committed (what this node acknowledges) with its term; a commit
-    that fails makes the node resign (``on_failure(reason)``)."""
+    that fails makes the node resign (``on_failure(reason)``), except a batch the gate refused before sending
+    anything (InvalidValueError: too large for the topic): that write alone fails, the node keeps writing."""
 
     def __init__(self, gate: CommitGate, node_id: int, term: int, on_failure: Callable[[str], None]):
         self._gate, self._node_id, self._term, self._on_failure = gate, node_id, term, on_failure
@@ -41,6 +43,8 @@ class _Acknowledging:
     def commit(self, batch: PendingBatch) -> None:
         try:
             self._gate.commit(batch)
+        except InvalidValueError:
+            raise
         except BaseException as exc:
             self._on_failure(f"its writer failed: {exc}")
             raise

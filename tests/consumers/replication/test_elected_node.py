@@ -1,0 +1,50 @@
+"""An elected node's role against what goes wrong while it writes (issue 25, the reviewer's findings): a real
+store, a real ReplicatedNode and a real Election through a Tansu broker, in this process."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+import pytest
+
+from secmeta.consumers.kafka.replication.controller import ElectedNode
+from secmeta.consumers.kafka.replication.node import ReplicatedNode
+from secmeta.consumers.kafka.replication.settings import ReplicationSettings
+from secmeta.core import SecurityStore, StoreConfig
+from secmeta.core.errors import InvalidValueError
+from secmeta.core.server.controllership import NodeAddress
+from secmeta.core.store.commit_gate import NotWriterGate
+from tests.consumers.replication.test_election import QUICK, wait_for
+from tests.logkit import make_keyring
+from tests.storekit import ADMIN, TOKEN_SECRET, acl
+
+
+@contextmanager
+def elected(tmp_path, bootstrap: str, **client: str) -> Iterator[tuple[SecurityStore, ElectedNode, list]]:
+    """A one-node replicated store, elected (it seeds its topic and writes); the failures it reported."""
+    keyring = make_keyring(tmp_path)
+    settings = ReplicationSettings(bootstrap, node_id=1, replication_factor=1, min_insync_replicas=1, timeout_s=10,
+                                   client=client)
+    failures: list[BaseException] = []
+    with SecurityStore.open(tmp_path / "n1", StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring,
+                            commit_gate=NotWriterGate()) as store:
+        node = ElectedNode(ReplicatedNode(store, settings), replace(QUICK), failures.append)
+        try:
+            node.start(NodeAddress(1, "127.0.0.1", 9001))
+            wait_for(lambda: node.writing, what="the only node is elected")
+            yield store, node, failures
+        finally:
+            node.close()
+
+
+def test_an_oversized_batch_is_refused_and_the_active_controller_keeps_its_role(tmp_path, tansu_bootstrap):
+    """A batch over the topic's record limit is refused before anything is sent: the write fails naming the
+    limit, the node stays the active controller and the next write commits."""
+    with elected(tmp_path, tansu_bootstrap, **{"message.max.bytes": "50000"}) as (store, node, failures):
+        with pytest.raises(InvalidValueError, match="exceeds the log topic's record limit"):
+            store.create_acls([acl(f"t{i}") for i in range(1000)], context=ADMIN)
+        assert node.writing and node.cluster.accepts_writes
+        store.create_acls([acl("one")], context=ADMIN)
+        assert store.log.end_offset == 1 and node.writing and not failures
