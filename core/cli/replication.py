@@ -24,10 +24,10 @@ GROUP = "secmeta.replication"
 class ReplicatedNode(Protocol):
     """A started node: ``writing`` when its store commits through the replication's gate.
 
-    A node that takes part in the controllers' election also has ``cluster`` (a
-    secmeta.core.server.controllership.Controllership, given to the server) and ``listening(broker)``,
-    called once the server listens with the BrokerInfo of its first listener (the address it announces).
-    """
+    A node has ``cluster`` (a secmeta.core.server.controllership.Controllership, given to the server: a
+    ``--standby`` node's is never active and names the active node); one that takes part in the controllers'
+    election also has ``listening(broker)``, called once the server listens with the BrokerInfo of its first
+    listener (the address it announces)."""
 
     @property
     def writing(self) -> bool: ...

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import (
@@ -31,23 +32,28 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.server
 
 
-def _serve(store: Path, keys: Path, bootstrap: str, *extra: str) -> tuple[subprocess.Popen, int]:
-    """`secmeta serve` on a SASL_PLAINTEXT port in replicated mode; the process and its port."""
+def _serve(store: Path, keys: Path, bootstrap: str, *extra: str,
+           listeners: str = "SASL_PLAINTEXT://127.0.0.1:0") -> tuple[Any, ...]:
+    """`secmeta serve` in replicated mode (on one SASL_PLAINTEXT port unless ``listeners`` says otherwise); the
+    process and the port of each listener."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "secmeta.core.cli", "serve", "--store", str(store), "--key-file", str(keys),
-         "--listeners", "SASL_PLAINTEXT://127.0.0.1:0", "--processes", "1", "--replication-bootstrap-server", bootstrap,
+         "--listeners", listeners, "--processes", "1", "--replication-bootstrap-server", bootstrap,
          "--replication-factor", "1", "--min-insync-replicas", "1", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)})
-    line = proc.stdout.readline().strip()
-    if not line.startswith("listening on"):
-        proc.kill()
-        raise AssertionError(f"serve did not start: {line!r} {proc.stderr.read()[-3000:]}")
+    ports = []
+    for _listener in listeners.split(","):
+        line = proc.stdout.readline().strip()
+        if not line.startswith("listening on"):
+            proc.kill()
+            raise AssertionError(f"serve did not start: {line!r} {proc.stderr.read()[-3000:]}")
+        ports.append(int(line.rsplit(":", 1)[1]))
     if "--standby" not in extra:   # a node in the controllers' election: wait until it is elected and writes
         while "is the active controller" not in (log := proc.stderr.readline()):
             if not log:
                 raise AssertionError("serve stopped before it was elected")
-    return proc, int(line.rsplit(":", 1)[1])
+    return (proc, *ports)
 
 
 def _stop(proc: subprocess.Popen) -> str:
@@ -115,6 +121,60 @@ def test_a_writer_and_a_joined_standby_keep_bit_identical_logs(tmp_path, tansu_b
         del reader
     finally:
         del admin  # before its server stops: a client destroyed after waits for the dead connection
+        errors = _stop(writer)
+        if standby is not None:
+            errors += _stop(standby)
+    assert writer.returncode == 0 and (standby is None or standby.returncode == 0), errors
+
+
+def test_a_standby_names_the_active_controller_and_answers_writes_not_controller(tmp_path, tansu_bootstrap, capsys):
+    """A `--standby` node takes no part in the election but reads its announcements: its Metadata names the
+    active node as the controller (so an AdminClient bootstrapped at the standby writes through the active
+    one), and a write sent to the standby itself is answered NOT_CONTROLLER naming the active node, with
+    nothing written."""
+    from secmeta.core.errors import ErrorCode
+    from secmeta.core.wire import convert
+    from secmeta.core.wire.codec import build, decode_response, request_class
+    from secmeta.events.types import AclBinding as Binding
+    from secmeta.events.types import AclOperation as Op
+    from secmeta.events.types import AclPermissionType as Permission
+    from secmeta.events.types import PatternType
+    from secmeta.events.types import ResourceType as Resource
+    from tests.serverkit import RawClient
+
+    keys = tmp_path / "keys.json"
+    Keyring.generate_file(keys)
+    node1, node2 = tmp_path / "node1", tmp_path / "node2"
+    with SecurityStore.open(node1, StoreConfig(), keyring=Keyring.load(keys)) as store:
+        add_user(store, "admin", ADMIN_PASSWORD)
+        topic = f"__secmeta_log.{store.log.store.store_id}"
+    writer, writer_port = _serve(node1, keys, tansu_bootstrap, "--node-id", "1")
+    standby = None
+    try:
+        code, _out, err = run(capsys, "init", "--store", str(node2), "--key-file", str(keys),
+                              "--join", tansu_bootstrap, "--replication-topic", topic)
+        assert code == 0, err
+        standby, port, plain_port = _serve(node2, keys, tansu_bootstrap, "--node-id", "2", "--standby",
+                                           "--replication-topic", topic,
+                                           listeners="SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0")
+        admin = _admin(port)
+        metadata = admin.list_topics(timeout=10)   # the standby read the announcements before it listened
+        assert metadata.controller_id == 1 and metadata.brokers[1].port == writer_port
+        _create_acl(admin, "through-the-standby")   # sent to the controller Metadata names
+        deadline = time.monotonic() + 30  # the standby applies it from the topic
+        while (before := _log_bytes(node2)) != _log_bytes(node1) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with RawClient.connect(("127.0.0.1", plain_port)) as raw:
+            read = Binding.of(Resource.TOPIC, "at-the-standby", PatternType.LITERAL, "User:alice", "*", Op.READ,
+                              Permission.ALLOW)
+            raw.send(build(request_class(30, 3), creations=[convert.acl_creation_fields(read)]))
+            result = decode_response(30, 3, raw.read_frame())[1].results[0]
+        assert int(result.error_code) == ErrorCode.NOT_CONTROLLER
+        assert result.error_message == "node 2 is not the active controller (the active controller is node 1)"
+        assert _log_bytes(node2) == before == _log_bytes(node1)
+        assert _topics_with_acls(_admin(writer_port)) == {"through-the-standby"}
+        del admin
+    finally:
         errors = _stop(writer)
         if standby is not None:
             errors += _stop(standby)

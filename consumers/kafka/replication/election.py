@@ -40,13 +40,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from secmeta.core.errors import SecmetaError
 from secmeta.core.server.controllership import Controllership, NodeAddress
 
-__all__ = ["Election", "ElectionError", "ElectionSettings", "election_topic", "group_id"]
+__all__ = ["Announcements", "Election", "ElectionError", "ElectionSettings", "election_topic", "group_id"]
 
 log = logging.getLogger("secmeta.replication.election")
 
@@ -133,7 +140,7 @@ class Election:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._member: Consumer | None = None
-        self._reader: Consumer | None = None
+        self._reader: Announcements | None = None
         self._producer: Producer | None = None
 
     def __repr__(self) -> str:
@@ -142,12 +149,9 @@ class Election:
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> Election:
-        self._ensure_topic()
+        self._reader = Announcements(self.client, self.store_id, self.cluster, self.settings, self.topic).open()
         quiet = {"logger": log}
         self._producer = Producer({**self.client, **quiet, "linger.ms": 0, "acks": "all"})
-        self._reader = Consumer({**self.client, **quiet, "group.id": f"{group_id(self.store_id)}.reader",
-                                 "enable.auto.commit": False, "isolation.level": "read_committed"})
-        self._reader.assign([TopicPartition(self.topic, PARTITION, OFFSET_BEGINNING)])
         self._member = Consumer({
             **self.client, **quiet, "group.id": group_id(self.store_id),
             "client.id": f"secmeta-controller-{self.node.node_id}",
@@ -183,18 +187,6 @@ class Election:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def _ensure_topic(self) -> None:
-        settings: dict[str, Any] = {**self.client, "logger": log}
-        admin = AdminClient(settings)
-        future = admin.create_topics([NewTopic(self.topic, 1, self.settings.topic_replication_factor)],
-                                     request_timeout=self.settings.topic_timeout_s)[self.topic]
-        try:
-            future.result(self.settings.topic_timeout_s)
-        except Exception as exc:  # noqa: BLE001 - one case is fine: it exists already
-            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-            if error is None or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise ElectionError(f"cannot create the election topic {self.topic}: {exc}") from None
-
     # -- the election's thread -------------------------------------------------------------
 
     def _subscribe(self) -> None:
@@ -207,9 +199,7 @@ class Election:
         assert member is not None and reader is not None and producer is not None
         while not self._stopping.is_set():
             member.poll(_POLL_S)          # the membership callbacks run here
-            for message in reader.consume(100, _POLL_S):
-                if message.error() is None:
-                    self._observe(message.key(), message.value())
+            reader.poll(_POLL_S)
             producer.poll(0)
             if self._resigning is not None:
                 reason, self._resigning = self._resigning, None
@@ -287,9 +277,86 @@ class Election:
                                    value=_announcement(self.node, active), partition=PARTITION)
             self._producer.poll(0)
 
-    def _observe(self, key: bytes | None, value: bytes | None) -> None:
-        read = _read_announcement(key, value)
-        if read is None:
-            return
-        node, active = read
-        self.cluster.observe(node, active)
+
+
+class Announcements:
+    """Every node's announcements read into a Controllership, by a consumer outside the group (it never takes
+    part in the election): the election's own view, and a ``--standby`` node's, which is never active but
+    names the active node in Metadata and NOT_CONTROLLER answers.
+
+    ``open()`` makes the election topic if need be and reads it from its start; ``poll(timeout)`` applies
+    what arrived (the election's thread calls it); ``start()`` polls in a thread of its own until ``close()``.
+    """
+
+    def __init__(self, client: Mapping[str, Any], store_id: str, cluster: Controllership,
+                 settings: ElectionSettings = ElectionSettings(), topic: str | None = None):
+        self.client = dict(client)
+        self.store_id = store_id
+        self.cluster = cluster
+        self.settings = settings
+        self.topic = topic or election_topic(store_id)
+        self._consumer: Consumer | None = None
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def open(self) -> Announcements:
+        self._ensure_topic()
+        self._consumer = Consumer({**self.client, "logger": log, "group.id": f"{group_id(self.store_id)}.reader",
+                                   "enable.auto.commit": False, "isolation.level": "read_committed"})
+        self._consumer.assign([TopicPartition(self.topic, PARTITION, OFFSET_BEGINNING)])
+        return self
+
+    def start(self) -> Announcements:
+        """Read every announcement made so far (so the active node is known before the node serves), then go on
+        reading in a thread of its own."""
+        self.open()
+        self._read_to_end()
+        self._thread = threading.Thread(target=self._run, name="secmeta-announcements", daemon=True)
+        self._thread.start()
+        return self
+
+    def poll(self, timeout: float) -> None:
+        assert self._consumer is not None
+        for message in self._consumer.consume(100, timeout):
+            if message.error() is None:
+                read = _read_announcement(message.key(), message.value())
+                if read is not None:
+                    self.cluster.observe(*read)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self.poll(_POLL_S)
+
+    def _read_to_end(self) -> None:
+        assert self._consumer is not None
+        partition = TopicPartition(self.topic, PARTITION)
+        try:
+            low, end = self._consumer.get_watermark_offsets(partition, timeout=self.settings.topic_timeout_s)
+        except KafkaException as exc:
+            raise ElectionError(f"cannot read the election topic {self.topic}: {exc.args[0]}") from None
+        deadline = time.monotonic() + self.settings.topic_timeout_s
+        while end > low and self._consumer.position([partition])[0].offset < end:
+            if time.monotonic() > deadline:
+                raise ElectionError(f"the election topic {self.topic} was not read to its end (offset {end}) within "
+                                    f"{self.settings.topic_timeout_s:g} s")
+            self.poll(_POLL_S)
+
+    def close(self, timeout: float = 10.0) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def _ensure_topic(self) -> None:
+        admin = AdminClient({**self.client, "logger": log})
+        future = admin.create_topics([NewTopic(self.topic, 1, self.settings.topic_replication_factor)],
+                                     request_timeout=self.settings.topic_timeout_s)[self.topic]
+        try:
+            future.result(self.settings.topic_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - one case is fine: it exists already
+            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if error is None or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise ElectionError(f"cannot create the election topic {self.topic}: {exc}") from None

@@ -11,6 +11,7 @@ from secmeta.consumers.kafka.replication.election import ElectionSettings
 from secmeta.consumers.kafka.replication.join import join
 from secmeta.consumers.kafka.replication.node import ReplicatedNode
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings
+from secmeta.consumers.kafka.replication.standby import StandbyNode
 from secmeta.core.store.facade import SecurityStore
 from secmeta.events.keyring import Keyring
 
@@ -38,17 +39,17 @@ def election_settings_from_args(args: argparse.Namespace) -> ElectionSettings:
 
 class KafkaReplication:
     def start(self, store: SecurityStore, args: argparse.Namespace, on_failure: Callable[[BaseException], None], *,
-              on_applied: Callable[[int], None] | None = None) -> ReplicatedNode | ElectedNode:
+              on_applied: Callable[[int], None] | None = None) -> StandbyNode | ElectedNode:
         node = ReplicatedNode(store, settings_from_args(args, args.replication_bootstrap_server))
         try:
             node.catch_up()  # before the server listens: a local log the topic refutes is never served
             if not args.standby:  # follows, and joins the election once the server listens (ElectedNode.listening)
                 return ElectedNode(node, election_settings_from_args(args), on_failure)
-            node.follow(on_failure, on_applied)
+            # follows, and reads who is active (Metadata names it; writes here are NOT_CONTROLLER)
+            return StandbyNode(node, election_settings_from_args(args)).start(on_failure, on_applied)
         except BaseException:
             node.close()
             raise
-        return node
 
     def join(self, path: str, args: argparse.Namespace, keyring: Keyring) -> SecurityStore:
         return join(path, settings_from_args(args, args.join), keyring)

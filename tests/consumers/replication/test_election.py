@@ -126,3 +126,25 @@ def test_a_node_whose_activation_fails_stands_down_and_another_is_elected(tansu_
     finally:
         for node in (broken, healthy):
             node.election.stop()
+
+
+def test_announcements_read_outside_the_group_name_the_active_node_and_an_empty_topic_reads_at_once(three):
+    """What a --standby node reads (Announcements): every announcement so far before start returns (the active
+    node named at once), and nothing to wait for on a store whose election topic is still empty."""
+    from secmeta.consumers.kafka.replication.election import Announcements
+
+    (active,) = wait_for(lambda: _actives(three) or None, what="a node becomes active")
+    node = three[0]
+    wait_for(lambda: node.cluster.active_id == active.cluster.node_id, what="node 1 names the active node")
+    watcher = Controllership(9)
+    announcements = Announcements({"bootstrap.servers": node.bootstrap}, node.store_id, watcher, QUICK).start()
+    try:
+        assert watcher.active_id == active.cluster.node_id and set(watcher.nodes) == {1, 2, 3}
+        assert not watcher.accepts_writes
+    finally:
+        announcements.close()
+    empty = Controllership(9)
+    started = time.monotonic()
+    announcements = Announcements({"bootstrap.servers": node.bootstrap}, uuid.uuid4().hex, empty, QUICK).start()
+    announcements.close()
+    assert empty.active_id is None and time.monotonic() - started < QUICK.topic_timeout_s
