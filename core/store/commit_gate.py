@@ -8,7 +8,9 @@ elsewhere (a Kafka topic, secmeta.consumers.kafka.replication) or raises. When
 it raises nothing is appended locally, the write fails with that error, and the
 store stops acknowledging writes (``WritesStoppedError`` for every later one)
 until a new gate is set: a writer that was fenced, or cannot tell whether its
-batch was committed, must not go on as if it were still the writer.
+batch was committed, must not go on as if it were still the writer. When the
+local append fails after a commit, the store stops acknowledging writes too and
+tells the gate (``append_failed``), which gives the writer's role up.
 
 The default is no gate: the embedded store appends to its local log, which is
 then the commit point, by the same code path as ever.
@@ -45,6 +47,12 @@ class CommitGate(Protocol):
         InvalidValueError refuses the batch itself before anything was sent (writes go on)."""
         ...
 
+    def append_failed(self, batch: PendingBatch, error: BaseException) -> None:
+        """``commit`` returned, then the local append of ``batch`` failed (``error``: a failed write or fsync):
+        the batch is committed elsewhere but not here, and the local log refuses every later append. The store
+        acknowledges no more writes; the gate must give the writer's role up at once."""
+        ...
+
 
 class CommitGateError(SecmetaError):
     """The gate did not commit the batch (fenced, unavailable, or unknown): nothing was appended."""
@@ -66,3 +74,6 @@ class NotWriterGate:
 
     def commit(self, batch: PendingBatch) -> None:
         raise NotWriterError(f"the batch at offset {batch.base_offset} was not written: {self.why}")
+
+    def append_failed(self, batch: PendingBatch, error: BaseException) -> None:
+        """Never called: this gate commits nothing."""

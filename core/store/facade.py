@@ -216,19 +216,29 @@ class SecurityStore:
                               actor_asserted=context.asserted, operator_user=operator.user,
                               operator_host=operator.host, operator_pid=operator.pid,
                               operator_program=operator.program) for e in events]
-        result = self._log.append(envelopes, None if self._gate is None else self._gated)
+        gate = self._gate
+        committed: list[PendingBatch] = []
+        try:
+            result = self._log.append(envelopes, None if gate is None else lambda b: self._gated(gate, b, committed))
+        except BaseException as exc:
+            if gate is not None and committed:   # committed elsewhere, not here: this node writes no more
+                self._stopped = exc
+                gate.append_failed(committed[0], exc)
+            raise
         self._publish_batches(envelopes, result.next_offset)
 
-    def _gated(self, batch: PendingBatch) -> None:
-        """The gate's commit of ``batch``; when it fails, writes stop (commit_gate), unless it refused the batch
-        itself before sending anything (InvalidValueError: e.g. too large for the topic)."""
+    def _gated(self, gate: CommitGate, batch: PendingBatch, committed: list[PendingBatch]) -> None:
+        """The gate's commit of ``batch`` (noted in ``committed``); when it fails, writes stop (commit_gate),
+        unless it refused the batch itself before sending anything (InvalidValueError: e.g. too large for the
+        topic)."""
         try:
-            self._gate.commit(batch)  # type: ignore[union-attr]
+            gate.commit(batch)
         except InvalidValueError:
             raise
         except BaseException as exc:
             self._stopped = exc
             raise
+        committed.append(batch)
 
     def _publish_batches(self, envelopes: Sequence[Envelope], next_offset: int) -> None:
         """Replay batches just appended into a new image and publish it. Caller holds the lock."""

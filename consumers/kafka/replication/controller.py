@@ -35,10 +35,14 @@ logger = logging.getLogger("secmeta.replication")
 class _Acknowledging:
     """The writer's gate, logging each batch it committed (what this node acknowledges) with its term; a commit
     that fails makes the node resign (``on_failure(reason)``), except a batch the gate refused before sending
-    anything (InvalidValueError: too large for the topic): that write alone fails, the node keeps writing."""
+    anything (InvalidValueError: too large for the topic): that write alone fails, the node keeps writing.
+    A local append that fails after the commit is fatal: the node resigns and stops (``on_fatal(error)``; its
+    log refuses every append, so it cannot even follow; restarted, it catches up from the topic)."""
 
-    def __init__(self, gate: CommitGate, node_id: int, term: int, on_failure: Callable[[str], None]):
+    def __init__(self, gate: CommitGate, node_id: int, term: int, on_failure: Callable[[str], None],
+                 on_fatal: Callable[[BaseException], None]):
         self._gate, self._node_id, self._term, self._on_failure = gate, node_id, term, on_failure
+        self._on_fatal = on_fatal
 
     def commit(self, batch: PendingBatch) -> None:
         try:
@@ -50,6 +54,13 @@ class _Acknowledging:
             raise
         logger.info("committed batch [%d, %d) link %s (node %d, election term %d)", batch.base_offset, batch.next_offset,
                     batch.link.hex()[:16], self._node_id, self._term)
+
+    def append_failed(self, batch: PendingBatch, error: BaseException) -> None:
+        logger.error("the batch at offset %d was committed to the log topic but the local append failed: %s; node %d "
+                     "gives the controller's role up and stops", batch.base_offset, error, self._node_id)
+        self._gate.append_failed(batch, error)
+        self._on_failure(f"its local log failed after a commit: {error}")
+        self._on_fatal(error)
 
 
 class ElectedNode:
@@ -114,7 +125,8 @@ class ElectedNode:
                 self.node.follow(self._on_failure)   # back to a standby that follows (the election steps down)
                 raise
             assert self.node.gate is not None
-            self.node.store.set_commit_gate(_Acknowledging(self.node.gate, self.cluster.node_id, term, self._resign))
+            self.node.store.set_commit_gate(_Acknowledging(self.node.gate, self.cluster.node_id, term, self._resign,
+                                                          self._on_failure))
 
     def _resign(self, reason: str) -> None:
         if self.election is not None:

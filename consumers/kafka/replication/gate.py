@@ -117,6 +117,12 @@ class KafkaCommitGate:
                 raise error from None
             self._schema_sent = True
 
+    def append_failed(self, batch: PendingBatch, error: BaseException) -> None:
+        """The local append of a batch this gate committed failed: commit nothing more."""
+        with self._lock:
+            self._failed = CommitGateError(f"the batch at offset {batch.base_offset} was committed to the log topic "
+                                           f"{self.topic} but not appended to the local log ({error})")
+
     @property
     def failed(self) -> BaseException | None:
         return self._failed

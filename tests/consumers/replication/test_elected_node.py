@@ -15,7 +15,7 @@ from secmeta.consumers.kafka.replication.settings import ReplicationSettings
 from secmeta.core import SecurityStore, StoreConfig
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.server.controllership import NodeAddress
-from secmeta.core.store.commit_gate import NotWriterGate
+from secmeta.core.store.commit_gate import NotWriterGate, WritesStoppedError
 from tests.consumers.replication.test_election import QUICK, wait_for
 from tests.logkit import make_keyring
 from tests.storekit import ADMIN, TOKEN_SECRET, acl
@@ -48,3 +48,29 @@ def test_an_oversized_batch_is_refused_and_the_active_controller_keeps_its_role(
         assert node.writing and node.cluster.accepts_writes
         store.create_acls([acl("one")], context=ADMIN)
         assert store.log.end_offset == 1 and node.writing and not failures
+
+
+def test_a_local_append_failing_after_the_kafka_commit_makes_the_node_resign_and_stop(tmp_path, tansu_bootstrap,
+                                                                                      monkeypatch):
+    """The batch is committed to the topic, then the local fsync fails: the write fails, the node gives the
+    controller's role up at once (another node can be elected) and reports the failure that stops it (serve
+    exits; restarted, it catches up from the topic), instead of holding the role with a log that refuses
+    every write."""
+    import errno
+
+    from secmeta.core.log import segment
+    from secmeta.core.log.errors import LogFailedError
+
+    def failing_sync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    with elected(tmp_path, tansu_bootstrap) as (store, node, failures):
+        store.create_acls([acl("before")], context=ADMIN)
+        monkeypatch.setattr(segment, "_datasync", failing_sync)
+        with pytest.raises(LogFailedError):
+            store.create_acls([acl("lost-locally")], context=ADMIN)
+        assert not node.cluster.accepts_writes and not node.writing
+        assert failures and isinstance(failures[0], LogFailedError)
+        monkeypatch.undo()
+        with pytest.raises(WritesStoppedError, match="Input/output error"):
+            store.create_acls([acl("after")], context=ADMIN)

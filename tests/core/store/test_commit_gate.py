@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from secmeta.core import AclBindingFilter, ResourceType, SecurityStore, StoreConfig
 from secmeta.core.errors import NotAStoreError
 from secmeta.core.log import DivergedError
+from secmeta.core.log.errors import LogFailedError
 from secmeta.core.log.format import decode_frame
 from secmeta.core.store.commit_gate import CommitGateError, PendingBatch, WritesStoppedError
 from secmeta.core.store.replica import create_replica
@@ -22,11 +23,15 @@ class Recording:
     def __init__(self):
         self.batches: list[PendingBatch] = []
         self.refuse: str | None = None
+        self.append_failures: list[tuple[PendingBatch, BaseException]] = []
 
     def commit(self, batch: PendingBatch) -> None:
         if self.refuse:
             raise CommitGateError(self.refuse)
         self.batches.append(batch)
+
+    def append_failed(self, batch: PendingBatch, error: BaseException) -> None:
+        self.append_failures.append((batch, error))
 
 
 def _segment_bytes(store: SecurityStore) -> bytes:
@@ -176,3 +181,28 @@ def test_any_history_replicates_byte_for_byte_and_only_in_order(tmp_path_factory
             replica.append_replicated(batch.frame)
         assert _segment_bytes(replica) == log_bytes
         assert replica.describe_acls(AclBindingFilter(), context=ADMIN) == described
+
+
+def test_a_local_append_failing_after_the_commit_stops_writes_and_tells_the_gate(gated, monkeypatch):
+    """The gate committed the batch, then the local fsync fails: the write fails, the gate is told which batch
+    it committed that this log lacks (so it gives the writer's role up), and no later write is acknowledged."""
+    import errno
+
+    from secmeta.core.log import segment
+
+    store, gate = gated
+    store.create_acls([acl("a")], context=ADMIN)
+
+    def failing_sync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(segment, "_datasync", failing_sync)
+    with pytest.raises(LogFailedError, match="Input/output error"):
+        store.create_acls([acl("b")], context=ADMIN)
+    ((batch, error),) = gate.append_failures
+    assert (batch.base_offset, batch.next_offset) == (1, 2) and batch is gate.batches[-1]
+    assert isinstance(error, LogFailedError)
+    monkeypatch.undo()
+    with pytest.raises(WritesStoppedError, match="Input/output error"):
+        store.create_acls([acl("c")], context=ADMIN)
+    assert len(gate.batches) == 2
