@@ -57,6 +57,7 @@ class Controllership:
         self._lock = threading.Lock()
         self._active_here = False
         self._active: int | None = None
+        self._claimed: int | None = None   # the newest other node's "active" claim still standing
         self._nodes: MappingProxyType[int, NodeAddress] = MappingProxyType({})
         self._reason = "not elected yet"
 
@@ -89,12 +90,14 @@ class Controllership:
             self._active = self.node_id
 
     def step_down(self, reason: str) -> None:
-        """Stop accepting writes at once; the controller is unknown until someone announces."""
+        """Stop accepting writes at once; the controller is then the node whose claim to be active came last
+        (heard while this node was active, e.g. a process resumed after a stop finds a newer active one), else
+        unknown until someone announces."""
         with self._lock:
             self._active_here = False
             self._reason = reason
             if self._active == self.node_id:
-                self._active = None
+                self._active = self._claimed
 
     def observe(self, address: NodeAddress, active: bool | None) -> None:
         """What node ``address.node_id`` announced: its address, and whether it is active (None: it left)."""
@@ -108,10 +111,14 @@ class Controllership:
             if address.node_id == self.node_id:
                 return  # this node's own role is decided here, never by an echo of its announcements
             if active:
-                if not self._active_here:   # while active here, another's claim is stale (it lost the group)
+                self._claimed = address.node_id
+                if not self._active_here:   # while active here, another's claim waits for a step-down
                     self._active = address.node_id
-            elif self._active == address.node_id:
-                self._active = None
+            else:
+                if self._claimed == address.node_id:
+                    self._claimed = None
+                if self._active == address.node_id:
+                    self._active = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,6 +132,25 @@ def test_no_controller_known_is_minus_one_and_a_node_stepping_down_refuses_at_on
     assert not cluster.accepts_writes and cluster.active_id is None
 
 
+def test_a_node_that_steps_down_names_the_node_that_claimed_the_role_meanwhile():
+    """A node resumed after SIGSTOP still thinks it is active when it reads the newer active node's
+    announcement (made once, while it was stopped); when it then steps down it names that node, not -1
+    for ever. A claim withdrawn meanwhile (that node announced standby, or left) is not named."""
+    resumed = Controllership(1)
+    resumed.become_active()
+    resumed.observe(NodeAddress(2, "h", 2), active=True)
+    assert resumed.accepts_writes and resumed.active_id == 1   # its own role is decided by its election
+    resumed.step_down("the group session was lost")
+    assert not resumed.accepts_writes and resumed.active_id == 2
+
+    withdrawn = Controllership(1)
+    withdrawn.become_active()
+    withdrawn.observe(NodeAddress(2, "h", 2), active=True)
+    withdrawn.observe(NodeAddress(2, "h", 2), active=False)
+    withdrawn.step_down("the election partition was revoked")
+    assert withdrawn.active_id is None
+
+
 def test_a_server_refuses_a_controllership_of_another_node(tmp_path):
     """The server's node id and its Controllership's must agree, else the start fails naming both."""
     with pytest.raises(InvalidValueError, match="node id 1 .* node 2"):
