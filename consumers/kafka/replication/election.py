@@ -351,7 +351,8 @@ class Announcements:
             self._consumer = None
 
     def _ensure_topic(self) -> None:
-        admin = AdminClient({**self.client, "logger": log})
+        settings: dict[str, Any] = {**self.client, "logger": log}
+        admin = AdminClient(settings)
         future = admin.create_topics([NewTopic(self.topic, 1, self.settings.topic_replication_factor)],
                                      request_timeout=self.settings.topic_timeout_s)[self.topic]
         try:
