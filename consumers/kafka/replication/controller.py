@@ -122,7 +122,7 @@ class ElectedNode:
             try:
                 self.node.become_writer()   # stops following, fences, catches up, gives the store the Kafka gate
             except BaseException:
-                self.node.follow(self._on_failure)   # back to a standby that follows (the election steps down)
+                self._stand_by("its activation failed")   # back to a standby that follows (the election steps down)
                 raise
             assert self.node.gate is not None
             self.node.store.set_commit_gate(_Acknowledging(self.node.gate, self.cluster.node_id, term, self._resign,
@@ -142,12 +142,18 @@ class ElectedNode:
             if self._writer_term > term or self.node.gate is None or self._closing:
                 return                      # elected again since, following already, or closing
             try:
-                self.node.store.set_commit_gate(NotWriterGate(f"this node stepped down: {reason}"))
-            except CommitGateError:
-                pass                        # a key rotation waiting to be logged: the next writer logs it
-            gate, self.node.gate = self.node.gate, None
-            gate.close()
-            try:
-                self.node.follow(self._on_failure)
+                self._stand_by(reason)
             except BaseException as exc:  # noqa: BLE001 - cannot follow (divergence): the node stops serving
                 self._on_failure(exc)
+
+    def _stand_by(self, reason: str) -> None:
+        """Refuse writes, close the writer's gate if there is one, and follow the topic (replacing any follower
+        running); the caller holds ``_transition``."""
+        try:
+            self.node.store.set_commit_gate(NotWriterGate(f"this node stepped down: {reason}"))
+        except CommitGateError:
+            pass                            # a key rotation waiting to be logged: the next writer logs it
+        gate, self.node.gate = self.node.gate, None
+        if gate is not None:
+            gate.close()
+        self.node.follow(self._on_failure)

@@ -162,9 +162,11 @@ class ReplicatedNode:
 
     def follow(self, on_failure: Callable[[BaseException], None],
                on_applied: Callable[[int], None] | None = None) -> None:
-        """Catch up, then keep following the topic in the background until ``close``; a failure (divergence,
-        Kafka unreachable past the timeout while catching up) stops following and goes to ``on_failure``;
-        ``on_applied`` gets the log's end after each batch appended."""
+        """Catch up, then keep following the topic in the background until ``close`` (a follower already running
+        is stopped first: one at a time); a failure (divergence, Kafka unreachable past the timeout while
+        catching up) stops following and goes to ``on_failure``; ``on_applied`` gets the log's end after each
+        batch appended."""
+        self._stop_following()
         self.catch_up()
         replica, log = self.replica, self.store.log
 

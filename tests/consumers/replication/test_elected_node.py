@@ -74,3 +74,45 @@ def test_a_local_append_failing_after_the_kafka_commit_makes_the_node_resign_and
         monkeypatch.undo()
         with pytest.raises(WritesStoppedError, match="Input/output error"):
             store.create_acls([acl("after")], context=ADMIN)
+
+
+def _followers() -> int:
+    import threading
+
+    return sum(1 for thread in threading.enumerate() if thread.name == "secmeta-replica")
+
+
+def test_an_activation_failing_after_the_writer_gate_was_made_leaves_one_follower_and_no_gate(
+        tmp_path, tansu_bootstrap, monkeypatch):
+    """The node fenced and caught up, then its activation fails (the disk refuses the resume point once): it
+    goes back to a standby with its writer's gate closed and exactly one thread following the topic (not two
+    appending the same batches), and is elected again once it rejoins."""
+    from secmeta.core.store.commit_gate import NotWriterError
+
+    note, failed = ReplicatedNode._note_resume_point, []
+
+    def disk_refuses_once(self) -> None:
+        if self.gate is not None and not failed:
+            failed.append(self.gate)
+            raise OSError(28, "No space left on device")
+        note(self)
+
+    monkeypatch.setattr(ReplicatedNode, "_note_resume_point", disk_refuses_once)
+    keyring = make_keyring(tmp_path)
+    settings = ReplicationSettings(tansu_bootstrap, node_id=1, replication_factor=1, min_insync_replicas=1,
+                                   timeout_s=10)
+    with SecurityStore.open(tmp_path / "n1", StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring,
+                            commit_gate=NotWriterGate()) as store:
+        before, failures = _followers(), []
+        with ElectedNode(ReplicatedNode(store, settings), replace(QUICK), failures.append) as node:
+            node.start(NodeAddress(1, "127.0.0.1", 9001))
+            wait_for(lambda: failed and node.election is not None and node.election._rejoin_at is not None,
+                     what="the activation failed")
+            with node._transition:       # the step-down that followed is done
+                assert node.node.gate is None and failed[0].failed is not None
+                assert _followers() - before == 1
+            with pytest.raises(NotWriterError):
+                store.create_acls([acl("while-standing-by")], context=ADMIN)
+            wait_for(lambda: node.writing, what="elected again after rejoining")
+            store.create_acls([acl("one")], context=ADMIN)
+            assert store.log.end_offset == 1 and not failures
