@@ -349,32 +349,39 @@ def test_a_log_topic_less_durable_than_asked_is_refused(tmp_path, keyring, setti
         assert _topic_batches(settings, topic) == []
 
 
-def test_an_interrupted_seed_is_completed_by_the_next_writer(tmp_path, keyring, settings, monkeypatch):
-    """A seed cut off after some of its transactions leaves a prefix of the log on the topic; the next writer
-    completes it (the topic then holds the whole log and its seeded mark) instead of refusing its own log."""
+def _interrupted_seed(path, keyring, settings: ReplicationSettings, monkeypatch, transactions: int) -> str:
+    """A store of five batches at ``path`` whose seed of its (returned) topic was cut after ``transactions``
+    transactions of one record each: the topic holds a prefix of the log."""
     from secmeta.consumers.kafka.replication import gate as gate_module
     from secmeta.core.store.commit_gate import CommitGateError
 
-    with _open(tmp_path / "n", keyring) as store:
+    with _open(path, keyring) as store:
         for i in range(5):
             store.create_acls([acl(f"t{i}")], context=ADMIN)
-    monkeypatch.setattr(gate_module, "SEED_TRANSACTION_BYTES", 1)  # one record per transaction
     commit, calls = gate_module.KafkaCommitGate.commit_records, []
 
-    def cut_after_three(self, records, what):
+    def cut(self, records, what):
         calls.append(what)
-        if len(calls) == 4:
+        if len(calls) > transactions:
             raise CommitGateError("the network was cut")
         return commit(self, records, what)
 
-    monkeypatch.setattr(gate_module.KafkaCommitGate, "commit_records", cut_after_three)
+    with monkeypatch.context() as patch:
+        patch.setattr(gate_module, "SEED_TRANSACTION_BYTES", 1)  # one record per transaction
+        patch.setattr(gate_module.KafkaCommitGate, "commit_records", cut)
+        with _open(path, keyring, commit_gate=NotWriterGate()) as store:
+            with ReplicatedNode(store, settings) as node, pytest.raises(CommitGateError, match="cut"):
+                node.become_writer()
+    return node.topic
+
+
+def test_an_interrupted_seed_is_completed_by_the_next_writer(tmp_path, keyring, settings, monkeypatch):
+    """A seed cut off after some of its transactions leaves a prefix of the log on the topic; the next writer
+    completes it (the topic then holds the whole log and its seeded mark) instead of refusing its own log."""
+    topic = _interrupted_seed(tmp_path / "n", keyring, settings, monkeypatch, transactions=3)
     with _open(tmp_path / "n", keyring, commit_gate=NotWriterGate()) as store:
-        with ReplicatedNode(store, settings) as node, pytest.raises(CommitGateError, match="cut"):
-            node.become_writer()
-        topic = node.topic
         partial = b"".join(_topic_batches(settings, topic))
         assert partial and _log_bytes(store).startswith(partial) and partial != _log_bytes(store)
-        monkeypatch.setattr(gate_module.KafkaCommitGate, "commit_records", commit)
         with ReplicatedNode(store, settings) as node:
             node.become_writer()
             store.create_acls([acl("after")], context=ADMIN)
@@ -411,3 +418,30 @@ def test_init_join_of_a_topic_the_cluster_lacks_says_so(settings, tmp_path, caps
                          "--join", settings.bootstrap, "--replication-topic", "__secmeta_log.nowhere")
     assert code == 1 and "has no topic __secmeta_log.nowhere" in err
     assert not (tmp_path / "new").exists()
+
+
+def test_a_node_holding_only_an_interrupted_seed_cannot_join_or_complete_it(tmp_path, keyring, settings, monkeypatch):
+    """While a seed is interrupted, `init --join` is refused (wait for the first node) and leaves nothing, and a
+    node whose log holds only what the topic holds cannot complete the seed (it would drop the rest of the
+    seeder's history); the seeder then completes it with its whole log."""
+    from secmeta.consumers.kafka.replication.topic import ReplicationUnavailableError
+    from secmeta.core.store.commit_gate import CommitGateError
+
+    topic = _interrupted_seed(tmp_path / "n", keyring, settings, monkeypatch, transactions=4)
+    with _open(tmp_path / "n", keyring, commit_gate=NotWriterGate()) as store:
+        store_id, created = store.log.store.store_id, store.log.store.created_ms
+    prefix = _topic_batches(settings, topic)
+    assert 0 < len(prefix) < 5
+    with pytest.raises(ReplicationUnavailableError, match="not seeded yet .* wait for the first node"):
+        join(tmp_path / "joiner", replace(settings, topic=topic), keyring)
+    assert not (tmp_path / "joiner").exists()
+    create_replica(tmp_path / "prefix", store_id, created, keyring)   # a node holding only the topic's batches
+    with _open(tmp_path / "prefix", keyring, commit_gate=NotWriterGate()) as partial, \
+            ReplicatedNode(partial, replace(settings, topic=topic, node_id=2)) as other:
+        with pytest.raises(CommitGateError, match="only the node that began the seed can complete it"):
+            other.become_writer()
+        assert b"".join(_topic_batches(settings, topic)) == b"".join(prefix)
+    with _open(tmp_path / "n", keyring, commit_gate=NotWriterGate()) as store, \
+            ReplicatedNode(store, replace(settings, topic=topic)) as node:
+        node.become_writer()
+        assert b"".join(_topic_batches(settings, topic)) == _log_bytes(store) and store.log.end_offset == 5

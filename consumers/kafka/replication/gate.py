@@ -18,7 +18,7 @@ from confluent_kafka import KafkaException, Producer
 
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.client_log import side_client_logger
-from secmeta.consumers.kafka.replication.records import Record, batch_headers, schema_record
+from secmeta.consumers.kafka.replication.records import KIND, Record, batch_headers, schema_record
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings, transactional_id
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.store.commit_gate import CommitGateError, PendingBatch
@@ -66,12 +66,14 @@ class KafkaCommitGate:
     def seed(self, records: Iterable[Record]) -> None:
         """Commit the records of a seed (seed_records: they hold every writer schema and end with the seeded
         record) in transactions of at most SEED_TRANSACTION_BYTES: an interrupted seed leaves a prefix the next
-        writer completes."""
+        writer completes. The seeded record goes in the transaction of the record before it, so a topic whose seed
+        was interrupted lacks at least one of the seeder's batches (when it has any): a node holding only what the
+        topic holds can tell it cannot complete the seed (ReplicatedNode.become_writer)."""
         self._schema_sent = True
         chunk: list[Record] = []
         size = 0
         for record in records:
-            if chunk and size + len(record[0]) > SEED_TRANSACTION_BYTES:
+            if chunk and size + len(record[0]) > SEED_TRANSACTION_BYTES and (KIND, b"seeded") not in record[1]:
                 self.commit_records(chunk, "seeding the log topic")
                 chunk, size = [], 0
             chunk.append(record)

@@ -125,6 +125,10 @@ def join(path: str | os.PathLike, settings: ReplicationSettings, keyring: Keyrin
         if joiner.replica is None:
             raise ReplicationUnavailableError(f"the log topic {topic} is empty: start the first node with "
                                               "`secmeta serve --replication-bootstrap-server` to seed it")
+        if not joiner.replica.seeded:
+            raise ReplicationUnavailableError(f"the log topic {topic} is not seeded yet (its first node's seed is "
+                                              "incomplete, or was interrupted): wait for the first node to finish "
+                                              "seeding it, then join")
         return joiner.finish()
     except BaseException:
         joiner.close()

@@ -39,6 +39,7 @@ from secmeta.core.config import CONFIG_FILE
 from secmeta.core.errors import SecmetaError
 from secmeta.core.log import Log
 from secmeta.core.log.anchor import ANCHOR_FILE
+from secmeta.core.store.commit_gate import CommitGateError
 from secmeta.core.store.facade import SecurityStore
 from secmeta.projections.snapshot import list_snapshots, read_snapshot_info
 
@@ -85,6 +86,18 @@ def _batches_then_seeded(log: Log, start: int, node_id: int) -> Iterator[Record]
     yield seeded_record(end, link)
 
 
+def _check_can_complete_seed(topic: str, held: int, end: tuple[int, bytes] | None, start: int) -> None:
+    """Only the log the seed was begun from may complete it: one that held more than the interrupted seed's
+    batches before reading them (a seed's last transaction holds its seeded record and its last batch, so the
+    seeder's log always extends past what an interrupted seed left). A node holding only that prefix would
+    complete the seed with part of the history and refute the seeder's acknowledged rest."""
+    topic_end = start if end is None else end[0]
+    if topic_end > start and held <= topic_end:
+        raise CommitGateError(f"the log topic {topic}'s seed was interrupted at offset {topic_end} and this node's log "
+                              f"held only up to offset {held}: only the node that began the seed can complete it; "
+                              "start that node")
+
+
 class ReplicatedNode:
     """The replication of one open store through its log topic."""
 
@@ -112,8 +125,11 @@ class ReplicatedNode:
         log = self.store.log
         gate = KafkaCommitGate(self.settings, log.store.store_id, self.topic, log.codec.writer_schema_json)
         try:
+            held = log.end_offset
             self._read_to_end()
             replica = self.replica
+            if replica.identity is not None and not replica.seeded:
+                _check_can_complete_seed(self.topic, held, replica.end, log.start_offset)
             if replica.identity is None or not replica.seeded:
                 # an empty topic, or one a seed was interrupted on: its batches are a prefix of this log (checked)
                 resume_at = None if replica.identity is None else replica.end[0] if replica.end else None
