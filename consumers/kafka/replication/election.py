@@ -246,9 +246,8 @@ class Election:
             log.error("node %d could not become the active controller: %s", self.node.node_id, exc)
             with self._lock:
                 void = term != self._term
-            if not void:
-                self._lose(f"activation failed: {exc}")
-                self._leave_for_a_while()
+            if not void:   # the election's thread leaves the group (its consumer is polled there alone)
+                self.resign(f"activation failed: {exc}")
             return
         with self._lock:
             if term != self._term or self._stopping.is_set():
@@ -266,7 +265,8 @@ class Election:
         self._resigning = reason
 
     def _leave_for_a_while(self) -> None:
-        """Give the partition up for one session timeout, so another node is elected meanwhile."""
+        """Give the partition up for one session timeout, so another node is elected meanwhile (on the election's
+        thread only: the group's consumer is not thread-safe)."""
         assert self._member is not None
         self._member.unsubscribe()
         self._rejoin_at = time.monotonic() + self.settings.session_timeout_ms / 1000
