@@ -32,6 +32,17 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.server
 
 
+def _first_node(tmp_path: Path) -> tuple[Path, Path, Path, str]:
+    """A keyring, node 1's store (with the admin user), node 2's directory to be, and the store's log topic."""
+    keys = tmp_path / "keys.json"
+    Keyring.generate_file(keys)
+    node1, node2 = tmp_path / "node1", tmp_path / "node2"
+    with SecurityStore.open(node1, StoreConfig(), keyring=Keyring.load(keys)) as store:
+        add_user(store, "admin", ADMIN_PASSWORD)
+        topic = f"__secmeta_log.{store.log.store.store_id}"
+    return keys, node1, node2, topic
+
+
 def _serve(store: Path, keys: Path, bootstrap: str, *extra: str,
            listeners: str = "SASL_PLAINTEXT://127.0.0.1:0") -> tuple[Any, ...]:
     """`secmeta serve` in replicated mode (on one SASL_PLAINTEXT port unless ``listeners`` says otherwise); the
@@ -92,12 +103,7 @@ def _log_bytes(store: Path) -> bytes:
 def test_a_writer_and_a_joined_standby_keep_bit_identical_logs(tmp_path, tansu_bootstrap, capsys, monkeypatch):
     """AdminClient writes through the writer; `init --join` makes node 2 from the topic; node 2 follows in its
     own process; both local logs hold the same bytes."""
-    keys = tmp_path / "keys.json"
-    Keyring.generate_file(keys)
-    node1, node2 = tmp_path / "node1", tmp_path / "node2"
-    with SecurityStore.open(node1, StoreConfig(), keyring=Keyring.load(keys)) as store:
-        add_user(store, "admin", ADMIN_PASSWORD)
-        topic = f"__secmeta_log.{store.log.store.store_id}"
+    keys, node1, node2, topic = _first_node(tmp_path)
     writer, port = _serve(node1, keys, tansu_bootstrap, "--node-id", "1")
     standby = None
     admin = _admin(port)
@@ -142,12 +148,7 @@ def test_a_standby_names_the_active_controller_and_answers_writes_not_controller
     from secmeta.events.types import ResourceType as Resource
     from tests.serverkit import RawClient
 
-    keys = tmp_path / "keys.json"
-    Keyring.generate_file(keys)
-    node1, node2 = tmp_path / "node1", tmp_path / "node2"
-    with SecurityStore.open(node1, StoreConfig(), keyring=Keyring.load(keys)) as store:
-        add_user(store, "admin", ADMIN_PASSWORD)
-        topic = f"__secmeta_log.{store.log.store.store_id}"
+    keys, node1, node2, topic = _first_node(tmp_path)
     writer, writer_port = _serve(node1, keys, tansu_bootstrap, "--node-id", "1")
     standby = None
     try:
