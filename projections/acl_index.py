@@ -4,7 +4,7 @@ Per resource type (``TypeIndex``): literal names and prefixes each map to a
 node (``LayeredMap``: a bulk-built dict whose nodes may be made on first use, see ``acl_table``,
 under a persistent overlay of later changes); a node holds one ``Group`` per principal (a single principal's group
 is the node itself, a few principals' groups a ``Few`` tuple, many a
-``Multi`` map); a group folds its ACLs into packed masks per host (see
+``Multi`` map; a node of a bulk-built table is ``Lazy``: its principals' groups made one at a time); a group folds its ACLs into packed masks per host (see
 ``acl_match``) and is the one place an ACL is stored: the image maps each
 ACL id to its group, which gives the ACL's binding back (``Group.binding``).
 A lookup probes the literal name, the literal ``*`` and only the prefix
@@ -51,12 +51,14 @@ __all__ = [
     "Few",
     "Group",
     "HostGroup",
+    "Lazy",
     "Multi",
     "Node",
     "TypeIndex",
     "frozen_map",
     "grant_key",
     "group_of",
+    "host_masks",
     "lone_bit",
     "node_of",
 ]
@@ -208,13 +210,19 @@ class Group:
         pattern = self.pattern()
         return [(acl_id, AclBinding(pattern, entry)) for acl_id, entry in self.members()]
 
+    def _entry_tuple(self) -> tuple[AccessControlEntry, ...] | None:
+        """The entries parallel to ``acl_ids()`` that a ``HostGroup`` holds (None here)."""
+        return None
+
     def _fields(self) -> tuple:
-        return (self.principal, self.ids, self.any_host, self.name, self.kind, self.hosts, self.nets, self.entries)
+        return (self.principal, self.ids, self.any_host, self.name, self.kind, self.hosts, self.nets,
+                self._entry_tuple())
 
     def __eq__(self, other: object) -> bool:
+        """Equal when they hold the same ACLs under the same pattern, however each was made."""
         if not isinstance(other, Group):
             return NotImplemented
-        return type(self) is type(other) and self._fields() == other._fields()
+        return self._fields() == other._fields()
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -226,7 +234,8 @@ class Group:
 
 
 class HostGroup(Group):
-    """A group of several ACLs, or of one whose host is not ``*``; ``entries`` parallel ``acl_ids()``."""
+    """A group of several ACLs, or of one whose host is not ``*``; ``entries`` parallel ``acl_ids()`` (a subclass
+    may make them when first asked for: ``_entry_tuple``)."""
 
     __slots__ = ("hosts", "nets", "entries")
 
@@ -236,17 +245,40 @@ class HostGroup(Group):
         self.nets = nets
         self.entries = entries
 
+    def _entry_tuple(self) -> tuple[AccessControlEntry, ...]:
+        return self.entries  # type: ignore[return-value]
+
     def members(self) -> list[tuple[str, AccessControlEntry]]:
-        return list(zip(self.acl_ids(), self.entries, strict=True))  # type: ignore[arg-type]
+        return list(zip(self.acl_ids(), self._entry_tuple(), strict=True))
 
     def entry(self, acl_id: str) -> AccessControlEntry:
-        return self.entries[self.acl_ids().index(acl_id)]  # type: ignore[index]
+        return self._entry_tuple()[self.acl_ids().index(acl_id)]
 
     def fields(self) -> list[Member]:
         return [(acl_id, e.host, e.operation, e.permission_type) for acl_id, e in self.members()]
 
 
 Member = tuple[str, str, int, int]  # acl_id, host, operation code, permission code
+
+
+def host_masks(hosts: Iterable[str], bits: Iterable[int]) -> tuple[int, dict[str, int] | None, tuple | None]:
+    """A group's masks from its ACLs' hosts and packed bits (parallel): the bits of host ``*``, every other
+    host's bits (or None), and the CIDR hosts among them as sorted (version, network, netmask, bits) (or None)."""
+    any_host = 0
+    masks: dict[str, int] | None = None
+    for host, bit in zip(hosts, bits, strict=True):
+        if host == WILDCARD:
+            any_host |= bit
+        else:
+            if masks is None:
+                masks = {}
+            masks[host] = masks.get(host, 0) | bit
+    if masks is None:
+        return _shared(any_host), None, None
+    masks = {sys.intern(host): _shared(mask) for host, mask in masks.items()}
+    nets = [(*network, mask) for host, mask in masks.items()
+            if "/" in host and (network := acl_network(host)) is not None]
+    return _shared(any_host), masks, tuple(sorted(nets)) or None
 
 
 def group_of(principal: str, name: str, kind: tuple[ResourceType, PatternType], members: list[Member]) -> Group:
@@ -261,28 +293,10 @@ def group_of(principal: str, name: str, kind: tuple[ResourceType, PatternType], 
         if bit:
             return Group(principal, acl_id, bit, name, kind)
     members = sorted(members)
-    any_host = 0
-    hosts: dict[str, int] | None = None
-    for _, host, operation, permission in members:
-        bit = ACL_BITS[permission][operation]
-        if host == WILDCARD:
-            any_host |= bit
-        else:
-            if hosts is None:
-                hosts = {}
-            hosts[host] = hosts.get(host, 0) | bit
-    nets = None
-    if hosts is not None:
-        hosts = {sys.intern(host): _shared(mask) for host, mask in hosts.items()}
-        found = []
-        for host, mask in hosts.items():
-            network = acl_network(host)
-            if network is not None:
-                found.append((*network, mask))
-        nets = tuple(sorted(found)) or None
+    any_host, hosts, nets = host_masks([m[1] for m in members], [ACL_BITS[m[3]][m[2]] for m in members])
     ids = members[0][0] if len(members) == 1 else tuple(m[0] for m in members)
     entries = tuple(canonical_entry(principal, m[1], m[2], m[3]) for m in members)
-    return HostGroup(principal, ids, _shared(any_host), name, kind, hosts, nets, entries)
+    return HostGroup(principal, ids, any_host, name, kind, hosts, nets, entries)
 
 
 class Few(tuple):
@@ -347,7 +361,63 @@ class Multi:
         return f"Multi({dict(self.by_principal)!r})"
 
 
-Node = Group | Few | Multi
+class Lazy:
+    """A node whose groups are made one principal at a time, when first asked for (``acl_table``'s nodes).
+
+    ``by_principal`` maps each principal to its group's position in ``source``, the table that makes the
+    group (``source.group(at, position)``, once) or reads the bits of its ACLs that apply to a host
+    (``source.bits(at, position, host)``).  An authorize asks for at most two principals (its own and
+    ``User:*``), so the first call to reach a node of many principals costs a dict of its principals, not a
+    group per principal.  ``whole()`` is the eager node of all its groups (made once), which writes edit.
+    """
+
+    __slots__ = ("by_principal", "source", "at", "_whole")
+
+    def __init__(self, by_principal: dict[str, int], source, at: int):
+        self.by_principal = by_principal
+        self.source = source
+        self.at = at
+        self._whole: Node | None = None
+
+    def group(self, principal: str) -> Group | None:
+        position = self.by_principal.get(principal)
+        return None if position is None else self.source.group(self.at, position)
+
+    def bits(self, principal: str, host: str) -> int:
+        get = self.by_principal.get
+        own, anyone = get(principal), get(WILDCARD_PRINCIPAL)
+        bits = 0 if own is None else self.source.bits(self.at, own, host)
+        if anyone is not None:
+            bits |= self.source.bits(self.at, anyone, host)
+        return bits
+
+    def whole(self) -> Node:
+        """The node of every group (made once; the groups are the ones ``group`` gives)."""
+        whole = self._whole
+        if whole is None:
+            source, at = self.source, self.at
+            whole = self._whole = node_of([source.group(at, position) for position in self.by_principal.values()])
+        return whole  # type: ignore[return-value]
+
+    def groups(self) -> Iterable[Group]:
+        return self.whole().groups()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Group | Few | Multi | Lazy):
+            return NotImplemented
+        return _by_principal(self) == _by_principal(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Lazy(<{len(self.by_principal)} principals>)"
+
+
+def _by_principal(node: Node) -> dict[str, Group]:
+    return {group.principal: group for group in node.groups()}
+
+
+Node = Group | Few | Multi | Lazy
 
 
 def node_of(groups: list[Group]) -> Node | None:
@@ -368,8 +438,11 @@ def _node_with(node: Node | None, updates: dict[str, Group | None]) -> Node | No
     """The node after replacing (or, for None, dropping) some principals' groups.
 
     A ``Multi`` is edited through its persistent map (cost of the changes,
-    not of the principals held) while more than ``_FEW`` principals remain.
+    not of the principals held) while more than ``_FEW`` principals remain; a ``Lazy`` node is edited as its
+    whole node (made once, so writes to a node held by many principals stay flat).
     """
+    if type(node) is Lazy:
+        node = node.whole()
     if type(node) is Multi:
         mutation = node.by_principal.mutate()
         for principal, group in updates.items():

@@ -1,15 +1,19 @@
-"""The ACL index as columns, each node made into objects only when first touched.
+"""The ACL index as columns, each node made into objects only when first touched, and then only what is asked.
 
 A snapshot load and a replay from empty both end in an ``AclTable``: per node (in runs of one
 resource type and pattern type) its name and its groups, per group its principal and ACLs, per
 ACL its id, host, operation and permission, in flat columns (lists of shared strings, byte
 strings, offset arrays) built with a few bulk operations per column and no Python object per ACL.
 The image's maps hold, for a node or an ACL id, a placeholder int (the node's or the ACL's
-position) that ``node`` / ``group_at`` make into the ``Group`` / ``Few`` / ``Multi`` the eager
-index would hold, once, when an authorize, describe or write first reaches it (``layered_map``).
+position) that ``node`` / ``group_at`` make real when an authorize, describe or write first reaches
+it (``layered_map``): a node of one group of a few ACLs becomes that group; any other node a ``Lazy``
+node, a dict of its principals' group positions.  An authorize reads a small group's bits straight
+from the columns (``bits``); a group object (``TableGroup``, its entries made only when described)
+is made once, for a large group or when describe, explain or a write asks for it (``group``).
 Issue 24's profiles: a load that made every group (``group_of`` per ACL) cost 10-15 us per ACL
 once ACLs stopped sharing groups (about ten principals per resource, most with a host); a
-placeholder costs a dict entry.
+placeholder costs a dict entry.  Making every group of a node on its first authorize cost the
+first pass over a loaded image 100 us per call on that shape (about ten groups per node).
 """
 
 from __future__ import annotations
@@ -22,22 +26,25 @@ from itertools import accumulate, compress, groupby
 from operator import attrgetter
 
 from secmeta.events.errors import InvalidValueError
-from secmeta.events.types import AclBinding, PatternType
+from secmeta.events.types import WILDCARD, AccessControlEntry, AclBinding, PatternType
+from secmeta.projections.acl_entries import canonical_entry
 from secmeta.projections.acl_index import (
     KINDS,
     AclIndex,
     Group,
+    HostGroup,
+    Lazy,
+    Member,
     Node,
     TypeIndex,
-    group_of,
-    lone_bit,
-    node_of,
+    host_masks,
 )
-from secmeta.projections.acl_match import ACL_BITS
+from secmeta.projections.acl_match import ACL_BITS, host_matches
 
 __all__ = ["AclTable", "TableError"]
 
 _OFFSETS = "q"
+_FEW_ACLS = 8  # a node of one group of up to this many ACLs is made whole on first use
 _HOST, _OPERATION, _PERMISSION = attrgetter("host"), attrgetter("operation"), attrgetter("permission_type")
 
 
@@ -51,11 +58,40 @@ def _named(resource_type: int, pattern_type: int, name: str) -> str:
     return f"{kind[0].name} {kind[1].name} {name!r}"
 
 
+class TableGroup(HostGroup):
+    """A ``HostGroup`` made from a table's columns: its entries are made when first asked for (an authorize
+    needs only its masks).  ``order``: the position of its ACL, or the positions of its ACLs in ``acl_ids()``
+    order."""
+
+    __slots__ = ("table", "order")
+
+    def __init__(self, principal, ids, any_host, name, kind, hosts, nets, table: AclTable, order):
+        super().__init__(principal, ids, any_host, name, kind, hosts, nets, None)
+        self.table = table
+        self.order = order
+
+    def _positions(self) -> tuple[int, ...]:
+        order = self.order
+        return (order,) if type(order) is int else order
+
+    def _entry_tuple(self) -> tuple[AccessControlEntry, ...]:
+        entries = self.entries
+        if entries is None:
+            t, principal = self.table, self.principal
+            entries = self.entries = tuple(canonical_entry(principal, t.hosts[k], t.operations[k], t.permissions[k])
+                                           for k in self._positions())
+        return entries
+
+    def fields(self) -> list[Member]:
+        t = self.table
+        return [(t.ids[k], t.hosts[k], t.operations[k], t.permissions[k]) for k in self._positions()]
+
+
 class AclTable:
     """Index nodes as columns; ``node(i)`` makes node i (once), ``group_at(p)`` the group of the ACL at p."""
 
     __slots__ = ("resource_types", "pattern_types", "names", "group_start", "principals", "acl_start", "ids",
-                 "hosts", "operations", "permissions", "_nodes")
+                 "hosts", "operations", "permissions", "_nodes", "_groups")
 
     def __init__(self, resource_types: bytes, pattern_types: bytes, names: list[str], group_counts: Iterable[int],
                  principals: list[str], acl_counts: Iterable[int], ids: list[str], hosts: list[str],
@@ -69,6 +105,7 @@ class AclTable:
         self.principals, self.ids, self.hosts = principals, ids, hosts
         self.operations, self.permissions = operations, permissions
         self._nodes: list[Node | None] = [None] * len(names)
+        self._groups: dict[int, Group] = {}  # group position -> group, once made
         self._check(group_counts, acl_counts)
 
     def _check(self, group_counts: array, acl_counts: array) -> None:
@@ -156,22 +193,58 @@ class AclTable:
         return node
 
     def _make(self, i: int) -> Node:
+        """Node i: one group of a few ACLs is the node itself; any other node is ``Lazy`` (a principal's group
+        made, or its bits read from the columns, when first asked for)."""
+        g, end = self.group_start[i], self.group_start[i + 1]
+        if end - g == 1 and self.acl_start[g + 1] - self.acl_start[g] <= _FEW_ACLS:
+            return self.group(i, g)
+        return Lazy(dict(zip(self.principals[g:end], range(g, end))), self, i)
+
+    def bits(self, i: int, g: int, host: str) -> int:
+        """The packed bits of the ACLs of group ``g`` (node i's) that apply to a client host: a group of a few
+        ACLs is read from the columns (no object made), a larger one through its group (made once)."""
+        starts = self.acl_start
+        a, b = starts[g], starts[g + 1]
+        if b - a > _FEW_ACLS:
+            group = self.group(i, g)
+            return group.any_host if group.hosts is None else group.host_bits(host)
+        hosts, operations, permissions = self.hosts, self.operations, self.permissions
+        bits = 0
+        for k in range(a, b):
+            acl_host = hosts[k]
+            if acl_host == WILDCARD or acl_host == host or ("/" in acl_host and host_matches(acl_host, host)):
+                bits |= ACL_BITS[permissions[k]][operations[k]]
+        return bits
+
+    def group(self, i: int, g: int) -> Group:
+        """The group at position ``g`` (one of node i's), as ``group_of`` would make it from its ACLs (made
+        once)."""
+        group = self._groups.get(g)
+        if group is None:
+            # No lock (a forked snapshot writer must never wait for one its parent held): two threads that make
+            # one group at once make equal ones, and either may be kept; nothing relies on a group's identity.
+            group = self._groups[g] = self._group(i, g)
+        return group
+
+    def _group(self, i: int, g: int) -> Group:
         name = self.names[i]
         kind = KINDS[self.resource_types[i], self.pattern_types[i]]
-        ids, hosts, operations, permissions, starts = self.ids, self.hosts, self.operations, self.permissions, \
-            self.acl_start
-        groups = []
-        for g in range(self.group_start[i], self.group_start[i + 1]):
-            a, b = starts[g], starts[g + 1]
-            principal = self.principals[g]
-            if b - a == 1:
-                bit = lone_bit(hosts[a], operations[a], permissions[a])
-                if bit:
-                    groups.append(Group(principal, ids[a], bit, name, kind))
-                    continue
-            groups.append(group_of(principal, name, kind,
-                                   list(zip(ids[a:b], hosts[a:b], operations[a:b], permissions[a:b], strict=True))))
-        return node_of(groups)  # type: ignore[return-value]
+        principal, ids, hosts = self.principals[g], self.ids, self.hosts
+        a, b = self.acl_start[g], self.acl_start[g + 1]
+        if b - a == 1:
+            bit = ACL_BITS[self.permissions[a]][self.operations[a]]
+            if hosts[a] == WILDCARD and bit:
+                return Group(principal, ids[a], bit, name, kind)
+            order: int | tuple[int, ...] = a
+            acl_ids: str | tuple[str, ...] = ids[a]
+            positions: Iterable[int] = (a,)
+        else:
+            positions = order = tuple(sorted(range(a, b), key=ids.__getitem__))  # group_of's order (ids distinct)
+            acl_ids = tuple(map(ids.__getitem__, order))
+        operations, permissions = self.operations, self.permissions
+        any_host, masks, nets = host_masks([hosts[k] for k in positions],
+                                           [ACL_BITS[permissions[k]][operations[k]] for k in positions])
+        return TableGroup(principal, acl_ids, any_host, name, kind, masks, nets, self, order)
 
     def index(self) -> AclIndex:
         """The index of the table's nodes (each made on first use)."""

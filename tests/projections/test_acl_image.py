@@ -131,13 +131,22 @@ def _hamt_nodes(node) -> set[str]:
 
 def test_write_to_a_widely_held_resource_edits_its_principal_map():
     """One ACL added on a topic held by many principals shares the untouched part of the node's map."""
-    base = image(*(acl(principal=f"User:u{i}") for i in range(200)))
+    base = image(acl(principal="User:u199"), base=image(*(acl(principal=f"User:u{i}") for i in range(199))))
     before = base.index.types[T].literal["foo"]
     written = image(acl(principal="User:new"), base=base)
     after = written.index.types[T].literal["foo"]
     assert isinstance(after, Multi) and after.group("User:u7") is before.group("User:u7")
     assert len(_hamt_nodes(after) & _hamt_nodes(before)) >= len(_hamt_nodes(before)) // 2
     assert after == AclsImage.of(list(written)).index.types[T].literal["foo"]
+
+
+def test_writes_to_a_widely_held_resource_of_a_bulk_image_share_its_principal_map():
+    """Two writes, each adding one ACL to a topic of many principals in an image built in bulk (its nodes made
+    when first used), make the node's principal map once and each edit it, sharing its untouched part."""
+    base = image(*(acl(principal=f"User:u{i}") for i in range(200)))
+    one, two = (image(acl(principal=f"User:new{i}"), base=base).index.types[T].literal["foo"] for i in range(2))
+    assert isinstance(one, Multi) and one.group("User:u7") is two.group("User:u7")
+    assert len(_hamt_nodes(one) & _hamt_nodes(two)) >= len(_hamt_nodes(one)) // 2
 
 
 def test_a_widely_held_resource_shrinks_to_few_principals():

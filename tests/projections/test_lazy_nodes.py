@@ -1,0 +1,158 @@
+"""An image built in bulk makes each index node, and each principal's group in it, only when first asked for
+(``Lazy`` nodes over an ``AclTable``): whatever reaches a node first (authorize reading its columns, explain
+making one group, describe making them all, a write editing it), every answer equals the rules' brute-force
+reading, and asking again answers the same.
+
+ACLs pile up on few (resource, principal) pairs so groups of one ACL, a few, and more than a node reads from its
+columns (``acl_table._FEW_ACLS``) all occur, with exact, CIDR and ``*`` hosts.
+"""
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from secmeta.events.types import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from secmeta.projections.acl_index import Lazy
+from secmeta.projections.acls import AclsDelta, AclsImage
+from secmeta.projections.authorizer import authorize, authorized_operations, explain
+from tests.projections.test_authorizer_properties import brute_authorize, brute_operations
+
+Op = AclOperation
+T, G = ResourceType.TOPIC, ResourceType.GROUP
+
+# One principal holds most ACLs, so its groups grow past what a node reads from its columns.
+principals = st.sampled_from(["User:u0"] * 6 + ["User:u1", "User:u2", "User:u3", "User:*"])
+hosts = st.sampled_from(["*", "10.0.0.1", "10.0.0.2", "10.0.0.0/24", "2001:db8::/32", "client-a", "10.9.0.0/16"])
+bindings = st.builds(
+    AclBinding.of,
+    st.sampled_from([T, G]),
+    st.sampled_from(["a", "ab"]),
+    st.sampled_from([PatternType.LITERAL, PatternType.PREFIXED]),
+    principals,
+    hosts,
+    st.sampled_from([Op.ALL, Op.READ, Op.WRITE, Op.DESCRIBE, Op.ALTER]),
+    st.sampled_from([AclPermissionType.ALLOW, AclPermissionType.DENY]),
+)
+calls = st.tuples(
+    st.sampled_from(["authorize", "operations", "explain", "describe"]),
+    st.sampled_from(["User:u0", "User:u1", "User:u4", "User:*"]),
+    st.sampled_from(["10.0.0.1", "10.0.0.7", "2001:db8::5", "client-a", "10.9.3.3", "::1"]),
+    st.sampled_from([Op.READ, Op.WRITE, Op.DESCRIBE, Op.ALTER]),
+    st.sampled_from([T, G]),
+    st.sampled_from(["a", "ab", "abc", "b"]),
+)
+
+
+def answer(image: AclsImage, call: tuple):
+    kind, principal, host, operation, resource_type, name = call
+    if kind == "authorize":
+        return authorize(image, principal, host, operation, resource_type, name)
+    if kind == "operations":
+        return authorized_operations(image, principal, host, resource_type, name)
+    if kind == "explain":
+        decision = explain(image, principal, host, operation, resource_type, name)
+        return decision.allowed, sorted(acl_id for acl_id, _ in decision.acls)
+    return sorted(image.describe(AclBindingFilter.of(resource_type, name, PatternType.MATCH)))
+
+
+def expected(held: dict[str, AclBinding], call: tuple):
+    """What the rules give, read from every held ACL (explain's ACLs as the index finds them: a second image
+    built write by write, whose nodes are made whole)."""
+    kind, principal, host, operation, resource_type, name = call
+    acls = list(held.values())
+    if kind == "authorize":
+        return brute_authorize(acls, principal, host, operation, resource_type, name, set(), False)
+    if kind == "operations":
+        return brute_operations(acls, principal, host, resource_type, name, set(), False)
+    if kind == "explain":
+        return answer(written(held), call)
+    return sorted((acl_id, b) for acl_id, b in held.items()
+                  if b.restype == resource_type and (b.name in (name, "*") if b.resource_pattern_type
+                                                      == PatternType.LITERAL else name.startswith(b.name)))
+
+
+def written(held: dict[str, AclBinding]) -> AclsImage:
+    """The image of these ACLs made one write at a time (every node edited, none lazy)."""
+    image = AclsImage.EMPTY
+    for acl_id, binding in held.items():
+        delta = AclsDelta(image)
+        delta.add(acl_id, binding)
+        image = delta.apply()
+    return image
+
+
+def bulk(held: dict[str, AclBinding]) -> AclsImage:
+    return AclsImage.of(held.items())
+
+
+acl_sets = st.lists(bindings, min_size=1, max_size=60).map(lambda bs: {f"id{i}": b for i, b in enumerate(bs)})
+
+
+_WIDE_GROUP = {  # one principal's group of more ACLs than a node reads from its columns, beside others
+    f"id{i}": AclBinding.of(T, "a", PatternType.LITERAL, "User:u0" if i < 12 else "User:*",
+                            ["*", "10.0.0.1", "10.0.0.0/24", "client-a"][i % 4], [Op.READ, Op.WRITE, Op.ALL][i % 3],
+                            AclPermissionType.DENY if i % 5 == 4 else AclPermissionType.ALLOW)
+    for i in range(14)
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(acl_sets, st.lists(calls, min_size=1, max_size=30))
+@example(_WIDE_GROUP, [(kind, p, h, Op.WRITE, T, "a") for kind in ("authorize", "explain", "operations")
+                       for p in ("User:u0", "User:u1") for h in ("10.0.0.7", "client-a", "::1")])
+def test_first_touch_answers_as_the_rules_and_as_asking_again(held, asked):
+    """Calls of every kind in a random order on a bulk-built image (nodes and groups made by whichever call
+    reaches them first) answer as the rules do, and the same calls asked again answer the same."""
+    image = bulk(held)
+    first = [answer(image, call) for call in asked]
+    assert first == [expected(held, call) for call in asked]
+    assert [answer(image, call) for call in asked] == first
+
+
+@settings(max_examples=150, deadline=None)
+@given(acl_sets, st.lists(calls, max_size=15), st.lists(st.one_of(st.integers(0, 59), bindings), max_size=8),
+       st.lists(calls, min_size=1, max_size=15))
+def test_writes_interleaved_with_first_touches(held, before, changes, after):
+    """Some calls touch a bulk-built image, a write removes and adds ACLs (editing touched and untouched lazy
+    nodes), then calls on both images answer as the rules do for each one's ACLs, and the written image equals
+    the one a replay of its ACLs gives."""
+    image = bulk(held)
+    for call in before:
+        answer(image, call)
+    delta = AclsDelta(image)
+    now = dict(held)
+    for n, change in enumerate(changes):
+        if isinstance(change, int):
+            acl_id = f"id{change}"
+            if acl_id in now:
+                delta.remove(acl_id)
+                del now[acl_id]
+        else:
+            now[f"new{n}"] = change
+            delta.add(f"new{n}", change)
+    later = delta.apply()
+    assert [answer(later, call) for call in after] == [expected(now, call) for call in after]
+    assert [answer(image, call) for call in after] == [expected(held, call) for call in after]
+    assert later == bulk(now) == written(now)
+
+
+def test_a_node_of_many_principals_is_lazy_and_an_authorize_makes_no_group():
+    """In a bulk-built image, a node of several principals is Lazy: an authorize reads the ACLs of its principal
+    from the table's columns and makes no group; explain then makes that principal's group only."""
+    held = {f"id{i}": AclBinding.of(T, "t", PatternType.LITERAL, f"User:u{i}", "10.0.0.1", Op.READ,
+                                    AclPermissionType.ALLOW) for i in range(20)}
+    image = bulk(held)
+    node = image.index.types[T].literal.get("t")
+    assert type(node) is Lazy
+    table = node.source
+    assert authorize(image, "User:u3", "10.0.0.1", Op.READ, T, "t")
+    assert not authorize(image, "User:u3", "10.0.0.2", Op.READ, T, "t")
+    assert table._groups == {}
+    assert explain(image, "User:u3", "10.0.0.1", Op.READ, T, "t").acls == (("id3", held["id3"]),)
+    assert [group.principal for group in table._groups.values()] == ["User:u3"]
