@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ __all__ = [
     "Lazy",
     "Multi",
     "Node",
+    "Positions",
     "TypeIndex",
     "frozen_map",
     "grant_key",
@@ -362,41 +364,46 @@ class Multi:
 
 
 class Lazy:
-    """A node whose groups are made one principal at a time, when first asked for (``acl_table``'s nodes).
+    """A node read from a table's columns until asked for more (``acl_table``'s nodes of several groups).
 
-    ``by_principal`` maps each principal to its group's position in ``source``, the table that makes the
-    group (``source.group(at, position)``, once) or reads the bits of its ACLs that apply to a host
-    (``source.bits(at, position, host)``).  An authorize asks for at most two principals (its own and
-    ``User:*``), so the first call to reach a node of many principals costs a dict of its principals, not a
-    group per principal.  ``whole()`` is the eager node of all its groups (made once), which writes edit.
+    ``source``, the table; ``at``, the node's position in it; ``principals``, its groups' principals (a list
+    scanned, or for many a ``Positions`` dict), whose ``index`` is a group's offset from ``first``, the first
+    group's position.  An authorize reads the bits of the ACLs of the request's principal and ``User:*`` from
+    the columns (``source.bits``), making no group but a large one, so the first call to reach a node costs
+    about what later ones do; a group is made once, when asked for (``source.group``).  ``whole()`` is the
+    eager node of all its groups (made once), which writes edit.
     """
 
-    __slots__ = ("by_principal", "source", "at", "_whole")
+    __slots__ = ("source", "at", "first", "principals", "_whole")
 
-    def __init__(self, by_principal: dict[str, int], source, at: int):
-        self.by_principal = by_principal
+    def __init__(self, source, at: int, first: int, principals: list[str] | Positions):
         self.source = source
         self.at = at
+        self.first = first
+        self.principals = principals
         self._whole: Node | None = None
 
     def group(self, principal: str) -> Group | None:
-        position = self.by_principal.get(principal)
-        return None if position is None else self.source.group(self.at, position)
+        principals = self.principals
+        if principal not in principals:
+            return None
+        return self.source.group(self.at, self.first + principals.index(principal))
 
     def bits(self, principal: str, host: str) -> int:
-        get = self.by_principal.get
-        own, anyone = get(principal), get(WILDCARD_PRINCIPAL)
-        bits = 0 if own is None else self.source.bits(self.at, own, host)
-        if anyone is not None:
-            bits |= self.source.bits(self.at, anyone, host)
+        principals = self.principals
+        bits = 0
+        if principal in principals:
+            bits = self.source.bits(self.at, self.first + principals.index(principal), host)
+        if WILDCARD_PRINCIPAL in principals:
+            bits |= self.source.bits(self.at, self.first + principals.index(WILDCARD_PRINCIPAL), host)
         return bits
 
     def whole(self) -> Node:
         """The node of every group (made once; the groups are the ones ``group`` gives)."""
         whole = self._whole
         if whole is None:
-            source, at = self.source, self.at
-            whole = self._whole = node_of([source.group(at, position) for position in self.by_principal.values()])
+            source, at, first = self.source, self.at, self.first
+            whole = self._whole = node_of([source.group(at, first + k) for k in range(len(self.principals))])
         return whole  # type: ignore[return-value]
 
     def groups(self) -> Iterable[Group]:
@@ -410,7 +417,14 @@ class Lazy:
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"Lazy(<{len(self.by_principal)} principals>)"
+        return f"Lazy(<{len(self.principals)} principals>)"
+
+
+class Positions(dict):
+    """principal -> offset of its group among a node's (``Lazy.principals`` of a node of many principals)."""
+
+    __slots__ = ()
+    index = dict.__getitem__
 
 
 def _by_principal(node: Node) -> dict[str, Group]:
@@ -495,7 +509,8 @@ class TypeIndex:
     Map(grant_key -> Map(name -> Group)), built on first use.
     """
 
-    __slots__ = ("literal", "prefixed", "wildcard", "lengths", "length_counts", "_grants", "_lineage")
+    __slots__ = ("literal", "prefixed", "wildcard", "lengths", "length_counts", "_prefix_slices", "_grants",
+                 "_lineage")
 
     def __init__(self, literal: LayeredMap = LayeredMap.EMPTY, prefixed: LayeredMap = LayeredMap.EMPTY,
                  length_counts: immutables.Map = EMPTY_MAP, grants: immutables.Map | None = EMPTY_MAP,
@@ -505,6 +520,7 @@ class TypeIndex:
         self.wildcard: Node | None = literal.get(WILDCARD)
         self.lengths: tuple[int, ...] = tuple(sorted(length_counts.keys()))
         self.length_counts = length_counts
+        self._prefix_slices = tuple(slice(0, length) for length in self.lengths)
         self._grants = grants
         self._lineage = _Lineage() if lineage is None else lineage
 
@@ -546,6 +562,15 @@ class TypeIndex:
             nested.setdefault(principal, {})[key] = frozen_map(table)
         return frozen_map({principal: frozen_map(per_key) for principal, per_key in nested.items()})
 
+    def prefixes_of(self, name: str) -> Iterable[str]:
+        """The prefix patterns that may cover a resource name: every held prefix of it (``covers``' PREFIXED
+        rule), some maybe twice and some no longer held (``prefixed.get`` says), probed by the maps' own
+        lookups."""
+        count = bisect_right(self.lengths, len(name))
+        if not count:
+            return ()
+        return self.prefixed.held(map(name.__getitem__, self._prefix_slices[:count]))
+
     def applicable_nodes(self, name: str) -> Iterator[Node]:
         """Nodes whose pattern covers a resource name: literal, '*', then prefixes."""
         node = self.literal.get(name)
@@ -554,11 +579,8 @@ class TypeIndex:
         if name != WILDCARD and self.wildcard is not None:
             yield self.wildcard
         get = self.prefixed.get
-        size = len(name)
-        for length in self.lengths:
-            if length > size:
-                break
-            node = get(name[:length])
+        for prefix in dict.fromkeys(self.prefixes_of(name)):
+            node = get(prefix)
             if node is not None:
                 yield node
 

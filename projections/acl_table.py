@@ -6,10 +6,11 @@ ACL its id, host, operation and permission, in flat columns (lists of shared str
 strings, offset arrays) built with a few bulk operations per column and no Python object per ACL.
 The image's maps hold, for a node or an ACL id, a placeholder int (the node's or the ACL's
 position) that ``node`` / ``group_at`` make real when an authorize, describe or write first reaches
-it (``layered_map``): a node of one group of a few ACLs becomes that group; any other node a ``Lazy``
-node, a dict of its principals' group positions.  An authorize reads a small group's bits straight
-from the columns (``bits``); a group object (``TableGroup``, its entries made only when described)
-is made once, for a large group or when describe, explain or a write asks for it (``group``).
+it (``layered_map``): a node becomes a ``Lazy`` view of its columns (its principals, scanned, or for
+many a dict).  An authorize reads the request's principal's and ``User:*``'s ACL bits straight from
+the columns (``bits``), so the first call to reach a node costs what the next ones do; a group object
+(``TableGroup``, its entries made only when described) is made once, for a large group or when
+describe, explain or a write asks for it (``group``).
 Issue 24's profiles: a load that made every group (``group_of`` per ACL) cost 10-15 us per ACL
 once ACLs stopped sharing groups (about ten principals per resource, most with a host); a
 placeholder costs a dict entry.  Making every group of a node on its first authorize cost the
@@ -36,6 +37,7 @@ from secmeta.projections.acl_index import (
     Lazy,
     Member,
     Node,
+    Positions,
     TypeIndex,
     host_masks,
 )
@@ -44,7 +46,8 @@ from secmeta.projections.acl_match import ACL_BITS, host_matches
 __all__ = ["AclTable", "TableError"]
 
 _OFFSETS = "q"
-_FEW_ACLS = 8  # a node of one group of up to this many ACLs is made whole on first use
+_FEW_ACLS = 8  # a group of up to this many ACLs is read from the columns, never made for an authorize
+_SCAN_PRINCIPALS = 16  # a node of up to this many principals is scanned for one, a larger one gets a dict
 _HOST, _OPERATION, _PERMISSION = attrgetter("host"), attrgetter("operation"), attrgetter("permission_type")
 
 
@@ -174,9 +177,16 @@ class AclTable:
                    bytes(map(_OPERATION, ordered)), bytes(map(_PERMISSION, ordered)))
 
     def node(self, i: int) -> Node:
-        """Node i (made on first use)."""
+        """Node i, a ``Lazy`` view of its columns (made on first use)."""
         node = self._nodes[i]
-        return self._made(i) if node is None else node
+        if node is None:
+            # No lock (a forked snapshot writer must never wait for one its parent held): two threads that make
+            # one node at once make equal ones, and either may be kept; nothing relies on a node's identity.
+            g, end = self.group_start[i], self.group_start[i + 1]
+            principals = self.principals[g:end]
+            node = self._nodes[i] = Lazy(self, i, g, principals if end - g <= _SCAN_PRINCIPALS
+                                         else Positions(zip(principals, range(end - g))))
+        return node
 
     __call__ = node  # a LayeredMap's source of nodes
 
@@ -185,20 +195,6 @@ class AclTable:
         g = bisect_right(self.acl_start, position) - 1
         node = self.node(bisect_right(self.group_start, g) - 1)
         return node.group(self.principals[g])  # type: ignore[return-value]
-
-    def _made(self, i: int) -> Node:
-        # No lock (a forked snapshot writer must never wait for one its parent held): two threads that make
-        # one node at once make equal ones, and either may be kept; nothing relies on a node's identity.
-        node = self._nodes[i] = self._make(i)
-        return node
-
-    def _make(self, i: int) -> Node:
-        """Node i: one group of a few ACLs is the node itself; any other node is ``Lazy`` (a principal's group
-        made, or its bits read from the columns, when first asked for)."""
-        g, end = self.group_start[i], self.group_start[i + 1]
-        if end - g == 1 and self.acl_start[g + 1] - self.acl_start[g] <= _FEW_ACLS:
-            return self.group(i, g)
-        return Lazy(dict(zip(self.principals[g:end], range(g, end))), self, i)
 
     def bits(self, i: int, g: int, host: str) -> int:
         """The packed bits of the ACLs of group ``g`` (node i's) that apply to a client host: a group of a few
@@ -212,6 +208,7 @@ class AclTable:
         bits = 0
         for k in range(a, b):
             acl_host = hosts[k]
+            # host_matches' rule, its common cases first: '*', the client's own string, else only a CIDR range
             if acl_host == WILDCARD or acl_host == host or ("/" in acl_host and host_matches(acl_host, host)):
                 bits |= ACL_BITS[permissions[k]][operations[k]]
         return bits

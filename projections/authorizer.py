@@ -67,14 +67,10 @@ def _gather(t: TypeIndex, principal: str, host: str, name: str) -> int:
     node = t.wildcard
     if node is not None:
         bits |= FOUND | node.bits(principal, host)
-    lengths = t.lengths
-    if lengths:
+    if t.lengths:
         get = t.prefixed.get
-        size = len(name)
-        for length in lengths:
-            if length > size:
-                break
-            node = get(name[:length])
+        for prefix in t.prefixes_of(name):  # a prefix given twice ORs the same bits again
+            node = get(prefix)
             if node is not None:
                 bits |= FOUND | node.bits(principal, host)
     return bits

@@ -13,7 +13,8 @@ first made (the same meaning, so every map sharing the dict may see either).  Va
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from typing import Any, ClassVar
 
 import immutables
@@ -70,6 +71,16 @@ class LayeredMap:
         if value is not _MISSING:
             return value is not _GONE
         return key in self._base
+
+    def held(self, keys: Iterable) -> Iterator:
+        """The keys among ``keys`` this map may hold, tested by the dicts' own lookups (no Python call per key):
+        every key held is given, some maybe twice, and some no longer held (``get`` says which)."""
+        contains = self._base.__contains__
+        overlay = self._overlay
+        if not overlay:
+            return filter(contains, keys)
+        keys = tuple(keys)
+        return chain(filter(contains, keys), filter(overlay.__contains__, keys))
 
     def __len__(self) -> int:
         return self._size
