@@ -1,0 +1,189 @@
+"""authorize on a freshly opened store, per workload shape: the first pass and the warm one (issue 24, item 1).
+
+    python -m scripts.bench.authz_shapes [--sizes 200000 1000000] [--shapes current kafka diverse]
+                                         [--repeat 3] [--calls 20000] [--peer /work/main/.venv/bin/python]
+
+Per shape and size, a copy of the shape's cached store (``scripts.bench.shapes``) gets a snapshot at its end,
+written by each interpreter's own secmeta (the code that reads it).  Then ``--repeat`` times, the interpreters
+in turns, a fresh interpreter opens the store from that snapshot and calls ``authorize`` over the shape's
+request mix (strings copied as off the wire; ``shapes.requests``) twice: the first pass over the freshly
+loaded image (each index node made, or read, as it is first reached), then the same calls again (warm).
+Each call is timed by its thread's CPU clock (``time.thread_time_ns``: the machine is shared, and CPU is what
+the code costs; the wall p99 prints beside it).  A figure is the median of the runs' p50 / p99, with the
+spread (max - min) and the load average beside it.  ``--peer PYTHON`` runs the same steps with another
+interpreter (main's virtualenv: the code before a change), printed as "before".
+
+Targets (issue 24): warm p99 <= 20 us at 1M ACLs on every shape; the first pass's p99 within 1.5x the warm
+p99 of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from scripts.bench import shapes
+from scripts.bench.report import REPO_ROOT, format_table, percentiles, print_table, write_json
+
+WARM_P99_US = 20.0  # at 1M ACLs
+FIRST_VS_WARM = 1.5
+CALLS = 20_000
+PASSES = ("first", "warm")
+HEADERS = ["shape", "ACLs", "pass", "p50 us", "before", "p99 us", "before", "target", "result", "detail"]
+
+
+def cpu_latencies(fn: Callable[..., Any], calls: Sequence[Sequence[Any]]) -> tuple[list[int], list[int]]:
+    """(thread CPU ns, wall ns) taken by each ``fn(*args)``."""
+    cpu_clock, wall_clock = time.thread_time_ns, time.perf_counter_ns
+    cpu, wall = [], []
+    for args in calls:
+        w, c = wall_clock(), cpu_clock()
+        fn(*args)
+        cpu.append(cpu_clock() - c)
+        wall.append(wall_clock() - w)
+    return cpu, wall
+
+
+def time_passes(acls, calls: Sequence[Sequence[Any]]) -> dict[str, float]:
+    """authorize over ``calls`` twice on a freshly loaded ACL image: the first pass, then warm; p50/p99 (us) of
+    each call's thread CPU, the wall p99 and the mean CPU per call, keyed ``first_cpu_p99`` and so on."""
+    from secmeta.projections.authorizer import authorize
+
+    gc.collect()
+    out: dict[str, float] = {}
+    for when in PASSES:
+        cpu, wall = cpu_latencies(lambda *r: authorize(acls, *r), calls)
+        pct = percentiles(cpu, (50, 99))
+        out[f"{when}_cpu_p50"], out[f"{when}_cpu_p99"] = pct["p50"] / 1000, pct["p99"] / 1000
+        out[f"{when}_wall_p99"] = percentiles(wall, (99,))["p99"] / 1000
+        out[f"{when}_cpu_mean"] = sum(cpu) / len(cpu) / 1000
+    return out
+
+
+def child(store: Path, key_file: Path, shape: str, n: int, count: int) -> dict:
+    """Open the store from its snapshot (in this interpreter) and time both passes."""
+    from scripts.bench.state_shapes import _config as store_config
+    from secmeta.core.store.facade import SecurityStore
+    from secmeta.events.keyring import Keyring
+
+    calls = shapes.requests(shape, n, count)
+    opened = SecurityStore.open(store, store_config(), keyring=Keyring.from_file(key_file))
+    if opened.loaded.snapshot is None:
+        raise SystemExit(f"{store} opened by replay, not from its snapshot")
+    out = time_passes(opened.image.acls, calls)
+    out["load1"] = os.getloadavg()[0]
+    return out
+
+
+def _run(python: str, *args: str) -> dict:
+    done = subprocess.run([python, "-m", "scripts.bench.authz_shapes", "--child", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{python} {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _snapshotted(python: str, shape: str, n: int, directory: Path) -> shapes.CachedStore:
+    """A copy of the shape's store with a snapshot at its end, written by ``python``'s secmeta."""
+    copy = shapes.copy_store(shape, n, directory)
+    done = subprocess.run([python, "-m", "scripts.bench.state_shapes", "--child", "snapshot", str(copy.path),
+                           str(copy.key_file), shape, str(n)], cwd=REPO_ROOT, capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{python}: snapshot of {shape} {n} failed:\n{done.stderr[-3000:]}")
+    return copy
+
+
+def measure(pythons: dict[str, str], shape: str, n: int, repeat: int, count: int, tmp: Path) -> dict[str, dict]:
+    """side -> figures (median and spread of each key over ``repeat`` runs, the sides in turns)."""
+    stores = {side: _snapshotted(python, shape, n, tmp / f"{side}-{shape}-{n}") for side, python in pythons.items()}
+    runs: dict[str, list[dict]] = {side: [] for side in pythons}
+    for _ in range(repeat):
+        for side, python in pythons.items():
+            store = stores[side]
+            runs[side].append(_run(python, str(store.path), str(store.key_file), shape, str(n), str(count)))
+    for store in stores.values():
+        _remove(store.path)
+    figures = {}
+    for side, got in runs.items():
+        row: dict[str, Any] = {"shape": shape, "acls": n, "runs": got}
+        for key in got[0]:
+            values = [run[key] for run in got]
+            row[key], row[f"{key}_spread"] = statistics.median(values), max(values) - min(values)
+        figures[side] = row
+    return figures
+
+
+def _remove(path: Path) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def table_rows(rows: list[dict[str, dict]]) -> list[list]:
+    out = []
+    for sides in rows:
+        r, peer = sides["after"], sides.get("before")
+
+        def before(key: str, peer: dict | None = peer) -> str:
+            return "" if peer is None else f"{peer[key]:.1f}"
+
+        warm_ok = r["warm_cpu_p99"] <= WARM_P99_US
+        first_limit = FIRST_VS_WARM * r["warm_cpu_p99"]
+        ratio = r["first_cpu_p99"] / r["warm_cpu_p99"]
+        peer_ratio = "" if peer is None else f", before x{peer['first_cpu_p99'] / peer['warm_cpu_p99']:.1f}"
+        detail = f"load avg {r['load1']:.1f}"
+        out += [
+            [r["shape"], r["acls"], "warm", f"{r['warm_cpu_p50']:.1f}", before("warm_cpu_p50"),
+             f"{r['warm_cpu_p99']:.1f}", before("warm_cpu_p99"), f"p99 <= {WARM_P99_US:g} (at 1M)",
+             ("PASS" if warm_ok else "MISS") if r["acls"] >= 1_000_000 else "",
+             f"p99 spread {r['warm_cpu_p99_spread']:.1f}, wall p99 {r['warm_wall_p99']:.1f}, {detail}"],
+            [r["shape"], r["acls"], "first", f"{r['first_cpu_p50']:.1f}", before("first_cpu_p50"),
+             f"{r['first_cpu_p99']:.1f}", before("first_cpu_p99"), f"p99 <= x{FIRST_VS_WARM:g} warm ({first_limit:.1f})",
+             "PASS" if r["first_cpu_p99"] <= first_limit else "MISS",
+             f"x{ratio:.2f} warm{peer_ratio}; p99 spread {r['first_cpu_p99_spread']:.1f}, "
+             f"wall p99 {r['first_wall_p99']:.1f}, CPU/call {r['first_cpu_mean']:.1f} (before {before('first_cpu_mean')})"],
+        ]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[200_000, 1_000_000])
+    parser.add_argument("--shapes", nargs="+", choices=shapes.NAMES, default=list(shapes.NAMES))
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=CALLS)
+    parser.add_argument("--peer", help="another interpreter whose secmeta runs the same steps (e.g. main's .venv)")
+    parser.add_argument("--child", nargs=5, metavar=("STORE", "KEYS", "SHAPE", "N", "CALLS"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        store, keys, shape, n, count = args.child
+        print(json.dumps(child(Path(store), Path(keys), shape, int(n), int(count))), flush=True)
+        os._exit(0)  # the store's background work (history index, checkpoints) is not this step's
+    pythons = {"after": sys.executable, **({"before": args.peer} if args.peer else {})}
+    rows = []
+    with tempfile.TemporaryDirectory(dir=shapes.CACHE_DIR.parent if shapes.CACHE_DIR.parent.exists() else None) as tmp:
+        for n in args.sizes:
+            for shape in args.shapes:
+                shapes.cached_store(shape, n)
+                print(f"{shape}, {n:,} ACLs ...", flush=True)
+                rows.append(measure(pythons, shape, n, args.repeat, args.calls, Path(tmp)))
+                print(format_table(f"{shape}, {n:,} ACLs (so far)", HEADERS, table_rows(rows[-1:])), flush=True)
+    print_table(f"authorize after a load, per shape (thread CPU per call, median of {args.repeat}; machine shared)"
+                + (f"; before = {args.peer}" if args.peer else ""), HEADERS, table_rows(rows))
+    print(f"wrote {write_json('authz_shapes', {'rows': rows})}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
