@@ -193,8 +193,7 @@ class AclTable:
     def group_at(self, position: int) -> Group:
         """The group that holds the ACL at ``position``."""
         g = bisect_right(self.acl_start, position) - 1
-        node = self.node(bisect_right(self.group_start, g) - 1)
-        return node.group(self.principals[g])  # type: ignore[return-value]
+        return self.group(bisect_right(self.group_start, g) - 1, g)
 
     def bits(self, i: int, g: int, host: str) -> int:
         """The packed bits of the ACLs of group ``g`` (node i's) that apply to a client host: a group of a few
