@@ -18,6 +18,7 @@ active controller.  Reads and logins are served by every node from its followed 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -60,6 +61,7 @@ class Controllership:
         self._claimed: int | None = None   # the newest other node's "active" claim still standing
         self._nodes: MappingProxyType[int, NodeAddress] = MappingProxyType({})
         self._reason = "not elected yet"
+        self._listeners: list[Callable[[int], None]] = []
 
     def __repr__(self) -> str:
         role = "active" if self._active_here else f"standby ({self._reason})"
@@ -84,23 +86,45 @@ class Controllership:
     def standby_reason(self) -> str:
         return self._reason
 
+    def on_new_controller(self, listener: Callable[[int], None]) -> None:
+        """Call ``listener(node_id)`` (on the thread that learnt it) whenever another node, or this one, becomes
+        the known controller: the server closes its idle client connections then, because librdkafka refreshes
+        its metadata when it connects, not when its controller dies (an admin client without topics otherwise
+        refreshes only every 10 s)."""
+        self._listeners.append(listener)
+
+    def _changed(self, before: int | None) -> None:
+        after = self._active
+        if after is not None and after != before:
+            for listener in self._listeners:
+                listener(after)
+
     def become_active(self) -> None:
         with self._lock:
+            before = self._active
             self._active_here = True
             self._active = self.node_id
+        self._changed(before)
 
     def step_down(self, reason: str) -> None:
         """Stop accepting writes at once; the controller is then the node whose claim to be active came last
         (heard while this node was active, e.g. a process resumed after a stop finds a newer active one), else
         unknown until someone announces."""
         with self._lock:
+            before = self._active
             self._active_here = False
             self._reason = reason
             if self._active == self.node_id:
                 self._active = self._claimed
+        self._changed(before)
 
     def observe(self, address: NodeAddress, active: bool | None) -> None:
         """What node ``address.node_id`` announced: its address, and whether it is active (None: it left)."""
+        before = self._active
+        self._observe(address, active)
+        self._changed(before)
+
+    def _observe(self, address: NodeAddress, active: bool | None) -> None:
         with self._lock:
             nodes = dict(self._nodes)
             if active is None:

@@ -69,6 +69,8 @@ class Server:
         if cluster is not None and cluster.node_id != self.config.node_id:
             raise InvalidValueError(f"the server's node id {self.config.node_id} is not its controllership's "
                                     f"node {cluster.node_id}")
+        if cluster is not None:
+            cluster.on_new_controller(self._new_controller)
         self.handlers: dict[int, Any] = {int(key): h for key, h in HANDLERS.items()}   # by the int key
         self.answers = ImageAnswers()       # reads' answers kept per published image (image_answers.py)
         self.sasl_mechanisms = _sasl_mechanisms(self.config, store)
@@ -87,6 +89,7 @@ class Server:
         self._own_sockets = sockets is None
         self._servers: list[asyncio.base_events.Server] = []
         self._connections: dict[Connection, asyncio.Task] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = False
 
     def __repr__(self) -> str:
@@ -99,6 +102,7 @@ class Server:
 
     async def start(self) -> None:
         """Bind every listener (port 0: an ephemeral port, see ``addresses``), or take the sockets given."""
+        self._loop = asyncio.get_running_loop()
         self.executor = ThreadPoolExecutor(self.config.workers, thread_name_prefix="secmeta-serve")
         the_cluster = cluster_id(self.store)
         try:
@@ -174,6 +178,20 @@ class Server:
                                  deciding: Awaitable[Admitted]) -> None:
         if self._let_in(connection, listener, await deciding):
             await connection.run()
+
+    def _new_controller(self, node_id: int) -> None:
+        """Replicated mode: another node became the active controller (any thread). Close every idle client
+        connection, so each client connects again and, connecting, refreshes its metadata, which names the new
+        controller (librdkafka keeps a dead controller until its next periodic refresh otherwise)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._close_idle, f"node {node_id} is the active controller now: an idle "
+                                                        "connection is closed so its client refreshes its metadata")
+
+    def _close_idle(self, reason: str) -> None:
+        for connection in list(self._connections):
+            if connection.established and not connection.in_flight:
+                connection.cut(reason)
 
     def _forget(self, connection: Connection) -> None:
         self._connections.pop(connection, None)

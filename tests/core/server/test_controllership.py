@@ -156,3 +156,38 @@ def test_a_server_refuses_a_controllership_of_another_node(tmp_path):
     with pytest.raises(InvalidValueError, match="node id 1 .* node 2"):
         with running_server(tmp_path, cluster=Controllership(2)):
             pass
+
+
+def test_an_admin_client_finds_a_new_controller_at_once_when_the_old_one_dies(tmp_path):
+    """The active node dies; another becomes active: it closes its idle client connections, so librdkafka connects
+    again and, connecting, refreshes its metadata, naming the new controller. Without that, an AdminClient with no
+    topics keeps the dead controller until its periodic broker refresh (every 10 s) and a write sent meanwhile
+    waits past its 5 s timeout."""
+    import contextlib
+
+    one, two = Controllership(1), Controllership(2)
+    config = StoreConfig(token_secret=TOKEN_SECRET, super_users=frozenset({"User:admin", "User:ANONYMOUS"}))
+    with contextlib.ExitStack() as stack, \
+            running_server(tmp_path / "n2", cluster=two, store_config=config, config=ServerConfig(node_id=2)) as standby:
+        active = stack.enter_context(running_server(tmp_path / "n1", cluster=one, store_config=config))
+        one.become_active()
+        addresses = {1: active.addresses["PLAINTEXT"], 2: standby.addresses["PLAINTEXT"]}
+        for node_id, (host, port) in addresses.items():
+            two.observe(NodeAddress(node_id, host, port), active=node_id == 1)
+        servers = ",".join(f"{host}:{port}" for host, port in addresses.values())
+        admin = AdminClient({"bootstrap.servers": servers, "reconnect.backoff.max.ms": 200})
+
+        def create(name: str) -> None:
+            binding = KafkaAclBinding(KafkaRes.TOPIC, name, ResourcePatternType.LITERAL, "User:bob", "*",
+                                      KafkaOp.WRITE, KafkaPerm.ALLOW)
+            for future in admin.create_acls([binding], request_timeout=5).values():
+                future.result()
+
+        create("before")
+        assert admin.list_topics(timeout=5).controller_id == 1   # the client knows node 2 too, and node 1 active
+        stack.close()                                            # node 1 dies
+        assert admin.list_topics(timeout=5).controller_id == 1   # node 2 answers: not elected yet
+        two.become_active()                                      # node 2 is elected (it names itself)
+        create("after")
+        routed = AclBindingFilter.of(ResourceType.TOPIC, "after", PatternType.LITERAL)
+        assert len(standby.store.describe_acls(routed, context=ADMIN)) == 1
