@@ -69,14 +69,9 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--standby", action="store_true",
                        help="follow the log topic and serve reads; never write (without it the node joins the "
                             "controllers' election and writes while it is the active controller)")
-    group.add_argument("--controller-session-timeout-ms", type=int, default=6000, metavar="MS",
-                       help="the election's session timeout: how long a dead, hung or cut-off active controller "
-                            "keeps its role before a standby takes over (the broker's group.min.session.timeout.ms "
-                            "must allow it; default: %(default)s)")
-    group.add_argument("--controller-heartbeat-interval-ms", type=int, default=1000, metavar="MS",
-                       help="the election's heartbeat interval (default: %(default)s)")
-    group.add_argument("--controller-max-poll-interval-ms", type=int, default=None, metavar="MS",
-                       help="the election's rebalance timeout (default: the session timeout)")
+    group.add_argument("--controller-lease-ms", type=int, default=3000, metavar="MS",
+                       help="the active controller's lease: a dead, hung or cut-off active node is replaced about "
+                            "this long after its last heartbeat reached Kafka (default: %(default)s)")
 
 
 def replication() -> Replication:

@@ -83,17 +83,16 @@ def commit_latency(bootstrap: str, directory: Path, writes: int) -> list[dict]:
     return rows
 
 
-def failover(bootstrap: str, directory: Path, trials: int, session_ms: int | None) -> dict:
-    election = () if session_ms is None else (
-        "--controller-session-timeout-ms", str(session_ms),
-        "--controller-heartbeat-interval-ms", str(max(100, session_ms // 6)))
+def failover(bootstrap: str, directory: Path, trials: int, lease_ms: int | None, how: str = "kill") -> dict:
+    election = () if lease_ms is None else ("--controller-lease-ms", str(lease_ms))
     results = []
-    with ReplicatedCluster(directory / "cluster", bootstrap, election=election) as cluster:
+    with ReplicatedCluster(directory / f"cluster-{how}", bootstrap, election=election) as cluster:
         for n in range(trials):
-            trial = run_trial(cluster, writers=2, load_s=1.0, settle_s=60.0)
+            trial = run_trial(cluster, writers=2, load_s=1.0, settle_s=60.0, how=how)
             results.append(trial)
-            print(f"trial {n + 1}/{trials}: killed node {trial.killed}, node {trial.new_active} active, "
-                  f"failover {trial.failover_s:.2f} s, {trial.acked} acknowledged, lost {len(trial.lost)}, "
+            print(f"{how} trial {n + 1}/{trials}: node {trial.killed} -> node {trial.new_active}, "
+                  f"failover {trial.failover_s:.2f} s (new active at {trial.activated_s:.2f} s), "
+                  f"{trial.acked} acknowledged, lost {len(trial.lost)}, "
                   f"split-brain {len(trial.unfenced_acks)}", flush=True)
             for line in trial.lost:
                 if "exited" in line:
@@ -103,7 +102,7 @@ def failover(bootstrap: str, directory: Path, trials: int, session_ms: int | Non
     return {"trials": len(results), "p50_s": p["p50"], "p99_s": p["p99"], "max_s": max(times),
             "acknowledged": sum(t.acked for t in results), "lost": sum(len(t.lost) for t in results),
             "split_brain": sum(len(t.unfenced_acks) for t in results), "times_s": times,
-            "session_timeout_ms": session_ms or 6000}
+            "lease_ms": lease_ms or 3000, "how": how}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,11 +2,11 @@
 
 ``ElectedNode`` joins a ``ReplicatedNode`` (the log topic: follow, or write through the commit gate) to an
 ``Election`` (who writes).  It starts as a standby: the store's gate refuses every batch, the node follows
-the topic into its local log and image, and serves reads and logins from them.  When the election hands it
-the partition, ``activate`` runs ``ReplicatedNode.become_writer``: stop following, fence every older writer
+the topic into its local log and image, and serves reads and logins from them.  When the election gives it
+the lease, ``activate`` runs ``ReplicatedNode.become_writer``: stop following, fence every older writer
 (``init_transactions`` with the shared transactional.id), read the topic to its last stable offset (seeding
 an empty topic), refuse a local log ahead of it, and commit every later batch through Kafka.  Only then does
-the Controllership accept writes.  When the node loses the partition it refuses writes at once (the
+the Controllership accept writes.  When the node loses the lease it refuses writes at once (the
 Controllership, on the election's thread); its store's gate becomes a refusing one and the node follows the
 topic again, in a thread of its own (a commit in flight may hold the store's lock until its timeout).
 

@@ -1,33 +1,34 @@
-"""Which node is the active controller: decided by Kafka's group membership, never by a protocol of ours.
+"""Which node is the active controller: a lease held on the election topic, fenced by Kafka's transactional producer.
 
-Every node of a replicated store joins one consumer group (``group_id``, derived from the store id)
-subscribed to a one-partition election topic (``election_topic``); the member Kafka's group
-coordinator assigns the partition is the candidate, as Confluent Schema Registry elects its primary.
-The candidate then activates (``activate``: the replication's transactional producer calls
-``init_transactions`` with the transactional.id every node shares, which fences the previous writer,
-then the node catches up to the log topic's last stable offset) and only then accepts writes
-(``Controllership.become_active``) and announces itself active.  On a revoke, a lost assignment
-(librdkafka's own check: no successful heartbeat for session.timeout.ms, so a cut from Kafka or a
-hung process loses it) or an activation that failed, it stops accepting writes at once
-(``Controllership.step_down``) and calls ``deactivate``; after a failed activation it leaves the
-group and joins again, so another node can be elected.
+Every node of a replicated store writes a heartbeat to a one-partition election topic (``election_topic``)
+every third of the lease (``ElectionSettings.lease_ms``, 3 s by default): its id, address, whether it accepts
+writes, the lease term it holds (if any), the highest term it has seen and whether it may campaign.  Every
+node reads every heartbeat back (``Announcements``, a consumer outside any group) into a ``LeaseView``, timed
+by its own monotonic clock at receipt.
 
-The election never decides alone whether a write is safe: the fence is Kafka's transactional
-producer, whose commit fails once a newer node ran init_transactions.  A write is acknowledged only
-after that commit, so a deposed node's acknowledgements are all of batches the new active node reads
-before it writes.
+* **The lease.** The holder is the first node to claim the newest term (the topic's one order decides ties);
+  its heartbeats of that term renew the lease.  No renewal for a whole lease, or a heartbeat releasing it,
+  leaves the lease vacant.
+* **Campaign.** When the lease is vacant, the live nodes that may campaign (heard within a lease; a node
+  that resigned sits one lease out) go in the order of their ids: the n-th waits n half-leases, so the
+  lowest live id claims first and the others see its claim before their turn.  A node claims term
+  ``max seen + 1``, and only once its own claim is read back as that term's first does it activate
+  (``activate``: the replication's transactional producer calls ``init_transactions`` with the
+  transactional.id every node shares, which fences the previous writer; then the node catches up with the
+  log topic), then ``Controllership.become_active`` and a heartbeat saying so.
+* **Step-down.** A holder whose own heartbeats stopped reaching Kafka for a lease (counted from the send
+  time of the newest one Kafka acknowledged, which is never later than when the others heard it), or that
+  reads a newer holder, stops accepting writes at once (``Controllership.step_down``) and ``deactivate``s.
 
-Announcements: each node writes its id, address and role to the election topic (key = node id,
-JSON value; a tombstone when it stops cleanly) and reads every node's announcements back with a
-group-less consumer, so Metadata can list every node and name the active one: the newest "active"
-announcement is the latest activation's.  An announcement is only a hint for clients (a node that is
-not active answers NOT_CONTROLLER).  A node whose writer fails (fenced by a newer one, or a commit of
-unknown fate) ``resign``s: it leaves the group for a session timeout so another node is elected.
+The lease never decides alone whether a write is safe: the fence is Kafka's transactional producer, whose
+commit fails once a newer node ran ``init_transactions``.  A write is acknowledged only after its commit, so
+a deposed node (hung, cut off, or just slow to notice) acknowledges nothing the new active node does not
+read before it writes.  A node whose writer fails (fenced, a commit of unknown fate, a failed activation)
+``resign``s: it steps down and sits one lease out, so another node is elected.
 
-Timing (the failover target is 10 s): the defaults below detect a dead or cut-off node within
-``session_timeout_ms`` (6 s, the smallest a Kafka broker accepts by default,
-group.min.session.timeout.ms); the rebalance that follows waits at most one heartbeat for the
-survivors and ``max_poll_interval_ms`` for a member that is still joining.
+Timing (the failover target is 10 s): a dead, hung or cut-off active node is replaced about one lease after
+its last heartbeat reached the others (3 s by default) plus the new node's fencing and catch-up (well under
+a second on a healthy cluster), whatever the broker's group timings.
 """
 
 from __future__ import annotations
@@ -40,84 +41,165 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from secmeta.core.errors import SecmetaError
 from secmeta.core.server.controllership import Controllership, NodeAddress
 
-__all__ = ["Announcements", "Election", "ElectionError", "ElectionSettings", "election_topic", "group_id"]
+__all__ = ["Announcements", "Election", "ElectionError", "ElectionSettings", "Heartbeat", "LeaseView",
+           "election_topic"]
 
 log = logging.getLogger("secmeta.replication.election")
 
 PARTITION = 0
 _POLL_S = 0.05
+HISTORY = 1000           # the election topic's newest records read at start: every heartbeat carries what matters
+RETENTION_MS = 3_600_000  # the election topic keeps an hour (only the newest heartbeats are ever read)
 
 
 class ElectionError(SecmetaError):
-    """The election could not start (its topic cannot be created or read)."""
+    """The election could not start (its topic cannot be created or read, or its settings are wrong)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ElectionSettings:
-    """The group's timing (librdkafka's names); see the module's docstring for what each bounds."""
+    """``lease_ms``: how long the active node's role outlives its last heartbeat (see the module's docstring)."""
 
-    session_timeout_ms: int = 6000
-    heartbeat_interval_ms: int = 1000
-    max_poll_interval_ms: int = 6000
+    lease_ms: int = 3000
     topic_replication_factor: int = 3
     topic_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
-        if not 0 < self.heartbeat_interval_ms < self.session_timeout_ms <= self.max_poll_interval_ms:
-            raise ElectionError("election timing: need 0 < heartbeat_interval_ms < session_timeout_ms <= "
-                                f"max_poll_interval_ms, not {self.heartbeat_interval_ms}, "
-                                f"{self.session_timeout_ms}, {self.max_poll_interval_ms}")
+        if not 300 <= self.lease_ms <= 600_000:
+            raise ElectionError(f"the controllers' lease must be 300 to 600000 ms, not {self.lease_ms}")
+
+    @property
+    def lease_s(self) -> float:
+        return self.lease_ms / 1000
+
+    @property
+    def heartbeat_s(self) -> float:
+        """Every node's heartbeat interval: a third of the lease (two may be lost before it lapses)."""
+        return self.lease_s / 3
+
+    @property
+    def rank_step_s(self) -> float:
+        """How much longer each live node waits than the next lower id before it claims a vacant lease."""
+        return self.lease_s / 2
 
 
 def election_topic(store_id: str) -> str:
-    """The one-partition topic the controllers' group subscribes to and announces on."""
+    """The one-partition topic the controllers' heartbeats go to."""
     return f"__secmeta_controllers.{store_id}"
 
 
-def group_id(store_id: str) -> str:
-    """The controllers' consumer group: one per store."""
-    return f"secmeta-controllers.{store_id}"
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """What one node said: its address; ``active`` (it accepts writes); ``term``, the lease term it claims or
+    renews (None: it holds none); ``seen``, the highest term it has seen; ``eligible``, it may campaign."""
+
+    node: NodeAddress
+    active: bool = False
+    term: int | None = None
+    seen: int = 0
+    eligible: bool = True
+
+    def encode(self) -> bytes:
+        node = self.node
+        return json.dumps({"node_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack,
+                           "active": self.active, "term": self.term, "seen": self.seen,
+                           "eligible": self.eligible}, sort_keys=True).encode()
 
 
-def _announcement(node: NodeAddress, active: bool) -> bytes:
-    return json.dumps({"node_id": node.node_id, "host": node.host, "port": node.port, "rack": node.rack,
-                       "active": active}, sort_keys=True).encode()
-
-
-def _read_announcement(key: bytes | None, value: bytes | None) -> tuple[NodeAddress, bool | None] | None:
-    """(address, active) of a record, (address, None) for a node that left; None for what is not ours."""
+def read_heartbeat(key: bytes | None, value: bytes | None) -> Heartbeat | int | None:
+    """The heartbeat of a record; the node id alone for a tombstone (the node left); None for what is not ours."""
     try:
         node_id = int((key or b"").decode())
         if value is None:
-            return NodeAddress(node_id, "", 0), None
+            return node_id
         fields = json.loads(value)
         node = NodeAddress(int(fields["node_id"]), str(fields["host"]), int(fields["port"]), fields.get("rack"))
-        return (node, bool(fields["active"])) if node.node_id == node_id else None
+        term = fields.get("term")
+        heartbeat = Heartbeat(node, bool(fields["active"]), None if term is None else int(term),
+                              int(fields.get("seen", 0)), bool(fields.get("eligible", True)))
+        return heartbeat if node.node_id == node_id else None
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         return None
 
 
-class Election:
-    """This node's membership in the controllers' group, its activation and its announcements.
+class LeaseView:
+    """The lease as this node read the election topic: who holds it, since when it is vacant, who is live.
+    Times are this node's monotonic clock when a heartbeat was read."""
 
-    ``start()`` joins; ``stop()`` steps down, announces the node gone and leaves the group (so a standby
-    is elected at once, not after a session timeout).  ``activate(term)`` runs in its own thread (it may take
-    seconds: fencing and catching up) while the group keeps being polled; ``deactivate(term, reason)`` runs
-    on the election's thread and must return at once.  ``term`` grows with every change of the assignment,
-    so a callee can tell a late activation from a later one.
+    def __init__(self, lease_s: float, now: float):
+        self.lease_s = lease_s
+        self.heard: dict[int, tuple[float, bool]] = {}   # node -> (last heard, eligible)
+        self.addresses: dict[int, NodeAddress] = {}
+        self.max_term = 0
+        self._first: dict[int, int] = {}                   # term -> its first claimant (the newest terms only)
+        self.holder: tuple[int, int] | None = None          # (node, term)
+        self.renewed = 0.0                                  # when the holder's last heartbeat was read
+        self.vacant_since: float | None = now
+
+    def apply(self, heartbeat: Heartbeat, now: float) -> None:
+        node_id = heartbeat.node.node_id
+        self.heard[node_id] = (now, heartbeat.eligible)
+        self.addresses[node_id] = heartbeat.node
+        term = heartbeat.term
+        self.max_term = max(self.max_term, heartbeat.seen, term or 0)
+        if term is not None:
+            first = self._first.setdefault(term, node_id)
+            if len(self._first) > 16:
+                del self._first[min(self._first)]
+            if first == node_id and (self.holder is None or term >= self.holder[1]):
+                self.holder, self.renewed, self.vacant_since = (node_id, term), now, None
+        elif self.holder is not None and self.holder[0] == node_id:
+            self._vacate(now)                               # it released the lease
+
+    def left(self, node_id: int, now: float) -> None:
+        self.heard.pop(node_id, None)
+        self.addresses.pop(node_id, None)
+        if self.holder is not None and self.holder[0] == node_id:
+            self._vacate(now)
+
+    def expire(self, now: float) -> int | None:
+        """Vacate a lease not renewed for a whole lease; the node whose lease lapsed, else None."""
+        if self.holder is not None and now - self.renewed >= self.lease_s:
+            lapsed = self.holder[0]
+            self._vacate(self.renewed + self.lease_s)
+            return lapsed
+        return None
+
+    def _vacate(self, at: float) -> None:
+        self.holder, self.vacant_since = None, at
+
+    def first_claimant(self, term: int) -> int | None:
+        return self._first.get(term)
+
+    def active(self, heartbeat: Heartbeat) -> bool:
+        """Whether Metadata may name the node of ``heartbeat`` the controller: it says so and holds the lease."""
+        return heartbeat.active and self.holder == (heartbeat.node.node_id, heartbeat.term)
+
+    def turn(self, node_id: int, now: float, step_s: float) -> float | None:
+        """When ``node_id`` may claim the vacant lease (its rank among the live eligible nodes times ``step_s``
+        after the lease fell vacant); None while it is held, or this node is not live and eligible itself."""
+        if self.holder is not None or self.vacant_since is None:
+            return None
+        live = sorted(n for n, (at, eligible) in self.heard.items() if eligible and now - at < self.lease_s)
+        if node_id not in live:
+            return None
+        return self.vacant_since + live.index(node_id) * step_s
+
+
+class Election:
+    """This node's heartbeats, campaigns and activation.
+
+    ``start()`` reads the election topic's newest records and starts the election's thread; ``stop()`` steps
+    down and says the node left (a tombstone: another is elected at once, not a lease later).
+    ``activate(term)`` runs in a thread of its own (fencing and catching up may take seconds) while the
+    heartbeats go on; ``deactivate(term, reason)`` runs on the election's thread and must return at once.
+    ``term`` is the lease term: a later claim always has a higher one.
     """
 
     def __init__(self, client: Mapping[str, Any], store_id: str, node: NodeAddress, cluster: Controllership, *,
@@ -133,41 +215,45 @@ class Election:
         self.topic = topic or election_topic(store_id)
         self._activate, self._deactivate = activate, deactivate
         self._lock = threading.Lock()
-        self._term = 0                  # bumped on every assignment change: an activation of an older term is void
-        self._holding = False           # Kafka assigned this node the election partition
-        self._rejoin_at: float | None = None   # after a failed activation: out of the group until then
+        self._claim: int | None = None         # the lease term this node claims or holds
+        self._last_claim = 0
+        self._activating = False               # the activation of ``_claim`` was started
+        self._renewed = 0.0                    # send time of this node's newest heartbeat Kafka acknowledged
+        self._next_heartbeat = 0.0
+        self._sit_out_until: float | None = None   # after resigning: no campaign until then
         self._resigning: str | None = None     # resign() asked the election's thread to give the role up
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
-        self._member: Consumer | None = None
         self._reader: Announcements | None = None
         self._producer: Producer | None = None
 
     def __repr__(self) -> str:
-        return f"<Election {self.topic} node={self.node.node_id} holding={self._holding} {self.cluster!r}>"
+        return f"<Election {self.topic} node={self.node.node_id} claim={self._claim} {self.cluster!r}>"
+
+    @property
+    def view(self) -> LeaseView:
+        assert self._reader is not None
+        return self._reader.view
+
+    @property
+    def sitting_out(self) -> bool:
+        """This node resigned and lets the others campaign first."""
+        return self._sit_out_until is not None
 
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> Election:
         self._reader = Announcements(self.client, self.store_id, self.cluster, self.settings, self.topic).open()
-        quiet = {"logger": log}
-        self._producer = Producer({**self.client, **quiet, "linger.ms": 0, "acks": "all"})
-        self._member = Consumer({
-            **self.client, **quiet, "group.id": group_id(self.store_id),
-            "client.id": f"secmeta-controller-{self.node.node_id}",
-            "session.timeout.ms": self.settings.session_timeout_ms,
-            "heartbeat.interval.ms": self.settings.heartbeat_interval_ms,
-            "max.poll.interval.ms": self.settings.max_poll_interval_ms,
-            "partition.assignment.strategy": "cooperative-sticky", "enable.auto.commit": False,
-            "enable.partition.eof": False})
-        self._subscribe()
-        self._announce(active=False)
+        self._reader.read_to_end()
+        self._producer = Producer({**self.client, "logger": log, "linger.ms": 0, "acks": "all",
+                                   "message.timeout.ms": self.settings.lease_ms,   # a late heartbeat is worthless
+                                   "client.id": f"{self.client.get('client.id', 'secmeta')}-election"})
         self._thread = threading.Thread(target=self._run, name=f"secmeta-election-{self.node.node_id}", daemon=True)
         self._thread.start()
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Step down, announce this node gone, leave the group, close the clients."""
+        """Step down, say this node left, close the clients."""
         self._stopping.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -176,10 +262,9 @@ class Election:
         if self._producer is not None:
             self._producer.produce(self.topic, key=str(self.node.node_id).encode(), value=None, partition=PARTITION)
             self._producer.flush(timeout)
-        for consumer in (self._member, self._reader):
-            if consumer is not None:
-                consumer.close()    # the member leaves the group: a standby is elected at once
-        self._member = self._reader = self._producer = None
+        if self._reader is not None:
+            self._reader.close()
+        self._reader = self._producer = None
 
     def __enter__(self) -> Election:
         return self.start()
@@ -189,103 +274,114 @@ class Election:
 
     # -- the election's thread -------------------------------------------------------------
 
-    def _subscribe(self) -> None:
-        assert self._member is not None
-        self._member.subscribe([self.topic], on_assign=self._assigned, on_revoke=self._revoked,
-                               on_lost=self._lost)
-
     def _run(self) -> None:
-        member, reader, producer = self._member, self._reader, self._producer
-        assert member is not None and reader is not None and producer is not None
+        reader, producer = self._reader, self._producer
+        assert reader is not None and producer is not None
         while not self._stopping.is_set():
-            member.poll(_POLL_S)          # the membership callbacks run here
             reader.poll(_POLL_S)
-            producer.poll(0)
-            if self._resigning is not None:
-                reason, self._resigning = self._resigning, None
-                self._lose(reason)
-                self._leave_for_a_while()
-            if self._rejoin_at is not None and time.monotonic() >= self._rejoin_at:
-                self._rejoin_at = None
-                self._subscribe()
+            producer.poll(0)           # delivery reports: this node's lease renewals
+            self._tick(time.monotonic())
 
-    def _assigned(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if not any(p.topic == self.topic and p.partition == PARTITION for p in partitions):
-            return
+    def _tick(self, now: float) -> None:
+        view, settings = self.view, self.settings
+        if self._resigning is not None:
+            reason, self._resigning = self._resigning, None
+            self._lose(reason)
+            self._sit_out_until = now + settings.lease_s
+            self._next_heartbeat = 0.0
+        if self._sit_out_until is not None and now >= self._sit_out_until:
+            self._sit_out_until, self._next_heartbeat = None, 0.0
+        claim = self._claim
+        if claim is not None:
+            holder = view.holder
+            first = view.first_claimant(claim)
+            if now - self._renewed > settings.lease_s:
+                self._lose(f"its lease lapsed: no heartbeat of it reached Kafka within {settings.lease_ms} ms")
+            elif holder is not None and holder[0] != self.node.node_id and holder[1] >= claim:
+                self._lose(f"node {holder[0]} holds the lease (term {holder[1]})")
+            elif first is not None and first != self.node.node_id:
+                self._lose(f"node {first} claimed lease term {claim} first")
+            elif first == self.node.node_id and not self._activating:
+                self._activating = True
+                log.info("node %d holds the lease (term %d): activating", self.node.node_id, claim)
+                threading.Thread(target=self._activation, args=(claim,), name=f"secmeta-activate-{self.node.node_id}",
+                                 daemon=True).start()
+        if now >= self._next_heartbeat:
+            self._heartbeat(now)
+        if self._claim is None and self._sit_out_until is None and not self._stopping.is_set():
+            turn = view.turn(self.node.node_id, now, settings.rank_step_s)
+            if turn is not None and now >= turn:
+                self._campaign(now)
+
+    def _campaign(self, now: float) -> None:
         with self._lock:
-            self._term += 1
-            self._holding = True
-            term = self._term
-        log.info("node %d holds the election partition: activating", self.node.node_id)
-        threading.Thread(target=self._activation, args=(term,), name=f"secmeta-activate-{self.node.node_id}",
-                         daemon=True).start()
+            self._claim = self._last_claim = max(self.view.max_term, self._last_claim) + 1
+            self._activating = False
+            self._renewed = now
+        log.info("node %d claims the vacant lease (term %d)", self.node.node_id, self._claim)
+        self._heartbeat(now)
 
-    def _revoked(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if any(p.topic == self.topic for p in partitions):
-            self._lose("the election partition was revoked")
+    def _heartbeat(self, now: float) -> None:
+        producer = self._producer
+        if producer is None:
+            return
+        claim = self._claim
+        beat = Heartbeat(self.node, self.cluster.accepts_writes, claim, max(self.view.max_term, self._last_claim),
+                         self._sit_out_until is None)
 
-    def _lost(self, _consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._lose("the group session was lost (no heartbeat reached Kafka within session.timeout.ms)")
+        def delivered(error, _message, sent=now, term=claim) -> None:
+            if error is None and term is not None and term == self._claim:
+                self._renewed = max(self._renewed, sent)
+
+        try:
+            producer.produce(self.topic, key=str(self.node.node_id).encode(), value=beat.encode(),
+                             partition=PARTITION, on_delivery=delivered)
+        except BufferError:
+            pass            # a heartbeat that cannot even be queued renews nothing
+        producer.poll(0)
+        self._next_heartbeat = now + self.settings.heartbeat_s
 
     def _lose(self, reason: str) -> None:
         with self._lock:
-            was = self._holding or self.cluster.accepts_writes
-            self._term += 1
-            term = self._term
-            self._holding = False
+            term, was = self._claim, self._claim is not None or self.cluster.accepts_writes
+            self._claim = None
+            self._activating = False
             self.cluster.step_down(reason)
         if was:
             log.warning("node %d stepped down: %s", self.node.node_id, reason)
-            self._deactivate(term, reason)
-            self._announce(active=False)
+            self._deactivate(term or self._last_claim, reason)
+            self._next_heartbeat = 0.0
 
     def _activation(self, term: int) -> None:
         try:
             self._activate(term)
         except Exception as exc:  # noqa: BLE001 - any doubt: stay standby, let another node try
             log.error("node %d could not become the active controller: %s", self.node.node_id, exc)
-            with self._lock:
-                void = term != self._term
-            if not void:   # the election's thread leaves the group (its consumer is polled there alone)
+            if self._claim == term:
                 self.resign(f"activation failed: {exc}")
             return
         with self._lock:
-            if term != self._term or self._stopping.is_set():
-                return            # revoked while activating: the revoke stepped down already
+            if term != self._claim or self._stopping.is_set():
+                return            # lost the lease while activating: the step-down is under way
             self.cluster.become_active()
-        log.info("node %d is the active controller", self.node.node_id)
-        self._announce(active=True)
+            self._next_heartbeat = 0.0   # say so at once
+        log.info("node %d is the active controller (lease term %d)", self.node.node_id, term)
 
     def resign(self, reason: str) -> None:
         """Give the role up (any thread): this node's writer failed (fenced, or a commit whose fate is unknown).
-        It refuses writes at once and leaves the group for one session timeout, so another node is elected:
-        a node that Kafka still counts as the holder (a resumed process whose session the broker kept) must
-        not keep the role while it can no longer write."""
+        It refuses writes at once, releases the lease and sits one lease out, so another node is elected."""
         self.cluster.step_down(reason)
         self._resigning = reason
 
-    def _leave_for_a_while(self) -> None:
-        """Give the partition up for one session timeout, so another node is elected meanwhile (on the election's
-        thread only: the group's consumer is not thread-safe)."""
-        assert self._member is not None
-        self._member.unsubscribe()
-        self._rejoin_at = time.monotonic() + self.settings.session_timeout_ms / 1000
-
-    def _announce(self, active: bool) -> None:
-        if self._producer is not None:
-            self._producer.produce(self.topic, key=str(self.node.node_id).encode(),
-                                   value=_announcement(self.node, active), partition=PARTITION)
-            self._producer.poll(0)
-
-
 
 class Announcements:
-    """Every node's announcements read into a Controllership, by a consumer outside the group (it never takes
-    part in the election): the election's own view, and a ``--standby`` node's, which is never active but
-    names the active node in Metadata and NOT_CONTROLLER answers.
+    """Every node's heartbeats read into a LeaseView and a Controllership, by a consumer outside any group: the
+    election's own view, and a ``--standby`` node's (never active, but it names the active node in Metadata and
+    NOT_CONTROLLER answers).  Metadata names a node active only while it holds the lease and says it writes.
 
-    ``open()`` makes the election topic if need be and reads it from its start; ``poll(timeout)`` applies
-    what arrived (the election's thread calls it); ``start()`` polls in a thread of its own until ``close()``.
+    ``open()`` makes the election topic if need be and places the reader at its newest records;
+    ``read_to_end()`` applies them; ``poll(timeout)`` applies what arrived (the election's thread calls it);
+    ``start()`` opens, reads to the end, then polls in a thread of its own until ``close()``.
     """
 
     def __init__(self, client: Mapping[str, Any], store_id: str, cluster: Controllership,
@@ -295,50 +391,65 @@ class Announcements:
         self.cluster = cluster
         self.settings = settings
         self.topic = topic or election_topic(store_id)
+        self.view = LeaseView(settings.lease_s, time.monotonic())
         self._consumer: Consumer | None = None
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
     def open(self) -> Announcements:
         self._ensure_topic()
-        self._consumer = Consumer({**self.client, "logger": log, "group.id": f"{group_id(self.store_id)}.reader",
-                                   "enable.auto.commit": False, "isolation.level": "read_committed"})
-        self._consumer.assign([TopicPartition(self.topic, PARTITION, OFFSET_BEGINNING)])
+        self._consumer = Consumer({**self.client, "logger": log, "group.id": f"secmeta-controllers.{self.store_id}.reader",
+                                   "enable.auto.commit": False, "fetch.wait.max.ms": 20,
+                                   "client.id": f"{self.client.get('client.id', 'secmeta')}-election-reader"})
+        partition = TopicPartition(self.topic, PARTITION)
+        try:
+            low, self._end = self._consumer.get_watermark_offsets(partition, timeout=self.settings.topic_timeout_s)
+        except KafkaException as exc:
+            raise ElectionError(f"cannot read the election topic {self.topic}: {exc.args[0]}") from None
+        self._start = max(low, self._end - HISTORY)
+        self._consumer.assign([TopicPartition(self.topic, PARTITION, self._start)])
         return self
 
     def start(self) -> Announcements:
-        """Read every announcement made so far (so the active node is known before the node serves), then go on
-        reading in a thread of its own."""
+        """Read the newest heartbeats (so the active node is known before the node serves), then go on reading in
+        a thread of its own."""
         self.open()
-        self._read_to_end()
+        self.read_to_end()
         self._thread = threading.Thread(target=self._run, name="secmeta-announcements", daemon=True)
         self._thread.start()
         return self
 
     def poll(self, timeout: float) -> None:
         assert self._consumer is not None
+        view, cluster = self.view, self.cluster
+        now = time.monotonic()
         for message in self._consumer.consume(100, timeout):
-            if message.error() is None:
-                read = _read_announcement(message.key(), message.value())
-                if read is not None:
-                    self.cluster.observe(*read)
+            if message.error() is not None:
+                continue
+            read = read_heartbeat(message.key(), message.value())
+            if isinstance(read, int):
+                view.left(read, now)
+                cluster.observe(NodeAddress(read, "", 0), None)
+            elif read is not None:
+                view.apply(read, now)
+                cluster.observe(read.node, view.active(read))
+        lapsed = view.expire(time.monotonic())
+        if lapsed is not None and lapsed in view.addresses:
+            cluster.observe(view.addresses[lapsed], False)   # no controller named until the next one says so
 
     def _run(self) -> None:
         while not self._stopping.is_set():
             self.poll(_POLL_S)
 
-    def _read_to_end(self) -> None:
+    def read_to_end(self) -> None:
+        """Apply every record up to the end the topic had when it was opened."""
         assert self._consumer is not None
         partition = TopicPartition(self.topic, PARTITION)
-        try:
-            low, end = self._consumer.get_watermark_offsets(partition, timeout=self.settings.topic_timeout_s)
-        except KafkaException as exc:
-            raise ElectionError(f"cannot read the election topic {self.topic}: {exc.args[0]}") from None
         deadline = time.monotonic() + self.settings.topic_timeout_s
-        while end > low and self._consumer.position([partition])[0].offset < end:
+        while self._end > self._start and self._consumer.position([partition])[0].offset < self._end:
             if time.monotonic() > deadline:
-                raise ElectionError(f"the election topic {self.topic} was not read to its end (offset {end}) within "
-                                    f"{self.settings.topic_timeout_s:g} s")
+                raise ElectionError(f"the election topic {self.topic} was not read to its end (offset {self._end}) "
+                                    f"within {self.settings.topic_timeout_s:g} s")
             self.poll(_POLL_S)
 
     def close(self, timeout: float = 10.0) -> None:
@@ -351,10 +462,10 @@ class Announcements:
             self._consumer = None
 
     def _ensure_topic(self) -> None:
-        settings: dict[str, Any] = {**self.client, "logger": log}
-        admin = AdminClient(settings)
-        future = admin.create_topics([NewTopic(self.topic, 1, self.settings.topic_replication_factor)],
-                                     request_timeout=self.settings.topic_timeout_s)[self.topic]
+        admin = AdminClient({**self.client, "logger": log})
+        topic = NewTopic(self.topic, 1, self.settings.topic_replication_factor,
+                         config={"retention.ms": str(RETENTION_MS)})
+        future = admin.create_topics([topic], request_timeout=self.settings.topic_timeout_s)[self.topic]
         try:
             future.result(self.settings.topic_timeout_s)
         except Exception as exc:  # noqa: BLE001 - one case is fine: it exists already

@@ -30,10 +30,7 @@ def settings_from_args(args: argparse.Namespace, bootstrap: str) -> ReplicationS
 
 
 def election_settings_from_args(args: argparse.Namespace) -> ElectionSettings:
-    session = getattr(args, "controller_session_timeout_ms", 6000)
-    return ElectionSettings(session_timeout_ms=session,
-                            heartbeat_interval_ms=getattr(args, "controller_heartbeat_interval_ms", 1000),
-                            max_poll_interval_ms=getattr(args, "controller_max_poll_interval_ms", None) or session,
+    return ElectionSettings(lease_ms=getattr(args, "controller_lease_ms", 3000),
                             topic_replication_factor=getattr(args, "replication_factor", 3))
 
 

@@ -106,7 +106,7 @@ def test_an_activation_failing_after_the_writer_gate_was_made_leaves_one_followe
         before, failures = _followers(), []
         with ElectedNode(ReplicatedNode(store, settings), replace(QUICK), failures.append) as node:
             node.start(NodeAddress(1, "127.0.0.1", 9001))
-            wait_for(lambda: failed and node.election is not None and node.election._rejoin_at is not None,
+            wait_for(lambda: failed and node.election is not None and node.election.sitting_out,
                      what="the activation failed")
             with node._transition:       # the step-down that followed is done
                 assert node.node.gate is None and failed[0].failed is not None
