@@ -62,6 +62,8 @@ class Controllership:
         self._nodes: MappingProxyType[int, NodeAddress] = MappingProxyType({})
         self._reason = "not elected yet"
         self._listeners: list[Callable[[int], None]] = []
+        self._cut_off: str | None = None    # why this node cannot reach the commit point (it serves nothing then)
+        self._cut_listeners: list[Callable[[str | None], None]] = []
 
     def __repr__(self) -> str:
         role = "active" if self._active_here else f"standby ({self._reason})"
@@ -92,6 +94,25 @@ class Controllership:
         its metadata when it connects, not when its controller dies (an admin client without topics otherwise
         refreshes only every 10 s)."""
         self._listeners.append(listener)
+
+    @property
+    def cut_off(self) -> str | None:
+        """Why this node is cut off from the commit point (Kafka), or None. A cut-off node serves nothing: its
+        image may be arbitrarily stale and it cannot tell clients who the controller is, so it closes every client
+        connection and refuses new ones until it reaches Kafka again; clients go to the other nodes."""
+        return self._cut_off
+
+    def on_cut_off(self, listener: Callable[[str | None], None]) -> None:
+        """Call ``listener(reason)`` when this node becomes cut off, ``listener(None)`` when it is reachable again."""
+        self._cut_listeners.append(listener)
+
+    def set_cut_off(self, reason: str | None) -> None:
+        with self._lock:
+            changed = (self._cut_off is None) != (reason is None)
+            self._cut_off = reason
+        if changed:
+            for listener in self._cut_listeners:
+                listener(reason)
 
     def _changed(self, before: int | None) -> None:
         after = self._active

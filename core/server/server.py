@@ -71,6 +71,7 @@ class Server:
                                     f"node {cluster.node_id}")
         if cluster is not None:
             cluster.on_new_controller(self._new_controller)
+            cluster.on_cut_off(self._cut_off)
         self.handlers: dict[int, Any] = {int(key): h for key, h in HANDLERS.items()}   # by the int key
         self.answers = ImageAnswers()       # reads' answers kept per published image (image_answers.py)
         self.sasl_mechanisms = _sasl_mechanisms(self.config, store)
@@ -145,8 +146,8 @@ class Server:
         # Called synchronously from connection_made: nothing has been read yet, so a TLS
         # listener can pause reading here and hand the untouched socket to start_tls.
         peer = peer_of(writer)
-        if self._stopping:
-            writer.transport.abort()
+        if self._stopping or (self.cluster is not None and self.cluster.cut_off is not None):
+            writer.transport.abort()    # stopping, or cut off from Kafka (replicated mode): clients try another node
             return
         connection = Connection(self, listener, self.brokers[listener.name], reader, writer, peer)
         if listener.protocol.tls:
@@ -192,6 +193,17 @@ class Server:
         for connection in list(self._connections):
             if connection.established and not connection.in_flight:
                 connection.cut(reason)
+
+    def _cut_off(self, reason: str | None) -> None:
+        """Replicated mode: this node cannot reach Kafka (any thread): close every client connection (new ones are
+        refused until it can again, ``_accepted``), so clients go to a node that knows the controller."""
+        loop = self._loop
+        if reason is not None and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._close_all, f"this node is cut off from Kafka ({reason})")
+
+    def _close_all(self, reason: str) -> None:
+        for connection in list(self._connections):
+            connection.cut(reason)
 
     def _forget(self, connection: Connection) -> None:
         self._connections.pop(connection, None)

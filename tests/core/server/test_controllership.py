@@ -191,3 +191,27 @@ def test_an_admin_client_finds_a_new_controller_at_once_when_the_old_one_dies(tm
         create("after")
         routed = AclBindingFilter.of(ResourceType.TOPIC, "after", PatternType.LITERAL)
         assert len(standby.store.describe_acls(routed, context=ADMIN)) == 1
+
+
+def test_a_node_cut_off_from_kafka_closes_every_connection_and_refuses_new_ones_until_it_reaches_kafka_again(tmp_path):
+    """Cut off from the commit point, a node's image may be arbitrarily stale and it cannot name the controller:
+    it closes every client connection (even one in the middle of its session) and refuses new ones, so clients
+    go to the other nodes; once it reaches Kafka again it serves as before."""
+    cluster = Controllership(1)
+    with running_server(tmp_path, cluster=cluster) as node:
+        cluster.become_active()
+        with RawClient.connect(node) as before:
+            assert _metadata_controller(before) == 1
+            cluster.set_cut_off("none of its heartbeats came back from Kafka within 3000 ms")
+            assert before.closed_by_server()
+        with RawClient.connect(node) as during:
+            assert during.closed_by_server()
+        cluster.set_cut_off(None)
+        with RawClient.connect(node) as after:
+            assert _metadata_controller(after) == 1
+
+
+def _metadata_controller(raw: RawClient) -> int:
+    raw.send(build(request_class(3, 12), topics=None, allow_auto_topic_creation=False,
+                   include_topic_authorized_operations=False))
+    return decode_response(3, 12, raw.read_frame())[1].controller_id
