@@ -42,7 +42,8 @@ from secmeta.core import SecurityStore, StoreConfig
 from secmeta.events.keyring import Keyring
 from tests.storekit import ADMIN
 
-__all__ = ["NodeProcess", "ReplicatedCluster", "Trial", "acl_binding", "free_port", "run_trial", "tansu", "wait_for"]
+__all__ = ["KafkaCut", "NodeProcess", "ReplicatedCluster", "Trial", "acl_binding", "free_port", "run_trial", "tansu",
+           "tansu_with_cut", "wait_for"]
 
 PYTHON = sys.executable
 _COMMITTED = re.compile(r"committed batch \[(\d+), (\d+)\) link ([0-9a-f]+)")
@@ -78,16 +79,19 @@ def _tansu_binary() -> str:
 
 
 @contextmanager
-def tansu(directory: Path) -> Iterator[str]:
-    """A Tansu broker (in memory) on a free port: its bootstrap address "127.0.0.1:PORT"."""
+def tansu(directory: Path, *, advertised_port: int | None = None) -> Iterator[str]:
+    """A Tansu broker (in memory) on a free port: its bootstrap address "127.0.0.1:PORT". ``advertised_port``: the
+    port its Metadata names (a KafkaCut in front of it), else its own."""
     import socket
 
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
+    advertised = f"tcp://127.0.0.1:{advertised_port or port}"
     log = Path(directory) / f"tansu-{port}.log"
     with open(log, "wb") as out:
-        broker = subprocess.Popen([_tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                                   "--storage-engine", "memory://tansu/"], stdout=out, stderr=subprocess.STDOUT)
+        broker = subprocess.Popen([_tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url",
+                                   advertised, "--storage-engine", "memory://tansu/"], stdout=out,
+                                  stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -101,6 +105,144 @@ def tansu(directory: Path) -> Iterator[str]:
     finally:
         broker.terminate()
         broker.wait(10)
+
+
+class KafkaCut:
+    """A TCP proxy in front of the broker that can cut one node's Kafka clients off, as a network partition would.
+
+    Every Kafka request names its client's ``client.id``; a node's clients carry ``chaos-node-N`` (its command
+    config), so the proxy reads the first request of each connection to tell whose it is.  ``cut(n)``: node n's
+    connections, open or new, are blackholed: what they send is dropped and nothing comes back (no reset, as when
+    packets are lost), so its clients wait out their own timeouts.  ``heal(n)`` closes the blackholed connections;
+    the node's clients connect again.
+    """
+
+    def __init__(self, target_port: int = 0):
+        import socket
+
+        self.target_port = target_port      # the broker's (set once it listens)
+        self._listener = socket.socket()
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(128)
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._cut: set[int] = set()
+        self._connections: list[tuple[int | None, object, object]] = []   # (node, client socket, broker socket)
+        self._closed = False
+        threading.Thread(target=self._accept, name="kafka-cut", daemon=True).start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def cut(self, node_id: int) -> None:
+        with self._lock:
+            self._cut.add(node_id)
+
+    def heal(self, node_id: int) -> None:
+        with self._lock:
+            self._cut.discard(node_id)
+            stale = [c for c in self._connections if c[0] == node_id]
+        for _node, client, broker in stale:
+            _close(client, broker)
+
+    def close(self) -> None:
+        self._closed = True
+        _close(self._listener)
+        with self._lock:
+            connections = list(self._connections)
+        for _node, client, broker in connections:
+            _close(client, broker)
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client) -> None:
+        import socket
+
+        try:
+            first = _read_frame(client)
+            node = _chaos_node(first)
+            broker = socket.create_connection(("127.0.0.1", self.target_port))
+        except OSError:
+            _close(client)
+            return
+        with self._lock:
+            self._connections.append((node, client, broker))
+        self._send(node, broker, first)
+        threading.Thread(target=self._pump, args=(node, broker, client), daemon=True).start()
+        self._pump(node, client, broker)
+
+    def _send(self, node: int | None, to, data: bytes) -> None:
+        if node not in self._cut:       # cut: dropped on the floor
+            to.sendall(data)
+
+    def _pump(self, node: int | None, source, to) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                self._send(node, to, data)
+        except OSError:
+            pass
+        _close(source, to)
+
+
+def _close(*sockets) -> None:
+    """Shut down, then close: a bare close leaves another thread's recv on the socket blocked, and the peer is
+    never told."""
+    import socket
+
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(OSError):
+            sock.close()
+
+
+def _read_frame(sock) -> bytes:
+    header = b""
+    while len(header) < 4:
+        chunk = sock.recv(4 - len(header))
+        if not chunk:
+            raise OSError("closed before its first request")
+        header += chunk
+    size = int.from_bytes(header, "big")
+    body = b""
+    while len(body) < size:
+        chunk = sock.recv(size - len(body))
+        if not chunk:
+            raise OSError("closed inside its first request")
+        body += chunk
+    return header + body
+
+
+def _chaos_node(frame: bytes) -> int | None:
+    """The N of a request whose client.id starts with chaos-node-N (request header v1+: api key, version,
+    correlation id, then client_id as an int16-length string)."""
+    length = int.from_bytes(frame[12:14], "big", signed=True)
+    client_id = frame[14:14 + length].decode(errors="replace") if length > 0 else ""
+    match = re.match(r"chaos-node-(\d+)", client_id)
+    return int(match.group(1)) if match else None
+
+
+@contextmanager
+def tansu_with_cut(directory: Path) -> Iterator[tuple[str, KafkaCut]]:
+    """A Tansu broker behind a KafkaCut: the bootstrap address (the proxy's, which Tansu advertises) and the proxy."""
+    proxy = KafkaCut()
+    try:
+        with tansu(directory, advertised_port=proxy.port) as direct:
+            proxy.target_port = int(direct.rsplit(":", 1)[1])
+            yield proxy.address, proxy
+    finally:
+        proxy.close()
 
 
 @dataclass
@@ -136,10 +278,11 @@ class ReplicatedCluster:
     """Three nodes of one store replicated through ``bootstrap``; ``election`` options go to every node."""
 
     def __init__(self, directory: Path, bootstrap: str, *, nodes: int = 3,
-                 election: tuple[str, ...] = ()):
+                 election: tuple[str, ...] = (), network: KafkaCut | None = None):
         self.directory = Path(directory)
         self.bootstrap = bootstrap
         self.election = election
+        self.network = network      # bootstrap is this proxy's: a node's Kafka traffic can be cut
         self.keys = self.directory / "keys.json"
         self.nodes = [NodeProcess(n, self.directory / f"node{n}", free_port(), self.directory / f"node{n}.log")
                       for n in range(1, nodes + 1)]
@@ -157,7 +300,8 @@ class ReplicatedCluster:
         self.start(first)
         wait_for(lambda: self.active() is first, 60, "node 1 seeds the topic and becomes active")
         for node in self.nodes[1:]:
-            self._cli("init", "--store", str(node.store), "--join", self.bootstrap, "--replication-topic", topic)
+            self._cli("init", "--store", str(node.store), "--join", self.bootstrap, "--replication-topic", topic,
+                      *self._client_config(node))
             self.start(node)
         return self
 
@@ -180,13 +324,19 @@ class ReplicatedCluster:
             [PYTHON, "-m", "secmeta.core.cli", "serve", "--store", str(node.store), "--node-id", str(node.node_id),
              "--listeners", f"PLAINTEXT://127.0.0.1:{node.port}",
              "--replication-bootstrap-server", self.bootstrap, "--replication-factor", "1",
-             "--min-insync-replicas", "1", *self.election],
+             "--min-insync-replicas", "1", *self.election, *self._client_config(node)],
             env=self.env, stdout=out, stderr=subprocess.STDOUT)
         out.close()
         wait_for(lambda: f"listening on PLAINTEXT://127.0.0.1:{node.port}" in node.run_log() or not node.alive(),
                  60, f"node {node.node_id} listens")
         if not node.alive():
             raise RuntimeError(f"node {node.node_id} exited: {node.run_log()[-3000:]}")
+
+    def _client_config(self, node: NodeProcess) -> tuple[str, ...]:
+        """Its Kafka clients' client.id names the node (what a KafkaCut tells connections apart by)."""
+        path = self.directory / f"node{node.node_id}-kafka.properties"
+        path.write_text(f"client.id=chaos-node-{node.node_id}\n")
+        return ("--replication-command-config", str(path))
 
     def stop(self, node: NodeProcess) -> None:
         if node.hung:
@@ -215,6 +365,16 @@ class ReplicatedCluster:
         node.process.send_signal(signal.SIGSTOP)
         node.hung = True
         return time.monotonic()
+
+    def cut(self, node: NodeProcess) -> float:
+        """Cut the node off from Kafka (its clients' connections blackholed); returns the time of the cut."""
+        assert self.network is not None, "a cut needs the cluster's Kafka behind a KafkaCut"
+        self.network.cut(node.node_id)
+        return time.monotonic()
+
+    def heal(self, node: NodeProcess) -> None:
+        assert self.network is not None
+        self.network.heal(node.node_id)
 
     def resume(self, node: NodeProcess) -> None:
         assert node.process is not None
@@ -312,9 +472,10 @@ class Trial:
 
 def run_trial(cluster: ReplicatedCluster, *, writers: int = 2, load_s: float = 1.0, settle_s: float = 30.0,
               how: str = "kill") -> Trial:
-    """Write under load, kill -9 the active (``how="hang"``: SIGSTOP it), measure until writes are acknowledged
-    again, bring the node back as a standby (restarted, or SIGCONT: it must find itself deposed and fenced),
-    let every node catch up, then check that nothing acknowledged was lost or acknowledged unfenced."""
+    """Write under load, kill -9 the active (``how="hang"``: SIGSTOP it; ``"cut"``: cut it off from Kafka), measure
+    until writes are acknowledged again, bring the node back as a standby (restarted; SIGCONT: it must find itself
+    deposed and fenced; the cut healed: it must have stepped down and follow again), let every node catch up, then
+    check that nothing acknowledged was lost or acknowledged unfenced."""
     active = wait_for(cluster.active, 60, "an active node")
     tag = uuid.uuid4().hex[:8]
     pool = [Writer(cluster, f"{tag}-{i}") for i in range(writers)]
@@ -324,7 +485,7 @@ def run_trial(cluster: ReplicatedCluster, *, writers: int = 2, load_s: float = 1
     wait_for(lambda: all(w.acked for w in pool), 30, "every writer's first acknowledgement")
     time.sleep(load_s)
     killed_mono, killed_wall = time.monotonic(), time.time()
-    killed_at = cluster.kill(active) if how == "kill" else cluster.hang(active)
+    killed_at = {"kill": cluster.kill, "hang": cluster.hang, "cut": cluster.cut}[how](active)
     first_after = wait_for(lambda: min((ack for w in pool for sent, _n, ack in w.acked if sent > killed_at),
                                        default=None), settle_s, "a write sent after the kill acknowledged")
     new_active = wait_for(cluster.active, settle_s, "a new active node")
@@ -336,10 +497,13 @@ def run_trial(cluster: ReplicatedCluster, *, writers: int = 2, load_s: float = 1
         thread.join(30)
     if how == "kill":
         cluster.start(active)                             # back as a standby: it catches up from the topic
-    else:
+    elif how == "hang":
         stepped = active.run_log().count("stepped down")
         cluster.resume(active)                            # wakes as a deposed writer: it must step down
         wait_for(lambda: active.run_log().count("stepped down") > stepped, settle_s, "the hung node steps down")
+    else:                                                 # its lease lapsed while cut: it stepped down, then
+        wait_for(lambda: "stepped down" in active.run_log(), settle_s, "the cut node steps down")
+        cluster.heal(active)                              # follows again once the cut heals
     acked = {name for w in pool for _s, name, _a in w.acked}
     with contextlib.suppress(AssertionError):   # what is still missing then is counted as lost
         wait_for(lambda: all(acked <= cluster.acl_names(n) for n in cluster.nodes), settle_s,

@@ -156,4 +156,4 @@ class ElectedNode:
         gate, self.node.gate = self.node.gate, None
         if gate is not None:
             gate.close()
-        self.node.follow(self._on_failure)
+        self.node.follow(self._on_failure, patient=True)

@@ -219,6 +219,7 @@ class Election:
         self._last_claim = 0
         self._activating = False               # the activation of ``_claim`` was started
         self._renewed = 0.0                    # send time of this node's newest heartbeat Kafka acknowledged
+        self._started = 0.0
         self._next_heartbeat = 0.0
         self._sit_out_until: float | None = None   # after resigning: no campaign until then
         self._resigning: str | None = None     # resign() asked the election's thread to give the role up
@@ -248,6 +249,7 @@ class Election:
         self._producer = Producer({**self.client, "logger": log, "linger.ms": 0, "acks": "all",
                                    "message.timeout.ms": self.settings.lease_ms,   # a late heartbeat is worthless
                                    "client.id": f"{self.client.get('client.id', 'secmeta')}-election"})
+        self._started = time.monotonic()
         self._thread = threading.Thread(target=self._run, name=f"secmeta-election-{self.node.node_id}", daemon=True)
         self._thread.start()
         return self
@@ -284,6 +286,9 @@ class Election:
 
     def _tick(self, now: float) -> None:
         view, settings = self.view, self.settings
+        heard = view.heard.get(self.node.node_id, (self._started, True))[0]
+        self.cluster.set_cut_off(None if now - max(heard, self._started) < settings.lease_s else
+                                 f"none of its heartbeats came back from Kafka within {settings.lease_ms} ms")
         if self._resigning is not None:
             reason, self._resigning = self._resigning, None
             self._lose(reason)

@@ -34,7 +34,7 @@ from secmeta.consumers.kafka.replication.resume import (
     write_resume_point,
 )
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings
-from secmeta.consumers.kafka.replication.topic import ensure_topic
+from secmeta.consumers.kafka.replication.topic import ReplicationUnavailableError, ensure_topic
 from secmeta.core.config import CONFIG_FILE
 from secmeta.core.errors import SecmetaError
 from secmeta.core.log import Log
@@ -177,22 +177,31 @@ class ReplicatedNode:
             write_resume_point(self.store.log, ResumePoint(self.topic, *last, seeded=self.replica.seeded))
 
     def follow(self, on_failure: Callable[[BaseException], None],
-               on_applied: Callable[[int], None] | None = None) -> None:
+               on_applied: Callable[[int], None] | None = None, *, patient: bool = False) -> None:
         """Catch up, then keep following the topic in the background until ``close`` (a follower already running
         is stopped first: one at a time); a failure (divergence, Kafka unreachable past the timeout while
         catching up) stops following and goes to ``on_failure``; ``on_applied`` gets the log's end after each
-        batch appended."""
+        batch appended. ``patient``: catch up in the background too, trying again while Kafka cannot be reached
+        (a node that stepped down because it was cut off from Kafka follows again once the cut heals)."""
         self._stop_following()
-        self.catch_up()
-        replica, log = self.replica, self.store.log
+        if not patient:
+            self.catch_up()
+        log = self.store.log
 
         def apply(record, kafka_offset: int) -> None:
-            replica.apply(record, kafka_offset)
+            self.replica.apply(record, kafka_offset)
             if on_applied is not None and isinstance(record, BatchRecord):
                 on_applied(log.end_offset)
 
         def run() -> None:
             try:
+                while patient and not self._stop.is_set():
+                    try:
+                        self.catch_up()
+                        break
+                    except ReplicationUnavailableError as exc:
+                        logger.warning("the log topic %s cannot be read yet (%s): trying again", self.topic, exc)
+                        self._stop.wait(1.0)
                 self._reader.follow(apply, self._stop)
             except BaseException as exc:  # noqa: BLE001 - reported, and the node stops serving
                 logger.error("following the log topic %s stopped: %s", self.topic, exc)
