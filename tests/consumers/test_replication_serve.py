@@ -180,3 +180,13 @@ def test_a_standby_names_the_active_controller_and_answers_writes_not_controller
         if standby is not None:
             errors += _stop(standby)
     assert writer.returncode == 0 and (standby is None or standby.returncode == 0), errors
+
+
+def test_a_lease_out_of_range_is_refused_naming_the_option_before_kafka_is_reached(tmp_path, capsys):
+    """`--controller-lease-ms` below 300 ms would make a loaded node lose its role between two heartbeats: refused,
+    naming the option, before the node reaches Kafka (the bootstrap here is nobody's)."""
+    keys, node1, _node2, _topic = _first_node(tmp_path)
+    code, _out, err = run(capsys, "serve", "--store", str(node1), "--key-file", str(keys), "--listeners",
+                          "PLAINTEXT://127.0.0.1:0", "--replication-bootstrap-server", "127.0.0.1:1",
+                          "--controller-lease-ms", "100")
+    assert code != 0 and "--controller-lease-ms" in err and "not 100" in err

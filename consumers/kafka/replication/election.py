@@ -72,7 +72,8 @@ class ElectionSettings:
 
     def __post_init__(self) -> None:
         if not 300 <= self.lease_ms <= 600_000:
-            raise ElectionError(f"the controllers' lease must be 300 to 600000 ms, not {self.lease_ms}")
+            raise ElectionError(f"the controllers' lease (--controller-lease-ms) must be 300 to 600000 ms, not "
+                                f"{self.lease_ms}")
 
     @property
     def lease_s(self) -> float:

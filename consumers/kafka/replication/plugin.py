@@ -37,13 +37,14 @@ def election_settings_from_args(args: argparse.Namespace) -> ElectionSettings:
 class KafkaReplication:
     def start(self, store: SecurityStore, args: argparse.Namespace, on_failure: Callable[[BaseException], None], *,
               on_applied: Callable[[int], None] | None = None) -> StandbyNode | ElectedNode:
+        election = election_settings_from_args(args)    # refused before anything reaches Kafka
         node = ReplicatedNode(store, settings_from_args(args, args.replication_bootstrap_server))
         try:
             node.catch_up()  # before the server listens: a local log the topic refutes is never served
             if not args.standby:  # follows, and joins the election once the server listens (ElectedNode.listening)
-                return ElectedNode(node, election_settings_from_args(args), on_failure)
+                return ElectedNode(node, election, on_failure)
             # follows, and reads who is active (Metadata names it; writes here are NOT_CONTROLLER)
-            return StandbyNode(node, election_settings_from_args(args)).start(on_failure, on_applied)
+            return StandbyNode(node, election).start(on_failure, on_applied)
         except BaseException:
             node.close()
             raise
