@@ -46,6 +46,8 @@ __all__ = ["KafkaCut", "NodeProcess", "ReplicatedCluster", "Trial", "acl_binding
            "tansu_with_cut", "wait_for"]
 
 PYTHON = sys.executable
+_BECAME_ACTIVE = "secmeta.replication.election: node {} is the active controller"
+_STEPPED_DOWN = "secmeta.replication.election: node {} stepped down"
 _COMMITTED = re.compile(r"committed batch \[(\d+), (\d+)\) link ([0-9a-f]+)")
 
 
@@ -208,20 +210,19 @@ def _close(*sockets) -> None:
 
 
 def _read_frame(sock) -> bytes:
-    header = b""
-    while len(header) < 4:
-        chunk = sock.recv(4 - len(header))
-        if not chunk:
-            raise OSError("closed before its first request")
-        header += chunk
-    size = int.from_bytes(header, "big")
-    body = b""
-    while len(body) < size:
-        chunk = sock.recv(size - len(body))
+    """The connection's first request frame (its size prefix included)."""
+    header = _recv_exactly(sock, 4)
+    return header + _recv_exactly(sock, int.from_bytes(header, "big"))
+
+
+def _recv_exactly(sock, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
         if not chunk:
             raise OSError("closed inside its first request")
-        body += chunk
-    return header + body
+        data += chunk
+    return data
 
 
 def _chaos_node(frame: bytes) -> int | None:
@@ -382,13 +383,13 @@ class ReplicatedCluster:
         node.hung = False
 
     def active(self) -> NodeProcess | None:
-        """The live node whose latest role line says it is the active controller."""
+        """The live node whose latest role line (its election's) says it is the active controller."""
         for node in self.nodes:
             if not node.alive():
                 continue
             text = node.run_log()
-            became = text.rfind("is the active controller")
-            if became >= 0 and text.rfind("stepped down", became) < 0:
+            became = text.rfind(_BECAME_ACTIVE.format(node.node_id))
+            if became >= 0 and text.rfind(_STEPPED_DOWN.format(node.node_id), became) < 0:
                 return node
         return None
 
@@ -498,11 +499,12 @@ def run_trial(cluster: ReplicatedCluster, *, writers: int = 2, load_s: float = 1
     if how == "kill":
         cluster.start(active)                             # back as a standby: it catches up from the topic
     elif how == "hang":
-        stepped = active.run_log().count("stepped down")
+        stepped_down = _STEPPED_DOWN.format(active.node_id)
+        stepped = active.run_log().count(stepped_down)
         cluster.resume(active)                            # wakes as a deposed writer: it must step down
-        wait_for(lambda: active.run_log().count("stepped down") > stepped, settle_s, "the hung node steps down")
+        wait_for(lambda: active.run_log().count(stepped_down) > stepped, settle_s, "the hung node steps down")
     else:                                                 # its lease lapsed while cut: it stepped down, then
-        wait_for(lambda: "stepped down" in active.run_log(), settle_s, "the cut node steps down")
+        wait_for(lambda: _STEPPED_DOWN.format(active.node_id) in active.run_log(), settle_s, "the cut node steps down")
         cluster.heal(active)                              # follows again once the cut heals
     acked = {name for w in pool for _s, name, _a in w.acked}
     with contextlib.suppress(AssertionError):   # what is still missing then is counted as lost
@@ -526,6 +528,7 @@ def _activated_at(node: NodeProcess) -> float:
     """The wall time of the node's latest "is the active controller" line (its log's timestamp)."""
     import datetime
 
-    line = node.run_log()[: node.run_log().rfind("is the active controller")].rsplit("\n", 1)[-1]
+    text = node.run_log()
+    line = text[: text.rfind(_BECAME_ACTIVE.format(node.node_id))].rsplit("\n", 1)[-1]
     stamp = datetime.datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
     return stamp.timestamp()

@@ -186,8 +186,8 @@ class Server:
         controller (librdkafka keeps a dead controller until its next periodic refresh otherwise)."""
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._close_idle, f"node {node_id} is the active controller now: an idle "
-                                                        "connection is closed so its client refreshes its metadata")
+            loop.call_soon_threadsafe(self._close_idle, f"the controller moved to node {node_id}: an idle connection "
+                                                        "is closed so its client refreshes its metadata")
 
     def _close_idle(self, reason: str) -> None:
         for connection in list(self._connections):
