@@ -468,7 +468,8 @@ class Announcements:
             self._consumer = None
 
     def _ensure_topic(self) -> None:
-        admin = AdminClient({**self.client, "logger": log})
+        settings: dict[str, Any] = {**self.client, "logger": log}
+        admin = AdminClient(settings)
         topic = NewTopic(self.topic, 1, self.settings.topic_replication_factor,
                          config={"retention.ms": str(RETENTION_MS)})
         future = admin.create_topics([topic], request_timeout=self.settings.topic_timeout_s)[self.topic]
