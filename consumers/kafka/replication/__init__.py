@@ -7,6 +7,6 @@ commits it there; only then is it appended to the local log and acknowledged
 verified replica of the topic: the same bytes, offsets and keyed hash chain
 (``TopicReplica``). ``secmeta serve --replication-bootstrap-server`` starts a
 node (``node``), ``secmeta init --join`` makes a node's store from the topic
-(``join``). The active controller is elected through Kafka's group membership
-(``election``); standbys follow the topic and serve reads.
+(``join``). The active controller holds a lease on an election topic
+(``election``), fenced by the shared transactional id; standbys follow the topic and serve reads.
 """

@@ -1,5 +1,5 @@
 """A ``--standby`` node: it follows the log topic and serves reads, never writes, and takes no part in the
-election; it reads the election's announcements (outside the group) so that Metadata names the active
+election; it reads the election's heartbeats so that Metadata names the active
 controller and a write sent to it is answered NOT_CONTROLLER (41), naming that node, with nothing written."""
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def test_no_controller_known_is_minus_one_and_a_node_stepping_down_refuses_at_on
     cluster = Controllership(3)
     cluster.become_active()
     assert cluster.accepts_writes and cluster.active_id == 3
-    cluster.step_down("the election partition was revoked")
+    cluster.step_down("node 4 holds the lease (term 2)")
     assert not cluster.accepts_writes and cluster.active_id is None
     cluster.observe(NodeAddress(4, "h", 1), active=True)
     assert cluster.active_id == 4
@@ -140,14 +140,14 @@ def test_a_node_that_steps_down_names_the_node_that_claimed_the_role_meanwhile()
     resumed.become_active()
     resumed.observe(NodeAddress(2, "h", 2), active=True)
     assert resumed.accepts_writes and resumed.active_id == 1   # its own role is decided by its election
-    resumed.step_down("the group session was lost")
+    resumed.step_down("its lease lapsed")
     assert not resumed.accepts_writes and resumed.active_id == 2
 
     withdrawn = Controllership(1)
     withdrawn.become_active()
     withdrawn.observe(NodeAddress(2, "h", 2), active=True)
     withdrawn.observe(NodeAddress(2, "h", 2), active=False)
-    withdrawn.step_down("the election partition was revoked")
+    withdrawn.step_down("node 2 holds the lease (term 2)")
     assert withdrawn.active_id is None
 
 
