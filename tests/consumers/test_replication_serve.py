@@ -50,7 +50,8 @@ def _serve(store: Path, keys: Path, bootstrap: str, *extra: str,
     proc = subprocess.Popen(
         [sys.executable, "-m", "secmeta.core.cli", "serve", "--store", str(store), "--key-file", str(keys),
          "--listeners", listeners, "--processes", "1", "--replication-bootstrap-server", bootstrap,
-         "--replication-factor", "1", "--min-insync-replicas", "1", *extra],
+         "--replication-factor", "1", "--min-insync-replicas", "1",
+         "--controller-lease-ms", "10000", *extra],   # about writes, not failover: no loaded pause outlasts it
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)})
     ports = []

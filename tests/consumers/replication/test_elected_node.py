@@ -30,7 +30,8 @@ def elected(tmp_path, bootstrap: str, **client: str) -> Iterator[tuple[SecurityS
     failures: list[BaseException] = []
     with SecurityStore.open(tmp_path / "n1", StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring,
                             commit_gate=NotWriterGate()) as store:
-        node = ElectedNode(ReplicatedNode(store, settings), replace(QUICK), failures.append)
+        # a lease no pause of a loaded machine outlasts: these tests are about writes, not failover
+        node = ElectedNode(ReplicatedNode(store, settings), replace(QUICK, lease_ms=10_000), failures.append)
         try:
             node.start(NodeAddress(1, "127.0.0.1", 9001))
             wait_for(lambda: node.writing, what="the only node is elected")
