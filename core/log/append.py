@@ -80,26 +80,30 @@ class Appender:
         anything is written. ``gate`` (replicated mode, secmeta.core.store.commit_gate) is handed the
         batch exactly as it will be written, before it is: when it raises, nothing is written.
         """
-        if not envelopes:
-            raise InvalidValueError("cannot append an empty batch")
         state = self.state
         with self.write_lock:
             self.check_writable()
             base = state.next_offset
-            payload = self.codec.encode_batch(base, envelopes)
-            ts = max(e.timestamp_ms for e in envelopes)
-            frame, link = encode_frame(
-                base, len(envelopes), ts, self.codec.fingerprint,
-                self.chain.key_id, self.chain.key, state.last_link, payload,
-            )
-            if len(frame) - 4 > MAX_FRAME:
-                raise InvalidValueError(f"a batch of {len(frame):,} bytes exceeds the {MAX_FRAME:,}-byte frame limit; split the request")
+            frame, link, ts = self.frame_batch(envelopes, base, state.last_link)
             if gate is not None:
                 gate(PendingBatch(base, base + len(envelopes), ts, frame, state.last_link, link))
             seg, written_to = self._write_frame(frame, _WrittenBatch(base, len(envelopes), ts, link, len(frame)))
         if self.config.fsync == FsyncPolicy.ALWAYS:
             self._sync_through(seg, written_to)
         return AppendResult(base, base + len(envelopes), ts, link)
+
+    def frame_batch(self, envelopes: Sequence[Envelope], base: int, prev_link: bytes) -> tuple[bytes, bytes, int]:
+        """The frame of a batch of ``envelopes`` at offset ``base`` chained from ``prev_link``, its link and timestamp;
+        nothing is written (InvalidValueError for an empty or oversized batch)."""
+        if not envelopes:
+            raise InvalidValueError("cannot append an empty batch")
+        payload = self.codec.encode_batch(base, envelopes)
+        ts = max(e.timestamp_ms for e in envelopes)
+        frame, link = encode_frame(base, len(envelopes), ts, self.codec.fingerprint, self.chain.key_id, self.chain.key,
+                                   prev_link, payload)
+        if len(frame) - 4 > MAX_FRAME:
+            raise InvalidValueError(f"a batch of {len(frame):,} bytes exceeds the {MAX_FRAME:,}-byte frame limit; split the request")
+        return frame, link, ts
 
     def append_frame(self, frame: bytes) -> tuple[list[Envelope], AppendResult]:
         """Append a batch another writer framed (a replica's copy of the commit point), byte for byte, once

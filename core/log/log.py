@@ -120,6 +120,12 @@ class Log:
         self._check_writer()
         return self._writer.append(envelopes, gate)
 
+    def frame_batch(self, envelopes: Sequence[Envelope], base: int, prev_link: bytes) -> tuple[bytes, bytes, int]:
+        """Frame a batch to be appended at ``base`` after the batch whose link is ``prev_link`` (a replicated writer
+        frames queued writes ahead of committing them together): frame, link, timestamp; nothing is written."""
+        self._check_writer()
+        return self._writer.frame_batch(envelopes, base, prev_link)
+
     def append_frame(self, frame: bytes) -> tuple[list[Envelope], AppendResult]:
         """Append, byte for byte, a batch framed by another copy of this log once it is checked to extend this
         one (DivergedError naming the offset otherwise); its events and where it landed."""
