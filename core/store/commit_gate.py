@@ -18,12 +18,14 @@ then the commit point, by the same code path as ever.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from secmeta.core.errors import SecmetaError
 
-__all__ = ["CommitGate", "CommitGateError", "NotWriterError", "NotWriterGate", "PendingBatch", "WritesStoppedError"]
+__all__ = ["CommitGate", "CommitGateError", "GroupingGate", "NotWriterError", "NotWriterGate", "PendingBatch",
+           "WritesStoppedError"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,20 @@ class CommitGate(Protocol):
         """``commit`` returned, then the local append of ``batch`` failed (``error``: a failed write or fsync):
         the batch is committed elsewhere but not here, and the local log refuses every later append. The store
         acknowledges no more writes; the gate must give the writer's role up at once."""
+        ...
+
+
+class GroupingGate(CommitGate, Protocol):
+    """A gate that commits several batches at once (one Kafka transaction): the store then groups the writes that
+    queued while it committed (``SecurityStore._write``), each still answered only after the commit that holds it."""
+
+    def check(self, batch: PendingBatch) -> None:
+        """Refuse ``batch`` alone before anything is sent (InvalidValueError: e.g. too large); the group goes on."""
+        ...
+
+    def commit_group(self, batches: Sequence[PendingBatch]) -> None:
+        """Return once every batch (consecutive, in order) is durably committed, all together; raise
+        (CommitGateError) when they are not, or may not be: then none is appended and writes stop."""
         ...
 
 

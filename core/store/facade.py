@@ -15,6 +15,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -101,6 +102,8 @@ class SecurityStore:
             delete_covered_segments=config.delete_covered_segments, clock=config.clock,
         )
         self._write_lock = threading.RLock()
+        self._queue_lock = threading.Lock()
+        self._queued: list[_Queued] = []   # writes waiting for the lock, with a gate that commits groups
         self._hmacs = TokenHmacs.of(self._image.tokens, config.token_secret)
         self._login = ScramLogin(keyring, config, lambda: self._image)
         self._sweeper: threading.Thread | None = None
@@ -210,12 +213,7 @@ class SecurityStore:
             return
         if self._log.read_only:
             raise SecmetaError(f"store {self._log.store.path} was opened read-only; this request would write")
-        request_id = context.request_id or uuid.uuid4().hex
-        operator = local_operator()
-        envelopes = [Envelope(-1, now_ms, context.principal, context.host, request_id, e,
-                              actor_asserted=context.asserted, operator_user=operator.user,
-                              operator_host=operator.host, operator_pid=operator.pid,
-                              operator_program=operator.program) for e in events]
+        envelopes = _envelopes(events, context, now_ms)
         gate = self._gate
         committed: list[PendingBatch] = []
         try:
@@ -293,17 +291,94 @@ class SecurityStore:
     def _write(self, context: RequestContext | None,
                decide: Callable[[SecurityImage, int, RequestContext], ControlResult[R]]) -> R:
         """The one write path: under the lock, read the clock, run the control function on the published
-        image as ``context`` asks, commit its events as one batch, then answer with its response."""
+        image as ``context`` asks, commit its events as one batch, then answer with its response. With a gate that
+        commits groups (replicated mode), the writes queued meanwhile are committed together (``_write_grouped``)."""
         context = checked_context(context)
+        if getattr(self._gate, "commit_group", None) is not None:
+            return self._write_grouped(context, decide)
         with self._write_lock:
-            if self._stopped is not None:
-                raise WritesStoppedError(
-                    f"this node acknowledges no write: its commit gate failed at offset {self._log.end_offset} "
-                    f"({self._stopped}); nothing was written") from self._stopped
-            now = self.config.now_ms()
-            result = decide(self._image, now, context)
-            self._commit(result.events, context, now)
+            return self._write_locked(context, decide)
+
+    def _write_locked(self, context: RequestContext,
+                      decide: Callable[[SecurityImage, int, RequestContext], ControlResult[R]]) -> R:
+        self._check_not_stopped()
+        now = self.config.now_ms()
+        result = decide(self._image, now, context)
+        self._commit(result.events, context, now)
         return result.response
+
+    def _check_not_stopped(self) -> None:
+        if self._stopped is not None:
+            raise WritesStoppedError(
+                f"this node acknowledges no write: its commit gate failed at offset {self._log.end_offset} "
+                f"({self._stopped}); nothing was written") from self._stopped
+
+    def _write_grouped(self, context: RequestContext,
+                       decide: Callable[[SecurityImage, int, RequestContext], ControlResult[R]]) -> R:
+        """A write queues; whoever takes the lock next decides every queued write in turn, each on the image the
+        ones before it leave, and commits their batches with one gate commit (one Kafka transaction). Each write
+        is answered only once that commit and its local append are done. A write whose decision or batch is
+        refused fails alone; a failed commit fails every write of the group (none was acknowledged) and stops
+        writes (commit_gate)."""
+        queued = _Queued(context, decide)
+        with self._queue_lock:
+            self._queued.append(queued)
+        with self._write_lock:
+            if not queued.done.is_set():
+                with self._queue_lock:
+                    group, self._queued = self._queued, []
+                self._commit_group(group)
+        return queued.outcome()
+
+    def _commit_group(self, group: list[_Queued]) -> None:
+        """Caller holds the lock. Decide, frame and commit ``group`` (see ``_write_grouped``)."""
+        gate = self._gate
+        if self._stopped is not None or getattr(gate, "commit_group", None) is None:   # the gate changed meanwhile
+            for queued in group:
+                queued.settle(partial(self._write_locked, queued.context, queued.decide))
+            return
+        image, base, link = self._image, self._log.end_offset, self._log.last_link
+        pending: list[tuple[_Queued, Sequence[Envelope], PendingBatch | None, SecurityImage, object]] = []
+        for queued in group:
+            try:
+                now = self.config.now_ms()
+                result = queued.decide(image, now, queued.context)
+                if not result.events:      # answered with the group: it was decided on the writes before it
+                    pending.append((queued, (), None, image, result.response))
+                    continue
+                envelopes = _envelopes(result.events, queued.context, now)
+                frame, next_link, ts = self._log.frame_batch(envelopes, base, link)
+                batch = PendingBatch(base, base + len(envelopes), ts, frame, link, next_link)
+                gate.check(batch)          # type: ignore[union-attr]
+            except BaseException as exc:  # noqa: BLE001 - this write alone fails
+                queued.fail(exc)
+                continue
+            with paused_gc(freeze=len(envelopes) >= FREEZE_AFTER):
+                image = replayed(image, envelopes, batch.next_offset)
+            pending.append((queued, envelopes, batch, image, result.response))
+            base, link = batch.next_offset, next_link
+        batches = [batch for _q, _e, batch, _i, _r in pending if batch is not None]
+        try:
+            if batches:
+                gate.commit_group(batches)  # type: ignore[union-attr]
+        except BaseException as exc:  # noqa: BLE001 - none of the group was acknowledged
+            self._stopped = exc
+            for queued, *_rest in pending:
+                queued.fail(exc)
+            return
+        for n, (waiting, logged, committed, after, answer) in enumerate(pending):
+            if committed is not None:
+                try:
+                    self._log.append_frame(committed.frame)
+                except BaseException as exc:  # noqa: BLE001 - committed elsewhere, not here: no more writes
+                    self._stopped = exc
+                    gate.append_failed(committed, exc)  # type: ignore[union-attr]
+                    for rest, *_ in pending[n:]:
+                        rest.fail(exc)
+                    return
+                self._publish(after, [e.event for e in logged])
+                self._snapshotter.maybe_snapshot(after, committed.next_offset, background=True)
+            waiting.succeed(answer)
 
     def _config_at(self, image: SecurityImage) -> StoreConfig:
         """The settings that decide at ``image``: the config with the settings the log set by then."""
@@ -565,3 +640,44 @@ def _new_token_id() -> str:
 
 def _at_offset(image: SecurityImage, next_offset: int) -> SecurityImage:
     return replace(image, next_offset=next_offset)
+
+
+def _envelopes(events: Sequence[Event], context: RequestContext, now_ms: int) -> list[Envelope]:
+    """The envelopes a write's events are logged in: who asked, from where, in which request, by which program."""
+    request_id = context.request_id or uuid.uuid4().hex
+    operator = local_operator()
+    return [Envelope(-1, now_ms, context.principal, context.host, request_id, e, actor_asserted=context.asserted,
+                     operator_user=operator.user, operator_host=operator.host, operator_pid=operator.pid,
+                     operator_program=operator.program) for e in events]
+
+
+class _Queued:
+    """A write waiting to be committed with a group: its request, then its answer or its error."""
+
+    __slots__ = ("context", "decide", "done", "_response", "_error")
+
+    def __init__(self, context: RequestContext, decide: Callable[..., ControlResult]):
+        self.context, self.decide = context, decide
+        self.done = threading.Event()
+        self._response: object = None
+        self._error: BaseException | None = None
+
+    def succeed(self, response: object) -> None:
+        self._response = response
+        self.done.set()
+
+    def fail(self, error: BaseException) -> None:
+        self._error = error
+        self.done.set()
+
+    def settle(self, write: Callable[[], object]) -> None:
+        try:
+            self.succeed(write())
+        except BaseException as exc:  # noqa: BLE001 - handed to the writer's thread
+            self.fail(exc)
+
+    def outcome(self):
+        self.done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._response

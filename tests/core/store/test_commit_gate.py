@@ -206,3 +206,106 @@ def test_a_local_append_failing_after_the_commit_stops_writes_and_tells_the_gate
     with pytest.raises(WritesStoppedError, match="Input/output error"):
         store.create_acls([acl("c")], context=ADMIN)
     assert len(gate.batches) == 2
+
+
+class Grouping(Recording):
+    """A gate that commits groups of batches (replicated mode's Kafka gate does, one transaction each); it refuses
+    a batch alone when its frame holds ``too_big`` (as the Kafka gate refuses one over the topic's record limit)."""
+
+    def __init__(self):
+        super().__init__()
+        self.groups: list[list[PendingBatch]] = []
+        self.too_big: bytes | None = None
+
+    def check(self, batch: PendingBatch) -> None:
+        from secmeta.core.errors import InvalidValueError
+
+        if self.too_big is not None and self.too_big in batch.frame:
+            raise InvalidValueError("a batch over the record limit")
+
+    def commit_group(self, batches) -> None:
+        if self.refuse:
+            raise CommitGateError(self.refuse)
+        self.groups.append(list(batches))
+        self.batches.extend(batches)
+
+
+@pytest.fixture
+def grouping(tmp_path, keyring):
+    gate = Grouping()
+    with SecurityStore.open(tmp_path / "g", StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring,
+                            commit_gate=gate) as store:
+        yield store, gate
+
+
+def _queued_while_locked(store: SecurityStore, writes) -> list:
+    """Run each write in its own thread while this thread holds the store's write lock (a commit under way), so all
+    queue; then let them go: what each returned or raised."""
+    import threading
+    import time
+
+    outcomes: list = [None] * len(writes)
+
+    def run(n, write):
+        try:
+            outcomes[n] = write()
+        except Exception as exc:  # noqa: BLE001 - the outcome under test
+            outcomes[n] = exc
+
+    threads = [threading.Thread(target=run, args=(n, w)) for n, w in enumerate(writes)]
+    with store._write_lock:
+        for thread in threads:
+            thread.start()
+        while len(store._queued) < len(writes):
+            time.sleep(0.001)
+    for thread in threads:
+        thread.join(30)
+    return outcomes
+
+
+def test_writes_queued_behind_a_commit_are_committed_together_each_answered_after_it(grouping):
+    """Four writes that queued while a commit held the lock go to the gate as one group (one Kafka transaction), in
+    the order they are logged: the local log holds exactly those frames, and every write's effect is readable."""
+    store, gate = grouping
+    store.create_acls([acl("first")], context=ADMIN)
+    outcomes = _queued_while_locked(store, [lambda n=n: store.create_acls([acl(f"t{n}")], context=ADMIN)
+                                            for n in range(4)])
+    assert not any(isinstance(o, Exception) for o in outcomes)
+    assert [len(group) for group in gate.groups] == [1, 4]
+    assert b"".join(b.frame for b in gate.batches) == _segment_bytes(store)
+    assert [b.base_offset for b in gate.groups[1]] == [1, 2, 3, 4] and store.log.end_offset == 5
+    names = {binding.pattern.name for _id, binding in store.image.acls}
+    assert names == {"first", "t0", "t1", "t2", "t3"}
+
+
+def test_in_a_group_a_refused_decision_or_batch_fails_alone_and_the_others_commit(grouping):
+    """A write its control function refuses, and one whose batch the gate refuses before sending anything, fail
+    with their own errors; the rest of the group is committed and nothing of the refused ones is logged."""
+    from secmeta.core.errors import InvalidValueError
+
+    store, gate = grouping
+    gate.too_big = b"too-big"
+    outcomes = _queued_while_locked(store, [
+        lambda: store.create_acls([acl("kept-1")], context=ADMIN),
+        lambda: store.alter_settings({"no.such.setting": "x"}, context=ADMIN),
+        lambda: store.create_acls([acl("too-big")], context=ADMIN),
+        lambda: store.create_acls([acl("kept-2")], context=ADMIN),
+    ])
+    assert "unknown setting 'no.such.setting'" in str(outcomes[1])
+    assert isinstance(outcomes[2], InvalidValueError) and "record limit" in str(outcomes[2])
+    assert not isinstance(outcomes[0], Exception) and not isinstance(outcomes[3], Exception)
+    assert [[b.base_offset for b in group] for group in gate.groups] == [[0, 1]]
+    assert {binding.pattern.name for _id, binding in store.image.acls} == {"kept-1", "kept-2"}
+    assert b"".join(b.frame for b in gate.batches) == _segment_bytes(store)
+
+
+def test_a_group_whose_commit_fails_fails_every_write_in_it_appends_nothing_and_stops_writes(grouping):
+    store, gate = grouping
+    gate.refuse = "fenced by a newer writer"
+    outcomes = _queued_while_locked(store, [lambda n=n: store.create_acls([acl(f"t{n}")], context=ADMIN)
+                                            for n in range(3)])
+    assert all(isinstance(o, CommitGateError) and "fenced" in str(o) for o in outcomes)
+    assert store.log.end_offset == 0 and len(store.image.acls) == 0
+    gate.refuse = None
+    with pytest.raises(WritesStoppedError, match="fenced"):
+        store.create_acls([acl("after")], context=ADMIN)
