@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.replication.election import Election, ElectionSettings
+from secmeta.consumers.kafka.replication.gate import KafkaCommitGate
 from secmeta.consumers.kafka.replication.node import ReplicatedNode
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.server.controllership import Controllership, NodeAddress
-from secmeta.core.store.commit_gate import CommitGate, CommitGateError, NotWriterGate, PendingBatch
+from secmeta.core.store.commit_gate import CommitGateError, NotWriterGate, PendingBatch
 
 __all__ = ["ElectedNode"]
 
@@ -39,21 +40,29 @@ class _Acknowledging:
     A local append that fails after the commit is fatal: the node resigns and stops (``on_fatal(error)``; its
     log refuses every append, so it cannot even follow; restarted, it catches up from the topic)."""
 
-    def __init__(self, gate: CommitGate, node_id: int, term: int, on_failure: Callable[[str], None],
+    def __init__(self, gate: KafkaCommitGate, node_id: int, term: int, on_failure: Callable[[str], None],
                  on_fatal: Callable[[BaseException], None]):
         self._gate, self._node_id, self._term, self._on_failure = gate, node_id, term, on_failure
         self._on_fatal = on_fatal
 
+    def check(self, batch: PendingBatch) -> None:
+        self._gate.check(batch)
+
     def commit(self, batch: PendingBatch) -> None:
+        self.check(batch)
+        self.commit_group([batch])
+
+    def commit_group(self, batches: Sequence[PendingBatch]) -> None:
         try:
-            self._gate.commit(batch)
+            self._gate.commit_group(batches)
         except InvalidValueError:
             raise
         except BaseException as exc:
             self._on_failure(f"its writer failed: {exc}")
             raise
-        logger.info("committed batch [%d, %d) link %s (node %d, election term %d)", batch.base_offset, batch.next_offset,
-                    batch.link.hex()[:16], self._node_id, self._term)
+        for batch in batches:
+            logger.info("committed batch [%d, %d) link %s (node %d, election term %d)", batch.base_offset,
+                        batch.next_offset, batch.link.hex()[:16], self._node_id, self._term)
 
     def append_failed(self, batch: PendingBatch, error: BaseException) -> None:
         logger.error("the batch at offset %d was committed to the log topic but the local append failed: %s; node %d "

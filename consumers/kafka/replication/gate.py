@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from confluent_kafka import KafkaException, Producer
 
@@ -81,21 +81,32 @@ class KafkaCommitGate:
         if chunk:
             self.commit_records(chunk, "seeding the log topic")
 
-    def commit(self, batch: PendingBatch) -> None:
-        what = f"the batch at offset {batch.base_offset}"
-        if len(batch.frame) > self.max_bytes:  # refused before anything is sent: the writer goes on
+    def check(self, batch: PendingBatch) -> None:
+        """A batch over the topic's record limit is refused alone, before anything is sent: the writer goes on."""
+        if len(batch.frame) > self.max_bytes:
             raise InvalidValueError(f"a batch of {len(batch.frame):,} bytes exceeds the log topic's record limit "
                                     f"({self.max_bytes:,} bytes: message.max.bytes less the headers); split the "
                                     "request")
-        if self._expected is None or self._expected != (batch.base_offset, batch.prev_link):
+
+    def commit(self, batch: PendingBatch) -> None:
+        self.check(batch)
+        self.commit_group([batch])
+
+    def commit_group(self, batches: Sequence[PendingBatch]) -> None:
+        """Commit consecutive batches (each checked) in one transaction: writes that queued up while the last
+        transaction committed share the next one."""
+        first, last = batches[0], batches[-1]
+        what = (f"the batch at offset {first.base_offset}" if len(batches) == 1 else
+                f"the {len(batches)} batches at offsets {first.base_offset} to {last.next_offset}")
+        if self._expected is None or self._expected != (first.base_offset, first.prev_link):
             end = "unknown" if self._expected is None else f"offset {self._expected[0]}"
             self._failed = error = CommitGateError(
-                f"{what} was not committed: it does not extend the log topic {self.topic}, which ends at {end}; "
+                f"{what} were not committed: they do not extend the log topic {self.topic}, which ends at {end}; "
                 "this node acknowledges no more writes")
             raise error
-        record = (batch.frame, batch_headers(self._settings.node_id, batch.base_offset, batch.link))
-        self.commit_records([record] if self._schema_sent else [self._schema, record], what)
-        self._expected = (batch.next_offset, batch.link)
+        records = [(b.frame, batch_headers(self._settings.node_id, b.base_offset, b.link)) for b in batches]
+        self.commit_records(records if self._schema_sent else [self._schema, *records], what)
+        self._expected = (last.next_offset, last.link)
 
     def commit_records(self, records: list[Record], what: str) -> None:
         """Produce ``records`` in one transaction and commit it; CommitGateError (FencedError) when not committed."""

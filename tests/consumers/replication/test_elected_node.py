@@ -117,3 +117,42 @@ def test_an_activation_failing_after_the_writer_gate_was_made_leaves_one_followe
             wait_for(lambda: node.writing, what="elected again after rejoining")
             store.create_acls([acl("one")], context=ADMIN)
             assert store.log.end_offset == 1 and not failures
+
+
+def test_concurrent_writes_share_kafka_transactions_and_the_topic_holds_each_batch_as_logged(tmp_path, tansu_bootstrap):
+    """Eight clients writing at once: writes that queue behind a commit go into the next Kafka transaction together,
+    so the topic holds fewer transactions than batches; every write is acknowledged, and the topic's batch records
+    are the local log's frames, in order."""
+    import threading
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    with elected(tmp_path, tansu_bootstrap) as (store, node, failures):
+        errors: list[BaseException] = []
+
+        def client(n: int) -> None:
+            try:
+                for i in range(5):
+                    store.create_acls([acl(f"c{n}-{i}")], context=ADMIN)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not errors and not failures and store.log.end_offset == 40
+        consumer = Consumer({"bootstrap.servers": tansu_bootstrap, "group.id": "check", "enable.partition.eof": True,
+                             "isolation.level": "read_committed"})
+        consumer.assign([TopicPartition(node.node.topic, 0, OFFSET_BEGINNING)])
+        offsets, frames = [], []
+        while (msg := consumer.poll(10)) is not None and not msg.error():
+            if dict(msg.headers())["secmeta.record"] == b"batch":
+                offsets.append(msg.offset())
+                frames.append(msg.value())
+        consumer.close()
+        local = [b.frame() for b in store.log.batches(0)]
+        assert frames == local
+        transactions = 1 + sum(1 for a, b in zip(offsets, offsets[1:], strict=False) if b != a + 1)
+        assert transactions < len(frames)   # a transaction's records are consecutive; a commit marker parts them
