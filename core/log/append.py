@@ -111,20 +111,30 @@ class Appender:
         link under a key of the keyring, and its events decode (their writer schema is known). Else
         DivergedError naming the offset and both links (or the decoding error), and nothing is written.
         Returns the batch's events and where it landed; durable as ``append``'s."""
-        batch = decode_frame(frame, 0)
-        if batch.size != len(frame):
-            raise InvalidValueError(f"a frame of {len(frame)} bytes holds {batch.size} bytes of batch: not one batch")
+        return self.append_frames([frame])[0]
+
+    def append_frames(self, frames: Sequence[bytes]) -> list[tuple[list[Envelope], AppendResult]]:
+        """``append_frame`` for consecutive batches (a replicated writer's group, committed together elsewhere),
+        made durable with one sync after the last. A frame that does not extend the log raises as there; the
+        frames before it are written, not yet synced."""
         state = self.state
+        appended: list[tuple[list[Envelope], AppendResult]] = []
         with self.write_lock:
             self.check_writable()
-            check_extends(self.chain, batch, state.next_offset, state.last_link)
-            envelopes = self.codec.decode_batch(batch.payload, batch.schema_fp, batch.base_offset)
-            ts = batch.timestamp_ms
-            seg, written_to = self._write_frame(frame, _WrittenBatch(batch.base_offset, batch.count, ts, batch.link,
-                                                                     len(frame)))
-        if self.config.fsync == FsyncPolicy.ALWAYS:
+            for frame in frames:
+                batch = decode_frame(frame, 0)
+                if batch.size != len(frame):
+                    raise InvalidValueError(f"a frame of {len(frame)} bytes holds {batch.size} bytes of batch: not one "
+                                            "batch")
+                check_extends(self.chain, batch, state.next_offset, state.last_link)
+                envelopes = self.codec.decode_batch(batch.payload, batch.schema_fp, batch.base_offset)
+                ts = batch.timestamp_ms
+                seg, written_to = self._write_frame(frame, _WrittenBatch(batch.base_offset, batch.count, ts,
+                                                                         batch.link, len(frame)))
+                appended.append((envelopes, AppendResult(batch.base_offset, batch.next_offset, ts, batch.link)))
+        if appended and self.config.fsync == FsyncPolicy.ALWAYS:
             self._sync_through(seg, written_to)
-        return envelopes, AppendResult(batch.base_offset, batch.next_offset, ts, batch.link)
+        return appended
 
     def _write_frame(self, frame: bytes, written: _WrittenBatch) -> tuple[Segment, int]:
         """Write a framed batch at the log's end (rolling the segment when full); the caller holds write_lock."""

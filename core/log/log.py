@@ -132,6 +132,11 @@ class Log:
         self._check_writer()
         return self._writer.append_frame(frame)
 
+    def append_frames(self, frames: Sequence[bytes]) -> list[tuple[list[Envelope], AppendResult]]:
+        """``append_frame`` for consecutive batches with one sync after the last (a replicated writer's group)."""
+        self._check_writer()
+        return self._writer.append_frames(frames)
+
     def _check_writer(self) -> None:
         if self.read_only:
             raise SecmetaError("this log was opened read-only")
