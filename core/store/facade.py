@@ -366,16 +366,16 @@ class SecurityStore:
             for queued, *_rest in pending:
                 queued.fail(exc)
             return
-        for n, (waiting, logged, committed, after, answer) in enumerate(pending):
+        try:
+            self._log.append_frames([batch.frame for batch in batches])   # one sync for the group
+        except BaseException as exc:  # noqa: BLE001 - committed elsewhere, not (all) here: no more writes
+            self._stopped = exc
+            gate.append_failed(batches[0], exc)  # type: ignore[union-attr]
+            for queued, *_rest in pending:
+                queued.fail(exc)
+            return
+        for waiting, logged, committed, after, answer in pending:
             if committed is not None:
-                try:
-                    self._log.append_frame(committed.frame)
-                except BaseException as exc:  # noqa: BLE001 - committed elsewhere, not here: no more writes
-                    self._stopped = exc
-                    gate.append_failed(committed, exc)  # type: ignore[union-attr]
-                    for rest, *_ in pending[n:]:
-                        rest.fail(exc)
-                    return
                 self._publish(after, [e.event for e in logged])
                 self._snapshotter.maybe_snapshot(after, committed.next_offset, background=True)
             waiting.succeed(answer)
