@@ -24,9 +24,10 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Iterable
 from itertools import accumulate, compress, groupby
-from operator import attrgetter
+from operator import itemgetter
 
 from secmeta.events.errors import InvalidValueError
+from secmeta.events.records import AclRow, acl_row
 from secmeta.events.types import WILDCARD, AccessControlEntry, AclBinding, PatternType
 from secmeta.projections.acl_entries import canonical_entry
 from secmeta.projections.acl_index import (
@@ -48,7 +49,7 @@ __all__ = ["AclTable", "TableError"]
 _OFFSETS = "q"
 _FEW_ACLS = 8  # a group of up to this many ACLs is read from the columns, never made for an authorize
 _SCAN_PRINCIPALS = 16  # a node of up to this many principals is scanned for one, a larger one gets a dict
-_HOST, _OPERATION, _PERMISSION = attrgetter("host"), attrgetter("operation"), attrgetter("permission_type")
+_ID, _HOST, _OPERATION, _PERMISSION = itemgetter(0), itemgetter(5), itemgetter(6), itemgetter(7)  # of an AclRow
 
 
 class TableError(InvalidValueError):
@@ -140,40 +141,40 @@ class AclTable:
     @classmethod
     def of_pairs(cls, pairs: Iterable[tuple[str, AclBinding | None]]) -> AclTable:
         """The table of these (acl_id, binding) pairs (ids distinct; a None binding is skipped)."""
-        nodes: dict[tuple, dict[str, list[int]]] = {}
-        ids: list[str] = []
-        entries = []
-        for acl_id, binding in pairs:
-            if binding is None:
+        return cls.of_rows(None if binding is None else acl_row(acl_id, binding) for acl_id, binding in pairs)
+
+    @classmethod
+    def of_rows(cls, rows: Iterable[AclRow | None]) -> AclTable:
+        """The table of these ACL rows (``AclCreated.ROW``; ids distinct; None is skipped)."""
+        nodes: dict[tuple, dict[str, list[AclRow]]] = {}
+        for row in rows:
+            if row is None:
                 continue
-            pattern, entry = binding.pattern, binding.entry
-            key = (pattern.resource_type, pattern.pattern_type, pattern.name)
+            key = (row[1], row[3], row[2])
             per = nodes.get(key)
             if per is None:
-                nodes[key] = {entry.principal: [len(ids)]}
+                nodes[key] = {row[4]: [row]}
             else:
-                held = per.get(entry.principal)
+                held = per.get(row[4])
                 if held is None:
-                    per[entry.principal] = [len(ids)]
+                    per[row[4]] = [row]
                 else:
-                    held.append(len(ids))
-            ids.append(acl_id)
-            entries.append(entry)
+                    held.append(row)
         intern = sys.intern
         resource_types, pattern_types, names = bytearray(), bytearray(), []
-        group_counts, principals, acl_counts, order = [], [], [], []
+        group_counts, principals, acl_counts, ordered = [], [], [], []
+        extend = ordered.extend
         for (resource_type, pattern_type, name), per in nodes.items():
             resource_types.append(resource_type)
             pattern_types.append(pattern_type)
             names.append(name)
             group_counts.append(len(per))
-            for principal, positions in per.items():
+            for principal, held in per.items():
                 principals.append(intern(principal))
-                acl_counts.append(len(positions))
-                order += positions
-        ordered = list(map(entries.__getitem__, order))
+                acl_counts.append(len(held))
+                extend(held)
         return cls(bytes(resource_types), bytes(pattern_types), names, group_counts, principals, acl_counts,
-                   list(map(ids.__getitem__, order)), list(map(intern, map(_HOST, ordered))),
+                   list(map(_ID, ordered)), list(map(intern, map(_HOST, ordered))),
                    bytes(map(_OPERATION, ordered)), bytes(map(_PERMISSION, ordered)))
 
     def node(self, i: int) -> Node:
