@@ -1,4 +1,4 @@
-"""A batch decoder compiled from the codec's own batch schema.
+"""Batch decoders compiled from the codec's own batch schema.
 
 fastavro decodes at about 0.3 us per field, most of it spent building dicts
 the codec then turns into records, so a batch written under the codec's own
@@ -7,6 +7,9 @@ is read by straight-line Python compiled from that schema instead. It reads
 each EnvelopeGroup's header once and every event's fields straight into
 local variables, builds the event and its Envelope (codegen.Source.construct)
 and implies offset, event type and fingerprint (see EnvelopeGroup.avsc).
+A second, events-only decoder serves replay: it builds no envelopes and reads
+an event type that declares a row (``AclCreated.ROW``) as that tuple of its
+fields, building no objects for it.
 
 The compiled function is a fast path only: on bytes it cannot read it raises
 (``Malformed``, IndexError, KeyError, UnicodeDecodeError, ...) and the codec
@@ -101,6 +104,7 @@ class EventBranch:
     record: dict[str, Any]
     plan: Node
     fingerprint: bytes
+    row: tuple[str, ...] | None = None  # read as a tuple of these Avro fields (events-only decoders), not built
 
 
 class DecoderCompiler:
@@ -243,6 +247,20 @@ class DecoderCompiler:
 
     def read_record(self, record: dict[str, Any], plan: Node, var: str, indent: int) -> None:
         """Emit code reading ``record``'s fields and building ``plan`` from them into ``var``."""
+        leaf_vars = self.read_fields(record, plan, indent)
+        result = emit_node(self.src, plan, leaf_vars, indent)
+        self._line(f"{var} = {result}", indent)
+
+    def read_row(self, record: dict[str, Any], plan: Node, row: Sequence[str], var: str, indent: int) -> None:
+        """Emit code reading ``record``'s fields into ``var`` as the tuple of the fields ``row`` names."""
+        leaf_vars = self.read_fields(record, plan, indent)
+        missing = [name for name in row if name not in leaf_vars]
+        if missing:
+            raise Unsupported(f"{record['name']} has no fields {missing} for its row")
+        self._line(f"{var} = ({', '.join(leaf_vars[name] for name in row)},)", indent)
+
+    def read_fields(self, record: dict[str, Any], plan: Node, indent: int) -> dict[str, str]:
+        """Emit code reading the fields ``plan`` uses into variables (skipping the rest); return them by name."""
         wanted = {leaf.name: leaf for leaf in leaves(plan)}
         leaf_vars = {}
         for field in record["fields"]:
@@ -255,8 +273,7 @@ class DecoderCompiler:
         missing = set(wanted) - set(leaf_vars)
         if missing:
             raise Unsupported(f"{record['name']} lacks fields {sorted(missing)}")
-        result = emit_node(self.src, plan, leaf_vars, indent)
-        self._line(f"{var} = {result}", indent)
+        return leaf_vars
 
     # -- skipping values --
 
@@ -321,9 +338,13 @@ class DecoderCompiler:
         self,
         group: dict[str, Any],
         branches: Sequence[EventBranch],
-        envelope: type,
+        envelope: type | None,
     ) -> Callable[[bytes, int], tuple[list[Any], int]]:
-        """The decoder of ``array<group>``; ``branches`` follow the events union's order."""
+        """The decoder of ``array<group>``; ``branches`` follow the events union's order.
+
+        With an ``envelope`` class it returns every event in its envelope; with None only the events
+        (the groups' header fields are read and dropped), a branch with a ``row`` as that tuple.
+        """
         names = [f["name"] for f in group["fields"]]
         if "events" not in names or any(
             a not in names[: names.index("events")] for a in ENVELOPE_ATTRS
@@ -341,7 +362,7 @@ class DecoderCompiler:
         def group_body(at: int) -> None:
             for field in group["fields"]:
                 name = field["name"]
-                if name in ENVELOPE_ATTRS:
+                if name in ENVELOPE_ATTRS:  # read (and checked) even when unused: as fastavro would
                     self.read(field["type"], f"g_{name}", Leaf(name, None, None), at, reuse=True)
                 elif name == "events":
                     self._events(field["type"], branches, envelope, at)
@@ -355,7 +376,7 @@ class DecoderCompiler:
         return self.src.function("decode_batch")
 
     def _events(
-        self, events: Any, branches: Sequence[EventBranch], envelope: type, indent: int
+        self, events: Any, branches: Sequence[EventBranch], envelope: type | None, indent: int
     ) -> None:
         events = resolve(events, self.named)
         union = resolve(events["items"], self.named) if kind(events) == "array" else None
@@ -370,17 +391,24 @@ class DecoderCompiler:
             "fingerprint": "fp",
             **{name: f"g_{name}" for name in ENVELOPE_ATTRS},
         }
-        order = [f.name for f in dataclasses.fields(envelope)]
-        if set(order) != set(args):
+        order = [] if envelope is None else [f.name for f in dataclasses.fields(envelope)]
+        if envelope is not None and set(order) != set(args):
             raise Unsupported(f"{envelope.__name__} has fields {order}")
 
         def event_body(at: int) -> None:
             def one(index: int, _: Any, at2: int) -> None:
                 branch = branches[index]
+                if envelope is None and branch.row is not None:
+                    self.read_row(branch.record, branch.plan, branch.row, "ev", at2)
+                    return
                 self.read_record(branch.record, branch.plan, "ev", at2)
-                self._line(f"fp = {self.src.name('fp', branch.fingerprint)}", at2)
+                if envelope is not None:
+                    self._line(f"fp = {self.src.name('fp', branch.fingerprint)}", at2)
 
             self.union(union, at, one)
+            if envelope is None:
+                self._line("ap(ev)", at)
+                return
             result = self.src.construct(envelope, [args[name] for name in order], at)
             self._line(f"ap({result})", at)
             self._line("off += 1", at)

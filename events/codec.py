@@ -137,7 +137,8 @@ class EventCodec:
             self._add_event_type(branch, named)
         group = batch["items"]
         self._compile_encoders(group, branches, parsed_named)
-        self._compiled_decode = self._compile_decoder(group, branches)
+        self._compiled_decode = self._compile_decoder(group, branches, Envelope)
+        self._compiled_events = self._compile_decoder(group, branches, None)
 
     @classmethod
     @functools.cache
@@ -200,14 +201,14 @@ class EventCodec:
             record = self._named[schema.full_name]
             self._encoders[schema.cls] = compiler.compile_event(record, schema.cls, index)
 
-    def _compile_decoder(self, group: dict[str, Any], branches: list[Any]) -> Callable | None:
+    def _compile_decoder(self, group: dict[str, Any], branches: list[Any], envelope: type | None) -> Callable | None:
         events = []
         for branch in branches:
             schema = self._by_full_name[branch_name(branch)]
             record = self._named[schema.full_name]
-            events.append(EventBranch(record, schema.plan, schema.fingerprint))
+            events.append(EventBranch(record, schema.plan, schema.fingerprint, getattr(schema.cls, "ROW", None)))
         try:
-            return DecoderCompiler(self._named).compile_batch(group, events, Envelope)
+            return DecoderCompiler(self._named).compile_batch(group, events, envelope)
         except Unsupported:  # fastavro reads every batch then
             return None
 
@@ -342,6 +343,21 @@ class EventCodec:
                 if end == len(buf):
                     return envelopes
         return self._decode_resolved(payload, writer_fingerprint, base_offset)
+
+    def decode_events(self, payload: bytes, writer_fingerprint: bytes) -> list[Event | tuple]:
+        """A batch's events alone, in order, as replay reads them: an event whose class declares a ``ROW``
+        (``AclCreated``) as its ``row()``, the others as ``decode_batch`` gives them (its envelopes unbuilt)."""
+        decode = self._compiled_events
+        if decode is not None and writer_fingerprint == self.fingerprint:
+            buf = payload if payload.__class__ is bytes else bytes(payload)
+            try:
+                events, end = decode(buf, 0)
+            except Exception:  # noqa: BLE001 - malformed: fastavro below names the problem
+                pass
+            else:
+                if end == len(buf):
+                    return events
+        return [_replay_form(envelope.event) for envelope in self._decode_resolved(payload, writer_fingerprint, 0)]
 
     def _decode_resolved(
         self, payload: bytes, writer_fingerprint: bytes, base_offset: int
@@ -502,6 +518,11 @@ class EventCodec:
 def _pristine() -> EventCodec:
     """The template EventCodec.fresh copies: never handed out, so no writer schema is ever registered on it."""
     return EventCodec()
+
+
+def _replay_form(event: Event) -> Event | tuple:
+    """An event as ``decode_events`` gives it: its row when its class declares one."""
+    return event.row() if hasattr(event.__class__, "ROW") else event
 
 
 def _is_str(value: Any) -> bool:

@@ -70,6 +70,14 @@ def test_old_batches_decode_after_a_field_is_added(new_codec):
     ]
 
 
+def test_old_batches_replay_after_a_field_is_added(new_codec):
+    """decode_events reads a batch of an older writer schema (through fastavro) as rows, as its own."""
+    new_codec.register_writer_schema(OLD.writer_schema_json)
+    rows = [e.event.row() for e in ENVELOPES]
+    assert new_codec.decode_events(OLD.encode_batch(10, ENVELOPES), OLD.fingerprint) == rows
+    assert new_codec.decode_events(new_codec.encode_batch(10, ENVELOPES), new_codec.fingerprint) == rows
+
+
 def test_old_batches_read_the_current_event_fingerprint(new_codec):
     """An event resolved from an old batch carries the fingerprint of the schema it now fits."""
     new_codec.register_writer_schema(OLD.writer_schema_json)
