@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import ClassVar
 
 from secmeta.events.errors import InvalidValueError
+from secmeta.events.records import AclRow, acl_row, row_binding
 from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
@@ -53,7 +54,8 @@ class AclsImage:
         The index is built once, in bulk, as columns (``AclTable``).
         """
         with paused_gc():
-            return cls.of_table(AclTable.of_pairs({acl_id: _indexable(binding) for acl_id, binding in pairs}.items()))
+            return cls.of_table(AclTable.of_rows({acl_id: acl_row(acl_id, _indexable(binding))
+                                                  for acl_id, binding in pairs}.values()))
 
     @classmethod
     def of_table(cls, table: AclTable) -> AclsImage:
@@ -158,7 +160,7 @@ def _indexable(binding: AclBinding) -> AclBinding:
 
 
 class AclsDelta:
-    """Changes to an AclsImage: id -> new binding, or None for removed.
+    """Changes to an AclsImage: id -> the new ACL's row (``AclCreated.ROW``), or None for removed.
 
     ``add`` of an existing id replaces its binding; ``remove`` of an id that
     is neither in the image nor added in this delta raises InconsistentEventError
@@ -169,24 +171,32 @@ class AclsDelta:
 
     def __init__(self, image: AclsImage):
         self.image = image
-        self._changes: dict[str, AclBinding | None] = {}
+        self._changes: dict[str, AclRow | None] = {}
 
     @property
     def changes(self) -> Mapping[str, AclBinding | None]:
-        """Read-only view of the recorded changes (None = removed)."""
-        return MappingProxyType(self._changes)
+        """The recorded changes (None = removed)."""
+        return MappingProxyType({acl_id: None if row is None else row_binding(row)
+                                 for acl_id, row in self._changes.items()})
 
     def get(self, acl_id: str) -> AclBinding | None:
         """The binding of an id as the delta stands (image plus changes)."""
         if acl_id in self._changes:
-            return self._changes[acl_id]
+            row = self._changes[acl_id]
+            return None if row is None else row_binding(row)
         return self.image.get(acl_id)
 
     def add(self, acl_id: str, binding: AclBinding) -> None:
         """Record a new ACL (pattern type must be LITERAL or PREFIXED)."""
         if binding.pattern.pattern_type not in _INDEXED_PATTERNS:
             _indexable(binding)  # raises, naming the binding
-        self._changes[acl_id] = binding
+        self._changes[acl_id] = acl_row(acl_id, binding)
+
+    def add_row(self, row: AclRow) -> None:
+        """Record a new ACL given as its row (as ``add``)."""
+        if row[3] not in _INDEXED_PATTERNS:
+            _indexable(row_binding(row))  # raises, naming the binding
+        self._changes[row[0]] = row
 
     def remove(self, acl_id: str) -> None:
         """Record the removal of an ACL by id."""
@@ -201,11 +211,12 @@ class AclsDelta:
         acls = base.acls
         if not acls:
             with paused_gc(pause=len(self._changes) >= _BULK):
-                image = AclsImage.of_table(AclTable.of_pairs(self._changes.items()))
+                image = AclsImage.of_table(AclTable.of_rows(self._changes.values()))
                 return base if image is AclsImage.EMPTY else image
         removed: list[tuple[str, Group]] = []
         added: list[tuple[str, AclBinding]] = []
-        for acl_id, binding in self._changes.items():
+        for acl_id, row in self._changes.items():
+            binding = None if row is None else row_binding(row)
             old = acls.get(acl_id)
             if old is not None:
                 if binding is not None and old.binding(acl_id) == binding:

@@ -17,12 +17,14 @@ from typing import Any, ClassVar
 from secmeta.events.records import (
     AclCreated,
     AclDeleted,
+    AclRow,
     ClientQuotaAltered,
     DelegationTokenExpired,
     DelegationTokenIssued,
     DelegationTokenRemoved,
     DelegationTokenRenewed,
     Envelope,
+    Event,
     KeyRotated,
     LogRecovered,
     ScramCredentialDeleted,
@@ -114,7 +116,7 @@ class SecurityDelta:
 
     @replay.register
     def _(self, event: AclCreated) -> None:
-        self.acls_delta().add(event.acl_id, event.binding)
+        self.acls_delta().add_row(event.row())
 
     @replay.register
     def _(self, event: AclDeleted) -> None:
@@ -153,23 +155,31 @@ class SecurityDelta:
         """A key rotation names the log's new key; it changes no security state."""
 
     def replay_all(self, envelopes: Iterable[Envelope]) -> None:
-        """Replay the events of ``envelopes`` in order.
+        """Replay the events of ``envelopes`` in order (as ``replay_events``)."""
+        envelopes = envelopes if isinstance(envelopes, list) else list(envelopes)
+        self._replay([envelope.event for envelope in envelopes], lambda i: envelopes[i].offset)
+
+    def replay_events(self, first_offset: int, events: Sequence[Event | AclRow]) -> None:
+        """Replay a batch's events as ``Log.replay_batches`` reads them (an ACL's creation may come as its
+        row, ``AclCreated.ROW``), the first at ``first_offset``.
 
         Same effect as ``replay`` per event (the registered handlers, not
         subclass overrides), with the dispatch resolved once per type and
         ACL creations and deletions recorded straight in the ACL delta. An event that does not
         fit the state before it raises InconsistentEventError naming its offset.
         """
+        self._replay(events, first_offset.__add__)
+
+    def _replay(self, events: Sequence[Event | AclRow], offset_of: Callable[[int], int]) -> None:
         handlers = _HANDLERS
         acls = self.acls_delta()
-        add, remove = acls.add, acls.remove
-        envelope = None
+        add_row, remove = acls.add_row, acls.remove
+        i = 0
         try:
-            for envelope in envelopes:
-                event = envelope.event
-                cls = type(event)
-                if cls is AclCreated:
-                    add(event.acl_id, event.binding)
+            for i, event in enumerate(events):
+                cls = event.__class__
+                if cls is tuple:
+                    add_row(event)
                     continue
                 if cls is AclDeleted:
                     remove(event.acl_id)
@@ -179,7 +189,7 @@ class SecurityDelta:
                     handler = handlers[cls] = _DISPATCH(cls)
                 handler(self, event)
         except InconsistentEventError as exc:
-            raise exc.at(envelope.offset) from None
+            raise exc.at(offset_of(i)) from None
 
     def apply(self, next_offset: int | None = None) -> SecurityImage:
         """The next image (at ``next_offset``, by default the base's), sharing untouched parts."""

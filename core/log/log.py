@@ -199,6 +199,12 @@ class Log:
         """``read``'s events a batch at a time (a batch cut by ``start`` or ``end`` holds only its part)."""
         return self._reader.read_batches(start, end, strict=strict)
 
+    def replay_batches(self, start: int = 0, end: int | None = None, *,
+                       strict: bool = False) -> Iterator[tuple[int, list]]:
+        """The events in [start, end) a batch at a time, as replay reads them (``EventCodec.decode_events``),
+        each list with the offset of its first event."""
+        return self._reader.replay_batches(start, end, strict=strict)
+
     def offset_for_timestamp(self, timestamp_ms: int) -> int:
         """The first offset of the first batch whose time is >= ``timestamp_ms`` (end_offset if none)."""
         return self._reader.offset_for_timestamp(timestamp_ms)

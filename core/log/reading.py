@@ -86,3 +86,17 @@ class Reader:
             if batch.base_offset < start or (end is not None and batch.next_offset > end):
                 events = [e for e in events if start <= e.offset and (end is None or e.offset < end)]
             yield events
+
+    def replay_batches(self, start: int = 0, end: int | None = None, *,
+                       strict: bool = False) -> Iterator[tuple[int, list]]:
+        """The events in [start, end) a batch at a time as replay reads them (``EventCodec.decode_events``:
+        no envelopes, an ACL's creation as its row), each list with the offset of its first event."""
+        decode = self.codec.decode_events
+        for batch in self.batches(start, end, strict=strict):
+            events = decode(batch.payload, batch.schema_fp)
+            first = batch.base_offset
+            if first < start or (end is not None and batch.next_offset > end):
+                cut = max(start - first, 0)
+                events = events[cut:len(events) if end is None else end - first]
+                first += cut
+            yield first, events

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -42,7 +42,9 @@ CLOSE_GRACE_S = 5.0  # what close() gives a background snapshot under way before
 class Delta(Protocol[S]):
     """A state plus events replayed into it so far."""
 
-    def replay_all(self, envelopes: Iterable[Envelope]) -> None: ...
+    def replay_events(self, first_offset: int, events: Sequence) -> None:
+        """Replay one batch's events as ``Log.replay_batches`` reads them, the first at ``first_offset``."""
+        ...
 
     def apply(self, next_offset: int) -> S: ...
 
@@ -60,13 +62,13 @@ class Projection(Protocol[S]):
 
 
 class _Applied(Generic[S]):
-    """The Delta of a projection without its own: each replayed chunk is applied at once."""
+    """The Delta of a projection without its own: each batch's envelopes are applied at once."""
 
     def __init__(self, projection: Projection[S], state: S):
         self.projection, self.state = projection, state
 
-    def replay_all(self, envelopes: Iterable[Envelope]) -> None:
-        self.state = self.projection.apply(self.state, list(envelopes))
+    def replay_events(self, first_offset: int, envelopes: Sequence[Envelope]) -> None:
+        self.state = self.projection.apply(self.state, envelopes)
 
     def apply(self, next_offset: int) -> S:
         return self.state
@@ -75,6 +77,13 @@ class _Applied(Generic[S]):
 def _delta(projection: Projection[S], state: S) -> Delta[S]:
     delta = getattr(projection, "delta", None)
     return _Applied(projection, state) if delta is None else delta(state)
+
+
+def _batches(log: Log, delta: Delta[S], start: int, end: int | None) -> Iterator[tuple[int, Sequence]]:
+    """The batches in [start, end) as ``delta`` replays them: envelopes for a projection without a delta."""
+    if isinstance(delta, _Applied):
+        return ((events[0].offset, events) for events in log.read_batches(start, end) if events)
+    return log.replay_batches(start, end)
 
 
 @dataclass(frozen=True)
@@ -139,11 +148,11 @@ def load_state(log: Log, projection: Projection[S], codec: SnapshotCodec[S], *, 
     replayed = pending = 0
     position = start
     delta = _delta(projection, state)
-    for events in log.read_batches(start, end):
+    for first, events in _batches(log, delta, start, end):
         if not events:
             continue
-        delta.replay_all(events)
-        replayed, pending, position = replayed + len(events), pending + len(events), events[-1].offset + 1
+        delta.replay_events(first, events)
+        replayed, pending, position = replayed + len(events), pending + len(events), first + len(events)
         if pending >= REPLAY_APPLY:
             state, pending = delta.apply(position), 0
             delta = _delta(projection, state)

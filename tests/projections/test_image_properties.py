@@ -278,3 +278,39 @@ def test_an_inconsistent_event_raises_naming_its_offset(event_list):
     with pytest.raises(InconsistentEventError, match=f"^the log is inconsistent at offset {100 + first_bad}: ") as info:
         replay([batch])
     assert info.value.offset == 100 + first_bad
+
+
+def replay_decoded(batches, state=SecurityImage.EMPTY):
+    """One delta replaying each batch as the log's replay reads it (EventCodec.decode_events), then one apply."""
+    from secmeta.events.codec import EventCodec
+
+    codec = EventCodec.default()
+    delta = PROJECTION.delta(state)
+    for batch in batches:
+        delta.replay_events(batch[0].offset, codec.decode_events(codec.encode_batch(0, batch), codec.fingerprint))
+    return delta.apply(batches[-1][-1].offset + 1 if batches else state.next_offset)
+
+
+@given(event_lists, cut_lists, st.integers(0, 40))
+def test_replaying_decoded_batches_equals_replaying_envelopes(event_list, cuts, at):
+    """Batches replayed as decode_events reads them (rows for ACL creations), onto an empty image or a
+    replayed prefix, give the image the envelopes give applied batch by batch."""
+    envs = envelopes(event_list)
+    at = min(at, len(envs))
+    prefix = replay([envs[:at]])
+    expected = replay(split(envs, cuts))
+    got = replay_decoded(split(envs[at:], cuts), prefix) if envs[at:] else prefix
+    assert got == expected, (contents(got), contents(expected))
+
+
+@given(st.lists(events, min_size=1, max_size=40))
+def test_an_inconsistent_decoded_event_raises_naming_its_offset(event_list):
+    """replay_events names the offset of the first event that does not fit, as replay_all does."""
+    kept = consistent(event_list)
+    first_bad = next((i for i, (a, b) in enumerate(zip(event_list, [*kept, None])) if a is not b), None)
+    batch = envelopes(event_list, start=100)
+    if first_bad is None:
+        replay_decoded([batch])
+        return
+    with pytest.raises(InconsistentEventError, match=f"^the log is inconsistent at offset {100 + first_bad}: "):
+        replay_decoded([batch])
