@@ -13,7 +13,7 @@ The records here are what the queries return to callers (``HistoryEntry``, ``Cha
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -161,8 +161,9 @@ class Diff:
 
     start_offset: int
     end_offset: int
-    acls_added: tuple[tuple[str, AclBinding], ...] = ()
-    acls_removed: tuple[tuple[str, AclBinding], ...] = ()
+    # (acl_id, binding) pairs: a tuple, or an AclPairs that reads as one and makes its bindings when first read
+    acls_added: Sequence[tuple[str, AclBinding]] = ()
+    acls_removed: Sequence[tuple[str, AclBinding]] = ()
     credentials_upserted: tuple[Credential, ...] = ()
     credentials_deleted: tuple[Credential, ...] = ()
     tokens_issued: tuple[TokenInfo, ...] = ()

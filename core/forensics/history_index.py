@@ -45,7 +45,7 @@ import marshal
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -62,6 +62,7 @@ from secmeta.core.forensics.backend import (
     expiry_changes,
     token_parties,
 )
+from secmeta.core.forensics.acl_pairs import AclPairs
 from secmeta.core.forensics.index_seal import INDEX_DIR, INDEX_FILE, index_key, meta_mac
 from secmeta.core.log import Log
 from secmeta.core.log.evidence import refuse_evidence
@@ -572,8 +573,9 @@ class HistoryIndex:
             issued, renewed, expired, gone = self._token_changes(a, token_rows)
             before = self._states_at(others, a)
             after = {entity: _folded(before.get(entity), rows) for entity, rows in others.items()}
-            return Diff(a, b, tuple(_acls(added[i] for i in sorted(added))),
-                        tuple(_acls(removed[i] for i in sorted(removed))), upserted, deleted, issued, renewed,
+            return Diff(a, b, _diff_acls(list(map(added.__getitem__, sorted(added)))),
+                        _diff_acls(list(map(removed.__getitem__, sorted(removed)))), upserted, deleted, issued,
+                        renewed,
                         expired, gone, entity_changes(before, {e: s for e, s in after.items() if s is not None},
                                                       others))
 
@@ -735,6 +737,17 @@ def _ranged(select: str, where: str, indexed: bool) -> str:
 # in SQLite | and << bind alike, left to right: each shift is parenthesised.
 _PACKED = "(type = 'AclCreated') | (restype << 1) | (pattern << 9) | (op << 13) | (perm << 18)"
 _ACL_ID = len(ACLS.name) + 1  # an ACL's entity key is 'acl:<id>'
+
+
+def _diff_acls(rows: list[tuple]) -> AclPairs:
+    """A diff's ACLs: its netted rows (in id order), their bindings made when first read (``_made_acls``)."""
+    return AclPairs(rows, _made_acls)
+
+
+def _made_acls(rows: Sequence[tuple]) -> list[tuple[str, AclBinding]]:
+    """``_acls`` of many rows at once, the collector paused and the bindings frozen (they live with the diff)."""
+    with paused_gc(freeze=len(rows) >= FREEZE_AFTER):
+        return _acls(rows)
 
 
 def _acls(rows: Iterable[tuple]) -> list[tuple[str, AclBinding]]:

@@ -1,0 +1,56 @@
+"""AclPairs: a diff's (ACL id, binding) pairs, read as the tuple of them, made only when read."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from secmeta.core.forensics.acl_pairs import AclPairs
+
+rows = st.lists(st.tuples(st.text(max_size=3), st.integers(0, 9)), max_size=12)
+
+
+class Maker:
+    """Makes a pair of each row (here: the row itself), counting the rows it was asked for."""
+
+    def __init__(self):
+        self.made = 0
+
+    def __call__(self, rows):
+        self.made += len(rows)
+        return [(acl_id, ("binding", n)) for acl_id, n in rows]
+
+
+@given(rows)
+def test_pairs_read_as_the_tuple_of_the_made_pairs(found):
+    """Length, truthiness, items, slices, iteration, equality, hash and repr are the tuple's."""
+    expected = tuple(Maker()(found))
+    pairs = AclPairs(found, Maker())
+    assert len(pairs) == len(expected) and bool(pairs) == bool(expected)
+    assert [pairs[i] for i in range(-len(found), len(found))] == [expected[i] for i in range(-len(found), len(found))]
+    assert pairs[1:-1] == expected[1:-1] and pairs[::2] == expected[::2]
+    assert tuple(pairs) == expected and list(pairs) == list(expected)
+    assert pairs == expected and expected == pairs and pairs == AclPairs(found, Maker())
+    assert pairs != (*expected, ("x", ("binding", 0)))
+    assert hash(pairs) == hash(expected) and repr(pairs) == repr(expected)
+    assert dict(pairs) == dict(expected)
+    assert pairs + pairs == expected + expected == pairs + expected == expected + pairs
+
+
+@given(rows.filter(bool), st.data())
+def test_counting_or_reading_one_pair_makes_no_other(found, data):
+    """A caller that counts the pairs makes none; one that reads an item makes only that one."""
+    maker = Maker()
+    pairs = AclPairs(found, maker)
+    assert len(pairs) == len(found) and pairs and maker.made == 0
+    i = data.draw(st.integers(0, len(found) - 1))
+    assert pairs[i] == maker([found[i]])[0]
+    assert maker.made == 2
+
+
+def test_the_whole_is_made_once():
+    """Iterating twice, then comparing and hashing, makes each pair once."""
+    maker = Maker()
+    pairs = AclPairs([("a", 1), ("b", 2)], maker)
+    list(pairs), list(pairs), hash(pairs), pairs == (), pairs[0]
+    assert maker.made == 2
