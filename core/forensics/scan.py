@@ -124,10 +124,23 @@ class LogScan:
         return acls_on(self.travel.image_at(n).acls, resource_type, name)
 
     def diff(self, a: int, b: int) -> Diff:
-        """The diff from the images at both points and the events between them."""
+        """The diff from the events between both points, and the images there for the entities they touch
+        other than ACLs (none are built when only ACLs changed).
+
+        ACLs are netted by id from their events (ids are never reused: a fresh UUID per created ACL): one
+        created in between and not deleted was added, one deleted in between but not created there was
+        removed (its deletion carries its binding), as the images' difference has them.
+        """
         travel = self.travel
-        before, after = travel.image_at(a), travel.image_at(b)
-        acl_ids: set[str] = set()
+        images: dict[int, SecurityImage] = {}
+
+        def image(n: int) -> SecurityImage:
+            if n not in images:
+                images[n] = travel.image_at(n)
+            return images[n]
+
+        added_acls: dict[str, AclBinding] = {}
+        removed_acls: dict[str, AclBinding] = {}
         cred_keys: set[tuple[str, ScramMechanism]] = set()
         token_ids: set[str] = set()
         others: set[str] = set()  # entity keys of the other kinds
@@ -137,7 +150,7 @@ class LogScan:
 
         def current(token_id: str) -> tuple[str, int] | None:
             if token_id not in expiry:
-                info = before.tokens.get(token_id)
+                info = image(a).tokens.get(token_id)
                 if info is None:
                     return None
                 expiry[token_id] = (info.owner, info.expiry_timestamp_ms)
@@ -148,7 +161,10 @@ class LogScan:
             kind = type(event)
             entity = kind_of(event)
             if entity is ACLS:
-                acl_ids.add(event.acl_id)
+                if kind in ACLS.opens:
+                    added_acls[event.acl_id] = event.binding
+                elif added_acls.pop(event.acl_id, None) is None:
+                    removed_acls[event.acl_id] = event.binding
             elif entity is CREDENTIALS:
                 cred_keys.add((event.user, ScramMechanism(event.mechanism)))
             elif entity is not TOKENS:
@@ -167,18 +183,9 @@ class LogScan:
                     entry[2], entry[3] = event.expiry_timestamp_ms, envelope.offset
                     expiry[event.token_id] = (owner, event.expiry_timestamp_ms)
 
-        added, removed = [], []
-        for acl_id in sorted(acl_ids):
-            old, new = before.acls.get(acl_id), after.acls.get(acl_id)
-            if old == new:
-                continue
-            if old is not None:
-                removed.append((acl_id, old))
-            if new is not None:
-                added.append((acl_id, new))
         upserted, deleted = [], []
         for user, mechanism in sorted(cred_keys):
-            old, new = before.scram.get(user, mechanism), after.scram.get(user, mechanism)
+            old, new = image(a).scram.get(user, mechanism), image(b).scram.get(user, mechanism)
             if old == new:
                 continue
             if new is not None:
@@ -187,13 +194,15 @@ class LogScan:
                 deleted.append((user, mechanism, old.iterations))
         issued, gone = [], []
         for token_id in sorted(token_ids):
-            old, new = before.tokens.get(token_id), after.tokens.get(token_id)
+            old, new = image(a).tokens.get(token_id), image(b).tokens.get(token_id)
             if old is None and new is not None:
                 issued.append(new)
             elif old is not None and new is None:
                 gone.append(old)
-        return Diff(a, b, tuple(added), tuple(removed), tuple(upserted), tuple(deleted), tuple(issued),
-                    expiry_changes(renewed), expiry_changes(expired), tuple(gone),
+        before, after = (image(a), image(b)) if others else (SecurityImage.EMPTY, SecurityImage.EMPTY)
+        return Diff(a, b, tuple((i, added_acls[i]) for i in sorted(added_acls)),
+                    tuple((i, removed_acls[i]) for i in sorted(removed_acls)), tuple(upserted), tuple(deleted),
+                    tuple(issued), expiry_changes(renewed), expiry_changes(expired), tuple(gone),
                     entity_changes(_states(before, others), _states(after, others), others))
 
 
