@@ -145,15 +145,19 @@ class AclTable:
 
     @classmethod
     def of_rows(cls, rows: Iterable[AclRow | None]) -> AclTable:
-        """The table of these ACL rows (``AclCreated.ROW``; ids distinct; None is skipped)."""
-        nodes: dict[tuple, dict[str, list[AclRow]]] = {}
+        """The table of these ACL rows (``AclCreated.ROW``; ids distinct; None is skipped), its nodes listed
+        kind by kind (``index`` then adds each kind's in one run)."""
+        kinds: dict[tuple[int, int], dict[str, dict[str, list[AclRow]]]] = {}
         for row in rows:
             if row is None:
                 continue
-            key = (row[1], row[3], row[2])
-            per = nodes.get(key)
+            kind = (row[1], row[3])
+            nodes = kinds.get(kind)
+            if nodes is None:
+                nodes = kinds[kind] = {}
+            per = nodes.get(row[2])
             if per is None:
-                nodes[key] = {row[4]: [row]}
+                nodes[row[2]] = {row[4]: [row]}
             else:
                 held = per.get(row[4])
                 if held is None:
@@ -164,15 +168,16 @@ class AclTable:
         resource_types, pattern_types, names = bytearray(), bytearray(), []
         group_counts, principals, acl_counts, ordered = [], [], [], []
         extend = ordered.extend
-        for (resource_type, pattern_type, name), per in nodes.items():
-            resource_types.append(resource_type)
-            pattern_types.append(pattern_type)
-            names.append(name)
-            group_counts.append(len(per))
-            for principal, held in per.items():
-                principals.append(intern(principal))
-                acl_counts.append(len(held))
-                extend(held)
+        for (resource_type, pattern_type), nodes in kinds.items():
+            resource_types += bytes((resource_type,)) * len(nodes)
+            pattern_types += bytes((pattern_type,)) * len(nodes)
+            names += nodes
+            for per in nodes.values():
+                group_counts.append(len(per))
+                for principal, held in per.items():
+                    principals.append(intern(principal))
+                    acl_counts.append(len(held))
+                    extend(held)
         return cls(bytes(resource_types), bytes(pattern_types), names, group_counts, principals, acl_counts,
                    list(map(_ID, ordered)), list(map(intern, map(_HOST, ordered))),
                    bytes(map(_OPERATION, ordered)), bytes(map(_PERMISSION, ordered)))
