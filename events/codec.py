@@ -138,7 +138,10 @@ class EventCodec:
         group = batch["items"]
         self._compile_encoders(group, branches, parsed_named)
         self._compiled_decode = self._compile_decoder(group, branches, Envelope)
-        self._compiled_events = self._compile_decoder(group, branches, None)
+        # decode_events' decoder, compiled on its first use (a CLI command that replays nothing never pays for
+        # it) and shared with every _copy: [] until then, then [the decoder or None]
+        self._events_decoder: list[Callable | None] = []
+        self._group_branches = (group, branches)
 
     @classmethod
     @functools.cache
@@ -343,6 +346,14 @@ class EventCodec:
                 if end == len(buf):
                     return envelopes
         return self._decode_resolved(payload, writer_fingerprint, base_offset)
+
+    @property
+    def _compiled_events(self) -> Callable | None:
+        """The events-only decoder (compiled on first use)."""
+        held = self._events_decoder
+        if not held:
+            held.append(self._compile_decoder(*self._group_branches, None))
+        return held[0]
 
     def decode_events(self, payload: bytes, writer_fingerprint: bytes) -> list[Event | tuple]:
         """A batch's events alone, in order, as replay reads them: an event whose class declares a ``ROW``
