@@ -160,37 +160,38 @@ def _indexable(binding: AclBinding) -> AclBinding:
 
 
 class AclsDelta:
-    """Changes to an AclsImage: id -> the new ACL's row (``AclCreated.ROW``), or None for removed.
+    """Changes to an AclsImage: id -> the new ACL (its binding, or its row as replay reads it:
+    ``AclCreated.ROW``), or None for removed.
 
     ``add`` of an existing id replaces its binding; ``remove`` of an id that
     is neither in the image nor added in this delta raises InconsistentEventError
     (as Kafka's AclsDelta.replay of a RemoveAccessControlEntryRecord).
     """
 
-    __slots__ = ("image", "_changes")
+    __slots__ = ("image", "_changes", "_bindings")
 
     def __init__(self, image: AclsImage):
         self.image = image
-        self._changes: dict[str, AclRow | None] = {}
+        self._changes: dict[str, AclBinding | AclRow | None] = {}
+        self._bindings = 0  # how many changes were recorded as a binding (the others: a row or None)
 
     @property
     def changes(self) -> Mapping[str, AclBinding | None]:
         """The recorded changes (None = removed)."""
-        return MappingProxyType({acl_id: None if row is None else row_binding(row)
-                                 for acl_id, row in self._changes.items()})
+        return MappingProxyType({acl_id: _binding(change) for acl_id, change in self._changes.items()})
 
     def get(self, acl_id: str) -> AclBinding | None:
         """The binding of an id as the delta stands (image plus changes)."""
         if acl_id in self._changes:
-            row = self._changes[acl_id]
-            return None if row is None else row_binding(row)
+            return _binding(self._changes[acl_id])
         return self.image.get(acl_id)
 
     def add(self, acl_id: str, binding: AclBinding) -> None:
         """Record a new ACL (pattern type must be LITERAL or PREFIXED)."""
         if binding.pattern.pattern_type not in _INDEXED_PATTERNS:
             _indexable(binding)  # raises, naming the binding
-        self._changes[acl_id] = acl_row(acl_id, binding)
+        self._changes[acl_id] = binding
+        self._bindings += 1
 
     def add_row(self, row: AclRow) -> None:
         """Record a new ACL given as its row (as ``add``)."""
@@ -209,14 +210,18 @@ class AclsDelta:
         """A new image with the changes; the delta's base image is left as it was."""
         base = self.image
         acls = base.acls
+        changes = self._changes
         if not acls:
-            with paused_gc(pause=len(self._changes) >= _BULK):
-                image = AclsImage.of_table(AclTable.of_rows(self._changes.values()))
+            with paused_gc(pause=len(changes) >= _BULK):
+                rows = changes.values() if not self._bindings else (
+                    change if change is None or change.__class__ is tuple else acl_row(acl_id, change)
+                    for acl_id, change in changes.items())
+                image = AclsImage.of_table(AclTable.of_rows(rows))
                 return base if image is AclsImage.EMPTY else image
         removed: list[tuple[str, Group]] = []
         added: list[tuple[str, AclBinding]] = []
-        for acl_id, row in self._changes.items():
-            binding = None if row is None else row_binding(row)
+        for acl_id, change in changes.items():
+            binding = _binding(change)
             old = acls.get(acl_id)
             if old is not None:
                 if binding is not None and old.binding(acl_id) == binding:
@@ -229,6 +234,11 @@ class AclsDelta:
         with paused_gc(pause=len(removed) + len(added) >= _BULK):
             index, rebuilt = base.index.updated(removed, added)
             return AclsImage(acls.updated([acl_id for acl_id, _ in removed], rebuilt), index)
+
+
+def _binding(change: AclBinding | AclRow | None) -> AclBinding | None:
+    """The binding a recorded change adds (None for a removal)."""
+    return row_binding(change) if change.__class__ is tuple else change
 
 
 _BULK = 10000  # changes from which applying a delta pauses the cyclic GC

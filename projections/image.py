@@ -116,7 +116,7 @@ class SecurityDelta:
 
     @replay.register
     def _(self, event: AclCreated) -> None:
-        self.acls_delta().add_row(event.row())
+        self.acls_delta().add(event.acl_id, event.binding)
 
     @replay.register
     def _(self, event: AclDeleted) -> None:

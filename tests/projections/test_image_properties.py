@@ -280,26 +280,30 @@ def test_an_inconsistent_event_raises_naming_its_offset(event_list):
     assert info.value.offset == 100 + first_bad
 
 
-def replay_decoded(batches, state=SecurityImage.EMPTY):
-    """One delta replaying each batch as the log's replay reads it (EventCodec.decode_events), then one apply."""
+def replay_decoded(batches, state=SecurityImage.EMPTY, as_envelopes=()):
+    """One delta replaying each batch as the log's replay reads it (EventCodec.decode_events), or those whose
+    position is in ``as_envelopes`` as envelopes (``replay_all``), then one apply."""
     from secmeta.events.codec import EventCodec
 
     codec = EventCodec.default()
     delta = PROJECTION.delta(state)
-    for batch in batches:
-        delta.replay_events(batch[0].offset, codec.decode_events(codec.encode_batch(0, batch), codec.fingerprint))
+    for i, batch in enumerate(batches):
+        if i in as_envelopes:
+            delta.replay_all(batch)
+        else:
+            delta.replay_events(batch[0].offset, codec.decode_events(codec.encode_batch(0, batch), codec.fingerprint))
     return delta.apply(batches[-1][-1].offset + 1 if batches else state.next_offset)
 
 
-@given(event_lists, cut_lists, st.integers(0, 40))
-def test_replaying_decoded_batches_equals_replaying_envelopes(event_list, cuts, at):
-    """Batches replayed as decode_events reads them (rows for ACL creations), onto an empty image or a
-    replayed prefix, give the image the envelopes give applied batch by batch."""
+@given(event_lists, cut_lists, st.integers(0, 40), st.sets(st.integers(0, 8)))
+def test_replaying_decoded_batches_equals_replaying_envelopes(event_list, cuts, at, as_envelopes):
+    """Batches replayed as decode_events reads them (rows for ACL creations), some as envelopes into the same
+    delta, onto an empty image or a replayed prefix, give the image the envelopes give applied batch by batch."""
     envs = envelopes(event_list)
     at = min(at, len(envs))
     prefix = replay([envs[:at]])
     expected = replay(split(envs, cuts))
-    got = replay_decoded(split(envs[at:], cuts), prefix) if envs[at:] else prefix
+    got = replay_decoded(split(envs[at:], cuts), prefix, as_envelopes) if envs[at:] else prefix
     assert got == expected, (contents(got), contents(expected))
 
 
