@@ -147,7 +147,8 @@ class AclTable:
     def of_rows(cls, rows: Iterable[AclRow | None]) -> AclTable:
         """The table of these ACL rows (``AclCreated.ROW``; ids distinct; None is skipped), its nodes listed
         kind by kind (``index`` then adds each kind's in one run)."""
-        kinds: dict[tuple[int, int], dict[str, dict[str, list[AclRow]]]] = {}
+        # kind -> name -> principal -> the group's one row, or its list of rows (most groups hold one ACL)
+        kinds: dict[tuple[int, int], dict[str, dict[str, AclRow | list[AclRow]]]] = {}
         for row in rows:
             if row is None:
                 continue
@@ -157,29 +158,38 @@ class AclTable:
                 nodes = kinds[kind] = {}
             per = nodes.get(row[2])
             if per is None:
-                nodes[row[2]] = {row[4]: [row]}
+                nodes[row[2]] = {row[4]: row}
             else:
                 held = per.get(row[4])
                 if held is None:
-                    per[row[4]] = [row]
+                    per[row[4]] = row
+                elif held.__class__ is tuple:
+                    per[row[4]] = [held, row]  # type: ignore[list-item]
                 else:
-                    held.append(row)
-        intern = sys.intern
+                    held.append(row)  # type: ignore[union-attr]
         resource_types, pattern_types, names = bytearray(), bytearray(), []
-        group_counts, principals, acl_counts, ordered = [], [], [], []
-        extend = ordered.extend
+        group_counts: list[int] = []
+        principals: list[str] = []
+        acl_counts: list[int] = []
+        ordered: list[AclRow] = []
+        extend, append, count = ordered.extend, ordered.append, acl_counts.append
         for (resource_type, pattern_type), nodes in kinds.items():
             resource_types += bytes((resource_type,)) * len(nodes)
             pattern_types += bytes((pattern_type,)) * len(nodes)
             names += nodes
             for per in nodes.values():
                 group_counts.append(len(per))
-                for principal, held in per.items():
-                    principals.append(intern(principal))
-                    acl_counts.append(len(held))
-                    extend(held)
-        return cls(bytes(resource_types), bytes(pattern_types), names, group_counts, principals, acl_counts,
-                   list(map(_ID, ordered)), list(map(intern, map(_HOST, ordered))),
+                principals += per
+                for held in per.values():
+                    if held.__class__ is tuple:
+                        append(held)  # type: ignore[arg-type]
+                        count(1)
+                    else:
+                        extend(held)  # type: ignore[arg-type]
+                        count(len(held))
+        intern = sys.intern
+        return cls(bytes(resource_types), bytes(pattern_types), names, group_counts, list(map(intern, principals)),
+                   acl_counts, list(map(_ID, ordered)), list(map(intern, map(_HOST, ordered))),
                    bytes(map(_OPERATION, ordered)), bytes(map(_PERMISSION, ordered)))
 
     def node(self, i: int) -> Node:
