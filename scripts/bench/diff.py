@@ -6,7 +6,10 @@
 Per log (the history benchmark's mixed log; scripts.bench.shapes' shapes), a fresh copy is opened once to
 build its history index, then each side (``--before-python``: another checkout's interpreter, its
 ``secmeta``; then this one) opens it in a fresh process and asks ``store.diff(a, a + span)`` at
-``--repeat`` random starts: the querying thread's CPU and the wall time, median and spread (min-max).
+``--repeat`` random starts: the querying thread's CPU and the wall time, median and spread (min-max), then
+the CPU once every binding of the answer is read too (a diff makes its ACLs' bindings when they are first
+read); and ``secmeta diff`` (text and ``--json``) at ``--cli-repeat`` of those starts as a user runs it, a
+read-only open included, its output to /dev/null (the whole process's CPU and wall).
 The machine may be shared: CPU is the figure to trust.
 """
 
@@ -46,10 +49,29 @@ def _diffs(store_dir: Path, key_file: Path, last_ts: int, span: int, repeat: int
         for a in starts:
             wall, cpu = time.perf_counter(), time.thread_time()
             found = store.diff(a, min(events, a + span))
-            samples.append((time.perf_counter() - wall, time.thread_time() - cpu, len(found.acls_added)
-                            + len(found.acls_removed)))
-    return {"wall": [w for w, _, _ in samples], "cpu": [c for _, c, _ in samples],
-            "acls": statistics.median(n for _, _, n in samples)}
+            answered = time.thread_time() - cpu, time.perf_counter() - wall
+            list(found.acls_added), list(found.acls_removed)  # every binding made, as a caller reading all does
+            samples.append((*answered, time.thread_time() - cpu, len(found.acls_added) + len(found.acls_removed)))
+    return {"cpu": [s[0] for s in samples], "wall": [s[1] for s in samples], "cpu_read": [s[2] for s in samples],
+            "acls": statistics.median(s[3] for s in samples), "starts": starts}
+
+
+def _cli(python: str, store_dir: Path, key_file: Path, starts: list[int], span: int, fmt: list[str]) -> dict:
+    """``secmeta diff`` as a user runs it (a read-only open, the answer printed to /dev/null): the whole
+    process's CPU (user + system, from the kernel) and wall, per start."""
+    import resource
+
+    cpu, wall = [], []
+    for a in starts:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        subprocess.run([python, "-m", "secmeta.core.cli", "diff", "--store", str(store_dir), "--key-file",
+                        str(key_file), "--from-offset", str(a), "--to-offset", str(a + span), *fmt],
+                       check=True, stdout=subprocess.DEVNULL, cwd=REPO_ROOT)
+        wall.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return {"cpu": cpu, "wall": wall}
 
 
 def _side(python: str, store_dir: Path, key_file: Path, last_ts: int, span: int, repeat: int) -> dict:
@@ -57,6 +79,10 @@ def _side(python: str, store_dir: Path, key_file: Path, last_ts: int, span: int,
                            "--last-ts", str(last_ts), "--span", str(span), "--repeat", str(repeat)],
                           check=True, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     return json.loads(done.stdout.splitlines()[-1])
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
 def _cell(values: list[float], target: float) -> str:
@@ -71,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="*", default=[200_000], help="ACLs held at each shape's end")
     parser.add_argument("--span", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--cli-repeat", type=int, default=2, help="starts `secmeta diff` is run at, per format")
     parser.add_argument("--before-python", help="another checkout's interpreter, measured side by side (before)")
     parser.add_argument("--dir", default=None)
     parser.add_argument("--measure", nargs=2, type=Path, metavar=("STORE", "KEY_FILE"), help=argparse.SUPPRESS)
@@ -88,11 +115,16 @@ def main(argv: list[str] | None = None) -> int:
             as_of.prepare(copy, key_file, facts["last_ts"], MEMORY_MB)
             for side, python in sides:
                 r = _side(python, copy, key_file, facts["last_ts"], args.span, args.repeat)
-                results.append({"log": label, "side": side, **r})
-                rows.append([label, side, f"{r['acls']:,.0f}", _cell(r["cpu"], DIFF_S), _cell(r["wall"], DIFF_S)])
+                cli = {fmt or "text": _cli(python, copy, key_file, r["starts"][:args.cli_repeat], args.span,
+                                           [fmt] if fmt else []) for fmt in ("", "--json")}
+                results.append({"log": label, "side": side, **r, "cli": cli})
+                rows.append([label, side, f"{r['acls']:,.0f}", _cell(r["cpu"], DIFF_S), _cell(r["wall"], DIFF_S),
+                             _cell(r.get("cpu_read", r["cpu"]), DIFF_S),
+                             *(_spread(cli[fmt]["cpu"]) + " / " + _spread(cli[fmt]["wall"]) for fmt in cli)])
     print_table(f"diff over {args.span:,} events at {args.repeat} random starts, median (min-max); "
-                f"target <= {DIFF_S} s", ["log", "side", "ACLs in the answer", f"CPU s (<= {DIFF_S})",
-                                          f"wall s (<= {DIFF_S})"], rows)
+                f"target <= {DIFF_S} s", ["log", "side", "ACLs in the answer", f"store.diff CPU s (<= {DIFF_S})",
+                                          f"wall s (<= {DIFF_S})", "CPU s, every binding read",
+                                          "secmeta diff CPU / wall s", "secmeta diff --json CPU / wall s"], rows)
     print(f"wrote {write_json('diff', {'runs': results})}")
     return 0
 
