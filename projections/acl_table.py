@@ -167,7 +167,8 @@ class AclTable:
                     per[row[4]] = [held, row]  # type: ignore[list-item]
                 else:
                     held.append(row)  # type: ignore[union-attr]
-        resource_types, pattern_types, names = bytearray(), bytearray(), []
+        resource_types, pattern_types = bytearray(), bytearray()
+        names: list[str] = []
         group_counts: list[int] = []
         principals: list[str] = []
         acl_counts: list[int] = []
