@@ -28,7 +28,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.validation import ValidationError, validate
@@ -533,7 +533,7 @@ def _pristine() -> EventCodec:
 
 def _replay_form(event: Event) -> Event | tuple:
     """An event as ``decode_events`` gives it: its row when its class declares one."""
-    return event.row() if hasattr(event.__class__, "ROW") else event
+    return cast(Any, event).row() if hasattr(event.__class__, "ROW") else event
 
 
 def _is_str(value: Any) -> bool:

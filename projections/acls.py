@@ -214,9 +214,8 @@ class AclsDelta:
         if not acls:
             with paused_gc(pause=len(changes) >= _BULK):
                 rows = changes.values() if not self._bindings else (
-                    change if change is None or change.__class__ is tuple else acl_row(acl_id, change)
-                    for acl_id, change in changes.items())
-                image = AclsImage.of_table(AclTable.of_rows(rows))
+                    _row(acl_id, change) for acl_id, change in changes.items())
+                image = AclsImage.of_table(AclTable.of_rows(rows))  # type: ignore[arg-type]  # rows or None
                 return base if image is AclsImage.EMPTY else image
         removed: list[tuple[str, Group]] = []
         added: list[tuple[str, AclBinding]] = []
@@ -238,7 +237,12 @@ class AclsDelta:
 
 def _binding(change: AclBinding | AclRow | None) -> AclBinding | None:
     """The binding a recorded change adds (None for a removal)."""
-    return row_binding(change) if change.__class__ is tuple else change
+    return row_binding(change) if isinstance(change, tuple) else change
+
+
+def _row(acl_id: str, change: AclBinding | AclRow | None) -> AclRow | None:
+    """The row a recorded change adds (None for a removal)."""
+    return change if change is None or isinstance(change, tuple) else acl_row(acl_id, change)
 
 
 _BULK = 10000  # changes from which applying a delta pauses the cyclic GC

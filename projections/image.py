@@ -178,8 +178,8 @@ class SecurityDelta:
         try:
             for i, event in enumerate(events):
                 cls = event.__class__
-                if cls is tuple:
-                    add_row(event)
+                if cls is tuple:  # an ACL's creation as its row
+                    add_row(event)  # type: ignore[arg-type]
                     continue
                 if cls is AclDeleted:
                     remove(event.acl_id)
