@@ -114,6 +114,50 @@ def one_round(mode: str, shape: str, writes: int, threads: int, tmp: Path, keyri
         store.close()
 
 
+class _OneTransactionPerWrite:
+    """The Kafka gate without commit_group: the store commits each batch in a transaction of its own (the peer)."""
+
+    def __init__(self, gate):
+        self._gate = gate
+
+    def commit(self, batch) -> None:
+        self._gate.commit(batch)
+
+    def append_failed(self, batch, error) -> None:
+        self._gate.append_failed(batch, error)
+
+
+def grouped_writes(bootstrap: str, tmp: Path, keyring: Keyring, rounds: int, writes: int = 400) -> dict:
+    """Concurrent 1-ACL writers on one replicated store, alternating in one run between writes grouped into shared
+    transactions and one transaction per write: writes/s and CPU ms per write, by number of writers."""
+    from secmeta.consumers.kafka.replication.node import ReplicatedNode
+    from secmeta.consumers.kafka.replication.settings import ReplicationSettings
+
+    out: dict = {}
+    with SecurityStore.open(tmp / f"grouped-{next(_names)}", StoreConfig(), keyring=keyring,
+                            commit_gate=NotWriterGate()) as store, \
+            ReplicatedNode(store, ReplicationSettings(bootstrap, replication_factor=1, min_insync_replicas=1)) as node:
+        node.become_writer()
+        gate = node.gate
+        for _ in range(rounds):
+            for mode in ("grouped", "one per write"):
+                store.set_commit_gate(gate if mode == "grouped" else _OneTransactionPerWrite(gate))
+                for threads in (4, 16):
+                    per = writes // threads
+                    start, cpu0 = time.perf_counter(), time.process_time()
+                    workers = [threading.Thread(target=lambda n=per: [SHAPES["1 ACL / write"](store) for _ in range(n)])
+                               for _ in range(threads)]
+                    for w in workers:
+                        w.start()
+                    for w in workers:
+                        w.join()
+                    cell = out.setdefault(f"{threads} writers", {}).setdefault(mode, {})
+                    cell.setdefault("writes_per_s", []).append(per * threads / (time.perf_counter() - start))
+                    cell.setdefault("cpu_ms_per_write", []).append((time.process_time() - cpu0) / (per * threads) * 1e3)
+        store.set_commit_gate(gate)
+    return out
+
+
 def grouped_transactions(bootstrap: str, rounds: int, batches: int = 200) -> dict[int, list[float]]:
     """What grouping batches into one transaction would buy: ms of wall per batch record when each Kafka
     transaction carries 1, 4 or 16 of them (a 2 KB record, as a small store batch), on a topic of its own."""
@@ -163,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                         for key, value in row.items():
                             cell.setdefault(key, []).append(value)
             grouped = grouped_transactions(bootstrap, args.rounds)
+            shared = grouped_writes(bootstrap, tmp, keyring, max(args.rounds, 3))
         finally:
             broker.terminate()
             broker.wait(10)
@@ -183,7 +228,14 @@ def main(argv: list[str] | None = None) -> int:
     print_table("one Kafka transaction per batch, or per group of batches (if writes queued up were grouped): "
                 "ms of wall per batch record, median (min-max); no target, a measure for the choice",
                 ["batches per transaction", "ms per batch"], [[group, fmt(v)] for group, v in grouped.items()])
-    print(f"results: {write_json('replication_commit', {'writes': results, 'grouped_ms_per_batch': grouped})}")
+    print_table("concurrent 1-ACL writers, replicated: queued writes sharing transactions (grouped) against one "
+                "transaction per write, alternating in one run; median (min-max); no target",
+                ["writers", "mode", "writes/s", "CPU ms/write"],
+                [[writers, mode, fmt(cell["writes_per_s"]), fmt(cell["cpu_ms_per_write"])]
+                 for writers, modes in shared.items() for mode, cell in modes.items()])
+    saved = write_json("replication_commit", {"writes": results, "grouped_ms_per_batch": grouped,
+                                              "grouped_writes": shared})
+    print(f"results: {saved}")
     return 0
 
 
