@@ -327,7 +327,12 @@ class SecurityStore:
             if not queued.done.is_set():
                 with self._queue_lock:
                     group, self._queued = self._queued, []
-                self._commit_group(group)
+                try:
+                    self._commit_group(group)
+                except BaseException as exc:  # noqa: BLE001 - a bug must not leave a queued write waiting for ever
+                    for unsettled in group:
+                        if not unsettled.done.is_set():
+                            unsettled.fail(exc)
         return queued.outcome()
 
     def _commit_group(self, group: list[_Queued]) -> None:
