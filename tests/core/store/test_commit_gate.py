@@ -38,11 +38,14 @@ def _segment_bytes(store: SecurityStore) -> bytes:
     return b"".join((store.log.store.log_dir / seg.name).read_bytes() for seg in store.log.segments())
 
 
+def _store_with(gate, path, keyring):
+    return SecurityStore.open(path, StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring, commit_gate=gate)
+
+
 @pytest.fixture
 def gated(tmp_path, keyring):
     gate = Recording()
-    with SecurityStore.open(tmp_path / "a", StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring,
-                            commit_gate=gate) as store:
+    with _store_with(gate, tmp_path / "a", keyring) as store:
         yield store, gate
 
 
@@ -233,8 +236,7 @@ class Grouping(Recording):
 @pytest.fixture
 def grouping(tmp_path, keyring):
     gate = Grouping()
-    with SecurityStore.open(tmp_path / "g", StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring,
-                            commit_gate=gate) as store:
+    with _store_with(gate, tmp_path / "g", keyring) as store:
         yield store, gate
 
 
