@@ -582,7 +582,7 @@ class Publisher:
 
         form = self._state_form
         produced = self._produce_all(producer, self.state_topic, self._state_messages(
-            envelopes, encoded, chunk.history_offsets(), links), chunk.state_callback)
+            envelopes, encoded, chunk.history_offsets()), chunk.state_callback)
         chunk.outstanding += produced
         if not self._await(chunk, producer, stop, deadline):
             form.discard()
@@ -596,21 +596,18 @@ class Publisher:
         self._report("checkpointed")
         return len(envelopes)
 
-    def _state_messages(self, envelopes: list, encoded: list, positions: list[int],
-                        links: list[tuple[str, bytes]]) -> Iterator[tuple[bytes, bytes | None, list]]:
-        """The state topic's messages of a chunk whose history messages are ``encoded`` (produced: their header
-        lists are reused) at Kafka offsets ``positions``: each event's state form, a tombstone after a removal."""
+    def _state_messages(self, envelopes: list, encoded: list,
+                        positions: list[int]) -> Iterator[tuple[bytes, bytes | None, list]]:
+        """The state topic's messages of a chunk whose history messages are ``encoded`` at Kafka offsets
+        ``positions``: each event's state form, a tombstone after a removal. A state message carries the
+        history message's offset and request headers, and the history offset instead of the link."""
         form = self._state_form
-        for env, message, position, link in zip(envelopes, encoded, positions, links):
+        for env, (key, value, headers), position in zip(envelopes, encoded, positions):
             whole, closes = form.of(env)
-            if whole is env:
-                key, value, headers = message
-            else:
+            if whole is not env:
                 key, value, headers = self._encode(whole)
-                headers.append(link)
             at = (HEADER_HISTORY_OFFSET, b"%d" % position)
-            headers.append(at)
-            yield key, value, headers
+            yield key, value, [headers[0], headers[1], at]
             if closes:
                 key, value, headers = encode_tombstone(env)
                 headers.append(at)

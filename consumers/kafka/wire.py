@@ -5,33 +5,36 @@ key
     ``token:<id>``), so the compacted state topic keeps one value per entity.
 value
     Avro single-object encoding of the event: ``C3 01``, the 8-byte schema
-    fingerprint, the body.  Secrets appear only sealed, as in the log.
-    ``None`` (a tombstone) on the state topic after a removal.
-headers
-    ``secmeta.offset`` (decimal log offset, also on tombstones),
-    ``secmeta.event_type``, ``secmeta.fingerprint`` (hex),
-    ``secmeta.timestamp_ms``, ``secmeta.actor_principal``,
-    ``secmeta.actor_host``, ``secmeta.request_id``; from the publisher also
-    ``secmeta.link``: the hex keyed-hash-chain link of the log batch that holds
-    the event, so a reader can tell whether the topic and a log agree at an
-    offset (the link is an HMAC output: it reveals no key and no secret);
-    ``secmeta.actor_asserted``
-    (``true``: the actor is a local caller's claim, ``false``: secmeta serve
-    authenticated it) and ``secmeta.operator`` (JSON ``[user, host, pid,
-    program]``: the process that wrote the event), optional on reading (messages
-    from before them read as asserted by an unknown operator).
+    fingerprint (which names the event type), the body.  Secrets appear only
+    sealed, as in the log.  ``None`` (a tombstone) on the state topic after a removal.
+headers (format 2)
+    ``secmeta.offset``: the decimal log offset (also on tombstones);
+    ``secmeta.request``: what the event shares with the other events of its request, as JSON made once
+    per request: ``{"format":2,"timestamp_ms":..,"actor_principal":..,"actor_host":..,"request_id":..,
+    "actor_asserted":true,"operator":[user,host,pid,program]}`` (``actor_asserted``: ``true`` the actor
+    is a local caller's claim, ``false`` secmeta serve authenticated it; ``operator``: the process that
+    wrote the event); from the publisher, on the history topic, also ``secmeta.link``: the hex
+    keyed-hash-chain link of the log batch that holds the event, so a reader can tell whether the topic
+    and a log agree at an offset (the link is an HMAC output: it reveals no key and no secret).
 
-State-topic messages (values and tombstones) also carry
-``secmeta.history_offset``: the Kafka offset in the history topic (partition 0)
-of the same event, so a reader that rebuilt the state can follow the history
-from there.  An event that updates an entity appears on the state topic as the
-whole entity (``state_form``: a token's expiry change as its
-``DelegationTokenIssued`` with the new expiry, at the change's log offset), so
-the latest value per key is always a complete entity.  Key and removal follow
-the kind declarations (``secmeta.events.entities``).
+State-topic messages (values and tombstones) carry ``secmeta.history_offset`` instead of the link: the
+Kafka offset in the history topic (partition 0) of the same event, so a reader that rebuilt the state
+can follow the history from there.  An event that updates an entity appears on the state topic as the
+whole entity (``state_form``: a token's expiry change as its ``DelegationTokenIssued`` with the new
+expiry, at the change's log offset), so the latest value per key is always a complete entity.  Key and
+removal follow the kind declarations (``secmeta.events.entities``).
+
+Format 1 (published before format 2; still read): one header per field, ``secmeta.offset``,
+``secmeta.event_type``, ``secmeta.fingerprint`` (hex), ``secmeta.timestamp_ms``,
+``secmeta.actor_principal``, ``secmeta.actor_host``, ``secmeta.request_id``, optionally
+``secmeta.actor_asserted`` and ``secmeta.operator`` (without them: asserted by an unknown operator), and
+the link on both topics.  A message with ``secmeta.request`` is format 2; its ``format`` names the
+version, and a later one is refused (naming it) rather than guessed at.  Format 2 carries a message's
+metadata in three headers instead of ten: librdkafka allocates, copies and frees every header of every
+message, about 0.4 us each on both sides.
 
 ``decode_message`` raises ``NotOurMessage`` (with a ``reason``) for anything
-that is not a message written by ``encode_message``.
+that is not a message written by ``encode_message`` (in either format).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from secmeta.events.single_object import SingleObjects
 from secmeta.events.types import is_int64
 
 __all__ = [
+    "FORMAT",
     "HEADER_ACTOR_ASSERTED",
     "HEADER_ACTOR_HOST",
     "HEADER_ACTOR_PRINCIPAL",
@@ -60,6 +64,7 @@ __all__ = [
     "HEADER_LINK",
     "HEADER_OFFSET",
     "HEADER_OPERATOR",
+    "HEADER_REQUEST",
     "HEADER_REQUEST_ID",
     "HEADER_TIMESTAMP",
     "NotOurMessage",
@@ -73,20 +78,22 @@ __all__ = [
     "message_offset",
 ]
 
+FORMAT = 2  # the message format encode_message writes (secmeta.request's "format")
 HEADER_OFFSET = "secmeta.offset"
+HEADER_REQUEST = "secmeta.request"
+HEADER_HISTORY_OFFSET = "secmeta.history_offset"
+HEADER_LINK = "secmeta.link"
+# format 1's headers (read, no longer written)
 HEADER_EVENT_TYPE = "secmeta.event_type"
 HEADER_FINGERPRINT = "secmeta.fingerprint"
 HEADER_TIMESTAMP = "secmeta.timestamp_ms"
 HEADER_ACTOR_PRINCIPAL = "secmeta.actor_principal"
 HEADER_ACTOR_HOST = "secmeta.actor_host"
 HEADER_REQUEST_ID = "secmeta.request_id"
-HEADER_HISTORY_OFFSET = "secmeta.history_offset"
-HEADER_LINK = "secmeta.link"
 HEADER_ACTOR_ASSERTED = "secmeta.actor_asserted"
 HEADER_OPERATOR = "secmeta.operator"
-_ASSERTED = {True: b"true", False: b"false"}
 
-_REQUIRED = (
+_REQUIRED_V1 = (
     HEADER_OFFSET,
     HEADER_EVENT_TYPE,
     HEADER_FINGERPRINT,
@@ -95,11 +102,14 @@ _REQUIRED = (
     HEADER_ACTOR_HOST,
     HEADER_REQUEST_ID,
 )
-_required = operator.itemgetter(*_REQUIRED)
-_ALL_BYTES = (bytes,) * len(_REQUIRED)  # the fast path's header values; others go through header_map
+_REQUIRED = (HEADER_OFFSET, HEADER_REQUEST)
+_V1_ONLY = frozenset(_REQUIRED_V1[1:])  # a message with one of these and no secmeta.request is format 1
+_required_v1 = operator.itemgetter(*_REQUIRED_V1)
+_REQUEST_KEYS = ("format", "timestamp_ms", "actor_principal", "actor_host", "request_id", "actor_asserted",
+                 "operator")
+_REQUEST_KEY_SET = frozenset(_REQUEST_KEYS)
 # Envelope.event_type (the event class's name) as bytes, by class, from the registry that owns the names
-# (secmeta.events.records.EVENT_TYPES): a 17 ns lookup per message where envelope.event_type.encode() takes 53 ns,
-# and decode needs it from the event's class before there is an envelope (the round-trip test pins the two).
+# (secmeta.events.records.EVENT_TYPES): format 1's event type header.
 _TYPE_NAMES = {cls: name.encode() for name, cls in EVENT_TYPES.items()}
 _new_envelope = setter_constructor(Envelope)
 
@@ -124,74 +134,58 @@ def encode_message(codec: EventCodec, envelope: Envelope) -> tuple[bytes, bytes,
     return message_encoder(codec)(envelope)
 
 
-_Tables = tuple[dict[type, bytes], dict[bytes, tuple]]
-#: Per codec (weakly: nothing in them refers back to it), made once: each event type's fingerprint header, and
-#: by a value's first ten bytes (marker and fingerprint) its compiled decoder, fingerprint header, type name and
-#: fingerprint, for the types that have one.
-_BY_CODEC: weakref.WeakKeyDictionary[EventCodec, _Tables] = weakref.WeakKeyDictionary()
+#: Per codec (weakly: nothing in them refers back to it), made once: by a value's first ten bytes (marker and
+#: fingerprint) its compiled decoder, fingerprint and format 1's fingerprint and type headers, for the types
+#: that have one.
+_BY_CODEC: weakref.WeakKeyDictionary[EventCodec, dict[bytes, tuple]] = weakref.WeakKeyDictionary()
 
 
-def _tables(objects: SingleObjects) -> _Tables:
+def _known(objects: SingleObjects) -> dict[bytes, tuple]:
     found = _BY_CODEC.get(objects.codec)
     if found is None:
-        hexes = {cls: fingerprint.hex().encode() for cls, fingerprint in objects.fingerprints.items()}
-        known = {}
+        found = {}
         for cls, fingerprint in objects.fingerprints.items():
             compiled = objects.compiled_decoder(fingerprint)
             if compiled is not None:
-                known[SINGLE_OBJECT_MARKER + fingerprint] = (compiled, hexes[cls], _TYPE_NAMES[cls], fingerprint)
-        found = _BY_CODEC[objects.codec] = (hexes, known)
+                found[SINGLE_OBJECT_MARKER + fingerprint] = (compiled, fingerprint)
+        _BY_CODEC[objects.codec] = found
     return found
 
 
 def message_encoder(codec: EventCodec) -> Callable[[Envelope], tuple[bytes, bytes, Headers]]:
     """``encode_message`` bound to one codec, for writers that encode many events.
 
-    The headers a request's events share (time, actor, request id, operator) are made once for a run of
-    envelopes that carry the same values (a logged batch's events come by request), and the fingerprint
-    header once per event type; each message gets its own list of them.
+    The ``secmeta.request`` header is made once for a run of envelopes that carry the same request values
+    (a logged batch's events come by request); each message gets its own list of headers.
     """
-    objects = SingleObjects(codec)
-    encode_value = objects.encode
-    hexes, _ = _tables(objects)
-    shared: list = [None, ()]  # the last envelope's request values, and their headers
+    encode_value = SingleObjects(codec).encode
+    shared: list = [None, None]  # the last envelope's request values, and their header
 
     def encode(envelope: Envelope) -> tuple[bytes, bytes, Headers]:
         event = envelope.event
-        value = encode_value(event)
-        cls = event.__class__
         request = (envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host, envelope.request_id,
                    envelope.actor_asserted, envelope.operator_user, envelope.operator_host, envelope.operator_pid,
                    envelope.operator_program)
         if request != shared[0]:
-            shared[0], shared[1] = request, _request_headers(*request)
-        return event.entity_key.encode(), value, [
-            (HEADER_OFFSET, b"%d" % envelope.offset),
-            (HEADER_EVENT_TYPE, _TYPE_NAMES[cls]),
-            (HEADER_FINGERPRINT, hexes[cls]),
-            *shared[1],
-        ]
+            shared[0], shared[1] = request, (HEADER_REQUEST, _request_header(*request))
+        return event.entity_key.encode(), encode_value(event), [(HEADER_OFFSET, b"%d" % envelope.offset), shared[1]]
 
     return encode
 
 
-def _request_headers(timestamp_ms: int, principal: str, host: str, request_id: str, asserted: bool,
-                     operator_user: str, operator_host: str, operator_pid: int,
-                     operator_program: str) -> tuple[tuple[str, bytes], ...]:
-    """The headers of what an event's request shares with the request's other events."""
-    return (
-        (HEADER_TIMESTAMP, b"%d" % timestamp_ms),
-        (HEADER_ACTOR_PRINCIPAL, principal.encode()),
-        (HEADER_ACTOR_HOST, host.encode()),
-        (HEADER_REQUEST_ID, request_id.encode()),
-        (HEADER_ACTOR_ASSERTED, _ASSERTED[asserted]),
-        (HEADER_OPERATOR, _operator_header(operator_user, operator_host, operator_pid, operator_program)),
-    )
+def _request_header(timestamp_ms: int, principal: str, host: str, request_id: str, asserted: bool,
+                    operator_user: str, operator_host: str, operator_pid: int, operator_program: str) -> bytes:
+    """The ``secmeta.request`` header: what an event shares with its request's other events."""
+    return json.dumps(
+        {"format": FORMAT, "timestamp_ms": timestamp_ms, "actor_principal": principal, "actor_host": host,
+         "request_id": request_id, "actor_asserted": asserted,
+         "operator": [operator_user, operator_host, operator_pid, operator_program]},
+        separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def encode_tombstone(envelope: Envelope) -> tuple[bytes, None, Headers]:
     """The state-topic tombstone that follows a removal: key, no value, the offset header."""
-    return envelope.entity_key.encode(), None, [(HEADER_OFFSET, str(envelope.offset).encode())]
+    return envelope.entity_key.encode(), None, [(HEADER_OFFSET, b"%d" % envelope.offset)]
 
 
 def header_map(headers: Iterable[tuple[str, bytes | None]] | None) -> dict[str, bytes]:
@@ -231,63 +225,49 @@ def decode_message(
 def message_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, Sequence | None], Envelope]:
     """``decode_message`` bound to one codec, for readers that decode many messages.
 
-    A message as ``encode_message`` writes it (bytes values, the codec's current schemas) is read by a
-    straight path: the value's first ten bytes (marker and fingerprint) pick the event type, whose
-    fingerprint and name headers are compared as bytes, and no header is decoded twice. Anything that path
-    does not take whole (another bytes type, a missing or odd header, an older schema, a refusal) is read
-    by the careful path, which alone decides refusals and names them; both give the same envelope
-    (tested).
+    A message as ``encode_message`` writes it (format 2, bytes values, the codec's current schemas) is read
+    by a straight path: the value's first ten bytes (marker and fingerprint) pick the compiled decoder, and
+    the request header is parsed once per distinct value. Anything that path does not take whole (format 1,
+    another bytes type, a missing or odd header, an older schema, a refusal) is read by the careful path,
+    which alone decides refusals and names them; both give the same envelope (tested).
     """
     objects = SingleObjects(codec)
     careful = _careful_decoder(objects)
-    _, known = _tables(objects)
-    make, attribution = _new_envelope, _attribution
+    known = _known(objects)
+    make, fields = _new_envelope, _request_fields
 
     def decode(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Envelope:
         try:
             found = dict(headers)  # type: ignore[arg-type]
-            compiled, fingerprint_hex, type_name, fingerprint = known[value[:10]]  # type: ignore[index]
-            offset, timestamp = found[HEADER_OFFSET], found[HEADER_TIMESTAMP]
-            if (value.__class__ is not bytes or found[HEADER_FINGERPRINT] != fingerprint_hex
-                    or found[HEADER_EVENT_TYPE] != type_name or offset.__class__ is not bytes
-                    or timestamp.__class__ is not bytes or not offset.isdigit() or not timestamp.isdigit()):
+            offset, request = found[HEADER_OFFSET], found[HEADER_REQUEST]
+            compiled, fingerprint = known[value[:10]]  # type: ignore[index]
+            if (value.__class__ is not bytes or offset.__class__ is not bytes or request.__class__ is not bytes
+                    or not offset.isdigit()):
                 raise ValueError
             event, end = compiled(value)
-            asserted, operator = found.get(HEADER_ACTOR_ASSERTED), found.get(HEADER_OPERATOR)
-            if (end != len(value) or (key is not None and key != event.entity_key.encode())
-                    or asserted.__class__ not in _PLAIN or operator.__class__ not in _PLAIN):
+            if end != len(value) or (key is not None and key != event.entity_key.encode()):
                 raise ValueError
-            return make(int(offset), int(timestamp), found[HEADER_ACTOR_PRINCIPAL].decode(),
-                        found[HEADER_ACTOR_HOST].decode(), found[HEADER_REQUEST_ID].decode(), event,
-                        fingerprint, *attribution(asserted, operator))
+            before, after = fields(request)
+            return make(int(offset), *before, event, fingerprint, *after)
         except Exception:  # noqa: BLE001 - not the plain form: the careful path reads it or names the problem
             return careful(key, value, headers)
 
     return decode
 
 
-_PLAIN = (bytes, type(None))  # header values the straight path passes to _attribution as they are
-
-
 def _careful_decoder(objects: SingleObjects) -> Callable[[bytes | None, bytes | None, Sequence | None], Envelope]:
-    """The decoder that takes any bytes type and names every refusal (message_decoder's careful path)."""
+    """The decoder that takes either format and any bytes type, and names every refusal (message_decoder's
+    careful path)."""
     decode_value, fingerprints = objects.decode, objects.fingerprints
     make = _new_envelope
 
     def decode(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Envelope:
-        try:
-            found = dict(headers or ())
-            fields = _required(found)
-            if tuple(map(type, fields)) != _ALL_BYTES:
-                raise KeyError
-        except KeyError:  # missing; valueless (header_map drops those: an earlier value counts); not bytes
-            found = header_map(headers)
-            try:
-                fields = _required(found)
-            except KeyError:
-                missing = [name for name in _REQUIRED if name not in found]
-                raise NotOurMessage(f"missing headers: {', '.join(missing)}") from None
-        offset, event_type, fingerprint_hex, timestamp, principal, host, request = fields
+        found = header_map(headers)  # valueless headers dropped (an earlier value counts), values as bytes
+        request = found.get(HEADER_REQUEST)
+        v1 = request is None and not _V1_ONLY.isdisjoint(found)
+        missing = [name for name in (_REQUIRED_V1 if v1 else _REQUIRED) if name not in found]
+        if missing:
+            raise NotOurMessage(f"missing headers: {', '.join(missing)}")
         if value is None:
             raise NotOurMessage("tombstone (no value): not an event")
         if value.__class__ is not bytes:
@@ -302,41 +282,88 @@ def _careful_decoder(objects: SingleObjects) -> Callable[[bytes | None, bytes | 
             raise NotOurMessage(f"unknown schema fingerprint {value[2:10].hex()}") from None
         except EventsError as exc:
             raise NotOurMessage(f"body does not decode (truncated or corrupt): {exc}") from None
-        if fingerprint_hex != value[2:10].hex().encode():
-            raise NotOurMessage(f"header {HEADER_FINGERPRINT} {bytes(fingerprint_hex)!r} does not match "
-                                f"the value's fingerprint {value[2:10].hex()}")
         cls = event.__class__
-        if event_type != _TYPE_NAMES[cls]:
-            raise NotOurMessage(
-                f"header {HEADER_EVENT_TYPE} {bytes(event_type)!r} does not match the value's {cls.__name__}")
+        if v1:
+            offset, event_type, fingerprint_hex, timestamp, principal, host, request_id = _required_v1(found)
+            if fingerprint_hex != value[2:10].hex().encode():
+                raise NotOurMessage(f"header {HEADER_FINGERPRINT} {fingerprint_hex!r} does not match "
+                                    f"the value's fingerprint {value[2:10].hex()}")
+            if event_type != _TYPE_NAMES[cls]:
+                raise NotOurMessage(
+                    f"header {HEADER_EVENT_TYPE} {event_type!r} does not match the value's {cls.__name__}")
         if key is not None and bytes(key) != event.entity_key.encode():
             raise NotOurMessage(f"key {bytes(key)!r} is not the event's entity key {event.entity_key!r}")
+        offset_value = _int_header(HEADER_OFFSET, found[HEADER_OFFSET])
+        if not v1:
+            before, after = _request_fields(request)  # type: ignore[arg-type]
+            return make(offset_value, *before, event, fingerprints[cls], *after)
         return make(
-            int(offset) if offset.isdigit() else _int_header(HEADER_OFFSET, offset),
-            int(timestamp) if timestamp.isdigit() else _int_header(HEADER_TIMESTAMP, timestamp),
+            offset_value,
+            _int_header(HEADER_TIMESTAMP, timestamp),
             _text_header(HEADER_ACTOR_PRINCIPAL, principal),
             _text_header(HEADER_ACTOR_HOST, host),
-            _text_header(HEADER_REQUEST_ID, request),
+            _text_header(HEADER_REQUEST_ID, request_id),
             event,
             fingerprints[cls],
-            *_attribution(_bytes_or_none(found.get(HEADER_ACTOR_ASSERTED)), _bytes_or_none(found.get(HEADER_OPERATOR))),
+            *_attribution(found.get(HEADER_ACTOR_ASSERTED), found.get(HEADER_OPERATOR)),
         )
 
     return decode
 
 
-@functools.lru_cache(maxsize=256)  # a batch's events share their operator
-def _operator_header(user: str, host: str, pid: int, program: str) -> bytes:
-    return json.dumps([user, host, pid, program], separators=(",", ":")).encode()
+_Request = tuple[tuple[int, str, str, str], tuple[bool, str, str, int, str]]
 
 
-def _bytes_or_none(value: object) -> bytes | None:
-    return None if value is None else bytes(value)  # type: ignore[call-overload]
+@functools.lru_cache(maxsize=1024)  # a request's events share it
+def _request_fields(raw: bytes) -> _Request:
+    """The envelope's fields a ``secmeta.request`` header holds: (timestamp_ms, actor principal, actor host,
+    request id) and (asserted, operator user, host, pid, program); NotOurMessage naming what is wrong."""
+    shown = raw if len(raw) <= 300 else raw[:300] + b"..."
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise NotOurMessage(f"header {HEADER_REQUEST} is not UTF-8 JSON: {shown!r}") from None
+    if not isinstance(data, dict):
+        raise NotOurMessage(f"header {HEADER_REQUEST} is not a JSON object: {shown!r}")
+    version = data.get("format")
+    if version != FORMAT or version.__class__ is not int:
+        newer = is_int64(version) and version > FORMAT  # type: ignore[operator]
+        raise NotOurMessage(
+            f"header {HEADER_REQUEST} is message format {version!r}: "
+            + (f"newer than this secmeta reads (up to {FORMAT}); upgrade it" if newer else f"expected {FORMAT}"))
+    if data.keys() != _REQUEST_KEY_SET:
+        missing, extra = sorted(_REQUEST_KEY_SET - data.keys()), sorted(data.keys() - _REQUEST_KEY_SET)
+        raise NotOurMessage(f"header {HEADER_REQUEST} has the wrong fields (missing {missing}, unknown {extra}): "
+                            f"{shown!r}")
+    timestamp, principal, host, request_id = (data["timestamp_ms"], data["actor_principal"], data["actor_host"],
+                                              data["request_id"])
+    asserted, operator = data["actor_asserted"], data["operator"]
+    if not (is_int64(timestamp) and _is_text(principal) and _is_text(host) and _is_text(request_id)
+            and asserted.__class__ is bool and _is_operator(operator)):
+        raise NotOurMessage(f"header {HEADER_REQUEST} holds a field of the wrong type: {shown!r}")
+    return (timestamp, principal, host, request_id), (asserted, *operator)
+
+
+def _is_text(value: object) -> bool:
+    """A str that is UTF-8 (JSON's escapes can spell a lone surrogate, which no log holds)."""
+    if value.__class__ is not str:
+        return False
+    try:
+        value.encode("utf-8")  # type: ignore[union-attr]
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _is_operator(value: object) -> bool:
+    return (isinstance(value, list) and len(value) == 4 and _is_text(value[0]) and _is_text(value[1])
+            and is_int64(value[2]) and _is_text(value[3]))
 
 
 @functools.lru_cache(maxsize=256)
 def _attribution(asserted: bytes | None, operator: bytes | None) -> tuple[bool, str, str, int, str]:
-    """Envelope.actor_asserted and operator_* from their headers (absent: asserted by an unknown operator)."""
+    """Format 1: Envelope.actor_asserted and operator_* from their headers (absent: asserted by an unknown
+    operator)."""
     if asserted is None:
         flag = True
     elif asserted in (b"true", b"false"):

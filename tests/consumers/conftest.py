@@ -201,3 +201,26 @@ def live_keys(image) -> set[bytes]:
              for mech in image.scram.mechanisms(user)}
     keys |= {f"token:{t.token_id}" for t in image.tokens}
     return {k.encode() for k in keys}
+
+
+def format1_message(codec, envelope, link: bytes | None = None) -> tuple[bytes, bytes, list]:
+    """The (key, value, headers) the publisher wrote before message format 2, byte for byte: one header per
+    envelope field (``link``: the history topic's secmeta.link value, hex)."""
+    import json
+
+    operator = json.dumps([envelope.operator_user, envelope.operator_host, envelope.operator_pid,
+                           envelope.operator_program], separators=(",", ":")).encode()
+    headers = [
+        ("secmeta.offset", str(envelope.offset).encode()),
+        ("secmeta.event_type", envelope.event_type.encode()),
+        ("secmeta.fingerprint", codec.event_fingerprint(envelope.event_type).hex().encode()),
+        ("secmeta.timestamp_ms", str(envelope.timestamp_ms).encode()),
+        ("secmeta.actor_principal", envelope.actor_principal.encode()),
+        ("secmeta.actor_host", envelope.actor_host.encode()),
+        ("secmeta.request_id", envelope.request_id.encode()),
+        ("secmeta.actor_asserted", b"true" if envelope.actor_asserted else b"false"),
+        ("secmeta.operator", operator),
+    ]
+    if link is not None:
+        headers.append(("secmeta.link", link))
+    return envelope.entity_key.encode(), codec.to_single_object(envelope.event), headers

@@ -17,6 +17,7 @@ from secmeta.events.codec import EventCodec
 from tests.consumers.conftest import (
     ADMIN,
     described,
+    format1_message,
     image_state,
     make_topics,
     produce_raw,
@@ -134,6 +135,29 @@ def test_no_cyclic_collection_runs_while_a_batch_is_taken(store, published, foll
         gc.callbacks.remove(seen)
     assert image_state(follower.image) == image_state(store.image)
     assert collections == []
+
+
+def test_a_history_of_message_format_1_is_followed_and_a_publisher_goes_on_in_format_2(
+        store, store_dir, keyring, clock, kafka_bootstrap, topics, follow, tmp_path):
+    """A history topic published before message format 2 (one header per field, the batch links included)
+    still reads: the follower rebuilds the store's image from it, and goes on through the format-2 messages
+    a publisher of this version sends to the same topic after it (re-sent events are duplicates)."""
+    random_workload(store, seed=11, steps=40, clock=clock)
+    links = {offset: batch.link.hex().encode() for batch in store.log.batches()
+             for offset in range(batch.base_offset, batch.next_offset)}
+    old_history, old_state = topics("history"), topics("state")
+    make_topics(kafka_bootstrap, old_history, old_state)
+    produce_raw(kafka_bootstrap, old_history,
+                [format1_message(CODEC, env, link=links[env.offset]) for env in store.log.read()])
+    follower = follow(old_history, old_state)
+    assert follower.catch_up(60)
+    assert image_state(follower.image) == image_state(store.image)
+    random_workload(store, seed=12, steps=20, clock=clock)
+    with Publisher(store_dir, keyring, kafka_bootstrap, history_topic=old_history, state_topic=old_state,
+                   checkpoint_path=tmp_path / "publisher.json") as publisher:
+        publisher.publish_available(timeout=60)
+    assert follower.catch_up(60) and follower.duplicates > 0
+    assert image_state(follower.image) == image_state(store.image)
 
 
 def test_duplicates_are_ignored_by_offset(store, kafka_bootstrap, published, follow):

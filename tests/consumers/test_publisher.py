@@ -133,6 +133,23 @@ def test_state_messages_record_their_history_position(store, store_dir, keyring,
         assert int(header_map(headers)[HEADER_HISTORY_OFFSET]) == history_at[message_offset(headers)]
 
 
+def test_each_message_carries_three_headers(store, store_dir, keyring, kafka_bootstrap, topics):
+    """Message format 2: a history message carries its offset, its request and its batch's link; a state
+    message its offset, its request and its history position; a tombstone its offset and history position
+    (format 1 gave each message ten or eleven headers, which librdkafka copies one by one)."""
+    from secmeta.core import AclBindingFilter
+
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)
+    store.delete_acls([AclBindingFilter.any()], context=ADMIN)
+    history, state = topics("history"), topics("state")
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    assert [[n for n, _ in h] for *_, h in read_topic(kafka_bootstrap, history)] == \
+        [["secmeta.offset", "secmeta.request", "secmeta.link"]] * 2
+    assert [[n for n, _ in h] for *_, h in read_topic(kafka_bootstrap, state)] == \
+        [["secmeta.offset", "secmeta.request", "secmeta.history_offset"]] * 2 + \
+        [["secmeta.offset", "secmeta.history_offset"]]
+
+
 class _AnotherWriterBetween:
     """The publisher's real producer; after each history message of ours is delivered (flushed), a second
     real producer writes one message to the same partition and flushes it: ours land at every other offset."""

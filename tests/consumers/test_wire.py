@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from hypothesis import given
@@ -10,9 +11,9 @@ from hypothesis import strategies as st
 
 from secmeta.consumers.kafka.wire import (
     HEADER_ACTOR_PRINCIPAL,
-    HEADER_EVENT_TYPE,
     HEADER_FINGERPRINT,
     HEADER_OFFSET,
+    HEADER_REQUEST,
     HEADER_TIMESTAMP,
     NotOurMessage,
     decode_message,
@@ -34,6 +35,7 @@ from secmeta.events.records import (
     TokenRemovalReason,
 )
 from secmeta.events.types import ScramMechanism
+from tests.consumers.conftest import format1_message
 from tests.logkit import acl_created, binding
 from tests.strategies_events import envelopes
 
@@ -45,18 +47,24 @@ def at(envelope: Envelope, offset: int) -> Envelope:
 
 
 def test_header_names_are_the_shared_contract():
-    """Every event message carries the nine secmeta headers, in this order."""
-    _, _, headers = encode_message(CODEC, at(acl_created(1), 5))
-    assert [name for name, _ in headers] == [
-        "secmeta.offset", "secmeta.event_type", "secmeta.fingerprint", "secmeta.timestamp_ms",
-        "secmeta.actor_principal", "secmeta.actor_host", "secmeta.request_id", "secmeta.actor_asserted",
-        "secmeta.operator",
-    ]
+    """Every event message carries two headers: the log offset, and its request's values as JSON a tool can
+    read (message format 2)."""
+    from dataclasses import replace
+
+    env = replace(at(acl_created(1), 5), actor_asserted=False, operator_user="alice", operator_host="ws1",
+                  operator_pid=42, operator_program="secmeta")
+    _, _, headers = encode_message(CODEC, env)
+    assert [name for name, _ in headers] == ["secmeta.offset", "secmeta.request"]
+    assert json.loads(dict(headers)["secmeta.request"]) == {
+        "format": 2, "timestamp_ms": env.timestamp_ms, "actor_principal": env.actor_principal,
+        "actor_host": env.actor_host, "request_id": env.request_id, "actor_asserted": False,
+        "operator": ["alice", "ws1", 42, "secmeta"]}
 
 
-def test_the_operator_and_assertion_travel_in_headers_and_older_messages_read_as_unknown():
-    """A message names the writing process and whether its actor was asserted; one without those headers
-    (published before them) reads as asserted by an unknown operator; a malformed one is not ours."""
+def test_the_operator_and_assertion_travel_with_the_request_and_format_1_messages_without_them_read_as_unknown():
+    """A message names the writing process and whether its actor was asserted; a format-1 message without
+    those headers (published before them) reads as asserted by an unknown operator; a malformed one is not
+    ours."""
     from dataclasses import replace
 
     from secmeta.events.records import Operator
@@ -66,6 +74,8 @@ def test_the_operator_and_assertion_travel_in_headers_and_older_messages_read_as
     key, value, headers = encode_message(CODEC, env)
     back = decode_message(CODEC, key, value, headers)
     assert (back.actor_asserted, back.operator) == (False, Operator("alice", "ws1", 42, "secmeta"))
+    key, value, headers = format1_message(CODEC, env)
+    assert decode_message(CODEC, key, value, headers) == back
     older = [(n, v) for n, v in headers if n not in ("secmeta.actor_asserted", "secmeta.operator")]
     old = decode_message(CODEC, key, value, older)
     assert (old.actor_asserted, old.operator) == (True, Operator.UNKNOWN)
@@ -77,12 +87,13 @@ def test_the_operator_and_assertion_travel_in_headers_and_older_messages_read_as
 
 @given(envelopes(), st.integers(0, 2**62))
 def test_round_trip_gives_back_the_envelope(envelope, offset):
-    """decode(encode(e)) is e with its offset and its schema fingerprint."""
+    """decode(encode(e)) is e with its offset and its schema fingerprint; so is the decoded format-1 message
+    of e (topics published before format 2 still read)."""
     envelope = at(envelope, offset)
     key, value, headers = encode_message(CODEC, envelope)
     expected = dataclasses.replace(envelope, fingerprint=CODEC.event_fingerprint(envelope.event_type))
     assert decode_message(CODEC, key, value, headers) == expected
-    assert dict(headers)[HEADER_EVENT_TYPE] == envelope.event_type.encode()
+    assert decode_message(CODEC, *format1_message(CODEC, envelope, link=b"ab" * 32)) == expected
 
 
 def test_key_is_the_entity_key():
@@ -94,10 +105,9 @@ def test_key_is_the_entity_key():
 
 def test_value_is_avro_single_object_encoding():
     """The value is C3 01, the event schema's 8-byte fingerprint, then the body."""
-    _, value, headers = encode_message(CODEC, at(acl_created(2), 3))
+    _, value, _ = encode_message(CODEC, at(acl_created(2), 3))
     fingerprint = CODEC.event_fingerprint("AclCreated")
     assert value[:2] == b"\xc3\x01" and value[2:10] == fingerprint
-    assert dict(headers)[HEADER_FINGERPRINT] == fingerprint.hex().encode()
 
 
 def test_secrets_travel_sealed():
@@ -151,13 +161,24 @@ def test_wrong_marker_is_not_ours():
         decode_message(CODEC, key, b"\x00\x01" + value[2:], headers)
 
 
-def test_unknown_fingerprint_is_not_ours():
+@pytest.mark.parametrize("form", [encode_message, format1_message])
+def test_unknown_fingerprint_is_not_ours(form):
     """A fingerprint no known schema has is refused, naming it."""
-    key, value, headers = _message()
+    key, value, headers = form(CODEC, at(acl_created(3), 11))
     bogus = bytes(8)
     headers = [(n, bogus.hex().encode() if n == HEADER_FINGERPRINT else v) for n, v in headers]
     with pytest.raises(NotOurMessage, match="unknown schema fingerprint 0000000000000000"):
         decode_message(CODEC, key, value[:2] + bogus + value[10:], headers)
+
+
+def test_a_format_1_type_or_fingerprint_header_that_is_not_the_values_is_not_ours():
+    """Format 1 named the event type and fingerprint in headers too: one that contradicts the value is
+    refused, naming the header."""
+    key, value, headers = format1_message(CODEC, at(acl_created(3), 11))
+    for name, wrong in ((HEADER_FINGERPRINT, b"00" * 8), ("secmeta.event_type", b"AclDeleted")):
+        changed = [(n, wrong if n == name else v) for n, v in headers]
+        with pytest.raises(NotOurMessage, match=f"header {name}"):
+            decode_message(CODEC, key, value, changed)
 
 
 def test_truncated_body_is_not_ours():
@@ -174,11 +195,19 @@ def test_too_short_for_a_header_is_not_ours():
         decode_message(CODEC, key, value[:6], headers)
 
 
-def test_missing_headers_are_named():
+@pytest.mark.parametrize("name", [HEADER_OFFSET, HEADER_REQUEST])
+def test_missing_headers_are_named(name):
     """A message without our headers is refused, naming the missing ones."""
     key, value, headers = _message()
-    kept = [(n, v) for n, v in headers if n != HEADER_OFFSET]
-    with pytest.raises(NotOurMessage, match="missing headers: secmeta.offset"):
+    kept = [(n, v) for n, v in headers if n != name]
+    with pytest.raises(NotOurMessage, match=f"missing headers: {name}$"):
+        decode_message(CODEC, key, value, kept)
+
+
+def test_a_format_1_message_missing_headers_is_named_in_format_1s_terms():
+    key, value, headers = format1_message(CODEC, at(acl_created(3), 11))
+    kept = [(n, v) for n, v in headers if n not in (HEADER_TIMESTAMP, HEADER_OFFSET)]
+    with pytest.raises(NotOurMessage, match="missing headers: secmeta.offset, secmeta.timestamp_ms$"):
         decode_message(CODEC, key, value, kept)
 
 
@@ -250,9 +279,9 @@ def test_header_values_of_any_bytes_type_decode_alike(data):
 
 
 @pytest.mark.parametrize("name", [HEADER_ACTOR_PRINCIPAL, HEADER_TIMESTAMP])
-def test_a_header_that_does_not_read_is_named(name):
+def test_a_format_1_header_that_does_not_read_is_named(name):
     """A timestamp that is not decimal, an actor that is not UTF-8: NotOurMessage naming the header."""
-    key, value, headers = _message()
+    key, value, headers = format1_message(CODEC, at(acl_created(3), 11))
     headers = [(n, b"\xff\xfe" if n == name else v) for n, v in headers]
     with pytest.raises(NotOurMessage, match=name):
         decode_message(CODEC, key, value, headers)
@@ -273,7 +302,11 @@ _HEADER_VALUES = st.one_of(
     st.none(),
     st.binary(max_size=12),
     st.sampled_from([b"-1", b"007", b"12x", b"1_2", b" 12", b"+5", b"\xff\xfe", b"true", b"false", b"yes", b'["u","h",1,"p"]', b"[1]",
-                     b"AclCreated", b"AclDeleted", b"", b"0" * 16]),
+                     b"AclCreated", b"AclDeleted", b"", b"0" * 16, b"{}", b"[]", b"null",
+                     b'{"format":2,"timestamp_ms":1,"actor_principal":"User:a","actor_host":"h","request_id":"r",'
+                     b'"actor_asserted":true,"operator":["u","h",1,"p"]}',
+                     b'{"format":3,"timestamp_ms":1,"actor_principal":"User:a","actor_host":"h","request_id":"r",'
+                     b'"actor_asserted":true,"operator":["u","h",1,"p"]}']),
 )
 
 
@@ -285,7 +318,8 @@ def test_the_straight_path_reads_every_message_as_the_careful_path_does(envelope
     from secmeta.consumers.kafka.wire import _careful_decoder, message_decoder
     from secmeta.events.single_object import SingleObjects
 
-    key, value, headers = encode_message(CODEC, at(envelope, offset))
+    form = data.draw(st.sampled_from([encode_message, format1_message]), label="format")
+    key, value, headers = form(CODEC, at(envelope, offset))
     headers = list(headers)
     for _ in range(data.draw(st.integers(0, 3), label="header changes")):
         index = data.draw(st.integers(0, len(headers) - 1), label="header")
@@ -328,7 +362,7 @@ def test_the_straight_path_reads_every_message_as_the_careful_path_does(envelope
 @pytest.mark.parametrize("name", [HEADER_OFFSET, HEADER_TIMESTAMP])
 def test_an_integer_header_is_decimal_digits_only(name, raw):
     """What Python's int() would also read (underscores, spaces, a plus sign) is no decimal header."""
-    key, value, headers = _message()
+    key, value, headers = format1_message(CODEC, at(acl_created(3), 11))
     headers = [(n, raw if n == name else v) for n, v in headers]
     with pytest.raises(NotOurMessage, match=f"header {name} is not a decimal integer"):
         decode_message(CODEC, key, value, headers)
@@ -351,3 +385,47 @@ def test_a_bound_encoder_writes_each_message_as_a_lone_encode_does(batch, data):
         run.append(same if changed is None else dataclasses.replace(same, **{changed: getattr(envelope, changed)}))
     encode = message_encoder(CODEC)
     assert [encode(e) for e in run] == [encode_message(CODEC, e) for e in run]
+
+
+def _with_request(**changes) -> tuple[bytes, bytes, list]:
+    """A message whose secmeta.request header has ``changes`` applied to its JSON (None: the field left out)."""
+    key, value, headers = _message()
+    request = json.loads(dict(headers)[HEADER_REQUEST])
+    for name, changed in changes.items():
+        if changed is None:
+            del request[name]
+        else:
+            request[name] = changed
+    raw = json.dumps(request).encode()
+    return key, value, [(n, raw if n == HEADER_REQUEST else v) for n, v in headers]
+
+
+@pytest.mark.parametrize(("changes", "reason"), [
+    ({"format": 3}, r"is message format 3: newer than this secmeta reads \(up to 2\); upgrade it"),
+    ({"format": 1}, "is message format 1: expected 2"),
+    ({"format": "2"}, "is message format '2': expected 2"),
+    ({"format": None}, "is message format None: expected 2"),
+    ({"timestamp_ms": "12"}, "a field of the wrong type"),
+    ({"timestamp_ms": 2**63}, "a field of the wrong type"),
+    ({"actor_asserted": 1}, "a field of the wrong type"),
+    ({"actor_principal": 5}, "a field of the wrong type"),
+    ({"actor_host": "\ud800"}, "a field of the wrong type"),
+    ({"operator": ["u", "h", True, "p"]}, "a field of the wrong type"),
+    ({"operator": ["u", "h", 1]}, "a field of the wrong type"),
+    ({"request_id": None}, r"wrong fields \(missing \['request_id'\], unknown \[\]\)"),
+    ({"extra": 1}, r"wrong fields \(missing \[\], unknown \['extra'\]\)"),
+])
+def test_a_request_header_that_does_not_read_is_named(changes, reason):
+    """A secmeta.request of a later format, or with a field missing, unknown or of the wrong type: not ours,
+    naming the header and what is wrong (a later format is never guessed at)."""
+    key, value, headers = _with_request(**changes)
+    with pytest.raises(NotOurMessage, match=f"header {HEADER_REQUEST} .*{reason}"):
+        decode_message(CODEC, key, value, headers)
+
+
+@pytest.mark.parametrize("raw", [b"\xff{}", b"not json", b"[1, 2]", b'"text"'])
+def test_a_request_header_that_is_no_json_object_is_named(raw):
+    key, value, headers = _message()
+    headers = [(n, raw if n == HEADER_REQUEST else v) for n, v in headers]
+    with pytest.raises(NotOurMessage, match=f"header {HEADER_REQUEST} is not"):
+        decode_message(CODEC, key, value, headers)
