@@ -144,7 +144,7 @@ def _known(objects: SingleObjects) -> dict[bytes, tuple]:
     found = _BY_CODEC.get(objects.codec)
     if found is None:
         found = {}
-        for cls, fingerprint in objects.fingerprints.items():
+        for fingerprint in objects.fingerprints.values():
             compiled = objects.compiled_decoder(fingerprint)
             if compiled is not None:
                 found[SINGLE_OBJECT_MARKER + fingerprint] = (compiled, fingerprint)

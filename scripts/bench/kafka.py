@@ -1,15 +1,18 @@
 """Kafka mirror throughput against librdkafka's mock cluster: publish, follow, bootstrap, on two workload shapes.
 
     python -m scripts.bench.kafka [--events 1000000] [--shapes mix diverse] [--round 5000]
-        [--state-entities 8000] [--repeat 3] [--local-log] [--no-checkpoints]
+        [--state-entities 8000] [--repeat 3] [--local-log] [--no-checkpoints] [--broker process|in-process]
         [--before-python /work/main/.venv/bin/python]
 
-Per shape it writes a store log of about ``--events`` events once, then ``--repeat`` fresh processes
+Per shape it takes a store log of about ``--events`` events (cached under bench-cache: ``mix`` in
+bench-cache/kafka, the others as scripts.bench.shapes caches them), then ``--repeat`` fresh processes
 (``--worker``) each measure on it, in this order:
 
 * the ceiling: reading and decoding the same events from the log;
 * the wire codec alone: encode_message and decode_message per event (with the
   collector paused, as the publisher and the follower run them);
+* the follower's floor: the image applying the log's events in rounds of ``--round``
+  (SecurityProjection.apply, as the follower applies each batch), without Kafka;
 * the publisher and the follower, as a live standby runs: the log is published
   in rounds of ``--round`` events (Publisher.publish_available: history and
   state topics, idempotent producer, acks=all, confirmed and checkpointed),
@@ -26,26 +29,29 @@ Shapes: ``mix`` is this benchmark's own log (the ``current`` shape's ACL creatio
 the others are scripts.bench.shapes' (``diverse``: about ten ACLs per resource from many principals,
 mostly address-restricted, mixed patterns, with deletions; ``--events`` is then its ACL count).
 
-Each row gives wall and CPU seconds (time.process_time of the worker: the whole process,
-librdkafka's threads and the in-process mock broker's included), median and spread (min-max) of
-the runs, and both rates; publish and catch-up carry issue 15's target (>= 100k events/s each, by CPU).
-``--before-python`` runs the same workers with another checkout's interpreter (its ``secmeta``; these
-scripts stay this checkout's), alternating with this one's, side by side: before and after.  On a
-shared machine the wall figures are noise; CPU seconds are the measure.
+The broker is librdkafka's mock cluster. By default (``--broker process``) it runs in a process of
+its own, one per worker run, so the worker's CPU is secmeta's (with its librdkafka clients' threads)
+and the broker's is measured apart (from /proc); ``--broker in-process`` runs it on the worker's own
+threads, as issue 15 and 24 measured (their figures include it).  Each row gives wall and CPU seconds
+(time.process_time of the worker), median and spread (min-max) of the runs, the rate by the worker's
+CPU and by the worker's and the broker's together; publish and catch-up carry issue 15's target
+(>= 100k events/s each, by CPU).  ``--before-python`` runs the same workers with another checkout's
+interpreter (its ``secmeta``; these scripts stay this checkout's), alternating with this one's, side by
+side: before and after.  On a shared machine the wall figures are noise; CPU seconds are the measure.
 
 The mock cluster keeps only about 5 MB per partition (older messages are
 deleted as on a retention limit), which is why the follower keeps up round by
-round and the bootstrap store is small; it runs in the worker on its own
-threads, so on two cores broker and clients share the CPU: the numbers are
-a floor for a real cluster.  Nothing here is asserted; see bench-results/kafka.json.
+round and the bootstrap store is small.  Nothing here is asserted; see bench-results/kafka.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
+import os
 import statistics
 import subprocess
 import sys
@@ -66,7 +72,7 @@ from secmeta.core.store.state import load_state
 from secmeta.events.keyring import Keyring
 from secmeta.events.records import AclCreated, AclDeleted, Envelope
 from secmeta.projections.gc_pause import paused_gc
-from secmeta.projections.image import SecurityProjection
+from secmeta.projections.image import SecurityImage, SecurityProjection
 from secmeta.projections.image_snapshot import SecurityImageSnapshot
 
 REQUEST = 1000
@@ -122,12 +128,27 @@ def wire_rates(path: Path, keyring: Keyring) -> tuple[int, list[float], list[flo
     return len(envelopes), encode, decode
 
 
+def apply_in_rounds(path: Path, keyring: Keyring, step: int) -> tuple[int, list[float]]:
+    """The follower's floor: the log's events applied to an image in rounds of ``step``, as the follower
+    applies what each catch_up brings (one SecurityProjection.apply per batch), without Kafka."""
+    spent = [0.0, 0.0]
+    with Log.open(path, keyring=keyring, read_only=True) as log:
+        with paused_gc(freeze=True):
+            envelopes = list(log.read())
+    projection, image = SecurityProjection(), SecurityImage.EMPTY
+    for start in range(0, len(envelopes), step):
+        with _timing(spent), paused_gc(freeze=True):
+            image = projection.apply(image, envelopes[start:start + step])
+    return len(envelopes), spent
+
+
 SIDES = ("before", "after")
 # (result key, measure, target): the rows of each shape, in the order the worker measures them
 MEASURES = (
     ("log_read_decode", "log read + decode (the ceiling)", None),
     ("wire_encode", "wire encode_message", None),
     ("wire_decode", "wire decode_message", None),
+    ("apply_rounds", "image apply in rounds (the follower's floor)", None),
     ("publish", "publish (history + state, confirmed)", TARGET_PER_S),
     ("follow", "follower catch-up (history)", TARGET_PER_S),
     ("follower_checkpoint", "follower checkpoint (snapshot)", None),
@@ -135,26 +156,48 @@ MEASURES = (
 )
 
 
-def write_shape(path: Path, keyring: Keyring, shape: str, n: int) -> int:
-    """The shape's log at ``path``; how many events it holds."""
-    if shape == "mix":
-        write_log(path, keyring, n)
-        return n
-    from scripts.bench import shapes  # the shared shapes
+class Broker:
+    """Where the worker's mock cluster runs: in a process of its own (its CPU read from /proc), or in the
+    worker (``bootstrap`` None: the worker starts it on its own threads)."""
 
-    return shapes.write_log(path, keyring, shape, n)["events"]
+    def __init__(self, separate: bool):
+        self.process = None
+        self.bootstrap: str | None = None
+        if separate:
+            self.process = subprocess.Popen([sys.executable, "-m", "scripts.bench.kafka", "--serve-broker"],
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+            self.bootstrap = self.process.stdout.readline().strip()
+
+    def close(self) -> None:
+        if self.process is not None:
+            self.process.stdin.close()
+            self.process.wait(30)
 
 
-def worker(store: Path, key_file: Path, step: int, state_entities: int, local_log: bool, checkpoints: bool) -> dict:
-    """Every measure on the log at ``store``, in this process (its own mock cluster): the results as a dict."""
+def serve_broker() -> None:
+    """A mock cluster in this process: print its bootstrap address, serve until standard input closes."""
     logging.basicConfig(level=logging.ERROR)
     creator = Producer({"test.mock.num.brokers": 1, "logger": logging.getLogger("bench.mock")})
-    bootstrap = creator.list_topics(timeout=10).orig_broker_name.split("/")[0]
+    print(creator.list_topics(timeout=10).orig_broker_name.split("/")[0], flush=True)
+    sys.stdin.read()
+    del creator
+
+
+def worker(store: Path, key_file: Path, step: int, state_entities: int, local_log: bool, checkpoints: bool,
+           bootstrap: str | None = None, broker_pid: int | None = None) -> dict:
+    """Every measure on the log at ``store``, in this process, against the mock cluster at ``bootstrap`` (None:
+    one started here, on this process's threads): the results as a dict."""
+    logging.basicConfig(level=logging.ERROR)
+    creator = None
+    if bootstrap is None:
+        creator = Producer({"test.mock.num.brokers": 1, "logger": logging.getLogger("bench.mock")})
+        bootstrap = creator.list_topics(timeout=10).orig_broker_name.split("/")[0]
     keyring = Keyring.from_file(key_file)
     results: dict[str, object] = {}
 
     def record(name: str, count: int, spent: list[float]) -> None:
-        results[name] = {"events": count, "wall_s": spent[0], "cpu_s": spent[1]}
+        results[name] = {"events": count, "wall_s": spent[0], "cpu_s": spent[1],
+                         "broker_cpu_s": spent[2] if len(spent) > 2 else 0.0}
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -163,13 +206,15 @@ def worker(store: Path, key_file: Path, step: int, state_entities: int, local_lo
         count, encode, decode = wire_rates(store, keyring)
         record("wire_encode", count, encode)
         record("wire_decode", count, decode)
+        count, spent = apply_in_rounds(store, keyring, step)
+        record("apply_rounds", count, spent)
         mirror = mirror_in_rounds(store, keyring, bootstrap, tmp, count, step, local_log=local_log,
-                                  checkpoints=checkpoints)
+                                  checkpoints=checkpoints, broker_pid=broker_pid)
         record("publish", mirror["published"], mirror["publish"])
         record("follow", mirror["published"], mirror["follow"])
         record("follower_checkpoint", count, mirror["checkpoint"])
         results["follower_same_image"] = mirror["same"]
-        entities, spent, same = bootstrap_rate(tmp, keyring, bootstrap, state_entities)
+        entities, spent, same = bootstrap_rate(tmp, keyring, bootstrap, state_entities, broker_pid)
         record("bootstrap", entities, spent)
         results["bootstrap_same_image"] = same
     del creator
@@ -177,10 +222,16 @@ def worker(store: Path, key_file: Path, step: int, state_entities: int, local_lo
 
 
 def _run_worker(python: str, store: Path, key_file: Path, args: argparse.Namespace) -> dict:
-    command = [python, "-m", "scripts.bench.kafka", "--worker", str(store), str(key_file), "--round", str(args.round),
-               "--state-entities", str(args.state_entities)] + (["--local-log"] if args.local_log else []) + (
-               [] if args.checkpoints else ["--no-checkpoints"])
-    done = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    broker = Broker(args.broker == "process")
+    try:
+        command = [python, "-m", "scripts.bench.kafka", "--worker", str(store), str(key_file), "--round",
+                   str(args.round), "--state-entities", str(args.state_entities)] + (
+                   ["--local-log"] if args.local_log else []) + ([] if args.checkpoints else ["--no-checkpoints"])
+        if broker.process is not None:
+            command += ["--bootstrap", broker.bootstrap, "--broker-pid", str(broker.process.pid)]
+        done = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    finally:
+        broker.close()
     return json.loads(done.stdout.splitlines()[-1])
 
 
@@ -194,13 +245,36 @@ def _rows(shape: str, events: int, side: str, runs: list[dict]) -> list[list]:
         count = runs[0][key]["events"]
         walls = [r[key]["wall_s"] for r in runs]
         cpus = [r[key]["cpu_s"] for r in runs]
+        brokers = [r[key].get("broker_cpu_s", 0.0) for r in runs]
         per_cpu = [rate(count, c) for c in cpus]
+        per_both = [rate(count, c + b) for c, b in zip(cpus, brokers)]
         verdict = ""
         if target is not None:
             verdict = f">= {target:,}/s: {'met' if statistics.median(per_cpu) >= target else 'MISSED'}"
         rows.append([shape, f"{events:,}", measure, side, count, _spread(walls, ".2f"), _spread(cpus, ".2f"),
-                     f"{rate(count, statistics.median(walls)):,.0f}", _spread(per_cpu, ",.0f"), verdict])
+                     _spread(brokers, ".2f"), f"{rate(count, statistics.median(walls)):,.0f}",
+                     _spread(per_cpu, ",.0f"), f"{statistics.median(per_both):,.0f}", verdict])
     return rows
+
+
+def shape_store(shape: str, n: int) -> tuple[Path, Path, int]:
+    """The cached store of the shape (made on first use): its directory, key file and event count."""
+    from scripts.bench import shapes  # the shared shapes and their cache
+
+    if shape != "mix":
+        cached = shapes.cached_store(shape, n)
+        return cached.path, cached.key_file, cached.facts["events"]
+    home = shapes.CACHE_DIR.parent / "kafka" / f"mix-{n}-v1"
+    if not (home / "done").exists():
+        if home.exists():
+            import shutil
+
+            shutil.rmtree(home)  # a build that did not finish
+        home.mkdir(parents=True)
+        Keyring.generate_file(home / "keys.json")
+        write_log(home / "store", Keyring.from_file(home / "keys.json"), n)
+        (home / "done").write_text(f"{n}\n")
+    return home / "store", home / "keys.json", n
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -215,43 +289,48 @@ def main(argv: list[str] | None = None) -> int:
                         help="the follower keeps its local log (given the keyring), as kafka follow --key-file")
     parser.add_argument("--no-checkpoints", dest="checkpoints", action="store_false",
                         help="the follower checkpoints only at the end (issue 15's figures), not at its default cadence")
+    parser.add_argument("--broker", choices=("process", "in-process"), default="process",
+                        help="the mock cluster in a process of its own (default: its CPU apart) or in the worker's")
     parser.add_argument("--before-python", help="another checkout's interpreter, measured side by side (before)")
     parser.add_argument("--worker", nargs=2, metavar=("STORE", "KEY_FILE"), help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    parser.add_argument("--broker-pid", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--serve-broker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve_broker:
+        serve_broker()
+        return 0
     if args.worker:
         print(json.dumps(worker(Path(args.worker[0]), Path(args.worker[1]), args.round, args.state_entities,
-                                args.local_log, args.checkpoints)))
+                                args.local_log, args.checkpoints, args.bootstrap, args.broker_pid)))
         return 0
     sides = ([("before", args.before_python)] if args.before_python else []) + [("after", sys.executable)]
     results: dict[str, object] = {"events": args.events, "round": args.round, "state_entities": args.state_entities,
                                   "target_per_s": TARGET_PER_S, "local_log": args.local_log,
-                                  "checkpoints": args.checkpoints, "shapes": {}}
+                                  "checkpoints": args.checkpoints, "broker": args.broker, "shapes": {}}
     rows = []
     same = []
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        Keyring.generate_file(tmp / "keys.json")
-        keyring = Keyring.from_file(tmp / "keys.json")
-        for shape in args.shapes:
-            store = tmp / f"store-{shape}"
-            print(f"{shape}: writing {args.events:,} {'events' if shape == 'mix' else 'ACLs'} ...", flush=True)
-            events = write_shape(store, keyring, shape, args.events)
-            runs: dict[str, list[dict]] = {side: [] for side, _ in sides}
-            for i in range(args.repeat):  # the sides take turns, so both see the machine's load alike
-                for side, python in sides:
-                    print(f"{shape}: {side} run {i + 1} of {args.repeat} ...", flush=True)
-                    runs[side].append(_run_worker(python, store, tmp / "keys.json", args))
-            results["shapes"][shape] = {"events": events, **runs}
-            for side, _ in sides:
-                rows.extend(_rows(shape, events, side, runs[side]))
-                same.append(f"{shape} {side}: follower {all(r['follower_same_image'] for r in runs[side])}, "
-                            f"bootstrap {all(r['bootstrap_same_image'] for r in runs[side])}")
-    print_table(f"Kafka mirror (librdkafka mock cluster, in each worker process; rounds of {args.round:,}; "
-                f"median (min-max) of {args.repeat} runs; CPU s: the whole worker process, broker threads included; "
-                f"follower {'with' if args.local_log else 'without'} its local log, "
-                f"{'checkpointing at its default cadence' if args.checkpoints else 'checkpointing only at the end'})",
-                ["shape", "log events", "measure", "side", "events", "wall s", "CPU s", "events/s (wall)",
-                 "events/CPU s", "target (by CPU)"], rows)
+    for shape in args.shapes:
+        print(f"{shape}: the cached store of {args.events:,} {'events' if shape == 'mix' else 'ACLs'} ...", flush=True)
+        store, key_file, events = shape_store(shape, args.events)
+        runs: dict[str, list[dict]] = {side: [] for side, _ in sides}
+        for i in range(args.repeat):  # the sides take turns, so both see the machine's load alike
+            for side, python in sides:
+                print(f"{shape}: {side} run {i + 1} of {args.repeat} ...", flush=True)
+                runs[side].append(_run_worker(python, store, key_file, args))
+        results["shapes"][shape] = {"events": events, **runs}
+        for side, _ in sides:
+            rows.extend(_rows(shape, events, side, runs[side]))
+            same.append(f"{shape} {side}: follower {all(r['follower_same_image'] for r in runs[side])}, "
+                        f"bootstrap {all(r['bootstrap_same_image'] for r in runs[side])}")
+    where = ("in a process of its own per worker run: CPU s is the worker's (secmeta and its librdkafka clients), "
+             "broker CPU s the mock cluster's" if args.broker == "process" else
+             "in each worker process: CPU s includes the broker's threads")
+    print_table(f"Kafka mirror (librdkafka mock cluster {where}; rounds of {args.round:,}; "
+                f"median (min-max) of {args.repeat} runs; follower {'with' if args.local_log else 'without'} its "
+                f"local log, {'checkpointing at its default cadence' if args.checkpoints else 'checkpointing only at the end'})",
+                ["shape", "log events", "measure", "side", "events", "wall s", "CPU s", "broker CPU s",
+                 "events/s (wall)", "events/CPU s", "events/CPU s with broker", "target (by CPU)"], rows)
     print("images equal to the log's: " + "; ".join(same))
     print(f"wrote {write_json('kafka', results)}")
     return 0
@@ -263,14 +342,15 @@ def replayed(path: Path, keyring: Keyring):
 
 
 def mirror_in_rounds(store: Path, keyring: Keyring, bootstrap: str, tmp: Path, n: int, step: int, *,
-                     local_log: bool = False, checkpoints: bool = True) -> dict:
+                     local_log: bool = False, checkpoints: bool = True, broker_pid: int | None = None) -> dict:
     """Publish ``step`` events, let the follower catch up, repeat; the wall and CPU time each side spent.
 
-    CPU seconds are the process's (time.process_time): librdkafka's threads and
-    the in-process mock broker's included.
+    CPU seconds are the process's (time.process_time): librdkafka's threads included, and the mock
+    broker's when it runs in this process; with ``broker_pid`` its process's CPU is added up apart.
     """
     history, state = f"bench-history-{uuid.uuid4().hex[:8]}", f"bench-state-{uuid.uuid4().hex[:8]}"
-    spent = {"publish": [0.0, 0.0], "follow": [0.0, 0.0], "checkpoint": [0.0, 0.0]}
+    spent = {"publish": [0.0, 0.0, 0.0], "follow": [0.0, 0.0, 0.0], "checkpoint": [0.0, 0.0, 0.0]}
+    _timing = functools.partial(_timing_with, broker_pid)
     published = 0
     with Publisher(store, keyring, bootstrap, history_topic=history, state_topic=state, chunk_size=step,
                    checkpoint_path=tmp / "publisher.json") as publisher:  # the store is shared by the runs
@@ -290,18 +370,33 @@ def mirror_in_rounds(store: Path, keyring: Keyring, bootstrap: str, tmp: Path, n
     return {"published": published, "same": same, **spent}
 
 
+def _process_cpu_s(pid: int | None) -> float:
+    """Another process's CPU seconds so far (0 for None)."""
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
-def _timing(into: list[float]):
-    """Add the block's wall and CPU seconds to ``into`` ([wall, cpu])."""
-    wall, cpu = time.perf_counter(), time.process_time()
+def _timing_with(broker_pid: int | None, into: list[float]):
+    """Add the block's wall and CPU seconds to ``into`` ([wall, cpu, broker cpu]); the broker's CPU is its
+    process's (``broker_pid``; nothing when it runs in this process)."""
+    wall, cpu, broker = time.perf_counter(), time.process_time(), _process_cpu_s(broker_pid)
     try:
         yield
     finally:
         into[0] += time.perf_counter() - wall
         into[1] += time.process_time() - cpu
+        if len(into) > 2:
+            into[2] += _process_cpu_s(broker_pid) - broker
 
 
-def bootstrap_rate(tmp: Path, keyring: Keyring, bootstrap: str, n: int) -> tuple[int, list[float], bool]:
+_timing = functools.partial(_timing_with, None)
+
+
+def bootstrap_rate(tmp: Path, keyring: Keyring, bootstrap: str, n: int,
+                   broker_pid: int | None = None) -> tuple[int, list[float], bool]:
     """Publish a store of n events, then time a follower's bootstrap from the state topic."""
     store = tmp / "small"
     write_log(store, keyring, n)
@@ -309,8 +404,8 @@ def bootstrap_rate(tmp: Path, keyring: Keyring, bootstrap: str, n: int) -> tuple
     with Publisher(store, keyring, bootstrap, history_topic=history, state_topic=state) as publisher:
         publisher.publish_available()
     follower = Follower(bootstrap, history_topic=history, state_topic=state, checkpoint_dir=tmp / "boot")
-    spent = [0.0, 0.0]
-    with _timing(spent):
+    spent = [0.0, 0.0, 0.0]
+    with _timing_with(broker_pid, spent):
         entities = follower.bootstrap_from_state_topic(timeout=600)
     follower.close()
     expected = replayed(store, keyring)
