@@ -22,6 +22,7 @@ from tests.consumers.conftest import (
     make_topics,
     produce_raw,
     random_workload,
+    read_topic,
 )
 from tests.logkit import acl_created
 
@@ -302,6 +303,30 @@ def test_bootstrap_from_state_topic_gives_the_same_image(store, clock, published
     follower.bootstrap_from_state_topic()
     assert image_state(follower.image) == image_state(store.image)
     assert follower.applied == 0
+
+
+def test_bootstrap_from_a_state_topic_of_message_format_1(store, clock, kafka_bootstrap, topics, published, follow):
+    """A state topic published before message format 2 (one header per field, link and history position
+    included) still bootstraps the store's image."""
+    from secmeta.consumers.kafka.wire import decode_message, header_map
+
+    random_workload(store, seed=44, steps=60, clock=clock)
+    history, state = published()
+    old_state = topics("state")
+    make_topics(kafka_bootstrap, old_state)
+    old = []
+    for _, key, value, headers in read_topic(kafka_bootstrap, state):
+        found = header_map(headers)
+        at = ("secmeta.history_offset", found["secmeta.history_offset"])
+        if value is None:
+            old.append((key, None, [("secmeta.offset", found["secmeta.offset"]), at]))
+        else:
+            key, value, format1 = format1_message(CODEC, decode_message(CODEC, key, value, headers), link=b"ab" * 32)
+            old.append((key, value, [*format1, at]))
+    produce_raw(kafka_bootstrap, old_state, old)
+    follower = follow(history, old_state)
+    follower.bootstrap_from_state_topic()
+    assert image_state(follower.image) == image_state(store.image)
 
 
 def test_bootstrap_then_follows_the_history(store, clock, published, follow):
