@@ -16,15 +16,19 @@ from typing import ClassVar
 from secmeta.events.errors import InvalidValueError
 from secmeta.events.records import AclRow, acl_row, row_binding
 from secmeta.events.types import (
+    AccessControlEntry,
     AclBinding,
     AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
     PatternType,
+    ResourcePattern,
     ResourceType,
 )
 from secmeta.projections.acl_entries import canonical_entry
 from secmeta.projections.acl_ids import AclIds
 from secmeta.projections.acl_index import AclIndex, Group, Node
-from secmeta.projections.acl_match import filter_matches
+from secmeta.projections.acl_match import entry_filter_matches
 from secmeta.projections.acl_table import AclTable
 from secmeta.projections.errors import InconsistentEventError
 from secmeta.projections.gc_pause import paused_gc
@@ -92,14 +96,22 @@ class AclsImage:
                 return acl_id
         return None
 
-    def matching(self, f: AclBindingFilter) -> Iterator[tuple[str, AclBinding]]:
-        """(acl_id, binding) of every ACL the filter selects (Kafka filter rules).
+    def selection(self, f: AclBindingFilter) -> Iterator[tuple[Group, list[tuple[str, AccessControlEntry]] | None]]:
+        """Each index group holding ACLs the filter selects (Kafka filter rules), with the (acl_id, entry)
+        pairs it selects, or None when it selects every ACL of the group.
 
-        A filter naming a resource uses the index; one without a name
-        but with a resource type walks that type; otherwise it scans.
+        The index does the pattern and principal part of the rules: a filter naming a resource visits only
+        the nodes that hold that exact pattern (or, with MATCH, the name's literal node, '*' and the name's
+        prefixes); one without a name but with a resource type walks that type; otherwise it walks every
+        type.  Every group of a visited node has a pattern the filter selects, and a filter naming a
+        principal takes only that principal's group.  So only host, operation and permission are left to
+        check, per ACL, and only when the filter restricts them.  Groups are immutable values shared by the
+        images that hold them: the same group object is the same ACLs.
         """
-        pf = f.pattern
-        principal = f.entry.principal
+        pf, ef = f.pattern, f.entry
+        principal = ef.principal
+        checks_entries = (ef.host is not None or ef.operation != AclOperation.ANY
+                          or ef.permission_type != AclPermissionType.ANY)
         if pf.resource_type == ResourceType.ANY:
             types = range(len(self.index.types))
         else:
@@ -110,11 +122,28 @@ class AclsImage:
                     groups = node.groups()
                 else:
                     group = node.group(principal)
-                    groups = () if group is None else (group,)
+                    if group is None:
+                        continue
+                    groups = (group,)
                 for group in groups:
-                    for acl_id, binding in group.pairs():
-                        if filter_matches(f, binding):
-                            yield acl_id, binding
+                    if not checks_entries:
+                        yield group, None
+                        continue
+                    members = group.members()
+                    chosen = [(acl_id, entry) for acl_id, entry in members if entry_filter_matches(ef, entry)]
+                    if chosen:
+                        yield group, (None if len(chosen) == len(members) else chosen)
+
+    def matching(self, f: AclBindingFilter) -> Iterator[tuple[str, AclBinding]]:
+        """(acl_id, binding) of every ACL the filter selects (Kafka filter rules, see ``selection``)."""
+        pattern = ResourcePattern(ResourceType.UNKNOWN, "")    # (made anew for the first group)
+        name = kind = None
+        for group, chosen in self.selection(f):
+            if group.name is not name or group.kind is not kind:   # a node's groups share one name and kind
+                name, kind = group.name, group.kind
+                pattern = group.pattern()
+            for acl_id, entry in group.members() if chosen is None else chosen:
+                yield acl_id, AclBinding(pattern, entry)
 
     def describe(self, f: AclBindingFilter) -> list[tuple[str, AclBinding]]:
         """The ACLs a filter selects, as a list of (acl_id, binding) in no set order."""

@@ -33,9 +33,10 @@ from secmeta.events.types import (
     ResourcePatternFilter,
     ResourceType,
 )
+from secmeta.projections.acl_index import Group
 from secmeta.projections.acls import canonical_entry
 
-__all__ = ["checked_binding", "checked_filter", "create_acls", "delete_acls", "describe_acls",
+__all__ = ["checked_binding", "checked_filter", "create_acls", "delete_acls", "describe_acl_groups", "describe_acls",
            "random_uuids", "validate_binding", "validate_filter"]
 
 _OK = ApiError()
@@ -102,32 +103,37 @@ def _error_of(check: Callable[[object], object], value: object) -> ApiError:
     return _OK
 
 
+_FILTER_ENUMS = (("resource type", ResourceType), ("pattern type", PatternType), ("operation", AclOperation),
+                 ("permission type", AclPermissionType))
+_FILTER_ENUM_TYPES = tuple(enum_type for _, enum_type in _FILTER_ENUMS)
+
+
 def checked_filter(f: object) -> AclBindingFilter:
     """The filter with its enums resolved (names accepted), or FieldError naming the first bad field.
 
     UNKNOWN in any enum field is refused (as Kafka's AclBindingFilter.findIndefiniteField); names and
-    hosts are checked as text only: a filter stores nothing, it selects.
+    hosts are checked as text only: a filter stores nothing, it selects.  A filter whose enum fields
+    are members already (the wire's, a typed caller's) is its own checked form: it is returned as is.
     """
     if not isinstance(f, AclBindingFilter):
         raise FieldError("ACL filter", f"must be an AclBindingFilter, not {type(f).__name__}")
     pattern, entry = f.pattern, f.entry
     if not isinstance(pattern, ResourcePatternFilter) or not isinstance(entry, AccessControlEntryFilter):
         raise FieldError("ACL filter", "must hold a ResourcePatternFilter and an AccessControlEntryFilter")
-    fields = []
-    for label, enum_type, value in (
-        ("resource type", ResourceType, pattern.resource_type),
-        ("pattern type", PatternType, pattern.pattern_type),
-        ("operation", AclOperation, entry.operation),
-        ("permission type", AclPermissionType, entry.permission_type),
-    ):
-        member = validation.enum_value(enum_type, value, label)
+    given: tuple = (pattern.resource_type, pattern.pattern_type, entry.operation, entry.permission_type)
+    members = given
+    if tuple(map(type, given)) != _FILTER_ENUM_TYPES:
+        members = tuple(validation.enum_value(enum_type, value, label)
+                        for (label, enum_type), value in zip(_FILTER_ENUMS, given, strict=True))
+    for (label, _), member in zip(_FILTER_ENUMS, members, strict=True):
         if member == 0:
             raise FieldError(label, "must not be UNKNOWN in a filter")
-        fields.append(member)
-    rtype, ptype, operation, permission = fields
     name = validation.optional_text(pattern.name, "resource name", selects=True)
     principal = validation.optional_text(entry.principal, "principal", selects=True)
     host = validation.optional_text(entry.host, "host", selects=True)
+    if members is given:
+        return f
+    rtype, ptype, operation, permission = members
     return AclBindingFilter.of(rtype, name, ptype, principal, host, operation, permission)
 
 
@@ -220,14 +226,26 @@ def delete_acls(
     return ControlResult([AclDeleted(acl_id, binding) for acl_id, binding in removed.items()], results)
 
 
+def _readable_filter(f: AclBindingFilter, context: RequestContext, decider: Decider) -> AclBindingFilter:
+    """The checked filter of a describe (needs DESCRIBE on CLUSTER; an UNKNOWN field is INVALID_REQUEST)."""
+    require_cluster(decider, context, AclOperation.DESCRIBE)
+    try:
+        return checked_filter(f)
+    except FieldError as exc:
+        raise InvalidRequestException(str(exc)) from None
+
+
 def describe_acls(image, f: AclBindingFilter, context: RequestContext, *,
                   decider: Decider) -> list[AclBinding]:
     """The ACLs a filter selects (needs DESCRIBE on CLUSTER; an UNKNOWN field is INVALID_REQUEST).
 
     A read: it returns its answer, not a ControlResult."""
-    require_cluster(decider, context, AclOperation.DESCRIBE)
-    try:
-        f = checked_filter(f)
-    except FieldError as exc:
-        raise InvalidRequestException(str(exc)) from None
-    return [binding for _, binding in acls_of(image).matching(f)]
+    return [binding for _, binding in acls_of(image).matching(_readable_filter(f, context, decider))]
+
+
+def describe_acl_groups(image, f: AclBindingFilter, context: RequestContext, *,
+                        decider: Decider) -> list[tuple[Group, list[tuple[str, AccessControlEntry]] | None]]:
+    """``describe_acls``' answer (the same checks) as the image's index groups that hold it, each with the
+    (acl_id, entry) pairs selected or None for all of its ACLs (``AclsImage.selection``): for a caller
+    that encodes per group and keeps a group's encoding (a group is immutable)."""
+    return list(acls_of(image).selection(_readable_filter(f, context, decider)))

@@ -10,8 +10,9 @@ index then visits only the nodes that can hold ACLs for that name (the literal n
 '*' wildcard and the prefixes of the name), so its work is bounded by the ACLs bound to
 that one name.  A filter without a name may scan every ACL: it runs in a worker thread.
 DescribeAcls' answer is encoded by hand (``secmeta.core.wire.hot_responses``), straight
-from the bindings the store returns, and kept for the same request and context until the
-store publishes another image (``secmeta.core.server.image_answers``): never bytes of an
+from the index groups the store selects (``describe_acl_groups``: the same checks and ACLs
+as ``describe_acls``; a whole group's encoding is kept while the group lives), and the
+answer is kept for the same request and context until the store publishes another image (``secmeta.core.server.image_answers``): never bytes of an
 older image than the one published when the request is read.  A refusal is never kept.
 """
 
@@ -45,8 +46,8 @@ def _names_a_resource(call: Call) -> bool:
 
 
 def _described(call: Call) -> Any:
-    bindings = call.store.describe_acls(convert.filter_from(call.request), context=call.context)
-    return hot_responses.describe_acls_response(call.version, bindings)
+    groups = call.store.describe_acl_groups(convert.filter_from(call.request), context=call.context)
+    return hot_responses.describe_acls_response(call.version, groups)
 
 
 @request_level(_describe_failed, on_loop=_names_a_resource)

@@ -516,6 +516,10 @@ class SecurityStore:
     def describe_acls(self, filter: AclBindingFilter, *, context: RequestContext | None) -> list[AclBinding]:
         return self._live_view().describe_acls(filter, context=context)
 
+    def describe_acl_groups(self, filter: AclBindingFilter, *, context: RequestContext | None) -> list:
+        """``describe_acls`` as index groups (``StoreView.describe_acl_groups``): the server's form."""
+        return self._live_view().describe_acl_groups(filter, context=context)
+
     def describe_client_quotas(self, filter: ClientQuotaFilter = EVERY_ENTITY, *,
                                context: RequestContext | None) -> dict[ClientQuotaEntity, dict[str, float]]:
         return self._live_view().describe_client_quotas(filter, context=context)

@@ -83,6 +83,12 @@ class StoreView:
         """The ACLs the filter selects (needs DESCRIBE on CLUSTER)."""
         return control.describe_acls(self.image, filter, checked_context(context), decider=self._decider())
 
+    def describe_acl_groups(self, filter: AclBindingFilter, *, context: RequestContext | None) -> list:
+        """``describe_acls``' answer as the index groups that hold it, each with the (acl_id, entry) pairs
+        selected or None for all (secmeta.core.control.acls.describe_acl_groups): for the server, which
+        keeps each group's wire encoding (a group is an immutable value, shared by the images that hold it)."""
+        return control.describe_acl_groups(self.image, filter, checked_context(context), decider=self._decider())
+
     def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *,
                                    context: RequestContext | None) -> list[DelegationToken]:
         """The tokens the caller may see; with HMACs only if the config says so."""

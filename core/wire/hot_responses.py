@@ -1,21 +1,30 @@
-"""The hot responses encoded by hand: DescribeAcls' answer straight from the store's bindings.
+"""The hot responses encoded by hand: DescribeAcls' answer straight from the store's index groups.
 
 kio builds a frozen entity per ACL (checking each int's range) and then walks it to write
-the bytes; for a DescribeAcls answer that is most of the server's time.  Here the body is
-written directly from the bindings, byte for byte what kio writes for the same values at
-every served version (tests/core/wire/test_hot_responses.py checks that property over all
-of them).  The encoding is Kafka's: non-flexible versions write int16-length strings and
-int32-length arrays; flexible ones (DescribeAcls v2+) write unsigned varints of length + 1
-and an empty tagged-field section (one 0 byte) after every struct.
+the bytes; for a DescribeAcls answer that was most of the server's time.  Here the body is
+written directly from the groups the store selects (``SecurityStore.describe_acl_groups``),
+byte for byte what kio writes for the same ACLs at every served version
+(tests/core/wire/test_hot_responses.py checks that property over all of them).  The encoding
+is Kafka's: non-flexible versions write int16-length strings and int32-length arrays; flexible
+ones (DescribeAcls v2+) write unsigned varints of length + 1 and an empty tagged-field section
+(one 0 byte) after every struct.
+
+An index group (one principal's ACLs on one resource pattern) is an immutable value that the
+images holding it share, so the encoding of all its ACLs is kept per group object (``_GroupBytes``)
+and reused by every answer that selects the whole group, in this image and the next ones, until
+a write replaces the group with a new object.  A group only partly selected (the filter names a
+host, an operation or a permission) is encoded afresh.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Sequence
 
 from secmeta.core.wire.codec import ApiKey, EncodedResponse, flexible_response_header
-from secmeta.events.types import AclBinding
+from secmeta.events.types import AccessControlEntry
+from secmeta.projections.acl_index import Group
 
 __all__ = ["describe_acls_response"]
 
@@ -51,44 +60,43 @@ def _put_string(out: bytearray, data: bytes) -> None:
     out += data
 
 
-def describe_acls_response(version: int, bindings: Iterable[AclBinding]) -> EncodedResponse:
-    """DescribeAcls' successful answer (no error, not throttled) of ``bindings``, grouped by resource
-    pattern in first-seen order (Kafka's DescribeAclsResponse.aclsResources)."""
+Selected = tuple[Group, Sequence[tuple[str, AccessControlEntry]] | None]
+
+
+def describe_acls_response(version: int, groups: Iterable[Selected]) -> EncodedResponse:
+    """DescribeAcls' successful answer (no error, not throttled) of the selected ``groups`` (each group with
+    the (acl_id, entry) pairs selected, or None for all its ACLs), one resource per run of groups on the
+    same pattern, in their order (the index hands out a node's groups together: one run per pattern)."""
     flexible = version >= _FLEXIBLE_FROM
     put = _put_compact if flexible else _put_string
-    groups: dict[tuple[int, str, int], list[AclBinding]] = {}
-    last_pattern, same = None, []
-    for binding in bindings:
-        pattern = binding.pattern
-        if pattern is not last_pattern:   # the index hands out a group's ACLs together, sharing one pattern
-            last_pattern = pattern
-            same = groups.setdefault((pattern.resource_type, pattern.name, pattern.pattern_type), [])
-        same.append(binding)
+    resources: list[tuple[bytes, list[int], list[bytes]]] = []
+    name: str | None = None
+    kind: tuple | None = None
+    counts: list[int] = []
+    parts: list[bytes] = []
+    for group, chosen in groups:
+        if group.name != name or group.kind != kind:
+            name, kind = group.name, group.kind
+            pattern = bytearray((kind[0],))
+            put(pattern, name.encode())
+            pattern.append(kind[1])
+            counts, parts = [], []
+            resources.append((bytes(pattern), counts, parts))
+        if chosen is None:
+            count, data = _GROUP_BYTES.of(group, flexible)
+        else:
+            count, data = len(chosen), _entries_bytes([entry for _, entry in chosen], flexible)
+        counts.append(count)
+        parts.append(data)
     out = bytearray(_HEAD[flexible])
-    out += _uvarint(len(groups) + 1) if flexible else _I32.pack(len(groups))
-    for (resource_type, name, pattern_type), acls in groups.items():
-        out.append(resource_type)
-        put(out, name.encode())
-        out.append(pattern_type)
-        out += _uvarint(len(acls) + 1) if flexible else _I32.pack(len(acls))
-        for binding in acls:
-            entry = binding.entry
-            principal, host = entry.principal.encode(), entry.host.encode()
-            if flexible and len(principal) < 0x7F and len(host) < 0x7F:     # lengths + 1 fit one varint byte
-                out.append(len(principal) + 1)
-                out += principal
-                out.append(len(host) + 1)
-                out += host
-                out += bytes((entry.operation, entry.permission_type, 0))   # ..., no tagged fields
-                continue
-            put(out, principal)
-            put(out, host)
-            out.append(entry.operation)
-            out.append(entry.permission_type)
-            if flexible:
-                out.append(0)       # no tagged fields
+    out += _uvarint(len(resources) + 1) if flexible else _I32.pack(len(resources))
+    for pattern_bytes, counts, parts in resources:
+        out += pattern_bytes
+        count = sum(counts)
+        out += _uvarint(count + 1) if flexible else _I32.pack(count)
+        out += b"".join(parts)
         if flexible:
-            out.append(0)
+            out.append(0)       # the resource's tagged fields
     if flexible:
         out.append(0)
     header = _HEADER_FLEXIBLE.get(version)
@@ -97,4 +105,57 @@ def describe_acls_response(version: int, bindings: Iterable[AclBinding]) -> Enco
     return EncodedResponse(header, bytes(out))
 
 
+def _entries_bytes(entries: Iterable[AccessControlEntry], flexible: bool) -> bytes:
+    """The ACL entries of one resource in the answer (without the array's length)."""
+    out = bytearray()
+    put = _put_compact if flexible else _put_string
+    for entry in entries:
+        principal, host = entry.principal.encode(), entry.host.encode()
+        if flexible and len(principal) < 0x7F and len(host) < 0x7F:     # lengths + 1 fit one varint byte
+            out.append(len(principal) + 1)
+            out += principal
+            out.append(len(host) + 1)
+            out += host
+            out += bytes((entry.operation, entry.permission_type, 0))   # ..., no tagged fields
+            continue
+        put(out, principal)
+        put(out, host)
+        out.append(entry.operation)
+        out.append(entry.permission_type)
+        if flexible:
+            out.append(0)       # no tagged fields
+    return bytes(out)
+
+
+class _GroupBytes:
+    """The encoded entries of whole groups, per encoding (non-flexible, flexible), kept by group object.
+
+    Each kept encoding holds its group, so no other object can take the group's id while it is kept.
+    Bounded: at most ``limit`` groups and ``budget`` bytes per encoding; past either, all are dropped.
+    """
+
+    def __init__(self, limit: int = 65536, budget: int = 16 * 1024 * 1024):
+        self._limit, self._budget = limit, budget
+        self._kept: tuple[dict[int, tuple[Group, int, bytes]], ...] = ({}, {})
+        self._held = [0, 0]
+        self._lock = threading.Lock()     # the server's worker threads encode too (a filter without a name)
+
+    def of(self, group: Group, flexible: bool) -> tuple[int, bytes]:
+        """(how many ACLs, their encoded entries) of all of ``group``'s ACLs."""
+        kept = self._kept[flexible]
+        found = kept.get(id(group))
+        if found is not None and found[0] is group:
+            return found[1], found[2]
+        entries = [entry for _, entry in group.members()]
+        data = _entries_bytes(entries, flexible)
+        with self._lock:
+            if len(kept) >= self._limit or self._held[flexible] + len(data) > self._budget:
+                kept.clear()
+                self._held[flexible] = 0
+            kept[id(group)] = (group, len(entries), data)
+            self._held[flexible] += len(data)
+        return len(entries), data
+
+
+_GROUP_BYTES = _GroupBytes()
 _HEADER_FLEXIBLE: dict[int, bool] = {}     # DescribeAcls version -> response header v1

@@ -80,7 +80,7 @@ def test_an_answer_computed_while_a_write_lands_is_not_sent_after_it(store):
         computed.append(store.image)
         if len(computed) == 1:
             store.create_acls([_binding(0)], context=ADMIN)     # a write lands while the answer is computed
-        return describe_acls_response(3, store.describe_acls(FILTER, context=ADMIN))
+        return describe_acls_response(3, store.describe_acl_groups(FILTER, context=ADMIN))
 
     answers.answer(store, "k", compute)
     answers.answer(store, "k", compute)

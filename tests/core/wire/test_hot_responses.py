@@ -16,11 +16,13 @@ from secmeta.core.wire.codec import (
 )
 from secmeta.events.types import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     PatternType,
     ResourceType,
 )
+from secmeta.projections.acls import AclsDelta, AclsImage
 
 # names and hosts of every length class: empty, short, and past one varint byte (127) and 255
 _TEXT = st.one_of(st.text(max_size=8), st.text(min_size=120, max_size=300))
@@ -31,14 +33,32 @@ _OPERATIONS = [o for o in AclOperation if o not in (AclOperation.ANY, AclOperati
 
 @st.composite
 def _bindings(draw) -> list[AclBinding]:
-    """ACLs on a few resources, interleaved (so groups are not contiguous), some resources shared."""
+    """ACLs on a few resources, interleaved, some resources and principals shared (groups of several ACLs)."""
     patterns = draw(st.lists(st.tuples(st.sampled_from(_RESOURCE_TYPES), _TEXT, st.sampled_from(_PATTERN_TYPES)),
                              min_size=1, max_size=4))
-    entries = draw(st.lists(st.tuples(st.integers(0, len(patterns) - 1), _TEXT, _TEXT, st.sampled_from(_OPERATIONS),
+    principals = draw(st.lists(_TEXT.map(lambda name: f"User:{name}"), min_size=1, max_size=3))
+    entries = draw(st.lists(st.tuples(st.integers(0, len(patterns) - 1), st.sampled_from(principals),
+                                      st.sampled_from(["*", "10.0.0.1", "10.0.0.0/8"]) | _TEXT,
+                                      st.sampled_from(_OPERATIONS),
                                       st.sampled_from([AclPermissionType.ALLOW, AclPermissionType.DENY])),
                             max_size=60))
     return [AclBinding.of(*patterns[i][:2], patterns[i][2], principal, host, op, perm)
             for i, principal, host, op, perm in entries]
+
+
+@st.composite
+def _filters(draw, bindings: list[AclBinding]) -> AclBindingFilter:
+    """A filter naming nothing, or fields of one of the ACLs (so that some groups are selected in part)."""
+    if not bindings or draw(st.booleans()):
+        return AclBindingFilter.of(draw(st.sampled_from([ResourceType.ANY, *_RESOURCE_TYPES])))
+    b = draw(st.sampled_from(bindings))
+    return AclBindingFilter.of(
+        draw(st.sampled_from([ResourceType.ANY, b.restype])),
+        draw(st.sampled_from([None, b.name])),
+        draw(st.sampled_from([PatternType.ANY, PatternType.MATCH, b.resource_pattern_type])),
+        draw(st.sampled_from([None, b.principal])), draw(st.sampled_from([None, b.host])),
+        draw(st.sampled_from([AclOperation.ANY, b.operation])),
+        draw(st.sampled_from([AclPermissionType.ANY, b.permission_type])))
 
 
 def _kio_frame(api_key: ApiKey, version: int, correlation_id: int, **fields) -> bytes:
@@ -49,26 +69,52 @@ _DESCRIBE_ACLS_VERSIONS = range(ApiKey.DESCRIBE_ACLS.versions[0], ApiKey.DESCRIB
 _CORRELATION = st.integers(-(2**31), 2**31 - 1)
 
 
-@settings(max_examples=60, deadline=None)
-@given(bindings=_bindings(), version=st.sampled_from(_DESCRIBE_ACLS_VERSIONS), correlation_id=_CORRELATION)
-def test_describe_acls_by_hand_is_kios_encoding(bindings, version, correlation_id):
-    """DescribeAcls' hand-written answer equals kio's for the same bindings, grouped by resource, at v1-v3."""
-    ours = encode_response(correlation_id, hot_responses.describe_acls_response(version, bindings))
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), bindings=_bindings(), version=st.sampled_from(_DESCRIBE_ACLS_VERSIONS),
+       correlation_id=_CORRELATION)
+def test_describe_acls_by_hand_is_kios_encoding(data, bindings, version, correlation_id):
+    """DescribeAcls' hand-written answer of an image's selected groups equals kio's for the same ACLs, grouped
+    by resource, at v1-v3, and so does the same answer again (each whole group's encoding kept)."""
+    image = AclsImage.of((f"id{i}", b) for i, b in enumerate(bindings))
+    f = data.draw(_filters(bindings))
     kio = _kio_frame(ApiKey.DESCRIBE_ACLS, version, correlation_id, error_code=0, error_message=None,
-                     resources=convert.resources_fields(bindings))
-    assert ours == kio
+                     resources=convert.resources_fields([b for _, b in image.matching(f)]))
+    for _ in range(2):
+        ours = encode_response(correlation_id, hot_responses.describe_acls_response(version, image.selection(f)))
+        assert ours == kio
     assert decode_response(ApiKey.DESCRIBE_ACLS, version, ours[4:])[0] == correlation_id
+
+
+def _read_back(version: int, image: AclsImage, f: AclBindingFilter = AclBindingFilter.of()) -> list[AclBinding]:
+    frame = encode_response(3, hot_responses.describe_acls_response(version, image.selection(f)))
+    return convert.bindings_from_resources(decode_response(ApiKey.DESCRIBE_ACLS, version, frame[4:])[1].resources)
 
 
 def test_describe_acls_by_hand_reads_back_as_the_bindings():
     """A client reading the hand-written answer gets every binding, each resource's ACLs together."""
     bindings = [AclBinding.of(ResourceType.TOPIC, name, PatternType.LITERAL, f"User:u{i}", "*",
                               AclOperation.READ, AclPermissionType.ALLOW) for i, name in enumerate("abab")]
+    image = AclsImage.of((f"id{i}", b) for i, b in enumerate(bindings))
     for version in _DESCRIBE_ACLS_VERSIONS:
-        frame = encode_response(3, hot_responses.describe_acls_response(version, bindings))
-        _, response = decode_response(ApiKey.DESCRIBE_ACLS, version, frame[4:])
-        assert [r.resource_name for r in response.resources] == ["a", "b"]
-        assert convert.bindings_from_resources(response.resources) == [bindings[0], bindings[2], bindings[1], bindings[3]]
+        got = _read_back(version, image)
+        assert sorted(got, key=repr) == sorted(bindings, key=repr)
+        assert [b.name for b in got] in (["a", "a", "b", "b"], ["b", "b", "a", "a"])
+
+
+def test_a_changed_group_is_encoded_afresh():
+    """After a write replaces a group, its answer holds the group's new ACLs, not the encoding kept for the old."""
+    def acl(operation):
+        return AclBinding.of(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:u", "*", operation,
+                             AclPermissionType.ALLOW)
+
+    before = AclsImage.of([("id0", acl(AclOperation.READ))])
+    delta = AclsDelta(before)
+    delta.add("id1", acl(AclOperation.WRITE))
+    after = delta.apply()
+    for version in _DESCRIBE_ACLS_VERSIONS:
+        assert _read_back(version, before) == [acl(AclOperation.READ)]
+        assert sorted(_read_back(version, after), key=repr) == sorted([acl(AclOperation.READ), acl(AclOperation.WRITE)], key=repr)
+        assert _read_back(version, before) == [acl(AclOperation.READ)]
 
 
 _CLUSTER_APIS = {
