@@ -191,12 +191,19 @@ def _decoded_without_correlation(frame: bytes, trailing_ok: bool) -> RequestFram
     return _decoded(frame, trailing_ok)
 
 
+@cache
+def _describe_acls_reader() -> Callable[..., RequestFrame | None]:
+    """The hand reader of DescribeAcls requests, imported once, on first use (its module imports this one;
+    an import statement per request cost about a microsecond)."""
+    from secmeta.core.wire.hot_requests import describe_acls_request
+
+    return describe_acls_request
+
+
 def _decoded(frame: bytes, trailing_ok: bool) -> RequestFrame:
     api_key, api_version, correlation_id = peek_header(frame)
     if api_key == ApiKey.DESCRIBE_ACLS:
-        from secmeta.core.wire.hot_requests import describe_acls_request  # (it imports this module)
-
-        decoded = describe_acls_request(frame, trailing_ok=trailing_ok)
+        decoded = _describe_acls_reader()(frame, trailing_ok=trailing_ok)
         if decoded is not None:
             return decoded
     request_cls = request_class(api_key, api_version)
