@@ -3,8 +3,8 @@
     python -m scripts.bench.serve [--acls 10000] [--clients 1 10 50] [--seconds 4]
                                   [--logins 1 10 50] [--login-rounds 10] [--protocol SASL_SSL]
                                   [--mechanism SCRAM-SHA-512] [--profile]
-    python -m scripts.bench.serve --side-by-side [--acls 10000] [--seconds 2] [--repeat 3] [--big 1000]
-                                  [--profile]
+    python -m scripts.bench.serve --side-by-side [--acls 10000] [--seconds 4] [--repeat 3] [--big 1000]
+                                  [--peer /work/main/.venv/bin/python] [--workloads WORD ...] [--profile]
 
 ``--side-by-side`` runs only the comparison with Tansu (scripts.bench.serve_side): the same
 confluent-kafka code against ``secmeta serve`` and Tansu, the servers' CPU per request side by
@@ -146,16 +146,17 @@ class ServerProcess:
     """``secmeta serve`` in a subprocess on one listener (port 0); SIGTERM drains and stops it."""
 
     def __init__(self, store: Path, key_file: Path, protocol: str, ca: DemoCA | None, mechanism: str, *,
-                 also: Sequence[str] = (), options: Sequence[str] = ()):
-        """``also``: more listeners' protocols (``bootstraps`` names each); ``options``: more serve options."""
+                 also: Sequence[str] = (), options: Sequence[str] = (), python: str = sys.executable):
+        """``also``: more listeners' protocols (``bootstraps`` names each); ``options``: more serve options;
+        ``python``: the interpreter (another tree's ``.venv/bin/python`` runs that tree's secmeta)."""
         listeners = ",".join(f"{p}://127.0.0.1:0" for p in (protocol, *also))
-        cmd = [sys.executable, "-m", "secmeta.core.cli", "serve", "--store", str(store), "--key-file", str(key_file),
+        cmd = [python, "-m", "secmeta.core.cli", "serve", "--store", str(store), "--key-file", str(key_file),
                "--listeners", listeners, "--sasl-mechanisms", mechanism, "--log-level", "WARNING", *options]
         if "SSL" in listeners:
             assert ca is not None, "a TLS listener needs the CA"
             cmd += ["--ssl-cert", str(ca.server_cert), "--ssl-key", str(ca.server_key)]
         self.stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.proc = subprocess.Popen(cmd, cwd=_tree_of(python), stdout=subprocess.PIPE, stderr=self.stderr, text=True)
         self.bootstraps: dict[str, str] = {}
         for _ in range(1 + len(also)):
             line = self.proc.stdout.readline()
@@ -629,6 +630,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the comparison with Tansu (see scripts.bench.serve_side)")
     parser.add_argument("--repeat", type=int, default=3, help="--side-by-side: rounds per figure")
     parser.add_argument("--big", type=int, default=1000, help="--side-by-side: ACLs in the large answer")
+    parser.add_argument("--peer", metavar="PYTHON",
+                        help="--side-by-side: also the server of another tree, by its interpreter "
+                             "(e.g. /work/main/.venv/bin/python: the code before a change)")
+    parser.add_argument("--workloads", nargs="+", default=(), metavar="WORD",
+                        help="--side-by-side: only the workloads whose names contain one of these words")
     args = parser.parse_args(argv)
     if args.side_by_side:
         return side_by_side_main(args)
@@ -684,7 +690,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def side_by_side_main(args: argparse.Namespace) -> int:
-    """``--side-by-side``: secmeta serve (PLAINTEXT + SASL_PLAINTEXT listeners) next to Tansu."""
+    """``--side-by-side``: secmeta serve (PLAINTEXT + SASL_PLAINTEXT listeners) next to Tansu, and with ``--peer``
+    the same server of another tree (its interpreter) on a copy of the store."""
     from scripts.bench import serve_side
 
     mechanism = ScramMechanism.parse(args.mechanism)
@@ -694,43 +701,62 @@ def side_by_side_main(args: argparse.Namespace) -> int:
         key_file = work / "keys.json"
         Keyring.generate_file(key_file)
         keyring = Keyring.from_file(key_file)
-        print(f"building a store of {args.acls:,} ACLs and {args.big:,} more on one topic ...", flush=True)
+        print(f"building a store of {args.acls:,} ACLs, {args.big:,} more on one topic and "
+              f"{serve_side.DIVERSE_ACLS:,} of the diverse shape ...", flush=True)
         build_store(work / "wire", keyring, args.acls, 0, mechanism)
         with SecurityStore.open(work / "wire", StoreConfig(), keyring=keyring) as store:
             serve_side.add_big_resource(store, args.big)
+            serve_side.add_diverse(store)
             expected = len(store.describe_acls(describe_filter(), context=RequestContext("User:admin", "127.0.0.1")))
-        # one serving process: the cost per request (serve --processes N spreads them over cores: serve_logins.py)
-        options = ("--processes", "1") if "--processes" in _serve_help() else ()
-        server = ServerProcess(work / "wire", key_file, "SASL_PLAINTEXT", None, args.mechanism, also=("PLAINTEXT",),
-                               options=options)
+        trees = [("secmeta", sys.executable, work / "wire")]
+        if args.peer:
+            shutil.copytree(work / "wire", work / "before", ignore=shutil.ignore_patterns("LOCK"))
+            trees.append(("before", args.peer, work / "before"))
+        servers: list[ServerProcess] = []
         try:
-            admin = librdkafka_config(server.bootstrap, "SASL_PLAINTEXT", args.mechanism, None, "admin",
-                                      ADMIN_PASSWORD)
-            print(f"secmeta serve (pid {server.pid}) on {server.bootstraps}; Tansu next to it ...", flush=True)
-            results = serve_side.side_by_side(server, work / "wire", keyring, work, seconds=args.seconds,
-                                              repeat=args.repeat, big=args.big, admin_config=admin,
-                                              describe=describe_filter(), expected=expected,
-                                              plain_bootstrap=server.bootstraps["PLAINTEXT"])
+            under_test = []
+            for name, python, store_dir in trees:
+                # one serving process: the cost per request (serve --processes N spreads them over cores: serve_logins.py)
+                options = ("--processes", "1") if "--processes" in _serve_help(python) else ()
+                server = ServerProcess(store_dir, key_file, "SASL_PLAINTEXT", None, args.mechanism,
+                                       also=("PLAINTEXT",), options=options, python=python)
+                servers.append(server)
+                admin = librdkafka_config(server.bootstrap, "SASL_PLAINTEXT", args.mechanism, None, "admin",
+                                          ADMIN_PASSWORD)
+                under_test.append(serve_side.Secmeta(name, server, admin, server.bootstraps["PLAINTEXT"]))
+                print(f"{name}: secmeta serve (pid {server.pid}, {python}) on {server.bootstraps}", flush=True)
+            print("Tansu next to it ...", flush=True)
+            results = serve_side.side_by_side(under_test, work / "wire", keyring, work, seconds=args.seconds,
+                                              repeat=args.repeat, big=args.big, describe=describe_filter(),
+                                              expected=expected, only=args.workloads)
             if args.profile:
                 print("profiling the server (py-spy) during DescribeAcls (same and new filters) and Metadata at 10 "
                       "clients ...", flush=True)
-                results["profile"] = side_profile(server, admin, args.seconds)
+                results["profile"] = side_profile(servers[0], under_test[0].admin_config, args.seconds)
                 for summary in results["profile"]:
                     print(summary + "\n")
         finally:
-            server.stop()
-        problems = server.errors().strip()
+            for server in servers:
+                server.stop()
+        problems = "\n".join(server.errors().strip() for server in servers).strip()
     if problems:
         print(f"\nserver stderr (last lines):\n{problems}")
-    results.update(acls=args.acls, describe_result_acls=expected, mechanism=args.mechanism)
+    results.update(acls=args.acls, describe_result_acls=expected, mechanism=args.mechanism, peer=args.peer)
     print(f"wrote {write_json('serve-side', results)}")
     return 0
 
 
-def _serve_help() -> str:
-    """``secmeta serve --help`` of the code under test (a run against an older tree has fewer options)."""
-    return subprocess.run([sys.executable, "-m", "secmeta.core.cli", "serve", "--help"], cwd=REPO_ROOT,
+def _serve_help(python: str = sys.executable) -> str:
+    """``secmeta serve --help`` of a tree's code (a run against an older tree may have fewer options)."""
+    return subprocess.run([python, "-m", "secmeta.core.cli", "serve", "--help"], cwd=_tree_of(python),
                           capture_output=True, text=True).stdout
+
+
+def _tree_of(python: str) -> Path:
+    """Where to run ``python``: this tree for this interpreter, else the tree whose ``.venv`` holds it."""
+    if python == sys.executable:
+        return REPO_ROOT
+    return Path(python).parent.parent.parent     # TREE/.venv/bin/python
 
 
 def side_profile(server: ServerProcess, admin: dict, seconds: float) -> list[str]:

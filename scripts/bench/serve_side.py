@@ -38,6 +38,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,34 @@ def add_big_resource(store: SecurityStore, count: int) -> None:
                 for i in range(count)]
     for i in range(0, count, 1000):
         assert not any(store.create_acls(bindings[i:i + 1000], context=admin))
+
+
+NEW_FILTER = "DescribeAcls, a new filter each request"
+NEW_DIVERSE_FILTER = "DescribeAcls, a new filter each request, diverse"
+DIVERSE_ACLS = 20_000    # ACLs of the diverse shape added to the side by side's store (about 2,000 resources)
+
+
+def add_diverse(store: SecurityStore, count: int = DIVERSE_ACLS) -> None:
+    """The first ``count`` ACLs of the diverse shape (scripts.bench.shapes), created through the store."""
+    admin = RequestContext("User:admin", "127.0.0.1")
+    bindings = _diverse_bindings(count)
+    for i in range(0, len(bindings), 1000):
+        assert not any(store.create_acls(bindings[i:i + 1000], context=admin))
+
+
+def _diverse_bindings(count: int) -> list[AclBinding]:
+    from scripts.bench import shapes
+
+    return [binding for _, binding in shapes.final_pairs("diverse", count)]
+
+
+def diverse_filters(count: int = DIVERSE_ACLS) -> list[AclBindingFilter]:
+    """MATCH filters on each resource of ``add_diverse``'s ACLs (a prefixed one by a longer name under it)."""
+    seen: dict[tuple, AclBindingFilter] = {}
+    for b in _diverse_bindings(count):
+        name = b.name + ("part" if b.resource_pattern_type == PatternType.PREFIXED else "")
+        seen.setdefault((b.restype, name), AclBindingFilter.of(b.restype, name, PatternType.MATCH))
+    return list(seen.values())
 
 
 def big_filter(n: int) -> AclBindingFilter:
@@ -191,8 +220,8 @@ class Target:
         self.admin = admin      # what may DescribeAcls (secmeta: SASL_PLAINTEXT as admin; Tansu: PLAINTEXT)
 
 
-def _workloads(the_filter: ck.AclBindingFilter, expected: dict[str, int],
-               fresh: Sequence[ck.AclBindingFilter]) -> dict[str, Callable]:
+def _workloads(the_filter: ck.AclBindingFilter, expected: dict[str, int], fresh: Sequence[ck.AclBindingFilter],
+               diverse: Sequence[ck.AclBindingFilter]) -> dict[str, Callable]:
     """name -> (target, clients) -> (workers, cleanup)."""
 
     def admins(config: dict, count: int) -> list:
@@ -213,14 +242,16 @@ def _workloads(the_filter: ck.AclBindingFilter, expected: dict[str, int],
             return work
         return [make(a) for a in clients], lambda: None
 
-    def describe_new(target: Target, count: int):
-        clients = admins(target.admin, count)
+    def describe_new(filters: Sequence[ck.AclBindingFilter]):
+        def workload(target: Target, count: int):
+            clients = admins(target.admin, count)
 
-        def make(i: int, a):
-            def work(n: int) -> None:
-                a.describe_acls(fresh[(i * 7919 + n) % len(fresh)], request_timeout=30).result(timeout=30)
-            return work
-        return [make(i, a) for i, a in enumerate(clients)], lambda: None
+            def make(i: int, a):
+                def work(n: int) -> None:
+                    a.describe_acls(filters[(i * 7919 + n) % len(filters)], request_timeout=30).result(timeout=30)
+                return work
+            return [make(i, a) for i, a in enumerate(clients)], lambda: None
+        return workload
 
     def metadata(target: Target, count: int):
         clients = admins(target.plain, count)
@@ -241,8 +272,9 @@ def _workloads(the_filter: ck.AclBindingFilter, expected: dict[str, int],
             del client
         return [work] * count, lambda: None
 
-    return {"DescribeAcls": describe_acls, "DescribeAcls, a new filter each request": describe_new, "Metadata": metadata, "DescribeCluster": describe_cluster,
-            "ApiVersions": api_versions, "connection + ApiVersions + Metadata": connect}
+    return {"DescribeAcls": describe_acls, NEW_FILTER: describe_new(fresh), NEW_DIVERSE_FILTER: describe_new(diverse),
+            "Metadata": metadata, "DescribeCluster": describe_cluster, "ApiVersions": api_versions,
+            "connection + ApiVersions + Metadata": connect}
 
 
 def _measure(target: Target, make: Callable, count: int, seconds: float) -> tuple[float, float, int]:
@@ -261,25 +293,40 @@ def _measure(target: Target, make: Callable, count: int, seconds: float) -> tupl
 # ---------------------------------------------------------------- the run
 
 
-def side_by_side(secmeta_server: Any, store_dir: Path, keyring: Keyring, work: Path, *, seconds: float, repeat: int,
-                 big: int, admin_config: dict, describe: AclBindingFilter, expected: int,
-                 plain_bootstrap: str) -> dict[str, Any]:
-    """Print the side-by-side table and the large answer's; return their figures for the JSON."""
+@dataclass(frozen=True)
+class Secmeta:
+    """One ``secmeta serve`` under test: its process, the admin's client configuration (SASL_PLAINTEXT) and
+    its PLAINTEXT bootstrap.  ``name``: "secmeta" for this tree's code, "before" for a peer tree's."""
+
+    name: str
+    process: Any
+    admin_config: dict
+    plain_bootstrap: str
+
+
+def side_by_side(servers: Sequence[Secmeta], store_dir: Path, keyring: Keyring, work: Path, *, seconds: float,
+                 repeat: int, big: int, describe: AclBindingFilter, expected: int,
+                 only: Sequence[str] = ()) -> dict[str, Any]:
+    """Print the side-by-side table and the large answer's; return their figures for the JSON.
+    ``servers``: this tree's server first, then optionally a peer tree's ("before", on a copy of the store);
+    ``only``: run just the workloads whose names contain one of these words (all when empty)."""
     from scripts.bench.report import print_table
     from scripts.bench.serve import QUIET, _ck_filter
 
     tansu = TansuProcess(work / "tansu.log")
     try:
-        plain = {"bootstrap.servers": plain_bootstrap, "logger": QUIET, "log.connection.close": False}
+        targets = [Target(s.name, s.process, {"bootstrap.servers": s.plain_bootstrap, "logger": QUIET,
+                                               "log.connection.close": False}, s.admin_config) for s in servers]
         tansu_plain = {"bootstrap.servers": tansu.bootstrap, "logger": QUIET, "log.connection.close": False}
-        targets = [Target("secmeta", secmeta_server, plain, admin_config),
-                   Target("tansu", tansu, tansu_plain, tansu_plain)]
-        workloads = _workloads(_ck_filter(describe), {"secmeta": expected, "tansu": 0},
-                               [_ck_filter(f) for f in small_filters()])
-        shapes: list[tuple[str, int]] = [(name, c) for name in ("DescribeAcls", "DescribeAcls, a new filter each request",
+        targets.append(Target("tansu", tansu, tansu_plain, tansu_plain))
+        workloads = _workloads(_ck_filter(describe), {**{s.name: expected for s in servers}, "tansu": 0},
+                               [_ck_filter(f) for f in small_filters()],
+                               [_ck_filter(f) for f in diverse_filters(DIVERSE_ACLS)])
+        shapes: list[tuple[str, int]] = [(name, c) for name in ("DescribeAcls", NEW_FILTER, NEW_DIVERSE_FILTER,
                                                                   "Metadata", "DescribeCluster", "ApiVersions")
                                          for c in (1, 10)]
         shapes += [("connection + ApiVersions + Metadata", c) for c in (1, 10, 50)]
+        shapes = [(name, c) for name, c in shapes if not only or any(word in name for word in only)]
         figures: dict[tuple[str, int, str], list[tuple[float, float, int]]] = {}
         for r in range(repeat):
             print(f"  side by side, round {r + 1} of {repeat} ...", flush=True)
@@ -288,47 +335,58 @@ def side_by_side(secmeta_server: Any, store_dir: Path, keyring: Keyring, work: P
                 for target in order:
                     figures.setdefault((name, count, target.name), []).append(
                         _measure(target, workloads[name], count, seconds))
-        big_figures = _large_answer(secmeta_server, store_dir, keyring, admin_config, big, repeat)
+        big_figures = [_large_answer(s.process, store_dir, keyring, s.admin_config, big, repeat, local=i == 0)
+                       for i, s in enumerate(servers)]
     finally:
         tansu.stop()
 
+    names = [s.name for s in servers]
     rows, out = [], []
     for name, count in shapes:
-        mine, peer = figures[(name, count, "secmeta")], figures[(name, count, "tansu")]
-        m_cpu, p_cpu = _median_spread([f[1] for f in mine]), _median_spread([f[1] for f in peer])
-        ratio = m_cpu[0] / p_cpu[0] if p_cpu[0] else float("nan")
-        errors = sum(f[2] for f in mine), sum(f[2] for f in peer)
-        rows.append([name, count, statistics.median(f[0] for f in mine), statistics.median(f[0] for f in peer),
-                     _show(m_cpu), _show(p_cpu), f"{ratio:.2f}x", f"<= {TARGET_RATIO}x",
-                     "met" if ratio <= TARGET_RATIO else "NOT met", f"{errors[0]}/{errors[1]}"])
-        out.append({"workload": name, "clients": count, "secmeta_per_s": [f[0] for f in mine],
-                    "tansu_per_s": [f[0] for f in peer], "secmeta_cpu_us": [f[1] for f in mine],
-                    "tansu_cpu_us": [f[1] for f in peer], "ratio": ratio, "errors": errors})
+        runs = {t.name: figures[(name, count, t.name)] for t in targets}
+        cpu = {t: _median_spread([f[1] for f in runs[t]]) for t in runs}
+        ratios = {t: cpu[t][0] / cpu["tansu"][0] if cpu["tansu"][0] else float("nan") for t in names}
+        ratio = ratios["secmeta"]
+        rows.append([name, count, *(statistics.median(f[0] for f in runs[t]) for t in runs),
+                     *(_show(cpu[t]) for t in runs), *(f"{ratios[t]:.2f}x" for t in reversed(names)),
+                     f"<= {TARGET_RATIO}x", "met" if ratio <= TARGET_RATIO else "NOT met",
+                     "/".join(str(sum(f[2] for f in runs[t])) for t in runs)])
+        out.append({"workload": name, "clients": count, **{f"{t}_per_s": [f[0] for f in runs[t]] for t in runs},
+                    **{f"{t}_cpu_us": [f[1] for f in runs[t]] for t in runs}, "ratio": ratio,
+                    **({"ratio_before": ratios["before"]} if "before" in ratios else {}),
+                    "errors": [sum(f[2] for f in runs[t]) for t in runs]})
+    labels = {"secmeta": "secmeta", "before": "before (peer tree)", "tansu": "Tansu"}
     print_table(f"secmeta serve and Tansu side by side, confluent-kafka clients, {repeat} rounds of {seconds:g} s "
                 "per figure (median [min-max]); server CPU per request from /proc/PID/stat, all threads; "
                 "this machine's 2 cores are shared with the clients (and other work)",
-                ["workload", "clients", "secmeta req/s", "Tansu req/s", "secmeta CPU us/req", "Tansu CPU us/req",
-                 "ratio", "target", "", "errors s/T"], rows)
+                ["workload", "clients", *(f"{labels[t]} req/s" for t in runs), *(f"{labels[t]} CPU us/req" for t in runs),
+                 *(f"{'before ' if t == 'before' else ''}ratio" for t in reversed(names)), "target", "",
+                 "errors " + "/".join(labels[t][0] for t in runs)], rows)
     print(f"DescribeAcls: the same MATCH filter on one topic every time (secmeta returns {expected} ACLs; from the\n"
           "second request on the answer kept for the published image); a new filter each request: MATCH on one of\n"
-          f"{len(small_filters())} topics in turn (2 or 3 ACLs back; more topics than answers are kept, so each is\n"
-          "computed). Tansu returns none (it keeps no ACLs).")
-    cpu_wire, cpu_local = big_figures["server_us_per_acl"], big_figures["in_process_us_per_acl"]
-    ratio = statistics.median(cpu_wire) / statistics.median(cpu_local)
-    print_table(f"a large answer: DescribeAcls returning {big_figures['acls']:,} ACLs (one client, {repeat} x "
-                f"{big_figures['requests']} requests)",
-                ["measure", "us per ACL (median [min-max])", "ms per answer", "target"],
-                [["secmeta serve: server CPU", _show(_median_spread(cpu_wire)),
-                  statistics.median(cpu_wire) * big_figures["acls"] / 1000, ""],
-                 ["in process: store.describe_acls CPU", _show(_median_spread(cpu_local)),
-                  statistics.median(cpu_local) * big_figures["acls"] / 1000, ""],
-                 ["ratio", f"{ratio:.2f}x", "", f"<= {TARGET_BIG}x {'met' if ratio <= TARGET_BIG else 'NOT met'}"]])
-    return {"side_by_side": out, "large_answer": {**big_figures, "ratio": ratio}}
+          f"{len(small_filters())} topics in turn (2 or 3 ACLs back, host '*'; more topics than answers are kept, so each\n"
+          f"is computed); diverse: MATCH on one of {len(diverse_filters(DIVERSE_ACLS))} resources of the diverse shape "
+          "(scripts.bench.shapes: about ten\nprincipals each, mostly address-restricted, 30% prefixed). Tansu returns "
+          "none (it keeps no ACLs). ratio = CPU per\nrequest / Tansu's.")
+    cpu_local = big_figures[0]["in_process_us_per_acl"]
+    rows = [[f"in process ({labels[servers[0].name]}): store.describe_acls CPU", _show(_median_spread(cpu_local)),
+             statistics.median(cpu_local) * big_figures[0]["acls"] / 1000, "", ""]]
+    for s, figure in zip(servers, big_figures, strict=True):
+        cpu_wire = figure["server_us_per_acl"]
+        figure["ratio"] = statistics.median(cpu_wire) / statistics.median(cpu_local)
+        rows.append([f"{labels[s.name]} serve: server CPU", _show(_median_spread(cpu_wire)),
+                     statistics.median(cpu_wire) * figure["acls"] / 1000, f"{figure['ratio']:.2f}x",
+                     f"<= {TARGET_BIG}x {'met' if figure['ratio'] <= TARGET_BIG else 'NOT met'}"])
+    print_table(f"a large answer: DescribeAcls returning {big_figures[0]['acls']:,} ACLs (one client, {repeat} x "
+                f"{big_figures[0]['requests']} requests); ratio = server CPU per ACL / in process",
+                ["measure", "us per ACL (median [min-max])", "ms per answer", "ratio", "target"], rows)
+    return {"side_by_side": out, "large_answer": dict(zip(names, big_figures, strict=True))}
 
 
 def _large_answer(server: Any, store_dir: Path, keyring: Keyring, admin_config: dict, big: int,
-                  repeat: int, requests: int = 30) -> dict[str, Any]:
-    """Server CPU per ACL of a DescribeAcls returning ``big`` ACLs, and the in-process call's CPU per ACL."""
+                  repeat: int, requests: int = 30, *, local: bool = True) -> dict[str, Any]:
+    """Server CPU per ACL of a DescribeAcls returning ``big`` ACLs, and (``local``) the in-process call's CPU
+    per ACL, in this process."""
     from scripts.bench.serve import _ck_filter
 
     client = ck.AdminClient(dict(admin_config))
@@ -343,7 +401,9 @@ def _large_answer(server: Any, store_dir: Path, keyring: Keyring, admin_config: 
             client.describe_acls(f, request_timeout=60).result(timeout=60)
         wire.append((server.cpu_seconds() - before) / requests / count * 1e6)
     del client
-    local = []
+    if not local:
+        return {"acls": count, "requests": requests, "server_us_per_acl": wire}
+    in_process = []
     context = RequestContext("User:admin", "127.0.0.1", tls=False)
     copy = Path(tempfile.mkdtemp(dir=store_dir.parent))
     shutil.rmtree(copy)
@@ -356,8 +416,8 @@ def _large_answer(server: Any, store_dir: Path, keyring: Keyring, admin_config: 
             before = time.process_time()
             for f in filters:
                 store.describe_acls(f, context=context)
-            local.append((time.process_time() - before) / requests / count * 1e6)
-    return {"acls": count, "requests": requests, "server_us_per_acl": wire, "in_process_us_per_acl": local}
+            in_process.append((time.process_time() - before) / requests / count * 1e6)
+    return {"acls": count, "requests": requests, "server_us_per_acl": wire, "in_process_us_per_acl": in_process}
 
 
 def _median_spread(values: Sequence[float]) -> tuple[float, float, float]:
