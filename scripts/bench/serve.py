@@ -4,7 +4,8 @@
                                   [--logins 1 10 50] [--login-rounds 10] [--protocol SASL_SSL]
                                   [--mechanism SCRAM-SHA-512] [--profile]
     python -m scripts.bench.serve --side-by-side [--acls 10000] [--seconds 4] [--repeat 3] [--big 1000]
-                                  [--peer /work/main/.venv/bin/python] [--workloads WORD ...] [--profile]
+                                  [--peer /work/main/.venv/bin/python] [--workloads WORD ...] [--shape-acls 200000]
+                                  [--profile]
 
 ``--side-by-side`` runs only the comparison with Tansu (scripts.bench.serve_side): the same
 confluent-kafka code against ``secmeta serve`` and Tansu, the servers' CPU per request side by
@@ -633,6 +634,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer", metavar="PYTHON",
                         help="--side-by-side: also the server of another tree, by its interpreter "
                              "(e.g. /work/main/.venv/bin/python: the code before a change)")
+    parser.add_argument("--shape-acls", type=int, default=200_000, metavar="N",
+                        help="--side-by-side: describe_acls in process on each workload shape of N ACLs (0: skip)")
     parser.add_argument("--workloads", nargs="+", default=(), metavar="WORD",
                         help="--side-by-side: only the workloads whose names contain one of these words")
     args = parser.parse_args(argv)
@@ -741,6 +744,12 @@ def side_by_side_main(args: argparse.Namespace) -> int:
         problems = "\n".join(server.errors().strip() for server in servers).strip()
     if problems:
         print(f"\nserver stderr (last lines):\n{problems}")
+    if args.shape_acls:
+        print(f"in process: describe_acls per workload shape at {args.shape_acls:,} ACLs ...", flush=True)
+        rows = serve_side.measure_shapes(args.shape_acls, args.repeat)
+        before = serve_side.peer_shapes(args.peer, args.shape_acls, args.repeat) if args.peer else None
+        serve_side.print_shapes(rows, before)
+        results["shapes"] = {"after": rows, "before": before}
     results.update(acls=args.acls, describe_result_acls=expected, mechanism=args.mechanism, peer=args.peer)
     print(f"wrote {write_json('serve-side', results)}")
     return 0

@@ -428,3 +428,101 @@ def _show(figure: tuple[float, float, float]) -> str:
     median, low, high = figure
     return f"{median:,.0f} [{low:,.0f}-{high:,.0f}]" if median >= 20 else f"{median:.2f} [{low:.2f}-{high:.2f}]"
 
+
+
+# ---------------------------------------------------------------- in process, per workload shape
+
+SHAPE_ACLS = 200_000
+TARGET_BY_RESOURCE_US = 1000.0     # DESIGN.md: describe_acls by resource <= 1 ms at 200k ACLs
+
+
+def _shape_filters(shape: str, n: int) -> dict[str, list[AclBindingFilter]]:
+    """Filter kinds over one shape's ACLs: by resource name (MATCH, its type or ANY), by principal, by host."""
+    import random
+
+    from scripts.bench import shapes
+
+    pairs = shapes.final_pairs(shape, n)
+    rng = random.Random(7)
+    sample = [pairs[rng.randrange(len(pairs))][1] for _ in range(300)]
+
+    def name(b: AclBinding) -> str:
+        return b.name + ("part" if b.resource_pattern_type == PatternType.PREFIXED else "")
+
+    hosts = [b.host for b in sample if b.host != "*"] or ["10.0.0.1"]
+    return {
+        "resource name, MATCH": [AclBindingFilter.of(b.restype, name(b), PatternType.MATCH) for b in sample],
+        "resource name, type ANY, MATCH": [AclBindingFilter.of(ResourceType.ANY, name(b), PatternType.MATCH)
+                                           for b in sample],
+        "principal (scans)": [AclBindingFilter.of(principal=b.principal) for b in sample[:5]],
+        "host (scans)": [AclBindingFilter.of(host=h) for h in hosts[:5]],
+    }
+
+
+def measure_shapes(n: int = SHAPE_ACLS, repeat: int = 3, shape_names: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """CPU per ``describe_acls`` call in this process on each workload shape's cached store of ``n`` ACLs, per
+    filter kind (median of ``repeat`` passes after a warm-up pass), and of the server's form: what its
+    DescribeAcls handler computes (``describe_acl_groups`` + the hand encoder; in a tree without it, the
+    hand encoder of ``describe_acls``' bindings)."""
+    from scripts.bench import shapes
+    from secmeta.core.wire import hot_responses
+
+    context = RequestContext("User:admin", "127.0.0.1")
+    rows = []
+    for shape in shape_names or shapes.NAMES:
+        cached = shapes.cached_store(shape, n)
+        with SecurityStore.open(cached.path, StoreConfig(), keyring=cached.keyring, read_only=True) as store:
+            calls: dict[str, Callable[[AclBindingFilter], Any]] = {
+                "describe_acls": lambda f: store.describe_acls(f, context=context)}
+            if hasattr(store, "describe_acl_groups"):
+                calls["server form"] = lambda f: hot_responses.describe_acls_response(
+                    3, store.describe_acl_groups(f, context=context))
+            else:   # a tree before describe_acl_groups: its server encoded describe_acls' bindings
+                calls["server form"] = lambda f: hot_responses.describe_acls_response(
+                    3, store.describe_acls(f, context=context))
+            for kind, filters in _shape_filters(shape, n).items():
+                row: dict[str, Any] = {"shape": shape, "acls": n, "filter": kind, "filters": len(filters)}
+                for label, call in calls.items():
+                    got = sum(len(store.describe_acls(f, context=context)) for f in filters)   # warm-up
+                    row["acls_per_call"] = got / len(filters)
+                    per = []
+                    for _ in range(repeat):
+                        start = time.process_time()
+                        for f in filters:
+                            call(f)
+                        per.append((time.process_time() - start) / len(filters) * 1e6)
+                    row[f"{label}_us"] = per
+                rows.append(row)
+    return rows
+
+
+def peer_shapes(python: str, n: int, repeat: int) -> list[dict[str, Any]]:
+    """``measure_shapes`` run by another tree's interpreter (its secmeta, this tree's bench code)."""
+    import json
+
+    code = ("import json, sys; from scripts.bench.serve_side import measure_shapes; "
+            f"print(json.dumps(measure_shapes({n}, {repeat})))")
+    done = subprocess.run([python, "-c", code], cwd=Path(__file__).resolve().parents[2], capture_output=True,
+                          text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def print_shapes(rows: list[dict[str, Any]], before: list[dict[str, Any]] | None) -> None:
+    from scripts.bench.report import print_table
+
+    peer = {(r["shape"], r["filter"]): r for r in before or []}
+    table = []
+    for r in rows:
+        p = peer.get((r["shape"], r["filter"]), {})
+        by_resource = "resource" in r["filter"]
+        mine = statistics.median(r["describe_acls_us"])
+        table.append([r["shape"], r["filter"], f"{r['acls_per_call']:,.1f}", _show(_median_spread(r["describe_acls_us"])),
+                      _show(_median_spread(p["describe_acls_us"])) if p else "-",
+                      _show(_median_spread(r["server form_us"])) if "server form_us" in r else "-",
+                      _show(_median_spread(p["server form_us"])) if "server form_us" in p else "-",
+                      f"<= {TARGET_BY_RESOURCE_US:,.0f}" if by_resource else "",
+                      ("met" if mine <= TARGET_BY_RESOURCE_US else "NOT met") if by_resource else ""])
+    print_table(f"in process, per workload shape ({rows[0]['acls']:,} ACLs, scripts.bench.shapes): CPU us per call, "
+                "median [min-max] of passes after a warm-up; server form = what the DescribeAcls handler computes (select + encode)",
+                ["shape", "filter", "ACLs/call", "describe_acls", "before", "server form", "before", "target us", ""],
+                table)
