@@ -42,6 +42,7 @@ from secmeta.core.server.call import BrokerInfo, Call
 from secmeta.core.server.cluster_apis import api_versions_fallback
 from secmeta.core.server.deadline import Deadline
 from secmeta.core.server.handling import log_failure
+from secmeta.core.server.inline import ServedProtocol
 from secmeta.core.server.listeners import Listener
 from secmeta.core.server.principals import ANONYMOUS, tls_principal
 from secmeta.core.server.sasl import Authenticator, Evaluated, Refusal, Step
@@ -60,7 +61,7 @@ from secmeta.core.wire.codec import (
 if TYPE_CHECKING:
     from secmeta.core.server.server import Server
 
-__all__ = ["ON_LOOP_BYTES", "Connection", "log"]
+__all__ = ["INLINE_KEYS", "ON_LOOP_BYTES", "Connection", "log"]
 
 log = logging.getLogger("secmeta.server")
 
@@ -68,6 +69,8 @@ _IDLE, _STALLED = "idle", "stalled"     # what a read deadline's expiry interrup
 
 #: Frames up to this size are decoded on the event loop (kio reads ~1 MB in ~50-100 ms: larger ones go to a worker).
 ON_LOOP_BYTES = 64 * 1024
+#: The hot reads a logged-in connection answers as their bytes arrive (``ServedProtocol``), when on the loop.
+INLINE_KEYS = frozenset({ApiKey.DESCRIBE_ACLS, ApiKey.METADATA, ApiKey.API_VERSIONS, ApiKey.DESCRIBE_CLUSTER})
 
 
 class _Close(Exception):
@@ -102,9 +105,13 @@ class Connection:
     """Serves one accepted connection until it ends; ``run()`` never raises."""
 
     def __init__(self, server: Server, listener: Listener, broker: BrokerInfo,
-                 reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer):
+                 reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Peer,
+                 protocol: ServedProtocol | None = None):
         self._server, self._listener, self._broker = server, listener, broker
         self._reader, self._writer, self.peer = reader, writer, peer
+        self._protocol = protocol   # None: every frame goes through the reader
+        self._consumed = 0          # bytes read from the reader (equal to protocol.fed: nothing buffered)
+        self._auth: Authenticator | None = None
         self._config = server.config
         self._high_water = 0        # the transport's write buffer limit, known once TLS is up
         self.in_flight = False      # a request is being handled: shutdown lets it finish
@@ -133,7 +140,7 @@ class Connection:
         try:
             if self._cut_reason is not None:   # cut before it ran (evicted in the same loop turn it was accepted)
                 raise asyncio.CancelledError()
-            auth = await self._start()
+            auth = self._auth = await self._start()
             while not self.stopping:
                 frame = await self._read_frame()
                 await self._establish_once_in(auth)
@@ -224,15 +231,27 @@ class Connection:
             limit, limit_name = config.sasl_server_max_receive_size, "sasl.server.max.receive.size (before login)"
         reader, size, deadline = self._reader, None, self._deadline
         assert deadline is not None, "run() sets the deadline before the first read"
+        protocol = self._protocol
         try:
             deadline.expect(idle_ms / 1000, _IDLE)
-            size = frame_size(await reader.readexactly(4))
+            if protocol is not None and self.established and protocol.fed == self._consumed:
+                protocol.inline = self._inline      # frames answered on arrival meanwhile (secmeta.core.server.inline)
+                try:
+                    head = await reader.readexactly(4)
+                finally:
+                    protocol.inline = None
+            else:
+                head = await reader.readexactly(4)
+            self._consumed += 4
+            size = frame_size(head)
             if size < 0:
                 raise _Close(f"invalid frame size {size}")
             if size > limit:
                 raise _Close(f"frame of {size} bytes is larger than {limit_name} ({limit})")
             deadline.expect(config.frame_read_timeout_ms / 1000, _STALLED)
-            return await reader.readexactly(size)
+            body = await reader.readexactly(size)
+            self._consumed += size
+            return body
         except asyncio.CancelledError:
             if self._expired is None:
                 raise
@@ -298,6 +317,49 @@ class Connection:
                 auth.api_versions_answered(int(response.error_code))
         else:
             await self._write(await self._off_loop(_answer, handler, call))
+
+    def _inline(self, data: bytes) -> bytes:
+        """``ServedProtocol.inline``: answer the complete frames at the start of ``data`` that a logged-in
+        connection answers on the loop anyway, as ``_serve`` would, while nothing else is buffered and the
+        client reads its answers; the bytes from the first frame not answered here on, for the reader."""
+        protocol, transport = self._protocol, self._writer.transport
+        assert protocol is not None and self._deadline is not None
+        if protocol.fed != self._consumed:      # bytes of a frame already wait in the reader: after them
+            return data
+        view, pos, answered = memoryview(data), 0, False
+        limit = self._config.socket_request_max_bytes
+        while len(data) - pos >= 4 and not self.stopping and transport.get_write_buffer_size() <= self._high_water:
+            size = int.from_bytes(view[pos:pos + 4], "big")
+            end = pos + 4 + size
+            if size > ON_LOOP_BYTES or size > limit or end > len(data):
+                break
+            response = self._answered_inline(bytes(view[pos + 4:end]))
+            if response is None:
+                break
+            transport.write(response)
+            pos, answered = end, True
+        if not answered:
+            return data
+        self._deadline.expect(self._config.connections_max_idle_ms / 1000, _IDLE)   # a request: not idle
+        return data[pos:]
+
+    def _answered_inline(self, data: bytes) -> bytes | None:
+        """The response frame to a hot read (``INLINE_KEYS``) the loop answers, or None: not one (the reader
+        and ``_serve`` take it, its refusals and failures included)."""
+        auth = self._auth
+        try:
+            api_key, _, _ = peek_header(data)
+            if api_key not in INLINE_KEYS or auth is None or not auth.complete or auth.refusal(api_key) is not None:
+                return None
+            frame = decode_request(data, trailing_ok=True)
+            server = self._server
+            handler = server.handlers[frame.api_key]
+            call = Call(server.store, auth.context, frame, self._broker, server.answers, server.cluster)
+            if not handler.on_loop(call):
+                return None
+            return encode_response(frame.correlation_id, handler(call))
+        except Exception:       # (a malformed or unsupported frame, ...): the reader's path answers or closes as always
+            return None
 
     async def _decode(self, data: bytes, api_key: int, correlation_id: int, *, refused: bool) -> RequestFrame | None:
         """The decoded request, or None when it was answered here (ApiVersions' fallback)."""

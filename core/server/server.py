@@ -30,6 +30,7 @@ from secmeta.core.server.config import ServerConfig
 from secmeta.core.server.connection import Connection, log, peer_of
 from secmeta.core.server.controllership import Controllership
 from secmeta.core.server.image_answers import ImageAnswers
+from secmeta.core.server.inline import ServedProtocol
 from secmeta.core.server.listeners import Listener, ListenerError, parse_listeners, ssl_context
 from secmeta.events.types import ScramMechanism
 
@@ -133,23 +134,26 @@ class Server:
         if self._servers or self._stopping:
             return
         assert self._sockets is not None
+        loop = asyncio.get_running_loop()
         for listener in self.listeners:
             for sock in self._sockets[listener.name]:
                 # asyncio owns (and closes) a duplicate: the shared socket stays open for the next accept(True)
-                server = await asyncio.start_server(
-                    lambda r, w, listener=listener: self._accepted(listener, r, w),
+                server = await loop.create_server(
+                    lambda listener=listener: ServedProtocol(  # type: ignore[misc]
+                        loop, lambda r, w, p: self._accepted(listener, r, w, p)),
                     sock=socket.socket(fileno=os.dup(sock.fileno())), backlog=ACCEPT_BATCH)
                 sock.listen(LISTEN_BACKLOG)    # asyncio listened again with its accept batch: the queue stays long
                 self._servers.append(server)
 
-    def _accepted(self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _accepted(self, listener: Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                  protocol: ServedProtocol) -> None:
         # Called synchronously from connection_made: nothing has been read yet, so a TLS
         # listener can pause reading here and hand the untouched socket to start_tls.
         peer = peer_of(writer)
         if self._stopping or (self.cluster is not None and self.cluster.cut_off is not None):
             writer.transport.abort()    # stopping, or cut off from Kafka (replicated mode): clients try another node
             return
-        connection = Connection(self, listener, self.brokers[listener.name], reader, writer, peer)
+        connection = Connection(self, listener, self.brokers[listener.name], reader, writer, peer, protocol)
         if listener.protocol.tls:
             writer.transport.pause_reading()
         admitted = self.admission.admit(connection, peer.host)
