@@ -150,9 +150,24 @@ def client_address(host: str) -> tuple[int, int] | None:
 
 @lru_cache(maxsize=8192)
 def acl_network(host: str) -> tuple[int, int, int] | None:
-    """(IP version, network int, netmask int) of a CIDR ACL host, or None."""
-    if "/" not in host:
+    """(IP version, network int, netmask int) of a CIDR ACL host, or None (``ipaddress.ip_network``'s rules,
+    host bits masked off).
+
+    A dotted quad and a prefix length of one or two ASCII digits is read by ``inet_pton`` (1 us, against 6-10
+    us for ``ipaddress``: an authorize that first meets a range pays this, and this cache misses once more
+    ranges than it holds are asked about); every other form (IPv6, a netmask, names) goes to ``ipaddress``.
+    """
+    address, slash, length = host.partition("/")
+    if not slash:
         return None
+    if 0 < len(length) <= 2 and length.isascii() and length.isdigit() and int(length) <= 32:
+        try:
+            value = int.from_bytes(inet_pton(AF_INET, address), "big")
+        except (OSError, ValueError):
+            pass
+        else:
+            netmask = (0xFFFFFFFF << (32 - int(length))) & 0xFFFFFFFF
+            return 4, value & netmask, netmask
     try:
         network = ipaddress.ip_network(host, strict=False)
     except ValueError:

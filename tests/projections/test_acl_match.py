@@ -17,6 +17,7 @@ from secmeta.projections.acl_match import (
     DENY_MASK,
     OPERATIONS_BY_TYPE,
     acl_bit,
+    acl_network,
     all_operations_bits,
     covers,
     filter_matches,
@@ -213,3 +214,30 @@ def test_kip430_totals():
         ResourceType.DELEGATION_TOKEN: 256,
         ResourceType.USER: 24576,
     }
+
+
+def _reference_network(host: str):
+    """``ipaddress``'s reading of a CIDR ACL host (host bits masked off), or None."""
+    if "/" not in host:
+        return None
+    try:
+        network = ipaddress.ip_network(host, strict=False)
+    except ValueError:
+        return None
+    return network.version, int(network.network_address), int(network.netmask)
+
+
+_octets = st.one_of(st.integers(0, 255).map(str), st.sampled_from(["256", "01", "00", "-1", "", " 1", "1a", "٣"]))
+_lengths = st.one_of(st.integers(0, 33).map(str), st.sampled_from(["", "08", "032", "-0", "+8", "٣", "255.255.255.0",
+                                                                   "0.0.0.255", "8 "]))
+
+
+@given(st.lists(_octets, min_size=3, max_size=5), _lengths)
+@example(["10", "0", "0", "1"], "24")
+@example(["2001:db8::"], "32")
+def test_a_cidr_host_reads_as_ipaddress_reads_it(octets, length):
+    """acl_network reads a range as ``ipaddress.ip_network(strict=False)`` does: dotted quads with every prefix
+    length, bad octets, leading zeros, netmask and hostmask forms, IPv6."""
+    host = ".".join(octets) + "/" + length
+    acl_network.cache_clear()
+    assert acl_network(host) == _reference_network(host)
