@@ -102,7 +102,7 @@ _WIDE_GROUP = {  # one principal's group of more ACLs than a node reads from its
 }
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(acl_sets, st.lists(calls, min_size=1, max_size=30))
 @example(_WIDE_GROUP, [(kind, p, h, Op.WRITE, T, "a") for kind in ("authorize", "explain", "operations")
                        for p in ("User:u0", "User:u1") for h in ("10.0.0.7", "client-a", "::1")])
@@ -115,7 +115,7 @@ def test_first_touch_answers_as_the_rules_and_as_asking_again(held, asked):
     assert [answer(image, call) for call in asked] == first
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(acl_sets, st.lists(calls, max_size=15), st.lists(st.one_of(st.integers(0, 59), bindings), max_size=8),
        st.lists(calls, min_size=1, max_size=15))
 def test_writes_interleaved_with_first_touches(held, before, changes, after):
