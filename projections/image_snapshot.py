@@ -1,20 +1,17 @@
-"""Snapshot codec for SecurityImage: a meta row, credentials, ACL index chunks, tokens, client quotas, settings.
+"""Snapshot codec for SecurityImage: a meta row, credentials, tokens, client quotas, settings, and the ACL index.
 
-Each row holds one branch of a union: a meta row (the image's next_offset,
-written first), a SCRAM credential (its secret stays sealed), a chunk of
-the ACL index (``AclNodesRow``) or a delegation token.  An index chunk
-lists whole index nodes in index order, as columns: per node its pattern and how many
-principals' groups it holds, per group its principal (a position in the chunk's
-distinct principals) and how many ACLs, per ACL its id, host (a position in the
-chunk's distinct hosts, since format 4), operation and permission.  Strings of a column are
-joined into one string by a separator none of them holds (or, in a chunk
-that holds every character, each written as its length, ':' and itself,
-flagged by an empty separator) and codes are bytes, so a chunk decodes as a few values.
-The loader appends each chunk's columns to one ``AclTable`` with a few bulk operations
-per column: no object per ACL, each node made when it is first used (issue 24).
-Format 3 chunks (a host per ACL) still load.
-Rows are written with explicit branch names; the reader tells the branches
-apart by their fields."""
+Since format 5 the ACL index is the snapshot's binary section (``acl_section``: its columns read in
+place through the file's memory map, no work per ACL at open, each node made when first used); the
+rows hold one branch of a union each: a meta row (the image's next_offset, written first), a SCRAM
+credential (its secret stays sealed), a delegation token, an entity's client quotas or a setting.
+Formats 3 and 4 listed the ACL index as rows too (``AclNodesRow``): whole index nodes in index
+order, as columns: per node its pattern and how many principals' groups it holds, per group its
+principal (a position in the chunk's distinct principals) and how many ACLs, per ACL its id, host (a
+position in the chunk's distinct hosts, since format 4; format 3: a host per ACL), operation and
+permission, strings of a column joined by a separator none of them holds (or, in a chunk that holds
+every character, each written as its length, ':' and itself, flagged by an empty separator).  Both
+still load: their chunks are appended to one ``AclTable`` with a few bulk operations per column.
+Rows are written with explicit branch names; the reader tells the branches apart by their fields."""
 
 from __future__ import annotations
 
@@ -30,6 +27,7 @@ from secmeta.events.types import (
     ScramMechanism,
 )
 from secmeta.projections.acl_index import AclIndex, Node
+from secmeta.projections.acl_section import encode_section, read_section
 from secmeta.projections.acl_table import AclTable, TableError
 from secmeta.projections.acls import AclsImage
 from secmeta.projections.image import SecurityImage
@@ -167,8 +165,6 @@ class SecurityImageSnapshot:
                     },
                 )
             }
-        for row in _node_rows(image.acls.index, ACL_CHUNK):
-            yield {"row": (_ACL_NODES_NAME, row)}
         for token in image.tokens:
             yield {
                 "row": (
@@ -189,7 +185,12 @@ class SecurityImageSnapshot:
         for name, value in image.settings:
             yield {"row": (_SETTING_NAME, {"setting_name": name, "setting_value": value})}
 
-    def build(self, rows: Iterable[dict]) -> SecurityImage:
+    def section(self, image: SecurityImage) -> list[bytes]:
+        """The ACL index as a binary section (``acl_section``)."""
+        return _NodesRow.of(image.acls.index).section()
+
+    def build(self, rows: Iterable[dict], section: memoryview | None = None) -> SecurityImage:
+        """The image of a snapshot's rows and (format 5) its ACL section."""
         scram = ScramDelta(ScramImage.EMPTY)
         tokens = TokensDelta(TokensImage.EMPTY)
         quotas = QuotasDelta(QuotasImage.EMPTY)
@@ -216,25 +217,42 @@ class SecurityImageSnapshot:
                 settings.set(row["setting_name"], row["setting_value"])
             else:
                 next_offset = row["next_offset"]
-        return SecurityImage(scram.apply(), acls.image(), tokens.apply(), next_offset, quotas.apply(),
-                             settings.apply())
+        return SecurityImage(scram.apply(), acls.image() if section is None else _mapped_acls(section), tokens.apply(),
+                             next_offset, quotas.apply(), settings.apply())
+
+
+def _mapped_acls(section: memoryview) -> AclsImage:
+    """The ACL image of a format-5 section: its ids and nodes read in place."""
+    try:
+        table = read_section(section)
+        if not table.ids:
+            return AclsImage.EMPTY
+        return AclsImage(table.acl_ids(), table.index())
+    except (KeyError, IndexError, ValueError, TypeError) as exc:
+        raise _corrupt(exc) from None
 
 
 def _node_rows(index: AclIndex, size: int) -> Iterator[dict]:
-    """The index's nodes as AclNodesRow values, each ending after the node that brings it to ``size`` ACLs."""
+    """The index's nodes as format-4 AclNodesRow values, each ending after the node that brings it to ``size``
+    ACLs (what format 4 wrote: the tests' older snapshots)."""
     row = _NodesRow()
-    for resource_type, t in enumerate(index.types):
-        for pattern_type, nodes in ((PatternType.LITERAL, t.literal), (PatternType.PREFIXED, t.prefixed)):
-            for name, node in nodes.raw_items():
-                if type(node) is int:  # a node not made yet: copied from its table's columns
-                    row.add_columns(resource_type, pattern_type, name, cast(AclTable, nodes.source), node)
-                else:
-                    row.add(resource_type, pattern_type, name, node)
-                if len(row.ids) >= size:
-                    yield row.value()
-                    row = _NodesRow()
+    for resource_type, pattern_type, name, node, source in _nodes(index):
+        row.add_node(resource_type, pattern_type, name, node, source)
+        if len(row.ids) >= size:
+            yield row.value()
+            row = _NodesRow()
     if row.ids:
         yield row.value()
+
+
+def _nodes(index: AclIndex) -> Iterator[tuple[int, int, str, Node | int, AclTable | None]]:
+    """Every node of the index in index order: (resource type, pattern type, name, node or the placeholder of
+    one not made yet, the table that would make it)."""
+    for resource_type, t in enumerate(index.types):
+        for pattern_type, nodes in ((PatternType.LITERAL, t.literal), (PatternType.PREFIXED, t.prefixed)):
+            source = nodes.source
+            for name, node in nodes.raw_items():
+                yield resource_type, pattern_type, name, node, cast(AclTable, source) if type(node) is int else None
 
 
 class _NodesRow:
@@ -246,6 +264,28 @@ class _NodesRow:
         self.principals: dict[str, int] = {}
         self.hosts: dict[str, int] = {}
         self.ids, self.acl_hosts, self.operations, self.permissions = [], array(_U32), bytearray(), bytearray()
+
+    @classmethod
+    def of(cls, index: AclIndex) -> _NodesRow:
+        """Every node of ``index``."""
+        row = cls()
+        for resource_type, pattern_type, name, node, source in _nodes(index):
+            row.add_node(resource_type, pattern_type, name, node, source)
+        return row
+
+    def add_node(self, resource_type: int, pattern_type: int, name: str, node: Node | int,
+                 source: AclTable | None) -> None:
+        """A node, or (a placeholder) node ``node`` of table ``source``, copied from its columns."""
+        if source is not None:
+            self.add_columns(resource_type, pattern_type, name, source, cast(int, node))
+        else:
+            self.add(resource_type, pattern_type, name, cast(Node, node))
+
+    def section(self) -> list[bytes]:
+        """The gathered nodes as a format-5 ACL section."""
+        return encode_section(bytes(self.resource_types), bytes(self.pattern_types), self.names, self.group_counts,
+                              list(self.principals), self.group_principals, self.acl_counts, self.ids,
+                              list(self.hosts), self.acl_hosts, bytes(self.operations), bytes(self.permissions))
 
     def add(self, resource_type: int, pattern_type: int, name: str, node: Node) -> None:
         self.resource_types.append(resource_type)

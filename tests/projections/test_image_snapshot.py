@@ -1,6 +1,8 @@
-"""SecurityImageSnapshot: the image round-trips through a snapshot file, secrets stay sealed."""
+"""SecurityImageSnapshot: the image round-trips through a snapshot file (format 5, and the older format 4 that
+still loads), secrets stay sealed, a damaged ACL section or chunk is refused."""
 
 import tempfile
+from pathlib import Path
 from unittest.mock import patch
 
 import fastavro
@@ -32,6 +34,29 @@ from tests.logkit import make_keyring
 from tests.storekit import ADMIN, acl, store_at
 
 CODEC = SecurityImageSnapshot()
+
+
+class Format4(SecurityImageSnapshot):
+    """The format-4 writer: the ACL index as AclNodesRow chunks of ``ACL_CHUNK`` ACLs, no section."""
+
+    section = None
+
+    def rows(self, image):
+        yield from super().rows(image)
+        for row in image_snapshot._node_rows(image.acls.index, image_snapshot.ACL_CHUNK):
+            yield {"row": ("secmeta.snapshot.AclNodesRow", row)}
+
+
+FORMAT4 = Format4()
+
+
+def write_format4(directory, image, codec=FORMAT4):
+    """``image`` written as format 4 wrote it."""
+    with patch.object(snapshot, "SNAPSHOT_FORMAT", 4):
+        return write_snapshot(directory, codec, image, next_offset=image.next_offset, link=b"\0" * 32,
+                              timestamp_ms=0)
+
+
 SECRET = SealedSecret("k-7", b"\x11" * 12, b"sealed-bytes-" * 3)
 
 
@@ -54,10 +79,12 @@ def sample_image(next_offset=42):
     return delta.apply(next_offset)
 
 
-def round_trip(tmp_path, image):
-    info = write_snapshot(
-        tmp_path, CODEC, image, next_offset=image.next_offset, link=b"\0" * 32, timestamp_ms=0
-    )
+def round_trip(tmp_path, image, form=5):
+    if form == 4:
+        info = write_format4(tmp_path, image)
+    else:
+        info = write_snapshot(tmp_path, CODEC, image, next_offset=image.next_offset, link=b"\0" * 32, timestamp_ms=0)
+    assert snapshot.read_snapshot_info(info.path).format == form
     return read_snapshot(info.path, CODEC)[1]
 
 
@@ -72,10 +99,11 @@ def all_fields(schema):
             yield from all_fields(field["type"])
 
 
-def test_image_round_trips_through_a_snapshot(tmp_path):
-    """An image with credentials, ACLs and a token reads back equal."""
+@pytest.mark.parametrize("form", [5, 4])
+def test_image_round_trips_through_a_snapshot(tmp_path, form):
+    """An image with credentials, ACLs and a token reads back equal, from this format and from format 4."""
     image = sample_image()
-    assert round_trip(tmp_path, image) == image
+    assert round_trip(tmp_path, image, form) == image
 
 
 def test_empty_image_round_trips(tmp_path):
@@ -88,10 +116,11 @@ def test_next_offset_is_restored(tmp_path):
     assert round_trip(tmp_path, sample_image(next_offset=1234)).next_offset == 1234
 
 
-def test_rows_hold_a_meta_row_credentials_acl_chunks_and_tokens():
-    """rows() yields a meta row, one row per credential, the ACL index in one chunk, one row per token."""
+def test_rows_hold_a_meta_row_credentials_and_tokens_and_the_acls_are_the_section():
+    """rows() yields a meta row, one row per credential, one row per token; the ACL index is the section."""
     names = [name.rsplit(".", 1)[1] for name, _ in (r["row"] for r in CODEC.rows(sample_image()))]
-    assert names == ["MetaRow", "ScramRow", "ScramRow", "AclNodesRow", "TokenRow"]
+    assert names == ["MetaRow", "ScramRow", "ScramRow", "TokenRow"]
+    assert b"acl-0" in b"".join(CODEC.section(sample_image()))
 
 
 def with_acls(image, count):
@@ -109,13 +138,14 @@ def test_acls_spread_over_several_index_chunks_read_back(tmp_path, monkeypatch):
     """An image with more ACLs than one chunk holds is written as several chunks of whole nodes and reads back equal."""
     monkeypatch.setattr(image_snapshot, "ACL_CHUNK", 2)
     image = with_acls(sample_image(), 5)  # nodes g0, g1 (1 ACL each), t0, t1 (2 each), t2 (1)
-    chunks = [row for name, row in (r["row"] for r in CODEC.rows(image)) if "group_counts" in row]
+    chunks = index_chunks(image)
     per_chunk = sorted(len(c["acl_ids"].split(c["separator"])) for c in chunks)
     assert len(chunks) > 1 and sum(per_chunk) == 7 and max(per_chunk) <= 3
-    assert round_trip(tmp_path, image) == image
+    assert round_trip(tmp_path, image, 4) == image
 
 
-def test_strings_holding_the_usual_separators_round_trip(tmp_path):
+@pytest.mark.parametrize("form", [5, 4])
+def test_strings_holding_the_usual_separators_round_trip(tmp_path, form):
     """Ids, names, principals and hosts holding newlines and NULs read back as they were."""
     delta = SecurityDelta(SecurityImage.EMPTY)
     for i, text in enumerate(("a\nb", "c\x00d", "e\x1f\x1e\tf", "\n")):
@@ -123,8 +153,9 @@ def test_strings_holding_the_usual_separators_round_trip(tmp_path):
                                 AclOperation.READ, AclPermissionType.ALLOW)
         delta.replay(AclCreated(f"id{i}{text}", binding))
     image = delta.apply(4)
-    loaded = round_trip(tmp_path, image)
+    loaded = round_trip(tmp_path, image, form)
     assert loaded == image and sorted(loaded.acls) == sorted(image.acls)
+    assert all(loaded.acls.get(acl_id) == binding for acl_id, binding in image.acls)
 
 
 def one_acl_image(name, principal="User:a"):
@@ -135,7 +166,7 @@ def one_acl_image(name, principal="User:a"):
 
 
 def index_chunks(image):
-    return [row for _, row in (r["row"] for r in CODEC.rows(image)) if "group_counts" in row]
+    return [row for _, row in (r["row"] for r in FORMAT4.rows(image)) if "group_counts" in row]
 
 
 def test_a_chunk_holding_the_usual_separators_and_many_more_characters_round_trips(tmp_path):
@@ -144,6 +175,7 @@ def test_a_chunk_holding_the_usual_separators_and_many_more_characters_round_tri
     image = one_acl_image(name)
     [chunk] = index_chunks(image)
     assert len(chunk["separator"]) == 1 and chunk["separator"] not in name
+    assert round_trip(tmp_path, image, 4) == image
     assert round_trip(tmp_path, image) == image
 
 
@@ -154,14 +186,15 @@ def test_a_chunk_holding_every_character_is_written_length_prefixed(tmp_path):
     image = one_acl_image(every, principal="User:1:2")
     [chunk] = index_chunks(image)
     assert chunk["separator"] == "" and chunk["principals"] == "8:User:1:2"
-    loaded = round_trip(tmp_path, image)
-    assert loaded == image and loaded.acls.get("id").pattern.name == every
+    for form in (4, 5):  # format 5: strings delimited by their offsets alone
+        loaded = round_trip(tmp_path, image, form)
+        assert loaded == image and loaded.acls.get("id").pattern.name == every
 
 
 def damaged(**changes):
     """A snapshot codec whose index chunks carry ``changes``."""
 
-    class Damaged(SecurityImageSnapshot):
+    class Damaged(Format4):
         def rows(self, image):
             for wrapped in super().rows(image):
                 name, fields = wrapped["row"]
@@ -194,9 +227,7 @@ def test_an_index_chunk_that_is_no_index_is_refused(tmp_path, changes, problem):
     or a group without ACLs, list one node twice or one principal twice in a node, or whose length-prefixed
     strings are malformed fails as a corrupt snapshot
     naming what is wrong."""
-    image = sample_image()
-    info = write_snapshot(tmp_path, damaged(**changes), image, next_offset=42, link=b"\0" * 32,
-                          timestamp_ms=0)
+    info = write_format4(tmp_path, sample_image(), damaged(**changes))
     with pytest.raises(CorruptSnapshotError, match=problem):
         read_snapshot(info.path, CODEC)
 
@@ -204,8 +235,7 @@ def test_an_index_chunk_that_is_no_index_is_refused(tmp_path, changes, problem):
 def test_a_node_repeated_in_a_later_chunk_is_refused(tmp_path, monkeypatch):
     """A node a second chunk lists again (its first listing would be silently replaced) fails as a corrupt snapshot."""
     monkeypatch.setattr(image_snapshot, "ACL_CHUNK", 1)
-    info = write_snapshot(tmp_path, damaged(names="g0", pattern_types=b"\x03"), sample_image(), next_offset=42,
-                          link=b"\0" * 32, timestamp_ms=0)
+    info = write_format4(tmp_path, sample_image(), damaged(names="g0", pattern_types=b"\x03"))
     with pytest.raises(CorruptSnapshotError, match="a node is listed twice .GROUP LITERAL 'g0'"):
         read_snapshot(info.path, CODEC)
 
@@ -217,7 +247,7 @@ def test_a_snapshot_of_a_development_format_is_refused_naming_it(tmp_path, monke
     info = write_snapshot(tmp_path, CODEC, sample_image(), next_offset=42, link=b"\0" * 32, timestamp_ms=0)
     monkeypatch.undo()
     with pytest.raises(SnapshotError, match=f"format {form}, a development format no release wrote; "
-                                            "this secmeta reads formats 3 and 4 .`secmeta log snapshot` writes a new one"):
+                                            "this secmeta reads formats 3, 4 and 5 .`secmeta log snapshot` writes a new one"):
         read_snapshot(info.path, CODEC)
 
 
@@ -251,10 +281,10 @@ acl_bindings = st.builds(
 
 @settings(deadline=None)
 @given(st.dictionaries(st.from_regex(r"[a-z0-9-]{1,6}", fullmatch=True), acl_bindings, max_size=80),
-       st.integers(0, 20), st.sampled_from([1, 7, 65536]))
-def test_random_images_round_trip_in_chunks_of_any_size(acls, crowd, chunk):
-    """A random ACL image, plus a topic held by ``crowd`` principals (one group, a few, many), written in
-    index chunks of any size reads back equal."""
+       st.integers(0, 20), st.sampled_from([None, 1, 7, 65536]))
+def test_random_images_round_trip_as_a_section_and_in_chunks_of_any_size(acls, crowd, chunk):
+    """A random ACL image, plus a topic held by ``crowd`` principals (one group, a few, many), written as a
+    format-5 section (chunk None) or in format-4 index chunks of any size reads back equal, every id found."""
     acls = {**acls, **{f"crowd{i}": AclBinding.of(ResourceType.TOPIC, "crowd", PatternType.PREFIXED, f"User:c{i}",
                                                    "*", AclOperation.READ, AclPermissionType.ALLOW)
                        for i in range(crowd)}}
@@ -262,11 +292,11 @@ def test_random_images_round_trip_in_chunks_of_any_size(acls, crowd, chunk):
     for binding, acl_id in {binding: acl_id for acl_id, binding in acls.items()}.items():  # one id per binding
         delta.replay(AclCreated(acl_id, binding))
     image = delta.apply(len(acls))
-    with tempfile.TemporaryDirectory() as directory, patch.object(image_snapshot, "ACL_CHUNK", chunk):
-        info = write_snapshot(directory, CODEC, image, next_offset=image.next_offset, link=b"\0" * 32,
-                              timestamp_ms=0)
-        loaded = read_snapshot(info.path, CODEC)[1]
+    with tempfile.TemporaryDirectory() as directory, patch.object(image_snapshot, "ACL_CHUNK", chunk or 1):
+        loaded = round_trip(Path(directory), image, 5 if chunk is None else 4)
     assert loaded == image and sorted(loaded.acls) == sorted(image.acls)
+    assert all(loaded.acls.get(acl_id) == binding for acl_id, binding in image.acls)
+    assert loaded.acls.get("absent") is None and "absent" not in loaded.acls
 
 
 def test_a_snapshot_of_a_newer_format_is_refused_naming_it(tmp_path, monkeypatch):
@@ -299,3 +329,81 @@ def test_schema_parses_as_avro():
 def test_kind_names_the_security_image():
     """The codec's kind is 'security-image'."""
     assert CODEC.kind == "security-image"
+
+
+def sectioned(damage):
+    """A snapshot codec whose ACL section is ``damage(section bytes)`` (then signed as it is)."""
+
+    class Damaged(SecurityImageSnapshot):
+        def section(self, image):
+            return [damage(b"".join(super().section(image)))]
+
+    return Damaged()
+
+
+def _header_field(section: bytes, index: int, value: int) -> bytes:
+    """The section with its header's ``index``-th u32 count (0: separator, 1: nodes, ...) set to ``value``."""
+    at = 8 + 4 * index
+    return section[:at] + value.to_bytes(4, "little") + section[at + 4:]
+
+
+@pytest.mark.parametrize(("damage", "problem"), [
+    (lambda s: b"XXXXXXXX" + s[8:], "ACL index chunk .*the ACL section starts with b'XXXXXXXX'"),
+    (lambda s: s[:40], "ACL index chunk .*the ACL section is truncated .40 bytes"),
+    (lambda s: s[:-16], "ACL index chunk .*array .* runs past the ACL section"),
+    (lambda s: _header_field(s, 1, 3), "ACL index chunk .*column .* holds 2 values, not 3"),
+    (lambda s: _header_field(s, 3, 5), "ACL index chunk .*column .* holds 3 values, not 6"),
+    (lambda s: s.replace(bytes([AclOperation.DESCRIBE, AclOperation.DESCRIBE]), b"\x7f\x7f", 1),
+     "ACL index chunk .*an operation or permission code no ACL has"),
+])
+def test_a_damaged_acl_section_is_refused_at_open(tmp_path, damage, problem):
+    """A signed section whose header, arrays or codes do not hold an index fails as a corrupt snapshot naming
+    what is wrong, before the image is used."""
+    info = write_snapshot(tmp_path, sectioned(damage), sample_image(), next_offset=42, link=b"\0" * 32,
+                          timestamp_ms=0)
+    with pytest.raises(CorruptSnapshotError, match=problem):
+        read_snapshot(info.path, CODEC)
+
+
+def test_a_section_node_that_holds_no_index_fails_when_first_made(tmp_path):
+    """A node whose groups repeat a principal (columns only a pass over every ACL would check at open) fails
+    naming the node when a lookup first makes it, never answering from it."""
+    from secmeta.projections.acl_section import encode_section, read_section
+    from secmeta.projections.acl_table import TableError
+
+    section = encode_section(bytes([2]), bytes([3]), ["t"], [2], ["User:a"], [0, 0], [1, 1], ["i1", "i2"],
+                             ["*"], [0, 0], bytes([3, 3]), bytes([3, 3]))
+    table = read_section(memoryview(b"".join(section)))
+    with pytest.raises(TableError, match="node TOPIC LITERAL 't' lists a principal's group twice"):
+        table.index().node(ResourceType.TOPIC, PatternType.LITERAL, "t")
+
+
+def test_a_snapshot_without_its_acl_section_is_refused(tmp_path):
+    """A format-5 image snapshot written without its section (which would read as no ACLs) is refused."""
+
+    class Sectionless(SecurityImageSnapshot):
+        section = None
+
+    info = write_snapshot(tmp_path, Sectionless(), sample_image(), next_offset=42, link=b"\0" * 32, timestamp_ms=0)
+    with pytest.raises(CorruptSnapshotError, match="format 5 of a 'security-image' state without its section"):
+        read_snapshot(info.path, CODEC)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_a_store_whose_snapshot_is_damaged_replays_its_log(tmp_path, damage):
+    """A store whose one (format-5) snapshot has a byte of its ACL section flipped, or lost its end, opens with
+    the snapshot refused (the reason kept) and its state replayed from the log."""
+    keyring = make_keyring(tmp_path)
+    with store_at(tmp_path / "store", keyring) as store:
+        store.create_acls([acl("orders"), acl("payments", principal="User:bob")], context=ADMIN)
+        path = store.snapshot().path
+    data = bytearray(path.read_bytes())
+    if damage == "flip":
+        data[data.index(b"orders")] ^= 1
+    else:
+        del data[len(data) // 2:]
+    path.write_bytes(bytes(data))
+    with store_at(tmp_path / "store", keyring) as store:
+        assert store.loaded.snapshot is None and store.loaded.replayed_events == 2
+        assert "fails its CRC check" in store.loaded.rejected_snapshots[0]
+        assert {b.name for b in store.describe_acls(AclBindingFilter(), context=ADMIN)} == {"orders", "payments"}

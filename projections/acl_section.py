@@ -1,0 +1,370 @@
+"""The ACL index as one binary section of a snapshot (format 5), read in place: no work per ACL at open.
+
+Issue 24: a format-4 load still split every chunk's strings, listed every ACL's host and principal and
+built a dict of every ACL id, about 1 us per ACL, and a time-travel checkpoint of millions of ACLs had
+to be built whole before it answered anything.  This section lists the same columns as the format-4
+chunks, each as one little-endian array (or one UTF-8 blob of strings plus their offsets), so a
+loader views each array in the snapshot's bytes with one ``memoryview.cast``:
+
+- per node (in index order, runs of one resource type and pattern type): resource type, pattern type,
+  name (``names`` blob), where its groups start;
+- per group: its principal (a position in the distinct ``principals``), where its ACLs start;
+- per ACL: its id (``ids`` blob), host (a position in the distinct ``hosts``), operation, permission;
+- an open-addressing hash table of the ids (CRC-32 of the id's UTF-8, linear probing, a slot holds
+  position + 1, 0 when empty, at most half full), so an id is found without a dict of every id.
+
+A string blob holds each string followed by a separator none of them holds (or, when they hold every
+character, by nothing: then only the offsets delimit them), so a run of strings decodes with one
+``decode`` and one ``split``.
+
+``MappedAclTable`` is an ``AclTable`` over these views: the names of the nodes are decoded at open
+(one dict per resource type and pattern, as the index needs), and every other column only for the node
+a lookup makes.  ``MappedIds`` finds an id through the hash table, so an image whose ACLs are looked up
+by id (a delete, ``get``) decodes only the ids it asks for.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+from collections.abc import Iterator, Sequence
+from itertools import accumulate, pairwise
+from typing import Any
+from zlib import crc32
+
+from secmeta.projections.acl_ids import AclIds
+from secmeta.projections.acl_index import Node
+from secmeta.projections.acl_match import ACL_BITS
+from secmeta.projections.acl_table import AclTable, TableError
+
+__all__ = ["MAGIC", "MappedAclTable", "MappedIds", "encode_section", "read_section"]
+
+MAGIC = b"SMACL\x00\x00\x05"
+_HEADER = struct.Struct("<8sIIIIIIIQ")  # magic, separator code point + 1 (0: none), nodes, groups, ACLs, principals, hosts, slots, arrays
+_ARRAY = struct.Struct("<cxxxxxxxQQ")  # typecode, byte offset (from the section's start), items
+_ALIGN = 8
+# The arrays in their order in the section: (name, typecode or None when the width is chosen by the values).
+_LAYOUT = ("resource_types", "pattern_types", "names", "name_offsets", "group_start", "group_principals",
+           "acl_start", "principals", "principal_offsets", "ids", "id_offsets", "id_slots", "hosts",
+           "host_offsets", "acl_hosts", "operations", "permissions")
+_SEPARATORS = "\n\x00\x1f\x1e\t"
+_OPERATION_CODES, _PERMISSION_CODES = bytes(range(len(ACL_BITS[0]))), bytes(range(len(ACL_BITS)))
+_LITTLE = sys.byteorder == "little"
+
+
+def _width(largest: int) -> str:
+    """The narrowest unsigned typecode that holds ``largest``."""
+    for code in "BHIQ":
+        if largest < 1 << (8 * array(code).itemsize):
+            return code
+    raise TableError(f"a column value {largest} does not fit 64 bits")
+
+
+def _separator(columns: Sequence[list[str]]) -> str:
+    """A character none of the strings holds, or "" if they hold every one."""
+    used: set[str] = set().union(*("".join(column) for column in columns))
+    candidates = (*_SEPARATORS, *(chr(c) for c in range(0x20, 0x2000)))
+    return next((separator for separator in candidates if separator not in used), "")
+
+
+def _blob(strings: list[str], separator: str) -> tuple[bytes, array, list[bytes]]:
+    """UTF-8 of each string followed by the separator, the offsets of each string, and the encoded strings."""
+    encoded = [s.encode() for s in strings]
+    step = len(separator.encode())
+    offsets = array("Q", accumulate((len(e) + step for e in encoded), initial=0))
+    sep = separator.encode()
+    return (sep.join(encoded) + sep if encoded and sep else b"".join(encoded)), offsets, encoded
+
+
+def _slots(encoded: list[bytes]) -> array:
+    """The open-addressing hash table of ``encoded`` (position + 1 per slot), at most half full."""
+    capacity = 8
+    while capacity < 2 * len(encoded):
+        capacity *= 2
+    mask = capacity - 1
+    slots = array(_width(len(encoded) + 1), bytes(capacity * array(_width(len(encoded) + 1)).itemsize))
+    for position, key in enumerate(encoded, 1):
+        at = crc32(key) & mask
+        while slots[at]:
+            at = (at + 1) & mask
+        slots[at] = position
+    return slots
+
+
+def encode_section(resource_types: bytes, pattern_types: bytes, names: list[str], group_counts: Sequence[int],
+                   principals: list[str], group_principals: Sequence[int], acl_counts: Sequence[int],
+                   ids: list[str], hosts: list[str], acl_hosts: Sequence[int], operations: bytes,
+                   permissions: bytes) -> list[bytes]:
+    """The section of these columns (as a format-4 chunk lists them) as byte strings to write in order."""
+    separator = _separator((names, principals, ids, hosts))
+    name_blob, name_offsets, _ = _blob(names, separator)
+    principal_blob, principal_offsets, _ = _blob(principals, separator)
+    id_blob, id_offsets, encoded_ids = _blob(ids, separator)
+    host_blob, host_offsets, _ = _blob(hosts, separator)
+    group_start = accumulate(group_counts, initial=0)
+    acl_start = accumulate(acl_counts, initial=0)
+    values = {
+        "resource_types": resource_types, "pattern_types": pattern_types, "names": name_blob,
+        "name_offsets": name_offsets, "group_start": _narrow(group_start), "group_principals": _narrow(group_principals),
+        "acl_start": _narrow(acl_start), "principals": principal_blob, "principal_offsets": principal_offsets,
+        "ids": id_blob, "id_offsets": id_offsets, "id_slots": _slots(encoded_ids), "hosts": host_blob,
+        "host_offsets": host_offsets, "acl_hosts": _narrow(acl_hosts), "operations": operations,
+        "permissions": permissions,
+    }
+    table_size = _HEADER.size + _ARRAY.size * len(_LAYOUT)
+    at = _aligned(table_size)
+    entries, chunks = [], []
+    for name in _LAYOUT:
+        value = values[name]
+        if isinstance(value, array):
+            code = value.typecode
+            if not _LITTLE:
+                value = array(code, value)
+                value.byteswap()
+            data, items = value.tobytes(), len(value)
+        else:
+            code, data, items = "B", bytes(value), len(value)
+        entries.append(_ARRAY.pack(code.encode(), at, items))
+        chunks.append(data + bytes(_aligned(len(data)) - len(data)))
+        at += _aligned(len(data))
+    header = _HEADER.pack(MAGIC, ord(separator) + 1 if separator else 0, len(names), len(group_principals), len(ids),
+                          len(principals), len(hosts), len(values["id_slots"]), len(_LAYOUT))
+    head = header + b"".join(entries)
+    return [head + bytes(_aligned(len(head)) - len(head)), *chunks]
+
+
+def _narrow(values) -> array:
+    values = array("Q", values)
+    return array(_width(max(values, default=0)), values)
+
+
+def _aligned(size: int) -> int:
+    return -(-size // _ALIGN) * _ALIGN
+
+
+class _Strings:
+    """A string column read from its blob: ``[i]`` and ``[a:b]`` decode only what they return."""
+
+    __slots__ = ("blob", "offsets", "separator", "_step")
+
+    def __init__(self, blob: memoryview, offsets: memoryview, separator: str):
+        self.blob, self.offsets, self.separator = blob, offsets, separator
+        self._step = len(separator.encode())
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, at):
+        offsets = self.offsets
+        if isinstance(at, slice):
+            a, b, _ = at.indices(len(self))
+            if a >= b:
+                return []
+            return _decoded(self.blob[offsets[a]:offsets[b]], offsets[a:b + 1], self.separator, offsets[a])
+        return str(self.blob[offsets[at]:offsets[at + 1] - self._step], "utf-8")
+
+    def all(self) -> list[str]:
+        return self[:]
+
+    def find(self, key: bytes, at: int) -> bool:
+        """Whether string ``at`` is ``key`` (UTF-8)."""
+        offsets = self.offsets
+        return self.blob[offsets[at]:offsets[at + 1] - self._step] == key
+
+
+def _decoded(blob: memoryview, offsets, separator: str, base: int) -> list[str]:
+    """The strings of a run of a blob (``offsets`` from ``base``)."""
+    if separator:
+        strings = str(blob, "utf-8").split(separator)
+        strings.pop()  # after the last separator
+        return strings
+    return [str(blob[a - base:b - base], "utf-8") for a, b in pairwise(offsets)]
+
+
+class _Refs:
+    """A column of positions in a table of distinct strings, read as the strings."""
+
+    __slots__ = ("table", "positions")
+
+    def __init__(self, table: list[str], positions: memoryview):
+        self.table, self.positions = table, positions
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    def __getitem__(self, at):
+        if isinstance(at, slice):
+            return list(map(self.table.__getitem__, self.positions[at]))
+        return self.table[self.positions[at]]
+
+
+_MISSING = object()
+
+
+class MappedIds:
+    """acl_id -> the ACL's position, found through the section's hash table (a dict-like base of
+    ``AclIds``); a value set (the ACL's group, once made) is kept beside it."""
+
+    __slots__ = ("_ids", "_slots", "_mask", "_made")
+
+    def __init__(self, ids: _Strings, slots: memoryview):
+        self._ids, self._slots, self._mask = ids, slots, len(slots) - 1
+        self._made: dict = {}
+
+    def _position(self, key) -> int:
+        if type(key) is not str:
+            return -1
+        encoded = key.encode()
+        slots, ids, mask = self._slots, self._ids, self._mask
+        at = crc32(encoded) & mask
+        while True:
+            slot = slots[at]
+            if not slot:
+                return -1
+            if ids.find(encoded, slot - 1):
+                return slot - 1
+            at = (at + 1) & mask
+
+    def get(self, key, default=None):
+        value = self._made.get(key, _MISSING)
+        if value is not _MISSING:
+            return value
+        position = self._position(key)
+        return default if position < 0 else position
+
+    def __getitem__(self, key):
+        value = self.get(key, _MISSING)
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def __setitem__(self, key, value) -> None:
+        if key not in self:
+            raise KeyError(f"{key!r} is not in the snapshot's ids: a mapped id table only records made values")
+        self._made[key] = value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._made or self._position(key) >= 0
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids.all())
+
+    def keys(self) -> Iterator[str]:
+        return iter(self)
+
+    def items(self) -> Iterator[tuple]:
+        made = self._made
+        for position, key in enumerate(self._ids.all()):
+            yield key, made.get(key, position)
+
+
+class MappedAclTable(AclTable):
+    """An ``AclTable`` whose columns are views of a format-5 section: each node is read when first made."""
+
+    __slots__ = ("section_ids", "_slots")
+
+    def __init__(self, section: memoryview):  # noqa: PLW0231 - AclTable.__init__ checks lists it would build
+        arrays, separator, counts = _views(section)
+        nodes, groups, acls = counts
+        principals = _Strings(arrays["principals"], arrays["principal_offsets"], separator).all()
+        hosts = _Strings(arrays["hosts"], arrays["host_offsets"], separator).all()
+        self.section_ids = _Strings(arrays["ids"], arrays["id_offsets"], separator)
+        # AclTable's columns as views: the same reads (an item, a slice, a length), no list per ACL.
+        columns: dict[str, Any] = {
+            "resource_types": arrays["resource_types"], "pattern_types": arrays["pattern_types"],
+            "group_start": arrays["group_start"], "acl_start": arrays["acl_start"],
+            "names": _Strings(arrays["names"], arrays["name_offsets"], separator).all(),
+            "principals": _Refs(principals, arrays["group_principals"]), "ids": self.section_ids,
+            "hosts": _Refs(hosts, arrays["acl_hosts"]), "operations": arrays["operations"],
+            "permissions": arrays["permissions"],
+        }
+        for name, column in columns.items():
+            setattr(self, name, column)
+        self._nodes: list[Node | None] = [None] * nodes
+        self._check_mapped(counts, arrays)
+        self._slots = arrays["id_slots"]
+
+    def _check_mapped(self, counts: tuple[int, int, int], arrays: dict) -> None:
+        """The checks that need no Python work per ACL (the file's HMAC vouches for what it holds; each node's
+        columns are checked as it is made)."""
+        nodes, groups, acls = counts
+        lengths = {"resource_types": nodes, "pattern_types": nodes, "name_offsets": nodes + 1,
+                   "group_start": nodes + 1, "group_principals": groups, "acl_start": groups + 1,
+                   "id_offsets": acls + 1, "acl_hosts": acls, "operations": acls, "permissions": acls}
+        for name, expected in lengths.items():
+            if len(arrays[name]) != expected:
+                raise TableError(f"column {name} holds {len(arrays[name])} values, not {expected}")
+        if len(self.names) != nodes:
+            raise TableError("the node names disagree with their offsets")
+        start, acl_start = self.group_start, self.acl_start
+        if nodes and (start[0] != 0 or start[nodes] != groups) or groups and (acl_start[0] != 0
+                                                                                or acl_start[groups] != acls):
+            raise TableError("column lengths disagree")
+        slots = arrays["id_slots"]
+        if len(slots) & (len(slots) - 1) or len(slots) < 2 * acls:
+            raise TableError("the id table is not a power of two at most half full")
+        if (bytes(self.operations).translate(None, _OPERATION_CODES)
+                or bytes(self.permissions).translate(None, _PERMISSION_CODES)):
+            raise TableError("an ACL has an operation or permission code no ACL has")
+
+    def _make(self, i: int) -> Node:
+        """Node i, its columns checked first (the checks a format-4 load made of every node at open)."""
+        start, acl_start = self.group_start, self.acl_start
+        first, end = start[i], start[i + 1]
+        if first >= end:
+            raise TableError(f"node {self._named(i)} holds no principal's group")
+        if not all(map(int.__lt__, acl_start[first:end], acl_start[first + 1:end + 1])):
+            raise TableError(f"a group of node {self._named(i)} holds no ACL")
+        try:
+            principals = self.principals[first:end]
+            self.hosts[acl_start[first]:acl_start[end]]
+        except IndexError:
+            raise TableError(f"node {self._named(i)} names a principal or host the section does not list") from None
+        if len(set(principals)) != len(principals):
+            raise TableError(f"node {self._named(i)} lists a principal's group twice")
+        return super()._make(i)
+
+    def id_positions(self) -> dict[str, int]:
+        raise TypeError("a mapped table finds ids through its section (acl_ids)")
+
+    def acl_ids(self) -> AclIds:
+        """acl_id -> group, each group made when its id is first asked for."""
+        return AclIds(MappedIds(self.section_ids, self._slots), self.group_at)  # type: ignore[arg-type]
+
+
+def _views(section: memoryview) -> tuple[dict[str, memoryview], str, tuple[int, int, int]]:
+    """Each array of a section as a memoryview of its typecode (a copy, byte-swapped, on a big-endian machine)."""
+    if len(section) < _HEADER.size:
+        raise TableError(f"the ACL section is truncated ({len(section)} bytes)")
+    magic, separator, nodes, groups, acls, principals, hosts, slots, count = _HEADER.unpack_from(section)
+    if magic != MAGIC:
+        raise TableError(f"the ACL section starts with {bytes(magic)!r}, not {MAGIC!r}")
+    if count != len(_LAYOUT) or len(section) < _HEADER.size + count * _ARRAY.size:
+        raise TableError(f"the ACL section lists {count} arrays, not {len(_LAYOUT)}")
+    arrays = {}
+    for i, name in enumerate(_LAYOUT):
+        code, at, items = _ARRAY.unpack_from(section, _HEADER.size + i * _ARRAY.size)
+        typecode = code.decode("ascii", "replace")
+        if typecode not in "BHIQ":
+            raise TableError(f"array {name} has typecode {typecode!r}")
+        size = items * array(typecode).itemsize
+        if at + size > len(section):
+            raise TableError(f"array {name} runs past the ACL section")
+        view = section[at:at + size].cast(typecode)
+        if not _LITTLE and typecode != "B":
+            copy = array(typecode, view)
+            copy.byteswap()
+            view = memoryview(copy)
+        arrays[name] = view
+    if len(arrays["id_slots"]) != slots:
+        raise TableError("the id table's size disagrees with the header")
+    return arrays, chr(separator - 1) if separator else "", (nodes, groups, acls)
+
+
+def read_section(section: memoryview) -> MappedAclTable:
+    """The table of a format-5 ACL section (TableError when it holds no index)."""
+    return MappedAclTable(section)
