@@ -19,8 +19,9 @@ character, by nothing: then only the offsets delimit them), so a run of strings 
 
 ``MappedAclTable`` is an ``AclTable`` over these views: the names of the nodes are decoded at open
 (one dict per resource type and pattern, as the index needs), and every other column only for the node
-a lookup makes.  ``MappedIds`` finds an id through the hash table, so an image whose ACLs are looked up
-by id (a delete, ``get``) decodes only the ids it asks for.
+a lookup makes; ``position`` finds an id through the hash table, so an image whose ACLs are looked up
+by id (a delete, ``get``) decodes only the ids it asks for.  The image over a table is
+``acl_deferred.Deferred``.
 """
 
 from __future__ import annotations
@@ -28,17 +29,17 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from collections.abc import Iterator, Sequence
-from itertools import accumulate, pairwise
+from bisect import bisect_right
+from collections.abc import Sequence
+from itertools import accumulate, groupby, pairwise
 from typing import Any
 from zlib import crc32
 
-from secmeta.projections.acl_ids import AclIds
-from secmeta.projections.acl_index import Node
+from secmeta.projections.acl_index import KINDS, Node
 from secmeta.projections.acl_match import ACL_BITS
 from secmeta.projections.acl_table import AclTable, TableError
 
-__all__ = ["MAGIC", "MappedAclTable", "MappedIds", "encode_section", "read_section"]
+__all__ = ["MAGIC", "MappedAclTable", "encode_section", "read_section"]
 
 MAGIC = b"SMACL\x00\x00\x05"
 _HEADER = struct.Struct("<8sIIIIIIIQ")  # magic, separator code point + 1 (0: none), nodes, groups, ACLs, principals, hosts, slots, arrays
@@ -199,73 +200,10 @@ class _Refs:
         return self.table[self.positions[at]]
 
 
-_MISSING = object()
-
-
-class MappedIds:
-    """acl_id -> the ACL's position, found through the section's hash table (a dict-like base of
-    ``AclIds``); a value set (the ACL's group, once made) is kept beside it."""
-
-    __slots__ = ("_ids", "_slots", "_mask", "_made")
-
-    def __init__(self, ids: _Strings, slots: memoryview):
-        self._ids, self._slots, self._mask = ids, slots, len(slots) - 1
-        self._made: dict = {}
-
-    def _position(self, key) -> int:
-        if type(key) is not str:
-            return -1
-        encoded = key.encode()
-        slots, ids, mask = self._slots, self._ids, self._mask
-        at = crc32(encoded) & mask
-        while True:
-            slot = slots[at]
-            if not slot:
-                return -1
-            if ids.find(encoded, slot - 1):
-                return slot - 1
-            at = (at + 1) & mask
-
-    def get(self, key, default=None):
-        value = self._made.get(key, _MISSING)
-        if value is not _MISSING:
-            return value
-        position = self._position(key)
-        return default if position < 0 else position
-
-    def __getitem__(self, key):
-        value = self.get(key, _MISSING)
-        if value is _MISSING:
-            raise KeyError(key)
-        return value
-
-    def __setitem__(self, key, value) -> None:
-        if key not in self:
-            raise KeyError(f"{key!r} is not in the snapshot's ids: a mapped id table only records made values")
-        self._made[key] = value
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._made or self._position(key) >= 0
-
-    def __len__(self) -> int:
-        return len(self._ids)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._ids.all())
-
-    def keys(self) -> Iterator[str]:
-        return iter(self)
-
-    def items(self) -> Iterator[tuple]:
-        made = self._made
-        for position, key in enumerate(self._ids.all()):
-            yield key, made.get(key, position)
-
-
 class MappedAclTable(AclTable):
     """An ``AclTable`` whose columns are views of a format-5 section: each node is read when first made."""
 
-    __slots__ = ("section_ids", "_slots")
+    __slots__ = ("section_ids", "_slots", "_mask", "_stores")
 
     def __init__(self, section: memoryview):  # noqa: PLW0231 - AclTable.__init__ checks lists it would build
         arrays, separator, counts = _views(section)
@@ -287,6 +225,8 @@ class MappedAclTable(AclTable):
         self._nodes: list[Node | None] = [None] * nodes
         self._check_mapped(counts, arrays)
         self._slots = arrays["id_slots"]
+        self._mask = len(self._slots) - 1
+        self._stores: dict[tuple[int, int], dict[str, int]] | None = None
 
     def _check_mapped(self, counts: tuple[int, int, int], arrays: dict) -> None:
         """The checks that need no Python work per ACL (the file's HMAC vouches for what it holds; each node's
@@ -329,11 +269,57 @@ class MappedAclTable(AclTable):
         return super()._make(i)
 
     def id_positions(self) -> dict[str, int]:
-        raise TypeError("a mapped table finds ids through its section (acl_ids)")
+        raise TypeError("a mapped table finds ids through its section's hash table (position)")
 
-    def acl_ids(self) -> AclIds:
-        """acl_id -> group, each group made when its id is first asked for."""
-        return AclIds(MappedIds(self.section_ids, self._slots), self.group_at)  # type: ignore[arg-type]
+    def position(self, acl_id: object) -> int:
+        """The position of the ACL with this id, or -1 (through the section's hash table)."""
+        if type(acl_id) is not str:
+            return -1
+        encoded = acl_id.encode()
+        slots, ids, mask = self._slots, self.section_ids, self._mask
+        at = crc32(encoded) & mask
+        while True:
+            slot = slots[at]
+            if not slot:
+                return -1
+            if ids.find(encoded, slot - 1):
+                return slot - 1
+            at = (at + 1) & mask
+
+    def node_at(self, position: int) -> int:
+        """The node that holds the ACL at ``position``."""
+        return bisect_right(self.group_start, bisect_right(self.acl_start, position) - 1) - 1
+
+    def key_of(self, position: int) -> tuple[int, int, str]:
+        """(resource type, pattern type, name) of the node that holds the ACL at ``position``."""
+        i = self.node_at(position)
+        return self.resource_types[i], self.pattern_types[i], self.names[i]
+
+    def principal_of(self, position: int) -> str:
+        return self.principals[bisect_right(self.acl_start, position) - 1]
+
+    def acl_count(self, i: int) -> int:
+        """How many ACLs node ``i`` holds."""
+        return self.acl_start[self.group_start[i + 1]] - self.acl_start[self.group_start[i]]
+
+    def stores(self) -> dict[tuple[int, int], dict[str, int]]:
+        """(resource type, pattern type) -> name -> node position (made once; TableError if a node repeats or
+        has a pattern no ACL has)."""
+        if self._stores is None:
+            stores: dict[tuple[int, int], dict[str, int]] = {}
+            at = 0
+            for key, run in groupby(zip(self.resource_types, self.pattern_types)):
+                size = len(list(run))
+                if key not in KINDS:
+                    raise TableError(f"a node has resource type {key[0]} and pattern type {key[1]}, which no ACL has")
+                store = stores.setdefault(key, {})
+                held = len(store)
+                store.update(zip(self.names[at:at + size], range(at, at + size)))
+                if len(store) != held + size:
+                    raise TableError(f"a node is listed twice ({self._repeated(key, at, size)})")
+                at += size
+            self._stores = stores
+        return self._stores
 
 
 def _views(section: memoryview) -> tuple[dict[str, memoryview], str, tuple[int, int, int]]:

@@ -25,6 +25,7 @@ from secmeta.events.types import (
     ResourcePattern,
     ResourceType,
 )
+from secmeta.projections.acl_deferred import DEFER_FROM, deferred_of
 from secmeta.projections.acl_entries import canonical_entry
 from secmeta.projections.acl_ids import AclIds
 from secmeta.projections.acl_index import AclIndex, Group, Node
@@ -240,6 +241,10 @@ class AclsDelta:
         base = self.image
         acls = base.acls
         changes = self._changes
+        deferred = deferred_of(acls, base.index) if len(changes) >= DEFER_FROM else None
+        if deferred is not None:  # a snapshot's image (and changes): merged, each node patched when first made
+            deferred = deferred.applied({acl_id: _binding(change) for acl_id, change in changes.items()})
+            return AclsImage(deferred.acls, deferred.index)
         if not acls:
             with paused_gc(pause=len(changes) >= _BULK):
                 rows = changes.values() if not self._bindings else (

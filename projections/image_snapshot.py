@@ -26,6 +26,7 @@ from secmeta.events.types import (
     PatternType,
     ScramMechanism,
 )
+from secmeta.projections.acl_deferred import Deferred
 from secmeta.projections.acl_index import AclIndex, Node
 from secmeta.projections.acl_section import encode_section, read_section
 from secmeta.projections.acl_table import AclTable, TableError
@@ -227,7 +228,8 @@ def _mapped_acls(section: memoryview) -> AclsImage:
         table = read_section(section)
         if not table.ids:
             return AclsImage.EMPTY
-        return AclsImage(table.acl_ids(), table.index())
+        deferred = Deferred.of(table)
+        return AclsImage(deferred.acls, deferred.index)
     except (KeyError, IndexError, ValueError, TypeError) as exc:
         raise _corrupt(exc) from None
 
@@ -251,8 +253,16 @@ def _nodes(index: AclIndex) -> Iterator[tuple[int, int, str, Node | int, AclTabl
     for resource_type, t in enumerate(index.types):
         for pattern_type, nodes in ((PatternType.LITERAL, t.literal), (PatternType.PREFIXED, t.prefixed)):
             source = nodes.source
+            deferred = getattr(source, "__self__", None)
             for name, node in nodes.raw_items():
-                yield resource_type, pattern_type, name, node, cast(AclTable, source) if type(node) is int else None
+                if type(node) is not int:
+                    yield resource_type, pattern_type, name, node, None
+                    continue
+                columns = deferred.columns_of(node) if isinstance(deferred, Deferred) else cast(AclTable, source)
+                if columns is None:  # a node a deferred image changed: made
+                    yield resource_type, pattern_type, name, source(node), None
+                else:
+                    yield resource_type, pattern_type, name, node, columns
 
 
 class _NodesRow:

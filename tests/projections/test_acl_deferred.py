@@ -1,0 +1,101 @@
+"""Deferred ACL images: a snapshot's image plus a large delta, each node patched when a lookup first makes it,
+answers as the image a replay builds (issue 24: as_of from a checkpoint of millions of ACLs)."""
+
+from unittest.mock import patch
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scripts.bench import shapes
+from secmeta.events.records import AclCreated, AclDeleted
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from secmeta.projections import acls as acls_module
+from secmeta.projections.acl_deferred import Deferred, deferred_of
+from secmeta.projections.image import SecurityDelta, SecurityImage
+from tests.projections.test_shape_properties import answers, calls, logs, replayed, snapshot_loaded
+
+
+def deferred(image: SecurityImage) -> bool:
+    return deferred_of(image.acls.acls, image.acls.index) is not None
+
+
+def with_changes(image: SecurityImage, events) -> SecurityImage:
+    """``image`` after ``events`` in one delta, merged into a deferred image whatever their number."""
+    delta = SecurityDelta(image)
+    for event in events:
+        delta.replay(event)
+    with patch.object(acls_module, "DEFER_FROM", 1):
+        return delta.apply(image.next_offset + len(events))
+
+
+@settings(max_examples=25, deadline=None)
+@given(logs, st.integers(0, 100), st.integers(0, 100), st.integers(0, 2**16))
+def test_a_snapshot_image_plus_deferred_changes_answers_as_the_replayed_image(log, first, second, order):
+    """A snapshot of a shape's first requests, the next ones merged as a deferred delta (creations and deletions,
+    nodes emptied and new ones), the next merged again, then the rest written request by request: at each step
+    every authorize, authorized_operations and describe answer, every id's binding, and the image (and its
+    snapshot, loaded again) equal those of a replay of the same requests."""
+    shape, n, seed = log
+    requests = shapes.shape_events(shape, n, seed)
+    first = min(first, len(requests))
+    second = min(first + second, len(requests))
+    held = [b for _, b in shapes.final_pairs(shape, n, seed)]
+    asked = calls(shape, n, order, held)
+    image = snapshot_loaded(replayed(requests[:first]))
+    from_section = bool(image.acls)  # an empty snapshot loads as the empty image, which changes apply to as ever
+    for cut in (second, len(requests)):
+        at = image.next_offset
+        image = with_changes(image, [event for request in requests[len_of(requests, at):cut] for event in request])
+        expected = replayed(requests[:cut])
+        assert deferred(image) == from_section
+        assert answers(image.acls, asked) == answers(expected.acls, asked)
+        assert sorted(image.acls) == sorted(expected.acls) and len(image.acls) == len(expected.acls)
+        assert all(image.acls.get(acl_id) == binding for acl_id, binding in expected.acls)
+        assert image == expected == snapshot_loaded(image)
+    written = replayed(requests[second:], with_changes(snapshot_loaded(replayed(requests[:first])),
+                                                           [e for r in requests[first:second] for e in r]),
+                       per_request=True)
+    assert written == replayed(requests)
+
+
+def len_of(requests, events: int) -> int:
+    """How many requests hold the first ``events`` events."""
+    total = 0
+    for i, request in enumerate(requests):
+        if total >= events:
+            return i
+        total += len(request)
+    return len(requests)
+
+
+def acl(name: str, principal: str = "User:a", pattern: PatternType = PatternType.LITERAL) -> AclBinding:
+    return AclBinding.of(ResourceType.TOPIC, name, pattern, principal, "*", AclOperation.READ,
+                         AclPermissionType.ALLOW)
+
+
+def test_an_id_deleted_and_created_again_and_a_node_emptied_read_as_replayed():
+    """An id deleted then created again with another binding, a node whose every ACL is deleted (gone from the
+    index) and a pattern new since the snapshot read as a replay gives them; a deletion of an id neither the
+    snapshot nor the changes hold fails as it does on any image."""
+    base = SecurityDelta(SecurityImage.EMPTY)
+    base.replay(AclCreated("a", acl("orders")))
+    base.replay(AclCreated("b", acl("payments")))
+    image = snapshot_loaded(base.apply(2))
+    events = [AclDeleted("a", acl("orders")), AclCreated("a", acl("orders", "User:b")), AclDeleted("b", acl("payments")),
+              AclCreated("c", acl("pay", pattern=PatternType.PREFIXED))]
+    changed = with_changes(image, events)
+    replay = SecurityDelta(SecurityImage.EMPTY)
+    for event in [AclCreated("a", acl("orders")), AclCreated("b", acl("payments")), *events]:
+        replay.replay(event)
+    expected = replay.apply(6)
+    assert isinstance(deferred_of(changed.acls.acls, changed.acls.index), Deferred)
+    assert changed.acls.index.node(ResourceType.TOPIC, PatternType.LITERAL, "payments") is None
+    assert "payments" not in changed.acls.index.types[ResourceType.TOPIC].literal
+    assert changed.acls.get("a") == acl("orders", "User:b") and changed.acls.get("b") is None
+    assert changed == expected and sorted(changed.acls) == sorted(expected.acls)
