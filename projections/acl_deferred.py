@@ -61,6 +61,10 @@ class Deferred:
         """This image with ``changes`` (later ones win) deferred too."""
         return Deferred(self.table, {**self.changes, **changes})
 
+    def nbytes(self) -> int:
+        """Estimated bytes this image holds: the section's and about 350 per change (what replay costs)."""
+        return self.table.nbytes + 350 * len(self.changes)
+
     def columns_of(self, i: int) -> MappedAclTable | None:
         """The table whose columns list placeholder ``i``'s node as this image holds it, or None (a node changed
         or new)."""

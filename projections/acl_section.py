@@ -203,11 +203,12 @@ class _Refs:
 class MappedAclTable(AclTable):
     """An ``AclTable`` whose columns are views of a format-5 section: each node is read when first made."""
 
-    __slots__ = ("section_ids", "_slots", "_mask", "_stores")
+    __slots__ = ("section_ids", "nbytes", "_slots", "_mask", "_stores")
 
     def __init__(self, section: memoryview):  # noqa: PLW0231 - AclTable.__init__ checks lists it would build
         arrays, separator, counts = _views(section)
         nodes, groups, acls = counts
+        self.nbytes = len(section)
         principals = _Strings(arrays["principals"], arrays["principal_offsets"], separator).all()
         hosts = _Strings(arrays["hosts"], arrays["host_offsets"], separator).all()
         self.section_ids = _Strings(arrays["ids"], arrays["id_offsets"], separator)

@@ -4,14 +4,16 @@
 
 A checkpoint file is a snapshot (secmeta.projections.snapshot: CRC, HMAC under the
 keyring's chain key, the chain link of the batch that ends at its offset), one
-every ``spacing(image)`` events: ``every``, or a tenth of the image's ACLs, or a
-``max_files``-th of the log, whichever is most.  Loading a file costs ~1.6 us per
-ACL and replaying ~6 us per event (CPU, 1M-event log of scripts.bench.history),
-so the replay from the nearest file to any point costs at most about half the
-load, while a large store does not write a whole image every ``every`` events;
-past ``max_files`` files the one whose removal leaves the smallest gap is deleted,
-so the disk holds at most ``max_files`` images (at 1M events: 20 files, 225 MB
-beside a 75 MB log).  They are written in the background: as the log grows
+every ``spacing`` events: ``every``, or a ``max_files``-th of the log, whichever
+is more; past ``max_files`` files the one whose removal leaves the smallest gap is
+deleted, so the disk holds at most ``max_files`` images.  Since snapshot format 5
+a file is loaded without work per ACL (its index is read in place, each node made
+when first asked for, the events replayed after it deferred into the nodes they
+touch: ``acl_deferred``), so what a point costs is mostly the replay from the
+nearest file: files are spaced by events alone (issue 24: at 10M events of the
+mixed log, 96 files ~104k events apart, a replay of ~0.5 s CPU at most; format 4
+spaced them a tenth of the image's ACLs apart as well, since a load cost ~1.6 us
+per ACL).  They are written in the background: as the log grows
 (from the images time travel already holds) and, when a store opens, for the
 stretch of log that has none yet (``fill``).  A cold process answers its first
 ``as_of`` from the nearest checkpoint file plus a short replay instead of
@@ -46,8 +48,7 @@ __all__ = ["CHECKPOINT_DIR", "DEFAULT_EVERY", "DEFAULT_MAX_FILES", "CheckpointFi
 
 logger = logging.getLogger("secmeta.checkpoints")
 DEFAULT_EVERY = 50_000
-DEFAULT_MAX_FILES = 24
-_ACLS_PER_EVENT_OF_SPACING = 10
+DEFAULT_MAX_FILES = 96
 
 
 class CheckpointFiles:
@@ -70,8 +71,7 @@ class CheckpointFiles:
 
     def spacing(self, image: SecurityImage) -> int:
         """How many events past the newest file ``image`` must be to be written as the next one."""
-        return max(self.every, len(image.acls) // _ACLS_PER_EVENT_OF_SPACING,
-                   (image.next_offset - self.log.start_offset) // self.max_files)
+        return max(self.every, (image.next_offset - self.log.start_offset) // self.max_files)
 
     def due(self, image: SecurityImage) -> bool:
         """Whether ``image`` is ``spacing(image)`` events past the newest file (or the log's start)."""
@@ -174,6 +174,9 @@ class CheckpointFiles:
                 if batch.next_offset - since >= spacing:
                     image = delta.apply(batch.next_offset)
                     self.write(image)
+                    # Go on from the file just written: its image is read in place, so the fill holds a file's
+                    # bytes rather than the whole image, and later changes are deferred onto it.
+                    image = self.load(image.next_offset) or image
                     delta, since, spacing = SecurityDelta(image), batch.next_offset, max(least, self.spacing(image))
 
     def wait(self) -> None:

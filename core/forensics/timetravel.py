@@ -32,6 +32,7 @@ from secmeta.core.forensics.history_index import HistoryIndex
 from secmeta.core.log import Batch, Log, OffsetOutOfRangeError
 from secmeta.core.times import Point, as_point, format_ms, require_point_int
 from secmeta.core.times import now_ms as now_ms_of
+from secmeta.projections.acl_deferred import deferred_of
 from secmeta.projections.gc_pause import FREEZE_AFTER, paused_gc
 from secmeta.projections.image import SecurityDelta, SecurityImage
 from secmeta.projections.image_snapshot import SecurityImageSnapshot
@@ -70,8 +71,11 @@ _SPARSEST = 8  # the fill's widest spacing in intervals: 80k events, ~0.5 s CPU 
 
 
 def image_bytes(image: SecurityImage) -> int:
-    """Estimated bytes an image holds on its own (shared with no other image)."""
-    return len(image.acls) * _ACL_BYTES + len(image.scram) * _USER_BYTES + len(image.tokens) * _TOKEN_BYTES
+    """Estimated bytes an image holds on its own (shared with no other image): for ACLs read in place from a
+    snapshot's section (``acl_deferred``), the section's bytes and the changes deferred onto it."""
+    deferred = deferred_of(image.acls.acls, image.acls.index)
+    acls = len(image.acls) * _ACL_BYTES if deferred is None else deferred.nbytes()
+    return acls + len(image.scram) * _USER_BYTES + len(image.tokens) * _TOKEN_BYTES
 
 
 def step_bytes(events: int, image: SecurityImage | None) -> int:
@@ -322,9 +326,17 @@ class TimeTravel:
         with self._build_lock:
             image, lineage = self._build(n)
         self._keep(image, lineage)
-        if self._fill and self._filler is None:
+        if self._fill and self._filler is None and self._fill_fits():
             self._start_fill()
         return image
+
+    def _fill_fits(self) -> bool:
+        """Whether the in-memory fill is worth its replay of the whole log: the live image (the largest) takes at
+        most a quarter of the budget.  Past that (issue 24: 4M ACLs at 10M events of the mixed log, over the
+        1 GiB default on its own) the fill could hold checkpoints over a small part of the log only, after
+        seconds of CPU beside the queries; points are built from the checkpoint files instead."""
+        live = self._live() if self._live is not None else None
+        return live is None or image_bytes(live) <= self.memory_bytes // 4
 
     def image_at_or_after(self, n: int) -> SecurityImage:
         """The image at the first offset at or after ``n`` (``n`` validated) that can be built.
