@@ -74,8 +74,14 @@ def image_bytes(image: SecurityImage) -> int:
     """Estimated bytes an image holds on its own (shared with no other image): for ACLs read in place from a
     snapshot's section (``acl_deferred``), the section's bytes and the changes deferred onto it."""
     deferred = deferred_of(image.acls.acls, image.acls.index)
-    acls = len(image.acls) * _ACL_BYTES if deferred is None else deferred.nbytes()
-    return acls + len(image.scram) * _USER_BYTES + len(image.tokens) * _TOKEN_BYTES
+    if deferred is None:
+        return built_bytes(image)
+    return deferred.nbytes() + len(image.scram) * _USER_BYTES + len(image.tokens) * _TOKEN_BYTES
+
+
+def built_bytes(image: SecurityImage) -> int:
+    """Estimated bytes of ``image`` built whole by a replay (every ACL an object)."""
+    return len(image.acls) * _ACL_BYTES + len(image.scram) * _USER_BYTES + len(image.tokens) * _TOKEN_BYTES
 
 
 def step_bytes(events: int, image: SecurityImage | None) -> int:
@@ -331,12 +337,12 @@ class TimeTravel:
         return image
 
     def _fill_fits(self) -> bool:
-        """Whether the in-memory fill is worth its replay of the whole log: the live image (the largest) takes at
-        most a quarter of the budget.  Past that (issue 24: 4M ACLs at 10M events of the mixed log, over the
+        """Whether the in-memory fill is worth its replay of the whole log: the live image (the largest), built
+        whole as the fill builds its images, takes at most a quarter of the budget.  Past that (issue 24: 4M ACLs at 10M events of the mixed log, over the
         1 GiB default on its own) the fill could hold checkpoints over a small part of the log only, after
         seconds of CPU beside the queries; points are built from the checkpoint files instead."""
         live = self._live() if self._live is not None else None
-        return live is None or image_bytes(live) <= self.memory_bytes // 4
+        return live is None or built_bytes(live) <= self.memory_bytes // 4
 
     def image_at_or_after(self, n: int) -> SecurityImage:
         """The image at the first offset at or after ``n`` (``n`` validated) that can be built.

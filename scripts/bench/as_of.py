@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from scripts.bench.report import percentiles
-from secmeta.core import StoreConfig
+from secmeta.core import AclBindingFilter, AclOperation, PatternType, ResourceType, StoreConfig
 from secmeta.core.store.facade import SecurityStore
 from secmeta.events.keyring import Keyring
 from secmeta.projections.snapshot import SnapshotPolicy
@@ -56,6 +56,24 @@ def _peak_rss_mb() -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+QUESTIONS = 4  # resources asked about at each random point (authorize, operations, describe each)
+
+
+def _questions(rng: random.Random) -> list[tuple[str, str, int]]:
+    """What a forensic user asks at a point: a few (principal, topic, group) of the mixed log's names."""
+    return [(f"User:svc-{rng.randrange(500)}", f"topic-{rng.randrange(20_000)}", rng.randrange(20_000))
+            for _ in range(QUESTIONS)]
+
+
+def _ask(store: SecurityStore, questions: list[tuple[str, str, int]], **point) -> None:
+    """as_of at a point, then authorize, authorized_operations and describe about each question's resources."""
+    view = store.as_of(**point)
+    for principal, topic, group in questions:
+        view.authorize(principal, "10.0.0.1", AclOperation.READ, ResourceType.TOPIC, topic)
+        view.authorized_operations(principal, "10.0.0.1", ResourceType.GROUP, f"topic-{group}")
+        view.describe_acls(AclBindingFilter.of(ResourceType.TOPIC, topic, PatternType.MATCH), context=None)
 
 
 def _timed(fn, *args, **kwargs) -> tuple[float, float]:
@@ -111,13 +129,18 @@ def _config(last_ts: int, memory_mb: int) -> StoreConfig:
                        time_travel_memory_bytes=memory_mb * 2**20)
 
 
-def prepare(path: Path, key_file: Path, last_ts: int, memory_mb: int) -> dict:
-    """A first process: open the store and wait until its derived files (history index, checkpoints) are written."""
+def prepare(path: Path, key_file: Path, last_ts: int, memory_mb: int, snapshot: bool = False) -> dict:
+    """A first process: open the store and wait until its derived files (history index, checkpoints) are written;
+    with ``snapshot``, then take a policy snapshot (as a store's default policy would have), which later
+    processes open from instead of replaying the whole log."""
     wall, cpu = time.perf_counter(), time.process_time()
     with SecurityStore.open(path, _config(last_ts, memory_mb), keyring=Keyring.from_file(key_file)) as store:
         store.timetravel.index.wait()
         store.timetravel.files.wait()
         files = store.timetravel.files.offsets()
+        if snapshot:
+            store.snapshot()
+            store.wait_for_snapshots()
     return {"prepare_s": time.perf_counter() - wall, "prepare_cpu_s": time.process_time() - cpu,
             "checkpoint_files": files}
 
@@ -163,6 +186,10 @@ def measure(path: Path, key_file: Path, first_ts: int, last_ts: int, points: int
         out["checkpoints"] = len(travel.checkpoints)
         offsets = [rng.randrange(events) for _ in range(points)]
         out["as_of_offset"] = _stats([_timed(store.as_of, offset=n) for n in offsets])
+        _reset_peak_rss()
+        asked = [(n, _questions(rng)) for n in (rng.randrange(events) for _ in range(points))]
+        out["as_of_answers"] = _stats([_timed(_ask, store, questions, offset=n) for n, questions in asked])
+        out["as_of_answers_peak_rss_mb"] = _peak_rss_mb() - rss
         times = [rng.randrange(first_ts, last_ts + 1) for _ in range(points)]
         out["as_of_time"] = _stats([_timed(store.as_of, timestamp_ms=t) for t in times])
         out["as_of_cached"] = _stats([_timed(store.as_of, timestamp_ms=t) for t in times[-10:]])
@@ -188,9 +215,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-offset", type=int, help="the first as_of's offset (default: a random one)")
     parser.add_argument("--first-only", action="store_true", help="measure the first as_of alone")
     parser.add_argument("--prepare", action="store_true", help="only open the store and write its derived files")
+    parser.add_argument("--snapshot", action="store_true", help="with --prepare: then take a policy snapshot")
     args = parser.parse_args(argv)
     if args.prepare:
-        print(json.dumps(prepare(args.store, args.key_file, args.last_ts, args.memory_mb)))
+        print(json.dumps(prepare(args.store, args.key_file, args.last_ts, args.memory_mb, args.snapshot)))
         return 0
     observed = _Observed(args.profile, args.trace_memory) if args.profile or args.trace_memory else None
     print(json.dumps(measure(args.store, args.key_file, args.first_ts, args.last_ts, args.points, args.memory_mb,

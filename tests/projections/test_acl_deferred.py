@@ -34,7 +34,7 @@ def with_changes(image: SecurityImage, events) -> SecurityImage:
         return delta.apply(image.next_offset + len(events))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(logs, st.integers(0, 100), st.integers(0, 100), st.integers(0, 2**16))
 def test_a_snapshot_image_plus_deferred_changes_answers_as_the_replayed_image(log, first, second, order):
     """A snapshot of a shape's first requests, the next ones merged as a deferred delta (creations and deletions,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from secmeta.core import AclBindingFilter, PatternType, ResourceType
 from secmeta.core.errors import PointInTimeError
@@ -192,3 +194,67 @@ def test_a_query_whose_file_retention_cuts_off_is_refused(truncating):
     with pytest.raises(PointInTimeError, match=rf"offset {n} cannot be built.*retention"):
         cold(truncating, files).image_at(n)
     assert truncating.log.start_offset > max(o for o in files.offsets() if o <= n)  # it did cut the replay off
+
+
+# -- format 5: checkpoint images read in place, later changes deferred onto them -----------------
+
+
+@pytest.fixture(scope="module")
+def diverse_store(tmp_path_factory):
+    """The diverse shape's log (creations and deletions, address-restricted, mixed patterns): 1,500 ACLs in
+    ~1,600 events, with checkpoint files ~500 events apart written by a fill."""
+    from scripts.bench import shapes
+    from tests.logkit import make_keyring
+
+    home = tmp_path_factory.mktemp("diverse")
+    keyring = make_keyring(home)
+    shapes.write_log(home / "s", keyring, "diverse", 1500, seed=3)
+    with store_at(home / "s", keyring) as s:
+        files = CheckpointFiles(s.log, every=500)
+        files.fill(SecurityImage.EMPTY)
+        files.wait()
+        yield s, files
+
+
+def asked(image: SecurityImage, rng) -> list:
+    """authorize, authorized_operations and describe about a few resources (held ones and others)."""
+    from secmeta.core import AclOperation
+    from secmeta.projections.authorizer import authorize, authorized_operations
+
+    bindings = sorted((binding for _, binding in image.acls), key=repr) or [acl("none")]
+    out = []
+    for _ in range(8):
+        b = rng.choice(bindings)
+        name = b.pattern.name + ("-x" if rng.random() < 0.5 else "")
+        host = b.entry.host if "/" not in b.entry.host and b.entry.host != "*" else "10.0.0.1"
+        out.append(authorize(image.acls, b.entry.principal, host, AclOperation.READ, b.pattern.resource_type, name))
+        out.append(authorized_operations(image.acls, b.entry.principal, host, b.pattern.resource_type, name))
+        out.append(sorted(image.acls.describe(AclBindingFilter.of(b.pattern.resource_type, name, PatternType.MATCH)),
+                          key=repr))
+    return out
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_as_of_from_a_checkpoint_file_answers_as_a_replay(diverse_store, data):
+    """A cold process's image at any point (a checkpoint file's offset, just past one, between two) answers
+    authorize, authorized_operations, describe and ids as a replay of the log to that point, with the changes
+    after the file deferred onto its image (however few: DEFER_FROM patched to 1)."""
+    import random
+    from unittest.mock import patch
+
+    from secmeta.projections import acls as acls_module
+    from secmeta.projections.acl_deferred import deferred_of
+
+    store, files = diverse_store
+    offsets = files.offsets()
+    ends = [b.next_offset for b in store.log.batches(0, store.log.end_offset)]
+    file = data.draw(st.sampled_from(offsets))
+    n = data.draw(st.sampled_from([file, *(e for e in ends if file < e <= file + 1100)]))
+    travel = cold(store, files)
+    with patch.object(acls_module, "DEFER_FROM", 1):
+        image = travel.image_at(n)
+    expected = replayed(store, n)
+    assert deferred_of(image.acls.acls, image.acls.index) is not None  # read in place, not built whole
+    assert asked(image, random.Random(n)) == asked(expected, random.Random(n))
+    assert sorted(image.acls) == sorted(expected.acls) and image == expected
