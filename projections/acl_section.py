@@ -35,7 +35,7 @@ from itertools import accumulate, groupby, pairwise
 from typing import Any
 from zlib import crc32
 
-from secmeta.projections.acl_index import KINDS, Node
+from secmeta.projections.acl_index import KINDS, Group, Node
 from secmeta.projections.acl_match import ACL_BITS
 from secmeta.projections.acl_table import AclTable, TableError
 
@@ -224,6 +224,7 @@ class MappedAclTable(AclTable):
         for name, column in columns.items():
             setattr(self, name, column)
         self._nodes: list[Node | None] = [None] * nodes
+        self._groups: dict[int, Group] = {}
         self._check_mapped(counts, arrays)
         self._slots = arrays["id_slots"]
         self._mask = len(self._slots) - 1
@@ -252,8 +253,18 @@ class MappedAclTable(AclTable):
                 or bytes(self.permissions).translate(None, _PERMISSION_CODES)):
             raise TableError("an ACL has an operation or permission code no ACL has")
 
-    def _make(self, i: int) -> Node:
-        """Node i, its columns checked first (the checks a format-4 load made of every node at open)."""
+    def node(self, i: int) -> Node:
+        """Node i, its columns checked when it is first made (the checks a format-4 load made of every node at
+        open)."""
+        node = self._nodes[i]
+        if node is None:
+            self._check_node(i)
+            node = super().node(i)
+        return node
+
+    __call__ = node
+
+    def _check_node(self, i: int) -> None:
         start, acl_start = self.group_start, self.acl_start
         first, end = start[i], start[i + 1]
         if first >= end:
@@ -267,7 +278,6 @@ class MappedAclTable(AclTable):
             raise TableError(f"node {self._named(i)} names a principal or host the section does not list") from None
         if len(set(principals)) != len(principals):
             raise TableError(f"node {self._named(i)} lists a principal's group twice")
-        return super()._make(i)
 
     def id_positions(self) -> dict[str, int]:
         raise TypeError("a mapped table finds ids through its section's hash table (position)")
