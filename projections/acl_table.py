@@ -261,6 +261,17 @@ class AclTable:
 
     def index(self) -> AclIndex:
         """The index of the table's nodes (each made on first use)."""
+        stores = self.stores()
+        types = list(AclIndex.EMPTY.types)
+        for resource_type in {key[0] for key in stores}:
+            literal = stores.get((resource_type, PatternType.LITERAL), {})
+            prefixed = stores.get((resource_type, PatternType.PREFIXED), {})
+            types[resource_type] = TypeIndex.of(literal, prefixed, self)
+        return AclIndex(tuple(types))
+
+    def stores(self) -> dict[tuple[int, int], dict[str, int]]:
+        """(resource type, pattern type) -> name -> node position (TableError if a node is listed twice or has a
+        pattern no ACL has)."""
         stores: dict[tuple[int, int], dict[str, int]] = {}
         at = 0
         for key, run in groupby(zip(self.resource_types, self.pattern_types)):
@@ -273,12 +284,7 @@ class AclTable:
             if len(store) != held + size:
                 raise TableError(f"a node is listed twice ({self._repeated(key, at, size)})")
             at += size
-        types = list(AclIndex.EMPTY.types)
-        for resource_type in {key[0] for key in stores}:
-            literal = stores.get((resource_type, PatternType.LITERAL), {})
-            prefixed = stores.get((resource_type, PatternType.PREFIXED), {})
-            types[resource_type] = TypeIndex.of(literal, prefixed, self)
-        return AclIndex(tuple(types))
+        return stores
 
     def _repeated(self, key: tuple[int, int], at: int, size: int) -> str:
         """The pattern of the run at ``at`` that an earlier listing holds already."""
