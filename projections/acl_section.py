@@ -31,11 +31,11 @@ import sys
 from array import array
 from bisect import bisect_right
 from collections.abc import Sequence
-from itertools import accumulate, groupby, pairwise
+from itertools import accumulate, pairwise
 from typing import Any
 from zlib import crc32
 
-from secmeta.projections.acl_index import KINDS, Group, Node
+from secmeta.projections.acl_index import Group, Node
 from secmeta.projections.acl_match import ACL_BITS
 from secmeta.projections.acl_table import AclTable, TableError
 
@@ -314,22 +314,9 @@ class MappedAclTable(AclTable):
         return self.acl_start[self.group_start[i + 1]] - self.acl_start[self.group_start[i]]
 
     def stores(self) -> dict[tuple[int, int], dict[str, int]]:
-        """(resource type, pattern type) -> name -> node position (made once; TableError if a node repeats or
-        has a pattern no ACL has)."""
+        """``AclTable.stores``, made once (each deferred image copies it)."""
         if self._stores is None:
-            stores: dict[tuple[int, int], dict[str, int]] = {}
-            at = 0
-            for key, run in groupby(zip(self.resource_types, self.pattern_types)):
-                size = len(list(run))
-                if key not in KINDS:
-                    raise TableError(f"a node has resource type {key[0]} and pattern type {key[1]}, which no ACL has")
-                store = stores.setdefault(key, {})
-                held = len(store)
-                store.update(zip(self.names[at:at + size], range(at, at + size)))
-                if len(store) != held + size:
-                    raise TableError(f"a node is listed twice ({self._repeated(key, at, size)})")
-                at += size
-            self._stores = stores
+            self._stores = super().stores()
         return self._stores
 
 
