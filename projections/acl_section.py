@@ -183,21 +183,12 @@ def _decoded(blob: memoryview, offsets, separator: str, base: int) -> list[str]:
     return [str(blob[a - base:b - base], "utf-8") for a, b in pairwise(offsets)]
 
 
-class _Refs:
-    """A column of positions in a table of distinct strings, read as the strings."""
-
-    __slots__ = ("table", "positions")
-
-    def __init__(self, table: list[str], positions: memoryview):
-        self.table, self.positions = table, positions
-
-    def __len__(self) -> int:
-        return len(self.positions)
-
-    def __getitem__(self, at):
-        if isinstance(at, slice):
-            return list(map(self.table.__getitem__, self.positions[at]))
-        return self.table[self.positions[at]]
+def _listed(table: list[str], positions: memoryview) -> list[str]:
+    """The strings a column of positions in ``table`` names (TableError if one is past it)."""
+    try:
+        return list(map(table.__getitem__, positions))
+    except IndexError:
+        raise TableError("a group or ACL names a principal or host the section does not list") from None
 
 
 class MappedAclTable(AclTable):
@@ -217,8 +208,10 @@ class MappedAclTable(AclTable):
             "resource_types": arrays["resource_types"], "pattern_types": arrays["pattern_types"],
             "group_start": arrays["group_start"], "acl_start": arrays["acl_start"],
             "names": _Strings(arrays["names"], arrays["name_offsets"], separator).all(),
-            "principals": _Refs(principals, arrays["group_principals"]), "ids": self.section_ids,
-            "hosts": _Refs(hosts, arrays["acl_hosts"]), "operations": arrays["operations"],
+            # Per group and per ACL as lists of the shared strings (one C-level map each): authorize reads them by
+            # position in its hot loop (AclTable.bits), where a view's Python __getitem__ doubled its p99.
+            "principals": _listed(principals, arrays["group_principals"]), "ids": self.section_ids,
+            "hosts": _listed(hosts, arrays["acl_hosts"]), "operations": arrays["operations"],
             "permissions": arrays["permissions"],
         }
         for name, column in columns.items():
@@ -271,11 +264,7 @@ class MappedAclTable(AclTable):
             raise TableError(f"node {self._named(i)} holds no principal's group")
         if not all(map(int.__lt__, acl_start[first:end], acl_start[first + 1:end + 1])):
             raise TableError(f"a group of node {self._named(i)} holds no ACL")
-        try:
-            principals = self.principals[first:end]
-            self.hosts[acl_start[first]:acl_start[end]]
-        except IndexError:
-            raise TableError(f"node {self._named(i)} names a principal or host the section does not list") from None
+        principals = self.principals[first:end]
         if len(set(principals)) != len(principals):
             raise TableError(f"node {self._named(i)} lists a principal's group twice")
 
