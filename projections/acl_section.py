@@ -204,15 +204,17 @@ class MappedAclTable(AclTable):
         hosts = _Strings(arrays["hosts"], arrays["host_offsets"], separator).all()
         self.section_ids = _Strings(arrays["ids"], arrays["id_offsets"], separator)
         # AclTable's columns as views: the same reads (an item, a slice, a length), no list per ACL.
+        # Codes as bytes and offsets as arrays (C-level copies): read by position on authorize's hot path, where
+        # a memoryview's item access costs more.
         columns: dict[str, Any] = {
-            "resource_types": arrays["resource_types"], "pattern_types": arrays["pattern_types"],
-            "group_start": arrays["group_start"], "acl_start": arrays["acl_start"],
+            "resource_types": bytes(arrays["resource_types"]), "pattern_types": bytes(arrays["pattern_types"]),
+            "group_start": array("q", arrays["group_start"]), "acl_start": array("q", arrays["acl_start"]),
             "names": _Strings(arrays["names"], arrays["name_offsets"], separator).all(),
             # Per group and per ACL as lists of the shared strings (one C-level map each): authorize reads them by
             # position in its hot loop (AclTable.bits), where a view's Python __getitem__ doubled its p99.
             "principals": _listed(principals, arrays["group_principals"]), "ids": self.section_ids,
-            "hosts": _listed(hosts, arrays["acl_hosts"]), "operations": arrays["operations"],
-            "permissions": arrays["permissions"],
+            "hosts": _listed(hosts, arrays["acl_hosts"]), "operations": bytes(arrays["operations"]),
+            "permissions": bytes(arrays["permissions"]),
         }
         for name, column in columns.items():
             setattr(self, name, column)
