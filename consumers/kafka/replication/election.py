@@ -138,6 +138,7 @@ class LeaseView:
         self.heard: dict[int, tuple[float, bool]] = {}   # node -> (last heard, eligible)
         self.addresses: dict[int, NodeAddress] = {}
         self.max_term = 0
+        self.max_claimed = 0                                # the highest term any heartbeat claimed
         self._first: dict[int, int] = {}                   # term -> its first claimant (the newest terms only)
         self.holder: tuple[int, int] | None = None          # (node, term)
         self.renewed = 0.0                                  # when the holder's last heartbeat was read
@@ -153,8 +154,9 @@ class LeaseView:
             first = self._first.setdefault(term, node_id)
             if len(self._first) > 16:
                 del self._first[min(self._first)]
-            if first == node_id and (self.holder is None or term >= self.holder[1]):
+            if first == node_id and term >= self.max_claimed:   # an older term never takes back even a vacant lease
                 self.holder, self.renewed, self.vacant_since = (node_id, term), now, None
+            self.max_claimed = max(self.max_claimed, term)
         elif self.holder is not None and self.holder[0] == node_id:
             self._vacate(now)                               # it released the lease
 

@@ -36,6 +36,21 @@ def test_a_stale_heartbeat_of_a_deposed_holder_never_takes_the_lease_back():
     assert not view.active(beat(1, 1, active=True))
 
 
+def test_a_stale_term_never_takes_back_a_vacant_lease():
+    """Node 1 holds term 1 and is SIGSTOPped; node 2 claims term 2, dies, and its lease lapses; node 1 resumes and
+    its queued term-1 heartbeat arrives: the lease stays vacant (nobody would campaign while node 1 held it)."""
+    view = LeaseView(LEASE, now=0.0)
+    view.apply(beat(1, 1, active=True), 0.0)
+    view.apply(beat(2, 2, seen=1), 4.0)
+    view.apply(beat(2, 2, active=True, seen=2), 4.5)
+    assert view.expire(7.5) == 2 and view.holder is None
+    view.apply(beat(1, 1, active=True, seen=1), 8.0)
+    assert view.holder is None and not view.active(beat(1, 1, active=True))
+    assert view.turn(1, 8.0, 1.5) == 7.5                      # the lease is vacant: node 1 may claim term 3
+    view.apply(beat(1, 3, seen=2), 8.1)
+    assert view.holder == (1, 3)
+
+
 def test_a_lease_not_renewed_for_a_whole_lease_is_vacant_and_the_lowest_live_id_claims_first():
     view = LeaseView(LEASE, now=0.0)
     for node in (1, 2, 3):
@@ -77,7 +92,7 @@ heartbeats = st.lists(st.tuples(st.integers(1, 4), st.one_of(st.none(), st.integ
 @given(heartbeats)
 def test_the_holder_is_always_the_first_claimant_of_the_newest_term_claimed_since_the_lease_fell_vacant(events):
     """Whatever order heartbeats arrive in: a holder is its term's first claimant, no claim of a term older than
-    the holder's takes over, and Metadata names at most that one node active."""
+    the newest claimed so far takes over (even a vacant lease), and Metadata names at most that one node active."""
     view = LeaseView(LEASE, now=0.0)
     now, first = 0.0, {}
     for node, term, active, dt in events:
@@ -85,6 +100,8 @@ def test_the_holder_is_always_the_first_claimant_of_the_newest_term_claimed_sinc
         view.expire(now)
         held = view.holder
         view.apply(beat(node, term, active=active), now)
+        if view.holder is not None and view.holder != held:
+            assert view.holder[1] >= max(first, default=0)     # a new holder's term is the newest claimed so far
         if term is not None:
             first.setdefault(term, node)
         if view.holder is not None:
