@@ -355,11 +355,12 @@ class SecurityStore:
                 frame, next_link, ts = self._log.frame_batch(envelopes, base, link)
                 batch = PendingBatch(base, base + len(envelopes), ts, frame, link, next_link)
                 gate.check(batch)          # type: ignore[union-attr]
+                with paused_gc(freeze=len(envelopes) >= FREEZE_AFTER):
+                    after = replayed(image, envelopes, batch.next_offset)
             except BaseException as exc:  # noqa: BLE001 - this write alone fails
                 queued.fail(exc)
                 continue
-            with paused_gc(freeze=len(envelopes) >= FREEZE_AFTER):
-                image = replayed(image, envelopes, batch.next_offset)
+            image = after
             pending.append((queued, envelopes, batch, image, result.response))
             base, link = batch.next_offset, next_link
         batches = [batch for _q, _e, batch, _i, _r in pending if batch is not None]

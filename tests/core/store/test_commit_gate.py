@@ -311,3 +311,24 @@ def test_a_group_whose_commit_fails_fails_every_write_in_it_appends_nothing_and_
     gate.refuse = None
     with pytest.raises(WritesStoppedError, match="fenced"):
         store.create_acls([acl("after")], context=ADMIN)
+
+
+def test_in_a_group_a_write_whose_batch_cannot_be_replayed_fails_alone(grouping):
+    """A batch the image refuses to replay (a bug surfaced: deleting a credential that does not exist) fails its own
+    write; the writes before and after it in the group are committed."""
+    from secmeta.core.control import ControlResult
+    from secmeta.events.records import ScramCredentialDeleted
+    from secmeta.events.types import ScramMechanism
+
+    store, gate = grouping
+    ghost = ScramCredentialDeleted("ghost", ScramMechanism.SCRAM_SHA_256)
+    outcomes = _queued_while_locked(store, [
+        lambda: store.create_acls([acl("kept-1")], context=ADMIN),
+        lambda: store._write(ADMIN, lambda image, now, _: ControlResult([ghost], None)),
+        lambda: store.create_acls([acl("kept-2")], context=ADMIN),
+    ])
+    assert "does not exist" in str(outcomes[1])
+    assert not isinstance(outcomes[0], Exception) and not isinstance(outcomes[2], Exception)
+    assert [[b.base_offset for b in group] for group in gate.groups] == [[0, 1]]
+    assert {binding.pattern.name for _id, binding in store.image.acls} == {"kept-1", "kept-2"}
+    assert b"".join(b.frame for b in gate.batches) == _segment_bytes(store)
