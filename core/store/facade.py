@@ -105,6 +105,7 @@ class SecurityStore:
         self._queue_lock = threading.Lock()
         self._queued: list[_Queued] = []   # writes waiting for the lock, with a gate that commits groups
         self._hmacs = TokenHmacs.of(self._image.tokens, config.token_secret)
+        self._speculative: tuple[SecurityImage, TokenHmacs] | None = None   # a write group's image being decided on
         self._login = ScramLogin(keyring, config, lambda: self._image)
         self._sweeper: threading.Thread | None = None
         self._closed = threading.Event()
@@ -319,7 +320,8 @@ class SecurityStore:
         ones before it leave, and commits their batches with one gate commit (one Kafka transaction). Each write
         is answered only once that commit and its local append are done. A write whose decision or batch is
         refused fails alone; a failed commit fails every write of the group (none was acknowledged) and stops
-        writes (commit_gate)."""
+        writes (commit_gate), and so also those refused on the image the group's earlier, uncommitted writes
+        left (their refusal held until the commit's outcome is known)."""
         queued = _Queued(context, decide)
         with self._queue_lock:
             self._queued.append(queued)
@@ -343,13 +345,17 @@ class SecurityStore:
                 queued.settle(partial(self._write_locked, queued.context, queued.decide))
             return
         image, base, link = self._image, self._log.end_offset, self._log.last_link
-        pending: list[tuple[_Queued, Sequence[Envelope], PendingBatch | None, SecurityImage, object]] = []
+        hmacs = self._hmacs
+        # the outcome of a write decided on the image the group's earlier writes leave is held until their commit
+        pending: list[tuple[_Queued, Sequence[Envelope], PendingBatch | None, SecurityImage, object,
+                            BaseException | None]] = []
         for queued in group:
             try:
+                self._speculative = (image, hmacs)
                 now = self.config.now_ms()
                 result = queued.decide(image, now, queued.context)
                 if not result.events:      # answered with the group: it was decided on the writes before it
-                    pending.append((queued, (), None, image, result.response))
+                    pending.append((queued, (), None, image, result.response, None))
                     continue
                 envelopes = _envelopes(result.events, queued.context, now)
                 frame, next_link, ts = self._log.frame_batch(envelopes, base, link)
@@ -358,12 +364,17 @@ class SecurityStore:
                 with paused_gc(freeze=len(envelopes) >= FREEZE_AFTER):
                     after = replayed(image, envelopes, batch.next_offset)
             except BaseException as exc:  # noqa: BLE001 - this write alone fails
-                queued.fail(exc)
+                if image is self._image:   # decided on the published image: its error stands whatever comes next
+                    queued.fail(exc)
+                else:
+                    pending.append((queued, (), None, image, None, exc))
                 continue
-            image = after
-            pending.append((queued, envelopes, batch, image, result.response))
+            finally:
+                self._speculative = None
+            image, hmacs = after, hmacs.advanced(result.events)
+            pending.append((queued, envelopes, batch, image, result.response, None))
             base, link = batch.next_offset, next_link
-        batches = [batch for _q, _e, batch, _i, _r in pending if batch is not None]
+        batches = [batch for _q, _e, batch, _i, _r, _x in pending if batch is not None]
         try:
             if batches:
                 gate.commit_group(batches)  # type: ignore[union-attr]
@@ -380,11 +391,23 @@ class SecurityStore:
             for queued, *_rest in pending:
                 queued.fail(exc)
             return
-        for waiting, logged, committed, after, answer in pending:
+        for waiting, logged, committed, after, answer, error in pending:
             if committed is not None:
                 self._publish(after, [e.event for e in logged])
                 self._snapshotter.maybe_snapshot(after, committed.next_offset, background=True)
-            waiting.succeed(answer)
+            if error is not None:
+                waiting.fail(error)
+            else:
+                waiting.succeed(answer)
+
+    def _hmacs_of(self, image: SecurityImage) -> TokenHmacs:
+        """The HMAC index of ``image``'s tokens: the published one's, or a write group's speculative image's."""
+        speculative = self._speculative
+        if speculative is not None and speculative[0] is image:
+            return speculative[1]
+        if image is self._image:
+            return self._hmacs
+        return TokenHmacs.of(image.tokens, self.config.token_secret)
 
     def _config_at(self, image: SecurityImage) -> StoreConfig:
         """The settings that decide at ``image``: the config with the settings the log set by then."""
@@ -468,13 +491,13 @@ class SecurityStore:
                                context: RequestContext | None) -> int:
         """Extend a token's expiry; returns the new expiry timestamp."""
         return self._write(context, lambda image, now, asker: control.renew_token(
-            image, self._hmacs, hmac, renew_period_ms, asker, now, config=self._config_at(image)))
+            image, self._hmacs_of(image), hmac, renew_period_ms, asker, now, config=self._config_at(image)))
 
     def expire_delegation_token(self, hmac: bytes, expiry_period_ms: int = -1, *,
                                 context: RequestContext | None) -> int:
         """Move a token's expiry (a negative period removes it now); returns the new expiry."""
         return self._write(context, lambda image, now, asker: control.expire_token(
-            image, self._hmacs, hmac, expiry_period_ms, asker, now, config=self._config_at(image)))
+            image, self._hmacs_of(image), hmac, expiry_period_ms, asker, now, config=self._config_at(image)))
 
     def sweep_expired_tokens(self) -> int:
         """Remove every expired token (a logged change); returns how many were removed."""

@@ -332,3 +332,44 @@ def test_in_a_group_a_write_whose_batch_cannot_be_replayed_fails_alone(grouping)
     assert [[b.base_offset for b in group] for group in gate.groups] == [[0, 1]]
     assert {binding.pattern.name for _id, binding in store.image.acls} == {"kept-1", "kept-2"}
     assert b"".join(b.frame for b in gate.batches) == _segment_bytes(store)
+
+
+def test_a_write_refused_on_the_groups_unconfirmed_writes_gets_the_commit_error_when_the_commit_fails(grouping):
+    """W1 removes a token, W2 renews it: W2 is refused on the image W1 would leave. W1's commit then fails, so the
+    token was never removed: W2 must not say "no such token" but that nothing of the group was committed."""
+    store, gate = grouping
+    token = store.create_delegation_token(context=ADMIN)
+    gate.refuse = "fenced by a newer writer"
+    outcomes = _queued_while_locked(store, [
+        lambda: store.expire_delegation_token(token.hmac, -1, context=ADMIN),
+        lambda: store.renew_delegation_token(token.hmac, context=ADMIN),
+    ])
+    assert all(isinstance(o, CommitGateError) and "fenced" in str(o) for o in outcomes), outcomes
+    assert len(store.image.tokens) == 1
+
+
+def test_a_write_decided_on_the_published_image_keeps_its_own_error_when_the_groups_commit_fails(grouping):
+    store, gate = grouping
+    gate.refuse = "fenced by a newer writer"
+    outcomes = _queued_while_locked(store, [
+        lambda: store.renew_delegation_token(b"no-such-hmac", context=ADMIN),
+        lambda: store.create_acls([acl("a")], context=ADMIN),
+    ])
+    assert "No delegation token has this HMAC" in str(outcomes[0])
+    assert isinstance(outcomes[1], CommitGateError)
+
+
+def test_a_token_issued_earlier_in_a_group_is_found_by_its_hmac_later_in_it(grouping, monkeypatch):
+    """Renew and expire look a token up in the HMAC index of the image they are decided on, the group's too."""
+    from secmeta.core.store import facade
+
+    store, gate = grouping
+    monkeypatch.setattr(facade, "_new_token_id", lambda: "token-of-the-group")
+    hmac = store.token_hmac("token-of-the-group")
+    outcomes = _queued_while_locked(store, [
+        lambda: store.create_delegation_token(context=ADMIN),
+        lambda: store.renew_delegation_token(hmac, 60_000, context=ADMIN),
+        lambda: store.expire_delegation_token(hmac, -1, context=ADMIN),
+    ])
+    assert not any(isinstance(o, Exception) for o in outcomes), outcomes
+    assert [len(group) for group in gate.groups] == [3] and len(store.image.tokens) == 0
