@@ -58,7 +58,13 @@ class CommitGate(Protocol):
 
 class GroupingGate(CommitGate, Protocol):
     """A gate that commits several batches at once (one Kafka transaction): the store then groups the writes that
-    queued while it committed (``SecurityStore._write``), each still answered only after the commit that holds it."""
+    queued while it committed (``SecurityStore._write``), each still answered only after the commit that holds it.
+    A group holds at most ``max_group_batches`` batches, and the store takes no further write into it once its
+    batches reach ``max_group_bytes`` (a transaction must commit well within its timeout); the rest wait for the
+    next group."""
+
+    max_group_batches: int
+    max_group_bytes: int
 
     def check(self, batch: PendingBatch) -> None:
         """Refuse ``batch`` alone before anything is sent (InvalidValueError: e.g. too large); the group goes on."""

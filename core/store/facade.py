@@ -326,9 +326,10 @@ class SecurityStore:
         with self._queue_lock:
             self._queued.append(queued)
         with self._write_lock:
-            if not queued.done.is_set():
+            while not queued.done.is_set():     # a group of the queue's first writes; this one may be in a later one
                 with self._queue_lock:
-                    group, self._queued = self._queued, []
+                    limit = max(1, getattr(self._gate, "max_group_batches", len(self._queued)))
+                    group, self._queued = self._queued[:limit], self._queued[limit:]
                 try:
                     self._commit_group(group)
                 except BaseException as exc:  # noqa: BLE001 - a bug must not leave a queued write waiting for ever
@@ -349,7 +350,13 @@ class SecurityStore:
         # the outcome of a write decided on the image the group's earlier writes leave is held until their commit
         pending: list[tuple[_Queued, Sequence[Envelope], PendingBatch | None, SecurityImage, object,
                             BaseException | None]] = []
-        for queued in group:
+        size = 0
+        for n, queued in enumerate(group):
+            if size >= gate.max_group_bytes:    # type: ignore[union-attr]
+                with self._queue_lock:          # the rest waits for the next group, first in line
+                    self._queued[:0] = group[n:]
+                del group[n:]
+                break
             try:
                 self._speculative = (image, hmacs)
                 now = self.config.now_ms()
@@ -372,6 +379,7 @@ class SecurityStore:
             finally:
                 self._speculative = None
             image, hmacs = after, hmacs.advanced(result.events)
+            size += len(frame)
             pending.append((queued, envelopes, batch, image, result.response, None))
             base, link = batch.next_offset, next_link
         batches = [batch for _q, _e, batch, _i, _r, _x in pending if batch is not None]

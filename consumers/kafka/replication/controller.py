@@ -44,6 +44,7 @@ class _Acknowledging:
                  on_fatal: Callable[[BaseException], None]):
         self._gate, self._node_id, self._term, self._on_failure = gate, node_id, term, on_failure
         self._on_fatal = on_fatal
+        self.max_group_batches, self.max_group_bytes = gate.max_group_batches, gate.max_group_bytes
 
     def check(self, batch: PendingBatch) -> None:
         self._gate.check(batch)

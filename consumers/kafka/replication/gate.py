@@ -28,6 +28,7 @@ __all__ = ["FencedError", "KafkaCommitGate"]
 DEFAULT_MESSAGE_MAX_BYTES = 1_000_000  # librdkafka's message.max.bytes; a broker's default limit is about the same
 RECORD_OVERHEAD = 1024  # a record's headers and framing, generously
 SEED_TRANSACTION_BYTES = 4 * 1024 * 1024  # a seed's records per transaction (well within transaction.timeout.ms)
+GROUP_BATCHES = 500                       # a write group's batches per transaction (GroupingGate)
 
 logger = logging.getLogger("secmeta.replication")
 
@@ -38,6 +39,9 @@ class FencedError(CommitGateError):
 
 class KafkaCommitGate:
     """Commits batches to the log topic in transactions; construct = fence every older writer."""
+
+    max_group_batches = GROUP_BATCHES
+    max_group_bytes = SEED_TRANSACTION_BYTES
 
     def __init__(self, settings: ReplicationSettings, store_id: str, topic: str, schema_json: str):
         self.topic = topic

@@ -215,6 +215,9 @@ class Grouping(Recording):
     """A gate that commits groups of batches (replicated mode's Kafka gate does, one transaction each); it refuses
     a batch alone when its frame holds ``too_big`` (as the Kafka gate refuses one over the topic's record limit)."""
 
+    max_group_batches = 1000
+    max_group_bytes = 1 << 20
+
     def __init__(self):
         super().__init__()
         self.groups: list[list[PendingBatch]] = []
@@ -373,3 +376,21 @@ def test_a_token_issued_earlier_in_a_group_is_found_by_its_hmac_later_in_it(grou
     ])
     assert not any(isinstance(o, Exception) for o in outcomes), outcomes
     assert [len(group) for group in gate.groups] == [3] and len(store.image.tokens) == 0
+
+
+def test_a_group_takes_at_most_its_gates_count_and_bytes_and_the_rest_commit_in_the_next_groups(grouping):
+    """A long queue is not one transaction: each group stops at the gate's batch count, or once its batches reach the
+    gate's byte budget; the writes left over are committed in order in later groups, every one answered."""
+    store, gate = grouping
+    gate.max_group_batches = 3
+    outcomes = _queued_while_locked(store, [lambda n=n: store.create_acls([acl(f"c{n}")], context=ADMIN)
+                                            for n in range(7)])
+    assert not any(isinstance(o, Exception) for o in outcomes)
+    assert [len(group) for group in gate.groups] == [3, 3, 1]
+    gate.max_group_batches, gate.max_group_bytes = 1000, 1
+    outcomes = _queued_while_locked(store, [lambda n=n: store.create_acls([acl(f"b{n}")], context=ADMIN)
+                                            for n in range(4)])
+    assert not any(isinstance(o, Exception) for o in outcomes)
+    assert [len(group) for group in gate.groups] == [3, 3, 1, 1, 1, 1, 1]
+    assert [b.base_offset for b in gate.batches] == list(range(11)) and store.log.end_offset == 11
+    assert b"".join(b.frame for b in gate.batches) == _segment_bytes(store)
