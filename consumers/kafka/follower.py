@@ -57,6 +57,7 @@ from secmeta.consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
     HEADER_LINK,
     NotOurMessage,
+    UnknownFormat,
     header_map,
     is_removal,
     message_decoder,
@@ -643,6 +644,11 @@ class Follower:
                     else:
                         envelope = self._decode(msg.key(), msg.value(), msg.headers())
                         offset = envelope.offset
+                except UnknownFormat as exc:    # skipping it could let an older value of its key win
+                    raise FollowerError(
+                        f"the state topic {self.state_topic} holds a message this secmeta cannot read at Kafka "
+                        f"offset {msg.offset()} ({exc.reason}); the bootstrap stops rather than let an older value "
+                        "of its key stand: upgrade secmeta, or follow the history instead") from None
                 except NotOurMessage as exc:
                     self._dead_letter(msg, exc.reason)
                     continue

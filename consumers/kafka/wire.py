@@ -68,6 +68,7 @@ __all__ = [
     "HEADER_REQUEST_ID",
     "HEADER_TIMESTAMP",
     "NotOurMessage",
+    "UnknownFormat",
     "decode_message",
     "encode_message",
     "encode_tombstone",
@@ -122,6 +123,11 @@ class NotOurMessage(SecmetaError, ValueError):
     def __init__(self, reason: str):
         self.reason = reason
         super().__init__(reason)
+
+
+class UnknownFormat(NotOurMessage):
+    """A message in a format this secmeta cannot read (a newer message format or an unknown writer schema): it may
+    be a newer secmeta's event, so a reader whose answer depends on every message (a bootstrap) must stop."""
 
 
 def is_removal(envelope: Envelope) -> bool:
@@ -279,7 +285,7 @@ def _careful_decoder(objects: SingleObjects) -> Callable[[bytes | None, bytes | 
         try:
             event = decode_value(value)
         except UnknownSchemaError:
-            raise NotOurMessage(f"unknown schema fingerprint {value[2:10].hex()}") from None
+            raise UnknownFormat(f"unknown schema fingerprint {value[2:10].hex()}") from None
         except EventsError as exc:
             raise NotOurMessage(f"body does not decode (truncated or corrupt): {exc}") from None
         cls = event.__class__
@@ -328,7 +334,7 @@ def _request_fields(raw: bytes) -> _Request:
     version = data.get("format")
     if version != FORMAT or version.__class__ is not int:
         newer = is_int64(version) and version > FORMAT  # type: ignore[operator]
-        raise NotOurMessage(
+        raise (UnknownFormat if newer else NotOurMessage)(
             f"header {HEADER_REQUEST} is message format {version!r}: "
             + (f"newer than this secmeta reads (up to {FORMAT}); upgrade it" if newer else f"expected {FORMAT}"))
     if data.keys() != _REQUEST_KEY_SET:

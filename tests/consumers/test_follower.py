@@ -506,3 +506,24 @@ def test_the_link_is_read_as_header_map_reads_it():
         assert _raw_link(given_headers) == header_map(given_headers).get(HEADER_LINK)
 
     check()
+
+
+def test_bootstrap_stops_at_a_state_value_of_a_newer_message_format_naming_it(store, clock, kafka_bootstrap, topics,
+                                                                               published, follow):
+    """A key's newest value in a format this secmeta cannot read (a newer secmeta published it) is not skipped, which
+    would let the key's older value stand (a token's newer, shorter expiry lost): the bootstrap stops, naming the
+    format and the Kafka offset."""
+    from secmeta.consumers.kafka.wire import HEADER_REQUEST, header_map
+
+    random_workload(store, seed=45, steps=20, clock=clock)
+    history, state = published()
+    newer_state = topics("state")
+    make_topics(kafka_bootstrap, newer_state)
+    records = [(key, value, headers) for _, key, value, headers in read_topic(kafka_bootstrap, state)]
+    key, value, headers = next(r for r in records if r[1] is not None)
+    request = json.loads(header_map(headers)[HEADER_REQUEST])
+    newer = [(n, json.dumps({**request, "format": 3}).encode() if n == HEADER_REQUEST else v) for n, v in headers]
+    produce_raw(kafka_bootstrap, newer_state, [*records, (key, value, newer)])
+    follower = follow(history, newer_state)
+    with pytest.raises(FollowerError, match=rf"Kafka offset {len(records)} .*message format 3: newer than"):
+        follower.bootstrap_from_state_topic()
