@@ -58,6 +58,7 @@ class Controllership:
         self._lock = threading.Lock()
         self._active_here = False
         self._active: int | None = None
+        self._last_named: int | None = None   # the last controller the listeners were told of
         self._claimed: int | None = None   # the newest other node's "active" claim still standing
         self._nodes: MappingProxyType[int, NodeAddress] = MappingProxyType({})
         self._reason = "not elected yet"
@@ -90,7 +91,8 @@ class Controllership:
 
     def on_new_controller(self, listener: Callable[[int], None]) -> None:
         """Call ``listener(node_id)`` (on the thread that learnt it) whenever another node, or this one, becomes
-        the known controller: the server closes its idle client connections then, because librdkafka refreshes
+        the known controller, other than the last one known (a controller unknown for a while that comes back is
+        no move): the server closes its idle client connections then, because librdkafka refreshes
         its metadata when it connects, not when its controller dies (an admin client without topics otherwise
         refreshes only every 10 s)."""
         self._listeners.append(listener)
@@ -114,56 +116,65 @@ class Controllership:
             for listener in self._cut_listeners:
                 listener(reason)
 
-    def _changed(self, before: int | None) -> None:
+    def _newly_named(self) -> int | None:
+        """The controller now known when it is another node than the last one known (caller holds the lock): a
+        controller unknown for a while, then the same one again (X, none, X), did not move."""
         after = self._active
-        if after is not None and after != before:
+        if after is None or after == self._last_named:
+            return None
+        self._last_named = after
+        return after
+
+    def _tell(self, named: int | None) -> None:
+        if named is not None:
             for listener in self._listeners:
-                listener(after)
+                listener(named)
 
     def become_active(self) -> None:
         with self._lock:
-            before = self._active
             self._active_here = True
             self._active = self.node_id
-        self._changed(before)
+            named = self._newly_named()
+        self._tell(named)
 
     def step_down(self, reason: str) -> None:
         """Stop accepting writes at once; the controller is then the node whose claim to be active came last
         (heard while this node was active, e.g. a process resumed after a stop finds a newer active one), else
         unknown until someone announces."""
         with self._lock:
-            before = self._active
             self._active_here = False
             self._reason = reason
             if self._active == self.node_id:
                 self._active = self._claimed
-        self._changed(before)
+            named = self._newly_named()
+        self._tell(named)
 
     def observe(self, address: NodeAddress, active: bool | None) -> None:
         """What node ``address.node_id`` announced: its address, and whether it is active (None: it left)."""
-        before = self._active
-        self._observe(address, active)
-        self._changed(before)
+        with self._lock:
+            self._observe(address, active)
+            named = self._newly_named()
+        self._tell(named)
 
     def _observe(self, address: NodeAddress, active: bool | None) -> None:
-        with self._lock:
-            nodes = dict(self._nodes)
-            if active is None:
-                nodes.pop(address.node_id, None)
-            else:
-                nodes[address.node_id] = address
-            self._nodes = MappingProxyType(nodes)
-            if address.node_id == self.node_id:
-                return  # this node's own role is decided here, never by an echo of its announcements
-            if active:
-                self._claimed = address.node_id
-                if not self._active_here:   # while active here, another's claim waits for a step-down
-                    self._active = address.node_id
-            else:
-                if self._claimed == address.node_id:
-                    self._claimed = None
-                if self._active == address.node_id:
-                    self._active = None
+        """Caller holds the lock."""
+        nodes = dict(self._nodes)
+        if active is None:
+            nodes.pop(address.node_id, None)
+        else:
+            nodes[address.node_id] = address
+        self._nodes = MappingProxyType(nodes)
+        if address.node_id == self.node_id:
+            return  # this node's own role is decided here, never by an echo of its announcements
+        if active:
+            self._claimed = address.node_id
+            if not self._active_here:   # while active here, another's claim waits for a step-down
+                self._active = address.node_id
+        else:
+            if self._claimed == address.node_id:
+                self._claimed = None
+            if self._active == address.node_id:
+                self._active = None
 
 
 @dataclass(frozen=True, slots=True)

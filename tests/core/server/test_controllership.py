@@ -151,6 +151,25 @@ def test_a_node_that_steps_down_names_the_node_that_claimed_the_role_meanwhile()
     assert withdrawn.active_id is None
 
 
+def test_the_new_controller_listeners_hear_of_a_move_only_not_of_the_same_controller_coming_back():
+    """Idle client connections are closed when the controller moves; node 2's lease lapsing (no controller known for
+    a moment) and node 2 announcing active again is no move, so nobody is told; another node taking over is."""
+    cluster = Controllership(1)
+    told: list[int] = []
+    cluster.on_new_controller(told.append)
+    cluster.observe(NodeAddress(2, "h", 2), active=True)
+    cluster.observe(NodeAddress(2, "h", 2), active=False)     # its lease lapsed: no controller known
+    assert cluster.active_id is None
+    cluster.observe(NodeAddress(2, "h", 2), active=True)      # it renewed: the same controller
+    cluster.observe(NodeAddress(2, "h", 2), active=True)
+    assert told == [2]
+    cluster.observe(NodeAddress(2, "h", 2), active=None)      # it left
+    cluster.observe(NodeAddress(3, "h", 3), active=True)
+    cluster.become_active()
+    cluster.step_down("node 3 holds the lease (term 4)")     # node 3's claim stands: named again, after node 1
+    assert told == [2, 3, 1, 3]
+
+
 def test_a_server_refuses_a_controllership_of_another_node(tmp_path):
     """The server's node id and its Controllership's must agree, else the start fails naming both."""
     with pytest.raises(InvalidValueError, match="node id 1 .* node 2"):
