@@ -177,6 +177,14 @@ class LeaseView:
     def _vacate(self, at: float) -> None:
         self.holder, self.vacant_since = None, at
 
+    def cut_off(self, node_id: int, since: float, now: float) -> str | None:
+        """Why node ``node_id`` (this one, heartbeating since ``since``) is cut off from Kafka: none of its own
+        heartbeats came back within a lease; None while they do. The one rule for a candidate and a standby."""
+        heard = self.heard.get(node_id, (since, True))[0]
+        if now - max(heard, since) < self.lease_s:
+            return None
+        return f"none of its heartbeats came back from Kafka within {round(self.lease_s * 1000)} ms"
+
     def first_claimant(self, term: int) -> int | None:
         return self._first.get(term)
 
@@ -207,7 +215,7 @@ class Election:
 
     def __init__(self, client: Mapping[str, Any], store_id: str, node: NodeAddress, cluster: Controllership, *,
                  activate: Callable[[int], None], deactivate: Callable[[int, str], None],
-                 settings: ElectionSettings = ElectionSettings(), topic: str | None = None):
+                 settings: ElectionSettings = ElectionSettings(), topic: str | None = None, candidate: bool = True):
         if cluster.node_id != node.node_id:
             raise ElectionError(f"node {node.node_id} cannot run the election of node {cluster.node_id}")
         self.client = dict(client)
@@ -217,6 +225,7 @@ class Election:
         self.settings = settings
         self.topic = topic or election_topic(store_id)
         self._activate, self._deactivate = activate, deactivate
+        self.candidate = candidate             # False: a ``--standby`` node, heartbeating only to tell it is cut off
         self._lock = threading.Lock()
         self._claim: int | None = None         # the lease term this node claims or holds
         self._last_claim = 0
@@ -289,9 +298,7 @@ class Election:
 
     def _tick(self, now: float) -> None:
         view, settings = self.view, self.settings
-        heard = view.heard.get(self.node.node_id, (self._started, True))[0]
-        self.cluster.set_cut_off(None if now - max(heard, self._started) < settings.lease_s else
-                                 f"none of its heartbeats came back from Kafka within {settings.lease_ms} ms")
+        self.cluster.set_cut_off(view.cut_off(self.node.node_id, self._started, now))
         if self._resigning is not None:
             reason, self._resigning = self._resigning, None
             self._lose(reason)
@@ -316,7 +323,7 @@ class Election:
                                  daemon=True).start()
         if now >= self._next_heartbeat:
             self._heartbeat(now)
-        if self._claim is None and self._sit_out_until is None and not self._stopping.is_set():
+        if self.candidate and self._claim is None and self._sit_out_until is None and not self._stopping.is_set():
             turn = view.turn(self.node.node_id, now, settings.rank_step_s)
             if turn is not None and now >= turn:
                 self._campaign(now)
@@ -335,7 +342,7 @@ class Election:
             return
         claim = self._claim
         beat = Heartbeat(self.node, self.cluster.accepts_writes, claim, max(self.view.max_term, self._last_claim),
-                         self._sit_out_until is None)
+                         self.candidate and self._sit_out_until is None)
 
         def delivered(error, _message, sent=now, term=claim) -> None:
             if error is None and term is not None and term == self._claim:

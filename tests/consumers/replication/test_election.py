@@ -148,3 +148,28 @@ def test_announcements_read_outside_the_group_name_the_active_node_and_an_empty_
     announcements = Announcements({"bootstrap.servers": node.bootstrap}, uuid.uuid4().hex, empty, QUICK).start()
     announcements.close()
     assert empty.active_id is None and time.monotonic() - started < QUICK.topic_timeout_s
+
+
+def test_a_standby_cut_off_from_kafka_marks_itself_cut_off_and_never_campaigns(tmp_path):
+    """A --standby node heartbeats as one that may not campaign (Election(candidate=False)): it is never elected
+    (the lease stays vacant without a candidate), and when a network cut keeps its heartbeats from coming back for a
+    lease it marks itself cut off (so its server serves nothing), by the same rule as a candidate; healed, it is not."""
+    from tests.chaoskit import tansu_with_cut
+
+    settings = ElectionSettings(lease_ms=1000, topic_replication_factor=1)
+    with tansu_with_cut(tmp_path) as (bootstrap, network):
+        cluster = Controllership(7)
+        standby = Election({"bootstrap.servers": bootstrap, "client.id": "chaos-node-7"}, uuid.uuid4().hex,
+                           NodeAddress(7, "127.0.0.1", 9007), cluster, activate=lambda term: None,
+                           deactivate=lambda term, reason: None, settings=settings, candidate=False).start()
+        try:
+            wait_for(lambda: 7 in standby.view.heard, what="the standby's own heartbeat comes back")
+            assert not standby.view.heard[7][1] and cluster.cut_off is None
+            network.cut(7)
+            reason = wait_for(lambda: cluster.cut_off, timeout=15, what="the standby marks itself cut off")
+            assert "none of its heartbeats came back from Kafka within 1000 ms" in reason
+            network.heal(7)
+            wait_for(lambda: cluster.cut_off is None, timeout=30, what="healed, it serves again")
+            assert not cluster.accepts_writes and standby.view.max_claimed == 0
+        finally:
+            standby.stop()
