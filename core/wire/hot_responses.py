@@ -131,6 +131,9 @@ class _GroupBytes:
     """The encoded entries of whole groups, per encoding (non-flexible, flexible), kept by group object.
 
     Each kept encoding holds its group, so no other object can take the group's id while it is kept.
+    A group made from an index table (``TableGroup``) holds its whole table: when a group of another table is
+    encoded (an image loaded or rebuilt since), every kept encoding is dropped, so an old table is never pinned
+    here (the table's id cannot be reused while a kept group holds the table).
     Bounded: at most ``limit`` groups and ``budget`` bytes per encoding; past either, all are dropped.
     """
 
@@ -138,6 +141,7 @@ class _GroupBytes:
         self._limit, self._budget = limit, budget
         self._kept: tuple[dict[int, tuple[Group, int, bytes]], ...] = ({}, {})
         self._held = [0, 0]
+        self._table: int | None = None    # id of the table the kept table groups belong to
         self._lock = threading.Lock()     # the server's worker threads encode too (a filter without a name)
 
     def of(self, group: Group, flexible: bool) -> tuple[int, bytes]:
@@ -148,7 +152,13 @@ class _GroupBytes:
             return found[1], found[2]
         entries = [entry for _, entry in group.members()]
         data = _entries_bytes(entries, flexible)
+        table = getattr(group, "table", None)
         with self._lock:
+            if table is not None and id(table) != self._table:
+                for other in self._kept:
+                    other.clear()
+                self._held = [0, 0]
+                self._table = id(table)
             if len(kept) >= self._limit or self._held[flexible] + len(data) > self._budget:
                 kept.clear()
                 self._held[flexible] = 0

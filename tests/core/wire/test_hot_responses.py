@@ -141,3 +141,26 @@ def test_a_kept_encoding_frames_as_kio_frames_the_entity(api, data, correlation_
     kept = encoded(entity)
     assert encode_response(correlation_id, kept) == encode_response(correlation_id, entity)
     assert kept.error_code == 0
+
+
+def test_kept_encodings_do_not_pin_an_index_table_an_image_no_longer_holds():
+    """Encodings are kept per group, and a group made from an index table holds the whole table: once the groups of a
+    newer table are encoded, the older table (of an image nobody holds) is freed, not kept until the cache fills."""
+    import gc
+
+    from secmeta.projections.acl_table import AclTable
+
+    def image_of(names):   # one principal's ACLs from several hosts on each topic: a group made from the table
+        return AclsImage.of((f"{name}{i}", AclBinding.of(ResourceType.TOPIC, name, PatternType.LITERAL, "User:u",
+                                                           f"10.0.0.{i}", AclOperation.READ, AclPermissionType.ALLOW))
+                            for name in names for i in range(3))
+
+    old = image_of(["a", "b"])
+    assert len(_read_back(3, old)) == 6
+    (old_table,) = {group.table for group, _chosen in old.selection(AclBindingFilter.of())}
+    old_id = id(old_table)
+    newer = image_of(["c"])
+    assert [b.name for b in _read_back(3, newer)] == ["c"] * 3
+    del old, old_table
+    gc.collect()
+    assert not any(type(o) is AclTable and id(o) == old_id for o in gc.get_objects())
