@@ -445,3 +445,23 @@ def test_a_node_holding_only_an_interrupted_seed_cannot_join_or_complete_it(tmp_
             ReplicatedNode(store, replace(settings, topic=topic)) as node:
         node.become_writer()
         assert b"".join(_topic_batches(settings, topic)) == _log_bytes(store) and store.log.end_offset == 5
+
+
+def test_a_gate_refuses_batches_that_do_not_extend_the_topic_in_plain_words(settings, tmp_path):
+    """A batch, or a group of batches, that does not start where the topic ends is refused, and the message reads
+    right for either."""
+    from secmeta.consumers.kafka.replication.gate import KafkaCommitGate
+    from secmeta.core.store.commit_gate import CommitGateError, PendingBatch
+
+    gate = KafkaCommitGate(settings, "grammar", f"grammar-{tmp_path.name}", "{}")
+    try:
+        gate.expect(5, b"x" * 32)
+        one = PendingBatch(3, 4, 0, b"f", b"y" * 32, b"z" * 32)
+        with pytest.raises(CommitGateError, match=r"^the batch at offset 3 was not committed: it does not extend .*"
+                                                  r"which ends at offset 5"):
+            gate.commit_group([one])
+        with pytest.raises(CommitGateError, match=r"^the group of 2 batches at offsets 3 to 5 was not committed: it "
+                                                  r"does not extend"):
+            gate.commit_group([one, PendingBatch(4, 5, 0, b"f", b"z" * 32, b"w" * 32)])
+    finally:
+        gate.close()

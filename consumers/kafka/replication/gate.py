@@ -100,12 +100,12 @@ class KafkaCommitGate:
         """Commit consecutive batches (each checked) in one transaction: writes that queued up while the last
         transaction committed share the next one."""
         first, last = batches[0], batches[-1]
-        what = (f"the batch at offset {first.base_offset}" if len(batches) == 1 else
-                f"the {len(batches)} batches at offsets {first.base_offset} to {last.next_offset}")
+        what = (f"the batch at offset {first.base_offset}" if len(batches) == 1 else   # one subject: "was"
+                f"the group of {len(batches)} batches at offsets {first.base_offset} to {last.next_offset}")
         if self._expected is None or self._expected != (first.base_offset, first.prev_link):
             end = "unknown" if self._expected is None else f"offset {self._expected[0]}"
             self._failed = error = CommitGateError(
-                f"{what} were not committed: they do not extend the log topic {self.topic}, which ends at {end}; "
+                f"{what} was not committed: it does not extend the log topic {self.topic}, which ends at {end}; "
                 "this node acknowledges no more writes")
             raise error
         records = [(b.frame, batch_headers(self._settings.node_id, b.base_offset, b.link)) for b in batches]
