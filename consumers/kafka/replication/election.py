@@ -122,11 +122,18 @@ def read_heartbeat(key: bytes | None, value: bytes | None) -> Heartbeat | int | 
         fields = json.loads(value)
         node = NodeAddress(int(fields["node_id"]), str(fields["host"]), int(fields["port"]), fields.get("rack"))
         term = fields.get("term")
-        heartbeat = Heartbeat(node, bool(fields["active"]), None if term is None else int(term),
-                              int(fields.get("seen", 0)), bool(fields.get("eligible", True)))
+        heartbeat = Heartbeat(node, _flag(fields["active"]), None if term is None else int(term),
+                              int(fields.get("seen", 0)), _flag(fields.get("eligible", True)))
         return heartbeat if node.node_id == node_id else None
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         return None
+
+
+def _flag(value: object) -> bool:
+    """A heartbeat's JSON true or false; anything else (the string "false", 0) makes the record malformed."""
+    if value is True or value is False:
+        return value
+    raise ValueError(f"not a JSON boolean: {value!r}")
 
 
 class LeaseView:

@@ -3,6 +3,8 @@ vacant and whose turn it is to claim it. Pure logic over heartbeats and this nod
 
 from __future__ import annotations
 
+import json
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -83,6 +85,9 @@ def test_heartbeats_read_back_as_written_and_foreign_records_are_ignored():
     assert read_heartbeat(b"4", None) == 4
     assert read_heartbeat(b"5", sent.encode()) is None       # a key that is not its node
     assert read_heartbeat(b"x", b"{}") is None and read_heartbeat(b"4", b"not json") is None
+    fields = json.loads(sent.encode())
+    for odd in ({"active": "false"}, {"active": 1}, {"eligible": "true"}, {"eligible": None}):
+        assert read_heartbeat(b"4", json.dumps({**fields, **odd}).encode()) is None, odd   # malformed, not "true"
 
 
 heartbeats = st.lists(st.tuples(st.integers(1, 4), st.one_of(st.none(), st.integers(1, 6)), st.booleans(),
