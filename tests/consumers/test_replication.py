@@ -465,3 +465,29 @@ def test_a_gate_refuses_batches_that_do_not_extend_the_topic_in_plain_words(sett
             gate.commit_group([one, PendingBatch(4, 5, 0, b"f", b"z" * 32, b"w" * 32)])
     finally:
         gate.close()
+
+
+@pytest.mark.kafka  # its own Tansu behind a KafkaCut
+def test_a_node_following_a_silent_kafka_stops_following_at_once(tmp_path, keyring):
+    """A node that stepped down follows patiently; while Kafka is silent (a network cut) it sits reading the topic
+    to its end for up to the replication timeout. Becoming the writer first stops following, and that must not wait
+    the timeout (60 s here) out."""
+    import threading
+
+    from tests.chaoskit import tansu_with_cut, wait_for
+
+    with tansu_with_cut(tmp_path) as (bootstrap, network), \
+            _open(tmp_path / "n", keyring, commit_gate=NotWriterGate()) as store, \
+            ReplicatedNode(store, ReplicationSettings(bootstrap, client={"client.id": "chaos-node-1"},
+                                                      replication_factor=1, min_insync_replicas=1,
+                                                      timeout_s=60)) as node:
+        node.become_writer()
+        store.create_acls([acl("a")], context=ADMIN)
+        network.cut(1)
+        failures: list[BaseException] = []
+        node.follow(failures.append, patient=True)
+        stopped = threading.Thread(target=node._stop_following)
+        stopped.start()
+        wait_for(lambda: not stopped.is_alive(), 15, "following stops while Kafka is silent")
+        assert failures == []
+        network.heal(1)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from confluent_kafka import OFFSET_BEGINNING
 
 from secmeta.consumers.kafka.replication.gate import KafkaCommitGate
-from secmeta.consumers.kafka.replication.reader import TopicReader
+from secmeta.consumers.kafka.replication.reader import ReadStopped, TopicReader
 from secmeta.consumers.kafka.replication.records import (
     BatchRecord,
     Record,
@@ -149,19 +149,19 @@ class ReplicatedNode:
         logger.info("node %s writes the log topic %s from offset %s", self.settings.node_id, self.topic,
                     log.end_offset)
 
-    def catch_up(self) -> None:
+    def catch_up(self, stop: threading.Event | None = None) -> None:
         """Apply the topic up to its end now, and refuse a local log ahead of it (a topic not seeded yet, empty
         or holding an interrupted seed, witnesses nothing beyond what it holds: the first node elected seeds it,
-        or completes the seed, and its followers then check their logs)."""
-        self._read_to_end()
+        or completes the seed, and its followers then check their logs). ReadStopped once ``stop`` is set."""
+        self._read_to_end(stop)
         if self.replica.seeded:
             self.replica.check_not_ahead()
         self._note_resume_point()
 
-    def _read_to_end(self) -> None:
+    def _read_to_end(self, stop: threading.Event | None = None) -> None:
         """Read the topic to its end, from the resume point if it holds (resume.py), else from the start."""
         try:
-            self._reader.read_to_end(self.replica.apply)
+            self._reader.read_to_end(self.replica.apply, stop)
             if self.replica.identity is not None:
                 self.replica.check_resumed()
         except ResumeMismatch as exc:
@@ -169,7 +169,7 @@ class ReplicatedNode:
             self._reader.close()
             self.replica = TopicReplica(self.store.log, self.store.append_replicated, self.topic)
             self._reader = TopicReader(self.settings, self.topic)
-            self._reader.read_to_end(self.replica.apply)
+            self._reader.read_to_end(self.replica.apply, stop)
 
     def _note_resume_point(self) -> None:
         last = self.replica.last_batch
@@ -197,8 +197,10 @@ class ReplicatedNode:
             try:
                 while patient and not self._stop.is_set():
                     try:
-                        self.catch_up()
+                        self.catch_up(self._stop)
                         break
+                    except ReadStopped:
+                        return                      # _stop_following: become_writer need not wait the timeout out
                     except ReplicationUnavailableError as exc:
                         logger.warning("the log topic %s cannot be read yet (%s): trying again", self.topic, exc)
                         self._stop.wait(1.0)

@@ -15,10 +15,14 @@ from secmeta.consumers.kafka.replication.records import TopicRecord, parse_recor
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings
 from secmeta.consumers.kafka.replication.topic import ReplicationUnavailableError
 
-__all__ = ["Apply", "TopicReader"]
+__all__ = ["Apply", "ReadStopped", "TopicReader"]
 
 Apply = Callable[[TopicRecord, int], None]
 BURST = 500
+
+
+class ReadStopped(Exception):
+    """``read_to_end`` was told to stop before it reached the end (the node is changing its role)."""
 
 
 class TopicReader:
@@ -42,15 +46,18 @@ class TopicReader:
         self._progressed = False       # the last step applied a record
 
 
-    def read_to_end(self, apply: Apply) -> None:
+    def read_to_end(self, apply: Apply, stop: threading.Event | None = None) -> None:
         """Apply every committed record up to the topic's end; ReplicationUnavailableError when the end is not
-        reached within the timeout of a silent broker (a long topic that keeps coming is read to its end)."""
+        reached within the timeout of a silent broker (a long topic that keeps coming is read to its end);
+        ReadStopped as soon as ``stop`` is set."""
         deadline = time.monotonic() + self._timeout
         if self._at_end:  # librdkafka reports the end once: seeking where we are asks for it again
             # (to the offset after the last record applied: the consumer's own position may have moved on
             # while nothing was consumed, e.g. while this node was the writer or its process was stopped)
             self._consumer.seek(TopicPartition(self.topic, 0, self._next))
         while not self._step(apply, 0.2):
+            if stop is not None and stop.is_set():
+                raise ReadStopped(f"reading the log topic {self.topic} to its end was stopped")
             if self._progressed:
                 deadline = time.monotonic() + self._timeout
             elif time.monotonic() > deadline:
