@@ -24,8 +24,8 @@ from typing import Protocol
 
 from secmeta.core.errors import SecmetaError
 
-__all__ = ["CommitGate", "CommitGateError", "GroupingGate", "NotWriterError", "NotWriterGate", "PendingBatch",
-           "WritesStoppedError"]
+__all__ = ["CommitGate", "CommitGateError", "CommitsAlone", "GroupingGate", "NotWriterError", "NotWriterGate",
+           "PendingBatch", "WritesStoppedError"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +74,14 @@ class GroupingGate(CommitGate, Protocol):
         """Return once every batch (consecutive, in order) is durably committed, all together; raise
         (CommitGateError) when they are not, or may not be: then none is appended and writes stop."""
         ...
+
+
+class CommitsAlone:
+    """A grouping gate's ``commit``: one batch is a group of one, checked first (the one owner of that rule)."""
+
+    def commit(self, batch: PendingBatch) -> None:
+        self.check(batch)                 # type: ignore[attr-defined]
+        self.commit_group([batch])        # type: ignore[attr-defined]
 
 
 class CommitGateError(SecmetaError):

@@ -26,14 +26,14 @@ from secmeta.consumers.kafka.replication.gate import KafkaCommitGate
 from secmeta.consumers.kafka.replication.node import ReplicatedNode
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.server.controllership import Controllership, NodeAddress
-from secmeta.core.store.commit_gate import CommitGateError, NotWriterGate, PendingBatch
+from secmeta.core.store.commit_gate import CommitGateError, CommitsAlone, NotWriterGate, PendingBatch
 
 __all__ = ["ElectedNode"]
 
 logger = logging.getLogger("secmeta.replication")
 
 
-class _Acknowledging:
+class _Acknowledging(CommitsAlone):
     """The writer's gate, logging each batch it committed (what this node acknowledges) with its term; a commit
     that fails makes the node resign (``on_failure(reason)``), except a batch the gate refused before sending
     anything (InvalidValueError: too large for the topic): that write alone fails, the node keeps writing.
@@ -48,10 +48,6 @@ class _Acknowledging:
 
     def check(self, batch: PendingBatch) -> None:
         self._gate.check(batch)
-
-    def commit(self, batch: PendingBatch) -> None:
-        self.check(batch)
-        self.commit_group([batch])
 
     def commit_group(self, batches: Sequence[PendingBatch]) -> None:
         try:

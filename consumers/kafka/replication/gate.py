@@ -21,7 +21,7 @@ from secmeta.consumers.kafka.client_log import side_client_logger
 from secmeta.consumers.kafka.replication.records import KIND, Record, batch_headers, schema_record
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings, transactional_id
 from secmeta.core.errors import InvalidValueError
-from secmeta.core.store.commit_gate import CommitGateError, PendingBatch
+from secmeta.core.store.commit_gate import CommitGateError, CommitsAlone, PendingBatch
 
 __all__ = ["FencedError", "KafkaCommitGate"]
 
@@ -37,7 +37,7 @@ class FencedError(CommitGateError):
     """A newer writer of the store initialised the shared transactional id: this one may never write again."""
 
 
-class KafkaCommitGate:
+class KafkaCommitGate(CommitsAlone):
     """Commits batches to the log topic in transactions; construct = fence every older writer."""
 
     max_group_batches = GROUP_BATCHES
@@ -91,10 +91,6 @@ class KafkaCommitGate:
             raise InvalidValueError(f"a batch of {len(batch.frame):,} bytes exceeds the log topic's record limit "
                                     f"({self.max_bytes:,} bytes: message.max.bytes less the headers); split the "
                                     "request")
-
-    def commit(self, batch: PendingBatch) -> None:
-        self.check(batch)
-        self.commit_group([batch])
 
     def commit_group(self, batches: Sequence[PendingBatch]) -> None:
         """Commit consecutive batches (each checked) in one transaction: writes that queued up while the last
