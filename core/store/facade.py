@@ -216,28 +216,37 @@ class SecurityStore:
             raise SecmetaError(f"store {self._log.store.path} was opened read-only; this request would write")
         envelopes = _envelopes(events, context, now_ms)
         gate = self._gate
-        committed: list[PendingBatch] = []
-        try:
-            result = self._log.append(envelopes, None if gate is None else lambda b: self._gated(gate, b, committed))
-        except BaseException as exc:
-            if gate is not None and committed:   # committed elsewhere, not here: this node writes no more
-                self._stopped = exc
-                gate.append_failed(committed[0], exc)
-            raise
-        self._publish_batches(envelopes, result.next_offset)
+        if gate is None:                 # the embedded default: the local log is the commit point
+            result = self._log.append(envelopes)
+            self._publish_batches(envelopes, result.next_offset)
+            return
+        batch = self._pending_batch(envelopes, self._log.end_offset, self._log.last_link)
+        self._through_gate(gate, [batch], partial(gate.commit, batch))
+        self._publish_batches(envelopes, batch.next_offset)
 
-    def _gated(self, gate: CommitGate, batch: PendingBatch, committed: list[PendingBatch]) -> None:
-        """The gate's commit of ``batch`` (noted in ``committed``); when it fails, writes stop (commit_gate),
-        unless it refused the batch itself before sending anything (InvalidValueError: e.g. too large for the
-        topic)."""
+    def _pending_batch(self, envelopes: Sequence[Envelope], base: int, link: bytes) -> PendingBatch:
+        """The batch of ``envelopes`` framed at offset ``base`` after the link ``link``; nothing is written."""
+        frame, next_link, ts = self._log.frame_batch(envelopes, base, link)
+        return PendingBatch(base, base + len(envelopes), ts, frame, link, next_link)
+
+    def _through_gate(self, gate: CommitGate, batches: Sequence[PendingBatch], commit: Callable[[], None]) -> None:
+        """Commit ``batches`` through ``gate`` (``commit()``), then append them to the local log with one sync.
+        When the commit fails, writes stop (commit_gate), unless the gate refused a batch itself before sending
+        anything (InvalidValueError: e.g. too large for the topic); when the local append fails after the commit,
+        writes stop and the gate is told (``append_failed``). Caller holds the lock."""
         try:
-            gate.commit(batch)
+            commit()
         except InvalidValueError:
             raise
         except BaseException as exc:
             self._stopped = exc
             raise
-        committed.append(batch)
+        try:
+            self._log.append_frames([batch.frame for batch in batches])
+        except BaseException as exc:  # committed elsewhere, not (all) here: this node writes no more
+            self._stopped = exc
+            gate.append_failed(batches[0], exc)
+            raise
 
     def _publish_batches(self, envelopes: Sequence[Envelope], next_offset: int) -> None:
         """Replay batches just appended into a new image and publish it. Caller holds the lock."""
@@ -365,8 +374,7 @@ class SecurityStore:
                     pending.append((queued, (), None, image, result.response, None))
                     continue
                 envelopes = _envelopes(result.events, queued.context, now)
-                frame, next_link, ts = self._log.frame_batch(envelopes, base, link)
-                batch = PendingBatch(base, base + len(envelopes), ts, frame, link, next_link)
+                batch = self._pending_batch(envelopes, base, link)
                 gate.check(batch)          # type: ignore[union-attr]
                 with paused_gc(freeze=len(envelopes) >= FREEZE_AFTER):
                     after = replayed(image, envelopes, batch.next_offset)
@@ -379,23 +387,14 @@ class SecurityStore:
             finally:
                 self._speculative = None
             image, hmacs = after, hmacs.advanced(result.events)
-            size += len(frame)
+            size += len(batch.frame)
             pending.append((queued, envelopes, batch, image, result.response, None))
-            base, link = batch.next_offset, next_link
+            base, link = batch.next_offset, batch.link
         batches = [batch for _q, _e, batch, _i, _r, _x in pending if batch is not None]
         try:
             if batches:
-                gate.commit_group(batches)  # type: ignore[union-attr]
-        except BaseException as exc:  # noqa: BLE001 - none of the group was acknowledged
-            self._stopped = exc
-            for queued, *_rest in pending:
-                queued.fail(exc)
-            return
-        try:
-            self._log.append_frames([batch.frame for batch in batches])   # one sync for the group
-        except BaseException as exc:  # noqa: BLE001 - committed elsewhere, not (all) here: no more writes
-            self._stopped = exc
-            gate.append_failed(batches[0], exc)  # type: ignore[union-attr]
+                self._through_gate(gate, batches, partial(gate.commit_group, batches))  # type: ignore[union-attr,arg-type]
+        except BaseException as exc:  # noqa: BLE001 - none of the group was acknowledged here
             for queued, *_rest in pending:
                 queued.fail(exc)
             return
