@@ -14,6 +14,7 @@ from secmeta.consumers.kafka.client_log import side_client_logger
 from secmeta.consumers.kafka.replication.records import TopicRecord, parse_record
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings
 from secmeta.consumers.kafka.replication.topic import ReplicationUnavailableError
+from secmeta.events.errors import SecmetaError
 
 __all__ = ["Apply", "ReadStopped", "TopicReader"]
 
@@ -21,7 +22,7 @@ Apply = Callable[[TopicRecord, int], None]
 BURST = 500
 
 
-class ReadStopped(Exception):
+class ReadStopped(SecmetaError):
     """``read_to_end`` was told to stop before it reached the end (the node is changing its role)."""
 
 
