@@ -176,7 +176,7 @@ class SecurityDelta:
         add_row, remove = acls.add_row, acls.remove
         i = 0
         try:
-            for i, event in enumerate(events):
+            for i, event in enumerate(events):  # noqa: B007 (i names the offset of a failing event below)
                 cls = event.__class__
                 if cls is tuple:  # an ACL's creation as its row
                     add_row(event)  # type: ignore[arg-type]

@@ -49,6 +49,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from secmeta.core.forensics.acl_pairs import AclPairs
 from secmeta.core.forensics.backend import (
     REOPENABLE,
     Change,
@@ -62,7 +63,6 @@ from secmeta.core.forensics.backend import (
     expiry_changes,
     token_parties,
 )
-from secmeta.core.forensics.acl_pairs import AclPairs
 from secmeta.core.forensics.index_seal import INDEX_DIR, INDEX_FILE, index_key, meta_mac
 from secmeta.core.log import Log
 from secmeta.core.log.evidence import refuse_evidence

@@ -26,7 +26,12 @@ from secmeta.consumers.kafka.replication.gate import KafkaCommitGate
 from secmeta.consumers.kafka.replication.node import ReplicatedNode
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.server.controllership import Controllership, NodeAddress
-from secmeta.core.store.commit_gate import CommitGateError, CommitsAlone, NotWriterGate, PendingBatch
+from secmeta.core.store.commit_gate import (
+    CommitGateError,
+    CommitsAlone,
+    NotWriterGate,
+    PendingBatch,
+)
 
 __all__ = ["ElectedNode"]
 

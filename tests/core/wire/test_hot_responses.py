@@ -85,7 +85,10 @@ def test_describe_acls_by_hand_is_kios_encoding(data, bindings, version, correla
     assert decode_response(ApiKey.DESCRIBE_ACLS, version, ours[4:])[0] == correlation_id
 
 
-def _read_back(version: int, image: AclsImage, f: AclBindingFilter = AclBindingFilter.of()) -> list[AclBinding]:
+_EVERY_ACL = AclBindingFilter.of()
+
+
+def _read_back(version: int, image: AclsImage, f: AclBindingFilter = _EVERY_ACL) -> list[AclBinding]:
     frame = encode_response(3, hot_responses.describe_acls_response(version, image.selection(f)))
     return convert.bindings_from_resources(decode_response(ApiKey.DESCRIBE_ACLS, version, frame[4:])[1].resources)
 
