@@ -158,6 +158,41 @@ def test_a_node_behind_the_topic_catches_up_at_start(writer, settings, tmp_path,
         assert _log_bytes(behind) == _log_bytes(store)
 
 
+def test_catching_up_at_start_ends_while_the_writer_keeps_writing(writer, settings, tmp_path, keyring):
+    """A node started while the active one takes a steady stream of writes catches up to where the topic ended
+    when it began, then serves and follows the rest in the background: it does not chase the writer's end for
+    as long as writes keep coming (at a cluster's start a joining node did, so it never joined the election
+    and its clients never learnt the controller)."""
+    import threading
+    import time
+
+    store, node = writer
+    join(tmp_path / "node2", _of(settings, node), keyring).close()
+    stop, written = threading.Event(), [0]
+
+    def write() -> None:
+        while not stop.is_set():
+            written[0] += 1
+            store.create_acls([acl(f"steady-{written[0]}")], context=ADMIN)
+
+    load = threading.Thread(target=write, daemon=True)
+    load.start()
+    try:
+        while written[0] < 20:
+            time.sleep(0.01)
+        with _open(tmp_path / "node2", keyring, commit_gate=NotWriterGate()) as behind, \
+                ReplicatedNode(behind, _of(settings, node)) as replica:
+            catching = threading.Thread(target=replica.catch_up, daemon=True)
+            catching.start()
+            catching.join(20)
+            assert not catching.is_alive(), "the catch-up chased the writer instead of ending"
+            assert load.is_alive(), "the writer stopped: nothing shows the catch-up ended under load"
+            assert behind.log.end_offset >= 20
+    finally:
+        stop.set()
+        load.join(20)
+
+
 def test_a_local_log_holding_what_the_topic_does_not_refuses_to_serve(writer, settings, tmp_path, keyring):
     """A local log ahead of the topic (forged, or the topic rolled back) is refused, naming the offset."""
     store, node = writer

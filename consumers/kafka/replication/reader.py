@@ -48,15 +48,20 @@ class TopicReader:
 
 
     def read_to_end(self, apply: Apply, stop: threading.Event | None = None) -> None:
-        """Apply every committed record up to the topic's end; ReplicationUnavailableError when the end is not
-        reached within the timeout of a silent broker (a long topic that keeps coming is read to its end);
+        """Apply every committed record up to the topic's end as it was when the read began (a topic a writer
+        keeps writing is not chased: whoever reads on follows the rest); ReplicationUnavailableError when that end
+        is not reached within the timeout of a silent broker (a long topic that keeps coming is read to its end);
         ReadStopped as soon as ``stop`` is set."""
         deadline = time.monotonic() + self._timeout
         if self._at_end:  # librdkafka reports the end once: seeking where we are asks for it again
             # (to the offset after the last record applied: the consumer's own position may have moved on
             # while nothing was consumed, e.g. while this node was the writer or its process was stopped)
             self._consumer.seek(TopicPartition(self.topic, 0, self._next))
+        end: int | None = None
         while not self._step(apply, 0.2):
+            end = self._end_now() if end is None else end
+            if end is not None and self._next >= end:
+                return
             if stop is not None and stop.is_set():
                 raise ReadStopped(f"reading the log topic {self.topic} to its end was stopped")
             if self._progressed:
@@ -64,6 +69,16 @@ class TopicReader:
             elif time.monotonic() > deadline:
                 raise ReplicationUnavailableError(f"the end of the log topic {self.topic} was not reached within "
                                                   f"{self._timeout:g} s: Kafka did not answer")
+
+    def _end_now(self) -> int | None:
+        """The partition's high watermark now, None if Kafka does not say at once (a read asks again after its next
+        step; meanwhile only the consumer's end-of-partition event ends it). Every record below it is committed or
+        aborted by the time a record at or past it is read (read_committed), so a read that applied the record
+        before it, or any later one, holds everything committed below it."""
+        try:
+            return self._consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=0.5, cached=False)[1]
+        except KafkaException:
+            return None
 
     def follow(self, apply: Apply, stop: threading.Event, poll_s: float = 0.1) -> None:
         """Apply records as they are committed until ``stop`` is set."""
