@@ -17,6 +17,7 @@ active controller.  Reads and logins are served by every node from its followed 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from types import MappingProxyType
 from typing import Any
 
 from secmeta.core.errors import ApiError, ErrorCode
+
+log = logging.getLogger("secmeta.replication")
 
 __all__ = ["NO_CONTROLLER", "ClusterView", "Controllership", "NodeAddress", "cluster_view", "not_controller"]
 
@@ -152,8 +155,13 @@ class Controllership:
     def observe(self, address: NodeAddress, active: bool | None) -> None:
         """What node ``address.node_id`` announced: its address, and whether it is active (None: it left)."""
         with self._lock:
+            before = self._active
             self._observe(address, active)
             named = self._newly_named()
+            after = self._active
+        if after != before:
+            log.info("node %d %s", self.node_id, "knows no active controller" if after is None else
+                     f"learnt that node {after} is the active controller")
         self._tell(named)
 
     def _observe(self, address: NodeAddress, active: bool | None) -> None:

@@ -1,8 +1,9 @@
 """A replicated node that takes part in the election: a standby following the topic until Kafka elects it.
 
 ``ElectedNode`` joins a ``ReplicatedNode`` (the log topic: follow, or write through the commit gate) to an
-``Election`` (who writes).  It starts as a standby: the store's gate refuses every batch, the node follows
-the topic into its local log and image, and serves reads and logins from them.  When the election gives it
+``Election`` (who writes).  Before the server listens it reads the election topic (``read_announcements``), so
+its first Metadata names the active node and every node.  It starts as a standby: the store's gate refuses every
+batch, the node follows the topic into its local log and image, and serves reads and logins from them.  When the election gives it
 the lease, ``activate`` runs ``ReplicatedNode.become_writer``: stop following, fence every older writer
 (``init_transactions`` with the shared transactional.id), read the topic to its last stable offset (seeding
 an empty topic), refuse a local log ahead of it, and commit every later batch through Kafka.  Only then does
@@ -21,7 +22,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from secmeta.consumers.kafka.client_config import client_settings
-from secmeta.consumers.kafka.replication.election import Election, ElectionSettings
+from secmeta.consumers.kafka.replication.election import Announcements, Election, ElectionSettings
 from secmeta.consumers.kafka.replication.gate import KafkaCommitGate
 from secmeta.consumers.kafka.replication.node import ReplicatedNode
 from secmeta.core.errors import InvalidValueError
@@ -86,6 +87,9 @@ class ElectedNode:
         self._writer_term = 0                 # the election term this node last became the writer in
         self._stepped_down = 0                # the election term of its latest step-down
         self.election: Election | None = None
+        self._announcements: Announcements | None = None   # read_announcements' reader, until the election's
+        settings = node.settings
+        self._client = client_settings(settings.bootstrap, settings.client, defaults={}, enforced={})
         self._closing = False
 
     @property
@@ -95,16 +99,29 @@ class ElectedNode:
     def __repr__(self) -> str:
         return f"<ElectedNode {self.cluster!r}>"
 
+    def read_announcements(self) -> ElectedNode:
+        """Learn the active controller and every node from the election topic, before the server listens: a
+        client that connects at once is told where the controller is (Metadata), not that there is none and no
+        other node (librdkafka would then wait for its next refresh, and know only this node)."""
+        self._announcements = Announcements(self._client, self.node.store.log.store.store_id, self.cluster,
+                                            self._election_settings)
+        try:
+            self._announcements.start()
+        except BaseException:
+            self._announcements.close()
+            self._announcements = None
+            raise
+        return self
+
     def start(self, address: NodeAddress) -> ElectedNode:
         """Follow the topic, then join the election announcing ``address`` (the server must be listening)."""
         self.node.store.set_commit_gate(NotWriterGate("this node is a standby: the active controller writes"))
         self.node.follow(self._on_failure)
-        settings = self.node.settings
-        client = client_settings(settings.bootstrap, settings.client, defaults={}, enforced={})
-        self.election = Election(client, self.node.store.log.store.store_id, address, self.cluster,
+        self.election = Election(self._client, self.node.store.log.store.store_id, address, self.cluster,
                                  activate=self._activate, deactivate=self._deactivate,
                                  settings=self._election_settings)
         self.election.start()
+        self._close_announcements()   # the election's own reader reads them from now on
         return self
 
     def listening(self, broker) -> None:
@@ -116,8 +133,14 @@ class ElectedNode:
         if self.election is not None:
             self.election.stop()
             self.election = None
+        self._close_announcements()
         with self._transition:
             self.node.close()
+
+    def _close_announcements(self) -> None:
+        announcements, self._announcements = self._announcements, None
+        if announcements is not None:
+            announcements.close()
 
     def __enter__(self) -> ElectedNode:
         return self

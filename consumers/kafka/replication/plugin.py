@@ -41,8 +41,8 @@ class KafkaReplication:
         node = ReplicatedNode(store, settings_from_args(args, args.replication_bootstrap_server))
         try:
             node.catch_up()  # before the server listens: a local log the topic refutes is never served
-            if not args.standby:  # follows, and joins the election once the server listens (ElectedNode.listening)
-                return ElectedNode(node, election, on_failure)
+            if not args.standby:  # knows who is active now; follows, and joins the election once the server listens
+                return ElectedNode(node, election, on_failure).read_announcements()
             # follows, and reads who is active (Metadata names it; writes here are NOT_CONTROLLER)
             return StandbyNode(node, election).start(on_failure, on_applied)
         except BaseException:

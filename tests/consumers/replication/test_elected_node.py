@@ -156,3 +156,26 @@ def test_concurrent_writes_share_kafka_transactions_and_the_topic_holds_each_bat
         assert frames == local
         transactions = 1 + sum(1 for a, b in zip(offsets, offsets[1:], strict=False) if b != a + 1)
         assert transactions < len(frames)   # a transaction's records are consecutive; a commit marker parts them
+
+
+def test_a_node_knows_the_active_controller_and_every_node_before_it_listens(tmp_path, tansu_bootstrap):
+    """What ``secmeta serve`` does before its listeners open: a second node reads the election topic, so the first
+    Metadata it answers names the active node and lists every node. (It answered controller -1 and only itself
+    until its election started, after it listened; a client that connected then knew no other node and waited.)"""
+    from secmeta.consumers.kafka.replication.join import join
+    from secmeta.core.server.controllership import cluster_view
+    from secmeta.events.keyring import Keyring
+
+    with elected(tmp_path, tansu_bootstrap) as (store, first, _failures):
+        settings = replace(first.node.settings, node_id=2, topic=first.node.topic)
+        keyring = Keyring.from_file(tmp_path / "keys.json")     # the store's keyring, shared by every node
+        join(tmp_path / "n2", settings, keyring).close()
+        with SecurityStore.open(tmp_path / "n2", StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring,
+                                commit_gate=NotWriterGate()) as second_store, \
+                ElectedNode(ReplicatedNode(second_store, settings), replace(QUICK, lease_ms=10_000), []) as second:
+            second.read_announcements()
+            broker = NodeAddress(2, "127.0.0.1", 9002)
+            view = cluster_view(broker, second.cluster)
+            assert view.controller_id == 1
+            assert [node.node_id for node in view.brokers] == [2, 1]
+            assert view.brokers[1] == NodeAddress(1, "127.0.0.1", 9001)
