@@ -215,6 +215,10 @@ def _is_default(f: Field, value: object) -> bool:
 _PLAINLY_VALID: dict[str, Callable[[object], bool]] = {
     "token_secret": lambda value: type(value) is bytes and len(value) >= 1,
     "token_secret_fingerprint": lambda value: type(value) is str,
+    # InstanceOf settings: pydantic checks only the instance's type (each class checks its own values when built);
+    # a benchmark's or program's own snapshot policy cost every open 0.1 s of pydantic (issue 24, state_shapes)
+    "snapshot_policy": lambda value: type(value) is SnapshotPolicy,
+    "log": lambda value: type(value) is LogConfig,
 }
 
 
