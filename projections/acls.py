@@ -8,8 +8,9 @@ one (persistent maps: O(k log n) for k changes).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from types import MappingProxyType
 from typing import ClassVar
 
@@ -179,7 +180,8 @@ def _filter_nodes(index: AclIndex, resource_type: int, pattern_type: int, name: 
             yield node
 
 
-_INDEXED_PATTERNS = (PatternType.LITERAL, PatternType.PREFIXED)
+_INDEXED_PATTERNS = frozenset((PatternType.LITERAL, PatternType.PREFIXED))
+_ACL_ID, _PATTERN_TYPE = itemgetter(0), itemgetter(3)  # of an AclRow
 
 
 def _indexable(binding: AclBinding) -> AclBinding:
@@ -228,6 +230,13 @@ class AclsDelta:
         if row[3] not in _INDEXED_PATTERNS:
             _indexable(row_binding(row))  # raises, naming the binding
         self._changes[row[0]] = row
+
+    def add_rows(self, rows: Sequence[AclRow]) -> None:
+        """Record new ACLs given as rows, in order (as ``add_row`` for each, with C-level passes over them)."""
+        if not _INDEXED_PATTERNS.issuperset(map(_PATTERN_TYPE, rows)):
+            for row in rows:
+                self.add_row(row)  # raises at the first row an image cannot hold, naming it
+        self._changes.update(zip(map(_ACL_ID, rows), rows))
 
     def remove(self, acl_id: str) -> None:
         """Record the removal of an ACL by id."""

@@ -171,8 +171,11 @@ class SecurityDelta:
         self._replay(events, first_offset.__add__)
 
     def _replay(self, events: Sequence[Event | AclRow], offset_of: Callable[[int], int]) -> None:
-        handlers = _HANDLERS
         acls = self.acls_delta()
+        if _ROWS_ONLY.issuperset(map(type, events)):  # a batch of ACL creations read as rows: no loop per event
+            acls.add_rows(events)  # type: ignore[arg-type]
+            return
+        handlers = _HANDLERS
         add_row, remove = acls.add_row, acls.remove
         i = 0
         try:
@@ -217,6 +220,7 @@ _DISPATCH: Callable[[type], Callable[[SecurityDelta, Any], None]] = SecurityDelt
     "replay"
 ].dispatcher.dispatch
 _HANDLERS: dict[type, Callable[[SecurityDelta, Any], None]] = {}
+_ROWS_ONLY = frozenset((tuple,))  # the event classes of a batch that is all ACL rows
 
 
 class SecurityProjection:

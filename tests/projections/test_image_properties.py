@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from secmeta.core.log import Log, LogConfig
 from secmeta.core.store.state import load_state
+from secmeta.events.errors import InvalidValueError
 from secmeta.events.records import (
     AclCreated,
     AclDeleted,
@@ -24,10 +25,12 @@ from secmeta.events.records import (
     TokenRemovalReason,
 )
 from secmeta.events.types import (
+    AccessControlEntry,
     AclBinding,
     AclOperation,
     AclPermissionType,
     PatternType,
+    ResourcePattern,
     ResourceType,
     ScramMechanism,
 )
@@ -318,3 +321,30 @@ def test_an_inconsistent_decoded_event_raises_naming_its_offset(event_list):
         return
     with pytest.raises(InconsistentEventError, match=f"^the log is inconsistent at offset {100 + first_bad}: "):
         replay_decoded([batch])
+
+
+acl_creations = st.lists(st.builds(AclCreated, acl_ids, bindings), min_size=1, max_size=30)
+
+
+@given(st.lists(acl_creations, min_size=1, max_size=4), event_lists)
+def test_batches_of_acl_creations_alone_replay_as_their_envelopes(creation_batches, later):
+    """Batches holding only ACL creations (replay records their rows in bulk; an id created again is replaced),
+    then a batch of any events, give the image the envelopes give applied batch by batch."""
+    batches, offset = [], 0
+    for batch in [*creation_batches, later]:
+        if batch:
+            batches.append(envelopes(batch, start=offset))
+            offset += len(batch)
+    assert replay_decoded(batches) == replay(batches)
+
+
+def test_a_batch_of_acl_creations_with_an_unindexable_pattern_is_refused_naming_it():
+    """A row whose pattern an image cannot hold (MATCH) is refused in a batch of rows as alone, naming the ACL."""
+    good = AclCreated("acl-0", AclBinding(ResourcePattern(ResourceType.TOPIC, "t", PatternType.LITERAL),
+                                          AccessControlEntry("User:a", "*", AclOperation.READ, AclPermissionType.ALLOW)))
+    bad = AclCreated("acl-1", AclBinding(ResourcePattern(ResourceType.TOPIC, "t", PatternType.MATCH),
+                                         AccessControlEntry("User:a", "*", AclOperation.READ, AclPermissionType.ALLOW)))
+    for batch in ([bad], [good, bad]):
+        delta = PROJECTION.delta(SecurityImage.EMPTY)
+        with pytest.raises(InvalidValueError, match="LITERAL or PREFIXED.*MATCH"):
+            delta.replay_events(0, [event.row() for event in batch])
