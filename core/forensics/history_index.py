@@ -47,6 +47,8 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from itertools import compress, repeat
+from operator import and_, itemgetter, not_
 from pathlib import Path
 
 from secmeta.core.forensics.acl_pairs import AclPairs
@@ -573,8 +575,7 @@ class HistoryIndex:
             issued, renewed, expired, gone = self._token_changes(a, token_rows)
             before = self._states_at(others, a)
             after = {entity: _folded(before.get(entity), rows) for entity, rows in others.items()}
-            return Diff(a, b, _diff_acls(list(map(added.__getitem__, sorted(added)))),
-                        _diff_acls(list(map(removed.__getitem__, sorted(removed)))), upserted, deleted, issued,
+            return Diff(a, b, _diff_acls(list(added.values())), _diff_acls(list(removed.values())), upserted, deleted, issued,
                         renewed,
                         expired, gone, entity_changes(before, {e: s for e, s in after.items() if s is not None},
                                                       others))
@@ -737,11 +738,13 @@ def _ranged(select: str, where: str, indexed: bool) -> str:
 # in SQLite | and << bind alike, left to right: each shift is parenthesised.
 _PACKED = "(type = 'AclCreated') | (restype << 1) | (pattern << 9) | (op << 13) | (perm << 18)"
 _ACL_ID = len(ACLS.name) + 1  # an ACL's entity key is 'acl:<id>'
+_ACL_PACKED, _ACL_ENTITY = itemgetter(0), itemgetter(1)  # of an ACL row (HistoryIndex._acl_rows)
 
 
 def _diff_acls(rows: list[tuple]) -> AclPairs:
-    """A diff's ACLs: its netted rows (in id order), their bindings made when first read (``_made_acls``)."""
-    return AclPairs(rows, _made_acls)
+    """A diff's ACLs: its netted rows, put in id order (their entity keys' order) and their bindings made when
+    first read (``_made_acls``)."""
+    return AclPairs(rows, _made_acls, _ACL_ENTITY)
 
 
 def _made_acls(rows: Sequence[tuple]) -> list[tuple[str, AclBinding]]:
@@ -777,13 +780,13 @@ def _net_acls(rows: Iterable[tuple]) -> tuple[dict[str, tuple], dict[str, tuple]
     rows and not deleted there was added, and one deleted there but not created there was
     removed (its delete row carries its binding).
     """
-    added: dict[str, tuple] = {}
-    removed: dict[str, tuple] = {}
-    for row in rows:  # (packed: created in its lowest bit, entity key, ...)
-        if row[0] & 1:
-            added[row[1]] = row
-        elif added.pop(row[1], None) is None:
-            removed[row[1]] = row
+    rows = rows if isinstance(rows, list) else list(rows)
+    created = list(map(and_, map(_ACL_PACKED, rows), repeat(1)))  # (packed: created in its lowest bit, ...)
+    keyed = list(zip(map(_ACL_ENTITY, rows), rows))
+    added = dict(compress(keyed, created))
+    removed = dict(compress(keyed, map(not_, created)))
+    for entity in added.keys() & removed.keys():  # created and deleted among the rows: no change
+        del added[entity], removed[entity]
     return added, removed
 
 

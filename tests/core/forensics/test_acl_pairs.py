@@ -54,3 +54,23 @@ def test_the_whole_is_made_once():
     pairs = AclPairs([("a", 1), ("b", 2)], maker)
     list(pairs), list(pairs), hash(pairs), pairs == (), pairs[0]
     assert maker.made == 2
+
+
+@given(rows.map(lambda found: list(dict(found).items())), st.randoms())
+def test_rows_in_any_order_with_a_key_read_as_the_sorted_rows(found, rng):
+    """Rows given in any order with a key read as those rows sorted by it; counting them sorts nothing."""
+    shuffled = list(found)
+    rng.shuffle(shuffled)
+    keyed = []
+
+    def key(row):
+        keyed.append(row)
+        return row[0]
+
+    pairs = AclPairs(shuffled, Maker(), key)
+    assert len(pairs) == len(found) and bool(pairs) == bool(found) and keyed == []
+    expected = AclPairs(sorted(found), Maker())
+    if found:
+        assert pairs[0] == expected[0]
+    assert pairs == expected and tuple(pairs) == tuple(expected) and pairs[1:] == expected[1:]
+    assert len(keyed) == len(found)  # sorted once
