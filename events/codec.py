@@ -137,9 +137,10 @@ class EventCodec:
             self._add_event_type(branch, named)
         group = batch["items"]
         self._compile_encoders(group, branches, parsed_named)
-        self._compiled_decode = self._compile_decoder(group, branches, Envelope)
-        # decode_events' decoder, compiled on its first use (a CLI command that replays nothing never pays for
-        # it) and shared with every _copy: [] until then, then [the decoder or None]
+        # the batch decoders (decode_batch's, of envelopes; decode_events'), each compiled on its first use (an open
+        # from a snapshot decodes no batch in its thread, a CLI command that replays nothing never replays: ~7 ms
+        # each) and shared with every _copy: [] until then, then [the decoder or None]
+        self._envelope_decoder: list[Callable | None] = []
         self._events_decoder: list[Callable | None] = []
         self._group_branches = (group, branches)
 
@@ -348,11 +349,19 @@ class EventCodec:
         return self._decode_resolved(payload, writer_fingerprint, base_offset)
 
     @property
+    def _compiled_decode(self) -> Callable | None:
+        """The envelopes' decoder (compiled on first use)."""
+        return self._compiled_once(self._envelope_decoder, Envelope)
+
+    @property
     def _compiled_events(self) -> Callable | None:
         """The events-only decoder (compiled on first use)."""
-        held = self._events_decoder
+        return self._compiled_once(self._events_decoder, None)
+
+    def _compiled_once(self, held: list[Callable | None], envelope: type | None) -> Callable | None:
+        """The batch decoder ``held`` keeps, compiled into it on first use."""
         if not held:
-            held.append(self._compile_decoder(*self._group_branches, None))
+            held.append(self._compile_decoder(*self._group_branches, envelope))
         return held[0]
 
     def decode_events(self, payload: bytes, writer_fingerprint: bytes) -> list[Event | tuple]:
