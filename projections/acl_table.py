@@ -99,9 +99,10 @@ class AclTable:
 
     def __init__(self, resource_types: bytes, pattern_types: bytes, names: list[str], group_counts: Iterable[int],
                  principals: list[str], acl_counts: Iterable[int], ids: list[str], hosts: list[str],
-                 operations: bytes, permissions: bytes):
+                 operations: bytes, permissions: bytes, *, sound: bool = False):
         """Columns as a snapshot chunk lists them (principals interned, one per group); checked, TableError if
-        they hold no index.  Nodes may come in any order; a node's groups are one per principal."""
+        they hold no index, unless ``sound`` (``of_rows``' own, sound by construction).  Nodes may come in any
+        order; a node's groups are one per principal."""
         group_counts, acl_counts = array(_OFFSETS, group_counts), array(_OFFSETS, acl_counts)
         self.resource_types, self.pattern_types, self.names = resource_types, pattern_types, names
         self.group_start = array(_OFFSETS, accumulate(group_counts, initial=0))
@@ -110,7 +111,8 @@ class AclTable:
         self.operations, self.permissions = operations, permissions
         self._nodes: list[Node | None] = [None] * len(names)
         self._groups: dict[int, Group] = {}  # group position -> group, once made
-        self._check(group_counts, acl_counts)
+        if not sound:
+            self._check(group_counts, acl_counts)
 
     def _check(self, group_counts: array, acl_counts: array) -> None:
         nodes, groups = len(self.names), len(self.principals)
@@ -191,7 +193,7 @@ class AclTable:
         intern = sys.intern
         return cls(bytes(resource_types), bytes(pattern_types), names, group_counts, list(map(intern, principals)),
                    acl_counts, list(map(_ID, ordered)), list(map(intern, map(_HOST, ordered))),
-                   bytes(map(_OPERATION, ordered)), bytes(map(_PERMISSION, ordered)))
+                   bytes(map(_OPERATION, ordered)), bytes(map(_PERMISSION, ordered)), sound=True)
 
     def node(self, i: int) -> Node:
         """Node i, a ``Lazy`` view of its columns (made on first use)."""
