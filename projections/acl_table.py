@@ -19,7 +19,6 @@ first pass over a loaded image 100 us per call on that shape (about ten groups p
 
 from __future__ import annotations
 
-import sys
 from array import array
 from bisect import bisect_right
 from collections.abc import Iterable
@@ -100,7 +99,7 @@ class AclTable:
     def __init__(self, resource_types: bytes, pattern_types: bytes, names: list[str], group_counts: Iterable[int],
                  principals: list[str], acl_counts: Iterable[int], ids: list[str], hosts: list[str],
                  operations: bytes, permissions: bytes, *, sound: bool = False):
-        """Columns as a snapshot chunk lists them (principals interned, one per group); checked, TableError if
+        """Columns as a snapshot chunk lists them (principals shared, one per group); checked, TableError if
         they hold no index, unless ``sound`` (``of_rows``' own, sound by construction).  Nodes may come in any
         order; a node's groups are one per principal."""
         group_counts, acl_counts = array(_OFFSETS, group_counts), array(_OFFSETS, acl_counts)
@@ -190,10 +189,13 @@ class AclTable:
                     else:
                         extend(held)  # type: ignore[arg-type]
                         count(len(held))
-        intern = sys.intern
-        return cls(bytes(resource_types), bytes(pattern_types), names, group_counts, list(map(intern, principals)),
-                   acl_counts, list(map(_ID, ordered)), list(map(intern, map(_HOST, ordered))),
-                   bytes(map(_OPERATION, ordered)), bytes(map(_PERMISSION, ordered)), sound=True)
+        shared: dict[str, str] = {}  # one object per distinct principal or host (a local dict: sys.intern's table,
+        # holding every name interned so far, cost 2x as much per string on the diverse shape's 70k distinct ones)
+        hosts = list(map(_HOST, ordered))
+        return cls(bytes(resource_types), bytes(pattern_types), names, group_counts,
+                   list(map(shared.setdefault, principals, principals)), acl_counts, list(map(_ID, ordered)),
+                   list(map(shared.setdefault, hosts, hosts)), bytes(map(_OPERATION, ordered)),
+                   bytes(map(_PERMISSION, ordered)), sound=True)
 
     def node(self, i: int) -> Node:
         """Node i, a ``Lazy`` view of its columns (made on first use)."""
