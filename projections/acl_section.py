@@ -37,7 +37,7 @@ from zlib import crc32
 
 from secmeta.projections.acl_index import Group, Node
 from secmeta.projections.acl_match import ACL_BITS
-from secmeta.projections.acl_table import AclTable, TableError
+from secmeta.projections.acl_table import _SCAN_PRINCIPALS, AclTable, TableError
 
 __all__ = ["MAGIC", "MappedAclTable", "encode_section", "read_section"]
 
@@ -250,25 +250,30 @@ class MappedAclTable(AclTable):
 
     def node(self, i: int) -> Node:
         """Node i, its columns checked when it is first made (the checks a format-4 load made of every node at
-        open)."""
+        open, in their cheapest form, since a node's first authorize pays them): it holds a group, one per
+        principal (``_lazy`` checks a node of many principals as it maps them); each group holds an ACL (checked
+        as a group is read: ``bits``, ``group``)."""
         node = self._nodes[i]
         if node is None:
-            self._check_node(i)
-            node = super().node(i)
+            starts = self.group_start
+            g, end = starts[i], starts[i + 1]
+            principals = self.principals[g:end]
+            count = end - g
+            if count != 1 and (count < 1 or count <= _SCAN_PRINCIPALS and len(set(principals)) != count):
+                self._check_node(i)
+            node = self._nodes[i] = self._lazy(i, g, principals)
         return node
 
     __call__ = node
 
     def _check_node(self, i: int) -> None:
-        start, acl_start = self.group_start, self.acl_start
+        start = self.group_start
         first, end = start[i], start[i + 1]
         if first >= end:
             raise TableError(f"node {self._named(i)} holds no principal's group")
-        if not all(map(int.__lt__, acl_start[first:end], acl_start[first + 1:end + 1])):
-            raise TableError(f"a group of node {self._named(i)} holds no ACL")
         principals = self.principals[first:end]
         if len(set(principals)) != len(principals):
-            raise TableError(f"node {self._named(i)} lists a principal's group twice")
+            self._repeated_principal(i)
 
     def id_positions(self) -> dict[str, int]:
         raise TypeError("a mapped table finds ids through its section's hash table (position)")

@@ -201,13 +201,28 @@ class AclTable:
         """Node i, a ``Lazy`` view of its columns (made on first use)."""
         node = self._nodes[i]
         if node is None:
-            # No lock (a forked snapshot writer must never wait for one its parent held): two threads that make
-            # one node at once make equal ones, and either may be kept; nothing relies on a node's identity.
             g, end = self.group_start[i], self.group_start[i + 1]
-            principals = self.principals[g:end]
-            node = self._nodes[i] = Lazy(self, i, g, principals if end - g <= _SCAN_PRINCIPALS
-                                         else Positions(zip(principals, range(end - g))))
+            node = self._nodes[i] = self._lazy(i, g, self.principals[g:end])
         return node
+
+    def _lazy(self, i: int, g: int, principals: list[str]) -> Lazy:
+        """Node i (its first group at ``g``, its groups' ``principals``) as a view of the columns.
+
+        No lock (a forked snapshot writer must never wait for one its parent held): two threads that make one
+        node at once make equal ones, and either may be kept; nothing relies on a node's identity."""
+        count = len(principals)
+        if count <= _SCAN_PRINCIPALS:
+            return Lazy(self, i, g, principals)
+        positions = Positions(zip(principals, range(count)))
+        if len(positions) != count:
+            self._repeated_principal(i)
+        return Lazy(self, i, g, positions)
+
+    def _repeated_principal(self, i: int) -> None:
+        raise TableError(f"node {self._named(i)} lists a principal's group twice")
+
+    def _no_acl(self, i: int) -> None:
+        raise TableError(f"a group of node {self._named(i)} holds no ACL")
 
     __call__ = node  # a LayeredMap's source of nodes
 
@@ -224,6 +239,8 @@ class AclTable:
         if b - a > _FEW_ACLS:
             group = self.group(i, g)
             return group.any_host if group.hosts is None else group.host_bits(host)
+        if a >= b:  # a column not checked whole (a mapped table's): fail closed
+            self._no_acl(i)
         hosts, operations, permissions = self.hosts, self.operations, self.permissions
         bits = 0
         for k in range(a, b):
@@ -248,6 +265,8 @@ class AclTable:
         kind = KINDS[self.resource_types[i], self.pattern_types[i]]
         principal, ids, hosts = self.principals[g], self.ids, self.hosts
         a, b = self.acl_start[g], self.acl_start[g + 1]
+        if a >= b:
+            self._no_acl(i)
         if b - a == 1:
             bit = ACL_BITS[self.permissions[a]][self.operations[a]]
             if hosts[a] == WILDCARD and bit:

@@ -7,6 +7,7 @@ ACLs pile up on few (resource, principal) pairs so groups of one ACL, a few, and
 columns (``acl_table._FEW_ACLS``) all occur, with exact, CIDR and ``*`` hosts.
 """
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -156,3 +157,21 @@ def test_a_node_of_many_principals_is_lazy_and_an_authorize_makes_no_group():
     assert table._groups == {}
     assert explain(image, "User:u3", "10.0.0.1", Op.READ, T, "t").acls == (("id3", held["id3"]),)
     assert [group.principal for group in table._groups.values()] == ["User:u3"]
+
+
+def test_a_section_group_that_holds_no_acl_fails_when_read():
+    """A loaded node whose one principal's group holds no ACL (a column checked only as a group is read) fails
+    naming the node whenever that group is read (authorize, explain, describe), never answering from it."""
+    from secmeta.projections.acl_section import encode_section, read_section
+    from secmeta.projections.acl_table import TableError
+
+    # node TOPIC LITERAL 't': User:a's group holds ACL i1, User:b's group none
+    section = encode_section(bytes([T]), bytes([PatternType.LITERAL]), ["t"], [2], ["User:a", "User:b"], [0, 1],
+                             [1, 0], ["i1"], ["*"], [0], bytes([Op.READ]), bytes([AclPermissionType.ALLOW]))
+    table = read_section(memoryview(b"".join(section)))
+    image = AclsImage(acls=AclsImage.EMPTY.acls, index=table.index())
+    for ask in (lambda: authorize(image, "User:b", "10.0.0.1", Op.READ, T, "t"),
+                lambda: explain(image, "User:b", "10.0.0.1", Op.READ, T, "t"),
+                lambda: image.describe(AclBindingFilter.of(T, "t", PatternType.MATCH))):
+        with pytest.raises(TableError, match="a group of node TOPIC LITERAL 't' holds no ACL"):
+            ask()
