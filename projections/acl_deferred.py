@@ -41,13 +41,15 @@ Key = tuple[int, int, str]  # resource type, pattern type, name
 class Deferred:
     """The ACL image of a table plus changes by id (None: removed), as ``(AclIds, AclIndex)`` made lazily."""
 
-    __slots__ = ("table", "changes", "acls", "index", "_pending", "_keys", "_added", "_added_keys", "_size")
+    __slots__ = ("table", "changes", "acls", "index", "_pending", "_keys", "_added", "_added_keys", "_size",
+                 "_changed")
 
     def __init__(self, table: MappedAclTable, changes: Mapping[str, AclBinding | None]):
         self.table, self.changes = table, dict(changes)
         self._pending: dict[Key, tuple[set[str], dict[str, list[Member]]]] = {}  # removed ids, principal -> added
         self._added: list[tuple[str, AclBinding]] = []  # ids the changes add, by placeholder - ACLs
         self._added_keys: list[Key] = []  # keys no table node holds, by placeholder - nodes
+        self._changed: set[int] = set()  # the placeholders of the nodes the changes touch (made by ``node``)
         self._size = len(table.section_ids)
         self._gather()
         self.index = self._index()
@@ -68,10 +70,7 @@ class Deferred:
     def columns_of(self, i: int) -> MappedAclTable | None:
         """The table whose columns list placeholder ``i``'s node as this image holds it, or None (a node changed
         or new)."""
-        table = self.table
-        if i >= len(table.names) or (table.resource_types[i], table.pattern_types[i], table.names[i]) in self._pending:
-            return None
-        return table
+        return None if i in self._changed else self.table
 
     def pristine(self, acls: AclIds, index: AclIndex) -> bool:
         """Whether ``acls`` and ``index`` are this image's, unchanged."""
@@ -117,17 +116,21 @@ class Deferred:
             store = stores.setdefault(key[:2], {})
             i = nodes.get(key[:2], {}).get(key[2])
             if i is None:
-                store[key[2]] = ends + len(self._added_keys)
+                i = store[key[2]] = ends + len(self._added_keys)
                 self._added_keys.append(key)
             elif table.acl_count(i) - len(removed) + sum(map(len, added.values())) > 0:
                 store[key[2]] = i
             else:
                 del store[key[2]]
+            self._changed.add(i)
+        # A node no change touches is the table's own (its Lazy view, made on first use): with no changes the maps
+        # ask the table, so a first authorize pays no call through this image.
+        make = self.node if self._pending else table
         types = list(AclIndex.EMPTY.types)
         for resource_type in {key[0] for key in stores}:
             literal = stores.get((resource_type, PatternType.LITERAL), {})
             prefixed = stores.get((resource_type, PatternType.PREFIXED), {})
-            types[resource_type] = TypeIndex.of(literal, prefixed, self.node)
+            types[resource_type] = TypeIndex.of(literal, prefixed, make)
         return AclIndex(tuple(types))
 
     # -- what lookups make ---------------------------------------------------------------
@@ -135,15 +138,14 @@ class Deferred:
     def node(self, i: int) -> Node:
         """Node ``i``: the table's, with its changes applied (a placeholder past the table's nodes: a new node)."""
         table = self.table
+        if i not in self._changed:
+            return table.node(i)
         ends = len(table.names)
         if i >= ends:
             key, old = self._added_keys[i - ends], None
         else:
             key, old = (table.resource_types[i], table.pattern_types[i], table.names[i]), table.node(i)
-        change = self._pending.get(key)
-        if change is None:
-            return old  # type: ignore[return-value]
-        removed, added = change
+        removed, added = self._pending[key]
         kind = KINDS[key[0], key[1]]
         name = key[2] if old is None else next(iter(old.groups())).name
         groups = {} if old is None else {group.principal: group for group in old.groups()}

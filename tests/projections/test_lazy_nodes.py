@@ -19,10 +19,13 @@ from secmeta.events.types import (
     PatternType,
     ResourceType,
 )
+from secmeta.projections.acl_deferred import deferred_of
 from secmeta.projections.acl_index import Lazy
 from secmeta.projections.acls import AclsDelta, AclsImage
 from secmeta.projections.authorizer import authorize, authorized_operations, explain
+from secmeta.projections.image import SecurityImage
 from tests.projections.test_authorizer_properties import brute_authorize, brute_operations
+from tests.projections.test_shape_properties import snapshot_loaded
 
 Op = AclOperation
 T, G = ResourceType.TOPIC, ResourceType.GROUP
@@ -92,6 +95,28 @@ def bulk(held: dict[str, AclBinding]) -> AclsImage:
     return AclsImage.of(held.items())
 
 
+def loaded(held: dict[str, AclBinding]) -> AclsImage:
+    """The image of a snapshot of these ACLs (its index read from the format-5 section: each node made from the
+    section's columns on first use)."""
+    image = snapshot_loaded(SecurityImage(acls=bulk(held), next_offset=1)).acls
+    assert deferred_of(image.acls, image.index) is not None
+    return image
+
+
+def loaded_and_changed(held: dict[str, AclBinding]) -> AclsImage:
+    """A loaded image of half the ACLs plus the other half merged as deferred changes: nodes the changes touch are
+    patched when made, the others made from the section's columns."""
+    ids = sorted(held)
+    image = snapshot_loaded(SecurityImage(acls=bulk({i: held[i] for i in ids[::2]}), next_offset=1)).acls
+    deferred = deferred_of(image.acls, image.index)
+    assert deferred is not None
+    changed = deferred.applied({i: held[i] for i in ids[1::2]})
+    return AclsImage(changed.acls, changed.index)
+
+
+BUILDERS = {"bulk": bulk, "loaded": loaded, "loaded_and_changed": loaded_and_changed}
+
+
 acl_sets = st.lists(bindings, min_size=1, max_size=60).map(lambda bs: {f"id{i}": b for i, b in enumerate(bs)})
 
 
@@ -103,27 +128,30 @@ _WIDE_GROUP = {  # one principal's group of more ACLs than a node reads from its
 }
 
 
-@settings(max_examples=80, deadline=None)
+@pytest.mark.parametrize("build", BUILDERS)
+@settings(max_examples=40, deadline=None)
 @given(acl_sets, st.lists(calls, min_size=1, max_size=30))
 @example(_WIDE_GROUP, [(kind, p, h, Op.WRITE, T, "a") for kind in ("authorize", "explain", "operations")
                        for p in ("User:u0", "User:u1") for h in ("10.0.0.7", "client-a", "::1")])
-def test_first_touch_answers_as_the_rules_and_as_asking_again(held, asked):
-    """Calls of every kind in a random order on a bulk-built image (nodes and groups made by whichever call
-    reaches them first) answer as the rules do, and the same calls asked again answer the same."""
-    image = bulk(held)
+def test_first_touch_answers_as_the_rules_and_as_asking_again(build, held, asked):
+    """Calls of every kind in a random order on an image built in bulk, loaded from a snapshot, or loaded with
+    changes merged (nodes and groups made by whichever call reaches them first) answer as the rules do, and the
+    same calls asked again answer the same."""
+    image = BUILDERS[build](held)
     first = [answer(image, call) for call in asked]
     assert first == [expected(held, call) for call in asked]
     assert [answer(image, call) for call in asked] == first
 
 
-@settings(max_examples=80, deadline=None)
+@pytest.mark.parametrize("build", BUILDERS)
+@settings(max_examples=40, deadline=None)
 @given(acl_sets, st.lists(calls, max_size=15), st.lists(st.one_of(st.integers(0, 59), bindings), max_size=8),
        st.lists(calls, min_size=1, max_size=15))
-def test_writes_interleaved_with_first_touches(held, before, changes, after):
-    """Some calls touch a bulk-built image, a write removes and adds ACLs (editing touched and untouched lazy
-    nodes), then calls on both images answer as the rules do for each one's ACLs, and the written image equals
-    the one a replay of its ACLs gives."""
-    image = bulk(held)
+def test_writes_interleaved_with_first_touches(build, held, before, changes, after):
+    """Some calls touch an image (built in bulk, loaded from a snapshot, or loaded with changes merged), a write
+    removes and adds ACLs (editing touched and untouched lazy nodes), then calls on both images answer as the
+    rules do for each one's ACLs, and the written image equals the one a replay of its ACLs gives."""
+    image = BUILDERS[build](held)
     for call in before:
         answer(image, call)
     delta = AclsDelta(image)
