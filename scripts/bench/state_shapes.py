@@ -41,7 +41,6 @@ from scripts.bench.report import (
 SNAPSHOT_S_PER_ACL = 0.3 / 200_000
 SNAPSHOT_VS_REPLAY = 5.0
 REPLAY_TARGET = 300_000  # events/s
-AUTHORIZE_P99_US = 20.0  # at 1M ACLs
 AUTHORIZE_CALLS = 20_000
 HEADERS = ["shape", "ACLs", "measure", "after", "before", "target", "result", "detail"]
 
@@ -145,17 +144,10 @@ def table_rows(rows: list[dict], peers: dict[tuple[str, int], dict]) -> list[lis
             [r["shape"], r["acls"], "replay / snapshot (CPU)", f"x{ratio:.1f}",
              "" if peer is None else f"x{peer['replay_cpu_s'] / peer['snapshot_cpu_s']:.1f}",
              f">= x{SNAPSHOT_VS_REPLAY:g}", _verdict(ratio >= SNAPSHOT_VS_REPLAY), ""],
-            [r["shape"], r["acls"], "authorize p99 us CPU (warm)", f"{r['warm_cpu_p99']:.1f}",
-             before("warm_cpu_p99", "{:.1f}"), f"<= {AUTHORIZE_P99_US:g} (at 1M)",
-             _verdict(r["warm_cpu_p99"] <= AUTHORIZE_P99_US) if r["acls"] >= 1_000_000 else "",
-             f"p50 {r['warm_cpu_p50']:.1f} us, CPU/call {r['warm_cpu_mean']:.1f} us, "
-             f"p99 spread {r['warm_cpu_p99_spread']:.1f}, wall p99 {r['warm_wall_p99']:.1f}"],
-            [r["shape"], r["acls"], "authorize p99 us CPU (first pass)", f"{r['first_cpu_p99']:.1f}",
-             before("first_cpu_p99", "{:.1f}"), f"<= x{authz_shapes.FIRST_VS_WARM:g} warm",
-             _verdict(r["first_cpu_p99"] <= authz_shapes.FIRST_VS_WARM * r["warm_cpu_p99"]),
-             f"x{r['first_cpu_p99'] / r['warm_cpu_p99']:.2f} warm, p50 {r['first_cpu_p50']:.1f} us, "
-             f"CPU/call {r['first_cpu_mean']:.1f} us (before {before('first_cpu_mean', '{:.1f}')})"],
         ]
+        out += [[r["shape"], r["acls"], f"authorize p99 us CPU ({f['pass']})", f["p99"], f["p99 before"], f["target"],
+                 f["result"], f"p50 {f['p50']} us (before {f['p50 before']}), {f['detail']}"]
+                for f in authz_shapes.pass_figures(r, peer)]
     return out
 
 
