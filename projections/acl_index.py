@@ -25,7 +25,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import ClassVar
 
 import immutables
@@ -490,6 +490,12 @@ def _grant_keys(group: Group | None, prefixed: bool) -> list[int]:
     return keys
 
 
+def _one_prefix(length: int) -> Callable[[str], tuple[str]]:
+    """What gives a 1-tuple of a name's prefix of ``length`` (``itemgetter`` of one slice gives no tuple)."""
+    at = slice(0, length)
+    return lambda name: (name[at],)
+
+
 class _Lineage:
     """Shared by a type index and those updated from it: whether grants were wanted, one build at a time."""
 
@@ -520,7 +526,11 @@ class TypeIndex:
         self.wildcard: Node | None = literal.get(WILDCARD)
         self.lengths: tuple[int, ...] = tuple(sorted(length_counts.keys()))
         self.length_counts = length_counts
-        self._prefix_slices = tuple(slice(0, length) for length in self.lengths)
+        # per count of lengths that fit a name: what slices the name at each of them in one C call (a 1-tuple of
+        # the name's prefix when only one fits)
+        self._prefix_slices = tuple(
+            itemgetter(*(slice(0, length) for length in self.lengths[:count])) if count > 1
+            else _one_prefix(self.lengths[0]) for count in range(1, len(self.lengths) + 1))
         self._grants = grants
         self._lineage = _Lineage() if lineage is None else lineage
 
@@ -569,7 +579,7 @@ class TypeIndex:
         count = bisect_right(self.lengths, len(name))
         if not count:
             return ()
-        return self.prefixed.held(map(name.__getitem__, self._prefix_slices[:count]))
+        return self.prefixed.held(self._prefix_slices[count - 1](name))
 
     def applicable_nodes(self, name: str) -> Iterator[Node]:
         """Nodes whose pattern covers a resource name: literal, '*', then prefixes."""
