@@ -12,7 +12,7 @@ from secmeta.events.types import (
     PatternType,
     ResourceType,
 )
-from secmeta.projections.acls import AclsImage
+from secmeta.projections.acls import AclsDelta, AclsImage
 from secmeta.projections.authorizer import (
     authorize,
     authorize_by_resource_type,
@@ -186,3 +186,32 @@ def test_authorize_by_resource_type_equals_brute_force(acls, principal, host, op
         acls, principal, host, op, rtype, config["super_users"], config["allow_if_no_acl"]
     )
     assert authorize_by_resource_type(build(acls), principal, host, op, rtype, **config) == expected
+
+
+# Prefixes of many lengths (and the empty one), with writes between questions: a type index probes a name at its
+# held prefix lengths only (TypeIndex.prefixes_of, cut by one itemgetter per count of lengths that fit the name).
+prefix_texts = st.text(alphabet="ab.-é", max_size=6)
+prefix_steps = st.lists(st.tuples(st.booleans(), prefix_texts, st.sampled_from([LITERAL, PREFIXED])), max_size=30)
+
+
+@given(prefix_steps, st.lists(st.text(alphabet="ab.-éx", max_size=8), min_size=1, max_size=10))
+def test_prefix_probing_through_writes_finds_every_covering_prefix(steps, asked):
+    """After each write (a binding added, or every ACL of a pattern removed), authorize on any name answers as the
+    rules do, and the prefixes a type index probes for a name include every held prefix of it."""
+    image, held = AclsImage.EMPTY, {}
+    for n, (add, name, pattern_type) in enumerate(steps):
+        delta = AclsDelta(image)
+        if add:
+            held[f"id{n}"] = AclBinding.of(ResourceType.TOPIC, name, pattern_type, "User:alice", "*", Op.READ, ALLOW)
+            delta.add(f"id{n}", held[f"id{n}"])
+        else:
+            for acl_id in [i for i, b in held.items() if (b.name, b.resource_pattern_type) == (name, pattern_type)]:
+                delta.remove(acl_id)
+                del held[acl_id]
+        image = delta.apply()
+        t = image.index.types[ResourceType.TOPIC]
+        prefixes = {b.name for b in held.values() if b.resource_pattern_type == PREFIXED}
+        for asked_name in asked:
+            assert set(t.prefixes_of(asked_name)) >= {p for p in prefixes if asked_name.startswith(p)}
+            assert authorize(image, "User:alice", "h", Op.READ, ResourceType.TOPIC, asked_name) == brute_authorize(
+                list(held.values()), "User:alice", "h", Op.READ, ResourceType.TOPIC, asked_name, set(), False)
