@@ -27,9 +27,7 @@ class AclIds(LayeredMap):
         mutation = self.mutate()
         for acl_id in removed:
             del mutation[acl_id]
-        for group in groups:
-            for acl_id in group.acl_ids():
-                mutation[acl_id] = group
+        mutation.update({acl_id: group for group in groups for acl_id in group.acl_ids()})
         return mutation.finish()  # type: ignore[return-value]
 
     def __repr__(self) -> str:

@@ -13,7 +13,7 @@ first made (the same meaning, so every map sharing the dict may see either).  Va
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import chain
 from typing import Any, ClassVar
 
@@ -178,6 +178,15 @@ class LayeredMapMutation:
             self._size += 1
         self._overlay[key] = value
 
+    def update(self, items: Mapping) -> None:
+        """``self[key] = value`` for every item, in bulk (the overlay's own update)."""
+        base, overlay = self._map._base, self._overlay
+        held = sum(map(base.__contains__, items))
+        for key in filter(overlay.__contains__, items):  # the keys the overlay decides (mostly none)
+            held += (overlay[key] is not _GONE) - (key in base)
+        self._size += len(items) - held
+        overlay.update(items)
+
     def __delitem__(self, key) -> None:
         if key not in self:
             raise KeyError(key)
@@ -199,7 +208,10 @@ class LayeredMapMutation:
         overlay = self._overlay.finish()
         base = layered._base
         if len(overlay) >= max(_FOLD_FLOOR, len(base)):
-            folded = {key: value for key, value in base.items() if key not in overlay}
-            folded.update((key, value) for key, value in overlay.items() if value is not _GONE)
+            folded = dict(base)
+            folded.update(overlay)
+            if len(folded) != self._size:  # keys the overlay removed from the base
+                for key in [key for key, value in overlay.items() if value is _GONE]:
+                    del folded[key]
             return layered._with(folded, EMPTY_MAP, None)
         return layered._with(base, overlay, self._size)
