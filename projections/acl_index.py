@@ -647,6 +647,30 @@ class TypeIndex:
         return TypeIndex(literal.finish(), prefixed.finish(), counts.finish(),
                          None if grants is None else grants.finish(), self._lineage)
 
+    def with_nodes(self, resource_type: int, literal: Mapping[str, Node], prefixed: Mapping[str, Node]) -> TypeIndex:
+        """This index with nodes at literal names and prefixes it does not hold."""
+        base = self.grants if self._grants is None and self._lineage.wanted else self._grants
+        grants = None if base is None else _GrantsUpdate(base)
+        stores = []
+        for is_prefixed, nodes, held in ((False, literal, self.literal), (True, prefixed, self.prefixed)):
+            if not nodes:
+                stores.append(held)
+                continue
+            store = held.mutate()
+            store.update(nodes)
+            if grants is not None:
+                for name, node in nodes.items():
+                    for group in node.groups():
+                        grants.replace(group.principal, is_prefixed, name, None, group)
+            stores.append(store.finish())
+        counts = self.length_counts
+        if prefixed:
+            mutation = counts.mutate()
+            for length, count in Counter(map(len, prefixed)).items():
+                mutation[length] = mutation.get(length, 0) + count
+            counts = mutation.finish()
+        return TypeIndex(stores[0], stores[1], counts, None if grants is None else grants.finish(), self._lineage)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TypeIndex):
             return NotImplemented
@@ -729,6 +753,26 @@ class AclIndex:
         for t in self.types:
             for node in t.nodes():
                 yield from node.groups()
+
+    def held(self, patterns: Mapping[tuple[int, int], Mapping[str, int]]) -> set[int]:
+        """The values of ``patterns`` ((resource type, pattern type) -> name -> a value) whose pattern has a node
+        here (none made)."""
+        found = set()
+        for (resource_type, pattern_type), names in patterns.items():
+            t = self.types[resource_type]
+            store = t.prefixed if pattern_type == PatternType.PREFIXED else t.literal
+            found.update(names[name] for name in store.held(names) if name in store)
+        return found
+
+    def with_nodes(self, nodes: Mapping[tuple[int, int], Mapping[str, Node]]) -> AclIndex:
+        """A new index with ``nodes`` ((resource type, pattern type) -> name -> node) at patterns it does not
+        hold."""
+        types = list(self.types)
+        for resource_type in {kind[0] for kind in nodes}:
+            types[resource_type] = types[resource_type].with_nodes(
+                resource_type, nodes.get((resource_type, PatternType.LITERAL), {}),
+                nodes.get((resource_type, PatternType.PREFIXED), {}))
+        return AclIndex(tuple(types))
 
     def updated(
         self, removed: Iterable[tuple[str, Group]], added: Iterable[tuple[str, AclBinding]]

@@ -292,6 +292,38 @@ class AclTable:
             types[resource_type] = TypeIndex.of(literal, prefixed, self)
         return AclIndex(tuple(types))
 
+    def made(self, skip: set[int]) -> tuple[dict[tuple[int, int], dict[str, Node]], list[Group]]:
+        """Every node but those at positions ``skip``, and their groups, made: (resource type, pattern type) -> name
+        -> node (a node of one group is that group, as ``node_of`` makes it; one of several a ``Lazy`` view), and
+        the groups, node by node."""
+        group, node, starts, names = self.group, self.node, self.group_start, self.names
+        nodes: dict[tuple[int, int], dict[str, Node]] = {}
+        groups: list[Group] = []
+        at = 0
+        for kind, run in groupby(zip(self.resource_types, self.pattern_types)):
+            end = at + len(list(run))
+            store = nodes.setdefault(kind, {})
+            for i in range(at, end):
+                if i in skip:
+                    continue
+                a, b = starts[i], starts[i + 1]
+                if b - a == 1:
+                    store[names[i]] = made = group(i, a)
+                    groups.append(made)
+                else:
+                    store[names[i]] = node(i)
+                    groups += [group(i, g) for g in range(a, b)]
+            at = end
+        return nodes, groups
+
+    def rows(self, i: int) -> list[AclRow]:
+        """The rows of node i's ACLs (``AclCreated.ROW``)."""
+        resource_type, pattern_type, name = self.resource_types[i], self.pattern_types[i], self.names[i]
+        ids, hosts, operations, permissions = self.ids, self.hosts, self.operations, self.permissions
+        starts = self.acl_start
+        return [(ids[k], resource_type, name, pattern_type, self.principals[g], hosts[k], operations[k], permissions[k])
+                for g in range(self.group_start[i], self.group_start[i + 1]) for k in range(starts[g], starts[g + 1])]
+
     def stores(self) -> dict[tuple[int, int], dict[str, int]]:
         """(resource type, pattern type) -> name -> node position (TableError if a node is listed twice or has a
         pattern no ACL has)."""
