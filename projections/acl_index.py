@@ -30,6 +30,7 @@ from typing import ClassVar
 
 import immutables
 
+from secmeta.events.records import AclRow
 from secmeta.events.types import (
     WILDCARD,
     WILDCARD_PRINCIPAL,
@@ -647,7 +648,7 @@ class TypeIndex:
         return TypeIndex(literal.finish(), prefixed.finish(), counts.finish(),
                          None if grants is None else grants.finish(), self._lineage)
 
-    def with_nodes(self, resource_type: int, literal: Mapping[str, Node], prefixed: Mapping[str, Node]) -> TypeIndex:
+    def with_nodes(self, literal: Mapping[str, Node], prefixed: Mapping[str, Node]) -> TypeIndex:
         """This index with nodes at literal names and prefixes it does not hold."""
         base = self.grants if self._grants is None and self._lineage.wanted else self._grants
         grants = None if base is None else _GrantsUpdate(base)
@@ -757,7 +758,7 @@ class AclIndex:
     def held(self, patterns: Mapping[tuple[int, int], Mapping[str, int]]) -> set[int]:
         """The values of ``patterns`` ((resource type, pattern type) -> name -> a value) whose pattern has a node
         here (none made)."""
-        found = set()
+        found: set[int] = set()
         for (resource_type, pattern_type), names in patterns.items():
             t = self.types[resource_type]
             store = t.prefixed if pattern_type == PatternType.PREFIXED else t.literal
@@ -770,14 +771,14 @@ class AclIndex:
         types = list(self.types)
         for resource_type in {kind[0] for kind in nodes}:
             types[resource_type] = types[resource_type].with_nodes(
-                resource_type, nodes.get((resource_type, PatternType.LITERAL), {}),
-                nodes.get((resource_type, PatternType.PREFIXED), {}))
+                nodes.get((resource_type, PatternType.LITERAL), {}), nodes.get((resource_type, PatternType.PREFIXED), {}))
         return AclIndex(tuple(types))
 
     def updated(
-        self, removed: Iterable[tuple[str, Group]], added: Iterable[tuple[str, AclBinding]]
+        self, removed: Iterable[tuple[str, Group]], added: Iterable[AclRow]
     ) -> tuple[AclIndex, list[Group]]:
-        """A new index with ACLs removed (id, the group that held it) and added; and the groups made anew."""
+        """A new index with ACLs removed (id, the group that held it) and added (``AclCreated.ROW``); and the
+        groups made anew."""
         changes: dict[int, dict] = {}
 
         def change(resource_type: int, pattern_type: int, name: str, principal: str) -> tuple[set, list]:
@@ -795,11 +796,8 @@ class AclIndex:
         for acl_id, group in removed:
             resource_type, pattern_type = group.kind
             change(resource_type, pattern_type, group.name, group.principal)[0].add(acl_id)
-        for acl_id, binding in added:
-            pattern, entry = binding.pattern, binding.entry
-            change(pattern.resource_type, pattern.pattern_type, pattern.name, entry.principal)[1].append(
-                (acl_id, entry.host, entry.operation, entry.permission_type)
-            )
+        for row in added:
+            change(row[1], row[3], row[2], row[4])[1].append((row[0], row[5], row[6], row[7]))
         rebuilt: list[Group] = []
         if not changes:
             return self, rebuilt

@@ -317,12 +317,13 @@ class AclTable:
         return nodes, groups
 
     def rows(self, i: int) -> list[AclRow]:
-        """The rows of node i's ACLs (``AclCreated.ROW``)."""
+        """The rows of node i's ACLs (``AclCreated.ROW``, the codes as ints)."""
         resource_type, pattern_type, name = self.resource_types[i], self.pattern_types[i], self.names[i]
         ids, hosts, operations, permissions = self.ids, self.hosts, self.operations, self.permissions
         starts = self.acl_start
-        return [(ids[k], resource_type, name, pattern_type, self.principals[g], hosts[k], operations[k], permissions[k])
+        rows: list = [(ids[k], resource_type, name, pattern_type, self.principals[g], hosts[k], operations[k], permissions[k])
                 for g in range(self.group_start[i], self.group_start[i + 1]) for k in range(starts[g], starts[g + 1])]
+        return rows
 
     def stores(self) -> dict[tuple[int, int], dict[str, int]]:
         """(resource type, pattern type) -> name -> node position (TableError if a node is listed twice or has a

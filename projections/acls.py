@@ -261,21 +261,42 @@ class AclsDelta:
                 image = AclsImage.of_table(AclTable.of_rows(rows))  # type: ignore[arg-type]  # rows or None
                 return base if image is AclsImage.EMPTY else image
         removed: list[tuple[str, Group]] = []
-        added: list[tuple[str, AclBinding]] = []
+        added: list[AclRow] = []
+        get = acls.get
         for acl_id, change in changes.items():
-            binding = _binding(change)
-            old = acls.get(acl_id)
+            old = get(acl_id)
             if old is not None:
-                if binding is not None and old.binding(acl_id) == binding:
+                if change is not None and old.binding(acl_id) == _binding(change):
                     continue
                 removed.append((acl_id, old))
-            if binding is not None:
-                added.append((acl_id, binding))
+            if change is not None:
+                added.append(_row(acl_id, change))  # type: ignore[arg-type]  # not None
         if not removed and not added:
             return base
         with paused_gc(pause=len(removed) + len(added) >= _BULK):
-            index, rebuilt = base.index.updated(removed, added)
-            return AclsImage(acls.updated([acl_id for acl_id, _ in removed], rebuilt), index)
+            return _updated(base, removed, added)
+
+
+def _updated(base: AclsImage, removed: list[tuple[str, Group]], added: list[AclRow]) -> AclsImage:
+    """``base`` with ACLs removed (id, the group that held it) and added (their rows).
+
+    An ACL on a pattern the image holds joins its node, whose touched groups are made anew
+    (``AclIndex.updated``).  When many ACLs come on patterns the image does not hold (a follower catching up,
+    a large write), those are grouped into columns in bulk, as a replay from empty groups them
+    (``AclTable.of_rows``), and their nodes added as the table's: per ACL, what replay costs, not a group made
+    and an index node edited each.
+    """
+    index, table, held = base.index, None, set()
+    if len(added) >= TABLE_FROM:
+        table = AclTable.of_rows(added)
+        held = index.held(table.stores())  # the table's nodes whose pattern the image holds: their ACLs join it
+        added = [row for i in held for row in table.rows(i)]
+    index, rebuilt = index.updated(removed, added)
+    if table is not None:
+        nodes, groups = table.made(held)
+        index = index.with_nodes(nodes)
+        rebuilt += groups
+    return AclsImage(base.acls.updated([acl_id for acl_id, _ in removed], rebuilt), index)
 
 
 def _binding(change: AclBinding | AclRow | None) -> AclBinding | None:
@@ -289,3 +310,4 @@ def _row(acl_id: str, change: AclBinding | AclRow | None) -> AclRow | None:
 
 
 _BULK = 10000  # changes from which applying a delta pauses the cyclic GC
+TABLE_FROM = 64  # ACLs on patterns an image does not hold from which a delta adds them as a table's nodes

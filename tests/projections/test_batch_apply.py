@@ -1,0 +1,131 @@
+"""A batch of events applied to an image (the route a follower and a write take) gives the image one write at a time
+gives, and the image a replay gives.
+
+A batch with many ACLs on patterns the image does not hold groups them into columns in bulk
+(``AclTable.of_rows``, as a replay from empty does) and adds their nodes as the table's; ACLs on patterns it
+holds join their nodes.  The logs are random: creations and deletions interleaved, deletions of ACLs created
+earlier in the same batch, ids reused, patterns shared by many principals (one group, a few, many) and new
+patterns in every batch; each is cut into random batches, and the bulk route is taken from a random threshold
+(1: every batch that adds a new pattern).
+"""
+
+from unittest.mock import patch
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from secmeta.events.records import AclCreated, AclDeleted, Envelope
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from secmeta.projections import acls as acls_module
+from secmeta.projections import layered_map
+from secmeta.projections.authorizer import authorize
+from secmeta.projections.image import SecurityDelta, SecurityImage, SecurityProjection
+
+PROJECTION = SecurityProjection()
+Op = AclOperation
+
+principals = st.sampled_from([f"User:u{i}" for i in range(11)] + ["User:*"])
+bindings = st.builds(
+    AclBinding.of,
+    st.sampled_from([ResourceType.TOPIC, ResourceType.GROUP]),
+    st.sampled_from(["a", "ab", "b", "c", "cd", "*"]),
+    st.sampled_from([PatternType.LITERAL, PatternType.PREFIXED]),
+    principals,
+    st.sampled_from(["*", "*", "10.0.0.1", "10.0.0.0/8"]),
+    st.sampled_from([Op.ALL, Op.READ, Op.WRITE, Op.DESCRIBE]),
+    st.sampled_from([AclPermissionType.ALLOW, AclPermissionType.DENY]),
+)
+steps = st.lists(st.one_of(st.tuples(st.just("create"), st.integers(0, 60), bindings),
+                           st.tuples(st.just("delete"), st.integers(0, 1000))), min_size=1, max_size=120)
+
+
+def events_of(script) -> list:
+    """The log of a script: a creation of an id not live, or a deletion of a live ACL (picked by number)."""
+    live: dict[str, AclBinding] = {}
+    events = []
+    for step in script:
+        if step[0] == "create":
+            acl_id = f"id{step[1]}"
+            if acl_id in live:
+                continue
+            live[acl_id] = step[2]
+            events.append(AclCreated(acl_id, step[2]))
+        elif live:
+            acl_id = sorted(live)[step[1] % len(live)]
+            events.append(AclDeleted(acl_id, live.pop(acl_id)))
+    return events
+
+
+def envelopes(events) -> list[Envelope]:
+    return [Envelope(offset, 1_700_000_000_000 + offset, "User:admin", "10.0.0.1", f"r{offset}", event)
+            for offset, event in enumerate(events)]
+
+
+def batched(log: list[Envelope], cuts) -> SecurityImage:
+    """The image after the log applied in batches cut at ``cuts`` (one ``SecurityProjection.apply`` each)."""
+    bounds = sorted({0, len(log), *(c for c in cuts if c < len(log))})
+    image = SecurityImage.EMPTY
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        image = PROJECTION.apply(image, log[start:end])
+    return image
+
+
+def replayed(events) -> SecurityImage:
+    """The image a replay from empty makes (creations as the log decoder gives them: rows)."""
+    delta = SecurityDelta(SecurityImage.EMPTY)
+    delta.replay_events(0, [e.row() if isinstance(e, AclCreated) else e for e in events])
+    return delta.apply(len(events))
+
+
+def answers(image: SecurityImage) -> list[bool]:
+    return [authorize(image.acls, principal, host, op, resource_type, name)
+            for principal in ("User:u0", "User:u5", "User:u10", "User:other")
+            for host in ("10.0.0.1", "10.1.2.3", "192.168.0.1")
+            for op in (Op.READ, Op.WRITE, Op.DESCRIBE)
+            for resource_type in (ResourceType.TOPIC, ResourceType.GROUP)
+            for name in ("a", "ab", "abc", "b", "cde", "z")]
+
+
+@settings(max_examples=150)
+@given(steps, st.lists(st.integers(1, 120), max_size=6), st.sampled_from([1, 2, 8]), st.sampled_from([1, 4096]))
+def test_batches_give_the_write_by_write_and_the_replayed_image(script, cuts, table_from, fold_floor):
+    log = envelopes(events_of(script))
+    with patch.object(layered_map, "_FOLD_FLOOR", fold_floor):
+        with patch.object(acls_module, "TABLE_FROM", table_from):
+            bulk = batched(log, cuts)
+        one_by_one = batched(log, range(len(log)))
+    replay = replayed([env.event for env in log])
+    assert bulk == one_by_one == replay
+    assert sorted(bulk.acls) == sorted(one_by_one.acls) == sorted(replay.acls)
+    assert {acl_id: bulk.acls.get(acl_id) for acl_id, _ in one_by_one.acls} == dict(one_by_one.acls)
+    assert answers(bulk) == answers(one_by_one) == answers(replay)
+
+
+def test_a_batch_on_a_held_pattern_and_on_new_ones_gives_each_acl_its_place():
+    """Many ACLs in one batch, some on a pattern the image holds (they join its node), the rest new; a deletion
+    of one created in the same batch; then a write that edits a node the batch made."""
+    def acl(name, principal, host="*", op=Op.READ):
+        return AclBinding.of(ResourceType.TOPIC, name, PatternType.LITERAL, principal, host, op,
+                             AclPermissionType.ALLOW)
+
+    first = [AclCreated("held", acl("orders", "User:a"))]
+    batch = [AclCreated(f"n{i}", acl(f"t{i % 40}", f"User:p{i % 7}", "10.0.0.1" if i % 3 else "*"))
+             for i in range(200)]
+    batch += [AclCreated("joins", acl("orders", "User:b")), AclDeleted("n7", batch[7].binding)]
+    later = [AclCreated("edit", acl("t3", "User:p3", op=Op.WRITE)), AclDeleted("n3", batch[3].binding)]
+    # (each of t0..t39 holds 5 ACLs of 5 principals: n7 is User:p0's on t7 from 10.0.0.1, n3 User:p3's on t3)
+    log = envelopes(first + batch + later)
+    image = batched(log, [1, 1 + len(batch)])
+    assert image == batched(log, range(len(log))) == replayed([env.event for env in log])
+    assert authorize(image.acls, "User:b", "10.9.9.9", Op.READ, ResourceType.TOPIC, "orders")
+    assert not authorize(image.acls, "User:p0", "10.0.0.1", Op.READ, ResourceType.TOPIC, "t7")  # n7 deleted
+    assert authorize(image.acls, "User:p0", "10.0.0.1", Op.READ, ResourceType.TOPIC, "t0")
+    assert authorize(image.acls, "User:p3", "10.0.0.1", Op.WRITE, ResourceType.TOPIC, "t3")
+    assert not authorize(image.acls, "User:p3", "10.0.0.1", Op.READ, ResourceType.TOPIC, "t3")  # n3 deleted
+    assert image.acls.get("n7") is None and image.acls.get("n3") is None and len(image.acls) == 1 + 200 + 1 - 1 + 1 - 1
