@@ -247,27 +247,27 @@ def test_restart_resumes_from_the_checkpoint(store, clock, published, follow):
 def test_checkpoint_every_n_events(store, published, follow, tmp_path):
     """With checkpoint_every=N the checkpoint file advances while following, before close."""
     store.create_acls([acl_created(i).event.binding for i in range(10)], context=ADMIN)
-    follower = follow(*published(), checkpoint_every=5, max_batch=5)
+    follower = follow(*published(), checkpoint_every=8, max_batch=5)
     follower.catch_up(60)
     saved = json.loads((tmp_path / "f" / "follower.json").read_text())
     assert saved["next_offset"] == 10 and saved["position"] == 10
 
 
-def test_a_checkpoint_waits_for_as_many_events_as_its_image_held(store, published, follow, tmp_path):
-    """A checkpoint writes the whole image: once that holds more entities than checkpoint_every, the next one
-    waits for as many events as it held (20 ACLs: no checkpoint 15 events on, one 20 events on)."""
+def test_a_checkpoint_waits_for_four_events_per_entity_its_image_held(store, published, follow, tmp_path):
+    """A checkpoint writes the whole image: once that holds more than a quarter of checkpoint_every entities, the
+    next one waits for four events per entity it held (20 ACLs: no checkpoint 75 events on, one 80 events on)."""
     def saved() -> int:
         return json.loads((tmp_path / "f" / "follower.json").read_text())["next_offset"]
 
     store.create_acls([acl_created(i).event.binding for i in range(20)], context=ADMIN)
-    follower = follow(*published(), checkpoint_every=5, max_batch=5)
+    follower = follow(*published(), checkpoint_every=20, max_batch=5)
     assert follower.catch_up(60) and saved() == 20
-    store.create_acls([acl_created(i).event.binding for i in range(20, 35)], context=ADMIN)
+    store.create_acls([acl_created(i).event.binding for i in range(20, 95)], context=ADMIN)
     published()
-    assert follower.catch_up(60) and follower.next_offset == 35 and saved() == 20
-    store.create_acls([acl_created(i).event.binding for i in range(35, 40)], context=ADMIN)
+    assert follower.catch_up(60) and follower.next_offset == 95 and saved() == 20
+    store.create_acls([acl_created(i).event.binding for i in range(95, 100)], context=ADMIN)
     published()
-    assert follower.catch_up(60) and saved() == 40
+    assert follower.catch_up(60) and saved() == 100
 
 
 def test_checkpoint_of_another_topic_is_refused(store, published, follow):
