@@ -2,12 +2,15 @@
 
 A snapshot load or a replay from empty makes the whole id table at once; its values may be
 placeholders (an ACL's position in an ``AclTable``) that become the ACL's group when first asked
-for.  Every later image records only its changes in the overlay (see ``layered_map``).
+for.  Every later image records only its changes in the overlay (see ``layered_map``); a batch that adds
+many ACLs as a table's (``AclsDelta.apply``) records each as ``(table, position)``, whose group the table
+makes when it is asked for (``get``), so the batch makes no group an authorize does not ask for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from itertools import repeat
 from typing import ClassVar
 
 from secmeta.projections.acl_index import Group
@@ -22,11 +25,20 @@ class AclIds(LayeredMap):
     __slots__ = ()
     EMPTY: ClassVar[AclIds]  # type: ignore[misc]
 
-    def updated(self, removed: Iterable[str], groups: Iterable[Group]) -> AclIds:
-        """The ids without ``removed`` (all held), then every id of each of ``groups`` mapped to it."""
+    def get(self, key, default=None):
+        value = LayeredMap.get(self, key, default)
+        if value.__class__ is tuple:  # (table, position): its group, made when first asked for (the table keeps it)
+            return value[0].group_at(value[1])
+        return value
+
+    def updated(self, removed: Iterable[str], groups: Iterable[Group], tables: Sequence = ()) -> AclIds:
+        """The ids without ``removed`` (all held), then every id of each of ``tables`` (``AclTable``) mapped to its
+        position there, then every id of each of ``groups`` mapped to it."""
         mutation = self.mutate()
         for acl_id in removed:
             del mutation[acl_id]
+        for table in tables:
+            mutation.update(dict(zip(table.ids, zip(repeat(table), range(len(table.ids))))))
         mutation.update({acl_id: group for group in groups for acl_id in group.acl_ids()})
         return mutation.finish()  # type: ignore[return-value]
 
