@@ -292,29 +292,21 @@ class AclTable:
             types[resource_type] = TypeIndex.of(literal, prefixed, self)
         return AclIndex(tuple(types))
 
-    def made(self, skip: set[int]) -> tuple[dict[tuple[int, int], dict[str, Node]], list[Group]]:
-        """Every node but those at positions ``skip``, and their groups, made: (resource type, pattern type) -> name
-        -> node (a node of one group is that group, as ``node_of`` makes it; one of several a ``Lazy`` view), and
-        the groups, node by node."""
+    def made(self, skip: set[int]) -> dict[tuple[int, int], dict[str, Node]]:
+        """Every node but those at positions ``skip``, made: (resource type, pattern type) -> name -> node (a node of
+        one group is that group, as ``node_of`` makes it; one of several a ``Lazy`` view)."""
         group, node, starts, names = self.group, self.node, self.group_start, self.names
         nodes: dict[tuple[int, int], dict[str, Node]] = {}
-        groups: list[Group] = []
         at = 0
         for kind, run in groupby(zip(self.resource_types, self.pattern_types)):
             end = at + len(list(run))
             store = nodes.setdefault(kind, {})
             for i in range(at, end):
-                if i in skip:
-                    continue
-                a, b = starts[i], starts[i + 1]
-                if b - a == 1:
-                    store[names[i]] = made = group(i, a)
-                    groups.append(made)
-                else:
-                    store[names[i]] = node(i)
-                    groups += [group(i, g) for g in range(a, b)]
+                if i not in skip:
+                    a = starts[i]
+                    store[names[i]] = group(i, a) if starts[i + 1] - a == 1 else node(i)
             at = end
-        return nodes, groups
+        return nodes
 
     def rows(self, i: int) -> list[AclRow]:
         """The rows of node i's ACLs (``AclCreated.ROW``, the codes as ints)."""

@@ -283,8 +283,8 @@ def _updated(base: AclsImage, removed: list[tuple[str, Group]], added: list[AclR
     An ACL on a pattern the image holds joins its node, whose touched groups are made anew
     (``AclIndex.updated``).  When many ACLs come on patterns the image does not hold (a follower catching up,
     a large write), those are grouped into columns in bulk, as a replay from empty groups them
-    (``AclTable.of_rows``), and their nodes added as the table's: per ACL, what replay costs, not a group made
-    and an index node edited each.
+    (``AclTable.of_rows``), and their nodes and ids added as the table's, each group made when first asked for:
+    per ACL, what replay costs, not a group made and an index node edited each.
     """
     index, table, held = base.index, None, set()
     if len(added) >= TABLE_FROM:
@@ -292,11 +292,10 @@ def _updated(base: AclsImage, removed: list[tuple[str, Group]], added: list[AclR
         held = index.held(table.stores())  # the table's nodes whose pattern the image holds: their ACLs join it
         added = [row for i in held for row in table.rows(i)]
     index, rebuilt = index.updated(removed, added)
-    if table is not None:
-        nodes, groups = table.made(held)
-        index = index.with_nodes(nodes)
-        rebuilt += groups
-    return AclsImage(base.acls.updated([acl_id for acl_id, _ in removed], rebuilt), index)
+    if table is None:
+        return AclsImage(base.acls.updated([acl_id for acl_id, _ in removed], rebuilt), index)
+    index = index.with_nodes(table.made(held))
+    return AclsImage(base.acls.updated([acl_id for acl_id, _ in removed], rebuilt, (table,)), index)
 
 
 def _binding(change: AclBinding | AclRow | None) -> AclBinding | None:
