@@ -37,7 +37,7 @@ __all__ = ["SingleObjects"]
 _HEADER = len(SINGLE_OBJECT_MARKER) + 8
 _Encoders = dict[type, tuple[bytes, Callable]]
 _Decoders = dict[bytes, Callable[[bytes], tuple[Event, int]]]
-_Compiled = tuple[_Encoders, _Decoders, dict[type, bytes]]
+_Compiled = tuple[_Encoders, _Decoders, dict[type, bytes], _Decoders]
 #: Each codec's compiled code, built once; it holds no reference to its codec, so a codec nothing else
 #: holds is collected with its entry.
 _BY_CODEC: weakref.WeakKeyDictionary[EventCodec, _Compiled] = weakref.WeakKeyDictionary()
@@ -51,7 +51,7 @@ class SingleObjects:
         compiled = _BY_CODEC.get(codec)
         if compiled is None:
             compiled = _BY_CODEC[codec] = _compile(codec)
-        self._encoders, self._decoders, self.fingerprints = compiled
+        self._encoders, self._decoders, self.fingerprints, self._row_decoders = compiled
 
     def encode(self, event: Event) -> bytes:
         """``codec.to_single_object(event)``: C3 01, the schema fingerprint, the body."""
@@ -88,15 +88,24 @@ class SingleObjects:
         """
         return self._decoders.get(fingerprint)
 
+    def compiled_row_decoder(self, fingerprint: bytes) -> Callable[[bytes], tuple[tuple, int]] | None:
+        """As ``compiled_decoder``, for an event type that declares a row (``AclCreated.ROW``): ``(row, end
+        position)``, the row the codec's replay decoder reads (None: the type declares none, or has no decoder)."""
+        return self._row_decoders.get(fingerprint)  # type: ignore[return-value]
 
-def _compile_decoder(named: dict[str, Any], record: dict[str, Any], cls: type) -> Callable:
-    """``decode(value) -> (event, end position)`` reading a body after the single-object header."""
+
+def _compile_decoder(named: dict[str, Any], record: dict[str, Any], cls: type, row: bool = False) -> Callable:
+    """``decode(value) -> (event, end position)`` reading a body after the single-object header (with ``row``:
+    ``(the event's row, end position)``)."""
     compiler = DecoderCompiler(named)
     src = compiler.src
     src.line("def decode(buf):", 0)
     src.line(f"p = {_HEADER}", 4)
     src.line("end = len(buf)", 4)
-    compiler.read_record(record, event_plan(cls), "ev", 4)
+    if row:
+        compiler.read_row(record, event_plan(cls), cls.ROW, "ev", 4)  # type: ignore[attr-defined]
+    else:
+        compiler.read_record(record, event_plan(cls), "ev", 4)
     src.line("return ev, p", 4)
     return src.function("decode")
 
@@ -111,6 +120,7 @@ def _compile(codec: EventCodec) -> _Compiled:
     fields = {f["name"]: f["type"] for f in batch["items"]["fields"]}
     encoders: _Encoders = {}
     decoders: _Decoders = {}
+    row_decoders: _Decoders = {}
     fingerprints: dict[type, bytes] = {}
     for branch in fields["events"]["items"]:
         full_name = branch_name(branch)
@@ -122,6 +132,8 @@ def _compile(codec: EventCodec) -> _Compiled:
         encoders[cls] = (SINGLE_OBJECT_MARKER + fingerprint, encoder.compile_event(record, cls, 0))
         try:
             decoders[fingerprint] = _compile_decoder(named, record, cls)
+            if hasattr(cls, "ROW"):
+                row_decoders[fingerprint] = _compile_decoder(named, record, cls, row=True)
         except Unsupported:  # fastavro (the codec) reads this type then
             pass
-    return encoders, decoders, fingerprints
+    return encoders, decoders, fingerprints, row_decoders
