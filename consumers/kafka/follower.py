@@ -47,6 +47,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -60,6 +61,7 @@ from secmeta.consumers.kafka.wire import (
     HEADER_LINK,
     NotOurMessage,
     UnknownFormat,
+    event_reader,
     header_map,
     is_removal,
     message_decoder,
@@ -159,6 +161,7 @@ class Follower:
         self.codec = codec or EventCodec.fresh()
         self.clock = clock  # stamps the checkpoint snapshots
         self._decode = message_decoder(self.codec)
+        self._read = event_reader(self.codec)
         self.dead_letter_path = self.checkpoint_dir / DEAD_LETTER_FILE
         self._settings = client_settings(
             bootstrap, client_config,
@@ -283,13 +286,18 @@ class Follower:
         return applied
 
     def _decode_and_replay(self, messages) -> int:
-        decode = self._decode
+        """Decode and apply a batch of messages. Without a local log an event is read as a replay takes it (an ACL's
+        creation as its row: ``event_reader``); with one, as its envelope, which the local log keeps."""
+        replica = self.replica
+        read = self._read if replica is None else self._read_envelope
         last = self.image.next_offset - 1
+        events: list = []
         envelopes: list[Envelope] = []
         links: list[bytes | None] = []  # each event's store batch (the local log keeps the batches)
         last_raw: bytes | None = None
         link: bytes | None = None
         applied_msg = None
+        event: Any
         for msg in messages:
             err = msg.error()
             if err is not None:
@@ -297,36 +305,47 @@ class Follower:
                 continue
             self.position = msg.offset() + 1
             try:
-                envelope = decode(msg.key(), msg.value(), msg.headers())
+                offset, event = read(msg.key(), msg.value(), msg.headers())
             except NotOurMessage as exc:
                 self._dead_letter(msg, exc.reason)
                 continue
-            if envelope.offset <= last:
+            if offset <= last:
                 self.duplicates += 1
                 continue
-            if envelope.offset != last + 1:
-                self._replay(envelopes, applied_msg, links)
-                self._stop_at_gap(last, envelope.offset, msg.offset())
-            envelopes.append(envelope)
-            if self.replica is not None:
+            if offset != last + 1:
+                self._replay(events, envelopes, applied_msg, links)
+                self._stop_at_gap(last, offset, msg.offset())
+            if replica is not None:
+                envelopes.append(event)
+                event = event.event
                 raw = _raw_link(msg.headers())
                 if raw != last_raw:  # a store batch's events share their link: made once per batch
                     last_raw, link = raw, _hex_link(raw)
                 links.append(link)
+            events.append(event)
             applied_msg = msg
-            last = envelope.offset
-        self._replay(envelopes, applied_msg, links)
-        return len(envelopes)
+            last = offset
+        self._replay(events, envelopes, applied_msg, links)
+        return len(events)
 
-    def _replay(self, envelopes: list[Envelope], last_msg=None, links: Sequence[bytes | None] = ()) -> None:
-        """Apply events exactly as the store does (SecurityProjection: one delta per batch), and log them."""
-        if envelopes:
+    def _read_envelope(self, key: bytes | None, value: bytes | None, headers) -> tuple[int, Envelope]:
+        envelope = self._decode(key, value, headers)
+        return envelope.offset, envelope
+
+    def _replay(self, events: list, envelopes: Sequence[Envelope] = (), last_msg=None,
+                links: Sequence[bytes | None] = ()) -> None:
+        """Apply a run of events that follows the image (one delta, as the store applies a batch), and log their
+        envelopes, when the follower keeps a local log."""
+        if events:
             if self.replica is not None:
                 for envelope, link in zip(envelopes, links, strict=True):
                     self.replica.add(envelope, link)
-            self.image = _PROJECTION.apply(self.image, envelopes)
-            self.applied += len(envelopes)
-            self._since_checkpoint += len(envelopes)
+            delta = _PROJECTION.delta(self.image)
+            first = self.image.next_offset
+            delta.replay_events(first, events)
+            self.image = delta.apply(first + len(events))
+            self.applied += len(events)
+            self._since_checkpoint += len(events)
             if last_msg is not None:  # the message of the last event: where it was and its link
                 self._applied_at, self._applied_link = last_msg.offset(), _hex_link(_raw_link(last_msg.headers()))
 

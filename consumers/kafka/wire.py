@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from secmeta.events.codec import SINGLE_OBJECT_MARKER, EventCodec
 from secmeta.events.codegen import setter_constructor
-from secmeta.events.entities import closes
+from secmeta.events.entities import closes, kind_of
 from secmeta.events.errors import EventsError, SecmetaError, UnknownSchemaError
 from secmeta.events.records import EVENT_TYPES, Envelope
 from secmeta.events.single_object import SingleObjects
@@ -72,6 +72,7 @@ __all__ = [
     "decode_message",
     "encode_message",
     "encode_tombstone",
+    "event_reader",
     "header_map",
     "is_removal",
     "message_decoder",
@@ -226,6 +227,57 @@ def decode_message(
 ) -> Envelope:
     """The envelope a message carries; NotOurMessage naming what is wrong otherwise."""
     return message_decoder(codec)(key, value, headers)
+
+
+def event_reader(codec: EventCodec) -> Callable[[bytes | None, bytes | None, Sequence | None], tuple[int, object]]:
+    """``message_decoder`` for a reader that applies events and keeps no envelope (a follower without a local log):
+    the message's log offset and its event as a replay takes it (``SecurityDelta.replay_events``: the creation of
+    an ACL as its row, ``AclCreated.ROW``, which builds none of the binding's objects), after the same checks (the
+    value whole, the key the entity's, the request header read); anything else goes to ``message_decoder``,
+    whose refusals name the problem."""
+    objects = SingleObjects(codec)
+    decode = message_decoder(codec)
+    rows = _row_readers(objects)
+    fields = _request_fields
+
+    def read(key: bytes | None, value: bytes | None, headers: Sequence | None) -> tuple[int, object]:
+        try:
+            found = dict(headers)  # type: ignore[arg-type]
+            offset, request = found[HEADER_OFFSET], found[HEADER_REQUEST]
+            compiled, at, prefix = rows[value[:10]]  # type: ignore[index]  # a type read as its row, else the decoder
+            if (value.__class__ is not bytes or offset.__class__ is not bytes or request.__class__ is not bytes
+                    or not offset.isdigit()):
+                raise ValueError
+            row, end = compiled(value)
+            if end != len(value) or (key is not None and key != prefix + row[at].encode()):
+                raise ValueError
+            fields(request)  # read and checked, as for every message (its values are not kept)
+            return int(offset), row
+        except Exception:  # noqa: BLE001 - not a plain row: message_decoder reads it or names the problem
+            envelope = decode(key, value, headers)
+            event = envelope.event
+            return envelope.offset, event.row() if hasattr(event.__class__, "ROW") else event  # type: ignore[union-attr]
+
+    return read
+
+
+#: Per codec: by a value's first ten bytes, for the event types read as their row, the compiled row decoder, the
+#: position in the row of the field that keys the entity, and the entity key's prefix (the kind's name).
+_ROWS_BY_CODEC: weakref.WeakKeyDictionary[EventCodec, dict[bytes, tuple]] = weakref.WeakKeyDictionary()
+
+
+def _row_readers(objects: SingleObjects) -> dict[bytes, tuple]:
+    found = _ROWS_BY_CODEC.get(objects.codec)
+    if found is None:
+        found = {}
+        for cls, fingerprint in objects.fingerprints.items():
+            compiled = objects.compiled_row_decoder(fingerprint)
+            kind = kind_of(cls)
+            if compiled is not None and len(kind.key) == 1:
+                found[SINGLE_OBJECT_MARKER + fingerprint] = (compiled, cls.ROW.index(kind.key[0]),  # type: ignore[attr-defined]
+                                                             f"{kind.name}:".encode())
+        _ROWS_BY_CODEC[objects.codec] = found
+    return found
 
 
 def message_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, Sequence | None], Envelope]:

@@ -19,6 +19,7 @@ from secmeta.consumers.kafka.wire import (
     decode_message,
     encode_message,
     encode_tombstone,
+    event_reader,
     header_map,
     is_removal,
     message_offset,
@@ -26,6 +27,7 @@ from secmeta.consumers.kafka.wire import (
 from secmeta.events.codec import EventCodec
 from secmeta.events.keyring import SealedSecret
 from secmeta.events.records import (
+    AclCreated,
     AclDeleted,
     ClientQuotaAltered,
     DelegationTokenRemoved,
@@ -355,7 +357,14 @@ def test_the_straight_path_reads_every_message_as_the_careful_path_does(envelope
         except NotOurMessage as exc:
             return exc.reason
 
-    assert outcome(message_decoder(CODEC)) == outcome(_careful_decoder(SingleObjects(CODEC)))
+    careful = outcome(_careful_decoder(SingleObjects(CODEC)))
+    assert outcome(message_decoder(CODEC)) == careful
+    # a follower without a local log reads (offset, the event as a replay takes it: an ACL's creation as its row)
+    read = outcome(event_reader(CODEC))
+    if isinstance(careful, str):
+        assert read == careful
+    else:
+        assert read == (careful.offset, careful.event.row() if isinstance(careful.event, AclCreated) else careful.event)
 
 
 @pytest.mark.parametrize("raw", [b"1_2", b" 12", b"+5", b"12\n"])
