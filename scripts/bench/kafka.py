@@ -9,10 +9,11 @@ bench-cache/kafka, the others as scripts.bench.shapes caches them), then ``--rep
 (``--worker``) each measure on it, in this order:
 
 * the ceiling: reading and decoding the same events from the log;
-* the wire codec alone: encode_message and decode_message per event (with the
-  collector paused, as the publisher and the follower run them);
+* the wire codec alone: encode_message, decode_message (envelopes, as a follower with a local
+  log reads them) and event_reader (events as a replay takes them, as one without does) per
+  event (with the collector paused, as the publisher and the follower run them);
 * the follower's floor: the image applying the log's events in rounds of ``--round``
-  (SecurityProjection.apply, as the follower applies each batch), without Kafka;
+  (one delta per batch, an ACL's creation as its row, as the follower applies each batch), without Kafka;
 * the publisher and the follower, as a live standby runs: the log is published
   in rounds of ``--round`` events (Publisher.publish_available: history and
   state topics, idempotent producer, acks=all, confirmed and checkpointed),
@@ -67,6 +68,11 @@ from scripts.bench.report import REPO_ROOT, print_table, rate, write_json
 from secmeta.consumers.kafka.follower import Follower
 from secmeta.consumers.kafka.publisher import Publisher
 from secmeta.consumers.kafka.wire import message_decoder, message_encoder
+
+try:  # a --before-python checkout may predate it
+    from secmeta.consumers.kafka.wire import event_reader
+except ImportError:  # pragma: no cover - only with an older secmeta
+    event_reader = None
 from secmeta.core.log import Log
 from secmeta.core.store.state import load_state
 from secmeta.events.keyring import Keyring
@@ -114,8 +120,9 @@ def log_ceiling(path: Path, keyring: Keyring) -> tuple[int, list[float]]:
     return count, spent
 
 
-def wire_rates(path: Path, keyring: Keyring) -> tuple[int, list[float], list[float]]:
-    encode, decode = [0.0, 0.0], [0.0, 0.0]
+def wire_rates(path: Path, keyring: Keyring) -> tuple[int, list[float], list[float], list[float] | None]:
+    """encode_message, decode_message (a follower with a local log) and event_reader (one without), per event."""
+    encode, decode, read = [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]
     with Log.open(path, keyring=keyring, read_only=True) as log:
         envelopes = list(log.read())
         codec = log.codec
@@ -125,21 +132,30 @@ def wire_rates(path: Path, keyring: Keyring) -> tuple[int, list[float], list[flo
         with paused_gc(), _timing(decode):
             for key, value, headers in messages:
                 decode_one(key, value, headers)
-    return len(envelopes), encode, decode
+        if event_reader is None:
+            return len(envelopes), encode, decode, None
+        read_one = event_reader(codec)
+        with paused_gc(), _timing(read):
+            for key, value, headers in messages:
+                read_one(key, value, headers)
+    return len(envelopes), encode, decode, read
 
 
 def apply_in_rounds(path: Path, keyring: Keyring, step: int) -> tuple[int, list[float]]:
     """The follower's floor: the log's events applied to an image in rounds of ``step``, as the follower
-    applies what each catch_up brings (one SecurityProjection.apply per batch), without Kafka."""
+    applies what each catch_up brings (one delta per batch, its events as a replay takes them: an ACL's
+    creation as its row, as wire.event_reader reads it), without Kafka."""
     spent = [0.0, 0.0]
     with Log.open(path, keyring=keyring, read_only=True) as log:
         with paused_gc(freeze=True):
-            envelopes = list(log.read())
+            events = [e.row() if isinstance(e, AclCreated) else e for e in (env.event for env in log.read())]
     projection, image = SecurityProjection(), SecurityImage.EMPTY
-    for start in range(0, len(envelopes), step):
+    for start in range(0, len(events), step):
         with _timing(spent), paused_gc(freeze=True):
-            image = projection.apply(image, envelopes[start:start + step])
-    return len(envelopes), spent
+            delta = projection.delta(image)
+            delta.replay_events(start, events[start:start + step])
+            image = delta.apply(start + len(events[start:start + step]))
+    return len(events), spent
 
 
 SIDES = ("before", "after")
@@ -147,7 +163,8 @@ SIDES = ("before", "after")
 MEASURES = (
     ("log_read_decode", "log read + decode (the ceiling)", None),
     ("wire_encode", "wire encode_message", None),
-    ("wire_decode", "wire decode_message", None),
+    ("wire_decode", "wire decode_message (envelopes: with a local log)", None),
+    ("wire_read", "wire event_reader (events as replay takes them)", None),
     ("apply_rounds", "image apply in rounds (the follower's floor)", None),
     ("publish", "publish (history + state, confirmed)", TARGET_PER_S),
     ("follow", "follower catch-up (history)", TARGET_PER_S),
@@ -227,9 +244,11 @@ def worker(store: Path, key_file: Path, step: int, state_entities: int, local_lo
         tmp = Path(tmp)
         count, spent = log_ceiling(store, keyring)
         record("log_read_decode", count, spent)
-        count, encode, decode = wire_rates(store, keyring)
+        count, encode, decode, read = wire_rates(store, keyring)
         record("wire_encode", count, encode)
         record("wire_decode", count, decode)
+        if read is not None:
+            record("wire_read", count, read)
         count, spent = apply_in_rounds(store, keyring, step)
         record("apply_rounds", count, spent)
         mirror = mirror_in_rounds(store, keyring, bootstrap, tmp, count, step, local_log=local_log,
@@ -270,6 +289,8 @@ def _spread(values: list[float], fmt: str) -> str:
 def _rows(shape: str, events: int, side: str, runs: list[dict]) -> list[list]:
     rows = []
     for key, measure, target in MEASURES:
+        if key not in runs[0]:  # a measure the side's secmeta lacks
+            continue
         count = runs[0][key]["events"]
         walls = [r[key]["wall_s"] for r in runs]
         cpus = [r[key]["cpu_s"] for r in runs]
