@@ -14,6 +14,7 @@ from unittest.mock import patch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scripts.bench import shapes
 from secmeta.events.records import AclCreated, AclDeleted, Envelope
 from secmeta.events.types import (
     AclBinding,
@@ -26,6 +27,8 @@ from secmeta.projections import acls as acls_module
 from secmeta.projections import layered_map
 from secmeta.projections.authorizer import authorize
 from secmeta.projections.image import SecurityDelta, SecurityImage, SecurityProjection
+from tests.projections.test_shape_properties import replayed as shape_replayed
+from tests.projections.test_shape_properties import snapshot_loaded
 
 PROJECTION = SecurityProjection()
 Op = AclOperation
@@ -129,3 +132,35 @@ def test_a_batch_on_a_held_pattern_and_on_new_ones_gives_each_acl_its_place():
     assert authorize(image.acls, "User:p3", "10.0.0.1", Op.WRITE, ResourceType.TOPIC, "t3")
     assert not authorize(image.acls, "User:p3", "10.0.0.1", Op.READ, ResourceType.TOPIC, "t3")  # n3 deleted
     assert image.acls.get("n7") is None and image.acls.get("n3") is None and len(image.acls) == 1 + 200 + 1 - 1 + 1 - 1
+
+
+shape_logs = st.tuples(st.sampled_from(shapes.NAMES), st.integers(1, 300), st.integers(0, 2**16))
+
+
+def rows_batched(events, base: SecurityImage, cuts) -> SecurityImage:
+    """``base`` with ``events`` (following it) applied in batches cut at ``cuts``, each as the follower applies a
+    batch: one delta, creations as rows."""
+    bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
+    image = base
+    for start, end in zip(bounds, bounds[1:], strict=False):
+        delta = SecurityDelta(image)
+        delta.replay_events(image.next_offset, [e.row() if isinstance(e, AclCreated) else e for e in events[start:end]])
+        image = delta.apply(image.next_offset + end - start)
+    return image
+
+
+@settings(max_examples=25, deadline=None)
+@given(shape_logs, st.integers(0, 200), st.lists(st.integers(1, 400), max_size=5), st.sampled_from([1, 8, 64]))
+def test_batches_onto_a_snapshot_loaded_image_of_every_shape_give_the_replayed_image(log, cut, cuts, table_from):
+    """On the benchmark's shapes: batches applied through the route onto a snapshot-loaded image of the log's
+    first events (or an empty one) give the replayed image, and so does a snapshot of the result loaded again
+    (a follower's checkpoint of an image the route made)."""
+    shape, n, seed = log
+    events = [event for request in shapes.shape_events(shape, n, seed) for event in request]
+    cut = min(cut, len(events))
+    base = snapshot_loaded(shape_replayed([events[:cut]])) if cut else SecurityImage.EMPTY
+    with patch.object(acls_module, "TABLE_FROM", table_from):
+        image = rows_batched(events[cut:], base, cuts)
+    replay = shape_replayed([events])
+    assert image == replay and sorted(image.acls) == sorted(replay.acls)
+    assert snapshot_loaded(image) == replay
