@@ -263,8 +263,10 @@ class AclsDelta:
         removed: list[tuple[str, Group]] = []
         added: list[AclRow] = []
         get = acls.get
+        # which ids the image may hold, by the maps' own lookups: a batch of new ACLs asks get() of none
+        held = frozenset(acls.held(changes)) if len(changes) >= TABLE_FROM else None
         for acl_id, change in changes.items():
-            old = get(acl_id)
+            old = get(acl_id) if held is None or acl_id in held else None
             if old is not None:
                 if change is not None and old.binding(acl_id) == _binding(change):
                     continue
