@@ -113,6 +113,8 @@ def text(value: object, field: str, *, max_bytes: int = MAX_NAME_BYTES, selects:
     ``selects``: the string only selects what is stored (a filter, a question), so it may name what an
     older log holds: invisible format characters are let through (``unseen_character`` is not applied).
     """
+    if type(value) is str and value.isascii() and value.isprintable() and len(value) <= max_bytes:
+        return value    # printable ASCII (one pass each in C): no surrogate, control or unseen character, a byte each
     string(value, field)
     if _SURROGATE.search(value):
         raise FieldError(field, f"{_shown(value)} is not valid UTF-8 (it holds a lone surrogate)")

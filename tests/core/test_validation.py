@@ -325,6 +325,19 @@ def test_text_at_the_byte_limit_passes_and_one_more_byte_fails():
         text("é" * (MAX_NAME_BYTES // 2) + "x", "name")
 
 
+@settings(max_examples=200)
+@given(value=st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=40), pad=st.sampled_from([0, 1000, 1100]))
+def test_ascii_text_passes_unless_it_holds_a_control_character_or_is_too_long(value, pad):
+    """An ASCII string (the usual name, checked in one pass) passes exactly when it has no control character
+    (U+0000-001F, U+007F) and fits the byte limit; a refusal names the field."""
+    value += "x" * pad
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value) or len(value) > MAX_NAME_BYTES:
+        with pytest.raises(FieldError, match="^name "):
+            text(value, "name")
+    else:
+        assert text(value, "name") == value
+
+
 def test_enum_value_spellings_and_concreteness():
     """Kafka's tools' names, the enum's names and codes; never a bool; concrete refuses ANY and UNKNOWN."""
     for spelling in ("IdempotentWrite", "IDEMPOTENT_WRITE", "idempotent-write", 12, AclOperation.IDEMPOTENT_WRITE):
