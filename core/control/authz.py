@@ -15,7 +15,7 @@ from secmeta.events.types import CLUSTER_NAME, AclOperation, ResourceType
 from secmeta.projections.acls import AclsImage
 from secmeta.projections.authorizer import authorize
 
-__all__ = ["Decider", "checked_context", "acls_of", "decider_for", "require_cluster"]
+__all__ = ["CLUSTER_DECISIONS_KEPT", "Decider", "checked_context", "acls_of", "decider_for", "require_cluster"]
 
 Decider = Callable[[str, str, AclOperation, ResourceType, str], bool]
 
@@ -24,13 +24,32 @@ def acls_of(image) -> AclsImage:
     return image if isinstance(image, AclsImage) else image.acls
 
 
+#: Cluster decisions a decider keeps (each its own (principal, host, operation) question; past this, all dropped).
+CLUSTER_DECISIONS_KEPT = 1024
+
+
 def decider_for(image, config) -> Decider:
-    """A Decider over ``image``'s ACLs with ``config``'s super users and no-ACL default."""
+    """A Decider over ``image``'s ACLs with ``config``'s super users and no-ACL default.
+
+    Its decisions on the CLUSTER resource are kept: every request's own check asks one of them (the
+    requester's right on the cluster), and the answer is a function of the immutable image, the
+    settings and the question, so it holds for as long as the decider does (one image)."""
     acls = acls_of(image)
     super_users = frozenset(config.super_users)
     allow_if_no_acl = bool(config.allow_everyone_if_no_acl_found)
+    cluster: dict[tuple, bool] = {}
 
     def decide(principal, host, operation, resource_type, resource_name) -> bool:
+        if resource_type == ResourceType.CLUSTER:
+            key = (principal, host, operation, resource_name)
+            known = cluster.get(key)
+            if known is not None:
+                return known
+            if len(cluster) >= CLUSTER_DECISIONS_KEPT:
+                cluster.clear()
+            known = cluster[key] = authorize(acls, principal, host, operation, resource_type, resource_name,
+                                             super_users=super_users, allow_if_no_acl=allow_if_no_acl)
+            return known
         return authorize(acls, principal, host, operation, resource_type, resource_name,
                          super_users=super_users, allow_if_no_acl=allow_if_no_acl)
 

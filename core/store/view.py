@@ -36,7 +36,8 @@ class StoreView:
     Its describe calls are an ``AdminReader`` (secmeta.core.admin), needing ``context=`` as the store's do.
     """
 
-    __slots__ = ("image", "config", "timestamp_ms", "_base", "_gate", "_acls", "_super_users", "_allow_if_no_acl")
+    __slots__ = ("image", "config", "timestamp_ms", "_base", "_gate", "_acls", "_super_users", "_allow_if_no_acl",
+                 "_own_decider")
 
     def __init__(
         self,
@@ -54,6 +55,7 @@ class StoreView:
         self._acls = image.acls
         self._super_users = frozenset(config.super_users)
         self._allow_if_no_acl = bool(config.allow_everyone_if_no_acl_found)
+        self._own_decider = None    # the decider over this view's image, made on first use (it keeps its cluster decisions)
 
     @property
     def offset(self) -> int:
@@ -67,7 +69,10 @@ class StoreView:
 
     def _decider(self):
         if self._gate is None:
-            return control.decider_for(self.image, self.config)
+            decider = self._own_decider
+            if decider is None:
+                decider = self._own_decider = control.decider_for(self.image, self.config)
+            return decider
         gate = self._gate()
         return control.decider_for(gate, logged_settings.in_force(self._base, gate))
 

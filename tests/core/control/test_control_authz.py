@@ -84,3 +84,25 @@ def test_require_cluster_asks_about_the_cluster_resource():
     calls = []
     require_cluster(lambda *a: calls.append(a) or True, RequestContext(principal=BOB, host="h1"), Op.ALTER)
     assert calls == [(BOB, "h1", Op.ALTER, CLUSTER, CLUSTER_NAME)]
+
+
+def test_a_decider_keeps_cluster_decisions_per_question_and_a_new_image_decides_anew():
+    """The cluster decisions a decider keeps answer each (principal, host, operation) as the image does, past the
+    number it keeps too; the decider of the image after a change decides by the change."""
+    from secmeta.core.control.authz import CLUSTER_DECISIONS_KEPT
+
+    denied_host = AclBinding.of(CLUSTER, CLUSTER_NAME, PatternType.LITERAL, BOB, "10.0.0.9", Op.DESCRIBE,
+                                AclPermissionType.DENY)
+    image = replayed(cluster_acl(op=Op.DESCRIBE), AclCreated("a2", denied_host))
+    decide = decider_for(image, StoreConfig(super_users=()))
+    hosts = [f"10.0.{i // 250}.{i % 250}" for i in range(CLUSTER_DECISIONS_KEPT + 10)] + ["10.0.0.9"]
+    for _ in range(2):
+        assert [decide(BOB, h, Op.DESCRIBE, CLUSTER, CLUSTER_NAME) for h in hosts] == [h != "10.0.0.9" for h in hosts]
+        assert not decide(BOB, "10.0.0.1", Op.ALTER, CLUSTER, CLUSTER_NAME)
+        assert not decide("User:carol", "10.0.0.1", Op.DESCRIBE, CLUSTER, CLUSTER_NAME)
+    delta = SecurityDelta(image)
+    delta.replay(AclCreated("a3", AclBinding.of(CLUSTER, CLUSTER_NAME, PatternType.LITERAL, BOB, "*", Op.DESCRIBE,
+                                                AclPermissionType.DENY)))
+    after = decider_for(delta.apply(), StoreConfig(super_users=()))
+    assert not after(BOB, "10.0.0.1", Op.DESCRIBE, CLUSTER, CLUSTER_NAME)
+    assert decide(BOB, "10.0.0.1", Op.DESCRIBE, CLUSTER, CLUSTER_NAME)     # the older image's decider: its own image
