@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from types import MappingProxyType
-from typing import ClassVar
+from typing import ClassVar, Literal, overload
 
 from secmeta.events.errors import InvalidValueError
 from secmeta.events.records import AclRow, acl_row, row_binding
@@ -98,9 +98,20 @@ class AclsImage:
                 return acl_id
         return None
 
-    def selection(self, f: AclBindingFilter) -> Iterator[tuple[Group, list[tuple[str, AccessControlEntry]] | None]]:
+    @overload
+    def selection(self, f: AclBindingFilter, *, whole_nodes: Literal[False] = False
+                  ) -> Iterator[tuple[Group, list[tuple[str, AccessControlEntry]] | None]]: ...
+
+    @overload
+    def selection(self, f: AclBindingFilter, *, whole_nodes: bool
+                  ) -> Iterator[tuple[Group | Node, list[tuple[str, AccessControlEntry]] | None]]: ...
+
+    def selection(self, f: AclBindingFilter, *, whole_nodes: bool = False
+                  ) -> Iterator[tuple[Group | Node, list[tuple[str, AccessControlEntry]] | None]]:
         """Each index group holding ACLs the filter selects (Kafka filter rules), with the (acl_id, entry)
-        pairs it selects, or None when it selects every ACL of the group.
+        pairs it selects, or None when it selects every ACL of the group.  With ``whole_nodes``, a node
+        whose every ACL the filter selects (a filter on the pattern alone) comes as the node itself, with
+        None: all of its groups (one pattern; a node of one principal is that principal's group).
 
         The index does the pattern and principal part of the rules: a filter naming a resource visits only
         the nodes that hold that exact pattern (or, with MATCH, the name's literal node, '*' and the name's
@@ -121,6 +132,9 @@ class AclsImage:
         for resource_type in types:
             for node in _filter_nodes(self.index, resource_type, pf.pattern_type, pf.name):
                 if principal is None:
+                    if whole_nodes and not checks_entries:
+                        yield node, None
+                        continue
                     groups = node.groups()
                 else:
                     group = node.group(principal)

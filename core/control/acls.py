@@ -33,7 +33,7 @@ from secmeta.events.types import (
     ResourcePatternFilter,
     ResourceType,
 )
-from secmeta.projections.acl_index import Group
+from secmeta.projections.acl_index import Group, Node
 from secmeta.projections.acls import canonical_entry
 
 __all__ = ["checked_binding", "checked_filter", "create_acls", "delete_acls", "describe_acl_groups", "describe_acls",
@@ -244,8 +244,9 @@ def describe_acls(image, f: AclBindingFilter, context: RequestContext, *,
 
 
 def describe_acl_groups(image, f: AclBindingFilter, context: RequestContext, *,
-                        decider: Decider) -> list[tuple[Group, list[tuple[str, AccessControlEntry]] | None]]:
+                        decider: Decider) -> list[tuple[Group | Node, list[tuple[str, AccessControlEntry]] | None]]:
     """``describe_acls``' answer (the same checks) as the image's index groups that hold it, each with the
-    (acl_id, entry) pairs selected or None for all of its ACLs (``AclsImage.selection``): for a caller
-    that encodes per group and keeps a group's encoding (a group is immutable)."""
-    return list(acls_of(image).selection(_readable_filter(f, context, decider)))
+    (acl_id, entry) pairs selected or None for all of its ACLs, a whole index node when the filter selects
+    all of it (``AclsImage.selection(..., whole_nodes=True)``): for a caller that encodes per group or node
+    and keeps its encoding (both are immutable)."""
+    return list(acls_of(image).selection(_readable_filter(f, context, decider), whole_nodes=True))

@@ -10,10 +10,12 @@ ones (DescribeAcls v2+) write unsigned varints of length + 1 and an empty tagged
 (one 0 byte) after every struct.
 
 An index group (one principal's ACLs on one resource pattern) is an immutable value that the
-images holding it share, so the encoding of all its ACLs is kept per group object (``_GroupBytes``)
-and reused by every answer that selects the whole group, in this image and the next ones, until
-a write replaces the group with a new object.  A group only partly selected (the filter names a
-host, an operation or a permission) is encoded afresh.
+images holding it share, and so is an index node (every group on one pattern), so the encoding of
+all its ACLs is kept per group or node object (``_HeldBytes``) and reused by every answer that
+selects the whole group or node, in this image and the next ones, until a write replaces it with a
+new object.  A filter on the pattern alone selects whole nodes (``AclsImage.selection(...,
+whole_nodes=True)``): its answer is the kept encodings of its nodes, joined.  A group only partly
+selected (the filter names a host, an operation or a permission) is encoded afresh.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Iterable, Sequence
 
 from secmeta.core.wire.codec import ApiKey, EncodedResponse, flexible_response_header
 from secmeta.events.types import AccessControlEntry
-from secmeta.projections.acl_index import Group
+from secmeta.projections.acl_index import Group, Node
 
 __all__ = ["describe_acls_response"]
 
@@ -60,41 +62,41 @@ def _put_string(out: bytearray, data: bytes) -> None:
     out += data
 
 
-Selected = tuple[Group, Sequence[tuple[str, AccessControlEntry]] | None]
+Selected = tuple[Group | Node, Sequence[tuple[str, AccessControlEntry]] | None]
 
 
 def describe_acls_response(version: int, groups: Iterable[Selected]) -> EncodedResponse:
-    """DescribeAcls' successful answer (no error, not throttled) of the selected ``groups`` (each group with
-    the (acl_id, entry) pairs selected, or None for all its ACLs), one resource per run of groups on the
-    same pattern, in their order (the index hands out a node's groups together: one run per pattern)."""
+    """DescribeAcls' successful answer (no error, not throttled) of the selected ``groups`` (each a group with
+    the (acl_id, entry) pairs selected, or a group or a whole index node with None for all its ACLs), one
+    resource per run of them on the same pattern, in their order (the index hands out a node's groups
+    together: one run per pattern)."""
     flexible = version >= _FLEXIBLE_FROM
-    put = _put_compact if flexible else _put_string
     resources: list[tuple[bytes, list[int], list[bytes]]] = []
     name: str | None = None
     kind: tuple | None = None
     counts: list[int] = []
     parts: list[bytes] = []
-    for group, chosen in groups:
-        if group.name != name or group.kind != kind:
-            name, kind = group.name, group.kind
-            pattern = bytearray((kind[0],))
-            put(pattern, name.encode())
-            pattern.append(kind[1])
-            counts, parts = [], []
-            resources.append((bytes(pattern), counts, parts))
+    of = _HELD_BYTES.of
+    for holder, chosen in groups:
         if chosen is None:
-            count, data = _GROUP_BYTES.of(group, flexible)
+            held_name, held_kind, pattern, count, data = of(holder, flexible)
         else:
+            held_name, held_kind = holder.name, holder.kind      # type: ignore[union-attr]
+            pattern = None
             count, data = len(chosen), _entries_bytes([entry for _, entry in chosen], flexible)
+        if held_name != name or held_kind != kind:
+            name, kind = held_name, held_kind
+            counts, parts = [], []
+            resources.append((pattern or _pattern_bytes(name, kind, flexible), counts, parts))
         counts.append(count)
         parts.append(data)
     out = bytearray(_HEAD[flexible])
     out += _uvarint(len(resources) + 1) if flexible else _I32.pack(len(resources))
     for pattern_bytes, counts, parts in resources:
         out += pattern_bytes
-        count = sum(counts)
+        count = counts[0] if len(counts) == 1 else sum(counts)
         out += _uvarint(count + 1) if flexible else _I32.pack(count)
-        out += b"".join(parts)
+        out += parts[0] if len(parts) == 1 else b"".join(parts)
         if flexible:
             out.append(0)       # the resource's tagged fields
     if flexible:
@@ -103,6 +105,14 @@ def describe_acls_response(version: int, groups: Iterable[Selected]) -> EncodedR
     if header is None:
         header = _HEADER_FLEXIBLE[version] = flexible_response_header(ApiKey.DESCRIBE_ACLS, version)
     return EncodedResponse(header, bytes(out))
+
+
+def _pattern_bytes(name: str, kind: tuple, flexible: bool) -> bytes:
+    """A resource's pattern in the answer: its type, name and pattern type."""
+    pattern = bytearray((kind[0],))
+    (_put_compact if flexible else _put_string)(pattern, name.encode())
+    pattern.append(kind[1])
+    return bytes(pattern)
 
 
 def _entries_bytes(entries: Iterable[AccessControlEntry], flexible: bool) -> bytes:
@@ -127,32 +137,38 @@ def _entries_bytes(entries: Iterable[AccessControlEntry], flexible: bool) -> byt
     return bytes(out)
 
 
-class _GroupBytes:
-    """The encoded entries of whole groups, per encoding (non-flexible, flexible), kept by group object.
+class _HeldBytes:
+    """The encoded ACLs of whole groups and whole index nodes, per encoding (non-flexible, flexible), kept by
+    object: (pattern name, (resource type, pattern type), the pattern's bytes, how many ACLs, their entries).
 
-    Each kept encoding holds its group, so no other object can take the group's id while it is kept.
-    A group made from an index table (``TableGroup``) holds its whole table: when a group of another table is
-    encoded (an image loaded or rebuilt since), every kept encoding is dropped, so an old table is never pinned
-    here (the table's id cannot be reused while a kept group holds the table).
-    Bounded: at most ``limit`` groups and ``budget`` bytes per encoding; past either, all are dropped.
+    Each kept encoding holds its group or node, so no other object can take its id while it is kept.
+    A group made from an index table (``TableGroup``) or a node of one (``Lazy``, or made of such groups)
+    holds its whole table: when one of another table is encoded (an image loaded or rebuilt since), every
+    kept encoding is dropped, so an old table is never pinned here (the table's id cannot be reused while a
+    kept group holds the table).
+    Bounded: at most ``limit`` entries and ``budget`` bytes per encoding; past either, all are dropped.
     """
 
     def __init__(self, limit: int = 65536, budget: int = 16 * 1024 * 1024):
         self._limit, self._budget = limit, budget
-        self._kept: tuple[dict[int, tuple[Group, int, bytes]], ...] = ({}, {})
+        self._kept: tuple[dict[int, tuple], ...] = ({}, {})
         self._held = [0, 0]
         self._table: int | None = None    # id of the table the kept table groups belong to
         self._lock = threading.Lock()     # the server's worker threads encode too (a filter without a name)
 
-    def of(self, group: Group, flexible: bool) -> tuple[int, bytes]:
-        """(how many ACLs, their encoded entries) of all of ``group``'s ACLs."""
+    def of(self, holder: Group | Node, flexible: bool) -> tuple[str, tuple, bytes, int, bytes]:
+        """(name, kind, pattern bytes, how many ACLs, their encoded entries) of all of ``holder``'s ACLs (a group,
+        or a node: all of its groups, in its order)."""
         kept = self._kept[flexible]
-        found = kept.get(id(group))
-        if found is not None and found[0] is group:
-            return found[1], found[2]
-        entries = [entry for _, entry in group.members()]
+        found = kept.get(id(holder))
+        if found is not None and found[0] is holder:
+            return found[1]
+        groups = (holder,) if isinstance(holder, Group) else tuple(holder.groups())
+        first = groups[0]
+        entries = [entry for group in groups for _, entry in group.members()]
         data = _entries_bytes(entries, flexible)
-        table = getattr(group, "table", None)
+        value = (first.name, first.kind, _pattern_bytes(first.name, first.kind, flexible), len(entries), data)
+        table = getattr(first, "table", None)
         with self._lock:
             if table is not None and id(table) != self._table:
                 for other in self._kept:
@@ -162,10 +178,10 @@ class _GroupBytes:
             if len(kept) >= self._limit or self._held[flexible] + len(data) > self._budget:
                 kept.clear()
                 self._held[flexible] = 0
-            kept[id(group)] = (group, len(entries), data)
+            kept[id(holder)] = (holder, value)
             self._held[flexible] += len(data)
-        return len(entries), data
+        return value
 
 
-_GROUP_BYTES = _GroupBytes()
+_HELD_BYTES = _HeldBytes()
 _HEADER_FLEXIBLE: dict[int, bool] = {}     # DescribeAcls version -> response header v1

@@ -73,14 +73,16 @@ _CORRELATION = st.integers(-(2**31), 2**31 - 1)
 @given(data=st.data(), bindings=_bindings(), version=st.sampled_from(_DESCRIBE_ACLS_VERSIONS),
        correlation_id=_CORRELATION)
 def test_describe_acls_by_hand_is_kios_encoding(data, bindings, version, correlation_id):
-    """DescribeAcls' hand-written answer of an image's selected groups equals kio's for the same ACLs, grouped
-    by resource, at v1-v3, and so does the same answer again (each whole group's encoding kept)."""
+    """DescribeAcls' hand-written answer of an image's selected groups (or whole index nodes, for a filter on the
+    pattern alone) equals kio's for the same ACLs, grouped by resource, at v1-v3, and so does the same answer
+    again (each whole group's or node's encoding kept)."""
     image = AclsImage.of((f"id{i}", b) for i, b in enumerate(bindings))
     f = data.draw(_filters(bindings))
     kio = _kio_frame(ApiKey.DESCRIBE_ACLS, version, correlation_id, error_code=0, error_message=None,
                      resources=convert.resources_fields([b for _, b in image.matching(f)]))
-    for _ in range(2):
-        ours = encode_response(correlation_id, hot_responses.describe_acls_response(version, image.selection(f)))
+    for whole_nodes in (False, True, False, True):
+        ours = encode_response(correlation_id, hot_responses.describe_acls_response(
+            version, image.selection(f, whole_nodes=whole_nodes)))
         assert ours == kio
     assert decode_response(ApiKey.DESCRIBE_ACLS, version, ours[4:])[0] == correlation_id
 
@@ -89,7 +91,7 @@ _EVERY_ACL = AclBindingFilter.of()
 
 
 def _read_back(version: int, image: AclsImage, f: AclBindingFilter = _EVERY_ACL) -> list[AclBinding]:
-    frame = encode_response(3, hot_responses.describe_acls_response(version, image.selection(f)))
+    frame = encode_response(3, hot_responses.describe_acls_response(version, image.selection(f, whole_nodes=True)))
     return convert.bindings_from_resources(decode_response(ApiKey.DESCRIBE_ACLS, version, frame[4:])[1].resources)
 
 
@@ -118,6 +120,29 @@ def test_a_changed_group_is_encoded_afresh():
         assert _read_back(version, before) == [acl(AclOperation.READ)]
         assert sorted(_read_back(version, after), key=repr) == sorted([acl(AclOperation.READ), acl(AclOperation.WRITE)], key=repr)
         assert _read_back(version, before) == [acl(AclOperation.READ)]
+
+
+def test_a_changed_node_is_encoded_afresh():
+    """After a write adds or removes another principal's ACL on a resource (its index node replaced), the answer
+    on the resource alone holds the node's new ACLs, not the encoding kept for the old node."""
+    def acl(principal):
+        return AclBinding.of(ResourceType.TOPIC, "orders", PatternType.LITERAL, principal, "10.0.0.1",
+                             AclOperation.READ, AclPermissionType.ALLOW)
+
+    orders = AclBindingFilter.of(ResourceType.TOPIC, "orders", PatternType.MATCH)
+    images, held = [AclsImage.EMPTY], []
+    for n in (1, 3, 12, 2):     # one principal's group, a few principals, many, a few again
+        delta = AclsDelta(images[-1])
+        for i in range(len(held), n):
+            delta.add(f"id{i}", acl(f"User:u{i}"))
+        for i in range(n, len(held)):
+            delta.remove(f"id{i}")
+        held = [acl(f"User:u{i}") for i in range(n)]
+        images.append(delta.apply())
+        for version in _DESCRIBE_ACLS_VERSIONS:
+            assert sorted(_read_back(version, images[-1], orders), key=repr) == sorted(held, key=repr)
+    for version in _DESCRIBE_ACLS_VERSIONS:
+        assert len(_read_back(version, images[2], orders)) == 3     # an older image's answer is still its own
 
 
 _CLUSTER_APIS = {
