@@ -11,9 +11,12 @@ index then visits only the nodes that can hold ACLs for that name (the literal n
 that one name.  A filter without a name may scan every ACL: it runs in a worker thread.
 DescribeAcls' answer is encoded by hand (``secmeta.core.wire.hot_responses``), straight
 from the index groups the store selects (``describe_acl_groups``: the same checks and ACLs
-as ``describe_acls``; a whole group's encoding is kept while the group lives), and the
-answer is kept for the same request and context until the store publishes another image (``secmeta.core.server.image_answers``): never bytes of an
-older image than the one published when the request is read.  A refusal is never kept.
+as ``describe_acls``; a whole group's or node's encoding is kept while it lives), and the
+answer is kept for the same filter and context until the store publishes another image
+(``secmeta.core.server.image_answers``): never bytes of an older image than the one published
+when the request is read.  A refusal is never kept.  On a logged-in connection, a request
+naming a resource is answered from its bytes (``_answered_from_bytes``: read by hand, no kio
+entity, no ``Call``) when it succeeds; otherwise the handler answers it as any request.
 """
 
 from __future__ import annotations
@@ -23,7 +26,11 @@ from typing import Any
 from secmeta.core.errors import ApiError
 from secmeta.core.server.call import Call
 from secmeta.core.server.handling import request_level, respond
-from secmeta.core.wire import convert, hot_responses
+from secmeta.core.server.image_answers import ImageAnswers
+from secmeta.core.types import RequestContext
+from secmeta.core.wire import convert, hot_requests, hot_responses
+from secmeta.core.wire.codec import EncodedResponse, encode_response
+from secmeta.core.wire.hot_requests import DescribeAclsFields
 
 
 def _per_creation(call: Call, error: ApiError) -> Any:
@@ -45,16 +52,38 @@ def _names_a_resource(call: Call) -> bool:
     return call.request.resource_name_filter is not None
 
 
-def _described(call: Call) -> Any:
-    groups = call.store.describe_acl_groups(convert.filter_from(call.request), context=call.context)
-    return hot_responses.describe_acls_response(call.version, groups)
+def _answer(store: Any, context: RequestContext, answers: ImageAnswers | None, version: int,
+            fields: DescribeAclsFields) -> EncodedResponse:
+    """DescribeAcls' successful answer to the filter ``fields`` (raises the store's ApiException), kept per image."""
+    def compute() -> EncodedResponse:
+        groups = store.describe_acl_groups(convert.filter_of(fields), context=context)
+        return hot_responses.describe_acls_response(version, groups)
+
+    if answers is None:
+        return compute()
+    return answers.answer(store, (version, fields, context), compute)
 
 
-@request_level(_describe_failed, on_loop=_names_a_resource)
+def _answered_from_bytes(frame: bytes, store: Any, context: RequestContext, answers: ImageAnswers | None
+                         ) -> bytes | None:
+    """The response frame of a DescribeAcls naming a resource, read by hand (``hot_requests``) and answered
+    without a kio entity, or None (not read by hand, no name, or not a success): the handler answers it."""
+    read = hot_requests.describe_acls_fields(frame, trailing_ok=True)
+    if read is None:
+        return None
+    version, correlation_id, _, fields = read
+    if fields[1] is None:       # no resource name: it may scan, so not on the loop (``_names_a_resource``)
+        return None
+    try:
+        response = _answer(store, context, answers, version, fields)
+    except Exception:           # a refusal or a failure: the handler's path answers (or logs) it
+        return None
+    return encode_response(correlation_id, response)
+
+
+@request_level(_describe_failed, on_loop=_names_a_resource, raw=_answered_from_bytes)
 def describe_acls(call: Call) -> Any:
-    if call.answers is None:
-        return _described(call)
-    return call.answers.answer(call.store, (call.version, call.request, call.context), lambda: _described(call))
+    return _answer(call.store, call.context, call.answers, call.version, hot_requests.fields_of(call.request))
 
 
 def _per_filter(call: Call, error: ApiError) -> Any:

@@ -351,9 +351,13 @@ class Connection:
             api_key, _, _ = peek_header(data)
             if api_key not in INLINE_KEYS or auth is None or not auth.complete or auth.refusal(api_key) is not None:
                 return None
-            frame = decode_request(data, trailing_ok=True)
             server = self._server
-            handler = server.handlers[frame.api_key]
+            handler = server.handlers[api_key]
+            if handler.raw is not None:
+                answered = handler.raw(data, server.store, auth.context, server.answers)
+                if answered is not None:
+                    return answered
+            frame = decode_request(data, trailing_ok=True)
             call = Call(server.store, auth.context, frame, self._broker, server.answers, server.cluster)
             if not handler.on_loop(call):
                 return None

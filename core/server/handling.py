@@ -13,6 +13,10 @@ authentication (ILLEGAL_SASL_STATE), as Kafka's SaslServerAuthenticator does.
 ``on_loop(call)`` says whether a request may be answered on the event loop: only reads
 of the store's immutable image whose work is bounded by the request's own shape, never
 a write, a PBKDF2 or a scan of the whole store (see ``secmeta.core.server.connection``).
+``raw(frame, store, context, answers)``, where an API has it, answers such a read straight
+from the request's bytes on a logged-in connection (the whole response frame), or returns
+None for anything it does not answer as a success: the decoded path then answers it, its
+refusals and failures included.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from typing import Any
 from secmeta.core.errors import ApiError, ApiException, ErrorCode
 from secmeta.core.server.call import Call
 from secmeta.core.server.controllership import not_controller
+from secmeta.core.server.image_answers import ImageAnswers
+from secmeta.core.types import RequestContext
 from secmeta.core.wire.codec import build, response_class
 
 __all__ = ["UNEXPECTED", "Handler", "log_failure", "request_level", "respond"]
@@ -57,6 +63,7 @@ class Handler:
     error_response: Callable[[Call, ApiError], Any]
     on_loop: Callable[[Call], bool] = _never
     writes: bool = False    # a write API: only the active controller serves it (NOT_CONTROLLER elsewhere)
+    raw: Callable[[bytes, Any, RequestContext, ImageAnswers | None], bytes | None] | None = None
 
     def __call__(self, call: Call) -> Any:
         if self.writes and call.cluster is not None and not call.cluster.accepts_writes:
@@ -71,11 +78,15 @@ class Handler:
 
 
 def request_level(on_error: Callable[[Call, ApiError], Any], *, on_loop: Callable[[Call], bool] = _never,
-                  writes: bool = False) -> Callable[[Callable[[Call], Any]], Handler]:
+                  writes: bool = False,
+                  raw: Callable[[bytes, Any, RequestContext, ImageAnswers | None], bytes | None] | None = None,
+                  ) -> Callable[[Callable[[Call], Any]], Handler]:
     """Make a ``Handler`` of the decorated function, answering failures with ``on_error(call, error)``;
-    ``writes``: the API changes the store, so a node that is not the active controller refuses it."""
+    ``writes``: the API changes the store, so a node that is not the active controller refuses it;
+    ``raw``: its answer straight from a frame's bytes (reads only, see the module's docstring)."""
+    assert raw is None or not writes, "a write is never answered from its bytes alone"
 
     def wrap(serve: Callable[[Call], Any]) -> Handler:
-        return Handler(serve, on_error, on_loop, writes)
+        return Handler(serve, on_error, on_loop, writes, raw)
 
     return wrap

@@ -40,11 +40,13 @@ from secmeta.core.types import (
 )
 from secmeta.events.records import ClientQuotaEntity
 from secmeta.events.types import (
+    AccessControlEntryFilter,
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     PatternType,
+    ResourcePatternFilter,
     ResourceType,
     ScramMechanism,
 )
@@ -71,6 +73,7 @@ __all__ = [
     "error_from",
     "filter_fields",
     "filter_from",
+    "filter_of",
     "matching_acl_fields",
     "ms_from",
     "owners_fields",
@@ -189,12 +192,20 @@ _PERMISSIONS: Mapping[int, AclPermissionType] = {int(m): m for m in AclPermissio
 
 def filter_from(entity: Any) -> AclBindingFilter:
     """The AclBindingFilter of a DescribeAclsRequest or a DeleteAclsFilter."""
-    return AclBindingFilter.of(
-        _member(_RESOURCE_TYPES, ResourceType, entity.resource_type_filter), entity.resource_name_filter,
-        _member(_PATTERN_TYPES, PatternType, getattr(entity, "pattern_type_filter", PatternType.LITERAL)),
-        entity.principal_filter, entity.host_filter, _member(_OPERATIONS, AclOperation, entity.operation),
-        _member(_PERMISSIONS, AclPermissionType, entity.permission_type),
-    )
+    return filter_of((entity.resource_type_filter, entity.resource_name_filter,
+                      getattr(entity, "pattern_type_filter", PatternType.LITERAL), entity.principal_filter,
+                      entity.host_filter, entity.operation, entity.permission_type))
+
+
+def filter_of(fields: tuple) -> AclBindingFilter:
+    """The AclBindingFilter of a filter's seven wire values (resource type, name, pattern type, principal, host,
+    operation, permission type: ``secmeta.core.wire.hot_requests.DescribeAclsFields``)."""
+    resource_type, name, pattern_type, principal, host, operation, permission = fields
+    return AclBindingFilter(
+        ResourcePatternFilter(_member(_RESOURCE_TYPES, ResourceType, resource_type), name,
+                              _member(_PATTERN_TYPES, PatternType, pattern_type)),
+        AccessControlEntryFilter(principal, host, _member(_OPERATIONS, AclOperation, operation),
+                                 _member(_PERMISSIONS, AclPermissionType, permission)))
 
 
 def resources_fields(bindings: Iterable[AclBinding]) -> list[dict[str, Any]]:

@@ -8,19 +8,30 @@ the same kio entity kio's reader builds.  It answers only the plain shape (no ta
 valid UTF-8, no trailing bytes unless they are allowed): for anything else it returns None
 and the caller decodes with kio, which accepts or refuses it as before.
 tests/core/wire/test_hot_requests.py checks both properties at every served version.
+
+``describe_acls_fields`` is the same reading without the entity: the request's seven filter values
+as a tuple (``DescribeAclsFields``), for the server's inline answer (``secmeta.core.server.acl_apis``),
+which needs nothing else from the request and is keyed by these values.
 """
 
 from __future__ import annotations
 
 import struct
 
-from secmeta.core.wire.codec import RequestFrame, request_class
+from secmeta.core.wire.codec import ApiKey, RequestFrame, request_class
 
-__all__ = ["describe_acls_request"]
+__all__ = ["FIELD_NAMES", "DescribeAclsFields", "describe_acls_fields", "describe_acls_request", "fields_of"]
+
+#: The request's filter values in the order of ``DescribeAclsFields``: resource type, resource name, pattern type,
+#: principal, host, operation, permission type (kio's field names).
+FIELD_NAMES = ("resource_type_filter", "resource_name_filter", "pattern_type_filter", "principal_filter",
+               "host_filter", "operation", "permission_type")
+DescribeAclsFields = tuple[int, str | None, int, str | None, str | None, int, int]
 
 _HEADER = struct.Struct(">hhih")      # api key, api version, correlation id, client id length
 _I16 = struct.Struct(">h")
 _FLEXIBLE_FROM = 2                    # DescribeAcls v2 is the first flexible version (request header v2)
+_SERVED = ApiKey.DESCRIBE_ACLS.versions
 
 
 class _Unsure(Exception):
@@ -29,14 +40,36 @@ class _Unsure(Exception):
 
 def describe_acls_request(frame: bytes, *, trailing_ok: bool) -> RequestFrame | None:
     """The decoded DescribeAcls request of ``frame`` (a served version), or None: decode it with kio."""
+    read = describe_acls_fields(frame, trailing_ok=trailing_ok)
+    if read is None:
+        return None
+    version, correlation_id, client_id, fields = read
+    resource_type, name, pattern_type, principal, host, operation, permission = fields
+    request = request_class(ApiKey.DESCRIBE_ACLS, version)(
+        resource_type_filter=resource_type, resource_name_filter=name, pattern_type_filter=pattern_type,
+        principal_filter=principal, host_filter=host, operation=operation, permission_type=permission)
+    return RequestFrame(ApiKey.DESCRIBE_ACLS, version, correlation_id, client_id, request)
+
+
+def describe_acls_fields(frame: bytes, *, trailing_ok: bool
+                         ) -> tuple[int, int, str | None, DescribeAclsFields] | None:
+    """(api version, correlation id, client id, filter values) of the DescribeAcls request ``frame`` (its api
+    key DescribeAcls, its version served), or None: decode it with kio."""
     try:
         return _read(frame, trailing_ok)
     except (_Unsure, struct.error, IndexError, UnicodeDecodeError):
         return None
 
 
-def _read(frame: bytes, trailing_ok: bool) -> RequestFrame:
+def fields_of(request: object) -> DescribeAclsFields:
+    """The filter values of a decoded DescribeAcls request (a kio entity), as ``describe_acls_fields`` reads them."""
+    return tuple(getattr(request, name) for name in FIELD_NAMES)  # type: ignore[return-value]
+
+
+def _read(frame: bytes, trailing_ok: bool) -> tuple[int, int, str | None, DescribeAclsFields]:
     api_key, version, correlation_id, size = _HEADER.unpack_from(frame)
+    if api_key != ApiKey.DESCRIBE_ACLS or not _SERVED[0] <= version <= _SERVED[1]:
+        raise _Unsure()
     pos = _HEADER.size
     client_id = None
     if size >= 0:
@@ -58,10 +91,8 @@ def _read(frame: bytes, trailing_ok: bool) -> RequestFrame:
         pos = _no_tags(frame, pos)
     if pos > len(frame) or (pos < len(frame) and not trailing_ok):
         raise _Unsure()
-    request = request_class(api_key, version)(
-        resource_type_filter=resource_type, resource_name_filter=name, pattern_type_filter=pattern_type,
-        principal_filter=principal, host_filter=host, operation=operation, permission_type=permission)
-    return RequestFrame(api_key, version, correlation_id, client_id, request)
+    return version, correlation_id, client_id, (resource_type, name, pattern_type, principal, host, operation,
+                                                permission)
 
 
 def _int8(frame: bytes, pos: int) -> int:

@@ -18,7 +18,7 @@ from secmeta.events.types import (
     PatternType,
     ResourceType,
 )
-from tests.serverkit import ADMIN_PASSWORD, RawClient
+from tests.serverkit import ADMIN, ADMIN_PASSWORD, RawClient
 
 LISTENERS = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
 ORDERS = AclBinding.of(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:alice", "*",
@@ -85,3 +85,49 @@ def test_a_connection_sending_only_hot_reads_is_not_idle(serve):
             assert _correlation(raw.read_frame()) == i
             time.sleep(0.15)
         assert not raw.closed_by_server(timeout=0.1)
+
+
+def _described(raw: RawClient, correlation_id: int, f: AclBindingFilter) -> tuple[int, list[AclBinding]]:
+    """(error code, bindings) of a DescribeAcls v3 of ``f`` sent as bytes (a logged-in connection answers it inline)."""
+    raw.send_bytes(encode_request(correlation_id, "t", build(request_class(29, 3), **convert.filter_fields(f))))
+    answer = decode_response(29, 3, raw.read_frame())[1]
+    return int(answer.error_code), convert.bindings_from_resources(answer.resources)
+
+
+def test_a_describe_refused_on_the_spot_is_refused_and_allowed_once_a_write_grants_the_right(serve):
+    """A logged-in user without DESCRIBE on the cluster gets CLUSTER_AUTHORIZATION_FAILED for a DescribeAcls naming a
+    resource, then, once a write grants the right, the ACLs (the decision on the cluster is never kept past a write)."""
+    server = serve(LISTENERS, users={"admin": ADMIN_PASSWORD, "bob": "bob-secret"})
+    assert not any(server.store.create_acls([ORDERS], context=ADMIN))
+    orders = AclBindingFilter.of(ResourceType.TOPIC, "orders", PatternType.MATCH)
+    with RawClient.connect(server, "SASL_PLAINTEXT") as bob:
+        assert bob.sasl_login("bob", "bob-secret").error_code == 0
+        assert _described(bob, 1, orders) == (31, [])      # CLUSTER_AUTHORIZATION_FAILED
+        assert _described(bob, 2, orders) == (31, [])
+        grant = AclBinding.of(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL, "User:bob", "*",
+                              AclOperation.DESCRIBE, AclPermissionType.ALLOW)
+        assert not any(server.store.create_acls([grant], context=ADMIN))
+        assert _described(bob, 3, orders) == (0, [ORDERS])
+
+
+def test_a_write_to_a_resource_already_described_is_in_the_next_answer(admin):
+    """The answer of a resource's ACLs (kept encoded per index node) holds what a write added to or removed from that
+    resource, literal and prefixed, once the write is answered."""
+    literal = AclBindingFilter.of(ResourceType.TOPIC, "orders", PatternType.LITERAL)
+    match = AclBindingFilter.of(ResourceType.TOPIC, "orders-eu", PatternType.MATCH)
+    prefixed = AclBinding.of(ResourceType.TOPIC, "orders", PatternType.PREFIXED, "User:carol", "10.0.0.1",
+                             AclOperation.WRITE, AclPermissionType.DENY)
+    second = AclBinding.of(ResourceType.TOPIC, "orders", PatternType.LITERAL, "User:bob", "*",
+                           AclOperation.READ, AclPermissionType.ALLOW)
+    admin.send_bytes(_create(1))
+    assert decode_response(30, 3, admin.read_frame())[1].results[0].error_code == 0
+    assert _described(admin, 2, literal) == (0, [ORDERS])
+    assert _described(admin, 3, match) == (0, [])
+    admin.send(build(request_class(30, 3), creations=[convert.acl_creation_fields(b) for b in (second, prefixed)]))
+    assert decode_response(30, 3, admin.read_frame())[1].results[0].error_code == 0
+    assert sorted(_described(admin, 4, literal)[1], key=repr) == sorted([ORDERS, second], key=repr)
+    assert _described(admin, 5, match) == (0, [prefixed])
+    delete = build(request_class(31, 3), filters=[convert.filter_fields(AclBindingFilter.of(principal="User:alice"))])
+    admin.send(delete)
+    admin.read_frame()
+    assert _described(admin, 6, literal) == (0, [second])

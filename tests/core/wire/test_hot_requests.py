@@ -15,7 +15,7 @@ from secmeta.core.wire.codec import (
     encode_request,
     request_class,
 )
-from secmeta.core.wire.hot_requests import describe_acls_request
+from secmeta.core.wire.hot_requests import describe_acls_fields, describe_acls_request, fields_of
 
 _VERSIONS = st.integers(*ApiKey.DESCRIBE_ACLS.versions)
 _INT8 = st.integers(-128, 127)
@@ -78,3 +78,31 @@ def test_a_damaged_request_is_never_read_otherwise_than_by_kio(frame, data, trai
         frame = frame[:at] + bytes([data.draw(st.integers(0, 255))]) + frame[at + 1:]
     ours = describe_acls_request(frame, trailing_ok=trailing_ok)
     assert ours is None or ours == _kio(frame, trailing_ok)
+
+
+@settings(max_examples=100, deadline=None)
+@given(frame=_frames(), data=st.data(), trailing_ok=st.booleans())
+def test_the_filter_values_read_by_hand_are_kios_or_none(frame, data, trailing_ok):
+    """The filter values read straight from a request (the server's inline answer) are kio's request's, with its
+    version and correlation id, whatever the frame (damaged or not); or none, and then kio decides."""
+    if data.draw(st.booleans()):
+        at = data.draw(st.integers(0, len(frame) - 1))
+        frame = frame[:at] + bytes([data.draw(st.integers(0, 255))]) + frame[at + 1:]
+    read = describe_acls_fields(frame, trailing_ok=trailing_ok)
+    if read is None:
+        return
+    kio = _kio(frame, trailing_ok)
+    assert kio is not None
+    assert read == (kio.api_version, kio.correlation_id, kio.client_id, fields_of(kio.request))
+
+
+def test_another_api_or_an_unserved_version_is_not_read_as_describe_acls():
+    """Only a DescribeAcls request of a served version is read by hand: the same bytes under another api key or
+    version are left to the decoder (which refuses them or reads them as what they are)."""
+    frame = encode_request(7, "t", build(request_class(ApiKey.DESCRIBE_ACLS, 3), resource_type_filter=2,
+                                         resource_name_filter="orders", pattern_type_filter=4, principal_filter=None,
+                                         host_filter=None, operation=1, permission_type=1))[4:]
+    assert describe_acls_fields(frame, trailing_ok=False) == (3, 7, "t", (2, "orders", 4, None, None, 1, 1))
+    for api_key, version in ((ApiKey.DELETE_ACLS, 3), (ApiKey.DESCRIBE_ACLS, 4), (ApiKey.DESCRIBE_ACLS, 0)):
+        other = api_key.to_bytes(2, "big") + version.to_bytes(2, "big") + frame[4:]
+        assert describe_acls_fields(other, trailing_ok=False) is None
