@@ -175,14 +175,18 @@ class ServerProcess:
     def cpu_seconds(self) -> float:
         """User + system CPU so far of the server process (all threads) and of its live children (the
         serving processes of ``serve --processes N``; N = the CPUs by default)."""
-        total = 0.0
+        return sum(self.cpu_by_process().values())
+
+    def cpu_by_process(self) -> dict[int, float]:
+        """pid -> user + system CPU so far, of the server process (first) and of each live serving process."""
+        out: dict[int, float] = {}
         for pid in [self.pid, *_children(self.pid)]:
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             except FileNotFoundError:   # exited since it was listed
                 continue
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        return total
+            out[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return out
 
     def errors(self) -> str:
         self.stderr.seek(0)
