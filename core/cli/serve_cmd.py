@@ -141,10 +141,9 @@ def server_config(args: argparse.Namespace) -> tuple[tuple, ServerConfig]:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
     from secmeta.core.cli.security import log_initial_settings
     from secmeta.core.config import StoreConfig
+    from secmeta.core.server import event_loop
     from secmeta.core.server.processes import ServingProcesses
     from secmeta.core.server.server import Server
     from secmeta.core.store.commit_gate import NotWriterGate
@@ -170,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
                 server = ServingProcesses(store, listeners, config, processes=processes)
             stop.server = server
             store.start_token_sweeper()
-            asyncio.run(_serve(server, stop, getattr(node, "listening", None)))
+            event_loop.run(_serve(server, stop, getattr(node, "listening", None)), event_loop.choice(listeners))
     if stop.error is not None:
         raise stop.error
     print("stopped; store closed", file=sys.stderr, flush=True)

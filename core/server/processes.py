@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from secmeta.core.errors import InvalidValueError, SecmetaError
+from secmeta.core.server import event_loop
 from secmeta.core.server.channel import Channel
 from secmeta.core.server.config import ServerConfig
 from secmeta.core.server.listeners import Listener, parse_listeners
@@ -181,7 +182,7 @@ class ServingProcesses:
         fds = {name: tuple(s.fileno() for s in socks) for name, socks in self._sockets.items()}
         try:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "secmeta.core.server.worker", str(theirs.fileno()),
+                sys.executable, "-m", "secmeta.core.server.worker", str(theirs.fileno()), event_loop.choice(self.listeners),
                 pass_fds=[theirs.fileno(), *(fd for group in fds.values() for fd in group)],
                 stdin=subprocess.DEVNULL)
         finally:

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from secmeta.core.errors import InvalidValueError
+from secmeta.core.server import event_loop
 from secmeta.core.server.admission import Admission, Admitted
 from secmeta.core.server.apis import HANDLERS
 from secmeta.core.server.auth_failures import FailedAuthLimiter
@@ -367,7 +368,7 @@ class ServerThread:
 
     def _run(self) -> None:
         try:
-            asyncio.run(self._main())
+            event_loop.run(self._main(), event_loop.choice(self.server.listeners))
         except BaseException as exc:  # noqa: BLE001 - reported to start()
             self._error = self._error or exc
             self._started.set()

@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from secmeta.core.server import event_loop
 from secmeta.core.server.admission import Admitted
 from secmeta.core.server.auth_failures import Held
 from secmeta.core.server.channel import Channel
@@ -283,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # a terminal's Ctrl-C reaches the writer, which stops us
     try:
-        return asyncio.run(_run(int(argv[0])))
+        return event_loop.run(_run(int(argv[0])), argv[1] if len(argv) > 1 else "asyncio")
     except Exception as exc:  # noqa: BLE001 - the writer logs the exit and restarts this process
         log.error("serving process failed: %s: %s", type(exc).__name__, exc)
         return 1

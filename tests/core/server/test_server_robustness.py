@@ -226,5 +226,8 @@ def test_connections_from_one_address_beyond_its_cap_are_refused(serve, caplog):
         assert len(lines) == 1 and "too many connections from 127.0.0.1 (max.connections.per.ip=2)" in lines[0]
         assert a.api_versions().error_code == 0 and b.api_versions().error_code == 0
         b.close()
+    deadline = time.monotonic() + 5     # the server frees a place once it has seen the close (not before)
+    while len(server.thread.server.admission) and time.monotonic() < deadline:
+        time.sleep(0.01)
     with RawClient.connect(server) as d:   # closed connections free their places
         assert d.api_versions().error_code == 0
