@@ -34,6 +34,7 @@ from secmeta.projections.acl_match import entry_filter_matches
 from secmeta.projections.acl_table import AclTable
 from secmeta.projections.errors import InconsistentEventError
 from secmeta.projections.gc_pause import paused_gc
+from secmeta.projections.kept_by_object import KeptByObject
 
 __all__ = ["AclsDelta", "AclsImage", "canonical_entry"]
 
@@ -151,14 +152,21 @@ class AclsImage:
                         yield group, (None if len(chosen) == len(members) else chosen)
 
     def matching(self, f: AclBindingFilter) -> Iterator[tuple[str, AclBinding]]:
-        """(acl_id, binding) of every ACL the filter selects (Kafka filter rules, see ``selection``)."""
+        """(acl_id, binding) of every ACL the filter selects (Kafka filter rules, see ``selection``).
+
+        A whole group's pairs are kept by group (``_GROUP_PAIRS``: a group is immutable, so its bindings are
+        too), so a describe of a resource that many ACLs match (a wildcard or a short prefix) builds none of
+        them again until a write replaces the group."""
         pattern = ResourcePattern(ResourceType.UNKNOWN, "")    # (made anew for the first group)
         name = kind = None
         for group, chosen in self.selection(f):
+            if chosen is None:
+                yield from _pairs_of(group)
+                continue
             if group.name is not name or group.kind is not kind:   # a node's groups share one name and kind
                 name, kind = group.name, group.kind
                 pattern = group.pattern()
-            for acl_id, entry in group.members() if chosen is None else chosen:
+            for acl_id, entry in chosen:
                 yield acl_id, AclBinding(pattern, entry)
 
     def describe(self, f: AclBindingFilter) -> list[tuple[str, AclBinding]]:
@@ -167,6 +175,18 @@ class AclsImage:
 
 
 AclsImage.EMPTY = AclsImage()
+
+#: (acl_id, binding) pairs of whole groups, kept by group: at most 256k pairs (~40 MB at most).
+_GROUP_PAIRS = KeptByObject(limit=65536, budget=262144)
+
+
+def _pairs_of(group: Group) -> tuple[tuple[str, AclBinding], ...]:
+    """``group.pairs()``, kept while the group lives (``KeptByObject``)."""
+    pairs = _GROUP_PAIRS.find(group, 0)
+    if pairs is None:
+        pairs = tuple(group.pairs())
+        _GROUP_PAIRS.keep(group, 0, pairs, len(pairs), getattr(group, "table", None))
+    return pairs  # type: ignore[no-any-return]
 
 
 def _filter_nodes(index: AclIndex, resource_type: int, pattern_type: int, name: str | None):

@@ -21,12 +21,12 @@ selected (the filter names a host, an operation or a permission) is encoded afre
 from __future__ import annotations
 
 import struct
-import threading
 from collections.abc import Iterable, Sequence
 
 from secmeta.core.wire.codec import ApiKey, EncodedResponse, flexible_response_header
 from secmeta.events.types import AccessControlEntry
 from secmeta.projections.acl_index import Group, Node
+from secmeta.projections.kept_by_object import KeptByObject
 
 __all__ = ["describe_acls_response"]
 
@@ -139,48 +139,33 @@ def _entries_bytes(entries: Iterable[AccessControlEntry], flexible: bool) -> byt
 
 class _HeldBytes:
     """The encoded ACLs of whole groups and whole index nodes, per encoding (non-flexible, flexible), kept by
-    object: (pattern name, (resource type, pattern type), the pattern's bytes, how many ACLs, their entries).
+    object (``KeptByObject``: bounded, never pinning an old index table): (pattern name, (resource type,
+    pattern type), the pattern's bytes, how many ACLs, their entries)."""
 
-    Each kept encoding holds its group or node, so no other object can take its id while it is kept.
-    A group made from an index table (``TableGroup``) or a node of one (``Lazy``, or made of such groups)
-    holds its whole table: when one of another table is encoded (an image loaded or rebuilt since), every
-    kept encoding is dropped, so an old table is never pinned here (the table's id cannot be reused while a
-    kept group holds the table).
-    Bounded: at most ``limit`` entries and ``budget`` bytes per encoding; past either, all are dropped.
-    """
-
-    def __init__(self, limit: int = 65536, budget: int = 16 * 1024 * 1024):
-        self._limit, self._budget = limit, budget
-        self._kept: tuple[dict[int, tuple], ...] = ({}, {})
-        self._held = [0, 0]
-        self._table: int | None = None    # id of the table the kept table groups belong to
-        self._lock = threading.Lock()     # the server's worker threads encode too (a filter without a name)
+    def __init__(self, limit: int = 2 * 65536, budget: int = 32 * 1024 * 1024):
+        self._kept = KeptByObject(limit, budget)
 
     def of(self, holder: Group | Node, flexible: bool) -> tuple[str, tuple, bytes, int, bytes]:
         """(name, kind, pattern bytes, how many ACLs, their encoded entries) of all of ``holder``'s ACLs (a group,
         or a node: all of its groups, in its order)."""
-        kept = self._kept[flexible]
-        found = kept.get(id(holder))
-        if found is not None and found[0] is holder:
-            return found[1]
-        groups = (holder,) if isinstance(holder, Group) else tuple(holder.groups())
-        first = groups[0]
-        entries = [entry for group in groups for _, entry in group.members()]
-        data = _entries_bytes(entries, flexible)
-        value = (first.name, first.kind, _pattern_bytes(first.name, first.kind, flexible), len(entries), data)
-        table = getattr(first, "table", None)
-        with self._lock:
-            if table is not None and id(table) != self._table:
-                for other in self._kept:
-                    other.clear()
-                self._held = [0, 0]
-                self._table = id(table)
-            if len(kept) >= self._limit or self._held[flexible] + len(data) > self._budget:
-                kept.clear()
-                self._held[flexible] = 0
-            kept[id(holder)] = (holder, value)
-            self._held[flexible] += len(data)
-        return value
+        value = self._kept.find(holder, flexible)
+        if value is None:
+            groups = (holder,) if isinstance(holder, Group) else tuple(holder.groups())
+            first = groups[0]
+            entries = [entry for group in groups for _, entry in group.members()]
+            data = _entries_bytes(entries, flexible)
+            value = (first.name, first.kind, _pattern_bytes(first.name, first.kind, flexible), len(entries), data)
+            self._kept.keep(holder, flexible, value, len(data), _table_of(holder))
+        return value  # type: ignore[no-any-return]
+
+
+def _table_of(holder: Group | Node) -> object:
+    """The index table a group or node was made from (None: made by a write)."""
+    source = getattr(holder, "source", None)      # a Lazy node
+    if source is not None:
+        return source
+    first = holder if isinstance(holder, Group) else next(iter(holder.groups()), None)
+    return getattr(first, "table", None)
 
 
 _HELD_BYTES = _HeldBytes()

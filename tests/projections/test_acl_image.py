@@ -328,3 +328,23 @@ def test_once_grants_are_wanted_later_writes_carry_them():
     image3 = image(acl("z", principal="User:u0"), base=image2)
     assert image3.index.types[T].grants["User:u2"] is image2.index.types[T].grants["User:u2"]
     assert image3.index.types[T].grants == AclsImage.of(list(image3)).index.types[T].grants
+
+
+def test_describe_answers_each_image_with_its_own_acls_when_group_bindings_are_kept():
+    """A resource's bindings are kept by index group between describes: each image still answers with its own
+    ACLs after a write adds to, removes from or replaces a group, asked in any order."""
+    def binding(principal: str, operation: AclOperation) -> AclBinding:
+        return AclBinding.of(ResourceType.TOPIC, "*", PatternType.LITERAL, principal, "*", operation,
+                             AclPermissionType.ALLOW)
+
+    reads = [(f"r{i}", binding(f"User:u{i}", AclOperation.READ)) for i in range(6)]
+    first = AclsImage.of([*reads, ("w0", binding("User:u0", AclOperation.WRITE))])
+    delta = AclsDelta(first)
+    delta.remove("w0")
+    delta.add("d1", binding("User:u1", AclOperation.DESCRIBE))
+    second = delta.apply()
+    everything = AclBindingFilter.of(ResourceType.TOPIC, "orders", PatternType.MATCH)
+    expected = [(first, {b for _, b in reads} | {binding("User:u0", AclOperation.WRITE)}),
+                (second, {b for _, b in reads} | {binding("User:u1", AclOperation.DESCRIBE)})]
+    for image, acls in expected[::-1] + expected + expected[::-1]:
+        assert {b for _, b in image.describe(everything)} == acls
