@@ -250,30 +250,25 @@ class MappedAclTable(AclTable):
 
     def node(self, i: int) -> Node:
         """Node i, its columns checked when it is first made (the checks a format-4 load made of every node at
-        open, in their cheapest form, since a node's first authorize pays them): it holds a group, one per
-        principal (``_lazy`` checks a node of many principals as it maps them); each group holds an ACL (checked
-        as a group is read: ``bits``, ``group``)."""
+        open, in their cheapest form, since a node's first authorize pays them): its groups lie within the
+        section's, at least one, one per principal (``_lazy`` checks a node of many principals as it maps them);
+        each group's ACLs lie within the section's, at least one (checked as a group is read: ``bits``,
+        ``group``).  Only the first and last starts are checked at open, so a start read is always bounded here:
+        a negative or past-the-end one would read another node's groups or ACLs (fail open)."""
         node = self._nodes[i]
         if node is None:
             starts = self.group_start
             g, end = starts[i], starts[i + 1]
+            if not 0 <= g < end <= starts[-1]:  # starts not checked whole: never another node's groups
+                self._no_group(i)
             principals = self.principals[g:end]
             count = end - g
-            if count != 1 and (count < 1 or count <= _SCAN_PRINCIPALS and len(set(principals)) != count):
-                self._check_node(i)
+            if count != 1 and count <= _SCAN_PRINCIPALS and len(set(principals)) != count:
+                self._repeated_principal(i)
             node = self._nodes[i] = self._lazy(i, g, principals)
         return node
 
     __call__ = node
-
-    def _check_node(self, i: int) -> None:
-        start = self.group_start
-        first, end = start[i], start[i + 1]
-        if first >= end:
-            raise TableError(f"node {self._named(i)} holds no principal's group")
-        principals = self.principals[first:end]
-        if len(set(principals)) != len(principals):
-            self._repeated_principal(i)
 
     def id_positions(self) -> dict[str, int]:
         raise TypeError("a mapped table finds ids through its section's hash table (position)")

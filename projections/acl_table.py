@@ -61,6 +61,11 @@ def _named(resource_type: int, pattern_type: int, name: str) -> str:
     return f"{kind[0].name} {kind[1].name} {name!r}"
 
 
+def _first_below_one(counts: array) -> int:
+    """The position of the first count below one (some is)."""
+    return next(i for i, count in enumerate(counts) if count < 1)
+
+
 class TableGroup(HostGroup):
     """A ``HostGroup`` made from a table's columns: its entries are made when first asked for (an authorize
     needs only its masks).  ``order``: the position of its ACL, or the positions of its ACLs in ``acl_ids()``
@@ -123,10 +128,11 @@ class AclTable:
         if groups and not (max(self.operations) < len(ACL_BITS[0]) and max(self.permissions) < len(ACL_BITS)):
             raise TableError("an ACL has an operation or permission code no ACL has")
         problems = []  # (node, what): the first node's problem is named
-        if 0 in group_counts:
-            problems.append((group_counts.index(0), "node {} holds no principal's group"))
-        if 0 in acl_counts:
-            problems.append((bisect_right(self.group_start, acl_counts.index(0)) - 1, "a group of node {} holds no ACL"))
+        if groups and min(group_counts) < 1:  # none, or fewer (a negative count: a start before its node's)
+            problems.append((_first_below_one(group_counts), "node {} holds no principal's group"))
+        if groups and min(acl_counts) < 1:  # a negative count would make a later group read other nodes' ACLs
+            problems.append((bisect_right(self.group_start, _first_below_one(acl_counts)) - 1,
+                             "a group of node {} holds no ACL"))
         starts, principals = self.group_start, self.principals
         for i in compress(range(nodes), map((1).__lt__, group_counts)):  # the nodes of several groups
             if len(set(principals[starts[i]:starts[i + 1]])) != group_counts[i]:
@@ -224,6 +230,9 @@ class AclTable:
     def _no_acl(self, i: int) -> None:
         raise TableError(f"a group of node {self._named(i)} holds no ACL")
 
+    def _no_group(self, i: int) -> None:
+        raise TableError(f"node {self._named(i)} holds no principal's group")
+
     __call__ = node  # a LayeredMap's source of nodes
 
     def group_at(self, position: int) -> Group:
@@ -236,11 +245,11 @@ class AclTable:
         ACLs is read from the columns (no object made), a larger one through its group (made once)."""
         starts = self.acl_start
         a, b = starts[g], starts[g + 1]
+        if not 0 <= a < b <= starts[-1]:  # a column not checked whole (a mapped table's): fail closed
+            self._no_acl(i)
         if b - a > _FEW_ACLS:
             group = self.group(i, g)
             return group.any_host if group.hosts is None else group.host_bits(host)
-        if a >= b:  # a column not checked whole (a mapped table's): fail closed
-            self._no_acl(i)
         hosts, operations, permissions = self.hosts, self.operations, self.permissions
         bits = 0
         for k in range(a, b):
@@ -264,8 +273,9 @@ class AclTable:
         name = self.names[i]
         kind = KINDS[self.resource_types[i], self.pattern_types[i]]
         principal, ids, hosts = self.principals[g], self.ids, self.hosts
-        a, b = self.acl_start[g], self.acl_start[g + 1]
-        if a >= b:
+        starts = self.acl_start
+        a, b = starts[g], starts[g + 1]
+        if not 0 <= a < b <= starts[-1]:  # (as ``bits``): never another node's ACLs
             self._no_acl(i)
         if b - a == 1:
             bit = ACL_BITS[self.permissions[a]][self.operations[a]]

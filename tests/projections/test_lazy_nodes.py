@@ -203,3 +203,68 @@ def test_a_section_group_that_holds_no_acl_fails_when_read():
                 lambda: image.describe(AclBindingFilter.of(T, "t", PatternType.MATCH))):
         with pytest.raises(TableError, match="a group of node TOPIC LITERAL 't' holds no ACL"):
             ask()
+
+
+def _four_nodes():
+    """Columns of four TOPIC LITERAL nodes, one group each: 'z' (User:a), 'u' (User:q), 't' (User:b) hold one
+    DESCRIBE each; 'other' (User:c) holds two READ grants from any host (its ACLs are the last two)."""
+    return dict(resource_types=bytes([T] * 4), pattern_types=bytes([PatternType.LITERAL] * 4),
+                names=["z", "u", "t", "other"], group_counts=[1, 1, 1, 1],
+                principals=["User:a", "User:q", "User:b", "User:c"], ids=["i0", "i1", "i2", "i3", "i4"],
+                hosts=["*"] * 5, operations=bytes([Op.DESCRIBE] * 3 + [Op.READ] * 2),
+                permissions=bytes([AclPermissionType.ALLOW] * 5))
+
+
+def test_a_chunk_whose_group_counts_a_negative_number_of_acls_is_refused_naming_the_node():
+    """Format-4 columns where node 'u''s group counts -3 ACLs (so the next group, 't''s, would start at -2 and
+    read the last ACLs, User:c's grants on 'other') are refused, naming the node, never answering."""
+    from secmeta.projections.acl_table import AclTable, TableError
+
+    c = _four_nodes()
+    with pytest.raises(TableError, match="a group of node TOPIC LITERAL 'u' holds no ACL"):
+        AclTable(c["resource_types"], c["pattern_types"], c["names"], c["group_counts"], c["principals"],
+                 [1, -3, 4, 3], c["ids"], c["hosts"], c["operations"], c["permissions"])
+    with pytest.raises(TableError, match="node TOPIC LITERAL 'z' holds no principal's group"):
+        AclTable(c["resource_types"], c["pattern_types"], c["names"], [-1, 3, 1, 1], c["principals"],
+                 [1, 1, 1, 2], c["ids"], c["hosts"], c["operations"], c["permissions"])
+
+
+@pytest.mark.parametrize("start", [-2, 7])
+def test_a_section_group_starting_outside_the_acls_fails_closed_naming_its_node(start):
+    """A loaded section (CRC-valid, no keyring to vouch for it) whose group of User:b on 't' starts at -2 (a
+    signed start), or past the last ACL: authorize, explain and describe raise the table's error naming 't',
+    and never answer from other nodes' ACLs (User:c's READ grants on 'other', hosts[-2] and hosts[-1])."""
+    from secmeta.projections.acl_section import encode_section, read_section
+    from secmeta.projections.acl_table import TableError
+
+    c = _four_nodes()
+    section = encode_section(c["resource_types"], c["pattern_types"], c["names"], c["group_counts"],
+                             c["principals"], [0, 1, 2, 3], [1, 1, 1, 2], c["ids"], ["*"], [0] * 5,
+                             c["operations"], c["permissions"])
+    table = read_section(memoryview(b"".join(section)))
+    table.acl_start[2] = start  # only the first and last starts are checked at open
+    image = AclsImage(acls=AclsImage.EMPTY.acls, index=table.index())
+    assert authorize(image, "User:c", "10.0.0.1", Op.READ, T, "other")
+    for ask in (lambda: authorize(image, "User:b", "10.0.0.1", Op.READ, T, "t"),
+                lambda: explain(image, "User:b", "10.0.0.1", Op.READ, T, "t"),
+                lambda: image.describe(AclBindingFilter.of(T, "t", PatternType.MATCH))):
+        with pytest.raises(TableError, match="a group of node TOPIC LITERAL 't' holds no ACL"):
+            ask()
+
+
+@pytest.mark.parametrize("start", [-1, 9])
+def test_a_section_node_whose_groups_start_outside_the_section_fails_closed_naming_it(start):
+    """A loaded section whose node 't' lists its groups from -1 (or past the last group): an authorize on 't'
+    raises the table's error naming it, never reading another node's groups."""
+    from secmeta.projections.acl_section import encode_section, read_section
+    from secmeta.projections.acl_table import TableError
+
+    c = _four_nodes()
+    section = encode_section(c["resource_types"], c["pattern_types"], c["names"], c["group_counts"],
+                             c["principals"], [0, 1, 2, 3], [1, 1, 1, 2], c["ids"], ["*"], [0] * 5,
+                             c["operations"], c["permissions"])
+    table = read_section(memoryview(b"".join(section)))
+    table.group_start[2] = start
+    image = AclsImage(acls=AclsImage.EMPTY.acls, index=table.index())
+    with pytest.raises(TableError, match="node TOPIC LITERAL 't' holds no principal's group"):
+        authorize(image, "User:b", "10.0.0.1", Op.READ, T, "t")
