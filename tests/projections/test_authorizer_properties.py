@@ -215,3 +215,17 @@ def test_prefix_probing_through_writes_finds_every_covering_prefix(steps, asked)
             assert set(t.prefixes_of(asked_name)) >= {p for p in prefixes if asked_name.startswith(p)}
             assert authorize(image, "User:alice", "h", Op.READ, ResourceType.TOPIC, asked_name) == brute_authorize(
                 list(held.values()), "User:alice", "h", Op.READ, ResourceType.TOPIC, asked_name, set(), False)
+
+
+@given(st.lists(st.text(alphabet="ab", min_size=1, max_size=40), max_size=60, unique=True),
+       st.lists(st.text(alphabet="ab", max_size=45), min_size=1, max_size=5))
+def test_a_type_index_probes_a_name_at_every_held_prefix_length_that_fits_it(prefixes, names):
+    """prefixes_of (its slicers made when first asked for, and shared by indexes of equal lengths) probes every held
+    prefix of a name and only prefixes at held lengths, whatever order the names are asked in."""
+    for asked_first in (True, False):
+        bindings = [AclBinding.of(ResourceType.TOPIC, p, PREFIXED, "User:a", "*", Op.READ, ALLOW) for p in prefixes]
+        t = AclsImage.of((f"id{n}", b) for n, b in enumerate(bindings)).index.types[ResourceType.TOPIC]
+        lengths = sorted({len(p) for p in prefixes})
+        for name in names if asked_first else reversed(names):
+            probed = set(t.prefixes_of(name))
+            assert {p for p in prefixes if name.startswith(p)} <= probed <= {name[:n] for n in lengths}
