@@ -232,6 +232,17 @@ class SecurityProjection:
         """A delta to replay many batches into before one ``apply`` (as ``apply`` per batch would give)."""
         return SecurityDelta(state)
 
+    def apply_events(self, state: SecurityImage, events: Sequence[Event | AclRow]) -> SecurityImage:
+        """The image after a run of events that follows ``state`` (as ``SecurityDelta.replay_events`` takes them,
+        the first at ``state.next_offset``), under a paused collector as ``apply``."""
+        if not events:
+            return state
+        with paused_gc():
+            delta = SecurityDelta(state)
+            first = state.next_offset
+            delta.replay_events(first, events)
+            return delta.apply(first + len(events))
+
     def apply(self, state: SecurityImage, envelopes: Sequence[Envelope]) -> SecurityImage:
         """The image after ``envelopes``; next_offset is the last envelope's offset + 1."""
         if not envelopes:

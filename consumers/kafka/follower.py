@@ -340,10 +340,7 @@ class Follower:
             if self.replica is not None:
                 for envelope, link in zip(envelopes, links, strict=True):
                     self.replica.add(envelope, link)
-            delta = _PROJECTION.delta(self.image)
-            first = self.image.next_offset
-            delta.replay_events(first, events)
-            self.image = delta.apply(first + len(events))
+            self.image = _PROJECTION.apply_events(self.image, events)  # under a paused collector
             self.applied += len(events)
             self._since_checkpoint += len(events)
             if last_msg is not None:  # the message of the last event: where it was and its link
