@@ -71,12 +71,13 @@ class TableGroup(HostGroup):
     needs only its masks).  ``order``: the position of its ACL, or the positions of its ACLs in ``acl_ids()``
     order."""
 
-    __slots__ = ("table", "order")
+    __slots__ = ("table", "order", "at")
 
-    def __init__(self, principal, ids, any_host, name, kind, hosts, nets, table: AclTable, order):
+    def __init__(self, principal, ids, any_host, name, kind, hosts, nets, table: AclTable, order, at: int):
         super().__init__(principal, ids, any_host, name, kind, hosts, nets, None)
         self.table = table
         self.order = order
+        self.at = at  # the group's position in the table (with the table, what names it: ``KeptByObject``)
 
     def _positions(self) -> tuple[int, ...]:
         order = self.order
@@ -99,7 +100,7 @@ class AclTable:
     """Index nodes as columns; ``node(i)`` makes node i (once), ``group_at(p)`` the group of the ACL at p."""
 
     __slots__ = ("resource_types", "pattern_types", "names", "group_start", "principals", "acl_start", "ids",
-                 "hosts", "operations", "permissions", "_nodes", "_groups")
+                 "hosts", "operations", "permissions", "_nodes", "_groups", "__weakref__")  # weakly held by KeptByObject
 
     def __init__(self, resource_types: bytes, pattern_types: bytes, names: list[str], group_counts: Iterable[int],
                  principals: list[str], acl_counts: Iterable[int], ids: list[str], hosts: list[str],
@@ -290,7 +291,7 @@ class AclTable:
         operations, permissions = self.operations, self.permissions
         any_host, masks, nets = host_masks([hosts[k] for k in positions],
                                            [ACL_BITS[permissions[k]][operations[k]] for k in positions])
-        return TableGroup(principal, acl_ids, any_host, name, kind, masks, nets, self, order)
+        return TableGroup(principal, acl_ids, any_host, name, kind, masks, nets, self, order, g)
 
     def index(self) -> AclIndex:
         """The index of the table's nodes (each made on first use)."""

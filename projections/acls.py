@@ -185,7 +185,7 @@ def _pairs_of(group: Group) -> tuple[tuple[str, AclBinding], ...]:
     pairs = _GROUP_PAIRS.find(group, 0)
     if pairs is None:
         pairs = tuple(group.pairs())
-        _GROUP_PAIRS.keep(group, 0, pairs, len(pairs), getattr(group, "table", None))
+        _GROUP_PAIRS.keep(group, 0, pairs, len(pairs))
     return pairs  # type: ignore[no-any-return]
 
 

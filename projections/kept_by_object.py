@@ -2,21 +2,53 @@
 
 A group or node of the ACL index never changes: a write makes a new object, and the images that
 did not change it share the old one.  So what is computed from one (its wire encoding, its
-bindings) may be kept by object and reused by every image that still holds it.  ``KeptByObject``
-keeps such values by (object id, slot), each with its object, so no other object can take the id
-while it is kept.  An object made from an index table (a table's group or node) holds its whole
-table: when one of another table is kept (an image loaded or rebuilt since), every kept value is
-dropped, so an old table is never pinned here (the table's id cannot be reused while a kept object
-holds the table).  Bounded: at most ``limit`` values and ``budget`` units of size (the caller's
-measure: bytes, bindings); past either, all are dropped.
+bindings) may be kept by object and reused by every image that still holds it.
+
+Objects made from an index table (``AclTable``: a snapshot's, a replay's, or one per batch of an
+image's incremental apply, so an image may hold many) hold their whole table, so they are never kept
+themselves: a table's group (``TableGroup``) or node (``Lazy``) is fully named by (its table, its
+position there), and its values are kept in that table's bucket, which holds the table only weakly and
+goes with it.  So a table no image holds any more is never pinned here, and the tables an image does
+hold keep their values side by side (issue 24's review: one table at a time, cleared whenever another
+table's object was seen, kept nothing for an answer spanning the batch tables of a follower's image).
+Any other object (made by a write) is kept with its value by (object id, slot), so no other object can
+take the id while it is kept.
+
+Bounded: at most ``limit`` values and ``budget`` units of size (the caller's measure: bytes,
+bindings); past either, all are dropped.
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
+from secmeta.projections.acl_index import Lazy
+from secmeta.projections.acl_table import AclTable, TableGroup
+
 __all__ = ["KeptByObject"]
+
+
+def _named(obj: Any) -> tuple[AclTable, int] | None:
+    """(table, position) naming a table's group or node (a node's position as ~i), or None for any other object."""
+    cls = obj.__class__
+    if cls is TableGroup:
+        return obj.table, obj.at
+    if cls is Lazy:
+        return obj.source, ~obj.at
+    return None
+
+
+class _Bucket:
+    """One table's kept values: (position, slot) -> value, and how many units they hold."""
+
+    __slots__ = ("ref", "values", "held")
+
+    def __init__(self, ref: weakref.ref):
+        self.ref = ref
+        self.values: dict[tuple[int, int], Any] = {}
+        self.held = 0
 
 
 class KeptByObject:
@@ -24,26 +56,56 @@ class KeptByObject:
 
     def __init__(self, limit: int, budget: int):
         self._limit, self._budget = limit, budget
-        self._kept: dict[tuple[int, int], tuple[Any, Any]] = {}
-        self._held = 0
-        self._table: int | None = None    # id of the table the kept table objects belong to
+        self._kept: dict[tuple[int, int], tuple[Any, Any]] = {}   # objects that hold no table
+        self._tables: dict[int, _Bucket] = {}                      # id(table) -> its bucket
+        self._count = self._held = 0
+        self.hits = 0  # finds that found a value (a measure for tests and benchmarks)
         self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        """How many values are kept (those of tables gone since excluded)."""
+        return len(self._kept) + sum(len(bucket.values) for bucket in list(self._tables.values()))
 
     def find(self, obj: Any, slot: int) -> Any:
         """The value kept for ``obj`` in ``slot``, or None."""
-        found = self._kept.get((id(obj), slot))
-        return found[1] if found is not None and found[0] is obj else None
+        named = _named(obj)
+        if named is None:
+            found = self._kept.get((id(obj), slot))
+            value = found[1] if found is not None and found[0] is obj else None
+        else:
+            table, at = named
+            bucket = self._tables.get(id(table))
+            value = None if bucket is None or bucket.ref() is not table else bucket.values.get((at, slot))
+        if value is not None:
+            self.hits += 1
+        return value
 
-    def keep(self, obj: Any, slot: int, value: Any, size: int, table: Any = None) -> None:
-        """Keep ``value`` (of ``size`` units) for ``obj`` in ``slot``; ``table``: the index table ``obj`` was made
-        from (None: none)."""
+    def keep(self, obj: Any, slot: int, value: Any, size: int) -> None:
+        """Keep ``value`` (of ``size`` units) for ``obj`` in ``slot``."""
+        named = _named(obj)
         with self._lock:
-            if table is not None and id(table) != self._table:
-                self._kept.clear()
-                self._held = 0
-                self._table = id(table)
-            if len(self._kept) >= self._limit or self._held + size > self._budget:
-                self._kept.clear()
-                self._held = 0
-            self._kept[(id(obj), slot)] = (obj, value)
+            if self._count >= self._limit or self._held + size > self._budget:
+                self._kept, self._tables = {}, {}
+                self._count = self._held = 0
+            self._count += 1
             self._held += size
+            if named is None:
+                self._kept[(id(obj), slot)] = (obj, value)
+                return
+            table, at = named
+            key = id(table)
+            bucket = self._tables.get(key)
+            if bucket is None or bucket.ref() is not table:
+                bucket = self._tables[key] = _Bucket(weakref.ref(table, self._dropper(key)))
+            bucket.values[(at, slot)] = value
+            bucket.held += size
+
+    def _dropper(self, key: int):
+        """The callback that drops a table's bucket when the table is freed (no lock: it may run inside ``keep``)."""
+        def drop(ref: weakref.ref) -> None:
+            bucket = self._tables.get(key)
+            if bucket is not None and bucket.ref is ref:
+                del self._tables[key]
+                self._count -= len(bucket.values)
+                self._held -= bucket.held
+        return drop

@@ -139,8 +139,8 @@ def _entries_bytes(entries: Iterable[AccessControlEntry], flexible: bool) -> byt
 
 class _HeldBytes:
     """The encoded ACLs of whole groups and whole index nodes, per encoding (non-flexible, flexible), kept by
-    object (``KeptByObject``: bounded, never pinning an old index table): (pattern name, (resource type,
-    pattern type), the pattern's bytes, how many ACLs, their entries)."""
+    object (``KeptByObject``: bounded, never pinning an index table no image holds): (pattern name, (resource
+    type, pattern type), the pattern's bytes, how many ACLs, their entries)."""
 
     def __init__(self, limit: int = 2 * 65536, budget: int = 32 * 1024 * 1024):
         self._kept = KeptByObject(limit, budget)
@@ -155,17 +155,8 @@ class _HeldBytes:
             entries = [entry for group in groups for _, entry in group.members()]
             data = _entries_bytes(entries, flexible)
             value = (first.name, first.kind, _pattern_bytes(first.name, first.kind, flexible), len(entries), data)
-            self._kept.keep(holder, flexible, value, len(data), _table_of(holder))
+            self._kept.keep(holder, flexible, value, len(data))
         return value  # type: ignore[no-any-return]
-
-
-def _table_of(holder: Group | Node) -> object:
-    """The index table a group or node was made from (None: made by a write)."""
-    source = getattr(holder, "source", None)      # a Lazy node
-    if source is not None:
-        return source
-    first = holder if isinstance(holder, Group) else next(iter(holder.groups()), None)
-    return getattr(first, "table", None)
 
 
 _HELD_BYTES = _HeldBytes()

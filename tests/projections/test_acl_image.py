@@ -348,3 +348,18 @@ def test_describe_answers_each_image_with_its_own_acls_when_group_bindings_are_k
                 (second, {b for _, b in reads} | {binding("User:u1", AclOperation.DESCRIBE)})]
     for image, acls in expected[::-1] + expected + expected[::-1]:
         assert {b for _, b in image.describe(everything)} == acls
+
+
+def test_describe_spanning_the_tables_of_a_batch_built_image_finds_every_groups_pairs_kept():
+    """describe on an image whose groups come from several batch tables (a follower's) finds every whole group's
+    pairs kept the second time (none cleared by another table's group) and answers as the first time."""
+    from secmeta.projections import acls
+    from tests.core.wire.test_hot_responses import _batch_built_image
+
+    image, held = _batch_built_image()
+    every = AclBindingFilter.of()
+    first = image.describe(every)
+    hits = acls._GROUP_PAIRS.hits
+    assert image.describe(every) == first
+    assert acls._GROUP_PAIRS.hits - hits == sum(1 for _ in image.selection(every))
+    assert sorted((binding for _, binding in first), key=repr) == sorted(held, key=repr)

@@ -192,3 +192,47 @@ def test_kept_encodings_do_not_pin_an_index_table_an_image_no_longer_holds():
     del old, old_table
     gc.collect()
     assert not any(type(o) is AclTable and id(o) == old_id for o in gc.get_objects())
+
+
+def _batch_built_image(batches: int = 3, per_batch: int = 40):
+    """An image built as a follower builds it: batches of new ACLs on new topics through the incremental apply,
+    each batch's ACLs grouped into a table of its own (``acls.TABLE_FROM``), so its nodes come from several
+    tables: two principals per topic (a table's node) and one principal from two hosts (a table's group)."""
+    image, held = AclsImage.EMPTY, []
+    for b in range(batches):
+        delta = AclsDelta(image)
+        for t in range(per_batch):
+            for i, (principal, host) in enumerate((("User:a", "10.0.0.1"), ("User:b", "10.0.0.2"))):
+                name, principal = (f"b{b}t{t}", principal) if t % 2 else (f"b{b}solo{t}", "User:c")
+                binding = AclBinding.of(ResourceType.TOPIC, name, PatternType.LITERAL, principal, host,
+                                        AclOperation.READ, AclPermissionType.ALLOW)
+                delta.add(f"id{b}-{t}-{i}", binding)
+                held.append(binding)
+        image = delta.apply()
+    return image, held
+
+
+def test_answers_spanning_the_tables_of_a_batch_built_image_are_kept_and_hold_each_write():
+    """On an image whose nodes come from several batch tables, a repeated DescribeAcls finds every node's
+    encoding kept (none cleared by another table's), answers as the first time, and after a write the next answer
+    holds the write (read-your-writes)."""
+    from secmeta.projections.acl_table import AclTable
+
+    image, held = _batch_built_image()
+    holders = list(image.selection(_EVERY_ACL, whole_nodes=True))
+    tables = {getattr(h, "source", None) or getattr(h, "table", None) for h, _ in holders}
+    assert len({t for t in tables if isinstance(t, AclTable)}) == 3
+    kept = hot_responses._HELD_BYTES._kept
+    first = _read_back(3, image)
+    hits = kept.hits
+    assert _read_back(3, image) == first
+    assert kept.hits - hits == len(holders)  # every node's encoding found kept
+    assert sorted(first, key=repr) == sorted(held, key=repr)
+    write = AclBinding.of(ResourceType.TOPIC, "b0t1", PatternType.LITERAL, "User:z", "*", AclOperation.WRITE,
+                          AclPermissionType.ALLOW)
+    delta = AclsDelta(image)
+    delta.add("new", write)
+    after = delta.apply()
+    assert sorted(_read_back(3, after), key=repr) == sorted([*held, write], key=repr)
+    assert sorted(_read_back(3, image), key=repr) == sorted(held, key=repr)
+
