@@ -11,8 +11,9 @@ position there), and its values are kept in that table's bucket, which holds the
 goes with it.  So a table no image holds any more is never pinned here, and the tables an image does
 hold keep their values side by side (issue 24's review: one table at a time, cleared whenever another
 table's object was seen, kept nothing for an answer spanning the batch tables of a follower's image).
-Any other object (made by a write) is kept with its value by (object id, slot), so no other object can
-take the id while it is kept.
+Any other object (made by a write: it holds no table) is kept with its value by (object id, slot), so
+no other object can take the id while it is kept; one that holds a table's group (a write's node whose
+other groups are a table's) is not kept at all, as it would pin that table.
 
 Bounded: at most ``limit`` values and ``budget`` units of size (the caller's measure: bytes,
 bindings); past either, all are dropped.
@@ -24,10 +25,10 @@ import threading
 import weakref
 from typing import Any
 
-from secmeta.projections.acl_index import Lazy
+from secmeta.projections.acl_index import Group, Lazy
 from secmeta.projections.acl_table import AclTable, TableGroup
 
-__all__ = ["KeptByObject"]
+__all__ = ["KeptByObject", "holds_a_table"]
 
 
 def _named(obj: Any) -> tuple[AclTable, int] | None:
@@ -38,6 +39,13 @@ def _named(obj: Any) -> tuple[AclTable, int] | None:
     if cls is Lazy:
         return obj.source, ~obj.at
     return None
+
+
+def holds_a_table(obj: Any) -> bool:
+    """Whether ``obj``, not itself a table's group or node, holds one (a write's node of some table's groups)."""
+    if isinstance(obj, Group) or _named(obj) is not None:
+        return False
+    return any(group.__class__ is TableGroup for group in obj.groups())
 
 
 class _Bucket:
@@ -81,8 +89,11 @@ class KeptByObject:
         return value
 
     def keep(self, obj: Any, slot: int, value: Any, size: int) -> None:
-        """Keep ``value`` (of ``size`` units) for ``obj`` in ``slot``."""
+        """Keep ``value`` (of ``size`` units) for ``obj`` in ``slot`` (nothing for an object that would pin a
+        table: ``holds_a_table``)."""
         named = _named(obj)
+        if named is None and holds_a_table(obj):
+            return
         with self._lock:
             if self._count >= self._limit or self._held + size > self._budget:
                 self._kept, self._tables = {}, {}

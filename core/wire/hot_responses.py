@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from secmeta.core.wire.codec import ApiKey, EncodedResponse, flexible_response_header
 from secmeta.events.types import AccessControlEntry
 from secmeta.projections.acl_index import Group, Node
-from secmeta.projections.kept_by_object import KeptByObject
+from secmeta.projections.kept_by_object import KeptByObject, holds_a_table
 
 __all__ = ["describe_acls_response"]
 
@@ -150,6 +150,10 @@ class _HeldBytes:
         or a node: all of its groups, in its order)."""
         value = self._kept.find(holder, flexible)
         if value is None:
+            if holds_a_table(holder):  # a write's node of a table's groups, never kept (it would pin the table):
+                parts = [self.of(group, flexible) for group in holder.groups()]  # its groups' kept encodings
+                name, kind, pattern = parts[0][:3]
+                return name, kind, pattern, sum(part[3] for part in parts), b"".join(part[4] for part in parts)
             groups = (holder,) if isinstance(holder, Group) else tuple(holder.groups())
             first = groups[0]
             entries = [entry for group in groups for _, entry in group.members()]

@@ -236,3 +236,30 @@ def test_answers_spanning_the_tables_of_a_batch_built_image_are_kept_and_hold_ea
     assert sorted(_read_back(3, after), key=repr) == sorted([*held, write], key=repr)
     assert sorted(_read_back(3, image), key=repr) == sorted(held, key=repr)
 
+
+def test_a_kept_encoding_of_a_node_a_write_changed_does_not_pin_its_table():
+    """A node of a loaded table whose first group a write replaced (its other groups still the table's): its
+    answer holds the write, and once no image holds the table, the table is freed (nothing kept pins it)."""
+    import gc
+
+    from secmeta.projections.acl_table import AclTable
+
+    names = [f"t{n}" for n in range(3)]
+    image = AclsImage.of((f"{name}-{p}", AclBinding.of(ResourceType.TOPIC, name, PatternType.LITERAL, f"User:{p}",
+                                                       "10.0.0.1", AclOperation.READ, AclPermissionType.ALLOW))
+                         for name in names for p in "abc")
+    (table,) = {node.source for node, _ in image.selection(_EVERY_ACL, whole_nodes=True)}
+    table_id = id(table)
+    del table
+    delta = AclsDelta(image)
+    delta.remove("t0-a")  # User:a's group of t0 replaced: t0's node is a write's, of the table's other groups
+    delta.add("t0-a2", AclBinding.of(ResourceType.TOPIC, "t0", PatternType.LITERAL, "User:a", "*",
+                                     AclOperation.WRITE, AclPermissionType.ALLOW))
+    after = delta.apply()
+    t0 = AclBindingFilter.of(ResourceType.TOPIC, "t0", PatternType.MATCH)
+    for _ in range(2):
+        assert sorted((b.principal, b.host) for b in _read_back(3, after, t0)) == [
+            ("User:a", "*"), ("User:b", "10.0.0.1"), ("User:c", "10.0.0.1")]
+    del image, delta, after
+    gc.collect()
+    assert not any(type(o) is AclTable and id(o) == table_id for o in gc.get_objects())
