@@ -24,6 +24,7 @@ from tests.consumers.conftest import (
     random_workload,
     read_topic,
 )
+from tests.gckit import collections_seen
 from tests.logkit import acl_created
 
 CODEC = EventCodec()
@@ -117,23 +118,11 @@ def test_follower_keeps_up_with_new_events(store, published, follow):
 def test_no_cyclic_collection_runs_while_a_batch_is_taken(store, published, follow):
     """The collector stays paused from the fetch to the image: a batch's messages would otherwise set off
     collections that rescan the whole image (the follower's rate at 1M events was bound by them)."""
-    import gc
-
     store.create_acls([acl_created(i).event.binding for i in range(1, 3001)], context=ADMIN)
     follower = follow(*published())
     assert follower._check_topic(10)
-    collections = []
-
-    def seen(phase, info):
-        if phase == "start":
-            collections.append(info["generation"])
-
-    gc.collect()
-    gc.callbacks.append(seen)
-    try:
+    with collections_seen() as collections:
         assert follower.catch_up(60)
-    finally:
-        gc.callbacks.remove(seen)
     assert image_state(follower.image) == image_state(store.image)
     assert collections == []
 

@@ -29,6 +29,7 @@ from secmeta.events.types import (
 from secmeta.projections.errors import InconsistentEventError
 from secmeta.projections.image import SecurityDelta, SecurityImage, SecurityProjection
 from secmeta.projections.tokens import TokenInfo
+from tests.gckit import collections_seen
 
 SHA256 = ScramMechanism.SCRAM_SHA_256
 SECRET = SealedSecret("k-1", b"\x01" * 12, b"\x02" * 32)
@@ -228,18 +229,8 @@ def test_a_run_of_events_applies_as_their_envelopes_without_a_collection():
     events = [AclCreated(f"a{n}", replace(BINDING, pattern=replace(BINDING.pattern, name=f"t{n}")))
               for n in range(3000)] + [UPSERT, AclDeleted("a7", BINDING)]
     base = replayed(ISSUE)
-    collections = []
-
-    def seen(phase, info):
-        if phase == "start":
-            collections.append(info["generation"])
-
-    gc.collect()
-    gc.callbacks.append(seen)
-    try:
+    with collections_seen() as collections:
         got = SecurityProjection().apply_events(base, events)
-    finally:
-        gc.callbacks.remove(seen)
     assert len(collections) <= 1 and gc.isenabled()  # at most the one the block's new objects set off at its end
     assert got == SecurityProjection().apply(base, [envelope(n, e) for n, e in enumerate(events)])
     assert SecurityProjection().apply_events(base, []) is base
