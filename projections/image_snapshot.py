@@ -1,9 +1,11 @@
 """Snapshot codec for SecurityImage: a meta row, credentials, tokens, client quotas, settings, and the ACL index.
 
-Since format 5 the ACL index is the snapshot's binary section (``acl_section``: its columns read in
-place through the file's memory map, no work per ACL at open, each node made when first used); the
-rows hold one branch of a union each: a meta row (the image's next_offset, written first), a SCRAM
-credential (its secret stays sealed), a delegation token, an entity's client quotas or a setting.
+Since format 6 the snapshot's binary section holds the ACL index (``acl_section``: its columns read in
+place from the file's bytes, no work per ACL at open, each node made when first used) and the
+delegation tokens (``token_section``: each token made when first asked for), after a header giving
+each part's size; the rows hold one branch of a union each: a meta row (the image's next_offset,
+written first), a SCRAM credential (its secret stays sealed), an entity's client quotas or a setting.
+Format 5's section was the ACL index alone, and its tokens were rows (``TokenRow``): both still load.
 Formats 3 and 4 listed the ACL index as rows too (``AclNodesRow``): whole index nodes in index
 order, as columns: per node its pattern and how many principals' groups it holds, per group its
 principal (a position in the chunk's distinct principals) and how many ACLs, per ACL its id, host (a
@@ -16,6 +18,7 @@ Rows are written with explicit branch names; the reader tells the branches apart
 from __future__ import annotations
 
 import itertools
+import struct
 import sys
 from array import array
 from collections.abc import Iterable, Iterator
@@ -34,8 +37,10 @@ from secmeta.projections.acls import AclsImage
 from secmeta.projections.image import SecurityImage
 from secmeta.projections.quotas import QuotasDelta, QuotasImage
 from secmeta.projections.scram import ScramDelta, ScramImage
+from secmeta.projections.section_arrays import SectionError, aligned
 from secmeta.projections.settings import SettingsDelta, SettingsImage
 from secmeta.projections.snapshot import CorruptSnapshotError
+from secmeta.projections.token_section import encode_tokens, read_tokens
 from secmeta.projections.tokens import TokenInfo, TokensDelta, TokensImage
 
 __all__ = ["SecurityImageSnapshot"]
@@ -88,7 +93,7 @@ _ACL_NODES = {
 _TOKEN = {
     "type": "record",
     "name": "TokenRow",
-    "doc": "One delegation token (no HMAC).",
+    "doc": "One delegation token (no HMAC); formats 3 to 5 (since format 6 tokens are in the section).",
     "fields": [
         _field("token_id", "string", "The token's id."),
         _field("owner", "string", "Owner principal."),
@@ -141,6 +146,8 @@ _META_NAME, _SCRAM_NAME, _ACL_NODES_NAME, _TOKEN_NAME, _QUOTA_NAME, _SETTING_NAM
 ACL_CHUNK = 65536  # ACLs from which an index chunk ends (after a whole node)
 _SEPARATORS = "\n\x00\x1f\x1e\t"
 _U32 = next(code for code in "IL" if array(code).itemsize == 4)
+_PARTS = struct.Struct("<8sQQ")  # IMAGE_MAGIC, the ACL section's size, the token section's size (format 6)
+IMAGE_MAGIC = b"SMIMG\x00\x00\x06"
 
 
 class SecurityImageSnapshot:
@@ -166,29 +173,14 @@ class SecurityImageSnapshot:
                     },
                 )
             }
-        for token in image.tokens:
-            yield {
-                "row": (
-                    _TOKEN_NAME,
-                    {
-                        "token_id": token.token_id,
-                        "owner": token.owner,
-                        "requester": token.requester,
-                        "renewers": list(token.renewers),
-                        "issue_timestamp_ms": token.issue_timestamp_ms,
-                        "expiry_timestamp_ms": token.expiry_timestamp_ms,
-                        "max_timestamp_ms": token.max_timestamp_ms,
-                    },
-                )
-            }
         for entity, values in image.quotas:
             yield {"row": (_QUOTA_NAME, {"quota_entity": entity, "quota_values": dict(values)})}
         for name, value in image.settings:
             yield {"row": (_SETTING_NAME, {"setting_name": name, "setting_value": value})}
 
     def section(self, image: SecurityImage) -> list[bytes]:
-        """The ACL index as a binary section (``acl_section``)."""
-        return _NodesRow.of(image.acls.index).section()
+        """The ACL index (``acl_section``) and the tokens (``token_section``) as the binary section."""
+        return image_section(_NodesRow.of(image.acls.index).section(), encode_tokens(image.tokens))
 
     def build(self, rows: Iterable[dict], section: memoryview | None = None) -> SecurityImage:
         """The image of a snapshot's rows and (format 5) its ACL section."""
@@ -218,8 +210,34 @@ class SecurityImageSnapshot:
                 settings.set(row["setting_name"], row["setting_value"])
             else:
                 next_offset = row["next_offset"]
-        return SecurityImage(scram.apply(), acls.image() if section is None else _mapped_acls(section), tokens.apply(),
-                             next_offset, quotas.apply(), settings.apply())
+        if section is None:  # format 3 or 4
+            acl_image, token_image = acls.image(), tokens.apply()
+        else:
+            acl_image, token_image = _sectioned(section, tokens.apply())
+        return SecurityImage(scram.apply(), acl_image, token_image, next_offset, quotas.apply(), settings.apply())
+
+
+def image_section(acls: list[bytes], tokens: list[bytes]) -> list[bytes]:
+    """Format 6's section of an ACL section and a token section: their sizes, then each (8-byte aligned)."""
+    acl_size, token_size = (sum(map(len, part)) for part in (acls, tokens))
+    return [_PARTS.pack(IMAGE_MAGIC, acl_size, token_size), *acls, bytes(aligned(acl_size) - acl_size), *tokens]
+
+
+def _sectioned(section: memoryview, token_rows: TokensImage) -> tuple[AclsImage, TokensImage]:
+    """The ACLs and tokens of a section: format 6's parts, or format 5's ACL index (its tokens were rows)."""
+    if section[:len(IMAGE_MAGIC)] != IMAGE_MAGIC:
+        return _mapped_acls(section), token_rows
+    if len(section) < _PARTS.size:
+        raise CorruptSnapshotError("the image section is truncated")
+    _, acl_size, token_size = _PARTS.unpack_from(section)
+    token_at = _PARTS.size + aligned(acl_size)
+    if token_at + token_size > len(section) or token_rows:
+        raise CorruptSnapshotError("the image section's parts run past it, or its tokens are rows too")
+    try:
+        tokens = read_tokens(section[token_at:token_at + token_size])
+    except SectionError as exc:
+        raise CorruptSnapshotError(f"the token section does not hold tokens: {exc}") from None
+    return _mapped_acls(section[_PARTS.size:_PARTS.size + acl_size]), tokens
 
 
 def _mapped_acls(section: memoryview) -> AclsImage:

@@ -1,19 +1,28 @@
 """Snapshots: the full state at a log offset, as an Avro container file.
 
-A snapshot of the events [0, next_offset) is ``snapshot-<next_offset>.avro``:
-since format 5, a 16-byte preamble (``SMSN``, 0, 0, 0, 5 and the size of the
-section that follows, big-endian) and a binary section the state's codec reads
-in place (``SnapshotCodec.section``; a codec without one writes none: then the
-file starts with the container), then
-an Avro object container (rows described by the state's own record schema,
-metadata naming the offset, the chain link of the batch that ends there, the
-time, the state kind and the key id), followed by a 40-byte trailer: an
-HMAC-SHA256 of the container under that keyring key, ``SMSN``, and a CRC-32
-of everything before the CRC.  The CRC catches damage cheaply; the HMAC makes
-a forged or edited snapshot fail to load for anyone without the key.  Written
-atomically (temp file, fsync, rename, fsync of the directory).
+A snapshot of the events [0, next_offset) is ``snapshot-<next_offset>.avro``.  Since format 6:
 
-A snapshot is read into memory once; its CRC and HMAC are checked over those
+    preamble   ``SMSN``, 0, 0, 0, 6; the size of the section (u64) and of the HMAC key id (u16), big-endian;
+               the key id (UTF-8, empty when unauthenticated), zero-padded to a multiple of 8 bytes
+    section    a binary section the state's codec reads in place (``SnapshotCodec.section``; empty for a
+               codec without one)
+    container  an Avro object container: rows described by the state's own record schema, metadata naming
+               the format, the offset, the chain link of the batch that ends there, the time, the state
+               kind and the key id
+    trailer    40 bytes: an HMAC-SHA256 of everything before it under that keyring key (zeros when
+               unauthenticated), ``SMSN`` and a CRC-32 of everything before the CRC
+
+The HMAC makes a forged, edited or truncated snapshot fail to load for anyone with the key, before any
+byte of it is parsed: the key id is in the fixed-size preamble, so a reader given a keyring checks the
+HMAC alone (issue 24: the CRC cost a third of reading a large file again, and proved nothing the HMAC
+does not).  A reader without a keyring checks the CRC, which catches damage.  Written atomically
+(temp file, fsync, rename, fsync of the directory).
+
+Formats 3 to 5 still load (CRC first, then the HMAC named in the container's metadata): format 5
+began with a 16-byte preamble (``SMSN``, 0, 0, 0, 5, the section's size) when it had a section, and
+3 and 4 had none.
+
+A snapshot is read into memory once; its HMAC (or CRC) is checked over those
 bytes and the section is handed to the codec as a view of them, which the
 state reads in place (issue 24).  Not a memory map: a file truncated or
 rewritten in place under a map would end the process (SIGBUS) or change what
@@ -40,11 +49,14 @@ from secmeta.events.errors import InvalidValueError, SecmetaError
 from secmeta.events.keyring import Keyring
 from secmeta.projections.gc_pause import paused_gc
 
-SNAPSHOT_FORMAT = 5  # 5: a binary section the codec reads in place (the ACL index's columns, issue 24)
-READ_FORMATS = (3, 4, 5)  # 3 and 4 still load (ACL index chunks as Avro rows); 1 and 2 were development formats
+# 6: the key id in a preamble every file has, so the HMAC alone is checked given a keyring (issue 24)
+SNAPSHOT_FORMAT = 6
+READ_FORMATS = (3, 4, 5, 6)  # 3 and 4: ACL index chunks as Avro rows; 5: a section; 1 and 2 were development formats
 TRAILER = struct.Struct(">32s4sI")  # HMAC, magic, CRC
-PREAMBLE = struct.Struct(">8sQ")  # PREAMBLE_MAGIC, the section's size in bytes
-PREAMBLE_MAGIC = b"SMSN\x00\x00\x00\x05"
+PREAMBLE = struct.Struct(">8sQH")  # PREAMBLE_MAGIC, the section's size in bytes, the key id's size in bytes
+PREAMBLE_MAGIC = b"SMSN\x00\x00\x00\x06"
+PREAMBLE5 = struct.Struct(">8sQ")  # format 5's: PREAMBLE5_MAGIC, the section's size in bytes
+PREAMBLE5_MAGIC = b"SMSN\x00\x00\x00\x05"
 MAC_LABEL = b"secmeta/snapshot"
 TRAILER_MAGIC = b"SMSN"
 PREFIX = "snapshot-"
@@ -153,19 +165,18 @@ def write_snapshot(
     tmp = partial_snapshot_path(final.parent, next_offset)
     counter = _Counting(codec.rows(state))
     metadata = _metadata(codec, next_offset, link, timestamp_ms)
-    mac = None
+    mac, key_id = None, b""
     if keyring is not None:
         metadata["secmeta.mac_key_id"] = keyring.newest_id
-        mac = _mac(keyring, keyring.newest_id)
+        mac, key_id = _mac(keyring, keyring.newest_id), keyring.newest_id.encode()
     # Paused collector: a snapshot written in the background beside writers would otherwise
     # trigger full collections that rescan the live image while holding the GIL.
     with paused_gc(), open(tmp, "wb") as raw:
         out = _CrcWriter(raw, mac)
-        section = codec_section(codec, state)
-        if section is not None:
-            out.write(PREAMBLE.pack(PREAMBLE_MAGIC, sum(map(len, section))))
-            for chunk in section:
-                out.write(chunk)
+        section = codec_section(codec, state) or []
+        out.write(_preamble(sum(map(len, section)), key_id))
+        for chunk in section:
+            out.write(chunk)
         fastavro.writer(out, fastavro.parse_schema(codec.schema), counter, metadata=metadata, codec="null")
         digest = mac.digest() if mac is not None else bytes(32)
         raw.write(TRAILER.pack(digest, TRAILER_MAGIC, zlib.crc32(digest + TRAILER_MAGIC, out.crc)))
@@ -175,6 +186,12 @@ def write_snapshot(
     os.replace(tmp, final)
     fsync_dir(final.parent)
     return SnapshotInfo(final, next_offset, link, timestamp_ms, codec.kind, counter.count, size)
+
+
+def _preamble(section_size: int, key_id: bytes) -> bytes:
+    """The format-6 preamble: magic, sizes and the key id, padded to a multiple of 8 bytes."""
+    head = PREAMBLE.pack(PREAMBLE_MAGIC, section_size, len(key_id)) + key_id
+    return head + bytes(-len(head) % 8)
 
 
 class _CrcWriter:
@@ -215,7 +232,7 @@ def read_snapshot(path: str | os.PathLike, codec: SnapshotCodec[S], keyring: Key
 
     Given a keyring, the snapshot must carry a valid HMAC under one of its keys.
     """
-    info, reader, section = _open(Path(path), keyring)
+    info, reader, section = _open(Path(path), keyring, check_crc=False)
     if info.kind != codec.kind:
         raise SnapshotError(
             f"snapshot {info.path.name} holds a {info.kind!r} state, not {codec.kind!r}"
@@ -231,34 +248,35 @@ def read_snapshot(path: str | os.PathLike, codec: SnapshotCodec[S], keyring: Key
 
 def read_snapshot_info(path: str | os.PathLike, keyring: Keyring | None = None) -> SnapshotInfo:
     """Verify a snapshot's CRC (and HMAC, given a keyring) and read its metadata, not its state."""
-    return _open(Path(path), keyring)[0]
+    return _open(Path(path), keyring, check_crc=True)[0]
 
 
 def _mac(keyring: Keyring, key_id: str):
     return hmac.new(keyring.chain_key(key_id), MAC_LABEL, hashlib.sha256)
 
 
-def _open(path: Path, keyring: Keyring | None) -> tuple[SnapshotInfo, Any, memoryview | None]:
-    """A snapshot's info, its rows' reader and its section (a view of the file's bytes), checked."""
+def _open(path: Path, keyring: Keyring | None, check_crc: bool) -> tuple[SnapshotInfo, Any, memoryview | None]:
+    """A snapshot's info, its rows' reader and its section (a view of the file's bytes), checked: by the HMAC
+    alone when a keyring is given and the file names its key up front (format 6) unless ``check_crc`` (a
+    verification: the CRC too), else by the CRC (and then the HMAC, given a keyring)."""
     data = path.read_bytes()
     size = len(data)
     if size < TRAILER.size:
         raise CorruptSnapshotError(f"snapshot {path.name} is truncated ({size} bytes)")
     digest, magic, stored_crc = TRAILER.unpack_from(data, size - TRAILER.size)
-    if magic != TRAILER_MAGIC or zlib.crc32(memoryview(data)[:size - 4]) != stored_crc:
-        raise CorruptSnapshotError(f"snapshot {path.name} fails its CRC check")
     body = memoryview(data)[: size - TRAILER.size]
-    section = None
-    if body[:len(PREAMBLE_MAGIC)] == PREAMBLE_MAGIC and len(body) >= PREAMBLE.size:
-        _, section_size = PREAMBLE.unpack_from(body)
-        if PREAMBLE.size + section_size > len(body):
-            raise CorruptSnapshotError(f"snapshot {path.name} is not a readable snapshot: its section runs past it")
-        section = body[PREAMBLE.size:PREAMBLE.size + section_size]
-        container = bytes(body[PREAMBLE.size + section_size:])
-    else:
-        container = bytes(body)
+    framed = _Framed.of(path, body) if body[:len(PREAMBLE_MAGIC)] == PREAMBLE_MAGIC else None
+    authenticated = framed is not None and keyring is not None
+    if magic != TRAILER_MAGIC:
+        raise CorruptSnapshotError(f"snapshot {path.name} has no snapshot trailer: it is truncated or no snapshot")
+    if framed is not None and keyring is not None:  # it fails on any damage the CRC would catch but the CRC's own
+        _check_mac(path, keyring, framed.key_id, body, digest)
+    if (check_crc or not authenticated) and zlib.crc32(memoryview(data)[:size - 4]) != stored_crc:
+        raise CorruptSnapshotError(f"snapshot {path.name} fails its CRC check")
+    if framed is None:
+        framed = _Framed.of5(path, body)
     try:
-        reader = fastavro.reader(io.BytesIO(container))
+        reader = fastavro.reader(io.BytesIO(framed.container))
         meta = {k: v.decode() if isinstance(v, bytes) else v for k, v in reader.metadata.items()}
         fmt = int(meta["secmeta.format"])
         info = SnapshotInfo(
@@ -277,19 +295,66 @@ def _open(path: Path, keyring: Keyring | None) -> tuple[SnapshotInfo, Any, memor
         ) from None
     if fmt not in READ_FORMATS:
         raise SnapshotError(_unread_format(path, fmt))
-    if section is not None and fmt < 5:
-        raise CorruptSnapshotError(f"snapshot {path.name} is not a readable snapshot: format {fmt} with a section")
-    if keyring is not None:
+    if (fmt >= 6) != (framed.form == 6) or framed.section is not None and fmt < 5:
+        raise CorruptSnapshotError(f"snapshot {path.name} is not a readable snapshot: format {fmt} "
+                                   f"framed as format {framed.form}")
+    if keyring is not None and not authenticated:
         key_id = meta.get("secmeta.mac_key_id")
         if key_id is None:
             raise CorruptSnapshotError(f"snapshot {path.name} is not authenticated (no HMAC key id)")
-        if key_id not in keyring.ids:
-            raise SnapshotError(f"snapshot {path.name} is authenticated with key {key_id!r}, which is not in the keyring")
-        mac = _mac(keyring, key_id)
-        mac.update(body)
-        if not hmac.compare_digest(mac.digest(), digest):
-            raise CorruptSnapshotError(f"snapshot {path.name} fails its HMAC check: it was altered or forged")
-    return info, reader, section
+        _check_mac(path, keyring, key_id, body, digest)
+    return info, reader, framed.section
+
+
+def _check_mac(path: Path, keyring: Keyring, key_id: str | None, body: memoryview, digest: bytes) -> None:
+    """Raise unless ``digest`` is the HMAC of ``body`` under the keyring's key ``key_id``."""
+    if not key_id:
+        raise CorruptSnapshotError(f"snapshot {path.name} is not authenticated (no HMAC key id)")
+    if key_id not in keyring.ids:
+        raise SnapshotError(f"snapshot {path.name} is authenticated with key {key_id!r}, which is not in the keyring")
+    mac = _mac(keyring, key_id)
+    mac.update(body)
+    if not hmac.compare_digest(mac.digest(), digest):
+        raise CorruptSnapshotError(f"snapshot {path.name} fails its HMAC check: it was altered, truncated or forged")
+
+
+@dataclass(frozen=True)
+class _Framed:
+    """A snapshot's body split into its section (None when it has none) and its Avro container."""
+
+    form: int  # the framing's format: 6, or 5 for formats 3 to 5
+    key_id: str | None
+    section: memoryview | None
+    container: bytes
+
+    @classmethod
+    def of(cls, path: Path, body: memoryview) -> _Framed:
+        """A format-6 body (its preamble's sizes checked against the body before anything is read)."""
+        if len(body) < PREAMBLE.size:
+            raise CorruptSnapshotError(f"snapshot {path.name} is truncated: its preamble is incomplete")
+        _, section_size, key_size = PREAMBLE.unpack_from(body)
+        at = PREAMBLE.size + key_size
+        start = at + -at % 8
+        if start + section_size > len(body):
+            raise CorruptSnapshotError(f"snapshot {path.name} is not a readable snapshot: its section runs past it")
+        try:
+            key_id = str(body[PREAMBLE.size:at], "utf-8")
+        except UnicodeDecodeError:
+            raise CorruptSnapshotError(f"snapshot {path.name} is not a readable snapshot: its key id is not UTF-8") \
+                from None
+        section = body[start:start + section_size] if section_size else None
+        return cls(6, key_id, section, bytes(body[start + section_size:]))
+
+    @classmethod
+    def of5(cls, path: Path, body: memoryview) -> _Framed:
+        """A body of format 3 to 5: a format-5 preamble and section, or none."""
+        if body[:len(PREAMBLE5_MAGIC)] != PREAMBLE5_MAGIC or len(body) < PREAMBLE5.size:
+            return cls(5, None, None, bytes(body))
+        _, section_size = PREAMBLE5.unpack_from(body)
+        if PREAMBLE5.size + section_size > len(body):
+            raise CorruptSnapshotError(f"snapshot {path.name} is not a readable snapshot: its section runs past it")
+        section = body[PREAMBLE5.size:PREAMBLE5.size + section_size]
+        return cls(5, None, section, bytes(body[PREAMBLE5.size + section_size:]))
 
 
 def _unread_format(path: Path, fmt: int) -> str:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Self
 import immutables
 
 from secmeta.events.records import DelegationTokenIssued
+from secmeta.projections.layered_map import LayeredMap
 from secmeta.projections.errors import InconsistentEventError
 
 __all__ = ["TOKEN_FIELDS", "TokenInfo", "TokensDelta", "TokensImage"]
@@ -62,7 +63,8 @@ class TokenInfo:
 class TokensImage:
     """Every delegation token, by token id."""
 
-    tokens: immutables.Map = immutables.Map()  # token_id -> TokenInfo
+    # token_id -> TokenInfo; a LayeredMap when loaded from a snapshot's section (each token made when first read)
+    tokens: immutables.Map | LayeredMap = immutables.Map()
     EMPTY: ClassVar[TokensImage]
 
     def __repr__(self) -> str:

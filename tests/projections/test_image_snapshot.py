@@ -1,7 +1,11 @@
-"""SecurityImageSnapshot: the image round-trips through a snapshot file (format 5, and the older format 4 that
-still loads), secrets stay sealed, a damaged ACL section or chunk is refused."""
+"""SecurityImageSnapshot: the image round-trips through a snapshot file (format 6, and the older formats 5 and 4
+that still load), secrets stay sealed, a damaged ACL or token section or chunk is refused."""
 
+import hashlib
+import hmac
+import io
 import tempfile
+import zlib
 from pathlib import Path
 from unittest.mock import patch
 
@@ -11,7 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from secmeta.events.keyring import SealedSecret
-from secmeta.events.records import AclCreated, DelegationTokenIssued, ScramCredentialUpserted
+from secmeta.events.records import (
+    AclCreated,
+    DelegationTokenIssued,
+    DelegationTokenRemoved,
+    DelegationTokenRenewed,
+    Envelope,
+    ScramCredentialUpserted,
+    TokenRemovalReason,
+)
 from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
@@ -30,14 +42,29 @@ from secmeta.projections.snapshot import (
     read_snapshot,
     write_snapshot,
 )
+from secmeta.projections.token_section import encode_tokens
+from secmeta.projections.tokens import TOKEN_FIELDS
 from tests.logkit import make_keyring
 from tests.storekit import ADMIN, acl, store_at
 
 CODEC = SecurityImageSnapshot()
 
 
-class Format4(SecurityImageSnapshot):
-    """The format-4 writer: the ACL index as AclNodesRow chunks of ``ACL_CHUNK`` ACLs, no section."""
+class Format5(SecurityImageSnapshot):
+    """The format-5 codec: the ACL index alone as the section, each token a row."""
+
+    def section(self, image):
+        return image_snapshot._NodesRow.of(image.acls.index).section()
+
+    def rows(self, image):
+        yield from super().rows(image)
+        for token in image.tokens:
+            yield {"row": ("secmeta.snapshot.TokenRow",
+                           {**{name: getattr(token, name) for name in TOKEN_FIELDS}, "renewers": list(token.renewers)})}
+
+
+class Format4(Format5):
+    """The format-4 codec: the ACL index as AclNodesRow chunks of ``ACL_CHUNK`` ACLs, no section."""
 
     section = None
 
@@ -47,14 +74,38 @@ class Format4(SecurityImageSnapshot):
             yield {"row": ("secmeta.snapshot.AclNodesRow", row)}
 
 
-FORMAT4 = Format4()
+FORMAT4, FORMAT5 = Format4(), Format5()
+
+
+def write_older(directory, image, form, codec=None, keyring=None):
+    """``image`` as formats 4 and 5 wrote it: format 5's 16-byte preamble and section (format 4: none), the
+    container, a trailer whose HMAC (given a keyring) is checked after the CRC, its key id in the metadata."""
+    codec = codec or (FORMAT5 if form == 5 else FORMAT4)
+    with patch.object(snapshot, "SNAPSHOT_FORMAT", form):
+        metadata = snapshot._metadata(codec, image.next_offset, b"\0" * 32, 0)
+    section = codec.section(image) if codec.section is not None else None
+    if keyring is not None:
+        metadata["secmeta.mac_key_id"] = keyring.newest_id
+    container = io.BytesIO()
+    fastavro.writer(container, fastavro.parse_schema(codec.schema), codec.rows(image), metadata=metadata,
+                    codec="null")
+    data = container.getvalue()
+    if section is not None:
+        data = snapshot.PREAMBLE5.pack(snapshot.PREAMBLE5_MAGIC, sum(map(len, section))) + b"".join(section) + data
+    digest = bytes(32) if keyring is None else hmac.new(keyring.chain_key(keyring.newest_id), snapshot.MAC_LABEL,
+                                                        hashlib.sha256)
+    if keyring is not None:
+        digest.update(data)
+        digest = digest.digest()
+    data += digest + b"SMSN"
+    path = snapshot.snapshot_path(directory, image.next_offset)
+    path.write_bytes(data + zlib.crc32(data).to_bytes(4, "big"))
+    return snapshot.read_snapshot_info(path)
 
 
 def write_format4(directory, image, codec=FORMAT4):
     """``image`` written as format 4 wrote it."""
-    with patch.object(snapshot, "SNAPSHOT_FORMAT", 4):
-        return write_snapshot(directory, codec, image, next_offset=image.next_offset, link=b"\0" * 32,
-                              timestamp_ms=0)
+    return write_older(directory, image, 4, codec)
 
 
 SECRET = SealedSecret("k-7", b"\x11" * 12, b"sealed-bytes-" * 3)
@@ -79,9 +130,9 @@ def sample_image(next_offset=42):
     return delta.apply(next_offset)
 
 
-def round_trip(tmp_path, image, form=5):
-    if form == 4:
-        info = write_format4(tmp_path, image)
+def round_trip(tmp_path, image, form=6):
+    if form in (4, 5):
+        info = write_older(tmp_path, image, form)
     else:
         info = write_snapshot(tmp_path, CODEC, image, next_offset=image.next_offset, link=b"\0" * 32, timestamp_ms=0)
     assert snapshot.read_snapshot_info(info.path).format == form
@@ -99,9 +150,9 @@ def all_fields(schema):
             yield from all_fields(field["type"])
 
 
-@pytest.mark.parametrize("form", [5, 4])
+@pytest.mark.parametrize("form", [6, 5, 4])
 def test_image_round_trips_through_a_snapshot(tmp_path, form):
-    """An image with credentials, ACLs and a token reads back equal, from this format and from format 4."""
+    """An image with credentials, ACLs and a token reads back equal, from this format and from formats 5 and 4."""
     image = sample_image()
     assert round_trip(tmp_path, image, form) == image
 
@@ -116,11 +167,12 @@ def test_next_offset_is_restored(tmp_path):
     assert round_trip(tmp_path, sample_image(next_offset=1234)).next_offset == 1234
 
 
-def test_rows_hold_a_meta_row_credentials_and_tokens_and_the_acls_are_the_section():
-    """rows() yields a meta row, one row per credential, one row per token; the ACL index is the section."""
+def test_rows_hold_a_meta_row_and_credentials_and_the_acls_and_tokens_are_the_section():
+    """rows() yields a meta row and one row per credential; the ACL index and the tokens are the section."""
     names = [name.rsplit(".", 1)[1] for name, _ in (r["row"] for r in CODEC.rows(sample_image()))]
-    assert names == ["MetaRow", "ScramRow", "ScramRow", "TokenRow"]
-    assert b"acl-0" in b"".join(CODEC.section(sample_image()))
+    assert names == ["MetaRow", "ScramRow", "ScramRow"]
+    section = b"".join(CODEC.section(sample_image()))
+    assert b"acl-0" in section and b"User:c" in section and b"t1" in section
 
 
 def with_acls(image, count):
@@ -144,7 +196,7 @@ def test_acls_spread_over_several_index_chunks_read_back(tmp_path, monkeypatch):
     assert round_trip(tmp_path, image, 4) == image
 
 
-@pytest.mark.parametrize("form", [5, 4])
+@pytest.mark.parametrize("form", [6, 5, 4])
 def test_strings_holding_the_usual_separators_round_trip(tmp_path, form):
     """Ids, names, principals and hosts holding newlines and NULs read back as they were."""
     delta = SecurityDelta(SecurityImage.EMPTY)
@@ -186,7 +238,7 @@ def test_a_chunk_holding_every_character_is_written_length_prefixed(tmp_path):
     image = one_acl_image(every, principal="User:1:2")
     [chunk] = index_chunks(image)
     assert chunk["separator"] == "" and chunk["principals"] == "8:User:1:2"
-    for form in (4, 5):  # format 5: strings delimited by their offsets alone
+    for form in (4, 5, 6):  # formats 5 and 6: strings delimited by their offsets alone
         loaded = round_trip(tmp_path, image, form)
         assert loaded == image and loaded.acls.get("id").pattern.name == every
 
@@ -247,7 +299,7 @@ def test_a_snapshot_of_a_development_format_is_refused_naming_it(tmp_path, monke
     info = write_snapshot(tmp_path, CODEC, sample_image(), next_offset=42, link=b"\0" * 32, timestamp_ms=0)
     monkeypatch.undo()
     with pytest.raises(SnapshotError, match=f"format {form}, a development format no release wrote; "
-                                            "this secmeta reads formats 3, 4 and 5 .`secmeta log snapshot` writes a new one"):
+                                            "this secmeta reads formats 3, 4, 5 and 6 .`secmeta log snapshot` writes a new one"):
         read_snapshot(info.path, CODEC)
 
 
@@ -284,7 +336,7 @@ acl_bindings = st.builds(
        st.integers(0, 20), st.sampled_from([None, 1, 7, 65536]))
 def test_random_images_round_trip_as_a_section_and_in_chunks_of_any_size(acls, crowd, chunk):
     """A random ACL image, plus a topic held by ``crowd`` principals (one group, a few, many), written as a
-    format-5 section (chunk None) or in format-4 index chunks of any size reads back equal, every id found."""
+    format-6 section (chunk None) or in format-4 index chunks of any size reads back equal, every id found."""
     acls = {**acls, **{f"crowd{i}": AclBinding.of(ResourceType.TOPIC, "crowd", PatternType.PREFIXED, f"User:c{i}",
                                                    "*", AclOperation.READ, AclPermissionType.ALLOW)
                        for i in range(crowd)}}
@@ -293,7 +345,7 @@ def test_random_images_round_trip_as_a_section_and_in_chunks_of_any_size(acls, c
         delta.replay(AclCreated(acl_id, binding))
     image = delta.apply(len(acls))
     with tempfile.TemporaryDirectory() as directory, patch.object(image_snapshot, "ACL_CHUNK", chunk or 1):
-        loaded = round_trip(Path(directory), image, 5 if chunk is None else 4)
+        loaded = round_trip(Path(directory), image, 6 if chunk is None else 4)
     assert loaded == image and sorted(loaded.acls) == sorted(image.acls)
     assert all(loaded.acls.get(acl_id) == binding for acl_id, binding in image.acls)
     assert loaded.acls.get("absent") is None and "absent" not in loaded.acls
@@ -331,12 +383,15 @@ def test_kind_names_the_security_image():
     assert CODEC.kind == "security-image"
 
 
-def sectioned(damage):
-    """A snapshot codec whose ACL section is ``damage(section bytes)`` (then signed as it is)."""
+def sectioned(damage=lambda s: s, damage_tokens=lambda s: s):
+    """A snapshot codec whose ACL section is ``damage(section bytes)`` and token section ``damage_tokens(...)``
+    (then signed as they are)."""
 
     class Damaged(SecurityImageSnapshot):
         def section(self, image):
-            return [damage(b"".join(super().section(image)))]
+            return image_snapshot.image_section(
+                [damage(b"".join(image_snapshot._NodesRow.of(image.acls.index).section()))],
+                [damage_tokens(b"".join(encode_tokens(image.tokens)))])
 
     return Damaged()
 
@@ -379,20 +434,21 @@ def test_a_section_node_that_holds_no_index_fails_when_first_made(tmp_path):
 
 
 def test_a_snapshot_without_its_acl_section_is_refused(tmp_path):
-    """A format-5 image snapshot written without its section (which would read as no ACLs) is refused."""
+    """A format-6 image snapshot written without its section (which would read as no ACLs) is refused."""
 
     class Sectionless(SecurityImageSnapshot):
         section = None
 
     info = write_snapshot(tmp_path, Sectionless(), sample_image(), next_offset=42, link=b"\0" * 32, timestamp_ms=0)
-    with pytest.raises(CorruptSnapshotError, match="format 5 of a 'security-image' state without its section"):
+    with pytest.raises(CorruptSnapshotError, match="format 6 of a 'security-image' state without its section"):
         read_snapshot(info.path, CODEC)
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate"])
-def test_a_store_whose_snapshot_is_damaged_replays_its_log(tmp_path, damage):
-    """A store whose one (format-5) snapshot has a byte of its ACL section flipped, or lost its end, opens with
-    the snapshot refused (the reason kept) and its state replayed from the log."""
+@pytest.mark.parametrize(("damage", "reason"), [("flip", "fails its HMAC check: it was altered, truncated or forged"),
+                                               ("truncate", "has no snapshot trailer: it is truncated")])
+def test_a_store_whose_snapshot_is_damaged_replays_its_log(tmp_path, damage, reason):
+    """A store whose one (format-6, authenticated) snapshot has a byte of its ACL section flipped, or lost its
+    end, opens with the snapshot refused (the reason kept) and its state replayed from the log."""
     keyring = make_keyring(tmp_path)
     with store_at(tmp_path / "store", keyring) as store:
         store.create_acls([acl("orders"), acl("payments", principal="User:bob")], context=ADMIN)
@@ -405,5 +461,89 @@ def test_a_store_whose_snapshot_is_damaged_replays_its_log(tmp_path, damage):
     path.write_bytes(bytes(data))
     with store_at(tmp_path / "store", keyring) as store:
         assert store.loaded.snapshot is None and store.loaded.replayed_events == 2
-        assert "fails its CRC check" in store.loaded.rejected_snapshots[0]
+        assert reason in store.loaded.rejected_snapshots[0]
         assert {b.name for b in store.describe_acls(AclBindingFilter(), context=ADMIN)} == {"orders", "payments"}
+
+
+def many_tokens_image(count=50):
+    """An image with ``count`` tokens (every third with renewers) and an ACL."""
+    delta = SecurityDelta(sample_image(0))
+    for i in range(count):
+        delta.replay(DelegationTokenIssued(f"tok-{i}", f"User:o{i % 7}", f"User:r{i % 3}",
+                                           tuple(f"User:n{j}" for j in range(i % 3)), i, 1000 + i, 5000 + i))
+    return delta.apply(count + 8)
+
+
+def test_tokens_read_back_from_the_section_and_replay_onto_them_as_onto_the_written_image(tmp_path):
+    """Tokens read from the section equal the written ones, each by id; renewing, removing and issuing tokens
+    on the loaded image gives what the same events give on the written one."""
+    image = many_tokens_image()
+    loaded = round_trip(tmp_path, image)
+    assert loaded == image and loaded.tokens.get("tok-4") == image.tokens.get("tok-4")
+    assert loaded.tokens.get("tok-5").renewers == ("User:n0", "User:n1") and loaded.tokens.get("absent") is None
+    events = [DelegationTokenRenewed("tok-1", -1, 9999), DelegationTokenRemoved("tok-2", TokenRemovalReason.EXPIRED_BY_REQUEST),
+              DelegationTokenIssued("tok-new", "User:x", "User:x", (), 1, 2, 3)]
+    after = []
+    for base in (image, loaded):
+        delta = SecurityDelta(base)
+        delta.replay_all(Envelope(i, 0, "User:admin", "h", "r", e) for i, e in enumerate(events))
+        after.append(delta.apply())
+    assert after[0] == after[1] and sorted(t.token_id for t in after[1].tokens) == sorted(
+        t.token_id for t in after[0].tokens)
+
+
+@pytest.mark.parametrize(("damage", "problem"), [
+    (lambda s: s[:20], "token section does not hold tokens: the SMTOK section is truncated"),
+    (lambda s: b"XXXXXXXX" + s[8:], "token section does not hold tokens: the SMTOK section starts with b'XXXXXXXX'"),
+    (lambda s: s[:-24], "token section does not hold tokens: array .* runs past the SMTOK section"),
+    (lambda s: s.replace(b"tok-4", b"tok-3", 1), "the section lists a token id twice"),
+])
+def test_a_damaged_token_section_is_refused_at_open(tmp_path, damage, problem):
+    """A signed token section that is cut short, foreign or lists an id twice fails as a corrupt snapshot."""
+    info = write_snapshot(tmp_path, sectioned(damage_tokens=damage), many_tokens_image(), next_offset=58,
+                          link=b"\0" * 32, timestamp_ms=0)
+    with pytest.raises(CorruptSnapshotError, match=problem):
+        read_snapshot(info.path, CODEC)
+
+
+def test_an_authenticated_snapshot_is_checked_by_its_hmac_alone(tmp_path):
+    """Given the keyring, a format-6 snapshot is checked by its HMAC alone: its CRC field damaged, it still
+    loads; without the keyring the CRC is what is checked, and refuses it."""
+    keyring = make_keyring(tmp_path)
+    image = sample_image()
+    info = write_snapshot(tmp_path, CODEC, image, next_offset=42, link=b"\0" * 32, timestamp_ms=0, keyring=keyring)
+    data = bytearray(info.path.read_bytes())
+    data[-1] ^= 0xFF
+    info.path.write_bytes(bytes(data))
+    assert read_snapshot(info.path, CODEC, keyring)[1] == image
+    with pytest.raises(CorruptSnapshotError, match="fails its CRC check"):
+        read_snapshot(info.path, CODEC)
+
+
+@pytest.mark.parametrize("form", [5, 4])
+def test_an_older_authenticated_snapshot_loads_and_its_damage_is_refused(tmp_path, form):
+    """A format-5 or format-4 snapshot made under the keyring loads equal with it; a byte of it flipped, it is
+    refused (its CRC), and signed under a key the keyring lacks, it is refused naming the key."""
+    keyring = make_keyring(tmp_path)
+    image = many_tokens_image(5)
+    info = write_older(tmp_path, image, form, keyring=keyring)
+    assert info.format == form and read_snapshot(info.path, CODEC, keyring)[1] == image
+    with pytest.raises(SnapshotError, match="which is not in the keyring"):
+        read_snapshot(info.path, CODEC, make_keyring(tmp_path, "other.json"))
+    data = bytearray(info.path.read_bytes())
+    data[data.index(b"User:bob")] ^= 1
+    info.path.write_bytes(bytes(data))
+    with pytest.raises(CorruptSnapshotError, match="fails its CRC check"):
+        read_snapshot(info.path, CODEC, keyring)
+
+
+def test_a_truncated_authenticated_snapshot_is_refused(tmp_path):
+    """A format-6 snapshot cut anywhere is refused under the keyring, never parsed into an image."""
+    keyring = make_keyring(tmp_path)
+    info = write_snapshot(tmp_path, CODEC, many_tokens_image(), next_offset=58, link=b"\0" * 32, timestamp_ms=0,
+                          keyring=keyring)
+    data = info.path.read_bytes()
+    for cut in (10, 30, len(data) // 3, len(data) // 2, len(data) - 41, len(data) - 1):
+        info.path.write_bytes(data[:cut])
+        with pytest.raises(CorruptSnapshotError, match="truncated|HMAC check|runs past it"):
+            read_snapshot(info.path, CODEC, keyring)

@@ -1,0 +1,175 @@
+"""Columns as one binary section of a snapshot: little-endian arrays a loader views in place.
+
+A section is a header (an 8-byte magic naming what it holds, how many counts and arrays follow), its
+counts (u64 each: what the reader checks the arrays against), a table of its arrays (typecode, byte
+offset from the section's start, items) and the arrays themselves, each 8-byte aligned.  A loader
+views each array in the snapshot's bytes with one ``memoryview.cast``, without work per item.
+
+A column of strings is a UTF-8 blob: each string followed by a separator none of them holds (or, when
+they hold every character, by nothing: then only the offsets delimit them), so a run of strings
+decodes with one ``decode`` and one ``split``; ``Strings`` reads one or a run.  Integer columns take
+the narrowest unsigned width that holds their values (``narrow``).
+
+The ACL index's section (``acl_section``) and the tokens' (``token_section``) are built from these.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+from collections.abc import Iterable, Sequence
+from itertools import accumulate, pairwise
+
+__all__ = ["SectionError", "Strings", "aligned", "blob", "narrow", "pack", "separator_of", "unpack", "width"]
+
+_HEADER = struct.Struct("<8sII")  # magic, counts, arrays
+_COUNT = struct.Struct("<Q")
+_ARRAY = struct.Struct("<cxxxxxxxQQ")  # typecode, byte offset (from the section's start), items
+ALIGN = 8
+_SEPARATORS = "\n\x00\x1f\x1e\t"
+_LITTLE = sys.byteorder == "little"
+
+
+class SectionError(ValueError):
+    """A section whose header or arrays do not hold what it says (a damaged or foreign snapshot)."""
+
+
+def width(largest: int) -> str:
+    """The narrowest unsigned typecode that holds ``largest``."""
+    for code in "BHIQ":
+        if largest < 1 << (8 * array(code).itemsize):
+            return code
+    raise SectionError(f"a column value {largest} does not fit 64 bits")
+
+
+def narrow(values: Iterable[int]) -> array:
+    """``values`` as an array of the narrowest unsigned width that holds them."""
+    wide = array("Q", values)
+    return array(width(max(wide, default=0)), wide)
+
+
+def aligned(size: int) -> int:
+    return -(-size // ALIGN) * ALIGN
+
+
+def separator_of(columns: Sequence[list[str]]) -> str:
+    """A character none of the strings holds, or "" if they hold every one."""
+    used: set[str] = set().union(*("".join(column) for column in columns))
+    candidates = (*_SEPARATORS, *(chr(c) for c in range(0x20, 0x2000)))
+    return next((separator for separator in candidates if separator not in used), "")
+
+
+def blob(strings: list[str], separator: str) -> tuple[bytes, array, list[bytes]]:
+    """UTF-8 of each string followed by the separator, the offsets of each string (narrowed), and the encoded
+    strings."""
+    encoded = [s.encode() for s in strings]
+    sep = separator.encode()
+    offsets = narrow(accumulate((len(e) + len(sep) for e in encoded), initial=0))
+    return (sep.join(encoded) + sep if encoded and sep else b"".join(encoded)), offsets, encoded
+
+
+def pack(magic: bytes, counts: Sequence[int], arrays: Sequence[array | bytes]) -> list[bytes]:
+    """A section of ``arrays`` (arrays, or bytes as unsigned bytes) after ``counts``, as byte strings to write in
+    order."""
+    head_size = _HEADER.size + _COUNT.size * len(counts) + _ARRAY.size * len(arrays)
+    at = aligned(head_size)
+    entries, chunks = [], []
+    for value in arrays:
+        if isinstance(value, array):
+            code = value.typecode
+            if not _LITTLE:
+                value = array(code, value)
+                value.byteswap()
+            data, items = value.tobytes(), len(value)
+        else:
+            code, data, items = "B", bytes(value), len(value)
+        entries.append(_ARRAY.pack(code.encode(), at, items))
+        chunks.append(data + bytes(aligned(len(data)) - len(data)))
+        at += aligned(len(data))
+    head = (_HEADER.pack(magic, len(counts), len(arrays)) + b"".join(_COUNT.pack(c) for c in counts)
+            + b"".join(entries))
+    return [head + bytes(aligned(len(head)) - len(head)), *chunks]
+
+
+def unpack(section: memoryview, magic: bytes, counts: int, names: Sequence[str]
+           ) -> tuple[tuple[int, ...], dict[str, memoryview]]:
+    """A section's counts and each of its arrays (named ``names``, in order) as a memoryview of its typecode (a
+    byte-swapped copy on a big-endian machine); SectionError naming what does not hold."""
+    what = magic.split(b"\0")[0].decode("ascii", "replace")
+    if len(section) < _HEADER.size:
+        raise SectionError(f"the {what} section is truncated ({len(section)} bytes)")
+    found, n_counts, n_arrays = _HEADER.unpack_from(section)
+    if found != magic:
+        raise SectionError(f"the {what} section starts with {bytes(found)!r}, not {magic!r}")
+    if n_counts != counts or n_arrays != len(names):
+        raise SectionError(f"the {what} section lists {n_counts} counts and {n_arrays} arrays, "
+                           f"not {counts} and {len(names)}")
+    if len(section) < _HEADER.size + _COUNT.size * counts + _ARRAY.size * n_arrays:
+        raise SectionError(f"the {what} section is truncated ({len(section)} bytes)")
+    values = tuple(_COUNT.unpack_from(section, _HEADER.size + _COUNT.size * i)[0] for i in range(counts))
+    table = _HEADER.size + _COUNT.size * counts
+    arrays = {}
+    for i, name in enumerate(names):
+        code, at, items = _ARRAY.unpack_from(section, table + i * _ARRAY.size)
+        typecode = code.decode("ascii", "replace")
+        if typecode not in "BHIQq":
+            raise SectionError(f"array {name} has typecode {typecode!r}")
+        size = items * array(typecode).itemsize
+        if at + size > len(section):
+            raise SectionError(f"array {name} runs past the {what} section")
+        view = section[at:at + size].cast(typecode)
+        if not _LITTLE and typecode != "B":
+            copy = array(typecode, view)
+            copy.byteswap()
+            view = memoryview(copy)
+        arrays[name] = view
+    return values, arrays
+
+
+class Strings:
+    """A string column read from its blob: ``[i]`` and ``[a:b]`` decode only what they return."""
+
+    __slots__ = ("blob", "offsets", "separator", "_step")
+
+    def __init__(self, blob: memoryview, offsets: memoryview, separator: str):
+        self.blob, self.offsets, self.separator = blob, offsets, separator
+        self._step = len(separator.encode())
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, at):
+        offsets = self.offsets
+        if isinstance(at, slice):
+            a, b, _ = at.indices(len(self))
+            if a >= b:
+                return []
+            return _decoded(self.blob[offsets[a]:offsets[b]], offsets[a:b + 1], self.separator, offsets[a])
+        return str(self.blob[offsets[at]:offsets[at + 1] - self._step], "utf-8")
+
+    def all(self) -> list[str]:
+        """Every string (SectionError when the blob and its offsets disagree)."""
+        if len(self.offsets) < 1 or self.offsets[-1] != len(self.blob):
+            raise SectionError("a string column's offsets disagree with its bytes")
+        try:
+            strings = self[:]
+        except UnicodeDecodeError:
+            raise SectionError("a string column is not UTF-8") from None
+        if len(strings) != len(self):
+            raise SectionError("a string column holds its separator")
+        return strings
+
+    def find(self, key: bytes, at: int) -> bool:
+        """Whether string ``at`` is ``key`` (UTF-8)."""
+        offsets = self.offsets
+        return self.blob[offsets[at]:offsets[at + 1] - self._step] == key
+
+
+def _decoded(blob: memoryview, offsets, separator: str, base: int) -> list[str]:
+    """The strings of a run of a blob (``offsets`` from ``base``)."""
+    if separator:
+        strings = str(blob, "utf-8").split(separator)
+        strings.pop()  # after the last separator
+        return strings
+    return [str(blob[a - base:b - base], "utf-8") for a, b in pairwise(offsets)]
