@@ -15,7 +15,12 @@ loader views each array in the snapshot's bytes with one ``memoryview.cast``:
 
 A string blob holds each string followed by a separator none of them holds (or, when they hold every
 character, by nothing: then only the offsets delimit them), so a run of strings decodes with one
-``decode`` and one ``split``.
+``decode`` and one ``split`` (``section_arrays``).
+
+Since snapshot format 6 (``MAGIC``, a header with one more field) the ids of a section whose every id is a
+canonical UUID (what ``secmeta`` makes) are 16 bytes each, without offsets (``section_arrays.Uuids``), and
+every offset column is as narrow as its values: about 36 bytes per ACL of the mixed log instead of 62.
+Format 5's sections (``MAGIC5``) still load.
 
 ``MappedAclTable`` is an ``AclTable`` over these views: the names of the nodes are decoded at open
 (one dict per resource type and pattern, as the index needs), and every other column only for the node
@@ -31,51 +36,40 @@ import sys
 from array import array
 from bisect import bisect_right
 from collections.abc import Sequence
-from itertools import accumulate, pairwise
+from itertools import accumulate
 from typing import Any
 from zlib import crc32
 
 from secmeta.projections.acl_index import Group, Node
 from secmeta.projections.acl_match import ACL_BITS
 from secmeta.projections.acl_table import _SCAN_PRINCIPALS, AclTable, TableError
+from secmeta.projections.section_arrays import (
+    Strings,
+    Uuids,
+    aligned,
+    blob,
+    narrow,
+    separator_of,
+    uuid_bytes,
+    width,
+)
 
 __all__ = ["MAGIC", "MappedAclTable", "encode_section", "read_section"]
 
-MAGIC = b"SMACL\x00\x00\x05"
-_HEADER = struct.Struct("<8sIIIIIIIQ")  # magic, separator code point + 1 (0: none), nodes, groups, ACLs, principals, hosts, slots, arrays
+MAGIC = b"SMACL\x00\x00\x06"
+MAGIC5 = b"SMACL\x00\x00\x05"
+# magic, separator code point + 1 (0: none), nodes, groups, ACLs, principals, hosts, slots, arrays; since 6: ids
+# as 16-byte UUIDs (1) or a blob (0)
+_HEADER = struct.Struct("<8sIIIIIIIQI4x")
+_HEADER5 = struct.Struct("<8sIIIIIIIQ")
+_UUID_IDS = 1
 _ARRAY = struct.Struct("<cxxxxxxxQQ")  # typecode, byte offset (from the section's start), items
-_ALIGN = 8
 # The arrays in their order in the section: (name, typecode or None when the width is chosen by the values).
 _LAYOUT = ("resource_types", "pattern_types", "names", "name_offsets", "group_start", "group_principals",
            "acl_start", "principals", "principal_offsets", "ids", "id_offsets", "id_slots", "hosts",
            "host_offsets", "acl_hosts", "operations", "permissions")
-_SEPARATORS = "\n\x00\x1f\x1e\t"
 _OPERATION_CODES, _PERMISSION_CODES = bytes(range(len(ACL_BITS[0]))), bytes(range(len(ACL_BITS)))
 _LITTLE = sys.byteorder == "little"
-
-
-def _width(largest: int) -> str:
-    """The narrowest unsigned typecode that holds ``largest``."""
-    for code in "BHIQ":
-        if largest < 1 << (8 * array(code).itemsize):
-            return code
-    raise TableError(f"a column value {largest} does not fit 64 bits")
-
-
-def _separator(columns: Sequence[list[str]]) -> str:
-    """A character none of the strings holds, or "" if they hold every one."""
-    used: set[str] = set().union(*("".join(column) for column in columns))
-    candidates = (*_SEPARATORS, *(chr(c) for c in range(0x20, 0x2000)))
-    return next((separator for separator in candidates if separator not in used), "")
-
-
-def _blob(strings: list[str], separator: str) -> tuple[bytes, array, list[bytes]]:
-    """UTF-8 of each string followed by the separator, the offsets of each string, and the encoded strings."""
-    encoded = [s.encode() for s in strings]
-    step = len(separator.encode())
-    offsets = array("Q", accumulate((len(e) + step for e in encoded), initial=0))
-    sep = separator.encode()
-    return (sep.join(encoded) + sep if encoded and sep else b"".join(encoded)), offsets, encoded
 
 
 def _slots(encoded: list[bytes]) -> array:
@@ -84,7 +78,7 @@ def _slots(encoded: list[bytes]) -> array:
     while capacity < 2 * len(encoded):
         capacity *= 2
     mask = capacity - 1
-    slots = array(_width(len(encoded) + 1), bytes(capacity * array(_width(len(encoded) + 1)).itemsize))
+    slots = array(width(len(encoded) + 1), bytes(capacity * array(width(len(encoded) + 1)).itemsize))
     for position, key in enumerate(encoded, 1):
         at = crc32(key) & mask
         while slots[at]:
@@ -98,23 +92,27 @@ def encode_section(resource_types: bytes, pattern_types: bytes, names: list[str]
                    ids: list[str], hosts: list[str], acl_hosts: Sequence[int], operations: bytes,
                    permissions: bytes) -> list[bytes]:
     """The section of these columns (as a format-4 chunk lists them) as byte strings to write in order."""
-    separator = _separator((names, principals, ids, hosts))
-    name_blob, name_offsets, _ = _blob(names, separator)
-    principal_blob, principal_offsets, _ = _blob(principals, separator)
-    id_blob, id_offsets, encoded_ids = _blob(ids, separator)
-    host_blob, host_offsets, _ = _blob(hosts, separator)
+    uuids = uuid_bytes(ids)
+    separator = separator_of((names, principals, hosts) if uuids is not None else (names, principals, ids, hosts))
+    name_blob, name_offsets, _ = blob(names, separator)
+    principal_blob, principal_offsets, _ = blob(principals, separator)
+    if uuids is None:
+        id_blob, id_offsets, encoded_ids = blob(ids, separator)
+    else:
+        id_blob, id_offsets, encoded_ids = uuids, array("B"), [i.encode() for i in ids]
+    host_blob, host_offsets, _ = blob(hosts, separator)
     group_start = accumulate(group_counts, initial=0)
     acl_start = accumulate(acl_counts, initial=0)
     values = {
         "resource_types": resource_types, "pattern_types": pattern_types, "names": name_blob,
-        "name_offsets": name_offsets, "group_start": _narrow(group_start), "group_principals": _narrow(group_principals),
-        "acl_start": _narrow(acl_start), "principals": principal_blob, "principal_offsets": principal_offsets,
+        "name_offsets": name_offsets, "group_start": narrow(group_start), "group_principals": narrow(group_principals),
+        "acl_start": narrow(acl_start), "principals": principal_blob, "principal_offsets": principal_offsets,
         "ids": id_blob, "id_offsets": id_offsets, "id_slots": _slots(encoded_ids), "hosts": host_blob,
-        "host_offsets": host_offsets, "acl_hosts": _narrow(acl_hosts), "operations": operations,
+        "host_offsets": host_offsets, "acl_hosts": narrow(acl_hosts), "operations": operations,
         "permissions": permissions,
     }
     table_size = _HEADER.size + _ARRAY.size * len(_LAYOUT)
-    at = _aligned(table_size)
+    at = aligned(table_size)
     entries, chunks = [], []
     for name in _LAYOUT:
         value = values[name]
@@ -127,60 +125,13 @@ def encode_section(resource_types: bytes, pattern_types: bytes, names: list[str]
         else:
             code, data, items = "B", bytes(value), len(value)
         entries.append(_ARRAY.pack(code.encode(), at, items))
-        chunks.append(data + bytes(_aligned(len(data)) - len(data)))
-        at += _aligned(len(data))
+        chunks.append(data + bytes(aligned(len(data)) - len(data)))
+        at += aligned(len(data))
     header = _HEADER.pack(MAGIC, ord(separator) + 1 if separator else 0, len(names), len(group_principals), len(ids),
-                          len(principals), len(hosts), len(values["id_slots"]), len(_LAYOUT))
+                          len(principals), len(hosts), len(values["id_slots"]), len(_LAYOUT),
+                          _UUID_IDS if uuids is not None else 0)
     head = header + b"".join(entries)
-    return [head + bytes(_aligned(len(head)) - len(head)), *chunks]
-
-
-def _narrow(values) -> array:
-    values = array("Q", values)
-    return array(_width(max(values, default=0)), values)
-
-
-def _aligned(size: int) -> int:
-    return -(-size // _ALIGN) * _ALIGN
-
-
-class _Strings:
-    """A string column read from its blob: ``[i]`` and ``[a:b]`` decode only what they return."""
-
-    __slots__ = ("blob", "offsets", "separator", "_step")
-
-    def __init__(self, blob: memoryview, offsets: memoryview, separator: str):
-        self.blob, self.offsets, self.separator = blob, offsets, separator
-        self._step = len(separator.encode())
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __getitem__(self, at):
-        offsets = self.offsets
-        if isinstance(at, slice):
-            a, b, _ = at.indices(len(self))
-            if a >= b:
-                return []
-            return _decoded(self.blob[offsets[a]:offsets[b]], offsets[a:b + 1], self.separator, offsets[a])
-        return str(self.blob[offsets[at]:offsets[at + 1] - self._step], "utf-8")
-
-    def all(self) -> list[str]:
-        return self[:]
-
-    def find(self, key: bytes, at: int) -> bool:
-        """Whether string ``at`` is ``key`` (UTF-8)."""
-        offsets = self.offsets
-        return self.blob[offsets[at]:offsets[at + 1] - self._step] == key
-
-
-def _decoded(blob: memoryview, offsets, separator: str, base: int) -> list[str]:
-    """The strings of a run of a blob (``offsets`` from ``base``)."""
-    if separator:
-        strings = str(blob, "utf-8").split(separator)
-        strings.pop()  # after the last separator
-        return strings
-    return [str(blob[a - base:b - base], "utf-8") for a, b in pairwise(offsets)]
+    return [head + bytes(aligned(len(head)) - len(head)), *chunks]
 
 
 def _listed(table: list[str], positions: memoryview) -> list[str]:
@@ -197,19 +148,20 @@ class MappedAclTable(AclTable):
     __slots__ = ("section_ids", "nbytes", "_slots", "_mask", "_stores")
 
     def __init__(self, section: memoryview):  # noqa: PLW0231 - AclTable.__init__ checks lists it would build
-        arrays, separator, counts = _views(section)
+        arrays, separator, counts, uuid_ids = _views(section)
         nodes, groups, acls = counts
         self.nbytes = len(section)
-        principals = _Strings(arrays["principals"], arrays["principal_offsets"], separator).all()
-        hosts = _Strings(arrays["hosts"], arrays["host_offsets"], separator).all()
-        self.section_ids = _Strings(arrays["ids"], arrays["id_offsets"], separator)
+        principals = Strings(arrays["principals"], arrays["principal_offsets"], separator).all()
+        hosts = Strings(arrays["hosts"], arrays["host_offsets"], separator).all()
+        self.section_ids: Strings | Uuids = (
+            Uuids(arrays["ids"]) if uuid_ids else Strings(arrays["ids"], arrays["id_offsets"], separator))
         # AclTable's columns as views: the same reads (an item, a slice, a length), no list per ACL.
         # Codes as bytes and offsets as arrays (C-level copies): read by position on authorize's hot path, where
         # a memoryview's item access costs more.
         columns: dict[str, Any] = {
             "resource_types": bytes(arrays["resource_types"]), "pattern_types": bytes(arrays["pattern_types"]),
             "group_start": array("q", arrays["group_start"]), "acl_start": array("q", arrays["acl_start"]),
-            "names": _Strings(arrays["names"], arrays["name_offsets"], separator).all(),
+            "names": Strings(arrays["names"], arrays["name_offsets"], separator).all(),
             # Per group and per ACL as lists of the shared strings (one C-level map each): authorize reads them by
             # position in its hot loop (AclTable.bits), where a view's Python __getitem__ doubled its p99.
             "principals": _listed(principals, arrays["group_principals"]), "ids": self.section_ids,
@@ -231,12 +183,14 @@ class MappedAclTable(AclTable):
         nodes, groups, acls = counts
         lengths = {"resource_types": nodes, "pattern_types": nodes, "name_offsets": nodes + 1,
                    "group_start": nodes + 1, "group_principals": groups, "acl_start": groups + 1,
-                   "id_offsets": acls + 1, "acl_hosts": acls, "operations": acls, "permissions": acls}
+                   "acl_hosts": acls, "operations": acls, "permissions": acls}
         for name, expected in lengths.items():
             if len(arrays[name]) != expected:
                 raise TableError(f"column {name} holds {len(arrays[name])} values, not {expected}")
         if len(self.names) != nodes:
             raise TableError("the node names disagree with their offsets")
+        if len(self.section_ids) != acls:
+            raise TableError(f"the ids column holds {len(self.section_ids)} ids, not {acls}")
         start, acl_start = self.group_start, self.acl_start
         if nodes and (start[0] != 0 or start[nodes] != groups) or groups and (acl_start[0] != 0
                                                                                 or acl_start[groups] != acls):
@@ -311,18 +265,23 @@ class MappedAclTable(AclTable):
         return self._stores
 
 
-def _views(section: memoryview) -> tuple[dict[str, memoryview], str, tuple[int, int, int]]:
-    """Each array of a section as a memoryview of its typecode (a copy, byte-swapped, on a big-endian machine)."""
-    if len(section) < _HEADER.size:
+def _views(section: memoryview) -> tuple[dict[str, memoryview], str, tuple[int, int, int], bool]:
+    """Each array of a section as a memoryview of its typecode (a copy, byte-swapped, on a big-endian machine), the
+    separator, the counts, and whether the ids are 16-byte UUIDs."""
+    header = _HEADER5 if section[:len(MAGIC5)] == MAGIC5 else _HEADER
+    if len(section) < header.size:
         raise TableError(f"the ACL section is truncated ({len(section)} bytes)")
-    magic, separator, nodes, groups, acls, principals, hosts, slots, count = _HEADER.unpack_from(section)
-    if magic != MAGIC:
+    magic, separator, nodes, groups, acls, principals, hosts, slots, count, *form = header.unpack_from(section)
+    if magic != MAGIC and magic != MAGIC5:
         raise TableError(f"the ACL section starts with {bytes(magic)!r}, not {MAGIC!r}")
-    if count != len(_LAYOUT) or len(section) < _HEADER.size + count * _ARRAY.size:
+    uuid_ids = form == [_UUID_IDS]
+    if form not in ([], [0], [_UUID_IDS]):
+        raise TableError(f"the ACL section's ids have form {form[0]}, which no ACL section has")
+    if count != len(_LAYOUT) or len(section) < header.size + count * _ARRAY.size:
         raise TableError(f"the ACL section lists {count} arrays, not {len(_LAYOUT)}")
     arrays = {}
     for i, name in enumerate(_LAYOUT):
-        code, at, items = _ARRAY.unpack_from(section, _HEADER.size + i * _ARRAY.size)
+        code, at, items = _ARRAY.unpack_from(section, header.size + i * _ARRAY.size)
         typecode = code.decode("ascii", "replace")
         if typecode not in "BHIQ":
             raise TableError(f"array {name} has typecode {typecode!r}")
@@ -337,7 +296,9 @@ def _views(section: memoryview) -> tuple[dict[str, memoryview], str, tuple[int, 
         arrays[name] = view
     if len(arrays["id_slots"]) != slots:
         raise TableError("the id table's size disagrees with the header")
-    return arrays, chr(separator - 1) if separator else "", (nodes, groups, acls)
+    if not uuid_ids and len(arrays["id_offsets"]) != acls + 1:
+        raise TableError(f"column id_offsets holds {len(arrays['id_offsets'])} values, not {acls + 1}")
+    return arrays, chr(separator - 1) if separator else "", (nodes, groups, acls), uuid_ids
 
 
 def read_section(section: memoryview) -> MappedAclTable:

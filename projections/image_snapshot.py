@@ -481,5 +481,5 @@ class _AclLoader:
 
 
 def _corrupt(exc: Exception) -> CorruptSnapshotError:
-    problem = str(exc) if type(exc) in (ValueError, TableError) else repr(exc)
+    problem = str(exc) if type(exc) in (ValueError, TableError, SectionError) else repr(exc)
     return CorruptSnapshotError(f"an ACL index chunk does not hold an index: {problem}")

@@ -21,7 +21,8 @@ from array import array
 from collections.abc import Iterable, Sequence
 from itertools import accumulate, pairwise
 
-__all__ = ["SectionError", "Strings", "aligned", "blob", "narrow", "pack", "separator_of", "unpack", "width"]
+__all__ = ["SectionError", "Strings", "Uuids", "aligned", "blob", "narrow", "pack", "separator_of", "unpack", "uuid_bytes",
+           "width"]
 
 _HEADER = struct.Struct("<8sII")  # magic, counts, arrays
 _COUNT = struct.Struct("<Q")
@@ -173,3 +174,48 @@ def _decoded(blob: memoryview, offsets, separator: str, base: int) -> list[str]:
         strings.pop()  # after the last separator
         return strings
     return [str(blob[a - base:b - base], "utf-8") for a, b in pairwise(offsets)]
+
+
+def uuid_bytes(strings: list[str]) -> bytes | None:
+    """The 16 bytes of each string when every one is a canonical UUID (lowercase, dashed), else None."""
+    joined = "".join(strings)
+    if len(joined) != 36 * len(strings) or joined.count("-") != 4 * len(strings):
+        return None
+    if any(joined[at::36].count("-") != len(strings) for at in (8, 13, 18, 23)):
+        return None
+    hex_digits = joined.replace("-", "")
+    try:
+        raw = bytes.fromhex(hex_digits)
+    except ValueError:
+        return None
+    return raw if raw.hex() == hex_digits else None  # lowercase, no spaces
+
+
+class Uuids:
+    """A column of canonical UUID strings, 16 bytes each: ``[i]`` and ``[a:b]`` make only what they return."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: memoryview):
+        if len(raw) % 16:
+            raise SectionError(f"a UUID column holds {len(raw)} bytes, not a multiple of 16")
+        self.raw = raw
+
+    def __len__(self) -> int:
+        return len(self.raw) // 16
+
+    def __getitem__(self, at):
+        if isinstance(at, slice):
+            a, b, _ = at.indices(len(self))
+            digits = self.raw[16 * a:16 * b].hex() if a < b else ""
+            return [f"{digits[i:i + 8]}-{digits[i + 8:i + 12]}-{digits[i + 12:i + 16]}-{digits[i + 16:i + 20]}-"
+                    f"{digits[i + 20:i + 32]}" for i in range(0, len(digits), 32)]
+        h = self.raw[16 * at:16 * at + 16].hex()
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+    def all(self) -> list[str]:
+        return self[:]
+
+    def find(self, key: bytes, at: int) -> bool:
+        """Whether string ``at`` is ``key`` (UTF-8)."""
+        return len(key) == 36 and self[at].encode() == key

@@ -20,8 +20,8 @@ from typing import Any, ClassVar, Self
 import immutables
 
 from secmeta.events.records import DelegationTokenIssued
-from secmeta.projections.layered_map import LayeredMap
 from secmeta.projections.errors import InconsistentEventError
+from secmeta.projections.layered_map import LayeredMap
 
 __all__ = ["TOKEN_FIELDS", "TokenInfo", "TokensDelta", "TokensImage"]
 

@@ -5,6 +5,7 @@ import hashlib
 import hmac
 import io
 import tempfile
+import uuid
 import zlib
 from pathlib import Path
 from unittest.mock import patch
@@ -14,9 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from secmeta.events.keyring import SealedSecret
+from secmeta.events.keyring import Keyring, SealedSecret
 from secmeta.events.records import (
     AclCreated,
+    AclDeleted,
     DelegationTokenIssued,
     DelegationTokenRemoved,
     DelegationTokenRenewed,
@@ -51,7 +53,9 @@ CODEC = SecurityImageSnapshot()
 
 
 class Format5(SecurityImageSnapshot):
-    """The format-5 codec: the ACL index alone as the section, each token a row."""
+    """The format-5 codec: the ACL index alone as the section (in the layout of today's, which reads both: the
+    committed snapshot of test_a_format_5_snapshot_written_by_the_format_5_code_still_loads holds format 5's own),
+    each token a row."""
 
     def section(self, image):
         return image_snapshot._NodesRow.of(image.acls.index).section()
@@ -547,3 +551,55 @@ def test_a_truncated_authenticated_snapshot_is_refused(tmp_path):
         info.path.write_bytes(data[:cut])
         with pytest.raises(CorruptSnapshotError, match="truncated|HMAC check|runs past it"):
             read_snapshot(info.path, CODEC, keyring)
+
+
+def test_a_format_5_snapshot_written_by_the_format_5_code_still_loads(tmp_path):
+    """The committed snapshot that format 5's code wrote (tests/projections/older_snapshots.py) loads under its
+    keyring equal to its image, answers as it, and a byte of it flipped is refused."""
+    from tests.projections.older_snapshots import DATA, older_image
+
+    keyring = Keyring.from_file(DATA / "format5" / "keys.json")
+    [path] = snapshot.list_snapshots(DATA / "format5")
+    info, loaded = read_snapshot(path, CODEC, keyring)
+    image = older_image()
+    assert info.format == 5 and loaded == image and sorted(loaded.acls) == sorted(image.acls)
+    assert all(loaded.acls.get(acl_id) == binding for acl_id, binding in image.acls)
+    assert sorted(loaded.tokens, key=lambda t: t.token_id) == sorted(image.tokens, key=lambda t: t.token_id)
+    data = bytearray(path.read_bytes())
+    data[data.index(b"User:u3")] ^= 1
+    (tmp_path / path.name).write_bytes(bytes(data))
+    with pytest.raises(CorruptSnapshotError, match="fails its CRC check"):
+        read_snapshot(tmp_path / path.name, CODEC, keyring)
+
+
+def uuid_image(count, spell=str):
+    """An image of ``count`` ACLs whose ids are UUIDs, spelled by ``spell``."""
+    delta = SecurityDelta(SecurityImage.EMPTY)
+    for i in range(count):
+        delta.replay(AclCreated(spell(uuid.UUID(int=i * 7919 + 1, version=4)), AclBinding.of(
+            ResourceType.TOPIC, f"t{i % 9}", PatternType.LITERAL, f"User:u{i % 13}", "*", AclOperation.READ,
+            AclPermissionType.ALLOW)))
+    return delta.apply(count)
+
+
+def test_uuid_ids_take_16_bytes_and_read_back_and_replay_as_written(tmp_path):
+    """A section of canonical UUID ids holds 16 bytes per id (the file is at least 20 bytes per ACL smaller than
+    one whose ids are the same UUIDs in capitals, kept as text); both read back equal, every id found, and
+    deleting ACLs on the loaded image by id gives what it gives on the written one."""
+    sizes = {}
+    for name, spell in (("canonical", str), ("capitals", lambda u: str(u).upper())):
+        image = uuid_image(300, spell)
+        info = write_snapshot(tmp_path / name, CODEC, image, next_offset=300, link=b"\0" * 32, timestamp_ms=0)
+        sizes[name] = info.size
+        loaded = read_snapshot(info.path, CODEC)[1]
+        assert loaded == image and all(loaded.acls.get(acl_id) == binding for acl_id, binding in image.acls)
+        assert loaded.acls.get(spell(uuid.UUID(int=5, version=4))) is None
+        gone = [(acl_id, binding) for acl_id, binding in sorted(image.acls)[::3]]
+        after = []
+        for base in (image, loaded):
+            delta = SecurityDelta(base)
+            for acl_id, binding in gone:
+                delta.replay(AclDeleted(acl_id, binding))
+            after.append(delta.apply())
+        assert after[0] == after[1] and len(after[1].acls) == 200
+    assert sizes["capitals"] - sizes["canonical"] >= 300 * 20
