@@ -258,3 +258,42 @@ def test_as_of_from_a_checkpoint_file_answers_as_a_replay(diverse_store, data):
     assert deferred_of(image.acls.acls, image.acls.index) is not None  # read in place, not built whole
     assert asked(image, random.Random(n)) == asked(expected, random.Random(n))
     assert sorted(image.acls) == sorted(expected.acls) and image == expected
+
+
+# -- format 6: tokens read from the section too ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mixed_store(tmp_path_factory):
+    """The history benchmark's mixed log (ACLs with UUID ids created and deleted, SCRAM credentials, tokens
+    issued, renewed and removed): 4,000 events in batches of 100-1,000, checkpoint files ~600 events apart."""
+    from scripts.bench.history import build_log
+    from tests.logkit import make_keyring
+
+    home = tmp_path_factory.mktemp("mixed")
+    keyring = make_keyring(home)
+    build_log(home / "s", keyring, 4000, seed=5)
+    with store_at(home / "s", keyring, snapshot_policy=SnapshotPolicy(every_events=None, every_bytes=None)) as s:
+        files = CheckpointFiles(s.log, every=600)
+        files.fill(SecurityImage.EMPTY)
+        files.wait()
+        yield s, files
+
+
+def test_as_of_at_and_between_format_6_files_equals_a_replay(mixed_store):
+    """A cold process's image at every checkpoint file's offset and at every batch end between files equals a
+    replay of the log to that point: ACLs, credentials and tokens (read from the file's section, then renewed,
+    removed and issued by the events after it), each token by id."""
+    from secmeta.projections.snapshot import read_snapshot_info
+
+    store, files = mixed_store
+    offsets = files.offsets()
+    assert len(offsets) >= 4 and {read_snapshot_info(p).format for p in files.directory.iterdir()} == {6}
+    ends = [b.next_offset for b in store.log.batches(0, store.log.end_offset)]
+    for n in sorted({*offsets, *ends}):
+        travel = cold(store, files)
+        image, expected = travel.image_at(n), replayed(store, n)
+        assert image == expected, n
+        assert {t.token_id: t for t in image.tokens} == {t.token_id: t for t in expected.tokens}
+        if n in offsets:
+            assert len(image.tokens) > 0
