@@ -21,8 +21,8 @@ from array import array
 from collections.abc import Iterable, Sequence
 from itertools import accumulate, pairwise
 
-__all__ = ["SectionError", "Strings", "Uuids", "aligned", "blob", "narrow", "pack", "separator_of", "unpack", "uuid_bytes",
-           "width"]
+__all__ = ["SectionError", "Strings", "Uuids", "aligned", "blob", "narrow", "pack", "separator_of", "signed", "unpack",
+           "uuid_bytes", "width"]
 
 _HEADER = struct.Struct("<8sII")  # magic, counts, arrays
 _COUNT = struct.Struct("<Q")
@@ -126,6 +126,15 @@ def unpack(section: memoryview, magic: bytes, counts: int, names: Sequence[str]
             view = memoryview(copy)
         arrays[name] = view
     return values, arrays
+
+
+def signed(view: memoryview) -> array:
+    """A column as an array of signed 64-bit ints: a copy of its bytes when it is one already, else item by item."""
+    if view.format == "q":
+        out = array("q")
+        out.frombytes(view.cast("B"))
+        return out
+    return array("q", view)
 
 
 class Strings:
