@@ -203,12 +203,13 @@ def uuid_bytes(strings: list[str]) -> bytes | None:
 class Uuids:
     """A column of canonical UUID strings, 16 bytes each: ``[i]`` and ``[a:b]`` make only what they return."""
 
-    __slots__ = ("raw",)
+    __slots__ = ("raw", "_sought")
 
     def __init__(self, raw: memoryview):
         if len(raw) % 16:
             raise SectionError(f"a UUID column holds {len(raw)} bytes, not a multiple of 16")
         self.raw = raw
+        self._sought: tuple[bytes, bytes | None] = (b"", None)  # the last key ``find`` was given, as 16 bytes
 
     def __len__(self) -> int:
         return len(self.raw) // 16
@@ -226,5 +227,10 @@ class Uuids:
         return self[:]
 
     def find(self, key: bytes, at: int) -> bool:
-        """Whether string ``at`` is ``key`` (UTF-8)."""
-        return len(key) == 36 and self[at].encode() == key
+        """Whether string ``at`` is ``key`` (UTF-8): its 16 bytes compared (a hash table probes several ids for one
+        key, so the key's bytes are kept from one call to the next)."""
+        sought, raw = self._sought
+        if key is not sought:
+            raw = uuid_bytes([key.decode("utf-8", "replace")])
+            self._sought = (key, raw)
+        return raw is not None and self.raw[16 * at:16 * at + 16] == raw

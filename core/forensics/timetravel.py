@@ -441,10 +441,13 @@ class TimeTravel:
     def _replay(self, image: SecurityImage, start: int, n: int, lineage: object) -> SecurityImage:
         """Replay events [start, n) onto ``image``, leaving checkpoints every ``interval`` events unless
         the background fill leaves them (each costs an index update: a replay leaving them every 10k
-        events takes about twice the CPU of one that does not)."""
+        events takes about twice the CPU of one that does not) or ``image`` is read in place from a file
+        (``acl_deferred``: each checkpoint would gather every change since the file again, so a replay of
+        100k events leaving ten of them cost five times one that does not; the answer is held)."""
         if start == n:
             return image
         began = time.thread_time()
+        checkpoints = not self._fill and deferred_of(image.acls.acls, image.acls.index) is None
         with paused_gc() as paused:
             delta = SecurityDelta(image)
             since = start
@@ -453,7 +456,7 @@ class TimeTravel:
                 if batch.base_offset < start or batch.next_offset > n:
                     envelopes = [e for e in envelopes if start <= e.offset < n]
                 delta.replay_all(envelopes)
-                if not self._fill and batch.next_offset < n and batch.next_offset - since >= self.interval:
+                if checkpoints and batch.next_offset < n and batch.next_offset - since >= self.interval:
                     checkpoint = delta.apply(batch.next_offset)
                     self._keep(checkpoint, lineage)
                     if self.files is not None:

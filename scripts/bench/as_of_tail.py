@@ -1,0 +1,243 @@
+"""as_of over the last checkpoint files of a large mixed log: the costliest stretch, within the default budget.
+
+    python -m scripts.bench.as_of_tail [--events 10000000] [--files 2] [--points 30] [--repeat 3]
+        [--before-python /work/main/.venv/bin/python] [--dir DIR] [--keep]
+
+Issue 24, item 4: as_of p99 <= 1 s at 10M events within the default memory budget.  Writing every
+checkpoint file of a 10M-event log (96 files, each a whole image) takes tens of minutes of CPU, more than
+this shared machine gives a run; a point's cost grows with the image it loads, so the last files are the
+costliest.  This benchmark writes only the last ``--files`` files the store's fill would write (at the
+offsets its spacing gives: a 96th of the log, at least ``DEFAULT_EVERY`` events; written in-process,
+from one replay of the log from its start) and asks as_of at ``--points`` random offsets at or past the
+first of them, as a cold process would: time travel (``TimeTravel`` over those files, the default
+budget) loads the nearest file at or before the point and replays the events after it, then authorize,
+authorized_operations and describe about a few resources (``as_of.QUESTIONS``).  Its p99 bounds the p99
+of random points over the whole log, whose earlier points load smaller images.
+
+Each side (this checkout, and ``--before-python``'s, e.g. main's) prepares its own copy of the cached log
+(``scripts.bench.history.mixed_log``) with its own snapshot format, then ``--repeat`` fresh interpreters
+measure: CPU of the querying thread and wall per point (p50 / p99 / max), the first point's, the load of
+the nearest file alone, the peak RSS beyond the opened log's beside the budget, the files' sizes and the
+CPU to write one.  The machine may be shared: CPU is the figure to trust.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from scripts.bench import as_of, logcache
+from scripts.bench.history import mixed_log
+from scripts.bench.report import REPO_ROOT, percentiles, print_table, write_json
+
+AS_OF_P99_S = 1.0  # issue 24, item 4: as_of p99 at 10M events, within the default budget
+HEADERS = ["measure", "after", "before", "target", "result"]
+
+
+def _offsets(log, files: int) -> list[int]:
+    """The last ``files`` offsets the store's checkpoint fill would write files at (batch ends, ``spacing`` apart)."""
+    from secmeta.core.forensics.checkpoints import DEFAULT_EVERY, DEFAULT_MAX_FILES
+
+    spacing = max(DEFAULT_EVERY, (log.end_offset - log.start_offset) // DEFAULT_MAX_FILES)
+    found, since = [], log.start_offset
+    for batch in log.batches(log.start_offset, log.end_offset):
+        if batch.next_offset - since >= spacing:
+            found.append(batch.next_offset)
+            since = batch.next_offset
+    return found[-files:]
+
+
+def _open(path: Path, key_file: Path, read_only: bool):
+    from secmeta.core.log import Log, LogConfig
+    from secmeta.events.keyring import Keyring
+
+    return Log.open(path, keyring=Keyring.from_file(key_file), config=LogConfig(fsync="never"), read_only=read_only)
+
+
+def prepare(path: Path, key_file: Path, files: int) -> dict:
+    """Replay the log once from its start, writing the checkpoint files at the last ``files`` offsets."""
+    from secmeta.core.forensics.checkpoints import CheckpointFiles
+    from secmeta.projections.gc_pause import paused_gc
+    from secmeta.projections.image import SecurityDelta, SecurityImage
+    from secmeta.projections.image_snapshot import SecurityImageSnapshot
+    from secmeta.projections.snapshot import SNAPSHOT_FORMAT, write_snapshot
+
+    out: dict = {"format": SNAPSHOT_FORMAT, "files": [], "write_cpu_s": []}
+    cpu = time.process_time()
+    with _open(path, key_file, read_only=False) as log:
+        offsets = _offsets(log, files)
+        directory = CheckpointFiles(log).directory
+        delta, at = SecurityDelta(SecurityImage.EMPTY), log.start_offset
+        with paused_gc():
+            for target in offsets:
+                for batch in log.batches(at, target, strict=True):
+                    delta.replay_all(log.decode(batch))
+                image = delta.apply(target)
+                began = time.process_time()
+                info = write_snapshot(directory, SecurityImageSnapshot(), image, next_offset=target,
+                                      link=log.link_at(target), timestamp_ms=0, keyring=log.keyring)
+                out["write_cpu_s"].append(time.process_time() - began)
+                out["files"].append({"offset": target, "mb": info.size / 2**20, "acls": len(image.acls),
+                                     "tokens": len(image.tokens), "users": len(image.scram)})
+                delta, at = SecurityDelta(image), target
+        out["events"] = log.end_offset
+    out["prepare_cpu_s"] = time.process_time() - cpu
+    return out
+
+
+def _asked(image, questions) -> None:
+    """authorize, authorized_operations and describe about each question's resources (as ``as_of._ask``)."""
+    from secmeta.core import AclBindingFilter, AclOperation, PatternType, ResourceType
+    from secmeta.projections.authorizer import authorize, authorized_operations
+
+    for principal, topic, group in questions:
+        authorize(image.acls, principal, "10.0.0.1", AclOperation.READ, ResourceType.TOPIC, topic)
+        authorized_operations(image.acls, principal, "10.0.0.1", ResourceType.GROUP, f"topic-{group}")
+        list(image.acls.describe(AclBindingFilter.of(ResourceType.TOPIC, topic, PatternType.MATCH)))
+
+
+def measure(path: Path, key_file: Path, points: int, seed: int) -> dict:
+    """A cold process: as_of plus questions at random points past the first file (the first point timed apart),
+    and the load of the nearest file alone."""
+    from secmeta.core.forensics.checkpoints import CheckpointFiles
+    from secmeta.core.forensics.timetravel import DEFAULT_MEMORY_BYTES, TimeTravel
+
+    rng = random.Random(seed)
+    with _open(path, key_file, read_only=True) as log:
+        files = CheckpointFiles(log)
+        first, end = files.offsets()[0], log.end_offset
+        out: dict = {"budget_mb": DEFAULT_MEMORY_BYTES / 2**20, "rss_open_mb": (rss := as_of._rss_mb())}
+        as_of._reset_peak_rss()
+        travel = TimeTravel(log, files=files)
+        samples = []
+        for _ in range(points):
+            n = rng.randrange(first, end + 1)
+            questions = as_of._questions(rng)
+            wall, cpu = time.perf_counter(), time.thread_time()
+            _asked(travel.image_at(n), questions)
+            samples.append((time.perf_counter() - wall, time.thread_time() - cpu))
+        out["peak_rss_mb"] = as_of._peak_rss_mb() - rss
+        out["held_mb"] = travel.held_bytes() / 2**20
+        out["first_s"], out["first_cpu_s"] = samples[0]
+        out |= {f"{name}_{p}": value for name, values in (("wall", [w for w, _ in samples]),
+                                                          ("cpu", [c for _, c in samples]))
+                for p, value in percentiles(values, (50, 99)).items()}
+        out["cpu_max"] = max(c for _, c in samples)
+        loads = []
+        for offset in files.offsets():
+            cpu = time.thread_time()
+            files.load(offset)
+            loads.append(time.thread_time() - cpu)
+        out["load_cpu_s"] = loads
+    return out
+
+
+def _child(python: str, *args: str) -> dict:
+    done = subprocess.run([python, "-m", "scripts.bench.as_of_tail", *args], check=True, stdout=subprocess.PIPE,
+                          text=True, cwd=REPO_ROOT)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def side(python: str, events: int, files: int, points: int, repeat: int, copy: Path) -> dict:
+    generated = mixed_log(events)
+    logcache.fresh_copy(generated, copy)
+    common = [str(copy), str(generated.key_file)]
+    out = _child(python, "--child-prepare", *common, "--files", str(files))
+    out["disk_mb"] = sum(f.stat().st_size for f in (copy / "checkpoints").glob("*")) / 2**20
+    out["runs"] = [_child(python, "--child-measure", *common, "--points", str(points), "--seed", str(7 + i))
+                   for i in range(repeat)]
+    return out
+
+
+def _median(row: dict | None, key: str) -> float | None:
+    return None if row is None else statistics.median(run[key] for run in row["runs"])
+
+
+def _spread(row: dict | None, key: str, fmt: str = "{:.2f}") -> str:
+    if row is None:
+        return ""
+    values = [run[key] for run in row["runs"]]
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+
+
+def table_rows(after: dict, before: dict | None, budget_mb: float) -> list[list]:
+    def verdict(value: float | None, target: float) -> str:
+        return "" if value is None else ("PASS" if value <= target else "MISS")
+
+    def per_file(row: dict | None, fmt) -> str:
+        return "" if row is None else fmt(row)
+
+    return [
+        ["as_of + answers, p99 CPU s", _spread(after, "cpu_p99"), _spread(before, "cpu_p99"), f"<= {AS_OF_P99_S:g}",
+         verdict(_median(after, "cpu_p99"), AS_OF_P99_S)],
+        ["as_of + answers, p99 wall s", _spread(after, "wall_p99"), _spread(before, "wall_p99"),
+         f"<= {AS_OF_P99_S:g}", verdict(_median(after, "wall_p99"), AS_OF_P99_S)],
+        ["as_of + answers, p50 CPU / wall s", f"{_median(after, 'cpu_p50'):.2f} / {_median(after, 'wall_p50'):.2f}",
+         "" if before is None else f"{_median(before, 'cpu_p50'):.2f} / {_median(before, 'wall_p50'):.2f}", "", ""],
+        ["first as_of (cold), CPU s", _spread(after, "first_cpu_s"), _spread(before, "first_cpu_s"),
+         f"<= {as_of.FIRST_AS_OF_S:g}", verdict(_median(after, "first_cpu_s"), as_of.FIRST_AS_OF_S)],
+        ["peak RSS beyond the open log, MB", _spread(after, "peak_rss_mb", "{:.0f}"),
+         _spread(before, "peak_rss_mb", "{:.0f}"), f"<= {budget_mb:.0f} (budget)",
+         verdict(_median(after, "peak_rss_mb"), budget_mb)],
+        ["load of the last file alone, CPU s",
+         f"{statistics.median(r['load_cpu_s'][-1] for r in after['runs']):.2f}",
+         per_file(before, lambda b: f"{statistics.median(r['load_cpu_s'][-1] for r in b['runs']):.2f}"), "", ""],
+        ["last file: size MB / ACLs / tokens",
+         f"{after['files'][-1]['mb']:.0f} / {after['files'][-1]['acls']:,} / {after['files'][-1]['tokens']:,}",
+         per_file(before, lambda b: f"{b['files'][-1]['mb']:.0f}"), "", ""],
+        ["bytes per ACL of the last file", f"{after['files'][-1]['mb'] * 2**20 / after['files'][-1]['acls']:.0f}",
+         per_file(before, lambda b: f"{b['files'][-1]['mb'] * 2**20 / b['files'][-1]['acls']:.0f}"), "", ""],
+        ["CPU to write the last file, s", f"{after['write_cpu_s'][-1]:.1f}",
+         per_file(before, lambda b: f"{b['write_cpu_s'][-1]:.1f}"), "", ""],
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--files", type=int, default=2)
+    parser.add_argument("--points", type=int, default=30)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--before-python", help="another checkout's interpreter, measured side by side")
+    parser.add_argument("--dir", type=Path, help="where to copy the log (default: a temporary directory)")
+    parser.add_argument("--keep", action="store_true", help="keep the copies")
+    parser.add_argument("--child-prepare", nargs=2, metavar=("STORE", "KEY_FILE"), help=argparse.SUPPRESS)
+    parser.add_argument("--child-measure", nargs=2, metavar=("STORE", "KEY_FILE"), help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=7, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child_prepare:
+        print(json.dumps(prepare(Path(args.child_prepare[0]), Path(args.child_prepare[1]), args.files)))
+        return 0
+    if args.child_measure:
+        print(json.dumps(measure(Path(args.child_measure[0]), Path(args.child_measure[1]), args.points, args.seed)))
+        return 0
+    home = Path(tempfile.mkdtemp(dir=args.dir))
+    try:
+        before = None
+        if args.before_python:
+            before = side(args.before_python, args.events, args.files, args.points, args.repeat, home / "before")
+            shutil.rmtree(home / "before", ignore_errors=True)
+        after = side(sys.executable, args.events, args.files, args.points, args.repeat, home / "after")
+    finally:
+        if not args.keep:
+            shutil.rmtree(home, ignore_errors=True)
+    budget = after["runs"][0]["budget_mb"]
+    print_table(f"as_of at random points past the last {args.files} checkpoint files of the {args.events:,}-event "
+                f"mixed log (offsets {after['files'][0]['offset']:,}-{after['events']:,}), budget {budget:.0f} MB; "
+                f"median (min-max) of {args.repeat} cold processes; machine shared (load "
+                f"{os.getloadavg()[0]:.0f}): CPU of the querying thread", HEADERS, table_rows(after, before, budget))
+    print(f"wrote {write_json('as_of_tail', {'after': after, 'before': before, 'events': args.events})}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
