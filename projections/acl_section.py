@@ -32,7 +32,6 @@ by id (a delete, ``get``) decodes only the ids it asks for.  The image over a ta
 from __future__ import annotations
 
 import struct
-import sys
 from array import array
 from bisect import bisect_right
 from collections.abc import Sequence
@@ -46,12 +45,13 @@ from secmeta.projections.acl_table import _SCAN_PRINCIPALS, AclTable, TableError
 from secmeta.projections.section_arrays import (
     Strings,
     Uuids,
-    aligned,
     blob,
     narrow,
+    packed,
     separator_of,
     signed,
     uuid_bytes,
+    views,
     width,
 )
 
@@ -70,7 +70,6 @@ _LAYOUT = ("resource_types", "pattern_types", "names", "name_offsets", "group_st
            "acl_start", "principals", "principal_offsets", "ids", "id_offsets", "id_slots", "hosts",
            "host_offsets", "acl_hosts", "operations", "permissions")
 _OPERATION_CODES, _PERMISSION_CODES = bytes(range(len(ACL_BITS[0]))), bytes(range(len(ACL_BITS)))
-_LITTLE = sys.byteorder == "little"
 
 
 def _slots(encoded: list[bytes]) -> array:
@@ -114,27 +113,10 @@ def encode_section(resource_types: bytes, pattern_types: bytes, names: list[str]
         "host_offsets": host_offsets, "acl_hosts": narrow(acl_hosts), "operations": operations,
         "permissions": permissions,
     }
-    table_size = _HEADER.size + _ARRAY.size * len(_LAYOUT)
-    at = aligned(table_size)
-    entries, chunks = [], []
-    for name in _LAYOUT:
-        value = values[name]
-        if isinstance(value, array):
-            code = value.typecode
-            if not _LITTLE:
-                value = array(code, value)
-                value.byteswap()
-            data, items = value.tobytes(), len(value)
-        else:
-            code, data, items = "B", bytes(value), len(value)
-        entries.append(_ARRAY.pack(code.encode(), at, items))
-        chunks.append(data + bytes(aligned(len(data)) - len(data)))
-        at += aligned(len(data))
     header = _HEADER.pack(MAGIC, ord(separator) + 1 if separator else 0, len(names), len(group_principals), len(ids),
                           len(principals), len(hosts), len(values["id_slots"]), len(_LAYOUT),
                           _UUID_IDS if uuids is not None else 0)
-    head = header + b"".join(entries)
-    return [head + bytes(aligned(len(head)) - len(head)), *chunks]
+    return packed(header, [values[name] for name in _LAYOUT])
 
 
 def _listed(table: list[str], positions: memoryview) -> list[str]:
@@ -282,21 +264,7 @@ def _views(section: memoryview) -> tuple[dict[str, memoryview], str, tuple[int, 
         raise TableError(f"the ACL section's ids have form {form[0]}, which no ACL section has")
     if count != len(_LAYOUT) or len(section) < header.size + count * _ARRAY.size:
         raise TableError(f"the ACL section lists {count} arrays, not {len(_LAYOUT)}")
-    arrays = {}
-    for i, name in enumerate(_LAYOUT):
-        code, at, items = _ARRAY.unpack_from(section, header.size + i * _ARRAY.size)
-        typecode = code.decode("ascii", "replace")
-        if typecode not in "BHIQq":
-            raise TableError(f"array {name} has typecode {typecode!r}")
-        size = items * array(typecode).itemsize
-        if at + size > len(section):
-            raise TableError(f"array {name} runs past the ACL section")
-        view = section[at:at + size].cast(typecode)
-        if not _LITTLE and typecode != "B":
-            copy = array(typecode, view)
-            copy.byteswap()
-            view = memoryview(copy)
-        arrays[name] = view
+    arrays = views(section, header.size, _LAYOUT, "ACL")
     if len(arrays["id_slots"]) != slots:
         raise TableError("the id table's size disagrees with the header")
     if not uuid_ids and len(arrays["id_offsets"]) != acls + 1:

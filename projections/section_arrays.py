@@ -21,8 +21,8 @@ from array import array
 from collections.abc import Iterable, Sequence
 from itertools import accumulate, pairwise
 
-__all__ = ["SectionError", "Strings", "Uuids", "aligned", "blob", "narrow", "pack", "separator_of", "signed", "unpack",
-           "uuid_bytes", "width"]
+__all__ = ["SectionError", "Strings", "Uuids", "aligned", "blob", "narrow", "pack", "packed", "separator_of", "signed", "unpack",
+           "uuid_bytes", "views", "width"]
 
 _HEADER = struct.Struct("<8sII")  # magic, counts, arrays
 _COUNT = struct.Struct("<Q")
@@ -73,8 +73,13 @@ def blob(strings: list[str], separator: str) -> tuple[bytes, array, list[bytes]]
 def pack(magic: bytes, counts: Sequence[int], arrays: Sequence[array | bytes]) -> list[bytes]:
     """A section of ``arrays`` (arrays, or bytes as unsigned bytes) after ``counts``, as byte strings to write in
     order."""
-    head_size = _HEADER.size + _COUNT.size * len(counts) + _ARRAY.size * len(arrays)
-    at = aligned(head_size)
+    head = _HEADER.pack(magic, len(counts), len(arrays)) + b"".join(_COUNT.pack(c) for c in counts)
+    return packed(head, arrays)
+
+
+def packed(head: bytes, arrays: Sequence[array | bytes]) -> list[bytes]:
+    """``head``, the table of ``arrays`` (typecode, byte offset, items) and the arrays, each 8-byte aligned."""
+    at = aligned(len(head) + _ARRAY.size * len(arrays))
     entries, chunks = [], []
     for value in arrays:
         if isinstance(value, array):
@@ -88,9 +93,8 @@ def pack(magic: bytes, counts: Sequence[int], arrays: Sequence[array | bytes]) -
         entries.append(_ARRAY.pack(code.encode(), at, items))
         chunks.append(data + bytes(aligned(len(data)) - len(data)))
         at += aligned(len(data))
-    head = (_HEADER.pack(magic, len(counts), len(arrays)) + b"".join(_COUNT.pack(c) for c in counts)
-            + b"".join(entries))
-    return [head + bytes(aligned(len(head)) - len(head)), *chunks]
+    table = head + b"".join(entries)
+    return [table + bytes(aligned(len(table)) - len(table)), *chunks]
 
 
 def unpack(section: memoryview, magic: bytes, counts: int, names: Sequence[str]
@@ -109,7 +113,12 @@ def unpack(section: memoryview, magic: bytes, counts: int, names: Sequence[str]
     if len(section) < _HEADER.size + _COUNT.size * counts + _ARRAY.size * n_arrays:
         raise SectionError(f"the {what} section is truncated ({len(section)} bytes)")
     values = tuple(_COUNT.unpack_from(section, _HEADER.size + _COUNT.size * i)[0] for i in range(counts))
-    table = _HEADER.size + _COUNT.size * counts
+    return values, views(section, _HEADER.size + _COUNT.size * counts, names, what)
+
+
+def views(section: memoryview, table: int, names: Sequence[str], what: str) -> dict[str, memoryview]:
+    """The arrays a section's table (at byte ``table``) lists, by name, each a memoryview of its typecode (a
+    byte-swapped copy on a big-endian machine); SectionError naming the array that does not hold."""
     arrays = {}
     for i, name in enumerate(names):
         code, at, items = _ARRAY.unpack_from(section, table + i * _ARRAY.size)
@@ -125,7 +134,7 @@ def unpack(section: memoryview, magic: bytes, counts: int, names: Sequence[str]
             copy.byteswap()
             view = memoryview(copy)
         arrays[name] = view
-    return values, arrays
+    return arrays
 
 
 def signed(view: memoryview) -> array:
