@@ -105,7 +105,7 @@ def encode_section(resource_types: bytes, pattern_types: bytes, names: list[str]
     # 2.8M groups of the 10M-event mixed log when they were narrowed and converted item by item).
     group_start = array("q", accumulate(group_counts, initial=0))
     acl_start = array("q", accumulate(acl_counts, initial=0))
-    values = {
+    values: dict[str, array | bytes] = {
         "resource_types": resource_types, "pattern_types": pattern_types, "names": name_blob,
         "name_offsets": name_offsets, "group_start": group_start, "group_principals": narrow(group_principals),
         "acl_start": acl_start, "principals": principal_blob, "principal_offsets": principal_offsets,
