@@ -297,3 +297,18 @@ def test_as_of_at_and_between_format_6_files_equals_a_replay(mixed_store):
         assert {t.token_id: t for t in image.tokens} == {t.token_id: t for t in expected.tokens}
         if n in offsets:
             assert len(image.tokens) > 0
+
+
+def test_a_replay_from_a_file_holds_the_file_and_the_answer_only(mixed_store, monkeypatch):
+    """A cold process's as_of several batches past a file (many ``interval``s) holds the file's image and the
+    answer, no checkpoint between (each would gather every change since the file again), and answers as a
+    replay."""
+    store, files = mixed_store
+    travel = cold(store, files)
+    file = files.offsets()[0]
+    only_the_first = [(offset, path) for offset, path in travel._files_at_or_before(file) if offset == file]
+    monkeypatch.setattr(travel, "_files_at_or_before", lambda n: only_the_first)
+    ends = [b.next_offset for b in store.log.batches(file, store.log.end_offset)]
+    n = ends[4]  # five batches past the file
+    assert travel.image_at(n) == replayed(store, n)
+    assert [offset for offset in travel.checkpoints if offset] == [file, n]  # and the empty image
