@@ -558,7 +558,10 @@ def test_a_format_5_snapshot_written_by_the_format_5_code_still_loads(tmp_path):
     keyring equal to its image, answers as it, and a byte of it flipped is refused."""
     from tests.projections.older_snapshots import DATA, older_image
 
-    keyring = Keyring.from_file(DATA / "format5" / "keys.json")
+    keys = tmp_path / "keys.json"  # a checkout leaves the committed key file readable by all: a copy for its owner
+    keys.write_bytes((DATA / "format5" / "keys.json").read_bytes())
+    keys.chmod(0o600)
+    keyring = Keyring.from_file(keys)
     [path] = snapshot.list_snapshots(DATA / "format5")
     info, loaded = read_snapshot(path, CODEC, keyring)
     image = older_image()
