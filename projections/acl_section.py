@@ -48,6 +48,8 @@ from secmeta.projections.section_arrays import (
     blob,
     narrow,
     packed,
+    separator_code,
+    separator_named,
     separator_of,
     signed,
     uuid_bytes,
@@ -113,7 +115,7 @@ def encode_section(resource_types: bytes, pattern_types: bytes, names: list[str]
         "host_offsets": host_offsets, "acl_hosts": narrow(acl_hosts), "operations": operations,
         "permissions": permissions,
     }
-    header = _HEADER.pack(MAGIC, ord(separator) + 1 if separator else 0, len(names), len(group_principals), len(ids),
+    header = _HEADER.pack(MAGIC, separator_code(separator), len(names), len(group_principals), len(ids),
                           len(principals), len(hosts), len(values["id_slots"]), len(_LAYOUT),
                           _UUID_IDS if uuids is not None else 0)
     return packed(header, [values[name] for name in _LAYOUT])
@@ -176,6 +178,8 @@ class MappedAclTable(AclTable):
             raise TableError("the node names disagree with their offsets")
         if len(self.section_ids) != acls:
             raise TableError(f"the ids column holds {len(self.section_ids)} ids, not {acls}")
+        if isinstance(self.section_ids, Strings):  # ids kept as text are sliced by their offsets at each lookup
+            self.section_ids.check()
         start, acl_start = self.group_start, self.acl_start
         if nodes and (start[0] != 0 or start[nodes] != groups) or groups and (acl_start[0] != 0
                                                                                 or acl_start[groups] != acls):
@@ -269,7 +273,7 @@ def _views(section: memoryview) -> tuple[dict[str, memoryview], str, tuple[int, 
         raise TableError("the id table's size disagrees with the header")
     if not uuid_ids and len(arrays["id_offsets"]) != acls + 1:
         raise TableError(f"column id_offsets holds {len(arrays['id_offsets'])} values, not {acls + 1}")
-    return arrays, chr(separator - 1) if separator else "", (nodes, groups, acls), uuid_ids
+    return arrays, separator_named(separator), (nodes, groups, acls), uuid_ids
 
 
 def read_section(section: memoryview) -> MappedAclTable:

@@ -15,14 +15,15 @@ The ACL index's section (``acl_section``) and the tokens' (``token_section``) ar
 
 from __future__ import annotations
 
+import operator
 import struct
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
 from itertools import accumulate, pairwise
 
-__all__ = ["SectionError", "Strings", "Uuids", "aligned", "blob", "narrow", "pack", "packed", "separator_of", "signed", "unpack",
-           "uuid_bytes", "views", "width"]
+__all__ = ["SectionError", "Strings", "Uuids", "aligned", "ascending", "blob", "narrow", "pack", "packed",
+           "separator_code", "separator_named", "separator_of", "signed", "unpack", "uuid_bytes", "views", "width"]
 
 _HEADER = struct.Struct("<8sII")  # magic, counts, arrays
 _COUNT = struct.Struct("<Q")
@@ -59,6 +60,18 @@ def separator_of(columns: Sequence[list[str]]) -> str:
     used: set[str] = set().union(*("".join(column) for column in columns))
     candidates = (*_SEPARATORS, *(chr(c) for c in range(0x20, 0x2000)))
     return next((separator for separator in candidates if separator not in used), "")
+
+
+def separator_code(separator: str) -> int:
+    """How a section's header names its separator: its code point + 1, 0 when there is none."""
+    return ord(separator) + 1 if separator else 0
+
+
+def separator_named(code: int) -> str:
+    """The separator a header's ``code`` names (SectionError when it names no character)."""
+    if not 0 <= code <= sys.maxunicode + 1:
+        raise SectionError(f"a section names its separator {code}, which is no character")
+    return chr(code - 1) if code else ""
 
 
 def blob(strings: list[str], separator: str) -> tuple[bytes, array, list[bytes]]:
@@ -137,6 +150,15 @@ def views(section: memoryview, table: int, names: Sequence[str], what: str) -> d
     return arrays
 
 
+def ascending(column: Sequence[int], end: int, what: str) -> None:
+    """SectionError unless ``column`` (where each run of a column of ``end`` items or bytes starts, and ``end``)
+    starts at 0, never decreases and ends at ``end``: one C-level pass, so that a reader that slices by it later
+    never meets a run that ends before it starts or past its column (issue 24: a damaged token section failed at
+    its first lookup, during a login, rather than at open)."""
+    if not len(column) or column[0] != 0 or column[-1] != end or not all(map(operator.le, column[:-1], column[1:])):
+        raise SectionError(f"{what} do not run from 0 to {end} without decreasing")
+
+
 def signed(view: memoryview) -> array:
     """A column as an array of signed 64-bit ints: a copy of its bytes when it is one already, else item by item."""
     if view.format == "q":
@@ -167,10 +189,14 @@ class Strings:
             return _decoded(self.blob[offsets[a]:offsets[b]], offsets[a:b + 1], self.separator, offsets[a])
         return str(self.blob[offsets[at]:offsets[at + 1] - self._step], "utf-8")
 
+    def check(self) -> None:
+        """SectionError unless the offsets run from 0 to the blob's end without decreasing (what ``[i]`` and
+        ``[a:b]`` need)."""
+        ascending(self.offsets, len(self.blob), "a string column's offsets")
+
     def all(self) -> list[str]:
         """Every string (SectionError when the blob and its offsets disagree)."""
-        if len(self.offsets) < 1 or self.offsets[-1] != len(self.blob):
-            raise SectionError("a string column's offsets disagree with its bytes")
+        self.check()
         try:
             strings = self[:]
         except UnicodeDecodeError:

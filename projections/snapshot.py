@@ -227,12 +227,15 @@ def _metadata(
     }
 
 
-def read_snapshot(path: str | os.PathLike, codec: SnapshotCodec[S], keyring: Keyring | None = None) -> tuple[SnapshotInfo, S]:
+def read_snapshot(path: str | os.PathLike, codec: SnapshotCodec[S], keyring: Keyring | None = None, *,
+                  check_crc: bool = False) -> tuple[SnapshotInfo, S]:
     """Verify and load a snapshot; raise CorruptSnapshotError or SnapshotError naming the file.
 
-    Given a keyring, the snapshot must carry a valid HMAC under one of its keys.
+    Given a keyring, the snapshot must carry a valid HMAC under one of its keys (and, with ``check_crc``, as a
+    verification asks, a valid CRC too).  The state is checked as its codec reads it: a verification that loads
+    it reports what an open would refuse.
     """
-    info, reader, section = _open(Path(path), keyring, check_crc=False)
+    info, reader, section = _open(Path(path), keyring, check_crc=check_crc)
     if info.kind != codec.kind:
         raise SnapshotError(
             f"snapshot {info.path.name} holds a {info.kind!r} state, not {codec.kind!r}"
@@ -241,8 +244,11 @@ def read_snapshot(path: str | os.PathLike, codec: SnapshotCodec[S], keyring: Key
         raise CorruptSnapshotError(f"snapshot {info.path.name} is not a readable snapshot: format {info.format} "
                                    f"of a {codec.kind!r} state without its section")
     counter = _Counting(reader)
-    with paused_gc():  # the state is built from many new acyclic objects
-        state = codec.build(counter) if section is None else codec.build(counter, section)
+    try:
+        with paused_gc():  # the state is built from many new acyclic objects
+            state = codec.build(counter) if section is None else codec.build(counter, section)
+    except CorruptSnapshotError as exc:  # the codec's reason, named for the file it is about
+        raise CorruptSnapshotError(f"snapshot {info.path.name} is not a readable snapshot: {exc}") from None
     return replace(info, rows=counter.count), state
 
 

@@ -18,9 +18,12 @@ from secmeta.projections.layered_map import LayeredMap
 from secmeta.projections.section_arrays import (
     SectionError,
     Strings,
+    ascending,
     blob,
     narrow,
     pack,
+    separator_code,
+    separator_named,
     separator_of,
     unpack,
 )
@@ -56,15 +59,19 @@ def encode_tokens(tokens: Iterable[TokenInfo]) -> list[bytes]:
     principal_blob, principal_offsets, _ = blob(names, separator)
     times = [array("q", (getattr(t, name) for t in listed))
              for name in ("issue_timestamp_ms", "expiry_timestamp_ms", "max_timestamp_ms")]
-    return pack(MAGIC, (len(listed), len(names), ord(separator) + 1 if separator else 0),
+    return pack(MAGIC, (len(listed), len(names), separator_code(separator)),
                 [id_blob, id_offsets, principal_blob, principal_offsets, narrow(owners), narrow(requesters),
                  narrow(renewer_start), narrow(renewers), *times])
 
 
 def read_tokens(section: memoryview) -> TokensImage:
-    """The tokens of a section, each made when first asked for (SectionError when it holds no tokens)."""
+    """The tokens of a section, each made when first asked for; SectionError when it holds no tokens.
+
+    Every column is checked here, in C-level passes (counts, lengths, starts and offsets running from 0 to their
+    column's end without decreasing, positions within the principals, ids distinct), so a damaged section is
+    refused at open and making a token later never fails."""
     (count, n_principals, separator), arrays = unpack(section, MAGIC, _COUNTS, _NAMES)
-    separator_text = chr(separator - 1) if separator else ""
+    separator_text = separator_named(separator)
     ids = Strings(arrays["ids"], arrays["id_offsets"], separator_text).all()
     principals = Strings(arrays["principals"], arrays["principal_offsets"], separator_text).all()
     for name, expected in (("owners", count), ("requesters", count), ("renewer_start", count + 1),
@@ -74,10 +81,9 @@ def read_tokens(section: memoryview) -> TokensImage:
     if len(ids) != count or len(principals) != n_principals:
         raise SectionError("the token ids or principals disagree with the section's counts")
     renewer_start, renewers = arrays["renewer_start"], arrays["renewers"]
-    if renewer_start[0] != 0 or renewer_start[count] != len(renewers):
-        raise SectionError("the token renewers disagree with their starts")
+    ascending(renewer_start, len(renewers), "the token renewers' starts")
     for name in ("owners", "requesters", "renewers"):
-        if max(arrays[name], default=0) >= max(n_principals, 1):
+        if arrays[name].format not in "BHIQ" or max(arrays[name], default=-1) >= n_principals:  # none below 0
             raise SectionError(f"token column {name} names a principal the section does not list")
     positions = dict(zip(ids, range(count), strict=True))
     if len(positions) != count:
@@ -85,10 +91,8 @@ def read_tokens(section: memoryview) -> TokensImage:
     owners, requesters = arrays["owners"], arrays["requesters"]
     issued, expiries, maxima = arrays["issued"], arrays["expiries"], arrays["maxima"]
 
-    def token(i: int) -> TokenInfo:
+    def token(i: int) -> TokenInfo:  # every column checked above: it cannot fail (it may run during a login)
         a, b = renewer_start[i], renewer_start[i + 1]
-        if a > b:
-            raise SectionError(f"token {ids[i]!r}'s renewers end before they start")
         return TokenInfo(ids[i], principals[owners[i]], principals[requesters[i]],
                          tuple(principals[r] for r in renewers[a:b]), issued[i], expiries[i], maxima[i])
 

@@ -145,13 +145,14 @@ def verify_store(path: str, ring: Keyring, codec: EventCodec | None = None,
     from secmeta.core.forensics.index_seal import INDEX_DIR, INDEX_FILE
     from secmeta.core.log import Log, verify_log
     from secmeta.events.codec import EventCodec
-    from secmeta.projections.snapshot import SnapshotError, list_snapshots, read_snapshot_info
+    from secmeta.projections.image_snapshot import SecurityImageSnapshot
+    from secmeta.projections.snapshot import SnapshotError, list_snapshots, read_snapshot
 
     codec = codec or EventCodec()  # one for both reads of the log: building one costs tens of ms
     checkpoints, problems = [], []
     for snap in list_snapshots(f"{path}/snapshots") + list_snapshots(f"{path}/{CHECKPOINT_DIR}"):
-        try:
-            info = read_snapshot_info(snap, ring)
+        try:  # loaded as an open loads it (its sections' structure checked), its CRC checked too
+            info = read_snapshot(snap, SecurityImageSnapshot(), ring, check_crc=True)[0]
             checkpoints.append((info.next_offset, info.link))
         except SnapshotError as exc:
             problems.append(str(exc))

@@ -4,9 +4,11 @@ that still load), secrets stay sealed, a damaged ACL or token section or chunk i
 import hashlib
 import hmac
 import io
+import struct
 import tempfile
 import uuid
 import zlib
+from array import array
 from pathlib import Path
 from unittest.mock import patch
 
@@ -35,7 +37,7 @@ from secmeta.events.types import (
     ResourceType,
     ScramMechanism,
 )
-from secmeta.projections import image_snapshot, snapshot
+from secmeta.projections import acl_section, image_snapshot, snapshot
 from secmeta.projections.image import SecurityDelta, SecurityImage
 from secmeta.projections.image_snapshot import SecurityImageSnapshot
 from secmeta.projections.snapshot import (
@@ -45,7 +47,7 @@ from secmeta.projections.snapshot import (
     write_snapshot,
 )
 from secmeta.projections.token_section import encode_tokens
-from secmeta.projections.tokens import TOKEN_FIELDS
+from secmeta.projections.tokens import TOKEN_FIELDS, TokenInfo
 from tests.logkit import make_keyring
 from tests.storekit import ADMIN, acl, store_at
 
@@ -414,6 +416,8 @@ def _header_field(section: bytes, index: int, value: int) -> bytes:
     (lambda s: _header_field(s, 3, 5), "ACL index chunk .*column .* holds 3 values, not 6"),
     (lambda s: s.replace(bytes([AclOperation.DESCRIBE, AclOperation.DESCRIBE]), b"\x7f\x7f", 1),
      "ACL index chunk .*an operation or permission code no ACL has"),
+    (lambda s: array_item(s, acl_section._HEADER.size, "id_offsets", acl_section._LAYOUT,
+                          1, 13), "ACL index chunk .*a string column's offsets do not run from 0 to 12 without"),
 ])
 def test_a_damaged_acl_section_is_refused_at_open(tmp_path, damage, problem):
     """A signed section whose header, arrays or codes do not hold an index fails as a corrupt snapshot naming
@@ -496,18 +500,71 @@ def test_tokens_read_back_from_the_section_and_replay_onto_them_as_onto_the_writ
         t.token_id for t in after[0].tokens)
 
 
+def array_item(section: bytes, table: int, name: str, names, index: int, value: int) -> bytes:
+    """The section (whose table of arrays, named ``names``, starts at byte ``table``) with item ``index``
+    (negative: from the end) of its array ``name`` set to ``value``."""
+    entry = table + 24 * list(names).index(name)  # (typecode, offset, items)
+    code, at, items = struct.unpack_from("<cxxxxxxxQQ", section, entry)
+    size = array(code.decode()).itemsize
+    at += size * (index % items)
+    return section[:at] + array(code.decode(), [value]).tobytes() + section[at + size:]
+
+
+def token_item(section: bytes, name: str, index: int, value: int) -> bytes:
+    """The token section with item ``index`` of its array ``name`` set to ``value``."""
+    from secmeta.projections.token_section import _COUNTS, _NAMES
+
+    return array_item(section, 16 + 8 * _COUNTS, name, _NAMES, index, value)  # after the header and counts
+
+
 @pytest.mark.parametrize(("damage", "problem"), [
+    (lambda s: token_item(s, "renewer_start", -2, 0), "the token renewers. starts do not run from 0 to 51 without decreasing"),
+    (lambda s: token_item(s, "id_offsets", 3, 0), "a string column's offsets do not run from 0 to"),
+    (lambda s: token_item(s, "principal_offsets", 5, 2), "a string column's offsets do not run from 0 to"),
     (lambda s: s[:20], "token section does not hold tokens: the SMTOK section is truncated"),
     (lambda s: b"XXXXXXXX" + s[8:], "token section does not hold tokens: the SMTOK section starts with b'XXXXXXXX'"),
     (lambda s: s[:-24], "token section does not hold tokens: array .* runs past the SMTOK section"),
     (lambda s: s.replace(b"tok-4", b"tok-3", 1), "the section lists a token id twice"),
 ])
 def test_a_damaged_token_section_is_refused_at_open(tmp_path, damage, problem):
-    """A signed token section that is cut short, foreign or lists an id twice fails as a corrupt snapshot."""
+    """A signed token section that is cut short, foreign, lists an id twice, or whose renewers' starts or string
+    offsets decrease or end elsewhere than their column's end fails as a corrupt snapshot at open (issue 24, S1: a
+    token's renewers that ended before they started failed only when the token was first looked up, during a
+    login)."""
     info = write_snapshot(tmp_path, sectioned(damage_tokens=damage), many_tokens_image(), next_offset=58,
                           link=b"\0" * 32, timestamp_ms=0)
     with pytest.raises(CorruptSnapshotError, match=problem):
         read_snapshot(info.path, CODEC)
+
+
+def test_a_store_whose_token_section_is_damaged_replays_its_log_and_verify_reports_it(tmp_path, monkeypatch, capsys):
+    """A store whose snapshot (signed) has a token's renewers ending before they start opens with that snapshot
+    refused, the reason kept, and its tokens replayed from the log (each looked up as written); ``secmeta log
+    verify`` reports the snapshot as a problem and exits 1."""
+    from secmeta.core.cli import main
+    from secmeta.core.log import Log
+
+    keys = tmp_path / "keys.json"
+    Keyring.generate_file(keys)
+    keyring = Keyring.from_file(keys)
+    issued = [DelegationTokenIssued(f"tok-{i}", "User:o", "User:r", tuple(f"User:n{j}" for j in range(i % 3)),
+                                    i, 10**15, 10**15) for i in range(6)]
+    with Log.open(tmp_path / "store", keyring=keyring) as log:
+        log.append([Envelope(-1, 1, "User:admin", "h", "r", event) for event in issued])
+    with store_at(tmp_path / "store", keyring) as store:
+        info = store.snapshot()
+        image = store.image
+    write_snapshot(info.path.parent, sectioned(damage_tokens=lambda s: token_item(s, "renewer_start", -2, 0)), image,
+                   next_offset=info.next_offset, link=info.link, timestamp_ms=0, keyring=keyring)
+    with store_at(tmp_path / "store", keyring) as store:
+        assert store.loaded.snapshot is None and store.loaded.replayed_events == 6
+        assert "the token renewers' starts do not run from 0" in store.loaded.rejected_snapshots[0]
+        assert [store.image.tokens.get(e.token_id) for e in issued] == [TokenInfo.of(e) for e in issued]
+    monkeypatch.setenv("SECMETA_KEY_FILE", str(keys))
+    capsys.readouterr()
+    assert main(["log", "verify", "--store", str(tmp_path / "store")]) == 1
+    out = capsys.readouterr().out
+    assert f"snapshot problem: snapshot {info.path.name} is not a readable snapshot: the token section" in out
 
 
 def test_an_authenticated_snapshot_is_checked_by_its_hmac_alone(tmp_path):
@@ -606,3 +663,24 @@ def test_uuid_ids_take_16_bytes_and_read_back_and_replay_as_written(tmp_path):
             after.append(delta.apply())
         assert after[0] == after[1] and len(after[1].acls) == 200
     assert sizes["capitals"] - sizes["canonical"] >= 300 * 20
+
+
+TOKEN_SECTION = b"".join(encode_tokens(many_tokens_image().tokens))
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.lists(st.tuples(st.integers(0, len(TOKEN_SECTION) - 1), st.integers(1, 255)), min_size=1, max_size=3))
+def test_a_token_section_with_any_bytes_changed_is_refused_at_open_or_every_token_is_made(flips):
+    """Whatever bytes of a token section change, reading it raises SectionError (the snapshot is refused at
+    open), or every token it lists is then made without error: no damage waits for a token's first lookup."""
+    from secmeta.projections.section_arrays import SectionError
+    from secmeta.projections.token_section import read_tokens
+
+    data = bytearray(TOKEN_SECTION)
+    for at, mask in flips:
+        data[at] ^= mask
+    try:
+        tokens = read_tokens(memoryview(bytes(data)))
+    except SectionError:
+        return
+    assert len(list(tokens)) == len(tokens)
