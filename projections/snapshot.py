@@ -15,7 +15,9 @@ A snapshot of the events [0, next_offset) is ``snapshot-<next_offset>.avro``.  S
 The HMAC makes a forged, edited or truncated snapshot fail to load for anyone with the key, before any
 byte of it is parsed: the key id is in the fixed-size preamble, so a reader given a keyring checks the
 HMAC alone (issue 24: the CRC cost a third of reading a large file again, and proved nothing the HMAC
-does not).  A reader without a keyring checks the CRC, which catches damage.  Written atomically
+does not).  A reader without a keyring checks the CRC, which catches damage; so does one whose keyring lacks
+the key id the preamble names, so that a damaged key id is reported as damage rather than as an unknown
+key (issue 24).  Written atomically
 (temp file, fsync, rename, fsync of the directory).
 
 Formats 3 to 5 still load (CRC first, then the HMAC named in the container's metadata): format 5
@@ -263,7 +265,7 @@ def _mac(keyring: Keyring, key_id: str):
 
 def _open(path: Path, keyring: Keyring | None, check_crc: bool) -> tuple[SnapshotInfo, Any, memoryview | None]:
     """A snapshot's info, its rows' reader and its section (a view of the file's bytes), checked: by the HMAC
-    alone when a keyring is given and the file names its key up front (format 6) unless ``check_crc`` (a
+    alone when a keyring is given and the file names one of its keys up front (format 6) unless ``check_crc`` (a
     verification: the CRC too), else by the CRC (and then the HMAC, given a keyring)."""
     data = path.read_bytes()
     size = len(data)
@@ -276,9 +278,11 @@ def _open(path: Path, keyring: Keyring | None, check_crc: bool) -> tuple[Snapsho
     if magic != TRAILER_MAGIC:
         raise CorruptSnapshotError(f"snapshot {path.name} has no snapshot trailer: it is truncated or no snapshot")
     if framed is not None and keyring is not None:  # it fails on any damage the CRC would catch but the CRC's own
+        if framed.key_id and framed.key_id not in keyring.ids:  # damage to the key id itself, or another keyring's
+            _check_crc(path, data, stored_crc)
         _check_mac(path, keyring, framed.key_id, body, digest)
-    if (check_crc or not authenticated) and zlib.crc32(memoryview(data)[:size - 4]) != stored_crc:
-        raise CorruptSnapshotError(f"snapshot {path.name} fails its CRC check")
+    if check_crc or not authenticated:
+        _check_crc(path, data, stored_crc)
     if framed is None:
         framed = _Framed.of5(path, body)
     try:
@@ -310,6 +314,12 @@ def _open(path: Path, keyring: Keyring | None, check_crc: bool) -> tuple[Snapsho
             raise CorruptSnapshotError(f"snapshot {path.name} is not authenticated (no HMAC key id)")
         _check_mac(path, keyring, key_id, body, digest)
     return info, reader, framed.section
+
+
+def _check_crc(path: Path, data: bytes, stored_crc: int) -> None:
+    """Raise unless ``stored_crc`` is the CRC-32 of everything in the file before it."""
+    if zlib.crc32(memoryview(data)[:len(data) - 4]) != stored_crc:
+        raise CorruptSnapshotError(f"snapshot {path.name} is corrupt: it fails its CRC check")
 
 
 def _check_mac(path: Path, keyring: Keyring, key_id: str | None, body: memoryview, digest: bytes) -> None:
@@ -346,8 +356,7 @@ class _Framed:
         try:
             key_id = str(body[PREAMBLE.size:at], "utf-8")
         except UnicodeDecodeError:
-            raise CorruptSnapshotError(f"snapshot {path.name} is not a readable snapshot: its key id is not UTF-8") \
-                from None
+            raise CorruptSnapshotError(f"snapshot {path.name} is corrupt: its key id is not UTF-8") from None
         section = body[start:start + section_size] if section_size else None
         return cls(6, key_id, section, bytes(body[start + section_size:]))
 

@@ -581,6 +581,24 @@ def test_an_authenticated_snapshot_is_checked_by_its_hmac_alone(tmp_path):
         read_snapshot(info.path, CODEC)
 
 
+def test_a_flipped_byte_in_the_key_id_is_reported_corrupt_and_an_unknown_key_is_named(tmp_path):
+    """Given the keyring, a format-6 snapshot whose preamble's key id has a byte flipped (so it names no key of the
+    keyring) is refused as corrupt, naming the file (issue 24, S2: it was reported as signed under a key the
+    keyring lacks); one intact but signed under another keyring's key is refused naming that key."""
+    keyring, other = make_keyring(tmp_path), make_keyring(tmp_path, "other.json")
+    info = write_snapshot(tmp_path, CODEC, sample_image(), next_offset=42, link=b"\0" * 32, timestamp_ms=0,
+                          keyring=keyring)
+    with pytest.raises(SnapshotError, match=f"snapshot {info.path.name} is authenticated with key "
+                                            f"'{keyring.newest_id}', which is not in the keyring") as refused:
+        read_snapshot(info.path, CODEC, other)
+    assert not isinstance(refused.value, CorruptSnapshotError)
+    data = bytearray(info.path.read_bytes())
+    data[snapshot.PREAMBLE.size] ^= 1  # the key id's first character
+    info.path.write_bytes(bytes(data))
+    with pytest.raises(CorruptSnapshotError, match=f"snapshot {info.path.name} is corrupt: it fails its CRC check"):
+        read_snapshot(info.path, CODEC, keyring)
+
+
 @pytest.mark.parametrize("form", [5, 4])
 def test_an_older_authenticated_snapshot_loads_and_its_damage_is_refused(tmp_path, form):
     """A format-5 or format-4 snapshot made under the keyring loads equal with it; a byte of it flipped, it is
