@@ -269,6 +269,10 @@ def _open(path: Path, keyring: Keyring | None, check_crc: bool) -> tuple[Snapsho
     verification: the CRC too), else by the CRC (and then the HMAC, given a keyring)."""
     data = path.read_bytes()
     size = len(data)
+    if (framed_as := _preamble_format(data)) is not None and framed_as > SNAPSHOT_FORMAT:
+        _check_crc(path, data, int.from_bytes(data[-4:], "big"), f"it names format {framed_as}, newer than this "
+                   "secmeta reads, but ")  # a flipped format byte is damage; a newer file is read no further
+        raise SnapshotError(_unread_format(path, framed_as))
     if size < TRAILER.size:
         raise CorruptSnapshotError(f"snapshot {path.name} is truncated ({size} bytes)")
     digest, magic, stored_crc = TRAILER.unpack_from(data, size - TRAILER.size)
@@ -316,10 +320,11 @@ def _open(path: Path, keyring: Keyring | None, check_crc: bool) -> tuple[Snapsho
     return info, reader, framed.section
 
 
-def _check_crc(path: Path, data: bytes, stored_crc: int) -> None:
-    """Raise unless ``stored_crc`` is the CRC-32 of everything in the file before it."""
-    if zlib.crc32(memoryview(data)[:len(data) - 4]) != stored_crc:
-        raise CorruptSnapshotError(f"snapshot {path.name} is corrupt: it fails its CRC check")
+def _check_crc(path: Path, data: bytes, stored_crc: int, but: str = "") -> None:
+    """Raise unless ``stored_crc`` is the CRC-32 of everything in the file before it (``but``: what the file
+    claims that the failure belies)."""
+    if len(data) < 4 or zlib.crc32(memoryview(data)[:len(data) - 4]) != stored_crc:
+        raise CorruptSnapshotError(f"snapshot {path.name} is corrupt: {but}it fails its CRC check")
 
 
 def _check_mac(path: Path, keyring: Keyring, key_id: str | None, body: memoryview, digest: bytes) -> None:
@@ -372,10 +377,19 @@ class _Framed:
         return cls(5, None, section, bytes(body[PREAMBLE5.size + section_size:]))
 
 
+def _preamble_format(data: bytes) -> int | None:
+    """The format a file's preamble names (``SMSN`` and a big-endian u32: formats 5 and later), or None."""
+    tag = PREAMBLE_MAGIC[:4]
+    if data[:len(tag)] != tag or len(data) < len(PREAMBLE_MAGIC):
+        return None
+    return int.from_bytes(data[len(tag):len(PREAMBLE_MAGIC)], "big")
+
+
 def _unread_format(path: Path, fmt: int) -> str:
     """Why a snapshot of format ``fmt`` is refused (a store then takes an older snapshot or replays the log)."""
     if fmt > SNAPSHOT_FORMAT:
-        return f"snapshot {path.name} has format {fmt}, newer than this secmeta reads ({SNAPSHOT_FORMAT})"
+        return (f"snapshot {path.name} has format {fmt}, newer than this secmeta reads (formats up to "
+                f"{SNAPSHOT_FORMAT}): a newer secmeta wrote it")
     readable = ", ".join(map(str, READ_FORMATS[:-1])) + f" and {READ_FORMATS[-1]}"
     return (f"snapshot {path.name} has format {fmt}, a development format no release wrote; this secmeta "
             f"reads formats {readable} (`secmeta log snapshot` writes a new one)")

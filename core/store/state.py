@@ -134,6 +134,9 @@ def _newest_valid_snapshot(log: Log, codec: SnapshotCodec[S]) -> tuple[SnapshotI
 def load_state(log: Log, projection: Projection[S], codec: SnapshotCodec[S], *, end: int | None = None) -> LoadedState[S]:
     """Newest valid snapshot (at or before ``end``) plus replay of the log up to ``end``."""
     info, state, rejected = newest_valid_snapshot(log, codec)
+    for reason in rejected:  # never silent: a refused snapshot costs a longer replay, and may be damage
+        logger.warning("skipped %s; the state is loaded from an older snapshot or replayed from the log instead",
+                       reason)
     if info is not None and end is not None and info.next_offset > end:
         info, state = None, None  # too new for the point asked: replay from the start
     if info is None:

@@ -366,6 +366,35 @@ def test_a_snapshot_of_a_newer_format_is_refused_naming_it(tmp_path, monkeypatch
         read_snapshot(info.path, CODEC)
 
 
+def test_a_snapshot_framed_in_a_newer_format_is_refused_naming_it_and_the_store_replays(tmp_path, caplog):
+    """A file whose preamble names format 7 (``SMSN``, 0, 0, 0, 7, then a layout this secmeta cannot know, ending
+    in the trailer's CRC) is refused as newer than this secmeta reads, with or without the keyring, not as
+    unreadable (issue 24, S3); a store whose snapshot it is replays its log and its warning says why.  A format-6
+    file whose format byte alone was flipped to 7 fails its CRC: it is refused as corrupt."""
+    keyring = make_keyring(tmp_path)
+    with store_at(tmp_path / "store", keyring) as store:
+        store.create_acls([acl("orders"), acl("payments", principal="User:bob")], context=ADMIN)
+        path = store.snapshot().path
+    data = bytearray(path.read_bytes())
+    data[7] = 7
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptSnapshotError, match=f"snapshot {path.name} is corrupt: it names format 7, newer "
+                                                   "than this secmeta reads, but it fails its CRC check"):
+        read_snapshot(path, CODEC, keyring)
+    future = bytes(data[:-4]) + b"a layout of the future" + bytes(32) + b"SMSN"
+    path.write_bytes(future + zlib.crc32(future).to_bytes(4, "big"))
+    newer = f"snapshot {path.name} has format 7, newer than this secmeta reads .formats up to 6.: a newer secmeta"
+    for ring in (None, keyring):
+        with pytest.raises(SnapshotError, match=newer) as refused:
+            read_snapshot(path, CODEC, ring)
+        assert not isinstance(refused.value, CorruptSnapshotError)
+    with caplog.at_level("WARNING", logger="secmeta.snapshots"), store_at(tmp_path / "store", keyring) as store:
+        assert store.loaded.snapshot is None and store.loaded.replayed_events == 2
+        assert {b.name for b in store.describe_acls(AclBindingFilter(), context=ADMIN)} == {"orders", "payments"}
+    assert any("has format 7, newer than this secmeta reads" in r.getMessage() and "replay" in r.getMessage()
+               for r in caplog.records)
+
+
 def test_scram_rows_hold_the_sealed_secret():
     """A credential row carries the sealed key id, nonce and ciphertext as stored."""
     rows = [row for _, row in (r["row"] for r in CODEC.rows(sample_image())) if "user" in row]
