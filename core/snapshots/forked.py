@@ -21,7 +21,9 @@ The process forks while other threads run: a lock one of them held at that
 moment (inside OpenSSL, another C library, the import system) stays held for
 ever in the child, so a child can hang however correct its call.  The parent
 therefore waits with a deadline (``timeout``) and an ``abort`` event, and past
-either SIGKILLs and reaps the child: a caller never waits longer than it chose.
+either SIGKILLs and reaps the child.  The deadline ends a child that is stuck (no
+CPU used for ``timeout`` seconds) or runs away (``timeout`` seconds of CPU used),
+not one that works slowly because a busy machine schedules it little.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ def call_forked(fn: Callable[..., T], /, *args, timeout: float, abort: threading
 
     An exception in the child is raised here as ForkedCallError naming its
     type and message (the exception object itself stays in the child).  A child
-    that has not answered ``timeout`` seconds after the fork, or when ``abort``
+    that has used no CPU for ``timeout`` seconds or has used ``timeout`` seconds
+    of it (``_Deadline``), or when ``abort``
     is set (looked at every ABORT_CHECK_S), is SIGKILLed and reaped, and
     ForkedCallError says so.  Whatever the call writes is then left as the kill
     found it: the caller removes partial files.  (Where ``os.fork`` does not
@@ -96,8 +99,9 @@ def call_forked(fn: Callable[..., T], /, *args, timeout: float, abort: threading
         _child(parent, write_end, fn, args, kwargs)
     os.close(write_end)
     status = None
+    deadline = _Deadline(pid, timeout)
     try:
-        data = _read_all(read_end, time.monotonic() + timeout, abort)
+        data = _read_all(read_end, deadline, abort)
         if data is not None:  # the child closed the pipe: it is exiting
             _, status = os.waitpid(pid, 0)
     finally:
@@ -106,7 +110,7 @@ def call_forked(fn: Callable[..., T], /, *args, timeout: float, abort: threading
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
     if data is None:
-        reason = "the wait was aborted" if abort is not None and abort.is_set() else f"it timed out after {timeout:g} s"
+        reason = "the wait was aborted" if abort is not None and abort.is_set() else deadline.reason
         raise ForkedCallError(f"the forked child was killed: {reason}")
     return _outcome(data, status)
 
@@ -135,13 +139,56 @@ def _child(parent: int, write_end: int, fn, args, kwargs) -> None:
         os._exit(code)
 
 
-def _read_all(fd: int, deadline: float, abort: threading.Event | None) -> bytes | None:
-    """Everything the child writes until it closes the pipe; None past ``deadline`` or once ``abort`` is set."""
+class _Deadline:
+    """When a child is given up: once it has used no CPU for ``timeout`` seconds (stuck: on a lock held at fork
+    time, on a stalled disk), or has used ``timeout`` seconds of CPU.  A child that works, however slowly it is
+    scheduled (at CHILD_NICENESS beside busy writers it may get a hundredth of a core), is not ended: its
+    deadline moves on while its CPU time grows (issue 24: a checkpoint child under load hit a fixed 60 s
+    deadline at 2M events, which stopped the whole fill).  Where the child's CPU time cannot be read
+    (no /proc), the deadline is ``timeout`` seconds after the fork."""
+
+    def __init__(self, pid: int, timeout: float):
+        self._stat = f"/proc/{pid}/stat"
+        self._timeout = timeout
+        self._look_every = min(timeout / 10, 1.0)  # how late a stall or the CPU limit may be noticed
+        self._cpu = 0.0
+        self._progressed = self._looked = time.monotonic()
+        self.reason = f"it timed out after {timeout:g} s without progress"
+
+    def left(self) -> float:
+        """Seconds until the child is given up (at most until the next look at its CPU time); <= 0 when it is."""
+        now = time.monotonic()
+        if now - self._looked >= self._look_every or now - self._progressed >= self._timeout:  # a last look first
+            self._looked = now
+            cpu = self._cpu_seconds()
+            if cpu is not None and cpu > self._cpu:
+                self._cpu, self._progressed = cpu, now
+            if self._cpu >= self._timeout:
+                self.reason = f"it used {self._timeout:g} s of CPU"
+                return 0.0
+        return min(self._progressed + self._timeout - now, self._looked + self._look_every - now)
+
+    def _cpu_seconds(self) -> float | None:
+        """The child's user and system CPU time so far, or None when it cannot be read."""
+        try:
+            with open(self._stat, "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces
+            return (int(fields[11]) + int(fields[12])) / _TICKS
+        except (OSError, IndexError, ValueError):
+            return None
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _read_all(fd: int, deadline: _Deadline, abort: threading.Event | None) -> bytes | None:
+    """Everything the child writes until it closes the pipe; None once ``deadline`` gives it up or ``abort`` is
+    set."""
     chunks = []
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     while True:
-        left = deadline - time.monotonic()
+        left = deadline.left()
         if left <= 0 or (abort is not None and abort.is_set()):
             wait = 0.0  # one last look: a child that has answered is not killed
         else:

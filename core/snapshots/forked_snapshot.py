@@ -13,7 +13,10 @@ ever appended (``next_offset`` counts them, retained or not).  At
 CHILD_NICENESS +10 beside busy writers a child gets about a tenth of a core,
 so ``PER_EVENT_S`` (60 us, 50 times the CPU cost) leaves room for that, a cold
 page cache and a slow fsync; ``MIN_TIMEOUT_S`` covers a small image on a stalled
-disk.  The deadline only ends a child that is stuck: a closing store does not
+disk.  The deadline only ends a child that is stuck (no CPU used for that long)
+or runs away (that much CPU used): one that keeps working is waited for however
+little of a core it gets (issue 24: a fixed deadline ended a checkpoint child at
+2M events under load, which stopped the whole fill).  A closing store does not
 wait for it (it sets the abort event).
 """
 

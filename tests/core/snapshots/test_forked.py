@@ -94,11 +94,41 @@ def test_a_child_that_never_answers_is_killed_at_the_timeout_and_reaped(tmp_path
     """A child deadlocked on a lock held at fork time is SIGKILLed at the deadline; the error names the timeout."""
     call, release = _blocked_on_a_lock_held_at_fork(tmp_path / "pid")
     try:
-        with pytest.raises(ForkedCallError, match=r"^the forked child was killed: it timed out after 0\.5 s$"):
+        with pytest.raises(ForkedCallError, match=r"^the forked child was killed: it timed out after 0\.5 s without progress$"):
             call_forked(call, timeout=0.5)
     finally:
         release.set()
     assert _reaped(int((tmp_path / "pid").read_text()))
+
+
+def _starved_work(rounds: int) -> int:
+    """Work as a child at a low priority on a busy machine does it: a little CPU (10 ms), then none for a while
+    (0.1 s), ``rounds`` times."""
+    for _ in range(rounds):
+        until = time.process_time() + 0.01
+        while time.process_time() < until:
+            pass
+        time.sleep(0.1)
+    return rounds
+
+
+def test_a_child_that_keeps_working_is_not_killed_at_its_timeout():
+    """A child that keeps using CPU, however little, answers even when it takes several times its timeout (issue 24:
+    a checkpoint child at nice +10 under load hit a fixed deadline at 2M events, which stopped the whole fill)."""
+    started = time.monotonic()
+    assert call_forked(_starved_work, 12, timeout=0.6) == 12
+    assert time.monotonic() - started > 1.2  # it did outlive its timeout
+
+
+def test_a_child_that_works_without_end_is_killed_at_its_cpu_limit():
+    """A runaway child is ended once it has used ``timeout`` seconds of CPU, and the error says so."""
+
+    def spin():
+        while True:
+            pass
+
+    with pytest.raises(ForkedCallError, match=r"^the forked child was killed: it used 0\.05 s of CPU$"):
+        call_forked(spin, timeout=0.05)
 
 
 def test_abort_kills_the_child_at_once(tmp_path):

@@ -172,7 +172,7 @@ def test_a_hung_background_snapshot_is_killed_at_its_timeout_and_the_next_trigge
             snap.wait()
         assert [r.getMessage() for r in caplog.records] == [
             "snapshot at offset 12 failed (the policy's next trigger tries again): "
-            "the forked child was killed: it timed out after 0.5 s"]
+            "the forked child was killed: it timed out after 0.5 s without progress"]
         assert list(log.store.snapshot_dir.iterdir()) == []
         workload(log, 1, start=4)
         assert snap.maybe_snapshot(full_replay(log), 15, background=True) is None and not snap.due(15)
