@@ -22,6 +22,8 @@ from array import array
 from collections.abc import Iterable, Sequence
 from itertools import accumulate, pairwise
 
+from secmeta.events.errors import InvalidValueError
+
 __all__ = ["SectionError", "Strings", "Uuids", "aligned", "ascending", "blob", "narrow", "pack", "packed",
            "separator_code", "separator_named", "separator_of", "signed", "unpack", "uuid_bytes", "views", "width"]
 
@@ -33,7 +35,7 @@ _SEPARATORS = "\n\x00\x1f\x1e\t"
 _LITTLE = sys.byteorder == "little"
 
 
-class SectionError(ValueError):
+class SectionError(InvalidValueError):
     """A section whose header or arrays do not hold what it says (a damaged or foreign snapshot)."""
 
 
