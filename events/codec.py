@@ -28,7 +28,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from io import BytesIO
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.validation import ValidationError, validate
@@ -47,7 +47,7 @@ from .event_mapping import (
     get_path,
     to_avro,
 )
-from .records import EVENT_TYPES, Envelope, Event
+from .records import EVENT_TYPES, Envelope, Event, replay_form
 from .schemas import (
     ENVELOPE_GROUP,
     NAMESPACE,
@@ -377,7 +377,7 @@ class EventCodec:
             else:
                 if end == len(buf):
                     return events
-        return [_replay_form(envelope.event) for envelope in self._decode_resolved(payload, writer_fingerprint, 0)]
+        return [replay_form(envelope.event) for envelope in self._decode_resolved(payload, writer_fingerprint, 0)]
 
     def _decode_resolved(
         self, payload: bytes, writer_fingerprint: bytes, base_offset: int
@@ -538,11 +538,6 @@ class EventCodec:
 def _pristine() -> EventCodec:
     """The template EventCodec.fresh copies: never handed out, so no writer schema is ever registered on it."""
     return EventCodec()
-
-
-def _replay_form(event: Event) -> Event | tuple:
-    """An event as ``decode_events`` gives it: its row when its class declares one."""
-    return cast(Any, event).row() if hasattr(event.__class__, "ROW") else event
 
 
 def _is_str(value: Any) -> bool:

@@ -31,6 +31,7 @@ __all__ = [
     "AclCreated",
     "AclRow",
     "acl_row",
+    "replay_form",
     "row_binding",
     "AclDeleted",
     "ClientQuotaAltered",
@@ -61,6 +62,10 @@ class TokenRemovalReason(Enum):
 
 # An AclCreated as a row (``AclCreated.ROW`` names its fields): what replay records per created ACL.
 AclRow = tuple[str, ResourceType, str, PatternType, str, str, AclOperation, AclPermissionType]
+
+
+def _acl_key(acl_id: str) -> str:
+    return f"acl:{acl_id}"
 
 
 def _scram_key(user: str, mechanism: ScramMechanism) -> str:
@@ -100,13 +105,19 @@ class AclCreated:
     acl_id: str
     binding: AclBinding
     # The event as a row: its Avro fields in this order, as ``row()`` gives them and the codec's replay decoder
-    # reads them (``EventCodec.decode_events``), so a replay need not build the binding's objects.
+    # reads them (``EventCodec.decode_events``), so a replay need not build the binding's objects. A class that declares
+    # ROW also declares ``row()`` and ``row_entity_key(row)`` (the Kafka follower checks a row's message key by it).
     ROW: ClassVar[tuple[str, ...]] = ("acl_id", "resource_type", "resource_name", "pattern_type", "principal",
                                       "host", "operation", "permission_type")
 
     @property
     def entity_key(self) -> str:
-        return f"acl:{self.acl_id}"
+        return _acl_key(self.acl_id)
+
+    @staticmethod
+    def row_entity_key(row: AclRow) -> str:
+        """The ``entity_key`` of the event whose ``row()`` is ``row`` (a reader of rows checks keys without the event)."""
+        return _acl_key(row[0])
 
     def row(self) -> AclRow:
         """``(acl_id, resource_type, resource_name, pattern_type, principal, host, operation, permission_type)``."""
@@ -118,6 +129,11 @@ def acl_row(acl_id: str, binding: AclBinding) -> AclRow:
     pattern, entry = binding.pattern, binding.entry
     return (acl_id, pattern.resource_type, pattern.name, pattern.pattern_type, entry.principal, entry.host,
             entry.operation, entry.permission_type)
+
+
+def replay_form(event: Event) -> Event | tuple:
+    """An event as a replay takes it: its row when its class declares one (``AclCreated.ROW``), else itself."""
+    return event.row() if hasattr(event.__class__, "ROW") else event  # type: ignore[union-attr]
 
 
 def row_binding(row: AclRow) -> AclBinding:
@@ -134,7 +150,7 @@ class AclDeleted:
 
     @property
     def entity_key(self) -> str:
-        return f"acl:{self.acl_id}"
+        return _acl_key(self.acl_id)
 
 
 @dataclass(frozen=True, slots=True)
