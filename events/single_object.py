@@ -13,13 +13,19 @@ The compiled decoder is a fast path only: a value under another fingerprint
 (an older writer schema the codec registered), or one it cannot read whole, is
 handed to ``EventCodec.from_single_object``, which resolves it or raises the
 error that names the problem.
+
+The compiled decoders are also handed out, in two tables by a value's first ten bytes
+(``straight_decoders``): one reads events, the other reads each event as a replay takes it (an
+ACL's creation as its row); a reader that checks messages for speed (the Kafka wire's straight
+path) keeps no table of its own.
 """
 
 from __future__ import annotations
 
 import json
+import operator
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from fastavro import parse_schema
@@ -32,12 +38,16 @@ from .event_mapping import event_plan
 from .records import EVENT_TYPES, Event
 from .schemas import collect_named_types
 
-__all__ = ["SingleObjects"]
+__all__ = ["SingleObjects", "Straight"]
 
 _HEADER = len(SINGLE_OBJECT_MARKER) + 8
 _Encoders = dict[type, tuple[bytes, Callable]]
-_Decoders = dict[bytes, Callable[[bytes], tuple[Event, int]]]
+#: A compiled decoder as ``straight_decoders`` gives it: ``(decode, fingerprint, key_of)``; ``decode(value)`` reads a
+#: whole value, header included, as ``(what it read, end position)``; ``key_of(what it read)`` is its entity key.
+Straight = tuple[Callable[[bytes], tuple[Any, int]], bytes, Callable[[Any], str]]
+_Decoders = dict[bytes, Straight]
 _Compiled = tuple[_Encoders, _Decoders, dict[type, bytes], _Decoders]
+_entity_key = operator.attrgetter("entity_key")  # an event's key_of: its own entity_key
 #: Each codec's compiled code, built once; it holds no reference to its codec, so a codec nothing else
 #: holds is collected with its entry.
 _BY_CODEC: weakref.WeakKeyDictionary[EventCodec, _Compiled] = weakref.WeakKeyDictionary()
@@ -51,7 +61,7 @@ class SingleObjects:
         compiled = _BY_CODEC.get(codec)
         if compiled is None:
             compiled = _BY_CODEC[codec] = _compile(codec)
-        self._encoders, self._decoders, self.fingerprints, self._row_decoders = compiled
+        self._encoders, self._decoders, self.fingerprints, self._replay_decoders = compiled
 
     def encode(self, event: Event) -> bytes:
         """``codec.to_single_object(event)``: C3 01, the schema fingerprint, the body."""
@@ -68,10 +78,10 @@ class SingleObjects:
 
     def decode(self, value: bytes) -> Event:
         """``codec.from_single_object(value)``, compiled for the codec's current schemas."""
-        decode = self._decoders.get(value[2:_HEADER]) if value.__class__ is bytes else None
-        if decode is not None and value[:2] == SINGLE_OBJECT_MARKER:
+        found = self._decoders.get(value[:_HEADER]) if value.__class__ is bytes else None
+        if found is not None:
             try:
-                event, end = decode(value)
+                event, end = found[0](value)
             except Exception:  # noqa: BLE001 - malformed: the codec below names the problem
                 pass
             else:
@@ -79,19 +89,17 @@ class SingleObjects:
                     return event
         return self.codec.from_single_object(value)
 
-    def compiled_decoder(self, fingerprint: bytes) -> Callable[[bytes], tuple[Event, int]] | None:
-        """The compiled decoder ``decode`` uses for values under ``fingerprint`` (None: there is none).
+    def straight_decoders(self, replay: bool = False) -> Mapping[bytes, Straight]:
+        """The compiled decoders ``decode`` uses, by a value's first ten bytes (marker and fingerprint):
+        ``(decode, fingerprint, key_of)`` (``Straight``) for each event type of the codec's current schemas that has
+        one. With ``replay``, each reads its type as a replay takes it (``records.replay_form``: an ``AclCreated`` as
+        its row, ``AclCreated.ROW``, keyed by ``AclCreated.row_entity_key``; any other type as its event).
 
-        It reads a whole value, header included, and returns ``(event, end position)``; it checks nothing
-        else: a caller that uses it for speed checks the marker, that the value's fingerprint is this one and
-        that ``end`` is the value's length, and hands anything else (or an exception) to ``decode``.
+        A decoder checks nothing past what it reads: a caller that uses one for speed checks that ``end`` is the
+        value's length (and whatever else it needs) and hands anything else (or an exception) to ``decode``, or to
+        whatever names the problem. The tables are the codec's, shared: do not change them.
         """
-        return self._decoders.get(fingerprint)
-
-    def compiled_row_decoder(self, fingerprint: bytes) -> Callable[[bytes], tuple[tuple, int]] | None:
-        """As ``compiled_decoder``, for an event type that declares a row (``AclCreated.ROW``): ``(row, end
-        position)``, the row the codec's replay decoder reads (None: the type declares none, or has no decoder)."""
-        return self._row_decoders.get(fingerprint)  # type: ignore[return-value]
+        return self._replay_decoders if replay else self._decoders
 
 
 def _compile_decoder(named: dict[str, Any], record: dict[str, Any], cls: type, row: bool = False) -> Callable:
@@ -120,20 +128,22 @@ def _compile(codec: EventCodec) -> _Compiled:
     fields = {f["name"]: f["type"] for f in batch["items"]["fields"]}
     encoders: _Encoders = {}
     decoders: _Decoders = {}
-    row_decoders: _Decoders = {}
+    replay_decoders: _Decoders = {}
     fingerprints: dict[type, bytes] = {}
     for branch in fields["events"]["items"]:
         full_name = branch_name(branch)
         cls = EVENT_TYPES[full_name.rpartition(".")[2]]
         fingerprint = codec.event_fingerprint(cls.__name__)
+        header = SINGLE_OBJECT_MARKER + fingerprint
         record = named[full_name]
         fingerprints[cls] = fingerprint
         # Branch 0: the body follows one constant byte (its union index), dropped in encode.
-        encoders[cls] = (SINGLE_OBJECT_MARKER + fingerprint, encoder.compile_event(record, cls, 0))
+        encoders[cls] = (header, encoder.compile_event(record, cls, 0))
         try:
-            decoders[fingerprint] = _compile_decoder(named, record, cls)
-            if hasattr(cls, "ROW"):
-                row_decoders[fingerprint] = _compile_decoder(named, record, cls, row=True)
+            decoders[header] = (_compile_decoder(named, record, cls), fingerprint, _entity_key)
+            replay_decoders[header] = ((_compile_decoder(named, record, cls, row=True), fingerprint,
+                                        cls.row_entity_key)  # type: ignore[attr-defined]
+                                       if hasattr(cls, "ROW") else decoders[header])
         except Unsupported:  # fastavro (the codec) reads this type then
             pass
-    return encoders, decoders, fingerprints, row_decoders
+    return encoders, decoders, fingerprints, replay_decoders

@@ -42,14 +42,14 @@ from __future__ import annotations
 import functools
 import json
 import operator
-import weakref
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from secmeta.events.codec import SINGLE_OBJECT_MARKER, EventCodec
 from secmeta.events.codegen import setter_constructor
-from secmeta.events.entities import closes, kind_of
+from secmeta.events.entities import closes
 from secmeta.events.errors import EventsError, SecmetaError, UnknownSchemaError
-from secmeta.events.records import EVENT_TYPES, Envelope
+from secmeta.events.records import EVENT_TYPES, Envelope, replay_form
 from secmeta.events.single_object import SingleObjects
 from secmeta.events.types import is_int64
 
@@ -141,24 +141,6 @@ def encode_message(codec: EventCodec, envelope: Envelope) -> tuple[bytes, bytes,
     return message_encoder(codec)(envelope)
 
 
-#: Per codec (weakly: nothing in them refers back to it), made once: by a value's first ten bytes (marker and
-#: fingerprint) its compiled decoder, fingerprint and format 1's fingerprint and type headers, for the types
-#: that have one.
-_BY_CODEC: weakref.WeakKeyDictionary[EventCodec, dict[bytes, tuple]] = weakref.WeakKeyDictionary()
-
-
-def _known(objects: SingleObjects) -> dict[bytes, tuple]:
-    found = _BY_CODEC.get(objects.codec)
-    if found is None:
-        found = {}
-        for fingerprint in objects.fingerprints.values():
-            compiled = objects.compiled_decoder(fingerprint)
-            if compiled is not None:
-                found[SINGLE_OBJECT_MARKER + fingerprint] = (compiled, fingerprint)
-        _BY_CODEC[objects.codec] = found
-    return found
-
-
 def message_encoder(codec: EventCodec) -> Callable[[Envelope], tuple[bytes, bytes, Headers]]:
     """``encode_message`` bound to one codec, for writers that encode many events.
 
@@ -229,93 +211,58 @@ def decode_message(
     return message_decoder(codec)(key, value, headers)
 
 
+def message_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, Sequence | None], Envelope]:
+    """``decode_message`` bound to one codec, for readers that decode many messages (``_reader``)."""
+    return _reader(SingleObjects(codec), replay=False)
+
+
 def event_reader(codec: EventCodec) -> Callable[[bytes | None, bytes | None, Sequence | None], tuple[int, object]]:
     """``message_decoder`` for a reader that applies events and keeps no envelope (a follower without a local log):
-    the message's log offset and its event as a replay takes it (``SecurityDelta.replay_events``: the creation of
-    an ACL as its row, ``AclCreated.ROW``, which builds none of the binding's objects), after the same checks (the
-    value whole, the key the entity's, the request header read); anything else goes to ``message_decoder``,
-    whose refusals name the problem."""
-    objects = SingleObjects(codec)
-    decode = message_decoder(codec)
-    rows = _row_readers(objects)
-    fields = _request_fields
+    the message's log offset and its event as a replay takes it (``replay_form``: the creation of an ACL as its row,
+    ``AclCreated.ROW``, which builds none of the binding's objects; ``SecurityDelta.replay_events`` takes it), read
+    and refused exactly as ``message_decoder`` reads and refuses the message (``_reader``)."""
+    return _reader(SingleObjects(codec), replay=True)
 
-    def read(key: bytes | None, value: bytes | None, headers: Sequence | None) -> tuple[int, object]:
+
+def _reader(objects: SingleObjects, replay: bool) -> Callable[[bytes | None, bytes | None, Sequence | None], Any]:
+    """The one reader of messages, on either route: the envelope (``message_decoder``) or, with ``replay``, the log
+    offset and the event as a replay takes it (``event_reader``).
+
+    A message as ``encode_message`` writes it (format 2, the values bytes, the value's first ten bytes (marker and
+    fingerprint) naming a compiled decoder of ``SingleObjects.straight_decoders`` that reads it whole, the key None
+    or the entity key of what it read, the offset decimal digits) is read by this straight path, the request header
+    parsed once per distinct value (``_request_fields``). Anything that path does not take whole (format 1, another
+    bytes type, a missing or odd header, an older schema, a refusal) is read by the careful path, which alone
+    decides refusals and names them; both give the same envelope (tested), and both routes refuse alike (tested).
+    """
+    decoders, careful = objects.straight_decoders(replay), _careful_decoder(objects)
+    make, fields = _new_envelope, _request_fields
+
+    def read(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Any:
         try:
             found = dict(headers)  # type: ignore[arg-type]
             offset, request = found[HEADER_OFFSET], found[HEADER_REQUEST]
-            compiled, at, prefix = rows[value[:10]]  # type: ignore[index]  # a type read as its row, else the decoder
+            compiled, fingerprint, key_of = decoders[value[:10]]  # type: ignore[index]
             if (value.__class__ is not bytes or offset.__class__ is not bytes or request.__class__ is not bytes
                     or not offset.isdigit()):
                 raise ValueError
-            row, end = compiled(value)
-            if end != len(value) or (key is not None and key != prefix + row[at].encode()):
+            got, end = compiled(value)
+            if end != len(value) or (key is not None and key != key_of(got).encode()):
                 raise ValueError
-            fields(request)  # read and checked, as for every message (its values are not kept)
-            return int(offset), row
-        except Exception:  # noqa: BLE001 - not a plain row: message_decoder reads it or names the problem
-            envelope = decode(key, value, headers)
-            event = envelope.event
-            return envelope.offset, event.row() if hasattr(event.__class__, "ROW") else event  # type: ignore[union-attr]
+            before, after = fields(request)  # read and checked on both routes
+            if replay:
+                return int(offset), got
+            return make(int(offset), *before, got, fingerprint, *after)
+        except Exception:  # noqa: BLE001 - not the plain form: the careful path reads it or names the problem
+            envelope = careful(key, value, headers)
+            return (envelope.offset, replay_form(envelope.event)) if replay else envelope
 
     return read
 
 
-#: Per codec: by a value's first ten bytes, for the event types read as their row, the compiled row decoder, the
-#: position in the row of the field that keys the entity, and the entity key's prefix (the kind's name).
-_ROWS_BY_CODEC: weakref.WeakKeyDictionary[EventCodec, dict[bytes, tuple]] = weakref.WeakKeyDictionary()
-
-
-def _row_readers(objects: SingleObjects) -> dict[bytes, tuple]:
-    found = _ROWS_BY_CODEC.get(objects.codec)
-    if found is None:
-        found = {}
-        for cls, fingerprint in objects.fingerprints.items():
-            compiled = objects.compiled_row_decoder(fingerprint)
-            kind = kind_of(cls)
-            if compiled is not None and len(kind.key) == 1:
-                found[SINGLE_OBJECT_MARKER + fingerprint] = (compiled, cls.ROW.index(kind.key[0]),  # type: ignore[attr-defined]
-                                                             f"{kind.name}:".encode())
-        _ROWS_BY_CODEC[objects.codec] = found
-    return found
-
-
-def message_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, Sequence | None], Envelope]:
-    """``decode_message`` bound to one codec, for readers that decode many messages.
-
-    A message as ``encode_message`` writes it (format 2, bytes values, the codec's current schemas) is read
-    by a straight path: the value's first ten bytes (marker and fingerprint) pick the compiled decoder, and
-    the request header is parsed once per distinct value. Anything that path does not take whole (format 1,
-    another bytes type, a missing or odd header, an older schema, a refusal) is read by the careful path,
-    which alone decides refusals and names them; both give the same envelope (tested).
-    """
-    objects = SingleObjects(codec)
-    careful = _careful_decoder(objects)
-    known = _known(objects)
-    make, fields = _new_envelope, _request_fields
-
-    def decode(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Envelope:
-        try:
-            found = dict(headers)  # type: ignore[arg-type]
-            offset, request = found[HEADER_OFFSET], found[HEADER_REQUEST]
-            compiled, fingerprint = known[value[:10]]  # type: ignore[index]
-            if (value.__class__ is not bytes or offset.__class__ is not bytes or request.__class__ is not bytes
-                    or not offset.isdigit()):
-                raise ValueError
-            event, end = compiled(value)
-            if end != len(value) or (key is not None and key != event.entity_key.encode()):
-                raise ValueError
-            before, after = fields(request)
-            return make(int(offset), *before, event, fingerprint, *after)
-        except Exception:  # noqa: BLE001 - not the plain form: the careful path reads it or names the problem
-            return careful(key, value, headers)
-
-    return decode
-
-
 def _careful_decoder(objects: SingleObjects) -> Callable[[bytes | None, bytes | None, Sequence | None], Envelope]:
-    """The decoder that takes either format and any bytes type, and names every refusal (message_decoder's
-    careful path)."""
+    """The decoder that takes either format and any bytes type, and names every refusal (``_reader``'s careful
+    path, on both routes)."""
     decode_value, fingerprints = objects.decode, objects.fingerprints
     make = _new_envelope
 

@@ -165,19 +165,21 @@ def test_duplicates_are_ignored_by_offset(store, kafka_bootstrap, published, fol
 
 
 def _bad_messages(store):
-    """Three broken copies of a real message: wrong marker, unknown fingerprint, truncated body."""
+    """Four broken copies of a real message (an ACL's creation): wrong marker, unknown fingerprint, truncated body,
+    the key of another ACL."""
     key, value, headers = encode_message(CODEC, next(iter(store.log.read(0, 1))))
     bogus = [(n, (b"00" * 8) if n == HEADER_FINGERPRINT else v) for n, v in headers]
     return [
         (key, b"\x00\x01" + value[2:], headers),
         (key, value[:2] + bytes(8) + value[10:], bogus),
         (key, value[:12], headers),
+        (b"acl:someone-else", value, headers),
     ]
 
 
 @pytest.fixture
 def poisoned(store, kafka_bootstrap, published):
-    """A history topic: event 0, three messages that are not ours, then events 1 and 2."""
+    """A history topic: event 0, four messages that are not ours, then events 1 and 2."""
     store.create_acls([acl_created(0).event.binding], context=ADMIN)
     history, state = published()
     produce_raw(kafka_bootstrap, history, _bad_messages(store))
@@ -186,22 +188,30 @@ def poisoned(store, kafka_bootstrap, published):
     return history, state
 
 
-def test_not_ours_messages_are_counted_and_skipped(store, poisoned, follow):
-    """The follower skips the three bad messages, counts them, and still applies what follows."""
-    follower = follow(*poisoned)
+# A follower without a local log reads each event as a replay takes it (an ACL's creation as its row), one with a
+# local log reads envelopes: both routes refuse the same messages alike.
+_LOCAL_LOG = pytest.mark.parametrize("local_log", [False, True], ids=["rows", "local-log"])
+
+
+@_LOCAL_LOG
+def test_not_ours_messages_are_counted_and_skipped(store, poisoned, follow, keyring, local_log):
+    """The follower skips the four bad messages, counts them, and still applies what follows."""
+    follower = follow(*poisoned, keyring=keyring if local_log else None)
     assert follower.catch_up(60)
-    assert (follower.skipped, follower.applied_offset) == (3, 2)
+    assert (follower.skipped, follower.applied_offset) == (4, 2)
     assert image_state(follower.image) == image_state(store.image)
 
 
-def test_not_ours_messages_land_in_the_dead_letter_file(poisoned, follow, tmp_path):
+@_LOCAL_LOG
+def test_not_ours_messages_land_in_the_dead_letter_file(poisoned, follow, tmp_path, keyring, local_log):
     """Each bad message is one JSON line with its reason, topic, partition and Kafka offset."""
-    follower = follow(*poisoned)
+    follower = follow(*poisoned, keyring=keyring if local_log else None)
     follower.catch_up(60)
     records = [json.loads(line) for line in (tmp_path / "f" / "dead-letter.jsonl").read_text().splitlines()]
-    assert [(r["topic"], r["partition"], r["kafka_offset"]) for r in records] == [(poisoned[0], 0, k) for k in (1, 2, 3)]
+    assert [(r["topic"], r["partition"], r["kafka_offset"]) for r in records] == [(poisoned[0], 0, k) for k in (1, 2, 3, 4)]
     reasons = [r["reason"] for r in records]
     assert "marker" in reasons[0] and "unknown schema fingerprint" in reasons[1] and "truncated" in reasons[2]
+    assert reasons[3].startswith("key b'acl:someone-else' is not the event's entity key")
 
 
 def test_dead_letters_keep_the_raw_message(store, poisoned, follow, tmp_path):
