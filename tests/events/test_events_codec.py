@@ -279,7 +279,7 @@ def test_a_corrupted_batch_decodes_as_fastavro_decodes_it_or_is_malformed(envs, 
         with pytest.raises(MalformedEventError):
             CODEC.decode_batch(payload, CODEC.fingerprint)
     else:
-        assert CODEC.decode_batch(payload, CODEC.fingerprint) == expected
+        assert repr(CODEC.decode_batch(payload, CODEC.fingerprint)) == repr(expected)  # a changed byte may make a NaN
 
 
 @given(envs=request_batches.filter(bool), data=st.data())
@@ -513,7 +513,7 @@ def test_a_corrupted_batch_replays_as_fastavro_reads_it_or_is_malformed(envs, da
         with pytest.raises(MalformedEventError):
             CODEC.decode_events(payload, CODEC.fingerprint)
     else:
-        assert CODEC.decode_events(payload, CODEC.fingerprint) == [replay_form(e.event) for e in expected]
+        assert repr(CODEC.decode_events(payload, CODEC.fingerprint)) == repr([replay_form(e.event) for e in expected])
 
 
 def test_an_acl_creation_replays_as_its_row_of_kafka_enums():
