@@ -13,6 +13,8 @@ the tests that compare the two backends and by the retention tests.
 
 from __future__ import annotations
 
+import base64
+import json
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -235,6 +237,26 @@ class HistoryBackendContract:
             token.token_id, before, after, 9)
         assert [t.token_id for t in self.diff(store, 0, 10).tokens_issued] == [token.token_id]
         assert not self.diff(store, 5, 7)
+
+    def test_diff_never_shows_a_tokens_hmac(self, store):
+        """Tokens issued, renewed, expired and removed: between every two points the diff lists them (by id), and
+        neither its repr nor its JSON form holds an HMAC in any form (raw, hex, base64)."""
+        kept = store.create_delegation_token(context=ADMIN, owner="User:admin")  # 0
+        gone = store.create_delegation_token(context=ADMIN, owner="User:admin")  # 1
+        store.renew_delegation_token(kept.hmac, context=ADMIN)  # 2
+        store.expire_delegation_token(kept.hmac, 10**13, context=ADMIN)  # 3
+        store.expire_delegation_token(gone.hmac, -1, context=ADMIN)  # 4 (and its removal)
+        secrets = [form for t in (kept, gone)
+                   for form in (repr(t.hmac), t.hmac.hex(), base64.b64encode(t.hmac).decode())]
+        end = store.log.end_offset
+        for a in range(end + 1):
+            for b in range(a, end + 1):
+                found = self.diff(store, a, b)
+                shown = repr(found) + json.dumps(found.to_dict())
+                assert not [s for s in secrets if s in shown], (a, b)
+        found = self.diff(store, 2, end)
+        assert [t.token_id for t in found.tokens_removed] == [gone.token_id]
+        assert [c.token_id for c in found.tokens_renewed + found.tokens_expired] == [kept.token_id] * 2
 
     def test_diff_lists_client_quotas_as_they_stood_at_both_points(self, store):
         """A quota altered between the points shows both values; one set then removed between them does not show;
