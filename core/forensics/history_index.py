@@ -47,8 +47,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
-from itertools import compress, repeat
-from operator import and_, itemgetter, not_
+from operator import itemgetter
 from pathlib import Path
 
 from secmeta.core.forensics.acl_pairs import AclPairs
@@ -594,11 +593,12 @@ class HistoryIndex:
             return self._db.execute(_ranged(sql, where, indexed=True), (lo, hi, *args)).fetchall()
 
     def _entity_rows(self, lo: int, hi: int) -> list[tuple[int, str, str, str, str]]:
-        """(offset, event type, entity key, role, redacted payload as JSON) of the non-ACL rows in [lo, hi)."""
+        """(offset, event type, entity key, role, redacted payload as JSON) of the non-ACL rows in [lo, hi) (a
+        payload is parsed by its user only if needed: reading a field in SQLite costs as much as json.loads)."""
         with self._lock:
             return self._db.execute(
-                "SELECT offset, type, entity, role, payload FROM events WHERE offset >= ? AND offset < ? "
-                "AND +restype IS NULL ORDER BY offset", (lo, hi)).fetchall()
+                "SELECT offset, type, entity, role, payload FROM events WHERE offset >= ? "
+                "AND offset < ? AND +restype IS NULL ORDER BY offset", (lo, hi)).fetchall()
 
     def _states_at(self, entities: Iterable[str], n: int) -> dict[str, dict]:
         """The attributes of each non-ACL entity open after the first ``n`` events: its rows before ``n`` from
@@ -641,38 +641,52 @@ class HistoryIndex:
                    if event_type == "ScramCredentialUpserted"]
         return tuple(sorted(upserted)), tuple(sorted(deleted))
 
+    def _tokens_at(self, n: int, entities: Iterable[str]) -> dict[str, tuple[str, int]]:
+        """The tokens among ``entities`` alive after the first ``n`` events: entity key -> (its issue's redacted
+        payload as JSON, expiry at ``n``), in one query: a token's last row before ``n`` says whether it was
+        alive (not a removal) and its expiry (an issue, renewal and expiry each set it); its issue row (ids are
+        never reused: at most one) gives the rest."""
+        sql = ("SELECT k.value, o.payload, json_extract(l.payload, '$.expiry_timestamp_ms') FROM json_each(?) AS k "
+               "JOIN events AS l ON l.offset = (SELECT offset FROM events WHERE restype IS NULL AND "
+               "entity = k.value AND offset < ? ORDER BY offset DESC LIMIT 1) AND l.role != 'close' "
+               "JOIN events AS o ON o.offset = (SELECT offset FROM events WHERE restype IS NULL AND "
+               "entity = k.value AND offset < ? AND role = 'open' ORDER BY offset DESC LIMIT 1)")
+        with self._lock:
+            rows = self._db.execute(sql, (json.dumps(list(entities)), n, n)).fetchall()
+        return {entity: (payload, expiry) for entity, payload, expiry in rows}
+
     def _token_changes(self, a: int, rows: list[tuple[int, str, str, str]]):
-        """(issued, renewed, expired, removed) tokens, given the token events in [a, b) in order.
+        """(issued, renewed, expired, removed) tokens, given the token rows in [a, b) in order (offset, event type,
+        entity key, redacted payload as JSON).
 
         Token ids are never reused (a fresh UUID per token): one whose first event in
-        [a, b) issues it did not exist at a; the others' state at a is looked up.
+        [a, b) issues it did not exist at a; the others' state at a is looked up.  An
+        issue's payload is parsed only for a token that is output or renewed or expired.
         """
         first: dict[str, str] = {}
         for _, event_type, entity, _ in rows:
             first.setdefault(entity, event_type)
-        present = self._last_changes([e for e, t in first.items() if t != "DelegationTokenIssued"], a,
-                                     _TOKEN_PRESENCE)
-        issued_rows = {e: payload for e, (_, t, payload) in present.items() if t == "DelegationTokenIssued"}
-        expiry_rows = self._last_changes(issued_rows, a, _TOKEN_EXPIRY)
-        at_start: dict[str, tuple[TokenInfo, int]] = {  # (as issued, expiry at a)
-            e: (TokenInfo.of(json.loads(payload)), json.loads(expiry_rows[e][2])["expiry_timestamp_ms"])
-            for e, payload in issued_rows.items()}
-        now: dict[str, tuple[TokenInfo, int] | None] = dict(at_start)
+        at_start: dict[str, tuple[str, int | None]] = dict(self._tokens_at(
+            a, [e for e, t in first.items() if t != _ISSUED]))
+        now = dict(at_start)  # entity -> (issue payload, expiry; None: as issued), or None once removed
         renewed: dict[str, list] = {}
         expired: dict[str, list] = {}
         for offset, event_type, entity, payload in rows:
-            if event_type == "DelegationTokenIssued":
-                info = TokenInfo.of(json.loads(payload))
-                now[entity] = (info, info.expiry_timestamp_ms)
-            elif event_type == "DelegationTokenRemoved":
+            if event_type == _ISSUED:
+                now[entity] = (payload, None)
+            elif event_type == _REMOVED:
                 now[entity] = None
             elif (state := now.get(entity)) is not None:  # renewed or expired
-                info, old = state
+                issue, old = state
+                target = renewed if event_type == _RENEWED else expired
+                entry = target.get(token_id := entity[_TOKEN_ID:])
+                if entry is None:
+                    as_issued = json.loads(issue)
+                    entry = target[token_id] = [as_issued["owner"], as_issued["expiry_timestamp_ms"] if old is None
+                                                else old, 0, 0]
                 expiry = json.loads(payload)["expiry_timestamp_ms"]
-                target = renewed if event_type == "DelegationTokenRenewed" else expired
-                entry = target.setdefault(info.token_id, [info.owner, old, 0, 0])
                 entry[2], entry[3] = expiry, offset
-                now[entity] = (info, expiry)
+                now[entity] = (issue, expiry)
         issued, gone = [], []
         for entity in sorted(first):  # 'token:<id>': in token id order
             old, new = at_start.get(entity), now.get(entity)
@@ -684,9 +698,9 @@ class HistoryIndex:
 
 
 _SCRAM_EVENTS = CREDENTIALS.event_names
-_TOKEN_PRESENCE = tuple(t.__name__ for t in TOKENS.opens + TOKENS.closes)  # whether a token was alive
-_TOKEN_EXPIRY = tuple(t.__name__ for t in TOKENS.opens + TOKENS.updates)  # what set its expiry
-
+_ISSUED, _REMOVED = TOKENS.open_names[0], TOKENS.close_names[0]
+_RENEWED = TOKENS.update_names[0]
+_TOKEN_ID = len(TOKENS.name) + 1  # a token's entity key is 'token:<id>'
 
 def _folded(state: dict | None, rows: Iterable[tuple[str, str, str]]) -> dict | None:
     """An entity's attributes after its rows (event type, role, payload), from ``state`` (None: absent): an
@@ -704,8 +718,12 @@ def _credential(payload: dict) -> Credential:
     return payload["user"], from_output_name(ScramMechanism, payload["mechanism"]), payload["iterations"]
 
 
-def _expiring(info: TokenInfo, expiry_ms: int) -> TokenInfo:
-    return info if info.expiry_timestamp_ms == expiry_ms else replace(info, expiry_timestamp_ms=expiry_ms)
+def _expiring(payload: str, expiry_ms: int | None) -> TokenInfo:
+    """The token its issue's redacted payload (JSON) describes, with its expiry at a point (None: as issued)."""
+    issued = json.loads(payload)
+    if expiry_ms is not None:
+        issued["expiry_timestamp_ms"] = expiry_ms
+    return TokenInfo.of(issued)
 
 
 def _marks(values) -> str:
@@ -738,7 +756,7 @@ def _ranged(select: str, where: str, indexed: bool) -> str:
 # in SQLite | and << bind alike, left to right: each shift is parenthesised.
 _PACKED = "(type = 'AclCreated') | (restype << 1) | (pattern << 9) | (op << 13) | (perm << 18)"
 _ACL_ID = len(ACLS.name) + 1  # an ACL's entity key is 'acl:<id>'
-_ACL_PACKED, _ACL_ENTITY = itemgetter(0), itemgetter(1)  # of an ACL row (HistoryIndex._acl_rows)
+_ACL_ENTITY = itemgetter(1)  # of an ACL row (HistoryIndex._acl_rows)
 
 
 def _diff_acls(rows: list[tuple]) -> AclPairs:
@@ -776,17 +794,19 @@ def _acls(rows: Iterable[tuple]) -> list[tuple[str, AclBinding]]:
 def _net_acls(rows: Iterable[tuple]) -> tuple[dict[str, tuple], dict[str, tuple]]:
     """(added, removed): rows ``HistoryIndex._acl_rows`` returns, in offset order, netted by entity key.
 
-    ACL ids are never reused (a fresh UUID per created ACL), so an ACL created among the
-    rows and not deleted there was added, and one deleted there but not created there was
-    removed (its delete row carries its binding).
+    ACL ids are never reused (a fresh UUID per created ACL): an ACL is created at most once
+    and deleted at most once, after; so one created among the rows and not deleted there was
+    added, and one deleted there but not created there was removed (its delete row carries
+    its binding).  One pass, one dict operation a row.
     """
-    rows = rows if isinstance(rows, list) else list(rows)
-    created = list(map(and_, map(_ACL_PACKED, rows), repeat(1)))  # (packed: created in its lowest bit, ...)
-    keyed = list(zip(map(_ACL_ENTITY, rows), rows))
-    added = dict(compress(keyed, created))
-    removed = dict(compress(keyed, map(not_, created)))
-    for entity in added.keys() & removed.keys():  # created and deleted among the rows: no change
-        del added[entity], removed[entity]
+    added: dict[str, tuple] = {}
+    removed: dict[str, tuple] = {}
+    pop = added.pop
+    for row in rows:
+        if row[0] & 1:  # packed: created in its lowest bit
+            added[row[1]] = row
+        elif pop(row[1], None) is None:
+            removed[row[1]] = row
     return added, removed
 
 
