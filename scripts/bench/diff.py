@@ -1,7 +1,7 @@
 """diff over 100k events, per workload shape, before beside after: CPU and wall against issue 15's 0.3 s.
 
     python -m scripts.bench.diff [--mixed 1000000] [--shapes diverse] [--sizes 200000] [--span 100000]
-        [--repeat 5] [--before-python /work/main/.venv/bin/python]
+        [--repeat 5] [--before-python /work/main/.venv/bin/python | --before-rev trial]
 
 Per log (the history benchmark's mixed log; scripts.bench.shapes' shapes), a fresh copy is opened once to
 build its history index, then each side (``--before-python``: another checkout's interpreter, its
@@ -10,12 +10,17 @@ build its history index, then each side (``--before-python``: another checkout's
 the CPU once every binding of the answer is read too (a diff makes its ACLs' bindings when they are first
 read); and ``secmeta diff`` (text and ``--json``) at ``--cli-repeat`` of those starts as a user runs it, a
 read-only open included, its output to /dev/null (the whole process's CPU and wall).
+``--before-rev REV`` measures in one process instead: ``HistoryIndex`` as REV had it (its module from git)
+beside this checkout's on the same open store at the same starts (which asks first alternating, since
+the first reads the rows' pages cold), their answers compared
+(the history index's diff code only; no CLI figures for that side).
 The machine may be shared: CPU is the figure to trust.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import random
 import statistics
@@ -33,27 +38,50 @@ DIFF_S = 0.3  # issue 15: diff over 100k events
 MEMORY_MB = as_of.StoreConfig.time_travel_memory_bytes // 2**20
 
 
-def _diffs(store_dir: Path, key_file: Path, last_ts: int, span: int, repeat: int) -> dict:
-    """In this process: ``repeat`` diffs over ``span`` events at random starts (the index already built)."""
+def _diffs(store_dir: Path, key_file: Path, last_ts: int, span: int, repeat: int,
+           before_module: Path | None = None) -> dict:
+    """In this process: ``repeat`` diffs over ``span`` events at random starts (the index already built); with
+    ``before_module`` (another revision's history_index.py), each start is asked of its ``HistoryIndex`` too, on
+    the same open index, and both answers must be equal: {"before": ..., "after": ...}."""
+    from secmeta.core.forensics import history_index
     from secmeta.core.store.facade import SecurityStore
     from secmeta.events.keyring import Keyring
 
+    sides = {"after": history_index.HistoryIndex}
+    if before_module is not None:
+        spec = importlib.util.spec_from_file_location("secmeta.core.forensics.history_index_before", before_module)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sides = {"before": module.HistoryIndex, **sides}
     config = as_of._config(last_ts, MEMORY_MB)
     with SecurityStore.open(store_dir, config, keyring=Keyring.from_file(key_file)) as store:
-        store.timetravel.index.wait()
+        index = store.timetravel.index
+        index.wait()
         store.timetravel.files.wait()
         events = store.log.end_offset
         rng = random.Random(11)
         starts = [rng.randrange(max(1, events - span)) for _ in range(repeat)]
-        samples = []
-        for a in starts:
-            wall, cpu = time.perf_counter(), time.thread_time()
-            found = store.diff(a, min(events, a + span))
-            answered = time.thread_time() - cpu, time.perf_counter() - wall
-            list(found.acls_added), list(found.acls_removed)  # every binding made, as a caller reading all does
-            samples.append((*answered, time.thread_time() - cpu, len(found.acls_added) + len(found.acls_removed)))
-    return {"cpu": [s[0] for s in samples], "wall": [s[1] for s in samples], "cpu_read": [s[2] for s in samples],
-            "acls": statistics.median(s[3] for s in samples), "starts": starts}
+        samples: dict[str, list] = {side: [] for side in sides}
+        for i, a in enumerate(starts):
+            answers = {}
+            # the side asked first at a start reads its rows' pages cold: the order alternates start by start
+            for side, cls in (list(sides.items())[::-1] if i % 2 else sides.items()):
+                index.__class__ = cls  # the same open index, asked by that revision's code
+                try:
+                    wall, cpu = time.perf_counter(), time.thread_time()
+                    found = store.diff(a, min(events, a + span))
+                    answered = time.thread_time() - cpu, time.perf_counter() - wall
+                    list(found.acls_added), list(found.acls_removed)  # every binding made, as a caller reading all
+                    samples[side].append((*answered, time.thread_time() - cpu,
+                                          len(found.acls_added) + len(found.acls_removed)))
+                finally:
+                    index.__class__ = history_index.HistoryIndex
+                answers[side] = found
+            if len(answers) > 1 and answers["before"] != answers["after"]:
+                raise SystemExit(f"the diffs from offset {a} differ between the revisions")
+    out = {side: {"cpu": [s[0] for s in got], "wall": [s[1] for s in got], "cpu_read": [s[2] for s in got],
+                  "acls": statistics.median(s[3] for s in got), "starts": starts} for side, got in samples.items()}
+    return out if before_module is not None else out["after"]
 
 
 def _cli(python: str, store_dir: Path, key_file: Path, starts: list[int], span: int, fmt: list[str]) -> dict:
@@ -74,9 +102,11 @@ def _cli(python: str, store_dir: Path, key_file: Path, starts: list[int], span: 
     return {"cpu": cpu, "wall": wall}
 
 
-def _side(python: str, store_dir: Path, key_file: Path, last_ts: int, span: int, repeat: int) -> dict:
+def _side(python: str, store_dir: Path, key_file: Path, last_ts: int, span: int, repeat: int,
+          before_module: Path | None = None) -> dict:
     done = subprocess.run([python, "-m", "scripts.bench.diff", "--measure", str(store_dir), str(key_file),
-                           "--last-ts", str(last_ts), "--span", str(span), "--repeat", str(repeat)],
+                           "--last-ts", str(last_ts), "--span", str(span), "--repeat", str(repeat),
+                           *(["--before-module", str(before_module)] if before_module else [])],
                           check=True, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -98,29 +128,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--span", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cli-repeat", type=int, default=2, help="starts `secmeta diff` is run at, per format")
-    parser.add_argument("--before-python", help="another checkout's interpreter, measured side by side (before)")
+    before = parser.add_mutually_exclusive_group()
+    before.add_argument("--before-python", help="another checkout's interpreter, measured side by side (before)")
+    before.add_argument("--before-rev", help="a git revision whose HistoryIndex is measured in the same process")
     parser.add_argument("--dir", default=None)
     parser.add_argument("--measure", nargs=2, type=Path, metavar=("STORE", "KEY_FILE"), help=argparse.SUPPRESS)
     parser.add_argument("--last-ts", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--before-module", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:
-        print(json.dumps(_diffs(*args.measure, args.last_ts, args.span, args.repeat)))
+        print(json.dumps(_diffs(*args.measure, args.last_ts, args.span, args.repeat, args.before_module)))
         return 0
     sides = ([("before", args.before_python)] if args.before_python else []) + [("after", sys.executable)]
     rows, results = [], []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        before_module = None
+        if args.before_rev:
+            before_module = Path(tmp) / "history_index_before.py"
+            before_module.write_text(subprocess.run(
+                ["git", "show", f"{args.before_rev}:core/forensics/history_index.py"], check=True,
+                stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT).stdout)
         for label, store, key_file, facts in logs(args.shapes, args.sizes, args.mixed):
             copy = logcache.fresh_copy(logcache.CachedLog(store, key_file, facts), Path(tmp) / "store")
             print(f"{label}: building its history index ...", flush=True)
             as_of.prepare(copy, key_file, facts["last_ts"], MEMORY_MB)
             for side, python in sides:
-                r = _side(python, copy, key_file, facts["last_ts"], args.span, args.repeat)
-                cli = {fmt or "text": _cli(python, copy, key_file, r["starts"][:args.cli_repeat], args.span,
-                                           [fmt] if fmt else []) for fmt in ("", "--json")}
-                results.append({"log": label, "side": side, **r, "cli": cli})
-                rows.append([label, side, f"{r['acls']:,.0f}", _cell(r["cpu"], DIFF_S), _cell(r["wall"], DIFF_S),
-                             _cell(r.get("cpu_read", r["cpu"]), DIFF_S),
-                             *(_spread(cli[fmt]["cpu"]) + " / " + _spread(cli[fmt]["wall"]) for fmt in cli)])
+                measured = _side(python, copy, key_file, facts["last_ts"], args.span, args.repeat, before_module)
+                pairs = measured.items() if before_module else [(side, measured)]
+                for name, r in pairs:
+                    with_cli = name == "after" or not before_module
+                    cli = {fmt or "text": _cli(python, copy, key_file, r["starts"][:args.cli_repeat], args.span,
+                                               [fmt] if fmt else []) for fmt in ("", "--json")} if with_cli else {}
+                    label_side = f"{name} ({args.before_rev}, same process)" if name == "before" and before_module \
+                        else name
+                    results.append({"log": label, "side": label_side, **r, "cli": cli})
+                    rows.append([label, label_side, f"{r['acls']:,.0f}", _cell(r["cpu"], DIFF_S),
+                                 _cell(r["wall"], DIFF_S), _cell(r.get("cpu_read", r["cpu"]), DIFF_S),
+                                 *((_spread(cli[fmt]["cpu"]) + " / " + _spread(cli[fmt]["wall"]) for fmt in cli)
+                                   if cli else ("-", "-"))])
     print_table(f"diff over {args.span:,} events at {args.repeat} random starts, median (min-max); "
                 f"target <= {DIFF_S} s", ["log", "side", "ACLs in the answer", f"store.diff CPU s (<= {DIFF_S})",
                                           f"wall s (<= {DIFF_S})", "CPU s, every binding read",
