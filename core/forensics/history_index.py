@@ -1,10 +1,11 @@
 """A derived, rebuildable index of the log for history and forensics: who, what resource, when.
 
     DIR/history/index.sqlite    events: one row per logged event (offset, time, actor,
-                                type, entity; an ACL's seven fields, or for any other
-                                kind the principals it involves and its redacted
-                                payload); parties: (party, offset) for every principal
-                                an event of another kind involves, derived from the rows
+                                type, entity; an ACL's seven fields and its binding as
+                                one compact JSON text, or for any other kind the
+                                principals it involves and its redacted payload);
+                                parties: (party, offset) for every principal an event
+                                of another kind involves, derived from the rows
 
 It is one of the two ``HistoryBackend`` implementations (secmeta.core.forensics.backend),
 answering as the log scan does, and the only place that holds SQL.  Which principals an
@@ -95,10 +96,11 @@ from secmeta.projections.tokens import TokenInfo
 __all__ = ["HistoryIndex", "condemn", "index_problem", "token_parties"]
 
 logger = logging.getLogger("secmeta.history_index")
-INDEX_FORMAT = 9  # 5: every non-ACL kind's principals in parties (entities.Parties); 6: role (EntityKind.role);
+INDEX_FORMAT = 10  # 5: every non-ACL kind's principals in parties (entities.Parties); 6: role (EntityKind.role);
 # 7: a settings row involves the principals super.users names and those of the value it replaced
 # 8: the operator column (whether the actor was asserted, the writing process)
 # 9: payloads name a SCRAM mechanism as Kafka does (SCRAM-SHA-256: events.types.output_name, through events.redact)
+# 10: the acl column (an ACL row's binding as one JSON text: a diff reads its range in one scan, one value a row)
 _CHUNK = 100_000  # rows per transaction
 _BLOCK = 1024  # rows per link of the digest chain
 _SEAL_SUFFIX = ".mac"  # beside the file: its keyed digest, written at a clean close
@@ -106,7 +108,7 @@ _CONDEMNED_SUFFIX = ".bad"  # beside the file: why log verify found it wrong (th
 _CACHE_KB = 65_536
 _ACL_EVENTS = {"AclCreated": AclCreated, "AclDeleted": AclDeleted}
 _COLUMNS = ("offset", "ts", "actor", "host", "request", "operator", "type", "entity", "principal", "restype", "pattern",
-            "name", "acl_host", "op", "perm", "role", "parties", "payload")
+            "name", "acl_host", "op", "perm", "role", "acl", "parties", "payload")
 _PARTIES = _COLUMNS.index("parties")
 _TYPE, _ENTITY, _RESTYPE, _ROLE = (_COLUMNS.index(c) for c in ("type", "entity", "restype", "role"))
 _ACL_COLUMNS = _COLUMNS[:_COLUMNS.index("role")]  # what a Change is made of
@@ -154,7 +156,7 @@ def _row(envelope: Envelope, parties: Parties, opened: dict[str, tuple[str, ...]
         return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
                 envelope.request_id, _operator_column(envelope), kind.__name__, event.entity_key, e.principal,
                 p.resource_type.value, p.pattern_type.value, p.name, e.host, e.operation.value,
-                e.permission_type.value, ACLS.role(event), None, None)
+                e.permission_type.value, ACLS.role(event), _acl_text(p, e), None, None)
     involved = parties.of(event)  # before observing: the entity's previous opening event's parties count
     parties.observe(event)
     if entity.carries_parties and kind in entity.opens:
@@ -163,7 +165,7 @@ def _row(envelope: Envelope, parties: Parties, opened: dict[str, tuple[str, ...]
     return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
             envelope.request_id, _operator_column(envelope), kind.__name__, event.entity_key,
             None, None, None, None, None, None, None,
-            entity.role(event), json.dumps(involved) if involved else None, payload)
+            entity.role(event), None, json.dumps(involved) if involved else None, payload)
 
 
 def _operator_column(envelope: Envelope) -> str:
@@ -187,7 +189,7 @@ def _entry(row: tuple, resource: ResourceMatch | None, was_open: bool = False) -
     """The history entry of an events row (``was_open``: its entity was open before it), or None when
     ``resource`` is given and the row does not pass it."""
     (offset, ts, actor, host, request, operator, etype, entity, principal, restype, pattern, name, acl_host, op, perm,
-     role, _, payload) = row
+     role, _, _, payload) = row
     asserted, process = _operator_of(operator)
     if restype is None:
         if resource is not None and not resource.matches(etype, None, entity):
@@ -543,11 +545,17 @@ class HistoryIndex:
         """From the rows since offset 0 (``first_offset`` must be 0): only those on the patterns that apply to the
         resource are read; ACL ids are never reused, so those created and not deleted before ``n`` are in force."""
         self._require_from_zero(n)
-        alive, _ = _net_acls(self._acl_rows(0, n, *_covering(resource_type, name)))
-        return _acls(alive[acl_id] for acl_id in sorted(alive))
+        where, args = _covering(resource_type, name)
+        sql = _ranged(f"SELECT {_CREATED}, entity, acl FROM events WHERE +restype IS NOT NULL AND", where, indexed=True)
+        with self._lock:
+            rows = self._db.execute(sql, (0, n, *args)).fetchall()
+        alive, _ = _net_acls([(e, text) for created, e, text in rows if created],
+                             [(e, text) for created, e, text in rows if not created])
+        return _acls(sorted(alive.items()))
 
     def diff(self, a: int, b: int) -> Diff:
-        """The diff from the rows in [a, b) and one probe per touched credential or token (``first_offset`` 0).
+        """The diff from one scan of the rows in [a, b) and one probe per touched credential or token
+        (``first_offset`` 0).
 
         ACLs are netted by id.  A credential's state at a point is its last event before it;
         two upsert events never carry the same sealed secret (a fresh salt and nonce per seal),
@@ -555,14 +563,14 @@ class HistoryIndex:
         """
         self._require_from_zero(a)
         with paused_gc() as paused:  # tens of thousands of rows and bindings, no cycles among them
-            rows = self._acl_rows(a, b)
-            # a large answer is frozen: the collector's first pass after the pause would rescan every binding
-            paused.freeze = len(rows) >= FREEZE_AFTER
-            added, removed = _net_acls(rows)
+            created, deleted, rows = self._scanned(a, b)
+            added, removed = _net_acls(created, deleted)
+            # a large answer is frozen: the collector's first pass after the pause would rescan every row
+            paused.freeze = len(added) + len(removed) + len(rows) >= FREEZE_AFTER
             scram_last: dict[str, tuple[str, str]] = {}
             token_rows = []
             others: dict[str, list[tuple[str, str, str]]] = {}  # the other kinds' rows, by entity
-            for offset, event_type, entity, role, payload in self._entity_rows(a, b):
+            for offset, event_type, entity, role, payload in rows:
                 kind = kind_of(event_type)
                 if kind is CREDENTIALS:
                     scram_last[entity] = (event_type, payload)
@@ -574,31 +582,27 @@ class HistoryIndex:
             issued, renewed, expired, gone = self._token_changes(a, token_rows)
             before = self._states_at(others, a)
             after = {entity: _folded(before.get(entity), rows) for entity, rows in others.items()}
-            return Diff(a, b, _diff_acls(list(added.values())), _diff_acls(list(removed.values())), upserted, deleted, issued,
-                        renewed,
-                        expired, gone, entity_changes(before, {e: s for e, s in after.items() if s is not None},
-                                                      others))
+            return Diff(a, b, _diff_acls(added), _diff_acls(removed), upserted, deleted, issued, renewed, expired,
+                        gone, entity_changes(before, {e: s for e, s in after.items() if s is not None}, others))
 
     def _require_from_zero(self, a: int) -> None:
         if self._start != 0 or a < self.log.start_offset:
             raise ValueError(f"the history index starts at offset {self._start}: it holds no state before it")
 
-    def _acl_rows(self, lo: int, hi: int, where: str = "", args: tuple = ()) -> list[tuple]:
-        """(packed codes, entity key, name, principal, host) of the ACL rows in [lo, hi) that pass ``where``, in
-        offset order; the packed int holds created (1) or deleted (0) and the binding's four codes (``_PACKED``:
-        a column costs about as much as building its value, so four small ints travel as one), and the ACL id is
-        the entity key's tail (``_net_acls`` nets them, ``_acls`` makes the bindings of the rows a caller keeps)."""
-        sql = f"SELECT {_PACKED}, entity, name, principal, acl_host FROM events WHERE +restype IS NOT NULL AND"
-        with self._lock:
-            return self._db.execute(_ranged(sql, where, indexed=True), (lo, hi, *args)).fetchall()
+    def _scanned(self, lo: int, hi: int) -> tuple[Iterable[tuple[str, str]], Iterable[tuple[str, str]], list[list]]:
+        """The rows in [lo, hi) from one scan (``_RANGE``): the created and the deleted ACLs' (entity key, acl
+        text) pairs, and the other rows as [offset, event type, entity key, role, redacted payload as JSON] in
+        offset order (a payload is parsed by its user only if needed: reading a field in SQLite costs as much
+        as json.loads).
 
-    def _entity_rows(self, lo: int, hi: int) -> list[tuple[int, str, str, str, str]]:
-        """(offset, event type, entity key, role, redacted payload as JSON) of the non-ACL rows in [lo, hi) (a
-        payload is parsed by its user only if needed: reading a field in SQLite costs as much as json.loads)."""
+        SQLite hands a row to Python for about what four of its values cost to aggregate, so
+        the range comes back as five values: each ACL's text stays one string, parsed when
+        its binding is first read (``_acls``)."""
         with self._lock:
-            return self._db.execute(
-                "SELECT offset, type, entity, role, payload FROM events WHERE offset >= ? "
-                "AND offset < ? AND +restype IS NULL ORDER BY offset", (lo, hi)).fetchall()
+            created_keys, created, deleted_keys, deleted, others = self._db.execute(_RANGE, (lo, hi)).fetchone()
+        rows = json.loads(others)
+        rows.sort()  # the order an aggregate sees its rows is SQLite's: offset order, but not promised
+        return _acl_pairs(created_keys, created), _acl_pairs(deleted_keys, deleted), rows
 
     def _states_at(self, entities: Iterable[str], n: int) -> dict[str, dict]:
         """The attributes of each non-ACL entity open after the first ``n`` events: its rows before ``n`` from
@@ -752,61 +756,86 @@ def _ranged(select: str, where: str, indexed: bool) -> str:
     return f"{select} offset >= ? AND offset < ?{f' AND ({where})' if where else ''} ORDER BY offset"
 
 
-# An ACL row's created flag and codes in one int (restype < 256, pattern type < 16, operation < 32);
-# in SQLite | and << bind alike, left to right: each shift is parenthesised.
-_PACKED = "(type = 'AclCreated') | (restype << 1) | (pattern << 9) | (op << 13) | (perm << 18)"
 _ACL_ID = len(ACLS.name) + 1  # an ACL's entity key is 'acl:<id>'
-_ACL_ENTITY = itemgetter(1)  # of an ACL row (HistoryIndex._acl_rows)
+_ACL_ENTITY = itemgetter(0)  # of an (entity key, acl text) pair
+_ACL_TEXT = itemgetter(1)
+_CREATED = "type = 'AclCreated'"
+_SEPARATOR = "\x1f"  # between a range's acl texts: JSON writes no control character raw, so none is inside one
+# A diff's range in one scan (the events table's own B-tree, in offset order): the created and the deleted ACL
+# rows' entity keys (a JSON array) and their acl texts (joined by _SEPARATOR), the other rows as a JSON array.
+# An aggregate sees every row in the same order, so the keys and texts of one filter pair up by position.
+_RANGE = (f"SELECT json_group_array(entity) FILTER (WHERE {_CREATED}), "
+          f"group_concat(acl, char({ord(_SEPARATOR)})) FILTER (WHERE {_CREATED}), "
+          "json_group_array(entity) FILTER (WHERE type = 'AclDeleted'), "
+          f"group_concat(acl, char({ord(_SEPARATOR)})) FILTER (WHERE type = 'AclDeleted'), "
+          "json_group_array(json_array(offset, type, entity, role, payload)) FILTER (WHERE restype IS NULL) "
+          "FROM events WHERE offset >= ? AND offset < ?")
 
 
-def _diff_acls(rows: list[tuple]) -> AclPairs:
-    """A diff's ACLs: its netted rows, put in id order (their entity keys' order) and their bindings made when
-    first read (``_made_acls``)."""
-    return AclPairs(rows, _made_acls, _ACL_ENTITY)
+def _acl_text(pattern: ResourcePattern, entry: AccessControlEntry) -> str:
+    """An ACL row's acl column: its binding as compact JSON, [pattern codes, name, entry codes, principal, host]
+    (the pattern codes hold the resource type (< 256) and the pattern type above it, the entry codes the
+    operation (< 32) and the permission above it); ``_acls`` reads it back."""
+    return _compact_json([int(pattern.resource_type) | int(pattern.pattern_type) << 8, pattern.name,
+                          int(entry.operation) | int(entry.permission_type) << 5, entry.principal, entry.host])
 
 
-def _made_acls(rows: Sequence[tuple]) -> list[tuple[str, AclBinding]]:
+def _acl_pairs(keys: str, texts: str | None) -> zip:
+    """The (entity key, acl text) pairs of one filter of ``_RANGE``: its keys' JSON array and its joined texts."""
+    keys = json.loads(keys)
+    split = texts.split(_SEPARATOR) if texts is not None else []
+    if len(split) != len(keys):  # an ACL row without its text (the rows are authenticated: never written so)
+        raise ValueError(f"the history index holds {len(keys)} ACL rows but {len(split)} acl texts in a range")
+    return zip(keys, split)
+
+
+def _diff_acls(netted: dict[str, str]) -> AclPairs:
+    """A diff's ACLs: its netted (entity key, acl text) pairs, put in id order (their entity keys' order) and
+    their bindings made when first read (``_made_acls``)."""
+    return AclPairs(list(netted.items()), _made_acls, _ACL_ENTITY)
+
+
+def _made_acls(rows: Sequence[tuple[str, str]]) -> list[tuple[str, AclBinding]]:
     """``_acls`` of many rows at once, the collector paused and the bindings frozen (they live with the diff)."""
     with paused_gc(freeze=len(rows) >= FREEZE_AFTER):
         return _acls(rows)
 
 
-def _acls(rows: Iterable[tuple]) -> list[tuple[str, AclBinding]]:
-    """(ACL id, binding) of rows ``HistoryIndex._acl_rows`` returns.  Diffs make 100k: the patterns and
-    entries they share are made once each (they are immutable values)."""
+def _acls(rows: Sequence[tuple[str, str]]) -> list[tuple[str, AclBinding]]:
+    """(ACL id, binding) of (entity key, acl text) pairs, their texts parsed as one JSON array.  Diffs make
+    100k: the patterns and entries they share are made once each (they are immutable values)."""
     rt, pt, ops, perms = _RESOURCE_TYPES, _PATTERN_TYPES, _OPERATIONS, _PERMISSIONS
     patterns: dict[tuple, ResourcePattern] = {}
     entries: dict[tuple, AccessControlEntry] = {}
     out = []
-    for packed, entity, name, principal, host in rows:
-        key = (packed & 0x1ffe, name)
-        pattern = patterns.get(key)
+    fields = json.loads(f"[{','.join(map(_ACL_TEXT, rows))}]")
+    for (entity, _), (pattern_codes, name, entry_codes, principal, host) in zip(rows, fields):
+        pattern = patterns.get(key := (pattern_codes, name))
         if pattern is None:
-            pattern = patterns[key] = ResourcePattern(rt[packed >> 1 & 0xff], name, pt[packed >> 9 & 0xf])
-        key = (packed >> 13, principal, host)
-        entry = entries.get(key)
+            pattern = patterns[key] = ResourcePattern(rt[pattern_codes & 0xff], name, pt[pattern_codes >> 8])
+        entry = entries.get(key := (entry_codes, principal, host))
         if entry is None:
-            entry = entries[key] = AccessControlEntry(principal, host, ops[packed >> 13 & 0x1f], perms[packed >> 18])
+            entry = entries[key] = AccessControlEntry(principal, host, ops[entry_codes & 0x1f], perms[entry_codes >> 5])
         out.append((entity[_ACL_ID:], AclBinding(pattern, entry)))
     return out
 
 
-def _net_acls(rows: Iterable[tuple]) -> tuple[dict[str, tuple], dict[str, tuple]]:
-    """(added, removed): rows ``HistoryIndex._acl_rows`` returns, in offset order, netted by entity key.
+def _net_acls(created: Iterable[tuple[str, str]], deleted: Iterable[tuple[str, str]]) -> tuple[dict[str, str],
+                                                                                            dict[str, str]]:
+    """(added, removed), entity key -> acl text: the ACLs ``created`` and ``deleted`` in a range, netted by key.
 
     ACL ids are never reused (a fresh UUID per created ACL): an ACL is created at most once
-    and deleted at most once, after; so one created among the rows and not deleted there was
+    and deleted at most once, after; so one created in the range and not deleted there was
     added, and one deleted there but not created there was removed (its delete row carries
-    its binding).  One pass, one dict operation a row.
+    its binding).  Order plays no part: the created pairs become a dict in one C-level pass,
+    then one dict operation per deleted pair.
     """
-    added: dict[str, tuple] = {}
-    removed: dict[str, tuple] = {}
+    added = dict(created)
+    removed: dict[str, str] = {}
     pop = added.pop
-    for row in rows:
-        if row[0] & 1:  # packed: created in its lowest bit
-            added[row[1]] = row
-        elif pop(row[1], None) is None:
-            removed[row[1]] = row
+    for entity, text in deleted:
+        if pop(entity, None) is None:
+            removed[entity] = text
     return added, removed
 
 
@@ -859,8 +888,10 @@ def index_problem(path: Path, log: Log, key_id: str | None = None, key: bytes | 
                 key = index_key(log.keyring, key_id)
             if meta.get("key_id") != key_id or not hmac.compare_digest(meta.get("mac", ""), meta_mac(key, meta)):
                 return "its meta row fails its HMAC check: it was altered or written under another key"
-            if meta["format"] != str(INDEX_FORMAT) or meta["store_id"] != log.store.store_id:
-                return "it was written for another store or format"
+            if meta["store_id"] != log.store.store_id:
+                return "it was written for another store"
+            if meta["format"] != str(INDEX_FORMAT):  # an older one is rebuilt, as any index that cannot be served
+                return f"it is in format {meta['format']}, and this version reads format {INDEX_FORMAT} only"
             end = int(meta["end"])
             if against_log and end < log.start_offset:
                 return None  # behind retention: nothing left to compare; the store rebuilds it when it opens
