@@ -43,8 +43,10 @@ from secmeta.projections.acl_index import Group, Node
 from secmeta.projections.acl_match import ACL_BITS
 from secmeta.projections.acl_table import _SCAN_PRINCIPALS, AclTable, TableError
 from secmeta.projections.section_arrays import (
+    SectionError,
     Strings,
     Uuids,
+    ascending,
     blob,
     narrow,
     packed,
@@ -134,7 +136,9 @@ class MappedAclTable(AclTable):
 
     __slots__ = ("section_ids", "nbytes", "_slots", "_mask", "_stores")
 
-    def __init__(self, section: memoryview):  # noqa: PLW0231 - AclTable.__init__ checks lists it would build
+    def __init__(self, section: memoryview, *, vouched: bool = True):  # noqa: PLW0231 - AclTable.__init__ checks
+        """The table of ``section``; ``vouched``: an HMAC vouches for its bytes (else every column is checked whole
+        at open: ``_check_whole``)."""
         arrays, separator, counts, uuid_ids = _views(section)
         nodes, groups, acls = counts
         self.nbytes = len(section)
@@ -160,6 +164,8 @@ class MappedAclTable(AclTable):
         self._nodes: list[Node | None] = [None] * nodes
         self._groups: dict[int, Group] = {}
         self._check_mapped(counts, arrays)
+        if not vouched:
+            self._check_whole(counts, arrays["id_slots"])
         self._slots = arrays["id_slots"]
         self._mask = len(self._slots) - 1
         self._stores: dict[tuple[int, int], dict[str, int]] | None = None
@@ -190,6 +196,22 @@ class MappedAclTable(AclTable):
         if (bytes(self.operations).translate(None, _OPERATION_CODES)
                 or bytes(self.permissions).translate(None, _PERMISSION_CODES)):
             raise TableError("an ACL has an operation or permission code no ACL has")
+
+    def _check_whole(self, counts: tuple[int, int, int], slots: memoryview) -> None:
+        """The checks a file's HMAC stands in for, for a section nothing vouches for (a Kafka follower's checkpoint
+        read without a keyring: review 26, 1.1): every start runs from 0 to its column's end without decreasing, and
+        the id table lists each ACL exactly once (C-level passes, no object per ACL).  A table CRC-valid but forged
+        is then still refused whenever its starts or its id table are not a table's (an id table with no empty slot
+        made ``position`` loop for ever)."""
+        _, groups, acls = counts
+        try:
+            ascending(self.group_start, groups, "the nodes' group starts")
+            ascending(self.acl_start, acls, "the groups' ACL starts")
+        except SectionError as exc:
+            raise TableError(str(exc)) from None
+        held = set(slots)  # {0, 1, ..., acls} (slots are unsigned), each but 0 in one slot
+        if len(held) != acls + 1 or max(held) != acls or sum(map(bool, slots)) != acls:
+            raise TableError(f"the id table does not list each of the section's {acls} ACLs once")
 
     def node(self, i: int) -> Node:
         """Node i, its columns checked when it is first made (the checks a format-4 load made of every node at
@@ -223,13 +245,14 @@ class MappedAclTable(AclTable):
         encoded = acl_id.encode()
         slots, ids, mask = self._slots, self.section_ids, self._mask
         at = crc32(encoded) & mask
-        while True:
+        for _ in range(len(slots)):  # at most the whole table: one with no empty slot is damaged, not a loop
             slot = slots[at]
             if not slot:
                 return -1
             if ids.find(encoded, slot - 1):
                 return slot - 1
             at = (at + 1) & mask
+        raise TableError(f"the id table has no empty slot: it is damaged (looking up ACL id {acl_id!r})")
 
     def node_at(self, position: int) -> int:
         """The node that holds the ACL at ``position``."""
@@ -276,6 +299,7 @@ def _views(section: memoryview) -> tuple[dict[str, memoryview], str, tuple[int, 
     return arrays, separator_named(separator), (nodes, groups, acls), uuid_ids
 
 
-def read_section(section: memoryview) -> MappedAclTable:
-    """The table of a format-5 ACL section (TableError when it holds no index)."""
-    return MappedAclTable(section)
+def read_section(section: memoryview, *, vouched: bool = True) -> MappedAclTable:
+    """The table of a format-5 ACL section (TableError when it holds no index); ``vouched``: an HMAC vouches for
+    its bytes (else every column is checked whole at open)."""
+    return MappedAclTable(section, vouched=vouched)

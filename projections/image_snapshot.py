@@ -151,10 +151,16 @@ IMAGE_MAGIC = b"SMIMG\x00\x00\x06"
 
 
 class SecurityImageSnapshot:
-    """SnapshotCodec for SecurityImage; ``build`` restores next_offset from the meta row."""
+    """SnapshotCodec for SecurityImage; ``build`` restores next_offset from the meta row.
+
+    ``vouched=False`` for a snapshot read without a keyring (nothing but a CRC, which anyone can compute, vouches
+    for it): its ACL section is then checked whole at open (``MappedAclTable._check_whole``)."""
 
     kind = "security-image"
     schema = SCHEMA
+
+    def __init__(self, *, vouched: bool = True):
+        self.vouched = vouched
 
     def rows(self, image: SecurityImage) -> Iterator[dict]:
         yield {"row": (_META_NAME, {"next_offset": image.next_offset})}
@@ -213,7 +219,7 @@ class SecurityImageSnapshot:
         if section is None:  # format 3 or 4
             acl_image, token_image = acls.image(), tokens.apply()
         else:
-            acl_image, token_image = _sectioned(section, tokens.apply())
+            acl_image, token_image = _sectioned(section, tokens.apply(), self.vouched)
         return SecurityImage(scram.apply(), acl_image, token_image, next_offset, quotas.apply(), settings.apply())
 
 
@@ -223,10 +229,10 @@ def image_section(acls: list[bytes], tokens: list[bytes]) -> list[bytes]:
     return [_PARTS.pack(IMAGE_MAGIC, acl_size, token_size), *acls, bytes(aligned(acl_size) - acl_size), *tokens]
 
 
-def _sectioned(section: memoryview, token_rows: TokensImage) -> tuple[AclsImage, TokensImage]:
+def _sectioned(section: memoryview, token_rows: TokensImage, vouched: bool) -> tuple[AclsImage, TokensImage]:
     """The ACLs and tokens of a section: format 6's parts, or format 5's ACL index (its tokens were rows)."""
     if section[:len(IMAGE_MAGIC)] != IMAGE_MAGIC:
-        return _mapped_acls(section), token_rows
+        return _mapped_acls(section, vouched), token_rows
     if len(section) < _PARTS.size:
         raise CorruptSnapshotError("the image section is truncated")
     _, acl_size, token_size = _PARTS.unpack_from(section)
@@ -237,13 +243,13 @@ def _sectioned(section: memoryview, token_rows: TokensImage) -> tuple[AclsImage,
         tokens = read_tokens(section[token_at:token_at + token_size])
     except SectionError as exc:
         raise CorruptSnapshotError(f"the token section does not hold tokens: {exc}") from None
-    return _mapped_acls(section[_PARTS.size:_PARTS.size + acl_size]), tokens
+    return _mapped_acls(section[_PARTS.size:_PARTS.size + acl_size], vouched), tokens
 
 
-def _mapped_acls(section: memoryview) -> AclsImage:
-    """The ACL image of a format-5 section: its ids and nodes read in place."""
+def _mapped_acls(section: memoryview, vouched: bool) -> AclsImage:
+    """The ACL image of a format-5 section: its ids and nodes read in place (checked whole unless ``vouched``)."""
     try:
-        table = read_section(section)
+        table = read_section(section, vouched=vouched)
         if not table.ids:
             return AclsImage.EMPTY
         deferred = Deferred.of(table)

@@ -33,7 +33,10 @@ was, raises ``FollowerError``: the image is not of that topic.
 Given a keyring, the follower also keeps a local log of the events it applies
 (``secmeta.consumers.kafka.replica``): the checkpoint directory then reads as a
 store (``secmeta acls --list --store DIR``, history, ``--as-of``), and at start
-the image is the local log's when the checkpoint is not at its end.
+the image is the local log's when the checkpoint is not at its end.  It then signs the checkpoint's snapshot
+with that keyring and loads only a snapshot it signed (a forged one, CRC-valid, is logged as not trusted and the
+follower starts over); without a keyring only the CRC vouches, so the snapshot's ACL section is checked whole
+(review 26, 1.1).
 """
 
 from __future__ import annotations
@@ -189,6 +192,7 @@ class Follower:
         self._applied_link: bytes | None = None  # its batch's chain link (None: unknown)
         self._checked = False  # the topic was checked against the checkpoint
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self.keyring = keyring  # signs the checkpoint snapshots and checks them at open
         self.replica = None if keyring is None else LocalReplica(self.checkpoint_dir, keyring, self.codec)
         try:
             self._load_checkpoint()
@@ -503,7 +507,7 @@ class Follower:
             return
         snap_dir = self.checkpoint_dir / SNAPSHOT_DIR
         info = write_snapshot(snap_dir, SecurityImageSnapshot(), self.image, next_offset=self.image.next_offset,
-                              link=b"", timestamp_ms=now_ms(self.clock))
+                              link=b"", timestamp_ms=now_ms(self.clock), keyring=self.keyring)
         data = {
             "history_topic": self.history_topic,
             "partition": PARTITION,
@@ -553,10 +557,14 @@ class Follower:
                 "give another checkpoint directory"
             )
         try:
+            # Given a keyring, only a snapshot it signed loads; without one, only a CRC vouches for it (anyone can
+            # compute one), so its section is checked whole (review 26, 1.1).
+            codec = SecurityImageSnapshot(vouched=self.keyring is not None)
             with paused_gc(freeze=True):  # as the store loads its snapshot
-                info, image = read_snapshot(self.checkpoint_dir / SNAPSHOT_DIR / name, SecurityImageSnapshot())
+                info, image = read_snapshot(self.checkpoint_dir / SNAPSHOT_DIR / name, codec, self.keyring)
         except (SnapshotError, OSError) as exc:
-            logger.warning("follower snapshot %s cannot be loaded (%s): starting from the beginning", name, exc)
+            logger.warning("follower snapshot %s cannot be loaded (%s): not trusted, starting over from the beginning "
+                           "(of the local log, if any, then of the topic)", name, exc)
             return
         if info.next_offset != next_offset or image.next_offset != next_offset:
             logger.warning("follower snapshot %s is at offset %d, not %d: starting from the beginning",

@@ -268,3 +268,65 @@ def test_a_section_node_whose_groups_start_outside_the_section_fails_closed_nami
     image = AclsImage(acls=AclsImage.EMPTY.acls, index=table.index())
     with pytest.raises(TableError, match="node TOPIC LITERAL 't' holds no principal's group"):
         authorize(image, "User:b", "10.0.0.1", Op.READ, T, "t")
+
+
+def _four_node_section() -> bytes:
+    from secmeta.projections.acl_section import encode_section
+
+    c = _four_nodes()
+    return b"".join(encode_section(c["resource_types"], c["pattern_types"], c["names"], c["group_counts"],
+                                   c["principals"], [0, 1, 2, 3], [1, 1, 1, 2], c["ids"], ["*"], [0] * 5,
+                                   c["operations"], c["permissions"]))
+
+
+class _CountedProbes:
+    """A table's ids that count the slots a lookup probes, failing past ``limit`` (rather than looping)."""
+
+    def __init__(self, ids, limit: int):
+        self.ids, self.limit, self.probes = ids, limit, 0
+
+    def find(self, key: bytes, at: int) -> bool:
+        self.probes += 1
+        assert self.probes <= self.limit, f"a lookup probed {self.probes} slots of a table of {self.limit}"
+        return self.ids.find(key, at)
+
+
+def test_a_lookup_by_id_in_an_id_table_with_no_empty_slot_fails_naming_it():
+    """Review 26, 1.1: an id table whose every slot names an ACL (damage no HMAC caught) makes a lookup of an id it
+    does not hold raise the table's error after probing each slot once, never loop for ever."""
+    from secmeta.projections.acl_section import read_section
+    from secmeta.projections.acl_table import TableError
+
+    table = read_section(memoryview(bytearray(_four_node_section())))
+    slots = table._slots  # a view of the section's bytes
+    for at in range(len(slots)):
+        slots[at] = 1
+    assert table.position("i0") == 0
+    table.section_ids = probes = _CountedProbes(table.section_ids, len(slots))
+    with pytest.raises(TableError, match="the id table has no empty slot: it is damaged .*'absent'"):
+        table.position("absent")
+    assert probes.probes == len(slots)
+
+
+@pytest.mark.parametrize(("layout_item", "problem"), [
+    (("acl_start", 2, -2), "the groups' ACL starts do not run from 0 to 5 without decreasing"),
+    (("group_start", 2, 9), "the nodes' group starts do not run from 0 to 4 without decreasing"),
+    (("id_slots", -1, 5), "the id table does not list each of the section's 5 ACLs once"),
+])
+def test_a_section_nothing_vouches_for_is_checked_whole_at_open(layout_item, problem):
+    """Review 26, 1.1: a section read without a keyring (``vouched=False``: only a CRC, which anyone can compute,
+    vouches for it) whose starts decrease or whose id table names an ACL twice is refused at open, naming what is
+    wrong; one an HMAC vouches for opens, each node checked as it is made."""
+    from secmeta.projections import acl_section
+    from secmeta.projections.acl_table import TableError
+    from tests.projections.test_image_snapshot import array_item
+
+    sound = _four_node_section()
+    assert acl_section.read_section(memoryview(sound), vouched=False).position("i4") == 4
+    name, index, value = layout_item
+    if name == "id_slots":  # an empty slot names ACL 5 (position 4) too
+        index = list(acl_section.read_section(memoryview(sound))._slots).index(0)
+    damaged = array_item(sound, acl_section._HEADER.size, name, acl_section._LAYOUT, index, value)
+    acl_section.read_section(memoryview(damaged))
+    with pytest.raises(TableError, match=problem):
+        acl_section.read_section(memoryview(damaged), vouched=False)
