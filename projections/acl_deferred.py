@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Mapping
 
-from secmeta.events.types import AclBinding, PatternType
+from secmeta.events.types import AclBinding
 from secmeta.projections.acl_ids import AclIds
 from secmeta.projections.acl_index import (
     KINDS,
@@ -25,8 +25,8 @@ from secmeta.projections.acl_index import (
     Group,
     Member,
     Node,
-    TypeIndex,
     group_of,
+    index_of,
     node_of,
 )
 from secmeta.projections.acl_section import MappedAclTable
@@ -125,13 +125,7 @@ class Deferred:
             self._changed.add(i)
         # A node no change touches is the table's own (its Lazy view, made on first use): with no changes the maps
         # ask the table, so a first authorize pays no call through this image.
-        make = self.node if self._pending else table
-        types = list(AclIndex.EMPTY.types)
-        for resource_type in {key[0] for key in stores}:
-            literal = stores.get((resource_type, PatternType.LITERAL), {})
-            prefixed = stores.get((resource_type, PatternType.PREFIXED), {})
-            types[resource_type] = TypeIndex.of(literal, prefixed, make)
-        return AclIndex(tuple(types))
+        return index_of(stores, self.node if self._pending else table)
 
     # -- what lookups make ---------------------------------------------------------------
 

@@ -63,6 +63,7 @@ __all__ = [
     "grant_key",
     "group_of",
     "host_masks",
+    "index_of",
     "lone_bit",
     "node_of",
 ]
@@ -834,3 +835,14 @@ class AclIndex:
 
 
 AclIndex.EMPTY = AclIndex()
+
+
+def index_of(stores: Mapping[tuple[int, int], dict[str, int]], make: Callable[[int], Node]) -> AclIndex:
+    """The index of node placeholders ((resource type, pattern type) -> name -> position) that ``make`` makes into
+    nodes on first use: how a table's, or a deferred image's, index is built."""
+    types = list(AclIndex.EMPTY.types)
+    for resource_type in {key[0] for key in stores}:
+        literal = stores.get((resource_type, PatternType.LITERAL), {})
+        prefixed = stores.get((resource_type, PatternType.PREFIXED), {})
+        types[resource_type] = TypeIndex.of(literal, prefixed, make)
+    return AclIndex(tuple(types))

@@ -27,7 +27,7 @@ from operator import itemgetter
 
 from secmeta.events.errors import InvalidValueError
 from secmeta.events.records import AclRow, acl_row
-from secmeta.events.types import WILDCARD, AccessControlEntry, AclBinding, PatternType
+from secmeta.events.types import WILDCARD, AccessControlEntry, AclBinding
 from secmeta.projections.acl_entries import canonical_entry
 from secmeta.projections.acl_index import (
     KINDS,
@@ -38,8 +38,8 @@ from secmeta.projections.acl_index import (
     Member,
     Node,
     Positions,
-    TypeIndex,
     host_masks,
+    index_of,
 )
 from secmeta.projections.acl_match import ACL_BITS, host_matches
 
@@ -295,13 +295,7 @@ class AclTable:
 
     def index(self) -> AclIndex:
         """The index of the table's nodes (each made on first use)."""
-        stores = self.stores()
-        types = list(AclIndex.EMPTY.types)
-        for resource_type in {key[0] for key in stores}:
-            literal = stores.get((resource_type, PatternType.LITERAL), {})
-            prefixed = stores.get((resource_type, PatternType.PREFIXED), {})
-            types[resource_type] = TypeIndex.of(literal, prefixed, self)
-        return AclIndex(tuple(types))
+        return index_of(self.stores(), self)
 
     def made(self, skip: set[int]) -> dict[tuple[int, int], dict[str, Node]]:
         """Every node but those at positions ``skip``, made: (resource type, pattern type) -> name -> node (a node of
