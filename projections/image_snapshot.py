@@ -17,7 +17,6 @@ Rows are written with explicit branch names; the reader tells the branches apart
 
 from __future__ import annotations
 
-import itertools
 import struct
 import sys
 from array import array
@@ -143,8 +142,6 @@ SCHEMA = {
 _META_NAME, _SCRAM_NAME, _ACL_NODES_NAME, _TOKEN_NAME, _QUOTA_NAME, _SETTING_NAME = (
     f"secmeta.snapshot.{r['name']}" for r in (_META, _SCRAM, _ACL_NODES, _TOKEN, _QUOTA, _SETTING)
 )
-ACL_CHUNK = 65536  # ACLs from which an index chunk ends (after a whole node)
-_SEPARATORS = "\n\x00\x1f\x1e\t"
 _U32 = next(code for code in "IL" if array(code).itemsize == 4)
 _PARTS = struct.Struct("<8sQQ")  # IMAGE_MAGIC, the ACL section's size, the token section's size (format 6)
 IMAGE_MAGIC = b"SMIMG\x00\x00\x06"
@@ -258,19 +255,6 @@ def _mapped_acls(section: memoryview, vouched: bool) -> AclsImage:
         raise _corrupt(exc) from None
 
 
-def _node_rows(index: AclIndex, size: int) -> Iterator[dict]:
-    """The index's nodes as format-4 AclNodesRow values, each ending after the node that brings it to ``size``
-    ACLs (what format 4 wrote: the tests' older snapshots)."""
-    row = _NodesRow()
-    for resource_type, pattern_type, name, node, source in _nodes(index):
-        row.add_node(resource_type, pattern_type, name, node, source)
-        if len(row.ids) >= size:
-            yield row.value()
-            row = _NodesRow()
-    if row.ids:
-        yield row.value()
-
-
 def _nodes(index: AclIndex) -> Iterator[tuple[int, int, str, Node | int, AclTable | None]]:
     """Every node of the index in index order: (resource type, pattern type, name, node or the placeholder of
     one not made yet, the table that would make it)."""
@@ -358,43 +342,9 @@ class _NodesRow:
             self.operations += table.operations[a:b]
             self.permissions += table.permissions[a:b]
 
-    def value(self) -> dict:
-        columns = (self.names, list(self.principals), self.ids, list(self.hosts))
-        separator = _separator(columns)
-        names, principals, ids, hosts = (_joined(column, separator) for column in columns)
-        return {
-            "separator": separator,
-            "resource_types": bytes(self.resource_types),
-            "pattern_types": bytes(self.pattern_types),
-            "names": names,
-            "group_counts": _u32_bytes(self.group_counts),
-            "principals": principals,
-            "group_principals": _u32_bytes(self.group_principals),
-            "acl_counts": _u32_bytes(self.acl_counts),
-            "acl_ids": ids,
-            "hosts": hosts,
-            "acl_hosts": _u32_bytes(self.acl_hosts),
-            "operations": bytes(self.operations),
-            "permission_types": bytes(self.permissions),
-        }
-
-
-def _separator(columns: tuple[list[str], ...]) -> str:
-    """A character none of the strings holds, or "" if they hold every one (strings are then length-prefixed)."""
-    used = set().union(*("".join(column) for column in columns))
-    candidates = itertools.chain(_SEPARATORS, (chr(c) for c in range(0x20, 0x110000) if not 0xD800 <= c < 0xE000))
-    return next((separator for separator in candidates if separator not in used), "")
-
-
-def _joined(column: list[str], separator: str) -> str:
-    """A string column as one string: joined by the separator, or each string as length ':' string."""
-    if separator:
-        return separator.join(column)
-    return "".join(f"{len(text)}:{text}" for text in column)
-
-
 def _split(text: str, separator: str) -> list[str]:
-    """The strings of a column ``_joined`` made."""
+    """The strings of a column joined by ``separator``, or each written as its length, ':' and itself when it is
+    empty (format 4's chunks; ``tests/projections/older_snapshots.py`` writes them)."""
     if separator:
         return text.split(separator)
     strings, at = [], 0
@@ -408,12 +358,6 @@ def _split(text: str, separator: str) -> list[str]:
         strings.append(text[colon + 1:end])
         at = end
     return strings
-
-
-def _u32_bytes(values: array) -> bytes:
-    if sys.byteorder == "big":
-        values.byteswap()
-    return values.tobytes()
 
 
 def _u32_array(blob: bytes) -> array:

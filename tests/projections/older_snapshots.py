@@ -1,11 +1,15 @@
 """The image the committed snapshots of older formats hold (tests/projections/data/format<N>/), and how they were
 made: ``python -m tests.projections.older_snapshots DIR`` with a checkout that writes that format (its
 interpreter: the events here are written with ``secmeta.events`` and ``SecurityDelta`` alone, which every format
-shares)."""
+shares).  ``node_rows`` writes the ACL index as format 4's ``AclNodesRow`` chunks (no format writes them since
+format 5: the tests' format-4 writer)."""
 
 from __future__ import annotations
 
+import itertools
 import sys
+from array import array
+from collections.abc import Iterator
 from pathlib import Path
 
 from secmeta.events.keyring import Keyring, SealedSecret
@@ -23,9 +27,12 @@ from secmeta.events.types import (
     ResourceType,
     ScramMechanism,
 )
+from secmeta.projections.acl_index import AclIndex
 from secmeta.projections.image import SecurityDelta, SecurityImage
+from secmeta.projections.image_snapshot import _nodes, _NodesRow
 
 DATA = Path(__file__).parent / "data"
+ACL_CHUNK = 65536  # ACLs from which a format-4 index chunk ends (after a whole node)
 
 
 def older_image() -> SecurityImage:
@@ -57,6 +64,64 @@ def write(directory: Path) -> None:
     Keyring.generate_file(directory / "keys.json")
     write_snapshot(directory, SecurityImageSnapshot(), older_image(), next_offset=99, link=b"\x07" * 32,
                    timestamp_ms=1_700_000_000_000, keyring=Keyring.from_file(directory / "keys.json"))
+
+
+def node_rows(index: AclIndex, size: int) -> Iterator[dict]:
+    """The index's nodes as format-4 AclNodesRow values, each ending after the node that brings it to ``size``
+    ACLs (what format 4 wrote)."""
+    row = _NodesRow()
+    for resource_type, pattern_type, name, node, source in _nodes(index):
+        row.add_node(resource_type, pattern_type, name, node, source)
+        if len(row.ids) >= size:
+            yield node_row(row)
+            row = _NodesRow()
+    if row.ids:
+        yield node_row(row)
+
+
+def node_row(row: _NodesRow) -> dict:
+    """The AclNodesRow value of the gathered nodes ``row``."""
+    columns = (row.names, list(row.principals), row.ids, list(row.hosts))
+    separator = _separator(columns)
+    names, principals, ids, hosts = (_joined(column, separator) for column in columns)
+    return {
+        "separator": separator,
+        "resource_types": bytes(row.resource_types),
+        "pattern_types": bytes(row.pattern_types),
+        "names": names,
+        "group_counts": _u32_bytes(row.group_counts),
+        "principals": principals,
+        "group_principals": _u32_bytes(row.group_principals),
+        "acl_counts": _u32_bytes(row.acl_counts),
+        "acl_ids": ids,
+        "hosts": hosts,
+        "acl_hosts": _u32_bytes(row.acl_hosts),
+        "operations": bytes(row.operations),
+        "permission_types": bytes(row.permissions),
+    }
+
+
+_SEPARATORS = "\n\x00\x1f\x1e\t"
+
+
+def _separator(columns: tuple[list[str], ...]) -> str:
+    """A character none of the strings holds, or "" if they hold every one (strings are then length-prefixed)."""
+    used = set().union(*("".join(column) for column in columns))
+    candidates = itertools.chain(_SEPARATORS, (chr(c) for c in range(0x20, 0x110000) if not 0xD800 <= c < 0xE000))
+    return next((separator for separator in candidates if separator not in used), "")
+
+
+def _joined(column: list[str], separator: str) -> str:
+    """A string column as one string: joined by the separator, or each string as length ':' string."""
+    if separator:
+        return separator.join(column)
+    return "".join(f"{len(text)}:{text}" for text in column)
+
+
+def _u32_bytes(values: array) -> bytes:
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values.tobytes()
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ from secmeta.projections.snapshot import (
 from secmeta.projections.token_section import encode_tokens
 from secmeta.projections.tokens import TOKEN_FIELDS, TokenInfo
 from tests.logkit import make_keyring
+from tests.projections import older_snapshots
 from tests.storekit import ADMIN, acl, store_at
 
 CODEC = SecurityImageSnapshot()
@@ -76,7 +77,7 @@ class Format4(Format5):
 
     def rows(self, image):
         yield from super().rows(image)
-        for row in image_snapshot._node_rows(image.acls.index, image_snapshot.ACL_CHUNK):
+        for row in older_snapshots.node_rows(image.acls.index, older_snapshots.ACL_CHUNK):
             yield {"row": ("secmeta.snapshot.AclNodesRow", row)}
 
 
@@ -194,7 +195,7 @@ def with_acls(image, count):
 
 def test_acls_spread_over_several_index_chunks_read_back(tmp_path, monkeypatch):
     """An image with more ACLs than one chunk holds is written as several chunks of whole nodes and reads back equal."""
-    monkeypatch.setattr(image_snapshot, "ACL_CHUNK", 2)
+    monkeypatch.setattr(older_snapshots, "ACL_CHUNK", 2)
     image = with_acls(sample_image(), 5)  # nodes g0, g1 (1 ACL each), t0, t1 (2 each), t2 (1)
     chunks = index_chunks(image)
     per_chunk = sorted(len(c["acl_ids"].split(c["separator"])) for c in chunks)
@@ -292,7 +293,7 @@ def test_an_index_chunk_that_is_no_index_is_refused(tmp_path, changes, problem):
 
 def test_a_node_repeated_in_a_later_chunk_is_refused(tmp_path, monkeypatch):
     """A node a second chunk lists again (its first listing would be silently replaced) fails as a corrupt snapshot."""
-    monkeypatch.setattr(image_snapshot, "ACL_CHUNK", 1)
+    monkeypatch.setattr(older_snapshots, "ACL_CHUNK", 1)
     info = write_format4(tmp_path, sample_image(), damaged(names="g0", pattern_types=b"\x03"))
     with pytest.raises(CorruptSnapshotError, match="a node is listed twice .GROUP LITERAL 'g0'"):
         read_snapshot(info.path, CODEC)
@@ -350,7 +351,7 @@ def test_random_images_round_trip_as_a_section_and_in_chunks_of_any_size(acls, c
     for binding, acl_id in {binding: acl_id for acl_id, binding in acls.items()}.items():  # one id per binding
         delta.replay(AclCreated(acl_id, binding))
     image = delta.apply(len(acls))
-    with tempfile.TemporaryDirectory() as directory, patch.object(image_snapshot, "ACL_CHUNK", chunk or 1):
+    with tempfile.TemporaryDirectory() as directory, patch.object(older_snapshots, "ACL_CHUNK", chunk or 1):
         loaded = round_trip(Path(directory), image, 6 if chunk is None else 4)
     assert loaded == image and sorted(loaded.acls) == sorted(image.acls)
     assert all(loaded.acls.get(acl_id) == binding for acl_id, binding in image.acls)
