@@ -20,7 +20,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Iterable, Sequence
-from itertools import accumulate, pairwise
+from itertools import accumulate, chain, pairwise
 
 from secmeta.events.errors import InvalidValueError
 
@@ -57,10 +57,12 @@ def aligned(size: int) -> int:
     return -(-size // ALIGN) * ALIGN
 
 
-def separator_of(columns: Sequence[list[str]]) -> str:
-    """A character none of the strings holds, or "" if they hold every one."""
+def separator_of(columns: Sequence[list[str]], below: int = 0x2000) -> str:
+    """A character none of the strings holds, or "" if they hold every one it tries: the usual separators, then
+    each character from U+0020 up to ``below`` (surrogates skipped: no UTF-8 string holds one).  A section tries
+    those below U+2000 (past them its offsets alone delimit the strings); format 4's chunks tried every one."""
     used: set[str] = set().union(*("".join(column) for column in columns))
-    candidates = (*_SEPARATORS, *(chr(c) for c in range(0x20, 0x2000)))
+    candidates = chain(_SEPARATORS, (chr(c) for c in range(0x20, below) if not 0xD800 <= c < 0xE000))
     return next((separator for separator in candidates if separator not in used), "")
 
 

@@ -6,7 +6,6 @@ format 5: the tests' format-4 writer)."""
 
 from __future__ import annotations
 
-import itertools
 import sys
 from array import array
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from secmeta.events.types import (
 from secmeta.projections.acl_index import AclIndex
 from secmeta.projections.image import SecurityDelta, SecurityImage
 from secmeta.projections.image_snapshot import _nodes, _NodesRow
+from secmeta.projections.section_arrays import separator_of
 
 DATA = Path(__file__).parent / "data"
 ACL_CHUNK = 65536  # ACLs from which a format-4 index chunk ends (after a whole node)
@@ -82,7 +82,7 @@ def node_rows(index: AclIndex, size: int) -> Iterator[dict]:
 def node_row(row: _NodesRow) -> dict:
     """The AclNodesRow value of the gathered nodes ``row``."""
     columns = (row.names, list(row.principals), row.ids, list(row.hosts))
-    separator = _separator(columns)
+    separator = separator_of(columns, below=sys.maxunicode + 1)  # "": strings length-prefixed
     names, principals, ids, hosts = (_joined(column, separator) for column in columns)
     return {
         "separator": separator,
@@ -99,16 +99,6 @@ def node_row(row: _NodesRow) -> dict:
         "operations": bytes(row.operations),
         "permission_types": bytes(row.permissions),
     }
-
-
-_SEPARATORS = "\n\x00\x1f\x1e\t"
-
-
-def _separator(columns: tuple[list[str], ...]) -> str:
-    """A character none of the strings holds, or "" if they hold every one (strings are then length-prefixed)."""
-    used = set().union(*("".join(column) for column in columns))
-    candidates = itertools.chain(_SEPARATORS, (chr(c) for c in range(0x20, 0x110000) if not 0xD800 <= c < 0xE000))
-    return next((separator for separator in candidates if separator not in used), "")
 
 
 def _joined(column: list[str], separator: str) -> str:
