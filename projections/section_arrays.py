@@ -25,7 +25,8 @@ from itertools import accumulate, chain, pairwise
 from secmeta.events.errors import InvalidValueError
 
 __all__ = ["SectionError", "Strings", "Uuids", "aligned", "ascending", "blob", "narrow", "pack", "packed",
-           "separator_code", "separator_named", "separator_of", "signed", "unpack", "uuid_bytes", "views", "width"]
+           "separator_code", "separator_named", "separator_of", "signed", "unpack", "uuid_bytes", "uuid_texts", "views",
+           "width"]
 
 _HEADER = struct.Struct("<8sII")  # magic, counts, arrays
 _COUNT = struct.Struct("<Q")
@@ -239,6 +240,13 @@ def uuid_bytes(strings: list[str]) -> bytes | None:
     return raw if raw.hex() == hex_digits else None  # lowercase, no spaces
 
 
+def uuid_texts(raw: bytes | memoryview) -> list[str]:
+    """The canonical text (lowercase, dashed: ``str(uuid.UUID(bytes=...))``) of each 16 bytes of ``raw``."""
+    h = raw.hex()
+    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-{h[i + 12:i + 16]}-{h[i + 16:i + 20]}-{h[i + 20:i + 32]}"
+            for i in range(0, len(h), 32)]
+
+
 class Uuids:
     """A column of canonical UUID strings, 16 bytes each: ``[i]`` and ``[a:b]`` make only what they return."""
 
@@ -256,11 +264,8 @@ class Uuids:
     def __getitem__(self, at):
         if isinstance(at, slice):
             a, b, _ = at.indices(len(self))
-            digits = self.raw[16 * a:16 * b].hex() if a < b else ""
-            return [f"{digits[i:i + 8]}-{digits[i + 8:i + 12]}-{digits[i + 12:i + 16]}-{digits[i + 16:i + 20]}-"
-                    f"{digits[i + 20:i + 32]}" for i in range(0, len(digits), 32)]
-        h = self.raw[16 * at:16 * at + 16].hex()
-        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+            return uuid_texts(self.raw[16 * a:16 * b]) if a < b else []
+        return uuid_texts(self.raw[16 * at:16 * at + 16])[0]
 
     def all(self) -> list[str]:
         return self[:]

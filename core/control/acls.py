@@ -35,6 +35,7 @@ from secmeta.events.types import (
 )
 from secmeta.projections.acl_index import Group, Node
 from secmeta.projections.acls import canonical_entry
+from secmeta.projections.section_arrays import uuid_texts
 
 __all__ = ["checked_binding", "checked_filter", "create_acls", "delete_acls", "describe_acl_groups", "describe_acls",
            "random_uuids", "validate_binding", "validate_filter"]
@@ -192,9 +193,7 @@ def random_uuids(n: int) -> list[str]:
     raw = bytearray(os.urandom(16 * n))
     raw[6::16] = bytes(b & 0x0F | 0x40 for b in raw[6::16])  # version 4
     raw[8::16] = bytes(b & 0x3F | 0x80 for b in raw[8::16])  # RFC 4122 variant
-    h = raw.hex()
-    return [f"{h[i:i + 8]}-{h[i + 8:i + 12]}-{h[i + 12:i + 16]}-{h[i + 16:i + 20]}-{h[i + 20:i + 32]}"
-            for i in range(0, 32 * n, 32)]
+    return uuid_texts(raw)
 
 
 def delete_acls(

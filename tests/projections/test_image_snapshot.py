@@ -731,6 +731,19 @@ def test_uuid_ids_take_16_bytes_and_read_back_and_replay_as_written(tmp_path):
     assert sizes["capitals"] - sizes["canonical"] >= 300 * 20
 
 
+@given(st.lists(st.uuids(), max_size=4))
+def test_a_uuid_column_spells_each_id_as_the_uuid_module_does(ids):
+    """``uuid_texts`` (the one spelling of an id's 16 bytes: new ACL ids, a section's UUID column) gives
+    ``str(uuid.UUID)`` for each id, alone or in a run; a position past the column is an IndexError, not an id."""
+    from secmeta.projections.section_arrays import Uuids, uuid_texts
+
+    raw = b"".join(u.bytes for u in ids)
+    column = Uuids(memoryview(raw))
+    assert uuid_texts(raw) == column[:] == [column[i] for i in range(len(ids))] == list(map(str, ids))
+    with pytest.raises(IndexError):
+        column[len(ids)]
+
+
 TOKEN_SECTION = b"".join(encode_tokens(many_tokens_image().tokens))
 
 
