@@ -41,7 +41,7 @@ from zlib import crc32
 
 from secmeta.projections.acl_index import Group, Node
 from secmeta.projections.acl_match import ACL_BITS
-from secmeta.projections.acl_table import _SCAN_PRINCIPALS, AclTable, TableError
+from secmeta.projections.acl_table import _NO_GROUP, _SCAN_PRINCIPALS, AclTable, TableError
 from secmeta.projections.section_arrays import (
     SectionError,
     Strings,
@@ -222,10 +222,7 @@ class MappedAclTable(AclTable):
         a negative or past-the-end one would read another node's groups or ACLs (fail open)."""
         node = self._nodes[i]
         if node is None:
-            starts = self.group_start
-            g, end = starts[i], starts[i + 1]
-            if not 0 <= g < end <= starts[-1]:  # starts not checked whole: never another node's groups
-                self._no_group(i)
+            g, end = self._run(self.group_start, i, i, _NO_GROUP)
             principals = self.principals[g:end]
             count = end - g
             if count != 1 and count <= _SCAN_PRINCIPALS and len(set(principals)) != count:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import accumulate, compress, groupby
 from operator import itemgetter
 
@@ -48,6 +48,8 @@ __all__ = ["AclTable", "TableError"]
 _OFFSETS = "q"
 _FEW_ACLS = 8  # a group of up to this many ACLs is read from the columns, never made for an authorize
 _SCAN_PRINCIPALS = 16  # a node of up to this many principals is scanned for one, a larger one gets a dict
+_NO_GROUP = "node {} holds no principal's group"  # TableError's message, naming the node
+_NO_ACL = "a group of node {} holds no ACL"
 _ID, _HOST, _OPERATION, _PERMISSION = itemgetter(0), itemgetter(5), itemgetter(6), itemgetter(7)  # of an AclRow
 
 
@@ -130,10 +132,10 @@ class AclTable:
             raise TableError("an ACL has an operation or permission code no ACL has")
         problems = []  # (node, what): the first node's problem is named
         if groups and min(group_counts) < 1:  # none, or fewer (a negative count: a start before its node's)
-            problems.append((_first_below_one(group_counts), "node {} holds no principal's group"))
+            problems.append((_first_below_one(group_counts), _NO_GROUP))
         if groups and min(acl_counts) < 1:  # a negative count would make a later group read other nodes' ACLs
             problems.append((bisect_right(self.group_start, _first_below_one(acl_counts)) - 1,
-                             "a group of node {} holds no ACL"))
+                             _NO_ACL))
         starts, principals = self.group_start, self.principals
         for i in compress(range(nodes), map((1).__lt__, group_counts)):  # the nodes of several groups
             if len(set(principals[starts[i]:starts[i + 1]])) != group_counts[i]:
@@ -228,11 +230,16 @@ class AclTable:
     def _repeated_principal(self, i: int) -> None:
         raise TableError(f"node {self._named(i)} lists a principal's group twice")
 
-    def _no_acl(self, i: int) -> None:
-        raise TableError(f"a group of node {self._named(i)} holds no ACL")
-
-    def _no_group(self, i: int) -> None:
-        raise TableError(f"node {self._named(i)} holds no principal's group")
+    def _run(self, starts: Sequence[int], k: int, i: int, what: str) -> tuple[int, int]:
+        """Where run ``k`` of a column (node i's groups: ``group_start``, or the ACLs of one of its groups:
+        ``acl_start``) starts and ends; TableError naming node i (``what``: ``_NO_GROUP``, ``_NO_ACL``) unless it
+        holds at least one item and lies within its column.  A mapped table's starts are not checked whole at open,
+        so a start is always read through here: a negative or past-the-end one would read another node's groups or
+        ACLs (fail open)."""
+        a, b = starts[k], starts[k + 1]
+        if not 0 <= a < b <= starts[-1]:
+            raise TableError(what.format(self._named(i)))
+        return a, b
 
     __call__ = node  # a LayeredMap's source of nodes
 
@@ -244,10 +251,7 @@ class AclTable:
     def bits(self, i: int, g: int, host: str) -> int:
         """The packed bits of the ACLs of group ``g`` (node i's) that apply to a client host: a group of a few
         ACLs is read from the columns (no object made), a larger one through its group (made once)."""
-        starts = self.acl_start
-        a, b = starts[g], starts[g + 1]
-        if not 0 <= a < b <= starts[-1]:  # a column not checked whole (a mapped table's): fail closed
-            self._no_acl(i)
+        a, b = self._run(self.acl_start, g, i, _NO_ACL)
         if b - a > _FEW_ACLS:
             group = self.group(i, g)
             return group.any_host if group.hosts is None else group.host_bits(host)
@@ -274,10 +278,7 @@ class AclTable:
         name = self.names[i]
         kind = KINDS[self.resource_types[i], self.pattern_types[i]]
         principal, ids, hosts = self.principals[g], self.ids, self.hosts
-        starts = self.acl_start
-        a, b = starts[g], starts[g + 1]
-        if not 0 <= a < b <= starts[-1]:  # (as ``bits``): never another node's ACLs
-            self._no_acl(i)
+        a, b = self._run(self.acl_start, g, i, _NO_ACL)
         if b - a == 1:
             bit = ACL_BITS[self.permissions[a]][self.operations[a]]
             if hosts[a] == WILDCARD and bit:
