@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from secmeta.core.errors import SecmetaError
 
-__all__ = ["CommitGate", "CommitGateError", "CommitsAlone", "GroupingGate", "NotWriterError", "NotWriterGate",
-           "PendingBatch", "WritesStoppedError"]
+__all__ = ["CommitGate", "CommitGateError", "GroupingGate", "NotWriterError", "NotWriterGate", "PendingBatch",
+           "WritesStoppedError", "commit_alone"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,12 +56,13 @@ class CommitGate(Protocol):
         ...
 
 
+@runtime_checkable
 class GroupingGate(CommitGate, Protocol):
     """A gate that commits several batches at once (one Kafka transaction): the store then groups the writes that
     queued while it committed (``SecurityStore._write``), each still answered only after the commit that holds it.
     A group holds at most ``max_group_batches`` batches, and the store takes no further write into it once its
     batches reach ``max_group_bytes`` (a transaction must commit well within its timeout); the rest wait for the
-    next group."""
+    next group.  The store tells a grouping gate by these members (``isinstance(gate, GroupingGate)``)."""
 
     max_group_batches: int
     max_group_bytes: int
@@ -76,12 +77,10 @@ class GroupingGate(CommitGate, Protocol):
         ...
 
 
-class CommitsAlone:
+def commit_alone(gate: GroupingGate, batch: PendingBatch) -> None:
     """A grouping gate's ``commit``: one batch is a group of one, checked first (the one owner of that rule)."""
-
-    def commit(self, batch: PendingBatch) -> None:
-        self.check(batch)                 # type: ignore[attr-defined]
-        self.commit_group([batch])        # type: ignore[attr-defined]
+    gate.check(batch)
+    gate.commit_group([batch])
 
 
 class CommitGateError(SecmetaError):

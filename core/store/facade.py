@@ -44,6 +44,7 @@ from secmeta.core.operator import local_operator
 from secmeta.core.store.commit_gate import (
     CommitGate,
     CommitGateError,
+    GroupingGate,
     PendingBatch,
     WritesStoppedError,
 )
@@ -304,7 +305,7 @@ class SecurityStore:
         image as ``context`` asks, commit its events as one batch, then answer with its response. With a gate that
         commits groups (replicated mode), the writes queued meanwhile are committed together (``_write_grouped``)."""
         context = checked_context(context)
-        if getattr(self._gate, "commit_group", None) is not None:
+        if isinstance(self._gate, GroupingGate):
             return self._write_grouped(context, decide)
         with self._write_lock:
             return self._write_locked(context, decide)
@@ -337,7 +338,8 @@ class SecurityStore:
         with self._write_lock:
             while not queued.done.is_set():     # a group of the queue's first writes; this one may be in a later one
                 with self._queue_lock:
-                    limit = max(1, getattr(self._gate, "max_group_batches", len(self._queued)))
+                    gate = self._gate
+                    limit = max(1, gate.max_group_batches if isinstance(gate, GroupingGate) else len(self._queued))
                     group, self._queued = self._queued[:limit], self._queued[limit:]
                 try:
                     self._commit_group(group)
@@ -350,7 +352,7 @@ class SecurityStore:
     def _commit_group(self, group: list[_Queued]) -> None:
         """Caller holds the lock. Decide, frame and commit ``group`` (see ``_write_grouped``)."""
         gate = self._gate
-        if self._stopped is not None or getattr(gate, "commit_group", None) is None:   # the gate changed meanwhile
+        if self._stopped is not None or not isinstance(gate, GroupingGate):   # the gate changed meanwhile
             for queued in group:
                 queued.settle(partial(self._write_locked, queued.context, queued.decide))
             return
@@ -361,7 +363,7 @@ class SecurityStore:
                             BaseException | None]] = []
         size = 0
         for n, queued in enumerate(group):
-            if size >= gate.max_group_bytes:    # type: ignore[union-attr]
+            if size >= gate.max_group_bytes:
                 with self._queue_lock:          # the rest waits for the next group, first in line
                     self._queued[:0] = group[n:]
                 del group[n:]
@@ -375,7 +377,7 @@ class SecurityStore:
                     continue
                 envelopes = _envelopes(result.events, queued.context, now)
                 batch = self._pending_batch(envelopes, base, link)
-                gate.check(batch)          # type: ignore[union-attr]
+                gate.check(batch)
                 with paused_gc(freeze=len(envelopes) >= FREEZE_AFTER):
                     after = replayed(image, envelopes, batch.next_offset)
             except BaseException as exc:  # noqa: BLE001 - this write alone fails
@@ -393,7 +395,7 @@ class SecurityStore:
         batches = [batch for _q, _e, batch, _i, _r, _x in pending if batch is not None]
         try:
             if batches:
-                self._through_gate(gate, batches, partial(gate.commit_group, batches))  # type: ignore[union-attr,arg-type]
+                self._through_gate(gate, batches, partial(gate.commit_group, batches))
         except BaseException as exc:  # noqa: BLE001 - none of the group was acknowledged here
             for queued, *_rest in pending:
                 queued.fail(exc)
