@@ -51,6 +51,7 @@ from secmeta.core.store.commit_gate import (
 from secmeta.core.store.follower import LogFollower, replayed
 from secmeta.core.store.state import LoadedState, Snapshotter, load_state
 from secmeta.core.store.view import StoreView
+from secmeta.core.store.write_group import Queued, WriteQueue, decide_group
 from secmeta.core.times import Point, as_point
 from secmeta.core.types import (
     DelegationToken,
@@ -103,10 +104,8 @@ class SecurityStore:
             delete_covered_segments=config.delete_covered_segments, clock=config.clock,
         )
         self._write_lock = threading.RLock()
-        self._queue_lock = threading.Lock()
-        self._queued: list[_Queued] = []   # writes waiting for the lock, with a gate that commits groups
+        self._queue = WriteQueue()   # writes waiting for the lock, with a gate that commits groups
         self._hmacs = TokenHmacs.of(self._image.tokens, config.token_secret)
-        self._speculative: tuple[SecurityImage, TokenHmacs] | None = None   # a write group's image being decided on
         self._login = ScramLogin(keyring, config, lambda: self._image)
         self._sweeper: threading.Thread | None = None
         self._closed = threading.Event()
@@ -230,6 +229,13 @@ class SecurityStore:
         frame, next_link, ts = self._log.frame_batch(envelopes, base, link)
         return PendingBatch(base, base + len(envelopes), ts, frame, link, next_link)
 
+    def _frame(self, events: Sequence[Event], context: RequestContext, now_ms: int, base: int,
+               link: bytes) -> tuple[list[Envelope], PendingBatch]:
+        """A write's events as envelopes and their batch at offset ``base`` after ``link`` (a write group's
+        ``write_group.Frame``); nothing is written."""
+        envelopes = _envelopes(events, context, now_ms)
+        return envelopes, self._pending_batch(envelopes, base, link)
+
     def _through_gate(self, gate: CommitGate, batches: Sequence[PendingBatch], commit: Callable[[], None]) -> None:
         """Commit ``batches`` through ``gate`` (``commit()``), then append them to the local log with one sync.
         When the commit fails, writes stop (commit_gate), unless the gate refused a batch itself before sending
@@ -300,10 +306,11 @@ class SecurityStore:
             return self._image.next_offset
 
     def _write(self, context: RequestContext | None,
-               decide: Callable[[SecurityImage, int, RequestContext], ControlResult[R]]) -> R:
+               decide: Callable[[SecurityImage, int, RequestContext, TokenHmacs], ControlResult[R]]) -> R:
         """The one write path: under the lock, read the clock, run the control function on the published
-        image as ``context`` asks, commit its events as one batch, then answer with its response. With a gate that
-        commits groups (replicated mode), the writes queued meanwhile are committed together (``_write_grouped``)."""
+        image (and its tokens' HMAC index) as ``context`` asks, commit its events as one batch, then answer with its
+        response. With a gate that commits groups (replicated mode), the writes queued meanwhile are committed
+        together (``write_group``)."""
         context = checked_context(context)
         if isinstance(self._gate, GroupingGate):
             return self._write_grouped(context, decide)
@@ -311,10 +318,10 @@ class SecurityStore:
             return self._write_locked(context, decide)
 
     def _write_locked(self, context: RequestContext,
-                      decide: Callable[[SecurityImage, int, RequestContext], ControlResult[R]]) -> R:
+                      decide: Callable[[SecurityImage, int, RequestContext, TokenHmacs], ControlResult[R]]) -> R:
         self._check_not_stopped()
         now = self.config.now_ms()
-        result = decide(self._image, now, context)
+        result = decide(self._image, now, context, self._hmacs)
         self._commit(result.events, context, now)
         return result.response
 
@@ -325,22 +332,14 @@ class SecurityStore:
                 f"({self._stopped}); nothing was written") from self._stopped
 
     def _write_grouped(self, context: RequestContext,
-                       decide: Callable[[SecurityImage, int, RequestContext], ControlResult[R]]) -> R:
-        """A write queues; whoever takes the lock next decides every queued write in turn, each on the image the
-        ones before it leave, and commits their batches with one gate commit (one Kafka transaction). Each write
-        is answered only once that commit and its local append are done. A write whose decision or batch is
-        refused fails alone; a failed commit fails every write of the group (none was acknowledged) and stops
-        writes (commit_gate), and so also those refused on the image the group's earlier, uncommitted writes
-        left (their refusal held until the commit's outcome is known)."""
-        queued = _Queued(context, decide)
-        with self._queue_lock:
-            self._queued.append(queued)
+                       decide: Callable[[SecurityImage, int, RequestContext, TokenHmacs], ControlResult[R]]) -> R:
+        """A write queues; whoever takes the lock next commits the queue's first writes as one group
+        (``write_group``), each answered only once that commit and its local append are done."""
+        queued = Queued(context, decide)
+        self._queue.join(queued)
         with self._write_lock:
             while not queued.done.is_set():     # a group of the queue's first writes; this one may be in a later one
-                with self._queue_lock:
-                    gate = self._gate
-                    limit = max(1, gate.max_group_batches if isinstance(gate, GroupingGate) else len(self._queued))
-                    group, self._queued = self._queued[:limit], self._queued[limit:]
+                group = self._queue.take(self._gate)
                 try:
                     self._commit_group(group)
                 except BaseException as exc:  # noqa: BLE001 - a bug must not leave a queued write waiting for ever
@@ -349,74 +348,32 @@ class SecurityStore:
                             unsettled.fail(exc)
         return queued.outcome()
 
-    def _commit_group(self, group: list[_Queued]) -> None:
-        """Caller holds the lock. Decide, frame and commit ``group`` (see ``_write_grouped``)."""
+    def _commit_group(self, group: list[Queued]) -> None:
+        """Caller holds the lock. Decide, frame and commit ``group`` with one gate commit (one Kafka transaction);
+        a failed commit fails every write of the group and stops writes (commit_gate)."""
         gate = self._gate
         if self._stopped is not None or not isinstance(gate, GroupingGate):   # the gate changed meanwhile
             for queued in group:
                 queued.settle(partial(self._write_locked, queued.context, queued.decide))
             return
-        image, base, link = self._image, self._log.end_offset, self._log.last_link
-        hmacs = self._hmacs
-        # the outcome of a write decided on the image the group's earlier writes leave is held until their commit
-        pending: list[tuple[_Queued, Sequence[Envelope], PendingBatch | None, SecurityImage, object,
-                            BaseException | None]] = []
-        size = 0
-        for n, queued in enumerate(group):
-            if size >= gate.max_group_bytes:
-                with self._queue_lock:          # the rest waits for the next group, first in line
-                    self._queued[:0] = group[n:]
-                del group[n:]
-                break
-            try:
-                self._speculative = (image, hmacs)
-                now = self.config.now_ms()
-                result = queued.decide(image, now, queued.context)
-                if not result.events:      # answered with the group: it was decided on the writes before it
-                    pending.append((queued, (), None, image, result.response, None))
-                    continue
-                envelopes = _envelopes(result.events, queued.context, now)
-                batch = self._pending_batch(envelopes, base, link)
-                gate.check(batch)
-                with paused_gc(freeze=len(envelopes) >= FREEZE_AFTER):
-                    after = replayed(image, envelopes, batch.next_offset)
-            except BaseException as exc:  # noqa: BLE001 - this write alone fails
-                if image is self._image:   # decided on the published image: its error stands whatever comes next
-                    queued.fail(exc)
-                else:
-                    pending.append((queued, (), None, image, None, exc))
-                continue
-            finally:
-                self._speculative = None
-            image, hmacs = after, hmacs.advanced(result.events)
-            size += len(batch.frame)
-            pending.append((queued, envelopes, batch, image, result.response, None))
-            base, link = batch.next_offset, batch.link
-        batches = [batch for _q, _e, batch, _i, _r, _x in pending if batch is not None]
+        decided, rest = decide_group(group, self._image, self._hmacs, self._log.end_offset, self._log.last_link,
+                                     gate, self.config.now_ms, self._frame)
+        if rest:  # the group's batches reached the gate's bytes: the rest waits for the next group, first in line
+            self._queue.put_back(rest)
+            del group[len(group) - len(rest):]
+        batches = [write.batch for write in decided if write.batch is not None]
         try:
             if batches:
                 self._through_gate(gate, batches, partial(gate.commit_group, batches))
         except BaseException as exc:  # noqa: BLE001 - none of the group was acknowledged here
-            for queued, *_rest in pending:
-                queued.fail(exc)
+            for write in decided:
+                write.write.fail(exc)
             return
-        for waiting, logged, committed, after, answer, error in pending:
-            if committed is not None:
-                self._publish(after, [e.event for e in logged])
-                self._snapshotter.maybe_snapshot(after, committed.next_offset, background=True)
-            if error is not None:
-                waiting.fail(error)
-            else:
-                waiting.succeed(answer)
-
-    def _hmacs_of(self, image: SecurityImage) -> TokenHmacs:
-        """The HMAC index of ``image``'s tokens: the published one's, or a write group's speculative image's."""
-        speculative = self._speculative
-        if speculative is not None and speculative[0] is image:
-            return speculative[1]
-        if image is self._image:
-            return self._hmacs
-        return TokenHmacs.of(image.tokens, self.config.token_secret)
+        for write in decided:
+            if write.batch is not None:
+                self._publish(write.image, [e.event for e in write.envelopes])
+                self._snapshotter.maybe_snapshot(write.image, write.batch.next_offset, background=True)
+            write.settle()
 
     def _config_at(self, image: SecurityImage) -> StoreConfig:
         """The settings that decide at ``image``: the config with the settings the log set by then."""
@@ -432,7 +389,7 @@ class SecurityStore:
         was linked with another one (``secmeta keys generate`` rotated a key in since the last write)."""
         previous, newest = _last_batch_key(self._log), self._keyring.newest_id
         if previous is not None and previous != newest:
-            self._write(KEYRING, lambda image, now, _: ControlResult([KeyRotated(newest, previous)], None))
+            self._write(KEYRING, lambda image, now, _, _hmacs: ControlResult([KeyRotated(newest, previous)], None))
 
     def _decider(self, image: SecurityImage):
         return control.decider_for(image, self._config_at(image))
@@ -442,7 +399,7 @@ class SecurityStore:
         """Set logged settings (name -> text, e.g. {"super.users": "User:a;User:b"}) and return others to their
         defaults, as one logged batch (needs ALTER_CONFIGS on CLUSTER); the names of the settings that changed."""
         set_, delete = dict(set or {}), list(delete)
-        return self._write(context, lambda image, now, asker: alter_settings(
+        return self._write(context, lambda image, now, asker, _hmacs: alter_settings(
             image, set_, delete, asker, config=self.config, decider=self._decider(image)))
 
     def describe_settings(self, *, context: RequestContext | None) -> list[dict]:
@@ -452,33 +409,33 @@ class SecurityStore:
     def log_initial_settings(self, context: RequestContext) -> int:
         """Log the config's value of every setting the log has not set yet (``secmeta init``, and the first writer
         open of a store made before settings were logged); how many were logged."""
-        return self._write(context, lambda image, now, _: initial_settings(image, self.config))
+        return self._write(context, lambda image, now, _, _hmacs: initial_settings(image, self.config))
 
     def alter_user_scram_credentials(self, alterations: Iterable[UserScramCredentialAlteration], *,
                                      context: RequestContext | None) -> dict[str, ApiError]:
         """Upsert and delete SCRAM credentials; one ApiError per user (NONE on success)."""
         alterations = list(alterations)
-        return self._write(context, lambda image, now, asker: control.alter_scram_credentials(
+        return self._write(context, lambda image, now, asker, _hmacs: control.alter_scram_credentials(
             image, alterations, asker, config=self._config_at(image), keyring=self._keyring, decider=self._decider(image)))
 
     def alter_client_quotas(self, entries: Iterable[ClientQuotaAlteration], *, validate_only: bool = False,
                             context: RequestContext | None) -> dict[ClientQuotaEntity, ApiError]:
         """Set and remove client quotas (KIP-546); one ApiError per entity (NONE on success)."""
         entries = list(entries)
-        return self._write(context, lambda image, now, asker: alter_client_quotas(
+        return self._write(context, lambda image, now, asker, _hmacs: alter_client_quotas(
             image, entries, asker, decider=self._decider(image), validate_only=validate_only))
 
     def create_acls(self, bindings: Iterable[AclBinding], *, context: RequestContext | None) -> list[ApiError]:
         """Create ACLs; one ApiError per binding. An identical existing ACL is a successful no-op."""
         bindings = list(bindings)
-        return self._write(context, lambda image, now, asker: control.create_acls(
+        return self._write(context, lambda image, now, asker, _hmacs: control.create_acls(
             image, bindings, asker, config=self._config_at(image), decider=self._decider(image)))
 
     def delete_acls(self, filters: Iterable[AclBindingFilter], *,
                     context: RequestContext | None) -> list[DeleteAclsResult]:
         """Delete the ACLs matching each filter; per filter the bindings it removed."""
         filters = list(filters)
-        return self._write(context, lambda image, now, asker: control.delete_acls(
+        return self._write(context, lambda image, now, asker, _hmacs: control.delete_acls(
             image, filters, asker, config=self._config_at(image), decider=self._decider(image)))
 
     def create_delegation_token(self, *, context: RequestContext | None, owner: str | None = None,
@@ -486,7 +443,8 @@ class SecurityStore:
         """Issue a token (for ``owner``, default the requester); the result carries its HMAC."""
         renewers = tuple(renewers)
 
-        def decide(image: SecurityImage, now: int, asker: RequestContext) -> ControlResult[DelegationToken]:
+        def decide(image: SecurityImage, now: int, asker: RequestContext,
+                   _hmacs: TokenHmacs) -> ControlResult[DelegationToken]:
             config = self._config_at(image)
             issued = control.create_token(image, asker, now, owner=owner, renewers=renewers,
                                           max_lifetime_ms=max_lifetime_ms, config=config,
@@ -499,18 +457,18 @@ class SecurityStore:
     def renew_delegation_token(self, hmac: bytes, renew_period_ms: int = -1, *,
                                context: RequestContext | None) -> int:
         """Extend a token's expiry; returns the new expiry timestamp."""
-        return self._write(context, lambda image, now, asker: control.renew_token(
-            image, self._hmacs_of(image), hmac, renew_period_ms, asker, now, config=self._config_at(image)))
+        return self._write(context, lambda image, now, asker, hmacs: control.renew_token(
+            image, hmacs, hmac, renew_period_ms, asker, now, config=self._config_at(image)))
 
     def expire_delegation_token(self, hmac: bytes, expiry_period_ms: int = -1, *,
                                 context: RequestContext | None) -> int:
         """Move a token's expiry (a negative period removes it now); returns the new expiry."""
-        return self._write(context, lambda image, now, asker: control.expire_token(
-            image, self._hmacs_of(image), hmac, expiry_period_ms, asker, now, config=self._config_at(image)))
+        return self._write(context, lambda image, now, asker, hmacs: control.expire_token(
+            image, hmacs, hmac, expiry_period_ms, asker, now, config=self._config_at(image)))
 
     def sweep_expired_tokens(self) -> int:
         """Remove every expired token (a logged change); returns how many were removed."""
-        return self._write(SWEEPER, lambda image, now, _: control.sweep_expired(image, now))
+        return self._write(SWEEPER, lambda image, now, _, _hmacs: control.sweep_expired(image, now))
 
     def start_token_sweeper(self) -> None:
         """Run the expiry sweep in the background every ``token_expiry_check_interval_ms``."""
@@ -691,35 +649,3 @@ def _envelopes(events: Sequence[Event], context: RequestContext, now_ms: int) ->
     return [Envelope(-1, now_ms, context.principal, context.host, request_id, e, actor_asserted=context.asserted,
                      operator_user=operator.user, operator_host=operator.host, operator_pid=operator.pid,
                      operator_program=operator.program) for e in events]
-
-
-class _Queued:
-    """A write waiting to be committed with a group: its request, then its answer or its error."""
-
-    __slots__ = ("context", "decide", "done", "_response", "_error")
-
-    def __init__(self, context: RequestContext, decide: Callable[..., ControlResult]):
-        self.context, self.decide = context, decide
-        self.done = threading.Event()
-        self._response: object = None
-        self._error: BaseException | None = None
-
-    def succeed(self, response: object) -> None:
-        self._response = response
-        self.done.set()
-
-    def fail(self, error: BaseException) -> None:
-        self._error = error
-        self.done.set()
-
-    def settle(self, write: Callable[[], object]) -> None:
-        try:
-            self.succeed(write())
-        except BaseException as exc:  # noqa: BLE001 - handed to the writer's thread
-            self.fail(exc)
-
-    def outcome(self):
-        self.done.wait()
-        if self._error is not None:
-            raise self._error
-        return self._response

@@ -239,7 +239,7 @@ def test_filters_and_questions_still_select_a_name_an_older_log_holds(store):
     """A name with U+202E logged before the rule (or replicated in) can still be described, asked about and
     deleted by its exact name: filters and questions select, they store nothing."""
     old = acl("invoice\u202efdp.exe")
-    store._write(ADMIN, lambda image, now, ctx: ControlResult([AclCreated("old-acl", old)], None))
+    store._write(ADMIN, lambda image, now, ctx, _hmacs: ControlResult([AclCreated("old-acl", old)], None))
     exact = AclBindingFilter.of(ResourceType.TOPIC, old.name, principal=old.principal)
     assert store.describe_acls(exact, context=ADMIN) == [old]
     assert "User:alice" in [g.principal for g in store.who_could("READ", "TOPIC", old.name)]

@@ -33,7 +33,7 @@ def store(tmp_path, monkeypatch):
     path = make_store(tmp_path, monkeypatch)
     with SecurityStore.open(path, StoreConfig.load(path), keyring=Keyring.load(None)) as opened:
         old = acl(NAME, principal=PRINCIPAL)
-        opened._write(ADMIN, lambda image, now, ctx: ControlResult([AclCreated("old-acl", old)], None))
+        opened._write(ADMIN, lambda image, now, ctx, _hmacs: ControlResult([AclCreated("old-acl", old)], None))
     return path
 
 

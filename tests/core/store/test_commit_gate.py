@@ -261,7 +261,7 @@ def _queued_while_locked(store: SecurityStore, writes) -> list:
     with store._write_lock:
         for thread in threads:
             thread.start()
-        while len(store._queued) < len(writes):
+        while len(store._queue) < len(writes):
             time.sleep(0.001)
     for thread in threads:
         thread.join(30)
@@ -327,7 +327,7 @@ def test_in_a_group_a_write_whose_batch_cannot_be_replayed_fails_alone(grouping)
     ghost = ScramCredentialDeleted("ghost", ScramMechanism.SCRAM_SHA_256)
     outcomes = _queued_while_locked(store, [
         lambda: store.create_acls([acl("kept-1")], context=ADMIN),
-        lambda: store._write(ADMIN, lambda image, now, _: ControlResult([ghost], None)),
+        lambda: store._write(ADMIN, lambda image, now, _, _hmacs: ControlResult([ghost], None)),
         lambda: store.create_acls([acl("kept-2")], context=ADMIN),
     ])
     assert "does not exist" in str(outcomes[1])
