@@ -21,7 +21,6 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
-from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.replication.election import Announcements, Election, ElectionSettings
 from secmeta.consumers.kafka.replication.gate import KafkaCommitGate
 from secmeta.consumers.kafka.replication.node import ReplicatedNode
@@ -91,8 +90,7 @@ class ElectedNode:
         self._stepped_down = 0                # the election term of its latest step-down
         self.election: Election | None = None
         self._announcements: Announcements | None = None   # read_announcements' reader, until the election's
-        settings = node.settings
-        self._client = client_settings(settings.bootstrap, settings.client, defaults={}, enforced={})
+        self._client = node.settings.election_client()
         self._closing = False
 
     @property

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.core.errors import InvalidValueError
 
 __all__ = ["TOPIC_PREFIX", "ReplicationSettings", "topic_name", "transactional_id"]
@@ -53,3 +54,8 @@ class ReplicationSettings:
 
     def topic_for(self, store_id: str) -> str:
         return self.topic or topic_name(store_id)
+
+    def election_client(self) -> dict[str, object]:
+        """The settings of a node's election clients (announcements, the election): the cluster and the user's
+        settings, nothing added."""
+        return client_settings(self.bootstrap, self.client)

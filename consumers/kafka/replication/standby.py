@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.replication.election import Announcements, Election, ElectionSettings
 from secmeta.consumers.kafka.replication.node import ReplicatedNode
 from secmeta.core.server.controllership import Controllership, NodeAddress
@@ -23,8 +22,7 @@ class StandbyNode:
         self.node = node
         self.cluster = Controllership(node.settings.node_id)
         self.cluster.step_down("this node is a standby (--standby): it never writes")
-        settings = node.settings
-        self._client = client_settings(settings.bootstrap, settings.client, defaults={}, enforced={})
+        self._client = node.settings.election_client()
         self._election_settings = election
         self._announcements: Announcements | None = Announcements(self._client, node.store.log.store.store_id,
                                                                   self.cluster, election)
