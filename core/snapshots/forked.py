@@ -38,6 +38,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TypeVar
 
 from secmeta.core.errors import InvalidValueError, SecmetaError
@@ -99,7 +100,7 @@ def call_forked(fn: Callable[..., T], /, *args, timeout: float, abort: threading
         _child(parent, write_end, fn, args, kwargs)
     os.close(write_end)
     status = None
-    deadline = _Deadline(pid, timeout)
+    deadline = _Deadline(timeout, partial(_cpu_seconds, f"/proc/{pid}/stat"))
     try:
         data = _read_all(read_end, deadline, abort)
         if data is not None:  # the child closed the pipe: it is exiting
@@ -145,19 +146,23 @@ class _Deadline:
     scheduled (at CHILD_NICENESS beside busy writers it may get a hundredth of a core), is not ended: its
     deadline moves on while its CPU time grows (issue 24: a checkpoint child under load hit a fixed 60 s
     deadline at 2M events, which stopped the whole fill).  Where the child's CPU time cannot be read
-    (no /proc), the deadline is ``timeout`` seconds after the fork."""
+    (no /proc: ``cpu_seconds`` returns None), the deadline is ``timeout`` seconds after the fork.
 
-    def __init__(self, pid: int, timeout: float):
-        self._stat = f"/proc/{pid}/stat"
+    ``cpu_seconds``: the child's CPU time so far (``_cpu_seconds`` of its /proc stat file); ``clock``: seconds, as
+    ``time.monotonic`` (tests give both)."""
+
+    def __init__(self, timeout: float, cpu_seconds: Callable[[], float | None],
+                 clock: Callable[[], float] = time.monotonic):
+        self._cpu_seconds, self._clock = cpu_seconds, clock
         self._timeout = timeout
         self._look_every = min(timeout / 10, 1.0)  # how late a stall or the CPU limit may be noticed
         self._cpu = 0.0
-        self._progressed = self._looked = time.monotonic()
+        self._progressed = self._looked = clock()
         self.reason = f"it timed out after {timeout:g} s without progress"
 
     def left(self) -> float:
         """Seconds until the child is given up (at most until the next look at its CPU time); <= 0 when it is."""
-        now = time.monotonic()
+        now = self._clock()
         if now - self._looked >= self._look_every or now - self._progressed >= self._timeout:  # a last look first
             self._looked = now
             cpu = self._cpu_seconds()
@@ -168,14 +173,15 @@ class _Deadline:
                 return 0.0
         return min(self._progressed + self._timeout - now, self._looked + self._look_every - now)
 
-    def _cpu_seconds(self) -> float | None:
-        """The child's user and system CPU time so far, or None when it cannot be read."""
-        try:
-            with open(self._stat, "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces
-            return (int(fields[11]) + int(fields[12])) / _TICKS
-        except (OSError, IndexError, ValueError):
-            return None
+
+def _cpu_seconds(stat_path: str) -> float | None:
+    """A process's user and system CPU time so far, from its /proc stat file, or None when it cannot be read."""
+    try:
+        with open(stat_path, "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()  # after the command name, which may hold spaces
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
