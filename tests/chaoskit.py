@@ -41,6 +41,7 @@ from confluent_kafka.admin import ResourceType as KafkaRes
 from secmeta.core import SecurityStore, StoreConfig
 from secmeta.events.keyring import Keyring
 from tests.storekit import ADMIN
+from tests.waiting import wait_for
 
 __all__ = ["KafkaCut", "NodeProcess", "ReplicatedCluster", "Trial", "acl_binding", "free_port", "run_trial", "tansu",
            "tansu_with_cut", "wait_for"]
@@ -57,17 +58,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
-
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.02)
 
 
 def _tansu_binary() -> str:

@@ -164,22 +164,22 @@ def test_catching_up_at_start_ends_while_the_writer_keeps_writing(writer, settin
     as long as writes keep coming (at a cluster's start a joining node did, so it never joined the election
     and its clients never learnt the controller)."""
     import threading
-    import time
 
     store, node = writer
     join(tmp_path / "node2", _of(settings, node), keyring).close()
-    stop, written = threading.Event(), [0]
+    stop, twenty_written, written = threading.Event(), threading.Event(), [0]
 
     def write() -> None:
         while not stop.is_set():
             written[0] += 1
             store.create_acls([acl(f"steady-{written[0]}")], context=ADMIN)
+            if written[0] == 20:
+                twenty_written.set()
 
     load = threading.Thread(target=write, daemon=True)
     load.start()
     try:
-        while written[0] < 20:
-            time.sleep(0.01)
+        assert twenty_written.wait(60), "the writer did not write 20 ACLs"
         with _open(tmp_path / "node2", keyring, commit_gate=NotWriterGate()) as behind, \
                 ReplicatedNode(behind, _of(settings, node)) as replica:
             catching = threading.Thread(target=replica.catch_up, daemon=True)

@@ -16,9 +16,10 @@ from secmeta.core import SecurityStore, StoreConfig
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.server.controllership import NodeAddress
 from secmeta.core.store.commit_gate import NotWriterGate, WritesStoppedError
-from tests.consumers.replication.test_election import QUICK, wait_for
+from tests.consumers.replication.test_election import QUICK
 from tests.logkit import make_keyring
 from tests.storekit import ADMIN, TOKEN_SECRET, acl
+from tests.waiting import wait_for
 
 
 @contextmanager

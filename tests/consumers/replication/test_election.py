@@ -15,20 +15,11 @@ from confluent_kafka import KafkaException, Producer
 
 from secmeta.consumers.kafka.replication.election import Election, ElectionSettings
 from secmeta.core.server.controllership import Controllership, NodeAddress
+from tests.waiting import wait_for
 
 # The default lease (3 s) on a one-broker cluster: no test waits a lease out (a node that leaves or resigns
 # releases the lease at once), and a loaded machine does not make a node lose it between two heartbeats.
 QUICK = ElectionSettings(topic_replication_factor=1)
-
-
-def wait_for(condition, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 class Node:

@@ -19,6 +19,7 @@ import pytest
 from secmeta.core.server.config import ServerConfig
 from secmeta.core.wire.codec import build, encode_request, request_class
 from tests.serverkit import RawClient
+from tests.waiting import wait_for
 
 
 def _log_lines(caplog, peer: str) -> list[str]:
@@ -226,8 +227,7 @@ def test_connections_from_one_address_beyond_its_cap_are_refused(serve, caplog):
         assert len(lines) == 1 and "too many connections from 127.0.0.1 (max.connections.per.ip=2)" in lines[0]
         assert a.api_versions().error_code == 0 and b.api_versions().error_code == 0
         b.close()
-    deadline = time.monotonic() + 5     # the server frees a place once it has seen the close (not before)
-    while len(server.thread.server.admission) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: not len(server.thread.server.admission), 5,   # once the server has seen the closes (not before)
+             "the server frees the closed connections' places")
     with RawClient.connect(server) as d:   # closed connections free their places
         assert d.api_versions().error_code == 0
