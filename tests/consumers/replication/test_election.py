@@ -141,6 +141,7 @@ def test_announcements_read_outside_the_group_name_the_active_node_and_an_empty_
     assert empty.active_id is None and time.monotonic() - started < QUICK.topic_timeout_s
 
 
+@pytest.mark.kafka  # its own Tansu behind a KafkaCut (review 26, 3.4: it ran in the -m "not kafka" loop)
 def test_a_standby_cut_off_from_kafka_marks_itself_cut_off_and_never_campaigns(tmp_path):
     """A --standby node heartbeats as one that may not campaign (Election(candidate=False)): it is never elected
     (the lease stays vacant without a candidate), and when a network cut keeps its heartbeats from coming back for a
