@@ -325,17 +325,29 @@ def test_text_at_the_byte_limit_passes_and_one_more_byte_fails():
         text("é" * (MAX_NAME_BYTES // 2) + "x", "name")
 
 
+class _NotExactlyStr(str):
+    """A string ``text``'s ASCII fast path does not take (it takes exact ``str`` values only): every check runs."""
+
+
+def _outcome(value: str, **kwargs):
+    """What ``text`` answers: the value it returns, or its refusal's message."""
+    try:
+        return str(text(value, "name", **kwargs))
+    except FieldError as exc:
+        return f"refused: {exc}"
+
+
 @settings(max_examples=200)
-@given(value=st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=40), pad=st.sampled_from([0, 1000, 1100]))
-def test_ascii_text_passes_unless_it_holds_a_control_character_or_is_too_long(value, pad):
-    """An ASCII string (the usual name, checked in one pass) passes exactly when it has no control character
-    (U+0000-001F, U+007F) and fits the byte limit; a refusal names the field."""
+@given(value=st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=40) | st.text(max_size=40),
+       pad=st.sampled_from([0, 1000, 1100]), selects=st.booleans())
+def test_the_ascii_fast_path_answers_as_every_check_does(value, pad, selects):
+    """Review 26, 3.5: ``text`` answers an exact ``str`` (the usual name: printable ASCII in one pass) as it answers
+    the same value through every check (a ``str`` subclass skips the fast path): the same value, or the same
+    refusal naming the field, whatever the characters and the length."""
     value += "x" * pad
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value) or len(value) > MAX_NAME_BYTES:
-        with pytest.raises(FieldError, match="^name "):
-            text(value, "name")
-    else:
-        assert text(value, "name") == value
+    fast = _outcome(value, selects=selects)
+    assert fast == _outcome(_NotExactlyStr(value), selects=selects)
+    assert fast == value or fast.startswith("refused: name ")
 
 
 def test_enum_value_spellings_and_concreteness():
