@@ -16,7 +16,13 @@ import pytest
 
 from secmeta.consumers.kafka.follower import CHECKPOINT_FILE, SNAPSHOT_DIR, Follower
 from secmeta.events.keyring import Keyring
-from secmeta.events.types import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
 from secmeta.projections import image_snapshot
 from secmeta.projections.acl_section import read_section
 from secmeta.projections.acls import AclsImage
