@@ -122,7 +122,8 @@ def decide_group(group: Sequence[Queued], image: SecurityImage, hmacs: TokenHmac
     checked by the gate, written nowhere.  A write refused on the published image fails at once (its error stands
     whatever comes next).  Returns the writes decided, and those left for the next group once the batches reach
     the gate's ``max_group_bytes``."""
-    published, decided, size = image, [], 0
+    published, size = image, 0
+    decided: list[Decided] = []
     for n, write in enumerate(group):
         if size >= gate.max_group_bytes:
             return decided, list(group[n:])
