@@ -12,15 +12,18 @@ that one name.  A filter without a name may scan every ACL: it runs in a worker 
 DescribeAcls' answer is encoded by hand (``secmeta.core.wire.hot_responses``), straight
 from the index groups the store selects (``describe_acl_groups``: the same checks and ACLs
 as ``describe_acls``; a whole group's or node's encoding is kept while it lives), and the
-answer is kept for the same filter and context until the store publishes another image
-(``secmeta.core.server.image_answers``): never bytes of an older image than the one published
-when the request is read.  A refusal is never kept.  On a logged-in connection, a request
-naming a resource is answered from its bytes (``_answered_from_bytes``: read by hand, no kio
-entity, no ``Call``) when it succeeds; otherwise the handler answers it as any request.
+answer is kept for the same filter until the store publishes another image, sent to the callers
+(principal, host) the store allowed under that image (``secmeta.core.server.image_answers``): never
+bytes of an older image than the one published when the request is read.  A refusal is never
+kept.  On a logged-in connection, a request naming a resource is answered from its bytes
+(``_answered_from_bytes``: read by hand, no kio entity, no ``Call``; a kept answer found by the
+request's version and body bytes, before the body is read) when it succeeds; otherwise the handler
+answers it as any request.
 """
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from secmeta.core.errors import ApiError
@@ -52,22 +55,33 @@ def _names_a_resource(call: Call) -> bool:
     return call.request.resource_name_filter is not None
 
 
-def _answer(store: Any, context: RequestContext, answers: ImageAnswers | None, version: int,
+def _answer(store: Any, context: RequestContext, answers: ImageAnswers | None, key: Hashable, version: int,
             fields: DescribeAclsFields) -> EncodedResponse:
-    """DescribeAcls' successful answer to the filter ``fields`` (raises the store's ApiException), kept per image."""
+    """DescribeAcls' successful answer to the filter ``fields`` (raises the store's ApiException), kept per image
+    under ``key`` for the callers the store allows."""
     def compute() -> EncodedResponse:
         groups = store.describe_acl_groups(convert.filter_of(fields), context=context)
         return hot_responses.describe_acls_response(version, groups)
 
     if answers is None:
         return compute()
-    return answers.answer(store, (version, fields, context), compute)
+    return answers.answer(store, key, compute, (context.principal, context.host))
 
 
 def _answered_from_bytes(frame: bytes, store: Any, context: RequestContext, answers: ImageAnswers | None
                          ) -> bytes | None:
     """The response frame of a DescribeAcls naming a resource, read by hand (``hot_requests``) and answered
-    without a kio entity, or None (not read by hand, no name, or not a success): the handler answers it."""
+    without a kio entity, or None (not read by hand, no name, or not a success): the handler answers it.
+    An answer kept for the same version and body (``hot_requests.describe_acls_key``) is sent without reading
+    the body, to a caller the store allowed under the published image."""
+    if answers is not None:
+        keyed = hot_requests.describe_acls_key(frame)
+        if keyed is None:
+            return None
+        correlation_id, key = keyed
+        kept = answers.kept(store, key, (context.principal, context.host))
+        if kept is not None:
+            return encode_response(correlation_id, kept)
     read = hot_requests.describe_acls_fields(frame, trailing_ok=True)
     if read is None:
         return None
@@ -75,7 +89,7 @@ def _answered_from_bytes(frame: bytes, store: Any, context: RequestContext, answ
     if fields[1] is None:       # no resource name: it may scan, so not on the loop (``_names_a_resource``)
         return None
     try:
-        response = _answer(store, context, answers, version, fields)
+        response = _answer(store, context, answers, None if answers is None else key, version, fields)
     except Exception:           # a refusal or a failure: the handler's path answers (or logs) it
         return None
     return encode_response(correlation_id, response)
@@ -83,7 +97,8 @@ def _answered_from_bytes(frame: bytes, store: Any, context: RequestContext, answ
 
 @request_level(_describe_failed, on_loop=_names_a_resource, raw=_answered_from_bytes)
 def describe_acls(call: Call) -> Any:
-    return _answer(call.store, call.context, call.answers, call.version, hot_requests.fields_of(call.request))
+    fields = hot_requests.fields_of(call.request)
+    return _answer(call.store, call.context, call.answers, (call.version, fields), call.version, fields)
 
 
 def _per_filter(call: Call, error: ApiError) -> Any:

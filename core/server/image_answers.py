@@ -1,19 +1,25 @@
 """Answers kept per published image: the same read of the same image is the same bytes.
 
 The store publishes a new immutable image with every write, before the write is answered.
-A read's answer is a function of that image, the store's settings, the request and the
-connection's ``RequestContext`` (who asks decides what is allowed): so an answer computed
-while image I is published may be sent again for the same request and context for as long
-as the store's published image is still I.  ``ImageAnswers`` (one per server, which serves one store) keeps such answers for the
-current image only: the first request that finds another image published drops them all,
-so nothing computed from an older image is ever sent after a write has been answered
-(read-your-writes holds across connections).  An answer is kept under the image that was
-published when its computation began; if a write lands during the computation, the answer
-(which may be of the newer image) is kept under the older one and so never sent again.
+A read's answer is a function of that image, the store's settings and the request, once the
+caller may ask it at all (who asks decides only that: DescribeAcls needs DESCRIBE on the cluster,
+a decision on the caller's principal and host): so an answer computed while image I is published
+may be sent again for the same request, to any caller the store allowed to ask it under I, for as
+long as the store's published image is still I.  ``ImageAnswers`` (one per server, which serves one
+store) keeps such answers, and the callers (principal, host) allowed, for the current image only:
+the first request that finds another image published drops them all, so nothing computed from an
+older image is ever sent after a write has been answered (read-your-writes holds across
+connections), and a caller is allowed again only by the store's decision on the new image.  An
+answer and its caller are kept under the image that was published when the computation began; if a
+write lands during the computation, they (which may be of the newer image) are kept under the older
+one and so never used again.
 
-Bounded: at most ``limit`` answers of at most ``max_bytes`` each, ``budget`` bytes in all (the
-kept answers are dropped when the next would pass either).  Only answers that carry no secret
-are kept (DescribeAcls).
+A caller is recorded as allowed only by a successful ``compute()``: ``compute`` must raise for a
+caller the store refuses (the store's own check runs inside it), and a refusal is never kept.
+
+Bounded: at most ``limit`` answers of at most ``max_bytes`` each, ``budget`` bytes in all, keys
+included (the kept answers are dropped when the next would pass either), and at most ``limit``
+callers.  Only answers that carry no secret are kept (DescribeAcls).
 """
 
 from __future__ import annotations
@@ -26,33 +32,49 @@ from secmeta.core.wire.codec import EncodedResponse
 
 __all__ = ["ImageAnswers"]
 
+Caller = tuple[str, str]    # (principal, host): what the store's decision on a reader depends on
+
 
 class ImageAnswers:
-    """Encoded answers of the store's published image, keyed by request and context."""
+    """Encoded answers of the store's published image, keyed by request, and the callers allowed to read them."""
 
-    def __init__(self, limit: int = 256, max_bytes: int = 256 * 1024, budget: int = 8 * 1024 * 1024):
+    def __init__(self, limit: int = 8192, max_bytes: int = 256 * 1024, budget: int = 16 * 1024 * 1024):
         self._limit, self._max_bytes, self._budget = limit, max_bytes, budget
-        self._kept: tuple[Any, dict[Hashable, EncodedResponse]] = (None, {})
-        self._held = 0      # bytes of the kept answers (approximate under concurrent misses: only a bound)
+        self._kept: tuple[Any, dict[Hashable, EncodedResponse], set[Caller]] = (None, {}, set())
+        self._held = 0      # bytes of the kept answers and keys (approximate under concurrent misses: only a bound)
         self._lock = threading.Lock()
 
-    def answer(self, store: Any, key: Hashable, compute: Callable[[], EncodedResponse]) -> EncodedResponse:
-        """The answer kept for ``key`` if ``store``'s published image is the one it was computed from,
-        else ``compute()`` (which reads the published image itself), kept for the next request.
-        ``store`` is always the same store (the server's)."""
+    def kept(self, store: Any, key: Hashable, caller: Caller) -> EncodedResponse | None:
+        """The answer kept for ``key`` if ``store``'s published image is the one it was computed from and the
+        store allowed ``caller`` under that image; else None (``answer`` computes it)."""
+        image, answers, allowed = self._kept
+        if image is not store.image or caller not in allowed:
+            return None
+        return answers.get(key)
+
+    def answer(self, store: Any, key: Hashable, compute: Callable[[], EncodedResponse], caller: Caller
+               ) -> EncodedResponse:
+        """``kept(store, key, caller)`` if there is one, else ``compute()`` (which reads the published image
+        itself and raises for a caller the store refuses), kept for the next request of ``key`` by an allowed
+        caller.  ``store`` is always the same store (the server's)."""
         image = store.image
-        kept_image, answers = self._kept
+        kept_image, answers, allowed = self._kept
         if kept_image is not image:
             with self._lock:
-                kept_image, answers = self._kept
+                kept_image, answers, allowed = self._kept
                 if kept_image is not image:
-                    answers = {}
-                    self._kept, self._held = (image, answers), 0
-        found = answers.get(key)
-        if found is not None:
-            return found
+                    answers, allowed = {}, set()
+                    self._kept, self._held = (image, answers, allowed), 0
+        if caller in allowed:
+            found = answers.get(key)
+            if found is not None:
+                return found
         response = compute()
-        size = len(response.body)
+        if caller not in allowed:
+            if len(allowed) >= self._limit:
+                allowed.clear()
+            allowed.add(caller)
+        size = len(response.body) + (len(key) if isinstance(key, bytes) else 0)
         if size <= self._max_bytes:
             if len(answers) >= self._limit or self._held + size > self._budget:
                 answers.clear()

@@ -11,7 +11,9 @@ tests/core/wire/test_hot_requests.py checks both properties at every served vers
 
 ``describe_acls_fields`` is the same reading without the entity: the request's seven filter values
 as a tuple (``DescribeAclsFields``), for the server's inline answer (``secmeta.core.server.acl_apis``),
-which needs nothing else from the request and is keyed by these values.
+which needs nothing else from the request.  ``describe_acls_key`` reads the header alone (the same
+checks) and keys the request by its version and the bytes after the header (the body: the filter), so
+the server finds the answer it keeps for the same filter without reading the body.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import struct
 
 from secmeta.core.wire.codec import ApiKey, RequestFrame, request_class
 
-__all__ = ["FIELD_NAMES", "DescribeAclsFields", "describe_acls_fields", "describe_acls_request", "fields_of"]
+__all__ = ["FIELD_NAMES", "DescribeAclsFields", "describe_acls_fields", "describe_acls_key", "describe_acls_request",
+           "fields_of"]
 
 #: The request's filter values in the order of ``DescribeAclsFields``: resource type, resource name, pattern type,
 #: principal, host, operation, permission type (kio's field names).
@@ -61,12 +64,25 @@ def describe_acls_fields(frame: bytes, *, trailing_ok: bool
         return None
 
 
+def describe_acls_key(frame: bytes) -> tuple[int, bytes] | None:
+    """(correlation id, key) of the DescribeAcls request ``frame`` (its api key DescribeAcls, its version served,
+    a plain header: as ``describe_acls_fields`` checks it), or None; the key is the version's two bytes and the
+    body's bytes.  The body is not read: requests of equal keys are the same filter (trailing bytes included),
+    whatever their correlation and client ids."""
+    try:
+        _, correlation_id, _, pos = _header(frame)
+    except (_Unsure, struct.error, IndexError, UnicodeDecodeError):
+        return None
+    return correlation_id, frame[2:4] + frame[pos:]
+
+
 def fields_of(request: object) -> DescribeAclsFields:
     """The filter values of a decoded DescribeAcls request (a kio entity), as ``describe_acls_fields`` reads them."""
     return tuple(getattr(request, name) for name in FIELD_NAMES)  # type: ignore[return-value]
 
 
-def _read(frame: bytes, trailing_ok: bool) -> tuple[int, int, str | None, DescribeAclsFields]:
+def _header(frame: bytes) -> tuple[int, int, str | None, int]:
+    """(version, correlation id, client id, where the body starts) of a DescribeAcls request's plain header."""
     api_key, version, correlation_id, size = _HEADER.unpack_from(frame)
     if api_key != ApiKey.DESCRIBE_ACLS or not _SERVED[0] <= version <= _SERVED[1]:
         raise _Unsure()
@@ -76,9 +92,14 @@ def _read(frame: bytes, trailing_ok: bool) -> tuple[int, int, str | None, Descri
         client_id, pos = _text(frame, pos, size), pos + size
     elif size != -1:
         raise _Unsure()
-    flexible = version >= _FLEXIBLE_FROM
-    if flexible:
+    if version >= _FLEXIBLE_FROM:
         pos = _no_tags(frame, pos)
+    return version, correlation_id, client_id, pos
+
+
+def _read(frame: bytes, trailing_ok: bool) -> tuple[int, int, str | None, DescribeAclsFields]:
+    version, correlation_id, client_id, pos = _header(frame)
+    flexible = version >= _FLEXIBLE_FROM
     string = _compact if flexible else _legacy
     resource_type = _int8(frame, pos)
     name, pos = string(frame, pos + 1)

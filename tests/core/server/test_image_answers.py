@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from secmeta.core.errors import ErrorCode
-from secmeta.core.server.acl_apis import describe_acls
+from secmeta.core.server.acl_apis import _answered_from_bytes, describe_acls
 from secmeta.core.server.call import BrokerInfo, Call
 from secmeta.core.server.image_answers import ImageAnswers
 from secmeta.core.types import RequestContext
@@ -19,6 +19,7 @@ from secmeta.core.wire.codec import (
 )
 from secmeta.core.wire.hot_responses import describe_acls_response
 from secmeta.events.types import (
+    CLUSTER_NAME,
     AclBinding,
     AclBindingFilter,
     AclOperation,
@@ -31,6 +32,7 @@ from tests.storekit import ADMIN
 BROKER = BrokerInfo(1, "c", "127.0.0.1", 9092)
 ALICE = RequestContext("User:alice", "10.0.0.2")
 FILTER = AclBindingFilter.of(ResourceType.TOPIC, "orders", PatternType.MATCH)
+_ADMIN = (ADMIN.principal, ADMIN.host)
 
 
 def _binding(i: int) -> AclBinding:
@@ -71,6 +73,71 @@ def test_an_answer_kept_for_one_caller_is_never_sent_to_another(store):
         assert int(refused.error_code) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED and refused.resources == ()
 
 
+def _raw(store, answers: ImageAnswers, context, correlation_id: int = 9, client_id: str = "t", name: str = "orders"):
+    """DescribeAcls v3 of topic ``name`` answered from its bytes, as a logged-in connection's inline path asks: the
+    decoded answer, or None (not answered there: the handler's path answers, its refusals included)."""
+    the_filter = AclBindingFilter.of(ResourceType.TOPIC, name, PatternType.MATCH)
+    frame = encode_request(correlation_id, client_id,
+                           build(request_class(29, 3), **convert.filter_fields(the_filter)))[4:]
+    answered = _answered_from_bytes(frame, store, context, answers)
+    if answered is None:
+        return None
+    assert int.from_bytes(answered[4:8], "big") == correlation_id
+    return decode_response(29, 3, answered[4:])[1]
+
+
+def _cluster_describe(principal: str, permission: AclPermissionType = AclPermissionType.ALLOW) -> AclBinding:
+    return AclBinding.of(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL, principal, "*",
+                         AclOperation.DESCRIBE, permission)
+
+
+def test_a_kept_answer_is_sent_from_the_bytes_to_every_allowed_caller_and_never_to_another(store):
+    """Kept by the request's bytes, an answer computed for the admin is sent to another caller once the store has
+    allowed it (DESCRIBE on the cluster) under the same image, under its own correlation id and client id,
+    without computing it again; a caller the store refuses is never answered from it (the handler's path
+    refuses it)."""
+    answers = ImageAnswers()
+    other = AclBinding.of(ResourceType.TOPIC, "other", PatternType.LITERAL, "User:u1", "*", AclOperation.READ,
+                          AclPermissionType.ALLOW)
+    store.create_acls([_binding(0), other, _cluster_describe("User:bob")], context=ADMIN)
+    computed = []
+    real = store.describe_acl_groups
+
+    def counted(*args, **kwargs):
+        computed.append(args)
+        return real(*args, **kwargs)
+
+    store.describe_acl_groups = counted
+    try:
+        assert _described(_raw(store, answers, ADMIN)) == {_binding(0)}
+        assert _described(_raw(store, answers, ADMIN, name="other")) == {other}
+        bob = RequestContext("User:bob", "10.0.0.3")
+        assert _described(_raw(store, answers, bob, correlation_id=11, client_id="bob")) == {_binding(0)}
+        assert len(computed) == 3      # bob's first request: the store decides on bob (and computes)
+        assert _described(_raw(store, answers, bob, correlation_id=12, name="other")) == {other}
+        assert _described(_raw(store, answers, ADMIN, correlation_id=13)) == {_binding(0)}
+        assert len(computed) == 3      # then each is answered from the admin's kept bytes
+        for _ in range(2):
+            assert _raw(store, answers, ALICE) is None
+            assert int(_describe(store, answers, ALICE).error_code) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    finally:
+        del store.describe_acl_groups
+
+
+def test_a_caller_whose_right_is_revoked_is_refused_at_once(store):
+    """A caller allowed under one image is decided on again under the next: once a write denies it DESCRIBE on
+    the cluster, its next request is refused, the kept bytes unused."""
+    answers = ImageAnswers()
+    bob = RequestContext("User:bob", "10.0.0.3")
+    store.create_acls([_binding(0), _cluster_describe("User:bob")], context=ADMIN)
+    assert _described(_raw(store, answers, bob)) == {_binding(0)}
+    assert _described(_raw(store, answers, ADMIN)) == {_binding(0)}
+    store.create_acls([_cluster_describe("User:bob", AclPermissionType.DENY)], context=ADMIN)
+    assert _raw(store, answers, bob) is None
+    assert int(_describe(store, answers, bob).error_code) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert _described(_raw(store, answers, ADMIN)) == {_binding(0)}
+
+
 def test_an_answer_computed_while_a_write_lands_is_not_sent_after_it(store):
     """An answer whose computation a write overtook is not reused: the next request computes again."""
     answers = ImageAnswers()
@@ -82,10 +149,10 @@ def test_an_answer_computed_while_a_write_lands_is_not_sent_after_it(store):
             store.create_acls([_binding(0)], context=ADMIN)     # a write lands while the answer is computed
         return describe_acls_response(3, store.describe_acl_groups(FILTER, context=ADMIN))
 
-    answers.answer(store, "k", compute)
-    answers.answer(store, "k", compute)
+    answers.answer(store, "k", compute, _ADMIN)
+    answers.answer(store, "k", compute, _ADMIN)
     assert len(computed) == 2
-    kept = answers.answer(store, "k", compute)
+    kept = answers.answer(store, "k", compute, _ADMIN)
     assert len(computed) == 2          # computed from the image still published: reused
     assert _described(decode_response(29, 3, encode_response(1, kept)[4:])[1]) == {_binding(0)}
 
@@ -102,10 +169,10 @@ def test_kept_answers_stay_within_the_bound(store):
 
     for _ in range(2):
         for key in range(10):
-            answers.answer(store, key, lambda key=key: compute(key))
+            answers.answer(store, key, lambda key=key: compute(key), _ADMIN)
     assert len(computed) >= 20 - 3
-    answers.answer(store, "big", lambda: compute("big", 100))
-    answers.answer(store, "big", lambda: compute("big", 100))
+    answers.answer(store, "big", lambda: compute("big", 100), _ADMIN)
+    answers.answer(store, "big", lambda: compute("big", 100), _ADMIN)
     assert computed.count("big") == 2
 
 
@@ -120,5 +187,5 @@ def test_kept_answers_stay_within_the_byte_budget(store):
 
     for _ in range(2):
         for key in range(6):
-            answers.answer(store, key, lambda key=key: compute(key))
+            answers.answer(store, key, lambda key=key: compute(key), _ADMIN)
     assert len(computed) >= 12 - 2          # at most two 40-byte answers fit in 100 bytes

@@ -15,7 +15,12 @@ from secmeta.core.wire.codec import (
     encode_request,
     request_class,
 )
-from secmeta.core.wire.hot_requests import describe_acls_fields, describe_acls_request, fields_of
+from secmeta.core.wire.hot_requests import (
+    describe_acls_fields,
+    describe_acls_key,
+    describe_acls_request,
+    fields_of,
+)
 
 _VERSIONS = st.integers(*ApiKey.DESCRIBE_ACLS.versions)
 _INT8 = st.integers(-128, 127)
@@ -106,3 +111,28 @@ def test_another_api_or_an_unserved_version_is_not_read_as_describe_acls():
     for api_key, version in ((ApiKey.DELETE_ACLS, 3), (ApiKey.DESCRIBE_ACLS, 4), (ApiKey.DESCRIBE_ACLS, 0)):
         other = api_key.to_bytes(2, "big") + version.to_bytes(2, "big") + frame[4:]
         assert describe_acls_fields(other, trailing_ok=False) is None
+
+
+def _damaged(frame: bytes, data) -> bytes:
+    if data.draw(st.booleans()):
+        at = data.draw(st.integers(0, len(frame) - 1))
+        frame = frame[:at] + bytes([data.draw(st.integers(0, 255))]) + frame[at + 1:]
+    return frame
+
+
+@settings(max_examples=150, deadline=None)
+@given(first=_frames(text=_SHORT), second=_frames(text=_SHORT), data=st.data())
+def test_requests_of_one_key_are_one_filter(first, second, data):
+    """The server finds a kept answer by ``describe_acls_key`` without reading the body: two requests (damaged or
+    not) of equal keys that kio both decodes are the same version and filter, whatever their correlation and
+    client ids; a request kio decodes with its filter read by hand has a key, with its correlation id."""
+    if data.draw(st.booleans()):        # the same filter from another client, under another correlation id
+        second = first[:4] + second[4:8] + first[8:] if data.draw(st.booleans()) else first
+    first, second = _damaged(first, data), _damaged(second, data)
+    keys = [describe_acls_key(f) for f in (first, second)]
+    reads = [describe_acls_fields(f, trailing_ok=True) for f in (first, second)]
+    for key, read, frame in zip(keys, reads, (first, second), strict=True):
+        if read is not None:
+            assert key is not None and key[0] == read[1] and _kio(frame, True) is not None
+    if None not in keys and keys[0][1] == keys[1][1] and None not in reads:
+        assert (reads[0][0], reads[0][3]) == (reads[1][0], reads[1][3])
