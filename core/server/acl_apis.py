@@ -74,22 +74,19 @@ def _answered_from_bytes(frame: bytes, store: Any, context: RequestContext, answ
     without a kio entity, or None (not read by hand, no name, or not a success): the handler answers it.
     An answer kept for the same version and body (``hot_requests.describe_acls_key``) is sent without reading
     the body, to a caller the store allowed under the published image."""
+    keyed = hot_requests.describe_acls_key(frame)
+    if keyed is None:
+        return None
+    version, correlation_id, pos, key = keyed
     if answers is not None:
-        keyed = hot_requests.describe_acls_key(frame)
-        if keyed is None:
-            return None
-        correlation_id, key = keyed
         kept = answers.kept(store, key, (context.principal, context.host))
         if kept is not None:
             return encode_response(correlation_id, kept)
-    read = hot_requests.describe_acls_fields(frame, trailing_ok=True)
-    if read is None:
-        return None
-    version, correlation_id, _, fields = read
-    if fields[1] is None:       # no resource name: it may scan, so not on the loop (``_names_a_resource``)
+    fields = hot_requests.describe_acls_body(frame, version, pos, trailing_ok=True)
+    if fields is None or fields[1] is None:     # no resource name: it may scan, so not on the loop
         return None
     try:
-        response = _answer(store, context, answers, None if answers is None else key, version, fields)
+        response = _answer(store, context, answers, key, version, fields)
     except Exception:           # a refusal or a failure: the handler's path answers (or logs) it
         return None
     return encode_response(correlation_id, response)

@@ -22,8 +22,8 @@ import struct
 
 from secmeta.core.wire.codec import ApiKey, RequestFrame, request_class
 
-__all__ = ["FIELD_NAMES", "DescribeAclsFields", "describe_acls_fields", "describe_acls_key", "describe_acls_request",
-           "fields_of"]
+__all__ = ["FIELD_NAMES", "DescribeAclsFields", "describe_acls_body", "describe_acls_fields", "describe_acls_key",
+           "describe_acls_request", "fields_of"]
 
 #: The request's filter values in the order of ``DescribeAclsFields``: resource type, resource name, pattern type,
 #: principal, host, operation, permission type (kio's field names).
@@ -64,16 +64,26 @@ def describe_acls_fields(frame: bytes, *, trailing_ok: bool
         return None
 
 
-def describe_acls_key(frame: bytes) -> tuple[int, bytes] | None:
-    """(correlation id, key) of the DescribeAcls request ``frame`` (its api key DescribeAcls, its version served,
-    a plain header: as ``describe_acls_fields`` checks it), or None; the key is the version's two bytes and the
-    body's bytes.  The body is not read: requests of equal keys are the same filter (trailing bytes included),
-    whatever their correlation and client ids."""
+def describe_acls_key(frame: bytes) -> tuple[int, int, int, bytes] | None:
+    """(api version, correlation id, where the body starts, key) of the DescribeAcls request ``frame`` (its api key
+    DescribeAcls, its version served, a plain header: as ``describe_acls_fields`` checks it), or None; the key is
+    the version's two bytes and the body's bytes.  The body is not read (``describe_acls_body`` reads it):
+    requests of equal keys are the same filter (trailing bytes included), whatever their correlation and client
+    ids."""
     try:
-        _, correlation_id, _, pos = _header(frame)
+        version, correlation_id, _, pos = _header(frame)
     except (_Unsure, struct.error, IndexError, UnicodeDecodeError):
         return None
-    return correlation_id, frame[2:4] + frame[pos:]
+    return version, correlation_id, pos, frame[2:4] + frame[pos:]
+
+
+def describe_acls_body(frame: bytes, version: int, pos: int, *, trailing_ok: bool) -> DescribeAclsFields | None:
+    """The filter values of the body at ``pos`` of a DescribeAcls request of ``version`` whose header
+    ``describe_acls_key`` read, or None: decode it with kio."""
+    try:
+        return _body(frame, version, pos, trailing_ok)
+    except (_Unsure, struct.error, IndexError, UnicodeDecodeError):
+        return None
 
 
 def fields_of(request: object) -> DescribeAclsFields:
@@ -99,6 +109,10 @@ def _header(frame: bytes) -> tuple[int, int, str | None, int]:
 
 def _read(frame: bytes, trailing_ok: bool) -> tuple[int, int, str | None, DescribeAclsFields]:
     version, correlation_id, client_id, pos = _header(frame)
+    return version, correlation_id, client_id, _body(frame, version, pos, trailing_ok)
+
+
+def _body(frame: bytes, version: int, pos: int, trailing_ok: bool) -> DescribeAclsFields:
     flexible = version >= _FLEXIBLE_FROM
     string = _compact if flexible else _legacy
     resource_type = _int8(frame, pos)
@@ -112,8 +126,7 @@ def _read(frame: bytes, trailing_ok: bool) -> tuple[int, int, str | None, Descri
         pos = _no_tags(frame, pos)
     if pos > len(frame) or (pos < len(frame) and not trailing_ok):
         raise _Unsure()
-    return version, correlation_id, client_id, (resource_type, name, pattern_type, principal, host, operation,
-                                                permission)
+    return resource_type, name, pattern_type, principal, host, operation, permission
 
 
 def _int8(frame: bytes, pos: int) -> int:

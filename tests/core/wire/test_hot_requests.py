@@ -16,6 +16,7 @@ from secmeta.core.wire.codec import (
     request_class,
 )
 from secmeta.core.wire.hot_requests import (
+    describe_acls_body,
     describe_acls_fields,
     describe_acls_key,
     describe_acls_request,
@@ -133,6 +134,7 @@ def test_requests_of_one_key_are_one_filter(first, second, data):
     reads = [describe_acls_fields(f, trailing_ok=True) for f in (first, second)]
     for key, read, frame in zip(keys, reads, (first, second), strict=True):
         if read is not None:
-            assert key is not None and key[0] == read[1] and _kio(frame, True) is not None
-    if None not in keys and keys[0][1] == keys[1][1] and None not in reads:
+            assert key is not None and key[:2] == read[:2] and _kio(frame, True) is not None
+            assert describe_acls_body(frame, key[0], key[2], trailing_ok=True) == read[3]
+    if None not in keys and keys[0][3] == keys[1][3] and None not in reads:
         assert (reads[0][0], reads[0][3]) == (reads[1][0], reads[1][3])
