@@ -131,3 +131,14 @@ def test_a_write_to_a_resource_already_described_is_in_the_next_answer(admin):
     admin.send(delete)
     admin.read_frame()
     assert _described(admin, 6, literal) == (0, [second])
+
+
+def test_a_damaged_request_is_never_answered_from_a_kept_answer(admin):
+    """A DescribeAcls whose answer is kept, sent again cut short by one byte (its size says so): not the kept
+    answer but the server's refusal of a malformed frame, as for any (the connection is closed)."""
+    orders = AclBindingFilter.of(ResourceType.TOPIC, "orders", PatternType.MATCH)
+    assert _described(admin, 1, orders) == (0, [])
+    assert _described(admin, 2, orders) == (0, [])         # kept
+    frame = _describe(3)[4:-1]
+    admin.send_bytes(len(frame).to_bytes(4, "big") + frame)
+    assert admin.next_frame() is None
