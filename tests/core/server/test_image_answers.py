@@ -124,6 +124,28 @@ def test_a_kept_answer_is_sent_from_the_bytes_to_every_allowed_caller_and_never_
         del store.describe_acl_groups
 
 
+def test_a_client_cycling_through_thousands_of_resources_is_answered_from_kept_answers(store):
+    """Issue 24: a client asking 2,000 resources in turn (more than the 256 answers once kept) computed every
+    answer; the default bound keeps them all, so the second pass computes none."""
+    answers = ImageAnswers()
+    store.create_acls([_binding(0)], context=ADMIN)
+    computed = []
+    real = store.describe_acl_groups
+
+    def counted(*args, **kwargs):
+        computed.append(args)
+        return real(*args, **kwargs)
+
+    store.describe_acl_groups = counted
+    try:
+        for _ in range(2):
+            for i in range(2000):
+                assert _raw(store, answers, ADMIN, name=f"t{i}") is not None
+        assert len(computed) == 2000
+    finally:
+        del store.describe_acl_groups
+
+
 def test_a_caller_whose_right_is_revoked_is_refused_at_once(store):
     """A caller allowed under one image is decided on again under the next: once a write denies it DESCRIBE on
     the cluster, its next request is refused, the kept bytes unused."""
