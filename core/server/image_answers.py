@@ -17,9 +17,12 @@ one and so never used again.
 A caller is recorded as allowed only by a successful ``compute()``: ``compute`` must raise for a
 caller the store refuses (the store's own check runs inside it), and a refusal is never kept.
 
-Bounded: at most ``limit`` answers of at most ``max_bytes`` each, ``budget`` bytes in all, keys
-included (the kept answers are dropped when the next would pass either), and at most ``limit``
-callers.  Only answers that carry no secret are kept (DescribeAcls).
+Kept on second sight: an answer is kept only when its key was asked before (under this image or an
+earlier one: ``seen`` holds the keys' hashes only, never an answer), so a client asking names no one
+asks twice (a scan, new topics) neither pays for keeping its answers nor evicts the ones asked again
+and again.  Bounded: at most ``limit`` answers of at most ``max_bytes`` each, ``budget`` bytes in all,
+keys included (the kept answers are dropped when the next would pass either), at most ``limit``
+callers and ``8 * limit`` hashes seen.  Only answers that carry no secret are kept (DescribeAcls).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class ImageAnswers:
         self._limit, self._max_bytes, self._budget = limit, max_bytes, budget
         self._kept: tuple[Any, dict[Hashable, EncodedResponse], set[Caller]] = (None, {}, set())
         self._held = 0      # bytes of the kept answers and keys (approximate under concurrent misses: only a bound)
+        self._seen: set[int] = set()    # hashes of the keys asked (across images): what is asked again is kept
         self._lock = threading.Lock()
 
     def kept(self, store: Any, key: Hashable, caller: Caller) -> EncodedResponse | None:
@@ -56,7 +60,7 @@ class ImageAnswers:
                ) -> EncodedResponse:
         """``kept(store, key, caller)`` if there is one, else ``compute()`` (which reads the published image
         itself and raises for a caller the store refuses), kept for the next request of ``key`` by an allowed
-        caller.  ``store`` is always the same store (the server's)."""
+        caller if ``key`` was asked before.  ``store`` is always the same store (the server's)."""
         image = store.image
         kept_image, answers, allowed = self._kept
         if kept_image is not image:
@@ -74,6 +78,12 @@ class ImageAnswers:
             if len(allowed) >= self._limit:
                 allowed.clear()
             allowed.add(caller)
+        seen, asked = self._seen, hash(key)
+        if asked not in seen:       # asked for the first time: kept if it is asked again
+            if len(seen) >= 8 * self._limit:
+                seen.clear()
+            seen.add(asked)
+            return response
         size = len(response.body) + (len(key) if isinstance(key, bytes) else 0)
         if size <= self._max_bytes:
             if len(answers) >= self._limit or self._held + size > self._budget:

@@ -109,14 +109,16 @@ def test_a_kept_answer_is_sent_from_the_bytes_to_every_allowed_caller_and_never_
 
     store.describe_acl_groups = counted
     try:
-        assert _described(_raw(store, answers, ADMIN)) == {_binding(0)}
-        assert _described(_raw(store, answers, ADMIN, name="other")) == {other}
+        for _ in range(2):          # asked twice: kept (on second sight)
+            assert _described(_raw(store, answers, ADMIN)) == {_binding(0)}
+            assert _described(_raw(store, answers, ADMIN, name="other")) == {other}
+        assert len(computed) == 4
         bob = RequestContext("User:bob", "10.0.0.3")
         assert _described(_raw(store, answers, bob, correlation_id=11, client_id="bob")) == {_binding(0)}
-        assert len(computed) == 3      # bob's first request: the store decides on bob (and computes)
+        assert len(computed) == 5      # bob's first request: the store decides on bob (and computes)
         assert _described(_raw(store, answers, bob, correlation_id=12, name="other")) == {other}
         assert _described(_raw(store, answers, ADMIN, correlation_id=13)) == {_binding(0)}
-        assert len(computed) == 3      # then each is answered from the admin's kept bytes
+        assert len(computed) == 5      # then each is answered from the admin's kept bytes
         for _ in range(2):
             assert _raw(store, answers, ALICE) is None
             assert int(_describe(store, answers, ALICE).error_code) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
@@ -126,7 +128,8 @@ def test_a_kept_answer_is_sent_from_the_bytes_to_every_allowed_caller_and_never_
 
 def test_a_client_cycling_through_thousands_of_resources_is_answered_from_kept_answers(store):
     """Issue 24: a client asking 2,000 resources in turn (more than the 256 answers once kept) computed every
-    answer; the default bound keeps them all, so the second pass computes none."""
+    answer; the default bound keeps them all (each kept when asked a second time), so the third pass computes
+    none."""
     answers = ImageAnswers()
     store.create_acls([_binding(0)], context=ADMIN)
     computed = []
@@ -138,12 +141,33 @@ def test_a_client_cycling_through_thousands_of_resources_is_answered_from_kept_a
 
     store.describe_acl_groups = counted
     try:
-        for _ in range(2):
+        for _ in range(3):
             for i in range(2000):
                 assert _raw(store, answers, ADMIN, name=f"t{i}") is not None
-        assert len(computed) == 2000
+        assert len(computed) == 4000
     finally:
         del store.describe_acl_groups
+
+
+def test_answers_asked_once_are_not_kept_and_do_not_evict_the_ones_asked_again(store):
+    """Kept on second sight: a stream of keys asked once each (a scan of new names) is computed and never kept,
+    so an answer asked again and again stays kept through it; the same keys asked a second time are kept."""
+    answers = ImageAnswers(limit=10)
+    computed = []
+
+    def compute(key) -> EncodedResponse:
+        computed.append(key)
+        return EncodedResponse(True, b"x")
+
+    for _ in range(2):
+        answers.answer(store, "hot", lambda: compute("hot"), _ADMIN)
+    for key in range(100):
+        answers.answer(store, key, lambda key=key: compute(key), _ADMIN)
+    answers.answer(store, "hot", lambda: compute("hot"), _ADMIN)
+    assert computed.count("hot") == 2
+    assert answers.kept(store, 99, _ADMIN) is None
+    answers.answer(store, 99, lambda: compute(99), _ADMIN)       # the second time: kept
+    assert computed.count(99) == 2 and answers.kept(store, 99, _ADMIN) is not None
 
 
 def test_a_caller_whose_right_is_revoked_is_refused_at_once(store):
