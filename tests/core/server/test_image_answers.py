@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from secmeta.core.errors import ErrorCode
 from secmeta.core.server.acl_apis import _answered_from_bytes, describe_acls
 from secmeta.core.server.call import BrokerInfo, Call
@@ -86,6 +88,23 @@ def _raw(store, answers: ImageAnswers, context, correlation_id: int = 9, client_
     return decode_response(29, 3, answered[4:])[1]
 
 
+@contextmanager
+def _computations(store):
+    """The store's ``describe_acl_groups`` calls inside the block (each an answer computed, not a kept one)."""
+    computed: list[tuple] = []
+    real = store.describe_acl_groups
+
+    def counted(*args, **kwargs):
+        computed.append(args)
+        return real(*args, **kwargs)
+
+    store.describe_acl_groups = counted
+    try:
+        yield computed
+    finally:
+        del store.describe_acl_groups
+
+
 def _cluster_describe(principal: str, permission: AclPermissionType = AclPermissionType.ALLOW) -> AclBinding:
     return AclBinding.of(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL, principal, "*",
                          AclOperation.DESCRIBE, permission)
@@ -100,15 +119,7 @@ def test_a_kept_answer_is_sent_from_the_bytes_to_every_allowed_caller_and_never_
     other = AclBinding.of(ResourceType.TOPIC, "other", PatternType.LITERAL, "User:u1", "*", AclOperation.READ,
                           AclPermissionType.ALLOW)
     store.create_acls([_binding(0), other, _cluster_describe("User:bob")], context=ADMIN)
-    computed = []
-    real = store.describe_acl_groups
-
-    def counted(*args, **kwargs):
-        computed.append(args)
-        return real(*args, **kwargs)
-
-    store.describe_acl_groups = counted
-    try:
+    with _computations(store) as computed:
         for _ in range(2):          # asked twice: kept (on second sight)
             assert _described(_raw(store, answers, ADMIN)) == {_binding(0)}
             assert _described(_raw(store, answers, ADMIN, name="other")) == {other}
@@ -122,8 +133,6 @@ def test_a_kept_answer_is_sent_from_the_bytes_to_every_allowed_caller_and_never_
         for _ in range(2):
             assert _raw(store, answers, ALICE) is None
             assert int(_describe(store, answers, ALICE).error_code) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-    finally:
-        del store.describe_acl_groups
 
 
 def test_a_client_cycling_through_thousands_of_resources_is_answered_from_kept_answers(store):
@@ -132,21 +141,11 @@ def test_a_client_cycling_through_thousands_of_resources_is_answered_from_kept_a
     none."""
     answers = ImageAnswers()
     store.create_acls([_binding(0)], context=ADMIN)
-    computed = []
-    real = store.describe_acl_groups
-
-    def counted(*args, **kwargs):
-        computed.append(args)
-        return real(*args, **kwargs)
-
-    store.describe_acl_groups = counted
-    try:
+    with _computations(store) as computed:
         for _ in range(3):
             for i in range(2000):
                 assert _raw(store, answers, ADMIN, name=f"t{i}") is not None
         assert len(computed) == 4000
-    finally:
-        del store.describe_acl_groups
 
 
 def test_answers_asked_once_are_not_kept_and_do_not_evict_the_ones_asked_again(store):
