@@ -326,14 +326,14 @@ class Connection:
         assert protocol is not None and self._deadline is not None
         if protocol.fed != self._consumed:      # bytes of a frame already wait in the reader: after them
             return data
-        view, pos, answered = memoryview(data), 0, False
+        pos, answered = 0, False
         limit = self._config.socket_request_max_bytes
         while len(data) - pos >= 4 and not self.stopping and transport.get_write_buffer_size() <= self._high_water:
-            size = int.from_bytes(view[pos:pos + 4], "big")
+            size = int.from_bytes(data[pos:pos + 4], "big")
             end = pos + 4 + size
             if size > ON_LOOP_BYTES or size > limit or end > len(data):
                 break
-            response = self._answered_inline(bytes(view[pos + 4:end]))
+            response = self._answered_inline(data[pos + 4:end])     # (a slice of bytes: the frame's one copy)
             if response is None:
                 break
             transport.write(response)
@@ -349,7 +349,7 @@ class Connection:
         auth = self._auth
         try:
             api_key, _, _ = peek_header(data)
-            if api_key not in INLINE_KEYS or auth is None or not auth.complete or auth.refusal(api_key) is not None:
+            if api_key not in INLINE_KEYS or auth is None or not auth.complete:    # (complete: nothing is refused)
                 return None
             server = self._server
             handler = server.handlers[api_key]
