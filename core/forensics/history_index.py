@@ -37,7 +37,6 @@ file would be rewritten or fragmented on every append.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import hmac
@@ -107,7 +106,6 @@ _BLOCK = 1024  # rows per link of the digest chain
 _SEAL_SUFFIX = ".mac"  # beside the file: its keyed digest, written at a clean close
 _CONDEMNED_SUFFIX = ".bad"  # beside the file: why log verify found it wrong (the next open rebuilds it)
 _CACHE_KB = 65_536
-_MAP_BYTES = 1 << 40  # the most of the file a query maps (HistoryIndex._mapped): all of it
 _ACL_EVENTS = {"AclCreated": AclCreated, "AclDeleted": AclDeleted}
 _COLUMNS = ("offset", "ts", "actor", "host", "request", "operator", "type", "entity", "principal", "restype", "pattern",
             "name", "acl_host", "op", "perm", "role", "acl", "parties", "payload")
@@ -564,8 +562,7 @@ class HistoryIndex:
         so one upserted in [a, b) differs.
         """
         self._require_from_zero(a)
-        # tens of thousands of rows and bindings, no cycles among them
-        with paused_gc() as paused, self._lock, self._mapped():
+        with paused_gc() as paused:  # tens of thousands of rows and bindings, no cycles among them
             created, deleted, rows = self._scanned(a, b)
             added, removed = _net_acls(created, deleted)
             # a large answer is frozen: the collector's first pass after the pause would rescan every row
@@ -588,18 +585,6 @@ class HistoryIndex:
             after = {entity: _folded(before.get(entity), rows) for entity, rows in others.items()}
             return Diff(a, b, _diff_acls(added), _diff_acls(removed), upserted, deleted, issued, renewed, expired,
                         gone, entity_changes(before, {e: s for e, s in after.items() if s is not None}, others))
-
-    @contextlib.contextmanager
-    def _mapped(self) -> Iterator[None]:
-        """The file read through a memory map meanwhile (the lock held): a page SQLite's cache lacks is read
-        without a system call (~0.03 of a 100k-event diff's 0.35 s CPU on the 1M log), and is unmapped after,
-        so the pages a query touched leave the process's resident memory (a build reads through the cache)."""
-        with self._lock:
-            self._db.execute(f"PRAGMA mmap_size={_MAP_BYTES}")
-            try:
-                yield
-            finally:
-                self._db.execute("PRAGMA mmap_size=0")
 
     def _require_from_zero(self, a: int) -> None:
         if self._start != 0 or a < self.log.start_offset:
