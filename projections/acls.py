@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import itemgetter
 from types import MappingProxyType
 from typing import ClassVar, Literal, overload
@@ -31,7 +32,7 @@ from secmeta.projections.acl_entries import canonical_entry
 from secmeta.projections.acl_ids import AclIds
 from secmeta.projections.acl_index import AclIndex, Group, Node
 from secmeta.projections.acl_match import entry_filter_matches
-from secmeta.projections.acl_table import AclTable
+from secmeta.projections.acl_table import AclTable, TableError
 from secmeta.projections.errors import InconsistentEventError
 from secmeta.projections.gc_pause import paused_gc
 from secmeta.projections.kept_by_object import KeptByObject
@@ -66,7 +67,8 @@ class AclsImage:
 
     @classmethod
     def of_table(cls, table: AclTable) -> AclsImage:
-        """The image of a table's ACLs, each node and group made when first used."""
+        """The image of a table's ACLs, each node and group made when first used (TableError if an id is listed
+        twice)."""
         if not table.ids:
             return cls.EMPTY
         return cls(AclIds(table.id_positions(), table.group_at), table.index())
@@ -234,47 +236,60 @@ class AclsDelta:
     (as Kafka's AclsDelta.replay of a RemoveAccessControlEntryRecord).
     """
 
-    __slots__ = ("image", "_changes", "_bindings")
+    __slots__ = ("image", "_changes", "_bindings", "_runs")
 
     def __init__(self, image: AclsImage):
         self.image = image
         self._changes: dict[str, AclBinding | AclRow | None] = {}
         self._bindings = 0  # how many changes were recorded as a binding (the others: a row or None)
+        # Runs of rows (``add_rows``) recorded after ``_changes``, not yet keyed by id: a replay of ACL creations
+        # onto an empty image groups them straight into its table (``apply``), building no dict by id for them.
+        self._runs: list[list[AclRow]] = []
+
+    def _keyed(self) -> dict[str, AclBinding | AclRow | None]:
+        """The changes by id, the pending runs of rows recorded in them first (in order: a later row wins)."""
+        changes = self._changes
+        if self._runs:
+            for run in self._runs:
+                changes.update(zip(map(_ACL_ID, run), run))
+            self._runs.clear()
+        return changes
 
     @property
     def changes(self) -> Mapping[str, AclBinding | None]:
         """The recorded changes (None = removed)."""
-        return MappingProxyType({acl_id: _binding(change) for acl_id, change in self._changes.items()})
+        return MappingProxyType({acl_id: _binding(change) for acl_id, change in self._keyed().items()})
 
     def get(self, acl_id: str) -> AclBinding | None:
         """The binding of an id as the delta stands (image plus changes)."""
-        if acl_id in self._changes:
-            return _binding(self._changes[acl_id])
+        changes = self._keyed()
+        if acl_id in changes:
+            return _binding(changes[acl_id])
         return self.image.get(acl_id)
 
     def add(self, acl_id: str, binding: AclBinding) -> None:
         """Record a new ACL (pattern type must be LITERAL or PREFIXED)."""
         if binding.pattern.pattern_type not in _INDEXED_PATTERNS:
             _indexable(binding)  # raises, naming the binding
-        self._changes[acl_id] = binding
+        self._keyed()[acl_id] = binding
         self._bindings += 1
 
     def add_row(self, row: AclRow) -> None:
         """Record a new ACL given as its row (as ``add``)."""
         if row[3] not in _INDEXED_PATTERNS:
             _indexable(row_binding(row))  # raises, naming the binding
-        self._changes[row[0]] = row
+        (self._keyed() if self._runs else self._changes)[row[0]] = row
 
     def add_rows(self, rows: Sequence[AclRow]) -> None:
         """Record new ACLs given as rows, in order (as ``add_row`` for each, with C-level passes over them)."""
         if not _INDEXED_PATTERNS.issuperset(map(_PATTERN_TYPE, rows)):
             for row in rows:
                 self.add_row(row)  # raises at the first row an image cannot hold, naming it
-        self._changes.update(zip(map(_ACL_ID, rows), rows))
+        self._runs.append(list(rows))  # a copy: the caller's list is its own
 
     def remove(self, acl_id: str) -> None:
         """Record the removal of an ACL by id."""
-        changes = self._changes
+        changes = self._keyed()
         if (changes[acl_id] is None) if acl_id in changes else acl_id not in self.image.acls:
             raise InconsistentEventError(f"removal of ACL {acl_id!r}, which does not exist")
         self._changes[acl_id] = None
@@ -283,7 +298,11 @@ class AclsDelta:
         """A new image with the changes; the delta's base image is left as it was."""
         base = self.image
         acls = base.acls
-        changes = self._changes
+        if self._runs and not acls and not self._changes:  # only creations, onto an empty image
+            image = _of_runs(self._runs)
+            if image is not None:
+                return base if image is AclsImage.EMPTY else image
+        changes = self._keyed()
         deferred = deferred_of(acls, base.index) if len(changes) >= DEFER_FROM else None
         if deferred is not None:  # a snapshot's image (and changes): merged, each node patched when first made
             deferred = deferred.applied({acl_id: _binding(change) for acl_id, change in changes.items()})
@@ -311,6 +330,17 @@ class AclsDelta:
             return base
         with paused_gc(pause=len(removed) + len(added) >= _BULK):
             return _updated(base, removed, added)
+
+
+def _of_runs(runs: list[list[AclRow]]) -> AclsImage | None:
+    """The image of these runs of new ACLs' rows, grouped into one table; None if an id comes twice (the later
+    row replaces the earlier: the caller keys them by id first)."""
+    rows = chain.from_iterable(runs)
+    with paused_gc(pause=sum(map(len, runs)) >= _BULK):
+        try:
+            return AclsImage.of_table(AclTable.of_rows(rows))
+        except TableError:  # of_rows' own table is sound but for ids: an id comes twice
+            return None
 
 
 def _updated(base: AclsImage, removed: list[tuple[str, Group]], added: list[AclRow]) -> AclsImage:
