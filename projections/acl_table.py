@@ -157,8 +157,9 @@ class AclTable:
     def of_rows(cls, rows: Iterable[AclRow | None]) -> AclTable:
         """The table of these ACL rows (``AclCreated.ROW``; ids distinct; None is skipped), its nodes listed
         kind by kind (``index`` then adds each kind's in one run)."""
-        # kind -> name -> principal -> the group's one row, or its list of rows (most groups hold one ACL)
-        kinds: dict[tuple[int, int], dict[str, dict[str, AclRow | list[AclRow]]]] = {}
+        # kind -> name -> the node's one row, or principal -> the group's one row, or its list of rows (most
+        # groups hold one ACL; on the benchmark's shape most nodes do: no dict is made for them)
+        kinds: dict[tuple[int, int], dict[str, AclRow | dict[str, AclRow | list[AclRow]]]] = {}
         for row in rows:
             if row is None:
                 continue
@@ -168,13 +169,16 @@ class AclTable:
                 nodes = kinds[kind] = {}
             per = nodes.get(row[2])
             if per is None:
-                nodes[row[2]] = {row[4]: row}
+                nodes[row[2]] = row
+            elif per.__class__ is tuple:  # the node's second ACL
+                first = per[4]  # type: ignore[index]
+                nodes[row[2]] = {first: [per, row]} if first == row[4] else {first: per, row[4]: row}  # type: ignore
             else:
-                held = per.get(row[4])
+                held = per.get(row[4])  # type: ignore[union-attr]
                 if held is None:
-                    per[row[4]] = row
+                    per[row[4]] = row  # type: ignore[index]
                 elif held.__class__ is tuple:
-                    per[row[4]] = [held, row]  # type: ignore[list-item]
+                    per[row[4]] = [held, row]  # type: ignore[index, list-item]
                 else:
                     held.append(row)  # type: ignore[union-attr]
         resource_types, pattern_types = bytearray(), bytearray()
@@ -189,9 +193,15 @@ class AclTable:
             pattern_types += bytes((pattern_type,)) * len(nodes)
             names += nodes
             for per in nodes.values():
+                if per.__class__ is tuple:  # a node of one ACL
+                    group_counts.append(1)
+                    principals.append(per[4])  # type: ignore[index, arg-type]
+                    append(per)  # type: ignore[arg-type]
+                    count(1)
+                    continue
                 group_counts.append(len(per))
-                principals += per
-                for held in per.values():
+                principals += per  # type: ignore[arg-type]
+                for held in per.values():  # type: ignore[union-attr]
                     if held.__class__ is tuple:
                         append(held)  # type: ignore[arg-type]
                         count(1)
