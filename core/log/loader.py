@@ -17,7 +17,7 @@ from secmeta.core.log.anchor import Anchor, anchor_stamp, read_anchor
 from secmeta.core.log.chain import Chain
 from secmeta.core.log.config import LogConfig
 from secmeta.core.log.evidence import refuse_evidence, truncation_message
-from secmeta.core.log.format import FrameError, genesis_link
+from secmeta.core.log.format import Batch, FrameError, genesis_link
 from secmeta.core.log.highwater import HighWater, Mark, is_torn_tail
 from secmeta.core.log.pending_recovery import read_pending
 from secmeta.core.log.reading import Reader
@@ -29,6 +29,7 @@ from secmeta.events.durable import fsync_dir, write_atomically
 from secmeta.events.keyring import Keyring
 from secmeta.events.records import Envelope
 
+KEEP_VERIFIED_BYTES = 32 * 1024 * 1024  # an active segment up to this size keeps its checked batches for the replay
 logger = logging.getLogger("secmeta.log")
 
 
@@ -72,6 +73,9 @@ class LogLoader:
         self.read_only = read_only
         self.retention = retention
         self.pending: Envelope | None = None  # a recovery's event the writer must log first (pending_recovery)
+        # The active segment's batches as its scan checked them (a writer's open, a segment of up to
+        # KEEP_VERIFIED_BYTES): the open's replay reads them from here, checked once (``Reader.keep_verified``).
+        self.verified: tuple[Segment, list[Batch]] | None = None
 
     def load_schemas(self) -> None:
         """Teach the codec the writer schemas the log's batches were written with (a writer adds its own)."""
@@ -231,6 +235,7 @@ class LogLoader:
         """
         recovery = RecoveryReport()
         expected, good_end, prev = seg.base_offset, 0, seg.prev_link
+        kept: list[Batch] | None = [] if not self.read_only and seg.size <= KEEP_VERIFIED_BYTES else None
         try:
             for batch in seg.frames(0, seg.size):
                 if batch.base_offset != expected:
@@ -242,6 +247,8 @@ class LogLoader:
                 self.chain.check_link(seg, batch, prev)
                 seg.note(batch, batch.position)
                 expected, good_end, prev = batch.next_offset, batch.position + batch.size, batch.link
+                if kept is not None:
+                    kept.append(batch)
         except FrameError as exc:
             if not is_torn_tail(exc, expected, mark, start):
                 why = ("a complete batch that does not parse or fails its CRC is not a torn write" if not exc.truncated
@@ -259,6 +266,8 @@ class LogLoader:
                 recovery = RecoveryReport(seg.name, torn, expected, str(exc))
                 logger.warning("%s", recovery)
         seg.size = seg.visible_size = seg.synced_size = good_end
+        if kept:
+            self.verified = (seg, kept)
         return recovery
 
     def _last_batch_link(self, state: LogState) -> bytes | None:

@@ -106,6 +106,8 @@ class Log:
         self._loader.load_schemas()
         loaded, self.recovery = self._loader.load()
         self.state.take(loaded)
+        self._reader.keep_verified(self._loader.verified)
+        self._loader.verified = None
         if self._loader.pending is not None:  # a recovery's LogRecovered: the first batch after its cut
             self._writer.append([self._loader.pending])
             self._writer.flush()

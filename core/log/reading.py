@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import bisect
+import operator
 from collections.abc import Callable, Iterator
 
 from secmeta.core.log.chain import Chain
 from secmeta.core.log.errors import OffsetOutOfRangeError
 from secmeta.core.log.format import Batch
+from secmeta.core.log.segment import Segment
 from secmeta.core.log.state import LogState
 from secmeta.events.codec import EventCodec
 from secmeta.events.records import Envelope
+
+_BASE_OFFSET = operator.attrgetter("base_offset")
 
 
 class Reader:
@@ -21,13 +25,22 @@ class Reader:
         self.chain = chain
         self.codec = codec
         self._refresh = refresh
+        self._verified: tuple[Segment, list[Batch]] | None = None
 
-    def batches(self, start: int = 0, end: int | None = None, *, strict: bool = False) -> Iterator[Batch]:
+    def keep_verified(self, verified: tuple[Segment, list[Batch]] | None) -> None:
+        """A segment's first batches as a writer's open just read and checked them, chain links and all (the
+        log's writer lock keeps them as they are): the next replay or read of batches takes them from here rather
+        than reading and checking them again, and drops them (an open checks the chain once, not twice)."""
+        self._verified = verified
+
+    def batches(self, start: int = 0, end: int | None = None, *, strict: bool = False,
+                verified: tuple[Segment, list[Batch]] | None = None) -> Iterator[Batch]:
         """Yield the visible batches holding offsets in [start, end).
 
         Offsets before the log's start (deleted by retention) are skipped, unless ``strict``: then
         they raise OffsetOutOfRangeError, for a reader that needs every event from ``start`` on
         (a replay onto an image at ``start``), checked against the segments it will read.
+        ``verified``: a segment's first batches, checked already (``keep_verified``).
         """
         if self._refresh is not None:
             self._refresh()
@@ -48,11 +61,29 @@ class Reader:
         for seg, size in segments[first:]:
             if seg.base_offset >= stop:
                 return
-            for batch in self.chain.chained(seg, *seg.anchor_for(start), size=size):
+            for batch in self._chained(seg, start, size, verified):
                 if batch.base_offset >= stop:
                     return
                 if batch.next_offset > start:
                     yield batch
+
+    def _chained(self, seg: Segment, start: int, size: int,
+                 verified: tuple[Segment, list[Batch]] | None) -> Iterator[Batch]:
+        """``seg``'s batches from the one holding ``start`` on (a few before it may come too), chain-checked: the
+        ``verified`` ones as they are, the rest read and checked after them."""
+        if verified is None or verified[0] is not seg:
+            yield from self.chain.chained(seg, *seg.anchor_for(start), size=size)
+            return
+        kept = verified[1]
+        at = max(bisect.bisect_right(kept, start, key=_BASE_OFFSET) - 1, 0)
+        for batch in kept[at:]:
+            if batch.position + batch.size > size:
+                return
+            yield batch
+        last = kept[-1]
+        end = last.position + last.size
+        if end < size:  # appended since the open checked it
+            yield from self.chain.chained(seg, end, last.next_offset, last.link, size=size)
 
     def link_at(self, next_offset: int) -> bytes | None:
         """The chain link of the batch ending at ``next_offset`` (None if no batch ends there)."""
@@ -78,10 +109,14 @@ class Reader:
     def decode(self, batch: Batch) -> list[Envelope]:
         return self.codec.decode_batch(batch.payload, batch.schema_fp, batch.base_offset)
 
+    def _take_verified(self) -> tuple[Segment, list[Batch]] | None:
+        verified, self._verified = self._verified, None
+        return verified
+
     def read_batches(self, start: int = 0, end: int | None = None, *,
                      strict: bool = False) -> Iterator[list[Envelope]]:
         """The events in [start, end) a batch at a time (a batch cut by ``start`` or ``end`` holds only its part)."""
-        for batch in self.batches(start, end, strict=strict):
+        for batch in self.batches(start, end, strict=strict, verified=self._take_verified()):
             events = self.decode(batch)
             if batch.base_offset < start or (end is not None and batch.next_offset > end):
                 events = [e for e in events if start <= e.offset and (end is None or e.offset < end)]
@@ -92,7 +127,7 @@ class Reader:
         """The events in [start, end) a batch at a time as replay reads them (``EventCodec.decode_events``:
         no envelopes, an ACL's creation as its row), each list with the offset of its first event."""
         decode = self.codec.decode_events
-        for batch in self.batches(start, end, strict=strict):
+        for batch in self.batches(start, end, strict=strict, verified=self._take_verified()):
             events = decode(batch.payload, batch.schema_fp)
             first = batch.base_offset
             if first < start or (end is not None and batch.next_offset > end):

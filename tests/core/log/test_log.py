@@ -11,6 +11,7 @@ import pytest
 
 from secmeta.core.errors import CorruptLogError, NewerFormatError, NotAStoreError, StoreLockedError
 from secmeta.core.log import Log, LogConfig, OffsetOutOfRangeError, verify_log
+from secmeta.core.log.chain import Chain
 from secmeta.core.log.segment import Segment
 from secmeta.events.errors import EventSchemaError, KeyringError
 from secmeta.events.keyring import Keyring
@@ -421,3 +422,38 @@ def test_batch_over_the_frame_limit_is_refused_before_writing(store, keyring, mo
         with pytest.raises(ValueError, match="frame limit"):
             log.append([acl_created(i) for i in range(10)])
         assert log.end_offset == 0
+
+
+def test_a_writers_open_and_replay_check_each_batch_of_the_active_segment_once(store, keyring, monkeypatch):
+    """The open's scan of the active segment checks every batch's chain link; the replay that follows takes
+    those batches as checked rather than reading and checking them a second time."""
+    with Log.open(store, keyring=keyring) as log:
+        fill(log, 30)
+    checked = []
+    original = Chain.check_link
+    monkeypatch.setattr(Chain, "check_link", lambda self, seg, batch, prev: (checked.append(batch.base_offset),
+                                                                            original(self, seg, batch, prev)))
+    with Log.open(store, keyring=keyring) as log:
+        at_open = len(checked)
+        assert sorted(set(checked)) == [3 * b for b in range(30)]  # the scan (and a few of the open's own reads)
+        replayed = [(first, len(events)) for first, events in log.replay_batches()]
+        assert replayed == [(3 * b, 3) for b in range(30)]
+        assert len(checked) == at_open  # none read again
+        assert [(first, len(events)) for first, events in log.replay_batches(45)] == [(45, 3)] + [
+            (3 * b, 3) for b in range(16, 30)]
+        assert len(checked) > at_open  # a later read reads and checks again
+
+
+@pytest.mark.parametrize("start", [0, 1, 44, 89, 90])
+@pytest.mark.parametrize("appended", [0, 2])
+def test_the_first_replay_after_a_writers_open_reads_what_a_reader_reads(store, keyring, start, appended):
+    """From any offset, with batches appended after the open or not, the first replay gives what a read-only
+    log's replay gives."""
+    with Log.open(store, keyring=keyring) as log:
+        fill(log, 30)
+    with Log.open(store, keyring=keyring) as log:
+        fill(log, appended, ts0=5_000)
+        with Log.open(store, keyring=keyring, read_only=True) as reader:
+            expected = list(reader.replay_batches(start))
+        assert list(log.replay_batches(start)) == expected
+        assert sum(len(events) for _, events in expected) == 90 + 3 * appended - start
