@@ -10,12 +10,12 @@ single JSON schema that defines every named type once, with full names.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fastavro.schema import fingerprint as _fingerprint
 from fastavro.schema import to_parsing_canonical_form
 
 from ..errors import EventSchemaError
@@ -43,7 +43,30 @@ NamedTypes = dict[str, tuple[dict[str, Any], str | None]]
 
 def avro_fingerprint(schema: Any) -> bytes:
     """CRC-64-AVRO of a schema's parsing canonical form, 8 bytes little-endian."""
-    return bytes.fromhex(_fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO"))
+    return crc64_avro(to_parsing_canonical_form(schema).encode())
+
+
+_CRC64_EMPTY = 0xC15D213AA4D7A795
+
+
+@functools.cache
+def _crc64_table() -> tuple[int, ...]:
+    table = []
+    for i in range(256):
+        fp = i
+        for _ in range(8):
+            fp = (fp >> 1) ^ (_CRC64_EMPTY & -(fp & 1))
+        table.append(fp)
+    return tuple(table)
+
+
+def crc64_avro(data: bytes) -> bytes:
+    """The Avro specification's 64-bit Rabin fingerprint of ``data``, little-endian as Java's and fastavro's
+    (whose function builds its 256-entry table on every call: 0.35 ms, most of a codec's 13 fingerprints)."""
+    table, fp = _crc64_table(), _CRC64_EMPTY
+    for byte in data:
+        fp = (fp >> 8) ^ table[(fp ^ byte) & 0xFF]
+    return fp.to_bytes(8, "little")
 
 
 def schema_files(schema_dir: Path | None = None) -> list[Path]:

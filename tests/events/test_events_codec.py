@@ -522,3 +522,12 @@ def test_an_acl_creation_replays_as_its_row_of_kafka_enums():
     assert row == ("a", ResourceType.TOPIC, BINDING.name, BINDING.pattern.pattern_type, BINDING.entry.principal,
                    BINDING.entry.host, AclOperation.READ, BINDING.entry.permission_type)
     assert row[6] is AclOperation.READ
+
+
+def test_every_shipped_schema_has_fastavros_crc64_fingerprint():
+    """The codec's own CRC-64-AVRO gives fastavro's fingerprint for the batch schema and every event schema."""
+    from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+    schemas = [json.loads(CODEC.writer_schema_json)] + [CODEC._event_schema(t).inlined for t in CODEC.event_types]
+    for schema in schemas:
+        assert avro_fingerprint(schema).hex() == fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO")
