@@ -8,7 +8,10 @@ import re
 import stat
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from secmeta.events import keyring as keyring_module
 from secmeta.events.errors import KeyringError, SealedSecretError, UnknownKeyError
 from secmeta.events.keyring import Keyring, SealedSecret, open_scram, seal_scram
 from secmeta.events.records import ScramCredentialUpserted
@@ -303,3 +306,20 @@ def test_an_unreadable_key_file_chains_nothing_holding_its_text(tmp_path, conten
     with pytest.raises(KeyringError) as info:
         Keyring.from_file(path)
     assert info.value.__context__ is None and info.value.__cause__ is None
+
+
+@given(material=st.binary(min_size=32, max_size=32), info=st.binary(max_size=40))
+def test_derived_keys_are_cryptographys_hkdf_sha256(material, info):
+    """A key derived from a master key is HKDF-SHA256 (RFC 5869, no salt) as cryptography computes it: the
+    chain, check and seal keys of every existing store stay what they were."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    expected = HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(material)
+    assert keyring_module._derive(material, info) == expected
+
+
+def test_hkdf_sha256_gives_rfc_5869s_test_case_3():
+    """RFC 5869 A.3 (SHA-256, no salt, no info), its first 32 bytes."""
+    okm = keyring_module._derive(bytes.fromhex("0b" * 22), b"")
+    assert okm == bytes.fromhex("8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d")
