@@ -117,7 +117,7 @@ def decode_frame(buf: bytes | memoryview, pos: int, origin: int = 0) -> Batch:
     end = pos + 4 + length
     if end > end_of_buf:
         raise FrameError(f"frame of {length} bytes runs past the end of the data", truncated=True)
-    body = bytes(buf[pos + PREFIX_SIZE : end])
+    body = memoryview(buf)[pos + PREFIX_SIZE : end]  # read in place: only the parts kept are copied, once
     if zlib.crc32(body) != crc:
         raise FrameError("CRC mismatch")
     magic, base, count, ts, fp, klen = FIXED.unpack_from(body, 0)
@@ -131,10 +131,10 @@ def decode_frame(buf: bytes | memoryview, pos: int, origin: int = 0) -> Batch:
         count=count,
         timestamp_ms=ts,
         schema_fp=fp,
-        key_id=body[FIXED.size:hlen].decode(errors="replace"),
-        link=body[hlen : hlen + LINK_SIZE],
-        header=body[:hlen],
-        payload=body[hlen + LINK_SIZE :],
+        key_id=str(body[FIXED.size:hlen], "utf-8", "replace"),
+        link=bytes(body[hlen : hlen + LINK_SIZE]),
+        header=bytes(body[:hlen]),
+        payload=bytes(body[hlen + LINK_SIZE :]),
         position=origin + pos,
         size=end - pos,
     )
