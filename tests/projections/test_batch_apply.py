@@ -48,14 +48,15 @@ steps = st.lists(st.one_of(st.tuples(st.just("create"), st.integers(0, 60), bind
                            st.tuples(st.just("delete"), st.integers(0, 1000))), min_size=1, max_size=120)
 
 
-def events_of(script) -> list:
-    """The log of a script: a creation of an id not live, or a deletion of a live ACL (picked by number)."""
+def events_of(script, *, reuse: bool = False) -> list:
+    """The log of a script: a creation of an id not live (with ``reuse``, of one of 40 ids, live or not: the later
+    ACL replaces the earlier, as a delta records it), or a deletion of a live ACL (picked by number)."""
     live: dict[str, AclBinding] = {}
     events = []
     for step in script:
         if step[0] == "create":
-            acl_id = f"id{step[1]}"
-            if acl_id in live:
+            acl_id = f"id{step[1] % 40 if reuse else step[1]}"
+            if acl_id in live and not reuse:
                 continue
             live[acl_id] = step[2]
             events.append(AclCreated(acl_id, step[2]))
@@ -166,29 +167,13 @@ def test_batches_onto_a_snapshot_loaded_image_of_every_shape_give_the_replayed_i
     assert snapshot_loaded(image) == replay
 
 
-def events_reusing_ids(script) -> list:
-    """The log of a script in which a creation may reuse a live id (the later ACL replaces the earlier, as a
-    delta records it), and a deletion removes a live ACL (picked by number)."""
-    live: dict[str, AclBinding] = {}
-    events = []
-    for step in script:
-        if step[0] == "create":
-            acl_id = f"id{step[1] % 40}"
-            live[acl_id] = step[2]
-            events.append(AclCreated(acl_id, step[2]))
-        elif live:
-            acl_id = sorted(live)[step[1] % len(live)]
-            events.append(AclDeleted(acl_id, live.pop(acl_id)))
-    return events
-
-
 @settings(max_examples=150)
 @given(steps, st.lists(st.integers(1, 120), max_size=8))
 def test_a_replay_of_many_batches_into_one_delta_gives_the_write_by_write_image(script, cuts):
     """Replay reads batch after batch into one delta (``load_state``): runs of creations recorded as they come,
     then deletions and creations of ids those runs hold, reused ids (the later ACL wins), and reads of the
     delta between batches give the image of one write at a time."""
-    events = events_reusing_ids(script)
+    events = events_of(script, reuse=True)
     bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
     delta = SecurityDelta(SecurityImage.EMPTY)
     for start, end in zip(bounds, bounds[1:], strict=False):
