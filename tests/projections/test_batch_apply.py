@@ -167,7 +167,7 @@ def test_batches_onto_a_snapshot_loaded_image_of_every_shape_give_the_replayed_i
     assert snapshot_loaded(image) == replay
 
 
-@settings(max_examples=150)
+@settings(max_examples=80)
 @given(steps, st.lists(st.integers(1, 120), max_size=8))
 def test_a_replay_of_many_batches_into_one_delta_gives_the_write_by_write_image(script, cuts):
     """Replay reads batch after batch into one delta (``load_state``): runs of creations recorded as they come,
