@@ -57,13 +57,21 @@ def replayed(store: SecurityStore, n: int) -> SecurityImage:
 
 
 def decoded_batches(store: SecurityStore, monkeypatch) -> list[int]:
-    """The base offsets of the batches the store's log decodes from now on (the list grows as it does)."""
+    """The base offsets of the batches the store's log decodes from now on (the list grows as it does): as
+    envelopes (``Reader.decode``, where ``Log.read`` goes) or as replay reads them (``Reader.replay_batches``: the
+    first offset it yields of each batch)."""
     decoded: list[int] = []
-    real = Reader.decode  # where the log decodes every batch it reads (Log.read goes to its Reader)
+    real, real_replay = Reader.decode, Reader.replay_batches
 
     def decode(reader: Reader, batch):
         decoded.append(batch.base_offset)
         return real(reader, batch)
 
+    def replay_batches(reader: Reader, *args, **kwargs):
+        for first, events in real_replay(reader, *args, **kwargs):
+            decoded.append(first)
+            yield first, events
+
     monkeypatch.setattr(Reader, "decode", decode)
+    monkeypatch.setattr(Reader, "replay_batches", replay_batches)
     return decoded

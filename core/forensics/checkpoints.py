@@ -167,17 +167,18 @@ class CheckpointFiles:
         since, spacing = base.next_offset, max(least, self.spacing(base))
         with paused_gc():
             delta = SecurityDelta(base)
-            for batch in self.log.batches(since, strict=True):  # never onto a base retention cut off
+            for first, events in self.log.replay_batches(since, strict=True):  # never onto a base retention cut off
                 if self._closed.is_set():
                     return
-                delta.replay_all(self.log.decode(batch))
-                if batch.next_offset - since >= spacing:
-                    image = delta.apply(batch.next_offset)
+                delta.replay_events(first, events)  # replay's bulk route
+                end = first + len(events)
+                if end - since >= spacing:
+                    image = delta.apply(end)
                     self.write(image)
                     # Go on from the file just written: its image is read in place, so the fill holds a file's
                     # bytes rather than the whole image, and later changes are deferred onto it.
                     image = self.load(image.next_offset) or image
-                    delta, since, spacing = SecurityDelta(image), batch.next_offset, max(least, self.spacing(image))
+                    delta, since, spacing = SecurityDelta(image), end, max(least, self.spacing(image))
 
     def wait(self) -> None:
         """Wait for a write under way."""

@@ -29,7 +29,7 @@ from secmeta.core.config import StoreConfig
 from secmeta.core.errors import InvalidValueError, PointInTimeError
 from secmeta.core.forensics.checkpoints import CheckpointFiles
 from secmeta.core.forensics.history_index import HistoryIndex
-from secmeta.core.log import Batch, Log, OffsetOutOfRangeError
+from secmeta.core.log import Log, OffsetOutOfRangeError
 from secmeta.core.times import Point, as_point, format_ms, require_point_int
 from secmeta.core.times import now_ms as now_ms_of
 from secmeta.projections.acl_deferred import deferred_of
@@ -451,28 +451,27 @@ class TimeTravel:
         with paused_gc() as paused:
             delta = SecurityDelta(image)
             since = start
-            for batch in self._batches(start, n):
-                envelopes = self.log.decode(batch)
-                if batch.base_offset < start or batch.next_offset > n:
-                    envelopes = [e for e in envelopes if start <= e.offset < n]
-                delta.replay_all(envelopes)
-                if checkpoints and batch.next_offset < n and batch.next_offset - since >= self.interval:
-                    checkpoint = delta.apply(batch.next_offset)
+            for first, events in self._batches(start, n):  # replay's bulk route: no envelopes, creations as rows
+                delta.replay_events(first, events)
+                end = first + len(events)
+                if checkpoints and end < n and end - since >= self.interval:
+                    checkpoint = delta.apply(end)
                     self._keep(checkpoint, lineage)
                     if self.files is not None:
                         self.files.write_in_background(checkpoint)
-                    delta, since = SecurityDelta(checkpoint), batch.next_offset
+                    delta, since = SecurityDelta(checkpoint), end
             # The result (held) and any checkpoints live long: keep full collections off them.
             paused.freeze = n - start >= FREEZE_AFTER
             result = delta.apply(n)
         self.replay_rate.observe(time.thread_time() - began, n - start, _MIN_SAMPLE)
         return result
 
-    def _batches(self, start: int, n: int) -> Iterator[Batch]:
-        """The batches holding [start, n) for a replay onto the image at ``start``: a PointInTimeError
-        naming ``n`` when retention deleted events from ``start`` on since the image was chosen."""
+    def _batches(self, start: int, n: int) -> Iterator[tuple[int, list]]:
+        """The events [start, n) a batch at a time as replay reads them (``Log.replay_batches``) for a replay onto
+        the image at ``start``: a PointInTimeError naming ``n`` when retention deleted events from ``start`` on
+        since the image was chosen."""
         try:
-            yield from self.log.batches(start, n, strict=True)
+            yield from self.log.replay_batches(start, n, strict=True)
         except OffsetOutOfRangeError as exc:
             raise PointInTimeError(
                 f"offset {n} cannot be built: the image it would be replayed from is at offset {start}, "
@@ -522,15 +521,15 @@ class TimeTravel:
                 image, lineage = self._build(start)
         since = start
         delta = SecurityDelta(image)
-        for batch in self.log.batches(start, end, strict=True):  # not onto an image retention cut off
+        for first, events in self.log.replay_batches(start, end, strict=True):  # not onto an image retention cut off
             if self._closed.is_set():
                 return
             with paused_gc():
-                delta.replay_all(self.log.decode(batch))
-            if batch.next_offset - since < spacing:
+                delta.replay_events(first, events)
+            if first + len(events) - since < spacing:
                 continue
             with paused_gc(freeze=True):
-                checkpoint = delta.apply(batch.next_offset)
+                checkpoint = delta.apply(first + len(events))
             with self._lock:
                 passed = [o for o in self._offsets if o <= checkpoint.next_offset
                           and isinstance(self._held[o].lineage, tuple) and self._held[o].lineage != lineage]
@@ -541,7 +540,7 @@ class TimeTravel:
             if not fits:
                 return
             self._keep(checkpoint, lineage)
-            delta, since = SecurityDelta(checkpoint), batch.next_offset
+            delta, since = SecurityDelta(checkpoint), checkpoint.next_offset
 
     def wait(self) -> None:
         """Wait for the background fill, if one was started."""
