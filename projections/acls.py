@@ -305,7 +305,7 @@ class AclsDelta:
         changes = self._keyed()
         deferred = deferred_of(acls, base.index) if len(changes) >= DEFER_FROM else None
         if deferred is not None:  # a snapshot's image (and changes): merged, each node patched when first made
-            deferred = deferred.applied({acl_id: _binding(change) for acl_id, change in changes.items()})
+            deferred = deferred.applied(changes)  # rows as replay recorded them (no binding made per ACL)
             return AclsImage(deferred.acls, deferred.index)
         if not acls:
             with paused_gc(pause=len(changes) >= _BULK):

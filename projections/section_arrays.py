@@ -19,6 +19,7 @@ import operator
 import struct
 import sys
 from array import array
+from binascii import hexlify, unhexlify
 from collections.abc import Iterable, Sequence
 from itertools import accumulate, chain, pairwise
 
@@ -247,6 +248,22 @@ def uuid_texts(raw: bytes | memoryview) -> list[str]:
             for i in range(0, len(h), 32)]
 
 
+def uuid_of(key: bytes) -> bytes | None:
+    """``uuid_bytes`` of one UTF-8 string: its 16 bytes when it is a canonical UUID, else None (a few C calls: a hash
+    table's probe asks it of every id it looks up)."""
+    if len(key) != 36 or key[8] != _DASH or key[13] != _DASH or key[18] != _DASH or key[23] != _DASH:
+        return None
+    digits = key.translate(None, b"-")
+    try:
+        raw = unhexlify(digits)
+    except ValueError:  # binascii.Error: odd length or not hex
+        return None
+    return raw if len(raw) == 16 and hexlify(raw) == digits else None  # lowercase, no spaces
+
+
+_DASH = ord("-")
+
+
 class Uuids:
     """A column of canonical UUID strings, 16 bytes each: ``[i]`` and ``[a:b]`` make only what they return."""
 
@@ -275,6 +292,6 @@ class Uuids:
         key, so the key's bytes are kept from one call to the next)."""
         sought, raw = self._sought
         if key is not sought:
-            raw = uuid_bytes([key.decode("utf-8", "replace")])
+            raw = uuid_of(key)
             self._sought = (key, raw)
         return raw is not None and self.raw[16 * at:16 * at + 16] == raw

@@ -99,3 +99,45 @@ def test_an_id_deleted_and_created_again_and_a_node_emptied_read_as_replayed():
     assert "payments" not in changed.acls.index.types[ResourceType.TOPIC].literal
     assert changed.acls.get("a") == acl("orders", "User:b") and changed.acls.get("b") is None
     assert changed == expected and sorted(changed.acls) == sorted(expected.acls)
+
+
+_PATTERNS = [(ResourceType.TOPIC, "orders", PatternType.LITERAL), (ResourceType.TOPIC, "ord", PatternType.PREFIXED),
+             (ResourceType.GROUP, "orders", PatternType.LITERAL), (ResourceType.TOPIC, "new", PatternType.LITERAL)]
+_chained = st.lists(st.lists(st.tuples(st.integers(0, 11), st.integers(0, 3), st.integers(0, 3), st.booleans()),
+                             max_size=12), min_size=1, max_size=5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 8), _chained)
+def test_deferred_changes_applied_one_delta_after_another_read_as_replayed(loaded_ids, deltas):
+    """A loaded image, then several deltas merged one after another (each gathers only its own changes onto the
+    image before it): ids of the file and ids added by an earlier delta deleted, re-created with another binding,
+    deleted again; nodes emptied and new ones.  Every image on the way equals a replay of the same events, answers
+    authorize, operations and describe as it does, and gives every id's binding back."""
+    def binding(pattern: int, principal: int) -> AclBinding:
+        resource_type, name, pattern_type = _PATTERNS[pattern]
+        return AclBinding.of(resource_type, name, pattern_type, f"User:u{principal}", "*", AclOperation.READ,
+                             AclPermissionType.ALLOW)
+
+    first = [AclCreated(f"id{i}", binding(i % 3, i % 4)) for i in range(loaded_ids)]
+    held = {event.acl_id: event.binding for event in first}
+    image = snapshot_loaded(replayed([first])) if first else SecurityImage.EMPTY
+    history = list(first)
+    for ops in deltas:
+        events = []
+        for n, pattern, principal, create in ops:
+            acl_id = f"id{n}"
+            if acl_id in held:
+                events.append(AclDeleted(acl_id, held.pop(acl_id)))
+            if create:
+                held[acl_id] = binding(pattern, principal)
+                events.append(AclCreated(acl_id, held[acl_id]))
+        image = with_changes(image, events) if events else image
+        history += events
+        expected = replayed([history])
+        assert image == expected
+        assert sorted(image.acls) == sorted(expected.acls) and len(image.acls) == len(held)
+        assert all(image.acls.get(acl_id) == b for acl_id, b in held.items())
+        asked = [(f"User:u{p}", "10.0.0.1", AclOperation.READ, t, name + "x" * (k == PatternType.PREFIXED))
+                 for p in range(4) for t, name, k in _PATTERNS]
+        assert answers(image.acls, asked) == answers(expected.acls, asked)
