@@ -15,7 +15,7 @@ the changes (``applied``) instead of making nodes; a small one (a write) goes th
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import cast
 
 from secmeta.events.records import AclRow, acl_row
@@ -47,8 +47,8 @@ class Deferred:
     state and gathers only the new changes, copying the nodes' entries they touch (issue 24: a point past a held
     answer gathered every change since the file again, about 0.5 s of a point's 0.6 s at 2M events)."""
 
-    __slots__ = ("table", "changes", "acls", "index", "_pending", "_added", "_added_at", "_added_keys", "_size",
-                 "_changed")
+    __slots__ = ("table", "changes", "acls", "index", "_pending", "_added", "_added_at", "_added_keys", "_key_at",
+                 "_size", "_changed", "_stores")
 
     def __init__(self, table: MappedAclTable):
         self.table = table
@@ -58,26 +58,31 @@ class Deferred:
         self._added: list[AclRow] = []  # the rows the changes added, by placeholder - ACLs (one replaced stays)
         self._added_at: dict[str, int] = {}  # id -> its added row's placeholder
         self._added_keys: list[Key] = []  # keys no table node holds, by placeholder - nodes
+        self._key_at: dict[Key, int] = {}  # such a key -> its placeholder
         self._changed: set[int] = set()  # the placeholders of the nodes the changes touch (made by ``node``)
         self._size = len(table.section_ids)
-        self._finish()
+        # (resource type, pattern type) -> name -> placeholder, or the node made for it: the index maps' dicts
+        self._stores = {kind: dict(names) for kind, names in table.stores().items()}
+        self._finish(())
 
     @classmethod
     def of(cls, table: MappedAclTable) -> Deferred:
         return cls(table)
 
     def applied(self, changes: Mapping[str, AclBinding | AclRow | None]) -> Deferred:
-        """This image with ``changes`` (later ones win) deferred too (given as bindings or rows)."""
+        """This image with ``changes`` (later ones win) deferred too (given as bindings or rows).  The nodes the
+        new changes do not touch are this image's, made or not (their changes are the same)."""
         new = object.__new__(Deferred)
         new.table, new.changes, new._size = self.table, dict(self.changes), self._size
         new._pending, new._added, new._added_at = dict(self._pending), list(self._added), dict(self._added_at)
-        new._gather(changes)
-        new._finish()
+        new._added_keys, new._key_at, new._changed = list(self._added_keys), dict(self._key_at), set(self._changed)
+        new._stores = {kind: dict(names) for kind, names in self._stores.items()}
+        new._finish(new._gather(changes))
         return new
 
-    def _finish(self) -> None:
-        self._added_keys, self._changed = [], set()
-        self.index = self._index()
+    def _finish(self, touched: Iterable[Key]) -> None:
+        """The index and ids of this image, the nodes of the ``touched`` keys placeholders again."""
+        self.index = self._index(touched)
         self.acls = AclIds(_DeferredIds(self), self.group)  # type: ignore[arg-type]
 
     def nbytes(self) -> int:
@@ -95,11 +100,12 @@ class Deferred:
 
     # -- the changes by node -------------------------------------------------------------
 
-    def _gather(self, changes: Mapping[str, AclBinding | AclRow | None]) -> None:
-        """Record ``changes`` onto the gathered state (each node's entry copied before its first edit here)."""
+    def _gather(self, changes: Mapping[str, AclBinding | AclRow | None]) -> set[Key]:
+        """Record ``changes`` onto the gathered state (each node's entry copied before its first edit here); the
+        keys of the nodes they touch."""
         table, held, added_at, rows = self.table, self.changes, self._added_at, self._added
         position_of, key_of, principal_of = table.position, table.key_of, table.principal_of
-        change_of = self._changer()
+        change_of, touched = self._changer()
         acls = len(table.section_ids)
         for acl_id, given in changes.items():
             row = given if given is None or type(given) is tuple else acl_row(acl_id, given)  # type: ignore[arg-type]
@@ -121,11 +127,13 @@ class Deferred:
                 added_at[acl_id] = acls + len(rows)
                 rows.append(row)
                 self._size += 1
+        return touched
 
-    def _changer(self) -> Callable[[Key], tuple[dict[str, set[str]], dict[str, list[Member]]]]:
+    def _changer(self) -> tuple[Callable[[Key], tuple[dict[str, set[str]], dict[str, list[Member]]]], set[Key]]:
         """What gives a node key's entry of ``_pending`` to edit: a copy, made at its first edit through it (the
-        entries are shared with the image this one was applied to)."""
-        pending, copied = self._pending, set()
+        entries are shared with the image this one was applied to); and the set of the keys it gave."""
+        pending: dict[Key, tuple[dict[str, set[str]], dict[str, list[Member]]]] = self._pending
+        copied: set[Key] = set()
 
         def change_of(key: Key) -> tuple[dict[str, set[str]], dict[str, list[Member]]]:
             if key in copied:
@@ -136,26 +144,32 @@ class Deferred:
                                       {p: list(ms) for p, ms in old[1].items()}) if old is not None else ({}, {}))
             return change
 
-        return change_of
+        return change_of, copied
 
-    def _index(self) -> AclIndex:
-        """The table's index with a placeholder for every node the changes touch (and each new one)."""
+    def _index(self, touched: Iterable[Key]) -> AclIndex:
+        """The index of the table's nodes as ``_stores`` holds them, each touched key's node a placeholder to make
+        with its changes (a new key's past the table's), or gone when they remove every ACL it held."""
         table = self.table
         nodes = table.stores()
-        stores = {kind: dict(names) for kind, names in nodes.items()}
         ends = len(table.names)
-        for key, (removed, added) in self._pending.items():
+        stores = self._stores
+        for key in touched:
+            removed, added = self._pending[key]
             store = stores.setdefault(key[:2], {})
             i = nodes.get(key[:2], {}).get(key[2])
             if i is None:
-                if not any(added.values()):
-                    continue  # ACLs added on a new pattern and taken back: no node
-                i = store[key[2]] = ends + len(self._added_keys)
-                self._added_keys.append(key)
+                if not any(added.values()):  # ACLs added on a new pattern and taken back: no node
+                    store.pop(key[2], None)
+                    continue
+                i = self._key_at.get(key)
+                if i is None:
+                    i = self._key_at[key] = ends + len(self._added_keys)
+                    self._added_keys.append(key)
+                store[key[2]] = i
             elif table.acl_count(i) - sum(map(len, removed.values())) + sum(map(len, added.values())) > 0:
                 store[key[2]] = i
             else:
-                del store[key[2]]
+                store.pop(key[2], None)
             self._changed.add(i)
         # A node no change touches is the table's own (its Lazy view, made on first use): with no changes the maps
         # ask the table, so a first authorize pays no call through this image.
