@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import cast
 
+import immutables
+
 from secmeta.events.records import AclRow, acl_row
 from secmeta.events.types import AclBinding
 from secmeta.projections.acl_ids import AclIds
@@ -37,6 +39,8 @@ __all__ = ["DEFER_FROM", "Deferred", "deferred_of"]
 
 DEFER_FROM = 1000  # changes from which a delta onto a deferred image is merged, not applied node by node
 _MISSING = object()
+EMPTY_MAP: immutables.Map = immutables.Map()
+_TABLE_ACL_BYTES, _CHANGE_BYTES, _NAME_BYTES = 40, 1000, 70  # see ``table_bytes`` and ``own_bytes``
 Key = tuple[int, int, str]  # resource type, pattern type, name
 
 
@@ -48,21 +52,22 @@ class Deferred:
     answer gathered every change since the file again, about 0.5 s of a point's 0.6 s at 2M events)."""
 
     __slots__ = ("table", "changes", "acls", "index", "_pending", "_added", "_added_at", "_added_keys", "_key_at",
-                 "_size", "_changed", "_stores")
+                 "_size", "_stores", "_own")
 
     def __init__(self, table: MappedAclTable):
         self.table = table
-        self.changes: dict[str, AclRow | None] = {}
-        # per node key: the removed ids of the table's ACLs by principal, and the added ACLs by principal
-        self._pending: dict[Key, tuple[dict[str, set[str]], dict[str, list[Member]]]] = {}
+        # Persistent maps, shared with the images applied onto this one but for what their own changes copy:
+        self.changes: immutables.Map = EMPTY_MAP  # id -> its row, or None: removed
+        # per node key the changes touch: the removed ids of the table's ACLs by principal, the added ACLs by principal
+        self._pending: immutables.Map = EMPTY_MAP
+        self._added_at: immutables.Map = EMPTY_MAP  # id -> its added row's placeholder
         self._added: list[AclRow] = []  # the rows the changes added, by placeholder - ACLs (one replaced stays)
-        self._added_at: dict[str, int] = {}  # id -> its added row's placeholder
         self._added_keys: list[Key] = []  # keys no table node holds, by placeholder - nodes
         self._key_at: dict[Key, int] = {}  # such a key -> its placeholder
-        self._changed: set[int] = set()  # the placeholders of the nodes the changes touch (made by ``node``)
         self._size = len(table.section_ids)
         # (resource type, pattern type) -> name -> placeholder, or the node made for it: the index maps' dicts
         self._stores = {kind: dict(names) for kind, names in table.stores().items()}
+        self._own = 0  # changes gathered by this image (not by the one it was applied to)
         self._finish(())
 
     @classmethod
@@ -73,10 +78,11 @@ class Deferred:
         """This image with ``changes`` (later ones win) deferred too (given as bindings or rows).  The nodes the
         new changes do not touch are this image's, made or not (their changes are the same)."""
         new = object.__new__(Deferred)
-        new.table, new.changes, new._size = self.table, dict(self.changes), self._size
-        new._pending, new._added, new._added_at = dict(self._pending), list(self._added), dict(self._added_at)
-        new._added_keys, new._key_at, new._changed = list(self._added_keys), dict(self._key_at), set(self._changed)
+        new.table, new._size, new._added = self.table, self._size, list(self._added)
+        new.changes, new._pending, new._added_at = self.changes, self._pending, self._added_at
+        new._added_keys, new._key_at = list(self._added_keys), dict(self._key_at)
         new._stores = {kind: dict(names) for kind, names in self._stores.items()}
+        new._own = len(changes)
         new._finish(new._gather(changes))
         return new
 
@@ -86,26 +92,43 @@ class Deferred:
         self.acls = AclIds(_DeferredIds(self), self.group)  # type: ignore[arg-type]
 
     def nbytes(self) -> int:
-        """Estimated bytes this image holds: the section's and about 350 per change (what replay costs)."""
-        return self.table.nbytes + 350 * len(self.changes)
+        """Estimated bytes this image holds: its table's (``table_bytes``) and its own (``own_bytes``)."""
+        return self.table_bytes() + self.own_bytes()
+
+    def table_bytes(self) -> int:
+        """Estimated bytes of the table as loaded: its section's, plus what a load makes per ACL (each ACL's host
+        and each group's principal listed, codes and offsets copied; ~38 B per ACL on the mixed log, tracemalloc)."""
+        return self.table.nbytes + _TABLE_ACL_BYTES * len(self.table.section_ids)
+
+    def own_bytes(self) -> int:
+        """Estimated bytes of what this image holds beyond the image it was applied to: its index maps' dicts and
+        added rows' list (copied), and per change it gathered, the row and its share of the persistent maps and of
+        its node's gathered entry (tracemalloc on the mixed log: ~1 kB per change, ~70 B per node name)."""
+        return _NAME_BYTES * sum(map(len, self._stores.values())) + 8 * len(self._added) + _CHANGE_BYTES * self._own
 
     def columns_of(self, i: int) -> MappedAclTable | None:
         """The table whose columns list placeholder ``i``'s node as this image holds it, or None (a node changed
         or new)."""
-        return None if i in self._changed else self.table
+        return None if self._changed(i) else self.table
 
     def pristine(self, acls: AclIds, index: AclIndex) -> bool:
         """Whether ``acls`` and ``index`` are this image's, unchanged."""
         return acls is self.acls and index is self.index
+
+    def _changed(self, i: int) -> bool:
+        """Whether the changes touch placeholder ``i``'s node (a new node's, past the table's, always)."""
+        table = self.table
+        return i >= len(table.names) or (table.resource_types[i], table.pattern_types[i], table.names[i]) in self._pending
 
     # -- the changes by node -------------------------------------------------------------
 
     def _gather(self, changes: Mapping[str, AclBinding | AclRow | None]) -> set[Key]:
         """Record ``changes`` onto the gathered state (each node's entry copied before its first edit here); the
         keys of the nodes they touch."""
-        table, held, added_at, rows = self.table, self.changes, self._added_at, self._added
+        table, held, added_at, rows = self.table, self.changes.mutate(), self._added_at.mutate(), self._added
         position_of, key_of, principal_of = table.position, table.key_of, table.principal_of
-        change_of, touched = self._changer()
+        pending = self._pending.mutate()
+        change_of, touched = self._changer(pending)
         acls = len(table.section_ids)
         for acl_id, given in changes.items():
             row = given if given is None or type(given) is tuple else acl_row(acl_id, given)  # type: ignore[arg-type]
@@ -127,12 +150,14 @@ class Deferred:
                 added_at[acl_id] = acls + len(rows)
                 rows.append(row)
                 self._size += 1
+        self.changes, self._added_at, self._pending = held.finish(), added_at.finish(), pending.finish()
         return touched
 
-    def _changer(self) -> tuple[Callable[[Key], tuple[dict[str, set[str]], dict[str, list[Member]]]], set[Key]]:
-        """What gives a node key's entry of ``_pending`` to edit: a copy, made at its first edit through it (the
-        entries are shared with the image this one was applied to); and the set of the keys it gave."""
-        pending: dict[Key, tuple[dict[str, set[str]], dict[str, list[Member]]]] = self._pending
+    @staticmethod
+    def _changer(pending) -> tuple[Callable[[Key], tuple[dict[str, set[str]], dict[str, list[Member]]]], set[Key]]:
+        """What gives a node key's entry of ``pending`` (a mutation of ``_pending``) to edit: a copy, made at its
+        first edit through it (the entries are shared with the image this one was applied to); and the set of the
+        keys it gave."""
         copied: set[Key] = set()
 
         def change_of(key: Key) -> tuple[dict[str, set[str]], dict[str, list[Member]]]:
@@ -170,7 +195,6 @@ class Deferred:
                 store[key[2]] = i
             else:
                 store.pop(key[2], None)
-            self._changed.add(i)
         # A node no change touches is the table's own (its Lazy view, made on first use): with no changes the maps
         # ask the table, so a first authorize pays no call through this image.
         return index_of(stores, self.node if self._pending else table)
@@ -180,7 +204,7 @@ class Deferred:
     def node(self, i: int) -> Node:
         """Node ``i``: the table's, with its changes applied (a placeholder past the table's nodes: a new node)."""
         table = self.table
-        if i not in self._changed:
+        if not self._changed(i):
             return table.node(i)
         ends = len(table.names)
         if i >= ends:

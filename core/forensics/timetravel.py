@@ -43,6 +43,8 @@ __all__ = [
     "DEFAULT_MEMORY_BYTES",
     "TimeTravel",
     "image_bytes",
+    "load_bytes",
+    "step_bytes",
 ]
 
 logger = logging.getLogger("secmeta.timetravel")
@@ -60,6 +62,8 @@ DEFAULT_MEMORY_BYTES = StoreConfig.time_travel_memory_bytes
 # about 3 MB of upper map and index nodes that any spread of changes copies, plus 350 B per event.
 _ACL_BYTES, _USER_BYTES, _TOKEN_BYTES = 280, 870, 420
 _STEP_BYTES, _EVENT_BYTES = 3_000_000, 350
+_OTHER_EVENT_BYTES = 100  # per event past a file's image, for its credentials' and tokens' persistent maps
+_LOADED_PER_FILE_BYTE = 2
 
 # Starting costs in CPU seconds, until this process has measured its own: replay of the mixed
 # log (3.7 us per event from the empty image, up to ~10 us onto a 400k-ACL one) and loading a
@@ -86,9 +90,21 @@ def built_bytes(image: SecurityImage) -> int:
 
 def step_bytes(events: int, image: SecurityImage | None) -> int:
     """Estimated bytes of an image ``events`` events past one it was replayed from, beyond that one's
-    (at most the image's own bytes)."""
+    (at most the image's own bytes).  An image read in place from a file with changes deferred onto it
+    counts what it holds of its own (``Deferred.own_bytes``: issue 24, the step of a replay estimated
+    such an image at a third of what tracemalloc found), plus the other kinds' share of the events."""
+    if image is not None:
+        deferred = deferred_of(image.acls.acls, image.acls.index)
+        if deferred is not None:
+            return deferred.own_bytes() + events * _OTHER_EVENT_BYTES
     step = _STEP_BYTES + events * _EVENT_BYTES
     return step if image is None else min(step, image_bytes(image))
+
+
+def load_bytes(size: int) -> int:
+    """Estimated bytes of the image in a snapshot or checkpoint file of ``size`` bytes, read in place (its bytes
+    and what a load makes of them: about twice the file on the mixed log at 2M and 10M events)."""
+    return size * _LOADED_PER_FILE_BYTE
 
 
 class _Rate:
@@ -216,6 +232,13 @@ class TimeTravel:
                 self._lru[offset] = None
                 self._lru.move_to_end(offset)
             while self._lru and self._estimate() > self.memory_bytes:
+                self._drop(next(iter(self._lru)))
+
+    def _make_room(self, nbytes: int) -> None:
+        """Evict the least recently used images until ``nbytes`` more fit the budget (the peak of a load that
+        follows stays within it): but for the base a replay would start from, which ``_nearest`` just used."""
+        with self._lock:
+            while len(self._lru) > 1 and self._estimate() + nbytes > self.memory_bytes:
                 self._drop(next(iter(self._lru)))
 
     def _drop(self, offset: int) -> None:
@@ -406,6 +429,7 @@ class TimeTravel:
                 continue
             if best is not None and size * self.load_rate.seconds + (n - offset) * per_event >= best:
                 continue
+            self._make_room(load_bytes(size))
             loaded = self._load(offset, path, size)
             if loaded is not None:
                 lineage = ("file", offset)

@@ -141,3 +141,36 @@ def test_deferred_changes_applied_one_delta_after_another_read_as_replayed(loade
         asked = [(f"User:u{p}", "10.0.0.1", AclOperation.READ, t, name + "x" * (k == PatternType.PREFIXED))
                  for p in range(4) for t, name, k in _PATTERNS]
         assert answers(image.acls, asked) == answers(expected.acls, asked)
+
+
+def test_a_deferred_image_holds_what_its_estimate_says():
+    """What a snapshot's image read in place holds (``table_bytes``) and what changes deferred onto it hold beyond
+    it (``own_bytes``: rows, persistent maps, gathered entries, index dicts), by tracemalloc, are within the
+    estimates and not below half of them: issue 24, 350 B per change counted a third of what they held."""
+    import gc
+    import tracemalloc
+
+    def binding(i: int) -> AclBinding:
+        return AclBinding.of(ResourceType.TOPIC, f"topic-{i % 350}", PatternType.LITERAL, f"User:u{i % 50}", "*",
+                             AclOperation(3 + i % 4), AclPermissionType.ALLOW)
+
+    ids = [f"{i:08x}-0000-4000-8000-{i:012x}" for i in range(6000)]
+    base = replayed([[AclCreated(acl_id, binding(i)) for i, acl_id in enumerate(ids[:4000])]])
+    gc.collect()
+    tracemalloc.start()
+    try:
+        began = tracemalloc.get_traced_memory()[0]
+        image = snapshot_loaded(base)
+        gc.collect()
+        loaded = tracemalloc.get_traced_memory()[0]
+        events = [AclDeleted(acl_id, binding(i)) for i, acl_id in enumerate(ids[:1000])]
+        events += [AclCreated(acl_id, binding(i + 1)) for i, acl_id in enumerate(ids[4000:], 4000)]
+        changed = with_changes(image, events)
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    table, deferred = deferred_of(image.acls.acls, image.acls.index), deferred_of(changed.acls.acls, changed.acls.index)
+    assert table is not None and deferred is not None
+    assert table.nbytes() / 2 <= loaded - began <= table.nbytes()
+    assert deferred.own_bytes() / 2 <= held - loaded <= deferred.own_bytes()
