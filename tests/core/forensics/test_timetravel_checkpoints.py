@@ -312,3 +312,24 @@ def test_a_replay_from_a_file_holds_the_file_and_the_answer_only(mixed_store, mo
     n = ends[4]  # five batches past the file
     assert travel.image_at(n) == replayed(store, n)
     assert [offset for offset in travel.checkpoints if offset] == [file, n]  # and the empty image
+
+
+def test_points_asked_one_after_another_in_one_process_equal_a_replay(mixed_store):
+    """One cold process asked points at, just before, just past and between the files in a shuffled order (each
+    answer replayed from the nearest image held: a file's, or an earlier answer with its changes deferred onto the
+    file's image, the new changes gathered onto it) gets at every point the image of a replay of the log to it."""
+    import random
+    from unittest.mock import patch
+
+    from secmeta.projections import acls as acls_module
+
+    store, files = mixed_store
+    offsets = files.offsets()
+    ends = [b.next_offset for b in store.log.batches(0, store.log.end_offset)]
+    near = {e for o in offsets for e in ends if abs(e - o) <= 1200 and e >= offsets[0]}
+    points = sorted(near)
+    random.Random(11).shuffle(points)
+    travel = cold(store, files)
+    with patch.object(acls_module, "DEFER_FROM", 1):
+        for n in points[:10]:
+            assert travel.image_at(n) == replayed(store, n), n
