@@ -60,6 +60,10 @@ DEFAULT_MEMORY_BYTES = StoreConfig.time_travel_memory_bytes
 # another by replay, so they share every persistent-map node those events did not copy): on a
 # 200k-ACL image 4.6 MB for 5k events, 6.8 MB for 10k, 10.7 MB for 20k, 20.3 MB for 50k, i.e.
 # about 3 MB of upper map and index nodes that any spread of changes copies, plus 350 B per event.
+# An image read in place from a file counts its table and its deferred changes (``Deferred.nbytes``,
+# ``own_bytes``: issue 24, tracemalloc at 2M events of the mixed log, 72 MB held for a 34 MB file,
+# 5-20 MB per answer past it, which the steps above counted at a third); a file about to be loaded is
+# made room for at about twice its size (``load_bytes``), so the peak of the load stays in the budget.
 _ACL_BYTES, _USER_BYTES, _TOKEN_BYTES = 280, 870, 420
 _STEP_BYTES, _EVENT_BYTES = 3_000_000, 350
 _OTHER_EVENT_BYTES = 100  # per event past a file's image, for its credentials' and tokens' persistent maps
