@@ -188,6 +188,8 @@ def table_rows(after: dict, before: dict | None, budget_mb: float) -> list[list]
         ["peak RSS beyond the open log, MB", _spread(after, "peak_rss_mb", "{:.0f}"),
          _spread(before, "peak_rss_mb", "{:.0f}"), f"<= {budget_mb:.0f} (budget)",
          verdict(_median(after, "peak_rss_mb"), budget_mb)],
+        ["time travel's estimate of what it holds at the end, MB", _spread(after, "held_mb", "{:.0f}"),
+         _spread(before, "held_mb", "{:.0f}"), "", ""],
         ["load of the last file alone, CPU s",
          f"{statistics.median(r['load_cpu_s'][-1] for r in after['runs']):.2f}",
          per_file(before, lambda b: f"{statistics.median(r['load_cpu_s'][-1] for r in b['runs']):.2f}"), "", ""],
