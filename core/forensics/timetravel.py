@@ -240,9 +240,9 @@ class TimeTravel:
 
     def _make_room(self, nbytes: int) -> None:
         """Evict the least recently used images until ``nbytes`` more fit the budget (the peak of a load that
-        follows stays within it): but for the base a replay would start from, which ``_nearest`` just used."""
+        follows stays within it; a query that still starts from an evicted image holds it until it returns)."""
         with self._lock:
-            while len(self._lru) > 1 and self._estimate() + nbytes > self.memory_bytes:
+            while self._lru and self._estimate() + nbytes > self.memory_bytes:
                 self._drop(next(iter(self._lru)))
 
     def _drop(self, offset: int) -> None:

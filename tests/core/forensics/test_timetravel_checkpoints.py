@@ -333,3 +333,29 @@ def test_points_asked_one_after_another_in_one_process_equal_a_replay(mixed_stor
     with patch.object(acls_module, "DEFER_FROM", 1):
         for n in points[:10]:
             assert travel.image_at(n) == replayed(store, n), n
+
+
+def test_room_is_made_for_a_file_before_it_is_loaded(mixed_store, monkeypatch):
+    """With a budget that holds a file's image or the next load but not both, a point at another file evicts what
+    is held before the load, so what is held plus the file's estimated image stay within the budget during the
+    load (the peak), and the answer is the file's image."""
+    from secmeta.core.forensics.timetravel import load_bytes
+
+    store, files = mixed_store
+    first, second = files.offsets()[:2]
+    size = (files.directory / f"snapshot-{second:020d}.avro").stat().st_size
+    travel = cold(store, files)
+    travel.image_at(first)
+    held = travel.held_bytes()
+    assert held > 0  # the first file's image
+    travel.memory_bytes = held + load_bytes(size) - 1  # it fits, and so does the next load, but not both
+    during: list[int] = []
+    real_load = travel._load
+
+    def load(offset, path, nbytes):
+        during.append(travel.held_bytes() + load_bytes(nbytes))
+        return real_load(offset, path, nbytes)
+
+    monkeypatch.setattr(travel, "_load", load)
+    assert travel.image_at(second) == replayed(store, second)
+    assert during and all(peak <= travel.memory_bytes for peak in during)
