@@ -236,7 +236,7 @@ class AclsDelta:
     (as Kafka's AclsDelta.replay of a RemoveAccessControlEntryRecord).
     """
 
-    __slots__ = ("image", "_changes", "_bindings", "_runs")
+    __slots__ = ("image", "_changes", "_bindings", "_runs", "defer_from")
 
     def __init__(self, image: AclsImage):
         self.image = image
@@ -245,6 +245,9 @@ class AclsDelta:
         # Runs of rows (``add_rows``) recorded after ``_changes``, not yet keyed by id: a replay of ACL creations
         # onto an empty image groups them straight into its table (``apply``), building no dict by id for them.
         self._runs: list[list[AclRow]] = []
+        # Changes from which ``apply`` onto an image read in place defers them (``acl_deferred``); time travel
+        # defers any number, so that a replay of a few events keeps an answer read in place for the next one.
+        self.defer_from = DEFER_FROM
 
     def _keyed(self) -> dict[str, AclBinding | AclRow | None]:
         """The changes by id, the pending runs of rows recorded in them first (in order: a later row wins)."""
@@ -303,7 +306,7 @@ class AclsDelta:
             if image is not None:
                 return base if image is AclsImage.EMPTY else image
         changes = self._keyed()
-        deferred = deferred_of(acls, base.index) if len(changes) >= DEFER_FROM else None
+        deferred = deferred_of(acls, base.index) if len(changes) >= min(self.defer_from, DEFER_FROM) else None
         if deferred is not None:  # a snapshot's image (and changes): merged, each node patched when first made
             deferred = deferred.applied(changes)  # rows as replay recorded them (no binding made per ACL)
             return AclsImage(deferred.acls, deferred.index)

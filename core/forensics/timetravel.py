@@ -478,6 +478,7 @@ class TimeTravel:
         checkpoints = not self._fill and deferred_of(image.acls.acls, image.acls.index) is None
         with paused_gc() as paused:
             delta = SecurityDelta(image)
+            delta.acls_delta().defer_from = 1  # an image read in place stays so, however few the changes
             since = start
             for first, events in self._batches(start, n):  # replay's bulk route: no envelopes, creations as rows
                 delta.replay_events(first, events)
@@ -488,6 +489,7 @@ class TimeTravel:
                     if self.files is not None:
                         self.files.write_in_background(checkpoint)
                     delta, since = SecurityDelta(checkpoint), end
+                    delta.acls_delta().defer_from = 1
             # The result (held) and any checkpoints live long: keep full collections off them.
             paused.freeze = n - start >= FREEZE_AFTER
             result = delta.apply(n)
