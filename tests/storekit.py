@@ -6,6 +6,7 @@ Also what tests of time travel compare with: ``replayed`` (the image a full repl
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -59,17 +60,21 @@ def replayed(store: SecurityStore, n: int) -> SecurityImage:
 def decoded_batches(store: SecurityStore, monkeypatch) -> list[int]:
     """The base offsets of the batches the store's log decodes from now on (the list grows as it does): as
     envelopes (``Reader.decode``, where ``Log.read`` goes) or as replay reads them (``Reader.replay_batches``: the
-    first offset it yields of each batch)."""
+    first offset it yields of each batch).  Only the calling thread's reads count: a writer's open may go on
+    filling time travel's checkpoints in a thread of its own, whose reads are not the query's."""
     decoded: list[int] = []
     real, real_replay = Reader.decode, Reader.replay_batches
+    asker = threading.get_ident()
 
     def decode(reader: Reader, batch):
-        decoded.append(batch.base_offset)
+        if threading.get_ident() == asker:
+            decoded.append(batch.base_offset)
         return real(reader, batch)
 
     def replay_batches(reader: Reader, *args, **kwargs):
         for first, events in real_replay(reader, *args, **kwargs):
-            decoded.append(first)
+            if threading.get_ident() == asker:
+                decoded.append(first)
             yield first, events
 
     monkeypatch.setattr(Reader, "decode", decode)
