@@ -330,3 +330,19 @@ def test_a_section_nothing_vouches_for_is_checked_whole_at_open(layout_item, pro
     acl_section.read_section(memoryview(damaged))
     with pytest.raises(TableError, match=problem):
         acl_section.read_section(memoryview(damaged), vouched=False)
+
+
+@pytest.mark.parametrize("host", [0, 1])
+def test_one_host_shared_by_every_acl_is_read_as_one_string_and_a_host_past_it_is_refused(host):
+    """Issue 24 (snapshot open): a section whose ACLs all name its one host (``*``, the benchmarks' shape) lists it
+    for every ACL without a lookup per ACL; an ACL naming a host the section does not list still fails the open."""
+    from secmeta.projections import acl_section
+    from secmeta.projections.acl_table import TableError
+    from tests.projections.test_image_snapshot import array_item
+
+    section = array_item(_four_node_section(), acl_section._HEADER.size, "acl_hosts", acl_section._LAYOUT, 3, host)
+    if host:
+        with pytest.raises(TableError, match="names a principal or host the section does not list"):
+            acl_section.read_section(memoryview(section))
+    else:
+        assert acl_section.read_section(memoryview(section)).hosts == ["*"] * 5
