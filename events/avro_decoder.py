@@ -339,11 +339,14 @@ class DecoderCompiler:
         group: dict[str, Any],
         branches: Sequence[EventBranch],
         envelope: type | None,
-    ) -> Callable[[bytes, int], tuple[list[Any], int]]:
+        bodies: bool = False,
+    ) -> Callable[[bytes, int], tuple[Any, int]]:
         """The decoder of ``array<group>``; ``branches`` follow the events union's order.
 
         With an ``envelope`` class it returns every event in its envelope; with None only the events
-        (the groups' header fields are read and dropped), a branch with a ``row`` as that tuple.
+        (the groups' header fields are read and dropped), a branch with a ``row`` as that tuple. With
+        ``bodies`` it returns ``(what it read, bodies)``: each event's record bytes as the batch holds them
+        (after its union index), which are the body of the event's single-object encoding.
         """
         names = [f["name"] for f in group["fields"]]
         if "events" not in names or any(
@@ -358,6 +361,9 @@ class DecoderCompiler:
         line("end = len(buf)", 4)
         for name in ENVELOPE_ATTRS:
             line(f"r_g_{name} = None", 4)
+        if bodies:
+            line("bodies = []", 4)
+            line("ab = bodies.append", 4)
 
         def group_body(at: int) -> None:
             for field in group["fields"]:
@@ -365,18 +371,19 @@ class DecoderCompiler:
                 if name in ENVELOPE_ATTRS:  # read (and checked) even when unused: as fastavro would
                     self.read(field["type"], f"g_{name}", Leaf(name, None, None), at, reuse=True)
                 elif name == "events":
-                    self._events(field["type"], branches, envelope, at)
+                    self._events(field["type"], branches, envelope, at, bodies)
                 else:
                     self.skip(field["type"], at, frozenset())
 
         self.blocks(
             {"type": "record", "name": "_", "fields": group["fields"]}, 4, group_body, False
         )
-        line("return out, p", 4)
+        line("return (out, bodies), p" if bodies else "return out, p", 4)
         return self.src.function("decode_batch")
 
     def _events(
-        self, events: Any, branches: Sequence[EventBranch], envelope: type | None, indent: int
+        self, events: Any, branches: Sequence[EventBranch], envelope: type | None, indent: int,
+        bodies: bool = False,
     ) -> None:
         events = resolve(events, self.named)
         union = resolve(events["items"], self.named) if kind(events) == "array" else None
@@ -398,6 +405,8 @@ class DecoderCompiler:
         def event_body(at: int) -> None:
             def one(index: int, _: Any, at2: int) -> None:
                 branch = branches[index]
+                if bodies:
+                    self._line("body_at = p", at2)
                 if envelope is None and branch.row is not None:
                     self.read_row(branch.record, branch.plan, branch.row, "ev", at2)
                     return
@@ -406,6 +415,8 @@ class DecoderCompiler:
                     self._line(f"fp = {self.src.name('fp', branch.fingerprint)}", at2)
 
             self.union(union, at, one)
+            if bodies:
+                self._line("ab(buf[body_at:p])", at)
             if envelope is None:
                 self._line("ap(ev)", at)
                 return

@@ -142,6 +142,7 @@ class EventCodec:
         # each) and shared with every _copy: [] until then, then [the decoder or None]
         self._envelope_decoder: list[Callable | None] = []
         self._events_decoder: list[Callable | None] = []
+        self._bodies_decoder: list[Callable | None] = []  # decode_batch_bodies'
         self._group_branches = (group, branches)
 
     @classmethod
@@ -205,14 +206,15 @@ class EventCodec:
             record = self._named[schema.full_name]
             self._encoders[schema.cls] = compiler.compile_event(record, schema.cls, index)
 
-    def _compile_decoder(self, group: dict[str, Any], branches: list[Any], envelope: type | None) -> Callable | None:
+    def _compile_decoder(self, group: dict[str, Any], branches: list[Any], envelope: type | None,
+                         bodies: bool = False) -> Callable | None:
         events = []
         for branch in branches:
             schema = self._by_full_name[branch_name(branch)]
             record = self._named[schema.full_name]
             events.append(EventBranch(record, schema.plan, schema.fingerprint, getattr(schema.cls, "ROW", None)))
         try:
-            return DecoderCompiler(self._named).compile_batch(group, events, envelope)
+            return DecoderCompiler(self._named).compile_batch(group, events, envelope, bodies)
         except Unsupported:  # fastavro reads every batch then
             return None
 
@@ -348,6 +350,26 @@ class EventCodec:
                     return envelopes
         return self._decode_resolved(payload, writer_fingerprint, base_offset)
 
+    def decode_batch_bodies(
+        self, payload: bytes, writer_fingerprint: bytes, base_offset: int = 0
+    ) -> tuple[list[Envelope], list[bytes] | None]:
+        """``decode_batch`` and each event's record bytes as the batch holds them, which are the body of its
+        single-object encoding under its current schema (``SingleObjects.of_body``), so a writer of those
+        (the Kafka publisher) need not encode what it just decoded; None for the bodies when the batch was
+        written under another schema than the current one, or is read through fastavro (its events then
+        encode afresh)."""
+        decode = self._compiled_once(self._bodies_decoder, Envelope, bodies=True)
+        if decode is not None and writer_fingerprint == self.fingerprint:
+            buf = payload if payload.__class__ is bytes else bytes(payload)
+            try:
+                (envelopes, bodies), end = decode(buf, base_offset)
+            except Exception:  # noqa: BLE001 - malformed: decode_batch names the problem
+                pass
+            else:
+                if end == len(buf):
+                    return envelopes, bodies
+        return self.decode_batch(payload, writer_fingerprint, base_offset), None
+
     @property
     def _compiled_decode(self) -> Callable | None:
         """The envelopes' decoder (compiled on first use)."""
@@ -358,10 +380,11 @@ class EventCodec:
         """The events-only decoder (compiled on first use)."""
         return self._compiled_once(self._events_decoder, None)
 
-    def _compiled_once(self, held: list[Callable | None], envelope: type | None) -> Callable | None:
+    def _compiled_once(self, held: list[Callable | None], envelope: type | None,
+                       bodies: bool = False) -> Callable | None:
         """The batch decoder ``held`` keeps, compiled into it on first use."""
         if not held:
-            held.append(self._compile_decoder(*self._group_branches, envelope))
+            held.append(self._compile_decoder(*self._group_branches, envelope, bodies))
         return held[0]
 
     def decode_events(self, payload: bytes, writer_fingerprint: bytes) -> list[Event | tuple]:

@@ -76,6 +76,11 @@ class SingleObjects:
             return self.codec.to_single_object(event)
         return header + b"".join(parts)[1:]
 
+    def of_body(self, event: Event, body: bytes) -> bytes:
+        """The single-object encoding of ``event`` given its body as its current schema writes it (a batch's
+        record bytes: ``EventCodec.decode_batch_bodies``): ``encode(event)`` without encoding it again."""
+        return self._encoders[event.__class__][0] + body
+
     def decode(self, value: bytes) -> Event:
         """``codec.from_single_object(value)``, compiled for the codec's current schemas."""
         found = self._decoders.get(value[:_HEADER]) if value.__class__ is bytes else None

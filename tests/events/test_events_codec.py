@@ -531,3 +531,17 @@ def test_every_shipped_schema_has_fastavros_crc64_fingerprint():
     schemas = [json.loads(CODEC.writer_schema_json)] + [CODEC._event_schema(t).inlined for t in CODEC.event_types]
     for schema in schemas:
         assert avro_fingerprint(schema).hex() == fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO")
+
+
+@given(envs=st.one_of(event_lists, request_batches))
+def test_a_batchs_bodies_are_its_events_single_object_bodies(envs):
+    """decode_batch_bodies gives decode_batch's envelopes, and each event's logged bytes make exactly the
+    single-object encoding a fresh encode writes (so the Kafka publisher need not encode them again)."""
+    from secmeta.events.single_object import SingleObjects
+
+    payload = CODEC.encode_batch(7, envs)
+    envelopes, bodies = CODEC.decode_batch_bodies(payload, CODEC.fingerprint, 7)
+    assert envelopes == CODEC.decode_batch(payload, CODEC.fingerprint, 7)
+    objects = SingleObjects(CODEC)
+    assert [objects.of_body(env.event, body) for env, body in zip(envelopes, bodies, strict=True)] == [
+        CODEC.to_single_object(env.event) for env in envs]

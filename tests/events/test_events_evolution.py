@@ -223,3 +223,12 @@ def test_a_fresh_codec_knows_only_the_writer_schemas_registered_on_it(new_codec)
             codec.decode_batch(payload, new_codec.fingerprint)
         with pytest.raises(UnknownSchemaError):
             codec.decode_event(new_codec.event_fingerprint("AclCreated"), new_codec.encode_event(ENVELOPES[0].event))
+
+
+def test_old_batches_give_no_bodies_to_reuse(new_codec):
+    """A batch of an older writer schema decodes with decode_batch_bodies but gives no bodies: its bytes are
+    not the current schema's encoding, so a writer must encode its events afresh."""
+    new_codec.register_writer_schema(OLD.writer_schema_json)
+    envelopes, bodies = new_codec.decode_batch_bodies(OLD.encode_batch(10, ENVELOPES), OLD.fingerprint, 10)
+    assert bodies is None
+    assert [e.event for e in envelopes] == [e.event for e in ENVELOPES]
