@@ -567,10 +567,10 @@ class Publisher:
 
     def _publish_chunk(self, end: int, stop: threading.Event | None, deadline: float | None) -> int:
         """Publish the events from the checkpoint to ``end``; how many were confirmed (all, or 0)."""
-        envelopes, links = self._read_linked(self._checkpoint, end)
+        envelopes, bodies, links = self._read_linked(self._checkpoint, end)
         producer = self._producer_ready()
         chunk = _Chunk()
-        encoded = list(map(self._encode, envelopes))
+        encoded = list(map(self._encode, envelopes, bodies))
         for (_, _, headers), link in zip(encoded, links):
             headers.append(link)
         self._report("publishing", f"offsets {envelopes[0].offset}..{envelopes[-1].offset}")
@@ -613,16 +613,23 @@ class Publisher:
                 headers.append(at)
                 yield key, value, headers
 
-    def _read_linked(self, start: int, end: int) -> tuple[list, list[tuple[str, bytes]]]:
-        """The events in [start, end) and, for each, the link header of the log batch that holds it."""
-        envelopes, links = [], []
+    def _read_linked(self, start: int, end: int) -> tuple[list, list[bytes | None], list[tuple[str, bytes]]]:
+        """The events in [start, end), each one's body as its batch holds it (None: encode it afresh;
+        ``EventCodec.decode_batch_bodies``) and the link header of the log batch that holds it."""
+        envelopes, bodies, links = [], [], []
+        decode = self._log.codec.decode_batch_bodies
         for batch in self._log.batches(start, end):
-            events = self._log.decode(batch)
+            events, held = decode(batch.payload, batch.schema_fp, batch.base_offset)
+            if held is None:
+                held = [None] * len(events)
             if batch.base_offset < start or batch.next_offset > end:  # a batch the range cuts
-                events = [e for e in events if start <= e.offset < end]
+                first = max(start - batch.base_offset, 0)
+                last = min(end, batch.next_offset) - batch.base_offset
+                events, held = events[first:last], held[first:last]
             envelopes.extend(events)
+            bodies.extend(held)
             links.extend([(HEADER_LINK, batch.link.hex().encode())] * len(events))
-        return envelopes, links
+        return envelopes, bodies, links
 
     def _failed(self, chunk: _Chunk, topic: str) -> int:
         """Nothing of the chunk counts as published: report why (if it failed rather than stopped)."""

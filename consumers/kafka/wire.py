@@ -141,23 +141,27 @@ def encode_message(codec: EventCodec, envelope: Envelope) -> tuple[bytes, bytes,
     return message_encoder(codec)(envelope)
 
 
-def message_encoder(codec: EventCodec) -> Callable[[Envelope], tuple[bytes, bytes, Headers]]:
+def message_encoder(codec: EventCodec) -> Callable[..., tuple[bytes, bytes, Headers]]:
     """``encode_message`` bound to one codec, for writers that encode many events.
 
     The ``secmeta.request`` header is made once for a run of envelopes that carry the same request values
-    (a logged batch's events come by request); each message gets its own list of headers.
+    (a logged batch's events come by request); each message gets its own list of headers.  Given the event's
+    ``body`` as its logged batch holds it (``EventCodec.decode_batch_bodies``), the value is made from it
+    rather than encoded again (the same bytes: ``SingleObjects.of_body``).
     """
-    encode_value = SingleObjects(codec).encode
+    objects = SingleObjects(codec)
+    encode_value, of_body = objects.encode, objects.of_body
     shared: list = [None, None]  # the last envelope's request values, and their header
 
-    def encode(envelope: Envelope) -> tuple[bytes, bytes, Headers]:
+    def encode(envelope: Envelope, body: bytes | None = None) -> tuple[bytes, bytes, Headers]:
         event = envelope.event
         request = (envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host, envelope.request_id,
                    envelope.actor_asserted, envelope.operator_user, envelope.operator_host, envelope.operator_pid,
                    envelope.operator_program)
         if request != shared[0]:
             shared[0], shared[1] = request, (HEADER_REQUEST, _request_header(*request))
-        return event.entity_key.encode(), encode_value(event), [(HEADER_OFFSET, b"%d" % envelope.offset), shared[1]]
+        value = encode_value(event) if body is None else of_body(event, body)
+        return event.entity_key.encode(), value, [(HEADER_OFFSET, b"%d" % envelope.offset), shared[1]]
 
     return encode
 
