@@ -321,7 +321,16 @@ class AclsDelta:
         get = acls.get
         # which ids the image may hold, by the maps' own lookups: a batch of new ACLs asks get() of none
         held = frozenset(acls.held(changes)) if len(changes) >= TABLE_FROM else None
-        for acl_id, change in changes.items():
+        items: Iterable[tuple[str, AclBinding | AclRow | None]] = changes.items()
+        if held is not None and not self._bindings:
+            # rows and removals only: an id the image does not hold adds its row (a removal's None is of an ACL this
+            # delta added), so those rows are taken in one C-level pass and only the held ids are looked at
+            if held:
+                added = list(filter(None, [change for acl_id, change in items if acl_id not in held]))
+                items = [(acl_id, change) for acl_id, change in items if acl_id in held]
+            else:
+                added, items = list(filter(None, changes.values())), ()  # type: ignore[arg-type]  # rows
+        for acl_id, change in items:
             old = get(acl_id) if held is None or acl_id in held else None
             if old is not None:
                 if change is not None and old.binding(acl_id) == _binding(change):
