@@ -22,6 +22,7 @@ from secmeta.consumers.kafka.publisher import Publisher, PublisherError, TopicEr
 from secmeta.consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
     decode_message,
+    encode_message,
     header_map,
     message_offset,
 )
@@ -70,12 +71,15 @@ def test_history_holds_every_event_in_log_order(store, store_dir, keyring, clock
 
 
 def test_history_events_equal_the_logged_ones(store, store_dir, keyring, clock, kafka_bootstrap, topics):
-    """Decoding the history topic gives back exactly the log's envelopes."""
+    """Decoding the history topic gives back exactly the log's envelopes, and each value is the bytes a fresh
+    encode writes (the publisher takes them from the log's batch: EventCodec.decode_batch_bodies)."""
     random_workload(store, seed=2, clock=clock)
     history, state = topics("history"), topics("state")
     publish(store_dir, keyring, kafka_bootstrap, history, state)
-    decoded = [decode_message(CODEC, k, v, h) for _, k, v, h in read_topic(kafka_bootstrap, history)]
+    messages = read_topic(kafka_bootstrap, history)
+    decoded = [decode_message(CODEC, k, v, h) for _, k, v, h in messages]
     assert decoded == list(store.log.read())
+    assert [v for _, _, v, _ in messages] == [encode_message(CODEC, env)[1] for env in decoded]
 
 
 def test_state_topic_ends_with_live_entities_only(store, store_dir, keyring, clock, kafka_bootstrap, topics):
