@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import json
 import logging
+import tempfile
 
 import pytest
 from confluent_kafka import KafkaError, Message
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from secmeta.consumers.kafka.follower import Follower, FollowerError, HistoryGapError
 from secmeta.consumers.kafka.publisher import Publisher
-from secmeta.consumers.kafka.wire import HEADER_FINGERPRINT, encode_message
+from secmeta.consumers.kafka.wire import HEADER_FINGERPRINT, encode_message, message_encoder
 from secmeta.core import AclOperation, ClientQuotaAlteration, ClientQuotaOp, ResourceType
 from secmeta.core.store.view import StoreView
 from secmeta.events.codec import EventCodec
+from secmeta.events.records import Envelope
+from scripts.bench import shapes
 from tests.consumers.conftest import (
     ADMIN,
     described,
@@ -26,6 +31,7 @@ from tests.consumers.conftest import (
 )
 from tests.gckit import collections_seen
 from tests.logkit import acl_created
+from tests.projections.test_shape_properties import replayed as shape_replayed
 
 CODEC = EventCodec()
 
@@ -526,3 +532,32 @@ def test_bootstrap_stops_at_a_state_value_of_a_newer_message_format_naming_it(st
     follower = follow(history, newer_state)
     with pytest.raises(FollowerError, match=rf"Kafka offset {len(records)} .*message format 3: newer than"):
         follower.bootstrap_from_state_topic()
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.sampled_from(shapes.NAMES), st.integers(1, 150), st.integers(0, 2**16),
+       st.lists(st.integers(1, 400), max_size=4))
+def test_the_follower_builds_the_replayed_image_from_the_publishers_messages(kafka_bootstrap, shape, n, seed, cuts):
+    """A log of any shape, its messages made as the publisher makes them (values from the logged batches' bytes),
+    read and applied by the follower in batches cut anywhere, gives the image a replay of the log gives."""
+    requests = shapes.shape_events(shape, n, seed)
+    encode, messages, offset = message_encoder(CODEC), [], 0
+    for request in requests:
+        payload = CODEC.encode_batch(offset, [Envelope(offset + i, 1_700_000_000_000, "User:admin", "10.0.0.1",
+                                                       f"r{offset}", event) for i, event in enumerate(request)])
+        envelopes, bodies = CODEC.decode_batch_bodies(payload, CODEC.fingerprint, offset)
+        for envelope, body in zip(envelopes, bodies, strict=True):
+            key, value, headers = encode(envelope, body)
+            messages.append(Message(topic="history", partition=0, offset=len(messages), key=key, value=value,
+                                    headers=headers, error=None))
+        offset += len(request)
+    bounds = sorted({0, len(messages), *(c for c in cuts if c < len(messages))})
+    with tempfile.TemporaryDirectory() as tmp:
+        follower = Follower(kafka_bootstrap, history_topic="history", checkpoint_dir=tmp)
+        try:
+            for start, end in zip(bounds, bounds[1:], strict=False):
+                follower._apply_consumed(lambda batch=messages[start:end]: batch)
+            assert follower.image == shape_replayed(requests)
+            assert follower.next_offset == offset and follower.position == len(messages)
+        finally:
+            follower.close()
