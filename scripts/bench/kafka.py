@@ -11,7 +11,9 @@ bench-cache/kafka, the others as scripts.bench.shapes caches them), then ``--rep
 * the ceiling: reading and decoding the same events from the log;
 * the wire codec alone: encode_message, decode_message (envelopes, as a follower with a local
   log reads them) and event_reader (events as a replay takes them, as one without does) per
-  event (with the collector paused, as the publisher and the follower run them);
+  event (with the collector paused, as the publisher and the follower run them); and the log read
+  and decoded with each message made from the event's logged bytes, as the publisher makes them
+  (EventCodec.decode_batch_bodies: no encode), beside the ceiling above;
 * the follower's floor: the image applying the log's events in rounds of ``--round``
   (one delta per batch, an ACL's creation as its row, as the follower applies each batch), without Kafka;
 * the publisher and the follower, as a live standby runs: the log is published
@@ -120,25 +122,35 @@ def log_ceiling(path: Path, keyring: Keyring) -> tuple[int, list[float]]:
     return count, spent
 
 
-def wire_rates(path: Path, keyring: Keyring) -> tuple[int, list[float], list[float], list[float] | None]:
-    """encode_message, decode_message (a follower with a local log) and event_reader (one without), per event."""
-    encode, decode, read = [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]
+def wire_rates(path: Path, keyring: Keyring) -> tuple[int, list[float], list[float], list[float] | None,
+                                                     list[float] | None]:
+    """encode_message, decode_message (a follower with a local log) and event_reader (one without), per event; and
+    the log's read and decode with each event's logged bytes made into its value, as the publisher does (None for
+    a secmeta without ``EventCodec.decode_batch_bodies``)."""
+    encode, decode, read, from_log = [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0]
     with Log.open(path, keyring=keyring, read_only=True) as log:
         envelopes = list(log.read())
         codec = log.codec
         encode_one, decode_one = message_encoder(codec), message_decoder(codec)  # bound, as publisher and follower
         with paused_gc(), _timing(encode):
             messages = [encode_one(env) for env in envelopes]
+        bodies = getattr(codec, "decode_batch_bodies", None)
+        if bodies is None:
+            from_log = None
+        else:
+            with paused_gc(), _timing(from_log):
+                for batch in log.batches():
+                    list(map(encode_one, *bodies(batch.payload, batch.schema_fp, batch.base_offset)))
         with paused_gc(), _timing(decode):
             for key, value, headers in messages:
                 decode_one(key, value, headers)
         if event_reader is None:
-            return len(envelopes), encode, decode, None
+            return len(envelopes), encode, decode, None, from_log
         read_one = event_reader(codec)
         with paused_gc(), _timing(read):
             for key, value, headers in messages:
                 read_one(key, value, headers)
-    return len(envelopes), encode, decode, read
+    return len(envelopes), encode, decode, read, from_log
 
 
 def apply_in_rounds(path: Path, keyring: Keyring, step: int) -> tuple[int, list[float]]:
@@ -163,6 +175,7 @@ SIDES = ("before", "after")
 MEASURES = (
     ("log_read_decode", "log read + decode (the ceiling)", None),
     ("wire_encode", "wire encode_message", None),
+    ("log_to_values", "log read + decode + values from the logged bytes (the publisher's)", None),
     ("wire_decode", "wire decode_message (envelopes: with a local log)", None),
     ("wire_read", "wire event_reader (events as replay takes them)", None),
     ("apply_rounds", "image apply in rounds (the follower's floor)", None),
@@ -244,8 +257,10 @@ def worker(store: Path, key_file: Path, step: int, state_entities: int, local_lo
         tmp = Path(tmp)
         count, spent = log_ceiling(store, keyring)
         record("log_read_decode", count, spent)
-        count, encode, decode, read = wire_rates(store, keyring)
+        count, encode, decode, read, from_log = wire_rates(store, keyring)
         record("wire_encode", count, encode)
+        if from_log is not None:
+            record("log_to_values", count, from_log)
         record("wire_decode", count, decode)
         if read is not None:
             record("wire_read", count, read)
@@ -289,7 +304,7 @@ def _spread(values: list[float], fmt: str) -> str:
 def _rows(shape: str, events: int, side: str, runs: list[dict]) -> list[list]:
     rows = []
     for key, measure, target in MEASURES:
-        if key not in runs[0]:  # a measure the side's secmeta lacks
+        if any(key not in run for run in runs):  # a measure the side's secmeta (or one of its runs) lacks
             continue
         count = runs[0][key]["events"]
         walls = [r[key]["wall_s"] for r in runs]
