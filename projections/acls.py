@@ -326,7 +326,8 @@ class AclsDelta:
             # rows and removals only: an id the image does not hold adds its row (a removal's None is of an ACL this
             # delta added), so those rows are taken in one C-level pass and only the held ids are looked at
             if held:
-                added = list(filter(None, [change for acl_id, change in items if acl_id not in held]))
+                added = list(filter(None, [change for acl_id, change in items  # type: ignore[misc]  # rows
+                                           if acl_id not in held]))
                 items = [(acl_id, change) for acl_id, change in items if acl_id in held]
             else:
                 added, items = list(filter(None, changes.values())), ()  # type: ignore[arg-type]  # rows

@@ -616,12 +616,13 @@ class Publisher:
     def _read_linked(self, start: int, end: int) -> tuple[list, list[bytes | None], list[tuple[str, bytes]]]:
         """The events in [start, end), each one's body as its batch holds it (None: encode it afresh;
         ``EventCodec.decode_batch_bodies``) and the link header of the log batch that holds it."""
-        envelopes, bodies, links = [], [], []
+        envelopes: list = []
+        bodies: list[bytes | None] = []
+        links: list[tuple[str, bytes]] = []
         decode = self._log.codec.decode_batch_bodies
         for batch in self._log.batches(start, end):
-            events, held = decode(batch.payload, batch.schema_fp, batch.base_offset)
-            if held is None:
-                held = [None] * len(events)
+            events, logged = decode(batch.payload, batch.schema_fp, batch.base_offset)
+            held: list[bytes | None] = [None] * len(events) if logged is None else logged  # type: ignore[assignment]
             if batch.base_offset < start or batch.next_offset > end:  # a batch the range cuts
                 first = max(start - batch.base_offset, 0)
                 last = min(end, batch.next_offset) - batch.base_offset

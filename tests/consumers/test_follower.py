@@ -11,6 +11,7 @@ from confluent_kafka import KafkaError, Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scripts.bench import shapes
 from secmeta.consumers.kafka.follower import Follower, FollowerError, HistoryGapError
 from secmeta.consumers.kafka.publisher import Publisher
 from secmeta.consumers.kafka.wire import HEADER_FINGERPRINT, encode_message, message_encoder
@@ -18,7 +19,6 @@ from secmeta.core import AclOperation, ClientQuotaAlteration, ClientQuotaOp, Res
 from secmeta.core.store.view import StoreView
 from secmeta.events.codec import EventCodec
 from secmeta.events.records import Envelope
-from scripts.bench import shapes
 from tests.consumers.conftest import (
     ADMIN,
     described,
