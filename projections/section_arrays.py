@@ -75,7 +75,7 @@ def separator_code(separator: str) -> int:
 
 def separator_named(code: int) -> str:
     """The separator a header's ``code`` names (SectionError when it names no character)."""
-    if not 0 <= code <= sys.maxunicode + 1:
+    if not 0 <= code <= sys.maxunicode + 1 or 0xD800 < code <= 0xE000:  # a surrogate is no character either
         raise SectionError(f"a section names its separator {code}, which is no character")
     return chr(code - 1) if code else ""
 

@@ -763,3 +763,15 @@ def test_a_token_section_with_any_bytes_changed_is_refused_at_open_or_every_toke
     except SectionError:
         return
     assert len(list(tokens)) == len(tokens)
+
+
+@pytest.mark.parametrize("surrogate", [0xD800, 0xDFFF])
+def test_a_section_naming_a_surrogate_as_its_separator_is_refused(surrogate):
+    """Found by the token-section property above: a changed header byte named a surrogate (U+D800-U+DFFF) as
+    the separator, and reading the strings failed to encode it (UnicodeEncodeError, not the section's error).
+    No string is split on a surrogate, so a header naming one is damage, refused as a SectionError."""
+    from secmeta.projections.section_arrays import SectionError, separator_code, separator_named
+
+    with pytest.raises(SectionError, match="no character"):
+        separator_named(surrogate + 1)
+    assert separator_named(separator_code("\ue000")) == "\ue000"  # the first character past them still reads
