@@ -197,7 +197,7 @@ class Deferred:
                 store.pop(key[2], None)
         # A node no change touches is the table's own (its Lazy view, made on first use): with no changes the maps
         # ask the table, so a first authorize pays no call through this image.
-        return index_of(stores, self.node if self._pending else table)
+        return index_of(stores, *((self.node, self) if self._pending else (table, table)))
 
     # -- what lookups make ---------------------------------------------------------------
 
@@ -229,6 +229,11 @@ class Deferred:
         if node is None:
             raise LookupError(f"node {key} was kept though its changes remove every ACL")
         return node
+
+    def node_bits(self, i: int, principal: str, host: str) -> int | None:
+        """``AclTable.node_bits`` for placeholder ``i``: the table's columns answer for a node no change touches;
+        None for one the changes touch (made, patched, by ``node``)."""
+        return None if self._changed(i) else self.table.node_bits(i, principal, host)
 
     def group(self, placeholder: int) -> Group:
         """The group of the ACL at ``placeholder`` (a table position, or past them an added ACL) in this image."""

@@ -28,7 +28,7 @@ from operator import itemgetter
 
 from secmeta.events.errors import InvalidValueError
 from secmeta.events.records import AclRow, acl_row
-from secmeta.events.types import WILDCARD, AccessControlEntry, AclBinding
+from secmeta.events.types import WILDCARD, WILDCARD_PRINCIPAL, AccessControlEntry, AclBinding
 from secmeta.projections.acl_entries import canonical_entry
 from secmeta.projections.acl_index import (
     KINDS,
@@ -274,6 +274,28 @@ class AclTable:
         g = bisect_right(self.acl_start, position) - 1
         return self.group(bisect_right(self.group_start, g) - 1, g)
 
+    def node_bits(self, i: int, principal: str, host: str) -> int | None:
+        """The packed bits of node i's ACLs of ``principal`` and 'User:*' that apply to a client host (``Lazy.bits``),
+        read from the columns, making nothing; None for a node of more principals than a scan suits (its
+        ``Positions`` map is made once, with the node: ``node``).  A node listing an asked principal's group twice
+        fails closed (TableError), as making it would."""
+        g, end = self._run(self.group_start, i, i, _NO_GROUP)
+        if end - g > _SCAN_PRINCIPALS:
+            return None
+        held = self.principals[g:end]
+        bits = 0
+        if principal in held:
+            k = held.index(principal)
+            if principal in held[k + 1:]:
+                self._repeated_principal(i)
+            bits = self.bits(i, g + k, host)
+        if principal != WILDCARD_PRINCIPAL and WILDCARD_PRINCIPAL in held:
+            k = held.index(WILDCARD_PRINCIPAL)
+            if WILDCARD_PRINCIPAL in held[k + 1:]:
+                self._repeated_principal(i)
+            bits |= self.bits(i, g + k, host)
+        return bits
+
     def bits(self, i: int, g: int, host: str) -> int:
         """The packed bits of the ACLs of group ``g`` (node i's) that apply to a client host: a group of a few
         ACLs is read from the columns (no object made), a larger one through its group (made once)."""
@@ -322,7 +344,7 @@ class AclTable:
 
     def index(self) -> AclIndex:
         """The index of the table's nodes (each made on first use)."""
-        return index_of(self.stores(), self)
+        return index_of(self.stores(), self, self)
 
     def made(self, skip: set[int]) -> dict[tuple[int, int], dict[str, Node]]:
         """Every node but those at positions ``skip``, made: (resource type, pattern type) -> name -> node (a node of

@@ -60,19 +60,17 @@ _NO_SUPER_USERS: frozenset[str] = frozenset()
 
 def _gather(t: TypeIndex, principal: str, host: str, name: str) -> int:
     """Packed bits of the ACLs applying to the request, plus FOUND if any cover the resource."""
-    bits = 0
-    node = t.literal.get(name)
-    if node is not None:
-        bits = FOUND | node.bits(principal, host)
+    bits = t.literal.bits(name, principal, host)  # a node not made yet is read from its columns (``NodeMap``)
+    bits = 0 if bits is None else FOUND | bits
     node = t.wildcard
     if node is not None:
         bits |= FOUND | node.bits(principal, host)
     if t.lengths:
-        get = t.prefixed.get
+        of_prefix = t.prefixed.bits
         for prefix in t.prefixes_of(name):  # a prefix given twice ORs the same bits again
-            node = get(prefix)
-            if node is not None:
-                bits |= FOUND | node.bits(principal, host)
+            found = of_prefix(prefix, principal, host)
+            if found is not None:
+                bits |= FOUND | found
     return bits
 
 

@@ -60,6 +60,15 @@ class LayeredMap:
             value = base[key] = self._resolve(value)  # the placeholder's value from now on (same meaning)
         return value
 
+    def peek(self, key):
+        """The value at ``key`` as held, without making it: a placeholder int not made yet, the value, or None."""
+        overlay = self._overlay
+        if overlay:
+            value = overlay.get(key, _MISSING)
+            if value is not _MISSING:
+                return None if value is _GONE else value
+        return self._base.get(key)
+
     def __getitem__(self, key):
         value = self.get(key)
         if value is None:

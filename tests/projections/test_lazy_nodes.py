@@ -346,3 +346,65 @@ def test_one_host_shared_by_every_acl_is_read_as_one_string_and_a_host_past_it_i
             acl_section.read_section(memoryview(section))
     else:
         assert acl_section.read_section(memoryview(section)).hosts == ["*"] * 5
+
+
+def _many_nodes() -> dict[str, AclBinding]:
+    """ACLs on 40 topics, two to twelve principals each (one of them 'User:*' on every fifth), hosts mixed."""
+    held = {}
+    for t in range(40):
+        for p in range(2 + t % 11):
+            principal = "User:*" if p == 0 and t % 5 == 0 else f"User:u{p}"
+            held[f"id{t}-{p}"] = AclBinding.of(T, f"topic-{t}", PatternType.LITERAL if t % 3 else PatternType.PREFIXED,
+                                               principal, ["*", "10.0.0.1", "10.0.0.0/24"][p % 3], Op.READ,
+                                               AclPermissionType.DENY if p == 3 else AclPermissionType.ALLOW)
+    return held
+
+
+def test_authorizing_on_a_loaded_image_keeps_no_object_and_answers_as_the_rules():
+    """Issue 24 (the first pass over a freshly loaded image): an authorize reads a node not made yet from the
+    section's columns and keeps nothing (it made a view, a list and a map entry per node, 30-75% more work than the
+    warm call, and ran the cyclic collector); its answers are the rules', first and again, and after describe makes
+    the nodes."""
+    import os
+    import tracemalloc
+
+    from secmeta.projections import acl_index
+
+    held = _many_nodes()
+    image = loaded(held)
+    asked = [(f"User:u{p}", host, op, T, name) for t in range(40) for name in (f"topic-{t}", f"topic-{t}x")
+             for p in range(6) for host in ("10.0.0.1", "10.0.0.9") for op in (Op.READ, Op.DESCRIBE)]
+    want = [brute_authorize(list(held.values()), *call, set(), False) for call in asked]
+    twin = bulk(held)  # the same calls on another image first: what is cached across images (parsed hosts, prefix cuts)
+    assert [authorize(twin, *call) for call in asked] == want
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        first = [authorize(image, *call) for call in asked]
+        kept = tracemalloc.take_snapshot().compare_to(before, "filename")
+    finally:
+        tracemalloc.stop()
+    package = os.path.dirname(acl_index.__file__)
+    grown = [stat for stat in kept if os.path.dirname(stat.traceback[0].filename) == package and stat.size_diff > 0]
+    assert grown == []
+    assert first == want
+    assert [authorize(image, *call) for call in asked] == want
+    for t in range(40):
+        image.describe(AclBindingFilter.of(T, f"topic-{t}x", PatternType.MATCH))
+    assert [authorize(image, *call) for call in asked] == want
+
+
+def test_an_authorize_on_a_section_node_listing_its_principal_twice_fails_closed():
+    """A loaded node whose groups list the asked principal twice (a column checked as a node is read) fails naming
+    the node on authorize, never answering from one of the two groups (the other holds a DENY)."""
+    from secmeta.projections.acl_section import encode_section, read_section
+    from secmeta.projections.acl_table import TableError
+
+    section = encode_section(bytes([T]), bytes([PatternType.LITERAL]), ["t"], [3], ["User:a", "User:b"], [0, 1, 0],
+                             [1, 1, 1], ["i1", "i2", "i3"], ["*"], [0, 0, 0], bytes([Op.READ] * 3),
+                             bytes([AclPermissionType.ALLOW, AclPermissionType.ALLOW, AclPermissionType.DENY]))
+    table = read_section(memoryview(b"".join(section)))
+    image = AclsImage(acls=AclsImage.EMPTY.acls, index=table.index())
+    assert authorize(image, "User:b", "10.0.0.1", Op.READ, T, "t")
+    with pytest.raises(TableError, match="node TOPIC LITERAL 't' lists a principal's group twice"):
+        authorize(image, "User:a", "10.0.0.1", Op.READ, T, "t")
