@@ -516,7 +516,7 @@ class NodeMap(LayeredMap):
     def bits(self, name: str, principal: str, host: str) -> int | None:
         """The packed bits of the node at ``name`` that apply to (principal, host), counting 'User:*' (the node
         protocol's ``bits``), or None when no node is there."""
-        node = self.peek(name)
+        node = self.peek(name) if self._overlay else self._base.get(name)  # (peek's own test, without its call)
         if node is None:
             return None
         if type(node) is int:
