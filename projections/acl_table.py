@@ -7,8 +7,9 @@ strings, offset arrays) built with a few bulk operations per column and no Pytho
 The image's maps hold, for a node or an ACL id, a placeholder int (the node's or the ACL's
 position) that ``node`` / ``group_at`` make real when an authorize, describe or write first reaches
 it (``layered_map``): a node becomes a ``Lazy`` view of its columns (its principals, scanned, or for
-many a dict).  An authorize reads the request's principal's and ``User:*``'s ACL bits straight from
-the columns (``bits``), so the first call to reach a node costs what the next ones do; a group object
+many a dict).  An authorize makes no node at all: it reads the request's principal's and ``User:*``'s ACL
+bits straight from the columns (``node_bits``, through ``acl_index.NodeMap``), so the first call to reach
+a node does what the next ones do and keeps nothing; a group object
 (``TableGroup``, its entries made only when described) is made once, for a large group or when
 describe, explain or a write asks for it (``group``).
 Issue 24's profiles: a load that made every group (``group_of`` per ACL) cost 10-15 us per ACL
