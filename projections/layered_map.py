@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import chain
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 import immutables
 
@@ -44,7 +44,7 @@ class LayeredMap:
         self._overlay = overlay
         self._size = len(base) if size is None else size
 
-    def _with(self, base: dict, overlay: immutables.Map, size: int | None) -> LayeredMap:
+    def _with(self, base: dict, overlay: immutables.Map, size: int | None) -> Self:
         """A map of the same class and resolver (subclasses keep their type through changes)."""
         return type(self)(base, self._resolve, overlay, size)
 
@@ -134,7 +134,7 @@ class LayeredMap:
         for key in self:
             yield get(key)
 
-    def mutate(self) -> LayeredMapMutation:
+    def mutate(self) -> LayeredMapMutation[Self]:
         return LayeredMapMutation(self)
 
     def __eq__(self, other: object) -> bool:
@@ -151,12 +151,15 @@ class LayeredMap:
 LayeredMap.EMPTY = LayeredMap({})
 
 
-class LayeredMapMutation:
-    """Changes to a LayeredMap, made into a new one by ``finish`` (the map itself is left as it was)."""
+M = TypeVar("M", bound=LayeredMap)
+
+
+class LayeredMapMutation(Generic[M]):
+    """Changes to a LayeredMap, made into a new one of its class by ``finish`` (the map itself is left as it was)."""
 
     __slots__ = ("_map", "_overlay", "_size")
 
-    def __init__(self, layered: LayeredMap):
+    def __init__(self, layered: M):
         self._map = layered
         self._overlay = layered._overlay.mutate()
         self._size = layered._size
@@ -212,7 +215,7 @@ class LayeredMapMutation:
         del self[key]
         return value
 
-    def finish(self) -> LayeredMap:
+    def finish(self) -> M:
         layered = self._map
         overlay = self._overlay.finish()
         base = layered._base
