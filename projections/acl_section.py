@@ -126,6 +126,8 @@ def encode_section(resource_types: bytes, pattern_types: bytes, names: list[str]
 def _listed(table: list[str], positions: memoryview) -> list[str]:
     """The strings a column of positions in ``table`` names (TableError if one is past it).  A column of zeros (every
     ACL's host ``*``, the benchmarks' shape) is one string repeated, found by one C-level count of its bytes."""
+    if positions.format not in "BHIQ":  # a signed column could name a string from the end of the table
+        raise TableError(f"a column of principal or host positions has typecode {positions.format!r}")
     if table and positions.nbytes == positions.tobytes().count(0):
         return [table[0]] * len(positions)
     try:

@@ -150,14 +150,11 @@ IMAGE_MAGIC = b"SMIMG\x00\x00\x06"
 class SecurityImageSnapshot:
     """SnapshotCodec for SecurityImage; ``build`` restores next_offset from the meta row.
 
-    ``vouched=False`` for a snapshot read without a keyring (nothing but a CRC, which anyone can compute, vouches
-    for it): its ACL section is then checked whole at open (``MappedAclTable._check_whole``)."""
+    A snapshot read without a keyring (``build``'s ``vouched=False``: nothing but a CRC, which anyone can compute,
+    vouches for it) has its ACL section checked whole at open (``MappedAclTable._check_whole``)."""
 
     kind = "security-image"
     schema = SCHEMA
-
-    def __init__(self, *, vouched: bool = True):
-        self.vouched = vouched
 
     def rows(self, image: SecurityImage) -> Iterator[dict]:
         yield {"row": (_META_NAME, {"next_offset": image.next_offset})}
@@ -185,7 +182,8 @@ class SecurityImageSnapshot:
         """The ACL index (``acl_section``) and the tokens (``token_section``) as the binary section."""
         return image_section(_NodesRow.of(image.acls.index).section(), encode_tokens(image.tokens))
 
-    def build(self, rows: Iterable[dict], section: memoryview | None = None) -> SecurityImage:
+    def build(self, rows: Iterable[dict], section: memoryview | None = None, *, vouched: bool = True
+              ) -> SecurityImage:
         """The image of a snapshot's rows and (format 5) its ACL section."""
         scram = ScramDelta(ScramImage.EMPTY)
         tokens = TokensDelta(TokensImage.EMPTY)
@@ -216,7 +214,7 @@ class SecurityImageSnapshot:
         if section is None:  # format 3 or 4
             acl_image, token_image = acls.image(), tokens.apply()
         else:
-            acl_image, token_image = _sectioned(section, tokens.apply(), self.vouched)
+            acl_image, token_image = _sectioned(section, tokens.apply(), vouched)
         return SecurityImage(scram.apply(), acl_image, token_image, next_offset, quotas.apply(), settings.apply())
 
 

@@ -83,8 +83,9 @@ class SnapshotCodec(Protocol[S]):
 
     def rows(self, state: S) -> Iterable[dict]: ...
 
-    def build(self, rows: Iterable[dict], section: memoryview | None = None) -> S:
-        """The state of these rows (and the section ``section`` wrote, if it has one)."""
+    def build(self, rows: Iterable[dict], section: memoryview | None = None, *, vouched: bool = True) -> S:
+        """The state of these rows (and the section ``section`` wrote, if it has one; ``vouched``: an HMAC was
+        checked over them, else only a CRC, which anyone can compute, and the section is checked whole)."""
         ...
 
 
@@ -248,7 +249,8 @@ def read_snapshot(path: str | os.PathLike, codec: SnapshotCodec[S], keyring: Key
     counter = _Counting(reader)
     try:
         with paused_gc():  # the state is built from many new acyclic objects
-            state = codec.build(counter) if section is None else codec.build(counter, section)
+            state = codec.build(counter) if section is None else codec.build(counter, section,
+                                                                             vouched=keyring is not None)
     except CorruptSnapshotError as exc:  # the codec's reason, named for the file it is about
         raise CorruptSnapshotError(f"snapshot {info.path.name} is not a readable snapshot: {exc}") from None
     return replace(info, rows=counter.count), state

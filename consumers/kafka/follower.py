@@ -558,10 +558,10 @@ class Follower:
             )
         try:
             # Given a keyring, only a snapshot it signed loads; without one, only a CRC vouches for it (anyone can
-            # compute one), so its section is checked whole (review 26, 1.1).
-            codec = SecurityImageSnapshot(vouched=self.keyring is not None)
+            # compute one), so read_snapshot has its section checked whole (review 26, 1.1).
             with paused_gc(freeze=True):  # as the store loads its snapshot
-                info, image = read_snapshot(self.checkpoint_dir / SNAPSHOT_DIR / name, codec, self.keyring)
+                info, image = read_snapshot(self.checkpoint_dir / SNAPSHOT_DIR / name, SecurityImageSnapshot(),
+                                            self.keyring)
         except (SnapshotError, OSError) as exc:
             logger.warning("follower snapshot %s cannot be loaded (%s): not trusted, starting over from the beginning "
                            "(of the local log, if any, then of the topic)", name, exc)

@@ -408,3 +408,16 @@ def test_an_authorize_on_a_section_node_listing_its_principal_twice_fails_closed
     assert authorize(image, "User:b", "10.0.0.1", Op.READ, T, "t")
     with pytest.raises(TableError, match="node TOPIC LITERAL 't' lists a principal's group twice"):
         authorize(image, "User:a", "10.0.0.1", Op.READ, T, "t")
+
+
+def test_a_signed_column_of_positions_is_refused_rather_than_read_from_the_end():
+    """A section's array table may name the signed typecode ``q`` (its start columns use it); a principal or host
+    column of that type could name -1, which Python reads as the table's last string: such a column is refused."""
+    from array import array
+
+    from secmeta.projections.acl_section import _listed
+    from secmeta.projections.acl_table import TableError
+
+    assert _listed(["User:a", "User:b"], memoryview(array("B", [1, 0]))) == ["User:b", "User:a"]
+    with pytest.raises(TableError, match="typecode 'q'"):
+        _listed(["User:a", "User:b"], memoryview(array("q", [-1])))
