@@ -93,6 +93,7 @@ class SecurityStore:
                  commit_gate: CommitGate | None = None):
         self._log = log
         self._gate = commit_gate
+        self._grouping = _grouping(commit_gate)
         self._stopped: BaseException | None = None  # why writes stopped: the gate failed (commit_gate)
         self.config = config
         self._keyring = keyring
@@ -266,7 +267,7 @@ class SecurityStore:
         writes again after a gate failed. The caller vouches that the local log holds everything committed
         (a replicated node catches up with the topic first); a key rotation waiting to be logged is then."""
         with self._write_lock:
-            self._gate, self._stopped = gate, None
+            self._gate, self._grouping, self._stopped = gate, _grouping(gate), None
             self._log_key_rotation()
 
     @property
@@ -312,7 +313,7 @@ class SecurityStore:
         response. With a gate that commits groups (replicated mode), the writes queued meanwhile are committed
         together (``write_group``)."""
         context = checked_context(context)
-        if isinstance(self._gate, GroupingGate):
+        if self._grouping is not None:
             return self._write_grouped(context, decide)
         with self._write_lock:
             return self._write_locked(context, decide)
@@ -339,7 +340,7 @@ class SecurityStore:
         self._queue.join(queued)
         with self._write_lock:
             while not queued.done.is_set():     # a group of the queue's first writes; this one may be in a later one
-                group = self._queue.take(self._gate)
+                group = self._queue.take(self._grouping)
                 try:
                     self._commit_group(group)
                 except BaseException as exc:  # noqa: BLE001 - a bug must not leave a queued write waiting for ever
@@ -351,8 +352,8 @@ class SecurityStore:
     def _commit_group(self, group: list[Queued]) -> None:
         """Caller holds the lock. Decide, frame and commit ``group`` with one gate commit (one Kafka transaction);
         a failed commit fails every write of the group and stops writes (commit_gate)."""
-        gate = self._gate
-        if self._stopped is not None or not isinstance(gate, GroupingGate):   # the gate changed meanwhile
+        gate = self._grouping
+        if self._stopped is not None or gate is None:   # the gate changed meanwhile
             for queued in group:
                 queued.settle(partial(self._write_locked, queued.context, queued.decide))
             return
@@ -649,3 +650,9 @@ def _envelopes(events: Sequence[Event], context: RequestContext, now_ms: int) ->
     return [Envelope(-1, now_ms, context.principal, context.host, request_id, e, actor_asserted=context.asserted,
                      operator_user=operator.user, operator_host=operator.host, operator_pid=operator.pid,
                      operator_program=operator.program) for e in events]
+
+
+def _grouping(gate: CommitGate | None) -> GroupingGate | None:
+    """``gate`` if it commits groups of writes, else None: asked once per gate, where it is set (isinstance on a
+    runtime-checkable protocol inspects its members, about 20 us a call: too much for every write)."""
+    return gate if isinstance(gate, GroupingGate) else None

@@ -81,11 +81,11 @@ class WriteQueue:
         with self._lock:
             self._queued.append(write)
 
-    def take(self, gate: object) -> list[Queued]:
+    def take(self, gate: GroupingGate | None) -> list[Queued]:
         """The next group: at most the gate's ``max_group_batches`` first writes (all of them when the gate no longer
-        groups: each is then written alone)."""
+        groups, None: each is then written alone)."""
         with self._lock:
-            limit = max(1, gate.max_group_batches if isinstance(gate, GroupingGate) else len(self._queued))
+            limit = max(1, gate.max_group_batches if gate is not None else len(self._queued))
             group, self._queued = self._queued[:limit], self._queued[limit:]
         return group
 
