@@ -70,6 +70,7 @@ from scripts.bench.report import REPO_ROOT, print_table, rate, write_json
 from secmeta.consumers.kafka.follower import Follower
 from secmeta.consumers.kafka.publisher import Publisher
 from secmeta.consumers.kafka.wire import message_decoder, message_encoder
+from secmeta.events.records import replay_form
 
 try:  # a --before-python checkout may predate it
     from secmeta.consumers.kafka.wire import event_reader
@@ -160,7 +161,7 @@ def apply_in_rounds(path: Path, keyring: Keyring, step: int) -> tuple[int, list[
     spent = [0.0, 0.0]
     with Log.open(path, keyring=keyring, read_only=True) as log:
         with paused_gc(freeze=True):
-            events = [e.row() if isinstance(e, AclCreated) else e for e in (env.event for env in log.read())]
+            events = [replay_form(env.event) for env in log.read()]
     projection, image = SecurityProjection(), SecurityImage.EMPTY
     for start in range(0, len(events), step):
         with _timing(spent), paused_gc(freeze=True):

@@ -37,6 +37,7 @@ from secmeta.events.records import (
     ScramCredentialDeleted,
     ScramCredentialUpserted,
     TokenRemovalReason,
+    replay_form,
 )
 from secmeta.events.single_object import SingleObjects
 from secmeta.events.types import ScramMechanism
@@ -361,7 +362,7 @@ def _outcome(read, message: tuple):
 
 def _as_replay_takes_it(envelope: Envelope) -> tuple:
     """What a follower without a local log applies: the log offset and the event, an ACL's creation as its row."""
-    return envelope.offset, envelope.event.row() if isinstance(envelope.event, AclCreated) else envelope.event
+    return envelope.offset, replay_form(envelope.event)
 
 
 # The two routes of a message: the event in its envelope (a follower with a local log, the publisher, audit), and

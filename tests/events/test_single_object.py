@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from secmeta.events import single_object
 from secmeta.events.codec import SINGLE_OBJECT_MARKER, EventCodec
 from secmeta.events.errors import EventsError, MalformedEventError, UnknownSchemaError
-from secmeta.events.records import AclCreated, AclRow
+from secmeta.events.records import AclCreated, AclRow, replay_form
 from secmeta.events.single_object import SingleObjects
 from tests.events.test_events_evolution import BINDING, schema_copy
 from tests.events.test_events_evolution import add_comment as add_a_field
@@ -55,11 +55,6 @@ def test_damaged_values_decode_or_fail_as_the_codec_does(event, data):
         value[at] ^= data.draw(st.integers(1, 255))
     value = bytes(value)
     assert outcome(OBJECTS.decode, value) == outcome(CODEC.from_single_object, value)
-
-
-def replay_form(event) -> object:
-    """What a replay takes (the Kafka follower without a local log reads it so): an ACL's creation as its row."""
-    return event.row() if isinstance(event, AclCreated) else event
 
 
 # Half the draws an ACL's creation: the only type with a row, the one the follower reads most.

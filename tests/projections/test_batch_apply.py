@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scripts.bench import shapes
-from secmeta.events.records import AclCreated, AclDeleted, Envelope
+from secmeta.events.records import AclCreated, AclDeleted, Envelope, replay_form
 from secmeta.events.types import (
     AclBinding,
     AclOperation,
@@ -83,7 +83,7 @@ def batched(log: list[Envelope], cuts) -> SecurityImage:
 def replayed(events) -> SecurityImage:
     """The image a replay from empty makes (creations as the log decoder gives them: rows)."""
     delta = SecurityDelta(SecurityImage.EMPTY)
-    delta.replay_events(0, [e.row() if isinstance(e, AclCreated) else e for e in events])
+    delta.replay_events(0, list(map(replay_form, events)))
     return delta.apply(len(events))
 
 
@@ -145,7 +145,7 @@ def rows_batched(events, base: SecurityImage, cuts) -> SecurityImage:
     image = base
     for start, end in zip(bounds, bounds[1:], strict=False):
         delta = SecurityDelta(image)
-        delta.replay_events(image.next_offset, [e.row() if isinstance(e, AclCreated) else e for e in events[start:end]])
+        delta.replay_events(image.next_offset, list(map(replay_form, events[start:end])))
         image = delta.apply(image.next_offset + end - start)
     return image
 
@@ -177,7 +177,7 @@ def test_a_replay_of_many_batches_into_one_delta_gives_the_write_by_write_image(
     bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
     delta = SecurityDelta(SecurityImage.EMPTY)
     for start, end in zip(bounds, bounds[1:], strict=False):
-        delta.replay_events(start, [e.row() if isinstance(e, AclCreated) else e for e in events[start:end]])
+        delta.replay_events(start, list(map(replay_form, events[start:end])))
         if start % 3 == 1:  # a read between batches sees every ACL recorded so far
             last = events[end - 1]
             assert delta.acls_delta().get(last.acl_id) == (last.binding if isinstance(last, AclCreated) else None)
