@@ -40,13 +40,11 @@ from secmeta.core.types import (
 )
 from secmeta.events.records import ClientQuotaEntity
 from secmeta.events.types import (
-    AccessControlEntryFilter,
     AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
     PatternType,
-    ResourcePatternFilter,
     ResourceType,
     ScramMechanism,
 )
@@ -201,11 +199,10 @@ def filter_of(fields: tuple) -> AclBindingFilter:
     """The AclBindingFilter of a filter's seven wire values (resource type, name, pattern type, principal, host,
     operation, permission type: ``secmeta.core.wire.hot_requests.DescribeAclsFields``)."""
     resource_type, name, pattern_type, principal, host, operation, permission = fields
-    return AclBindingFilter(
-        ResourcePatternFilter(_member(_RESOURCE_TYPES, ResourceType, resource_type), name,
-                              _member(_PATTERN_TYPES, PatternType, pattern_type)),
-        AccessControlEntryFilter(principal, host, _member(_OPERATIONS, AclOperation, operation),
-                                 _member(_PERMISSIONS, AclPermissionType, permission)))
+    return AclBindingFilter.of(_member(_RESOURCE_TYPES, ResourceType, resource_type), name,
+                               _member(_PATTERN_TYPES, PatternType, pattern_type), principal, host,
+                               _member(_OPERATIONS, AclOperation, operation),
+                               _member(_PERMISSIONS, AclPermissionType, permission))
 
 
 def resources_fields(bindings: Iterable[AclBinding]) -> list[dict[str, Any]]:
