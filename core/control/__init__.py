@@ -22,6 +22,7 @@ if TYPE_CHECKING:  # the same names for type checkers (tests/test_packaging.py c
         delete_acls,
         describe_acl_groups,
         describe_acls,
+        may_describe_acls,
         validate_binding,
         validate_filter,
     )
@@ -38,7 +39,8 @@ if TYPE_CHECKING:  # the same names for type checkers (tests/test_packaging.py c
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, globals(), {
     "secmeta.core.control.acls": (
-        "create_acls", "delete_acls", "describe_acl_groups", "describe_acls", "validate_binding", "validate_filter",
+        "create_acls", "delete_acls", "describe_acl_groups", "describe_acls", "may_describe_acls", "validate_binding",
+        "validate_filter",
     ),
     "secmeta.core.control.authz": ("Decider", "decider_for", "require_cluster"),
     "secmeta.core.control.result": ("ControlResult",),

@@ -14,7 +14,13 @@ from collections.abc import Callable, Iterable
 
 from secmeta.core import validation
 from secmeta.core.config import StoreConfig
-from secmeta.core.control.authz import Decider, acls_of, require_cluster
+from secmeta.core.control.authz import (
+    Decider,
+    acls_of,
+    allowed_on_cluster,
+    checked_context,
+    require_cluster,
+)
 from secmeta.core.control.result import ControlResult
 from secmeta.core.errors import ApiError, ErrorCode, InvalidRequestException
 from secmeta.core.types import DeleteAclsResult, RequestContext
@@ -38,7 +44,7 @@ from secmeta.projections.acls import canonical_entry
 from secmeta.projections.section_arrays import uuid_texts
 
 __all__ = ["checked_binding", "checked_filter", "create_acls", "delete_acls", "describe_acl_groups", "describe_acls",
-           "random_uuids", "validate_binding", "validate_filter"]
+           "may_describe_acls", "random_uuids", "validate_binding", "validate_filter"]
 
 _OK = ApiError()
 
@@ -225,9 +231,18 @@ def delete_acls(
     return ControlResult([AclDeleted(acl_id, binding) for acl_id, binding in removed.items()], results)
 
 
+#: The right a describe of ACLs needs, on the cluster (Kafka's AclApis.handleDescribeAcls).
+_DESCRIBE_RIGHT = AclOperation.DESCRIBE
+
+
+def may_describe_acls(context: RequestContext, decider: Decider) -> bool:
+    """Whether the requester may describe ACLs: the check ``describe_acls`` makes before it reads anything."""
+    return allowed_on_cluster(decider, checked_context(context), _DESCRIBE_RIGHT)
+
+
 def _readable_filter(f: AclBindingFilter, context: RequestContext, decider: Decider) -> AclBindingFilter:
     """The checked filter of a describe (needs DESCRIBE on CLUSTER; an UNKNOWN field is INVALID_REQUEST)."""
-    require_cluster(decider, context, AclOperation.DESCRIBE)
+    require_cluster(decider, context, _DESCRIBE_RIGHT)
     try:
         return checked_filter(f)
     except FieldError as exc:

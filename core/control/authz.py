@@ -15,7 +15,8 @@ from secmeta.events.types import CLUSTER_NAME, AclOperation, ResourceType
 from secmeta.projections.acls import AclsImage
 from secmeta.projections.authorizer import authorize
 
-__all__ = ["CLUSTER_DECISIONS_KEPT", "Decider", "checked_context", "acls_of", "decider_for", "require_cluster"]
+__all__ = ["CLUSTER_DECISIONS_KEPT", "Decider", "acls_of", "allowed_on_cluster", "checked_context", "decider_for",
+           "require_cluster"]
 
 Decider = Callable[[str, str, AclOperation, ResourceType, str], bool]
 
@@ -63,10 +64,14 @@ def checked_context(context: object) -> RequestContext:
     return context
 
 
+def allowed_on_cluster(decider: Decider, context: RequestContext, operation: AclOperation) -> bool:
+    """Whether the requester (a checked RequestContext) may ``operation`` the cluster: ``decider``'s answer."""
+    return decider(context.principal, context.host, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
 def require_cluster(decider: Decider, context: RequestContext, operation: AclOperation) -> None:
     """Raise ClusterAuthorizationException unless the requester may ``operation`` the cluster."""
-    checked_context(context)
-    if not decider(context.principal, context.host, operation, ResourceType.CLUSTER, CLUSTER_NAME):
+    if not allowed_on_cluster(decider, checked_context(context), operation):
         raise ClusterAuthorizationException(
             f"Principal {context.principal} is not authorized to {AclOperation(operation).name} "
             f"on the cluster")

@@ -12,13 +12,13 @@ that one name.  A filter without a name may scan every ACL: it runs in a worker 
 DescribeAcls' answer is encoded by hand (``secmeta.core.wire.hot_responses``), straight
 from the index groups the store selects (``describe_acl_groups``: the same checks and ACLs
 as ``describe_acls``; a whole group's or node's encoding is kept while it lives), and the
-answer is kept for the same filter until the store publishes another image, sent to the callers
-(principal, host) the store allowed under that image (``secmeta.core.server.image_answers``): never
-bytes of an older image than the one published when the request is read.  A refusal is never
-kept.  On a logged-in connection, a request naming a resource is answered from its bytes
-(``_answered_from_bytes``: read by hand, no kio entity, no ``Call``; a kept answer found by the
-request's version and body bytes, before the body is read) when it succeeds; otherwise the handler
-answers it as any request.
+answer is kept for the same filter until the store publishes another image, sent to the callers the
+store lets describe ACLs (its own decision, ``store.may_describe_acls``, asked at each request:
+``secmeta.core.server.image_answers``): never bytes of an older image than the one published when
+the request is read.  A refusal is never kept.  On a logged-in connection, a request naming a
+resource is answered from its bytes (``_answered_from_bytes``: read by hand, no kio entity, no
+``Call``; a kept answer found by the request's version and body bytes, before the body is read)
+when it succeeds; otherwise the handler answers it as any request.
 """
 
 from __future__ import annotations
@@ -58,14 +58,14 @@ def _names_a_resource(call: Call) -> bool:
 def _answer(store: Any, context: RequestContext, answers: ImageAnswers | None, key: Hashable, version: int,
             fields: DescribeAclsFields) -> EncodedResponse:
     """DescribeAcls' successful answer to the filter ``fields`` (raises the store's ApiException), kept per image
-    under ``key`` for the callers the store allows."""
+    under ``key`` for the callers the store lets describe ACLs."""
     def compute() -> EncodedResponse:
         groups = store.describe_acl_groups(convert.filter_of(fields), context=context)
         return hot_responses.describe_acls_response(version, groups)
 
     if answers is None:
         return compute()
-    return answers.answer(store, key, compute, (context.principal, context.host))
+    return answers.answer(store, key, compute, context, store.may_describe_acls)
 
 
 def _answered_from_bytes(frame: bytes, store: Any, context: RequestContext, answers: ImageAnswers | None
@@ -73,13 +73,13 @@ def _answered_from_bytes(frame: bytes, store: Any, context: RequestContext, answ
     """The response frame of a DescribeAcls naming a resource, read by hand (``hot_requests``) and answered
     without a kio entity, or None (not read by hand, no name, or not a success): the handler answers it.
     An answer kept for the same version and body (``hot_requests.describe_acls_key``) is sent without reading
-    the body, to a caller the store allowed under the published image."""
+    the body, to a caller the store lets describe ACLs."""
     keyed = hot_requests.describe_acls_key(frame)
     if keyed is None:
         return None
     version, correlation_id, pos, key = keyed
     if answers is not None:
-        kept = answers.kept(store, key, (context.principal, context.host))
+        kept = answers.kept(store, key, context, store.may_describe_acls)
         if kept is not None:
             return encode_response(correlation_id, kept)
     fields = hot_requests.describe_acls_body(frame, version, pos, trailing_ok=True)

@@ -2,27 +2,27 @@
 
 The store publishes a new immutable image with every write, before the write is answered.
 A read's answer is a function of that image, the store's settings and the request, once the
-caller may ask it at all (who asks decides only that: DescribeAcls needs DESCRIBE on the cluster,
-a decision on the caller's principal and host): so an answer computed while image I is published
-may be sent again for the same request, to any caller the store allowed to ask it under I, for as
-long as the store's published image is still I.  ``ImageAnswers`` (one per server, which serves one
-store) keeps such answers, and the callers (principal, host) allowed, for the current image only:
-the first request that finds another image published drops them all, so nothing computed from an
-older image is ever sent after a write has been answered (read-your-writes holds across
-connections), and a caller is allowed again only by the store's decision on the new image.  An
-answer and its caller are kept under the image that was published when the computation began; if a
-write lands during the computation, they (which may be of the newer image) are kept under the older
+caller may ask it at all (who asks decides only that: DescribeAcls needs DESCRIBE on the cluster):
+so an answer computed while image I is published may be sent again for the same request, for as
+long as the store's published image is still I, to any caller the store allows to ask it.
+``ImageAnswers`` (one per server, which serves one store) keeps such answers for the current image
+only: the first request that finds another image published drops them all, so nothing computed
+from an older image is ever sent after a write has been answered (read-your-writes holds across
+connections).  An answer is kept under the image that was published when its computation began; if
+a write lands during the computation, it (which may be of the newer image) is kept under the older
 one and so never used again.
 
-A caller is recorded as allowed only by a successful ``compute()``: ``compute`` must raise for a
-caller the store refuses (the store's own check runs inside it), and a refusal is never kept.
+Whether a caller may have a kept answer is asked of the store each time (``may(context)``, the
+store's own decision, which its decider keeps per image): the same decision ``compute`` makes
+before it reads anything, so a kept answer goes to exactly the callers a computed one would, and
+never to one the store refuses; a refusal is never kept (``compute`` raises for it).
 
 Kept on second sight: an answer is kept only when its key was asked before (under this image or an
 earlier one: ``seen`` holds the keys' hashes only, never an answer), so a client asking names no one
 asks twice (a scan, new topics) neither pays for keeping its answers nor evicts the ones asked again
 and again.  Bounded: at most ``limit`` answers of at most ``max_bytes`` each, ``budget`` bytes in all,
-keys included (the kept answers are dropped when the next would pass either), at most ``limit``
-callers and ``8 * limit`` hashes seen.  Only answers that carry no secret are kept (DescribeAcls).
+keys included (the kept answers are dropped when the next would pass either), and ``8 * limit``
+hashes seen.  Only answers that carry no secret are kept (DescribeAcls).
 """
 
 from __future__ import annotations
@@ -31,53 +31,51 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from secmeta.core.types import RequestContext
 from secmeta.core.wire.codec import EncodedResponse
 
 __all__ = ["ImageAnswers"]
 
-Caller = tuple[str, str]    # (principal, host): what the store's decision on a reader depends on
+#: Whether the store lets the requester of a RequestContext ask the read (the store's own decision, made now).
+May = Callable[[RequestContext], bool]
 
 
 class ImageAnswers:
-    """Encoded answers of the store's published image, keyed by request, and the callers allowed to read them."""
+    """Encoded answers of the store's published image, keyed by request."""
 
     def __init__(self, limit: int = 8192, max_bytes: int = 256 * 1024, budget: int = 16 * 1024 * 1024):
         self._limit, self._max_bytes, self._budget = limit, max_bytes, budget
-        self._kept: tuple[Any, dict[Hashable, EncodedResponse], set[Caller]] = (None, {}, set())
+        self._kept: tuple[Any, dict[Hashable, EncodedResponse]] = (None, {})
         self._held = 0      # bytes of the kept answers and keys (approximate under concurrent misses: only a bound)
         self._seen: set[int] = set()    # hashes of the keys asked (across images): what is asked again is kept
         self._lock = threading.Lock()
 
-    def kept(self, store: Any, key: Hashable, caller: Caller) -> EncodedResponse | None:
+    def kept(self, store: Any, key: Hashable, context: RequestContext, may: May) -> EncodedResponse | None:
         """The answer kept for ``key`` if ``store``'s published image is the one it was computed from and the
-        store allowed ``caller`` under that image; else None (``answer`` computes it)."""
-        image, answers, allowed = self._kept
-        if image is not store.image or caller not in allowed:
+        store lets ``context``'s requester ask it (``may``); else None (``answer`` computes it)."""
+        image, answers = self._kept
+        if image is not store.image:
             return None
-        return answers.get(key)
+        found = answers.get(key)
+        return found if found is not None and may(context) else None
 
-    def answer(self, store: Any, key: Hashable, compute: Callable[[], EncodedResponse], caller: Caller
-               ) -> EncodedResponse:
-        """``kept(store, key, caller)`` if there is one, else ``compute()`` (which reads the published image
-        itself and raises for a caller the store refuses), kept for the next request of ``key`` by an allowed
-        caller if ``key`` was asked before.  ``store`` is always the same store (the server's)."""
+    def answer(self, store: Any, key: Hashable, compute: Callable[[], EncodedResponse], context: RequestContext,
+               may: May) -> EncodedResponse:
+        """``kept(store, key, context, may)`` if there is one, else ``compute()`` (which reads the published image
+        itself and raises for a requester the store refuses), kept for the next request of ``key`` if ``key`` was
+        asked before.  ``store`` is always the same store (the server's)."""
         image = store.image
-        kept_image, answers, allowed = self._kept
+        kept_image, answers = self._kept
         if kept_image is not image:
             with self._lock:
-                kept_image, answers, allowed = self._kept
+                kept_image, answers = self._kept
                 if kept_image is not image:
-                    answers, allowed = {}, set()
-                    self._kept, self._held = (image, answers, allowed), 0
-        if caller in allowed:
-            found = answers.get(key)
-            if found is not None:
-                return found
+                    answers = {}
+                    self._kept, self._held = (image, answers), 0
+        found = answers.get(key)
+        if found is not None and may(context):
+            return found
         response = compute()
-        if caller not in allowed:
-            if len(allowed) >= self._limit:
-                allowed.clear()
-            allowed.add(caller)
         seen, asked = self._seen, hash(key)
         if asked not in seen:       # asked for the first time: kept if it is asked again
             if len(seen) >= 8 * self._limit:

@@ -512,6 +512,10 @@ class SecurityStore:
         """``describe_acls`` as index groups (``StoreView.describe_acl_groups``): the server's form."""
         return self._live_view().describe_acl_groups(filter, context=context)
 
+    def may_describe_acls(self, context: RequestContext) -> bool:
+        """Whether the requester may describe ACLs on the published image (``StoreView.may_describe_acls``)."""
+        return self._live_view().may_describe_acls(context)
+
     def describe_client_quotas(self, filter: ClientQuotaFilter = EVERY_ENTITY, *,
                                context: RequestContext | None) -> dict[ClientQuotaEntity, dict[str, float]]:
         return self._live_view().describe_client_quotas(filter, context=context)

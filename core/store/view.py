@@ -94,6 +94,11 @@ class StoreView:
         keeps each group's wire encoding (a group is an immutable value, shared by the images that hold it)."""
         return control.describe_acl_groups(self.image, filter, checked_context(context), decider=self._decider())
 
+    def may_describe_acls(self, context: RequestContext) -> bool:
+        """Whether the requester may describe ACLs (DESCRIBE on CLUSTER): the decision ``describe_acls`` makes,
+        asked of the same decider (which keeps it for this image)."""
+        return control.may_describe_acls(context, self._decider())
+
     def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *,
                                    context: RequestContext | None) -> list[DelegationToken]:
         """The tokens the caller may see; with HMACs only if the config says so."""

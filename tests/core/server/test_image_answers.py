@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from secmeta.core.errors import ErrorCode
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from secmeta.core.errors import ClusterAuthorizationException, ErrorCode
 from secmeta.core.server.acl_apis import _answered_from_bytes, describe_acls
 from secmeta.core.server.call import BrokerInfo, Call
 from secmeta.core.server.image_answers import ImageAnswers
@@ -34,7 +37,6 @@ from tests.storekit import ADMIN
 BROKER = BrokerInfo(1, "c", "127.0.0.1", 9092)
 ALICE = RequestContext("User:alice", "10.0.0.2")
 FILTER = AclBindingFilter.of(ResourceType.TOPIC, "orders", PatternType.MATCH)
-_ADMIN = (ADMIN.principal, ADMIN.host)
 
 
 def _binding(i: int) -> AclBinding:
@@ -111,10 +113,10 @@ def _cluster_describe(principal: str, permission: AclPermissionType = AclPermiss
 
 
 def test_a_kept_answer_is_sent_from_the_bytes_to_every_allowed_caller_and_never_to_another(store):
-    """Kept by the request's bytes, an answer computed for the admin is sent to another caller once the store has
-    allowed it (DESCRIBE on the cluster) under the same image, under its own correlation id and client id,
-    without computing it again; a caller the store refuses is never answered from it (the handler's path
-    refuses it)."""
+    """Kept by the request's bytes, an answer computed for the admin is sent to any other caller the store lets
+    describe ACLs (DESCRIBE on the cluster: the store's own decision, asked at each request), under its own
+    correlation id and client id, without computing it again; a caller the store refuses is never answered
+    from it (the handler's path refuses it)."""
     answers = ImageAnswers()
     other = AclBinding.of(ResourceType.TOPIC, "other", PatternType.LITERAL, "User:u1", "*", AclOperation.READ,
                           AclPermissionType.ALLOW)
@@ -126,10 +128,9 @@ def test_a_kept_answer_is_sent_from_the_bytes_to_every_allowed_caller_and_never_
         assert len(computed) == 4
         bob = RequestContext("User:bob", "10.0.0.3")
         assert _described(_raw(store, answers, bob, correlation_id=11, client_id="bob")) == {_binding(0)}
-        assert len(computed) == 5      # bob's first request: the store decides on bob (and computes)
         assert _described(_raw(store, answers, bob, correlation_id=12, name="other")) == {other}
         assert _described(_raw(store, answers, ADMIN, correlation_id=13)) == {_binding(0)}
-        assert len(computed) == 5      # then each is answered from the admin's kept bytes
+        assert len(computed) == 4      # each answered from the admin's kept bytes
         for _ in range(2):
             assert _raw(store, answers, ALICE) is None
             assert int(_describe(store, answers, ALICE).error_code) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
@@ -159,14 +160,14 @@ def test_answers_asked_once_are_not_kept_and_do_not_evict_the_ones_asked_again(s
         return EncodedResponse(True, b"x")
 
     for _ in range(2):
-        answers.answer(store, "hot", lambda: compute("hot"), _ADMIN)
+        answers.answer(store, "hot", lambda: compute("hot"), ADMIN, store.may_describe_acls)
     for key in range(100):
-        answers.answer(store, key, lambda key=key: compute(key), _ADMIN)
-    answers.answer(store, "hot", lambda: compute("hot"), _ADMIN)
+        answers.answer(store, key, lambda key=key: compute(key), ADMIN, store.may_describe_acls)
+    answers.answer(store, "hot", lambda: compute("hot"), ADMIN, store.may_describe_acls)
     assert computed.count("hot") == 2
-    assert answers.kept(store, 99, _ADMIN) is None
-    answers.answer(store, 99, lambda: compute(99), _ADMIN)       # the second time: kept
-    assert computed.count(99) == 2 and answers.kept(store, 99, _ADMIN) is not None
+    assert answers.kept(store, 99, ADMIN, store.may_describe_acls) is None
+    answers.answer(store, 99, lambda: compute(99), ADMIN, store.may_describe_acls)       # the second time: kept
+    assert computed.count(99) == 2 and answers.kept(store, 99, ADMIN, store.may_describe_acls) is not None
 
 
 def test_a_caller_whose_right_is_revoked_is_refused_at_once(store):
@@ -194,10 +195,10 @@ def test_an_answer_computed_while_a_write_lands_is_not_sent_after_it(store):
             store.create_acls([_binding(0)], context=ADMIN)     # a write lands while the answer is computed
         return describe_acls_response(3, store.describe_acl_groups(FILTER, context=ADMIN))
 
-    answers.answer(store, "k", compute, _ADMIN)
-    answers.answer(store, "k", compute, _ADMIN)
+    answers.answer(store, "k", compute, ADMIN, store.may_describe_acls)
+    answers.answer(store, "k", compute, ADMIN, store.may_describe_acls)
     assert len(computed) == 2
-    kept = answers.answer(store, "k", compute, _ADMIN)
+    kept = answers.answer(store, "k", compute, ADMIN, store.may_describe_acls)
     assert len(computed) == 2          # computed from the image still published: reused
     assert _described(decode_response(29, 3, encode_response(1, kept)[4:])[1]) == {_binding(0)}
 
@@ -214,10 +215,10 @@ def test_kept_answers_stay_within_the_bound(store):
 
     for _ in range(2):
         for key in range(10):
-            answers.answer(store, key, lambda key=key: compute(key), _ADMIN)
+            answers.answer(store, key, lambda key=key: compute(key), ADMIN, store.may_describe_acls)
     assert len(computed) >= 20 - 3
-    answers.answer(store, "big", lambda: compute("big", 100), _ADMIN)
-    answers.answer(store, "big", lambda: compute("big", 100), _ADMIN)
+    answers.answer(store, "big", lambda: compute("big", 100), ADMIN, store.may_describe_acls)
+    answers.answer(store, "big", lambda: compute("big", 100), ADMIN, store.may_describe_acls)
     assert computed.count("big") == 2
 
 
@@ -232,5 +233,34 @@ def test_kept_answers_stay_within_the_byte_budget(store):
 
     for _ in range(2):
         for key in range(6):
-            answers.answer(store, key, lambda key=key: compute(key), _ADMIN)
+            answers.answer(store, key, lambda key=key: compute(key), ADMIN, store.may_describe_acls)
     assert len(computed) >= 12 - 2          # at most two 40-byte answers fit in 100 bytes
+
+
+_CALLERS = st.builds(RequestContext, st.sampled_from(["User:bob", "User:carol", "User:dave"]),
+                     st.sampled_from(["10.0.0.3", "10.0.0.9"]))
+_CLUSTER_ACLS = st.lists(st.builds(
+    lambda principal, host, operation, permission: AclBinding.of(
+        ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL, principal, host, operation, permission),
+    st.sampled_from(["User:bob", "User:carol", "User:*"]), st.sampled_from(["*", "10.0.0.3", "10.0.0.0/30"]),
+    st.sampled_from([AclOperation.DESCRIBE, AclOperation.ALL, AclOperation.ALTER]),
+    st.sampled_from([AclPermissionType.ALLOW, AclPermissionType.DENY])), max_size=4, unique=True)
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(acls=_CLUSTER_ACLS, callers=st.lists(_CALLERS, min_size=1, max_size=4))
+def test_a_kept_answer_goes_to_exactly_the_callers_the_store_lets_describe(store, acls, callers):
+    """Whatever the cluster's ACLs, a kept answer is sent to a caller exactly when the store's own describe would
+    answer it (the same decision, the store's), and it is the store's answer; a refused caller is never sent it."""
+    store.delete_acls([AclBindingFilter.of(ResourceType.CLUSTER, CLUSTER_NAME, PatternType.LITERAL)], context=ADMIN)
+    store.create_acls([_binding(0), *acls], context=ADMIN)
+    answers = ImageAnswers()
+    for _ in range(2):      # kept (on second sight) for the admin
+        assert _described(_raw(store, answers, ADMIN)) == {_binding(0)}
+    for caller in callers:
+        try:
+            expected: set | None = set(store.describe_acls(FILTER, context=caller))
+        except ClusterAuthorizationException:
+            expected = None
+        answered = _raw(store, answers, caller)
+        assert (None if answered is None else _described(answered)) == expected
