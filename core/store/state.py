@@ -95,11 +95,10 @@ class LoadedState(Generic[S]):
     rejected_snapshots: tuple[str, ...] = ()
 
     def __str__(self) -> str:
+        """What was loaded.  The snapshots refused on the way are not repeated here: ``load_state`` has logged each
+        with its reason and what the load did instead (a warning, which the CLI prints on stderr)."""
         base = f"snapshot at offset {self.snapshot.next_offset}" if self.snapshot else "an empty state"
-        text = f"loaded {base} + {self.replayed_events} replayed events, now at offset {self.next_offset}"
-        for note in self.rejected_snapshots:
-            text += f"\n  skipped {note}"
-        return text
+        return f"loaded {base} + {self.replayed_events} replayed events, now at offset {self.next_offset}"
 
 
 def newest_valid_snapshot(log: Log, codec: SnapshotCodec[S]) -> tuple[SnapshotInfo | None, S | None, list[str]]:

@@ -201,6 +201,21 @@ def test_demo_runs_and_detects_tampering(tmp_path, capsys):
     assert "equal to the embedded store's who_could: True" in out and "same set: True" in out
 
 
+def test_a_refused_snapshot_is_reported_once(store, capsys, caplog):
+    """log snapshot over a damaged newest snapshot says once that it skipped it, and why: it was both logged and
+    listed under the load line."""
+    path, _ = store
+    assert run("log", "snapshot", "--store", str(path)) == 0
+    (damaged,) = (path / "snapshots").glob("snapshot-*.avro")
+    damaged.write_bytes(damaged.read_bytes()[:-3])
+    capsys.readouterr()
+    assert run("log", "snapshot", "--store", str(path)) == 0
+    captured = capsys.readouterr()
+    shown = captured.out + captured.err + caplog.text
+    assert shown.count("skipped") == 1 and f"skipped {damaged.name}: " in shown and "truncated" in shown
+    assert "loaded an empty state + 4 replayed events" in captured.out
+
+
 def test_snapshot_refuses_while_a_writer_holds_the_store(store, capsys):
     """log snapshot takes the writer lock rather than racing a running writer."""
     path, _ = store
