@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 from secmeta.core.errors import SecmetaError
 
 __all__ = ["CommitGate", "CommitGateError", "GroupingGate", "NotWriterError", "NotWriterGate", "PendingBatch",
-           "WritesStoppedError", "commit_alone"]
+           "WritesStoppedError"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +62,8 @@ class GroupingGate(CommitGate, Protocol):
     queued while it committed (``SecurityStore._write``), each still answered only after the commit that holds it.
     A group holds at most ``max_group_batches`` batches, and the store takes no further write into it once its
     batches reach ``max_group_bytes`` (a transaction must commit well within its timeout); the rest wait for the
-    next group.  The store tells a grouping gate by these members (``isinstance(gate, GroupingGate)``)."""
+    next group.  The store tells a grouping gate by these members (``isinstance(gate, GroupingGate)``).  A class
+    that names GroupingGate as its base inherits ``commit``: one batch is a group of one."""
 
     max_group_batches: int
     max_group_bytes: int
@@ -76,11 +77,10 @@ class GroupingGate(CommitGate, Protocol):
         (CommitGateError) when they are not, or may not be: then none is appended and writes stop."""
         ...
 
-
-def commit_alone(gate: GroupingGate, batch: PendingBatch) -> None:
-    """A grouping gate's ``commit``: one batch is a group of one, checked first (the one owner of that rule)."""
-    gate.check(batch)
-    gate.commit_group([batch])
+    def commit(self, batch: PendingBatch) -> None:
+        """One batch alone: a group of one, checked first (the one owner of that rule)."""
+        self.check(batch)
+        self.commit_group([batch])
 
 
 class CommitGateError(SecmetaError):

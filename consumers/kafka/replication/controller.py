@@ -28,9 +28,9 @@ from secmeta.core.errors import InvalidValueError
 from secmeta.core.server.controllership import Controllership, NodeAddress
 from secmeta.core.store.commit_gate import (
     CommitGateError,
+    GroupingGate,
     NotWriterGate,
     PendingBatch,
-    commit_alone,
 )
 
 __all__ = ["ElectedNode"]
@@ -38,7 +38,7 @@ __all__ = ["ElectedNode"]
 logger = logging.getLogger("secmeta.replication")
 
 
-class _Acknowledging:
+class _Acknowledging(GroupingGate):
     """The writer's gate, logging each batch it committed (what this node acknowledges) with its term; a commit
     that fails makes the node resign (``on_failure(reason)``), except a batch the gate refused before sending
     anything (InvalidValueError: too large for the topic): that write alone fails, the node keeps writing.
@@ -50,9 +50,6 @@ class _Acknowledging:
         self._gate, self._node_id, self._term, self._on_failure = gate, node_id, term, on_failure
         self._on_fatal = on_fatal
         self.max_group_batches, self.max_group_bytes = gate.max_group_batches, gate.max_group_bytes
-
-    def commit(self, batch: PendingBatch) -> None:
-        commit_alone(self, batch)
 
     def check(self, batch: PendingBatch) -> None:
         self._gate.check(batch)

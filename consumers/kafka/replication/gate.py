@@ -21,7 +21,7 @@ from secmeta.consumers.kafka.client_log import side_client_logger
 from secmeta.consumers.kafka.replication.records import KIND, Record, batch_headers, schema_record
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings, transactional_id
 from secmeta.core.errors import InvalidValueError
-from secmeta.core.store.commit_gate import CommitGateError, PendingBatch, commit_alone
+from secmeta.core.store.commit_gate import CommitGateError, GroupingGate, PendingBatch
 
 __all__ = ["FencedError", "KafkaCommitGate"]
 
@@ -37,7 +37,7 @@ class FencedError(CommitGateError):
     """A newer writer of the store initialised the shared transactional id: this one may never write again."""
 
 
-class KafkaCommitGate:
+class KafkaCommitGate(GroupingGate):
     """Commits batches to the log topic in transactions; construct = fence every older writer."""
 
     max_group_batches = GROUP_BATCHES
@@ -84,9 +84,6 @@ class KafkaCommitGate:
             size += len(record[0])
         if chunk:
             self.commit_records(chunk, "seeding the log topic")
-
-    def commit(self, batch: PendingBatch) -> None:
-        commit_alone(self, batch)
 
     def check(self, batch: PendingBatch) -> None:
         """A batch over the topic's record limit is refused alone, before anything is sent: the writer goes on."""

@@ -394,3 +394,33 @@ def test_a_group_takes_at_most_its_gates_count_and_bytes_and_the_rest_commit_in_
     assert [len(group) for group in gate.groups] == [3, 3, 1, 1, 1, 1, 1]
     assert [b.base_offset for b in gate.batches] == list(range(11)) and store.log.end_offset == 11
     assert b"".join(b.frame for b in gate.batches) == _segment_bytes(store)
+
+
+def test_a_grouping_gate_commits_a_batch_alone_as_a_group_of_one():
+    """A gate that names GroupingGate as its base has its ``commit`` (the Kafka gates do): the batch is checked,
+    then committed as a group of one; a batch its check refuses is not sent."""
+    from secmeta.core.errors import InvalidValueError
+    from secmeta.core.store.commit_gate import GroupingGate
+
+    class Gate(GroupingGate):
+        max_group_batches, max_group_bytes = 10, 1 << 20
+
+        def __init__(self):
+            self.sent: list[list[PendingBatch]] = []
+
+        def check(self, batch: PendingBatch) -> None:
+            if batch.frame == b"too big":
+                raise InvalidValueError("a batch over the record limit")
+
+        def commit_group(self, batches) -> None:
+            self.sent.append(list(batches))
+
+        def append_failed(self, batch: PendingBatch, error: BaseException) -> None:
+            raise AssertionError("not called here")
+
+    gate = Gate()
+    fits, too_big = (PendingBatch(0, 1, 0, frame, b"p", b"l") for frame in (b"fits", b"too big"))
+    gate.commit(fits)
+    with pytest.raises(InvalidValueError):
+        gate.commit(too_big)
+    assert gate.sent == [[fits]] and isinstance(gate, GroupingGate)
