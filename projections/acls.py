@@ -126,9 +126,9 @@ class AclsImage:
         """
         pf, ef = f.pattern, f.entry
         principal = ef.principal
-        checks_entries = (ef.host is not None or ef.operation != AclOperation.ANY
-                          or ef.permission_type != AclPermissionType.ANY)
-        if pf.resource_type == ResourceType.ANY:
+        checks_entries = (ef.host is not None or ef.operation != _ANY_OPERATION
+                          or ef.permission_type != _ANY_PERMISSION)
+        if pf.resource_type == _ANY_TYPE:
             types = range(len(self.index.types))
         else:
             types = (pf.resource_type,)
@@ -191,18 +191,26 @@ def _pairs_of(group: Group) -> tuple[tuple[str, AclBinding], ...]:
     return pairs  # type: ignore[no-any-return]
 
 
+# The enum members a describe compares with, read once: on Python 3.11 a member read off its class goes through
+# EnumType.__getattr__'s slot (about 0.25 us each), and a describe read ten of them on every call.
+_ANY_OPERATION, _ANY_PERMISSION, _ANY_TYPE, _MATCH = (AclOperation.ANY, AclPermissionType.ANY, ResourceType.ANY,
+                                                      PatternType.MATCH)
+_SELECT_LITERAL = frozenset((PatternType.ANY, PatternType.MATCH, PatternType.LITERAL))    # filters on literal nodes
+_SELECT_PREFIXED = frozenset((PatternType.ANY, PatternType.MATCH, PatternType.PREFIXED))  # and on prefixed ones
+
+
 def _filter_nodes(index: AclIndex, resource_type: int, pattern_type: int, name: str | None):
     """The index nodes that may hold ACLs a pattern filter selects."""
     t = index.types[resource_type]
-    use_literal = pattern_type in (PatternType.ANY, PatternType.MATCH, PatternType.LITERAL)
-    use_prefixed = pattern_type in (PatternType.ANY, PatternType.MATCH, PatternType.PREFIXED)
+    use_literal = pattern_type in _SELECT_LITERAL
+    use_prefixed = pattern_type in _SELECT_PREFIXED
     if name is None:
         if use_literal:
             yield from t.literal.values()
         if use_prefixed:
             yield from t.prefixed.values()
         return
-    if pattern_type == PatternType.MATCH:
+    if pattern_type == _MATCH:
         yield from t.applicable_nodes(name)
         return
     node: Node | None
