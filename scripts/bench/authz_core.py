@@ -20,6 +20,7 @@ import time
 import tracemalloc
 import uuid
 
+from scripts.bench.report import latencies_ns, percentiles
 from secmeta.events.types import (
     AclBinding,
     AclBindingFilter,
@@ -151,22 +152,10 @@ def random_requests(
     return out
 
 
-def _percentiles(samples_ns: list[int]) -> tuple[float, float]:
-    """(p50, p99) in microseconds."""
-    samples_ns.sort()
-    p50 = samples_ns[len(samples_ns) // 2]
-    p99 = samples_ns[min(len(samples_ns) - 1, (len(samples_ns) * 99) // 100)]
-    return p50 / 1000, p99 / 1000
-
-
 def _time_each(fn, calls) -> tuple[float, float]:
-    clock = time.perf_counter_ns
-    samples = []
-    for args in calls:
-        start = clock()
-        fn(*args)
-        samples.append(clock() - start)
-    return _percentiles(samples)
+    """(p50, p99) in microseconds of each ``fn(*args)`` (``report.latencies_ns``, ``report.percentiles``)."""
+    found = percentiles(latencies_ns(fn, calls))
+    return found["p50"] / 1000, found["p99"] / 1000
 
 
 def bytes_per_acl(n: int, seed: int = 0) -> float:
