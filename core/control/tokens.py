@@ -145,6 +145,16 @@ def _find(image, hmacs: TokenHmacs, hmac: bytes) -> TokenInfo:
     return info
 
 
+def _token_to_change(image, hmacs: TokenHmacs, hmac: bytes, context: RequestContext, config: StoreConfig,
+                     period_name: str, period: object) -> TokenInfo:
+    """The token a renew or an expire names by ``hmac``, after the checks both make first, in this order: the
+    connection may ask for tokens, tokens are enabled, the period is an int64, the token exists."""
+    _require_token_request_allowed(context)
+    _require_enabled(config)
+    _require_int64(period_name, period)
+    return _find(image, hmacs, hmac)
+
+
 def _require_owner_or_renewer(info: TokenInfo, context: RequestContext, action: str) -> None:
     if context.principal != info.owner and context.principal not in info.renewers:
         raise DelegationTokenOwnerMismatchException(
@@ -171,10 +181,7 @@ def renew_token(
 
     ``hmacs`` is the HMAC index of ``image``'s tokens (the image holds no HMAC).
     """
-    _require_token_request_allowed(context)
-    _require_enabled(config)
-    _require_int64("renew_period_ms", renew_period_ms)
-    info = _find(image, hmacs, hmac)
+    info = _token_to_change(image, hmacs, hmac, context, config, "renew_period_ms", renew_period_ms)
     _require_not_expired(info, now_ms)
     _require_owner_or_renewer(info, context, "renew")
     period = config.token_expiry_time_ms
@@ -198,10 +205,7 @@ def expire_token(
 
     ``hmacs`` is the HMAC index of ``image``'s tokens (the image holds no HMAC).
     """
-    _require_token_request_allowed(context)
-    _require_enabled(config)
-    _require_int64("expiry_period_ms", expiry_period_ms)
-    info = _find(image, hmacs, hmac)
+    info = _token_to_change(image, hmacs, hmac, context, config, "expiry_period_ms", expiry_period_ms)
     _require_owner_or_renewer(info, context, "expire")
     if expiry_period_ms < 0:
         return ControlResult([DelegationTokenRemoved(info.token_id, TokenRemovalReason.EXPIRED_BY_REQUEST)], now_ms)
