@@ -102,13 +102,7 @@ class ElectedNode:
         client that connects at once is told where the controller is (Metadata), not that there is none and no
         other node (librdkafka would then wait for its next refresh, and know only this node)."""
         self._announcements = Announcements(self._client, self.node.store.log.store.store_id, self.cluster,
-                                            self._election_settings)
-        try:
-            self._announcements.start()
-        except BaseException:
-            self._announcements.close()
-            self._announcements = None
-            raise
+                                            self._election_settings).start()
         return self
 
     def start(self, address: NodeAddress) -> ElectedNode:

@@ -434,11 +434,15 @@ class Announcements:
 
     def start(self) -> Announcements:
         """Read the newest heartbeats (so the active node is known before the node serves), then go on reading in
-        a thread of its own."""
-        self.open()
-        self.read_to_end()
-        self._thread = threading.Thread(target=self._run, name="secmeta-announcements", daemon=True)
-        self._thread.start()
+        a thread of its own.  A start that fails closes what it opened before it raises."""
+        try:
+            self.open()
+            self.read_to_end()
+            self._thread = threading.Thread(target=self._run, name="secmeta-announcements", daemon=True)
+            self._thread.start()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def poll(self, timeout: float) -> None:

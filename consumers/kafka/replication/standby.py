@@ -38,11 +38,7 @@ class StandbyNode:
         """Follow the topic (ReplicatedNode.follow) and read who is active."""
         self.node.follow(on_failure, on_applied)
         assert self._announcements is not None
-        try:
-            self._announcements.start()
-        except BaseException:
-            self._announcements.close()
-            raise
+        self._announcements.start()
         return self
 
     def listening(self, broker) -> None:
