@@ -56,8 +56,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -649,18 +650,13 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"acls": args.acls, "protocol": args.protocol, "mechanism": args.mechanism,
                                "filter": f"TOPIC {TOPIC} MATCH", "server": "subprocess (secmeta serve)",
                                "clients": "confluent-kafka AdminClient per client, one thread each"}
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(args.keep) if args.keep else Path(tmp)
-        work.mkdir(parents=True, exist_ok=True)
-        key_file = work / "keys.json"
-        Keyring.generate_file(key_file)
-        keyring = Keyring.from_file(key_file)
+    with _workspace(args.keep) as (work, key_file, keyring):
         ca = make_ca(work / "tls")
         print(f"building a store of {args.acls:,} ACLs and {max(args.logins)} login users ...", flush=True)
         build_store(work / "wire", keyring, args.acls, max(args.logins), mechanism)
         shutil.copytree(work / "wire", work / "local", ignore=shutil.ignore_patterns("LOCK"))
         with SecurityStore.open(work / "local", StoreConfig(), keyring=keyring, read_only=True) as store:
-            expected = len(store.describe_acls(describe_filter(), context=RequestContext("User:admin", "127.0.0.1")))
+            expected = described(store)
         results["describe_result_acls"] = expected
 
         print(f"in process: describe_acls / create_acls from {args.clients} threads ...", flush=True)
@@ -696,25 +692,36 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+@contextmanager
+def _workspace(keep: str | None) -> Iterator[tuple[Path, Path, Keyring]]:
+    """(folder, key file, keyring): ``keep`` (kept) or a temporary folder, holding a new key file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(keep) if keep else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        key_file = work / "keys.json"
+        Keyring.generate_file(key_file)
+        yield work, key_file, Keyring.from_file(key_file)
+
+
+def described(store: SecurityStore) -> int:
+    """How many ACLs the store's ``describe_filter`` answer holds (what each DescribeAcls over the wire returns)."""
+    return len(store.describe_acls(describe_filter(), context=RequestContext("User:admin", "127.0.0.1")))
+
+
 def side_by_side_main(args: argparse.Namespace) -> int:
     """``--side-by-side``: secmeta serve (PLAINTEXT + SASL_PLAINTEXT listeners) next to Tansu, and with ``--peer``
     the same server of another tree (its interpreter) on a copy of the store."""
     from scripts.bench import serve_side
 
     mechanism = ScramMechanism.parse(args.mechanism)
-    with tempfile.TemporaryDirectory() as tmp:
-        work = Path(args.keep) if args.keep else Path(tmp)
-        work.mkdir(parents=True, exist_ok=True)
-        key_file = work / "keys.json"
-        Keyring.generate_file(key_file)
-        keyring = Keyring.from_file(key_file)
+    with _workspace(args.keep) as (work, key_file, keyring):
         print(f"building a store of {args.acls:,} ACLs, {args.big:,} more on one topic and "
               f"{serve_side.DIVERSE_ACLS:,} of the diverse shape ...", flush=True)
         build_store(work / "wire", keyring, args.acls, 0, mechanism)
         with SecurityStore.open(work / "wire", StoreConfig(), keyring=keyring) as store:
             serve_side.add_big_resource(store, args.big)
             serve_side.add_diverse(store)
-            expected = len(store.describe_acls(describe_filter(), context=RequestContext("User:admin", "127.0.0.1")))
+            expected = described(store)
         trees = [("secmeta", sys.executable, work / "wire")]
         if args.peer:
             shutil.copytree(work / "wire", work / "before", ignore=shutil.ignore_patterns("LOCK"))
