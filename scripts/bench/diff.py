@@ -35,7 +35,7 @@ from pathlib import Path
 
 from scripts.bench import as_of, logcache, shapes
 from scripts.bench.as_of_shapes import logs
-from scripts.bench.report import REPO_ROOT, print_table, write_json
+from scripts.bench.report import REPO_ROOT, print_table, spread, write_json
 
 DIFF_S = 0.3  # issue 15: diff over 100k events
 SPAN = 100_000
@@ -115,10 +115,6 @@ def _side(python: str, store_dir: Path, key_file: Path, last_ts: int, span: int,
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def _spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
-
-
 def _cell(values: list[float], target: float | None) -> str:
     m = statistics.median(values)
     verdict = "" if target is None else " PASS" if m <= target else " MISS"
@@ -172,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                         results.append({"log": label, "span": span, "side": label_side, **r, "cli": cli})
                         rows.append([label, f"{span:,}", label_side, f"{r['acls']:,.0f}", _cell(r["cpu"], target),
                                      _cell(r["wall"], target), _cell(r.get("cpu_read", r["cpu"]), target),
-                                     *((_spread(cli[fmt]["cpu"]) + " / " + _spread(cli[fmt]["wall"]) for fmt in cli)
+                                     *((spread(cli[fmt]["cpu"]) + " / " + spread(cli[fmt]["wall"]) for fmt in cli)
                                        if cli else ("-", "-"))])
     print_table(f"diff over a window of events at {args.repeat} random starts, median (min-max); target <= {DIFF_S} s "
                 f"over {SPAN:,} events", ["log", "window (events)", "side", "ACLs in the answer",

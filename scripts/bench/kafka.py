@@ -66,7 +66,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from scripts.bench import authz_core
-from scripts.bench.report import REPO_ROOT, print_table, rate, write_json
+from scripts.bench.report import REPO_ROOT, print_table, rate, spread, write_json
 from secmeta.consumers.kafka.follower import Follower
 from secmeta.consumers.kafka.publisher import Publisher
 from secmeta.consumers.kafka.wire import message_decoder, message_encoder
@@ -298,10 +298,6 @@ def _run_worker_with(python: str, store: Path, key_file: Path, args: argparse.Na
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def _spread(values: list[float], fmt: str) -> str:
-    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
-
-
 def _rows(shape: str, events: int, side: str, runs: list[dict]) -> list[list]:
     rows = []
     for key, measure, target in MEASURES:
@@ -316,9 +312,9 @@ def _rows(shape: str, events: int, side: str, runs: list[dict]) -> list[list]:
         verdict = ""
         if target is not None:
             verdict = f">= {target:,}/s: {'met' if statistics.median(per_cpu) >= target else 'MISSED'}"
-        rows.append([shape, f"{events:,}", measure, side, count, _spread(walls, ".2f"), _spread(cpus, ".2f"),
-                     _spread(brokers, ".2f"), f"{rate(count, statistics.median(walls)):,.0f}",
-                     _spread(per_cpu, ",.0f"), f"{statistics.median(per_both):,.0f}", verdict])
+        rows.append([shape, f"{events:,}", measure, side, count, spread(walls, ".2f"), spread(cpus, ".2f"),
+                     spread(brokers, ".2f"), f"{rate(count, statistics.median(walls)):,.0f}",
+                     spread(per_cpu, ",.0f"), f"{statistics.median(per_both):,.0f}", verdict])
     return rows
 
 

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -78,6 +79,14 @@ def percentiles(samples: Iterable[float], ps: Iterable[float] = (50, 99)) -> dic
         rank = max(1, math.ceil(p / 100 * len(ordered)))
         out[f"p{p:g}"] = ordered[rank - 1]
     return out
+
+
+def spread(values: Iterable[float], fmt: str = ".2f") -> str:
+    """The median of repeated measurements and their range: ``"median (min-max)"``, each as ``fmt`` formats it."""
+    values = list(values)
+    if not values:
+        raise ValueError("no values")
+    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
 
 
 # ---------------------------------------------------------------- output

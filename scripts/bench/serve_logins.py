@@ -37,7 +37,7 @@ from typing import Any
 
 from scramp import ScramClient
 
-from scripts.bench.report import percentiles, print_table, write_json
+from scripts.bench.report import percentiles, print_table, spread, write_json
 from scripts.bench.serve import ServerProcess, build_store
 from secmeta.consumers.demo_ca import make_ca
 from secmeta.core import ScramMechanism
@@ -232,10 +232,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _median_spread(values: list[float], fmt: str) -> str:
-    return f"{statistics.median(values):{fmt}} ({min(values):{fmt}}-{max(values):{fmt}})"
-
-
 def report(cells: dict[tuple[int, int], list[dict[str, Any]]], args: argparse.Namespace, cores: int,
            pbkdf2: float) -> None:
     rows, results = [], []
@@ -249,9 +245,9 @@ def report(cells: dict[tuple[int, int], list[dict[str, Any]]], args: argparse.Na
         bound = cores * 1000 / (statistics.median(server) + statistics.median(client))
         today_rate, today_p99 = TODAY.get(concurrency, ("-", "-"))
         target = {10: f">= {TARGET_RATE_AT_10}/s", 50: f"p99 <= {TARGET_P99_MS_AT_50:g} ms"}.get(concurrency, "-")
-        rows.append([concurrency, processes, _median_spread(rate, ",.0f"), _median_spread(p99, ".1f"),
-                     f"{today_rate} / {today_p99}", target, _median_spread(server, ".2f"), split,
-                     _median_spread(client, ".2f"), f"{bound:,.0f}", sum(r["errors"] for r in runs)])
+        rows.append([concurrency, processes, spread(rate, ",.0f"), spread(p99, ".1f"),
+                     f"{today_rate} / {today_p99}", target, spread(server, ".2f"), split,
+                     spread(client, ".2f"), f"{bound:,.0f}", sum(r["errors"] for r in runs)])
         results.append({"processes": processes, "concurrency": concurrency, "runs": runs, "cpu_bound_per_s": bound})
     print()
     print_table(f"connection + {MECHANISM} login + Metadata over {args.protocol}, kio clients in closed loops "
