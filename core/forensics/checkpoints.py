@@ -148,13 +148,15 @@ class CheckpointFiles:
         except Exception as exc:  # noqa: BLE001
             logger.warning("time-travel checkpoints not written: %s", exc)
 
-    def _least_spacing(self) -> int:
-        """The fill's spacing whatever the image: no file it writes is thinned again at once."""
-        return (self.log.end_offset - self.log.start_offset) // self.max_files
+    def fill_spacing(self) -> int:
+        """The events between the files the fill writes (``spacing`` of the log's last image, whatever the image
+        it starts from): at least ``every``, and so sparse that no file it writes is thinned again at once."""
+        return max(self.every, (self.log.end_offset - self.log.start_offset) // self.max_files)
 
     def _fill(self, base: SecurityImage | None) -> None:
         offsets = self.offsets()
-        if offsets and self.log.end_offset - offsets[-1] < max(self._least_spacing(), self.every):
+        spacing = self.fill_spacing()
+        if offsets and self.log.end_offset - offsets[-1] < spacing:
             return  # no file is due past the newest, whatever its image: a reopened store loads none
         for offset in reversed(offsets):
             loaded = self.load(offset)
@@ -163,8 +165,7 @@ class CheckpointFiles:
                 break
         if base is None:
             return
-        least = self._least_spacing()
-        since, spacing = base.next_offset, max(least, self.spacing(base))
+        since = base.next_offset
         with paused_gc():
             delta = SecurityDelta(base)
             for first, events in self.log.replay_batches(since, strict=True):  # never onto a base retention cut off
@@ -178,7 +179,7 @@ class CheckpointFiles:
                     # Go on from the file just written: its image is read in place, so the fill holds a file's
                     # bytes rather than the whole image, and later changes are deferred onto it.
                     image = self.load(image.next_offset) or image
-                    delta, since, spacing = SecurityDelta(image), end, max(least, self.spacing(image))
+                    delta, since = SecurityDelta(image), end
 
     def wait(self) -> None:
         """Wait for a write under way."""

@@ -26,6 +26,8 @@ from pathlib import Path
 from scripts.bench.report import percentiles
 from secmeta.core import AclBindingFilter, AclOperation, PatternType, ResourceType, StoreConfig
 from secmeta.core.store.facade import SecurityStore
+from secmeta.core.store.view import StoreView
+from secmeta.core.types import RequestContext
 from secmeta.events.keyring import Keyring
 from secmeta.projections.snapshot import SnapshotPolicy
 
@@ -58,25 +60,33 @@ def _peak_rss_mb() -> float:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-QUESTIONS = 4  # resources asked about at each random point (authorize, operations, describe each)
+_ADMIN = RequestContext()  # the in-process caller a forensic user is: describe checks it may describe the cluster
+QUESTIONS = 4  # requests asked about at each random point (authorize, operations, describe each)
+Request = tuple[str, str, AclOperation, ResourceType, str]  # principal, host, operation, resource type, name
 
 
-def _questions(rng: random.Random) -> list[tuple[str, str, int]]:
-    """What a forensic user asks at a point: a few (principal, topic, group) of the mixed log's names."""
-    return [(f"User:svc-{rng.randrange(500)}", f"topic-{rng.randrange(20_000)}", rng.randrange(20_000))
-            for _ in range(QUESTIONS)]
+def random_questions(rng: random.Random) -> list[Request]:
+    """What a forensic user asks at a point of the mixed log: reads of a few of its topics and groups."""
+    return [(f"User:svc-{rng.randrange(500)}", "10.0.0.1", AclOperation.READ,
+             ResourceType.GROUP if i % 2 else ResourceType.TOPIC, f"topic-{rng.randrange(20_000)}")
+            for i in range(QUESTIONS)]
 
 
-def _ask(store: SecurityStore, questions: list[tuple[str, str, int]], **point) -> None:
-    """as_of at a point, then authorize, authorized_operations and describe about each question's resources."""
-    view = store.as_of(**point)
-    for principal, topic, group in questions:
-        view.authorize(principal, "10.0.0.1", AclOperation.READ, ResourceType.TOPIC, topic)
-        view.authorized_operations(principal, "10.0.0.1", ResourceType.GROUP, f"topic-{group}")
-        view.describe_acls(AclBindingFilter.of(ResourceType.TOPIC, topic, PatternType.MATCH), context=None)
+def _ask(store: SecurityStore, questions: list[Request], **point) -> None:
+    """as_of at a point, then the questions (``asked``)."""
+    asked(store.as_of(**point), questions)
 
 
-def _timed(fn, *args, **kwargs) -> tuple[float, float]:
+def asked(view: StoreView, questions: list[Request]) -> None:
+    """authorize, authorized_operations and describe (the resource's ACLs, MATCH) of each request at ``view``'s
+    point."""
+    for principal, host, operation, resource_type, name in questions:
+        view.authorize(principal, host, operation, resource_type, name)
+        view.authorized_operations(principal, host, resource_type, name)
+        view.describe_acls(AclBindingFilter.of(resource_type, name, PatternType.MATCH), context=_ADMIN)
+
+
+def timed(fn, *args, **kwargs) -> tuple[float, float]:
     """(wall seconds, CPU seconds of this thread)."""
     wall, cpu = time.perf_counter(), time.thread_time()
     fn(*args, **kwargs)
@@ -168,9 +178,9 @@ def measure(path: Path, key_file: Path, first_ts: int, last_ts: int, points: int
         out["first_as_of_offset"] = first
         _reset_peak_rss()
         if observed is not None:
-            out["first_as_of_s"], out["first_as_of_cpu_s"] = _timed(observed, store.as_of, offset=first)
+            out["first_as_of_s"], out["first_as_of_cpu_s"] = timed(observed, store.as_of, offset=first)
         else:
-            out["first_as_of_s"], out["first_as_of_cpu_s"] = _timed(store.as_of, offset=first)
+            out["first_as_of_s"], out["first_as_of_cpu_s"] = timed(store.as_of, offset=first)
         out["first_as_of_rss_mb"] = _rss_mb() - rss  # before the fill has built much (it starts now)
         out["first_as_of_peak_rss_mb"] = _peak_rss_mb() - rss  # the most it held while it ran
         out["first_as_of_held_mb"] = travel.held_bytes() / 2**20
@@ -185,14 +195,14 @@ def measure(path: Path, key_file: Path, first_ts: int, last_ts: int, points: int
         out["fill_held_mb"] = travel.held_bytes() / 2**20
         out["checkpoints"] = len(travel.checkpoints)
         offsets = [rng.randrange(events) for _ in range(points)]
-        out["as_of_offset"] = _stats([_timed(store.as_of, offset=n) for n in offsets])
+        out["as_of_offset"] = _stats([timed(store.as_of, offset=n) for n in offsets])
         _reset_peak_rss()
-        asked = [(n, _questions(rng)) for n in (rng.randrange(events) for _ in range(points))]
-        out["as_of_answers"] = _stats([_timed(_ask, store, questions, offset=n) for n, questions in asked])
+        asking = [(n, random_questions(rng)) for n in (rng.randrange(events) for _ in range(points))]
+        out["as_of_answers"] = _stats([timed(_ask, store, questions, offset=n) for n, questions in asking])
         out["as_of_answers_peak_rss_mb"] = _peak_rss_mb() - rss
         times = [rng.randrange(first_ts, last_ts + 1) for _ in range(points)]
-        out["as_of_time"] = _stats([_timed(store.as_of, timestamp_ms=t) for t in times])
-        out["as_of_cached"] = _stats([_timed(store.as_of, timestamp_ms=t) for t in times[-10:]])
+        out["as_of_time"] = _stats([timed(store.as_of, timestamp_ms=t) for t in times])
+        out["as_of_cached"] = _stats([timed(store.as_of, timestamp_ms=t) for t in times[-10:]])
         gc.collect()
         out["end_rss_mb"] = _rss_mb() - rss
         out["end_held_mb"] = travel.held_bytes() / 2**20

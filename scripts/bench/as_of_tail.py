@@ -1,24 +1,27 @@
-"""as_of over the last checkpoint files of a large mixed log: the costliest stretch, within the default budget.
+"""as_of over the last checkpoint files of a large log: the costliest stretch, within the default budget.
 
-    python -m scripts.bench.as_of_tail [--events 10000000] [--files 2] [--points 30] [--repeat 3]
-        [--before-python /work/main/.venv/bin/python] [--dir DIR] [--keep]
+    python -m scripts.bench.as_of_tail [--shapes mixed diverse] [--events 10000000] [--acls 1000000] [--files 2]
+        [--points 30] [--repeat 3] [--before-python /work/main/.venv/bin/python] [--dir DIR] [--keep]
 
 Issue 24, item 4: as_of p99 <= 1 s at 10M events within the default memory budget.  Writing every
 checkpoint file of a 10M-event log (96 files, each a whole image) takes tens of minutes of CPU, more than
 this shared machine gives a run; a point's cost grows with the image it loads, so the last files are the
 costliest.  This benchmark writes only the last ``--files`` files the store's fill would write (at the
-offsets its spacing gives: a 96th of the log, at least ``DEFAULT_EVERY`` events; written in-process,
-from one replay of the log from its start) and asks as_of at ``--points`` random offsets at or past the
-first of them, as a cold process would: time travel (``TimeTravel`` over those files, the default
-budget) loads the nearest file at or before the point and replays the events after it, then authorize,
-authorized_operations and describe about a few resources (``as_of.QUESTIONS``).  Its p99 bounds the p99
-of random points over the whole log, whose earlier points load smaller images.
+offsets its spacing gives, ``CheckpointFiles.fill_spacing``; written in-process, from one replay of the
+log from its start) and asks as_of at ``--points`` random offsets at or past the first of them, as a cold
+process would: time travel (``TimeTravel`` over those files, the default budget) loads the nearest file
+at or before the point and replays the events after it, then authorize, authorized_operations and
+describe about a few resources (``as_of.asked``).  Its p99 bounds the p99 of random points over the whole
+log, whose earlier points load smaller images.
 
-Each side (this checkout, and ``--before-python``'s, e.g. main's) prepares its own copy of the cached log
-(``scripts.bench.history.mixed_log``) with its own snapshot format, then ``--repeat`` fresh interpreters
-measure: CPU of the querying thread and wall per point (p50 / p99 / max), the first point's, the load of
-the nearest file alone, the peak RSS beyond the opened log's beside the budget, the files' sizes and the
-CPU to write one.  The machine may be shared: CPU is the figure to trust.
+Two workload shapes (``--shapes``): the history benchmark's mixed log of ``--events`` events (ACLs, SCRAM
+users, tokens; ``scripts.bench.history.mixed_log``), asked about its topics and groups; and the diverse
+ACL log of ``--acls`` ACLs (``scripts.bench.shapes``), asked the shape's own requests.  Each side (this
+checkout, and ``--before-python``'s, e.g. main's) prepares its own copy of the cached log with its own
+snapshot format, at the same offsets, then ``--repeat`` fresh interpreters measure: CPU of the querying
+thread and wall per point (p50 / p99 / max), the first point's, the load of the nearest file alone, the
+peak RSS beyond the opened log's beside the budget, the files' sizes and the CPU to write one.  The
+machine may be shared: CPU is the figure to trust.
 """
 
 from __future__ import annotations
@@ -35,24 +38,28 @@ import tempfile
 import time
 from pathlib import Path
 
-from scripts.bench import as_of, logcache
+from scripts.bench import as_of, logcache, shapes
 from scripts.bench.history import mixed_log
-from scripts.bench.report import REPO_ROOT, percentiles, print_table, write_json
+from scripts.bench.report import REPO_ROOT, percentiles, print_table, spread, write_json
 
 AS_OF_P99_S = 1.0  # issue 24, item 4: as_of p99 at 10M events, within the default budget
 HEADERS = ["measure", "after", "before", "target", "result"]
+MIXED = "mixed"  # the history benchmark's mixed log (scripts.bench.history); other shapes are scripts.bench.shapes'
 
 
-def _offsets(log, files: int) -> list[int]:
-    """The last ``files`` offsets the store's checkpoint fill would write files at (batch ends, ``spacing`` apart)."""
-    from secmeta.core.forensics.checkpoints import DEFAULT_EVERY, DEFAULT_MAX_FILES
 
-    spacing = max(DEFAULT_EVERY, (log.end_offset - log.start_offset) // DEFAULT_MAX_FILES)
-    found, since = [], log.start_offset
-    for batch in log.batches(log.start_offset, log.end_offset):
-        if batch.next_offset - since >= spacing:
-            found.append(batch.next_offset)
-            since = batch.next_offset
+def file_offsets(path: Path, key_file: Path, files: int) -> list[int]:
+    """The last ``files`` offsets this checkout's checkpoint fill would write files at (batch ends, its spacing
+    apart): both sides write their files there, so they answer the same points."""
+    from secmeta.core.forensics.checkpoints import CheckpointFiles
+
+    with _open(path, key_file, read_only=True) as log:
+        spacing = CheckpointFiles(log).fill_spacing()
+        found, since = [], log.start_offset
+        for batch in log.batches(log.start_offset, log.end_offset):
+            if batch.next_offset - since >= spacing:
+                found.append(batch.next_offset)
+                since = batch.next_offset
     return found[-files:]
 
 
@@ -63,8 +70,8 @@ def _open(path: Path, key_file: Path, read_only: bool):
     return Log.open(path, keyring=Keyring.from_file(key_file), config=LogConfig(fsync="never"), read_only=read_only)
 
 
-def prepare(path: Path, key_file: Path, files: int) -> dict:
-    """Replay the log once from its start, writing the checkpoint files at the last ``files`` offsets."""
+def prepare(path: Path, key_file: Path, offsets: list[int]) -> dict:
+    """Replay the log once from its start, writing the checkpoint files at ``offsets``."""
     from secmeta.core.forensics.checkpoints import CheckpointFiles
     from secmeta.projections.gc_pause import paused_gc
     from secmeta.projections.image import SecurityDelta, SecurityImage
@@ -74,7 +81,6 @@ def prepare(path: Path, key_file: Path, files: int) -> dict:
     out: dict = {"format": SNAPSHOT_FORMAT, "files": [], "write_cpu_s": []}
     cpu = time.process_time()
     with _open(path, key_file, read_only=False) as log:
-        offsets = _offsets(log, files)
         directory = CheckpointFiles(log).directory
         delta, at = SecurityDelta(SecurityImage.EMPTY), log.start_offset
         with paused_gc():
@@ -94,37 +100,50 @@ def prepare(path: Path, key_file: Path, files: int) -> dict:
     return out
 
 
-def _asked(image, questions) -> None:
-    """authorize, authorized_operations and describe about each question's resources (as ``as_of._ask``)."""
-    from secmeta.core import AclBindingFilter, AclOperation, PatternType, ResourceType
-    from secmeta.projections.authorizer import authorize, authorized_operations
+def _write_questions(shape: str, size: int, count: int, path: Path) -> None:
+    """``count`` points' requests, written for the measuring processes (made here: a shape's requests are drawn from
+    its events, which the measured process should not hold): the mixed log's (``as_of.random_questions``), or the
+    shape's own (``shapes.requests``)."""
+    if shape == MIXED:
+        rng = random.Random(7)
+        points = [as_of.random_questions(rng) for _ in range(count)]
+    else:
+        requests = shapes.requests(shape, size, count * as_of.QUESTIONS, seed=7)
+        points = [requests[i:i + as_of.QUESTIONS] for i in range(0, len(requests), as_of.QUESTIONS)]
+    path.write_text(json.dumps([[[p, h, int(o), int(t), name] for p, h, o, t, name in asked] for asked in points]))
 
-    for principal, topic, group in questions:
-        authorize(image.acls, principal, "10.0.0.1", AclOperation.READ, ResourceType.TOPIC, topic)
-        authorized_operations(image.acls, principal, "10.0.0.1", ResourceType.GROUP, f"topic-{group}")
-        list(image.acls.describe(AclBindingFilter.of(ResourceType.TOPIC, topic, PatternType.MATCH)))
+
+def _read_questions(path: Path) -> list[list]:
+    from secmeta.core import AclOperation, ResourceType
+
+    return [[(p, h, AclOperation(o), ResourceType(t), name) for p, h, o, t, name in asked]
+            for asked in json.loads(path.read_text())]
 
 
-def measure(path: Path, key_file: Path, points: int, seed: int) -> dict:
+def measure(path: Path, key_file: Path, points: int, seed: int, questions: Path) -> dict:
     """A cold process: as_of plus questions at random points past the first file (the first point timed apart),
     and the load of the nearest file alone."""
+    from secmeta.core.config import StoreConfig
     from secmeta.core.forensics.checkpoints import CheckpointFiles
     from secmeta.core.forensics.timetravel import DEFAULT_MEMORY_BYTES, TimeTravel
+    from secmeta.core.store.view import StoreView
 
     rng = random.Random(seed)
+    asking = _read_questions(questions)
+    config = StoreConfig()
     with _open(path, key_file, read_only=True) as log:
         files = CheckpointFiles(log)
         first, end = files.offsets()[0], log.end_offset
         out: dict = {"budget_mb": DEFAULT_MEMORY_BYTES / 2**20, "rss_open_mb": (rss := as_of._rss_mb())}
         as_of._reset_peak_rss()
         travel = TimeTravel(log, files=files)
-        samples = []
-        for _ in range(points):
-            n = rng.randrange(first, end + 1)
-            questions = as_of._questions(rng)
-            wall, cpu = time.perf_counter(), time.thread_time()
-            _asked(travel.image_at(n), questions)
-            samples.append((time.perf_counter() - wall, time.thread_time() - cpu))
+
+        def point(n: int, questions: list) -> None:
+            image = travel.image_at(n)
+            as_of.asked(StoreView(image, config, gate=lambda: image), questions)
+
+        samples = [as_of.timed(point, rng.randrange(first, end + 1), asking[rng.randrange(len(asking))])
+                   for _ in range(points)]
         out["peak_rss_mb"] = as_of._peak_rss_mb() - rss
         out["held_mb"] = travel.held_bytes() / 2**20
         out["first_s"], out["first_cpu_s"] = samples[0]
@@ -147,14 +166,24 @@ def _child(python: str, *args: str) -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def side(python: str, events: int, files: int, points: int, repeat: int, copy: Path) -> dict:
-    generated = mixed_log(events)
-    logcache.fresh_copy(generated, copy)
-    common = [str(copy), str(generated.key_file)]
-    out = _child(python, "--child-prepare", *common, "--files", str(files))
+def _log(shape: str, size: int) -> tuple[Path, Path]:
+    """(the cached store, its key file) of the mixed log of ``size`` events, or of a shape of ``size`` ACLs."""
+    if shape == MIXED:
+        generated = mixed_log(size)
+        return generated.store, generated.key_file
+    cached = shapes.cached_store(shape, size)
+    return cached.path, cached.key_file
+
+
+def side(python: str, shape: str, size: int, offsets: list[int], points: int, repeat: int, copy: Path) -> dict:
+    store, key_file = _log(shape, size)
+    logcache.fresh_copy(logcache.CachedLog(store, key_file, {}), copy)
+    common = [str(copy), str(key_file)]
+    out = _child(python, "--child-prepare", *common, "--offsets", *map(str, offsets))
     out["disk_mb"] = sum(f.stat().st_size for f in (copy / "checkpoints").glob("*")) / 2**20
-    out["runs"] = [_child(python, "--child-measure", *common, "--points", str(points), "--seed", str(7 + i))
-                   for i in range(repeat)]
+    _write_questions(shape, size, points * repeat, copy / "questions.json")
+    out["runs"] = [_child(python, "--child-measure", *common, "--points", str(points), "--seed", str(7 + i),
+                          "--questions", str(copy / "questions.json")) for i in range(repeat)]
     return out
 
 
@@ -162,11 +191,8 @@ def _median(row: dict | None, key: str) -> float | None:
     return None if row is None else statistics.median(run[key] for run in row["runs"])
 
 
-def _spread(row: dict | None, key: str, fmt: str = "{:.2f}") -> str:
-    if row is None:
-        return ""
-    values = [run[key] for run in row["runs"]]
-    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
+def _spread(row: dict | None, key: str, fmt: str = ".2f") -> str:
+    return "" if row is None else spread((run[key] for run in row["runs"]), fmt)
 
 
 def table_rows(after: dict, before: dict | None, budget_mb: float) -> list[list]:
@@ -185,11 +211,11 @@ def table_rows(after: dict, before: dict | None, budget_mb: float) -> list[list]
          "" if before is None else f"{_median(before, 'cpu_p50'):.2f} / {_median(before, 'wall_p50'):.2f}", "", ""],
         ["first as_of (cold), CPU s", _spread(after, "first_cpu_s"), _spread(before, "first_cpu_s"),
          f"<= {as_of.FIRST_AS_OF_S:g}", verdict(_median(after, "first_cpu_s"), as_of.FIRST_AS_OF_S)],
-        ["peak RSS beyond the open log, MB", _spread(after, "peak_rss_mb", "{:.0f}"),
-         _spread(before, "peak_rss_mb", "{:.0f}"), f"<= {budget_mb:.0f} (budget)",
+        ["peak RSS beyond the open log, MB", _spread(after, "peak_rss_mb", ".0f"),
+         _spread(before, "peak_rss_mb", ".0f"), f"<= {budget_mb:.0f} (budget)",
          verdict(_median(after, "peak_rss_mb"), budget_mb)],
-        ["time travel's estimate of what it holds at the end, MB", _spread(after, "held_mb", "{:.0f}"),
-         _spread(before, "held_mb", "{:.0f}"), "", ""],
+        ["time travel's estimate of what it holds at the end, MB", _spread(after, "held_mb", ".0f"),
+         _spread(before, "held_mb", ".0f"), "", ""],
         ["load of the last file alone, CPU s",
          f"{statistics.median(r['load_cpu_s'][-1] for r in after['runs']):.2f}",
          per_file(before, lambda b: f"{statistics.median(r['load_cpu_s'][-1] for r in b['runs']):.2f}"), "", ""],
@@ -205,7 +231,9 @@ def table_rows(after: dict, before: dict | None, budget_mb: float) -> list[list]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=int, default=10_000_000)
+    parser.add_argument("--events", type=int, default=10_000_000, help="the mixed log's events")
+    parser.add_argument("--shapes", nargs="+", default=[MIXED, "diverse"], choices=[MIXED, *shapes.SHAPES])
+    parser.add_argument("--acls", type=int, default=1_000_000, help="ACLs held at the end of the other shapes' logs")
     parser.add_argument("--files", type=int, default=2)
     parser.add_argument("--points", type=int, default=30)
     parser.add_argument("--repeat", type=int, default=3)
@@ -215,29 +243,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--child-prepare", nargs=2, metavar=("STORE", "KEY_FILE"), help=argparse.SUPPRESS)
     parser.add_argument("--child-measure", nargs=2, metavar=("STORE", "KEY_FILE"), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=7, help=argparse.SUPPRESS)
+    parser.add_argument("--questions", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--offsets", type=int, nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child_prepare:
-        print(json.dumps(prepare(Path(args.child_prepare[0]), Path(args.child_prepare[1]), args.files)))
+        print(json.dumps(prepare(Path(args.child_prepare[0]), Path(args.child_prepare[1]), args.offsets)))
         return 0
     if args.child_measure:
-        print(json.dumps(measure(Path(args.child_measure[0]), Path(args.child_measure[1]), args.points, args.seed)))
+        print(json.dumps(measure(Path(args.child_measure[0]), Path(args.child_measure[1]), args.points, args.seed,
+                                 args.questions)))
         return 0
     home = Path(tempfile.mkdtemp(dir=args.dir))
+    results: dict = {}
     try:
-        before = None
-        if args.before_python:
-            before = side(args.before_python, args.events, args.files, args.points, args.repeat, home / "before")
-            shutil.rmtree(home / "before", ignore_errors=True)
-        after = side(sys.executable, args.events, args.files, args.points, args.repeat, home / "after")
+        for shape in args.shapes:
+            size = args.events if shape == MIXED else args.acls
+            before = None
+            store, key_file = _log(shape, size)
+            probe = logcache.fresh_copy(logcache.CachedLog(store, key_file, {}), home / f"{shape}-offsets")
+            offsets = file_offsets(probe, key_file, args.files)  # on a copy: an open never touches the cache
+            shutil.rmtree(probe, ignore_errors=True)
+            if args.before_python:
+                before = side(args.before_python, shape, size, offsets, args.points, args.repeat,
+                              home / f"{shape}-before")
+                if not args.keep:
+                    shutil.rmtree(home / f"{shape}-before", ignore_errors=True)
+            after = side(sys.executable, shape, size, offsets, args.points, args.repeat, home / f"{shape}-after")
+            if not args.keep:
+                shutil.rmtree(home / f"{shape}-after", ignore_errors=True)
+            results[shape] = {"after": after, "before": before, "size": size}
+            budget = after["runs"][0]["budget_mb"]
+            what = f"{size:,}-event mixed log" if shape == MIXED else f"{shape} log of {size:,} ACLs"
+            print_table(f"as_of at random points past the last {args.files} checkpoint files of the {what} (offsets "
+                        f"{after['files'][0]['offset']:,}-{after['events']:,}), budget {budget:.0f} MB; median "
+                        f"(min-max) of {args.repeat} cold processes; machine shared (load {os.getloadavg()[0]:.0f}): "
+                        "CPU of the querying thread", HEADERS, table_rows(after, before, budget))
     finally:
         if not args.keep:
             shutil.rmtree(home, ignore_errors=True)
-    budget = after["runs"][0]["budget_mb"]
-    print_table(f"as_of at random points past the last {args.files} checkpoint files of the {args.events:,}-event "
-                f"mixed log (offsets {after['files'][0]['offset']:,}-{after['events']:,}), budget {budget:.0f} MB; "
-                f"median (min-max) of {args.repeat} cold processes; machine shared (load "
-                f"{os.getloadavg()[0]:.0f}): CPU of the querying thread", HEADERS, table_rows(after, before, budget))
-    print(f"wrote {write_json('as_of_tail', {'after': after, 'before': before, 'events': args.events})}")
+    print(f"wrote {write_json('as_of_tail', results)}")
     return 0
 
 
