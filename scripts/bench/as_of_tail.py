@@ -48,19 +48,16 @@ MIXED = "mixed"  # the history benchmark's mixed log (scripts.bench.history); ot
 
 
 
-def file_offsets(path: Path, key_file: Path, files: int) -> list[int]:
-    """The last ``files`` offsets this checkout's checkpoint fill would write files at (batch ends, its spacing
-    apart): both sides write their files there, so they answer the same points."""
-    from secmeta.core.forensics.checkpoints import CheckpointFiles
-
-    with _open(path, key_file, read_only=True) as log:
-        spacing = CheckpointFiles(log).fill_spacing()
-        found, since = [], log.start_offset
-        for batch in log.batches(log.start_offset, log.end_offset):
-            if batch.next_offset - since >= spacing:
-                found.append(batch.next_offset)
-                since = batch.next_offset
-    return found[-files:]
+def file_offsets(files, count: int) -> list[int]:
+    """The last ``count`` offsets the checkpoint fill of ``files`` (a ``CheckpointFiles``) would write files at (batch
+    ends, its ``fill_spacing`` apart): both sides write their files there, so they answer the same points."""
+    log, spacing = files.log, files.fill_spacing()
+    found, since = [], log.start_offset
+    for batch in log.batches(log.start_offset, log.end_offset):
+        if batch.next_offset - since >= spacing:
+            found.append(batch.next_offset)
+            since = batch.next_offset
+    return found[-count:]
 
 
 def _open(path: Path, key_file: Path, read_only: bool):
@@ -230,6 +227,8 @@ def table_rows(after: dict, before: dict | None, budget_mb: float) -> list[list]
 
 
 def main(argv: list[str] | None = None) -> int:
+    from secmeta.core.forensics.checkpoints import CheckpointFiles
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=10_000_000, help="the mixed log's events")
     parser.add_argument("--shapes", nargs="+", default=[MIXED, "diverse"], choices=[MIXED, *shapes.SHAPES])
@@ -261,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
             before = None
             store, key_file = _log(shape, size)
             probe = logcache.fresh_copy(logcache.CachedLog(store, key_file, {}), home / f"{shape}-offsets")
-            offsets = file_offsets(probe, key_file, args.files)  # on a copy: an open never touches the cache
+            with _open(probe, key_file, read_only=True) as log:  # a copy: an open never touches the cache
+                offsets = file_offsets(CheckpointFiles(log), args.files)
             shutil.rmtree(probe, ignore_errors=True)
             if args.before_python:
                 before = side(args.before_python, shape, size, offsets, args.points, args.repeat,
