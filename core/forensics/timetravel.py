@@ -135,6 +135,13 @@ _EMPTY = "empty"  # the lineage replayed from the empty image
 _LIVE = "live"  # the writer's published images (their structure is the live image's)
 
 
+def _deferring(image: SecurityImage) -> SecurityDelta:
+    """A delta onto ``image`` for a replay to a point: an image read in place stays so, however few the changes."""
+    delta = SecurityDelta(image)
+    delta.acls_delta().defer_from = 1
+    return delta
+
+
 class TimeTravel:
     """The image after any prefix of a log: in-memory images, checkpoint files and replay.
 
@@ -484,9 +491,7 @@ class TimeTravel:
         began = time.thread_time()
         checkpoints = not self._fill and deferred_of(image.acls.acls, image.acls.index) is None
         with paused_gc() as paused:
-            delta = SecurityDelta(image)
-            delta.acls_delta().defer_from = 1  # an image read in place stays so, however few the changes
-            since = start
+            delta, since = _deferring(image), start
             for first, events in self._batches(start, n):  # replay's bulk route: no envelopes, creations as rows
                 delta.replay_events(first, events)
                 end = first + len(events)
@@ -495,8 +500,7 @@ class TimeTravel:
                     self._keep(checkpoint, lineage)
                     if self.files is not None:
                         self.files.write_in_background(checkpoint)
-                    delta, since = SecurityDelta(checkpoint), end
-                    delta.acls_delta().defer_from = 1
+                    delta, since = _deferring(checkpoint), end
             # The result (held) and any checkpoints live long: keep full collections off them.
             paused.freeze = n - start >= FREEZE_AFTER
             result = delta.apply(n)
