@@ -20,9 +20,9 @@ __all__ = ["AclIds"]
 
 
 class AclIds(LayeredMap):
-    """An immutable mapping acl_id -> Group."""
+    """An immutable mapping acl_id -> Group (weakly referable: ``acl_deferred.Deferred`` refers to its own so)."""
 
-    __slots__ = ()
+    __slots__ = ("__weakref__",)
     EMPTY: ClassVar[AclIds]  # type: ignore[misc]
 
     def get(self, key, default=None):

@@ -797,9 +797,10 @@ class _GrantsUpdate:
 _EMPTY_TYPE = TypeIndex()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, weakref_slot=True)
 class AclIndex:
-    """All resource types' indexes, by ResourceType code."""
+    """All resource types' indexes, by ResourceType code (weakly referable: ``acl_deferred.Deferred`` refers to its
+    own so)."""
 
     types: tuple[TypeIndex, ...] = (_EMPTY_TYPE,) * _TYPE_CODES
     EMPTY: ClassVar[AclIndex]
