@@ -15,6 +15,7 @@ the changes (``applied``) instead of making nodes; a small one (a write) goes th
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import cast
 
@@ -39,6 +40,12 @@ __all__ = ["DEFER_FROM", "Deferred", "deferred_of"]
 
 DEFER_FROM = 1000  # changes from which a delta onto a deferred image is merged, not applied node by node
 _MISSING = object()
+
+
+def _GONE() -> None:  # noqa: N802 - a dead weak reference: the ids or index not made yet
+    return None
+
+
 EMPTY_MAP: immutables.Map = immutables.Map()
 _TABLE_ACL_BYTES, _CHANGE_BYTES, _NAME_BYTES = 40, 1000, 70  # see ``table_bytes`` and ``own_bytes``
 Key = tuple[int, int, str]  # resource type, pattern type, name
@@ -51,7 +58,7 @@ class Deferred:
     state and gathers only the new changes, copying the nodes' entries they touch (issue 24: a point past a held
     answer gathered every change since the file again, about 0.5 s of a point's 0.6 s at 2M events)."""
 
-    __slots__ = ("table", "changes", "acls", "index", "_pending", "_added", "_added_at", "_added_keys", "_key_at",
+    __slots__ = ("table", "changes", "_acls", "_index", "_pending", "_added", "_added_at", "_added_keys", "_key_at",
                  "_size", "_stores", "_own")
 
     def __init__(self, table: MappedAclTable):
@@ -87,9 +94,35 @@ class Deferred:
         return new
 
     def _finish(self, touched: Iterable[Key]) -> None:
-        """The index and ids of this image, the nodes of the ``touched`` keys placeholders again."""
-        self.index = self._index(touched)
-        self.acls = AclIds(_DeferredIds(self), self.group)  # type: ignore[arg-type]
+        """The index maps' dicts of this image, the nodes of the ``touched`` keys placeholders again."""
+        self._touch(touched)
+        self._acls: Callable[[], AclIds | None] = _GONE
+        self._index: Callable[[], AclIndex | None] = _GONE
+
+    # The image's ids and index refer to this object (their lookups make its nodes and groups); it refers to them
+    # only weakly.  Issue 24: an image read in place was a reference cycle (index -> node maps -> self.node -> self
+    # -> index), which reference counting never frees; once ``gc.freeze()`` (``paused_gc``) had moved it out of the
+    # collector's reach, time travel's eviction of a file's lineage freed nothing, and RSS went past the budget.
+
+    @property
+    def acls(self) -> AclIds:
+        """This image's ids (made again when nothing holds them any more)."""
+        acls = self._acls()
+        if acls is None:
+            acls = AclIds(_DeferredIds(self), self.group)  # type: ignore[arg-type]
+            self._acls = weakref.ref(acls)
+        return acls
+
+    @property
+    def index(self) -> AclIndex:
+        """This image's index (made again when nothing holds it any more)."""
+        index = self._index()
+        if index is None:
+            # A node no change touches is the table's own (its Lazy view, made on first use): with no changes the
+            # maps ask the table, so a first authorize pays no call through this image.
+            index = index_of(self._stores, *((self.node, self) if self._pending else (self.table, self.table)))
+            self._index = weakref.ref(index)
+        return index
 
     def nbytes(self) -> int:
         """Estimated bytes this image holds: its table's (``table_bytes``) and its own (``own_bytes``)."""
@@ -113,7 +146,7 @@ class Deferred:
 
     def pristine(self, acls: AclIds, index: AclIndex) -> bool:
         """Whether ``acls`` and ``index`` are this image's, unchanged."""
-        return acls is self.acls and index is self.index
+        return acls is self._acls() and index is self._index()
 
     def _changed(self, i: int) -> bool:
         """Whether the changes touch placeholder ``i``'s node (a new node's, past the table's, always)."""
@@ -171,8 +204,8 @@ class Deferred:
 
         return change_of, copied
 
-    def _index(self, touched: Iterable[Key]) -> AclIndex:
-        """The index of the table's nodes as ``_stores`` holds them, each touched key's node a placeholder to make
+    def _touch(self, touched: Iterable[Key]) -> None:
+        """``_stores``, the table's nodes as the index holds them, with each touched key's node a placeholder to make
         with its changes (a new key's past the table's), or gone when they remove every ACL it held."""
         table = self.table
         nodes = table.stores()
@@ -195,9 +228,6 @@ class Deferred:
                 store[key[2]] = i
             else:
                 store.pop(key[2], None)
-        # A node no change touches is the table's own (its Lazy view, made on first use): with no changes the maps
-        # ask the table, so a first authorize pays no call through this image.
-        return index_of(stores, *((self.node, self) if self._pending else (table, table)))
 
     # -- what lookups make ---------------------------------------------------------------
 
@@ -230,6 +260,14 @@ class Deferred:
             raise LookupError(f"node {key} was kept though its changes remove every ACL")
         return node
 
+    def _node_of(self, key: Key) -> Node | None:
+        """The node at ``key`` as the index's maps make it (into the same dict: ``LayeredMap.get``), or None."""
+        store = cast(dict[str, "int | Node"], self._stores.get(key[:2], {}))  # placeholders, or nodes made from them
+        found = store.get(key[2])
+        if type(found) is int:
+            found = store[key[2]] = self.node(found)
+        return cast("Node | None", found)
+
     def node_bits(self, i: int, principal: str, host: str) -> int | None:
         """``AclTable.node_bits`` for placeholder ``i``: the table's columns answer for a node no change touches;
         None for one the changes touch (made, patched, by ``node``)."""
@@ -244,7 +282,7 @@ class Deferred:
         else:
             row = self._added[placeholder - acls]
             key, principal = (row[1], row[3], row[2]), row[4]
-        node = self.index.node(*key)
+        node = self._node_of(key)
         group = None if node is None else node.group(principal)
         if group is None:
             raise LookupError(f"no group of {principal} at {key} holds a listed ACL")
