@@ -316,6 +316,14 @@ class AclTable:
                 bits |= ACL_BITS[permissions[k]][operations[k]]
         return bits
 
+    def forget_made(self) -> None:
+        """Drop the nodes and groups made so far (made again if asked for: nothing relies on their identity).  They
+        refer to this table, so a table with any made is a reference cycle, which only the cyclic collector frees,
+        and never once ``gc.freeze()`` has moved it out of its reach; with them dropped, reference counting frees
+        the table when nothing else holds it (issue 24: time travel evicting a checkpoint file's image)."""
+        self._nodes = [None] * len(self._nodes)
+        self._groups = {}
+
     def group(self, i: int, g: int) -> Group:
         """The group at position ``g`` (one of node i's), as ``group_of`` would make it from its ACLs (made
         once)."""
