@@ -161,15 +161,16 @@ class Diff:
 
     start_offset: int
     end_offset: int
-    # (acl_id, binding) pairs: a tuple, or an AclPairs that reads as one and makes its bindings when first read
+    # each a tuple, or a MadeWhenRead that reads as one and makes its entries when first read;
+    # acls: (acl_id, binding) pairs
     acls_added: Sequence[tuple[str, AclBinding]] = ()
     acls_removed: Sequence[tuple[str, AclBinding]] = ()
-    credentials_upserted: tuple[Credential, ...] = ()
-    credentials_deleted: tuple[Credential, ...] = ()
-    tokens_issued: tuple[TokenInfo, ...] = ()
-    tokens_renewed: tuple[TokenExpiryChange, ...] = ()
-    tokens_expired: tuple[TokenExpiryChange, ...] = ()
-    tokens_removed: tuple[TokenInfo, ...] = ()
+    credentials_upserted: Sequence[Credential] = ()
+    credentials_deleted: Sequence[Credential] = ()
+    tokens_issued: Sequence[TokenInfo] = ()
+    tokens_renewed: Sequence[TokenExpiryChange] = ()
+    tokens_expired: Sequence[TokenExpiryChange] = ()
+    tokens_removed: Sequence[TokenInfo] = ()
     entities: tuple[EntityChange, ...] = ()  # the other kinds' entities (OTHER_KINDS), by entity key
 
     def __bool__(self) -> bool:

@@ -1,8 +1,8 @@
 """A derived, rebuildable index of the log for history and forensics: who, what resource, when.
 
     DIR/history/index.sqlite    events: one row per logged event (offset, time, actor,
-                                type, entity; an ACL's seven fields and its binding as
-                                one compact JSON text, or for any other kind the
+                                type, entity; an ACL's seven fields, and its id and
+                                binding as one text, or for any other kind the
                                 principals it involves and its redacted payload);
                                 parties: (party, offset) for every principal an event
                                 of another kind involves, derived from the rows
@@ -51,7 +51,6 @@ from dataclasses import replace
 from operator import itemgetter
 from pathlib import Path
 
-from secmeta.core.forensics.acl_pairs import AclPairs
 from secmeta.core.forensics.backend import (
     REOPENABLE,
     Change,
@@ -60,12 +59,13 @@ from secmeta.core.forensics.backend import (
     HistoryEntry,
     HistoryQuery,
     ResourceMatch,
+    TokenExpiryChange,
     attributes,
     entity_changes,
-    expiry_changes,
     token_parties,
 )
 from secmeta.core.forensics.index_seal import INDEX_DIR, INDEX_FILE, index_key, meta_mac
+from secmeta.core.forensics.made_when_read import AclPair, MadeWhenRead
 from secmeta.core.log import Log
 from secmeta.core.log.evidence import refuse_evidence
 from secmeta.events.entities import ACLS, CREDENTIALS, TOKENS, Parties, kind_of
@@ -96,11 +96,12 @@ from secmeta.projections.tokens import TokenInfo
 __all__ = ["HistoryIndex", "condemn", "index_problem", "token_parties"]
 
 logger = logging.getLogger("secmeta.history_index")
-INDEX_FORMAT = 10  # 5: every non-ACL kind's principals in parties (entities.Parties); 6: role (EntityKind.role);
+INDEX_FORMAT = 11  # 5: every non-ACL kind's principals in parties (entities.Parties); 6: role (EntityKind.role);
 # 7: a settings row involves the principals super.users names and those of the value it replaced
 # 8: the operator column (whether the actor was asserted, the writing process)
 # 9: payloads name a SCRAM mechanism as Kafka does (SCRAM-SHA-256: events.types.output_name, through events.redact)
 # 10: the acl column (an ACL row's binding as one JSON text: a diff reads its range in one scan, one value a row)
+# 11: the acl column begins with the ACL's id (a diff's range holds one value per ACL row, not two)
 _CHUNK = 100_000  # rows per transaction
 _BLOCK = 1024  # rows per link of the digest chain
 _SEAL_SUFFIX = ".mac"  # beside the file: its keyed digest, written at a clean close
@@ -156,7 +157,7 @@ def _row(envelope: Envelope, parties: Parties, opened: dict[str, tuple[str, ...]
         return (envelope.offset, envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host,
                 envelope.request_id, _operator_column(envelope), kind.__name__, event.entity_key, e.principal,
                 p.resource_type.value, p.pattern_type.value, p.name, e.host, e.operation.value,
-                e.permission_type.value, ACLS.role(event), _acl_text(p, e), None, None)
+                e.permission_type.value, ACLS.role(event), _acl_text(event.acl_id, p, e), None, None)
     involved = parties.of(event)  # before observing: the entity's previous opening event's parties count
     parties.observe(event)
     if entity.carries_parties and kind in entity.opens:
@@ -546,11 +547,11 @@ class HistoryIndex:
         resource are read; ACL ids are never reused, so those created and not deleted before ``n`` are in force."""
         self._require_from_zero(n)
         where, args = _covering(resource_type, name)
-        sql = _ranged(f"SELECT {_CREATED}, entity, acl FROM events WHERE +restype IS NOT NULL AND", where, indexed=True)
+        sql = _ranged(f"SELECT {_CREATED}, acl FROM events WHERE +restype IS NOT NULL AND", where, indexed=True)
         with self._lock:
             rows = self._db.execute(sql, (0, n, *args)).fetchall()
-        alive, _ = _net_acls([(e, text) for created, e, text in rows if created],
-                             [(e, text) for created, e, text in rows if not created])
+        alive, _ = _net_acls(dict(_acl_pairs([text for created, text in rows if created])),
+                             dict(_acl_pairs([text for created, text in rows if not created])))
         return _acls(sorted(alive.items()))
 
     def diff(self, a: int, b: int) -> Diff:
@@ -559,27 +560,19 @@ class HistoryIndex:
 
         ACLs are netted by id.  A credential's state at a point is its last event before it;
         two upsert events never carry the same sealed secret (a fresh salt and nonce per seal),
-        so one upserted in [a, b) differs.
+        so one upserted in [a, b) differs.  ACLs, credentials and tokens are netted from their
+        rows' event types; the values listed are made from the rows' texts when first read.
         """
         self._require_from_zero(a)
         with paused_gc() as paused:  # tens of thousands of rows and bindings, no cycles among them
-            created, deleted, rows = self._scanned(a, b)
+            created, deleted, token_rows, scram_rows, rows = self._scanned(a, b)
             added, removed = _net_acls(created, deleted)
             # a large answer is frozen: the collector's first pass after the pause would rescan every row
-            paused.freeze = len(added) + len(removed) + len(rows) >= FREEZE_AFTER
-            scram_last: dict[str, tuple[str, str]] = {}
-            token_rows = []
+            paused.freeze = len(added) + len(removed) + len(token_rows) + len(scram_rows) >= FREEZE_AFTER
             others: dict[str, list[tuple[str, str, str]]] = {}  # the other kinds' rows, by entity
-            for row in rows:
-                _, event_type, entity, role, payload = row
-                kind = kind_of(event_type)
-                if kind is CREDENTIALS:
-                    scram_last[entity] = (event_type, payload)
-                elif kind is TOKENS:
-                    token_rows.append(row)
-                else:
-                    others.setdefault(entity, []).append((event_type, role, payload))
-            upserted, deleted = self._credential_changes(a, scram_last)
+            for _, event_type, entity, role, payload in rows:
+                others.setdefault(entity, []).append((event_type, role, payload))
+            upserted, deleted = self._credential_changes(a, scram_rows)
             issued, renewed, expired, gone = self._token_changes(a, token_rows)
             before = self._states_at(others, a)
             after = {entity: _folded(before.get(entity), rows) for entity, rows in others.items()}
@@ -590,20 +583,23 @@ class HistoryIndex:
         if self._start != 0 or a < self.log.start_offset:
             raise ValueError(f"the history index starts at offset {self._start}: it holds no state before it")
 
-    def _scanned(self, lo: int, hi: int) -> tuple[Iterable[tuple[str, str]], Iterable[tuple[str, str]], list[list]]:
-        """The rows in [lo, hi) from one scan (``_RANGE``): the created and the deleted ACLs' (entity key, acl
-        text) pairs, and the other rows as [offset, event type, entity key, role, redacted payload as JSON] in
-        offset order (a payload is parsed by its user only if needed: reading a field in SQLite costs as much
-        as json.loads).
+    def _scanned(self, lo: int, hi: int) -> tuple[dict[str, str], dict[str, str], list[list], list[list], list[list]]:
+        """The rows in [lo, hi) from one scan (``_RANGE``): the created and the deleted ACLs, ACL id -> binding
+        text; the token rows and the credential rows as [offset, event type, entity key, redacted payload
+        as JSON], and the other kinds' rows as [offset, event type, entity key, role, payload], each in offset
+        order (a payload is parsed by its user only if needed: reading a field in SQLite costs as much as
+        json.loads).
 
         SQLite hands a row to Python for about what four of its values cost to aggregate, so
-        the range comes back as five values: each ACL's text stays one string, parsed when
-        its binding is first read (``_acls``)."""
+        the range comes back as seven values: each ACL's id and text come back as they are stored
+        (one joined string for each of the two kinds of ACL rows), its text parsed when its
+        binding is first read (``_acls``)."""
         with self._lock:
-            created_keys, created, deleted_keys, deleted, others = self._db.execute(_RANGE, (lo, hi)).fetchone()
-        rows = json.loads(others)
-        rows.sort()  # the order an aggregate sees its rows is SQLite's: offset order, but not promised
-        return _acl_pairs(created_keys, created), _acl_pairs(deleted_keys, deleted), rows
+            n_created, created, n_deleted, deleted, tokens, scram, others = self._db.execute(_RANGE, (lo, hi)).fetchone()
+        # the order an aggregate sees its rows is SQLite's: offset order (sorting them again is linear), not promised
+        token_rows, scram_rows, rows = sorted(json.loads(tokens)), sorted(json.loads(scram)), sorted(json.loads(others))
+        return (dict(_joined_pairs(n_created, created)), dict(_joined_pairs(n_deleted, deleted)), token_rows,
+                scram_rows, rows)
 
     def _states_at(self, entities: Iterable[str], n: int) -> dict[str, dict]:
         """The attributes of each non-ACL entity open after the first ``n`` events: its rows before ``n`` from
@@ -635,19 +631,25 @@ class HistoryIndex:
             rows = self._db.execute(sql, (json.dumps(list(entities)), before, *types)).fetchall()
         return {entity: change for entity, *change in rows}
 
-    def _credential_changes(self, a: int, last: dict[str, tuple[str, str]]):
-        """(upserted, deleted) credentials, given each touched credential's last event before the end."""
-        upserted = _credentials([payload for event_type, payload in last.values() if event_type == _UPSERTED])
-        # a credential deleted last was deleted if it existed at the start: its last event before it says
+    def _credential_changes(self, a: int, rows: list[list]) -> tuple[MadeWhenRead[Credential],
+                                                                      MadeWhenRead[Credential]]:
+        """(upserted, deleted) credentials, given the credential rows in [a, b) in offset order ([offset, event type,
+        entity key, redacted payload as JSON]): a credential whose last row there upserts it was upserted; one whose
+        last row deletes it was deleted if its last row before a upserted it (one probe each).  Their payloads are
+        parsed when first read."""
+        last = {entity: (event_type, payload) for _, event_type, entity, payload in rows}  # the last row wins
+        upserted = [(entity, payload) for entity, (event_type, payload) in last.items() if event_type == _UPSERTED]
         before = self._last_changes([e for e, (t, _) in last.items() if t != _UPSERTED], a, _SCRAM_EVENTS)
-        deleted = _credentials([payload for _, event_type, payload in before.values() if event_type == _UPSERTED])
-        return tuple(sorted(upserted)), tuple(sorted(deleted))
+        deleted = [(entity, payload) for entity, (_, event_type, payload) in before.items() if event_type == _UPSERTED]
+        return MadeWhenRead(upserted, _credentials, _credential_order), MadeWhenRead(deleted, _credentials,
+                                                                                     _credential_order)
 
-    def _tokens_at(self, n: int, entities: Iterable[str]) -> dict[str, tuple[str, int]]:
+    def _tokens_at(self, n: int, entities: Iterable[str]) -> dict[str, _TokenState]:
         """The tokens among ``entities`` alive after the first ``n`` events: entity key -> (its issue's redacted
-        payload as JSON, expiry at ``n``), in one query: a token's last row before ``n`` says whether it was
-        alive (not a removal) and its expiry (an issue, renewal and expiry each set it); its first row, its
-        issue (ids are never reused), gives the rest.  Both are found in ``by_entity`` alone."""
+        payload as JSON, the payload of the last row that moved its expiry, None if none did), in one query: a
+        token's last row before ``n`` says whether it was alive (not a removal) and its expiry (an issue, renewal
+        and expiry each set it); its first row, its issue (ids are never reused), gives the rest.  Both are found
+        in ``by_entity`` alone."""
         sql = ("SELECT k.value, o.type, o.payload, l.type, l.payload FROM json_each(?) AS k "
                "JOIN events AS l ON l.offset = (SELECT offset FROM events WHERE restype IS NULL AND "
                "entity = k.value AND offset < ? ORDER BY offset DESC LIMIT 1) "
@@ -655,62 +657,53 @@ class HistoryIndex:
                "entity = k.value ORDER BY offset LIMIT 1)")
         with self._lock:
             rows = self._db.execute(sql, (json.dumps(list(entities)), n)).fetchall()
-        alive = [row for row in rows if row[3] != _REMOVED]
-        if any(first_type != _ISSUED for _, first_type, *_ in alive):
-            raise ValueError("the history index holds a token whose first row does not issue it")
-        expiries = _parsed([last for *_, last in alive])
-        return {entity: (issue, last[_EXPIRY]) for (entity, _, issue, _, _), last in zip(alive, expiries)}
+        alive = {}
+        for entity, first_type, issue, last_type, last in rows:
+            if last_type == _REMOVED:
+                continue
+            if first_type != _ISSUED:
+                raise ValueError("the history index holds a token whose first row does not issue it")
+            alive[entity] = (issue, None if last_type == _ISSUED else last)
+        return alive
 
-    def _token_changes(self, a: int, rows: list[list]):
-        """(issued, renewed, expired, removed) tokens, given the token rows in [a, b) in order ([offset, event type,
-        entity key, role, redacted payload as JSON]).
+    def _token_changes(self, a: int, rows: list[list]) -> tuple[MadeWhenRead[TokenInfo], MadeWhenRead[TokenExpiryChange],
+                                                                 MadeWhenRead[TokenExpiryChange], MadeWhenRead[TokenInfo]]:
+        """(issued, renewed, expired, removed) tokens, given the token rows in [a, b) in offset order ([offset, event
+        type, entity key, redacted payload as JSON]).
 
-        Token ids are never reused (a fresh UUID per token): one whose first event in
-        [a, b) issues it did not exist at a; the others' state at a is looked up.  An
-        issue's payload is parsed only for a token that is output or renewed or expired,
-        all of them at once, as the renewals' and expiries' payloads are.
+        Token ids are never reused (a fresh UUID per token): one whose first event in [a, b)
+        issues it did not exist at a; the others' state at a is looked up.  The tokens are
+        netted from the rows' event types alone: a token issued and removed in between is
+        never made; the payloads of those listed are parsed when first read, all at once.
         """
-        first: dict[str, str] = {}
-        for _, event_type, entity, _, _ in rows:
-            first.setdefault(entity, event_type)
-        at_start: dict[str, tuple[str, int | None]] = dict(self._tokens_at(
-            a, [e for e, t in first.items() if t != _ISSUED]))
-        now = dict(at_start)  # entity -> (issue payload, expiry; None: as issued), or None once removed
-        moved = iter(_parsed([payload for _, event_type, _, _, payload in rows
-                              if event_type != _ISSUED and event_type != _REMOVED]))
-        renewed: dict[str, list] = {}  # token id -> [issue payload (then owner), expiry before, after, last offset]
+        first = {entity: event_type for _, event_type, entity, _ in reversed(rows)}  # the first row wins
+        at_start = self._tokens_at(a, [e for e, t in first.items() if t != _ISSUED])
+        now: dict[str, _TokenState | None] = dict(at_start)  # None once removed
+        renewed: dict[str, list] = {}  # token id -> [token state before, payload of the last row, its offset]
         expired: dict[str, list] = {}
-        for offset, event_type, entity, _, payload in rows:
+        for offset, event_type, entity, payload in rows:
             if event_type == _ISSUED:
                 now[entity] = (payload, None)
             elif event_type == _REMOVED:
                 now[entity] = None
-            else:  # renewed or expired
-                expiry = next(moved)[_EXPIRY]
-                if (state := now.get(entity)) is not None:
-                    target = renewed if event_type == _RENEWED else expired
-                    entry = target.get(token_id := entity[_TOKEN_ID:])
-                    if entry is None:
-                        entry = target[token_id] = [*state, 0, 0]
-                    entry[2], entry[3] = expiry, offset
-                    now[entity] = (state[0], expiry)
+            elif (state := now.get(entity)) is not None:  # renewed or expired
+                target = renewed if event_type == _RENEWED else expired
+                entry = target.get(token_id := entity[_TOKEN_ID:])
+                if entry is None:
+                    target[token_id] = [state, payload, offset]
+                else:
+                    entry[1], entry[2] = payload, offset
+                now[entity] = (state[0], payload)
         issued, gone = [], []
-        for entity in sorted(first):  # 'token:<id>': in token id order
+        for entity in first:
             old, new = at_start.get(entity), now.get(entity)
             if old is None and new is not None:
-                issued.append(new)
+                issued.append((entity, new))
             elif old is not None and new is None:
-                gone.append(old)
-        changed = [*renewed.values(), *expired.values()]
-        texts = [*(entry[0] for entry in changed), *(issue for issue, _ in issued), *(issue for issue, _ in gone)]
-        parsed = dict(zip(texts, _parsed(texts)))
-        for entry in changed:
-            as_issued = parsed[entry[0]]
-            entry[0] = as_issued["owner"]
-            if entry[1] is None:
-                entry[1] = as_issued[_EXPIRY]
-        return (tuple(_expiring(parsed[issue], expiry) for issue, expiry in issued), expiry_changes(renewed),
-                expiry_changes(expired), tuple(_expiring(parsed[issue], expiry) for issue, expiry in gone))
+                gone.append((entity, old))
+        # by entity key ('token:<id>') or by token id: in token id order
+        return (MadeWhenRead(issued, _tokens, _FIRST), MadeWhenRead(list(renewed.items()), _expiry_changes, _FIRST),
+                MadeWhenRead(list(expired.items()), _expiry_changes, _FIRST), MadeWhenRead(gone, _tokens, _FIRST))
 
 
 _SCRAM_EVENTS = CREDENTIALS.event_names
@@ -719,6 +712,11 @@ _RENEWED = TOKENS.update_names[0]
 _UPSERTED = CREDENTIALS.open_names[0]
 _EXPIRY = "expiry_timestamp_ms"  # of a token's issue, renewal and expiry payloads
 _TOKEN_ID = len(TOKENS.name) + 1  # a token's entity key is 'token:<id>'
+_SCRAM_USER = len(CREDENTIALS.name) + 1  # a credential's entity key is 'scram:<user>:<mechanism>'
+_FIRST, _TEXT = itemgetter(0), itemgetter(1)
+# a token's state at a point: its issue's redacted payload (JSON) and the payload of the last row that moved its
+# expiry (a renewal or an expiry), None if none did
+_TokenState = tuple[str, str | None]
 
 def _folded(state: dict | None, rows: Iterable[tuple[str, str, str]]) -> dict | None:
     """An entity's attributes after its rows (event type, role, payload), from ``state`` (None: absent): an
@@ -737,9 +735,15 @@ def _parsed(payloads: list[str]) -> list:
     return json.loads(f"[{','.join(payloads)}]")
 
 
-def _credentials(payloads: list[str]) -> list[Credential]:
-    """The credentials upsert events' redacted payloads (JSON texts) describe."""
-    return [(p["user"], _mechanism(p["mechanism"]), p["iterations"]) for p in _parsed(payloads)]
+def _credentials(rows: Sequence[tuple[str, str]]) -> list[Credential]:
+    """The credentials of (entity key, upsert event's redacted payload as JSON) rows."""
+    return [(p["user"], _mechanism(p["mechanism"]), p["iterations"]) for p in _parsed([p for _, p in rows])]
+
+
+def _credential_order(row: tuple[str, str]) -> tuple[str, ScramMechanism]:
+    """(user, mechanism) of a credential's (entity key 'scram:<user>:<mechanism>', payload) row."""
+    user, _, mechanism = row[0][_SCRAM_USER:].rpartition(":")
+    return user, _mechanism(mechanism)
 
 
 @functools.cache
@@ -747,9 +751,31 @@ def _mechanism(name: str) -> ScramMechanism:
     return from_output_name(ScramMechanism, name)
 
 
-def _expiring(issued: dict, expiry_ms: int | None) -> TokenInfo:
-    """The token its issue's parsed redacted payload describes, with its expiry at a point (None: as issued)."""
-    return TokenInfo.of(issued if expiry_ms is None else {**issued, _EXPIRY: expiry_ms})
+def _expiries(states: Iterable[_TokenState]) -> tuple[list[dict], list[int]]:
+    """The parsed issues of tokens' states and each one's expiry there (the last row that moved it, else the
+    issue's), their payloads parsed in one call."""
+    states = list(states)
+    moved = [last for _, last in states if last is not None]
+    parsed = _parsed([*(issue for issue, _ in states), *moved])
+    issues, moves = parsed[:len(states)], iter(parsed[len(states):])
+    return issues, [issue[_EXPIRY] if last is None else next(moves)[_EXPIRY]
+                    for issue, (_, last) in zip(issues, states)]
+
+
+def _tokens(rows: Sequence[tuple[str, _TokenState]]) -> list[TokenInfo]:
+    """The tokens of (entity key, token state) rows, each with its expiry in that state."""
+    issues, expiries = _expiries(state for _, state in rows)
+    for issue, expiry in zip(issues, expiries):
+        issue[_EXPIRY] = expiry
+    return [TokenInfo.of(issue) for issue in issues]
+
+
+def _expiry_changes(rows: Sequence[tuple[str, list]]) -> list[TokenExpiryChange]:
+    """The expiry changes of (token id, [token state before, payload of the last row, its offset]) rows."""
+    issues, before = _expiries(state for _, (state, _, _) in rows)
+    after = _parsed([last for _, (_, last, _) in rows])
+    return [TokenExpiryChange(token_id, issue["owner"], expiry, moved[_EXPIRY], offset)
+            for (token_id, (_, _, offset)), issue, expiry, moved in zip(rows, issues, before, after)]
 
 
 def _marks(values) -> str:
@@ -778,43 +804,52 @@ def _ranged(select: str, where: str, indexed: bool) -> str:
     return f"{select} offset >= ? AND offset < ?{f' AND ({where})' if where else ''} ORDER BY offset"
 
 
-_ACL_ID = len(ACLS.name) + 1  # an ACL's entity key is 'acl:<id>'
-_ACL_ENTITY = itemgetter(0)  # of an (entity key, acl text) pair
-_ACL_TEXT = itemgetter(1)
 _CREATED = "type = 'AclCreated'"
-_SEPARATOR = "\x1f"  # between a range's acl texts: JSON writes no control character raw, so none is inside one
-# A diff's range in one scan (the events table's own B-tree, in offset order): the created and the deleted ACL
-# rows' entity keys (a JSON array) and their acl texts (joined by _SEPARATOR), the other rows as a JSON array.
-# An aggregate sees every row in the same order, so the keys and texts of one filter pair up by position.
-_RANGE = (f"SELECT json_group_array(entity) FILTER (WHERE {_CREATED}), "
-          f"group_concat(acl, char({ord(_SEPARATOR)})) FILTER (WHERE {_CREATED}), "
-          "json_group_array(entity) FILTER (WHERE type = 'AclDeleted'), "
-          f"group_concat(acl, char({ord(_SEPARATOR)})) FILTER (WHERE type = 'AclDeleted'), "
-          "json_group_array(json_array(offset, type, entity, role, payload)) FILTER (WHERE restype IS NULL) "
+_TOKEN_TYPES, _SCRAM_TYPES = (", ".join(f"'{name}'" for name in kind.event_names) for kind in (TOKENS, CREDENTIALS))
+# after an ACL's id in its acl text, and between a range's acl texts: JSON writes no control character raw, so
+# none is inside a binding's text, and an id holding one is found out by the count of the parts (``_joined_pairs``)
+_SEPARATOR = "\x1f"
+_JOINED = f"group_concat(acl, char({ord(_SEPARATOR)}))"
+# A diff's range in one scan (the events table's own B-tree, in offset order): the count of the created ACL rows and
+# their acl texts joined by _SEPARATOR, the same of the deleted ones; the token rows, the credential rows and the
+# other rows, each kind as a JSON array.
+_RANGE = (f"SELECT count(*) FILTER (WHERE {_CREATED}), {_JOINED} FILTER (WHERE {_CREATED}), "
+          f"count(*) FILTER (WHERE type = 'AclDeleted'), {_JOINED} FILTER (WHERE type = 'AclDeleted'), "
+          "json_group_array(json_array(offset, type, entity, payload)) FILTER (WHERE restype IS NULL AND "
+          f"type IN ({_TOKEN_TYPES})), "
+          "json_group_array(json_array(offset, type, entity, payload)) FILTER (WHERE restype IS NULL AND "
+          f"type IN ({_SCRAM_TYPES})), "
+          "json_group_array(json_array(offset, type, entity, role, payload)) FILTER (WHERE restype IS NULL AND "
+          f"type NOT IN ({_TOKEN_TYPES}, {_SCRAM_TYPES})) "
           "FROM events WHERE offset >= ? AND offset < ?")
 
 
-def _acl_text(pattern: ResourcePattern, entry: AccessControlEntry) -> str:
-    """An ACL row's acl column: its binding as compact JSON, [pattern codes, name, entry codes, principal, host]
-    (the pattern codes hold the resource type (< 256) and the pattern type above it, the entry codes the
-    operation (< 32) and the permission above it); ``_acls`` reads it back."""
-    return _compact_json([int(pattern.resource_type) | int(pattern.pattern_type) << 8, pattern.name,
-                          int(entry.operation) | int(entry.permission_type) << 5, entry.principal, entry.host])
+def _acl_text(acl_id: str, pattern: ResourcePattern, entry: AccessControlEntry) -> str:
+    """An ACL row's acl column: its id, _SEPARATOR, then its binding as compact JSON, [pattern codes, name, entry
+    codes, principal, host] (the pattern codes hold the resource type (< 256) and the pattern type above it, the
+    entry codes the operation (< 32) and the permission above it); ``_acls`` reads it back."""
+    return acl_id + _SEPARATOR + _compact_json([int(pattern.resource_type) | int(pattern.pattern_type) << 8,
+                                                pattern.name, int(entry.operation) | int(entry.permission_type) << 5,
+                                                entry.principal, entry.host])
 
 
-def _acl_pairs(keys: str, texts: str | None) -> zip:
-    """The (entity key, acl text) pairs of one filter of ``_RANGE``: its keys' JSON array and its joined texts."""
-    keys = json.loads(keys)
-    split = texts.split(_SEPARATOR) if texts is not None else []
-    if len(split) != len(keys):  # an ACL row without its text (the rows are authenticated: never written so)
-        raise ValueError(f"the history index holds {len(keys)} ACL rows but {len(split)} acl texts in a range")
-    return zip(keys, split)
+def _joined_pairs(count: int, joined: str | None) -> zip:
+    """The (ACL id, binding text) pairs of ``count`` acl texts joined by _SEPARATOR."""
+    parts = joined.split(_SEPARATOR) if joined is not None else []
+    if len(parts) != 2 * count:  # an id holding the separator (the rows are authenticated: never written so)
+        raise ValueError(f"the history index holds {count} ACL rows but {len(parts)} parts of their texts")
+    return zip(parts[::2], parts[1::2])
 
 
-def _diff_acls(netted: dict[str, str]) -> AclPairs:
-    """A diff's ACLs: its netted (entity key, acl text) pairs, put in id order (their entity keys' order) and
-    their bindings made when first read (``_made_acls``)."""
-    return AclPairs(list(netted.items()), _made_acls, _ACL_ENTITY)
+def _acl_pairs(texts: list[str]) -> zip:
+    """The (ACL id, binding text) pairs of acl texts."""
+    return _joined_pairs(len(texts), _SEPARATOR.join(texts) if texts else None)
+
+
+def _diff_acls(netted: dict[str, str]) -> MadeWhenRead[AclPair]:
+    """A diff's ACLs: its netted (ACL id, binding text) pairs, put in id order and their bindings made when first
+    read (``_made_acls``)."""
+    return MadeWhenRead(netted.items(), _made_acls, _FIRST)
 
 
 def _made_acls(rows: Sequence[tuple[str, str]]) -> list[tuple[str, AclBinding]]:
@@ -824,41 +859,37 @@ def _made_acls(rows: Sequence[tuple[str, str]]) -> list[tuple[str, AclBinding]]:
 
 
 def _acls(rows: Sequence[tuple[str, str]]) -> list[tuple[str, AclBinding]]:
-    """(ACL id, binding) of (entity key, acl text) pairs, their texts parsed as one JSON array.  Diffs make
+    """(ACL id, binding) of (ACL id, binding text) pairs, their texts parsed as one JSON array.  Diffs make
     100k: the patterns and entries they share are made once each (they are immutable values)."""
     rt, pt, ops, perms = _RESOURCE_TYPES, _PATTERN_TYPES, _OPERATIONS, _PERMISSIONS
     patterns: dict[tuple, ResourcePattern] = {}
     entries: dict[tuple, AccessControlEntry] = {}
     out = []
-    fields = json.loads(f"[{','.join(map(_ACL_TEXT, rows))}]")
-    for (entity, _), (pattern_codes, name, entry_codes, principal, host) in zip(rows, fields):
+    fields = json.loads(f"[{','.join(map(_TEXT, rows))}]")
+    for (acl_id, _), (pattern_codes, name, entry_codes, principal, host) in zip(rows, fields):
         pattern = patterns.get(key := (pattern_codes, name))
         if pattern is None:
             pattern = patterns[key] = ResourcePattern(rt[pattern_codes & 0xff], name, pt[pattern_codes >> 8])
         entry = entries.get(key := (entry_codes, principal, host))
         if entry is None:
             entry = entries[key] = AccessControlEntry(principal, host, ops[entry_codes & 0x1f], perms[entry_codes >> 5])
-        out.append((entity[_ACL_ID:], AclBinding(pattern, entry)))
+        out.append((acl_id, AclBinding(pattern, entry)))
     return out
 
 
-def _net_acls(created: Iterable[tuple[str, str]], deleted: Iterable[tuple[str, str]]) -> tuple[dict[str, str],
-                                                                                            dict[str, str]]:
-    """(added, removed), entity key -> acl text: the ACLs ``created`` and ``deleted`` in a range, netted by key.
+def _net_acls(created: dict[str, str], deleted: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(added, removed), ACL id -> binding text: the ACLs ``created`` and ``deleted`` in a range, netted by id
+    (both are consumed).
 
     ACL ids are never reused (a fresh UUID per created ACL): an ACL is created at most once
     and deleted at most once, after; so one created in the range and not deleted there was
     added, and one deleted there but not created there was removed (its delete row carries
-    its binding).  Order plays no part: the created pairs become a dict in one C-level pass,
-    then one dict operation per deleted pair.
+    its binding).  Order plays no part: the ids in both are found in one C-level set
+    operation, and only they are visited.
     """
-    added = dict(created)
-    removed: dict[str, str] = {}
-    pop = added.pop
-    for entity, text in deleted:
-        if pop(entity, None) is None:
-            removed[entity] = text
-    return added, removed
+    for acl_id in created.keys() & deleted.keys():
+        del created[acl_id], deleted[acl_id]
+    return created, deleted
 
 
 # by code: a dict lookup is several times cheaper than calling the enum

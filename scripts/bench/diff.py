@@ -42,20 +42,46 @@ SPAN = 100_000
 MEMORY_MB = as_of.StoreConfig.time_travel_memory_bytes // 2**20
 
 
+_FORENSICS = "core/forensics"
+
+
+def _write_before(rev: str, dest: Path) -> Path:
+    """Into ``dest``: ``rev``'s history_index.py and those of its sibling modules this checkout has not (a module
+    since renamed or removed, which it may import)."""
+    dest.mkdir()
+    names = subprocess.run(["git", "ls-tree", "--name-only", f"{rev}:{_FORENSICS}"], check=True,
+                           stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT).stdout.split()
+    for name in names:
+        if name.endswith(".py") and (name == "history_index.py" or not (REPO_ROOT / _FORENSICS / name).exists()):
+            (dest / name).write_text(subprocess.run(["git", "show", f"{rev}:{_FORENSICS}/{name}"], check=True,
+                                                    stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT).stdout)
+    return dest
+
+
+def _load(name: str, path: Path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def _diffs(store_dir: Path, key_file: Path, last_ts: int, span: int, repeat: int,
-           before_module: Path | None = None) -> dict:
+           before_dir: Path | None = None) -> dict:
     """In this process: ``repeat`` diffs over ``span`` events at random starts (the index already built); with
-    ``before_module`` (another revision's history_index.py), each start is asked of its ``HistoryIndex`` too, on
-    the same open index, and both answers must be equal: {"before": ..., "after": ...}."""
+    ``before_dir`` (another revision's history_index.py and the modules only it has, ``_write_before``), each
+    start is asked of its ``HistoryIndex`` too, on the same open index, and both answers must be equal:
+    {"before": ..., "after": ...}."""
     from secmeta.core.forensics import history_index
     from secmeta.core.store.facade import SecurityStore
     from secmeta.events.keyring import Keyring
 
     sides = {"after": history_index.HistoryIndex}
-    if before_module is not None:
-        spec = importlib.util.spec_from_file_location("secmeta.core.forensics.history_index_before", before_module)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+    if before_dir is not None:
+        for path in sorted(before_dir.glob("*.py")):
+            if path.name != "history_index.py":
+                _load(f"secmeta.core.forensics.{path.stem}", path)
+        module = _load("secmeta.core.forensics.history_index_before", before_dir / "history_index.py")
         sides = {"before": module.HistoryIndex, **sides}
     config = as_of._config(last_ts, MEMORY_MB)
     with SecurityStore.open(store_dir, config, keyring=Keyring.from_file(key_file)) as store:
@@ -81,11 +107,11 @@ def _diffs(store_dir: Path, key_file: Path, last_ts: int, span: int, repeat: int
                 finally:
                     index.__class__ = history_index.HistoryIndex
                 answers[side] = found
-            if len(answers) > 1 and answers["before"] != answers["after"]:
+            if len(answers) > 1 and answers["before"].to_dict() != answers["after"].to_dict():  # classes may differ
                 raise SystemExit(f"the diffs from offset {a} differ between the revisions")
     out = {side: {"cpu": [s[0] for s in got], "wall": [s[1] for s in got], "cpu_read": [s[2] for s in got],
                   "acls": statistics.median(s[3] for s in got), "starts": starts} for side, got in samples.items()}
-    return out if before_module is not None else out["after"]
+    return out if before_dir is not None else out["after"]
 
 
 def _cli(python: str, store_dir: Path, key_file: Path, starts: list[int], span: int, fmt: list[str]) -> dict:
@@ -107,10 +133,10 @@ def _cli(python: str, store_dir: Path, key_file: Path, starts: list[int], span: 
 
 
 def _side(python: str, store_dir: Path, key_file: Path, last_ts: int, span: int, repeat: int,
-          before_module: Path | None = None) -> dict:
+          before_dir: Path | None = None) -> dict:
     done = subprocess.run([python, "-m", "scripts.bench.diff", "--measure", str(store_dir), str(key_file),
                            "--last-ts", str(last_ts), "--span", str(span), "--repeat", str(repeat),
-                           *(["--before-module", str(before_module)] if before_module else [])],
+                           *(["--before-dir", str(before_dir)] if before_dir else [])],
                           check=True, stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT)
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -136,20 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", default=None)
     parser.add_argument("--measure", nargs=2, type=Path, metavar=("STORE", "KEY_FILE"), help=argparse.SUPPRESS)
     parser.add_argument("--last-ts", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--before-module", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--before-dir", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.measure:
-        print(json.dumps(_diffs(*args.measure, args.last_ts, args.span, args.repeat, args.before_module)))
+        print(json.dumps(_diffs(*args.measure, args.last_ts, args.span, args.repeat, args.before_dir)))
         return 0
     sides = ([("before", args.before_python)] if args.before_python else []) + [("after", sys.executable)]
     rows, results = [], []
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        before_module = None
-        if args.before_rev:
-            before_module = Path(tmp) / "history_index_before.py"
-            before_module.write_text(subprocess.run(
-                ["git", "show", f"{args.before_rev}:core/forensics/history_index.py"], check=True,
-                stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT).stdout)
+        before_dir = _write_before(args.before_rev, Path(tmp) / "before") if args.before_rev else None
         for label, store, key_file, facts in logs(args.shapes, args.sizes, args.mixed):
             copy = logcache.fresh_copy(logcache.CachedLog(store, key_file, facts), Path(tmp) / "store")
             print(f"{label}: building its history index ...", flush=True)
@@ -157,14 +178,14 @@ def main(argv: list[str] | None = None) -> int:
             for i, span in enumerate(args.spans):
                 target = DIFF_S if span == SPAN else None
                 for side, python in sides:
-                    measured = _side(python, copy, key_file, facts["last_ts"], span, args.repeat, before_module)
-                    pairs = measured.items() if before_module else [(side, measured)]
+                    measured = _side(python, copy, key_file, facts["last_ts"], span, args.repeat, before_dir)
+                    pairs = measured.items() if before_dir else [(side, measured)]
                     for name, r in pairs:
-                        with_cli = i == 0 and (name == "after" or not before_module)
+                        with_cli = i == 0 and (name == "after" or not before_dir)
                         cli = {fmt or "text": _cli(python, copy, key_file, r["starts"][:args.cli_repeat], span,
                                                    [fmt] if fmt else []) for fmt in ("", "--json")} if with_cli else {}
                         label_side = f"{name} ({args.before_rev}, same process)" \
-                            if name == "before" and before_module else name
+                            if name == "before" and before_dir else name
                         results.append({"log": label, "span": span, "side": label_side, **r, "cli": cli})
                         rows.append([label, f"{span:,}", label_side, f"{r['acls']:,.0f}", _cell(r["cpu"], target),
                                      _cell(r["wall"], target), _cell(r.get("cpu_read", r["cpu"]), target),

@@ -1,11 +1,11 @@
-"""AclPairs: a diff's (ACL id, binding) pairs, read as the tuple of them, made only when read."""
+"""MadeWhenRead: a diff's entries (here pairs), read as the tuple of them, made only when read."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from secmeta.core.forensics.acl_pairs import AclPairs
+from secmeta.core.forensics.made_when_read import MadeWhenRead
 
 rows = st.lists(st.tuples(st.text(max_size=3), st.integers(0, 9)), max_size=12)
 
@@ -25,12 +25,12 @@ class Maker:
 def test_pairs_read_as_the_tuple_of_the_made_pairs(found):
     """Length, truthiness, items, slices, iteration, equality, hash and repr are the tuple's."""
     expected = tuple(Maker()(found))
-    pairs = AclPairs(found, Maker())
+    pairs = MadeWhenRead(found, Maker())
     assert len(pairs) == len(expected) and bool(pairs) == bool(expected)
     assert [pairs[i] for i in range(-len(found), len(found))] == [expected[i] for i in range(-len(found), len(found))]
     assert pairs[1:-1] == expected[1:-1] and pairs[::2] == expected[::2]
     assert tuple(pairs) == expected and list(pairs) == list(expected)
-    assert pairs == expected and expected == pairs and pairs == AclPairs(found, Maker())
+    assert pairs == expected and expected == pairs and pairs == MadeWhenRead(found, Maker())
     assert pairs != (*expected, ("x", ("binding", 0)))
     assert hash(pairs) == hash(expected) and repr(pairs) == repr(expected)
     assert dict(pairs) == dict(expected)
@@ -41,7 +41,7 @@ def test_pairs_read_as_the_tuple_of_the_made_pairs(found):
 def test_counting_or_reading_one_pair_makes_no_other(found, data):
     """A caller that counts the pairs makes none; one that reads an item makes only that one."""
     maker = Maker()
-    pairs = AclPairs(found, maker)
+    pairs = MadeWhenRead(found, maker)
     assert len(pairs) == len(found) and pairs and maker.made == 0
     i = data.draw(st.integers(0, len(found) - 1))
     assert pairs[i] == maker([found[i]])[0]
@@ -51,7 +51,7 @@ def test_counting_or_reading_one_pair_makes_no_other(found, data):
 def test_the_whole_is_made_once():
     """Iterating twice, then comparing and hashing, makes each pair once."""
     maker = Maker()
-    pairs = AclPairs([("a", 1), ("b", 2)], maker)
+    pairs = MadeWhenRead([("a", 1), ("b", 2)], maker)
     list(pairs), list(pairs), hash(pairs), pairs == (), pairs[0]
     assert maker.made == 2
 
@@ -67,9 +67,9 @@ def test_rows_in_any_order_with_a_key_read_as_the_sorted_rows(found, rng):
         keyed.append(row)
         return row[0]
 
-    pairs = AclPairs(shuffled, Maker(), key)
+    pairs = MadeWhenRead(shuffled, Maker(), key)
     assert len(pairs) == len(found) and bool(pairs) == bool(found) and keyed == []
-    expected = AclPairs(sorted(found), Maker())
+    expected = MadeWhenRead(sorted(found), Maker())
     if found:
         assert pairs[0] == expected[0]
     assert pairs == expected and tuple(pairs) == tuple(expected) and pairs[1:] == expected[1:]
