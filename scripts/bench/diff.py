@@ -3,17 +3,18 @@
     python -m scripts.bench.diff [--mixed 1000000] [--shapes diverse] [--sizes 200000] [--spans 100000 10000]
         [--repeat 5] [--before-python /work/main/.venv/bin/python | --before-rev trial]
 
-Per log (the history benchmark's mixed log; scripts.bench.shapes' shapes), a fresh copy is opened once to
-build its history index, then each side (``--before-python``: another checkout's interpreter, its
-``secmeta``; then this one) opens it in a fresh process and asks ``store.diff(a, a + span)`` at
-``--repeat`` random starts: the querying thread's CPU and the wall time, median and spread (min-max), then
-the CPU once every binding of the answer is read too (a diff makes its ACLs' bindings when they are first
-read); and ``secmeta diff`` (text and ``--json``) at ``--cli-repeat`` of those starts as a user runs it, a
-read-only open included, its output to /dev/null (the whole process's CPU and wall).
-``--before-rev REV`` measures in one process instead: ``HistoryIndex`` as REV had it (its module from git)
-beside this checkout's on the same open store at the same starts (which asks first alternating, since
-the first reads the rows' pages cold), their answers compared
-(the history index's diff code only; no CLI figures for that side).
+Per log (the history benchmark's mixed log; scripts.bench.shapes' shapes), each side (``--before-python``:
+another checkout's interpreter, its ``secmeta``; then this one) builds the history index of a fresh copy of
+its own (the sides may write different index formats), then opens it in a fresh process and asks
+``store.diff(a, a + span)`` at ``--repeat`` random starts: the querying thread's CPU and the wall time,
+median and spread (min-max), then the CPU once every entry of the answer is read too (a diff makes its ACLs'
+bindings, its credentials and its tokens when they are first read); and ``secmeta diff`` (text and
+``--json``) at ``--cli-repeat`` of those starts as a user runs it, a read-only open included, its output to
+/dev/null (the whole process's CPU and wall).
+``--before-rev REV`` measures in one process instead: ``HistoryIndex`` as REV had it (its module from git,
+with the sibling modules only REV has) beside this checkout's on the same open store at the same starts
+(which asks first alternating, since the first reads the rows' pages cold), their answers compared (the
+history index's diff code only; no CLI figures for that side); REV must write this checkout's index format.
 ``--spans`` measures windows of several sizes on the same prepared logs (issue 15's target is for 100k
 events: a window of another size shows its figures without PASS or MISS; a window as long as the log is
 the whole log); ``secmeta diff`` runs at the first span only.
@@ -23,9 +24,11 @@ The machine may be shared: CPU is the figure to trust.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -55,6 +58,12 @@ def _write_before(rev: str, dest: Path) -> Path:
         if name.endswith(".py") and (name == "history_index.py" or not (REPO_ROOT / _FORENSICS / name).exists()):
             (dest / name).write_text(subprocess.run(["git", "show", f"{rev}:{_FORENSICS}/{name}"], check=True,
                                                     stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT).stdout)
+    from secmeta.core.forensics.history_index import INDEX_FORMAT
+
+    theirs = re.search(r"^INDEX_FORMAT = (\d+)", (dest / "history_index.py").read_text(), re.M)
+    if theirs is None or int(theirs[1]) != INDEX_FORMAT:
+        raise SystemExit(f"--before-rev {rev}: its history index format ({theirs[1] if theirs else '?'}) is not this "
+                         f"checkout's ({INDEX_FORMAT}), so both cannot read one index: use --before-python")
     return dest
 
 
@@ -101,7 +110,9 @@ def _diffs(store_dir: Path, key_file: Path, last_ts: int, span: int, repeat: int
                     wall, cpu = time.perf_counter(), time.thread_time()
                     found = store.diff(a, min(events, a + span))
                     answered = time.thread_time() - cpu, time.perf_counter() - wall
-                    list(found.acls_added), list(found.acls_removed)  # every binding made, as a caller reading all
+                    for listed in dataclasses.fields(found):  # every entry made, as a caller reading all
+                        if listed.default == ():
+                            list(getattr(found, listed.name))
                     samples[side].append((*answered, time.thread_time() - cpu,
                                           len(found.acls_added) + len(found.acls_removed)))
                 finally:
@@ -130,6 +141,13 @@ def _cli(python: str, store_dir: Path, key_file: Path, starts: list[int], span: 
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     return {"cpu": cpu, "wall": wall}
+
+
+def _run_as_of(python: str, store_dir: Path, key_file: Path, facts: dict, *args: str) -> None:
+    """``scripts.bench.as_of`` with ``python`` (its ``secmeta``) on the store: ``--prepare`` builds the derived files."""
+    subprocess.run([python, "-m", "scripts.bench.as_of", str(store_dir), str(key_file), "--first-ts",
+                    str(facts["first_ts"]), "--last-ts", str(facts["last_ts"]), "--memory-mb", str(MEMORY_MB), *args],
+                   check=True, stdout=subprocess.DEVNULL, cwd=REPO_ROOT)
 
 
 def _side(python: str, store_dir: Path, key_file: Path, last_ts: int, span: int, repeat: int,
@@ -172,12 +190,16 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         before_dir = _write_before(args.before_rev, Path(tmp) / "before") if args.before_rev else None
         for label, store, key_file, facts in logs(args.shapes, args.sizes, args.mixed):
-            copy = logcache.fresh_copy(logcache.CachedLog(store, key_file, facts), Path(tmp) / "store")
-            print(f"{label}: building its history index ...", flush=True)
-            as_of.prepare(copy, key_file, facts["last_ts"], MEMORY_MB)
+            copies = {}
+            for side, python in sides:  # each side's own copy: the sides may write different index formats
+                copy = logcache.fresh_copy(logcache.CachedLog(store, key_file, facts), Path(tmp) / side / "store")
+                print(f"{label}: building its history index ({side}) ...", flush=True)
+                _run_as_of(python, copy, key_file, facts, "--prepare")
+                copies[side] = copy
             for i, span in enumerate(args.spans):
                 target = DIFF_S if span == SPAN else None
                 for side, python in sides:
+                    copy = copies[side]
                     measured = _side(python, copy, key_file, facts["last_ts"], span, args.repeat, before_dir)
                     pairs = measured.items() if before_dir else [(side, measured)]
                     for name, r in pairs:
@@ -194,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     print_table(f"diff over a window of events at {args.repeat} random starts, median (min-max); target <= {DIFF_S} s "
                 f"over {SPAN:,} events", ["log", "window (events)", "side", "ACLs in the answer",
                                           f"store.diff CPU s (<= {DIFF_S})", f"wall s (<= {DIFF_S})",
-                                          "CPU s, every binding read", "secmeta diff CPU / wall s",
+                                          "CPU s, every entry read", "secmeta diff CPU / wall s",
                                           "secmeta diff --json CPU / wall s"], rows)
     print(f"wrote {write_json('diff', {'runs': results})}")
     return 0
