@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from secmeta.core import (
@@ -52,6 +52,14 @@ MALLORY = RequestContext("User:mallory", "10.0.0.66")
 ALICE = RequestContext("User:alice", "10.0.0.5")
 T0 = 1_800_000_000_000
 READ, TOPIC = AclOperation.READ, ResourceType.TOPIC
+
+# a token, a credential and an ACL each opened and closed again (windows hold both ends, one end, or neither); the
+# credential's key used again, a second token renewed
+OPENED_AND_CLOSED = [
+    (("token", "User:etl"), 1), (("create", [acl("orders")]), 0), (("upsert", "alice", ScramMechanism.SCRAM_SHA_256), 1),
+    (("renew", 0), 1), (("expire", 0, -1), 1), (("delete", [AclBindingFilter.of(TOPIC, "orders")]), 0), (("sweep",), 1),
+    (("unset", "alice", ScramMechanism.SCRAM_SHA_256), 0), (("upsert", "alice", ScramMechanism.SCRAM_SHA_256), 0),
+    (("token", "User:alice"), 1), (("renew", 1), 1), (("create", [acl("orders", "User:bob")]), 0)]
 
 # small segments, deleted once a snapshot covers them: the log starts past 0, and so does an index built then
 RETAINED = dict(log=LogConfig(segment_bytes=1024), delete_covered_segments=True, keep_snapshots=1000,
@@ -355,12 +363,14 @@ class HistoryBackendContract:
     # -- properties: the answers of a fresh replay of the log ------------------------------------------
 
     def test_acls_and_diffs_are_those_of_the_replayed_images(self, keyring):
-        """acls_at(n) is the replayed image's ACLs on the resource; diff(a, b)'s ACLs and credentials are the images'
-        difference (a credential upserted again in between is listed too)."""
+        """acls_at(n) is the replayed image's ACLs on the resource; diff(a, b)'s ACLs, credentials and tokens issued
+        and removed are the images' difference (a credential upserted again in between is listed too), for every
+        window: those opened and closed inside it, and a credential's key used again, are in none of them."""
 
         @settings(suppress_health_check=[HealthCheck.too_slow], max_examples=25, deadline=None)
         @given(plan=steps, asks=st.lists(st.tuples(st.sampled_from(TYPES), st.sampled_from(["orders", "ord", "*"])),
                                          min_size=1, max_size=3))
+        @example(plan=OPENED_AND_CLOSED, asks=[(TOPIC, "orders")])
         def check(plan, asks):
             self._check_against_replay(keyring, plan, asks)
 
@@ -386,10 +396,17 @@ class HistoryBackendContract:
                     assert upserted.items() <= creds_b.items()
                     assert {(u, m): i for u, m, i in found.credentials_deleted} == {
                         k: i for k, i in creds_a.items() if k not in creds_b}
+                    tokens_a, tokens_b = _tokens(images[a]), _tokens(images[b])
+                    assert found.tokens_issued == tuple(tokens_b[t] for t in sorted(tokens_b.keys() - tokens_a.keys()))
+                    assert found.tokens_removed == tuple(tokens_a[t] for t in sorted(tokens_a.keys() - tokens_b.keys()))
 
 
 def _credentials(image) -> dict[tuple[str, ScramMechanism], int]:
     return {(user, entry.mechanism): entry.iterations for user, entry in image.scram}
+
+
+def _tokens(image) -> dict:
+    return {token.token_id: token for token in image.tokens}
 
 
 __all__ = ["OPS", "RETAINED", "HistoryBackendContract", "scanned", "store_after"]
