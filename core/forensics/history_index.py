@@ -838,7 +838,8 @@ def _joined_pairs(count: int, joined: str | None) -> zip:
     parts = joined.split(_SEPARATOR) if joined is not None else []
     if len(parts) != 2 * count:  # an id holding the separator (the rows are authenticated: never written so)
         raise ValueError(f"the history index holds {count} ACL rows but {len(parts)} parts of their texts")
-    return zip(parts[::2], parts[1::2])
+    each = iter(parts)
+    return zip(each, each)  # (id, text), (id, text), ...
 
 
 def _acl_pairs(texts: list[str]) -> zip:
