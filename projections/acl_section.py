@@ -41,12 +41,11 @@ from zlib import crc32
 
 from secmeta.projections.acl_index import Group, Node
 from secmeta.projections.acl_match import ACL_BITS
-from secmeta.projections.acl_table import _NO_GROUP, _SCAN_PRINCIPALS, AclTable, TableError
+from secmeta.projections.acl_table import _SCAN_PRINCIPALS, AclTable, TableError
 from secmeta.projections.section_arrays import (
     SectionError,
     Strings,
     Uuids,
-    ascending,
     blob,
     narrow,
     packed,
@@ -147,8 +146,10 @@ class MappedAclTable(AclTable):
         arrays, separator, counts, uuid_ids = _views(section)
         nodes, groups, acls = counts
         self.nbytes = len(section)
-        principals = Strings(arrays["principals"], arrays["principal_offsets"], separator).all()
-        hosts = Strings(arrays["hosts"], arrays["host_offsets"], separator).all()
+        # Split by their separator, when they have one, only the first and last offsets read (``Strings.all``)
+        strings = [Strings(arrays[column], arrays[f"{column[:-1]}_offsets"], separator)
+                   for column in ("names", "principals", "hosts")]
+        names, principals, hosts = (column.all() for column in strings)
         self.section_ids: Strings | Uuids = (
             Uuids(arrays["ids"]) if uuid_ids else Strings(arrays["ids"], arrays["id_offsets"], separator))
         # AclTable's columns as views: the same reads (an item, a slice, a length), no list per ACL.
@@ -157,7 +158,7 @@ class MappedAclTable(AclTable):
         columns: dict[str, Any] = {
             "resource_types": bytes(arrays["resource_types"]), "pattern_types": bytes(arrays["pattern_types"]),
             "group_start": signed(arrays["group_start"]), "acl_start": signed(arrays["acl_start"]),
-            "names": Strings(arrays["names"], arrays["name_offsets"], separator).all(),
+            "names": names,
             # Per group and per ACL as lists of the shared strings (one C-level map each): authorize reads them by
             # position in its hot loop (AclTable.bits), where a view's Python __getitem__ doubled its p99.
             "principals": _listed(principals, arrays["group_principals"]), "ids": self.section_ids,
@@ -170,7 +171,7 @@ class MappedAclTable(AclTable):
         self._groups: dict[int, Group] = {}
         self._check_mapped(counts, arrays)
         if not vouched:
-            self._check_whole(counts, arrays["id_slots"])
+            self._check_whole(counts, arrays["id_slots"], strings)
         self._slots = arrays["id_slots"]
         self._mask = len(self._slots) - 1
         self._stores: dict[tuple[int, int], dict[str, int]] | None = None
@@ -192,8 +193,7 @@ class MappedAclTable(AclTable):
         if isinstance(self.section_ids, Strings):  # ids kept as text are sliced by their offsets at each lookup
             self.section_ids.check()
         start, acl_start = self.group_start, self.acl_start
-        if nodes and (start[0] != 0 or start[nodes] != groups) or groups and (acl_start[0] != 0
-                                                                                or acl_start[groups] != acls):
+        if start[0] != 0 or start[nodes] != groups or acl_start[0] != 0 or acl_start[groups] != acls:
             raise TableError("column lengths disagree")
         slots = arrays["id_slots"]
         if len(slots) & (len(slots) - 1) or len(slots) < 2 * acls:
@@ -202,16 +202,19 @@ class MappedAclTable(AclTable):
                 or bytes(self.permissions).translate(None, _PERMISSION_CODES)):
             raise TableError("an ACL has an operation or permission code no ACL has")
 
-    def _check_whole(self, counts: tuple[int, int, int], slots: memoryview) -> None:
+    def _check_whole(self, counts: tuple[int, int, int], slots: memoryview, strings: list[Strings]) -> None:
         """The checks a file's HMAC stands in for, for a section nothing vouches for (a Kafka follower's checkpoint
-        read without a keyring: review 26, 1.1): every start runs from 0 to its column's end without decreasing, and
-        the id table lists each ACL exactly once (C-level passes, no object per ACL).  A table CRC-valid but forged
-        is then still refused whenever its starts or its id table are not a table's (an id table with no empty slot
-        made ``position`` loop for ever)."""
+        read without a keyring: review 26, 1.1): every node's groups and every group's ACLs are a run of at least one
+        item within their column (``AclTable._check_starts``, naming the node at fault), the id table lists each
+        ACL exactly once, and every offset of the string columns runs from 0 to its blob's end (C-level passes, no
+        object per ACL).  A table CRC-valid but forged is then still refused
+        whenever its starts or its id table are not a table's (an id table with no empty slot made ``position`` loop
+        for ever; a start past its column would read another node's groups or ACLs)."""
         _, groups, acls = counts
+        self._check_starts(groups, acls)
         try:
-            ascending(self.group_start, groups, "the nodes' group starts")
-            ascending(self.acl_start, acls, "the groups' ACL starts")
+            for column in strings:
+                column.check()
         except SectionError as exc:
             raise TableError(str(exc)) from None
         held = set(slots)  # {0, 1, ..., acls} (slots are unsigned), each but 0 in one slot
@@ -219,15 +222,13 @@ class MappedAclTable(AclTable):
             raise TableError(f"the id table does not list each of the section's {acls} ACLs once")
 
     def node(self, i: int) -> Node:
-        """Node i, its columns checked when it is first made (the checks a format-4 load made of every node at
-        open, in their cheapest form, since a node's first authorize pays them): its groups lie within the
-        section's, at least one, one per principal (``_lazy`` checks a node of many principals as it maps them);
-        each group's ACLs lie within the section's, at least one (checked as a group is read: ``bits``,
-        ``group``).  Only the first and last starts are checked at open, so a start read is always bounded here:
-        a negative or past-the-end one would read another node's groups or ACLs (fail open)."""
+        """Node i, made when first asked for; a node of a few principals is checked as it is made for one listed
+        twice (``_lazy`` checks a node of many as it maps them).  Its starts were checked at open, or vouched for
+        (``AclTable._unsound_run``)."""
         node = self._nodes[i]
         if node is None:
-            g, end = self._run(self.group_start, i, i, _NO_GROUP)
+            starts = self.group_start
+            g, end = starts[i], starts[i + 1]
             principals = self.principals[g:end]
             count = end - g
             if count != 1 and count <= _SCAN_PRINCIPALS and len(set(principals)) != count:

@@ -20,6 +20,7 @@ first pass over a loaded image 100 us per call on that shape (about ten groups p
 
 from __future__ import annotations
 
+import operator
 import re
 from array import array
 from bisect import bisect_right
@@ -65,9 +66,16 @@ def _named(resource_type: int, pattern_type: int, name: str) -> str:
     return f"{kind[0].name} {kind[1].name} {name!r}"
 
 
-def _first_below_one(counts: array) -> int:
-    """The position of the first count below one (some is)."""
-    return next(i for i, count in enumerate(counts) if count < 1)
+def _first_unsound(starts: Sequence[int], end: int) -> int | None:
+    """The first k whose run ``starts[k]:starts[k + 1]`` is empty, reversed or outside ``0:end`` (or the first or
+    last run when items before or after the runs are left out), or None when ``starts`` rises strictly from 0 to
+    ``end``: one C-level pass, and a search only when it fails."""
+    if starts[0] == 0 and starts[-1] == end and all(map(operator.lt, starts[:-1], starts[1:])):
+        return None
+    for k in range(len(starts) - 1):
+        if not 0 <= starts[k] < starts[k + 1] <= end:
+            return k
+    return 0 if starts[0] != 0 else max(len(starts) - 2, 0)
 
 
 class TableGroup(HostGroup):
@@ -148,11 +156,9 @@ class AclTable:
         if groups and not (max(self.operations) < len(ACL_BITS[0]) and max(self.permissions) < len(ACL_BITS)):
             raise TableError("an ACL has an operation or permission code no ACL has")
         problems = []  # (node, what): the first node's problem is named
-        if groups and min(group_counts) < 1:  # none, or fewer (a negative count: a start before its node's)
-            problems.append((_first_below_one(group_counts), _NO_GROUP))
-        if groups and min(acl_counts) < 1:  # a negative count would make a later group read other nodes' ACLs
-            problems.append((bisect_right(self.group_start, _first_below_one(acl_counts)) - 1,
-                             _NO_ACL))
+        unsound = self._unsound_run(groups, len(self.ids))
+        if unsound is not None:
+            problems.append(unsound)
         starts, principals = self.group_start, self.principals
         for i in compress(range(nodes), map((1).__lt__, group_counts)):  # the nodes of several groups
             if len(set(principals[starts[i]:starts[i + 1]])) != group_counts[i]:
@@ -161,6 +167,30 @@ class AclTable:
         if problems:
             node, what = min(problems)
             raise TableError(what.format(self._named(node)))
+
+    def _check_starts(self, groups: int, acls: int) -> None:
+        """TableError naming the first node whose groups, or a group of which whose ACLs, are no run of at least one
+        item within their column (``_unsound_run``)."""
+        unsound = self._unsound_run(groups, acls)
+        if unsound is not None:
+            node, what = unsound
+            raise TableError(what.format(self._named(node)))
+
+    def _unsound_run(self, groups: int, acls: int) -> tuple[int, str] | None:
+        """The first node (and ``_NO_GROUP`` or ``_NO_ACL``) whose groups, or a group of which whose ACLs, are no run
+        of at least one item within their column, or None: ``group_start`` must rise strictly from 0 to ``groups``
+        and ``acl_start`` from 0 to ``acls`` (one C-level pass each; the search for the run at fault only when one
+        fails).  Every read of a run relies on this holding (``node``, ``node_bits``, ``bits``, ``group``), and it is
+        made sure of once, when a table is made: a table built from rows holds it by construction, format-4 columns
+        and a section nothing vouches for are checked here, and a section an HMAC vouches for was written from a
+        table that held it (a start read unchecked past its column would read another node's groups or ACLs)."""
+        at = _first_unsound(self.group_start, groups)
+        if at is not None:
+            return at, _NO_GROUP
+        at = _first_unsound(self.acl_start, acls)
+        if at is not None:
+            return bisect_right(self.group_start, at) - 1, _NO_ACL
+        return None
 
     def _named(self, i: int) -> str:
         return _named(self.resource_types[i], self.pattern_types[i], self.names[i])
@@ -257,17 +287,6 @@ class AclTable:
     def _repeated_principal(self, i: int) -> None:
         raise TableError(f"node {self._named(i)} lists a principal's group twice")
 
-    def _run(self, starts: Sequence[int], k: int, i: int, what: str) -> tuple[int, int]:
-        """Where run ``k`` of a column (node i's groups: ``group_start``, or the ACLs of one of its groups:
-        ``acl_start``) starts and ends; TableError naming node i (``what``: ``_NO_GROUP``, ``_NO_ACL``) unless it
-        holds at least one item and lies within its column.  A mapped table's starts are not checked whole at open,
-        so a start is always read through here: a negative or past-the-end one would read another node's groups or
-        ACLs (fail open)."""
-        a, b = starts[k], starts[k + 1]
-        if not 0 <= a < b <= starts[-1]:
-            raise TableError(what.format(self._named(i)))
-        return a, b
-
     __call__ = node  # a LayeredMap's source of nodes
 
     def group_at(self, position: int) -> Group:
@@ -280,7 +299,8 @@ class AclTable:
         read from the columns, making nothing; None for a node of more principals than a scan suits (its
         ``Positions`` map is made once, with the node: ``node``).  A node listing an asked principal's group twice
         fails closed (TableError), as making it would."""
-        g, end = self._run(self.group_start, i, i, _NO_GROUP)
+        starts = self.group_start
+        g, end = starts[i], starts[i + 1]
         if end - g == 1:  # most nodes of the benchmarks' shape: no list
             own = self.principals[g]
             return self.bits(i, g, host) if own == principal or own == WILDCARD_PRINCIPAL else 0
@@ -303,7 +323,8 @@ class AclTable:
     def bits(self, i: int, g: int, host: str) -> int:
         """The packed bits of the ACLs of group ``g`` (node i's) that apply to a client host: a group of a few
         ACLs is read from the columns (no object made), a larger one through its group (made once)."""
-        a, b = self._run(self.acl_start, g, i, _NO_ACL)
+        starts = self.acl_start
+        a, b = starts[g], starts[g + 1]
         if b - a > _FEW_ACLS:
             group = self.group(i, g)
             return group.any_host if group.hosts is None else group.host_bits(host)
@@ -338,7 +359,7 @@ class AclTable:
         name = self.names[i]
         kind = KINDS[self.resource_types[i], self.pattern_types[i]]
         principal, ids, hosts = self.principals[g], self.ids, self.hosts
-        a, b = self._run(self.acl_start, g, i, _NO_ACL)
+        a, b = self.acl_start[g], self.acl_start[g + 1]
         if b - a == 1:
             bit = ACL_BITS[self.permissions[a]][self.operations[a]]
             if hosts[a] == WILDCARD and bit:

@@ -201,8 +201,15 @@ class Strings:
         ascending(self.offsets, len(self.blob), "a string column's offsets")
 
     def all(self) -> list[str]:
-        """Every string (SectionError when the blob and its offsets disagree)."""
-        self.check()
+        """Every string (SectionError when the blob and its offsets disagree).  A blob with a separator is split by it
+        alone: only its first and last offsets are read, and checked (issue 24: checking every offset of a column
+        read whole cost 8 ms of a 160k-node snapshot's open); one without is sliced at every offset, all checked."""
+        if self.separator:
+            offsets = self.offsets
+            if not len(offsets) or offsets[0] != 0 or offsets[-1] != len(self.blob):
+                raise SectionError(f"a string column's offsets do not run from 0 to {len(self.blob)}")
+        else:
+            self.check()
         try:
             strings = self[:]
         except UnicodeDecodeError:

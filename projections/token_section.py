@@ -72,8 +72,10 @@ def read_tokens(section: memoryview) -> TokensImage:
     refused at open and making a token later never fails."""
     (count, n_principals, separator), arrays = unpack(section, MAGIC, _COUNTS, _NAMES)
     separator_text = separator_named(separator)
-    ids = Strings(arrays["ids"], arrays["id_offsets"], separator_text).all()
-    principals = Strings(arrays["principals"], arrays["principal_offsets"], separator_text).all()
+    columns = [Strings(arrays[name], arrays[f"{name[:-1]}_offsets"], separator_text) for name in ("ids", "principals")]
+    for column in columns:
+        column.check()  # every offset, though a column split by its separator reads only the first and last
+    ids, principals = (column.all() for column in columns)
     for name, expected in (("owners", count), ("requesters", count), ("renewer_start", count + 1),
                            ("issued", count), ("expiries", count), ("maxima", count)):
         if len(arrays[name]) != expected:

@@ -187,24 +187,6 @@ def test_a_node_of_many_principals_is_lazy_and_an_authorize_makes_no_group():
     assert [group.principal for group in table._groups.values()] == ["User:u3"]
 
 
-def test_a_section_group_that_holds_no_acl_fails_when_read():
-    """A loaded node whose one principal's group holds no ACL (a column checked only as a group is read) fails
-    naming the node whenever that group is read (authorize, explain, describe), never answering from it."""
-    from secmeta.projections.acl_section import encode_section, read_section
-    from secmeta.projections.acl_table import TableError
-
-    # node TOPIC LITERAL 't': User:a's group holds ACL i1, User:b's group none
-    section = encode_section(bytes([T]), bytes([PatternType.LITERAL]), ["t"], [2], ["User:a", "User:b"], [0, 1],
-                             [1, 0], ["i1"], ["*"], [0], bytes([Op.READ]), bytes([AclPermissionType.ALLOW]))
-    table = read_section(memoryview(b"".join(section)))
-    image = AclsImage(acls=AclsImage.EMPTY.acls, index=table.index())
-    for ask in (lambda: authorize(image, "User:b", "10.0.0.1", Op.READ, T, "t"),
-                lambda: explain(image, "User:b", "10.0.0.1", Op.READ, T, "t"),
-                lambda: image.describe(AclBindingFilter.of(T, "t", PatternType.MATCH))):
-        with pytest.raises(TableError, match="a group of node TOPIC LITERAL 't' holds no ACL"):
-            ask()
-
-
 def _four_nodes():
     """Columns of four TOPIC LITERAL nodes, one group each: 'z' (User:a), 'u' (User:q), 't' (User:b) hold one
     DESCRIBE each; 'other' (User:c) holds two READ grants from any host (its ACLs are the last two)."""
@@ -229,45 +211,50 @@ def test_a_chunk_whose_group_counts_a_negative_number_of_acls_is_refused_naming_
                  [1, 1, 1, 2], c["ids"], c["hosts"], c["operations"], c["permissions"])
 
 
-@pytest.mark.parametrize("start", [-2, 7])
-def test_a_section_group_starting_outside_the_acls_fails_closed_naming_its_node(start):
-    """A loaded section (CRC-valid, no keyring to vouch for it) whose group of User:b on 't' starts at -2 (a
-    signed start), or past the last ACL: authorize, explain and describe raise the table's error naming 't',
-    and never answer from other nodes' ACLs (User:c's READ grants on 'other', hosts[-2] and hosts[-1])."""
-    from secmeta.projections.acl_section import encode_section, read_section
+@pytest.mark.parametrize(("item", "problem"), [
+    (("acl_start", 2, -2), "a group of node TOPIC LITERAL 'u' holds no ACL"),  # 't''s group would read the last ACLs
+    (("acl_start", 2, 7), "a group of node TOPIC LITERAL 'u' holds no ACL"),  # past the ACLs
+    (("acl_start", 2, 1), "a group of node TOPIC LITERAL 'u' holds no ACL"),  # 'u''s group empty
+    (("group_start", 2, -1), "node TOPIC LITERAL 'u' holds no principal's group"),
+    (("group_start", 2, 9), "node TOPIC LITERAL 'u' holds no principal's group"),
+    (("group_start", 3, 2), "node TOPIC LITERAL 't' holds no principal's group"),  # 't' holds none
+])
+def test_a_section_whose_starts_are_no_runs_is_refused_at_open_naming_the_node(item, problem):
+    """Review: a run of a section's starts (a node's groups, a group's ACLs) is read unchecked on every authorize,
+    so a section nothing vouches for (no keyring: a CRC anyone can compute) whose starts leave a node without groups
+    or a group without ACLs, or run outside their column (another node's groups or ACLs: fail open), is refused at
+    open naming the node (a signed one is vouched for by its HMAC: the next test)."""
+    from secmeta.projections import acl_section
     from secmeta.projections.acl_table import TableError
+    from tests.projections.test_image_snapshot import array_item
 
-    c = _four_nodes()
-    section = encode_section(c["resource_types"], c["pattern_types"], c["names"], c["group_counts"],
-                             c["principals"], [0, 1, 2, 3], [1, 1, 1, 2], c["ids"], ["*"], [0] * 5,
-                             c["operations"], c["permissions"])
-    table = read_section(memoryview(b"".join(section)))
-    table.acl_start[2] = start  # only the first and last starts are checked at open
-    image = AclsImage(acls=AclsImage.EMPTY.acls, index=table.index())
-    assert authorize(image, "User:c", "10.0.0.1", Op.READ, T, "other")
-    for ask in (lambda: authorize(image, "User:b", "10.0.0.1", Op.READ, T, "t"),
-                lambda: explain(image, "User:b", "10.0.0.1", Op.READ, T, "t"),
-                lambda: image.describe(AclBindingFilter.of(T, "t", PatternType.MATCH))):
-        with pytest.raises(TableError, match="a group of node TOPIC LITERAL 't' holds no ACL"):
-            ask()
+    name, index, value = item
+    sound = _four_node_section()
+    assert acl_section.read_section(memoryview(sound), vouched=False).position("i4") == 4
+    damaged = array_item(sound, acl_section._HEADER.size, name, acl_section._LAYOUT, index, value)
+    with pytest.raises(TableError, match=problem):
+        acl_section.read_section(memoryview(damaged), vouched=False)
 
 
-@pytest.mark.parametrize("start", [-1, 9])
-def test_a_section_node_whose_groups_start_outside_the_section_fails_closed_naming_it(start):
-    """A loaded section whose node 't' lists its groups from -1 (or past the last group): an authorize on 't'
-    raises the table's error naming it, never reading another node's groups."""
-    from secmeta.projections.acl_section import encode_section, read_section
-    from secmeta.projections.acl_table import TableError
+def test_a_start_changed_in_a_signed_snapshot_is_refused_by_its_hmac_at_open(tmp_path):
+    """A snapshot signed under the keyring is read without checking its starts whole (its HMAC vouches that this
+    secmeta wrote them, from a table whose runs were sound): a start changed in the file, to one that would read
+    past its column, is refused at open."""
+    from secmeta.projections import acl_section, image_snapshot
+    from secmeta.projections.snapshot import CorruptSnapshotError, read_snapshot, write_snapshot
+    from tests.logkit import make_keyring
+    from tests.projections.test_image_snapshot import CODEC, array_item, sample_image
 
-    c = _four_nodes()
-    section = encode_section(c["resource_types"], c["pattern_types"], c["names"], c["group_counts"],
-                             c["principals"], [0, 1, 2, 3], [1, 1, 1, 2], c["ids"], ["*"], [0] * 5,
-                             c["operations"], c["permissions"])
-    table = read_section(memoryview(b"".join(section)))
-    table.group_start[2] = start
-    image = AclsImage(acls=AclsImage.EMPTY.acls, index=table.index())
-    with pytest.raises(TableError, match="node TOPIC LITERAL 't' holds no principal's group"):
-        authorize(image, "User:b", "10.0.0.1", Op.READ, T, "t")
+    keyring = make_keyring(tmp_path)
+    image = sample_image()
+    info = write_snapshot(tmp_path, CODEC, image, next_offset=42, link=b"\0" * 32, timestamp_ms=0, keyring=keyring)
+    section = b"".join(image_snapshot._NodesRow.of(image.acls.index).section())
+    data = info.path.read_bytes()
+    assert data.count(section) == 1 and read_snapshot(info.path, CODEC, keyring)[1] == image
+    info.path.write_bytes(data.replace(section, array_item(section, acl_section._HEADER.size, "acl_start",
+                                                           acl_section._LAYOUT, 1, 5)))
+    with pytest.raises(CorruptSnapshotError, match="fails its HMAC check"):
+        read_snapshot(info.path, CODEC, keyring)
 
 
 def _four_node_section() -> bytes:
@@ -309,14 +296,15 @@ def test_a_lookup_by_id_in_an_id_table_with_no_empty_slot_fails_naming_it():
 
 
 @pytest.mark.parametrize(("layout_item", "problem"), [
-    (("acl_start", 2, -2), "the groups' ACL starts do not run from 0 to 5 without decreasing"),
-    (("group_start", 2, 9), "the nodes' group starts do not run from 0 to 4 without decreasing"),
+    (("acl_start", 2, -2), "a group of node TOPIC LITERAL 'u' holds no ACL"),
+    (("group_start", 2, 9), "node TOPIC LITERAL 'u' holds no principal's group"),
     (("id_slots", -1, 5), "the id table does not list each of the section's 5 ACLs once"),
+    (("name_offsets", 2, 0), "a string column's offsets do not run from 0 to 12 without decreasing"),
 ])
 def test_a_section_nothing_vouches_for_is_checked_whole_at_open(layout_item, problem):
     """Review 26, 1.1: a section read without a keyring (``vouched=False``: only a CRC, which anyone can compute,
-    vouches for it) whose starts decrease or whose id table names an ACL twice is refused at open, naming what is
-    wrong; one an HMAC vouches for opens, each node checked as it is made."""
+    vouches for it) whose starts are no runs, whose id table names an ACL twice or whose string offsets decrease is
+    refused at open, naming what is wrong; one an HMAC vouches for opens."""
     from secmeta.projections import acl_section
     from secmeta.projections.acl_table import TableError
     from tests.projections.test_image_snapshot import array_item
