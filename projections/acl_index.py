@@ -66,6 +66,7 @@ __all__ = [
     "host_masks",
     "index_of",
     "lone_bit",
+    "pending_index_of",
     "node_of",
 ]
 
@@ -747,6 +748,47 @@ class TypeIndex:
         return f"TypeIndex(<{len(self.literal)} literal, {len(self.prefixed)} prefixed>)"
 
 
+class _PendingLineage(_Lineage):
+    """A pending type index's lineage, holding what makes the index (a valid lineage, whatever reads it first)."""
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Callable[[], TypeIndex]) -> None:
+        super().__init__()
+        self.make = make
+
+
+class PendingTypeIndex(TypeIndex):
+    """A ``TypeIndex`` whose name maps are made when any of its attributes is first read: it then takes the made
+    index's attributes and becomes a ``TypeIndex`` (its class too), so every later read costs a plain one's.
+
+    Issue 24: a snapshot's open hashed every node name into its type's dicts, 25-35 ms of the current shape's
+    0.15-0.18 s (160k nodes at 200k ACLs) before anything asked; now a type's first reader (an authorize, a
+    describe, a write on that type) pays its own type's maps, and a type no one asks about costs nothing.
+    No lock (a forked snapshot writer must never wait for one its parent held): two threads that read it first
+    at once each make equal maps, and either's are kept."""
+
+    __slots__ = ()
+
+    def __init__(self, make: Callable[[], TypeIndex]) -> None:  # noqa: PLW0231 - the made index's __init__ runs
+        self._lineage = _PendingLineage(make)
+
+    def __getattr__(self, name: str):
+        lineage = self._lineage
+        if type(lineage) is not _PendingLineage:  # another thread made it meanwhile (or no such attribute)
+            return object.__getattribute__(self, name)
+        made = lineage.make()
+        for slot in TypeIndex.__slots__:
+            if slot != "_lineage":
+                object.__setattr__(self, slot, getattr(made, slot))
+        self._lineage = made._lineage  # last: a reader that finds it made finds every slot set
+        object.__setattr__(self, "__class__", TypeIndex)
+        return getattr(self, name)
+
+    def __repr__(self) -> str:
+        return "PendingTypeIndex(<made when first read>)" if type(self._lineage) is _PendingLineage else super().__repr__()
+
+
 class _GrantsUpdate:
     """Batched changes to ``TypeIndex.grants`` (one mutation per touched inner map)."""
 
@@ -873,6 +915,21 @@ class AclIndex:
 
 
 AclIndex.EMPTY = AclIndex()
+
+
+def pending_index_of(types: Mapping[int, Callable[[], tuple[dict[str, int], dict[str, int]]]],
+                     make: Callable[[int], Node], columns) -> AclIndex:
+    """``index_of`` with each resource type's (literal, prefixed) name -> position maps given by a function called
+    when the type is first read (``PendingTypeIndex``)."""
+    index_types = list(AclIndex.EMPTY.types)
+    for resource_type, names in types.items():
+        index_types[resource_type] = PendingTypeIndex(functools.partial(_type_of, names, make, columns))
+    return AclIndex(tuple(index_types))
+
+
+def _type_of(names: Callable[[], tuple[dict[str, int], dict[str, int]]], make: Callable[[int], Node],
+             columns) -> TypeIndex:
+    return TypeIndex.of(*names(), make, columns)
 
 
 def index_of(stores: Mapping[tuple[int, int], dict[str, int]], make: Callable[[int], Node], columns) -> AclIndex:

@@ -169,12 +169,12 @@ class MappedAclTable(AclTable):
             setattr(self, name, column)
         self._nodes: list[Node | None] = [None] * nodes
         self._groups: dict[int, Group] = {}
+        self._stores: dict[tuple[int, int], dict[str, int]] | None = None
         self._check_mapped(counts, arrays)
         if not vouched:
             self._check_whole(counts, arrays["id_slots"], strings)
         self._slots = arrays["id_slots"]
         self._mask = len(self._slots) - 1
-        self._stores: dict[tuple[int, int], dict[str, int]] | None = None
 
     def _check_mapped(self, counts: tuple[int, int, int], arrays: dict) -> None:
         """The checks that need no Python work per ACL (the file's HMAC vouches for what it holds; each node's
@@ -212,6 +212,7 @@ class MappedAclTable(AclTable):
         for ever; a start past its column would read another node's groups or ACLs)."""
         _, groups, acls = counts
         self._check_starts(groups, acls)
+        self.stores()  # a node listed twice, refused now rather than when its type is first read (``index``)
         try:
             for column in strings:
                 column.check()

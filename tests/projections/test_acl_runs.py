@@ -1,5 +1,5 @@
 """The runs of nodes of one (resource type, pattern type) pair that a table's index is built from
-(``acl_table._runs``: one regex pass over the two code columns, issue 24's snapshot open)."""
+(``acl_table._runs``: C-level finds over the two code columns, issue 24's snapshot open)."""
 
 from __future__ import annotations
 

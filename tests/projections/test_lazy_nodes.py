@@ -365,6 +365,7 @@ def test_authorizing_on_a_loaded_image_keeps_no_object_and_answers_as_the_rules(
     want = [brute_authorize(list(held.values()), *call, set(), False) for call in asked]
     twin = bulk(held)  # the same calls on another image first: what is cached across images (parsed hosts, prefix cuts)
     assert [authorize(twin, *call) for call in asked] == want
+    assert not authorize(image, "User:u0", "10.0.0.1", Op.READ, T, "no-node")  # the type's name maps, made once
     tracemalloc.start()
     try:
         before = tracemalloc.take_snapshot()

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scripts.bench import shapes
+from secmeta.events.keyring import Keyring
 from secmeta.events.records import Envelope
 from secmeta.events.types import AclBindingFilter, AclOperation, PatternType, ResourceType
 from secmeta.projections.acls import AclsImage
@@ -40,11 +41,18 @@ def replayed(requests, base: SecurityImage = SecurityImage.EMPTY, *, per_request
     return delta.apply(offset)
 
 
-def snapshot_loaded(image: SecurityImage) -> SecurityImage:
+KEYRING = Keyring.generate()
+
+
+def snapshot_loaded(image: SecurityImage, *, signed: bool = False) -> SecurityImage:
+    """The image as a snapshot of it loads: unsigned (read with no keyring: its section checked whole at open), or
+    signed and read as a store's open reads it (its HMAC vouching for the section, each type's maps made when
+    first read)."""
+    keyring = KEYRING if signed else None
     with tempfile.TemporaryDirectory() as directory:
         info = write_snapshot(directory, CODEC, image, next_offset=image.next_offset, link=b"\0" * 32,
-                              timestamp_ms=0)
-        return read_snapshot(info.path, CODEC)[1]
+                              timestamp_ms=0, keyring=keyring)
+        return read_snapshot(info.path, CODEC, keyring)[1]
 
 
 def calls(shape: str, n: int, seed: int, held: list) -> list[tuple]:
@@ -72,15 +80,16 @@ def answers(acls: AclsImage, asked: list[tuple]) -> list:
 
 
 @settings(max_examples=30, deadline=None)
-@given(logs, st.integers(0, 2**16))
-def test_a_snapshot_loaded_image_answers_as_the_replayed_and_the_written_ones(log, order):
-    """Snapshot-loaded, replayed (one delta) and written (a delta per request) images of one shape's log give the
-    same authorize, authorized_operations and describe answers, which are the rules' brute-force answers."""
+@given(logs, st.integers(0, 2**16), st.booleans())
+def test_a_snapshot_loaded_image_answers_as_the_replayed_and_the_written_ones(log, order, signed):
+    """Snapshot-loaded (signed or not), replayed (one delta) and written (a delta per request) images of one shape's
+    log give the same authorize, authorized_operations and describe answers, which are the rules' brute-force
+    answers."""
     shape, n, seed = log
     requests = shapes.shape_events(shape, n, seed)
     replay = replayed(requests)
     written = replayed(requests, per_request=True)
-    loaded = snapshot_loaded(replay)
+    loaded = snapshot_loaded(replay, signed=signed)
     held = [b for _, b in shapes.final_pairs(shape, n, seed)]
     asked = calls(shape, n, order, held)
     expected = answers(replay.acls, asked)
@@ -99,7 +108,7 @@ def test_writes_after_a_snapshot_load_give_the_replayed_image(log, cut):
     shape, n, seed = log
     requests = shapes.shape_events(shape, n, seed)
     cut = min(cut, len(requests))
-    loaded = snapshot_loaded(replayed(requests[:cut]))
+    loaded = snapshot_loaded(replayed(requests[:cut]), signed=True)
     held = [b for _, b in shapes.final_pairs(shape, n, seed)]
     answers(loaded.acls, calls(shape, n, seed, held)[:5])
     again = snapshot_loaded(loaded)
@@ -114,7 +123,7 @@ def test_threads_making_the_same_nodes_at_once_answer_alike():
 
     requests = shapes.shape_events("diverse", 3000, 7)
     replay = replayed(requests)
-    loaded = snapshot_loaded(replay)
+    loaded = snapshot_loaded(replay, signed=True)  # each type's maps made by whichever thread reads it first, too
     asked = calls("diverse", 3000, 7, [b for _, b in shapes.final_pairs("diverse", 3000, 7)]) * 3
     expected = answers(replay.acls, asked)
     with ThreadPoolExecutor(4) as pool:
