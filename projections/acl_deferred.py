@@ -72,8 +72,9 @@ class Deferred:
         self._added_keys: list[Key] = []  # keys no table node holds, by placeholder - nodes
         self._key_at: dict[Key, int] = {}  # such a key -> its placeholder
         self._size = len(table.section_ids)
-        # (resource type, pattern type) -> name -> placeholder, or the node made for it: the index maps' dicts
-        self._stores = {kind: dict(names) for kind, names in table.stores().items()}
+        # (resource type, pattern type) -> name -> placeholder, or the node made for it: the index maps' dicts; None
+        # while no change is deferred (the index is the table's own, each type's maps made when first read: ``index``)
+        self._stores: dict[tuple[int, int], dict] | None = None
         self._own = 0  # changes gathered by this image (not by the one it was applied to)
         self._finish(())
 
@@ -88,7 +89,8 @@ class Deferred:
         new.table, new._size, new._added = self.table, self._size, list(self._added)
         new.changes, new._pending, new._added_at = self.changes, self._pending, self._added_at
         new._added_keys, new._key_at = list(self._added_keys), dict(self._key_at)
-        new._stores = {kind: dict(names) for kind, names in self._stores.items()}
+        held = self.table.stores() if self._stores is None else self._stores
+        new._stores = {kind: dict(names) for kind, names in held.items()}
         new._own = len(changes)
         new._finish(new._gather(changes))
         return new
@@ -119,8 +121,13 @@ class Deferred:
         index = self._index()
         if index is None:
             # A node no change touches is the table's own (its Lazy view, made on first use): with no changes the
-            # maps ask the table, so a first authorize pays no call through this image.
-            index = index_of(self._stores, *((self.node, self) if self._pending else (self.table, self.table)))
+            # index is the table's, so a first authorize pays no call through this image, and each type's maps are
+            # made when it is first read (issue 24: copies of every name map made at open were 25-45 ms of the
+            # current shape's 0.15-0.18 s snapshot open at 200k ACLs).
+            if self._stores is None:
+                index = self.table.index()
+            else:
+                index = index_of(self._stores, *((self.node, self) if self._pending else (self.table, self.table)))
             self._index = weakref.ref(index)
         return index
 
@@ -137,7 +144,8 @@ class Deferred:
         """Estimated bytes of what this image holds beyond the image it was applied to: its index maps' dicts and
         added rows' list (copied), and per change it gathered, the row and its share of the persistent maps and of
         its node's gathered entry (tracemalloc on the mixed log: ~1 kB per change, ~70 B per node name)."""
-        return _NAME_BYTES * sum(map(len, self._stores.values())) + 8 * len(self._added) + _CHANGE_BYTES * self._own
+        names = len(self.table.names) if self._stores is None else sum(map(len, self._stores.values()))
+        return _NAME_BYTES * names + 8 * len(self._added) + _CHANGE_BYTES * self._own
 
     def columns_of(self, i: int) -> MappedAclTable | None:
         """The table whose columns list placeholder ``i``'s node as this image holds it, or None (a node changed
@@ -207,10 +215,12 @@ class Deferred:
     def _touch(self, touched: Iterable[Key]) -> None:
         """``_stores``, the table's nodes as the index holds them, with each touched key's node a placeholder to make
         with its changes (a new key's past the table's), or gone when they remove every ACL it held."""
+        stores = self._stores
+        if stores is None:  # the image of no changes (``__init__``): its index is the table's own
+            return
         table = self.table
         nodes = table.stores()
         ends = len(table.names)
-        stores = self._stores
         for key in touched:
             removed, added = self._pending[key]
             store = stores.setdefault(key[:2], {})
@@ -262,6 +272,8 @@ class Deferred:
 
     def _node_of(self, key: Key) -> Node | None:
         """The node at ``key`` as the index's maps make it (into the same dict: ``LayeredMap.get``), or None."""
+        if self._stores is None:  # no change deferred: the table's own index finds it
+            return self.index.node(*key)
         store = cast(dict[str, "int | Node"], self._stores.get(key[:2], {}))  # placeholders, or nodes made from them
         found = store.get(key[2])
         if type(found) is int:
@@ -277,6 +289,8 @@ class Deferred:
         """The group of the ACL at ``placeholder`` (a table position, or past them an added ACL) in this image."""
         table = self.table
         acls = len(table.section_ids)
+        if self._stores is None:  # no change deferred: the table's own group of that ACL
+            return table.group_at(placeholder)
         if placeholder < acls:
             key, principal = table.key_of(placeholder), table.principal_of(placeholder)
         else:
