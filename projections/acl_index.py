@@ -773,9 +773,9 @@ class PendingTypeIndex(TypeIndex):
     def __init__(self, make: Callable[[], TypeIndex]) -> None:  # noqa: PLW0231 - the made index's __init__ runs
         self._lineage = _PendingLineage(make)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str):  # only for an attribute not set: before it is made (or none of a TypeIndex's)
         lineage = self._lineage
-        if type(lineage) is not _PendingLineage:  # another thread made it meanwhile (or no such attribute)
+        if type(lineage) is not _PendingLineage or name not in TypeIndex.__slots__:  # made meanwhile by another thread
             return object.__getattribute__(self, name)
         made = lineage.make()
         for slot in TypeIndex.__slots__:
