@@ -22,11 +22,15 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.jvm import use_test_jvm_options
 from tests.logkit import Clock, make_keyring
 from tests.storekit import store_at
 
 # Spark workers must run the same interpreter (the venv's) as the tests.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+# Every JVM the tests start runs with tests/jvm.py's options (C1 only, a one-thread collector: less CPU).
+use_test_jvm_options()
 
 # Temporary files (tmp_path, tempfile, the CLI's subprocesses) in memory where there is a tmpfs, unless
 # TMPDIR says otherwise: the code still calls every fsync it makes, but on a disk shared by parallel
