@@ -9,7 +9,7 @@ the table's columns with its own changes applied only when a lookup first reache
 an id in the changes, else in the section's hash table.  Applying a large delta to such an image merges
 the changes (``applied``) instead of making nodes; a small one (a write) goes through the ordinary
 ``AclIndex.updated``, which makes only the nodes it touches.  The image loaded from a section is the
-``Deferred`` of no changes.
+``Unchanged`` one, whose index is the table's own; ``Changed`` holds deferred changes.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import cast
 import immutables
 
 from secmeta.events.records import AclRow, acl_row
-from secmeta.events.types import AclBinding
+from secmeta.events.types import AclBinding, PatternType
 from secmeta.projections.acl_ids import AclIds
 from secmeta.projections.acl_index import (
     KINDS,
@@ -52,16 +52,19 @@ Key = tuple[int, int, str]  # resource type, pattern type, name
 
 
 class Deferred:
-    """The ACL image of a table plus changes by id (None: removed), as ``(AclIds, AclIndex)`` made lazily.
+    """The ACL image of a table plus changes by id (None: removed), as ``(AclIds, AclIndex)`` made lazily: the table's
+    own (``Unchanged``, what ``of`` gives), or with changes deferred (``Changed``, what ``applied`` gives).
 
     The changes are gathered by node once: an image with more changes deferred (``applied``) copies the gathered
     state and gathers only the new changes, copying the nodes' entries they touch (issue 24: a point past a held
     answer gathered every change since the file again, about 0.5 s of a point's 0.6 s at 2M events)."""
 
     __slots__ = ("table", "changes", "_acls", "_index", "_pending", "_added", "_added_at", "_added_keys", "_key_at",
-                 "_size", "_stores", "_own")
+                 "_size", "_own")
 
     def __init__(self, table: MappedAclTable):
+        """The fields of ``table``'s image with no change deferred (``Changed`` copies them from the image it is
+        applied to)."""
         self.table = table
         # Persistent maps, shared with the images applied onto this one but for what their own changes copy:
         self.changes: immutables.Map = EMPTY_MAP  # id -> its row, or None: removed
@@ -72,34 +75,32 @@ class Deferred:
         self._added_keys: list[Key] = []  # keys no table node holds, by placeholder - nodes
         self._key_at: dict[Key, int] = {}  # such a key -> its placeholder
         self._size = len(table.section_ids)
-        # (resource type, pattern type) -> name -> placeholder, or the node made for it: the index maps' dicts; None
-        # while no change is deferred (the index is the table's own, each type's maps made when first read: ``index``)
-        self._stores: dict[tuple[int, int], dict] | None = None
         self._own = 0  # changes gathered by this image (not by the one it was applied to)
-        self._finish(())
+        self._acls: Callable[[], AclIds | None] = _GONE
+        self._index: Callable[[], AclIndex | None] = _GONE
 
     @classmethod
     def of(cls, table: MappedAclTable) -> Deferred:
-        return cls(table)
+        """The image of ``table`` with no change deferred."""
+        return Unchanged(table)
 
     def applied(self, changes: Mapping[str, AclBinding | AclRow | None]) -> Deferred:
         """This image with ``changes`` (later ones win) deferred too (given as bindings or rows).  The nodes the
         new changes do not touch are this image's, made or not (their changes are the same)."""
-        new = object.__new__(Deferred)
+        new = object.__new__(Changed)
         new.table, new._size, new._added = self.table, self._size, list(self._added)
         new.changes, new._pending, new._added_at = self.changes, self._pending, self._added_at
         new._added_keys, new._key_at = list(self._added_keys), dict(self._key_at)
-        held = self.table.stores() if self._stores is None else self._stores
-        new._stores = {kind: dict(names) for kind, names in held.items()}
+        new._stores = {kind: dict(names) for kind, names in self._maps().items()}
         new._own = len(changes)
-        new._finish(new._gather(changes))
+        new._touch(new._gather(changes))
+        new._acls, new._index = _GONE, _GONE
         return new
 
-    def _finish(self, touched: Iterable[Key]) -> None:
-        """The index maps' dicts of this image, the nodes of the ``touched`` keys placeholders again."""
-        self._touch(touched)
-        self._acls: Callable[[], AclIds | None] = _GONE
-        self._index: Callable[[], AclIndex | None] = _GONE
+    def _maps(self) -> Mapping[tuple[int, int], dict]:
+        """(resource type, pattern type) -> name -> placeholder, or the node made for it: this image's index maps'
+        dicts, for an image applied onto this one to copy (never changed)."""
+        raise NotImplementedError
 
     # The image's ids and index refer to this object (their lookups make its nodes and groups); it refers to them
     # only weakly.  Issue 24: an image read in place was a reference cycle (index -> node maps -> self.node -> self
@@ -120,16 +121,12 @@ class Deferred:
         """This image's index (made again when nothing holds it any more)."""
         index = self._index()
         if index is None:
-            # A node no change touches is the table's own (its Lazy view, made on first use): with no changes the
-            # index is the table's, so a first authorize pays no call through this image, and each type's maps are
-            # made when it is first read (issue 24: copies of every name map made at open were 25-45 ms of the
-            # current shape's 0.15-0.18 s snapshot open at 200k ACLs).
-            if self._stores is None:
-                index = self.table.index()
-            else:
-                index = index_of(self._stores, *((self.node, self) if self._pending else (self.table, self.table)))
+            index = self._made_index()
             self._index = weakref.ref(index)
         return index
+
+    def _made_index(self) -> AclIndex:
+        raise NotImplementedError
 
     def nbytes(self) -> int:
         """Estimated bytes this image holds: its table's (``table_bytes``) and its own (``own_bytes``)."""
@@ -144,8 +141,11 @@ class Deferred:
         """Estimated bytes of what this image holds beyond the image it was applied to: its index maps' dicts and
         added rows' list (copied), and per change it gathered, the row and its share of the persistent maps and of
         its node's gathered entry (tracemalloc on the mixed log: ~1 kB per change, ~70 B per node name)."""
-        names = len(self.table.names) if self._stores is None else sum(map(len, self._stores.values()))
-        return _NAME_BYTES * names + 8 * len(self._added) + _CHANGE_BYTES * self._own
+        return _NAME_BYTES * self._names() + 8 * len(self._added) + _CHANGE_BYTES * self._own
+
+    def _names(self) -> int:
+        """How many names this image's index maps hold (or will, once each type is read)."""
+        raise NotImplementedError
 
     def columns_of(self, i: int) -> MappedAclTable | None:
         """The table whose columns list placeholder ``i``'s node as this image holds it, or None (a node changed
@@ -212,33 +212,6 @@ class Deferred:
 
         return change_of, copied
 
-    def _touch(self, touched: Iterable[Key]) -> None:
-        """``_stores``, the table's nodes as the index holds them, with each touched key's node a placeholder to make
-        with its changes (a new key's past the table's), or gone when they remove every ACL it held."""
-        stores = self._stores
-        if stores is None:  # the image of no changes (``__init__``): its index is the table's own
-            return
-        table = self.table
-        nodes = table.stores()
-        ends = len(table.names)
-        for key in touched:
-            removed, added = self._pending[key]
-            store = stores.setdefault(key[:2], {})
-            i = nodes.get(key[:2], {}).get(key[2])
-            if i is None:
-                if not any(added.values()):  # ACLs added on a new pattern and taken back: no node
-                    store.pop(key[2], None)
-                    continue
-                i = self._key_at.get(key)
-                if i is None:
-                    i = self._key_at[key] = ends + len(self._added_keys)
-                    self._added_keys.append(key)
-                store[key[2]] = i
-            elif table.acl_count(i) - sum(map(len, removed.values())) + sum(map(len, added.values())) > 0:
-                store[key[2]] = i
-            else:
-                store.pop(key[2], None)
-
     # -- what lookups make ---------------------------------------------------------------
 
     def node(self, i: int) -> Node:
@@ -270,16 +243,6 @@ class Deferred:
             raise LookupError(f"node {key} was kept though its changes remove every ACL")
         return node
 
-    def _node_of(self, key: Key) -> Node | None:
-        """The node at ``key`` as the index's maps make it (into the same dict: ``LayeredMap.get``), or None."""
-        if self._stores is None:  # no change deferred: the table's own index finds it
-            return self.index.node(*key)
-        store = cast(dict[str, "int | Node"], self._stores.get(key[:2], {}))  # placeholders, or nodes made from them
-        found = store.get(key[2])
-        if type(found) is int:
-            found = store[key[2]] = self.node(found)
-        return cast("Node | None", found)
-
     def node_bits(self, i: int, principal: str, host: str) -> int | None:
         """``AclTable.node_bits`` for placeholder ``i``: the table's columns answer for a node no change touches;
         None for one the changes touch (made, patched, by ``node``)."""
@@ -287,10 +250,90 @@ class Deferred:
 
     def group(self, placeholder: int) -> Group:
         """The group of the ACL at ``placeholder`` (a table position, or past them an added ACL) in this image."""
+        raise NotImplementedError
+
+
+class Unchanged(Deferred):
+    """A table's image with no change deferred: its index is the table's own (each type's maps made when first read),
+    so a first authorize pays no call through this image (issue 24: copies of every name map made at open were
+    25-45 ms of the current shape's 0.15-0.18 s snapshot open at 200k ACLs)."""
+
+    __slots__ = ()
+
+    def _made_index(self) -> AclIndex:
+        return self.table.index()
+
+    def _maps(self) -> Mapping[tuple[int, int], dict]:
+        """Each type's maps as this image's index made them (with the nodes made so far), or for a type it has not
+        read yet, the table's (review 27: every type's were made again at the first ``applied``)."""
+        maps: dict[tuple[int, int], dict] = {}
+        for resource_type, type_index in enumerate(self.index.types):
+            made = type_index.made_names()
+            held = self.table.names_of(resource_type) if made is None else made
+            for pattern_type, names in zip((PatternType.LITERAL, PatternType.PREFIXED), held, strict=True):
+                if names:
+                    maps[resource_type, pattern_type] = names
+        return maps
+
+    def _names(self) -> int:
+        return len(self.table.names)
+
+    def group(self, placeholder: int) -> Group:
+        return self.table.group_at(placeholder)
+
+
+class Changed(Deferred):
+    """An image with changes deferred onto a table's: its index maps hold a placeholder per node, each node a touched
+    key's made with its changes (``node``) when a lookup first reaches it."""
+
+    __slots__ = ("_stores",)
+
+    # (resource type, pattern type) -> name -> placeholder, or the node made for it: the index maps' dicts
+    _stores: dict[tuple[int, int], dict]
+
+    def _maps(self) -> Mapping[tuple[int, int], dict]:
+        return self._stores
+
+    def _names(self) -> int:
+        return sum(map(len, self._stores.values()))
+
+    def _made_index(self) -> AclIndex:
+        return index_of(self._stores, *((self.node, self) if self._pending else (self.table, self.table)))
+
+    def _touch(self, touched: Iterable[Key]) -> None:
+        """``_stores``, the table's nodes as the index holds them, with each touched key's node a placeholder to make
+        with its changes (a new key's past the table's), or gone when they remove every ACL it held."""
+        stores, table = self._stores, self.table
+        ends = len(table.names)
+        for key in touched:
+            removed, added = self._pending[key]
+            store = stores.setdefault(key[:2], {})
+            i = table.names_of(key[0])[key[1] == PatternType.PREFIXED].get(key[2])
+            if i is None:
+                if not any(added.values()):  # ACLs added on a new pattern and taken back: no node
+                    store.pop(key[2], None)
+                    continue
+                i = self._key_at.get(key)
+                if i is None:
+                    i = self._key_at[key] = ends + len(self._added_keys)
+                    self._added_keys.append(key)
+                store[key[2]] = i
+            elif table.acl_count(i) - sum(map(len, removed.values())) + sum(map(len, added.values())) > 0:
+                store[key[2]] = i
+            else:
+                store.pop(key[2], None)
+
+    def _node_of(self, key: Key) -> Node | None:
+        """The node at ``key`` as the index's maps make it (into the same dict: ``LayeredMap.get``), or None."""
+        store = cast(dict[str, "int | Node"], self._stores.get(key[:2], {}))  # placeholders, or nodes made from them
+        found = store.get(key[2])
+        if type(found) is int:
+            found = store[key[2]] = self.node(found)
+        return cast("Node | None", found)
+
+    def group(self, placeholder: int) -> Group:
         table = self.table
         acls = len(table.section_ids)
-        if self._stores is None:  # no change deferred: the table's own group of that ACL
-            return table.group_at(placeholder)
         if placeholder < acls:
             key, principal = table.key_of(placeholder), table.principal_of(placeholder)
         else:

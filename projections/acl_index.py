@@ -737,6 +737,14 @@ class TypeIndex:
             counts = mutation.finish()
         return TypeIndex(stores[0], stores[1], counts, None if grants is None else grants.finish(), self._lineage)
 
+    def made_names(self) -> tuple[dict, dict] | None:
+        """The literal and the prefixed maps' dicts (name -> placeholder, or the node made for it) of an index made and
+        not changed since (a table's: ``of``), or None (not made yet: ``PendingTypeIndex``; or changed).  Read only."""
+        if type(self._lineage) is _PendingLineage:
+            return None
+        literal, prefixed = self.literal, self.prefixed
+        return None if literal.changed() or prefixed.changed() else (literal.base, prefixed.base)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TypeIndex):
             return NotImplemented

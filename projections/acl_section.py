@@ -138,7 +138,7 @@ def _listed(table: list[str], positions: memoryview) -> list[str]:
 class MappedAclTable(AclTable):
     """An ``AclTable`` whose columns are views of a format-5 section: each node is read when first made."""
 
-    __slots__ = ("section_ids", "nbytes", "_slots", "_mask", "_stores")
+    __slots__ = ("section_ids", "nbytes", "_slots", "_mask", "_names")
 
     def __init__(self, section: memoryview, *, vouched: bool = True):  # noqa: PLW0231 - AclTable.__init__ checks
         """The table of ``section``; ``vouched``: an HMAC vouches for its bytes (else every column is checked whole
@@ -169,7 +169,7 @@ class MappedAclTable(AclTable):
             setattr(self, name, column)
         self._nodes: list[Node | None] = [None] * nodes
         self._groups: dict[int, Group] = {}
-        self._stores: dict[tuple[int, int], dict[str, int]] | None = None
+        self._names: dict[int, tuple[dict[str, int], dict[str, int]]] = {}  # ``names_of``, by resource type
         self._check_mapped(counts, arrays)
         if not vouched:
             self._check_whole(counts, arrays["id_slots"], strings)
@@ -274,11 +274,17 @@ class MappedAclTable(AclTable):
         """How many ACLs node ``i`` holds."""
         return self.acl_start[self.group_start[i + 1]] - self.acl_start[self.group_start[i]]
 
-    def stores(self) -> dict[tuple[int, int], dict[str, int]]:
-        """``AclTable.stores``, made once (each deferred image copies it)."""
-        if self._stores is None:
-            self._stores = super().stores()
-        return self._stores
+    def names_of(self, resource_type: int) -> tuple[dict[str, int], dict[str, int]]:
+        """The literal and the prefixed name -> node position of one resource type, made once (``_type_names``)."""
+        return self._type_names(resource_type, self._type_runs().get(resource_type, []))
+
+    def _type_names(self, resource_type: int, runs: list[tuple[int, int, int]]) -> tuple[dict[str, int], dict[str, int]]:
+        """``AclTable._names_of``, made once per type: what ``stores`` gives, the deferred images' positions and the
+        maps they copy (never changed; an index makes its own, ``index``, as its maps take the nodes it makes)."""
+        names = self._names.get(resource_type)
+        if names is None:
+            names = self._names[resource_type] = self._names_of(resource_type, runs)
+        return names
 
 
 def _views(section: memoryview) -> tuple[dict[str, memoryview], str, tuple[int, int, int], bool]:

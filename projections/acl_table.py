@@ -431,10 +431,14 @@ class AclTable:
         stores: dict[tuple[int, int], dict[str, int]] = {}
         for resource_type, runs in self._type_runs().items():
             for pattern_type, names in zip((PatternType.LITERAL, PatternType.PREFIXED),
-                                           self._names_of(resource_type, runs), strict=True):
+                                           self._type_names(resource_type, runs), strict=True):
                 if names:
                     stores[resource_type, pattern_type] = names
         return stores
+
+    def _type_names(self, resource_type: int, runs: list[tuple[int, int, int]]) -> tuple[dict[str, int], dict[str, int]]:
+        """The name maps ``stores`` gives for one resource type (``_names_of``; a mapped table keeps them)."""
+        return self._names_of(resource_type, runs)
 
     def _type_runs(self) -> dict[int, list[tuple[int, int, int]]]:
         """resource type -> the runs of its nodes, (start, length, pattern type) each, in order (TableError for a

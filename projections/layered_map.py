@@ -125,6 +125,15 @@ class LayeredMap:
                 yield key, value
 
     @property
+    def base(self) -> dict:
+        """The base dict (placeholders, or the values made for them): the map's items when ``changed`` is false."""
+        return self._base
+
+    def changed(self) -> bool:
+        """Whether an overlay of changes lies over the base."""
+        return bool(self._overlay)
+
+    @property
     def source(self) -> Callable[[int], Any]:
         """What makes a placeholder's value."""
         return self._resolve

@@ -84,7 +84,7 @@ def answers(acls: AclsImage, asked: list[tuple]) -> list:
 def test_a_snapshot_loaded_image_answers_as_the_replayed_and_the_written_ones(log, order, signed):
     """Snapshot-loaded (signed or not), replayed (one delta) and written (a delta per request) images of one shape's
     log give the same authorize, authorized_operations and describe answers, which are the rules' brute-force
-    answers."""
+    answers, and the same binding for every id (review 27: an id lookup on a loaded image raised AttributeError)."""
     shape, n, seed = log
     requests = shapes.shape_events(shape, n, seed)
     replay = replayed(requests)
@@ -97,6 +97,8 @@ def test_a_snapshot_loaded_image_answers_as_the_replayed_and_the_written_ones(lo
     assert [expected[4 * i] for i in range(len(asked))] == [
         brute_authorize(held, *call, supers=set(), allow_if_no_acl=False) for call in asked]
     assert loaded == replay == written and sorted(loaded.acls) == sorted(replay.acls)
+    assert all(loaded.acls.get(acl_id) == binding for acl_id, binding in replay.acls) and len(loaded.acls) == len(replay.acls)
+    assert loaded.acls.get("00000000-0000-0000-0000-000000000000") is None
 
 
 @settings(max_examples=20, deadline=None)
