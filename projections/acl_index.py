@@ -757,13 +757,15 @@ class TypeIndex:
 
 
 class _PendingLineage(_Lineage):
-    """A pending type index's lineage, holding what makes the index (a valid lineage, whatever reads it first)."""
+    """A pending type index's lineage, holding what makes the index (a valid lineage, whatever reads it first) and,
+    once a reader has made it, the one made index every reader takes (``made``)."""
 
-    __slots__ = ("make",)
+    __slots__ = ("make", "made")
 
     def __init__(self, make: Callable[[], TypeIndex]) -> None:
         super().__init__()
         self.make = make
+        self.made: dict[str, TypeIndex] = {}  # "index" -> the first index made (dict.setdefault: one step)
 
 
 class PendingTypeIndex(TypeIndex):
@@ -774,7 +776,8 @@ class PendingTypeIndex(TypeIndex):
     0.15-0.18 s (160k nodes at 200k ACLs) before anything asked; now a type's first reader (an authorize, a
     describe, a write on that type) pays its own type's maps, and a type no one asks about costs nothing.
     No lock (a forked snapshot writer must never wait for one its parent held): two threads that read it first
-    at once each make equal maps, and either's are kept."""
+    at once may each make the maps, but the first made is published in one step (``dict.setdefault``) and every
+    reader takes all its attributes from that one, so the index never holds a mix of two builds (review 27)."""
 
     __slots__ = ()
 
@@ -785,7 +788,9 @@ class PendingTypeIndex(TypeIndex):
         lineage = self._lineage
         if type(lineage) is not _PendingLineage or name not in TypeIndex.__slots__:  # made meanwhile by another thread
             return object.__getattribute__(self, name)
-        made = lineage.make()
+        made = lineage.made.get("index")
+        if made is None:
+            made = lineage.made.setdefault("index", lineage.make())  # a racing reader's, if it published first
         for slot in TypeIndex.__slots__:
             if slot != "_lineage":
                 object.__setattr__(self, slot, getattr(made, slot))

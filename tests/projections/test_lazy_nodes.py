@@ -368,6 +368,66 @@ def test_a_loaded_image_makes_a_types_name_maps_only_when_that_type_is_first_rea
     assert type(types[T]) is TypeIndex
 
 
+def test_two_threads_first_reading_a_type_at_once_keep_one_build_of_its_maps():
+    """Review 27: two threads that read a loaded type first at once each made its maps and then set the index's
+    attributes one by one, so it could keep one build's literal map and the other's prefixed map.  Here both build
+    at once (a barrier), and thread a is held after taking a build's first attribute until b has taken them all:
+    the index holds every attribute of one build, and both threads' answers are the rules'."""
+    import threading
+
+    from secmeta.projections.acl_index import PendingTypeIndex, TypeIndex
+
+    held = _many_nodes()
+    table = snapshot_loaded(SecurityImage(acls=bulk(held), next_offset=1), signed=True).acls
+    pending = table.index.types[T]
+    assert type(pending) is PendingTypeIndex
+    make = pending._lineage.make
+    both_made, holding, second_done = threading.Barrier(2, timeout=10), threading.Event(), threading.Event()
+    builds: list[TypeIndex] = []
+
+    class Build:
+        """A made index: thread a is held after taking its first attribute until b has taken all of a build's."""
+
+        def __init__(self, made: TypeIndex):
+            self.made = made
+
+        def __getattr__(self, name: str):
+            if threading.current_thread() is threads[0] and name == "prefixed":
+                holding.set()
+                second_done.wait(timeout=5)
+            elif threading.current_thread() is threads[1] and name == "literal":
+                holding.wait(timeout=5)
+            return getattr(self.made, name)
+
+    def build() -> TypeIndex:
+        made = make()
+        builds.append(made)
+        both_made.wait()
+        return Build(made)  # type: ignore[return-value]
+
+    pending._lineage.make = build
+    asked = [(f"User:u{p}", "10.0.0.1", Op.READ, T, f"topic-{t}x") for t in range(40) for p in range(4)]
+    got: dict[str, list[bool]] = {}
+
+    def read(who: str) -> None:
+        pending.literal  # noqa: B018 - the first read makes the type's maps
+        if who == "b":
+            second_done.set()
+        got[who] = [authorize(table, *call) for call in asked]
+
+    threads = [threading.Thread(target=read, args=(who,)) for who in "ab"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(builds) == 2 and type(pending) is TypeIndex
+    kept = [made for made in builds if made.literal is pending.literal]
+    assert len(kept) == 1 and all(getattr(pending, slot) is getattr(kept[0], slot)
+                                  for slot in ("literal", "prefixed", "wildcard", "length_counts", "_lineage"))
+    expected = [brute_authorize(list(held.values()), *call, set(), False) for call in asked]
+    assert got == {"a": expected, "b": expected}
+
+
 def test_authorizing_on_a_loaded_image_keeps_no_object_and_answers_as_the_rules():
     """Issue 24 (the first pass over a freshly loaded image): an authorize reads a node not made yet from the
     section's columns and keeps nothing (it made a view, a list and a map entry per node, 30-75% more work than the
