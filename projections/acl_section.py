@@ -138,7 +138,7 @@ def _listed(table: list[str], positions: memoryview) -> list[str]:
 class MappedAclTable(AclTable):
     """An ``AclTable`` whose columns are views of a format-5 section: each node is read when first made."""
 
-    __slots__ = ("section_ids", "nbytes", "_slots", "_mask", "_names")
+    __slots__ = ("section_ids", "nbytes", "_slots", "_mask", "_names", "_runs_by_type")
 
     def __init__(self, section: memoryview, *, vouched: bool = True):  # noqa: PLW0231 - AclTable.__init__ checks
         """The table of ``section``; ``vouched``: an HMAC vouches for its bytes (else every column is checked whole
@@ -170,6 +170,7 @@ class MappedAclTable(AclTable):
         self._nodes: list[Node | None] = [None] * nodes
         self._groups: dict[int, Group] = {}
         self._names: dict[int, tuple[dict[str, int], dict[str, int]]] = {}  # ``names_of``, by resource type
+        self._runs_by_type: dict[int, list[tuple[int, int, int]]] | None = None  # ``_type_runs``, once found
         self._check_mapped(counts, arrays)
         if not vouched:
             self._check_whole(counts, arrays["id_slots"], strings)
@@ -276,7 +277,15 @@ class MappedAclTable(AclTable):
 
     def names_of(self, resource_type: int) -> tuple[dict[str, int], dict[str, int]]:
         """The literal and the prefixed name -> node position of one resource type, made once (``_type_names``)."""
-        return self._type_names(resource_type, self._type_runs().get(resource_type, []))
+        names = self._names.get(resource_type)
+        return self._type_names(resource_type, self._type_runs().get(resource_type, [])) if names is None else names
+
+    def _type_runs(self) -> dict[int, list[tuple[int, int, int]]]:
+        """``AclTable._type_runs``, found once (the columns never change)."""
+        runs = self._runs_by_type
+        if runs is None:
+            runs = self._runs_by_type = super()._type_runs()
+        return runs
 
     def _type_names(self, resource_type: int, runs: list[tuple[int, int, int]]) -> tuple[dict[str, int], dict[str, int]]:
         """``AclTable._names_of``, made once per type: what ``stores`` gives, the deferred images' positions and the
