@@ -61,13 +61,13 @@ from secmeta.consumers.kafka.topic_end import TopicReadError, read_message, read
 from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
 from secmeta.consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
-    HEADER_LINK,
     NotOurMessage,
     UnknownFormat,
     event_reader,
-    header_map,
+    history_position,
     is_removal,
     message_decoder,
+    message_link,
     message_offset,
 )
 from secmeta.core.config import StoreConfig
@@ -298,8 +298,6 @@ class Follower:
         events: list = []
         envelopes: list[Envelope] = []
         links: list[bytes | None] = []  # each event's store batch (the local log keeps the batches)
-        last_raw: bytes | None = None
-        link: bytes | None = None
         applied_msg = None
         event: Any
         for msg in messages:
@@ -322,10 +320,7 @@ class Follower:
             if replica is not None:
                 envelopes.append(event)
                 event = event.event
-                raw = _raw_link(msg.headers())
-                if raw != last_raw:  # a store batch's events share their link: made once per batch
-                    last_raw, link = raw, _hex_link(raw)
-                links.append(link)
+                links.append(_link(msg))
             events.append(event)
             applied_msg = msg
             last = offset
@@ -348,7 +343,7 @@ class Follower:
             self.applied += len(events)
             self._since_checkpoint += len(events)
             if last_msg is not None:  # the message of the last event: where it was and its link
-                self._applied_at, self._applied_link = last_msg.offset(), _hex_link(_raw_link(last_msg.headers()))
+                self._applied_at, self._applied_link = last_msg.offset(), _link(last_msg)
 
     def _stop_at_gap(self, last: int, found: int, kafka_offset: int) -> None:
         """Leave the position on a gap (what came before is applied) and raise HistoryGapError."""
@@ -667,12 +662,12 @@ class Follower:
                     self._kafka_error(err)
                     continue
                 position = msg.offset() + 1
-                headers = header_map(msg.headers())
+                value, headers = msg.value(), msg.headers()
                 try:
-                    if msg.value() is None:
-                        offset, envelope = message_offset(headers), None
+                    if value is None:
+                        offset, envelope = message_offset(value, headers), None
                     else:
-                        envelope = self._decode(msg.key(), msg.value(), msg.headers())
+                        envelope = self._decode(msg.key(), value, headers)
                         offset = envelope.offset
                 except UnknownFormat as exc:    # skipping it could let an older value of its key win
                     raise FollowerError(
@@ -685,7 +680,7 @@ class Follower:
                 key = bytes(msg.key() or b"")
                 if offset >= offsets.get(key, -1):  # a re-sent older value must not win
                     latest[key], offsets[key] = envelope, offset
-                at = _history_offset(headers)
+                at = history_position(value, headers)
                 if offset > newest:
                     newest, history_at = offset, at
                 elif offset == newest and at is not None and (history_at is None or at < history_at):
@@ -728,18 +723,11 @@ def _entities(image: SecurityImage) -> int:
     return len(image.acls) + len(image.scram) + len(image.tokens)
 
 
-def _raw_link(headers: list | None) -> bytes | None:
-    """The ``secmeta.link`` header's value (header_map's rules); the publisher puts it last, read straight."""
-    if headers and headers[-1][0] == HEADER_LINK and headers[-1][1].__class__ is bytes:
-        return headers[-1][1]
-    return header_map(headers).get(HEADER_LINK)
-
-
-def _history_offset(headers: dict[str, bytes]) -> int | None:
-    raw = headers.get(HEADER_HISTORY_OFFSET)
+def _link(msg) -> bytes | None:
+    """The chain link of the store batch a history message's event was logged in (None: unknown, or not hex)."""
     try:
-        return None if raw is None else int(raw.decode("ascii"))
-    except ValueError:
+        return message_link(msg.value(), msg.headers())
+    except NotOurMessage:
         return None
 
 

@@ -5,13 +5,13 @@ checkpoint, the next log offset to publish.  Events go out in chunks:
 
 1. every event of the chunk to the history topic; wait until the idempotent
    producer (``acks=all``) confirmed them all, noting their Kafka offsets;
-2. the state form of every event to the state topic (with the history
-   offset in ``secmeta.history_offset``), a tombstone after each removal;
+2. the state form of every event to the state topic (its value's frame holding
+   the history message's Kafka offset: ``wire``), a tombstone after each removal;
    wait for those confirmations too;
 3. only then write the checkpoint (atomically).
 
 A crash anywhere re-sends from the checkpoint: no gap, and every duplicate
-carries the log offset it had the first time (``secmeta.offset``), which our
+carries the log offset it had the first time (in its frame), which our
 readers skip.
 
 The checkpoint is bound to the cluster and the topics it was written for
@@ -58,10 +58,10 @@ from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
 from secmeta.consumers.kafka.topic_witness import check_log_against_topic, logged_recoveries
 from secmeta.consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
-    HEADER_LINK,
     encode_tombstone,
     message_decoder,
     message_encoder,
+    restate,
 )
 from secmeta.core.errors import InvalidValueError, SecmetaError
 from secmeta.core.log import Log
@@ -497,9 +497,10 @@ class Publisher:
             f"(from log offset {self._log.start_offset})")
 
     @staticmethod
-    def _produce_all(producer: Producer, topic: str, messages: Iterable[tuple[bytes, bytes | None, list]],
+    def _produce_all(producer: Producer, topic: str, messages: Iterable[tuple[bytes, bytes | None, list | None]],
                      callback: Callable) -> int:
-        """Produce every (key, value, headers) to the topic's partition; wait out a full queue; how many.
+        """Produce every (key, value, headers) to the topic's partition (headers None: none, as format 3's values
+        have); wait out a full queue; how many.
 
         librdkafka copies the headers as it takes a message, so a caller may change a list once produced.
         """
@@ -507,7 +508,10 @@ class Publisher:
         for key, value, headers in messages:
             count += 1
             try:
-                produce(topic, value, key, PARTITION, callback, headers=headers)
+                if headers is None:
+                    produce(topic, value, key, PARTITION, callback)
+                else:
+                    produce(topic, value, key, PARTITION, callback, headers=headers)
             except BufferError:  # the local queue is full: serve delivery reports until it drains
                 while True:
                     producer.poll(0.05)
@@ -570,9 +574,8 @@ class Publisher:
         envelopes, bodies, links = self._read_linked(self._checkpoint, end)
         producer = self._producer_ready()
         chunk = _Chunk()
-        encoded = list(map(self._encode, envelopes, bodies))
-        for (_, _, headers), link in zip(encoded, links):
-            headers.append(link)
+        encode = self._encode
+        encoded = [(key, value, None) for key, value, _ in map(encode, envelopes, bodies, links)]
         self._report("publishing", f"offsets {envelopes[0].offset}..{envelopes[-1].offset}")
         produced = self._produce_all(producer, self.history_topic, encoded, chunk.history_callback)
         chunk.outstanding += produced  # after: delivery reports served while producing have counted down
@@ -597,28 +600,29 @@ class Publisher:
         return len(envelopes)
 
     def _state_messages(self, envelopes: list, encoded: list,
-                        positions: list[int]) -> Iterator[tuple[bytes, bytes | None, list]]:
+                        positions: list[int]) -> Iterator[tuple[bytes, bytes | None, list | None]]:
         """The state topic's messages of a chunk whose history messages are ``encoded`` at Kafka offsets
         ``positions``: each event's state form, a tombstone after a removal. A state message carries the
-        history message's offset and request headers, and the history offset instead of the link."""
+        history message's Kafka offset instead of the link (``wire.restate``); a tombstone carries it as a header."""
         form = self._state_form
-        for env, (key, value, headers), position in zip(envelopes, encoded, positions):
+        for env, (key, value, _), position in zip(envelopes, encoded, positions):
             whole, closes = form.of(env)
             if whole is not env:
-                key, value, headers = self._encode(whole)
-            at = (HEADER_HISTORY_OFFSET, b"%d" % position)
-            yield key, value, [headers[0], headers[1], at]
+                key, value, _ = self._encode(whole, history_offset=position)
+            else:
+                value = restate(value, position)
+            yield key, value, None
             if closes:
-                key, value, headers = encode_tombstone(env)
-                headers.append(at)
-                yield key, value, headers
+                key, tombstone, headers = encode_tombstone(env)
+                headers.append((HEADER_HISTORY_OFFSET, b"%d" % position))
+                yield key, tombstone, headers
 
-    def _read_linked(self, start: int, end: int) -> tuple[list, list[bytes | None], list[tuple[str, bytes]]]:
+    def _read_linked(self, start: int, end: int) -> tuple[list, list[bytes | None], list[bytes]]:
         """The events in [start, end), each one's body as its batch holds it (None: encode it afresh;
-        ``EventCodec.decode_batch_bodies``) and the link header of the log batch that holds it."""
+        ``EventCodec.decode_batch_bodies``) and the chain link of the log batch that holds it."""
         envelopes: list = []
         bodies: list[bytes | None] = []
-        links: list[tuple[str, bytes]] = []
+        links: list[bytes] = []
         decode = self._log.codec.decode_batch_bodies
         for batch in self._log.batches(start, end):
             events, logged = decode(batch.payload, batch.schema_fp, batch.base_offset)
@@ -629,7 +633,7 @@ class Publisher:
                 events, held = events[first:last], held[first:last]
             envelopes.extend(events)
             bodies.extend(held)
-            links.extend([(HEADER_LINK, batch.link.hex().encode())] * len(events))
+            links.extend([bytes(batch.link)] * len(events))
         return envelopes, bodies, links
 
     def _failed(self, chunk: _Chunk, topic: str) -> int:

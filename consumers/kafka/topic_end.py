@@ -4,7 +4,8 @@ The publisher compares it with the store's log (a log behind or diverging from
 its topic is refused), and with its checkpoint (a topic that lacks what the
 checkpoint says was published is another topic); the follower compares it with
 what its checkpoint applied.  Messages that are not ours (another writer's) are
-passed over; a tombstone counts by its ``secmeta.offset`` header.
+passed over; a tombstone counts by its ``secmeta.offset`` header.  The chain link is the history message's
+(``wire.message_link``; None on the state topic).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from secmeta.consumers.kafka.wire import HEADER_LINK, NotOurMessage, header_map, message_offset
+from secmeta.consumers.kafka.wire import NotOurMessage, message_link, message_offset
 from secmeta.core.errors import SecmetaError
 from secmeta.events.records import Envelope
 
@@ -65,16 +66,12 @@ Decoder = Callable[[bytes | None, bytes | None, list | None], Envelope]
 
 
 def _event(msg, decode: Decoder) -> TopicEvent | None:
-    headers = header_map(msg.headers())
+    value, headers = msg.value(), msg.headers()
     try:
-        offset = message_offset(headers)
-        envelope = None if msg.value() is None else decode(msg.key(), msg.value(), msg.headers())
+        offset = message_offset(value, headers)
+        envelope = None if value is None else decode(msg.key(), value, headers)
+        link = message_link(value, headers)
     except NotOurMessage:
-        return None
-    raw = headers.get(HEADER_LINK)
-    try:
-        link = None if raw is None else bytes.fromhex(raw.decode("ascii"))
-    except ValueError:
         return None
     return TopicEvent(offset, msg.offset(), link, envelope)
 

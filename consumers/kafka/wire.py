@@ -3,38 +3,42 @@
 key
     The entity the event changes, UTF-8 (``acl:<id>``, ``scram:<user>:<mech>``,
     ``token:<id>``), so the compacted state topic keeps one value per entity.
-value
-    Avro single-object encoding of the event: ``C3 01``, the 8-byte schema
-    fingerprint (which names the event type), the body.  Secrets appear only
-    sealed, as in the log.  ``None`` (a tombstone) on the state topic after a removal.
-headers (format 2)
-    ``secmeta.offset``: the decimal log offset (also on tombstones);
-    ``secmeta.request``: what the event shares with the other events of its request, as JSON made once
-    per request: ``{"format":2,"timestamp_ms":..,"actor_principal":..,"actor_host":..,"request_id":..,
-    "actor_asserted":true,"operator":[user,host,pid,program]}`` (``actor_asserted``: ``true`` the actor
-    is a local caller's claim, ``false`` secmeta serve authenticated it; ``operator``: the process that
-    wrote the event); from the publisher, on the history topic, also ``secmeta.link``: the hex
-    keyed-hash-chain link of the log batch that holds the event, so a reader can tell whether the topic
-    and a log agree at an offset (the link is an HMAC output: it reveals no key and no secret).
+value (format 3)
+    A frame, then the Avro single-object encoding of the event (``C3 01``, the 8-byte schema fingerprint,
+    which names the event type, the body; secrets appear only sealed, as in the log). The frame, integers
+    big-endian: ``00 53 4D`` ("\\0SM"), the format version (one byte, 3), the kind (``H`` on the history
+    topic, ``S`` on the state topic), the log offset (8 bytes, signed), the request's length (2 bytes), the
+    extra's length (1 byte), the request, the extra. The request is what the event shares with the other
+    events of its request, as JSON made once per request: ``{"format":3,"timestamp_ms":..,
+    "actor_principal":..,"actor_host":..,"request_id":..,"actor_asserted":true,"operator":[user,host,pid,
+    program]}`` (``actor_asserted``: ``true`` the actor is a local caller's claim, ``false`` secmeta serve
+    authenticated it; ``operator``: the process that wrote the event). The extra is, on the history topic,
+    the keyed-hash-chain link of the log batch that holds the event (raw, 32 bytes: an HMAC output that
+    reveals no key and no secret), so a reader can tell whether the topic and a log agree at an offset; on
+    the state topic, the Kafka offset (8 bytes) in the history topic (partition 0) of the same event, so a
+    reader that rebuilt the state can follow the history from there.
+headers
+    None on a format 3 value. A tombstone (the state topic's ``None`` value after a removal) carries
+    ``secmeta.offset`` (the decimal log offset) and ``secmeta.history_offset`` (decimal) as headers.
 
-State-topic messages (values and tombstones) carry ``secmeta.history_offset`` instead of the link: the
-Kafka offset in the history topic (partition 0) of the same event, so a reader that rebuilt the state
-can follow the history from there.  An event that updates an entity appears on the state topic as the
-whole entity (``state_form``: a token's expiry change as its ``DelegationTokenIssued`` with the new
-expiry, at the change's log offset), so the latest value per key is always a complete entity.  Key and
-removal follow the kind declarations (``secmeta.events.entities``).
+An event that updates an entity appears on the state topic as the whole entity (``state_form``: a
+token's expiry change as its ``DelegationTokenIssued`` with the new expiry, at the change's log offset), so
+the latest value per key is always a complete entity.  Key and removal follow the kind declarations
+(``secmeta.events.entities``).
 
-Format 1 (published before format 2; still read): one header per field, ``secmeta.offset``,
-``secmeta.event_type``, ``secmeta.fingerprint`` (hex), ``secmeta.timestamp_ms``,
+Format 3 carries a message's metadata in its value because librdkafka allocates, copies and frees every
+header of every message on both sides (about 1.5 us a message for format 2's three headers).  Older
+formats are still read: format 2 (the value is the single-object encoding alone; headers
+``secmeta.offset``, ``secmeta.request`` with ``"format":2``, and ``secmeta.link`` (hex) on the history
+topic or ``secmeta.history_offset`` on the state topic) and format 1 (one header per field,
+``secmeta.offset``, ``secmeta.event_type``, ``secmeta.fingerprint`` (hex), ``secmeta.timestamp_ms``,
 ``secmeta.actor_principal``, ``secmeta.actor_host``, ``secmeta.request_id``, optionally
 ``secmeta.actor_asserted`` and ``secmeta.operator`` (without them: asserted by an unknown operator), and
-the link on both topics.  A message with ``secmeta.request`` is format 2; its ``format`` names the
-version, and a later one is refused (naming it) rather than guessed at.  Format 2 carries a message's
-metadata in three headers instead of ten: librdkafka allocates, copies and frees every header of every
-message, about 0.4 us each on both sides.
+the link).  A frame or a ``secmeta.request`` naming a later format is refused (``UnknownFormat``, naming
+it) rather than guessed at.
 
 ``decode_message`` raises ``NotOurMessage`` (with a ``reason``) for anything
-that is not a message written by ``encode_message`` (in either format).
+that is not a message written by ``encode_message`` (in any of the formats).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from __future__ import annotations
 import functools
 import json
 import operator
+import struct
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -49,7 +54,7 @@ from secmeta.events.codec import SINGLE_OBJECT_MARKER, EventCodec
 from secmeta.events.codegen import setter_constructor
 from secmeta.events.entities import closes
 from secmeta.events.errors import EventsError, SecmetaError, UnknownSchemaError
-from secmeta.events.records import EVENT_TYPES, Envelope, replay_form
+from secmeta.events.records import EVENT_TYPES, Envelope, Event, replay_form
 from secmeta.events.single_object import SingleObjects
 from secmeta.events.types import is_int64
 
@@ -67,6 +72,9 @@ __all__ = [
     "HEADER_REQUEST",
     "HEADER_REQUEST_ID",
     "HEADER_TIMESTAMP",
+    "KIND_HISTORY",
+    "KIND_STATE",
+    "MAGIC",
     "NotOurMessage",
     "UnknownFormat",
     "decode_message",
@@ -74,13 +82,23 @@ __all__ = [
     "encode_tombstone",
     "event_reader",
     "header_map",
+    "history_position",
     "is_removal",
     "message_decoder",
     "message_encoder",
+    "message_link",
     "message_offset",
+    "restate",
 ]
 
-FORMAT = 2  # the message format encode_message writes (secmeta.request's "format")
+FORMAT = 3  # the message format encode_message writes (its frame's version, and its request's "format")
+MAGIC = b"\x00SM"  # a format 3 value's first bytes (then the version byte)
+KIND_HISTORY = b"H"  # a frame on the history topic: its extra is the link
+KIND_STATE = b"S"  # a frame on the state topic: its extra is the history offset
+# magic, version, kind, log offset, request length, extra length; then the request, the extra, the event
+_FRAME = struct.Struct(">3sBcqIB")
+_FRAME_SIZE = _FRAME.size
+_FRAMED = MAGIC + bytes([FORMAT])  # a format 3 value starts with these
 HEADER_OFFSET = "secmeta.offset"
 HEADER_REQUEST = "secmeta.request"
 HEADER_HISTORY_OFFSET = "secmeta.history_offset"
@@ -137,38 +155,60 @@ def is_removal(envelope: Envelope) -> bool:
 
 
 def encode_message(codec: EventCodec, envelope: Envelope) -> tuple[bytes, bytes, Headers]:
-    """The (key, value, headers) of one logged event."""
+    """The (key, value, headers) of one logged event, as the history topic carries it (without a link)."""
     return message_encoder(codec)(envelope)
 
 
 def message_encoder(codec: EventCodec) -> Callable[..., tuple[bytes, bytes, Headers]]:
-    """``encode_message`` bound to one codec, for writers that encode many events.
+    """``encode_message`` bound to one codec, for writers that encode many events:
+    ``encode(envelope, body=None, link=b"", history_offset=None)``.
 
-    The ``secmeta.request`` header is made once for a run of envelopes that carry the same request values
-    (a logged batch's events come by request); each message gets its own list of headers.  Given the event's
-    ``body`` as its logged batch holds it (``EventCodec.decode_batch_bodies``), the value is made from it
-    rather than encoded again (the same bytes: ``SingleObjects.of_body``).
+    The request JSON is made once for a run of envelopes that carry the same request values (a logged batch's
+    events come by request).  Given the event's ``body`` as its logged batch holds it
+    (``EventCodec.decode_batch_bodies``), the value is made from it rather than encoded again (the same bytes:
+    ``SingleObjects.of_body``).  The frame is a history one holding ``link``, or given ``history_offset`` a
+    state one holding it.  The headers are an empty list: format 3 has none.
     """
     objects = SingleObjects(codec)
     encode_value, of_body = objects.encode, objects.of_body
-    shared: list = [None, None]  # the last envelope's request values, and their header
+    pack = _FRAME.pack
+    shared: list = [None, b""]  # the last envelope's request values, and their JSON
 
-    def encode(envelope: Envelope, body: bytes | None = None) -> tuple[bytes, bytes, Headers]:
+    def encode(envelope: Envelope, body: bytes | None = None, link: bytes = b"",
+               history_offset: int | None = None) -> tuple[bytes, bytes, Headers]:
         event = envelope.event
         request = (envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host, envelope.request_id,
                    envelope.actor_asserted, envelope.operator_user, envelope.operator_host, envelope.operator_pid,
                    envelope.operator_program)
         if request != shared[0]:
-            shared[0], shared[1] = request, (HEADER_REQUEST, _request_header(*request))
+            shared[0], shared[1] = request, _request_json(*request)
         value = encode_value(event) if body is None else of_body(event, body)
-        return event.entity_key.encode(), value, [(HEADER_OFFSET, b"%d" % envelope.offset), shared[1]]
+        raw = shared[1]
+        if history_offset is None:
+            frame = pack(MAGIC, FORMAT, KIND_HISTORY, envelope.offset, len(raw), len(link)) + raw + link
+        else:
+            frame = pack(MAGIC, FORMAT, KIND_STATE, envelope.offset, len(raw), 8) + raw + _offset_bytes(history_offset)
+        return event.entity_key.encode(), frame + value, []
 
     return encode
 
 
-def _request_header(timestamp_ms: int, principal: str, host: str, request_id: str, asserted: bool,
-                    operator_user: str, operator_host: str, operator_pid: int, operator_program: str) -> bytes:
-    """The ``secmeta.request`` header: what an event shares with its request's other events."""
+def restate(value: bytes, history_offset: int) -> bytes:
+    """A history message's value (as ``message_encoder`` makes it) as the state topic carries the same event: its
+    frame a state one, holding the history message's Kafka offset instead of the link."""
+    _, _, _, offset, size, extra = _FRAME.unpack_from(value)
+    request_end = _FRAME_SIZE + size
+    return (_FRAME.pack(MAGIC, FORMAT, KIND_STATE, offset, size, 8) + value[_FRAME_SIZE:request_end]
+            + _offset_bytes(history_offset) + value[request_end + extra:])
+
+
+def _offset_bytes(kafka_offset: int) -> bytes:
+    return kafka_offset.to_bytes(8, "big", signed=True)
+
+
+def _request_json(timestamp_ms: int, principal: str, host: str, request_id: str, asserted: bool,
+                  operator_user: str, operator_host: str, operator_pid: int, operator_program: str) -> bytes:
+    """The frame's request: what an event shares with its request's other events."""
     return json.dumps(
         {"format": FORMAT, "timestamp_ms": timestamp_ms, "actor_principal": principal, "actor_host": host,
          "request_id": request_id, "actor_asserted": asserted,
@@ -196,13 +236,69 @@ def header_map(headers: Iterable[tuple[str, bytes | None]] | None) -> dict[str, 
     return out
 
 
-def message_offset(headers: Sequence[tuple[str, bytes | None]] | dict[str, bytes] | None) -> int:
-    """The log offset a message carries in ``secmeta.offset``; NotOurMessage if absent or bad."""
+def message_offset(value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | dict[str, bytes] | None) -> int:
+    """The log offset a message carries (a format 3 frame's, else ``secmeta.offset``'s, as on a tombstone);
+    NotOurMessage if absent or bad."""
+    frame = _frame_of(value)
+    if frame is not None:
+        return frame[1]
     found = headers if isinstance(headers, dict) else header_map(headers)
     raw = found.get(HEADER_OFFSET)
     if raw is None:
         raise NotOurMessage(f"missing header {HEADER_OFFSET}")
     return _int_header(HEADER_OFFSET, raw)
+
+
+def message_link(value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None) -> bytes | None:
+    """The chain link of the log batch a history message's event was logged in (None: the message carries none);
+    NotOurMessage if it is not one (a format 1 or 2 ``secmeta.link`` that is not hex)."""
+    frame = _frame_of(value)
+    if frame is not None:
+        return frame[3] if frame[0] == KIND_HISTORY and frame[3] else None
+    raw = header_map(headers).get(HEADER_LINK)
+    try:
+        return None if raw is None else bytes.fromhex(raw.decode("ascii"))
+    except ValueError:
+        raise NotOurMessage(f"header {HEADER_LINK} is not hex: {raw!r}") from None
+
+
+def history_position(value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None) -> int | None:
+    """The Kafka offset in the history topic of a state message's event (a state frame's, else
+    ``secmeta.history_offset``'s, as on a tombstone); None if it names none."""
+    frame = _frame_of(value)
+    if frame is not None:
+        return int.from_bytes(frame[3], "big", signed=True) if frame[0] == KIND_STATE else None
+    raw = header_map(headers).get(HEADER_HISTORY_OFFSET)
+    try:
+        return None if raw is None else int(raw.decode("ascii"))
+    except ValueError:
+        return None
+
+
+def _frame_of(value: bytes | bytearray | memoryview | None) -> tuple[bytes, int, bytes, bytes, bytes] | None:
+    """A format 3 value's (kind, log offset, request, extra, event); None for a value that is no frame (an older
+    format's, a tombstone's); NotOurMessage naming what is wrong with a frame (UnknownFormat: a later format's)."""
+    if value is None or bytes(value[:3]) != MAGIC:
+        return None
+    value = bytes(value)  # a no-op on bytes
+    if len(value) < _FRAME_SIZE:
+        raise NotOurMessage(f"truncated frame: {len(value)} bytes, its fixed part alone needs {_FRAME_SIZE}")
+    _, version, kind, offset, size, extra = _FRAME.unpack_from(value)
+    if version != FORMAT:
+        raise (UnknownFormat if version > FORMAT else NotOurMessage)(
+            f"frame of message format {version}: "
+            + (f"newer than this secmeta reads (up to {FORMAT}); upgrade it" if version > FORMAT else
+               f"expected {FORMAT}"))
+    if kind not in (KIND_HISTORY, KIND_STATE):
+        raise NotOurMessage(f"frame of unknown kind {kind!r} (expected {KIND_HISTORY!r} or {KIND_STATE!r})")
+    if kind == KIND_STATE and extra != 8:
+        raise NotOurMessage(f"state frame whose history offset is {extra} bytes, not 8")
+    if offset < 0:
+        raise NotOurMessage(f"frame holds a negative log offset {offset}")
+    event_at = _FRAME_SIZE + size + extra
+    if event_at > len(value):
+        raise NotOurMessage(f"truncated frame: its request and extra end at byte {event_at} of {len(value)}")
+    return kind, offset, value[_FRAME_SIZE:_FRAME_SIZE + size], value[_FRAME_SIZE + size:event_at], value[event_at:]
 
 
 def decode_message(
@@ -232,31 +328,45 @@ def _reader(objects: SingleObjects, replay: bool) -> Callable[[bytes | None, byt
     """The one reader of messages, on either route: the envelope (``message_decoder``) or, with ``replay``, the log
     offset and the event as a replay takes it (``event_reader``).
 
-    A message as ``encode_message`` writes it (format 2, the values bytes, the value's first ten bytes (marker and
-    fingerprint) naming a compiled decoder of ``SingleObjects.straight_decoders`` that reads it whole, the key None
-    or the entity key of what it read, the offset decimal digits) is read by this straight path, the request header
-    parsed once per distinct value (``_request_fields``). Anything that path does not take whole (format 1, another
-    bytes type, a missing or odd header, an older schema, a refusal) is read by the careful path, which alone
-    decides refusals and names them; both give the same envelope (tested), and both routes refuse alike (tested).
+    A message as ``encode_message`` writes it (format 3, the value bytes, its frame's kind known and its log offset
+    not negative, the event's first ten bytes (marker and fingerprint) naming a compiled decoder of
+    ``SingleObjects.straight_decoders`` that reads it whole, the key None or the entity key of what it read) is read
+    by this straight path, the request parsed once per distinct value (``_request_fields``); so is one of format 2
+    (the value the event alone, the offset header decimal digits). Anything that path does not take whole (format 1,
+    another bytes type, a missing or odd header or frame, an older schema, a refusal) is read by the careful path,
+    which alone decides refusals and names them; both give the same envelope (tested), and both routes refuse alike
+    (tested).
     """
     decoders, careful = objects.straight_decoders(replay), _careful_decoder(objects)
-    make, fields = _new_envelope, _request_fields
+    make, fields, unpack, framed, size = _new_envelope, _request_fields, _FRAME.unpack_from, _FRAMED, _FRAME_SIZE
 
     def read(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Any:
         try:
-            found = dict(headers)  # type: ignore[arg-type]
-            offset, request = found[HEADER_OFFSET], found[HEADER_REQUEST]
-            compiled, fingerprint, key_of = decoders[value[:10]]  # type: ignore[index]
-            if (value.__class__ is not bytes or offset.__class__ is not bytes or request.__class__ is not bytes
-                    or not offset.isdigit()):
-                raise ValueError
-            got, end = compiled(value)
-            if end != len(value) or (key is not None and key != key_of(got).encode()):
-                raise ValueError
-            before, after = fields(request)  # read and checked on both routes
+            if value[:4] == framed and value.__class__ is bytes:  # type: ignore[index]
+                _, _, kind, offset, length, extra = unpack(value)  # type: ignore[arg-type]
+                event = value[size + length + extra:]  # type: ignore[index]
+                compiled, fingerprint, key_of = decoders[event[:10]]
+                if offset < 0 or not (kind == KIND_HISTORY or (kind == KIND_STATE and extra == 8)):
+                    raise ValueError
+                got, end = compiled(event)
+                if end != len(event) or (key is not None and key != key_of(got).encode()):
+                    raise ValueError
+                before, after = fields(value[size:size + length], FORMAT)  # type: ignore[index]
+            else:
+                found = dict(headers)  # type: ignore[arg-type]
+                raw, request = found[HEADER_OFFSET], found[HEADER_REQUEST]
+                compiled, fingerprint, key_of = decoders[value[:10]]  # type: ignore[index]
+                if (value.__class__ is not bytes or raw.__class__ is not bytes or request.__class__ is not bytes
+                        or not raw.isdigit()):
+                    raise ValueError
+                got, end = compiled(value)
+                if end != len(value) or (key is not None and key != key_of(got).encode()):
+                    raise ValueError
+                before, after = fields(request, 2)  # read and checked on both routes
+                offset = int(raw)
             if replay:
-                return int(offset), got
-            return make(int(offset), *before, got, fingerprint, *after)
+                return offset, got
+            return make(offset, *before, got, fingerprint, *after)
         except Exception:  # noqa: BLE001 - not the plain form: the careful path reads it or names the problem
             envelope = careful(key, value, headers)
             return (envelope.offset, replay_form(envelope.event)) if replay else envelope
@@ -270,7 +380,28 @@ def _careful_decoder(objects: SingleObjects) -> Callable[[bytes | None, bytes | 
     decode_value, fingerprints = objects.decode, objects.fingerprints
     make = _new_envelope
 
+    def _event_of(value: bytes) -> Event:
+        """The event a value's single-object encoding holds; NotOurMessage (UnknownFormat) naming what is wrong."""
+        if len(value) < 10:
+            raise NotOurMessage(f"truncated: {len(value)} bytes, the single-object header alone needs 10")
+        if value[:2] != SINGLE_OBJECT_MARKER:
+            raise NotOurMessage(f"wrong marker {value[:2].hex()}: not Avro single-object encoding (c301)")
+        try:
+            return decode_value(value)
+        except UnknownSchemaError:
+            raise UnknownFormat(f"unknown schema fingerprint {value[2:10].hex()}") from None
+        except EventsError as exc:
+            raise NotOurMessage(f"body does not decode (truncated or corrupt): {exc}") from None
+
     def decode(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Envelope:
+        frame = _frame_of(value)
+        if frame is not None:
+            _, offset, framed_request, _, framed_event = frame
+            event = _event_of(framed_event)
+            if key is not None and bytes(key) != event.entity_key.encode():
+                raise NotOurMessage(f"key {bytes(key)!r} is not the event's entity key {event.entity_key!r}")
+            before, after = _request_fields(framed_request, FORMAT)
+            return make(offset, *before, event, fingerprints[event.__class__], *after)
         found = header_map(headers)  # valueless headers dropped (an earlier value counts), values as bytes
         request = found.get(HEADER_REQUEST)
         v1 = request is None and not _V1_ONLY.isdisjoint(found)
@@ -281,16 +412,7 @@ def _careful_decoder(objects: SingleObjects) -> Callable[[bytes | None, bytes | 
             raise NotOurMessage("tombstone (no value): not an event")
         if value.__class__ is not bytes:
             value = bytes(value)
-        if len(value) < 10:
-            raise NotOurMessage(f"truncated: {len(value)} bytes, the single-object header alone needs 10")
-        if value[:2] != SINGLE_OBJECT_MARKER:
-            raise NotOurMessage(f"wrong marker {value[:2].hex()}: not Avro single-object encoding (c301)")
-        try:
-            event = decode_value(value)
-        except UnknownSchemaError:
-            raise UnknownFormat(f"unknown schema fingerprint {value[2:10].hex()}") from None
-        except EventsError as exc:
-            raise NotOurMessage(f"body does not decode (truncated or corrupt): {exc}") from None
+        event = _event_of(value)
         cls = event.__class__
         if v1:
             offset, event_type, fingerprint_hex, timestamp, principal, host, request_id = _required_v1(found)
@@ -304,7 +426,7 @@ def _careful_decoder(objects: SingleObjects) -> Callable[[bytes | None, bytes | 
             raise NotOurMessage(f"key {bytes(key)!r} is not the event's entity key {event.entity_key!r}")
         offset_value = _int_header(HEADER_OFFSET, found[HEADER_OFFSET])
         if not v1:
-            before, after = _request_fields(request)  # type: ignore[arg-type]
+            before, after = _request_fields(request, 2)  # type: ignore[arg-type]
             return make(offset_value, *before, event, fingerprints[cls], *after)
         return make(
             offset_value,
@@ -324,32 +446,34 @@ _Request = tuple[tuple[int, str, str, str], tuple[bool, str, str, int, str]]
 
 
 @functools.lru_cache(maxsize=1024)  # a request's events share it
-def _request_fields(raw: bytes) -> _Request:
-    """The envelope's fields a ``secmeta.request`` header holds: (timestamp_ms, actor principal, actor host,
-    request id) and (asserted, operator user, host, pid, program); NotOurMessage naming what is wrong."""
+def _request_fields(raw: bytes, expected: int) -> _Request:
+    """The envelope's fields a request holds (format 3's in the frame, format 2's in the ``secmeta.request`` header,
+    ``expected`` naming which): (timestamp_ms, actor principal, actor host, request id) and (asserted, operator
+    user, host, pid, program); NotOurMessage naming what is wrong (UnknownFormat: a later format than we read)."""
     shown = raw if len(raw) <= 300 else raw[:300] + b"..."
+    where = "the frame's request" if expected == FORMAT else f"header {HEADER_REQUEST}"
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
-        raise NotOurMessage(f"header {HEADER_REQUEST} is not UTF-8 JSON: {shown!r}") from None
+        raise NotOurMessage(f"{where} is not UTF-8 JSON: {shown!r}") from None
     if not isinstance(data, dict):
-        raise NotOurMessage(f"header {HEADER_REQUEST} is not a JSON object: {shown!r}")
+        raise NotOurMessage(f"{where} is not a JSON object: {shown!r}")
     version = data.get("format")
-    if version != FORMAT or version.__class__ is not int:
+    if version != expected or version.__class__ is not int:
         newer = is_int64(version) and version > FORMAT  # type: ignore[operator]
         raise (UnknownFormat if newer else NotOurMessage)(
-            f"header {HEADER_REQUEST} is message format {version!r}: "
-            + (f"newer than this secmeta reads (up to {FORMAT}); upgrade it" if newer else f"expected {FORMAT}"))
+            f"{where} is message format {version!r}: "
+            + (f"newer than this secmeta reads (up to {FORMAT}); upgrade it" if newer else f"expected {expected}"))
     if data.keys() != _REQUEST_KEY_SET:
         missing, extra = sorted(_REQUEST_KEY_SET - data.keys()), sorted(data.keys() - _REQUEST_KEY_SET)
-        raise NotOurMessage(f"header {HEADER_REQUEST} has the wrong fields (missing {missing}, unknown {extra}): "
+        raise NotOurMessage(f"{where} has the wrong fields (missing {missing}, unknown {extra}): "
                             f"{shown!r}")
     timestamp, principal, host, request_id = (data["timestamp_ms"], data["actor_principal"], data["actor_host"],
                                               data["request_id"])
     asserted, operator = data["actor_asserted"], data["operator"]
     if not (is_int64(timestamp) and _is_text(principal) and _is_text(host) and _is_text(request_id)
             and asserted.__class__ is bool and _is_operator(operator)):
-        raise NotOurMessage(f"header {HEADER_REQUEST} holds a field of the wrong type: {shown!r}")
+        raise NotOurMessage(f"{where} holds a field of the wrong type: {shown!r}")
     return (timestamp, principal, host, request_id), (asserted, *operator)
 
 

@@ -400,7 +400,7 @@ class _PartitionRead:
             offset = msg.offset()
             if offset < part.start:
                 try:
-                    seed.append((message_offset(msg.headers()), msg))
+                    seed.append((message_offset(msg.value(), msg.headers()), msg))
                 except NotOurMessage:
                     pass
                 continue

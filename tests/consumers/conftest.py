@@ -203,6 +203,24 @@ def live_keys(image) -> set[bytes]:
     return {k.encode() for k in keys}
 
 
+def format2_message(codec, envelope, link: bytes | None = None) -> tuple[bytes, bytes, list]:
+    """The (key, value, headers) the publisher wrote before message format 3, byte for byte: the value the event's
+    single-object encoding alone, the log offset and the request's JSON as headers (``link``: the history topic's
+    secmeta.link value, hex)."""
+    import json
+
+    request = json.dumps(
+        {"format": 2, "timestamp_ms": envelope.timestamp_ms, "actor_principal": envelope.actor_principal,
+         "actor_host": envelope.actor_host, "request_id": envelope.request_id,
+         "actor_asserted": envelope.actor_asserted,
+         "operator": [envelope.operator_user, envelope.operator_host, envelope.operator_pid,
+                      envelope.operator_program]}, separators=(",", ":"), ensure_ascii=False).encode()
+    headers = [("secmeta.offset", b"%d" % envelope.offset), ("secmeta.request", request)]
+    if link is not None:
+        headers.append(("secmeta.link", link))
+    return envelope.entity_key.encode(), codec.to_single_object(envelope.event), headers
+
+
 def format1_message(codec, envelope, link: bytes | None = None) -> tuple[bytes, bytes, list]:
     """The (key, value, headers) the publisher wrote before message format 2, byte for byte: one header per
     envelope field (``link``: the history topic's secmeta.link value, hex)."""

@@ -23,6 +23,7 @@ from tests.consumers.conftest import (
     ADMIN,
     described,
     format1_message,
+    format2_message,
     image_state,
     make_topics,
     produce_raw,
@@ -173,7 +174,7 @@ def test_duplicates_are_ignored_by_offset(store, kafka_bootstrap, published, fol
 def _bad_messages(store):
     """Four broken copies of a real message (an ACL's creation): wrong marker, unknown fingerprint, truncated body,
     the key of another ACL."""
-    key, value, headers = encode_message(CODEC, next(iter(store.log.read(0, 1))))
+    key, value, headers = format2_message(CODEC, next(iter(store.log.read(0, 1))))
     bogus = [(n, (b"00" * 8) if n == HEADER_FINGERPRINT else v) for n, v in headers]
     return [
         (key, b"\x00\x01" + value[2:], headers),
@@ -310,10 +311,12 @@ def test_bootstrap_from_state_topic_gives_the_same_image(store, clock, published
     assert follower.applied == 0
 
 
-def test_bootstrap_from_a_state_topic_of_message_format_1(store, clock, kafka_bootstrap, topics, published, follow):
-    """A state topic published before message format 2 (one header per field, link and history position
-    included) still bootstraps the store's image."""
-    from secmeta.consumers.kafka.wire import decode_message, header_map
+@pytest.mark.parametrize("older", [format1_message, format2_message])
+def test_bootstrap_from_a_state_topic_of_an_older_message_format(store, clock, kafka_bootstrap, topics, published,
+                                                                 follow, older):
+    """A state topic published before message format 3 (format 1: one header per field; format 2: the offset and
+    request headers; link and history position included) still bootstraps the store's image."""
+    from secmeta.consumers.kafka.wire import decode_message, history_position, message_offset
 
     random_workload(store, seed=44, steps=60, clock=clock)
     history, state = published()
@@ -321,13 +324,12 @@ def test_bootstrap_from_a_state_topic_of_message_format_1(store, clock, kafka_bo
     make_topics(kafka_bootstrap, old_state)
     old = []
     for _, key, value, headers in read_topic(kafka_bootstrap, state):
-        found = header_map(headers)
-        at = ("secmeta.history_offset", found["secmeta.history_offset"])
+        at = ("secmeta.history_offset", b"%d" % history_position(value, headers))
         if value is None:
-            old.append((key, None, [("secmeta.offset", found["secmeta.offset"]), at]))
+            old.append((key, None, [("secmeta.offset", b"%d" % message_offset(value, headers)), at]))
         else:
-            key, value, format1 = format1_message(CODEC, decode_message(CODEC, key, value, headers), link=b"ab" * 32)
-            old.append((key, value, [*format1, at]))
+            key, value, form = older(CODEC, decode_message(CODEC, key, value, headers), link=b"ab" * 32)
+            old.append((key, value, [*form, at]))
     produce_raw(kafka_bootstrap, old_state, old)
     follower = follow(history, old_state)
     follower.bootstrap_from_state_topic()
@@ -494,54 +496,39 @@ def test_client_quotas_reach_the_follower_by_history_and_by_state_topic(store, p
     assert dict(by_history.image.quotas) == dict(by_state.image.quotas) == dict(store.image.quotas)
 
 
-def test_the_link_is_read_as_header_map_reads_it():
-    """The follower reads secmeta.link straight when it comes last (as the publisher puts it); wherever it is,
-    repeated, valueless or another bytes type, the value is header_map's."""
-    from hypothesis import given
-    from hypothesis import strategies as st
-
-    from secmeta.consumers.kafka.follower import _raw_link
-    from secmeta.consumers.kafka.wire import HEADER_LINK, header_map
-
-    values = st.one_of(st.none(), st.binary(max_size=4), st.binary(max_size=4).map(bytearray))
-    headers = st.lists(st.tuples(st.sampled_from([HEADER_LINK, "secmeta.offset", "other"]), values), max_size=5)
-
-    @given(headers)
-    def check(given_headers):
-        assert _raw_link(given_headers) == header_map(given_headers).get(HEADER_LINK)
-
-    check()
-
-
 def test_bootstrap_stops_at_a_state_value_of_a_newer_message_format_naming_it(store, clock, kafka_bootstrap, topics,
                                                                                published, follow):
     """A key's newest value in a format this secmeta cannot read (a newer secmeta published it) is not skipped, which
     would let the key's older value stand (a token's newer, shorter expiry lost): the bootstrap stops, naming the
     format and the Kafka offset."""
-    from secmeta.consumers.kafka.wire import HEADER_REQUEST, header_map
-
     random_workload(store, seed=45, steps=20, clock=clock)
     history, state = published()
     newer_state = topics("state")
     make_topics(kafka_bootstrap, newer_state)
     records = [(key, value, headers) for _, key, value, headers in read_topic(kafka_bootstrap, state)]
     key, value, headers = next(r for r in records if r[1] is not None)
-    request = json.loads(header_map(headers)[HEADER_REQUEST])
-    newer = [(n, json.dumps({**request, "format": 3}).encode() if n == HEADER_REQUEST else v) for n, v in headers]
-    produce_raw(kafka_bootstrap, newer_state, [*records, (key, value, newer)])
+    newer = value[:3] + b"\x04" + value[4:]  # the frame's version byte
+    produce_raw(kafka_bootstrap, newer_state, [*records, (key, newer, headers)])
     follower = follow(history, newer_state)
-    with pytest.raises(FollowerError, match=rf"Kafka offset {len(records)} .*message format 3: newer than"):
+    with pytest.raises(FollowerError, match=rf"Kafka offset {len(records)} .*message format 4: newer than"):
         follower.bootstrap_from_state_topic()
 
 
 @settings(max_examples=8, deadline=None)
 @given(st.sampled_from(shapes.NAMES), st.integers(1, 150), st.integers(0, 2**16),
-       st.lists(st.integers(1, 400), max_size=4))
-def test_the_follower_builds_the_replayed_image_from_the_publishers_messages(kafka_bootstrap, shape, n, seed, cuts):
-    """A log of any shape, its messages made as the publisher makes them (values from the logged batches' bytes),
-    read and applied by the follower in batches cut anywhere, gives the image a replay of the log gives."""
+       st.lists(st.integers(1, 400), max_size=4), st.sampled_from([3, 2]))
+def test_the_follower_builds_the_replayed_image_from_the_publishers_messages(kafka_bootstrap, shape, n, seed, cuts,
+                                                                             form):
+    """A log of any shape, its messages made as the publisher makes them (values from the logged batches' bytes;
+    or in message format 2, as it made them before format 3), read and applied by the follower in batches cut
+    anywhere, gives the image a replay of the log gives."""
     requests = shapes.shape_events(shape, n, seed)
-    encode, messages, offset = message_encoder(CODEC), [], 0
+    fresh = message_encoder(CODEC)
+
+    def encode(envelope, body):
+        return fresh(envelope, body, link=b"\x01" * 32) if form == 3 else format2_message(CODEC, envelope, b"01" * 32)
+
+    messages, offset = [], 0
     for request in requests:
         payload = CODEC.encode_batch(offset, [Envelope(offset + i, 1_700_000_000_000, "User:admin", "10.0.0.1",
                                                        f"r{offset}", event) for i, event in enumerate(request)])

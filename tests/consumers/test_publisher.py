@@ -20,10 +20,10 @@ from secmeta.consumers.kafka.client_config import ClientConfigError
 from secmeta.consumers.kafka.follower import Follower
 from secmeta.consumers.kafka.publisher import Publisher, PublisherError, TopicError
 from secmeta.consumers.kafka.wire import (
-    HEADER_HISTORY_OFFSET,
     decode_message,
-    encode_message,
-    header_map,
+    history_position,
+    message_encoder,
+    message_link,
     message_offset,
 )
 from secmeta.events.codec import EventCodec
@@ -67,19 +67,22 @@ def test_history_holds_every_event_in_log_order(store, store_dir, keyring, clock
     history, state = topics("history"), topics("state")
     assert publish(store_dir, keyring, kafka_bootstrap, history, state) == store.log.end_offset
     messages = read_topic(kafka_bootstrap, history)
-    assert [message_offset(h) for _, _, _, h in messages] == list(range(store.log.end_offset))
+    assert [message_offset(v, h) for _, _, v, h in messages] == list(range(store.log.end_offset))
 
 
 def test_history_events_equal_the_logged_ones(store, store_dir, keyring, clock, kafka_bootstrap, topics):
     """Decoding the history topic gives back exactly the log's envelopes, and each value is the bytes a fresh
-    encode writes (the publisher takes them from the log's batch: EventCodec.decode_batch_bodies)."""
+    encode writes with its batch's link (the publisher takes them from the log's batch:
+    EventCodec.decode_batch_bodies)."""
     random_workload(store, seed=2, clock=clock)
     history, state = topics("history"), topics("state")
     publish(store_dir, keyring, kafka_bootstrap, history, state)
     messages = read_topic(kafka_bootstrap, history)
     decoded = [decode_message(CODEC, k, v, h) for _, k, v, h in messages]
     assert decoded == list(store.log.read())
-    assert [v for _, _, v, _ in messages] == [encode_message(CODEC, env)[1] for env in decoded]
+    links = {env.offset: batch.link for batch in store.log.batches() for env in store.log.decode(batch)}
+    encode = message_encoder(CODEC)
+    assert [v for _, _, v, _ in messages] == [encode(env, link=links[env.offset])[1] for env in decoded]
 
 
 def test_state_topic_ends_with_live_entities_only(store, store_dir, keyring, clock, kafka_bootstrap, topics):
@@ -100,7 +103,7 @@ def test_removals_are_followed_by_a_tombstone(store, store_dir, keyring, kafka_b
     history, state = topics("history"), topics("state")
     publish(store_dir, keyring, kafka_bootstrap, history, state)
     messages = read_topic(kafka_bootstrap, state)
-    assert [(v is None, message_offset(h)) for _, _, v, h in messages] == [(False, 0), (False, 1), (True, 1)]
+    assert [(v is None, message_offset(v, h)) for _, _, v, h in messages] == [(False, 0), (False, 1), (True, 1)]
 
 
 def test_state_value_of_a_renewed_token_is_the_whole_token(store, store_dir, keyring, kafka_bootstrap, topics):
@@ -112,7 +115,7 @@ def test_state_value_of_a_renewed_token_is_the_whole_token(store, store_dir, key
     _, key, value, headers = read_topic(kafka_bootstrap, state)[-1]
     event = decode_message(CODEC, key, value, headers).event
     assert isinstance(event, DelegationTokenIssued)
-    assert (event.owner, event.expiry_timestamp_ms, message_offset(headers)) == ("User:etl", expiry, 1)
+    assert (event.owner, event.expiry_timestamp_ms, message_offset(value, headers)) == ("User:etl", expiry, 1)
 
 
 def test_renewal_after_a_restart_still_publishes_the_whole_token(store, store_dir, keyring, kafka_bootstrap, topics):
@@ -132,26 +135,26 @@ def test_state_messages_record_their_history_position(store, store_dir, keyring,
     store.create_acls([acl_created(i).event.binding for i in range(3)], context=ADMIN)
     history, state = topics("history"), topics("state")
     publish(store_dir, keyring, kafka_bootstrap, history, state)
-    history_at = {message_offset(h): k for k, _, _, h in read_topic(kafka_bootstrap, history)}
-    for _, _, _, headers in read_topic(kafka_bootstrap, state):
-        assert int(header_map(headers)[HEADER_HISTORY_OFFSET]) == history_at[message_offset(headers)]
+    history_at = {message_offset(v, h): k for k, _, v, h in read_topic(kafka_bootstrap, history)}
+    for _, _, value, headers in read_topic(kafka_bootstrap, state):
+        assert history_position(value, headers) == history_at[message_offset(value, headers)]
 
 
-def test_each_message_carries_three_headers(store, store_dir, keyring, kafka_bootstrap, topics):
-    """Message format 2: a history message carries its offset, its request and its batch's link; a state
-    message its offset, its request and its history position; a tombstone its offset and history position
-    (format 1 gave each message ten or eleven headers, which librdkafka copies one by one)."""
+def test_only_tombstones_carry_headers(store, store_dir, keyring, kafka_bootstrap, topics):
+    """Message format 3: a history message carries its offset, request and batch link in its value's frame, a state
+    message its offset, request and history position, and neither has a header; a tombstone (no value) its offset
+    and history position as headers (format 2 gave each message three headers, which librdkafka copies one by
+    one)."""
     from secmeta.core import AclBindingFilter
 
     store.create_acls([acl_created(1).event.binding], context=ADMIN)
     store.delete_acls([AclBindingFilter.any()], context=ADMIN)
     history, state = topics("history"), topics("state")
     publish(store_dir, keyring, kafka_bootstrap, history, state)
-    assert [[n for n, _ in h] for *_, h in read_topic(kafka_bootstrap, history)] == \
-        [["secmeta.offset", "secmeta.request", "secmeta.link"]] * 2
+    links = [batch.link for batch in store.log.batches()]
+    assert [(h, message_link(v, h)) for *_, v, h in read_topic(kafka_bootstrap, history)] == [([], link) for link in links]
     assert [[n for n, _ in h] for *_, h in read_topic(kafka_bootstrap, state)] == \
-        [["secmeta.offset", "secmeta.request", "secmeta.history_offset"]] * 2 + \
-        [["secmeta.offset", "secmeta.history_offset"]]
+        [[], [], ["secmeta.offset", "secmeta.history_offset"]]
 
 
 class _AnotherWriterBetween:
@@ -190,9 +193,8 @@ def test_history_positions_hold_when_another_producer_writes_between(store, stor
     publish(store_dir, keyring, kafka_bootstrap, history, state, chunk_size=10)
     messages = read_topic(kafka_bootstrap, history)
     assert [value == b"not ours" for _, _, value, _ in messages] == [False, True] * 30
-    history_at = {message_offset(h): k for k, _, value, h in messages if value != b"not ours"}
-    positions = [(message_offset(h), int(header_map(h)[HEADER_HISTORY_OFFSET]))
-                 for _, _, _, h in read_topic(kafka_bootstrap, state)]
+    history_at = {message_offset(value, h): k for k, _, value, h in messages if value != b"not ours"}
+    positions = [(message_offset(v, h), history_position(v, h)) for _, _, v, h in read_topic(kafka_bootstrap, state)]
     assert len(positions) == 30
     assert [at for _, at in positions] == [history_at[offset] for offset, _ in positions]
 
@@ -214,7 +216,7 @@ def test_restart_publishes_only_what_is_new(store, store_dir, keyring, kafka_boo
     publish(store_dir, keyring, kafka_bootstrap, history, state)
     store.create_acls([acl_created(2).event.binding, acl_created(3).event.binding], context=ADMIN)
     assert publish(store_dir, keyring, kafka_bootstrap, history, state) == 2
-    assert [message_offset(h) for *_, h in read_topic(kafka_bootstrap, history)] == [0, 1, 2]
+    assert [message_offset(v, h) for *_, v, h in read_topic(kafka_bootstrap, history)] == [0, 1, 2]
 
 
 def test_lag_is_log_end_minus_checkpoint(store, store_dir, keyring, kafka_bootstrap, topics):
@@ -287,7 +289,7 @@ def test_killed_publisher_resumes_without_gap_or_visible_duplicate(
     assert json.loads((store_dir / "kafka-publisher.json").read_text())["next_offset"] == 20
 
     publish(store_dir, keyring, kafka_bootstrap, history, state)
-    offsets = [message_offset(h) for *_, h in read_topic(kafka_bootstrap, history)]
+    offsets = [message_offset(v, h) for *_, v, h in read_topic(kafka_bootstrap, history)]
     assert len(offsets) > store.log.end_offset  # the killed chunk was re-sent
     assert sorted(set(offsets)) == list(range(store.log.end_offset))
     with Follower(kafka_bootstrap, history_topic=history, checkpoint_dir=tmp_path / "f") as follower:
@@ -377,7 +379,7 @@ def test_acks_minus_one_is_accepted_as_all(store, store_dir, keyring, kafka_boot
     store.create_acls([acl_created(i).event.binding for i in range(3)], context=ADMIN)
     history, state = topics("history"), topics("state")
     assert publish(store_dir, keyring, kafka_bootstrap, history, state, client_config={"acks": "-1"}) == 3
-    assert [message_offset(headers) for _, _, _, headers in read_topic(kafka_bootstrap, history)] == [0, 1, 2]
+    assert [message_offset(v, h) for _, _, v, h in read_topic(kafka_bootstrap, history)] == [0, 1, 2]
     with pytest.raises(ClientConfigError, match="client setting acks=1 is not allowed here: it must be all"):
         Publisher(store_dir, keyring, kafka_bootstrap, client_config={"acks": "1"})
 

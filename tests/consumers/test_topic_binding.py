@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from secmeta.consumers.kafka.follower import Follower, FollowerAheadError, FollowerError
 from secmeta.consumers.kafka.publisher import Publisher, TopicChangedError
 from secmeta.consumers.kafka.topic_witness import LogBehindTopicError, LogDivergesError
-from secmeta.consumers.kafka.wire import HEADER_LINK, header_map, message_offset
+from secmeta.consumers.kafka.wire import message_link, message_offset
 from secmeta.core.cli import main
 from secmeta.core.log import Log
 from secmeta.events.records import LogRecovered
@@ -36,7 +36,7 @@ def publish(store_dir, keyring, bootstrap, history, state, **kwargs) -> int:
 
 
 def logged_offsets(bootstrap, topic) -> list[int]:
-    return [message_offset(headers) for *_, headers in read_topic(bootstrap, topic)]
+    return [message_offset(value, headers) for *_, value, headers in read_topic(bootstrap, topic)]
 
 
 @pytest.fixture
@@ -116,14 +116,14 @@ def test_other_writers_after_the_last_event_do_not_hide_it(store, store_dir, key
 
 
 def test_history_messages_carry_the_chain_link_of_their_batch(store, store_dir, keyring, kafka_bootstrap, topics):
-    """Each event's secmeta.link is its log batch's chain link: events of one request share it."""
+    """Each event's link is its log batch's chain link: events of one request share it."""
     acls(store, 0, 2)
     acls(store, 2, 1)
     history = topics("h")
     publish(store_dir, keyring, kafka_bootstrap, history, topics("s"))
-    links = [header_map(headers)[HEADER_LINK] for *_, headers in read_topic(kafka_bootstrap, history)]
+    links = [message_link(value, headers) for *_, value, headers in read_topic(kafka_bootstrap, history)]
     batches = list(store.log.batches())
-    assert links == [batches[0].link.hex().encode()] * 2 + [batches[1].link.hex().encode()]
+    assert links == [batches[0].link] * 2 + [batches[1].link]
 
 
 # -- the topic as a witness of the log -------------------------------------------------------------

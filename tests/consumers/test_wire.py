@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from secmeta.consumers.kafka.wire import (
+    FORMAT,
     HEADER_ACTOR_PRINCIPAL,
     HEADER_FINGERPRINT,
     HEADER_OFFSET,
@@ -22,9 +23,13 @@ from secmeta.consumers.kafka.wire import (
     encode_tombstone,
     event_reader,
     header_map,
+    history_position,
     is_removal,
     message_decoder,
+    message_encoder,
+    message_link,
     message_offset,
+    restate,
 )
 from secmeta.events.codec import EventCodec
 from secmeta.events.keyring import SealedSecret
@@ -41,7 +46,7 @@ from secmeta.events.records import (
 )
 from secmeta.events.single_object import SingleObjects
 from secmeta.events.types import ScramMechanism
-from tests.consumers.conftest import format1_message
+from tests.consumers.conftest import format1_message, format2_message
 from tests.logkit import acl_created, binding
 from tests.strategies_events import envelopes, events, events_of_each_type
 
@@ -52,19 +57,26 @@ def at(envelope: Envelope, offset: int) -> Envelope:
     return dataclasses.replace(envelope, offset=offset)
 
 
-def test_header_names_are_the_shared_contract():
-    """Every event message carries two headers: the log offset, and its request's values as JSON a tool can
-    read (message format 2)."""
+def test_a_message_is_a_frame_then_the_event_and_carries_no_headers():
+    """Message format 3: no headers; the value is the frame (magic, version 3, kind, log offset, the lengths, the
+    request's values as JSON a tool can read, the link), then the event's single-object encoding."""
     from dataclasses import replace
 
     env = replace(at(acl_created(1), 5), actor_asserted=False, operator_user="alice", operator_host="ws1",
                   operator_pid=42, operator_program="secmeta")
-    _, _, headers = encode_message(CODEC, env)
-    assert [name for name, _ in headers] == ["secmeta.offset", "secmeta.request"]
-    assert json.loads(dict(headers)["secmeta.request"]) == {
-        "format": 2, "timestamp_ms": env.timestamp_ms, "actor_principal": env.actor_principal,
+    link = bytes(range(32))
+    key, value, headers = message_encoder(CODEC)(env, link=link)
+    assert headers == []
+    size = int.from_bytes(value[13:17], "big")
+    assert (value[:3], value[3], value[4:5], int.from_bytes(value[5:13], "big"), value[17]) == (
+        b"\x00SM", 3, b"H", 5, 32)
+    assert json.loads(value[18:18 + size]) == {
+        "format": 3, "timestamp_ms": env.timestamp_ms, "actor_principal": env.actor_principal,
         "actor_host": env.actor_host, "request_id": env.request_id, "actor_asserted": False,
         "operator": ["alice", "ws1", 42, "secmeta"]}
+    assert value[18 + size:18 + size + 32] == link
+    assert value[18 + size + 32:] == CODEC.to_single_object(env.event)
+    assert (message_offset(value, None), message_link(value, None), history_position(value, None)) == (5, link, None)
 
 
 def test_the_operator_and_assertion_travel_with_the_request_and_format_1_messages_without_them_read_as_unknown():
@@ -80,6 +92,7 @@ def test_the_operator_and_assertion_travel_with_the_request_and_format_1_message
     key, value, headers = encode_message(CODEC, env)
     back = decode_message(CODEC, key, value, headers)
     assert (back.actor_asserted, back.operator) == (False, Operator("alice", "ws1", 42, "secmeta"))
+    assert decode_message(CODEC, *format2_message(CODEC, env)) == back
     key, value, headers = format1_message(CODEC, env)
     assert decode_message(CODEC, key, value, headers) == back
     older = [(n, v) for n, v in headers if n not in ("secmeta.actor_asserted", "secmeta.operator")]
@@ -93,12 +106,14 @@ def test_the_operator_and_assertion_travel_with_the_request_and_format_1_message
 
 @given(envelopes(), st.integers(0, 2**62))
 def test_round_trip_gives_back_the_envelope(envelope, offset):
-    """decode(encode(e)) is e with its offset and its schema fingerprint; so is the decoded format-1 message
-    of e (topics published before format 2 still read)."""
+    """decode(encode(e)) is e with its offset and its schema fingerprint, on either topic; so is the decoded
+    format-2 and format-1 message of e (topics published before format 3 still read)."""
     envelope = at(envelope, offset)
     key, value, headers = encode_message(CODEC, envelope)
     expected = dataclasses.replace(envelope, fingerprint=CODEC.event_fingerprint(envelope.event_type))
     assert decode_message(CODEC, key, value, headers) == expected
+    assert decode_message(CODEC, key, restate(value, offset // 3), None) == expected
+    assert decode_message(CODEC, *format2_message(CODEC, envelope, link=b"ab" * 32)) == expected
     assert decode_message(CODEC, *format1_message(CODEC, envelope, link=b"ab" * 32)) == expected
 
 
@@ -109,11 +124,13 @@ def test_key_is_the_entity_key():
     assert key == envelope.entity_key.encode() and key.startswith(b"acl:")
 
 
-def test_value_is_avro_single_object_encoding():
-    """The value is C3 01, the event schema's 8-byte fingerprint, then the body."""
-    _, value, _ = encode_message(CODEC, at(acl_created(2), 3))
-    fingerprint = CODEC.event_fingerprint("AclCreated")
-    assert value[:2] == b"\xc3\x01" and value[2:10] == fingerprint
+def test_value_ends_in_avro_single_object_encoding():
+    """After the frame, the value is C3 01, the event schema's 8-byte fingerprint, then the body."""
+    envelope = at(acl_created(2), 3)
+    _, value, _ = encode_message(CODEC, envelope)
+    single = CODEC.to_single_object(envelope.event)
+    assert value.endswith(single) and single[:2] == b"\xc3\x01"
+    assert single[2:10] == CODEC.event_fingerprint("AclCreated")
 
 
 def test_secrets_travel_sealed():
@@ -126,17 +143,17 @@ def test_secrets_travel_sealed():
 
 
 def test_offset_header_is_decimal_ascii():
-    """secmeta.offset is the log offset in decimal."""
-    _, _, headers = encode_message(CODEC, at(acl_created(1), 1234567))
+    """Format 2's secmeta.offset is the log offset in decimal."""
+    _, value, headers = format2_message(CODEC, at(acl_created(1), 1234567))
     assert dict(headers)[HEADER_OFFSET] == b"1234567"
-    assert message_offset(headers) == 1234567
+    assert message_offset(value, headers) == 1234567
 
 
 def test_tombstone_has_the_key_no_value_and_the_offset():
     """A state-topic tombstone keeps the entity key and carries the offset header."""
     envelope = Envelope(9, 1, "User:admin", "h", "r", AclDeleted("id-1", binding(1)))
     key, value, headers = encode_tombstone(envelope)
-    assert (key, value, message_offset(headers)) == (b"acl:id-1", None, 9)
+    assert (key, value, message_offset(value, headers)) == (b"acl:id-1", None, 9)
 
 
 @pytest.mark.parametrize("event", [
@@ -157,7 +174,8 @@ def test_a_creation_is_not_a_removal():
 
 
 def _message():
-    return encode_message(CODEC, at(acl_created(3), 11))
+    """A format 2 message: the refusals of its headers are still named."""
+    return format2_message(CODEC, at(acl_created(3), 11))
 
 
 def test_wrong_marker_is_not_ours():
@@ -167,7 +185,7 @@ def test_wrong_marker_is_not_ours():
         decode_message(CODEC, key, b"\x00\x01" + value[2:], headers)
 
 
-@pytest.mark.parametrize("form", [encode_message, format1_message])
+@pytest.mark.parametrize("form", [format2_message, format1_message])
 def test_unknown_fingerprint_is_not_ours(form):
     """A fingerprint no known schema has is refused, naming it."""
     key, value, headers = form(CODEC, at(acl_created(3), 11))
@@ -319,10 +337,13 @@ _HEADER_VALUES = st.one_of(
 def _mangled(envelope: Envelope, offset: int, data) -> tuple:
     """A message of ``envelope`` at ``offset`` in either format, perhaps mangled: headers changed, dropped, repeated
     or given as another bytes type, the value cut or changed, the key of another entity."""
-    form = data.draw(st.sampled_from([encode_message, format1_message]), label="format")
+    form = data.draw(st.sampled_from([encode_message, _state_message, format2_message, format1_message]),
+                     label="format")
     key, value, headers = form(CODEC, at(envelope, offset))
     headers = list(headers)
-    for _ in range(data.draw(st.integers(0, 3), label="header changes")):
+    if not headers and data.draw(st.booleans(), label="headers added to a format 3 message"):
+        headers = list(format2_message(CODEC, at(envelope, offset))[2])
+    for _ in range(data.draw(st.integers(0, 3) if headers else st.just(0), label="header changes")):
         index = data.draw(st.integers(0, len(headers) - 1), label="header")
         name, raw = headers[index]
         change = data.draw(st.sampled_from(["value", "drop", "repeat", "form"]), label="change")
@@ -339,17 +360,23 @@ def _mangled(envelope: Envelope, offset: int, data) -> tuple:
     value_change = data.draw(st.sampled_from(["none", "cut", "byte", "marker", "form", "absent"]), label="value")
     if value_change == "cut":
         value = value[:data.draw(st.integers(0, len(value) - 1), label="cut at")]
-    elif value_change == "byte" and len(value) > 10:
-        at_byte = data.draw(st.integers(10, len(value) - 1), label="byte at")
+    elif value_change == "byte":
+        at_byte = data.draw(st.integers(0, len(value) - 1), label="byte at")
         value = value[:at_byte] + bytes([value[at_byte] ^ 0xFF]) + value[at_byte + 1:]
     elif value_change == "marker":
-        value = b"\xc3\x02" + value[2:]
+        value = b"\xc3\x02" + value[2:] if value[:2] == b"\xc3\x01" else value.replace(b"\xc3\x01", b"\xc3\x02", 1)
     elif value_change == "form":
         value = data.draw(_BYTES_FORMS, label="value form")(value)
     elif value_change == "absent":
         value = None
     key = data.draw(st.sampled_from([key, None, b"acl:other", key[:-1], bytearray(key)]), label="key")
     return key, value, headers
+
+
+def _state_message(codec, envelope: Envelope) -> tuple[bytes, bytes, list]:
+    """A format 3 message as the state topic carries it."""
+    key, value, headers = encode_message(codec, envelope)
+    return key, restate(value, envelope.offset * 2 + 1), headers
 
 
 def _outcome(read, message: tuple):
@@ -431,7 +458,6 @@ _REQUEST_FIELDS = ("timestamp_ms", "actor_principal", "actor_host", "request_id"
 def test_a_bound_encoder_writes_each_message_as_a_lone_encode_does(batch, data):
     """message_encoder shares a request's headers across a run of its events: each message is still the one
     encode_message gives for that envelope alone, whichever request value changes from one event to the next."""
-    from secmeta.consumers.kafka.wire import message_encoder
 
     run = [batch[0]]
     for envelope in batch[1:]:  # mostly the previous event's request, sometimes with one value changed
@@ -456,7 +482,8 @@ def _with_request(**changes) -> tuple[bytes, bytes, list]:
 
 
 @pytest.mark.parametrize(("changes", "reason"), [
-    ({"format": 3}, r"is message format 3: newer than this secmeta reads \(up to 2\); upgrade it"),
+    ({"format": 4}, r"is message format 4: newer than this secmeta reads \(up to 3\); upgrade it"),
+    ({"format": 3}, "is message format 3: expected 2"),
     ({"format": 1}, "is message format 1: expected 2"),
     ({"format": "2"}, "is message format '2': expected 2"),
     ({"format": None}, "is message format None: expected 2"),
@@ -484,3 +511,42 @@ def test_a_request_header_that_is_no_json_object_is_named(raw):
     headers = [(n, raw if n == HEADER_REQUEST else v) for n, v in headers]
     with pytest.raises(NotOurMessage, match=f"header {HEADER_REQUEST} is not"):
         decode_message(CODEC, key, value, headers)
+
+
+def _framed() -> tuple[bytes, bytes, list]:
+    return message_encoder(CODEC)(at(acl_created(3), 11), link=b"\x07" * 32)
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    (lambda v: v[:3] + bytes([FORMAT + 1]) + v[4:], "frame of message format 4: newer than this secmeta reads (up to 3)"),
+    (lambda v: v[:3] + b"\x02" + v[4:], "frame of message format 2: expected 3"),
+    (lambda v: v[:12], "truncated frame: 12 bytes"),
+    (lambda v: v[:4] + b"X" + v[5:], "frame of unknown kind b'X'"),
+    (lambda v: v[:5] + (-1).to_bytes(8, "big", signed=True) + v[13:], "frame holds a negative log offset -1"),
+    (lambda v: v[:13] + (2**31).to_bytes(4, "big") + v[17:], "truncated frame: its request and extra end at byte"),
+    (lambda v: v[:4] + b"S" + v[5:], "state frame whose history offset is 32 bytes, not 8"),
+])
+def test_a_frame_that_does_not_read_is_named(change, reason):
+    """A format 3 value whose frame is of a later format (UnknownFormat), cut short, of an unknown kind, with a
+    negative offset or lengths past its end: refused naming it, by the offset and link readers too."""
+    from secmeta.consumers.kafka.wire import UnknownFormat
+
+    key, value, headers = _framed()
+    bad = change(value)
+    for read in (message_decoder(CODEC), event_reader(CODEC), lambda k, v, h: message_offset(v, h),
+                 lambda k, v, h: message_link(v, h)):
+        with pytest.raises(NotOurMessage) as info:
+            read(key, bad, headers)
+        assert info.value.reason.startswith(reason)
+        assert isinstance(info.value, UnknownFormat) == ("newer" in reason)
+
+
+def test_a_state_frame_carries_the_history_offset_instead_of_the_link():
+    """restate makes the history message's value the state topic's: the same event and request, the history
+    message's Kafka offset where the link was; a tombstone names both as headers."""
+    key, value, headers = _framed()
+    state = restate(value, 4242)
+    assert decode_message(CODEC, key, state, headers) == decode_message(CODEC, key, value, headers)
+    assert (history_position(state, None), message_link(state, None), message_offset(state, None)) == (4242, None, 11)
+    _, none, tomb = encode_tombstone(at(acl_created(3), 11))
+    assert history_position(none, tomb + [("secmeta.history_offset", b"77")]) == 77
