@@ -61,7 +61,7 @@ from secmeta.consumers.kafka.wire import (
     encode_tombstone,
     message_decoder,
     message_encoder,
-    restate,
+    message_pair_encoder,
 )
 from secmeta.core.errors import InvalidValueError, SecmetaError
 from secmeta.core.log import Log
@@ -219,12 +219,16 @@ class _Chunk:
     offsets in log order.
     """
 
-    __slots__ = ("delivered", "outstanding", "errors")
+    __slots__ = ("delivered", "outstanding", "errors", "_state_reports", "state_callback")
 
     def __init__(self):
         self.delivered: list[int] = []
         self.outstanding = 0
         self.errors: list[str] = []
+        # The state messages' delivery reports: the first message per error (None: delivered). The callback is a
+        # C-level method, so a report costs no Python call (the chunk waits on the producer's queue instead).
+        self._state_reports: dict = {}
+        self.state_callback = self._state_reports.setdefault
 
     def history_callback(self, err, msg) -> None:
         self.outstanding -= 1
@@ -237,10 +241,9 @@ class _Chunk:
         """The Kafka offset of each event's history message, in log order (once all are delivered)."""
         return sorted(self.delivered)
 
-    def state_callback(self, err, msg) -> None:
-        self.outstanding -= 1
-        if err is not None:
-            self.errors.append(err.str())
+    def state_errors(self) -> list[str]:
+        """Why state messages failed (once every report is served)."""
+        return [err.str() for err in self._state_reports if err is not None]
 
 
 class Publisher:
@@ -290,6 +293,7 @@ class Publisher:
                                 if k not in ("enable.idempotence", "acks", "linger.ms")}
         self._log = Log.open(store_dir, keyring=keyring, read_only=True, clock=clock)
         self._encode = message_encoder(self._log.codec)
+        self._encode_pair = message_pair_encoder(self._log.codec)
         self._decode = message_decoder(self._log.codec)
         self._identity: TopicIdentity | None = None  # what the checkpoint was written against (None: unknown)
         self._bound = False  # the topics were checked against the checkpoint and the log
@@ -524,19 +528,21 @@ class Publisher:
 
     def _await(self, chunk: _Chunk, producer: Producer, stop: threading.Event | None,
                deadline: float | None) -> bool:
-        """Serve delivery reports until the chunk is confirmed; False on failure, stop or deadline."""
-        while chunk.outstanding > 0:
+        """Serve delivery reports until the chunk is confirmed (every report served: the producer holds nothing);
+        False on failure, stop or deadline."""
+        while chunk.outstanding > 0 or len(producer) > 0:
             if self._fatal is not None:
                 chunk.errors.append(f"fatal producer error: {self._fatal}")
                 return False
             if (stop is not None and stop.is_set()) or (deadline is not None and time.monotonic() >= deadline):
                 return False
             producer.flush(0.2)
-            if chunk.outstanding > 0 and self._broker_down is not None:
+            if (chunk.outstanding > 0 or len(producer) > 0) and self._broker_down is not None:
                 if self._last_stage != "broker unreachable":
                     logger.warning("broker unreachable while delivering: %s; still retrying", self._broker_down)
                 self._report("broker unreachable", self._broker_down)
                 self._broker_down = None
+        chunk.errors.extend(chunk.state_errors())
         return not chunk.errors
 
     # -- publishing ----------------------------------------------------------------------
@@ -574,19 +580,18 @@ class Publisher:
         envelopes, bodies, links = self._read_linked(self._checkpoint, end)
         producer = self._producer_ready()
         chunk = _Chunk()
-        encode = self._encode
-        encoded = [(key, value, None) for key, value, _ in map(encode, envelopes, bodies, links)]
+        encoded = list(map(self._encode_pair, envelopes, bodies, links))
         self._report("publishing", f"offsets {envelopes[0].offset}..{envelopes[-1].offset}")
-        produced = self._produce_all(producer, self.history_topic, encoded, chunk.history_callback)
+        produced = self._produce_all(producer, self.history_topic, ((key, value, None) for key, value, _, _ in encoded),
+                                     chunk.history_callback)
         chunk.outstanding += produced  # after: delivery reports served while producing have counted down
         if not self._await(chunk, producer, stop, deadline):
             return self._failed(chunk, "history")
         self._report("history delivered", f"through offset {envelopes[-1].offset}")
 
         form = self._state_form
-        produced = self._produce_all(producer, self.state_topic, self._state_messages(
+        self._produce_all(producer, self.state_topic, self._state_messages(
             envelopes, encoded, chunk.history_offsets()), chunk.state_callback)
-        chunk.outstanding += produced
         if not self._await(chunk, producer, stop, deadline):
             form.discard()
             return self._failed(chunk, "state")
@@ -601,16 +606,16 @@ class Publisher:
 
     def _state_messages(self, envelopes: list, encoded: list,
                         positions: list[int]) -> Iterator[tuple[bytes, bytes | None, list | None]]:
-        """The state topic's messages of a chunk whose history messages are ``encoded`` at Kafka offsets
-        ``positions``: each event's state form, a tombstone after a removal. A state message carries the
-        history message's Kafka offset instead of the link (``wire.restate``); a tombstone carries it as a header."""
+        """The state topic's messages of a chunk whose history messages are ``encoded`` (``message_pair_encoder``)
+        at Kafka offsets ``positions``: each event's state form, a tombstone after a removal. A state message carries
+        the history message's Kafka offset instead of the link; a tombstone carries it as a header."""
         form = self._state_form
-        for env, (key, value, _), position in zip(envelopes, encoded, positions):
+        for env, (key, _, head, tail), position in zip(envelopes, encoded, positions):
             whole, closes = form.of(env)
             if whole is not env:
                 key, value, _ = self._encode(whole, history_offset=position)
             else:
-                value = restate(value, position)
+                value = head + position.to_bytes(8, "big", signed=True) + tail
             yield key, value, None
             if closes:
                 key, tombstone, headers = encode_tombstone(env)

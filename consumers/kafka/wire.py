@@ -7,8 +7,8 @@ value (format 3)
     A frame, then the Avro single-object encoding of the event (``C3 01``, the 8-byte schema fingerprint,
     which names the event type, the body; secrets appear only sealed, as in the log). The frame, integers
     big-endian: ``00 53 4D`` ("\\0SM"), the format version (one byte, 3), the kind (``H`` on the history
-    topic, ``S`` on the state topic), the log offset (8 bytes, signed), the request's length (2 bytes), the
-    extra's length (1 byte), the request, the extra. The request is what the event shares with the other
+    topic, ``S`` on the state topic), the request's length (4 bytes), the extra's length (1 byte), the
+    request, the extra, the log offset (8 bytes, signed). The request is what the event shares with the other
     events of its request, as JSON made once per request: ``{"format":3,"timestamp_ms":..,
     "actor_principal":..,"actor_host":..,"request_id":..,"actor_asserted":true,"operator":[user,host,pid,
     program]}`` (``actor_asserted``: ``true`` the actor is a local caller's claim, ``false`` secmeta serve
@@ -87,6 +87,7 @@ __all__ = [
     "message_decoder",
     "message_encoder",
     "message_link",
+    "message_pair_encoder",
     "message_offset",
     "restate",
 ]
@@ -95,9 +96,11 @@ FORMAT = 3  # the message format encode_message writes (its frame's version, and
 MAGIC = b"\x00SM"  # a format 3 value's first bytes (then the version byte)
 KIND_HISTORY = b"H"  # a frame on the history topic: its extra is the link
 KIND_STATE = b"S"  # a frame on the state topic: its extra is the history offset
-# magic, version, kind, log offset, request length, extra length; then the request, the extra, the event
-_FRAME = struct.Struct(">3sBcqIB")
+# magic, version, kind, request length, extra length; then the request, the extra, the log offset, the event (the
+# head, everything before the log offset, is the same for a request's events: made once per run of them)
+_FRAME = struct.Struct(">3sBcIB")
 _FRAME_SIZE = _FRAME.size
+_OFFSET = struct.Struct(">q")
 _FRAMED = MAGIC + bytes([FORMAT])  # a format 3 value starts with these
 HEADER_OFFSET = "secmeta.offset"
 HEADER_REQUEST = "secmeta.request"
@@ -163,32 +166,49 @@ def message_encoder(codec: EventCodec) -> Callable[..., tuple[bytes, bytes, Head
     """``encode_message`` bound to one codec, for writers that encode many events:
     ``encode(envelope, body=None, link=b"", history_offset=None)``.
 
-    The request JSON is made once for a run of envelopes that carry the same request values (a logged batch's
-    events come by request).  Given the event's ``body`` as its logged batch holds it
-    (``EventCodec.decode_batch_bodies``), the value is made from it rather than encoded again (the same bytes:
-    ``SingleObjects.of_body``).  The frame is a history one holding ``link``, or given ``history_offset`` a
-    state one holding it.  The headers are an empty list: format 3 has none.
+    Given the event's ``body`` as its logged batch holds it (``EventCodec.decode_batch_bodies``), the value is made
+    from it rather than encoded again (the same bytes: ``SingleObjects.of_body``).  The frame is a history one
+    holding ``link``, or given ``history_offset`` a state one holding it.  The headers are an empty list: format 3
+    has none.
     """
-    objects = SingleObjects(codec)
-    encode_value, of_body = objects.encode, objects.of_body
-    pack = _FRAME.pack
-    shared: list = [None, b""]  # the last envelope's request values, and their JSON
+    pair = message_pair_encoder(codec)
 
     def encode(envelope: Envelope, body: bytes | None = None, link: bytes = b"",
                history_offset: int | None = None) -> tuple[bytes, bytes, Headers]:
+        key, value, state_head, tail = pair(envelope, body, link)
+        if history_offset is not None:
+            value = state_head + _offset_bytes(history_offset) + tail
+        return key, value, []
+
+    return encode
+
+
+def message_pair_encoder(codec: EventCodec) -> Callable[[Envelope, bytes | None, bytes],
+                                                        tuple[bytes, bytes, bytes, bytes]]:
+    """For the publisher, which sends each event to both topics: ``encode(envelope, body, link)`` gives the key, the
+    history message's value, and the state message's value but for the history offset: its head and its tail (the
+    value is ``head + history offset (8 bytes, big-endian) + tail``).
+
+    The heads (everything before the log offset) are made once for a run of envelopes that carry the same request
+    values and link (a logged batch's events come by request).
+    """
+    objects = SingleObjects(codec)
+    encode_value, of_body = objects.encode, objects.of_body
+    pack, offset_bytes = _FRAME.pack, _OFFSET.pack
+    # the last envelope's request values, link, history head and state head
+    shared: list = [None, None, b"", b""]
+
+    def encode(envelope: Envelope, body: bytes | None, link: bytes) -> tuple[bytes, bytes, bytes, bytes]:
         event = envelope.event
         request = (envelope.timestamp_ms, envelope.actor_principal, envelope.actor_host, envelope.request_id,
                    envelope.actor_asserted, envelope.operator_user, envelope.operator_host, envelope.operator_pid,
                    envelope.operator_program)
-        if request != shared[0]:
-            shared[0], shared[1] = request, _request_json(*request)
-        value = encode_value(event) if body is None else of_body(event, body)
-        raw = shared[1]
-        if history_offset is None:
-            frame = pack(MAGIC, FORMAT, KIND_HISTORY, envelope.offset, len(raw), len(link)) + raw + link
-        else:
-            frame = pack(MAGIC, FORMAT, KIND_STATE, envelope.offset, len(raw), 8) + raw + _offset_bytes(history_offset)
-        return event.entity_key.encode(), frame + value, []
+        if request != shared[0] or link != shared[1]:
+            raw = _request_json(*request)
+            shared[:] = (request, link, pack(MAGIC, FORMAT, KIND_HISTORY, len(raw), len(link)) + raw + link,
+                         pack(MAGIC, FORMAT, KIND_STATE, len(raw), 8) + raw)
+        tail = offset_bytes(envelope.offset) + (encode_value(event) if body is None else of_body(event, body))
+        return event.entity_key.encode(), shared[2] + tail, shared[3], tail
 
     return encode
 
@@ -196,9 +216,9 @@ def message_encoder(codec: EventCodec) -> Callable[..., tuple[bytes, bytes, Head
 def restate(value: bytes, history_offset: int) -> bytes:
     """A history message's value (as ``message_encoder`` makes it) as the state topic carries the same event: its
     frame a state one, holding the history message's Kafka offset instead of the link."""
-    _, _, _, offset, size, extra = _FRAME.unpack_from(value)
+    _, _, _, size, extra = _FRAME.unpack_from(value)
     request_end = _FRAME_SIZE + size
-    return (_FRAME.pack(MAGIC, FORMAT, KIND_STATE, offset, size, 8) + value[_FRAME_SIZE:request_end]
+    return (_FRAME.pack(MAGIC, FORMAT, KIND_STATE, size, 8) + value[_FRAME_SIZE:request_end]
             + _offset_bytes(history_offset) + value[request_end + extra:])
 
 
@@ -283,7 +303,7 @@ def _frame_of(value: bytes | bytearray | memoryview | None) -> tuple[bytes, int,
     value = bytes(value)  # a no-op on bytes
     if len(value) < _FRAME_SIZE:
         raise NotOurMessage(f"truncated frame: {len(value)} bytes, its fixed part alone needs {_FRAME_SIZE}")
-    _, version, kind, offset, size, extra = _FRAME.unpack_from(value)
+    _, version, kind, size, extra = _FRAME.unpack_from(value)
     if version != FORMAT:
         raise (UnknownFormat if version > FORMAT else NotOurMessage)(
             f"frame of message format {version}: "
@@ -293,12 +313,14 @@ def _frame_of(value: bytes | bytearray | memoryview | None) -> tuple[bytes, int,
         raise NotOurMessage(f"frame of unknown kind {kind!r} (expected {KIND_HISTORY!r} or {KIND_STATE!r})")
     if kind == KIND_STATE and extra != 8:
         raise NotOurMessage(f"state frame whose history offset is {extra} bytes, not 8")
+    offset_at = _FRAME_SIZE + size + extra
+    if offset_at + 8 > len(value):
+        raise NotOurMessage(f"truncated frame: its request, extra and log offset end at byte {offset_at + 8} of "
+                            f"{len(value)}")
+    (offset,) = _OFFSET.unpack_from(value, offset_at)
     if offset < 0:
         raise NotOurMessage(f"frame holds a negative log offset {offset}")
-    event_at = _FRAME_SIZE + size + extra
-    if event_at > len(value):
-        raise NotOurMessage(f"truncated frame: its request and extra end at byte {event_at} of {len(value)}")
-    return kind, offset, value[_FRAME_SIZE:_FRAME_SIZE + size], value[_FRAME_SIZE + size:event_at], value[event_at:]
+    return kind, offset, value[_FRAME_SIZE:_FRAME_SIZE + size], value[_FRAME_SIZE + size:offset_at], value[offset_at + 8:]
 
 
 def decode_message(
@@ -339,12 +361,15 @@ def _reader(objects: SingleObjects, replay: bool) -> Callable[[bytes | None, byt
     """
     decoders, careful = objects.straight_decoders(replay), _careful_decoder(objects)
     make, fields, unpack, framed, size = _new_envelope, _request_fields, _FRAME.unpack_from, _FRAMED, _FRAME_SIZE
+    log_offset = _OFFSET.unpack_from
 
     def read(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Any:
         try:
             if value[:4] == framed and value.__class__ is bytes:  # type: ignore[index]
-                _, _, kind, offset, length, extra = unpack(value)  # type: ignore[arg-type]
-                event = value[size + length + extra:]  # type: ignore[index]
+                _, _, kind, length, extra = unpack(value)  # type: ignore[arg-type]
+                offset_at = size + length + extra
+                (offset,) = log_offset(value, offset_at)  # type: ignore[arg-type]
+                event = value[offset_at + 8:]  # type: ignore[index]
                 compiled, fingerprint, key_of = decoders[event[:10]]
                 if offset < 0 or not (kind == KIND_HISTORY or (kind == KIND_STATE and extra == 8)):
                     raise ValueError

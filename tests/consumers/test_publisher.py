@@ -174,6 +174,9 @@ class _AnotherWriterBetween:
     def __getattr__(self, name):
         return getattr(self._producer, name)
 
+    def __len__(self):
+        return len(self._producer)
+
 
 def test_history_positions_hold_when_another_producer_writes_between(store, store_dir, keyring, kafka_bootstrap,
                                                                       topics, monkeypatch):
@@ -418,3 +421,19 @@ def test_run_publishes_events_as_they_are_logged(store, store_dir, keyring, kafk
         thread.join(60)
         pub.close()
     assert pub.checkpoint == 2
+
+
+def test_a_failed_state_message_fails_the_chunk(store, store_dir, keyring, kafka_bootstrap):
+    """A state message's delivery report is taken by a C-level callback (no Python call a message): a failure among
+    them still fails the chunk, naming the error, so it is sent again rather than checkpointed."""
+    from confluent_kafka import KafkaError
+
+    from secmeta.consumers.kafka.publisher import _Chunk
+
+    chunk = _Chunk()
+    chunk.state_callback(None, object())
+    chunk.state_callback(KafkaError(KafkaError._MSG_TIMED_OUT), object())
+    with Publisher(store_dir, keyring, kafka_bootstrap) as publisher:
+        producer = Producer({"bootstrap.servers": kafka_bootstrap})
+        assert publisher._await(chunk, producer, None, None) is False
+    assert chunk.errors == ["Local: Message timed out"]

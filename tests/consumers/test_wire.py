@@ -58,8 +58,8 @@ def at(envelope: Envelope, offset: int) -> Envelope:
 
 
 def test_a_message_is_a_frame_then_the_event_and_carries_no_headers():
-    """Message format 3: no headers; the value is the frame (magic, version 3, kind, log offset, the lengths, the
-    request's values as JSON a tool can read, the link), then the event's single-object encoding."""
+    """Message format 3: no headers; the value is the frame (magic, version 3, kind, the lengths, the request's
+    values as JSON a tool can read, the link, the log offset), then the event's single-object encoding."""
     from dataclasses import replace
 
     env = replace(at(acl_created(1), 5), actor_asserted=False, operator_user="alice", operator_host="ws1",
@@ -67,14 +67,14 @@ def test_a_message_is_a_frame_then_the_event_and_carries_no_headers():
     link = bytes(range(32))
     key, value, headers = message_encoder(CODEC)(env, link=link)
     assert headers == []
-    size = int.from_bytes(value[13:17], "big")
-    assert (value[:3], value[3], value[4:5], int.from_bytes(value[5:13], "big"), value[17]) == (
-        b"\x00SM", 3, b"H", 5, 32)
-    assert json.loads(value[18:18 + size]) == {
+    size = int.from_bytes(value[5:9], "big")
+    assert (value[:3], value[3], value[4:5], value[9]) == (b"\x00SM", 3, b"H", 32)
+    assert json.loads(value[10:10 + size]) == {
         "format": 3, "timestamp_ms": env.timestamp_ms, "actor_principal": env.actor_principal,
         "actor_host": env.actor_host, "request_id": env.request_id, "actor_asserted": False,
         "operator": ["alice", "ws1", 42, "secmeta"]}
-    assert value[18 + size:18 + size + 32] == link
+    assert value[10 + size:10 + size + 32] == link
+    assert int.from_bytes(value[10 + size + 32:18 + size + 32], "big") == 5
     assert value[18 + size + 32:] == CODEC.to_single_object(env.event)
     assert (message_offset(value, None), message_link(value, None), history_position(value, None)) == (5, link, None)
 
@@ -513,6 +513,9 @@ def test_a_request_header_that_is_no_json_object_is_named(raw):
         decode_message(CODEC, key, value, headers)
 
 
+_SINGLE = CODEC.to_single_object(acl_created(3).event)
+
+
 def _framed() -> tuple[bytes, bytes, list]:
     return message_encoder(CODEC)(at(acl_created(3), 11), link=b"\x07" * 32)
 
@@ -520,10 +523,11 @@ def _framed() -> tuple[bytes, bytes, list]:
 @pytest.mark.parametrize(("change", "reason"), [
     (lambda v: v[:3] + bytes([FORMAT + 1]) + v[4:], "frame of message format 4: newer than this secmeta reads (up to 3)"),
     (lambda v: v[:3] + b"\x02" + v[4:], "frame of message format 2: expected 3"),
-    (lambda v: v[:12], "truncated frame: 12 bytes"),
+    (lambda v: v[:8], "truncated frame: 8 bytes"),
     (lambda v: v[:4] + b"X" + v[5:], "frame of unknown kind b'X'"),
-    (lambda v: v[:5] + (-1).to_bytes(8, "big", signed=True) + v[13:], "frame holds a negative log offset -1"),
-    (lambda v: v[:13] + (2**31).to_bytes(4, "big") + v[17:], "truncated frame: its request and extra end at byte"),
+    (lambda v: v[:-len(_SINGLE) - 8] + (-1).to_bytes(8, "big", signed=True) + _SINGLE,
+     "frame holds a negative log offset -1"),
+    (lambda v: v[:5] + (2**31).to_bytes(4, "big") + v[9:], "truncated frame: its request, extra and log offset end"),
     (lambda v: v[:4] + b"S" + v[5:], "state frame whose history offset is 32 bytes, not 8"),
 ])
 def test_a_frame_that_does_not_read_is_named(change, reason):
