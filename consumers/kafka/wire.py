@@ -362,6 +362,7 @@ def _reader(objects: SingleObjects, replay: bool) -> Callable[[bytes | None, byt
     decoders, careful = objects.straight_decoders(replay), _careful_decoder(objects)
     make, fields, unpack, framed, size = _new_envelope, _request_fields, _FRAME.unpack_from, _FRAMED, _FRAME_SIZE
     log_offset = _OFFSET.unpack_from
+    held: list = [b"\x00", None]  # the last frame's request, and its fields (a request's events come in a run)
 
     def read(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Any:
         try:
@@ -376,7 +377,12 @@ def _reader(objects: SingleObjects, replay: bool) -> Callable[[bytes | None, byt
                 got, end = compiled(event)
                 if end != len(event) or (key is not None and key != key_of(got).encode()):
                     raise ValueError
-                before, after = fields(value[size:size + length], FORMAT)  # type: ignore[index]
+                if length == len(held[0]) and value.startswith(held[0], size):  # type: ignore[union-attr]
+                    before, after = held[1]
+                else:  # read and checked on both routes
+                    request = value[size:size + length]  # type: ignore[index]
+                    before, after = fields(request, FORMAT)
+                    held[:] = request, (before, after)
             else:
                 found = dict(headers)  # type: ignore[arg-type]
                 raw, request = found[HEADER_OFFSET], found[HEADER_REQUEST]
