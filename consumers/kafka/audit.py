@@ -68,7 +68,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from secmeta.consumers.audit_rules import Alert, AuditRules, load_rules
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.publisher import TopicError, ensure_topics
-from secmeta.consumers.kafka.wire import HEADER_OFFSET, NotOurMessage, decode_message, header_map
+from secmeta.consumers.kafka.wire import (
+    HEADER_OFFSET,
+    FormatMarker,
+    NotOurMessage,
+    decode_message,
+    header_map,
+)
 from secmeta.core.errors import InvalidValueError, SecmetaError
 from secmeta.core.times import with_times
 from secmeta.events.codec import EventCodec
@@ -527,6 +533,8 @@ class AuditJob:
             commit[msg.partition()] = msg.offset() + 1
             try:
                 envelope = decode_message(self._codec, msg.key(), msg.value(), msg.headers())
+            except FormatMarker:
+                continue
             except (NotOurMessage, EventsError) as exc:
                 self._dead_letter(msg, str(exc), dead)
                 continue

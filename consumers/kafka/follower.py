@@ -61,6 +61,7 @@ from secmeta.consumers.kafka.topic_end import TopicReadError, read_message, read
 from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
 from secmeta.consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
+    FormatMarker,
     NotOurMessage,
     UnknownFormat,
     event_reader,
@@ -308,6 +309,8 @@ class Follower:
             self.position = msg.offset() + 1
             try:
                 offset, event = read(msg.key(), msg.value(), msg.headers())
+            except FormatMarker:
+                continue
             except NotOurMessage as exc:
                 self._dead_letter(msg, exc.reason)
                 continue
@@ -669,6 +672,8 @@ class Follower:
                     else:
                         envelope = self._decode(msg.key(), value, headers)
                         offset = envelope.offset
+                except FormatMarker:
+                    continue
                 except UnknownFormat as exc:    # skipping it could let an older value of its key win
                     raise FollowerError(
                         f"the state topic {self.state_topic} holds a message this secmeta cannot read at Kafka "

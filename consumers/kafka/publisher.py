@@ -59,6 +59,7 @@ from secmeta.consumers.kafka.topic_witness import check_log_against_topic, logge
 from secmeta.consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
     encode_tombstone,
+    format_marker,
     message_decoder,
     message_encoder,
     message_pair_encoder,
@@ -482,6 +483,7 @@ class Publisher:
         check_log_against_topic(self._log, ends[0])
         if not self.from_beginning:
             self._check_checkpoint_binding(identity, ends)
+        self._mark(producer, [end.topic for end in ends if not end.marked])
         self._identity = identity
         self._write_checkpoint(self._checkpoint)
         self._bound = True
@@ -499,6 +501,23 @@ class Publisher:
             "the topics it published to (another cluster, or topics deleted and created again). Nothing was "
             "published. Run with --from-beginning to publish the whole log to them "
             f"(from log offset {self._log.start_offset})")
+
+    def _mark(self, producer: Producer, topics: list[str]) -> None:
+        """Write the format marker (``wire.format_marker``) on each topic not yet marked, before its first format 3
+        message: a secmeta from before format 3, which would skip format 3's values as another writer's (and keep
+        the older values of their keys), stops on it instead. KafkaException if it is not delivered."""
+        if not topics:
+            return
+        failed: list = []
+        key, value, headers = format_marker()
+        for topic in topics:
+            producer.produce(topic, value, key, PARTITION, lambda err, _: failed.append(err) if err else None,
+                             headers=headers)
+        if producer.flush(self.check_timeout) > 0:
+            raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "the format marker was not delivered"))
+        if failed:
+            raise KafkaException(failed[0])
+        logger.info("wrote the message format marker on %s", ", ".join(topics))
 
     @staticmethod
     def _produce_all(producer: Producer, topic: str, messages: Iterable[tuple[bytes, bytes | None, list | None]],

@@ -5,7 +5,9 @@ its topic is refused), and with its checkpoint (a topic that lacks what the
 checkpoint says was published is another topic); the follower compares it with
 what its checkpoint applied.  Messages that are not ours (another writer's) are
 passed over; a tombstone counts by its ``secmeta.offset`` header.  The chain link is the history message's
-(``wire.message_link``; None on the state topic).
+(``wire.message_link``; None on the state topic).  Whether the topic is marked for format 3 (its newest message
+that is the format marker or an event with a value is the marker or a format 3 event) says whether a publisher must
+write the marker before its first format 3 message (``wire.format_marker``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from secmeta.consumers.kafka.wire import NotOurMessage, message_link, message_offset
+from secmeta.consumers.kafka.wire import (
+    NotOurMessage,
+    is_format_marker,
+    is_framed,
+    message_link,
+    message_offset,
+)
 from secmeta.core.errors import SecmetaError
 from secmeta.events.records import Envelope
 
@@ -43,12 +51,14 @@ class TopicEvent:
 
 @dataclass(frozen=True, slots=True)
 class TopicEnd:
-    """Partition 0's watermarks and its newest secmeta event (None: it holds none)."""
+    """Partition 0's watermarks, its newest secmeta event (None: it holds none), and whether it is marked for format
+    3 (False: a format 3 writer must write the format marker first)."""
 
     topic: str
     low: int
     high: int
     last: TopicEvent | None
+    marked: bool = False
 
     @property
     def last_offset(self) -> int:
@@ -111,14 +121,25 @@ def read_topic_end(consumer: Consumer, topic: str, decode: Decoder, timeout: flo
     deadline = time.monotonic() + timeout
     low, high = _watermarks(consumer, topic, timeout)
     stop, window = high, _FIRST_WINDOW
+    last: TopicEvent | None = None
+    marked: bool | None = None  # undecided until the newest marker or event with a value
     while stop > low:
         start = max(low, stop - window)
         for msg in reversed(_read_range(consumer, topic, start, stop, deadline)):
+            value = msg.value()
+            if is_format_marker(msg.key(), value, msg.headers()):
+                marked = True if marked is None else marked
+                continue
             found = _event(msg, decode)
-            if found is not None:
-                return TopicEnd(topic, low, high, found)
+            if found is None:
+                continue
+            last = found if last is None else last
+            if marked is None and value is not None:
+                marked = is_framed(value)
+            if marked is not None:
+                return TopicEnd(topic, low, high, last, marked)
         stop, window = start, window * 4
-    return TopicEnd(topic, low, high, None)
+    return TopicEnd(topic, low, high, last, bool(marked))
 
 
 def read_message(consumer: Consumer, topic: str, kafka_offset: int, decode: Decoder,

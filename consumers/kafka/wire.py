@@ -38,7 +38,9 @@ the link).  A frame or a ``secmeta.request`` naming a later format is refused (`
 it) rather than guessed at.
 
 ``decode_message`` raises ``NotOurMessage`` (with a ``reason``) for anything
-that is not a message written by ``encode_message`` (in any of the formats).
+that is not a message written by ``encode_message`` (in any of the formats); ``FormatMarker`` for the format
+marker (``format_marker``: the format-2-shaped message a publisher writes on each topic before its first format 3
+message, so that a reader from before format 3 stops on it with its UnknownFormat), which a reader skips.
 """
 
 from __future__ import annotations
@@ -76,13 +78,18 @@ __all__ = [
     "KIND_STATE",
     "MAGIC",
     "NotOurMessage",
+    "FORMAT_MARKER_KEY",
+    "FormatMarker",
     "UnknownFormat",
     "decode_message",
     "encode_message",
     "encode_tombstone",
+    "format_marker",
     "event_reader",
     "header_map",
     "history_position",
+    "is_format_marker",
+    "is_framed",
     "is_removal",
     "message_decoder",
     "message_encoder",
@@ -115,6 +122,14 @@ HEADER_ACTOR_HOST = "secmeta.actor_host"
 HEADER_REQUEST_ID = "secmeta.request_id"
 HEADER_ACTOR_ASSERTED = "secmeta.actor_asserted"
 HEADER_OPERATOR = "secmeta.operator"
+# The format marker: the message a publisher writes on each topic before its first format 3 message, in format 2's
+# shape (its value the single-object encoding's header for a fingerprint no schema has, its headers format 2's
+# required ones, the request naming format 3), so that a secmeta from before format 3, which reads a format 3 value
+# as another writer's (no headers) and skips it, stops on this message instead (UnknownFormat). Under a reserved key
+# (no entity key starts with "secmeta."), which compaction keeps on the state topic.
+FORMAT_MARKER_KEY = b"secmeta.format"
+_MARKER_VALUE = SINGLE_OBJECT_MARKER + b"\x00SM\x00mark" + bytes([FORMAT])
+_MARKER_HEADERS = [(HEADER_OFFSET, b"-1"), (HEADER_REQUEST, b'{"format":%d}' % FORMAT)]
 
 _REQUIRED_V1 = (
     HEADER_OFFSET,
@@ -150,6 +165,31 @@ class NotOurMessage(SecmetaError, ValueError):
 class UnknownFormat(NotOurMessage):
     """A message in a format this secmeta cannot read (a newer message format or an unknown writer schema): it may
     be a newer secmeta's event, so a reader whose answer depends on every message (a bootstrap) must stop."""
+
+
+class FormatMarker(NotOurMessage):
+    """The format marker (``format_marker``): no event, and nothing wrong; a reader skips it."""
+
+
+def format_marker() -> tuple[bytes, bytes, Headers]:
+    """The (key, value, headers) of the format marker a publisher writes on a topic before its first format 3
+    message (``FORMAT_MARKER_KEY``)."""
+    return FORMAT_MARKER_KEY, _MARKER_VALUE, list(_MARKER_HEADERS)
+
+
+def is_format_marker(key: bytes | None, value: bytes | None, headers: Sequence | None) -> bool:
+    """Whether a message is the format marker, exactly (anything else stays a message to read or refuse)."""
+    return key == FORMAT_MARKER_KEY and value == _MARKER_VALUE and list(headers or ()) == _MARKER_HEADERS
+
+
+def _refuse_marker(key: bytes | None, value: bytes | None, headers: Sequence | None) -> None:
+    if value == _MARKER_VALUE and is_format_marker(key, value, headers):
+        raise FormatMarker(f"the format marker (key {FORMAT_MARKER_KEY.decode()}): not an event")
+
+
+def is_framed(value: bytes | None) -> bool:
+    """Whether a value is in this format (3: a frame at its start)."""
+    return value is not None and value[:4] == _FRAMED
 
 
 def is_removal(envelope: Envelope) -> bool:
@@ -433,6 +473,7 @@ def _careful_decoder(objects: SingleObjects) -> Callable[[bytes | None, bytes | 
                 raise NotOurMessage(f"key {bytes(key)!r} is not the event's entity key {event.entity_key!r}")
             before, after = _request_fields(framed_request, FORMAT)
             return make(offset, *before, event, fingerprints[event.__class__], *after)
+        _refuse_marker(key, value, headers)
         found = header_map(headers)  # valueless headers dropped (an earlier value counts), values as bytes
         request = found.get(HEADER_REQUEST)
         v1 = request is None and not _V1_ONLY.isdisjoint(found)

@@ -68,7 +68,9 @@ What a task skips, and why
       anybody with write access may pollute; ``notOurMessages=fail`` makes such a
       message fail the query instead (an event written by a newer schema the
       reader does not know is also "not ours", so choose ``fail`` where losing
-      such rows silently is worse than stopping).  Tombstones cannot occur on
+      such rows silently is worse than stopping).  The format marker a publisher
+      writes before its first format 3 message (``wire.format_marker``) is no
+      event and is skipped silently.  Tombstones cannot occur on
       the history topic (only the state topic has them); one would be skipped
       as not ours.
     * Duplicates: a publisher that crashed between delivering and
@@ -430,10 +432,12 @@ class _PartitionRead:
 
     def _take(self, msg, offset: int):
         """The envelope of a message inside the range if it is a new event, else None (counted)."""
-        from secmeta.consumers.kafka.wire import NotOurMessage, decode_message
+        from secmeta.consumers.kafka.wire import FormatMarker, NotOurMessage, decode_message
 
         try:
             envelope = decode_message(_codec(), msg.key(), msg.value(), msg.headers())
+        except FormatMarker:
+            return None
         except NotOurMessage as exc:
             self._not_ours(offset, exc.reason)
             return None

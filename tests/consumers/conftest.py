@@ -160,11 +160,15 @@ def described(view) -> tuple:
     return acls, scram, tokens
 
 
-def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[int, bytes | None, bytes | None, list]]:
-    """Every message of partition 0 up to the high watermark: (kafka offset, key, value, headers)."""
+def read_topic(bootstrap: str, topic: str, timeout: float = 30.0,
+               markers: bool = False) -> list[tuple[int, bytes | None, bytes | None, list]]:
+    """Every message of partition 0 up to the high watermark: (kafka offset, key, value, headers); the format marker
+    (``wire.format_marker``) only with ``markers``."""
     import uuid
 
     from confluent_kafka import Consumer, TopicPartition
+
+    from secmeta.consumers.kafka.wire import is_format_marker
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}",
                          "enable.auto.commit": False, "logger": logging.getLogger("tests.kafka")})
@@ -176,7 +180,8 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 30.0) -> list[tuple[
             batch = consumer.consume(1000, 0) or consumer.consume(1, 0.5)
             for msg in batch:
                 if msg.error() is None:
-                    out.append((msg.offset(), msg.key(), msg.value(), msg.headers() or []))
+                    if markers or not is_format_marker(msg.key(), msg.value(), msg.headers()):
+                        out.append((msg.offset(), msg.key(), msg.value(), msg.headers() or []))
                     position = msg.offset() + 1
         if position < high:
             raise RuntimeError(f"read {topic} only to {position} of {high}")
@@ -219,6 +224,50 @@ def format2_message(codec, envelope, link: bytes | None = None) -> tuple[bytes, 
     if link is not None:
         headers.append(("secmeta.link", link))
     return envelope.entity_key.encode(), codec.to_single_object(envelope.event), headers
+
+
+def format2_reader_verdict(codec, key: bytes | None, value: bytes | None, headers: list) -> str:
+    """How a secmeta from before message format 3 takes a message: "event", or the refusal it raises by class and
+    reason ("UnknownFormat: ..." stops a bootstrap; "NotOurMessage: ..." is dead-lettered and skipped). A copy of
+    that reader's rule (its careful path, which decides every refusal), in the order it checks, up to the request's
+    format (reading the rest of the request changes no verdict here)."""
+    from secmeta.events.errors import EventsError, UnknownSchemaError
+
+    found = {name: raw for name, raw in headers if raw is not None}
+    missing = [name for name in ("secmeta.offset", "secmeta.request") if name not in found]
+    if missing:
+        return f"NotOurMessage: missing headers: {', '.join(missing)}"
+    if value is None:
+        return "NotOurMessage: tombstone (no value): not an event"
+    if len(value) < 10:
+        return f"NotOurMessage: truncated: {len(value)} bytes, the single-object header alone needs 10"
+    if value[:2] != b"\xc3\x01":
+        return f"NotOurMessage: wrong marker {value[:2].hex()}: not Avro single-object encoding (c301)"
+    try:
+        event = codec.from_single_object(value)
+    except UnknownSchemaError:
+        return f"UnknownFormat: unknown schema fingerprint {value[2:10].hex()}"
+    except EventsError as exc:
+        return f"NotOurMessage: body does not decode (truncated or corrupt): {exc}"
+    if key is not None and key != event.entity_key.encode():
+        return f"NotOurMessage: key {key!r} is not the event's entity key {event.entity_key!r}"
+    offset = found["secmeta.offset"].decode("ascii", "replace")
+    if not offset.isascii() or not offset.lstrip("-").isdigit():
+        return f"NotOurMessage: header secmeta.offset is not a decimal integer: {found['secmeta.offset']!r}"
+    return format2_request_verdict(found["secmeta.request"])
+
+
+def format2_request_verdict(raw: bytes) -> str:
+    """How a secmeta from before message format 3 takes a ``secmeta.request`` header's format (a copy of its rule):
+    "event" for its own format 2, else the refusal by class and reason."""
+    import json
+
+    version = json.loads(raw).get("format")
+    if version == 2 and version.__class__ is int:
+        return "event"
+    newer = version.__class__ is int and version > 2
+    return (f"{'UnknownFormat' if newer else 'NotOurMessage'}: header secmeta.request is message format "
+            f"{version!r}: " + ("newer than this secmeta reads (up to 2); upgrade it" if newer else "expected 2"))
 
 
 def format1_message(codec, envelope, link: bytes | None = None) -> tuple[bytes, bytes, list]:

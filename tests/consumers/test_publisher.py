@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -19,9 +20,13 @@ from secmeta.consumers.kafka import publisher as publisher_module
 from secmeta.consumers.kafka.client_config import ClientConfigError
 from secmeta.consumers.kafka.follower import Follower
 from secmeta.consumers.kafka.publisher import Publisher, PublisherError, TopicError
+from secmeta.consumers.kafka.topic_end import read_topic_end
 from secmeta.consumers.kafka.wire import (
     decode_message,
+    format_marker,
     history_position,
+    is_format_marker,
+    message_decoder,
     message_encoder,
     message_link,
     message_offset,
@@ -30,8 +35,11 @@ from secmeta.events.codec import EventCodec
 from secmeta.events.records import DelegationTokenIssued
 from tests.consumers.conftest import (
     ADMIN,
+    format2_message,
     image_state,
     live_keys,
+    make_topics,
+    produce_raw,
     random_workload,
     read_topic,
     unused_port,
@@ -195,7 +203,7 @@ def test_history_positions_hold_when_another_producer_writes_between(store, stor
                         lambda config: _AnotherWriterBetween(Producer(config), other, history))
     publish(store_dir, keyring, kafka_bootstrap, history, state, chunk_size=10)
     messages = read_topic(kafka_bootstrap, history)
-    assert [value == b"not ours" for _, _, value, _ in messages] == [False, True] * 30
+    assert [value == b"not ours" for _, _, value, _ in messages] == [True] + [False, True] * 30  # after the marker
     history_at = {message_offset(value, h): k for k, _, value, h in messages if value != b"not ours"}
     positions = [(message_offset(v, h), history_position(v, h)) for _, _, v, h in read_topic(kafka_bootstrap, state)]
     assert len(positions) == 30
@@ -437,3 +445,53 @@ def test_a_failed_state_message_fails_the_chunk(store, store_dir, keyring, kafka
         producer = Producer({"bootstrap.servers": kafka_bootstrap})
         assert publisher._await(chunk, producer, None, None) is False
     assert chunk.errors == ["Local: Message timed out"]
+
+
+# -- the format marker ------------------------------------------------------------------------------------------
+
+
+def test_the_format_marker_comes_once_before_the_first_format_3_message_on_each_topic(
+        store, store_dir, keyring, kafka_bootstrap, topics):
+    """Review 27, 1.1: a secmeta from before format 3 skips format 3's values as another writer's; the marker a
+    publisher writes first on each topic stops it (``test_wire``). Written once: a publisher restarting on the
+    topics (they hold it, then format 3 messages) writes no other."""
+    store.create_acls([acl_created(i).event.binding for i in range(3)], context=ADMIN)
+    history, state = topics("history"), topics("state")
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    store.create_acls([acl_created(i).event.binding for i in range(3, 5)], context=ADMIN)
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    for topic, count in ((history, 5), (state, 5)):
+        messages = read_topic(kafka_bootstrap, topic, markers=True)
+        assert [is_format_marker(key, value, headers) for _, key, value, headers in messages] == \
+            [True] + [False] * count
+        assert messages[0][0] == 0
+
+
+def test_a_topic_is_marked_for_format_3_by_its_newest_marker_or_event_with_a_value(store, kafka_bootstrap, topics):
+    """What a topic's end says about the marker: none yet on an empty topic or after a format 2 value (the publisher
+    writes one); the marker, or a format 3 value (a topic h/kafka4 published to), behind a tombstone or not, is one."""
+    from confluent_kafka import Consumer
+
+    envelopes = [dataclasses.replace(acl_created(i), offset=i) for i in range(3)]
+    older = [format2_message(CODEC, env) for env in envelopes]
+    newer = [message_encoder(CODEC)(env) for env in envelopes]
+    tombstone = (newer[0][0], None, [("secmeta.offset", b"3")])
+    # name: messages, marked, the newest log offset the end names
+    cases = {"empty": ([], False, -1), "format 2": (older, False, 2),
+             "marker": ([*older, format_marker()], True, 2),
+             "marker then format 2": ([format_marker(), *older], False, 2),
+             "format 3 and a tombstone": ([*older, *newer, tombstone], True, 3),
+             "marker, format 3, tombstone": ([*older, format_marker(), *newer, tombstone], True, 3)}
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "marked", "enable.auto.commit": False,
+                         "fetch.wait.max.ms": 10,
+                         "logger": logging.getLogger("tests.kafka")})
+    try:
+        for name, (messages, marked, last) in cases.items():
+            topic = topics("marked")
+            make_topics(kafka_bootstrap, topic)
+            if messages:
+                produce_raw(kafka_bootstrap, topic, messages)
+            end = read_topic_end(consumer, topic, message_decoder(CODEC), timeout=30)
+            assert (name, end.marked, end.last_offset) == (name, marked, last)
+    finally:
+        consumer.close()

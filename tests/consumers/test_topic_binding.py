@@ -198,7 +198,7 @@ def test_a_follower_whose_checkpoint_is_ahead_of_its_topic_exits_1(
     code = cli(*follow, other_kafka_cluster)
     out, err = capsys.readouterr()
     assert (code, out) == (1, "")
-    assert "is ahead of its topic: it applied log offsets through 4 (Kafka position 5)" in err
+    assert "is ahead of its topic: it applied log offsets through 4 (Kafka position 6)" in err
     assert f"topic {history} holds no secmeta event" in err and "the cluster is mockCluster" in err
     assert "another --checkpoint-dir" in err
 
@@ -305,11 +305,12 @@ def test_a_follower_whose_last_event_is_not_where_the_topic_has_it_is_refused(
         assert follower.catch_up(30)
     path = tmp_path / "f" / "follower.json"
     checkpoint = json.loads(path.read_text())
-    assert (checkpoint["applied_at"], checkpoint["applied_link"]) == (2, store.log.last_link.hex())
+    # Kafka offset 0 holds the format marker
+    assert (checkpoint["applied_at"], checkpoint["applied_link"]) == (3, store.log.last_link.hex())
     path.write_text(json.dumps({**checkpoint, "applied_link": "00" * 32}))
     with Follower(kafka_bootstrap, history_topic=history, checkpoint_dir=tmp_path / "f") as follower:
         with pytest.raises(FollowerError, match="diverges from its topic: it applied log offset 2 from Kafka offset "
-                                                "2, but the topic holds log offset 2 there with another chain link"):
+                                                "3, but the topic holds log offset 2 there with another chain link"):
             follower.catch_up(30)
 
 

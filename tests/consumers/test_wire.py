@@ -16,14 +16,17 @@ from secmeta.consumers.kafka.wire import (
     HEADER_OFFSET,
     HEADER_REQUEST,
     HEADER_TIMESTAMP,
+    FormatMarker,
     NotOurMessage,
     _careful_decoder,
     decode_message,
     encode_message,
     encode_tombstone,
     event_reader,
+    format_marker,
     header_map,
     history_position,
+    is_format_marker,
     is_removal,
     message_decoder,
     message_encoder,
@@ -46,7 +49,12 @@ from secmeta.events.records import (
 )
 from secmeta.events.single_object import SingleObjects
 from secmeta.events.types import ScramMechanism
-from tests.consumers.conftest import format1_message, format2_message
+from tests.consumers.conftest import (
+    format1_message,
+    format2_message,
+    format2_reader_verdict,
+    format2_request_verdict,
+)
 from tests.logkit import acl_created, binding
 from tests.strategies_events import envelopes, events, events_of_each_type
 
@@ -376,7 +384,7 @@ def _mangled(envelope: Envelope, offset: int, data) -> tuple:
 def _state_message(codec, envelope: Envelope) -> tuple[bytes, bytes, list]:
     """A format 3 message as the state topic carries it."""
     key, value, headers = encode_message(codec, envelope)
-    return key, restate(value, envelope.offset * 2 + 1), headers
+    return key, restate(value, envelope.offset // 2), headers  # any int64 history offset
 
 
 def _outcome(read, message: tuple):
@@ -554,3 +562,46 @@ def test_a_state_frame_carries_the_history_offset_instead_of_the_link():
     assert (history_position(state, None), message_link(state, None), message_offset(state, None)) == (4242, None, 11)
     _, none, tomb = encode_tombstone(at(acl_created(3), 11))
     assert history_position(none, tomb + [("secmeta.history_offset", b"77")]) == 77
+
+
+# -- the format marker --------------------------------------------------------------------------------------------
+
+
+def test_a_reader_from_before_format_3_skips_format_3_values_but_stops_on_the_format_marker():
+    """Review 27, 1.1: a secmeta from before format 3 takes a format 3 value (no headers) as another writer's and
+    skips it, so a follower bootstrapping from the state topic kept a rotated-away credential; the marker a publisher
+    writes before its first format 3 message makes that reader stop instead (UnknownFormat), on either topic."""
+    envelope = acl_created(0)
+    key, value, headers = encode_message(CODEC, envelope)
+    assert format2_reader_verdict(CODEC, key, value, headers) == \
+        "NotOurMessage: missing headers: secmeta.offset, secmeta.request"
+    assert format2_reader_verdict(CODEC, *format2_message(CODEC, envelope)) == "event"
+    marker_key, marker_value, marker_headers = format_marker()
+    assert format2_reader_verdict(CODEC, marker_key, marker_value, marker_headers).startswith(
+        "UnknownFormat: unknown schema fingerprint")
+    # its request header, as that reader's rule takes it, names the format it cannot read
+    assert format2_request_verdict(dict(marker_headers)[HEADER_REQUEST]) == (
+        "UnknownFormat: header secmeta.request is message format 3: newer than this secmeta reads (up to 2); "
+        "upgrade it")
+    assert not marker_key.decode().startswith(("acl:", "scram:", "token:", "quota:", "setting:"))
+
+
+def test_the_format_marker_is_skipped_by_every_reader_and_only_it():
+    """Every reader route gives FormatMarker (skip it, quietly) for the marker exactly; a message that differs from it
+    in its key, value or any header stays a message refused as not ours, named."""
+    marker = format_marker()
+    for read in (message_decoder(CODEC), event_reader(CODEC), _careful_decoder(SingleObjects(CODEC))):
+        with pytest.raises(FormatMarker):
+            read(*marker)
+    assert is_format_marker(*marker)
+    key, value, headers = marker
+    near = [(b"acl:1", value, headers), (key, value + b"\x00", headers), (key, value, headers[:1]),
+            (key, value, [*headers, (HEADER_OFFSET, b"-1")]), (key, value, [(HEADER_OFFSET, b"0"), headers[1]]),
+            (key, value, [headers[0], (HEADER_REQUEST, b'{"format":4}')])]
+    for message in near:
+        assert not is_format_marker(*message)
+        for read in (message_decoder(CODEC), event_reader(CODEC)):
+            with pytest.raises(NotOurMessage) as refused:
+                read(*message)
+            assert refused.type is not FormatMarker and refused.value.reason
+    assert value[2:10] not in set(SingleObjects(CODEC).fingerprints.values())  # no event type's

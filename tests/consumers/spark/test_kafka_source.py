@@ -132,7 +132,8 @@ def test_batch_read_in_small_pieces(spark, workspace):
 
 
 def test_starting_and_ending_offsets(spark, workspace):
-    """JSON offsets bound a batch read per partition (here Kafka offset k holds log offset k)."""
+    """JSON offsets bound a batch read per partition (here Kafka offset k holds log offset k - 1: Kafka offset 0
+    holds the format marker)."""
     def offsets(**options):
         reader = workspace.kafka(spark)
         for key, value in options.items():
@@ -140,11 +141,11 @@ def test_starting_and_ending_offsets(spark, workspace):
         return [r.offset for r in reader.load().select("offset").orderBy("offset").collect()]
 
     n = len(workspace.envelopes())
-    assert offsets(startingOffsets='{"0": 12}') == list(range(12, n))
-    assert offsets(startingOffsets='{"0": 12}', endingOffsets='{"0": 20}') == list(range(12, 20))
-    assert offsets(startingOffsets=json.dumps({workspace.history: {"0": 30}})) == list(range(30, n))
+    assert offsets(startingOffsets='{"0": 12}') == list(range(11, n))
+    assert offsets(startingOffsets='{"0": 12}', endingOffsets='{"0": 20}') == list(range(11, 19))
+    assert offsets(startingOffsets=json.dumps({workspace.history: {"0": 30}})) == list(range(29, n))
     assert offsets(startingOffsets="latest") == []
-    assert offsets(endingOffsets='{"0": 3}') == [0, 1, 2]
+    assert offsets(endingOffsets='{"0": 3}') == [0, 1]
 
 
 def test_batch_read_carries_no_secret(spark, workspace):
@@ -204,7 +205,7 @@ def test_a_range_past_the_partition_end_stops_there(workspace):
     source = _source(workspace, pollTimeoutMs="20000")
     n = len(workspace.envelopes())
     began = time.monotonic()
-    batches = list(source.batches(KafkaRange(0, n - 3, n + 50)))
+    batches = list(source.batches(KafkaRange(0, n - 2, n + 50)))  # Kafka offset k holds log offset k - 1
     assert time.monotonic() - began < 10
     assert [r["offset"] for b in batches for r in b.to_pylist()] == [n - 3, n - 2, n - 1]
     assert list(source.batches(KafkaRange(1, 0, 5))) == []  # an empty partition
@@ -248,7 +249,7 @@ def test_stream_available_now_resumes_from_checkpoint(spark, tmp_path, kafka_boo
     assert [o for b in seen for o in b] == [e.offset for e in envelopes]
     assert all(len(b) <= 15 for b in seen) and len([b for b in seen if b]) > 1
     end = json.loads(query.lastProgress["sources"][0]["endOffset"])
-    assert end["0"] == len(envelopes)  # Kafka offsets per partition; the others are empty
+    assert end["0"] == len(envelopes) + 1  # Kafka offsets per partition (the format marker too); the others are empty
 
     ws.write(lambda store: store.create_acls([topic_acl("late-1"), topic_acl("late-2")], context=ADMIN))
     assert ws.publish() == 2
@@ -268,7 +269,7 @@ def test_stream_starting_offsets(spark, workspace, tmp_path):
     query.awaitTermination(120)
     assert query.exception() is None
     got = sorted(r.offset for r in spark.sql("SELECT offset FROM kafka_from_25").collect())
-    assert got == list(range(25, len(workspace.envelopes())))
+    assert got == list(range(24, len(workspace.envelopes())))  # Kafka offset 0 holds the format marker
 
 
 # -- errors at definition ---------------------------------------------------------------------
