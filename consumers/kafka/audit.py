@@ -70,6 +70,7 @@ from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.publisher import TopicError, ensure_topics
 from secmeta.consumers.kafka.wire import (
     HEADER_OFFSET,
+    KIND_HISTORY,
     FormatMarker,
     NotOurMessage,
     decode_message,
@@ -532,7 +533,7 @@ class AuditJob:
                 continue
             commit[msg.partition()] = msg.offset() + 1
             try:
-                envelope = decode_message(self._codec, msg.key(), msg.value(), msg.headers())
+                envelope = decode_message(self._codec, msg.key(), msg.value(), msg.headers(), KIND_HISTORY)
             except FormatMarker:
                 continue
             except (NotOurMessage, EventsError) as exc:

@@ -61,6 +61,8 @@ from secmeta.consumers.kafka.topic_end import TopicReadError, read_message, read
 from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
 from secmeta.consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
+    KIND_HISTORY,
+    KIND_STATE,
     FormatMarker,
     NotOurMessage,
     UnknownFormat,
@@ -164,8 +166,9 @@ class Follower:
         self.max_batch = max_batch
         self.codec = codec or EventCodec.fresh()
         self.clock = clock  # stamps the checkpoint snapshots
-        self._decode = message_decoder(self.codec)
-        self._read = event_reader(self.codec)
+        self._decode = message_decoder(self.codec, KIND_HISTORY)
+        self._decode_state = message_decoder(self.codec, KIND_STATE)
+        self._read = event_reader(self.codec, KIND_HISTORY)
         self.dead_letter_path = self.checkpoint_dir / DEAD_LETTER_FILE
         self._settings = client_settings(
             bootstrap, client_config,
@@ -670,7 +673,7 @@ class Follower:
                     if value is None:
                         offset, envelope = message_offset(value, headers), None
                     else:
-                        envelope = self._decode(msg.key(), value, headers)
+                        envelope = self._decode_state(msg.key(), value, headers)
                         offset = envelope.offset
                 except FormatMarker:
                     continue

@@ -58,6 +58,8 @@ from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
 from secmeta.consumers.kafka.topic_witness import check_log_against_topic, logged_recoveries
 from secmeta.consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
+    KIND_HISTORY,
+    KIND_STATE,
     encode_tombstone,
     format_marker,
     message_decoder,
@@ -295,7 +297,7 @@ class Publisher:
         self._log = Log.open(store_dir, keyring=keyring, read_only=True, clock=clock)
         self._encode = message_encoder(self._log.codec)
         self._encode_pair = message_pair_encoder(self._log.codec)
-        self._decode = message_decoder(self._log.codec)
+        self._decoders = (message_decoder(self._log.codec, KIND_HISTORY), message_decoder(self._log.codec, KIND_STATE))
         self._identity: TopicIdentity | None = None  # what the checkpoint was written against (None: unknown)
         self._bound = False  # the topics were checked against the checkpoint and the log
         try:
@@ -476,8 +478,8 @@ class Publisher:
         consumer = Consumer({**self._admin_settings, "group.id": "secmeta-publisher-check",
                              "enable.auto.commit": False, "logger": side_client_logger()})
         try:
-            ends = [read_topic_end(consumer, topic, self._decode, self.check_timeout)
-                    for topic in (self.history_topic, self.state_topic)]
+            ends = [read_topic_end(consumer, topic, decode, self.check_timeout)
+                    for topic, decode in zip((self.history_topic, self.state_topic), self._decoders)]
         finally:
             consumer.close()
         check_log_against_topic(self._log, ends[0])

@@ -109,6 +109,11 @@ _FRAME = struct.Struct(">3sBcIB")
 _FRAME_SIZE = _FRAME.size
 _OFFSET = struct.Struct(">q")
 _FRAMED = MAGIC + bytes([FORMAT])  # a format 3 value starts with these
+_TOPIC_NAMES = {KIND_HISTORY: "history", KIND_STATE: "state"}
+# a frame's (kind, extra length) each topic takes (a history frame's link: none, or a batch's 32 bytes)
+_FRAMES = {KIND_HISTORY: frozenset({(KIND_HISTORY, 0), (KIND_HISTORY, 32)}),
+           KIND_STATE: frozenset({(KIND_STATE, 8)})}
+_ANY_FRAME = _FRAMES[KIND_HISTORY] | _FRAMES[KIND_STATE]
 HEADER_OFFSET = "secmeta.offset"
 HEADER_REQUEST = "secmeta.request"
 HEADER_HISTORY_OFFSET = "secmeta.history_offset"
@@ -335,9 +340,11 @@ def history_position(value: bytes | None, headers: Sequence[tuple[str, bytes | N
         return None
 
 
-def _frame_of(value: bytes | bytearray | memoryview | None) -> tuple[bytes, int, bytes, bytes, bytes] | None:
+def _frame_of(value: bytes | bytearray | memoryview | None,
+              topic: bytes | None = None) -> tuple[bytes, int, bytes, bytes, bytes] | None:
     """A format 3 value's (kind, log offset, request, extra, event); None for a value that is no frame (an older
-    format's, a tombstone's); NotOurMessage naming what is wrong with a frame (UnknownFormat: a later format's)."""
+    format's, a tombstone's); NotOurMessage naming what is wrong with a frame (UnknownFormat: a later format's), or
+    that it is not of ``topic``'s kind (None: either)."""
     if value is None or bytes(value[:3]) != MAGIC:
         return None
     value = bytes(value)  # a no-op on bytes
@@ -353,6 +360,10 @@ def _frame_of(value: bytes | bytearray | memoryview | None) -> tuple[bytes, int,
         raise NotOurMessage(f"frame of unknown kind {kind!r} (expected {KIND_HISTORY!r} or {KIND_STATE!r})")
     if kind == KIND_STATE and extra != 8:
         raise NotOurMessage(f"state frame whose history offset is {extra} bytes, not 8")
+    if kind == KIND_HISTORY and extra not in (0, 32):
+        raise NotOurMessage(f"history frame whose link is {extra} bytes, not 0 or 32")
+    if topic is not None and kind != topic:
+        raise NotOurMessage(f"{_TOPIC_NAMES[kind]} frame ({kind.decode()}) on the {_TOPIC_NAMES[topic]} topic")
     offset_at = _FRAME_SIZE + size + extra
     if offset_at + 8 > len(value):
         raise NotOurMessage(f"truncated frame: its request, extra and log offset end at byte {offset_at + 8} of "
@@ -368,25 +379,30 @@ def decode_message(
     key: bytes | None,
     value: bytes | None,
     headers: Sequence[tuple[str, bytes | None]] | None,
+    topic: bytes | None = None,
 ) -> Envelope:
-    """The envelope a message carries; NotOurMessage naming what is wrong otherwise."""
-    return message_decoder(codec)(key, value, headers)
+    """The envelope a message carries; NotOurMessage naming what is wrong otherwise. ``topic``: the kind of topic it
+    was read from (``KIND_HISTORY`` or ``KIND_STATE``: a frame of the other kind is refused; None: either)."""
+    return message_decoder(codec, topic)(key, value, headers)
 
 
-def message_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, Sequence | None], Envelope]:
-    """``decode_message`` bound to one codec, for readers that decode many messages (``_reader``)."""
-    return _reader(SingleObjects(codec), replay=False)
+def message_decoder(codec: EventCodec,
+                    topic: bytes | None = None) -> Callable[[bytes | None, bytes | None, Sequence | None], Envelope]:
+    """``decode_message`` bound to one codec and topic kind, for readers that decode many messages (``_reader``)."""
+    return _reader(SingleObjects(codec), replay=False, topic=topic)
 
 
-def event_reader(codec: EventCodec) -> Callable[[bytes | None, bytes | None, Sequence | None], tuple[int, object]]:
+def event_reader(codec: EventCodec, topic: bytes | None = None
+                 ) -> Callable[[bytes | None, bytes | None, Sequence | None], tuple[int, object]]:
     """``message_decoder`` for a reader that applies events and keeps no envelope (a follower without a local log):
     the message's log offset and its event as a replay takes it (``replay_form``: the creation of an ACL as its row,
     ``AclCreated.ROW``, which builds none of the binding's objects; ``SecurityDelta.replay_events`` takes it), read
     and refused exactly as ``message_decoder`` reads and refuses the message (``_reader``)."""
-    return _reader(SingleObjects(codec), replay=True)
+    return _reader(SingleObjects(codec), replay=True, topic=topic)
 
 
-def _reader(objects: SingleObjects, replay: bool) -> Callable[[bytes | None, bytes | None, Sequence | None], Any]:
+def _reader(objects: SingleObjects, replay: bool,
+            topic: bytes | None) -> Callable[[bytes | None, bytes | None, Sequence | None], Any]:
     """The one reader of messages, on either route: the envelope (``message_decoder``) or, with ``replay``, the log
     offset and the event as a replay takes it (``event_reader``).
 
@@ -399,7 +415,8 @@ def _reader(objects: SingleObjects, replay: bool) -> Callable[[bytes | None, byt
     which alone decides refusals and names them; both give the same envelope (tested), and both routes refuse alike
     (tested).
     """
-    decoders, careful = objects.straight_decoders(replay), _careful_decoder(objects)
+    decoders, careful = objects.straight_decoders(replay), _careful_decoder(objects, topic)
+    frames = _ANY_FRAME if topic is None else _FRAMES[topic]  # the (kind, extra length) the topic takes
     make, fields, unpack, framed, size = _new_envelope, _request_fields, _FRAME.unpack_from, _FRAMED, _FRAME_SIZE
     log_offset = _OFFSET.unpack_from
     held: list = [b"\x00", None]  # the last frame's request, and its fields (a request's events come in a run)
@@ -412,7 +429,7 @@ def _reader(objects: SingleObjects, replay: bool) -> Callable[[bytes | None, byt
                 (offset,) = log_offset(value, offset_at)  # type: ignore[arg-type]
                 event = value[offset_at + 8:]  # type: ignore[index]
                 compiled, fingerprint, key_of = decoders[event[:10]]
-                if offset < 0 or not (kind == KIND_HISTORY or (kind == KIND_STATE and extra == 8)):
+                if offset < 0 or (kind, extra) not in frames:
                     raise ValueError
                 got, end = compiled(event)
                 if end != len(event) or (key is not None and key != key_of(got).encode()):
@@ -445,9 +462,10 @@ def _reader(objects: SingleObjects, replay: bool) -> Callable[[bytes | None, byt
     return read
 
 
-def _careful_decoder(objects: SingleObjects) -> Callable[[bytes | None, bytes | None, Sequence | None], Envelope]:
+def _careful_decoder(objects: SingleObjects,
+                     topic: bytes | None = None) -> Callable[[bytes | None, bytes | None, Sequence | None], Envelope]:
     """The decoder that takes either format and any bytes type, and names every refusal (``_reader``'s careful
-    path, on both routes)."""
+    path, on both routes); a frame not of ``topic``'s kind (None: either) is refused."""
     decode_value, fingerprints = objects.decode, objects.fingerprints
     make = _new_envelope
 
@@ -465,7 +483,7 @@ def _careful_decoder(objects: SingleObjects) -> Callable[[bytes | None, bytes | 
             raise NotOurMessage(f"body does not decode (truncated or corrupt): {exc}") from None
 
     def decode(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Envelope:
-        frame = _frame_of(value)
+        frame = _frame_of(value, topic)
         if frame is not None:
             _, offset, framed_request, _, framed_event = frame
             event = _event_of(framed_event)

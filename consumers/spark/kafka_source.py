@@ -419,12 +419,12 @@ class _PartitionRead:
         The same rule as inside the range (only events count), at the cost of
         decoding one message in the usual case rather than the whole lookback.
         """
-        from secmeta.consumers.kafka.wire import NotOurMessage, decode_message
+        from secmeta.consumers.kafka.wire import KIND_HISTORY, NotOurMessage, decode_message
 
         codec = _codec()
         for log_offset, msg in sorted(seed, key=lambda item: item[0], reverse=True):
             try:
-                decode_message(codec, msg.key(), msg.value(), msg.headers())
+                decode_message(codec, msg.key(), msg.value(), msg.headers(), KIND_HISTORY)
             except NotOurMessage:
                 continue
             self.last_log_offset = log_offset
@@ -432,10 +432,15 @@ class _PartitionRead:
 
     def _take(self, msg, offset: int):
         """The envelope of a message inside the range if it is a new event, else None (counted)."""
-        from secmeta.consumers.kafka.wire import FormatMarker, NotOurMessage, decode_message
+        from secmeta.consumers.kafka.wire import (
+            KIND_HISTORY,
+            FormatMarker,
+            NotOurMessage,
+            decode_message,
+        )
 
         try:
-            envelope = decode_message(_codec(), msg.key(), msg.value(), msg.headers())
+            envelope = decode_message(_codec(), msg.key(), msg.value(), msg.headers(), KIND_HISTORY)
         except FormatMarker:
             return None
         except NotOurMessage as exc:

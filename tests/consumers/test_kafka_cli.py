@@ -12,7 +12,7 @@ from secmeta.consumers.kafka.wire import encode_message
 from secmeta.core.cli import main
 from secmeta.events.codec import EventCodec
 from tests.clientkit import refusing_port
-from tests.consumers.conftest import produce_raw, random_workload
+from tests.consumers.conftest import format2_message, produce_raw, random_workload
 from tests.logkit import acl_created
 from tests.storekit import ADMIN
 
@@ -209,7 +209,8 @@ def test_bootstrap_from_a_state_topic_without_history_positions_fails(store, kaf
     history, state = topics("cli-history"), topics("cli-state")
     envelopes = list(store.log.read())
     produce_raw(kafka_bootstrap, history, [encode_message(CODEC, env) for env in envelopes])
-    produce_raw(kafka_bootstrap, state, [encode_message(CODEC, envelopes[i]) for i in (0, 5)])
+    # a format 2 state message without its secmeta.history_offset header (a format 3 state frame always holds one)
+    produce_raw(kafka_bootstrap, state, [format2_message(CODEC, envelopes[i]) for i in (0, 5)])
     code = main(["kafka", "follow", "--once", "--bootstrap-from-state", "--checkpoint-dir", str(tmp_path / "f"),
                  "--bootstrap-server", kafka_bootstrap, "--history-topic", history, "--state-topic", state])
     out, err = capsys.readouterr()

@@ -16,6 +16,8 @@ from secmeta.consumers.kafka.wire import (
     HEADER_OFFSET,
     HEADER_REQUEST,
     HEADER_TIMESTAMP,
+    KIND_HISTORY,
+    KIND_STATE,
     FormatMarker,
     NotOurMessage,
     _careful_decoder,
@@ -415,9 +417,10 @@ def test_the_straight_path_reads_every_message_as_the_careful_path_does(route, e
     entity), or the same refusal."""
     reader, form = _ROUTES[route]
     message = _mangled(envelope, offset, data)
-    careful = _outcome(_careful_decoder(SingleObjects(CODEC)), message)
+    topic = data.draw(st.sampled_from([None, KIND_HISTORY, KIND_STATE]), label="the topic read")
+    careful = _outcome(_careful_decoder(SingleObjects(CODEC), topic), message)
     expected = careful if isinstance(careful, str) else form(careful)
-    assert repr(_outcome(reader(CODEC), message)) == repr(expected)  # a changed byte may make a NaN (nan != nan)
+    assert repr(_outcome(reader(CODEC, topic), message)) == repr(expected)  # a changed byte may make a NaN (nan != nan)
 
 
 @given(_ACL_HEAVY, st.integers(0, 2**62), st.data())
@@ -605,3 +608,25 @@ def test_the_format_marker_is_skipped_by_every_reader_and_only_it():
                 read(*message)
             assert refused.type is not FormatMarker and refused.value.reason
     assert value[2:10] not in set(SingleObjects(CODEC).fingerprints.values())  # no event type's
+
+
+def test_a_frame_is_read_only_on_its_own_topic_and_a_history_frame_holds_no_link_or_a_whole_one():
+    """Review 27, section 2: a history reader took a state frame (its link silently None) and a history frame's link
+    of any length. Now a reader of one topic refuses the other's frames, and a link of other than 0 or 32 bytes is
+    refused, each naming what it found; on both routes."""
+    envelope = at(acl_created(0), 7)
+    encode = message_encoder(CODEC)
+    history, unlinked, state = (encode(envelope, link=b"\x01" * 32), encode(envelope),
+                                encode(envelope, history_offset=3))
+    for route in (message_decoder, event_reader):
+        for message, topic in ((history, KIND_HISTORY), (unlinked, KIND_HISTORY), (state, KIND_STATE),
+                               (history, None), (state, None)):
+            assert message_offset(message[1], []) == 7 and route(CODEC, topic)(*message)
+        for message, topic, reason in (
+                (state, KIND_HISTORY, "state frame (S) on the history topic"),
+                (history, KIND_STATE, "history frame (H) on the state topic"),
+                (encode(envelope, link=b"\x01" * 5), None, "history frame whose link is 5 bytes, not 0 or 32"),
+                (encode(envelope, link=b"\x01" * 33), KIND_HISTORY, "history frame whose link is 33 bytes, not 0 or 32")):
+            with pytest.raises(NotOurMessage) as refused:
+                route(CODEC, topic)(*message)
+            assert refused.value.reason == reason
