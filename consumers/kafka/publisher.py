@@ -65,6 +65,7 @@ from secmeta.consumers.kafka.wire import (
     message_decoder,
     message_encoder,
     message_pair_encoder,
+    state_value,
 )
 from secmeta.core.errors import InvalidValueError, SecmetaError
 from secmeta.core.log import Log
@@ -636,7 +637,7 @@ class Publisher:
             if whole is not env:
                 key, value, _ = self._encode(whole, history_offset=position)
             else:
-                value = head + position.to_bytes(8, "big", signed=True) + tail
+                value = state_value(head, position, tail)
             yield key, value, None
             if closes:
                 key, tombstone, headers = encode_tombstone(env)

@@ -96,7 +96,7 @@ __all__ = [
     "message_link",
     "message_pair_encoder",
     "message_offset",
-    "restate",
+    "state_value",
 ]
 
 FORMAT = 3  # the message format encode_message writes (its frame's version, and its request's "format")
@@ -222,7 +222,7 @@ def message_encoder(codec: EventCodec) -> Callable[..., tuple[bytes, bytes, Head
                history_offset: int | None = None) -> tuple[bytes, bytes, Headers]:
         key, value, state_head, tail = pair(envelope, body, link)
         if history_offset is not None:
-            value = state_head + _offset_bytes(history_offset) + tail
+            value = state_value(state_head, history_offset, tail)
         return key, value, []
 
     return encode
@@ -232,7 +232,7 @@ def message_pair_encoder(codec: EventCodec) -> Callable[[Envelope, bytes | None,
                                                         tuple[bytes, bytes, bytes, bytes]]:
     """For the publisher, which sends each event to both topics: ``encode(envelope, body, link)`` gives the key, the
     history message's value, and the state message's value but for the history offset: its head and its tail (the
-    value is ``head + history offset (8 bytes, big-endian) + tail``).
+    value is ``state_value(head, history_offset, tail)``).
 
     The heads (everything before the log offset) are made once for a run of envelopes that carry the same request
     values and link (a logged batch's events come by request).
@@ -258,17 +258,10 @@ def message_pair_encoder(codec: EventCodec) -> Callable[[Envelope, bytes | None,
     return encode
 
 
-def restate(value: bytes, history_offset: int) -> bytes:
-    """A history message's value (as ``message_encoder`` makes it) as the state topic carries the same event: its
-    frame a state one, holding the history message's Kafka offset instead of the link."""
-    _, _, _, size, extra = _FRAME.unpack_from(value)
-    request_end = _FRAME_SIZE + size
-    return (_FRAME.pack(MAGIC, FORMAT, KIND_STATE, size, 8) + value[_FRAME_SIZE:request_end]
-            + _offset_bytes(history_offset) + value[request_end + extra:])
-
-
-def _offset_bytes(kafka_offset: int) -> bytes:
-    return kafka_offset.to_bytes(8, "big", signed=True)
+def state_value(head: bytes, history_offset: int, tail: bytes) -> bytes:
+    """A state message's value from its frame's head (``message_pair_encoder``'s: everything before the extra) and
+    its tail (the log offset and the event): the history message's Kafka offset, 8 bytes big-endian, between them."""
+    return head + history_offset.to_bytes(8, "big", signed=True) + tail
 
 
 def _request_json(timestamp_ms: int, principal: str, host: str, request_id: str, asserted: bool,

@@ -34,7 +34,6 @@ from secmeta.consumers.kafka.wire import (
     message_encoder,
     message_link,
     message_offset,
-    restate,
 )
 from secmeta.events.codec import EventCodec
 from secmeta.events.keyring import SealedSecret
@@ -122,7 +121,7 @@ def test_round_trip_gives_back_the_envelope(envelope, offset):
     key, value, headers = encode_message(CODEC, envelope)
     expected = dataclasses.replace(envelope, fingerprint=CODEC.event_fingerprint(envelope.event_type))
     assert decode_message(CODEC, key, value, headers) == expected
-    assert decode_message(CODEC, key, restate(value, offset // 3), None) == expected
+    assert decode_message(CODEC, *message_encoder(CODEC)(envelope, history_offset=offset // 3)) == expected
     assert decode_message(CODEC, *format2_message(CODEC, envelope, link=b"ab" * 32)) == expected
     assert decode_message(CODEC, *format1_message(CODEC, envelope, link=b"ab" * 32)) == expected
 
@@ -385,8 +384,7 @@ def _mangled(envelope: Envelope, offset: int, data) -> tuple:
 
 def _state_message(codec, envelope: Envelope) -> tuple[bytes, bytes, list]:
     """A format 3 message as the state topic carries it."""
-    key, value, headers = encode_message(codec, envelope)
-    return key, restate(value, envelope.offset // 2), headers  # any int64 history offset
+    return message_encoder(codec)(envelope, history_offset=envelope.offset // 2)  # any int64 history offset
 
 
 def _outcome(read, message: tuple):
@@ -557,10 +555,10 @@ def test_a_frame_that_does_not_read_is_named(change, reason):
 
 
 def test_a_state_frame_carries_the_history_offset_instead_of_the_link():
-    """restate makes the history message's value the state topic's: the same event and request, the history
-    message's Kafka offset where the link was; a tombstone names both as headers."""
+    """The state topic's value of an event is its history value's event and request, the history message's Kafka
+    offset where the link was; a tombstone names both as headers."""
     key, value, headers = _framed()
-    state = restate(value, 4242)
+    _, state, _ = message_encoder(CODEC)(at(acl_created(3), 11), history_offset=4242)
     assert decode_message(CODEC, key, state, headers) == decode_message(CODEC, key, value, headers)
     assert (history_position(state, None), message_link(state, None), message_offset(state, None)) == (4242, None, 11)
     _, none, tomb = encode_tombstone(at(acl_created(3), 11))
