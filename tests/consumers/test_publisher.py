@@ -495,3 +495,41 @@ def test_a_topic_is_marked_for_format_3_by_its_newest_marker_or_event_with_a_val
             assert (name, end.marked, end.last_offset) == (name, marked, last)
     finally:
         consumer.close()
+
+
+# -- the bytes on the wire ----------------------------------------------------------------------------------------
+
+# 176 (B0) bytes
+_REQUEST = (b'{"format":3,"timestamp_ms":1800000000000,"actor_principal":"User:admin","actor_host":"10.0.0.1",'
+            b'"request_id":"req-1","actor_asserted":true,"operator":["op","box",42,"secmeta"]}')
+# ClientQuotaAltered(user alice, producer_byte_rate 1024.0) in Avro single-object encoding: C3 01, its schema's
+# fingerprint, the body: the entity and the key (zigzag lengths 10 and 18), the value's union branch 1 (double)
+# and 1024.0 as a little-endian double
+_EVENT = (b"\xc3\x01" + bytes.fromhex("18e47b7c76f4ec6b") + b"\x14user=alice" + b"\x24producer_byte_rate" + b"\x02"
+          + bytes.fromhex("0000000000009040"))
+
+
+def test_the_published_values_are_the_documented_frames_byte_for_byte(store, store_dir, keyring, kafka_bootstrap,
+                                                                    topics, monkeypatch):
+    """Review 27, section 3: the values, spelled out from the layout the README documents (magic 00 53 4D, version,
+    kind, the request's length (4 bytes) and the extra's (1), the request, the extra, the log offset (8), the event),
+    rather than taken from the encoder under test. The operator is fixed (it holds the process's pid)."""
+    from secmeta.core import ClientQuotaAlteration, ClientQuotaOp
+    from secmeta.core.store import facade
+    from secmeta.core.types import RequestContext
+    from secmeta.events.records import Operator
+
+    monkeypatch.setattr(facade, "local_operator", lambda: Operator("op", "box", 42, "secmeta"))
+    store.alter_client_quotas([ClientQuotaAlteration({"user": "alice"}, (ClientQuotaOp("producer_byte_rate", 1024),))],
+                              context=RequestContext("User:admin", "10.0.0.1", request_id="req-1"))
+    history, state = topics("history"), topics("state")
+    publish(store_dir, keyring, kafka_bootstrap, history, state)
+    [(history_at, _, history_value, no_headers)] = read_topic(kafka_bootstrap, history)
+    [(_, _, state_value, _)] = read_topic(kafka_bootstrap, state)
+    (link,) = [batch.link for batch in store.log.batches()]  # the log's (keyed: it differs each run)
+    assert history_value == (b"\x00SM" b"\x03" b"H" b"\x00\x00\x00\xb0" b"\x20" + _REQUEST + link
+                             + b"\x00" * 8 + _EVENT)
+    assert history_at == 1  # after the format marker
+    assert state_value == (b"\x00SM" b"\x03" b"S" b"\x00\x00\x00\xb0" b"\x08" + _REQUEST
+                           + b"\x00\x00\x00\x00\x00\x00\x00\x01" + b"\x00" * 8 + _EVENT)
+    assert no_headers == []
