@@ -35,6 +35,7 @@ from secmeta.projections.acl_index import (
     node_of,
 )
 from secmeta.projections.acl_section import MappedAclTable
+from secmeta.projections.layered_map import EMPTY_MAP
 
 __all__ = ["DEFER_FROM", "Deferred", "deferred_of"]
 
@@ -42,11 +43,11 @@ DEFER_FROM = 1000  # changes from which a delta onto a deferred image is merged,
 _MISSING = object()
 
 
-def _GONE() -> None:  # noqa: N802 - a dead weak reference: the ids or index not made yet
+def _not_made() -> None:
+    """A dead weak reference: the ids or index not made yet."""
     return None
 
 
-EMPTY_MAP: immutables.Map = immutables.Map()
 _TABLE_ACL_BYTES, _CHANGE_BYTES, _NAME_BYTES = 40, 1000, 70  # see ``table_bytes`` and ``own_bytes``
 Key = tuple[int, int, str]  # resource type, pattern type, name
 
@@ -76,8 +77,8 @@ class Deferred:
         self._key_at: dict[Key, int] = {}  # such a key -> its placeholder
         self._size = len(table.section_ids)
         self._own = 0  # changes gathered by this image (not by the one it was applied to)
-        self._acls: Callable[[], AclIds | None] = _GONE
-        self._index: Callable[[], AclIndex | None] = _GONE
+        self._acls: Callable[[], AclIds | None] = _not_made
+        self._index: Callable[[], AclIndex | None] = _not_made
 
     @classmethod
     def of(cls, table: MappedAclTable) -> Deferred:
@@ -94,7 +95,7 @@ class Deferred:
         new._stores = {kind: dict(names) for kind, names in self._maps().items()}
         new._own = len(changes)
         new._touch(new._gather(changes))
-        new._acls, new._index = _GONE, _GONE
+        new._acls, new._index = _not_made, _not_made
         return new
 
     def _maps(self) -> Mapping[tuple[int, int], dict]:
