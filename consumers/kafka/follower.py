@@ -624,9 +624,9 @@ class Follower:
         if history_at is None and newest >= 0:
             raise StateGapError(
                 f"the state topic {self.state_topic} holds events up to log offset {newest} but records no "
-                f"position in {self.history_topic} ({HEADER_HISTORY_OFFSET} header), so the follower cannot "
-                "tell where the history continues: it was not written by `secmeta kafka publish`; follow "
-                "the whole history instead (without --bootstrap-from-state)")
+                f"position in {self.history_topic} (a state frame's history offset, or the {HEADER_HISTORY_OFFSET} "
+                "header of format 2), so the follower cannot tell where the history continues: it was not written "
+                "by `secmeta kafka publish`; follow the whole history instead (without --bootstrap-from-state)")
         self.position = history_at
         self._applied_at = self._applied_link = None  # the image came from the state topic
         self._assign(5.0)
