@@ -31,6 +31,10 @@ cluster the publisher checks, before sending anything:
   "published 0 events" to topics that lack them.  Both topics are written to partition 0 only, so each holds
 the events in log order whatever its partition count.
 
+Before its first format 3 message on a topic, and again wherever a reader could
+otherwise start without meeting one (after retention deleted the last), it writes
+the format marker (``wire.format_marker``; ``_mark``).
+
 An unreachable broker is reported (progress callback, ``logging``) and
 retried with backoff, never raised; a missing topic is created, or a
 ``TopicError`` says why it cannot be.
@@ -47,7 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from secmeta.consumers.kafka.client_config import client_settings
@@ -271,6 +275,7 @@ class Publisher:
         clock: Clock = wall_clock,
         from_beginning: bool = False,
         check_timeout: float = 30.0,
+        marker_check_interval: float = 30.0,
     ):
         if history_topic == state_topic:
             raise PublisherError(f"the history and state topics must differ (both are {history_topic!r})")
@@ -285,6 +290,7 @@ class Publisher:
         self.progress = progress
         self.from_beginning = from_beginning
         self.check_timeout = check_timeout
+        self.marker_check_interval = marker_check_interval
         self._settings = client_settings(
             bootstrap, client_config,
             # Every chunk ends in a flush, which sends at once whatever linger.ms would wait for, so the
@@ -301,6 +307,9 @@ class Publisher:
         self._decoders = (message_decoder(self._log.codec, KIND_HISTORY), message_decoder(self._log.codec, KIND_STATE))
         self._identity: TopicIdentity | None = None  # what the checkpoint was written against (None: unknown)
         self._bound = False  # the topics were checked against the checkpoint and the log
+        self._markers: dict[str, int] = {}  # each topic's newest format marker's Kafka offset (once bound)
+        self._markers_checked = 0.0  # when (time.monotonic) the topics were last seen to hold them
+        self._watch: Consumer | None = None  # reads the topics' earliest offsets (``_keep_marked``)
         try:
             self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else Path(store_dir) / CHECKPOINT_FILE
             self._checkpoint = self._log.start_offset if from_beginning else self._read_checkpoint()
@@ -486,7 +495,9 @@ class Publisher:
         check_log_against_topic(self._log, ends[0])
         if not self.from_beginning:
             self._check_checkpoint_binding(identity, ends)
-        self._mark(producer, [end.topic for end in ends if not end.marked])
+        self._markers.update((end.topic, end.marker) for end in ends if end.marker is not None)
+        self._mark(producer, [end.topic for end in ends if end.marker is None])
+        self._markers_checked = time.monotonic()
         self._identity = identity
         self._write_checkpoint(self._checkpoint)
         self._bound = True
@@ -506,21 +517,62 @@ class Publisher:
             f"(from log offset {self._log.start_offset})")
 
     def _mark(self, producer: Producer, topics: list[str]) -> None:
-        """Write the format marker (``wire.format_marker``) on each topic not yet marked, before its first format 3
-        message: a secmeta from before format 3, which would skip format 3's values as another writer's (and keep
-        the older values of their keys), stops on it instead. KafkaException if it is not delivered."""
+        """Write the format marker (``wire.format_marker``) on each of ``topics``, before its next format 3 message,
+        and note where it lies: a secmeta from before format 3, which would skip format 3's values as another
+        writer's (and keep the older values of their keys), stops on it instead. KafkaException if it is not
+        delivered.
+
+        Written where a reader could otherwise start without meeting one: on binding, on a topic whose newest message
+        (bar tombstones and other writers') is not the marker (``TopicEnd.marker``: retention may have deleted the
+        one before), and while publishing, on a topic whose earliest offset has passed its newest (``_keep_marked``).
+        """
         if not topics:
             return
         failed: list = []
+        delivered: dict[str, int] = {}
+
+        def report(err, msg) -> None:
+            if err is not None:
+                failed.append(err)
+            else:
+                delivered[msg.topic()] = msg.offset()
+
         key, value, headers = format_marker()
         for topic in topics:
-            producer.produce(topic, value, key, PARTITION, lambda err, _: failed.append(err) if err else None,
-                             headers=headers)
+            producer.produce(topic, value, key, PARTITION, report, headers=headers)
         if producer.flush(self.check_timeout) > 0:
             raise KafkaException(KafkaError(KafkaError._MSG_TIMED_OUT, "the format marker was not delivered"))
         if failed:
             raise KafkaException(failed[0])
+        self._markers.update(delivered)
         logger.info("wrote the message format marker on %s", ", ".join(topics))
+
+    def _keep_marked(self, stop: threading.Event | None, deadline: float | None) -> bool:
+        """Write the format marker again on each topic whose earliest offset has passed its newest one (time or size
+        retention, or DeleteRecords, deleted it), so a reader from before format 3 starting at the earliest offset
+        still meets one; asked at most every ``marker_check_interval`` seconds. False (reported, backed off) if the
+        cluster could not tell or the marker was not delivered."""
+        if time.monotonic() - self._markers_checked < self.marker_check_interval:
+            return True
+        try:
+            if self._watch is None:
+                self._watch = Consumer({**self._admin_settings, "group.id": "secmeta-publisher-check",
+                                        "enable.auto.commit": False, "logger": side_client_logger()})
+            aged = []
+            for topic in (self.history_topic, self.state_topic):
+                low, _ = self._watch.get_watermark_offsets(TopicPartition(topic, PARTITION),
+                                                           timeout=self.metadata_timeout, cached=False)
+                if low > self._markers.get(topic, -1):
+                    aged.append(topic)
+            self._mark(self._producer_ready(), aged)
+        except KafkaException as exc:
+            reason = exc.args[0].str() if isinstance(exc.args[0], KafkaError) else str(exc)
+            logger.warning("cannot check that the topics hold the format marker: %s; retrying", reason)
+            self._report("broker unreachable", reason)
+            self._retry_later(stop, deadline)
+            return False
+        self._markers_checked = time.monotonic()
+        return True
 
     @staticmethod
     def _produce_all(producer: Producer, topic: str, messages: Iterable[tuple[bytes, bytes | None, list | None]],
@@ -589,7 +641,8 @@ class Publisher:
                 deadline is not None and time.monotonic() >= deadline
             ):
                 break
-            if not self._connect(stop_event, deadline) or self._checkpoint >= end:
+            if (not self._connect(stop_event, deadline) or self._checkpoint >= end
+                    or not self._keep_marked(stop_event, deadline)):
                 continue
             # A chunk's events and messages are garbage once it is published: the collector, were it
             # on, would rescan them all (and the heap) many times over while they are built.
@@ -696,7 +749,7 @@ class Publisher:
             self.publish_available(stop_event=stop)
             if stop.is_set():
                 break
-            if self._checkpoint >= self.log_end:
+            if self._checkpoint >= self.log_end and self._keep_marked(stop, None):
                 if self._last_stage != "idle":
                     self._report("idle")
                 if self._producer is not None:
@@ -714,6 +767,9 @@ class Publisher:
         producer, self._producer = self._producer, None
         if producer is not None:
             producer.flush(timeout)
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch.close()
         self._log.close()
 
     def __enter__(self) -> Publisher:

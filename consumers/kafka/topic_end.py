@@ -5,9 +5,9 @@ its topic is refused), and with its checkpoint (a topic that lacks what the
 checkpoint says was published is another topic); the follower compares it with
 what its checkpoint applied.  Messages that are not ours (another writer's) are
 passed over; a tombstone counts by its ``secmeta.offset`` header.  The chain link is the history message's
-(``wire.message_link``; None on the state topic).  Whether the topic is marked for format 3 (its newest message
-that is the format marker or an event with a value is the marker or a format 3 event) says whether a publisher must
-write the marker before its first format 3 message (``wire.format_marker``).
+(``wire.message_link``; None on the state topic).  Where the format marker (``wire.format_marker``) is when it is
+the topic's newest message bar tombstones and other writers' (``TopicEnd.marker``; None: it is not, so a publisher
+writes one before its next format 3 message, as retention may have deleted any older one).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from secmeta.consumers.kafka.wire import (
     NotOurMessage,
     is_format_marker,
-    is_framed,
     message_link,
     message_offset,
 )
@@ -51,14 +50,15 @@ class TopicEvent:
 
 @dataclass(frozen=True, slots=True)
 class TopicEnd:
-    """Partition 0's watermarks, its newest secmeta event (None: it holds none), and whether it is marked for format
-    3 (False: a format 3 writer must write the format marker first)."""
+    """Partition 0's watermarks, its newest secmeta event (None: it holds none), and the Kafka offset of the format
+    marker when the topic's newest message that is the marker or an event with a value is the marker (None: it is
+    not, so a format 3 writer must write one first: no marker is known to be held)."""
 
     topic: str
     low: int
     high: int
     last: TopicEvent | None
-    marked: bool = False
+    marker: int | None = None
 
     @property
     def last_offset(self) -> int:
@@ -122,24 +122,25 @@ def read_topic_end(consumer: Consumer, topic: str, decode: Decoder, timeout: flo
     low, high = _watermarks(consumer, topic, timeout)
     stop, window = high, _FIRST_WINDOW
     last: TopicEvent | None = None
-    marked: bool | None = None  # undecided until the newest marker or event with a value
+    marker: int | None = None
+    decided = False  # by the newest marker or event with a value
     while stop > low:
         start = max(low, stop - window)
         for msg in reversed(_read_range(consumer, topic, start, stop, deadline)):
             value = msg.value()
             if is_format_marker(msg.key(), value, msg.headers()):
-                marked = True if marked is None else marked
+                if not decided:
+                    marker, decided = msg.offset(), True
                 continue
             found = _event(msg, decode)
             if found is None:
                 continue
             last = found if last is None else last
-            if marked is None and value is not None:
-                marked = is_framed(value)
-            if marked is not None:
-                return TopicEnd(topic, low, high, last, marked)
+            decided = decided or value is not None
+            if decided:
+                return TopicEnd(topic, low, high, last, marker)
         stop, window = start, window * 4
-    return TopicEnd(topic, low, high, last, bool(marked))
+    return TopicEnd(topic, low, high, last, marker)
 
 
 def read_message(consumer: Consumer, topic: str, kafka_offset: int, decode: Decoder,

@@ -450,49 +450,54 @@ def test_a_failed_state_message_fails_the_chunk(store, store_dir, keyring, kafka
 # -- the format marker ------------------------------------------------------------------------------------------
 
 
-def test_the_format_marker_comes_once_before_the_first_format_3_message_on_each_topic(
+def test_the_format_marker_comes_before_the_first_format_3_message_on_each_topic_and_after_each_start(
         store, store_dir, keyring, kafka_bootstrap, topics):
     """Review 27, 1.1: a secmeta from before format 3 skips format 3's values as another writer's; the marker a
-    publisher writes first on each topic stops it (``test_wire``). Written once: a publisher restarting on the
-    topics (they hold it, then format 3 messages) writes no other."""
+    publisher writes first on each topic stops it (``test_wire``). A publisher starting on topics whose newest
+    message is a format 3 one writes it again (retention may have deleted the one before it: the next test); one
+    whose newest message is the marker writes no other."""
     store.create_acls([acl_created(i).event.binding for i in range(3)], context=ADMIN)
     history, state = topics("history"), topics("state")
     publish(store_dir, keyring, kafka_bootstrap, history, state)
     store.create_acls([acl_created(i).event.binding for i in range(3, 5)], context=ADMIN)
     publish(store_dir, keyring, kafka_bootstrap, history, state)
-    for topic, count in ((history, 5), (state, 5)):
+    publish(store_dir, keyring, kafka_bootstrap, history, state)  # its newest is the marker: nothing written
+    for topic in (history, state):
         messages = read_topic(kafka_bootstrap, topic, markers=True)
         assert [is_format_marker(key, value, headers) for _, key, value, headers in messages] == \
-            [True] + [False] * count
+            [True] + [False] * 3 + [True] + [False] * 2 + [True]
         assert messages[0][0] == 0
 
 
-def test_a_topic_is_marked_for_format_3_by_its_newest_marker_or_event_with_a_value(store, kafka_bootstrap, topics):
-    """What a topic's end says about the marker: none yet on an empty topic or after a format 2 value (the publisher
-    writes one); the marker, or a format 3 value (a topic h/kafka4 published to), behind a tombstone or not, is one."""
+def test_a_topic_end_names_the_marker_only_when_it_is_the_newest_marker_or_event_with_a_value(
+        store, kafka_bootstrap, topics):
+    """What a topic's end says about the marker: where it is when it is the newest marker or event with a value,
+    behind a tombstone or not; none (the publisher writes one) on an empty topic, after a format 2 value, or after a
+    format 3 one (retention may have deleted any marker before it)."""
     from confluent_kafka import Consumer
 
     envelopes = [dataclasses.replace(acl_created(i), offset=i) for i in range(3)]
     older = [format2_message(CODEC, env) for env in envelopes]
     newer = [message_encoder(CODEC)(env) for env in envelopes]
     tombstone = (newer[0][0], None, [("secmeta.offset", b"3")])
-    # name: messages, marked, the newest log offset the end names
-    cases = {"empty": ([], False, -1), "format 2": (older, False, 2),
-             "marker": ([*older, format_marker()], True, 2),
-             "marker then format 2": ([format_marker(), *older], False, 2),
-             "format 3 and a tombstone": ([*older, *newer, tombstone], True, 3),
-             "marker, format 3, tombstone": ([*older, format_marker(), *newer, tombstone], True, 3)}
+    # name: messages, the marker's Kafka offset, the newest log offset the end names
+    cases = {"empty": ([], None, -1), "format 2": (older, None, 2),
+             "marker": ([*older, format_marker()], 3, 2),
+             "marker then format 2": ([format_marker(), *older], None, 2),
+             "format 3 and a tombstone": ([*older, *newer, tombstone], None, 3),
+             "marker, format 3, tombstone": ([*older, format_marker(), *newer, tombstone], None, 3),
+             "format 3, marker, tombstone": ([*older, *newer, format_marker(), tombstone], 6, 3)}
     consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": "marked", "enable.auto.commit": False,
                          "fetch.wait.max.ms": 10,
                          "logger": logging.getLogger("tests.kafka")})
     try:
-        for name, (messages, marked, last) in cases.items():
+        for name, (messages, marker, last) in cases.items():
             topic = topics("marked")
             make_topics(kafka_bootstrap, topic)
             if messages:
                 produce_raw(kafka_bootstrap, topic, messages)
             end = read_topic_end(consumer, topic, message_decoder(CODEC), timeout=30)
-            assert (name, end.marked, end.last_offset) == (name, marked, last)
+            assert (name, end.marker, end.last_offset) == (name, marker, last)
     finally:
         consumer.close()
 
@@ -533,3 +538,47 @@ def test_the_published_values_are_the_documented_frames_byte_for_byte(store, sto
     assert state_value == (b"\x00SM" b"\x03" b"S" b"\x00\x00\x00\xb0" b"\x08" + _REQUEST
                            + b"\x00\x00\x00\x00\x00\x00\x00\x01" + b"\x00" * 8 + _EVENT)
     assert no_headers == []
+
+
+def _age_out(bootstrap: str, topic: str) -> None:
+    """Another writer's 6 MB on the topic: the mock cluster keeps 5 MB a partition and drops its oldest batches past
+    that (as size retention does: the low watermark moves past them), so the messages before these go."""
+    produce_raw(bootstrap, topic, [(None, b"x" * 100_000, []) for _ in range(60)])
+
+
+@pytest.mark.parametrize("route", ["running", "restart"])
+def test_a_marker_aged_out_is_written_again_so_a_reader_from_before_format_3_still_stops(
+        route, store, store_dir, keyring, kafka_bootstrap, topics):
+    """Retention can delete the history topic's format marker (the state topic keeps its key), and a secmeta from
+    before format 3 reading from the earliest offset then skips every format 3 value and stops on nothing. A
+    running publisher whose topic's earliest offset passed its newest marker writes one before its next message;
+    a publisher starting on a topic whose newest message is not the marker writes one first. Read here as that
+    reader reads (``format2_reader_verdict``), it stops before the events published after the marker aged out."""
+    from tests.consumers.conftest import format2_reader_verdict
+
+    history, state = topics("history"), topics("state")
+    bindings = [acl_created(i).event.binding for i in range(9)]
+    store.create_acls(bindings[:3], context=ADMIN)
+    # "running": one publisher throughout, checking at every chunk; "restart": the first never checks again (as
+    # one whose interval has not passed), and a second one starts after the marker aged out
+    first = Publisher(store_dir, keyring, kafka_bootstrap, history_topic=history, state_topic=state,
+                      marker_check_interval=0 if route == "running" else 1e9)
+    try:
+        assert first.publish_available(timeout=60) == 3
+        _age_out(kafka_bootstrap, history)
+        assert not any(is_format_marker(k, v, h) for _, k, v, h in read_topic(kafka_bootstrap, history, markers=True))
+        store.create_acls(bindings[3:6], context=ADMIN)
+        assert first.publish_available(timeout=60) == 3
+    finally:
+        first.close()
+    store.create_acls(bindings[6:], context=ADMIN)
+    assert publish(store_dir, keyring, kafka_bootstrap, history, state) == 3
+    messages = read_topic(kafka_bootstrap, history, markers=True)
+    verdicts = [format2_reader_verdict(CODEC, key, value, headers) for _, key, value, headers in messages]
+    assert all(verdict.startswith(("NotOurMessage", "UnknownFormat")) for verdict in verdicts)  # no format 2 here
+    events_at = [i for i, (_, key, value, headers) in enumerate(messages)
+                 if value != b"x" * 100_000 and not is_format_marker(key, value, headers)]
+    assert len(events_at) == 6  # the first three went with the marker
+    stops = [i for i, verdict in enumerate(verdicts) if verdict.startswith("UnknownFormat")]
+    # it stops before the first events published after the marker aged out (running) or the second publisher's
+    assert stops and stops[0] < events_at[0 if route == "running" else 3], verdicts
