@@ -234,18 +234,11 @@ def _decoded(blob: memoryview, offsets, separator: str, base: int) -> list[str]:
 
 
 def uuid_bytes(strings: list[str]) -> bytes | None:
-    """The 16 bytes of each string when every one is a canonical UUID (lowercase, dashed), else None."""
-    joined = "".join(strings)
-    if len(joined) != 36 * len(strings) or joined.count("-") != 4 * len(strings):
+    """The 16 bytes of each string when every one is a canonical UUID (``uuid_of``), else None."""
+    lengths = set(map(len, strings))
+    if lengths and lengths != {36}:  # each its own 36 (joined, a 35 and a 37 could read as two)
         return None
-    if any(joined[at::36].count("-") != len(strings) for at in (8, 13, 18, 23)):
-        return None
-    hex_digits = joined.replace("-", "")
-    try:
-        raw = bytes.fromhex(hex_digits)
-    except ValueError:
-        return None
-    return raw if raw.hex() == hex_digits else None  # lowercase, no spaces
+    return uuid_of("".join(strings).encode(), len(strings))
 
 
 def uuid_texts(raw: bytes | memoryview) -> list[str]:
@@ -255,20 +248,24 @@ def uuid_texts(raw: bytes | memoryview) -> list[str]:
             for i in range(0, len(h), 32)]
 
 
-def uuid_of(key: bytes) -> bytes | None:
-    """``uuid_bytes`` of one UTF-8 string: its 16 bytes when it is a canonical UUID, else None (a few C calls: a hash
-    table's probe asks it of every id it looks up)."""
-    if len(key) != 36 or key[8] != _DASH or key[13] != _DASH or key[18] != _DASH or key[23] != _DASH:
+def uuid_of(texts: bytes, count: int = 1) -> bytes | None:
+    """The rule of what a canonical UUID text is (``str(uuid.UUID(...))``'s: 32 lowercase hex digits, dashed after
+    the 8th, 12th, 16th and 20th), the one ``uuid_bytes`` and ``Uuids.find`` use: the 16 bytes of each of ``count``
+    such texts laid end to end in ``texts`` (UTF-8), else None. One text is a few C calls (a hash table's probe asks
+    it of every id it looks up); many are as many C calls over them all."""
+    if len(texts) != 36 * count:
         return None
-    digits = key.translate(None, b"-")
+    if count == 1:  # the dashes' places, 8, 13, 18 and 23, in one slice
+        if texts[8:24:5] != b"----":
+            return None
+    elif any(texts[at::36] != b"-" * count for at in (8, 13, 18, 23)):
+        return None
+    digits = texts.translate(None, b"-")
     try:
         raw = unhexlify(digits)
     except ValueError:  # binascii.Error: odd length or not hex
         return None
-    return raw if len(raw) == 16 and hexlify(raw) == digits else None  # lowercase, no spaces
-
-
-_DASH = ord("-")
+    return raw if len(raw) == 16 * count and hexlify(raw) == digits else None  # no other dash, lowercase
 
 
 class Uuids:
