@@ -41,7 +41,7 @@ from zlib import crc32
 
 from secmeta.projections.acl_index import Group, Node
 from secmeta.projections.acl_match import ACL_BITS
-from secmeta.projections.acl_table import _SCAN_PRINCIPALS, AclTable, TableError
+from secmeta.projections.acl_table import _SCAN_PRINCIPALS, AclColumns, AclTable, TableError
 from secmeta.projections.section_arrays import (
     SectionError,
     Strings,
@@ -138,7 +138,7 @@ def _listed(table: list[str], positions: memoryview) -> list[str]:
 class MappedAclTable(AclTable):
     """An ``AclTable`` whose columns are views of a format-5 section: each node is read when first made."""
 
-    __slots__ = ("section_ids", "nbytes", "_slots", "_mask", "_names", "_runs_by_type")
+    __slots__ = ("section_ids", "nbytes", "_slots", "_mask", "_names", "_runs_by_type", "_nodes")
 
     def __init__(self, section: memoryview, *, vouched: bool = True):  # noqa: PLW0231 - AclTable.__init__ checks
         """The table of ``section``; ``vouched``: an HMAC vouches for its bytes (else every column is checked whole
@@ -167,6 +167,7 @@ class MappedAclTable(AclTable):
         }
         for name, column in columns.items():
             setattr(self, name, column)
+        self.acl_columns = AclColumns(self.ids, self.hosts, self.operations, self.permissions)
         self._nodes: list[Node | None] = [None] * nodes
         self._groups: dict[int, Group] = {}
         self._names: dict[int, tuple[dict[str, int], dict[str, int]]] = {}  # ``names_of``, by resource type
@@ -239,6 +240,14 @@ class MappedAclTable(AclTable):
         return node
 
     __call__ = node
+
+    def forget_made(self) -> None:
+        """``AclTable.forget_made``, and the nodes made so far: this table keeps them (its deferred images' maps are
+        made anew, ``acl_deferred``), and they refer to it, so a table with any made is a reference cycle that
+        only the cyclic collector frees, and never once ``gc.freeze()`` has moved it out of its reach (issue 24:
+        time travel evicting a checkpoint file's image)."""
+        super().forget_made()
+        self._nodes = [None] * len(self._nodes)
 
     def id_positions(self) -> dict[str, int]:
         raise TypeError("a mapped table finds ids through its section's hash table (position)")

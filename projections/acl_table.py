@@ -84,18 +84,28 @@ def _first_unsound(starts: Sequence[int], end: int) -> int | None:
     return 0 if starts[0] != 0 else max(len(starts) - 2, 0)
 
 
+class AclColumns:
+    """A table's per-ACL columns, what its groups read their entries from (``TableGroup``): not the table, which
+    keeps the groups it made, so a group refers to nothing that refers back to it."""
+
+    __slots__ = ("ids", "hosts", "operations", "permissions", "__weakref__")  # weakly held by KeptByObject
+
+    def __init__(self, ids, hosts, operations, permissions):
+        self.ids, self.hosts, self.operations, self.permissions = ids, hosts, operations, permissions
+
+
 class TableGroup(HostGroup):
     """A ``HostGroup`` made from a table's columns: its entries are made when first asked for (an authorize
     needs only its masks).  ``order``: the position of its ACL, or the positions of its ACLs in ``acl_ids()``
     order."""
 
-    __slots__ = ("table", "order", "at")
+    __slots__ = ("columns", "order", "at")
 
-    def __init__(self, principal, ids, any_host, name, kind, hosts, nets, table: AclTable, order, at: int):
+    def __init__(self, principal, ids, any_host, name, kind, hosts, nets, columns: AclColumns, order, at: int):
         super().__init__(principal, ids, any_host, name, kind, hosts, nets, None)
-        self.table = table
+        self.columns = columns
         self.order = order
-        self.at = at  # the group's position in the table (with the table, what names it: ``KeptByObject``)
+        self.at = at  # the group's position in the table (with its columns, what names it: ``KeptByObject``)
 
     def _positions(self) -> tuple[int, ...]:
         order = self.order
@@ -104,13 +114,13 @@ class TableGroup(HostGroup):
     def _entry_tuple(self) -> tuple[AccessControlEntry, ...]:
         entries = self.entries
         if entries is None:
-            t, principal = self.table, self.principal
+            t, principal = self.columns, self.principal
             entries = self.entries = tuple(canonical_entry(principal, t.hosts[k], t.operations[k], t.permissions[k])
                                            for k in self._positions())
         return entries
 
     def fields(self) -> list[Member]:
-        t = self.table
+        t = self.columns
         return [(t.ids[k], t.hosts[k], t.operations[k], t.permissions[k]) for k in self._positions()]
 
 
@@ -145,10 +155,16 @@ def _runs(resource_types: bytes, pattern_types: bytes) -> list[tuple[int, int, t
 
 
 class AclTable:
-    """Index nodes as columns; ``node(i)`` makes node i (once), ``group_at(p)`` the group of the ACL at p."""
+    """Index nodes as columns; ``node(i)`` makes node i, ``group_at(p)`` the group of the ACL at p (made once).
+
+    Nothing the table makes refers back to anything that refers to what it made: a node (``Lazy``) refers to the
+    table, which keeps no node (the index's maps keep each, ``LayeredMap``), and a group (``TableGroup``) to its
+    ``AclColumns``, which keep nothing made; so an image's tables go with it by reference counting alone, also
+    after ``gc.freeze()`` (a replay's ``paused_gc``) has put them out of the cyclic collector's reach."""
 
     __slots__ = ("resource_types", "pattern_types", "names", "group_start", "principals", "acl_start", "ids",
-                 "hosts", "operations", "permissions", "_nodes", "_groups", "__weakref__")  # weakly held by KeptByObject
+                 "hosts", "operations", "permissions", "acl_columns", "_groups",
+                 "__weakref__")  # weakly held by KeptByObject
 
     def __init__(self, resource_types: bytes, pattern_types: bytes, names: list[str], group_counts: Iterable[int],
                  principals: list[str], acl_counts: Iterable[int], ids: list[str], hosts: list[str],
@@ -162,7 +178,7 @@ class AclTable:
         self.acl_start = array(_OFFSETS, accumulate(acl_counts, initial=0))
         self.principals, self.ids, self.hosts = principals, ids, hosts
         self.operations, self.permissions = operations, permissions
-        self._nodes: list[Node | None] = [None] * len(names)
+        self.acl_columns = AclColumns(ids, hosts, operations, permissions)
         self._groups: dict[int, Group] = {}  # group position -> group, once made
         if not sound:
             self._check(group_counts, acl_counts)
@@ -286,12 +302,10 @@ class AclTable:
                    bytes(map(_PERMISSION, ordered)), sound=True)
 
     def node(self, i: int) -> Node:
-        """Node i, a ``Lazy`` view of its columns (made on first use)."""
-        node = self._nodes[i]
-        if node is None:
-            g, end = self.group_start[i], self.group_start[i + 1]
-            node = self._nodes[i] = self._lazy(i, g, self.principals[g:end])
-        return node
+        """Node i, a ``Lazy`` view of its columns, made anew (the index's map keeps it in place of its placeholder:
+        kept here too, it would refer back to the table, a reference cycle)."""
+        g, end = self.group_start[i], self.group_start[i + 1]
+        return self._lazy(i, g, self.principals[g:end])
 
     def _lazy(self, i: int, g: int, principals: list[str]) -> Lazy:
         """Node i (its first group at ``g``, its groups' ``principals``) as a view of the columns.
@@ -360,11 +374,8 @@ class AclTable:
         return bits
 
     def forget_made(self) -> None:
-        """Drop the nodes and groups made so far (made again if asked for: nothing relies on their identity).  They
-        refer to this table, so a table with any made is a reference cycle, which only the cyclic collector frees,
-        and never once ``gc.freeze()`` has moved it out of its reach; with them dropped, reference counting frees
-        the table when nothing else holds it (issue 24: time travel evicting a checkpoint file's image)."""
-        self._nodes = [None] * len(self._nodes)
+        """Drop the groups made so far (made again if asked for: nothing relies on their identity), and a mapped
+        table's nodes (``MappedAclTable``): time travel evicting a checkpoint file's lineage."""
         self._groups = {}
 
     def group(self, i: int, g: int) -> Group:
@@ -395,7 +406,7 @@ class AclTable:
         operations, permissions = self.operations, self.permissions
         any_host, masks, nets = host_masks([hosts[k] for k in positions],
                                            [ACL_BITS[permissions[k]][operations[k]] for k in positions])
-        return TableGroup(principal, acl_ids, any_host, name, kind, masks, nets, self, order, g)
+        return TableGroup(principal, acl_ids, any_host, name, kind, masks, nets, self.acl_columns, order, g)
 
     def index(self) -> AclIndex:
         """The index of the table's nodes (each made on first use), each resource type's name maps made when the

@@ -26,16 +26,17 @@ import weakref
 from typing import Any
 
 from secmeta.projections.acl_index import Group, Lazy
-from secmeta.projections.acl_table import AclTable, TableGroup
+from secmeta.projections.acl_table import AclColumns, AclTable, TableGroup
 
 __all__ = ["KeptByObject", "holds_a_table"]
 
 
-def _named(obj: Any) -> tuple[AclTable, int] | None:
-    """(table, position) naming a table's group or node (a node's position as ~i), or None for any other object."""
+def _named(obj: Any) -> tuple[AclTable | AclColumns, int] | None:
+    """(table, position) naming a table's group (by its table's ``AclColumns``) or node (its position as ~i), or
+    None for any other object."""
     cls = obj.__class__
     if cls is TableGroup:
-        return obj.table, obj.at
+        return obj.columns, obj.at
     if cls is Lazy:
         return obj.source, ~obj.at
     return None

@@ -407,3 +407,39 @@ def test_an_evicted_file_image_frees_its_table_without_the_collector(mixed_store
     finally:
         if was:
             gc.enable()
+
+
+def test_an_evicted_replayed_image_frees_its_tables_without_the_collector(mixed_store):
+    """A point built by a full replay (no checkpoint file: its ACL tables are the replay's own, ``AclTable.of_rows``,
+    not a file's), answered (nodes and groups made), then evicted by an earlier point's replay (from the empty image: it shares
+    nothing with the first): each of its tables is
+    freed by reference counting alone, the cyclic collector off (the replay's ``paused_gc`` froze what lived past it
+    out of the collector's reach). Before, a table kept the nodes it made, which refer back to it, so an evicted
+    replayed image stayed resident."""
+    import gc
+    import random
+    import weakref
+
+    from secmeta.core import AclBindingFilter
+    from secmeta.projections.acl_index import Lazy
+    from secmeta.projections.acl_table import AclTable
+
+    store, _ = mixed_store
+    end = store.log.end_offset
+    travel = TimeTravel(store.log, interval=10 ** 9, memory_bytes=1 << 30)  # no files: every point a replay
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        image = travel.image_at(end)
+        asked(image, random.Random(2))
+        image.acls.get(next(iter(image.acls))[0])  # an id's group
+        made = list(image.acls.selection(AclBindingFilter.of(), whole_nodes=True))
+        tables = {id(node.source): weakref.ref(node.source) for node, _ in made if type(node) is Lazy}
+        assert tables and all(isinstance(ref(), AclTable) for ref in tables.values())
+        del image, made
+        travel.memory_bytes = 1  # the next image kept evicts every other (the empty one costs nothing)
+        assert travel.image_at(end // 2) == replayed(store, end // 2)
+        assert [ref() for ref in tables.values()] == [None] * len(tables)
+    finally:
+        if was:
+            gc.enable()

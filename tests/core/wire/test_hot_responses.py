@@ -186,7 +186,7 @@ def test_kept_encodings_do_not_pin_an_index_table_an_image_no_longer_holds():
 
     old = image_of(["a", "b"])
     assert len(_read_back(3, old)) == 6
-    (old_table,) = {group.table for group, _chosen in old.selection(AclBindingFilter.of())}
+    (old_table,) = {group.columns for group, _chosen in old.selection(AclBindingFilter.of())}
     old_ref = weakref.ref(old_table)
     newer = image_of(["c"])
     assert [b.name for b in _read_back(3, newer)] == ["c"] * 3
@@ -221,7 +221,7 @@ def test_answers_spanning_the_tables_of_a_batch_built_image_are_kept_and_hold_ea
 
     image, held = _batch_built_image()
     holders = list(image.selection(_EVERY_ACL, whole_nodes=True))
-    tables = {getattr(h, "source", None) or getattr(h, "table", None) for h, _ in holders}
+    tables = {getattr(h, "source", None) or getattr(h, "columns", None) for h, _ in holders}
     assert len({t for t in tables if isinstance(t, AclTable)}) == 3
     kept = hot_responses._HELD_BYTES._kept
     first = _read_back(3, image)
