@@ -5,10 +5,10 @@ did not change it share the old one.  So what is computed from one (its wire enc
 bindings) may be kept by object and reused by every image that still holds it.
 
 Objects made from an index table (``AclTable``: a snapshot's, a replay's, or one per batch of an
-image's incremental apply, so an image may hold many) hold their whole table, so they are never kept
-themselves: a table's group (``TableGroup``) or node (``Lazy``) is fully named by (its table, its
-position there), and its values are kept in that table's bucket, which holds the table only weakly and
-goes with it.  So a table no image holds any more is never pinned here, and the tables an image does
+image's incremental apply, so an image may hold many) hold their table's columns (a node its table, a group
+its table's ``AclColumns``), so they are never kept themselves: a table's group (``TableGroup``) or node
+(``Lazy``) is fully named by (its columns or table, its position there), and its values are kept in that
+one's bucket, which holds it only weakly and goes with it.  So a table no image holds any more is never pinned here, and the tables an image does
 hold keep their values side by side (issue 24's review: one table at a time, cleared whenever another
 table's object was seen, kept nothing for an answer spanning the batch tables of a follower's image).
 Any other object (made by a write: it holds no table) is kept with its value by (object id, slot), so
