@@ -582,3 +582,31 @@ def test_a_marker_aged_out_is_written_again_so_a_reader_from_before_format_3_sti
     stops = [i for i, verdict in enumerate(verdicts) if verdict.startswith("UnknownFormat")]
     # it stops before the first events published after the marker aged out (running) or the second publisher's
     assert stops and stops[0] < events_at[0 if route == "running" else 3], verdicts
+
+
+def test_an_idle_publisher_writes_an_aged_out_marker_again(store, store_dir, keyring, kafka_bootstrap, topics):
+    """A running publisher with nothing to publish still looks (every ``marker_check_interval``): once retention
+    deleted the history topic's marker, it writes one, so a reader from before format 3 starting at the earliest
+    offset stops even though no event follows."""
+    from tests.consumers.conftest import format2_reader_verdict
+    from tests.waiting import wait_for
+
+    history, state = topics("history"), topics("state")
+    store.create_acls([acl_created(i).event.binding for i in range(3)], context=ADMIN)
+    stop = threading.Event()
+    with Publisher(store_dir, keyring, kafka_bootstrap, history_topic=history, state_topic=state,
+                   marker_check_interval=0.2) as pub:
+        assert pub.publish_available(timeout=60) == 3
+        _age_out(kafka_bootstrap, history)
+        runner = threading.Thread(target=pub.run, args=(stop,), kwargs={"poll_interval": 0.05})
+        runner.start()
+        try:
+            def stops() -> bool:
+                messages = read_topic(kafka_bootstrap, history, markers=True)
+                return any(format2_reader_verdict(CODEC, k, v, h).startswith("UnknownFormat")
+                           for _, k, v, h in messages)
+            wait_for(stops, timeout=30, what="a marker after the aged-out one")
+        finally:
+            stop.set()
+            runner.join(30)
+    assert pub.checkpoint == 3  # nothing else was published
