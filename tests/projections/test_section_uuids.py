@@ -8,7 +8,17 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from secmeta.events.records import AclCreated
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+)
+from secmeta.projections.image import SecurityDelta, SecurityImage
 from secmeta.projections.section_arrays import Uuids, uuid_bytes, uuid_of
+from tests.projections.test_shape_properties import snapshot_loaded
 
 
 def _is_canonical(text: str) -> bool:
@@ -71,3 +81,18 @@ def test_a_column_of_ids_agrees_with_each_id_alone(texts):
     assert uuid_bytes(texts) == expected
     if expected is not None:
         assert Uuids(memoryview(expected))[:] == texts
+
+
+@settings(max_examples=20, deadline=None)
+@given(_cut_elsewhere())
+def test_ids_that_join_into_uuids_come_back_from_a_snapshot_as_written(ids):
+    """A snapshot keeps a column of ids as 16 bytes each only when each is a canonical UUID: ids cut elsewhere
+    (joined, they spell UUIDs) come back as they were written (with the old rule, as other, canonical ids)."""
+
+    ids = list(dict.fromkeys(ids))  # an id is held once
+    delta = SecurityDelta(SecurityImage.EMPTY)
+    for i, acl_id in enumerate(ids):
+        delta.replay(AclCreated(acl_id, AclBinding.of(ResourceType.TOPIC, f"t{i}", PatternType.LITERAL, "User:a",
+                                                      "*", AclOperation.READ, AclPermissionType.ALLOW)))
+    image = delta.apply(len(ids))
+    assert sorted(acl_id for acl_id, _ in snapshot_loaded(image).acls) == sorted(ids)
