@@ -28,11 +28,11 @@ from secmeta.core.config import TOKEN_SECRET_ENV, StoreConfig
 from secmeta.core.errors import DelegationTokenDisabledException, InvalidValueError
 from secmeta.events.entities import principals_in
 from secmeta.events.records import SecuritySettingAltered
-from secmeta.events.types import ScramMechanism
+from secmeta.events.types import AclOperation, ScramMechanism
 
 __all__ = ["LOGGED", "Setting", "check_config", "describe", "events_for",
-           "in_force", "initial_events", "with_values", "require_token_secret", "secret_fingerprint", "setting",
-           "token_secret_pin"]
+           "in_force", "initial_events", "rights_to_change", "with_values", "require_token_secret",
+           "secret_fingerprint", "setting", "token_secret_pin"]
 
 _FINGERPRINT_LABEL = b"secmeta delegation token secret fingerprint v1"
 
@@ -94,15 +94,26 @@ def _fingerprint(text: str, name: str) -> str:
     return text
 
 
+#: The rights on the cluster that setting or deleting a setting needs. Every setting needs ALTER_CONFIGS (Kafka's
+#: right for broker configs, the one quota tooling holds). A setting that decides who is authorized or who may log
+#: in (a login or token path) also needs ALTER, the right CreateAcls/DeleteAcls need: changing it is never more
+#: powerful than writing ACLs. (Kafka reads super.users and allow.everyone.if.no.acl.found only from the
+#: authorizer's static config; no AlterConfigs request changes them.)
+TUNING: tuple[AclOperation, ...] = (AclOperation.ALTER_CONFIGS,)
+ACCESS: tuple[AclOperation, ...] = (AclOperation.ALTER_CONFIGS, AclOperation.ALTER)
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
-    """One logged setting: its name, the StoreConfig field it sets, its text form both ways."""
+    """One logged setting: its name, the StoreConfig field it sets, its text form both ways, and ``rights``:
+    the rights on the cluster a request that sets or deletes it needs (TUNING or ACCESS, above)."""
 
     name: str
     field: str
     parse: Callable[[str, str], Any]
     text: Callable[[Any], str]
     doc: str
+    rights: tuple[AclOperation, ...] = TUNING
 
     def value_of(self, text: str) -> object:
         return self.parse(text, self.name)
@@ -110,31 +121,38 @@ class Setting:
 
 LOGGED: tuple[Setting, ...] = (
     Setting("super.users", "super_users", _principals, lambda v: ";".join(sorted(v)),
-            "principals allowed everything, joined by ';' (Kafka's super.users)"),
+            "principals allowed everything, joined by ';' (Kafka's super.users)", ACCESS),
     Setting("allow.everyone.if.no.acl.found", "allow_everyone_if_no_acl_found", _bool, lambda v: str(v).lower(),
-            "whether a resource without ACLs is open to everyone"),
+            "whether a resource without ACLs is open to everyone", ACCESS),
     Setting("delegation.token.max.lifetime.ms", "token_max_lifetime_ms", _millis, str,
             "a token's longest life"),
     Setting("delegation.token.expiry.time.ms", "token_expiry_time_ms", _millis, str,
             "how long a token lives without renewal"),
     Setting("delegation.token.secret.fingerprint", "token_secret_fingerprint", _fingerprint, str,
-            "the keyed fingerprint of the token secret that HMACs tokens (never the secret)"),
+            "the keyed fingerprint of the token secret that HMACs tokens (never the secret)", ACCESS),
     Setting("sasl.enabled.mechanisms", "enabled_mechanisms", _mechanisms,
             lambda v: ",".join(sorted(m.mechanism_name for m in v)),
-            "the SCRAM mechanisms logins and credentials may use"),
+            "the SCRAM mechanisms logins and credentials may use", ACCESS),
     Setting("secmeta.scram.default.iterations", "default_iterations", _iterations,
             lambda v: ",".join(f"{m.mechanism_name}={n}" for m, n in sorted(v.items(), key=lambda i: i[0].mechanism_name)),
             "iterations of a credential given without a count, per mechanism"),
     Setting("secmeta.allow.plaintext.passwords", "allow_plaintext_passwords", _bool, lambda v: str(v).lower(),
-            "whether a password may be set over a connection without TLS"),
+            "whether a password may be set over a connection without TLS", ACCESS),
     Setting("secmeta.scram.accept.doubled.client.nonce", "accept_doubled_client_nonce", _bool,
             lambda v: str(v).lower(),
             "whether a SCRAM login may repeat its client nonce in client-final, as librdkafka < 2.6.1 does "
-            "(Kafka 3.8.1-3.9 accept it, Kafka 4 refuses it)"),
+            "(Kafka 3.8.1-3.9 accept it, Kafka 4 refuses it)", ACCESS),
 )
 _BY_NAME: dict[str, Setting] = {s.name: s for s in LOGGED}
 _BY_FIELD: dict[str, Setting] = {s.field: s for s in LOGGED}
 _DEFAULTS = StoreConfig()
+
+
+def rights_to_change(names: Iterable[object]) -> list[tuple[str, AclOperation]]:
+    """(setting name, right on the cluster) for every right a request setting or deleting ``names`` needs, in
+    request order (each Setting's ``rights``). A name that is no setting adds nothing: ``events_for`` refuses it."""
+    return [(s.name, right) for s in (_BY_NAME.get(n) for n in names if isinstance(n, str)) if s is not None
+            for right in s.rights]
 
 
 def setting(name: object) -> Setting:

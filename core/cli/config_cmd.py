@@ -29,7 +29,8 @@ def register(commands: argparse._SubParsersAction) -> None:
         description="Describe and alter the logged settings (super.users, allow.everyone.if.no.acl.found, "
                     "delegation.token.*, sasl.enabled.mechanisms, secmeta.scram.default.iterations, "
                     "secmeta.allow.plaintext.passwords) with kafka-configs.sh option names. Each --alter is one "
-                    "logged, attributed request (needs ALTER_CONFIGS on the cluster).",
+                    "logged, attributed request (needs ALTER_CONFIGS on the cluster, and also ALTER on the cluster, "
+                    "as writing ACLs does, for a setting that decides who is authorized or who may log in).",
     )
     add_security_options(p)
     action = p.add_mutually_exclusive_group(required=True)

@@ -73,9 +73,10 @@ def allowed_on_cluster(decider: Decider, context: RequestContext, operation: Acl
     return decider(context.principal, context.host, operation, _CLUSTER, CLUSTER_NAME)
 
 
-def require_cluster(decider: Decider, context: RequestContext, operation: AclOperation) -> None:
-    """Raise ClusterAuthorizationException unless the requester may ``operation`` the cluster."""
+def require_cluster(decider: Decider, context: RequestContext, operation: AclOperation, *, why: str = "") -> None:
+    """Raise ClusterAuthorizationException unless the requester may ``operation`` the cluster (``why``: text the
+    message ends with, saying what needed the right)."""
     if not allowed_on_cluster(decider, checked_context(context), operation):
         raise ClusterAuthorizationException(
             f"Principal {context.principal} is not authorized to {AclOperation(operation).name} "
-            f"on the cluster")
+            f"on the cluster{why}")

@@ -2,7 +2,10 @@
 cluster's BROKER resource, as ConfigurationControlManager validates them).
 
 Both need the requester's right on the cluster under the settings in force *before* the change:
-ALTER_CONFIGS to alter, DESCRIBE_CONFIGS to describe. A request with any unknown setting or bad value
+ALTER_CONFIGS to alter, DESCRIBE_CONFIGS to describe. A setting that decides who is authorized or who may log
+in (super.users, allow.everyone.if.no.acl.found, ...) also needs ALTER on the cluster, the right writing ACLs
+needs; each setting's rights are its declaration's (secmeta.core.settings.Setting.rights), checked for every
+name set or deleted before anything is written. A request with any unknown setting or bad value
 raises InvalidRequestException naming it, and logs nothing; the settings' names, text forms and checks
 are secmeta.core.settings'.
 """
@@ -24,8 +27,13 @@ __all__ = ["alter_settings", "describe_settings", "initial_settings"]
 
 def alter_settings(image, set_: Mapping[str, str], delete: Iterable[str], context: RequestContext, *,
                    config: StoreConfig, decider: Decider) -> ControlResult[list[str]]:
-    """One SecuritySettingAltered per setting that changes; the response names them (needs ALTER_CONFIGS on CLUSTER)."""
+    """One SecuritySettingAltered per setting that changes; the response names them (needs ALTER_CONFIGS on CLUSTER,
+    and ALTER too for a setting that decides access: ``logged.rights_to_change``)."""
     require_cluster(decider, context, AclOperation.ALTER_CONFIGS)
+    for name, right in logged.rights_to_change([*set_, *delete]):
+        require_cluster(decider, context, right,
+                        why=f" (setting {name} decides access, so changing it needs {right.name} on the cluster, "
+                            "as writing ACLs does)")
     try:
         events = logged.events_for(config, image, dict(set_), list(delete))
     except InvalidValueError as exc:

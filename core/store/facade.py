@@ -398,7 +398,8 @@ class SecurityStore:
     def alter_settings(self, set: dict[str, str] | None = None, delete: Iterable[str] = (), *,
                        context: RequestContext | None) -> list[str]:
         """Set logged settings (name -> text, e.g. {"super.users": "User:a;User:b"}) and return others to their
-        defaults, as one logged batch (needs ALTER_CONFIGS on CLUSTER); the names of the settings that changed."""
+        defaults, as one logged batch (needs ALTER_CONFIGS on CLUSTER, and ALTER on CLUSTER too for a setting that
+        decides access: secmeta.core.settings.Setting.rights); the names of the settings that changed."""
         set_, delete = dict(set or {}), list(delete)
         return self._write(context, lambda image, now, asker, _hmacs: alter_settings(
             image, set_, delete, asker, config=self.config, decider=self._decider(image)))

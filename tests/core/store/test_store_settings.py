@@ -146,3 +146,76 @@ def test_a_setting_returned_to_its_default_is_decided_by_the_config_again_in_eve
     assert store.authorize(*anyone) and not store.as_of(offset=closed).authorize(*anyone)
     timeline = store.access_timeline("User:anyone", AclOperation.READ, TOPIC, "open-topic")
     assert [(i.start_offset, i.end_offset) for i in timeline] == [(0, closed), (reopened, None)]
+
+
+# Review 28, finding 1: ALTER_CONFIGS on the cluster (quota tooling's right) must not be enough to change who is
+# authorized or who may log in. These settings, and only these, also need ALTER on the cluster (the right writing
+# ACLs needs); each with a value that would open access to a holder of ALTER_CONFIGS alone.
+_DECIDES_ACCESS = {
+    "super.users": "User:admin;User:ops",
+    "allow.everyone.if.no.acl.found": "true",
+    "delegation.token.secret.fingerprint": logged.secret_fingerprint(b"ops-own-secret"),
+    "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+    "secmeta.allow.plaintext.passwords": "true",
+    "secmeta.scram.accept.doubled.client.nonce": "true",
+}
+_TUNING = {"delegation.token.max.lifetime.ms": "86400000", "delegation.token.expiry.time.ms": "3600000",
+           "secmeta.scram.default.iterations": "SCRAM-SHA-256=8192"}
+OPS = RequestContext("User:ops", "10.0.0.7")
+
+
+def _grant_ops(store, *operations: AclOperation) -> None:
+    store.create_acls([acl("kafka-cluster", principal="User:ops", op=op, rtype=ResourceType.CLUSTER)
+                       for op in operations], context=ADMIN)
+
+
+def test_the_declared_settings_are_exactly_those_named_here():
+    """Every logged setting is in one of the two lists above, so a new setting gets a decision in this test."""
+    assert {s.name for s in logged.LOGGED} == set(_DECIDES_ACCESS) | set(_TUNING)
+
+
+@pytest.mark.parametrize("name", sorted(_DECIDES_ACCESS))
+@pytest.mark.parametrize("how", ["set", "delete"])
+def test_alter_configs_alone_cannot_change_a_setting_that_decides_access(store, name, how):
+    """A holder of ALTER_CONFIGS on the cluster alone is refused, naming the setting and ALTER; nothing is written,
+    and (for super.users) it has not become a super user. Set and delete alike."""
+    store.log_initial_settings(ADMIN)
+    _grant_ops(store, AclOperation.ALTER_CONFIGS)
+    store.create_acls([acl("payroll", principal="User:hr")], context=ADMIN)
+    end, before = store.log.end_offset, store.describe_settings(context=ADMIN)
+    with pytest.raises(ApiException) as info:
+        if how == "set":
+            store.alter_settings({name: _DECIDES_ACCESS[name]}, context=OPS)
+        else:
+            store.alter_settings(delete=[name], context=OPS)
+    assert info.value.error.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert name in str(info.value) and "ALTER on the cluster" in str(info.value) and "User:ops" in str(info.value)
+    assert store.log.end_offset == end and store.describe_settings(context=ADMIN) == before
+    assert not store.authorize("User:ops", "10.0.0.7", AclOperation.READ, TOPIC, "payroll")
+
+
+def test_one_setting_that_decides_access_refuses_the_whole_request(store):
+    """A tuning setting beside super.users: the request is refused as one and writes nothing."""
+    _grant_ops(store, AclOperation.ALTER_CONFIGS)
+    end = store.log.end_offset
+    with pytest.raises(ApiException) as info:
+        store.alter_settings({"delegation.token.expiry.time.ms": "5000", "super.users": "User:ops"}, context=OPS)
+    assert "super.users" in str(info.value)
+    assert store.log.end_offset == end and store.settings.token_expiry_time_ms != 5000
+
+
+@pytest.mark.parametrize("name", sorted(_TUNING))
+def test_alter_configs_alone_may_change_a_tuning_setting(store, name):
+    _grant_ops(store, AclOperation.ALTER_CONFIGS)
+    assert store.alter_settings({name: _TUNING[name]}, context=OPS) == [name]
+
+
+def test_alter_alone_is_not_enough_either_and_both_rights_are(store):
+    """ALTER (an ACL writer) without ALTER_CONFIGS is refused naming ALTER_CONFIGS; with both, super.users changes."""
+    _grant_ops(store, AclOperation.ALTER)
+    with pytest.raises(ApiException) as info:
+        store.alter_settings({"super.users": "User:admin;User:ops"}, context=OPS)
+    assert "ALTER_CONFIGS" in str(info.value)
+    _grant_ops(store, AclOperation.ALTER_CONFIGS)
+    assert store.alter_settings({"super.users": "User:admin;User:ops"}, context=OPS) == ["super.users"]
+    assert store.authorize("User:ops", "10.0.0.7", AclOperation.READ, TOPIC, "payroll")
