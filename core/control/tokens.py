@@ -203,13 +203,18 @@ def expire_token(
 ) -> ControlResult[int]:
     """Change a token's expiry (or remove it at once for a negative period); the new expiry.
 
+    KRaft's order (DelegationTokenControlManager.expireDelegationToken): after the checks renew makes too
+    (``_token_to_change``), an expired token is DELEGATION_TOKEN_EXPIRED whoever asks and whatever the period,
+    then a caller neither owner nor renewer is OWNER_MISMATCH; only then does a negative period remove the token.
+    A removal answers ``now_ms`` as the expiry timestamp, where KRaft answers the requested negative period:
+    the wire codec (kio) cannot carry a timestamp before the epoch, so secmeta's own client could not read it.
     ``hmacs`` is the HMAC index of ``image``'s tokens (the image holds no HMAC).
     """
     info = _token_to_change(image, hmacs, hmac, context, config, "expiry_period_ms", expiry_period_ms)
+    _require_not_expired(info, now_ms)
     _require_owner_or_renewer(info, context, "expire")
     if expiry_period_ms < 0:
         return ControlResult([DelegationTokenRemoved(info.token_id, TokenRemovalReason.EXPIRED_BY_REQUEST)], now_ms)
-    _require_not_expired(info, now_ms)
     expiry = min(info.max_timestamp_ms, now_ms + expiry_period_ms)
     return ControlResult([DelegationTokenExpired(info.token_id, expiry_period_ms, expiry)], expiry)
 

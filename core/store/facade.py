@@ -464,7 +464,8 @@ class SecurityStore:
 
     def expire_delegation_token(self, hmac: bytes, expiry_period_ms: int = -1, *,
                                 context: RequestContext | None) -> int:
-        """Move a token's expiry (a negative period removes it now); returns the new expiry."""
+        """Move a token's expiry (a negative period removes it now); returns the new expiry (now, for a removal).
+        An expired token is DELEGATION_TOKEN_EXPIRED before the owner check and the removal (KRaft's order)."""
         return self._write(context, lambda image, now, asker, hmacs: control.expire_token(
             image, hmacs, hmac, expiry_period_ms, asker, now, config=self._config_at(image)))
 

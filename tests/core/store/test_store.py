@@ -185,6 +185,23 @@ def test_expired_token_is_swept_with_a_logged_reason(open_store, clock):
     assert store.describe_delegation_tokens(context=ADMIN) == []
 
 
+def test_expiring_an_expired_token_at_once_is_expired_and_writes_nothing(open_store, clock):
+    """KRaft's order (apache/kafka DelegationTokenControlManager.expireDelegationToken: EXPIRED before
+    OWNER_MISMATCH and before a negative period's removal): the owner expiring an already expired token at once,
+    and a stranger expiring it, both get DELEGATION_TOKEN_EXPIRED; the log is unchanged and the sweep still
+    removes it. Departs from /work/shared/reference/kafka-semantics.md's ZooKeeper-era Expire order."""
+    store = open_store(token_expiry_time_ms=1000)
+    token = store.create_delegation_token(context=ADMIN)
+    clock.t += 2
+    end = store.log.end_offset
+    for who, period in ((ADMIN, -1), (RequestContext("User:stranger", "10.0.0.8"), 1000)):
+        with pytest.raises(ApiException) as info:
+            store.expire_delegation_token(token.hmac, period, context=who)
+        assert info.value.error.code == ErrorCode.DELEGATION_TOKEN_EXPIRED
+    assert store.log.end_offset == end
+    assert store.sweep_expired_tokens() == 1
+
+
 def test_anonymous_callers_cannot_request_tokens(open_store):
     """An anonymous (one-way TLS) caller gets DELEGATION_TOKEN_REQUEST_NOT_ALLOWED and nothing is written."""
     store = open_store()
