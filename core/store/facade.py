@@ -562,7 +562,10 @@ class SecurityStore:
     def history(self, *, principal: str | None = None, user: str | None = None, resource=None, event_types=None,
                 start_ms: int | None = None, end_ms: int | None = None, start_offset: int | None = None,
                 end_offset: int | None = None, limit: int | None = None) -> Iterator[history_mod.HistoryEntry]:
-        """Logged changes in order, redacted, filtered (see secmeta.core.forensics.history.history for each filter)."""
+        """Logged changes in order, redacted, filtered (see secmeta.core.forensics.history.history for each filter).
+
+        Operator-level: takes no requester and checks nothing, like reading the log files (for a trusted
+        caller; an application exposing it to other principals must gate it itself; view.py)."""
         from secmeta.core.forensics import history as history_mod
 
         return history_mod.history(
@@ -570,7 +573,10 @@ class SecurityStore:
             start_ms=start_ms, end_ms=end_ms, start_offset=start_offset, end_offset=end_offset, limit=limit)
 
     def diff(self, a: int | Point | dict, b: int | Point | dict) -> history_mod.Diff:
-        """What changed between two points (offsets, Point.at_time(ms) or {"timestamp_ms": ms})."""
+        """What changed between two points (offsets, Point.at_time(ms) or {"timestamp_ms": ms}).
+
+        Operator-level: takes no requester and checks nothing, like reading the log files (for a trusted
+        caller; an application exposing it to other principals must gate it itself; view.py)."""
         from secmeta.core.forensics import history as history_mod
 
         travel = self._timetravel
@@ -579,7 +585,10 @@ class SecurityStore:
     def who_could(self, operation: AclOperation | str, resource_type: ResourceType | str, resource_name: str,
                   at: int | Point | dict | None = None) -> list[forensics.Grant]:
         """Every principal (and host) allowed at a point (default: now), with the ACLs or rule allowing it, and
-        the holders of tokens live then under their owners' grants."""
+        the holders of tokens live then under their owners' grants.
+
+        Operator-level: takes no requester and checks nothing, like reading the log files (for a trusted
+        caller; an application exposing it to other principals must gate it itself; view.py)."""
         from secmeta.core.forensics import queries as forensics
 
         travel = self._timetravel
@@ -596,7 +605,10 @@ class SecurityStore:
     def token_access(self, *, holder: str | None = None, owner: str | None = None,
                      at: int | Point | dict | None = None) -> list[TokenAccess]:
         """Who could act as whom through a delegation token at a point (default: now): the live accesses,
-        of ``holder`` and/or as ``owner`` when given (secmeta.core.forensics.token_access)."""
+        of ``holder`` and/or as ``owner`` when given (secmeta.core.forensics.token_access).
+
+        Operator-level: takes no requester and checks nothing, like reading the log files (for a trusted
+        caller; an application exposing it to other principals must gate it itself; view.py)."""
         from secmeta.core.forensics import queries as forensics
 
         travel = self._timetravel
@@ -613,7 +625,10 @@ class SecurityStore:
     def access_timeline(self, principal: str, operation: AclOperation | str, resource_type: ResourceType | str,
                         resource_name: str, host: str | None = None) -> list[forensics.Interval]:
         """The intervals in which the principal was allowed (from ``host``; None: from any host), each opened and
-        closed by a logged change."""
+        closed by a logged change.
+
+        Operator-level: takes no requester and checks nothing, like reading the log files (for a trusted
+        caller; an application exposing it to other principals must gate it itself; view.py)."""
         from secmeta.core.forensics import queries as forensics
 
         return forensics.access_timeline(self._timetravel, self.config, principal, operation, resource_type,

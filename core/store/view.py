@@ -4,10 +4,18 @@ The live store answers through a view of its published image; ``as_of``
 returns a view of a past image.  A view never changes: it holds one
 immutable ``SecurityImage`` and the settings that shape the answers.
 
-Who may *ask* a describe question is checked against the ``gate`` image,
-by default the view's own image.  The store passes its live image as the
-gate for past views, so a principal whose rights were revoked cannot read
-old state through ``as_of``; the answers themselves come from the past.
+Who may *ask* a describe question (describe_acls, describe_acl_groups, describe_user_scram_credentials,
+describe_delegation_tokens, describe_client_quotas, describe_settings) is checked against the ``gate``
+image, by default the view's own image.  The store passes its live image as the gate for past views, so a
+principal whose rights were revoked cannot read old state through a view's describe questions; the
+answers themselves come from the past.
+
+That gate covers a view's describe questions only.  The decision questions (authorize,
+authorized_operations, authorize_by_resource_type, explain) take a principal to decide for, not a
+requester, as Kafka's Authorizer does.  The store's forensic queries (``history``, ``diff``,
+``who_could``, ``access_timeline`` and ``token_access`` on SecurityStore) take no requester and check
+nothing: they are operator-level, like reading the log files, for a trusted caller.  An application that
+exposes them to other principals must gate them itself.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from secmeta.core import (
@@ -12,6 +14,7 @@ from secmeta.core import (
     RequestContext,
     ResourceType,
 )
+from secmeta.core.store import view as view_module
 from secmeta.core.store.view import StoreView
 from secmeta.projections.image import SecurityImage
 from tests.storekit import ADMIN, acl
@@ -89,6 +92,30 @@ def test_past_view_checks_the_requester_against_current_acls(open_store):
     with pytest.raises(ApiException) as info:
         store.as_of(offset=1).describe_acls(AclBindingFilter.any(), context=AUDITOR)
     assert info.value.error.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+FORENSIC_QUERIES = ("history", "diff", "who_could", "access_timeline", "token_access")
+
+
+def test_forensic_queries_are_documented_as_operator_level_and_take_no_requester(open_store):
+    """Review 28, finding 2: the gate above covers describe questions only. The forensic queries answer for the
+    whole store to whoever calls them (the revoked auditor's past ACL is in diff), and their help says so: a
+    trusted operator's queries, to be gated by any application exposing them. The module's promise names only
+    the describe questions."""
+    store = open_store()
+    grant = acl("kafka-cluster", "User:auditor", AclOperation.DESCRIBE, rtype=ResourceType.CLUSTER)
+    store.create_acls([grant], context=ADMIN)
+    store.delete_acls([AclBindingFilter.of(ResourceType.CLUSTER)], context=ADMIN)
+    assert "User:auditor" in str(store.diff(0, 1))  # no requester to refuse
+    for name in FORENSIC_QUERIES:
+        method = getattr(type(store), name)
+        assert "context" not in inspect.signature(method).parameters, name
+        doc = " ".join((method.__doc__ or "").split())
+        assert "Operator-level: takes no requester and checks nothing" in doc, name
+        assert "must gate it itself" in doc, name
+    module_doc = " ".join((view_module.__doc__ or "").split())
+    assert "That gate covers a view's describe questions only" in module_doc
+    assert all(f"``{name}``" in module_doc for name in FORENSIC_QUERIES)
 
 
 def test_describe_tokens_on_a_store_without_token_secret_is_auth_disabled_live_but_not_in_the_past(open_store):
