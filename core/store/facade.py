@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, overload
 
 from secmeta.core import control
 from secmeta.core import settings as logged_settings
@@ -545,8 +545,16 @@ class SecurityStore:
     def timetravel(self) -> TimeTravel:
         return self._timetravel
 
-    def as_of(self, offset: int | None = None, timestamp_ms: int | None = None) -> StoreView:
-        """A read-only view of the store after its first ``offset`` events, or after every batch <= ``timestamp_ms``.
+    @overload
+    def as_of(self, *, offset: int) -> StoreView: ...
+
+    @overload
+    def as_of(self, *, timestamp_ms: int) -> StoreView: ...
+
+    def as_of(self, *, offset: int | None = None, timestamp_ms: int | None = None) -> StoreView:
+        """A read-only view of the store after its first ``offset`` events, or after every batch <= ``timestamp_ms``:
+        keyword-only, exactly one of them (the overloads say so to a type checker; neither or both is a
+        PointInTimeError saying so).
 
         Requesters of describe calls are checked against the current ACLs.
         Raises PointInTimeError for a point the store cannot show.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from secmeta.core import (
@@ -127,6 +129,19 @@ def test_as_of_needs_exactly_one_point(open_store, point):
     store = open_store()
     with pytest.raises(PointInTimeError, match="exactly one"):
         store.as_of(**point)
+
+
+def test_as_of_takes_its_point_by_keyword_only(open_store, clock):
+    """Review 28, finding 9: the signature says what as_of accepts. A bare positional argument (which one would it
+    be?) is a TypeError before anything is read; by keyword, either form answers the same view."""
+    store = open_store()
+    fill(store, clock, 2)
+    with pytest.raises(TypeError):
+        store.as_of(1)
+    assert {p.name: p.kind for p in inspect.signature(SecurityStore.as_of).parameters.values() if p.name != "self"} \
+        == {"offset": inspect.Parameter.KEYWORD_ONLY, "timestamp_ms": inspect.Parameter.KEYWORD_ONLY}
+    by_offset = store.as_of(offset=1)
+    assert store.as_of(timestamp_ms=by_offset.timestamp_ms).offset == by_offset.offset == 1
 
 
 def test_as_of_offset_past_the_end_is_refused(open_store, clock):
