@@ -75,3 +75,22 @@ def test_tokens_under_another_secret_are_refused_naming_it(tmp_path, monkeypatch
     monkeypatch.delenv("SECMETA_TOKEN_SECRET")
     code, out, err = run(capsys, "tokens", "--describe", "--at-offset", str(log_end(path)))
     assert (code, err) == (0, "") and "Total number of tokens : 1" in out
+
+
+def test_quota_tooling_right_alone_cannot_alter_super_users_from_the_cli(tmp_path, monkeypatch, capsys):
+    """Review 28, finding 1, as a user sees it: User:ops granted ALTER_CONFIGS on the cluster (what `configs
+    --alter` for quotas needs) may tune a token lifetime, but `config --alter super.users` is refused with exit 1,
+    naming the setting and ALTER, and nothing is written."""
+    path = _init(tmp_path, monkeypatch, capsys)
+    code, _, err = run(capsys, "acls", "--add", "--allow-principal", "User:ops", "--operation", "AlterConfigs",
+                       "--cluster")
+    assert (code, err) == (0, "")
+    end = log_end(path)
+    code, out, err = run(capsys, "config", "--alter", "--add-config", "super.users=User:admin;User:ops",
+                         "--as", "User:ops")
+    assert (code, out) == (1, "") and "CLUSTER_AUTHORIZATION_FAILED" in err
+    assert "super.users" in err and "ALTER on the cluster" in err
+    assert log_end(path) == end and _settings(capsys)["super.users"] == ("User:admin", "log")
+    code, out, err = run(capsys, "config", "--alter", "--add-config", "delegation.token.expiry.time.ms=3600000",
+                         "--as", "User:ops")
+    assert (code, err) == (0, "") and "delegation.token.expiry.time.ms" in out
