@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, compress
 from operator import itemgetter
 from types import MappingProxyType
 from typing import ClassVar, Literal, overload
@@ -250,9 +250,10 @@ class AclsDelta:
         self.image = image
         self._changes: dict[str, AclBinding | AclRow | None] = {}
         self._bindings = 0  # how many changes were recorded as a binding (the others: a row or None)
-        # Runs of rows (``add_rows``) recorded after ``_changes``, not yet keyed by id: a replay of ACL creations
-        # onto an empty image groups them straight into its table (``apply``), building no dict by id for them.
-        self._runs: list[list[AclRow]] = []
+        # Runs of rows (``add_rows``) and of removals (``remove_later``) recorded after ``_changes``, in order, not
+        # yet keyed by id: a replay of ACL creations onto an empty image groups them straight into its table
+        # (``apply``), building no dict by id for them, and removals between them are checked against the runs there.
+        self._runs: list[list[AclRow] | _Removals] = []
         # Changes from which ``apply`` onto an image read in place defers them (``acl_deferred``); time travel
         # defers any number, so that a replay of a few events keeps an answer read in place for the next one.
         self.defer_from = DEFER_FROM
@@ -261,9 +262,14 @@ class AclsDelta:
         """The changes by id, the pending runs of rows recorded in them first (in order: a later row wins)."""
         changes = self._changes
         if self._runs:
-            for run in self._runs:
-                changes.update(zip(map(_ACL_ID, run), run))
-            self._runs.clear()
+            runs, self._runs = self._runs, []
+            for run in runs:
+                if run.__class__ is list:
+                    changes.update(zip(map(_ACL_ID, run), run))  # type: ignore[arg-type]
+                    continue
+                for acl_id, offset in zip(run.acl_ids, run.offsets):  # type: ignore[union-attr]
+                    self._check_removal(changes, acl_id, offset)
+                    changes[acl_id] = None
         return changes
 
     @property
@@ -301,15 +307,40 @@ class AclsDelta:
     def remove(self, acl_id: str) -> None:
         """Record the removal of an ACL by id."""
         changes = self._keyed()
-        if (changes[acl_id] is None) if acl_id in changes else acl_id not in self.image.acls:
-            raise InconsistentEventError(f"removal of ACL {acl_id!r}, which does not exist")
+        self._check_removal(changes, acl_id)
         self._changes[acl_id] = None
+
+    def remove_later(self, acl_ids: Sequence[str], offsets: Sequence[int]) -> None:
+        """Record the removals of ACLs by id, in order, their events at ``offsets``: as ``remove`` for each, except
+        that while runs of rows are pending (``add_rows``) they are recorded after them unchecked, and checked where
+        the changes are next read (``apply``, ``get``, ``changes``, or ``check``): a removal that does not fit then
+        raises the InconsistentEventError that ``remove`` would have, naming its offset.  A replay of the diverse
+        shape (a request of removals after each of creations) then keys no creation by id before ``apply``, which
+        checks the removals in one pass over the runs (``_without_removed``)."""
+        if self._runs:
+            self._runs.append(_Removals(list(acl_ids), list(offsets)))
+            return
+        changes = self._keyed()
+        for acl_id, offset in zip(acl_ids, offsets):
+            self._check_removal(changes, acl_id, offset)
+            changes[acl_id] = None
+
+    def check(self) -> None:
+        """Raise the InconsistentEventError of the first removal recorded for later that does not fit, if any."""
+        self._keyed()
+
+    def _check_removal(self, changes: dict[str, AclBinding | AclRow | None], acl_id: str,
+                       offset: int | None = None) -> None:
+        """InconsistentEventError (naming ``offset`` when given) if ``acl_id`` is neither held nor added by now."""
+        if (changes[acl_id] is None) if acl_id in changes else acl_id not in self.image.acls:
+            error = InconsistentEventError(f"removal of ACL {acl_id!r}, which does not exist")
+            raise error if offset is None else error.at(offset)
 
     def apply(self) -> AclsImage:
         """A new image with the changes; the delta's base image is left as it was."""
         base = self.image
         acls = base.acls
-        if self._runs and not acls and not self._changes:  # only creations, onto an empty image
+        if self._runs and not acls and not self._changes:  # creations (and removals of them), onto an empty image
             image = _of_runs(self._runs)
             if image is not None:
                 return base if image is AclsImage.EMPTY else image
@@ -353,15 +384,63 @@ class AclsDelta:
             return _updated(base, removed, added)
 
 
-def _of_runs(runs: list[list[AclRow]]) -> AclsImage | None:
-    """The image of these runs of new ACLs' rows, grouped into one table; None if an id comes twice (the later
-    row replaces the earlier: the caller keys them by id first)."""
-    rows = chain.from_iterable(runs)
-    with paused_gc(pause=sum(map(len, runs)) >= _BULK):
+@dataclass(frozen=True, slots=True)
+class _Removals:
+    """Removals recorded for later (``AclsDelta.remove_later``): the ids, in order, and their events' offsets."""
+
+    acl_ids: list[str]
+    offsets: list[int]
+
+
+def _of_runs(runs: list[list[AclRow] | _Removals]) -> AclsImage | None:
+    """The image of these runs of new ACLs' rows less the ACLs the runs of removals between them remove, grouped into
+    one table; None if an id is created twice (the later row replaces the earlier) or a removal is not of exactly one
+    ACL created before it: the caller keys them by id first, in order, which names a removal that does not fit."""
+    rows: Iterable[AclRow] | None
+    if all(run.__class__ is list for run in runs):
+        rows, count = chain.from_iterable(runs), sum(map(len, runs))  # type: ignore[arg-type]
+    else:
+        rows = _without_removed(runs)
+        if rows is None:
+            return None
+        count = len(rows)
+    with paused_gc(pause=count >= _BULK):
         try:
             return AclsImage.of_table(AclTable.of_rows(rows))
         except TableError:  # of_rows' own table is sound but for ids: an id comes twice
             return None
+
+
+def _without_removed(runs: list[list[AclRow] | _Removals]) -> list[AclRow] | None:
+    """The runs' rows less those of the removed ids, when each removal is of an id removed once, created once, and
+    before it; else None (the keyed route decides).  One C-level pass over the rows' ids finds the removed ones'
+    rows (a set of the removals, not a dict of every id)."""
+    removed: dict[str, int] = {}  # removed id -> how many rows come before its removal
+    pieces: list[list[AclRow]] = []
+    before = 0
+    for run in runs:
+        if run.__class__ is list:
+            pieces.append(run)  # type: ignore[arg-type]
+            before += len(run)  # type: ignore[arg-type]
+            continue
+        for acl_id in run.acl_ids:  # type: ignore[union-attr]
+            if acl_id in removed:
+                return None  # removed twice: whether it was created again between is the keyed route's to say
+            removed[acl_id] = before
+    rows = list(chain.from_iterable(pieces))
+    hits = list(compress(range(len(rows)), map(removed.__contains__, map(_ACL_ID, rows))))
+    created = {rows[at][0]: at for at in hits}
+    if len(created) != len(hits) or len(created) != len(removed):
+        return None  # a removed id created twice, or never
+    if any(at >= removed[acl_id] for acl_id, at in created.items()):
+        return None  # created after its removal
+    kept: list[AclRow] = []
+    start = 0
+    for at in hits:
+        kept += rows[start:at]
+        start = at + 1
+    kept += rows[start:]
+    return kept
 
 
 def _updated(base: AclsImage, removed: list[tuple[str, Group]], added: list[AclRow]) -> AclsImage:

@@ -175,6 +175,9 @@ class SecurityDelta:
         if _ROWS_ONLY.issuperset(map(type, events)):  # a batch of ACL creations read as rows: no loop per event
             acls.add_rows(events)  # type: ignore[arg-type]
             return
+        if _REMOVALS_ONLY.issuperset(map(type, events)):  # a batch of ACL removals: checked after any pending rows
+            acls.remove_later([event.acl_id for event in events], [offset_of(i) for i in range(len(events))])  # type: ignore[union-attr]
+            return
         handlers = _HANDLERS
         add_row, remove = acls.add_row, acls.remove
         i = 0
@@ -192,6 +195,12 @@ class SecurityDelta:
                     handler = handlers[cls] = _DISPATCH(cls)
                 handler(self, event)
         except InconsistentEventError as exc:
+            if exc.offset is not None:  # a removal recorded for later (``AclsDelta.remove_later``), named already
+                raise
+            try:
+                acls.check()  # a removal recorded for later that does not fit came first: it is the one named
+            except InconsistentEventError as earlier:
+                raise earlier from None
             raise exc.at(offset_of(i)) from None
 
     def apply(self, next_offset: int | None = None) -> SecurityImage:
@@ -221,6 +230,7 @@ _DISPATCH: Callable[[type], Callable[[SecurityDelta, Any], None]] = SecurityDelt
 ].dispatcher.dispatch
 _HANDLERS: dict[type, Callable[[SecurityDelta, Any], None]] = {}
 _ROWS_ONLY = frozenset((tuple,))  # the event classes of a batch that is all ACL rows
+_REMOVALS_ONLY = frozenset((AclDeleted,))  # and of one that is all ACL removals
 
 
 class SecurityProjection:

@@ -114,3 +114,33 @@ def test_the_diverse_shape_replays_as_its_requests_written_one_by_one(n, seed):
         written = PROJECTION.apply(written, batch)
     assert bulk(envelope_batches, codec=EventCodec.default()) == written
 
+
+
+def test_a_batch_of_removals_checked_later_is_named_before_a_later_batchs_event_that_does_not_fit():
+    """A batch of removals alone, after a run of creations, is recorded to be checked later (``remove_later``); one of
+    an ACL never created is still the error named, before a token's removal in a later batch that does not fit
+    either, and alone it is named at apply: the first event that does not fit, as applying each event alone."""
+    from secmeta.events.records import DelegationTokenRemoved, TokenRemovalReason
+
+    later = [[AclCreated("a1", BINDING)], [AclDeleted("zz", BINDING)],
+             [DelegationTokenRemoved("t9", TokenRemovalReason.EXPIRED_BY_SWEEP)]]
+    for script in (later, later[:2]):
+        envelope_batches = as_envelopes(script, start=10)
+        with pytest.raises(InconsistentEventError, match="^the log is inconsistent at offset 11: removal of ACL 'zz'"):
+            bulk(envelope_batches)
+        assert outcome(one_by_one, envelope_batches) == ("inconsistent at", 11)
+
+
+def test_removals_checked_later_leave_the_acls_a_delta_reads():
+    """The ids a delta reads (``get``) after a batch of creations and one of removals recorded for later: the removed
+    ACL is gone and the others are held, as the delta's image has them once applied."""
+    def replayed() -> SecurityDelta:
+        delta = SecurityDelta(SecurityImage.EMPTY)
+        delta.replay_events(0, [replay_form(AclCreated(f"acl-{i}", BINDING)) for i in range(4)])
+        delta.replay_events(4, [AclDeleted("acl-2", BINDING)])
+        return delta
+
+    assert [replayed().acls_delta().get(f"acl-{i}") for i in range(4)] == [BINDING, BINDING, None, BINDING]
+    image = replayed().apply(5).acls
+    assert sorted(image.acls) == ["acl-0", "acl-1", "acl-3"]
+    assert [image.get(f"acl-{i}") for i in range(4)] == [BINDING, BINDING, None, BINDING]
