@@ -61,6 +61,11 @@ def _answer(store: Any, context: RequestContext, answers: ImageAnswers | None, k
     under ``key`` for the callers the store lets describe ACLs."""
     def compute() -> EncodedResponse:
         groups = store.describe_acl_groups(convert.filter_of(fields), context=context)
+        if answers is not None:
+            holders = tuple([holder for holder, chosen in groups if chosen is None])
+            if len(holders) == len(groups):     # whole groups and nodes: the answer is their encoding
+                return answers.of_objects(version, holders,
+                                          lambda: hot_responses.describe_acls_response(version, groups))
         return hot_responses.describe_acls_response(version, groups)
 
     if answers is None:

@@ -17,6 +17,13 @@ store's own decision, which its decider keeps per image): the same decision ``co
 before it reads anything, so a kept answer goes to exactly the callers a computed one would, and
 never to one the store refuses; a refusal is never kept (``compute`` raises for it).
 
+Answers of the same objects: a computed answer that is a pure function of immutable objects of the
+image (DescribeAcls' encoding of the index nodes or groups its filter selected) is kept by those
+objects (``of_objects``), so another request that selects the same ones (a topic never asked before,
+under the same prefixes as an earlier one) gets their bytes without encoding them again.  The request
+is still read, checked and authorized, and its selection made, by the store, every time; only the
+encoding is reused.  These are held under the same image as the kept answers and dropped with them.
+
 Kept on second sight: an answer is kept only when its key was asked before (under this image or an
 earlier one: ``seen`` holds the keys' hashes only, never an answer), so a client asking names no one
 asks twice (a scan, new topics) neither pays for keeping its answers nor evicts the ones asked again
@@ -29,6 +36,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Hashable
+from operator import is_
 from typing import Any
 
 from secmeta.core.types import RequestContext
@@ -48,6 +56,9 @@ class ImageAnswers:
         self._kept: tuple[Any, dict[Hashable, EncodedResponse]] = (None, {})
         self._held = 0      # bytes of the kept answers and keys (approximate under concurrent misses: only a bound)
         self._seen: set[int] = set()    # hashes of the keys asked (across images): what is asked again is kept
+        # (slot, ids of the objects) -> (the objects, their answer): kept while the image is (see of_objects)
+        self._by_objects: dict[tuple, tuple[tuple, EncodedResponse]] = {}
+        self._by_objects_held = 0
         self._lock = threading.Lock()
 
     def kept(self, store: Any, key: Hashable, context: RequestContext, may: May) -> EncodedResponse | None:
@@ -72,6 +83,7 @@ class ImageAnswers:
                 if kept_image is not image:
                     answers = {}
                     self._kept, self._held = (image, answers), 0
+                    self._by_objects, self._by_objects_held = {}, 0
         found = answers.get(key)
         if found is not None and may(context):
             return found
@@ -89,4 +101,25 @@ class ImageAnswers:
                 self._held = 0
             answers[key] = response
             self._held += size
+        return response
+
+    def of_objects(self, slot: Hashable, objects: tuple, compute: Callable[[], EncodedResponse]) -> EncodedResponse:
+        """``compute()``, an answer that is a pure function of ``slot`` and the immutable ``objects`` (the same
+        objects by identity, in order: the same answer), kept for the next call with the same ones until the
+        kept answers are dropped (the next request under another image).  Only an answer (``answer``'s
+        ``compute``) whose caller the store has already checked may call this: it keeps bytes, not decisions.
+        Bounded as the kept answers (``limit`` answers, ``max_bytes`` each, ``budget`` bytes)."""
+        memo = self._by_objects
+        key = (slot, *map(id, objects))
+        found = memo.get(key)
+        if found is not None and all(map(is_, found[0], objects)):   # (held: no other object can have the id)
+            return found[1]
+        response = compute()
+        size = len(response.body)
+        if size <= self._max_bytes:
+            if len(memo) >= self._limit or self._by_objects_held + size > self._budget:
+                memo.clear()
+                self._by_objects_held = 0
+            memo[key] = (objects, response)
+            self._by_objects_held += size
         return response

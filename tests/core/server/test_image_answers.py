@@ -264,3 +264,84 @@ def test_a_kept_answer_goes_to_exactly_the_callers_the_store_lets_describe(store
             expected = None
         answered = _raw(store, answers, caller)
         assert (None if answered is None else _described(answered)) == expected
+
+
+def _prefixed(prefix: str, i: int, host: str = "*") -> AclBinding:
+    return AclBinding.of(ResourceType.TOPIC, prefix, PatternType.PREFIXED, f"User:p{i}", host, AclOperation.READ,
+                         AclPermissionType.ALLOW)
+
+
+def test_a_name_never_asked_under_prefixes_asked_before_reuses_their_encoding_not_their_checks(store, monkeypatch):
+    """Topics never asked before whose filters select the same index nodes (the same prefixes) are each read,
+    checked, authorized and selected by the store, but encoded once; a caller the store refuses is still refused,
+    and a write to a selected node is in the next answer."""
+    from secmeta.core.wire import hot_responses
+
+    encoded = []
+    real = hot_responses.describe_acls_response
+    monkeypatch.setattr(hot_responses, "describe_acls_response", lambda *a: encoded.append(a) or real(*a))
+    answers = ImageAnswers()
+    store.create_acls([_prefixed("orders-", 0), _prefixed("orders-", 1, "10.0.0.7"), _binding(0)], context=ADMIN)
+    expected = {_prefixed("orders-", 0), _prefixed("orders-", 1, "10.0.0.7")}
+    with _computations(store) as computed:
+        for name in ("orders-a", "orders-b", "orders-c"):
+            assert _described(_raw(store, answers, ADMIN, name=name)) == expected
+        assert len(computed) == 3 and len(encoded) == 1
+        assert _described(_raw(store, answers, ADMIN, name="orders")) == {_binding(0)}   # other nodes: encoded
+        assert len(encoded) == 2
+        assert _raw(store, answers, ALICE, name="orders-d") is None
+        assert int(_describe(store, answers, ALICE).error_code) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    store.create_acls([_prefixed("orders-", 2)], context=ADMIN)
+    assert _described(_raw(store, answers, ADMIN, name="orders-e")) == expected | {_prefixed("orders-", 2)}
+
+
+def test_answers_kept_by_objects_stay_within_the_bounds(store):
+    """``of_objects`` keeps at most ``limit`` answers and ``budget`` bytes, and none larger than ``max_bytes``."""
+    answers = ImageAnswers(limit=3, max_bytes=64, budget=100)
+    objects = [(object(),) for _ in range(10)]
+    computed = []
+
+    def compute(i: int, size: int = 8) -> EncodedResponse:
+        computed.append(i)
+        return EncodedResponse(True, b"x" * size)
+
+    for _ in range(2):
+        for i, held in enumerate(objects):
+            answers.of_objects(3, held, lambda i=i: compute(i))
+    assert len(computed) >= 20 - 3
+    for _ in range(2):
+        answers.of_objects(3, objects[0], lambda: compute(-1, 100))
+        answers.of_objects(4, objects[0], lambda: compute(-2, 40))
+        answers.of_objects(5, objects[0], lambda: compute(-3, 40))
+        answers.of_objects(6, objects[0], lambda: compute(-4, 40))
+    assert computed.count(-1) == 2                     # larger than max_bytes: never kept
+    assert computed.count(-2) + computed.count(-3) + computed.count(-4) >= 4    # 3 x 40 bytes pass 100
+
+
+_NAMES = st.sampled_from(["orders", "orders-eu", "orders-eu-1", "ord", "payments", "payments-x", "*"])
+_WRITES = st.lists(st.builds(
+    lambda name, prefixed, principal, host: AclBinding.of(
+        ResourceType.TOPIC, name, PatternType.PREFIXED if prefixed else PatternType.LITERAL, principal, host,
+        AclOperation.READ, AclPermissionType.ALLOW),
+    st.sampled_from(["orders", "orders-", "orders-eu", "pay", "payments", "*"]), st.booleans(),
+    st.sampled_from(["User:a", "User:b", "User:*"]), st.sampled_from(["*", "10.0.0.1"])), min_size=1, max_size=4)
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(_WRITES, st.booleans(), st.lists(_NAMES, min_size=1, max_size=4)),
+                      min_size=1, max_size=4))
+def test_answers_of_the_same_objects_are_the_stores_answers_across_writes(store, steps):
+    """Whatever is written and deleted between them, each DescribeAcls answered from its bytes (never-asked
+    names and names asked again, over one ImageAnswers) is exactly the store's own describe of that name."""
+    store.delete_acls([AclBindingFilter.of(ResourceType.TOPIC)], context=ADMIN)
+    answers = ImageAnswers()
+    for writes, delete, names in steps:
+        if delete:
+            store.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, writes[0].pattern.name, PatternType.MATCH)],
+                              context=ADMIN)
+        else:
+            assert not any(store.create_acls(writes, context=ADMIN))
+        for name in names:
+            the_filter = AclBindingFilter.of(ResourceType.TOPIC, name, PatternType.MATCH)
+            assert _described(_raw(store, answers, ADMIN, name=name)) == set(
+                store.describe_acls(the_filter, context=ADMIN))
