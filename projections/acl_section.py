@@ -268,17 +268,12 @@ class MappedAclTable(AclTable):
             at = (at + 1) & mask
         raise TableError(f"the id table has no empty slot: it is damaged (looking up ACL id {acl_id!r})")
 
-    def node_at(self, position: int) -> int:
-        """The node that holds the ACL at ``position``."""
-        return bisect_right(self.group_start, bisect_right(self.acl_start, position) - 1) - 1
-
-    def key_of(self, position: int) -> tuple[int, int, str]:
-        """(resource type, pattern type, name) of the node that holds the ACL at ``position``."""
-        i = self.node_at(position)
-        return self.resource_types[i], self.pattern_types[i], self.names[i]
-
-    def principal_of(self, position: int) -> str:
-        return self.principals[bisect_right(self.acl_start, position) - 1]
+    def held_at(self, position: int) -> tuple[tuple[int, int, str], str]:
+        """((resource type, pattern type, name) of the node that holds the ACL at ``position``, its group's principal),
+        with one search of each start column."""
+        g = bisect_right(self.acl_start, position) - 1
+        i = bisect_right(self.group_start, g) - 1
+        return (self.resource_types[i], self.pattern_types[i], self.names[i]), self.principals[g]
 
     def acl_count(self, i: int) -> int:
         """How many ACLs node ``i`` holds."""
