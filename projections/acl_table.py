@@ -401,8 +401,13 @@ class AclTable:
             acl_ids: str | tuple[str, ...] = ids[a]
             positions: Iterable[int] = (a,)
         else:
-            positions = order = tuple(sorted(range(a, b), key=ids.__getitem__))  # group_of's order (ids distinct)
-            acl_ids = tuple(map(ids.__getitem__, order))
+            # The group's ids read as one run (a mapped table's: one decoding, not one per id; issue 24: a node patched
+            # past a checkpoint makes all its groups, ~40k ids decoded one by one for a point's four questions), in
+            # group_of's order (ids distinct).
+            run = ids[a:b]
+            ranks = sorted(range(b - a), key=run.__getitem__)
+            acl_ids = tuple(map(run.__getitem__, ranks))
+            positions = order = tuple(a + k for k in ranks)
         operations, permissions = self.operations, self.permissions
         any_host, masks, nets = host_masks([hosts[k] for k in positions],
                                            [ACL_BITS[permissions[k]][operations[k]] for k in positions])
