@@ -146,6 +146,44 @@ def test_deferred_changes_applied_one_delta_after_another_read_as_replayed(loade
         assert answers(image.acls, asked) == answers(expected.acls, asked)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 8), _chained)
+def test_each_image_of_a_chain_of_deferred_deltas_keeps_its_own_state(loaded_ids, deltas):
+    """Deltas merged one after another onto a loaded image, no image asked anything until the last is made: then each
+    image, oldest first, still equals a replay of the events up to it, answers as it, gives its ids' bindings back and
+    lists exactly its ids.  A later delta gathers onto what earlier images hold (persistent maps, node entries), so
+    it must copy before it edits: time travel keeps the earlier images and makes their nodes later."""
+    def binding(pattern: int, principal: int) -> AclBinding:
+        resource_type, name, pattern_type = _PATTERNS[pattern]
+        return AclBinding.of(resource_type, name, pattern_type, f"User:u{principal}", "*", AclOperation.READ,
+                             AclPermissionType.ALLOW)
+
+    first = [AclCreated(f"id{i}", binding(i % 3, i % 4)) for i in range(loaded_ids)]
+    held = {event.acl_id: event.binding for event in first}
+    image = snapshot_loaded(replayed([first]))
+    history, chain = list(first), []
+    for ops in deltas:
+        events = []
+        for n, pattern, principal, create in ops:
+            acl_id = f"id{n}"
+            if acl_id in held:
+                events.append(AclDeleted(acl_id, held.pop(acl_id)))
+            if create:
+                held[acl_id] = binding(pattern, principal)
+                events.append(AclCreated(acl_id, held[acl_id]))
+        image = with_changes(image, events) if events else image
+        history += events
+        chain.append((image, list(history), dict(held)))
+    asked = [(f"User:u{p}", "10.0.0.1", AclOperation.READ, t, name + "x" * (k == PatternType.PREFIXED))
+             for p in range(4) for t, name, k in _PATTERNS]
+    for image, events, bindings in chain:
+        expected = replayed([events])
+        assert sorted(image.acls.acls) == sorted(bindings)
+        assert all(image.acls.get(acl_id) == b for acl_id, b in bindings.items())
+        assert answers(image.acls, asked) == answers(expected.acls, asked)
+        assert image == expected
+
+
 def test_a_deferred_image_holds_what_its_estimate_says():
     """What a snapshot's image read in place holds (``table_bytes``) and what changes deferred onto it hold beyond
     it (``own_bytes``: rows, persistent maps, gathered entries, index dicts), by tracemalloc, are within the
