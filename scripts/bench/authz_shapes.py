@@ -18,7 +18,11 @@ spread (max - min) and the load average beside it.  ``--peer PYTHON`` runs the s
 interpreter (main's virtualenv: the code before a change), printed as "before".
 
 Targets (issue 24): warm p99 <= 20 us at 1M ACLs on every shape; the first pass's p99 within 1.5x the warm
-p99 of the same run.
+p99 of the same run.  The p99 cannot see a cost paid by a call or two: since the snapshot open became lazy, each
+resource type's name lookup is built by the first authorize on that type, so that cost moved from the open to the
+first request on each type (it did not vanish).  The "first call" row prints it: the first pass's first call on
+each resource type and the pass's slowest call, CPU and wall.  No issue-24 target bounds it; it prints beside the
+warm p99 target (how many times that target it is), so nobody reads the first pass's p99 ratio as covering it.
 """
 
 from __future__ import annotations
@@ -58,9 +62,34 @@ def cpu_latencies(fn: Callable[..., Any], calls: Sequence[Sequence[Any]]) -> tup
     return cpu, wall
 
 
+FIRST_CALL = "first_call_"  # time_passes' keys of the first call on each resource type: first_call_cpu_TOPIC, ...
+
+
+def first_per_type(calls: Sequence[Sequence[Any]]) -> list[int]:
+    """The index of the first call on each resource type (a request's fourth field), in call order."""
+    seen: dict[Any, int] = {}
+    for i, args in enumerate(calls):
+        seen.setdefault(args[3], i)
+    return sorted(seen.values())
+
+
+def timing_keys(run: dict) -> list[str]:
+    """The keys of ``time_passes``' figures in ``run`` (each pass's, prefixed by its name)."""
+    return [key for key in run if key.startswith(tuple(f"{when}_" for when in PASSES))]
+
+
+def first_calls(r: dict) -> dict[str, tuple[float, float]]:
+    """resource type -> (CPU us, wall us) of the first pass's first call on it, from ``time_passes``' keys."""
+    cpu = f"{FIRST_CALL}cpu_"
+    return {key[len(cpu):]: (value, r[f"{FIRST_CALL}wall_{key[len(cpu):]}"]) for key, value in r.items()
+            if key.startswith(cpu) and not key.endswith("_spread")}
+
+
 def time_passes(acls, calls: Sequence[Sequence[Any]]) -> dict[str, float]:
     """authorize over ``calls`` twice on a freshly loaded ACL image: the first pass, then warm; p50/p99 (us) of
-    each call's thread CPU, the wall p99 and the mean CPU per call, keyed ``first_cpu_p99`` and so on; and
+    each call's thread CPU, the wall p99, the mean CPU per call and the slowest call's CPU and wall, keyed
+    ``first_cpu_p99`` and so on; the first pass's first call on each resource type (CPU and wall, ``first_call_cpu_TOPIC``
+    and so on: where a lazily opened image builds that type's lookup, a cost the p99 cannot see); and
     ``background_cpu_s``, the CPU the process's other threads took meanwhile (they share the GIL and the caches)."""
     from secmeta.projections.authorizer import authorize
 
@@ -73,6 +102,11 @@ def time_passes(acls, calls: Sequence[Sequence[Any]]) -> dict[str, float]:
         out[f"{when}_cpu_p50"], out[f"{when}_cpu_p99"] = pct["p50"] / 1000, pct["p99"] / 1000
         out[f"{when}_wall_p99"] = percentiles(wall, (99,))["p99"] / 1000
         out[f"{when}_cpu_mean"] = sum(cpu) / len(cpu) / 1000
+        out[f"{when}_cpu_max"], out[f"{when}_wall_max"] = max(cpu) / 1000, max(wall) / 1000
+        if when == "first":
+            for i in first_per_type(calls):
+                name = calls[i][3].name
+                out[f"{FIRST_CALL}cpu_{name}"], out[f"{FIRST_CALL}wall_{name}"] = cpu[i] / 1000, wall[i] / 1000
     out["background_cpu_s"] = (time.process_time() - process) - (time.thread_time() - thread)
     return out
 
@@ -140,8 +174,8 @@ def _remove(path: Path) -> None:
 
 def pass_figures(r: dict, peer: dict | None) -> list[dict[str, str]]:
     """Each pass's authorize figures (``time_passes``' keys, medians over runs with ``_spread``) as printed, with
-    the target, the verdict and the peer's ("before") beside: the one builder of authorize rows (this benchmark's
-    table and ``state_shapes``')."""
+    the target, the verdict and the peer's ("before") beside, then the first call per resource type as its own
+    row: the one builder of authorize rows (this benchmark's table and ``state_shapes``')."""
 
     def before(key: str) -> str:
         return "" if peer is None else f"{peer[key]:.1f}"
@@ -153,20 +187,39 @@ def pass_figures(r: dict, peer: dict | None) -> list[dict[str, str]]:
     load = "" if "load1" not in r else f", load avg {r['load1']:.1f}"
     at_scale = r["acls"] >= 1_000_000
     return [
-        {"pass": "warm", "p50": f"{r['warm_cpu_p50']:.1f}", "p50 before": before("warm_cpu_p50"),
+        {"pass": "warm", "measure": "p99 us CPU (warm)", "p50": f"{r['warm_cpu_p50']:.1f}", "p50 before": before("warm_cpu_p50"),
          "p99": f"{r['warm_cpu_p99']:.1f}", "p99 before": before("warm_cpu_p99"),
          "target": f"p99 <= {WARM_P99_US:g} (at 1M)",
          "result": ("PASS" if r["warm_cpu_p99"] <= WARM_P99_US else "MISS") if at_scale else "",
          "detail": f"p99 spread {r['warm_cpu_p99_spread']:.1f}, wall p99 {r['warm_wall_p99']:.1f}, "
                    f"CPU/call {r['warm_cpu_mean']:.1f} (before {before('warm_cpu_mean')}){load}"},
-        {"pass": "first", "p50": f"{r['first_cpu_p50']:.1f}", "p50 before": before("first_cpu_p50"),
+        {"pass": "first", "measure": "p99 us CPU (first)", "p50": f"{r['first_cpu_p50']:.1f}", "p50 before": before("first_cpu_p50"),
          "p99": f"{r['first_cpu_p99']:.1f}", "p99 before": before("first_cpu_p99"),
          "target": f"p99 <= x{FIRST_VS_WARM:g} warm ({first_limit:.1f})",
          "result": "PASS" if r["first_cpu_p99"] <= first_limit else "MISS",
-         "detail": f"x{ratio:.2f} warm{peer_ratio}; p99 spread {r['first_cpu_p99_spread']:.1f}, "
+         "detail": f"x{ratio:.2f} warm{peer_ratio} (p99 only: the first call per type is the next row); "
+                   f"p99 spread {r['first_cpu_p99_spread']:.1f}, "
                    f"wall p99 {r['first_wall_p99']:.1f}, CPU/call {r['first_cpu_mean']:.1f} "
                    f"(before {before('first_cpu_mean')}){background}"},
+        first_call_figures(r, peer),
     ]
+
+
+def first_call_figures(r: dict, peer: dict | None) -> dict[str, str]:
+    """The row of the first pass's first call on each resource type (its slowest in the value column) and the
+    pass's slowest call, CPU and wall: a one-off cost no issue-24 target bounds, printed beside the warm p99
+    target it would miss (how many times that target), never as a ratio to the first pass's p99."""
+    calls = first_calls(r)
+    worst = max(cpu for cpu, _ in calls.values())
+    peer_worst = "" if peer is None else f"{max(cpu for cpu, _ in first_calls(peer).values()):.0f}"
+    per_type = ", ".join(f"{name} {cpu:,.0f}/{wall:,.0f}" for name, (cpu, wall) in calls.items())
+    return {"pass": "first call", "measure": "first call per type, us CPU (slowest)", "p50": "", "p50 before": "",
+            "p99": f"{worst:,.0f}", "p99 before": peer_worst,
+            "target": f"none (one-off; p99 target {WARM_P99_US:g})", "result": "",
+            "detail": f"x{worst / WARM_P99_US:,.0f} the p99 target, paid once per resource type after a lazy "
+                      f"open and outside every p99 here; per type CPU/wall us: {per_type}; "
+                      f"first pass's slowest call CPU {r['first_cpu_max']:,.0f} wall {r['first_wall_max']:,.0f} us "
+                      f"(warm's CPU {r['warm_cpu_max']:,.0f} wall {r['warm_wall_max']:,.0f})"}
 
 
 def table_rows(rows: list[dict[str, dict]]) -> list[list]:
