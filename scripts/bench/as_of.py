@@ -31,13 +31,19 @@ from secmeta.core.types import RequestContext
 from secmeta.events.keyring import Keyring
 from secmeta.projections.snapshot import SnapshotPolicy
 
-AS_OF_P99_S = {1_000_000: 0.2, 10_000_000: 0.5}  # issue 15: random as_of p99 at 1M and 10M events
+# The p99 targets of as_of at a random point, the one owner of each (as_of_scale, as_of_tail and history use them):
+# at 1M events issue 15's 0.2 s; at 10M issue 24's (item 4: "as_of p99 <= 1 s at 10M events within the default
+# memory budget"), which replaces issue 15's 0.5 s there.
+AS_OF_P99_1M_S, AS_OF_P99_1M_ISSUE = 0.2, "issue 15"
+AS_OF_P99_10M_S, AS_OF_P99_10M_ISSUE = 1.0, "issue 24"
 FIRST_AS_OF_S, FIRST_AS_OF_MB = 1.0, 100  # issue 15: first as_of on a cold 1M-event log
 
 
-def as_of_target(events: int) -> float:
-    """The p99 target for as_of at a random point of a log of ``events`` events."""
-    return AS_OF_P99_S[1_000_000] if events <= 1_000_000 else AS_OF_P99_S[10_000_000]
+def as_of_target(events: int) -> tuple[float, str]:
+    """The p99 target (s) for as_of at a random point of a log of ``events`` events, and the issue that sets it."""
+    if events <= 1_000_000:
+        return AS_OF_P99_1M_S, AS_OF_P99_1M_ISSUE
+    return AS_OF_P99_10M_S, AS_OF_P99_10M_ISSUE
 
 
 def _rss_mb() -> float:
