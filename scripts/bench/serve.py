@@ -36,8 +36,13 @@ Server and clients share this machine's cores; the server's and the client proce
 CPU use per run is printed beside the rates, and a table times each step the server takes
 for one DescribeAcls without the network.  ``--profile`` attaches py-spy (pip install
 py-spy) to the server during an extra DescribeAcls run at 10 clients and extra login
-rounds, and prints where the server's GIL-holding time goes.  Nothing is asserted; see
-bench-results/serve.json (profiles: bench-results/serve-profile-*.txt, py-spy raw format).
+rounds, and prints where the server's GIL-holding time goes.
+
+Targets (issue 24, the constants of serve_side and serve_logins): server CPU per request <= 1.5x Tansu's and a
+large answer's server CPU per ACL <= 2x the in-process call's (judged by ``--side-by-side``); connection + SCRAM
+login p99 <= 50 ms at 50 concurrent (judged here on the kio client's whole open at N = 50, and by
+scripts.bench.serve_logins).  The wire / in-process rate ratio and the SASL exchange alone (no connection) print
+as measures with no target.  Nothing is asserted; see bench-results/serve.json (profiles: bench-results/serve-profile-*.txt, py-spy raw format).
 """
 
 from __future__ import annotations
@@ -625,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 10, 50], help="concurrent clients per run")
     parser.add_argument("--seconds", type=float, default=4.0, help="length of each request run")
     parser.add_argument("--logins", type=int, nargs="+", default=[1, 10, 50],
-                        help="simultaneous logins per round (the target is judged at the largest)")
+                        help="simultaneous logins per round (issue 24's login target is judged at 50)")
     parser.add_argument("--login-rounds", type=int, default=10,
                         help="rounds per client kind and concurrency (more for small ones: >= 100 logins)")
     parser.add_argument("--protocol", default="SASL_SSL", choices=["SASL_SSL", "SASL_PLAINTEXT"])
@@ -830,8 +835,9 @@ def report(runs: list[Run], logins: list[Run], steps: list[tuple[str, float]], a
     if ("DescribeAcls", "wire", 10) in by:
         wire, local = by[("DescribeAcls", "wire", 10)], by[("DescribeAcls", "in-process", 10)]
         ratio = wire.rate / local.rate
-        print(f"target: DescribeAcls over the wire at 10 clients >= 50% of in process: {wire.rate:,.0f} / "
-              f"{local.rate:,.0f} = {100 * ratio:.1f}% -> {'met' if ratio >= 0.5 else 'NOT met'}")
+        print(f"measure, no target: DescribeAcls over the wire at 10 clients / in process: {wire.rate:,.0f} / "
+              f"{local.rate:,.0f} = {100 * ratio:.1f}%")
+    print(issue_24_request_targets())
     print()
     print_table("server steps per DescribeAcls request, timed in this process without the network (microseconds)",
                 ["step", "us"], [[name, us] for name, us in steps])
@@ -848,13 +854,38 @@ def report(runs: list[Run], logins: list[Run], steps: list[tuple[str, float]], a
                  "server ms/login", "client CPU", "client ms/login", "errors"], rows)
     sasl = next((r for r in logins if r.call == "kio client: SASL exchange" and r.clients == max(args.logins)), None)
     if sasl is not None and sasl.samples:
-        p99 = sasl.pct()["p99"]
-        print(f"target: SCRAM authentication p99 <= 20 ms at {sasl.clients} concurrent logins: SASL exchange p99 "
-              f"{p99:.1f} ms -> {'met' if p99 <= 20 else 'NOT met'}")
+        print(f"measure, no target (the connection excluded): kio client SASL exchange p99 at {sasl.clients} "
+              f"concurrent logins {sasl.pct()['p99']:.1f} ms")
+    print(login_target_line(logins))
     print("logins/s = logins / time spent in rounds (each round starts all logins at once and ends with the last);\n"
           "CPU per login: a librdkafka client logs in twice (bootstrap, then node 1) and sends Metadata twice.")
     results.update(requests=[r.row() for r in runs], logins=[r.row() for r in logins], describe_10_ratio=ratio,
                    sasl_exchange_p99_ms=sasl.pct()["p99"] if sasl is not None and sasl.samples else None)
+
+
+def issue_24_request_targets() -> str:
+    """Issue 24's request targets (serve_side's constants), which this run's table does not judge."""
+    from scripts.bench.serve_side import TARGET_BIG, TARGET_RATIO
+
+    return (f"issue 24's request targets, judged by --side-by-side (against Tansu), not by this table: server CPU "
+            f"per request <= {TARGET_RATIO:g}x Tansu's; server CPU per ACL of a large answer <= {TARGET_BIG:g}x the "
+            "in-process call's")
+
+
+def login_target_line(logins: list[Run]) -> str:
+    """Issue 24's login target (serve_logins' constant: connection + SCRAM login p99 at 50 concurrent) beside this
+    run's nearest measure, the kio client's whole open (TCP, TLS, ApiVersions, SASL) in rounds of 50 simultaneous
+    logins; serve_logins measures it in closed loops with a Metadata request (its verdict is the issue's)."""
+    from scripts.bench.serve_logins import TARGET_P99_MS_AT_50
+
+    target = f"issue 24's target: connection + SCRAM login p99 <= {TARGET_P99_MS_AT_50:g} ms at 50 concurrent"
+    opened = next((r for r in logins if r.call == "kio client: open (TCP+TLS+ApiVersions+SASL)" and r.clients == 50), None)
+    if opened is None or not opened.samples:
+        return f"{target} (not measured: --logins has no 50; see scripts.bench.serve_logins)"
+    p99 = opened.pct()["p99"]
+    return (f"{target}: kio client open (TCP, TLS if any, ApiVersions, SASL; rounds of 50 simultaneous) p99 {p99:.1f} ms "
+            f"-> {'met' if p99 <= TARGET_P99_MS_AT_50 else 'NOT met'} (scripts.bench.serve_logins measures it in "
+            "closed loops)")
 
 
 def _per(cpu_seconds: float | None, count: int, unit: float) -> float | str:
