@@ -37,10 +37,13 @@ its own, one per worker run, so the worker's CPU is secmeta's (with its librdkaf
 and the broker's is measured apart (from /proc); ``--broker in-process`` runs it on the worker's own
 threads, as issue 15 and 24 measured (their figures include it).  Each row gives wall and CPU seconds
 (time.process_time of the worker), median and spread (min-max) of the runs, the rate by the worker's
-CPU and by the worker's and the broker's together; publish and catch-up carry issue 15's target
-(>= 100k events/s each, by CPU).  ``--before-python`` runs the same workers with another checkout's
-interpreter (its ``secmeta``; these scripts stay this checkout's), alternating with this one's, side by
-side: before and after.  On a shared machine the wall figures are noise; CPU seconds are the measure.
+CPU and by the worker's and the broker's together; publish and catch-up carry issue 24's target
+(>= 100k events/s each), judged on events per wall second (what a Kafka admin sees: on this 2-core machine a
+rate per secmeta CPU second can meet it while the wall rate misses), the per-CPU-second rates beside it.
+``--before-python`` runs the same workers with another checkout's interpreter (its ``secmeta``; these
+scripts stay this checkout's), alternating with this one's, side by side: before and after.  On a shared
+machine the wall figures carry the other jobs' load (the verdict is on them all the same: it is the target's
+measure); the CPU figures beside them are what the code costs.
 
 The mock cluster keeps only about 5 MB per partition (older messages are
 deleted as on a retention limit), which is why the follower keeps up round by
@@ -106,7 +109,7 @@ def write_log(path: Path, keyring: Keyring, n: int) -> None:
             request += 1
 
 
-TARGET_PER_S = 100_000  # issue 15: publish and follower catch-up, each
+TARGET_PER_S = 100_000  # issues 15 and 24: publish and follower catch-up, each, events per (wall) second
 # A Kafka broker answers a waiting fetch as soon as records are appended (DelayedFetch); the mock
 # cluster always holds an empty fetch for the whole fetch.wait.max.ms (librdkafka's
 # rdkafka_mock_handlers.c, rd_kafka_mock_handle_Fetch: "we should cut the wait short ... if a
@@ -309,12 +312,13 @@ def _rows(shape: str, events: int, side: str, runs: list[dict]) -> list[list]:
         brokers = [r[key].get("broker_cpu_s", 0.0) for r in runs]
         per_cpu = [rate(count, c) for c in cpus]
         per_both = [rate(count, c + b) for c, b in zip(cpus, brokers)]
+        per_wall = rate(count, statistics.median(walls))
         verdict = ""
-        if target is not None:
-            verdict = f">= {target:,}/s: {'met' if statistics.median(per_cpu) >= target else 'MISSED'}"
+        if target is not None:  # judged on what a Kafka admin sees: events per wall second
+            verdict = f">= {target:,}/s wall: {'met' if per_wall >= target else 'MISSED'}"
         rows.append([shape, f"{events:,}", measure, side, count, spread(walls, ".2f"), spread(cpus, ".2f"),
-                     spread(brokers, ".2f"), f"{rate(count, statistics.median(walls)):,.0f}",
-                     spread(per_cpu, ",.0f"), f"{statistics.median(per_both):,.0f}", verdict])
+                     spread(brokers, ".2f"), f"{per_wall:,.0f}", verdict,
+                     spread(per_cpu, ",.0f"), f"{statistics.median(per_both):,.0f}"])
     return rows
 
 
@@ -394,7 +398,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"median (min-max) of {args.repeat} runs; follower {'with' if args.local_log else 'without'} its "
                 f"local log, {'checkpointing at its default cadence' if args.checkpoints else 'checkpointing only at the end'})",
                 ["shape", "log events", "measure", "side", "events", "wall s", "CPU s", "broker CPU s",
-                 "events/s (wall)", "events/CPU s", "events/CPU s with broker", "target (by CPU)"], rows)
+                 "events/s (wall)", "target (by wall)", "events/CPU s (secmeta)",
+                 "events/CPU s (secmeta + broker)"], rows)
     print("images equal to the log's: " + "; ".join(same))
     print(f"wrote {write_json('kafka', results)}")
     return 0
