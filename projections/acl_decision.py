@@ -47,6 +47,7 @@ __all__ = [
     "decide",
     "effect",
     "principal_applies",
+    "principals_applying",
     "verdict",
 ]
 
@@ -102,7 +103,13 @@ def applies(entry: AccessControlEntry, principal: str, host: str) -> bool:
 
 def principal_applies(acl_principal: str, principal: str) -> bool:
     """Whether an ACL of ``acl_principal`` applies to requests of ``principal``: its own, or 'User:*'."""
-    return acl_principal == principal or acl_principal == WILDCARD_PRINCIPAL
+    return acl_principal in principals_applying(principal)
+
+
+def principals_applying(principal: str) -> tuple[str, ...]:
+    """The ACL principals whose ACLs apply to requests of ``principal`` (the rule's one owner, the keys an index
+    looks up): its own, and 'User:*' (once, when it is 'User:*')."""
+    return (principal,) if principal == WILDCARD_PRINCIPAL else (principal, WILDCARD_PRINCIPAL)
 
 
 def concerns(binding: AclBinding, principal: str) -> bool:

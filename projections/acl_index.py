@@ -44,7 +44,13 @@ from secmeta.events.types import (
     ResourceType,
 )
 from secmeta.projections.acl_entries import canonical_entry
-from secmeta.projections.acl_match import ACL_BITS, DENY_SHIFT, acl_network, client_address
+from secmeta.projections.acl_match import (
+    ACL_BITS,
+    DENY_SHIFT,
+    acl_network,
+    client_address,
+    ranges_bits,
+)
 from secmeta.projections.layered_map import LayeredMap
 
 __all__ = [
@@ -127,15 +133,16 @@ class Group:
     its operation and permission (``ids`` is its id); every other group is
     a ``HostGroup``.  ``any_host`` holds the bits of host-``*`` ACLs;
     ``hosts`` (or None) maps every other ACL host string to its bits;
-    ``nets`` (or None) lists the CIDR hosts as (version, network, netmask,
-    bits).  ``name`` and ``kind`` ((ResourceType, PatternType)) are the
-    pattern the group sits under.
+    ``nets`` (or None) lists the CIDR hosts as (``acl_network``'s (version,
+    network, netmask), bits); the rule is ``acl_match.host_matches``'.
+    ``name`` and ``kind`` ((ResourceType, PatternType)) are the pattern the
+    group sits under.
     """
 
     __slots__ = ("principal", "ids", "any_host", "name", "kind")
 
     hosts: dict[str, int] | None = None
-    nets: tuple[tuple[int, int, int, int], ...] | None = None
+    nets: tuple[tuple[tuple[int, int, int], int], ...] | None = None
     entries: tuple[AccessControlEntry, ...] | None = None
 
     def __init__(self, principal: str, ids, any_host: int, name: str, kind: tuple[ResourceType, PatternType]):
@@ -146,19 +153,15 @@ class Group:
         self.kind = kind
 
     def host_bits(self, host: str) -> int:
-        """The packed bits of this group's ACLs that apply to a client host."""
+        """The packed bits of this group's ACLs that apply to a client host (``host_matches``' cases, split ahead
+        of time: '*', the client's string, a range holding its address)."""
         hosts = self.hosts
         if hosts is None:
             return self.any_host
         bits = self.any_host | hosts.get(host, 0)
         nets = self.nets
         if nets is not None:
-            address = client_address(host)
-            if address is not None:
-                version, value = address
-                for net_version, network, netmask, mask in nets:
-                    if net_version == version and value & netmask == network:
-                        bits |= mask
+            bits |= ranges_bits(nets, client_address(host))
         return bits
 
     def bits(self, principal: str, host: str) -> int:
@@ -270,7 +273,8 @@ Member = tuple[str, str, int, int]  # acl_id, host, operation code, permission c
 
 def host_masks(hosts: Iterable[str], bits: Iterable[int]) -> tuple[int, dict[str, int] | None, tuple | None]:
     """A group's masks from its ACLs' hosts and packed bits (parallel): the bits of host ``*``, every other
-    host's bits (or None), and the CIDR hosts among them as sorted (version, network, netmask, bits) (or None)."""
+    host's bits (or None), and the CIDR hosts among them as sorted (``acl_network``'s (version, network, netmask),
+    bits) (or None)."""
     any_host = 0
     masks: dict[str, int] | None = None
     for host, bit in zip(hosts, bits, strict=True):
@@ -283,7 +287,7 @@ def host_masks(hosts: Iterable[str], bits: Iterable[int]) -> tuple[int, dict[str
     if masks is None:
         return _shared(any_host), None, None
     masks = {sys.intern(host): _shared(mask) for host, mask in masks.items()}
-    nets = [(*network, mask) for host, mask in masks.items()
+    nets = [(network, mask) for host, mask in masks.items()
             if "/" in host and (network := acl_network(host)) is not None]
     return _shared(any_host), masks, tuple(sorted(nets)) or None
 

@@ -14,7 +14,7 @@ address here.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from socket import AF_INET, inet_pton
 from types import MappingProxyType
@@ -48,6 +48,7 @@ __all__ = [
     "entry_filter_matches",
     "filter_matches",
     "host_matches",
+    "ranges_bits",
     "pattern_filter_matches",
 ]
 
@@ -176,16 +177,30 @@ def acl_network(host: str) -> tuple[int, int, int] | None:
 
 
 def host_matches(acl_host: str, host: str) -> bool:
-    """Whether an ACL host ('*', exact string or CIDR range) applies to a client host."""
+    """Whether an ACL host ('*', exact string or CIDR range) applies to a client host: the host rule's one owner.
+    An index that splits a group's hosts ahead of time (``acl_index.host_masks``: the '*' bits, a map of the
+    other host strings, the ranges among them) keeps the same three cases and tests a range with
+    ``ranges_bits``."""
     if acl_host == WILDCARD or acl_host == host:
         return True
-    network = acl_network(acl_host)
-    if network is None:
+    if "/" not in acl_host:  # neither '*' nor the client's string, and not a range (acl_network's None, sooner)
         return False
-    address = client_address(host)
-    return (
-        address is not None and address[0] == network[0] and address[1] & network[2] == network[1]
-    )
+    network = acl_network(acl_host)
+    return network is not None and ranges_bits(((network, 1),), client_address(host)) == 1
+
+
+def ranges_bits(nets: Iterable[tuple[tuple[int, int, int], int]], address: tuple[int, int] | None) -> int:
+    """The bits of the ACL ranges holding a client address, OR-ed: ``nets`` pairs each range (``acl_network``'s
+    (IP version, network, netmask)) with its bits; ``address`` is ``client_address``' (IP version, int), None
+    when the host is not an address (no range holds it).  A range holds an address of its version whose masked
+    bits are its network: the one test of a CIDR ACL host (a group tests all its ranges in one call)."""
+    bits = 0
+    if address is not None:
+        version, value = address
+        for (net_version, network, netmask), mask in nets:
+            if net_version == version and value & netmask == network:
+                bits |= mask
+    return bits
 
 
 def covers(pattern: ResourcePattern, resource_type: ResourceType, name: str) -> bool:

@@ -368,8 +368,7 @@ class AclTable:
         bits = 0
         for k in range(a, b):
             acl_host = hosts[k]
-            # host_matches' rule, its common cases first: '*', the client's own string, else only a CIDR range
-            if acl_host == WILDCARD or acl_host == host or ("/" in acl_host and host_matches(acl_host, host)):
+            if host_matches(acl_host, host):
                 bits |= ACL_BITS[permissions[k]][operations[k]]
         return bits
 

@@ -21,7 +21,6 @@ from functools import lru_cache
 
 from secmeta.events.types import (
     WILDCARD,
-    WILDCARD_PRINCIPAL,
     AclBinding,
     AclOperation,
     ResourceType,
@@ -35,6 +34,7 @@ from secmeta.projections.acl_decision import (
     SUPER_USER,
     Decision,
     decide,
+    principals_applying,
     verdict,
 )
 from secmeta.projections.acl_index import TypeIndex, grant_key
@@ -133,9 +133,7 @@ def _candidates(image: AclsImage, principal: str, t: TypeIndex, name: str):
     """(whether any ACL covers the resource, the covering ACLs of the principal and 'User:*')."""
     found = False
     candidates = []
-    principals = (
-        (principal,) if principal == WILDCARD_PRINCIPAL else (principal, WILDCARD_PRINCIPAL)
-    )
+    principals = principals_applying(principal)
     for node in t.applicable_nodes(name):
         found = True
         for who in principals:
@@ -165,9 +163,7 @@ def explain(
 def _tables(t: TypeIndex, principal: str, operation: int, deny: bool, prefixed: bool) -> list:
     """The grant tables (name -> Group) of the principal and 'User:*' for op and ALL."""
     tables = []
-    principals = (
-        (principal,) if principal == WILDCARD_PRINCIPAL else (principal, WILDCARD_PRINCIPAL)
-    )
+    principals = principals_applying(principal)
     ops = (operation,) if operation == AclOperation.ALL else (operation, AclOperation.ALL)
     for who in principals:
         per_key = t.grants.get(who)
