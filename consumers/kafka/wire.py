@@ -109,11 +109,12 @@ _FRAME = struct.Struct(">3sBcIB")
 _FRAME_SIZE = _FRAME.size
 _OFFSET = struct.Struct(">q")
 _FRAMED = MAGIC + bytes([FORMAT])  # a format 3 value starts with these
-_TOPIC_NAMES = {KIND_HISTORY: "history", KIND_STATE: "state"}
-# a frame's (kind, extra length) each topic takes (a history frame's link: none, or a batch's 32 bytes)
-_FRAMES = {KIND_HISTORY: frozenset({(KIND_HISTORY, 0), (KIND_HISTORY, 32)}),
-           KIND_STATE: frozenset({(KIND_STATE, 8)})}
-_ANY_FRAME = _FRAMES[KIND_HISTORY] | _FRAMES[KIND_STATE]
+# The frame kinds, the one owner of what a frame may be: each kind's topic, what its extra holds and the lengths that
+# extra may have (a history frame's link: none, or a batch's 32 bytes; a state frame's history offset: 8 bytes).
+# _frame_of names a refusal from it; _reader's straight path takes the (kind, extra length) pairs it allows (_FRAMES).
+_KINDS = {KIND_HISTORY: ("history", "link", (0, 32)), KIND_STATE: ("state", "history offset", (8,))}
+_FRAMES = {kind: frozenset((kind, size) for size in sizes) for kind, (_, _, sizes) in _KINDS.items()}
+_ANY_FRAME = frozenset().union(*_FRAMES.values())
 HEADER_OFFSET = "secmeta.offset"
 HEADER_REQUEST = "secmeta.request"
 HEADER_HISTORY_OFFSET = "secmeta.history_offset"
@@ -349,14 +350,13 @@ def _frame_of(value: bytes | bytearray | memoryview | None,
             f"frame of message format {version}: "
             + (f"newer than this secmeta reads (up to {FORMAT}); upgrade it" if version > FORMAT else
                f"expected {FORMAT}"))
-    if kind not in (KIND_HISTORY, KIND_STATE):
-        raise NotOurMessage(f"frame of unknown kind {kind!r} (expected {KIND_HISTORY!r} or {KIND_STATE!r})")
-    if kind == KIND_STATE and extra != 8:
-        raise NotOurMessage(f"state frame whose history offset is {extra} bytes, not 8")
-    if kind == KIND_HISTORY and extra not in (0, 32):
-        raise NotOurMessage(f"history frame whose link is {extra} bytes, not 0 or 32")
+    if kind not in _KINDS:
+        raise NotOurMessage(f"frame of unknown kind {kind!r} (expected {' or '.join(map(repr, _KINDS))})")
+    name, holds, sizes = _KINDS[kind]
+    if extra not in sizes:
+        raise NotOurMessage(f"{name} frame whose {holds} is {extra} bytes, not {' or '.join(map(str, sizes))}")
     if topic is not None and kind != topic:
-        raise NotOurMessage(f"{_TOPIC_NAMES[kind]} frame ({kind.decode()}) on the {_TOPIC_NAMES[topic]} topic")
+        raise NotOurMessage(f"{name} frame ({kind.decode()}) on the {_KINDS[topic][0]} topic")
     offset_at = _FRAME_SIZE + size + extra
     if offset_at + 8 > len(value):
         raise NotOurMessage(f"truncated frame: its request, extra and log offset end at byte {offset_at + 8} of "

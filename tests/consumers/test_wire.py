@@ -421,6 +421,30 @@ def test_the_straight_path_reads_every_message_as_the_careful_path_does(route, e
     assert repr(_outcome(reader(CODEC, topic), message)) == repr(expected)  # a changed byte may make a NaN (nan != nan)
 
 
+_DOCUMENTED_FRAMES = {(b"H", 0), (b"H", 32), (b"S", 8)}  # the module docstring's: a link of 0 or 32 bytes, an offset
+
+
+def test_a_frame_is_read_exactly_when_its_kind_and_extra_length_are_the_documented_ones():
+    """Each kind byte with each extra length: both routes read it, on its own topic and on either, exactly when the
+    pair is a history frame with no link or a 32-byte one or a state frame with an 8-byte history offset; otherwise
+    every reader refuses it with the careful path's reason, which names the kind or the length."""
+    event = CODEC.to_single_object(acl_created(3).event)
+    request = message_encoder(CODEC)(at(acl_created(3), 11))[1][10:-8 - len(event)]
+    for kind in map(bytes, zip(range(256))):
+        for extra in [*range(0, 41), 64, 255]:
+            value = (b"\x00SM\x03" + kind + len(request).to_bytes(4, "big") + bytes([extra]) + request + b"\x05" * extra
+                     + (11).to_bytes(8, "big") + event)
+            for topic in (None, kind if kind in (b"H", b"S") else None):
+                careful = _outcome(_careful_decoder(SingleObjects(CODEC), topic), (None, value, None))
+                assert isinstance(careful, str) != ((kind, extra) in _DOCUMENTED_FRAMES), (kind, extra, careful)
+                for reader in (message_decoder, event_reader):
+                    got = _outcome(reader(CODEC, topic), (None, value, None))
+                    assert got == careful if isinstance(careful, str) else not isinstance(got, str)
+                if isinstance(careful, str):
+                    assert careful.startswith(f"frame of unknown kind {kind!r}") if kind not in (b"H", b"S") else (
+                        f"whose {'link' if kind == b'H' else 'history offset'} is {extra} bytes" in careful)
+
+
 @given(_ACL_HEAVY, st.integers(0, 2**62), st.data())
 def test_both_routes_refuse_a_message_alike(envelope, offset, data):
     """A message one route refuses, the other refuses with the same reason; one it reads, the other reads as the same
