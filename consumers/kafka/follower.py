@@ -62,16 +62,17 @@ from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
 from secmeta.consumers.kafka.wire import (
     HEADER_HISTORY_OFFSET,
     KIND_HISTORY,
-    KIND_STATE,
     FormatMarker,
     NotOurMessage,
     UnknownFormat,
+    batch_link,
     event_reader,
     history_position,
     is_removal,
+    linked_decoder,
     message_decoder,
-    message_link,
     message_offset,
+    positioned_decoder,
 )
 from secmeta.core.config import StoreConfig
 from secmeta.core.errors import InvalidValueError, SecmetaError
@@ -167,7 +168,8 @@ class Follower:
         self.codec = codec or EventCodec.fresh()
         self.clock = clock  # stamps the checkpoint snapshots
         self._decode = message_decoder(self.codec, KIND_HISTORY)
-        self._decode_state = message_decoder(self.codec, KIND_STATE)
+        self._decode_linked = linked_decoder(self.codec)  # the envelope and its batch's link: for the local log
+        self._decode_state = positioned_decoder(self.codec)  # the envelope and its history position
         self._read = event_reader(self.codec, KIND_HISTORY)
         self.dead_letter_path = self.checkpoint_dir / DEAD_LETTER_FILE
         self._settings = client_settings(
@@ -324,18 +326,21 @@ class Follower:
                 self._replay(events, envelopes, applied_msg, links)
                 self._stop_at_gap(last, offset, msg.offset())
             if replica is not None:
+                event, link = event
                 envelopes.append(event)
+                links.append(link)
                 event = event.event
-                links.append(_link(msg))
             events.append(event)
             applied_msg = msg
             last = offset
         self._replay(events, envelopes, applied_msg, links)
         return len(events)
 
-    def _read_envelope(self, key: bytes | None, value: bytes | None, headers) -> tuple[int, Envelope]:
-        envelope = self._decode(key, value, headers)
-        return envelope.offset, envelope
+    def _read_envelope(self, key: bytes | None, value: bytes | None,
+                       headers) -> tuple[int, tuple[Envelope, bytes | None]]:
+        """The log offset, the envelope and its batch's link (read from the one frame: ``linked_decoder``)."""
+        envelope, link = self._decode_linked(key, value, headers)
+        return envelope.offset, (envelope, link)
 
     def _replay(self, events: list, envelopes: Sequence[Envelope] = (), last_msg=None,
                 links: Sequence[bytes | None] = ()) -> None:
@@ -348,8 +353,8 @@ class Follower:
             self.image = _PROJECTION.apply_events(self.image, events)  # under a paused collector
             self.applied += len(events)
             self._since_checkpoint += len(events)
-            if last_msg is not None:  # the message of the last event: where it was and its link
-                self._applied_at, self._applied_link = last_msg.offset(), _link(last_msg)
+            if last_msg is not None:  # the message of the last event: where it was and its link (read with it)
+                self._applied_at, self._applied_link = last_msg.offset(), links[-1] if links else _link(last_msg)
 
     def _stop_at_gap(self, last: int, found: int, kafka_offset: int) -> None:
         """Leave the position on a gap (what came before is applied) and raise HistoryGapError."""
@@ -672,8 +677,9 @@ class Follower:
                 try:
                     if value is None:
                         offset, envelope = message_offset(value, headers), None
-                    else:
-                        envelope = self._decode_state(msg.key(), value, headers)
+                        at = history_position(value, headers)
+                    else:  # the envelope and its history position, from one read of the frame
+                        envelope, at = self._decode_state(msg.key(), value, headers)
                         offset = envelope.offset
                 except FormatMarker:
                     continue
@@ -688,7 +694,6 @@ class Follower:
                 key = bytes(msg.key() or b"")
                 if offset >= offsets.get(key, -1):  # a re-sent older value must not win
                     latest[key], offsets[key] = envelope, offset
-                at = history_position(value, headers)
                 if offset > newest:
                     newest, history_at = offset, at
                 elif offset == newest and at is not None and (history_at is None or at < history_at):
@@ -733,10 +738,7 @@ def _entities(image: SecurityImage) -> int:
 
 def _link(msg) -> bytes | None:
     """The chain link of the store batch a history message's event was logged in (None: unknown, or not hex)."""
-    try:
-        return message_link(msg.value(), msg.headers())
-    except NotOurMessage:
-        return None
+    return batch_link(msg.value(), msg.headers())
 
 
 def _hex_link(raw: bytes | str | None) -> bytes | None:

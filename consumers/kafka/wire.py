@@ -85,17 +85,20 @@ __all__ = [
     "encode_message",
     "encode_tombstone",
     "format_marker",
+    "batch_link",
     "event_reader",
     "header_map",
     "history_position",
     "is_format_marker",
     "is_framed",
     "is_removal",
+    "linked_decoder",
     "message_decoder",
     "message_encoder",
     "message_link",
     "message_pair_encoder",
     "message_offset",
+    "positioned_decoder",
     "state_value",
 ]
 
@@ -321,6 +324,15 @@ def message_link(value: bytes | None, headers: Sequence[tuple[str, bytes | None]
         raise NotOurMessage(f"header {HEADER_LINK} is not hex: {raw!r}") from None
 
 
+def batch_link(value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None) -> bytes | None:
+    """``message_link``, for a reader that has read the message as an event: a link it cannot read (a format 1 or 2
+    ``secmeta.link`` that is not hex) is an unknown one, None."""
+    try:
+        return message_link(value, headers)
+    except NotOurMessage:
+        return None
+
+
 def history_position(value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None) -> int | None:
     """The Kafka offset in the history topic of a state message's event (a state frame's, else
     ``secmeta.history_offset``'s, as on a tombstone); None if it names none."""
@@ -394,8 +406,32 @@ def event_reader(codec: EventCodec, topic: bytes | None = None
     return _reader(SingleObjects(codec), replay=True, topic=topic)
 
 
-def _reader(objects: SingleObjects, replay: bool,
-            topic: bytes | None) -> Callable[[bytes | None, bytes | None, Sequence | None], Any]:
+def linked_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, Sequence | None],
+                                                  tuple[Envelope, bytes | None]]:
+    """``message_decoder`` for the history topic that also gives the chain link of the event's log batch
+    (``batch_link``'s), read from the same frame as the envelope (a follower that keeps a local log, which keeps the
+    store's batches)."""
+    return _reader(SingleObjects(codec), replay=False, topic=KIND_HISTORY, extra=(_frame_link, batch_link))
+
+
+def positioned_decoder(codec: EventCodec) -> Callable[[bytes | None, bytes | None, Sequence | None],
+                                                      tuple[Envelope, int | None]]:
+    """``message_decoder`` for the state topic that also gives the event's Kafka offset in the history topic
+    (``history_position``'s), read from the same frame as the envelope (a bootstrap from the state topic)."""
+    return _reader(SingleObjects(codec), replay=False, topic=KIND_STATE, extra=(_frame_position, history_position))
+
+
+def _frame_link(extra: bytes) -> bytes | None:
+    return extra or None  # a history frame's extra: the link, or none (a kind the topic takes: 0 or 32 bytes)
+
+
+def _frame_position(extra: bytes) -> int:
+    return int.from_bytes(extra, "big", signed=True)  # a state frame's extra: the history offset (8 bytes)
+
+
+def _reader(objects: SingleObjects, replay: bool, topic: bytes | None,
+            extra: tuple[Callable[[bytes], Any], Callable[[Any, Any], Any]] | None = None,
+            ) -> Callable[[bytes | None, bytes | None, Sequence | None], Any]:
     """The one reader of messages, on either route: the envelope (``message_decoder``) or, with ``replay``, the log
     offset and the event as a replay takes it (``event_reader``).
 
@@ -407,8 +443,14 @@ def _reader(objects: SingleObjects, replay: bool,
     another bytes type, a missing or odd header or frame, an older schema, a refusal) is read by the careful path,
     which alone decides refusals and names them; both give the same envelope (tested), and both routes refuse alike
     (tested).
+
+    Given ``extra`` (of_frame, of_message), a reader of ``topic`` gives the envelope and what the message's frame
+    extra holds: ``of_frame(extra)`` from the frame the straight path read, ``of_message(value, headers)`` for any
+    other message it reads (format 2 or 1, the careful path's), so a frame is parsed once (``linked_decoder``,
+    ``positioned_decoder``).
     """
     decoders, careful = objects.straight_decoders(replay), _careful_decoder(objects, topic)
+    of_frame, of_message = extra or (None, None)
     frames = _ANY_FRAME if topic is None else _FRAMES[topic]  # the (kind, extra length) the topic takes
     make, fields, unpack, framed, size = _new_envelope, _request_fields, _FRAME.unpack_from, _FRAMED, _FRAME_SIZE
     log_offset = _OFFSET.unpack_from
@@ -433,6 +475,9 @@ def _reader(objects: SingleObjects, replay: bool,
                     request = value[size:size + length]  # type: ignore[index]
                     before, after = fields(request, FORMAT)
                     held[:] = request, (before, after)
+                if of_frame is not None:
+                    return (make(offset, *before, got, fingerprint, *after),
+                            of_frame(value[size + length:offset_at]))  # type: ignore[index]
             else:
                 found = dict(headers)  # type: ignore[arg-type]
                 raw, request = found[HEADER_OFFSET], found[HEADER_REQUEST]
@@ -447,9 +492,13 @@ def _reader(objects: SingleObjects, replay: bool,
                 offset = int(raw)
             if replay:
                 return offset, got
+            if of_message is not None:
+                return make(offset, *before, got, fingerprint, *after), of_message(value, headers)
             return make(offset, *before, got, fingerprint, *after)
         except Exception:  # noqa: BLE001 - not the plain form: the careful path reads it or names the problem
             envelope = careful(key, value, headers)
+            if of_message is not None:
+                return envelope, of_message(value, headers)
             return (envelope.offset, replay_form(envelope.event)) if replay else envelope
 
     return read

@@ -221,6 +221,39 @@ def test_not_ours_messages_land_in_the_dead_letter_file(poisoned, follow, tmp_pa
     assert reasons[3].startswith("key b'acl:someone-else' is not the event's entity key")
 
 
+def test_a_follower_with_a_local_log_keeps_each_events_batch_link_and_refuses_a_broken_one(
+        kafka_bootstrap, topics, follow, keyring, tmp_path):
+    """The link of an event's store batch, read with the event: two store batches of one request (the same request,
+    two links) stay two batches in the local log; a history frame whose link is of another length than 0 or 32 bytes
+    is refused (dead-lettered), and the next event applied; the checkpoint records the last event's link, and a
+    checkpoint holding the earlier batch's link there is refused at restart."""
+    from secmeta.core.log import Log
+
+    first, second = b"\x01" * 32, b"\x02" * 32
+    encode = message_encoder(CODEC)
+    request = [Envelope(i, 1_700_000_000_000, "User:admin", "10.0.0.1", "r0", acl_created(i).event) for i in range(4)]
+    history = topics("history")
+    produce_raw(kafka_bootstrap, history, [
+        encode(request[0], link=first), encode(request[1], link=first), encode(request[2], link=b"\x03" * 5),
+        encode(request[2], link=second), encode(request[3], link=second)])
+    follower = follow(history, topics("state"), keyring=keyring)
+    assert follower.catch_up(60)
+    follower.close()
+    assert (follower.skipped, follower.applied_offset) == (1, 3)
+    (dead,) = (tmp_path / "f" / "dead-letter.jsonl").read_text().splitlines()
+    assert (json.loads(dead)["kafka_offset"], json.loads(dead)["reason"]) == (
+        2, "history frame whose link is 5 bytes, not 0 or 32")
+    with Log.open(tmp_path / "f" / "store", keyring=keyring, read_only=True) as log:
+        assert [[env.offset for env in log.decode(batch)] for batch in log.batches()] == [[0, 1], [2, 3]]
+    path = tmp_path / "f" / "follower.json"
+    checkpoint = json.loads(path.read_text())
+    assert (checkpoint["applied_at"], checkpoint["applied_link"]) == (4, second.hex())
+    path.write_text(json.dumps({**checkpoint, "applied_link": first.hex()}))
+    with pytest.raises(FollowerError, match="diverges from its topic: it applied log offset 3 from Kafka offset 4, "
+                                            "but the topic holds log offset 3 there with another chain link"):
+        follow(history, topics("state"), name="f", keyring=keyring).catch_up(60)
+
+
 def test_dead_letters_keep_the_raw_message(store, poisoned, follow, tmp_path):
     """The dead-letter record holds the message's bytes, so nothing is silently lost."""
     import base64

@@ -30,10 +30,12 @@ from secmeta.consumers.kafka.wire import (
     history_position,
     is_format_marker,
     is_removal,
+    linked_decoder,
     message_decoder,
     message_encoder,
     message_link,
     message_offset,
+    positioned_decoder,
 )
 from secmeta.events.codec import EventCodec
 from secmeta.events.keyring import SealedSecret
@@ -346,8 +348,8 @@ _HEADER_VALUES = st.one_of(
 def _mangled(envelope: Envelope, offset: int, data) -> tuple:
     """A message of ``envelope`` at ``offset`` in either format, perhaps mangled: headers changed, dropped, repeated
     or given as another bytes type, the value cut or changed, the key of another entity."""
-    form = data.draw(st.sampled_from([encode_message, _state_message, format2_message, format1_message]),
-                     label="format")
+    form = data.draw(st.sampled_from([encode_message, _linked_message, _state_message, format2_message,
+                                      _linked2_message, format1_message]), label="format")
     key, value, headers = form(CODEC, at(envelope, offset))
     headers = list(headers)
     if not headers and data.draw(st.booleans(), label="headers added to a format 3 message"):
@@ -380,6 +382,16 @@ def _mangled(envelope: Envelope, offset: int, data) -> tuple:
         value = None
     key = data.draw(st.sampled_from([key, None, b"acl:other", key[:-1], bytearray(key)]), label="key")
     return key, value, headers
+
+
+def _linked_message(codec, envelope: Envelope) -> tuple[bytes, bytes, list]:
+    """A format 3 history message with its batch's link."""
+    return message_encoder(codec)(envelope, link=bytes(range(32)))
+
+
+def _linked2_message(codec, envelope: Envelope) -> tuple[bytes, bytes, list]:
+    """A format 2 history message with its batch's link (a secmeta.link header)."""
+    return format2_message(codec, envelope, bytes(range(32)).hex().encode())
 
 
 def _state_message(codec, envelope: Envelope) -> tuple[bytes, bytes, list]:
@@ -419,6 +431,29 @@ def test_the_straight_path_reads_every_message_as_the_careful_path_does(route, e
     careful = _outcome(_careful_decoder(SingleObjects(CODEC), topic), message)
     expected = careful if isinstance(careful, str) else form(careful)
     assert repr(_outcome(reader(CODEC, topic), message)) == repr(expected)  # a changed byte may make a NaN (nan != nan)
+
+
+# The readers that give the frame's extra beside the envelope, each as its topic's message_decoder and the reader of
+# that extra on its own (which parses the frame again) give it.
+_WITH_EXTRA = {"linked": (linked_decoder, KIND_HISTORY, lambda v, h: _outcome(lambda: message_link(v, h), ())),
+               "positioned": (positioned_decoder, KIND_STATE, history_position)}
+
+
+@pytest.mark.parametrize("route", _WITH_EXTRA)
+@given(_ACL_HEAVY, st.integers(0, 2**62), st.data())
+def test_the_extra_read_with_the_event_is_what_its_own_reader_gives(route, envelope, offset, data):
+    """linked_decoder gives the envelope message_decoder gives on the history topic and the link message_link gives
+    (None where that refuses a link: an unknown one); positioned_decoder the envelope on the state topic and the
+    position history_position gives; or the same refusal. Any message, intact or mangled, in any format."""
+    reader, topic, extra = _WITH_EXTRA[route]
+    key, value, headers = message = _mangled(envelope, offset, data)
+    envelope_alone = _outcome(message_decoder(CODEC, topic), message)
+    if isinstance(envelope_alone, str):
+        expected: object = envelope_alone
+    else:
+        found = extra(value, headers)
+        expected = (envelope_alone, None if isinstance(found, str) else found)
+    assert repr(_outcome(reader(CODEC), message)) == repr(expected)
 
 
 _DOCUMENTED_FRAMES = {(b"H", 0), (b"H", 32), (b"S", 8)}  # the module docstring's: a link of 0 or 32 bytes, an offset
