@@ -340,13 +340,15 @@ class DecoderCompiler:
         branches: Sequence[EventBranch],
         envelope: type | None,
         bodies: bool = False,
+        rows: bool = False,
     ) -> Callable[[bytes, int], tuple[Any, int]]:
         """The decoder of ``array<group>``; ``branches`` follow the events union's order.
 
         With an ``envelope`` class it returns every event in its envelope; with None only the events
         (the groups' header fields are read and dropped), a branch with a ``row`` as that tuple. With
         ``bodies`` it returns ``(what it read, bodies)``: each event's record bytes as the batch holds them
-        (after its union index), which are the body of the event's single-object encoding.
+        (after its union index), which are the body of the event's single-object encoding. With ``rows`` and an
+        ``envelope`` class, a branch with a ``row`` is that tuple in its envelope (whose fingerprint names its type).
         """
         names = [f["name"] for f in group["fields"]]
         if "events" not in names or any(
@@ -371,7 +373,7 @@ class DecoderCompiler:
                 if name in ENVELOPE_ATTRS:  # read (and checked) even when unused: as fastavro would
                     self.read(field["type"], f"g_{name}", Leaf(name, None, None), at, reuse=True)
                 elif name == "events":
-                    self._events(field["type"], branches, envelope, at, bodies)
+                    self._events(field["type"], branches, envelope, at, bodies, rows)
                 else:
                     self.skip(field["type"], at, frozenset())
 
@@ -383,7 +385,7 @@ class DecoderCompiler:
 
     def _events(
         self, events: Any, branches: Sequence[EventBranch], envelope: type | None, indent: int,
-        bodies: bool = False,
+        bodies: bool = False, rows: bool = False,
     ) -> None:
         events = resolve(events, self.named)
         union = resolve(events["items"], self.named) if kind(events) == "array" else None
@@ -407,10 +409,10 @@ class DecoderCompiler:
                 branch = branches[index]
                 if bodies:
                     self._line("body_at = p", at2)
-                if envelope is None and branch.row is not None:
+                if (envelope is None or rows) and branch.row is not None:
                     self.read_row(branch.record, branch.plan, branch.row, "ev", at2)
-                    return
-                self.read_record(branch.record, branch.plan, "ev", at2)
+                else:
+                    self.read_record(branch.record, branch.plan, "ev", at2)
                 if envelope is not None:
                     self._line(f"fp = {self.src.name('fp', branch.fingerprint)}", at2)
 

@@ -143,6 +143,7 @@ class EventCodec:
         self._envelope_decoder: list[Callable | None] = []
         self._events_decoder: list[Callable | None] = []
         self._bodies_decoder: list[Callable | None] = []  # decode_batch_bodies'
+        self._rows_decoder: list[Callable | None] = []  # decode_batch_rows'
         self._group_branches = (group, branches)
 
     @classmethod
@@ -207,14 +208,14 @@ class EventCodec:
             self._encoders[schema.cls] = compiler.compile_event(record, schema.cls, index)
 
     def _compile_decoder(self, group: dict[str, Any], branches: list[Any], envelope: type | None,
-                         bodies: bool = False) -> Callable | None:
+                         bodies: bool = False, rows: bool = False) -> Callable | None:
         events = []
         for branch in branches:
             schema = self._by_full_name[branch_name(branch)]
             record = self._named[schema.full_name]
             events.append(EventBranch(record, schema.plan, schema.fingerprint, getattr(schema.cls, "ROW", None)))
         try:
-            return DecoderCompiler(self._named).compile_batch(group, events, envelope, bodies)
+            return DecoderCompiler(self._named).compile_batch(group, events, envelope, bodies, rows)
         except Unsupported:  # fastavro reads every batch then
             return None
 
@@ -370,6 +371,25 @@ class EventCodec:
                     return envelopes, bodies
         return self.decode_batch(payload, writer_fingerprint, base_offset), None
 
+    def decode_batch_rows(
+        self, payload: bytes, writer_fingerprint: bytes, base_offset: int = 0
+    ) -> tuple[list[Envelope], list[bytes]] | None:
+        """``decode_batch_bodies`` with the event of a type that declares a row (``AclCreated.ROW``) left as that row
+        in its envelope (``Envelope.event`` the row tuple; ``Envelope.fingerprint`` names its type), for a writer of
+        the bodies that needs no such event built (the Kafka publisher); None where ``decode_batch_bodies`` would give
+        no bodies (another schema than the current one, or a batch the compiled decoder does not read whole): the
+        caller reads that batch with ``decode_batch_bodies``."""
+        decode = self._compiled_once(self._rows_decoder, Envelope, bodies=True, rows=True)
+        if decode is not None and writer_fingerprint == self.fingerprint:
+            buf = payload if payload.__class__ is bytes else bytes(payload)
+            try:
+                read, end = decode(buf, base_offset)
+            except Exception:  # noqa: BLE001 - malformed: decode_batch names the problem
+                return None
+            if end == len(buf):
+                return read  # type: ignore[no-any-return]
+        return None
+
     @property
     def _compiled_decode(self) -> Callable | None:
         """The envelopes' decoder (compiled on first use)."""
@@ -381,10 +401,10 @@ class EventCodec:
         return self._compiled_once(self._events_decoder, None)
 
     def _compiled_once(self, held: list[Callable | None], envelope: type | None,
-                       bodies: bool = False) -> Callable | None:
+                       bodies: bool = False, rows: bool = False) -> Callable | None:
         """The batch decoder ``held`` keeps, compiled into it on first use."""
         if not held:
-            held.append(self._compile_decoder(*self._group_branches, envelope, bodies))
+            held.append(self._compile_decoder(*self._group_branches, envelope, bodies, rows))
         return held[0]
 
     def decode_events(self, payload: bytes, writer_fingerprint: bytes) -> list[Event | tuple]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from io import BytesIO
 
@@ -531,6 +532,21 @@ def test_every_shipped_schema_has_fastavros_crc64_fingerprint():
     schemas = [json.loads(CODEC.writer_schema_json)] + [CODEC._event_schema(t).inlined for t in CODEC.event_types]
     for schema in schemas:
         assert avro_fingerprint(schema).hex() == fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO")
+
+
+@given(envs=st.one_of(event_lists, request_batches))
+def test_a_batchs_rows_are_its_envelopes_with_each_row_types_event_as_its_row(envs):
+    """decode_batch_rows gives decode_batch_bodies' envelopes and bodies, but each event of a type that declares a row
+    (AclCreated) as that row (the event's own row(), as a replay takes it), its envelope's fingerprint still its
+    type's."""
+    from secmeta.events.records import replay_form
+
+    payload = CODEC.encode_batch(7, envs)
+    envelopes, bodies = CODEC.decode_batch_bodies(payload, CODEC.fingerprint, 7)
+    read = CODEC.decode_batch_rows(payload, CODEC.fingerprint, 7)
+    assert read is not None and read[1] == bodies
+    assert read[0] == [dataclasses.replace(env, event=replay_form(env.event)) for env in envelopes]
+    assert [env.event.__class__ is tuple for env in read[0]] == [isinstance(env.event, AclCreated) for env in envs]
 
 
 @given(envs=st.one_of(event_lists, request_batches))

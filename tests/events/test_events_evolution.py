@@ -231,4 +231,5 @@ def test_old_batches_give_no_bodies_to_reuse(new_codec):
     new_codec.register_writer_schema(OLD.writer_schema_json)
     envelopes, bodies = new_codec.decode_batch_bodies(OLD.encode_batch(10, ENVELOPES), OLD.fingerprint, 10)
     assert bodies is None
+    assert new_codec.decode_batch_rows(OLD.encode_batch(10, ENVELOPES), OLD.fingerprint, 10) is None
     assert [e.event for e in envelopes] == [e.event for e in ENVELOPES]
