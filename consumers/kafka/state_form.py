@@ -55,7 +55,7 @@ class StateForm:
         kind = self._kind_of(event)
         role = kind.role(event)
         if not kind.updates:
-            if event.__class__ not in kind.closing_when_none:
+            if _by_type(kind, event.__class__) is not None:
                 self._as_is[event.__class__] = role == "close"
             return envelope, role == "close"
         key = event.entity_key
@@ -72,6 +72,17 @@ class StateForm:
             return envelope, False
         whole = self._pending[key] = kind.updated(current, event)
         return replace(envelope, event=whole), False
+
+    def of_type(self, cls: type) -> bool | None:
+        """For an event type whose events go out as themselves whatever they hold (its kind has no update events,
+        and its role is its type's alone): whether a tombstone follows each; None for any other type (the form
+        depends on the event: ``of``)."""
+        closes = self._as_is.get(cls)
+        if closes is None:
+            closes = _by_type(self._kind_of(cls), cls)  # type: ignore[arg-type]
+            if closes is not None:
+                self._as_is[cls] = closes
+        return closes
 
     def _current(self, key: str) -> Event | None:
         if key in self._pending:
@@ -94,3 +105,12 @@ class StateForm:
     def discard(self) -> None:
         """The chunk will be sent again: forget its changes."""
         self._pending.clear()
+
+
+def _by_type(kind: EntityKind, cls: type) -> bool | None:
+    """Whether a tombstone follows each event of ``cls`` when its events go out as themselves whatever they hold (its
+    kind has no update events, and its role is its type's alone: no ``closed_when_none`` attribute decides it);
+    None otherwise."""
+    if kind.updates or cls in kind.closing_when_none:
+        return None
+    return cls in kind.closes

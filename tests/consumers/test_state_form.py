@@ -122,3 +122,18 @@ def test_whether_a_tombstone_follows_is_asked_of_each_event_whose_type_does_not_
               ClientQuotaAltered("user=bob", "producer_byte_rate", 2.0)]
     events = [AclCreated("a1", binding), AclDeleted("a1", binding), AclCreated("a2", binding), *quotas]
     assert [closes for _, _, closes in folded(form, events)] == [False, True, False, False, True, True, False]
+
+
+def test_a_types_form_is_known_by_type_only_where_no_event_of_it_decides():
+    """of_type: ACL creations go out as themselves, a deletion followed by a tombstone, by their type alone; a token's
+    issue and renewal (their kind has updates) and a quota's change (closed when its value is None) depend on the
+    event: None. Where it answers, it is what of() gives the type's events."""
+    from secmeta.events.records import ClientQuotaAltered
+
+    form = StateForm(lambda: ())
+    assert (form.of_type(AclCreated), form.of_type(AclDeleted)) == (False, True)
+    assert [form.of_type(cls) for cls in (DelegationTokenRenewed, DelegationTokenIssued, ClientQuotaAltered)] == [
+        None] * 3
+    binding = acl()
+    assert [closes for _, closes in (form.of(at(0, AclCreated("a", binding))), form.of(at(1, AclDeleted("a", binding))))
+            ] == [False, True]
