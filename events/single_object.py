@@ -76,6 +76,10 @@ class SingleObjects:
             return self.codec.to_single_object(event)
         return header + b"".join(parts)[1:]
 
+    def header(self, cls: type) -> bytes:
+        """The single-object header of ``cls``'s events: C3 01 and the schema fingerprint (KeyError: not the codec's)."""
+        return self._encoders[cls][0]
+
     def of_body(self, event: Event, body: bytes) -> bytes:
         """The single-object encoding of ``event`` given its body as its current schema writes it (a batch's
         record bytes: ``EventCodec.decode_batch_bodies``): ``encode(event)`` without encoding it again."""

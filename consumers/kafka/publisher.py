@@ -69,6 +69,7 @@ from secmeta.consumers.kafka.wire import (
     message_decoder,
     message_encoder,
     message_pair_encoder,
+    row_types,
     state_value,
 )
 from secmeta.core.errors import InvalidValueError, SecmetaError
@@ -324,6 +325,9 @@ class Publisher:
         self._backoff = 0.0
         self._last_stage = ""
         self._state_form = StateForm(self._opened_at_checkpoint)
+        # The log is read with ACL creations left as rows (EventCodec.decode_batch_rows: no binding built) when every
+        # type read so goes out to the state topic as itself with no tombstone, by its type alone; else read whole.
+        self._rows = all(self._state_form.of_type(cls) is False for cls in row_types(self._log.codec).values())
         self._closed = False
 
     # -- checkpoint ----------------------------------------------------------------------
@@ -686,7 +690,8 @@ class Publisher:
         the history message's Kafka offset instead of the link; a tombstone carries it as a header."""
         form = self._state_form
         for env, (key, _, head, tail), position in zip(envelopes, encoded, positions):
-            whole, closes = form.of(env)
+            # a row (_read_linked) goes out as itself, no tombstone: its type's form (checked at open: _rows)
+            whole, closes = (env, False) if env.event.__class__ is tuple else form.of(env)
             if whole is not env:
                 key, value, _ = self._encode(whole, history_offset=position)
             else:
@@ -699,13 +704,16 @@ class Publisher:
 
     def _read_linked(self, start: int, end: int) -> tuple[list, list[bytes | None], list[bytes]]:
         """The events in [start, end), each one's body as its batch holds it (None: encode it afresh;
-        ``EventCodec.decode_batch_bodies``) and the chain link of the log batch that holds it."""
+        ``EventCodec.decode_batch_bodies``) and the chain link of the log batch that holds it. An event of a type
+        that declares a row is that row in its envelope (``EventCodec.decode_batch_rows``), when ``_rows``."""
         envelopes: list = []
         bodies: list[bytes | None] = []
         links: list[bytes] = []
-        decode = self._log.codec.decode_batch_bodies
+        codec = self._log.codec
+        decode, rows = codec.decode_batch_bodies, codec.decode_batch_rows if self._rows else None
         for batch in self._log.batches(start, end):
-            events, logged = decode(batch.payload, batch.schema_fp, batch.base_offset)
+            read = None if rows is None else rows(batch.payload, batch.schema_fp, batch.base_offset)
+            events, logged = decode(batch.payload, batch.schema_fp, batch.base_offset) if read is None else read
             held: list[bytes | None] = [None] * len(events) if logged is None else logged  # type: ignore[assignment]
             if batch.base_offset < start or batch.next_offset > end:  # a batch the range cuts
                 first = max(start - batch.base_offset, 0)

@@ -99,6 +99,7 @@ __all__ = [
     "message_pair_encoder",
     "message_offset",
     "positioned_decoder",
+    "row_types",
     "state_value",
 ]
 
@@ -240,9 +241,14 @@ def message_pair_encoder(codec: EventCodec) -> Callable[[Envelope, bytes | None,
 
     The heads (everything before the log offset) are made once for a run of envelopes that carry the same request
     values and link (a logged batch's events come by request).
+
+    An envelope may hold its event as a row (``EventCodec.decode_batch_rows``: a type of ``row_types``, named by the
+    envelope's fingerprint), given its body: its value is the same bytes, its key its type's ``row_entity_key``.
     """
     objects = SingleObjects(codec)
     encode_value, of_body = objects.encode, objects.of_body
+    rows = {fingerprint: (objects.header(cls), cls.row_entity_key)  # type: ignore[attr-defined]
+            for fingerprint, cls in row_types(codec).items()}
     pack, offset_bytes = _FRAME.pack, _OFFSET.pack
     # the last envelope's request values, link, history head and state head
     shared: list = [None, None, b"", b""]
@@ -256,10 +262,20 @@ def message_pair_encoder(codec: EventCodec) -> Callable[[Envelope, bytes | None,
             raw = _request_json(*request)
             shared[:] = (request, link, pack(MAGIC, FORMAT, KIND_HISTORY, len(raw), len(link)) + raw + link,
                          pack(MAGIC, FORMAT, KIND_STATE, len(raw), 8) + raw)
+        if event.__class__ is tuple:  # a row, with its body (decode_batch_rows)
+            header, key_of = rows[envelope.fingerprint]
+            tail = offset_bytes(envelope.offset) + header + body  # type: ignore[operator]
+            return key_of(event).encode(), shared[2] + tail, shared[3], tail
         tail = offset_bytes(envelope.offset) + (encode_value(event) if body is None else of_body(event, body))
         return event.entity_key.encode(), shared[2] + tail, shared[3], tail
 
     return encode
+
+
+def row_types(codec: EventCodec) -> dict[bytes, type]:
+    """The event types ``EventCodec.decode_batch_rows`` leaves as rows in their envelopes (those that declare a
+    ``ROW``), by their fingerprint (the envelope's)."""
+    return {fingerprint: cls for cls, fingerprint in SingleObjects(codec).fingerprints.items() if hasattr(cls, "ROW")}
 
 
 def state_value(head: bytes, history_offset: int, tail: bytes) -> bytes:

@@ -35,7 +35,9 @@ from secmeta.consumers.kafka.wire import (
     message_encoder,
     message_link,
     message_offset,
+    message_pair_encoder,
     positioned_decoder,
+    state_value,
 )
 from secmeta.events.codec import EventCodec
 from secmeta.events.keyring import SealedSecret
@@ -534,6 +536,23 @@ def test_a_bound_encoder_writes_each_message_as_a_lone_encode_does(batch, data):
         run.append(same if changed is None else dataclasses.replace(same, **{changed: getattr(envelope, changed)}))
     encode = message_encoder(CODEC)
     assert [encode(e) for e in run] == [encode_message(CODEC, e) for e in run]
+
+
+@given(st.lists(envelopes(st.one_of(events_of_each_type()[AclCreated], events)), min_size=1, max_size=12),
+       st.binary(min_size=32, max_size=32))
+def test_the_pair_encoder_writes_a_row_read_batch_as_the_whole_events(batch, link):
+    """The publisher reads a logged batch with ACL creations left as rows (EventCodec.decode_batch_rows): each key,
+    history value and state head and tail is the one the same batch read whole (decode_batch_bodies) gives, and the
+    state value the one message_encoder gives with the history offset."""
+    payload = CODEC.encode_batch(3, batch)
+    whole, bodies = CODEC.decode_batch_bodies(payload, CODEC.fingerprint, 3)
+    rows, row_bodies = CODEC.decode_batch_rows(payload, CODEC.fingerprint, 3)
+    assert any(env.event.__class__ is tuple for env in rows) == any(isinstance(e.event, AclCreated) for e in batch)
+    from_rows, from_whole = message_pair_encoder(CODEC), message_pair_encoder(CODEC)
+    pairs = [from_rows(env, body, link) for env, body in zip(rows, row_bodies, strict=True)]
+    assert pairs == [from_whole(env, body, link) for env, body in zip(whole, bodies, strict=True)]
+    assert [state_value(head, 9, tail) for _, _, head, tail in pairs] == [
+        message_encoder(CODEC)(env, history_offset=9)[1] for env in whole]
 
 
 def _with_request(**changes) -> tuple[bytes, bytes, list]:
