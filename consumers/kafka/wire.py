@@ -470,30 +470,38 @@ def _reader(objects: SingleObjects, replay: bool, topic: bytes | None,
     frames = _ANY_FRAME if topic is None else _FRAMES[topic]  # the (kind, extra length) the topic takes
     make, fields, unpack, framed, size = _new_envelope, _request_fields, _FRAME.unpack_from, _FRAMED, _FRAME_SIZE
     log_offset = _OFFSET.unpack_from
-    held: list = [b"\x00", None]  # the last frame's request, and its fields (a request's events come in a run)
+    # The last frame's head (everything before its log offset) once checked whole: its request's fields, its length
+    # and what its extra holds (of_frame's). A request's events come in a run: the same head, compared in one step.
+    held: list = [None, None, 0, None]
 
     def read(key: bytes | None, value: bytes | None, headers: Sequence | None) -> Any:
         try:
-            if value[:4] == framed and value.__class__ is bytes:  # type: ignore[index]
+            head = held[0]
+            framed_value = (head is not None and value.startswith(head)  # type: ignore[union-attr]
+                            and value.__class__ is bytes)
+            if framed_value:  # the last frame's head: its kind, lengths and request are checked
+                offset_at, (before, after) = held[2], held[1]
+            elif value[:4] == framed and value.__class__ is bytes:  # type: ignore[index]
                 _, _, kind, length, extra = unpack(value)  # type: ignore[arg-type]
                 offset_at = size + length + extra
+                log_offset(value, offset_at)  # type: ignore[arg-type]  # the head is whole: a log offset follows
+                if (kind, extra) not in frames:
+                    raise ValueError
+                before, after = fields(value[size:size + length], FORMAT)  # type: ignore[index]  # on both routes
+                held[:] = (value[:offset_at], (before, after), offset_at,  # type: ignore[index]
+                           None if of_frame is None else of_frame(value[size + length:offset_at]))  # type: ignore[index]
+                framed_value = True
+            if framed_value:
                 (offset,) = log_offset(value, offset_at)  # type: ignore[arg-type]
                 event = value[offset_at + 8:]  # type: ignore[index]
                 compiled, fingerprint, key_of = decoders[event[:10]]
-                if offset < 0 or (kind, extra) not in frames:
+                if offset < 0:
                     raise ValueError
                 got, end = compiled(event)
                 if end != len(event) or (key is not None and key != key_of(got).encode()):
                     raise ValueError
-                if length == len(held[0]) and value.startswith(held[0], size):  # type: ignore[union-attr]
-                    before, after = held[1]
-                else:  # read and checked on both routes
-                    request = value[size:size + length]  # type: ignore[index]
-                    before, after = fields(request, FORMAT)
-                    held[:] = request, (before, after)
                 if of_frame is not None:
-                    return (make(offset, *before, got, fingerprint, *after),
-                            of_frame(value[size + length:offset_at]))  # type: ignore[index]
+                    return make(offset, *before, got, fingerprint, *after), held[3]
             else:
                 found = dict(headers)  # type: ignore[arg-type]
                 raw, request = found[HEADER_OFFSET], found[HEADER_REQUEST]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -480,6 +481,51 @@ def test_a_frame_is_read_exactly_when_its_kind_and_extra_length_are_the_document
                 if isinstance(careful, str):
                     assert careful.startswith(f"frame of unknown kind {kind!r}") if kind not in (b"H", b"S") else (
                         f"whose {'link' if kind == b'H' else 'history offset'} is {extra} bytes" in careful)
+
+
+_ONE_READER = {"event": (lambda topic: message_decoder(CODEC, topic), lambda envelope: envelope),
+               "row": (lambda topic: event_reader(CODEC, topic), _as_replay_takes_it),
+               "linked": (lambda topic: linked_decoder(CODEC), None),
+               "positioned": (lambda topic: positioned_decoder(CODEC), None)}
+
+
+@pytest.mark.parametrize("route", _ONE_READER)
+@given(st.lists(st.tuples(_ACL_HEAVY, st.integers(0, 2**62), st.booleans(),
+                          st.sampled_from([b"", b"\x07" * 32, b"\x08" * 32])), min_size=2, max_size=8), st.data())
+def test_one_reader_reads_a_run_of_messages_each_as_a_fresh_reader_does(route, drawn, data):
+    """A reader keeps the last frame's head (checked once) for the run of messages that share it: each message of a
+    run, intact or mangled (cut, a byte changed, another key), the request shared with the one before or changed, the
+    link and history offset alike, reads as a fresh reader reads it alone, or is refused alike."""
+    topic = {"linked": KIND_HISTORY, "positioned": KIND_STATE}.get(route, data.draw(
+        st.sampled_from([KIND_HISTORY, KIND_STATE]), label="topic"))
+    encode = message_encoder(CODEC)
+    make, form = _ONE_READER[route]
+    reader, messages, previous = make(topic), [], None
+    for envelope, offset, same_request, link in drawn:
+        if same_request and previous is not None:
+            envelope = dataclasses.replace(envelope, **{f: getattr(previous, f) for f in _REQUEST_FIELDS})
+        previous = envelope
+        key, value, headers = (encode(at(envelope, offset), link=link) if topic == KIND_HISTORY else
+                               encode(at(envelope, offset), history_offset=offset // 3))
+        change = data.draw(st.sampled_from(["none", "none", "cut", "byte", "key"]), label="change")
+        if change == "cut":
+            value = value[:data.draw(st.integers(0, len(value) - 1), label="cut at")]
+        elif change == "byte":
+            at_byte = data.draw(st.integers(0, len(value) - 1), label="byte at")
+            value = value[:at_byte] + bytes([value[at_byte] ^ data.draw(st.integers(1, 255), label="xor")]) + \
+                value[at_byte + 1:]
+        elif change == "key":
+            key = b"acl:other"
+        messages.append((key, value, headers))
+    def shown(outcome) -> str:  # a refusal may name an object by its address
+        return re.sub(r" at 0x[0-9a-f]+", "", repr(outcome))
+
+    for message in messages:
+        expected = _outcome(make(topic), message)
+        if form is not None and not isinstance(expected, str):
+            careful = _outcome(_careful_decoder(SingleObjects(CODEC), topic), message)
+            assert shown(expected) == shown(form(careful))
+        assert shown(_outcome(reader, message)) == shown(expected)
 
 
 @given(_ACL_HEAVY, st.integers(0, 2**62), st.data())
