@@ -9,6 +9,7 @@ are Delta's ``timestamp`` (UTC microseconds), so no table feature is needed.
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import DateType, StructField, StructType
 
 from secmeta.consumers.spark import intervals
@@ -16,7 +17,7 @@ from secmeta.consumers.spark.intervals import KINDS
 from secmeta.consumers.spark.rows import SCHEMA
 from secmeta.consumers.spark.tables import HISTORY
 
-__all__ = ["HISTORY_SCHEMA", "delta_schema", "partition_columns", "schema"]
+__all__ = ["HISTORY_SCHEMA", "delta_schema", "empty", "partition_columns", "schema"]
 
 HISTORY_SCHEMA = StructType([*SCHEMA.fields, StructField("event_date", DateType(), True)])
 _KIND = {k.name: k for k in KINDS} | {k.intervals: k for k in KINDS}
@@ -25,6 +26,14 @@ _KIND = {k.name: k for k in KINDS} | {k.intervals: k for k in KINDS}
 def schema(name: str) -> StructType:
     """The Spark schema of table ``name`` (one of ``tables.TABLE_NAMES``)."""
     return HISTORY_SCHEMA if name == HISTORY else intervals.schema(_KIND[name])
+
+
+def empty(spark: SparkSession, name: str) -> DataFrame:
+    """Table ``name`` with no rows, in its schema: a local relation (from Arrow), so no query over it starts a
+    Spark job (``createDataFrame([])`` makes an RDD, and each query a job over it: ~0.5 s on a loaded machine)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return spark.createDataFrame(to_arrow_schema(schema(name), timezone="UTC").empty_table())
 
 
 def partition_columns(name: str) -> list[str]:

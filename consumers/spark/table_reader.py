@@ -21,7 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from secmeta.consumers.spark.intervals import KINDS, Kind
-from secmeta.consumers.spark.schemas import schema
+from secmeta.consumers.spark.schemas import empty, schema
 from secmeta.consumers.spark.tables import HISTORY, Kept, Tables, TablesError, Version
 
 __all__ = ["VIEWS", "TableReader"]
@@ -38,6 +38,7 @@ class TableReader:
         self.tables = Tables(tables_dir)
         current = self.tables.check()
         self.version: Version = current if version is None else self.tables.version(version)
+        self._frames: dict[tuple[str, int], tuple[list[str], DataFrame]] = {}  # (table, Delta version): files, frame
 
     @property
     def offset(self) -> int:
@@ -45,13 +46,23 @@ class TableReader:
         return self.version.offset
 
     def _read(self, name: str, at: Version | Kept) -> DataFrame:
+        """Table ``name`` at the Delta version ``at`` names: read once per reader (a Delta version's files do not
+        change), its files checked on every read (TablesError once retention has deleted them)."""
+        key = (name, at.tables[name])
+        if key in self._frames:
+            files, frame = self._frames[key]
+            self.tables.require_kept(name, at, files)
+            return frame
         files = self.tables.files(name, at)
         if not files:
-            return self.spark.createDataFrame([], schema(name))
-        reader = self.spark.read.schema(schema(name))
-        if name == HISTORY:  # event_date, the partition column, comes from the files' directories
-            reader = reader.option("basePath", self.tables.table_path(name).as_uri())
-        return reader.parquet(*files)
+            frame = empty(self.spark, name)
+        else:
+            reader = self.spark.read.schema(schema(name))
+            if name == HISTORY:  # event_date, the partition column, comes from the files' directories
+                reader = reader.option("basePath", self.tables.table_path(name).as_uri())
+            frame = reader.parquet(*files)
+        self._frames[key] = (files, frame)
+        return frame
 
     def history(self) -> DataFrame:
         """Every event compacted, redacted (the source schema plus ``event_date``, its partition)."""

@@ -262,9 +262,14 @@ class Tables:
         Raises TablesError if retention has deleted them (a version older than the kept ones).
         """
         files = self.delta(name, version.tables[name]).file_uris()
+        self.require_kept(name, version, files)
+        return files
+
+    def require_kept(self, name: str, version: Version | Kept, files: list[str]) -> None:
+        """Raise TablesError if retention has deleted any of ``files``, table ``name``'s at ``version``
+        (``files``' answer, checked again by a reader that keeps the list)."""
         missing = [f for f in files if not os.path.exists(f.removeprefix("file://"))]
         if missing:
             raise TablesError(
                 f"version {version.delta_version} of {self.path} (offset {version.offset}) is no longer kept: "
                 f"retention deleted {len(missing)} of its {name} files; see `secmeta spark versions`")
-        return files

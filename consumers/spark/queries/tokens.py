@@ -88,13 +88,15 @@ def token_access_at(reader: TableReader, n: int, now_ms: int | None = None) -> l
     """The token accesses live in the state after the first ``n`` events at ``now_ms`` (default: the time of
     that state's last event), as ``store.token_access(at=...)`` answers: the store's fold
     (``token_accesses``) over the token events before ``n`` (the history table starts at offset 0)."""
-    history = reader.history()
+    wanted = F.col("event_type").isin(*TOKENS.event_names) & (F.col("offset") < F.lit(n))
+    if now_ms is None:  # the state's last event too, for its time: one Spark job for both
+        wanted = wanted | (F.col("offset") == F.lit(n - 1))
+    # the token events are few: sorted here rather than by a Spark sort (a sampling job and a shuffle)
+    rows = sorted(reader.history().where(wanted).collect(), key=lambda row: row.offset)
     if now_ms is None:
-        last = history.where(F.col("offset") == F.lit(n - 1)).select("timestamp_ms").collect()
-        if not last:
+        if not rows or rows[-1].offset != n - 1:
             return []
-        now_ms = last[0].timestamp_ms
-    rows = (history.where(F.col("event_type").isin(*TOKENS.event_names) & (F.col("offset") < F.lit(n)))
-            .orderBy("offset").collect())
-    entries = (HistoryEntry.of(envelope_from_row(row.asDict())) for row in rows)
+        now_ms = rows[-1].timestamp_ms
+    entries = (HistoryEntry.of(envelope_from_row(row.asDict())) for row in rows
+               if row.event_type in TOKENS.event_names)
     return [a for a in token_accesses(entries) if a.live(n, now_ms)]

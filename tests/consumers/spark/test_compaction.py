@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import uuid
 
 import pytest
 
@@ -111,6 +113,44 @@ def test_old_versions_past_retention_are_vacuumed(spark, compacted):
     old = Tables(tables).versions()[1]
     with pytest.raises(TablesError, match=f"version {old.delta_version} of .* is no longer kept"):
         TableReader(spark, tables, version=old.delta_version).snapshot("acls").collect()
+
+
+def test_a_reader_whose_version_retention_deleted_after_a_read_says_so(spark, compacted, tmp_path):
+    """A reader keeps the tables it has read; once retention has deleted a kept version's files, reading that
+    version again raises the TablesError a new reader raises, naming the version, not Spark's missing file."""
+    _, tables, _ = compacted
+    copy = _copy(tables, tmp_path)
+    reader = TableReader(spark, copy)
+    kept = reader.version.kept[0]
+    assert kept.offset != reader.offset
+    assert reader.snapshot("acls", kept.offset).collect()
+    for uri in reader.tables.files("acls", kept):
+        os.remove(uri.removeprefix("file://"))
+    message = f"version {kept.delta_version} of .* is no longer kept: retention deleted"
+    for read in (lambda: reader.snapshot("acls", kept.offset), lambda: TableReader(spark, copy).snapshot(
+            "acls", kept.offset)):
+        with pytest.raises(TablesError, match=message):
+            read()
+    assert reader.snapshot("acls").collect()  # the current version's files are still there
+
+
+def test_an_empty_table_has_its_schema_and_no_query_of_it_starts_a_spark_job(spark):
+    """A table with no files (a kind nothing happened to) reads as a local relation in the table's schema."""
+    from pyspark.sql import functions as F
+
+    from secmeta.consumers.spark.schemas import empty, schema
+
+    sc = spark.sparkContext
+    group = f"empty-tables-{uuid.uuid4().hex}"
+    sc.setJobGroup(group, "empty tables")
+    try:
+        for name in TABLE_NAMES:
+            frame = empty(spark, name)
+            assert frame.schema == schema(name), name
+            assert frame.where(F.col(frame.columns[0]).isNotNull()).select(*frame.columns[:2]).collect() == [], name
+        assert sc.statusTracker().getJobIdsForGroup(group) == []
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
 
 
 def test_no_secret_columns(spark, compacted):

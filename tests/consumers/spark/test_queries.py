@@ -250,6 +250,22 @@ def test_who_could_at_lists_token_holders_under_the_owners_grants_as_the_store(s
                     if g.principal == "User:mallory"]
 
 
+def test_who_could_at_runs_one_spark_job_per_table_it_reads(spark, case_b):
+    """At an offset, who_could_at runs one Spark job for the ACLs in force and one for the token events; the
+    empty setting intervals and a reader's second question start no more (a reader reads each table once)."""
+    reader = TableReader(spark, case_b.tables)
+    sc = spark.sparkContext
+    with case_b.space.open() as store:
+        for n in (reader.offset, reader.offset // 2):
+            group = f"who-could-{uuid.uuid4().hex}"
+            sc.setJobGroup(group, "who could")
+            try:
+                assert who_could_at(reader, Op.READ, T, "topic-1", n) == store.who_could(Op.READ, T, "topic-1", at=n)
+                assert len(sc.statusTracker().getJobIdsForGroup(group)) <= 2, n
+            finally:
+                sc.setLocalProperty("spark.jobGroup.id", None)
+
+
 def test_who_could_at_random_requests_equal_the_store(spark, case):
     """Random (operation, resource, point) requests over a random workload."""
     reader = TableReader(spark, case.tables)
