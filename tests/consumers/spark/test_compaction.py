@@ -49,17 +49,24 @@ def test_intervals_equal_the_store_at_every_offset(spark, compacted):
 
 
 def test_shuffled_closes_give_the_same_intervals(spark, compacted, tmp_path, monkeypatch):
-    """Batches with more closes than BROADCAST_CLOSES take the shuffle join: same tables as broadcasting."""
+    """Batches with more closes than BROADCAST_CLOSES take the shuffle join: same tables as broadcasting. Two
+    batches: the second's deletions close ACLs of the first's snapshot as well as of its own events."""
     from secmeta.consumers.spark import compaction
 
-    space, tables, _version = compacted
+    space, tables, version = compacted
     monkeypatch.setattr(compaction, "BROADCAST_CLOSES", 0)
     shuffled = tmp_path / "tables"
-    compact(spark, space.store_dir, shuffled, key_file=str(space.key_file), max_events_per_trigger=25)
+    half = -(-version.offset // 2)
+    compact(spark, space.store_dir, shuffled, key_file=str(space.key_file), max_events_per_trigger=half)
+    assert [v.offset for v in Tables(shuffled).versions()] == [0, half, version.offset]
     for name in ("acl_intervals", "credential_intervals", "token_intervals"):
         want, got = (sorted(map(tuple, TableReader(spark, t).intervals(name).collect()), key=repr)
                      for t in (tables, shuffled))
         assert got == want and got, name
+    closed = [r for r in TableReader(spark, shuffled).intervals("acl_intervals").collect()
+              if r.valid_to_offset is not None]
+    assert any(r.valid_from_offset < half <= r.valid_to_offset for r in closed)  # a close of the first batch's
+    assert any(half <= r.valid_from_offset for r in closed)  # and of the second batch's own ACLs
 
 
 def test_history_holds_every_event_once_by_date(spark, compacted):
