@@ -44,7 +44,7 @@ from secmeta.consumers.spark import intervals
 from secmeta.consumers.spark.commits import BatchCommit, create, record_settings, retain
 from secmeta.consumers.spark.intervals import KINDS
 from secmeta.consumers.spark.log_source import check_log, log_stream
-from secmeta.consumers.spark.schemas import empty, schema
+from secmeta.consumers.spark.schemas import schema
 from secmeta.consumers.spark.tables import (
     HISTORY,
     OPEN_INTERVALS,
@@ -179,7 +179,7 @@ class _Commit:
         def advance(kind: intervals.Kind) -> None:
             files = tables.files(kind.name, current)
             reader = self.spark.read.schema(schema(kind.name))
-            previous = reader.parquet(*files) if files else empty(self.spark, kind.name)
+            previous = reader.parquet(*files) if files else self.spark.createDataFrame([], schema(kind.name))
             few_closes = kind.single_use_keys and stats[f"closes:{kind.name}"] <= BROADCAST_CLOSES
             out = intervals.advance(kind, previous, staged, few_closes=few_closes)
             out.withColumn("open", F.col("valid_to_offset").isNull()).write.partitionBy("open").parquet(
