@@ -244,7 +244,7 @@ class AclsDelta:
     (as Kafka's AclsDelta.replay of a RemoveAccessControlEntryRecord).
     """
 
-    __slots__ = ("image", "_changes", "_bindings", "_runs", "defer_from")
+    __slots__ = ("image", "_changes", "_bindings", "_runs", "defer_from", "_misfit")
 
     def __init__(self, image: AclsImage):
         self.image = image
@@ -257,9 +257,14 @@ class AclsDelta:
         # Changes from which ``apply`` onto an image read in place defers them (``acl_deferred``); time travel
         # defers any number, so that a replay of a few events keeps an answer read in place for the next one.
         self.defer_from = DEFER_FROM
+        # The error of a removal recorded for later that did not fit: the runs after it were never keyed, so every
+        # later read or apply raises it again rather than answer without them.
+        self._misfit: InconsistentEventError | None = None
 
     def _keyed(self) -> dict[str, AclBinding | AclRow | None]:
         """The changes by id, the pending runs of rows recorded in them first (in order: a later row wins)."""
+        if self._misfit is not None:
+            raise self._misfit
         changes = self._changes
         if self._runs:
             runs, self._runs = self._runs, []
@@ -268,7 +273,11 @@ class AclsDelta:
                     changes.update(zip(map(_ACL_ID, run), run))  # type: ignore[arg-type]
                     continue
                 for acl_id, offset in zip(run.acl_ids, run.offsets):  # type: ignore[union-attr]
-                    self._check_removal(changes, acl_id, offset)
+                    try:
+                        self._check_removal(changes, acl_id, offset)
+                    except InconsistentEventError as misfit:
+                        self._misfit = misfit
+                        raise
                     changes[acl_id] = None
         return changes
 

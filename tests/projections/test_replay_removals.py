@@ -144,3 +144,16 @@ def test_removals_checked_later_leave_the_acls_a_delta_reads():
     image = replayed().apply(5).acls
     assert sorted(image.acls) == ["acl-0", "acl-1", "acl-3"]
     assert [image.get(f"acl-{i}") for i in range(4)] == [BINDING, BINDING, None, BINDING]
+
+
+def test_a_delta_whose_removal_checked_later_did_not_fit_refuses_every_later_read():
+    """Once a removal recorded for later is found not to fit, the delta keeps refusing: a caller that caught the
+    error and applies again gets the same error, not an image missing the creations recorded after the removal."""
+    delta = SecurityDelta(SecurityImage.EMPTY)
+    delta.replay_events(0, [replay_form(AclCreated("a1", BINDING))])
+    delta.replay_events(1, [AclDeleted("never-created", BINDING)])  # recorded for later, unchecked
+    delta.replay_events(2, [replay_form(AclCreated("a2", BINDING))])
+    for _ in range(2):
+        with pytest.raises(InconsistentEventError) as refused:
+            delta.apply(3)
+        assert refused.value.offset == 1 and "never-created" in str(refused.value)
