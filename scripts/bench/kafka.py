@@ -13,7 +13,8 @@ bench-cache/kafka, the others as scripts.bench.shapes caches them), then ``--rep
   log reads them) and event_reader (events as a replay takes them, as one without does) per
   event (with the collector paused, as the publisher and the follower run them); and the log read
   and decoded with each message made from the event's logged bytes, as the publisher makes them
-  (EventCodec.decode_batch_bodies: no encode), beside the ceiling above;
+  (EventCodec.decode_batch_bodies: no encode; every event built whole, where the publisher now reads
+  ACL creations as rows, EventCodec.decode_batch_rows, so its own cost is lower), beside the ceiling above;
 * the follower's floor: the image applying the log's events in rounds of ``--round``
   (one delta per batch, an ACL's creation as its row, as the follower applies each batch), without Kafka;
 * the publisher and the follower, as a live standby runs: the log is published
@@ -179,7 +180,8 @@ SIDES = ("before", "after")
 MEASURES = (
     ("log_read_decode", "log read + decode (the ceiling)", None),
     ("wire_encode", "wire encode_message", None),
-    ("log_to_values", "log read + decode + values from the logged bytes (the publisher's)", None),
+    ("log_to_values", "log read + decode + values from the logged bytes (whole events; the publisher reads "
+                      "ACL creations as rows)", None),
     ("wire_decode", "wire decode_message (envelopes: with a local log)", None),
     ("wire_read", "wire event_reader (events as replay takes them)", None),
     ("apply_rounds", "image apply in rounds (the follower's floor)", None),
