@@ -174,7 +174,9 @@ class RemoteAdmin:
 
     def expire_delegation_token(self, hmac: bytes, expiry_period_ms: int = -1, *,
                                 context: RequestContext | None = None) -> int:
-        """Move the token's expiry (negative: now); the new expiry timestamp (ExpireDelegationToken)."""
+        """Move the token's expiry (negative: now); the new expiry timestamp as the broker answers it
+        (ExpireDelegationToken): for a negative period secmeta serve answers the time of removal, a KRaft broker the
+        period itself (DelegationTokenControlManager.expireDelegationToken), read as the int64 it is."""
         response = self._call(ApiKey.EXPIRE_DELEGATION_TOKEN, hmac=bytes(hmac),
                               expiry_time_period=int(expiry_period_ms))
         _raise_if_error(response.error_code)

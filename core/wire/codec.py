@@ -38,6 +38,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode as KioErrorCode
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import SerialError
+from kio.static.primitive import i64
 
 from secmeta.core.errors import SecmetaError
 from secmeta.core.wire import bounds
@@ -317,7 +318,7 @@ def _framed(header_cls: type, header: Any, entity: Any) -> bytes:
 
 def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
     """(correlation id, kio response entity) of a response frame (without its size prefix)."""
-    response_cls = response_class(api_key, api_version)
+    response_cls = _read_as(api_key, api_version)
     try:
         bounds.check(response_cls, frame, bounds.check(response_cls.__header_schema__, frame, 0))
         header, header_size = entity_reader(response_cls.__header_schema__)(frame, 0)
@@ -339,6 +340,26 @@ def request_class(api_key: int, api_version: int) -> type:
 def response_class(api_key: int, api_version: int) -> type:
     """kio's response class of an API version (cached, as ``request_class``)."""
     return load_response_schema(api_key, api_version)
+
+
+# A KRaft broker answers an ExpireDelegationToken with a negative period with that period as ExpiryTimestampMs
+# (DelegationTokenControlManager.expireDelegationToken: setExpiryTimestampMs(expiryTimePeriodMs)); Kafka declares the
+# field int64, which kio reads as a datetime and refuses below 1970.  A client reads it as the int64 it is.
+_EXPIRE_DELEGATION_TOKEN = 40
+
+
+@cache
+def _read_as(api_key: int, api_version: int) -> type:
+    """The class a response of this API version is read as: kio's, but for ExpireDelegationToken's, whose int64
+    timestamps are read as plain int64 (a KRaft broker may answer -1: above)."""
+    cls = response_class(api_key, api_version)
+    if api_key != _EXPIRE_DELEGATION_TOKEN:
+        return cls
+    fields = [(f.name, i64, field(metadata={"kafka_type": "int64"})) if f.metadata.get("kafka_type") == "datetime_i64"
+              else (f.name, f.type, field(metadata=f.metadata)) for f in dataclasses.fields(cls)]
+    kept = {name: getattr(cls, name) for name in ("__type__", "__version__", "__flexible__", "__api_key__",
+                                                  "__header_schema__")}
+    return dataclasses.make_dataclass(cls.__name__, fields, namespace=kept, frozen=True, slots=True, kw_only=True)
 
 
 # -- kio entities by reflection, once per class --------------------------------------------
