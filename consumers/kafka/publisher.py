@@ -28,7 +28,14 @@ cluster the publisher checks, before sending anything:
   created again, or a topic lacking events the checkpoint says it confirmed is
   refused (``TopicChangedError``) unless ``from_beginning`` (the CLI's
   ``--from-beginning``), which publishes the whole log to them.  Never
-  "published 0 events" to topics that lack them.  Both topics are written to partition 0 only, so each holds
+  "published 0 events" to topics that lack them.  One history topic lacking
+  them is the same topic still: the checkpoint records the Kafka offset past its
+  last confirmed history message, and a history topic of the recorded cluster
+  and id that holds no secmeta event and whose earliest offset has moved past
+  that one was emptied by retention (the publisher was stopped longer than the
+  retention period): the publisher resumes from its checkpoint, with a warning.
+  Anything short of that proof is refused, naming the earliest and latest
+  Kafka offsets seen and the one expected.  Both topics are written to partition 0 only, so each holds
 the events in log order whatever its partition count.
 
 Before its first format 3 message on a topic, and again wherever a reader could
@@ -121,7 +128,8 @@ class TopicError(PublisherError):
 
 
 class TopicChangedError(PublisherError):
-    """The topics are not the ones the checkpoint was written for (another cluster, recreated, emptied)."""
+    """The topics are not shown to be the ones the checkpoint was written for (another cluster, recreated,
+    emptied by other means than retention past the publisher's messages)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +199,15 @@ def ensure_topics(
             "(the broker neither accepted CreateTopics nor auto-created them)"
         )
     return missing
+
+
+def _kafka_offset(value: object) -> int | None:
+    """A checkpoint's recorded Kafka offset (None: not recorded); ValueError unless None or a non-negative int."""
+    if value is None:
+        return None
+    if type(value) is not int or value < 0:
+        raise ValueError(f"history_kafka_end is not a Kafka offset: {value!r}")
+    return value
 
 
 def _absent(metadata, name: str) -> bool:
@@ -307,6 +324,8 @@ class Publisher:
         self._encode_pair = message_pair_encoder(self._log.codec)
         self._decoders = (message_decoder(self._log.codec, KIND_HISTORY), message_decoder(self._log.codec, KIND_STATE))
         self._identity: TopicIdentity | None = None  # what the checkpoint was written against (None: unknown)
+        # the history topic's Kafka offset past the last confirmed history message (None: unknown)
+        self._history_end: int | None = None
         self._bound = False  # the topics were checked against the checkpoint and the log
         self._markers: dict[str, int] = {}  # each topic's newest format marker's Kafka offset (once bound)
         self._markers_checked = 0.0  # when (time.monotonic) the topics were last seen to hold them
@@ -366,6 +385,7 @@ class Publisher:
                 start = int(data["next_offset"])
                 topics = (data.get("history_topic"), data.get("state_topic"))
                 self._identity = TopicIdentity.from_json(data.get("identity"))
+                self._history_end = _kafka_offset(data.get("history_kafka_end"))
             except (ValueError, KeyError, TypeError, OSError) as exc:
                 raise PublisherError(f"publisher checkpoint {path} is unreadable: {exc!r}") from None
             if topics != (self.history_topic, self.state_topic):
@@ -396,6 +416,7 @@ class Publisher:
             "history_topic": self.history_topic,
             "state_topic": self.state_topic,
             "identity": None if self._identity is None else self._identity.to_json(),
+            "history_kafka_end": self._history_end,
             "timestamp_ms": now_ms(self._log.clock),
         }
         write_atomically(self.checkpoint_path, json.dumps(data).encode())
@@ -497,7 +518,9 @@ class Publisher:
         finally:
             consumer.close()
         check_log_against_topic(self._log, ends[0])
-        if not self.from_beginning:
+        if self.from_beginning:
+            self._history_end = None  # nothing of these topics' is recorded yet
+        else:
             self._check_checkpoint_binding(identity, ends)
         self._markers.update((end.topic, end.marker) for end in ends if end.marker is not None)
         self._mark(producer, [end.topic for end in ends if end.marker is None])
@@ -507,18 +530,47 @@ class Publisher:
         self._bound = True
 
     def _check_checkpoint_binding(self, identity: TopicIdentity, ends: list[TopicEnd]) -> None:
-        """TopicChangedError unless the topics are the checkpoint's and hold what it says was confirmed."""
+        """TopicChangedError unless the topics are the checkpoint's and hold what it says was confirmed, or the
+        history topic is shown to be the checkpoint's, emptied by retention (``_aged_out``)."""
         changes = self._identity.changes(identity) if self._identity is not None else []
         confirmed = self._checkpoint - 1
-        lacking = [end.describe() for end in ends if end.last_offset < confirmed]
+        lacking = [end for end in ends if end.last_offset < confirmed]
         if not changes and not lacking:
             return
+        if not changes and [end.topic for end in lacking] == [self.history_topic] and self._aged_out(
+                identity, lacking[0]):
+            end = lacking[0]
+            logger.warning(
+                "topic %s holds none of the events published to it (Kafka offsets %d..%d; the last one published "
+                "was before Kafka offset %d): retention deleted them; resuming at log offset %d",
+                end.topic, end.low, end.high, self._history_end, self._checkpoint)
+            return
+        seen = [self._lacking(end) for end in lacking]
         raise TopicChangedError(
             f"publisher checkpoint {self.checkpoint_path} says log offsets through {confirmed} were published "
-            f"to {self.history_topic} and {self.state_topic}, but {'; '.join(changes + lacking)}: these are not "
-            "the topics it published to (another cluster, or topics deleted and created again). Nothing was "
-            "published. Run with --from-beginning to publish the whole log to them "
-            f"(from log offset {self._log.start_offset})")
+            f"to {self.history_topic} and {self.state_topic}, but {'; '.join(changes + seen)}: these are not "
+            "shown to be the topics it published to (another cluster, or topics deleted and created again; a "
+            "topic emptied by retention is resumed on only when it is the recorded cluster's and its earliest "
+            "offset is past the last message published to it). Nothing was published. Run with --from-beginning "
+            f"to publish the whole log to them (from log offset {self._log.start_offset})")
+
+    def _aged_out(self, identity: TopicIdentity, end: TopicEnd) -> bool:
+        """Whether the history topic ``end`` is the one the checkpoint recorded, its confirmed events deleted by
+        retention: the recorded cluster (its id known and unchanged), no recorded topic id that differs, no
+        secmeta event held, and the earliest Kafka offset at or past the one after the last confirmed message."""
+        recorded = self._identity
+        return (recorded is not None and recorded.cluster_id is not None
+                and recorded.cluster_id == identity.cluster_id and not recorded.changes(identity)
+                and end.last is None and self._history_end is not None and end.low >= self._history_end)
+
+    def _lacking(self, end: TopicEnd) -> str:
+        """What a topic lacking the confirmed events holds: its Kafka offsets, and what was expected."""
+        expected = ""
+        if end.topic == self.history_topic:
+            expected = ("; the last message published to it was before Kafka offset "
+                        f"{'(not recorded)' if self._history_end is None else self._history_end}")
+        held = "" if end.last is None else f" (Kafka offsets {end.low}..{end.high})"  # else describe() says them
+        return f"{end.describe()}{held}{expected}"
 
     def _mark(self, producer: Producer, topics: list[str]) -> None:
         """Write the format marker (``wire.format_marker``) on each of ``topics``, before its next format 3 message,
@@ -676,6 +728,7 @@ class Publisher:
             return self._failed(chunk, "state")
         self._report("state delivered", f"through offset {envelopes[-1].offset}")
 
+        self._history_end = chunk.history_offsets()[-1] + 1
         self._write_checkpoint(envelopes[-1].offset + 1)
         form.commit()
         self.published += len(envelopes)

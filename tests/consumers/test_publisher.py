@@ -611,3 +611,62 @@ def test_an_idle_publisher_writes_an_aged_out_marker_again(store, store_dir, key
             stop.set()
             runner.join(30)
     assert pub.checkpoint == 3  # nothing else was published
+
+
+def _event_offsets(bootstrap: str, topic: str) -> list[int]:
+    """The log offsets of the secmeta events on the topic (other writers' messages passed over)."""
+    return [message_offset(value, headers) for _, key, value, headers in read_topic(bootstrap, topic)
+            if value is not None and value != b"x" * 100_000]
+
+
+def test_a_publisher_restarting_on_a_history_topic_retention_emptied_resumes_from_its_checkpoint(
+        store, store_dir, keyring, kafka_bootstrap, topics, caplog):
+    """Stopped longer than the retention period: every event it published to the history topic is deleted, the
+    earliest offset past them. The topic is the recorded cluster's and its earliest offset is past the last message
+    the checkpoint says was published, so it is the same topic, emptied: the publisher resumes where it stopped
+    (no TopicChangedError naming another topic, no republishing of the whole log), and says so."""
+    history, state = topics("history"), topics("state")
+    store.create_acls([acl_created(i).event.binding for i in range(3)], context=ADMIN)
+    assert publish(store_dir, keyring, kafka_bootstrap, history, state) == 3
+    _age_out(kafka_bootstrap, history)
+    assert _event_offsets(kafka_bootstrap, history) == []
+    store.create_acls([acl_created(i).event.binding for i in range(3, 5)], context=ADMIN)
+    with caplog.at_level(logging.WARNING, logger="secmeta.kafka.publisher"):
+        assert publish(store_dir, keyring, kafka_bootstrap, history, state) == 2
+    assert _event_offsets(kafka_bootstrap, history) == [3, 4]
+    assert _event_offsets(kafka_bootstrap, state) == [0, 1, 2, 3, 4]
+    assert any("retention deleted them" in r.getMessage() and history in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("recorded", ["unrecorded", "not passed"])
+def test_an_emptied_history_topic_not_shown_to_be_the_same_is_refused_naming_its_offsets(
+        recorded, store, store_dir, keyring, kafka_bootstrap, topics):
+    """The earliest offset having moved proves nothing unless it moved past the last message the checkpoint
+    recorded (a checkpoint written before it recorded one, or one whose message is past the earliest offset, e.g.
+    a topic emptied and refilled by other means): refused, naming the earliest and latest Kafka offsets seen and
+    the one expected, and nothing is published."""
+    from secmeta.consumers.kafka.publisher import TopicChangedError
+
+    history, state = topics("history"), topics("state")
+    store.create_acls([acl_created(i).event.binding for i in range(3)], context=ADMIN)
+    assert publish(store_dir, keyring, kafka_bootstrap, history, state) == 3
+    _age_out(kafka_bootstrap, history)
+    held = read_topic(kafka_bootstrap, history, markers=True)
+    low, high = held[0][0], held[-1][0] + 1
+    path = store_dir / "kafka-publisher.json"
+    data = json.loads(path.read_text())
+    if recorded == "unrecorded":
+        del data["history_kafka_end"]
+    else:
+        data["history_kafka_end"] = high + 1
+    path.write_text(json.dumps(data))
+    store.create_acls([acl_created(3).event.binding], context=ADMIN)
+    with pytest.raises(TopicChangedError) as refused:
+        publish(store_dir, keyring, kafka_bootstrap, history, state)
+    text = str(refused.value)
+    assert f"topic {history} holds no secmeta event (Kafka offsets {low}..{high})" in text
+    expected = "(not recorded)" if recorded == "unrecorded" else str(high + 1)
+    assert f"the last message published to it was before Kafka offset {expected}" in text
+    assert "Nothing was published" in text
+    assert _event_offsets(kafka_bootstrap, history) == []
+    assert json.loads(path.read_text()).get("next_offset") == 3
