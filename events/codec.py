@@ -37,6 +37,7 @@ from .avro_decoder import DecoderCompiler, EventBranch, Unsupported
 from .avro_encoder import EncoderCompiler, write_long
 from .avro_types import branch_name
 from .codegen import Source
+from .error_text import error_text
 from .errors import EventSchemaError, MalformedEventError, UnknownSchemaError
 from .event_mapping import (
     BINDINGS,
@@ -458,7 +459,7 @@ class EventCodec:
         try:
             values = schemaless_reader(data, writer.writer, writer.reader, return_record_name=True)
         except Exception as exc:
-            raise MalformedEventError(f"batch payload does not decode: {exc!r}") from None
+            raise MalformedEventError(f"batch payload does not decode: {error_text(exc)}") from None
         if data.tell() != len(payload):
             raise MalformedEventError(
                 f"batch payload has {len(payload) - data.tell()} trailing bytes"
@@ -494,7 +495,7 @@ class EventCodec:
         try:
             value = schemaless_reader(data, writer.writer, writer.reader)
         except Exception as exc:
-            raise MalformedEventError(f"{schema.name} body does not decode: {exc!r}") from None
+            raise MalformedEventError(f"{schema.name} body does not decode: {error_text(exc)}") from None
         if data.tell() != len(body):
             raise MalformedEventError(
                 f"{schema.name} body has {len(body) - data.tell()} trailing bytes"

@@ -73,6 +73,7 @@ from secmeta.consumers.kafka.wire import (
     KIND_HISTORY,
     FormatMarker,
     NotOurMessage,
+    dead_letter_reason,
     decode_message,
     header_map,
 )
@@ -595,7 +596,7 @@ class AuditJob:
                 "topic": key[0],
                 "partition": key[1],
                 "kafka_offset": key[2],
-                "reason": reason,
+                "reason": dead_letter_reason(*key, reason),
                 "key": _text(msg.key()),
                 "value_bytes": None if value is None else len(value),
                 "value_head_hex": None if value is None else bytes(value[:32]).hex(),

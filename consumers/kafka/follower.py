@@ -66,6 +66,7 @@ from secmeta.consumers.kafka.wire import (
     NotOurMessage,
     UnknownFormat,
     batch_link,
+    dead_letter_reason,
     event_reader,
     history_position,
     is_removal,
@@ -483,8 +484,8 @@ class Follower:
     def _dead_letter(self, msg, reason: str, topic: str | None = None) -> None:
         self.skipped += 1
         topic = topic or msg.topic()
-        logger.warning("skipping a message that is not ours at %s[%d]@%d: %s (see %s)",
-                       topic, msg.partition(), msg.offset(), reason, self.dead_letter_path)
+        reason = dead_letter_reason(topic, msg.partition(), msg.offset(), reason)
+        logger.warning("skipping a message that is not ours: %s (see %s)", reason, self.dead_letter_path)
         record = {
             "reason": reason,
             "topic": topic,

@@ -61,6 +61,7 @@ from secmeta.events.single_object import SingleObjects
 from secmeta.events.types import is_int64
 
 __all__ = [
+    "dead_letter_reason",
     "FORMAT",
     "HEADER_ACTOR_ASSERTED",
     "HEADER_ACTOR_HOST",
@@ -170,6 +171,13 @@ class NotOurMessage(SecmetaError, ValueError):
     def __init__(self, reason: str):
         self.reason = reason
         super().__init__(reason)
+
+
+def dead_letter_reason(topic: str, partition: int, kafka_offset: int, reason: str) -> str:
+    """The reason a dead-letter record gives for a refused message: where it lies (``topic[partition]@offset``), then
+    why (``NotOurMessage.reason``, whose decode failures name the event type and the exception's class and stable
+    text: ``events.error_text``). The same message refused again gives the same text."""
+    return f"{topic}[{partition}]@{kafka_offset}: {reason}"
 
 
 class UnknownFormat(NotOurMessage):

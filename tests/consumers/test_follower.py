@@ -217,6 +217,8 @@ def test_not_ours_messages_land_in_the_dead_letter_file(poisoned, follow, tmp_pa
     records = [json.loads(line) for line in (tmp_path / "f" / "dead-letter.jsonl").read_text().splitlines()]
     assert [(r["topic"], r["partition"], r["kafka_offset"]) for r in records] == [(poisoned[0], 0, k) for k in (2, 3, 4, 5)]
     reasons = [r["reason"] for r in records]
+    assert [reason.partition(": ")[0] for reason in reasons] == [f"{poisoned[0]}[0]@{k}" for k in (2, 3, 4, 5)]
+    reasons = [reason.partition(": ")[2] for reason in reasons]
     assert "marker" in reasons[0] and "unknown schema fingerprint" in reasons[1] and "truncated" in reasons[2]
     assert reasons[3].startswith("key b'acl:someone-else' is not the event's entity key")
 
@@ -242,7 +244,7 @@ def test_a_follower_with_a_local_log_keeps_each_events_batch_link_and_refuses_a_
     assert (follower.skipped, follower.applied_offset) == (1, 3)
     (dead,) = (tmp_path / "f" / "dead-letter.jsonl").read_text().splitlines()
     assert (json.loads(dead)["kafka_offset"], json.loads(dead)["reason"]) == (
-        2, "history frame whose link is 5 bytes, not 0 or 32")
+        2, f"{history}[0]@2: history frame whose link is 5 bytes, not 0 or 32")
     with Log.open(tmp_path / "f" / "store", keyring=keyring, read_only=True) as log:
         assert [[env.offset for env in log.decode(batch)] for batch in log.batches()] == [[0, 1], [2, 3]]
     path = tmp_path / "f" / "follower.json"
@@ -252,6 +254,32 @@ def test_a_follower_with_a_local_log_keeps_each_events_batch_link_and_refuses_a_
     with pytest.raises(FollowerError, match="diverges from its topic: it applied log offset 3 from Kafka offset 4, "
                                             "but the topic holds log offset 3 there with another chain link"):
         follow(history, topics("state"), name="f", keyring=keyring).catch_up(60)
+
+
+@_LOCAL_LOG
+def test_a_corrupt_body_gives_the_same_dead_letter_reason_every_time(kafka_bootstrap, topics, follow, keyring,
+                                                                    local_log):
+    """A ClientQuotaAltered whose body ends early (its double cut short): fastavro's error names the stream by its
+    repr, with a memory address. The reason names the message (topic, partition, Kafka offset), the event type and
+    the error's class and text, no object repr: two followers reading it write the same reason."""
+    from secmeta.events.records import ClientQuotaAltered
+
+    key, value, headers = message_encoder(CODEC)(
+        Envelope(0, 1_700_000_000_000, "User:admin", "10.0.0.1", "r0",
+                 ClientQuotaAltered("user=alice", "producer_byte_rate", 1024.0)))
+    history = topics("history")
+    produce_raw(kafka_bootstrap, history, [(key, value[:-3], headers or [])])
+    reasons = []
+    for name in ("one", "two"):
+        follower = follow(history, topics("state"), name=name, keyring=keyring if local_log else None)
+        follower.catch_up(60)
+        assert follower.skipped == 1
+        (dead,) = follower.dead_letter_path.read_text().splitlines()
+        reasons.append(json.loads(dead)["reason"])
+    assert reasons[0] == reasons[1]
+    assert reasons[0].startswith(f"{history}[0]@0: ")
+    assert "ClientQuotaAltered body does not decode: EOFError: " in reasons[0]
+    assert "0x" not in reasons[0] and "object at" not in reasons[0]
 
 
 def test_dead_letters_keep_the_raw_message(store, poisoned, follow, tmp_path):
