@@ -412,22 +412,23 @@ def side_by_side(servers: Sequence[Secmeta], store_dir: Path, keyring: Keyring, 
                     **({"ratio_before": ratios["before"]} if "before" in ratios else {}),
                     "errors": [sum(f[2] for f in runs[t]) for t in runs]})
     labels = {"secmeta": "secmeta", "before": "before (peer tree)", "tansu": "Tansu"}
-    print_table(f"secmeta serve and Tansu side by side, confluent-kafka clients, {repeat} rounds of {seconds:g} s "
-                "per figure (median [min-max]); server CPU per request from /proc/PID/stat, all threads; "
-                "this machine's 2 cores are shared with the clients (and other work)",
-                ["workload", "clients", *(f"{labels[t]} req/s" for t in runs), *(f"{labels[t]} CPU us/req" for t in runs),
-                 *(f"{'before ' if t == 'before' else ''}ratio" for t in reversed(names)), "target", "",
-                 "errors " + "/".join(labels[t][0] for t in runs)], rows)
-    print(f"DescribeAcls: the same MATCH filter on one topic every time (secmeta returns {expected} ACLs; from the\n"
-          "second request on the answer kept for the published image); another of 2,000 filters: MATCH on one of\n"
-          f"{len(small_filters())} topics in turn (2 or 3 ACLs back, host '*'), each asked once before the first timed "
-          "round,\nso (since the answers are kept by the request's bytes, per image) kept answers too; diverse: the same "
-          f"over the\n{len(diverse_filters(DIVERSE_ACLS))} resources of the diverse shape (scripts.bench.shapes: about "
-          "ten principals each, mostly\naddress-restricted, 30% prefixed); a filter never asked before: MATCH on a new "
-          "topic name under one of\nthe store's prefixed ACLs each request (default shape: authz_core's prefixes, "
-          "diverse: the diverse shape's),\nso every answer is computed. Tansu returns none (it keeps no ACLs). "
-          "ratio = CPU per request / Tansu's in\nthe same round: the median of the rounds' ratios [min-max]; the "
-          "target is judged on that median.")
+    if rows:    # none when --workloads names only the large answer
+        print_table(f"secmeta serve and Tansu side by side, confluent-kafka clients, {repeat} rounds of {seconds:g} s "
+                    "per figure (median [min-max]); server CPU per request from /proc/PID/stat, all threads; "
+                    "this machine's 2 cores are shared with the clients (and other work)",
+                    ["workload", "clients", *(f"{labels[t]} req/s" for t in runs), *(f"{labels[t]} CPU us/req" for t in runs),
+                     *(f"{'before ' if t == 'before' else ''}ratio" for t in reversed(names)), "target", "",
+                     "errors " + "/".join(labels[t][0] for t in runs)], rows)
+        print(f"DescribeAcls: the same MATCH filter on one topic every time (secmeta returns {expected} ACLs; from the\n"
+              "second request on the answer kept for the published image); another of 2,000 filters: MATCH on one of\n"
+              f"{len(small_filters())} topics in turn (2 or 3 ACLs back, host '*'), each asked once before the first timed "
+              "round,\nso (since the answers are kept by the request's bytes, per image) kept answers too; diverse: the same "
+              f"over the\n{len(diverse_filters(DIVERSE_ACLS))} resources of the diverse shape (scripts.bench.shapes: about "
+              "ten principals each, mostly\naddress-restricted, 30% prefixed); a filter never asked before: MATCH on a new "
+              "topic name under one of\nthe store's prefixed ACLs each request (default shape: authz_core's prefixes, "
+              "diverse: the diverse shape's),\nso every answer is computed. Tansu returns none (it keeps no ACLs). "
+              "ratio = CPU per request / Tansu's in\nthe same round: the median of the rounds' ratios [min-max]; the "
+              "target is judged on that median.")
     cpu_local = big_figures[0]["in_process_us_per_acl"]
     rows = [[f"in process ({labels[servers[0].name]}): store.describe_acls CPU", _show(_median_spread(cpu_local)),
              statistics.median(cpu_local) * big_figures[0]["acls"] / 1000, "", ""]]
