@@ -22,7 +22,9 @@ For each workload and each server, alternating, ``--repeat`` times:
   ACLs each request, on the default and the diverse shape): every answer is computed;
 * a large answer: DescribeAcls returning ``--big`` ACLs (a prefix; each request names a new
   topic under it, so none is a kept answer), the server's CPU per ACL against
-  ``store.describe_acls``' CPU per ACL in this process (target <= 2x).
+  ``store.describe_acls``' CPU per ACL in this process (target <= 2x).  Each round sends requests
+  until the CPU clock has moved 2 s (scripts.bench.cpu_budget): /proc's 10 ms tick is then ~0.005 us
+  per ACL at ~1 us per ACL, and the table prints the requests, ticks and resolution of each figure.
 
 The figure that matters is the SERVER's CPU per request (``/proc/PID/stat`` before and after
 each run, all threads): clients and servers share this machine's cores, so request rates
@@ -47,6 +49,7 @@ from typing import Any
 
 from confluent_kafka import admin as ck
 
+from scripts.bench.cpu_budget import PROC_TICK, Sized, run_for_cpu
 from secmeta.core import RequestContext, StoreConfig
 from secmeta.core.store.facade import SecurityStore
 from secmeta.core.wire.codec import build, encode_request, request_class
@@ -67,6 +70,7 @@ __all__ = ["BIG_TOPIC", "TansuProcess", "add_big_resource", "side_by_side"]
 BIG_TOPIC = "bench-big-"
 TARGET_RATIO = 1.5       # server CPU per request <= 1.5x Tansu's
 TARGET_BIG = 2.0         # server CPU per ACL of a large answer <= 2x the in-process call's
+BIG_CPU_SECONDS = 2.0    # CPU per round of the large answer: 200 of /proc's 10 ms ticks
 
 
 def add_big_resource(store: SecurityStore, count: int) -> None:
@@ -431,54 +435,73 @@ def side_by_side(servers: Sequence[Secmeta], store_dir: Path, keyring: Keyring, 
               "target is judged on that median.")
     cpu_local = big_figures[0]["in_process_us_per_acl"]
     rows = [[f"in process ({labels[servers[0].name]}): store.describe_acls CPU", _show(_median_spread(cpu_local)),
-             statistics.median(cpu_local) * big_figures[0]["acls"] / 1000, "", ""]]
+             statistics.median(cpu_local) * big_figures[0]["acls"] / 1000, "", "",
+             *_sizing(big_figures[0], "in_process")]]
     for s, figure in zip(servers, big_figures, strict=True):
         cpu_wire = figure["server_us_per_acl"]
         figure["ratio"] = statistics.median(cpu_wire) / statistics.median(cpu_local)
         rows.append([f"{labels[s.name]} serve: server CPU", _show(_median_spread(cpu_wire)),
                      statistics.median(cpu_wire) * figure["acls"] / 1000, f"{figure['ratio']:.2f}x",
-                     f"<= {TARGET_BIG}x {'met' if figure['ratio'] <= TARGET_BIG else 'NOT met'}"])
-    print_table(f"a large answer: DescribeAcls returning {big_figures[0]['acls']:,} ACLs (one client, {repeat} x "
-                f"{big_figures[0]['requests']} requests); ratio = server CPU per ACL / in process",
-                ["measure", "us per ACL (median [min-max])", "ms per answer", "ratio", "target"], rows)
+                     f"<= {TARGET_BIG}x {'met' if figure['ratio'] <= TARGET_BIG else 'NOT met'}",
+                     *_sizing(figure, "server")])
+    print_table(f"a large answer: DescribeAcls returning {big_figures[0]['acls']:,} ACLs (one client, {repeat} rounds, "
+                f"each sending requests until the CPU clock moved {big_figures[0]['budget_s']:g} s); ratio = server "
+                "CPU per ACL / in process; resolution = one clock tick per ACL (server: /proc's "
+                f"{PROC_TICK * 1000:g} ms, in process: process_time's), the largest of the rounds",
+                ["measure", "us per ACL (median [min-max])", "ms per answer", "ratio", "target",
+                 "requests/round", "ticks/round", "resolution us/ACL"], rows)
     return {"side_by_side": out, "large_answer": dict(zip(names, big_figures, strict=True))}
 
 
 def _large_answer(server: Any, store_dir: Path, keyring: Keyring, admin_config: dict, big: int,
-                  repeat: int, requests: int = 30, *, local: bool = True) -> dict[str, Any]:
+                  repeat: int, budget: float = BIG_CPU_SECONDS, *, local: bool = True) -> dict[str, Any]:
     """Server CPU per ACL of a DescribeAcls returning ``big`` ACLs, and (``local``) the in-process call's CPU
-    per ACL, in this process."""
+    per ACL, in this process: each of ``repeat`` rounds sends requests until the CPU clock has moved ``budget``
+    seconds (cpu_budget.run_for_cpu), so one tick of /proc's clock is a small part of the figure."""
     from scripts.bench.serve import _ck_filter
 
     client = ck.AdminClient(dict(admin_config))
     count = len(client.describe_acls(_ck_filter(big_filter(-1)), request_timeout=60).result(timeout=60))
     assert count >= big, (count, big)
-    wire, n = [], 0
-    for _ in range(repeat):
-        filters = [_ck_filter(big_filter(n + i)) for i in range(requests)]    # each a new request: none kept
-        n += requests
-        before = server.cpu_seconds()
-        for f in filters:
-            client.describe_acls(f, request_timeout=60).result(timeout=60)
-        wire.append((server.cpu_seconds() - before) / requests / count * 1e6)
-    del client
+    names = itertools.count()       # each request names a new topic: none is a kept answer
+
+    def remote(_: int, client: Any = client) -> None:
+        client.describe_acls(_ck_filter(big_filter(next(names))), request_timeout=60).result(timeout=60)
+
+    wire = [run_for_cpu(remote, server.cpu_seconds, budget, PROC_TICK) for _ in range(repeat)]
+    del remote, client      # the client's threads stop before the in-process rounds
+    figure: dict[str, Any] = {"acls": count, "budget_s": budget, **_sized("server", wire, count)}
     if not local:
-        return {"acls": count, "requests": requests, "server_us_per_acl": wire}
-    in_process = []
+        return figure
     context = RequestContext("User:admin", "127.0.0.1", tls=False)
     copy = Path(tempfile.mkdtemp(dir=store_dir.parent))
     shutil.rmtree(copy)
     shutil.copytree(store_dir, copy, ignore=shutil.ignore_patterns("LOCK"))
     with SecurityStore.open(copy, StoreConfig(), keyring=keyring, read_only=True) as store:
         assert len(store.describe_acls(big_filter(-1), context=context)) == count
-        for _ in range(repeat):
-            filters = [big_filter(n + i) for i in range(requests)]
-            n += requests
-            before = time.process_time()
-            for f in filters:
-                store.describe_acls(f, context=context)
-            in_process.append((time.process_time() - before) / requests / count * 1e6)
-    return {"acls": count, "requests": requests, "server_us_per_acl": wire, "in_process_us_per_acl": in_process}
+
+        def local_call(_: int) -> None:
+            store.describe_acls(big_filter(next(names)), context=context)
+
+        tick = time.get_clock_info("process_time").resolution
+        in_process = [run_for_cpu(local_call, time.process_time, budget, tick) for _ in range(repeat)]
+    return {**figure, **_sized("in_process", in_process, count)}
+
+
+def _sizing(figure: dict[str, Any], label: str) -> list[str]:
+    """The large answer's sizing columns: requests and ticks per round (median [min-max]), worst resolution."""
+    worst = max(figure[f"{label}_resolution_us_per_acl"])
+    ticks = figure[f"{label}_ticks"]
+    return [_show(_median_spread(figure[f"{label}_requests"])),
+            _show(_median_spread(ticks)) if max(ticks) < 1e6 else "- (ns clock)",
+            f"{worst:.4f}" if worst >= 1e-4 else f"{worst:.1e}"]
+
+
+def _sized(label: str, rounds: Sequence[Sized], acls: int) -> dict[str, list[float]]:
+    """Per round: CPU us per ACL, requests, clock ticks and one tick in us per ACL (the figure's resolution)."""
+    return {f"{label}_us_per_acl": [r.per(acls) for r in rounds], f"{label}_requests": [r.requests for r in rounds],
+            f"{label}_ticks": [r.ticks for r in rounds],
+            f"{label}_resolution_us_per_acl": [r.resolution(acls) for r in rounds]}
 
 
 def _median_spread(values: Sequence[float]) -> tuple[float, float, float]:
