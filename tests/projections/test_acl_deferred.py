@@ -57,7 +57,7 @@ def test_a_snapshot_image_plus_deferred_changes_answers_as_the_replayed_image(lo
         image = with_changes(image, [event for request in requests[len_of(requests, at):cut] for event in request])
         expected = replayed(requests[:cut])
         assert deferred(image) == from_section
-        assert answers(image.acls, asked) == answers(expected.acls, asked)
+        assert answers(image.acls, _ASKED) == answers(expected.acls, _ASKED)
         assert sorted(image.acls) == sorted(expected.acls) and len(image.acls) == len(expected.acls)
         assert all(image.acls.get(acl_id) == binding for acl_id, binding in expected.acls)
         assert image == expected == snapshot_loaded(image)
@@ -110,6 +110,32 @@ _chained = st.lists(st.lists(st.tuples(st.integers(0, 11), st.integers(0, 3), st
                              max_size=12), min_size=1, max_size=5)
 
 
+# Each pattern asked by each of the chained tests' principals (a prefixed pattern's name, lengthened, is asked too).
+_ASKED = [(f"User:u{p}", "10.0.0.1", AclOperation.READ, t, name + "x" * (k == PatternType.PREFIXED))
+          for p in range(4) for t, name, k in _PATTERNS]
+
+
+def _chained_binding(pattern: int, principal: int) -> AclBinding:
+    """The chained tests' binding: READ on ``_PATTERNS[pattern]`` for User:u<principal>."""
+    resource_type, name, pattern_type = _PATTERNS[pattern]
+    return AclBinding.of(resource_type, name, pattern_type, f"User:u{principal}", "*", AclOperation.READ,
+                         AclPermissionType.ALLOW)
+
+
+def _events_of(ops, held: dict[str, AclBinding]) -> list:
+    """The events of one chained delta's ``ops`` (id, pattern, principal, create): an id held is deleted first, then
+    created again if ``create``; ``held`` follows them."""
+    events: list = []
+    for n, pattern, principal, create in ops:
+        acl_id = f"id{n}"
+        if acl_id in held:
+            events.append(AclDeleted(acl_id, held.pop(acl_id)))
+        if create:
+            held[acl_id] = _chained_binding(pattern, principal)
+            events.append(AclCreated(acl_id, held[acl_id]))
+    return events
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 8), _chained)
 def test_deferred_changes_applied_one_delta_after_another_read_as_replayed(loaded_ids, deltas):
@@ -117,33 +143,19 @@ def test_deferred_changes_applied_one_delta_after_another_read_as_replayed(loade
     image before it): ids of the file and ids added by an earlier delta deleted, re-created with another binding,
     deleted again; nodes emptied and new ones.  Every image on the way equals a replay of the same events, answers
     authorize, operations and describe as it does, and gives every id's binding back."""
-    def binding(pattern: int, principal: int) -> AclBinding:
-        resource_type, name, pattern_type = _PATTERNS[pattern]
-        return AclBinding.of(resource_type, name, pattern_type, f"User:u{principal}", "*", AclOperation.READ,
-                             AclPermissionType.ALLOW)
-
-    first = [AclCreated(f"id{i}", binding(i % 3, i % 4)) for i in range(loaded_ids)]
+    first = [AclCreated(f"id{i}", _chained_binding(i % 3, i % 4)) for i in range(loaded_ids)]
     held = {event.acl_id: event.binding for event in first}
     image = snapshot_loaded(replayed([first])) if first else SecurityImage.EMPTY
     history = list(first)
     for ops in deltas:
-        events = []
-        for n, pattern, principal, create in ops:
-            acl_id = f"id{n}"
-            if acl_id in held:
-                events.append(AclDeleted(acl_id, held.pop(acl_id)))
-            if create:
-                held[acl_id] = binding(pattern, principal)
-                events.append(AclCreated(acl_id, held[acl_id]))
+        events = _events_of(ops, held)
         image = with_changes(image, events) if events else image
         history += events
         expected = replayed([history])
         assert image == expected
         assert sorted(image.acls) == sorted(expected.acls) and len(image.acls) == len(held)
         assert all(image.acls.get(acl_id) == b for acl_id, b in held.items())
-        asked = [(f"User:u{p}", "10.0.0.1", AclOperation.READ, t, name + "x" * (k == PatternType.PREFIXED))
-                 for p in range(4) for t, name, k in _PATTERNS]
-        assert answers(image.acls, asked) == answers(expected.acls, asked)
+        assert answers(image.acls, _ASKED) == answers(expected.acls, _ASKED)
 
 
 @settings(max_examples=30, deadline=None)
@@ -153,34 +165,20 @@ def test_each_image_of_a_chain_of_deferred_deltas_keeps_its_own_state(loaded_ids
     image, oldest first, still equals a replay of the events up to it, answers as it, gives its ids' bindings back and
     lists exactly its ids.  A later delta gathers onto what earlier images hold (persistent maps, node entries), so
     it must copy before it edits: time travel keeps the earlier images and makes their nodes later."""
-    def binding(pattern: int, principal: int) -> AclBinding:
-        resource_type, name, pattern_type = _PATTERNS[pattern]
-        return AclBinding.of(resource_type, name, pattern_type, f"User:u{principal}", "*", AclOperation.READ,
-                             AclPermissionType.ALLOW)
-
-    first = [AclCreated(f"id{i}", binding(i % 3, i % 4)) for i in range(loaded_ids)]
+    first = [AclCreated(f"id{i}", _chained_binding(i % 3, i % 4)) for i in range(loaded_ids)]
     held = {event.acl_id: event.binding for event in first}
     image = snapshot_loaded(replayed([first]))
     history, chain = list(first), []
     for ops in deltas:
-        events = []
-        for n, pattern, principal, create in ops:
-            acl_id = f"id{n}"
-            if acl_id in held:
-                events.append(AclDeleted(acl_id, held.pop(acl_id)))
-            if create:
-                held[acl_id] = binding(pattern, principal)
-                events.append(AclCreated(acl_id, held[acl_id]))
+        events = _events_of(ops, held)
         image = with_changes(image, events) if events else image
         history += events
         chain.append((image, list(history), dict(held)))
-    asked = [(f"User:u{p}", "10.0.0.1", AclOperation.READ, t, name + "x" * (k == PatternType.PREFIXED))
-             for p in range(4) for t, name, k in _PATTERNS]
     for image, events, bindings in chain:
         expected = replayed([events])
         assert sorted(image.acls.acls) == sorted(bindings)
         assert all(image.acls.get(acl_id) == b for acl_id, b in bindings.items())
-        assert answers(image.acls, asked) == answers(expected.acls, asked)
+        assert answers(image.acls, _ASKED) == answers(expected.acls, _ASKED)
         assert image == expected
 
 
