@@ -149,10 +149,11 @@ _DEFAULTS = StoreConfig()
 
 
 def rights_to_change(names: Iterable[object]) -> list[tuple[str, AclOperation]]:
-    """(setting name, right on the cluster) for every right a request setting or deleting ``names`` needs, in
-    request order (each Setting's ``rights``). A name that is no setting adds nothing: ``events_for`` refuses it."""
+    """(setting name, right on the cluster) for every right a request setting or deleting ``names`` needs beyond
+    TUNING's, which every such request needs and is checked for first, in request order (each Setting's
+    ``rights``). A name that is no setting adds nothing: ``events_for`` refuses it."""
     return [(s.name, right) for s in (_BY_NAME.get(n) for n in names if isinstance(n, str)) if s is not None
-            for right in s.rights]
+            for right in s.rights if right not in TUNING]
 
 
 def setting(name: object) -> Setting:

@@ -29,7 +29,8 @@ def alter_settings(image, set_: Mapping[str, str], delete: Iterable[str], contex
                    config: StoreConfig, decider: Decider) -> ControlResult[list[str]]:
     """One SecuritySettingAltered per setting that changes; the response names them (needs ALTER_CONFIGS on CLUSTER,
     and ALTER too for a setting that decides access: ``logged.rights_to_change``)."""
-    require_cluster(decider, context, AclOperation.ALTER_CONFIGS)
+    for right in logged.TUNING:  # what every setting needs
+        require_cluster(decider, context, right)
     for name, right in logged.rights_to_change([*set_, *delete]):
         require_cluster(decider, context, right,
                         why=f" (setting {name} decides access, so changing it needs {right.name} on the cluster, "
