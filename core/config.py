@@ -33,6 +33,25 @@ CONFIG_FILE = "config.json"
 TOKEN_SECRET_ENV = "SECMETA_TOKEN_SECRET"
 INT32_MAX = 2**31 - 1
 _SECRET_SETTINGS = frozenset({"token_secret"})
+#: The shortest delegation-token secret accepted, from every route (StoreConfig, $SECMETA_TOKEN_SECRET, the CLI,
+#: which reads that variable). The log publishes the secret's fingerprint (delegation.token.secret.fingerprint, one
+#: HMAC-SHA256 over a fixed label) to every reader of the events, so a guessable secret would be found offline and
+#: with it any token's password (HMAC-SHA512(secret, token id)); 32 random bytes cannot be guessed.
+TOKEN_SECRET_MIN_BYTES = 32
+_SHORT_SECRET = (f"a delegation-token secret must be at least {TOKEN_SECRET_MIN_BYTES} bytes (random): its "
+                 "fingerprint, delegation.token.secret.fingerprint, is published with the log, so a shorter secret "
+                 "could be guessed offline")
+
+
+def _long_enough(secret: bytes) -> bool:
+    """The one rule on a token secret's length (its type is the annotation's)."""
+    return len(secret) >= TOKEN_SECRET_MIN_BYTES
+
+
+def _token_secret(value: bytes) -> bytes:
+    if not _long_enough(value):
+        raise ValueError(_SHORT_SECRET)  # the value is never quoted
+    return value
 
 
 def _principal(value: str) -> str:
@@ -60,6 +79,7 @@ def _annotations() -> dict[str, Any]:
         "Millis": Annotated[int, Field(gt=0, le=validation.INT64_MAX)],  # Kafka's LONG settings, atLeast(1)
         "Iterations": Annotated[int, Field(ge=MIN_ITERATIONS, le=MAX_ITERATIONS)],
         "Mechanism": Annotated[ScramMechanism, AfterValidator(_mechanism)],
+        "TokenSecret": Annotated[bytes, AfterValidator(_token_secret)],
         "PydanticField": Field, "InstanceOf": InstanceOf, "INT32_MAX": INT32_MAX,
     }
 
@@ -72,6 +92,7 @@ if TYPE_CHECKING:  # what type checkers see of the names above (the annotations 
     Millis = int
     Iterations = int
     Mechanism = ScramMechanism
+    TokenSecret = bytes
 
 
 @dataclass(frozen=True)
@@ -103,7 +124,7 @@ class StoreConfig:
     accept_doubled_client_nonce: bool = True
     password_policy: InstanceOf[PasswordPolicy] | None = None
     # delegation tokens (KIP-48)
-    token_secret: Annotated[bytes, PydanticField(min_length=1)] | None = field(default=None, repr=False)
+    token_secret: TokenSecret | None = field(default=None, repr=False)  # at least TOKEN_SECRET_MIN_BYTES
     token_max_lifetime_ms: Millis = 7 * DAY_MS
     token_expiry_time_ms: Millis = DAY_MS
     token_expiry_check_interval_ms: Millis = 3600 * 1000
@@ -167,6 +188,8 @@ class StoreConfig:
                 raise InvalidValueError(f"{path} has unknown settings: {', '.join(sorted(unknown))}")
         secret = os.environb.get(TOKEN_SECRET_ENV.encode())  # bytes: nothing to encode, nothing to fail on
         if secret:
+            if not _long_enough(secret):
+                raise InvalidValueError(f"${TOKEN_SECRET_ENV} is invalid (value not shown): {_SHORT_SECRET}")
             values["token_secret"] = secret
         try:
             return cls(**values, from_file=frozenset(values) - {"token_secret"})
@@ -213,7 +236,7 @@ def _is_default(f: Field, value: object) -> bool:
 #: goes to pydantic, which decides and says why): the token secret from $SECMETA_TOKEN_SECRET and the secret's
 #: fingerprint the log pins (settings.in_force sets it on every open of a store that issued tokens) need no pydantic.
 _PLAINLY_VALID: dict[str, Callable[[object], bool]] = {
-    "token_secret": lambda value: type(value) is bytes and len(value) >= 1,
+    "token_secret": lambda value: type(value) is bytes and _long_enough(value),
     "token_secret_fingerprint": lambda value: type(value) is str,
     # InstanceOf settings: pydantic checks only the instance's type (each class checks its own values when built);
     # a benchmark's or program's own snapshot policy cost every open 0.1 s of pydantic (issue 24, state_shapes)

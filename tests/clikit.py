@@ -16,7 +16,7 @@ from secmeta.events.keyring import Keyring
 
 __all__ = ["TOKEN_SECRET", "cli_env", "log_end", "make_store", "run"]
 
-TOKEN_SECRET = "cli-test-secret"
+TOKEN_SECRET = "cli-test-token-secret, 32 bytes or more"
 
 
 def cli_env(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:

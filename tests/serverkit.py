@@ -58,7 +58,7 @@ __all__ = [
 
 ADMIN = RequestContext("User:admin", "127.0.0.1")       # a super user (StoreConfig's default)
 ADMIN_PASSWORD = "admin-secret"
-TOKEN_SECRET = b"serverkit-token-secret"
+TOKEN_SECRET = b"serverkit-token-secret, 32 bytes or more"
 MECHANISMS = (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
 
 

@@ -30,7 +30,7 @@ from secmeta.projections.image import SecurityImage, SecurityProjection
 __all__ = ["ADMIN", "TOKEN_SECRET", "acl", "decoded_batches", "replayed", "store_at", "upsert"]
 
 ADMIN = RequestContext("User:admin", "10.0.0.1")  # a super user (StoreConfig's default super_users)
-TOKEN_SECRET = b"token-secret-for-tests"
+TOKEN_SECRET = b"token-secret-for-tests, 32 bytes or more"
 
 
 def acl(name: str = "foo", principal: str = "User:alice", op: AclOperation = AclOperation.READ,

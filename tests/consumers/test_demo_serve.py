@@ -25,7 +25,7 @@ def _table_after(out: str, heading: str) -> list[list[str]]:
 def test_demo_serve_step_logs_the_clients_principal_and_address(tmp_path, capsys):
     """AdminClient (as admin) creates a user and two ACLs, the new user logs in at once and is refused a
     write; the printed log entries are the admin's three changes, each naming User:admin and 127.0.0.1."""
-    with SecurityStore.open(tmp_path / "store", StoreConfig(token_secret=b"demo-test"),
+    with SecurityStore.open(tmp_path / "store", StoreConfig(token_secret=b"demo-test-token-secret, 32 bytes or more"),
                             keyring=make_keyring(tmp_path)) as store:
         start = store.log.end_offset
         serve(store)

@@ -20,7 +20,7 @@ def test_as_of_the_demos_first_and_last_event_times_answers(tmp_path, capsys, mo
     assert max(times) < now_ms()  # every event lies in the past
     capsys.readouterr()
     where = ["--store", str(store_dir), "--key-file", str(keys)]
-    monkeypatch.setenv("SECMETA_TOKEN_SECRET", "unused")
+    monkeypatch.setenv("SECMETA_TOKEN_SECRET", "unused-token-secret, 32 bytes or more")
     for at in (str(min(times)), str(max(times))):
         code, out, err = run(capsys, "history", "--json", "--to", at, *where)
         assert code == 0, err

@@ -122,8 +122,8 @@ def test_config_json_must_be_an_object(tmp_path):
 
 def test_token_secret_from_the_environment_is_taken_as_bytes(tmp_path, monkeypatch):
     """$SECMETA_TOKEN_SECRET is read as bytes: bytes that are not UTF-8 neither fail nor ride on an error."""
-    monkeypatch.setenv("SECMETA_TOKEN_SECRET", "s3cret-\udcff")  # the environment holds b"s3cret-\xff"
-    assert StoreConfig.load(tmp_path).token_secret == b"s3cret-\xff"
+    monkeypatch.setenv("SECMETA_TOKEN_SECRET", "s3cret, a token secret of 32 bytes or more-\udcff")  # the environment holds b"s3cret, a token secret of 32 bytes or more-\xff"
+    assert StoreConfig.load(tmp_path).token_secret == b"s3cret, a token secret of 32 bytes or more-\xff"
 
 
 @pytest.mark.parametrize("setting, value", [("allow_everyone_if_no_acl_found", "no"), ("token_max_lifetime_ms", "1000")])
@@ -143,7 +143,7 @@ def test_cli_refuses_a_store_with_a_bad_config_json_in_one_line(tmp_path, monkey
     assert len(err.strip().splitlines()) == 1
 
 
-_SECRETS = st.one_of(st.binary(max_size=4), st.text(max_size=4), st.none(), st.integers(), st.just(bytearray(b"x")),
+_SECRETS = st.one_of(st.binary(max_size=40), st.text(max_size=4), st.none(), st.integers(), st.just(bytearray(b"x")),
                      st.lists(st.integers(0, 255), max_size=2))
 
 
@@ -210,3 +210,86 @@ def test_the_plain_instance_checks_accept_only_what_pydantic_accepts(setting, va
         assert not schema_accepts and f"setting {setting} = " in str(exc)
     else:
         assert schema_accepts
+
+
+def test_a_token_secret_that_its_published_fingerprint_gives_away_is_refused(tmp_path):
+    """The log names the token secret by ``delegation.token.secret.fingerprint``, HMAC-SHA256(secret, a fixed label):
+    one fast hash, carried wherever logged events go (the Kafka history and state topics, the Spark history table,
+    ``config --describe``, audit lines). A reader of any of them can test guesses of the secret offline, and the
+    secret is all it takes to compute any token's HMAC (its password, from the token id, which the same events
+    carry) and log in as the token's owner. So a secret weak enough to be guessed must not be accepted: here a
+    dictionary word, found in a handful of guesses from what the history shows."""
+    import base64
+    import hmac
+
+    from scramp import ScramClient
+
+    from secmeta.core import RequestContext
+    from secmeta.events.records import DelegationTokenIssued, SecuritySettingAltered
+    from tests.logkit import make_keyring
+
+    weak = b"kafka"
+    try:
+        config = StoreConfig(token_secret=weak)
+    except InvalidValueError:
+        return                      # refused before anything is logged
+    with SecurityStore.open(tmp_path / "store", config, keyring=make_keyring(tmp_path)) as store:
+        store.log_initial_settings(RequestContext("User:admin", "127.0.0.1"))
+        store.create_delegation_token(context=RequestContext("User:admin", "127.0.0.1", tls=True))
+        logged = [envelope.event for envelope in store.log.read(0, store.log.end_offset)]   # what the topics carry
+        fingerprint = next(e.setting_value for e in logged if isinstance(e, SecuritySettingAltered)
+                           and e.setting_name == "delegation.token.secret.fingerprint")
+        token_id = next(e.token_id for e in logged if isinstance(e, DelegationTokenIssued))
+        label = b"secmeta delegation token secret fingerprint v1"   # documented: a fixed label, public
+        found = next(guess for guess in (b"secret", b"changeme", b"password", b"kafka", b"admin")
+                     if hmac.new(guess, label, "sha256").hexdigest() == fingerprint)
+        password = base64.b64encode(hmac.new(found, token_id.encode(), "sha512").digest()).decode()
+        client, server = ScramClient(["SCRAM-SHA-256"], token_id, password), store.scram_server("SCRAM-SHA-256")
+        first = client.get_client_first() + ",tokenauth=true"
+        client.client_first_bare = first[3:]
+        client.set_server_first(server.first(first))
+        server.final(client.get_client_final())
+        pytest.fail(f"token secret {weak!r} was accepted; from the history alone it was guessed and {server.principal} "
+                    "logged in with a forged token password")
+
+
+def _short_secret() -> str:
+    return secrets.token_hex(15) + "-"   # 31 bytes, made here so the test's source never holds it
+
+
+def test_a_short_token_secret_in_code_is_refused_naming_the_setting_and_the_minimum():
+    """StoreConfig(token_secret=...) under 32 bytes: InvalidValueError naming the setting and the minimum, the
+    value never quoted (nor chained); 32 bytes are enough."""
+    secret = _short_secret().encode()
+    with pytest.raises(InvalidValueError) as info:
+        StoreConfig(token_secret=secret)
+    message = str(info.value)
+    assert "setting token_secret" in message and "at least 32 bytes" in message
+    assert secret.decode() not in repr(info.value) + "".join(traceback.format_exception(info.value))
+    assert info.value.__cause__ is None and info.value.__context__ is None
+    assert StoreConfig(token_secret=secret + b"x").token_secret == secret + b"x"
+
+
+def test_a_short_token_secret_from_the_environment_is_refused_naming_the_variable(tmp_path, monkeypatch):
+    """$SECMETA_TOKEN_SECRET under 32 bytes: the error names the variable (not config.json) and the minimum."""
+    secret = _short_secret()
+    monkeypatch.setenv("SECMETA_TOKEN_SECRET", secret)
+    with pytest.raises(InvalidValueError) as info:
+        StoreConfig.load(tmp_path)
+    assert "$SECMETA_TOKEN_SECRET" in str(info.value) and "at least 32 bytes" in str(info.value)
+    assert CONFIG_FILE not in str(info.value) and secret not in repr(info.value)
+
+
+def test_the_cli_refuses_a_short_token_secret_and_creates_no_store(tmp_path, monkeypatch, capsys):
+    """`secmeta init` with a short $SECMETA_TOKEN_SECRET exits 2 (a bad value) with one line naming the variable
+    and the minimum, never the value, and creates nothing (fail closed)."""
+    keys, store = tmp_path / "keys.json", tmp_path / "store"
+    Keyring.generate_file(keys)
+    secret = _short_secret()
+    monkeypatch.setenv("SECMETA_KEY_FILE", str(keys))
+    monkeypatch.setenv("SECMETA_TOKEN_SECRET", secret)
+    code = main(["init", "--store", str(store)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "SECMETA_TOKEN_SECRET" in err and "at least 32 bytes" in err and secret not in err
+    assert not store.exists() or not any(store.iterdir())

@@ -178,7 +178,7 @@ def audited(spark, tmp_path_factory):
     Keyring.generate_file(key_file)
     keyring = Keyring.from_file(key_file)
     clock = Clock()
-    cfg = StoreConfig(token_secret=b"token-secret-for-tests", clock=clock,
+    cfg = StoreConfig(token_secret=b"token-secret-for-tests, 32 bytes or more", clock=clock,
                       super_users=frozenset({"User:admin", "User:ops"}),
                       log=LogConfig(segment_bytes=2048))
     store_dir, rules_file = root / "store", root / "rules.toml"

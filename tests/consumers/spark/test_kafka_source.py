@@ -37,7 +37,7 @@ class Workspace:
         self.key_file = root / "keys.json"
         Keyring.generate_file(self.key_file)
         self.keyring = Keyring.from_file(self.key_file)
-        self.config = StoreConfig(token_secret=b"token-secret-for-tests", clock=Clock(),
+        self.config = StoreConfig(token_secret=b"token-secret-for-tests, 32 bytes or more", clock=Clock(),
                                   log=LogConfig(segment_bytes=2048))
         self.store_dir = root / "store"
         self.history, self.state = unique_topic("spark-history"), unique_topic("spark-state")

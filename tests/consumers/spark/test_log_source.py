@@ -25,7 +25,7 @@ def workspace(tmp_path_factory):
     key_file = root / "keys.json"
     Keyring.generate_file(key_file)
     keyring = Keyring.from_file(key_file)
-    cfg = StoreConfig(token_secret=b"token-secret-for-tests", clock=Clock(),
+    cfg = StoreConfig(token_secret=b"token-secret-for-tests, 32 bytes or more", clock=Clock(),
                       log=LogConfig(segment_bytes=2048))
     store_dir = root / "store"
     with SecurityStore.open(store_dir, cfg, keyring=keyring) as store:

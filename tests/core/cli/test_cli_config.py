@@ -68,7 +68,7 @@ def test_tokens_under_another_secret_are_refused_naming_it(tmp_path, monkeypatch
     code, out, err = run(capsys, "tokens", "--create")
     assert code == 0
     hmac = out.splitlines()[3].split()[1]
-    monkeypatch.setenv("SECMETA_TOKEN_SECRET", "another-secret")
+    monkeypatch.setenv("SECMETA_TOKEN_SECRET", "another-token-secret, 32 bytes or more")
     for argv in (("tokens", "--create"), ("tokens", "--renew", "--hmac", hmac)):
         code, out, err = run(capsys, *argv)
         assert (code, out) == (1, "") and "SECMETA_TOKEN_SECRET" in err, argv

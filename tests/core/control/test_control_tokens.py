@@ -38,7 +38,7 @@ from secmeta.events.types import AclOperation, ResourceType
 from secmeta.projections.image import SecurityDelta, SecurityImage
 from tests.core.control.controlkit import unpacked
 
-SECRET = b"token-secret-key"
+SECRET = b"token-secret-key, 32 bytes or more"
 CONFIG = StoreConfig(token_secret=SECRET)
 NOW = 1_700_000_000_000
 ALICE, BOB, CAROL = "User:alice", "User:bob", "User:carol"

@@ -30,7 +30,7 @@ def local_store(tmp_path, monkeypatch):
     keys = tmp_path / "local-keys.json"
     Keyring.generate_file(keys)
     monkeypatch.setenv("SECMETA_KEY_FILE", str(keys))
-    monkeypatch.setenv("SECMETA_TOKEN_SECRET", "cli-remote-secret")
+    monkeypatch.setenv("SECMETA_TOKEN_SECRET", "cli-remote-token-secret, 32 bytes or more")
     SecurityStore.open(tmp_path / "local-store", keyring=Keyring.from_file(keys)).close()  # as `secmeta init`
     return ["--store", str(tmp_path / "local-store")]
 
@@ -76,7 +76,7 @@ def test_acls_add_list_remove_print_what_the_local_path_prints(capsys, local_sto
 def test_acls_over_the_change_limit_exit_like_the_local_path(capsys, local_store, serve, tmp_path):
     """max_acl_changes_per_request refuses the whole request (INVALID_REQUEST): over the wire, where the server
     repeats the refusal on every binding, the CLI prints and exits as on a local store with the same limit."""
-    config = StoreConfig(token_secret=b"cli-remote-secret", max_acl_changes_per_request=2)
+    config = StoreConfig(token_secret=b"cli-remote-token-secret, 32 bytes or more", max_acl_changes_per_request=2)
     server = serve("SASL_SSL://127.0.0.1:0", users=USERS, store_config=config)
     config.save(local_store[1])
     props = write_command_config(tmp_path, client_properties(server, "SASL_SSL", "admin"))

@@ -81,11 +81,11 @@ def test_a_config_json_that_disagrees_with_the_log_is_refused_at_open(open_store
 
 def test_the_token_secret_is_pinned_by_its_fingerprint(open_store):
     """Once logged, another SECMETA_TOKEN_SECRET may not create or renew tokens, and the error names it."""
-    store = open_store(token_secret=b"the-right-secret")
+    store = open_store(token_secret=b"the-right-token-secret, 32 bytes or more")
     store.log_initial_settings(ADMIN)
     token = store.create_delegation_token(context=ADMIN)
     store.close()
-    wrong = open_store(token_secret=b"another-secret")
+    wrong = open_store(token_secret=b"another-token-secret, 32 bytes or more")
     for attempt in (lambda: wrong.create_delegation_token(context=ADMIN),
                     lambda: wrong.renew_delegation_token(token.hmac, context=ADMIN),
                     lambda: wrong.token_hmac(token.token_id)):
@@ -99,9 +99,9 @@ def test_the_first_token_pins_a_secret_the_log_did_not_name(open_store):
     store = open_store(token_secret=None)
     store.log_initial_settings(ADMIN)  # no secret: no fingerprint logged
     store.close()
-    store = open_store(token_secret=b"first")
+    store = open_store(token_secret=b"first-token-secret, 32 bytes or more")
     store.create_delegation_token(context=ADMIN)
-    assert store.settings.token_secret_fingerprint == logged.secret_fingerprint(b"first")
+    assert store.settings.token_secret_fingerprint == logged.secret_fingerprint(b"first-token-secret, 32 bytes or more")
     assert [e.event_type for e in store.history()][-2:] == ["SecuritySettingAltered", "DelegationTokenIssued"]
 
 
