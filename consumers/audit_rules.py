@@ -16,13 +16,24 @@ The default rules (all enabled; each can be disabled and parameterised):
     resource (LITERAL ``*``), or on a PREFIXED resource (unless
     ``include_prefixed = false``).
 ``super_user_change`` (critical)
-    Kafka's super users are set outside ACLs; the power closest to theirs
-    within ACLs is control over the CLUSTER resource (ALTER on it lets a
-    principal grant itself anything). This rule watches *who* changes that:
-    any ACL created on or deleted from the CLUSTER resource, whatever its
-    operation and permission, by an actor not in ``trusted_actors`` (default
-    ``["User:admin"]``). *What* was granted is ``cluster_admin_grant``'s
-    concern, so an untrusted actor granting ALL on CLUSTER raises both.
+    Control over the CLUSTER resource is the power within ACLs closest to a
+    super user's (ALTER on it lets a principal grant itself anything). This
+    rule watches *who* changes that: any ACL created on or deleted from the
+    CLUSTER resource, whatever its operation and permission, by an actor not
+    in ``trusted_actors`` (default ``["User:admin"]``). *What* was granted is
+    ``cluster_admin_grant``'s concern, so an untrusted actor granting ALL on
+    CLUSTER raises both. The super users themselves are a logged setting in
+    secmeta (``super.users``, not a static config as in Kafka): a change of
+    them is ``access_setting_change``'s.
+``access_setting_change`` (critical)
+    A logged setting that decides access is set or deleted
+    (``SecuritySettingAltered``): ``super.users``,
+    ``allow.everyone.if.no.acl.found`` and every other setting
+    ``secmeta.core.settings.decides_access`` names (those whose change needs
+    ALTER on the cluster), by any actor not in ``trusted_actors`` (default
+    none: every change, including the initial settings ``secmeta init``
+    logs). The alert names the setting, its new value (never the token
+    secret's fingerprint) and the actor.
 ``protected_credential_change`` (high)
     A SCRAM credential of a user in ``users`` (default ``["admin"]``; a
     ``User:`` prefix is ignored) is created, replaced or deleted.
@@ -74,6 +85,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from secmeta.core import settings as logged_settings
 from secmeta.core import validation
 from secmeta.events.errors import InvalidValueError
 from secmeta.events.records import (
@@ -84,6 +96,7 @@ from secmeta.events.records import (
     Envelope,
     ScramCredentialDeleted,
     ScramCredentialUpserted,
+    SecuritySettingAltered,
     TokenRemovalReason,
 )
 from secmeta.events.types import (
@@ -98,6 +111,7 @@ from secmeta.events.types import (
 
 __all__ = [
     "SEVERITIES",
+    "AccessSettingChange",
     "Alert",
     "AuditRules",
     "ClusterAdminGrant",
@@ -247,6 +261,30 @@ class SuperUserChange:
 
 
 @dataclass(frozen=True)
+class AccessSettingChange:
+    """A logged setting that decides access (``logged_settings.decides_access``) set or deleted by an actor not in
+    ``trusted_actors``."""
+
+    name: ClassVar[str] = "access_setting_change"
+    severity: str = "critical"
+    trusted_actors: frozenset[str] = frozenset()
+
+    def check(self, envelope: Envelope) -> str | None:
+        event = envelope.event
+        if not isinstance(event, SecuritySettingAltered) or not logged_settings.decides_access(event.setting_name):
+            return None
+        if envelope.actor_principal in self.trusted_actors:
+            return None
+        if event.setting_value is None:
+            change = "deleted (back to its default)"
+        elif event.setting_name == logged_settings.FINGERPRINT:
+            change = "set to a token secret's fingerprint (value not shown)"
+        else:
+            change = f"set to {event.setting_value!r}"
+        return f"setting {event.setting_name}, which decides access, {change} by {envelope.actor_principal}"
+
+
+@dataclass(frozen=True)
 class ProtectedCredentialChange:
     """A SCRAM credential of a protected user created, replaced or deleted."""
 
@@ -371,6 +409,7 @@ RULE_TYPES: tuple[type, ...] = (
     WildcardPrincipalGrant,
     WildcardGrant,
     SuperUserChange,
+    AccessSettingChange,
     ProtectedCredentialChange,
     TokenForOtherOwner,
     OutsideAllowedHours,

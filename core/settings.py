@@ -30,7 +30,7 @@ from secmeta.events.entities import principals_in
 from secmeta.events.records import SecuritySettingAltered
 from secmeta.events.types import AclOperation, ScramMechanism
 
-__all__ = ["LOGGED", "Setting", "check_config", "describe", "events_for",
+__all__ = ["LOGGED", "Setting", "check_config", "decides_access", "describe", "events_for",
            "in_force", "initial_events", "rights_to_change", "with_values", "require_token_secret",
            "secret_fingerprint", "setting", "token_secret_pin"]
 
@@ -154,6 +154,13 @@ def rights_to_change(names: Iterable[object]) -> list[tuple[str, AclOperation]]:
     ``rights``). A name that is no setting adds nothing: ``events_for`` refuses it."""
     return [(s.name, right) for s in (_BY_NAME.get(n) for n in names if isinstance(n, str)) if s is not None
             for right in s.rights if right not in TUNING]
+
+
+def decides_access(name: str) -> bool:
+    """Whether ``name`` is a logged setting that decides who is authorized or who may log in: one whose ``rights``
+    include ALTER on the cluster (ACCESS, above), the right writing ACLs needs. An unknown name decides nothing."""
+    s = _BY_NAME.get(name)
+    return s is not None and AclOperation.ALTER in s.rights
 
 
 def setting(name: object) -> Setting:

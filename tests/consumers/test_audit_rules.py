@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import secrets
 
 import pytest
 
@@ -14,6 +15,7 @@ from secmeta.consumers.audit_rules import (
     load_rules,
     parse_rules,
 )
+from secmeta.core.settings import LOGGED
 from secmeta.events.keyring import SealedSecret
 from secmeta.events.records import (
     AclCreated,
@@ -23,6 +25,7 @@ from secmeta.events.records import (
     Envelope,
     ScramCredentialDeleted,
     ScramCredentialUpserted,
+    SecuritySettingAltered,
     TokenRemovalReason,
 )
 from secmeta.events.redact import redacted
@@ -397,8 +400,8 @@ def test_alert_round_trips_through_a_dict():
 
 
 def test_load_rules_without_a_file_gives_every_default_rule():
-    """No rules file means all eight rules enabled."""
-    assert load_rules(None).names == NAMES and len(NAMES) == 8
+    """No rules file means all nine rules enabled."""
+    assert load_rules(None).names == NAMES and len(NAMES) == 9
 
 
 def test_toml_file_disables_a_rule(tmp_path):
@@ -502,3 +505,75 @@ def test_unsupported_suffix_is_an_error(tmp_path):
     path.write_text("{}")
     with pytest.raises(RulesFileError, match=r"\.toml or \.json"):
         load_rules(path)
+
+
+@pytest.mark.parametrize(("setting", "value"), [("super.users", "User:admin;User:mallory"),
+                                                 ("allow.everyone.if.no.acl.found", "true")])
+def test_a_logged_change_of_a_setting_that_opens_access_raises_an_alert(setting, value):
+    """Super users and allow-everyone are logged settings in secmeta (SecuritySettingAltered), not static configs
+    as in Kafka: adding a principal to super.users makes it a super user, and allow-everyone opens every resource
+    without ACLs to every client. The default rules (``access_setting_change``) must alert on
+    such a change, as they do on a grant of ALL on the cluster."""
+    alerts = AuditRules.defaults().evaluate(envelope(SecuritySettingAltered(setting, value), actor="User:mallory"))
+    assert any(setting in alert.message for alert in alerts), \
+        f"no default rule alerts naming {setting} when User:mallory sets it to {value}: {alerts}"
+
+
+@pytest.mark.parametrize("name", [s.name for s in LOGGED])
+def test_a_setting_alerts_when_changed_exactly_when_changing_it_needs_more_than_alter_configs(open_store, name):
+    """Which settings decide access is what the store enforces: a principal holding ALTER_CONFIGS on the cluster
+    (quota tooling's right) is refused a change of such a setting, and allowed one of any other. The default rules
+    raise access_setting_change on the logged change (a delete, back to its default) exactly for the refused ones,
+    naming the setting and the actor."""
+    from secmeta.core import RequestContext
+    from secmeta.core.errors import ClusterAuthorizationException
+    from tests.storekit import ADMIN, acl
+
+    store = open_store()
+    store.log_initial_settings(ADMIN)
+    assert not any(store.create_acls([acl("kafka-cluster", "User:ops", AclOperation.ALTER_CONFIGS,
+                                          rtype=ResourceType.CLUSTER)], context=ADMIN))
+    ops = RequestContext("User:ops", "10.0.0.2")
+    start = store.log.end_offset
+    try:
+        store.alter_settings(delete=[name], context=ops)
+        refused, actor = False, ops.principal
+    except ClusterAuthorizationException:
+        assert store.log.end_offset == start        # a refusal writes nothing
+        refused, actor = True, ADMIN.principal
+        store.alter_settings(delete=[name], context=ADMIN)
+    [logged_change] = list(store.log.read(start, store.log.end_offset))
+    assert isinstance(logged_change.event, SecuritySettingAltered) and logged_change.event.setting_name == name
+    alerts = [a for a in AuditRules.defaults().evaluate(logged_change) if a.rule == "access_setting_change"]
+    assert bool(alerts) == refused
+    for alert in alerts:
+        assert alert.severity == "critical" and name in alert.message and actor in alert.message
+
+
+def test_the_token_secrets_fingerprint_is_never_carried_by_an_alert():
+    """A change of delegation.token.secret.fingerprint alerts, naming the setting and the actor, but neither the
+    message nor any field of the alert holds the fingerprint (a test for guesses of the secret)."""
+    from secmeta.core.settings import secret_fingerprint
+
+    fingerprint = secret_fingerprint(secrets.token_bytes(32))
+    event = SecuritySettingAltered("delegation.token.secret.fingerprint", fingerprint)
+    [alert] = only("access_setting_change").evaluate(envelope(event, actor="User:mallory"))
+    assert "delegation.token.secret.fingerprint" in alert.message and "User:mallory" in alert.message
+    assert fingerprint not in json.dumps(alert.to_dict())
+
+
+def test_a_deleted_access_setting_alerts_and_says_it_went_back_to_its_default():
+    """Deleting allow.everyone.if.no.acl.found (logged with no value) alerts too, naming the setting and actor."""
+    [alert] = only("access_setting_change").evaluate(
+        envelope(SecuritySettingAltered("allow.everyone.if.no.acl.found", None), actor="User:mallory"))
+    assert "allow.everyone.if.no.acl.found" in alert.message and "default" in alert.message
+    assert "User:mallory" in alert.message
+
+
+def test_access_setting_change_trusts_only_the_actors_a_rules_file_names():
+    """By default every actor's change alerts, the admin's too; a rules file may trust some actors."""
+    change = SecuritySettingAltered("super.users", "User:admin;User:ops")
+    assert fired(only("access_setting_change"), envelope(change, actor="User:admin")) == ["access_setting_change"]
+    rules = only("access_setting_change", trusted_actors=["User:admin"])
+    assert not fired(rules, envelope(change, actor="User:admin"))
+    assert fired(rules, envelope(change, actor="User:mallory")) == ["access_setting_change"]
