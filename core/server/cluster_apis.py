@@ -14,7 +14,8 @@ cluster's view: its controller and nodes as this listener advertises them, and t
 cluster operations, computed per request from the published image), so each is encoded by
 kio once per such key and kept: a request then costs its checks, its authorization and a
 lookup, and the answer is always the one the current image gives.  Metadata naming topics
-is built per request.
+is built per request: each named topic is TOPIC_AUTHORIZATION_FAILED for a caller that may not
+DESCRIBE it, else UNKNOWN_TOPIC_OR_PARTITION, as Kafka's handleTopicMetadataRequest answers.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = ["AUTHORIZED_OPERATIONS_OMITTED", "CLUSTER_HANDLERS", "api_versions_fa
 
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 UNKNOWN_TOPIC_OR_PARTITION = 3
+TOPIC_AUTHORIZATION_FAILED = 29
 # DescribeClusterRequest.endpoint_type (KIP-919, EndpointType): this node is both.
 _ENDPOINT_TYPES = frozenset({1, 2})   # BROKER, CONTROLLER
 # ApiVersionsRequest.isValid (KIP-511): client software name and version.
@@ -102,6 +104,18 @@ def _topic(name: str | None, topic_id: uuid.UUID | None, error: int) -> dict[str
             "is_internal": False, "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
 
 
+def _named_topic_error(call: Call, name: str | None) -> int:
+    """KafkaApis.handleTopicMetadataRequest: a named topic the caller may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED,
+    and is not looked up ("do not disclose the existence of topics unauthorized for Describe"); one it may describe
+    is looked up, and this node holds no topics: UNKNOWN_TOPIC_OR_PARTITION. A topic given by id alone (no name)
+    has no name to authorize and is unknown."""
+    if name:
+        ctx = call.context
+        if not call.store.authorize(ctx.principal, ctx.host, AclOperation.DESCRIBE, ResourceType.TOPIC, name):
+            return TOPIC_AUTHORIZATION_FAILED
+    return UNKNOWN_TOPIC_OR_PARTITION
+
+
 def _metadata_failed(call: Call, error: ApiError) -> Any:
     # MetadataRequest.getErrorResponse: every named topic and the top level carry the error.
     topics = [_topic(t.name, getattr(t, "topic_id", None), error.code) for t in (call.request.topics or ())]
@@ -134,7 +148,7 @@ def metadata(call: Call) -> Any:
     view = cluster_view(broker, call.cluster)
     if not request.topics:      # all topics (null) or none: the same answer for every such request
         return _metadata_answer(call.version, broker.cluster_id, view, operations)
-    topics = [_topic(t.name, getattr(t, "topic_id", None), UNKNOWN_TOPIC_OR_PARTITION) for t in request.topics]
+    topics = [_topic(t.name, getattr(t, "topic_id", None), _named_topic_error(call, t.name)) for t in request.topics]
     return respond(call, **_metadata_fields(broker.cluster_id, view, topics, operations))
 
 

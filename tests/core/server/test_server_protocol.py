@@ -16,14 +16,21 @@ import struct
 import pytest
 from scramp import ScramClient
 
-from secmeta.core import StoreConfig
+from secmeta.core import RequestContext, StoreConfig
 from secmeta.core.errors import InvalidValueError
 from secmeta.core.server.auth_failures import FailedAuthLimiter
 from secmeta.core.server.cluster_apis import AUTHORIZED_OPERATIONS_OMITTED
 from secmeta.core.server.config import ServerConfig
 from secmeta.core.server.server import Server
 from secmeta.core.wire.codec import build, request_class
-from secmeta.events.types import ScramMechanism
+from secmeta.events.types import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourceType,
+    ScramMechanism,
+)
 from tests.serverkit import ADMIN_PASSWORD, TOKEN_SECRET, RawClient
 
 UNKNOWN_TOPIC_OR_PARTITION, ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM = 3, 34, 33
@@ -78,15 +85,25 @@ def test_api_versions_rejects_an_invalid_client_software_name(shared_server):
     assert response.error_code == 42
 
 
-def test_metadata_describes_this_broker_and_unknown_topics(shared_server):
-    """Metadata v10: this node as broker and controller, the store's id as cluster id, requested topics unknown."""
-    host, port = shared_server.addresses["PLAINTEXT"]
+def _allow_anonymous(server, topic: str, operation: AclOperation) -> None:
+    """An ACL (written by the super user) letting User:ANONYMOUS, a PLAINTEXT client, ``operation`` ``topic``."""
+    binding = AclBinding.of(ResourceType.TOPIC, topic, PatternType.LITERAL, "User:ANONYMOUS", "*", operation,
+                            AclPermissionType.ALLOW)
+    assert not any(server.store.create_acls([binding], context=RequestContext("User:admin", "127.0.0.1")))
+
+
+def test_metadata_describes_this_broker_and_unknown_topics(serve):
+    """Metadata v10: this node as broker and controller, the store's id as cluster id, a requested topic the
+    caller may DESCRIBE unknown (one it may not is TOPIC_AUTHORIZATION_FAILED: the test below)."""
+    server = serve()
+    host, port = server.addresses["PLAINTEXT"]
+    _allow_anonymous(server, "orders", AclOperation.DESCRIBE)
     request = build(request_class(3, 10), topics=[{"name": "orders", "topic_id": None}],
                     include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
-    with RawClient.connect(shared_server) as raw:
+    with RawClient.connect(server) as raw:   # PLAINTEXT: User:ANONYMOUS
         response = raw.request(request)
     assert [(b.node_id, b.host, b.port) for b in response.brokers] == [(1, host, port)]
-    assert response.controller_id == 1 and response.cluster_id == shared_server.cluster_id
+    assert response.controller_id == 1 and response.cluster_id == server.cluster_id
     assert [(t.name, t.error_code) for t in response.topics] == [("orders", UNKNOWN_TOPIC_OR_PARTITION)]
     assert response.cluster_authorized_operations == AUTHORIZED_OPERATIONS_OMITTED
 
@@ -306,3 +323,26 @@ def test_pipelined_requests_are_answered_in_order(shared_server):
         for correlation_id, key, version in sent:
             got, response = raw.receive(key, version)
             assert got == correlation_id and getattr(response, "error_code", 0) == 0
+
+
+TOPIC_AUTHORIZATION_FAILED = 29
+
+
+@pytest.mark.parametrize("version", [1, 10])
+def test_metadata_names_topic_authorization_failed_for_a_topic_the_caller_may_not_describe(serve, version):
+    """Kafka's core/src/main/scala/kafka/server/KafkaApis.scala, handleTopicMetadataRequest: the named topics are
+    split by DESCRIBE (authHelper.filterByAuthorized); a topic the caller may not DESCRIBE is
+    TOPIC_AUTHORIZATION_FAILED without being looked up ("do not disclose the existence of topics unauthorized for
+    Describe, so we've not even checked if they exist or not"); only a topic the caller may describe is looked up,
+    and unknown (UNKNOWN_TOPIC_OR_PARTITION). The answer must follow the ACLs."""
+    server = serve()
+    topics = [{"name": n, "topic_id": None} if version >= 10 else {"name": n} for n in ("orders", "payments")]
+    extra = ({"include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+             if version >= 10 else {})
+    request = build(request_class(3, version), topics=topics, **({"allow_auto_topic_creation": False}
+                                                                  if version >= 4 else {}), **extra)
+    _allow_anonymous(server, "orders", AclOperation.READ)   # READ implies DESCRIBE
+    with RawClient.connect(server) as raw:   # PLAINTEXT: User:ANONYMOUS
+        response = raw.request(request)
+    assert {t.name: int(t.error_code) for t in response.topics} == {
+        "orders": UNKNOWN_TOPIC_OR_PARTITION, "payments": TOPIC_AUTHORIZATION_FAILED}
