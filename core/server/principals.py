@@ -4,6 +4,15 @@ PLAINTEXT gives ``User:ANONYMOUS``.  SSL gives ``User:<subject DN>`` of the clie
 certificate, written as Java's ``X500Principal.getName()`` (RFC 2253): RDNs from the last
 to the first, keywords CN, C, L, ST, O, OU, STREET, DC, UID, any other attribute as its
 OID with the DER value in hex; ``User:ANONYMOUS`` when no certificate was presented.
+Kafka's DefaultKafkaPrincipalBuilder passes that name through SslPrincipalMapper, whose
+default rule keeps it as it is.
+
+A value is escaped as OpenJDK's ``sun.security.x509.AVA.toRFC2253String`` escapes it, which is
+not RFC 4514's minimum (what cryptography's ``rfc4514_string`` writes): each of ``,=+<>#;"\\``
+is preceded by a backslash wherever it stands ("this implementation also recognizes '=' and '#'
+as characters which need escaping"), a NUL is written ``\00``, every other character as it is,
+and then every leading and every trailing space or carriage return is preceded by a backslash
+(all of a run, not only the first or last).
 """
 
 from __future__ import annotations
@@ -66,12 +75,26 @@ def _oid_text(element: bytes) -> str:
     return ".".join(str(a) for a in (first, arcs[0] - 40 * first, *arcs[1:]))
 
 
+#: AVA.toRFC2253String's ``escapees``: each is preceded by a backslash wherever it stands in a value.
+_ESCAPEES = frozenset(',=+<>#;"\\')
+#: What it counts as leading or trailing whitespace, each character of which is preceded by a backslash.
+_EDGE_WHITESPACE = frozenset(" \r")
+
+
+def _value_text(value: str) -> str:
+    """``value`` escaped as Java's AVA.toRFC2253String escapes a string value (module docstring)."""
+    chars = ["\\" + c if c in _ESCAPEES else "\\00" if c == "\0" else c for c in value]
+    lead = next((i for i, c in enumerate(chars) if c not in _EDGE_WHITESPACE), len(chars))
+    trail = next((i for i in range(len(chars) - 1, -1, -1) if chars[i] not in _EDGE_WHITESPACE), -1)
+    return "".join("\\" + c if i < lead or i > trail else c for i, c in enumerate(chars))
+
+
 def _attribute(attribute: x509.NameAttribute, encoded: dict[str, list[bytes]]) -> str:
     keyword = _KEYWORDS.get(attribute.oid)
     if keyword is None:
         return f"{attribute.oid.dotted_string}=#{encoded[attribute.oid.dotted_string].pop(0).hex()}"
-    text = attribute.rfc4514_string()
-    return keyword + text[text.index("="):]
+    value = attribute.value
+    return f"{keyword}={_value_text(value if isinstance(value, str) else value.decode())}"
 
 
 def dn_rfc2253(name: x509.Name) -> str:
