@@ -12,7 +12,19 @@ checkpoint, the next log offset to publish.  Events go out in chunks:
 
 A crash anywhere re-sends from the checkpoint: no gap, and every duplicate
 carries the log offset it had the first time (in its frame), which our
-readers skip.
+readers skip.  On the state topic a re-sent message could be older than one it
+already holds of the same key (an ACL's creation after its deletion's tombstone),
+and once the log cleaner keeps only the newest message per key no reader could
+tell: so whenever a chunk is sent again (after a restart, a failed or stopped
+state delivery, or ``from_beginning`` onto topics holding the events) the
+publisher first reads the state topic's newest message per key since the
+checkpoint (``topic_end.read_newest_per_key``) and sends only what is newer, per
+key: a key's newest value never goes backwards.  Per key, not "after the topic's
+newest log offset": librdkafka's idempotent producer may leave gaps (messages
+timed out, then later ones delivered), so a newer message on the topic does not
+prove the older ones before it are.  The history topic needs no such rule: its
+readers skip a log offset they applied, whatever its order, and a history gap
+would fail them (``HistoryGapError``) where a duplicate does not.
 
 The checkpoint is bound to the cluster and the topics it was written for
 (``topic_identity``: the cluster id and both topic ids).  On first reaching the
@@ -64,7 +76,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER, side_client_logger
 from secmeta.consumers.kafka.state_form import StateForm
-from secmeta.consumers.kafka.topic_end import TopicEnd, TopicReadError, read_topic_end
+from secmeta.consumers.kafka.topic_end import (
+    TopicEnd,
+    TopicReadError,
+    read_newest_per_key,
+    read_topic_end,
+)
 from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
 from secmeta.consumers.kafka.topic_witness import check_log_against_topic, logged_recoveries
 from secmeta.consumers.kafka.wire import (
@@ -330,6 +347,10 @@ class Publisher:
         self._markers: dict[str, int] = {}  # each topic's newest format marker's Kafka offset (once bound)
         self._markers_checked = 0.0  # when (time.monotonic) the topics were last seen to hold them
         self._watch: Consumer | None = None  # reads the topics' earliest offsets (``_keep_marked``)
+        # per key, the rank (``read_newest_per_key``) of the state topic's newest message at or past the checkpoint:
+        # what a chunk sent again must not go behind (None: unknown, read before the next chunk; empty: none)
+        self._held: dict[bytes, int] | None = None
+        self._held_top = -1  # the highest rank in it: past the checkpoint's, it is needed no more
         try:
             self.checkpoint_path = Path(checkpoint_path) if checkpoint_path else Path(store_dir) / CHECKPOINT_FILE
             self._checkpoint = self._log.start_offset if from_beginning else self._read_checkpoint()
@@ -515,6 +536,8 @@ class Publisher:
         try:
             ends = [read_topic_end(consumer, topic, decode, self.check_timeout)
                     for topic, decode in zip((self.history_topic, self.state_topic), self._decoders)]
+            held = read_newest_per_key(consumer, self.state_topic, self._decoders[1], self._checkpoint,
+                                       self.check_timeout)
         finally:
             consumer.close()
         check_log_against_topic(self._log, ends[0])
@@ -526,6 +549,7 @@ class Publisher:
         self._mark(producer, [end.topic for end in ends if end.marker is None])
         self._markers_checked = time.monotonic()
         self._identity = identity
+        self._hold(held)
         self._write_checkpoint(self._checkpoint)
         self._bound = True
 
@@ -708,6 +732,8 @@ class Publisher:
 
     def _publish_chunk(self, end: int, stop: threading.Event | None, deadline: float | None) -> int:
         """Publish the events from the checkpoint to ``end``; how many were confirmed (all, or 0)."""
+        if self._held is None and not self._read_held(stop, deadline):
+            return 0
         envelopes, bodies, links = self._read_linked(self._checkpoint, end)
         producer = self._producer_ready()
         chunk = _Chunk()
@@ -730,6 +756,8 @@ class Publisher:
 
         self._history_end = chunk.history_offsets()[-1] + 1
         self._write_checkpoint(envelopes[-1].offset + 1)
+        if self._held and self._held_top < 2 * self._checkpoint:
+            self._held = {}  # the state topic holds nothing past the checkpoint: nothing to look up
         form.commit()
         self.published += len(envelopes)
         self._backoff = 0.0
@@ -740,16 +768,25 @@ class Publisher:
                         positions: list[int]) -> Iterator[tuple[bytes, bytes | None, list | None]]:
         """The state topic's messages of a chunk whose history messages are ``encoded`` (``message_pair_encoder``)
         at Kafka offsets ``positions``: each event's state form, a tombstone after a removal. A state message carries
-        the history message's Kafka offset instead of the link; a tombstone carries it as a header."""
-        form = self._state_form
+        the history message's Kafka offset instead of the link; a tombstone carries it as a header. Every event is
+        folded (``StateForm``), but a message the state topic holds already, or holds a newer one of its key
+        (``_held``), is not sent again."""
+        form, held = self._state_form, self._held or None
         for env, (key, _, head, tail), position in zip(envelopes, encoded, positions):
             # a row (_read_linked) goes out as itself, no tombstone: its type's form (checked at open: _rows)
             whole, closes = (env, False) if env.event.__class__ is tuple else form.of(env)
-            if whole is not env:
-                key, value, _ = self._encode(whole, history_offset=position)
-            else:
-                value = state_value(head, position, tail)
-            yield key, value, None
+            send_value = True
+            if held is not None:
+                newer = held.get(key, -1) - 2 * env.offset  # 0: the topic holds its value; 1 or more: all of it
+                if newer >= closes:
+                    continue
+                send_value = newer < 0
+            if send_value:
+                if whole is not env:
+                    key, value, _ = self._encode(whole, history_offset=position)
+                else:
+                    value = state_value(head, position, tail)
+                yield key, value, None
             if closes:
                 key, tombstone, headers = encode_tombstone(env)
                 headers.append((HEADER_HISTORY_OFFSET, b"%d" % position))
@@ -778,7 +815,15 @@ class Publisher:
         return envelopes, bodies, links
 
     def _failed(self, chunk: _Chunk, topic: str) -> int:
-        """Nothing of the chunk counts as published: report why (if it failed rather than stopped)."""
+        """Nothing of the chunk counts as published: report why (if it failed rather than stopped). After a state
+        delivery, failed or stopped, the producer is dropped (what it still holds must not land after the state topic
+        is read again) and the state topic is read again before the next chunk (``_held``): some of its messages may be
+        there, even ones reported failed (a timed out request the broker wrote)."""
+        if topic == "state":
+            self._held = None
+            if not chunk.errors:
+                self._drop_producer()
+                self._topics_ready = False
         if chunk.errors:
             reason = "; ".join(chunk.errors[:3]) + (f" (+{len(chunk.errors) - 3} more)" if len(chunk.errors) > 3 else "")
             logger.warning("delivery to the %s topic failed: %s; re-sending from offset %d",
@@ -787,6 +832,31 @@ class Publisher:
             self._drop_producer()  # a fresh idempotent producer re-sends from the checkpoint
             self._topics_ready = False
         return 0
+
+    def _hold(self, held: dict[bytes, int]) -> None:
+        """What the state topic holds per key at or past the checkpoint, as read (``read_newest_per_key``): kept until
+        the checkpoint passes all of it (from_beginning onto topics holding the events: the whole log)."""
+        self._held, self._held_top = held, max(held.values(), default=-1)
+
+    def _read_held(self, stop: threading.Event | None, deadline: float | None) -> bool:
+        """Read the state topic's newest message per key since the checkpoint into ``_held``; False (reported, backed
+        off) if it cannot be read: no state message goes out unless it is known not to be older than one held."""
+        consumer = None
+        try:
+            consumer = Consumer({**self._admin_settings, "group.id": "secmeta-publisher-check",
+                                 "enable.auto.commit": False, "logger": side_client_logger()})
+            self._hold(read_newest_per_key(consumer, self.state_topic, self._decoders[1], self._checkpoint,
+                                           self.check_timeout))
+        except (KafkaException, TopicReadError) as exc:
+            reason = exc.args[0].str() if isinstance(exc.args[0], KafkaError) else str(exc)
+            logger.warning("cannot read what the state topic holds since the checkpoint: %s; retrying", reason)
+            self._report("broker unreachable", reason)
+            self._retry_later(stop, deadline)
+            return False
+        finally:
+            if consumer is not None:
+                consumer.close()
+        return True
 
     def _opened_at_checkpoint(self) -> Iterator[Event]:
         """The entities of kinds with update events open at the checkpoint (the image there, loaded once)."""

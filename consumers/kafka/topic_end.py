@@ -8,6 +8,9 @@ passed over; a tombstone counts by its ``secmeta.offset`` header.  The chain lin
 (``wire.message_link``; None on the state topic).  Where the format marker (``wire.format_marker``) is when it is
 the topic's newest message bar tombstones and other writers' (``TopicEnd.marker``; None: it is not, so a publisher
 writes one before its next format 3 message, as retention may have deleted any older one).
+
+A publisher sending a chunk again reads the state topic's newest message per key since its checkpoint
+(``read_newest_per_key``), so as never to send a key's older value after a newer one.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ from secmeta.consumers.kafka.wire import (
 from secmeta.core.errors import SecmetaError
 from secmeta.events.records import Envelope
 
-__all__ = ["TopicEnd", "TopicEvent", "TopicReadError", "read_message", "read_topic_end"]
+__all__ = ["TopicEnd", "TopicEvent", "TopicReadError", "read_message", "read_newest_per_key", "read_topic_end"]
 
 PARTITION = 0
 _FIRST_WINDOW = 16
+_LAST_WINDOW = 65_536  # read_newest_per_key's largest window, each given the whole timeout
 
 
 class TopicReadError(SecmetaError):
@@ -141,6 +145,40 @@ def read_topic_end(consumer: Consumer, topic: str, decode: Decoder, timeout: flo
                 return TopicEnd(topic, low, high, last, marker)
         stop, window = start, window * 4
     return TopicEnd(topic, low, high, last, marker)
+
+
+def read_newest_per_key(consumer: Consumer, topic: str, decode: Decoder, since: int,
+                        timeout: float = 30.0) -> dict[bytes, int]:
+    """Per key, the newest secmeta message ``topic`` holds at log offset ``since`` or later, as a rank: twice its log
+    offset, plus one for a tombstone (which follows its event's value). Read backwards from the end until a secmeta
+    message below ``since`` (what a publisher sent before the checkpoint ``since``: every message after it is of
+    log offset ``since`` or later), or the partition's start; others' messages and the format marker are passed over.
+    That holds while the checkpoint only moves forward: one put back to an older copy after a chunk was sent again
+    could stop the reading early. The topic is read in windows of at most ``_LAST_WINDOW`` messages, each within
+    ``timeout`` seconds (from the beginning, the whole topic is read).
+    """
+    low, high = _watermarks(consumer, topic, timeout)
+    held: dict[bytes, int] = {}
+    stop, window = high, _FIRST_WINDOW
+    while stop > low:
+        start = max(low, stop - window)
+        below = False
+        for msg in _read_range(consumer, topic, start, stop, time.monotonic() + timeout):
+            if is_format_marker(msg.key(), msg.value(), msg.headers()):
+                continue
+            found = _event(msg, decode)
+            if found is None:
+                continue
+            if found.log_offset < since:
+                below = True
+                continue
+            key, rank = bytes(msg.key() or b""), 2 * found.log_offset + (found.envelope is None)
+            if rank > held.get(key, -1):
+                held[key] = rank
+        if below:
+            break
+        stop, window = start, min(window * 4, _LAST_WINDOW)
+    return held
 
 
 def read_message(consumer: Consumer, topic: str, kafka_offset: int, decode: Decoder,

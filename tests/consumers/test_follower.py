@@ -610,3 +610,134 @@ def test_the_follower_builds_the_replayed_image_from_the_publishers_messages(kaf
             assert follower.next_offset == offset and follower.position == len(messages)
         finally:
             follower.close()
+
+
+def _compacted(bootstrap: str, topic: str, into: str) -> None:
+    """What Kafka's log cleaner may leave of ``topic`` (cleanup.policy=compact), written to ``into``: the newest
+    message of each key, in their order (the mock cluster does not compact; its log start stays at 0 here too)."""
+    messages = read_topic(bootstrap, topic, markers=True)
+    newest = {key: at for at, key, _, _ in messages}
+    produce_raw(bootstrap, into, [(key, value, headers) for at, key, value, headers in messages if newest[key] == at])
+
+
+def test_a_state_resend_interrupted_after_a_crash_does_not_bring_back_a_deleted_acl_once_compacted(
+        store, store_dir, keyring, kafka_bootstrap, topics, follow, tmp_path):
+    """The publisher delivers a chunk to both topics and is killed before its checkpoint: at restart it sends the
+    chunk again from the checkpoint, state messages included, so for a while the state topic's newest message of a
+    key can be an older value than one it already holds (here ACL A's creation, re-sent after A's deletion and its
+    tombstone). The bootstrap's guard (a re-sent older value must not win) sees the offsets only while the newer
+    messages are there; once the log cleaner has kept just the newest message per key, which it may do whenever the
+    publisher is stopped in that window, a follower bootstrapped from the state topic holds A, deleted at offset 1,
+    and never applies the deletion (its history copy is at or below the position the bootstrap starts after)."""
+    import shutil
+
+    from secmeta.core import AclBindingFilter
+
+    a, b = acl_created(1).event.binding, acl_created(2).event.binding
+    store.create_acls([a], context=ADMIN)                                                    # offset 0
+    store.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, "topic-1")], context=ADMIN)  # offset 1 (+ tombstone)
+    store.create_acls([b], context=ADMIN)                                                    # offset 2
+    history, state = topics("history"), topics("state")
+    checkpoint, crashed = store_dir / "kafka-publisher.json", tmp_path / "checkpoint-at-bind.json"
+    with Publisher(store_dir, keyring, kafka_bootstrap, history_topic=history, state_topic=state) as first:
+        first.publish_available(timeout=60, max_events=0)        # binds: the checkpoint says 0 and names the topics
+        shutil.copy(checkpoint, crashed)
+        assert first.publish_available(timeout=60) == 3          # delivered to both topics ...
+    shutil.copy(crashed, checkpoint)                             # ... and killed before the checkpoint said so
+    with Publisher(store_dir, keyring, kafka_bootstrap, history_topic=history, state_topic=state) as restarted:
+        assert restarted.checkpoint == 0
+        assert restarted.publish_available(timeout=60, max_events=1) == 1   # stopped after re-sending offset 0
+    before = follow(history, state, name="before")
+    before.bootstrap_from_state_topic()
+    assert image_state(before.image) == image_state(store.image)           # the guard holds before compaction
+    compacted = topics("state-compacted")
+    _compacted(kafka_bootstrap, state, compacted)
+    after = follow(history, compacted, name="after")
+    after.bootstrap_from_state_topic()
+    with Publisher(store_dir, keyring, kafka_bootstrap, history_topic=history, state_topic=state) as resumed:
+        assert resumed.publish_available(timeout=60) == 2   # the rest of the chunk again, A's deletion included
+    assert after.catch_up(60)
+    held = sorted(acl_id for acl_id, _ in after.image.acls)
+    assert image_state(after.image) == image_state(store.image), \
+        f"bootstrapped from the compacted state topic, the follower holds ACLs {held}; the store holds " \
+        f"{sorted(acl_id for acl_id, _ in store.image.acls)}"
+
+
+@pytest.mark.parametrize("route", ["a state delivery reported failed", "from the beginning",
+                                   "from the beginning, a chunk at a time"])
+def test_no_route_that_sends_a_chunk_again_puts_an_older_state_value_after_a_newer_one(
+        store, store_dir, keyring, kafka_bootstrap, topics, follow, monkeypatch, route):
+    """The other routes by which a publisher sends a chunk again (the restart from the checkpoint is the test
+    above): a state delivery reported failed in a running publisher, which re-sends the chunk (librdkafka reports a
+    request that timed out as failed though the broker may have written it: here every message of the chunk is on
+    the topic), and ``from_beginning`` onto topics that hold the events, in one chunk or one event a chunk (what the
+    topic holds past the first chunk still counts for the second). Either way, stopped after re-sending ACL A's
+    creation, the state topic's newest message of A must still be its tombstone: once compacted, a follower
+    bootstrapped from it does not hold A, deleted at offset 2."""
+    import threading
+
+    from secmeta.consumers.kafka import publisher as publisher_module
+    from secmeta.core import AclBindingFilter
+
+    store.create_acls([acl_created(2).event.binding], context=ADMIN)                         # offset 0: B
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)                         # offset 1: A
+    store.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, "topic-1")], context=ADMIN)  # offset 2 (+ tombstone)
+    history, state = topics("history"), topics("state")
+    if route.startswith("from the beginning"):
+        with Publisher(store_dir, keyring, kafka_bootstrap, history_topic=history, state_topic=state) as first:
+            assert first.publish_available(timeout=60) == 3
+        with Publisher(store_dir, keyring, kafka_bootstrap, history_topic=history, state_topic=state,
+                       from_beginning=True, chunk_size=1 if route.endswith("at a time") else 10_000) as again:
+            assert again.publish_available(timeout=60, max_events=2) == 2
+    else:
+        reported, calls = publisher_module._Chunk.state_errors, []
+
+        def state_errors(chunk) -> list[str]:   # asked once the history is delivered, then once the state is:
+            calls.append(chunk)                 # the first chunk's state delivery is reported failed
+            return reported(chunk) + (["Local: Message timed out"] if len(calls) == 2 else [])
+
+        monkeypatch.setattr(publisher_module._Chunk, "state_errors", state_errors)
+        stop = threading.Event()
+        with Publisher(store_dir, keyring, kafka_bootstrap, history_topic=history, state_topic=state,
+                       progress=lambda status: status.stage == "delivery failed" and stop.set()) as publisher:
+            assert publisher.publish_available(timeout=60, stop_event=stop) == 0   # delivered, reported failed
+            assert len([key for _, key, _, _ in read_topic(kafka_bootstrap, state)]) == 4   # B, A, A, tombstone
+            assert publisher.publish_available(timeout=60, max_events=2) == 2      # offsets 0-1 again, then stopped
+    compacted = topics("state-compacted")
+    _compacted(kafka_bootstrap, state, compacted)
+    follower = follow(history, compacted)
+    follower.bootstrap_from_state_topic()
+    assert image_state(follower.image) == image_state(store.image), \
+        f"after {route}, the compacted state topic gives ACLs {sorted(acl_id for acl_id, _ in follower.image.acls)}; " \
+        f"the store holds {sorted(acl_id for acl_id, _ in store.image.acls)}"
+
+
+def test_a_chunk_sent_again_fills_a_gap_the_state_topic_holds_before_a_newer_event(
+        store, store_dir, keyring, kafka_bootstrap, topics, follow, tmp_path):
+    """librdkafka's idempotent producer may leave a gap (messages timed out, later ones delivered: its "Message
+    timeout considerations"), so a state topic holding a newer event does not hold all older ones. Here it lacks ACL
+    A's deletion and tombstone (offset 1) but holds B's creation (offset 2): the chunk sent again from the checkpoint
+    must still send A's deletion, which "only what is after the topic's newest log offset" would skip, leaving A
+    granted once compacted. It skips what the topic holds of each key instead."""
+    from secmeta.consumers.kafka.wire import message_offset
+    from secmeta.core import AclBindingFilter
+
+    store.create_acls([acl_created(1).event.binding], context=ADMIN)                         # offset 0
+    store.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, "topic-1")], context=ADMIN)  # offset 1 (+ tombstone)
+    store.create_acls([acl_created(2).event.binding], context=ADMIN)                         # offset 2
+    history, state, gapped = topics("history"), topics("state"), topics("state-gapped")
+    with Publisher(store_dir, keyring, kafka_bootstrap, history_topic=history, state_topic=state) as first:
+        assert first.publish_available(timeout=60) == 3
+    produce_raw(kafka_bootstrap, gapped, [(key, value, headers) for _, key, value, headers
+                                          in read_topic(kafka_bootstrap, state, markers=True)
+                                          if message_offset(value, headers) != 1])
+    with Publisher(store_dir, keyring, kafka_bootstrap, history_topic=history, state_topic=gapped,
+                   checkpoint_path=tmp_path / "from-zero.json") as again:
+        assert again.publish_available(timeout=60) == 3
+    sent = [message_offset(value, headers) for _, _, value, headers in read_topic(kafka_bootstrap, gapped)]
+    assert sent == [0, 2, 1, 1]     # A's deletion and its tombstone only: nothing held was sent again
+    compacted = topics("state-compacted")
+    _compacted(kafka_bootstrap, gapped, compacted)
+    follower = follow(history, compacted)
+    follower.bootstrap_from_state_topic()
+    assert image_state(follower.image) == image_state(store.image)
