@@ -33,7 +33,10 @@ was, raises ``FollowerError``: the image is not of that topic.
 Given a keyring, the follower also keeps a local log of the events it applies
 (``secmeta.consumers.kafka.replica``): the checkpoint directory then reads as a
 store (``secmeta acls --list --store DIR``, history, ``--as-of``), and at start
-the image is the local log's when the checkpoint is not at its end.  It then signs the checkpoint's snapshot
+the image is the local log's when the checkpoint is not at its end (after a crash: the local log is appended at
+every poll, the checkpoint less often); the topic is then checked as from a checkpoint, from what the local log
+records of its last event (``replica_end``: cluster, topic, Kafka offset and link), and a local log that
+records none is refused.  It then signs the checkpoint's snapshot
 with that keyring and loads only a snapshot it signed (a forged one, CRC-valid, is logged as not trusted and the
 follower starts over); without a keyring only the CRC vouches, so the snapshot's ACL section is checked whole
 (review 26, 1.1).
@@ -57,6 +60,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER, side_client_logger
 from secmeta.consumers.kafka.replica import LocalReplica
+from secmeta.consumers.kafka.replica_end import END_FILE
 from secmeta.consumers.kafka.topic_end import TopicReadError, read_message, read_topic_end
 from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
 from secmeta.consumers.kafka.wire import (
@@ -189,7 +193,7 @@ class Follower:
         self.duplicates = 0
         self.skipped = 0  # messages that were not ours (in the dead-letter file)
         self.gaps = 0
-        self.resumed_from: int | None = None  # log offset of the checkpoint loaded at start
+        self.resumed_from: int | None = None  # log offset of the checkpoint (or local log) the image was loaded at
         self._since_checkpoint = 0
         self._checkpointed_entities = 0  # how many entities the last checkpoint's image held
         self._checkpointed: tuple[int, int | None] | None = None
@@ -305,6 +309,7 @@ class Follower:
         events: list = []
         envelopes: list[Envelope] = []
         links: list[bytes | None] = []  # each event's store batch (the local log keeps the batches)
+        positions: list[int] = []  # each event's Kafka offset (the local log records where it ends)
         applied_msg = None
         event: Any
         for msg in messages:
@@ -324,17 +329,18 @@ class Follower:
                 self.duplicates += 1
                 continue
             if offset != last + 1:
-                self._replay(events, envelopes, applied_msg, links)
+                self._replay(events, envelopes, applied_msg, links, positions)
                 self._stop_at_gap(last, offset, msg.offset())
             if replica is not None:
                 event, link = event
                 envelopes.append(event)
                 links.append(link)
+                positions.append(msg.offset())
                 event = event.event
             events.append(event)
             applied_msg = msg
             last = offset
-        self._replay(events, envelopes, applied_msg, links)
+        self._replay(events, envelopes, applied_msg, links, positions)
         return len(events)
 
     def _read_envelope(self, key: bytes | None, value: bytes | None,
@@ -344,13 +350,13 @@ class Follower:
         return envelope.offset, (envelope, link)
 
     def _replay(self, events: list, envelopes: Sequence[Envelope] = (), last_msg=None,
-                links: Sequence[bytes | None] = ()) -> None:
+                links: Sequence[bytes | None] = (), positions: Sequence[int] = ()) -> None:
         """Apply a run of events that follows the image (one delta, as the store applies a batch), and log their
-        envelopes, when the follower keeps a local log."""
+        envelopes (with their links and Kafka offsets), when the follower keeps a local log."""
         if events:
             if self.replica is not None:
-                for envelope, link in zip(envelopes, links, strict=True):
-                    self.replica.add(envelope, link)
+                for envelope, link, position in zip(envelopes, links, positions, strict=True):
+                    self.replica.add(envelope, link, position)
             self.image = _PROJECTION.apply_events(self.image, events)  # under a paused collector
             self.applied += len(events)
             self._since_checkpoint += len(events)
@@ -442,6 +448,8 @@ class Follower:
         finally:
             self._assign(timeout)
         self._identity = identity
+        if self.replica is not None:
+            self.replica.identity = identity  # recorded with the local log's end
         self._checked = True
         return True
 
@@ -586,18 +594,30 @@ class Follower:
 
     def _take_replica(self) -> None:
         """At open: a checkpoint that is not at the local log's end gives way to the local log, whose events
-        are replayed into the image; the topic is then read from its start (what the log holds is skipped)."""
-        if self.replica is None or self.replica.next_offset == self.image.next_offset:
+        are replayed into the image; the topic is then read on from the local log's last event, once checked as a
+        checkpoint's is (``_check_topic``) from what the local log records of it (``ReplicaEnd``): its cluster and
+        topic, its Kafka offset and link. FollowerError if that is not recorded: the topic could not be checked."""
+        replica = self.replica
+        if replica is None or replica.next_offset == self.image.next_offset:
             return
+        end = replica.end
+        if end is None:
+            raise FollowerError(
+                f"follower checkpoint in {self.checkpoint_dir} is at log offset {self.image.next_offset}, its local "
+                f"log at {replica.next_offset}, but where the local log's last event lies on {self.history_topic} is "
+                f"not recorded ({self.checkpoint_dir / END_FILE} is missing, unreadable or of another end): the topic "
+                "cannot be checked against it. Follow with another --checkpoint-dir (or remove this one) to rebuild "
+                "the image from the topic")
         image = SecurityImage.EMPTY
         with paused_gc(freeze=True):
-            for batch in self.replica.read(0):
+            for batch in replica.read(0):
                 image = _PROJECTION.apply(image, batch)
         logger.warning("follower checkpoint in %s is at log offset %d, its local log at %d: following on from "
                        "the local log", self.checkpoint_dir, self.image.next_offset, image.next_offset)
-        self.image, self.position, self.resumed_from = image, None, None
+        self.image, self.position, self.resumed_from = image, end.kafka_offset + 1, image.next_offset
         self._checkpointed, self._checkpointed_entities = None, 0
-        self._applied_at = self._applied_link = None
+        self._identity = replica.identity or self._identity
+        self._applied_at, self._applied_link = end.kafka_offset, end.link
 
     # -- bootstrap from the state topic --------------------------------------------------
 

@@ -7,6 +7,9 @@ checkpoints). ``DIR/secmeta-local-store`` names it, so ``secmeta acls --list --s
 who-could, ``--as-of``...) read it as they read the store; opening DIR as a writer is refused. The log is the
 follower's own (its own store id and hash chain, under the keyring it was given), written with the store's
 log code, so ``secmeta log verify --store DIR`` checks it as any store's.
+
+Before each append, ``DIR/local-log-end`` records where the local log's new end lies on the history topic
+(``replica_end``): a follower restarting from the local log checks the topic from there.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from secmeta.consumers.kafka.replica_end import END_FILE, EndRecord, ReplicaEnd
+from secmeta.consumers.kafka.topic_identity import TopicIdentity
 from secmeta.core.errors import SecmetaError
 from secmeta.core.log import Log
 from secmeta.core.store.storedir import LOCAL_STORE_FILE
@@ -38,8 +43,18 @@ class LocalReplica:
         root = Path(directory)
         self.log = Log.open(root / STORE_DIR, keyring=keyring, codec=codec, create=True)
         write_atomically(root / LOCAL_STORE_FILE, (STORE_DIR + "\n").encode())
+        try:
+            self._record = EndRecord(root / END_FILE)
+        except BaseException:
+            self.log.close()
+            raise
+        #: where the logged events end on the topic (None: nothing logged, or not recorded for this end)
+        self.end: ReplicaEnd | None = self._record.read(self.log.end_offset)
+        #: the cluster and topic the events are read from (recorded with each append; the follower sets it)
+        self.identity: TopicIdentity | None = None if self.end is None else self.end.identity
         self._pending: list[Envelope] = []
         self._pending_link: bytes | None = None
+        self._pending_at = -1  # the Kafka offset of the last event waiting
 
     @property
     def next_offset(self) -> int:
@@ -50,24 +65,31 @@ class LocalReplica:
         """The logged events from ``start`` on, a batch at a time (to rebuild the image at open)."""
         return self.log.read_batches(start)
 
-    def add(self, envelope: Envelope, link: bytes | None) -> None:
-        """One applied event and the link of the store batch that holds it (None: not known)."""
+    def add(self, envelope: Envelope, link: bytes | None, kafka_offset: int) -> None:
+        """One applied event, the link of the store batch that holds it (None: not known) and the Kafka offset of
+        its message."""
         if envelope.offset != self.next_offset:
             raise ReplicaError(f"the local log {self.log.store.path} is at log offset {self.next_offset}, but the "
                                f"follower applies log offset {envelope.offset}: it belongs to another image")
         if self._pending and (link is None or link != self._pending_link):
             self.flush()
         self._pending.append(envelope)
-        self._pending_link = link
+        self._pending_link, self._pending_at = link, kafka_offset
 
     def flush(self) -> None:
-        """Append the events waiting for the rest of their batch, as one batch."""
+        """Append the events waiting for the rest of their batch, as one batch; first record durably where they end
+        on the topic (``replica_end``: whichever end a crash leaves, it is recorded)."""
         if self._pending:
             pending, self._pending = self._pending, []
+            end = ReplicaEnd(pending[-1].offset + 1, self._pending_at, self._pending_link, self.identity)
+            self._record.write(end)
             self.log.append(pending)
+            self._record.keep_written()
+            self.end = end
 
     def close(self) -> None:
         try:
             self.flush()
         finally:
+            self._record.close()
             self.log.close()

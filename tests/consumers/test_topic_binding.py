@@ -398,3 +398,116 @@ def test_topics_holding_nothing_past_a_logged_cut_are_published_on_with_the_reco
     with Log.open(store_dir, keyring=keyring, read_only=True) as log:
         (at_three,) = log.read(3, 4)
     assert type(at_three.event) is LogRecovered and at_three.event.recovery_id == recovery
+
+
+def _history_of(first_id: int, count: int, link: int) -> list:
+    """``count`` history messages of ACL creations (ids from ``first_id``) at log offsets 0.., one store batch each."""
+    from secmeta.consumers.kafka.wire import message_encoder
+    from secmeta.events.codec import EventCodec
+    from secmeta.events.records import Envelope
+
+    encode = message_encoder(EventCodec())
+    return [encode(Envelope(i, 1_700_000_000_000, "User:admin", "10.0.0.1", f"r{i}", acl_created(first_id + i).event),
+                   link=bytes([link, i]) * 16) for i in range(count)]
+
+
+def _crashed(bootstrap: str, history: str, keyring, tmp_path):
+    """A follower with a keyring killed with its local log ahead of its checkpoint, ``history`` holding
+    ``_history_of(0, 4, 1)``: the copy of its checkpoint directory taken while it ran, its checkpoint at log offset 2
+    and its local log at 3 (the last event applied waits for the rest of its store batch, or the next poll)."""
+    produce_raw(bootstrap, history, _history_of(0, 4, 1))
+    running = Follower(bootstrap, history_topic=history, checkpoint_dir=tmp_path / "f", keyring=keyring,
+                       checkpoint_every=2, max_batch=2)
+    try:
+        assert running.catch_up(30) and running.next_offset == 4
+        assert json.loads((tmp_path / "f" / "follower.json").read_text())["next_offset"] == 2
+        shutil.copytree(tmp_path / "f", tmp_path / "crashed")   # the disk as a kill now leaves it
+    finally:
+        running.close()
+    return tmp_path / "crashed"
+
+
+def test_a_follower_restarting_from_its_local_log_after_a_crash_still_refuses_another_topic(
+        kafka_bootstrap, other_kafka_cluster, topics, keyring, tmp_path):
+    """A follower with a keyring keeps a local log, flushed at every poll, while its checkpoint comes every
+    ``checkpoint_every`` events: a crash between the two leaves the local log ahead of the checkpoint, which is
+    the usual state after a kill. At restart the image is the local log's (``_take_replica``), and the follower
+    must still check the topic it resumes on against what it applied, as it does from a checkpoint
+    (``test_a_follower_on_another_cluster_holding_more_is_refused``): another cluster's topic of the same name
+    holding other events is refused, not mixed in (events below the local log's end skipped as duplicates,
+    the rest applied onto it)."""
+    import uuid
+
+    history = topics("h")
+    crashed = _crashed(kafka_bootstrap, history, keyring, tmp_path)
+    produce_raw(other_kafka_cluster, history, _history_of(100, 6, 2))   # another store's log
+    with Follower(other_kafka_cluster, history_topic=history, checkpoint_dir=crashed, keyring=keyring) as restarted:
+        try:
+            restarted.catch_up(30)
+        except FollowerError:
+            return      # refused: the topic is not the one the image was read from
+        held = sorted(acl_id for acl_id, _ in restarted.image.acls)
+        pytest.fail(f"the restarted follower mixed another cluster's topic into its image: it holds ACL ids {held} "
+                    f"at next offset {restarted.next_offset}, where its own topic held "
+                    f"{[str(uuid.UUID(int=i)) for i in range(4)]}")
+
+
+def test_a_follower_restarting_from_its_local_log_resumes_after_its_last_event(kafka_bootstrap, topics, keyring,
+                                                                               tmp_path):
+    """On its own topic, a follower restarted from its local log (ahead of its checkpoint) reads on from the message
+    after the local log's last event: none of the events it holds is read again, and the next ones are applied."""
+    history = topics("h")
+    crashed = _crashed(kafka_bootstrap, history, keyring, tmp_path)
+    produce_raw(kafka_bootstrap, history, _history_of(0, 6, 1)[4:])
+    with Follower(kafka_bootstrap, history_topic=history, checkpoint_dir=crashed, keyring=keyring) as restarted:
+        assert restarted.resumed_from == 3 and restarted.catch_up(30)
+        assert (restarted.next_offset, restarted.applied, restarted.duplicates) == (6, 3, 0)
+        assert len(restarted.image.acls) == 6
+
+
+def test_a_follower_restarting_from_its_local_log_ahead_of_its_topic_is_refused(
+        kafka_bootstrap, other_kafka_cluster, topics, keyring, tmp_path):
+    """The topic holds fewer events than the local log (another cluster's, of the same name): FollowerAheadError
+    naming both offsets, as from a checkpoint ahead of its topic."""
+    history = topics("h")
+    crashed = _crashed(kafka_bootstrap, history, keyring, tmp_path)
+    produce_raw(other_kafka_cluster, history, _history_of(0, 2, 1))
+    with Follower(other_kafka_cluster, history_topic=history, checkpoint_dir=crashed, keyring=keyring) as restarted:
+        with pytest.raises(FollowerAheadError, match="it applied log offsets through 2"):
+            restarted.catch_up(30)
+
+
+def test_a_follower_restarting_from_its_local_log_refuses_another_event_where_its_last_one_was(
+        kafka_bootstrap, topics, keyring, tmp_path):
+    """What the local log records of its last event (its Kafka offset and link) is checked against the topic: the
+    topic holding another store batch's event there is refused (here the record names another link)."""
+    from dataclasses import replace
+
+    from secmeta.consumers.kafka.replica_end import END_FILE, EndRecord
+
+    history = topics("h")
+    crashed = _crashed(kafka_bootstrap, history, keyring, tmp_path)
+    record = EndRecord(crashed / END_FILE)
+    try:
+        recorded = record.read(3)
+        assert recorded is not None and recorded.kafka_offset == 2 and recorded.link == bytes([1, 2]) * 16
+        record.write(replace(recorded, link=b"\xab" * 32))   # the newest record of that end, now
+    finally:
+        record.close()
+    with Follower(kafka_bootstrap, history_topic=history, checkpoint_dir=crashed, keyring=keyring) as restarted:
+        with pytest.raises(FollowerError, match="diverges from its topic: it applied log offset 2 from Kafka offset 2"):
+            restarted.catch_up(30)
+
+
+def test_a_follower_whose_local_log_end_is_not_recorded_refuses_to_start_from_it(kafka_bootstrap, topics,
+                                                                                 keyring, tmp_path):
+    """Fail closed: a local log ahead of its checkpoint without a record of where its last event lies (the file
+    removed, or written by a secmeta before it was kept) cannot be checked against the topic, so the follower
+    refuses to open, naming the file, rather than follow on unchecked."""
+    from secmeta.consumers.kafka.replica_end import END_FILE
+
+    history = topics("h")
+    crashed = _crashed(kafka_bootstrap, history, keyring, tmp_path)
+    (crashed / END_FILE).unlink()
+    with pytest.raises(FollowerError, match=f"{END_FILE} is missing"):
+        Follower(kafka_bootstrap, history_topic=history, checkpoint_dir=crashed, keyring=keyring).close()
