@@ -605,9 +605,9 @@ class Follower:
             raise FollowerError(
                 f"follower checkpoint in {self.checkpoint_dir} is at log offset {self.image.next_offset}, its local "
                 f"log at {replica.next_offset}, but where the local log's last event lies on {self.history_topic} is "
-                f"not recorded ({self.checkpoint_dir / END_FILE} is missing, unreadable or of another end): the topic "
-                "cannot be checked against it. Follow with another --checkpoint-dir (or remove this one) to rebuild "
-                "the image from the topic")
+                f"not recorded ({self.checkpoint_dir / END_FILE} is missing, unreadable or of another end, as a power "
+                "loss can leave it): the topic cannot be checked against it. Follow with another --checkpoint-dir (or "
+                "remove this one) to rebuild the image from the topic")
         image = SecurityImage.EMPTY
         with paused_gc(freeze=True):
             for batch in replica.read(0):

@@ -77,7 +77,7 @@ class LocalReplica:
         self._pending_link, self._pending_at = link, kafka_offset
 
     def flush(self) -> None:
-        """Append the events waiting for the rest of their batch, as one batch; first record durably where they end
+        """Append the events waiting for the rest of their batch, as one batch; first record where they end
         on the topic (``replica_end``: whichever end a crash leaves, it is recorded)."""
         if self._pending:
             pending, self._pending = self._pending, []

@@ -1,12 +1,14 @@
-"""Where the follower's local log ends on the history topic, recorded durably beside the log at each append.
+"""Where the follower's local log ends on the history topic, recorded beside the log at each append.
 
 A follower that restarts from its local log (ahead of its checkpoint after a crash) checks the topic from the
 local log's last event, as it would from a checkpoint: the cluster and topic it was read from, the Kafka offset of
 its message and its store batch's link (``ReplicaEnd``).  ``DIR/local-log-end`` holds two slots of ``SLOT``
 bytes, each a CRC32 and length, then a JSON body with a sequence number.  Before each append the local log's new
-end goes into the slot that does not hold its current end (one pwrite and fdatasync: no rename, no directory
-sync), so whichever end a kill or a power loss leaves the log at (a torn append is cut at open), a slot records
-it, and a slot torn in the write fails its CRC; at open the newest slot recording the log's end is taken.
+end goes into the slot that does not hold its current end (one pwrite, no sync: the log's own append is
+fsynced, and a second sync per append slowed catch-up by up to half, 3.65 to 5.50 s wall for 200k events), so
+whichever end a kill leaves the log at (a torn append is cut at open), a slot records it, and a slot torn in the write fails its CRC; at open the
+newest slot recording the log's end is taken.  After a power loss the record may lag the durable log: no slot
+then records the log's end, and the follower refuses to open (fail closed) rather than follow unchecked.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ __all__ = ["END_FILE", "SLOT", "EndRecord", "ReplicaEnd"]
 END_FILE = "local-log-end"
 SLOT = 4096
 _HEAD = struct.Struct(">II")  # the body's CRC32 and length
-_datasync = getattr(os, "fdatasync", os.fsync)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,8 @@ class EndRecord:
         return next(end for seq, end in filter(None, self._slots) if seq == sequence)
 
     def write(self, end: ReplicaEnd) -> None:
-        """Record ``end`` durably in the slot not kept (the older one if none is), as the newest record."""
+        """Record ``end`` in the slot not kept (the older one if none is), as the newest record (written, not
+        synced: see the module)."""
         at = (1 - self._kept) if self._kept is not None else int(self._sequence(1) < self._sequence(0))
         sequence = max(self._sequence(0), self._sequence(1)) + 1
         body = json.dumps({"sequence": sequence, "next_offset": end.next_offset, "kafka_offset": end.kafka_offset,
@@ -74,7 +76,6 @@ class EndRecord:
                                f"{self.path} (a topic name or cluster id that long is not recorded)")
         data = _HEAD.pack(zlib.crc32(body), len(body)) + body
         os.pwrite(self._fd, data.ljust(SLOT, b"\0"), at * SLOT)
-        _datasync(self._fd)
         self._slots[at], self._written = (sequence, end), at
 
     def keep_written(self) -> None:
