@@ -126,7 +126,7 @@ class ReplicatedNode:
         gate = KafkaCommitGate(self.settings, log.store.store_id, self.topic, log.codec.writer_schema_json)
         try:
             held = log.end_offset
-            self._read_to_end()
+            self._require_end(self._read_to_end())
             replica = self.replica
             if replica.identity is not None and not replica.seeded:
                 _check_can_complete_seed(self.topic, held, replica.end, log.start_offset)
@@ -158,18 +158,30 @@ class ReplicatedNode:
             self.replica.check_not_ahead()
         self._note_resume_point()
 
-    def _read_to_end(self, stop: threading.Event | None = None) -> None:
-        """Read the topic to its end, from the resume point if it holds (resume.py), else from the start."""
+    def _read_to_end(self, stop: threading.Event | None = None) -> int:
+        """Read the topic to its end, from the resume point if it holds (resume.py), else from the start; the
+        Kafka offset read to (every committed record below it applied)."""
         try:
-            self._reader.read_to_end(self.replica.apply, stop)
+            read_to = self._reader.read_to_end(self.replica.apply, stop)
             if self.replica.identity is not None:
                 self.replica.check_resumed()
+            return read_to
         except ResumeMismatch as exc:
             logger.info("reading the log topic %s from its first record: %s", self.topic, exc)
             self._reader.close()
             self.replica = TopicReplica(self.store.log, self.store.append_replicated, self.topic)
             self._reader = TopicReader(self.settings, self.topic)
-            self._reader.read_to_end(self.replica.apply, stop)
+            return self._reader.read_to_end(self.replica.apply, stop)
+
+    def _require_end(self, read_to: int) -> None:
+        """A writer writes only after every batch an older writer committed: the topic's end, asked after the fence
+        (no older writer's transaction is open then, none can commit), must not lie past what was read; refused
+        when it does or when Kafka does not say (ReplicationUnavailableError), before anything is written."""
+        end = self._reader.end_now()
+        if end > read_to:
+            raise CommitGateError(f"the log topic {self.topic} ends at Kafka offset {end}, but this node read it only "
+                                  f"to {read_to} after fencing the older writers: writing now would commit over "
+                                  "batches they committed; this node does not become the writer")
 
     def _note_resume_point(self) -> None:
         last = self.replica.last_batch

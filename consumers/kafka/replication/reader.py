@@ -42,26 +42,33 @@ class TopicReader:
             "logger": side_client_logger(),
         }))
         self._consumer.assign([TopicPartition(topic, 0, start)])
-        self._at_end = False  # the end was reached and nothing came since
         self._next = start  # the Kafka offset after the last record applied (where reading began, until one is)
         self._progressed = False       # the last step applied a record
 
-
-    def read_to_end(self, apply: Apply, stop: threading.Event | None = None) -> None:
+    def read_to_end(self, apply: Apply, stop: threading.Event | None = None) -> int:
         """Apply every committed record up to the topic's end as it was when the read began (a topic a writer
-        keeps writing is not chased: whoever reads on follows the rest); ReplicationUnavailableError when that end
-        is not reached within the timeout of a silent broker (a long topic that keeps coming is read to its end);
-        ReadStopped as soon as ``stop`` is set."""
+        keeps writing is not chased: whoever reads on follows the rest); returns the Kafka offset read to.
+        ReplicationUnavailableError when that end is not reached (or cannot be learnt) within the timeout of a
+        silent broker (a long topic that keeps coming is read to its end); ReadStopped as soon as ``stop`` is set.
+
+        What the consumer fetched before the call is dropped first (a seek to the offset after the last record
+        applied): librdkafka fetches in the background from the moment the partition is assigned, also while
+        nobody consumes (while this node was the writer, or after its follower stopped mid-burst), and an
+        end-of-partition event it queued then may lie before batches committed since. The read then ends only at
+        an end-of-partition event at or past the end Kafka gives after the seek (``end_now``)."""
         deadline = time.monotonic() + self._timeout
-        if self._at_end:  # librdkafka reports the end once: seeking where we are asks for it again
-            # (to the offset after the last record applied: the consumer's own position may have moved on
-            # while nothing was consumed, e.g. while this node was the writer or its process was stopped)
+        try:
             self._consumer.seek(TopicPartition(self.topic, 0, self._next))
-        end: int | None = None
-        while not self._step(apply, 0.2):
+        except KafkaException as exc:
+            raise ReplicationUnavailableError(f"reading the log topic {self.topic} failed: {exc.args[0].str()}") \
+                from None
+        end = self._end_now()
+        while True:
+            reached = self._step(apply, 0.2)
             end = self._end_now() if end is None else end
-            if end is not None and self._next >= end:
-                return
+            held = self._next if reached is None else max(self._next, reached)  # everything committed below it
+            if end is not None and held >= end:
+                return held
             if stop is not None and stop.is_set():
                 raise ReadStopped(f"reading the log topic {self.topic} to its end was stopped")
             if self._progressed:
@@ -70,14 +77,23 @@ class TopicReader:
                 raise ReplicationUnavailableError(f"the end of the log topic {self.topic} was not reached within "
                                                   f"{self._timeout:g} s: Kafka did not answer")
 
-    def _end_now(self) -> int | None:
-        """The partition's high watermark now, None if Kafka does not say at once (a read asks again after its next
-        step; meanwhile only the consumer's end-of-partition event ends it). Every record below it is committed or
-        aborted by the time a record at or past it is read (read_committed), so a read that applied the record
-        before it, or any later one, holds everything committed below it."""
+    def end_now(self, timeout: float | None = None) -> int:
+        """The Kafka offset the partition ends at now; ReplicationUnavailableError when Kafka does not say within
+        ``timeout`` (default: the settings'). For this read_committed consumer Kafka answers with the last stable
+        offset: every record below it is committed or aborted, so a read that applied the record before it, or
+        reached the end at or past it, holds everything committed below it."""
         try:
-            return self._consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=0.5, cached=False)[1]
-        except KafkaException:
+            return self._consumer.get_watermark_offsets(TopicPartition(self.topic, 0), cached=False,
+                                                        timeout=self._timeout if timeout is None else timeout)[1]
+        except KafkaException as exc:
+            raise ReplicationUnavailableError(f"the end of the log topic {self.topic} could not be learnt: "
+                                              f"{exc.args[0].str()}") from None
+
+    def _end_now(self) -> int | None:
+        """``end_now``, None if Kafka does not say at once (a read asks again after its next step)."""
+        try:
+            return self.end_now(0.5)
+        except ReplicationUnavailableError:
             return None
 
     def follow(self, apply: Apply, stop: threading.Event, poll_s: float = 0.1) -> None:
@@ -85,26 +101,26 @@ class TopicReader:
         while not stop.is_set():
             self._step(apply, poll_s)
 
-    def _step(self, apply: Apply, timeout: float) -> bool:
-        """Apply what one consume brings; True when it ended at the end of the partition."""
-        at_end = False
+    def _step(self, apply: Apply, timeout: float) -> int | None:
+        """Apply what one consume brings; the Kafka offset of the end-of-partition event it ended at, if it did."""
+        reached = None
         self._progressed = False
         for msg in self._consumer.consume(BURST, timeout):
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    at_end = self._at_end = True
+                    reached = msg.offset()
                     continue
                 if err.fatal() or not err.retriable():
                     raise ReplicationUnavailableError(f"reading the log topic {self.topic} failed: {err.str()}")
                 continue
-            at_end = self._at_end = False
+            reached = None
             offset = msg.offset()
             kafka_offset = -1 if offset is None else offset
             apply(parse_record(msg.value(), msg.headers(), kafka_offset), kafka_offset)
             self._next = kafka_offset + 1
             self._progressed = True
-        return at_end
+        return reached
 
     def close(self) -> None:
         try:
