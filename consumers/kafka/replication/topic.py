@@ -30,12 +30,12 @@ def admin_client(settings: ReplicationSettings) -> AdminClient:
 
 def ensure_topic(settings: ReplicationSettings, topic: str) -> None:
     """Create ``topic`` when missing: one partition (one order of batches), ``replication_factor`` replicas,
-    ``min.insync.replicas``, kept forever (a joiner rebuilds from it). An existing topic must have one partition.
+    ``min.insync.replicas``, no unclean leader election, kept forever (a joiner rebuilds from it). An existing topic must have one partition.
     (Created first, looked at after: asking for a missing topic's metadata may auto-create it with defaults.)"""
     admin = admin_client(settings)
     timeout = settings.timeout_s
-    config = {"min.insync.replicas": str(settings.min_insync_replicas), "retention.ms": "-1",
-              "retention.bytes": "-1", "cleanup.policy": "delete"}
+    config = {"min.insync.replicas": str(settings.min_insync_replicas), "unclean.leader.election.enable": "false",
+              "retention.ms": "-1", "retention.bytes": "-1", "cleanup.policy": "delete"}
     future = admin.create_topics([NewTopic(topic, 1, settings.replication_factor, config=config)],
                                  request_timeout=timeout, operation_timeout=timeout)[topic]
     try:
@@ -61,8 +61,9 @@ def ensure_topic(settings: ReplicationSettings, topic: str) -> None:
 
 def check_durability(admin: AdminClient, settings: ReplicationSettings, topic: str) -> None:
     """The topic (made here or found) must be as durable as the settings ask: min.insync.replicas at least
-    ``min_insync_replicas`` (a commit must reach that many replicas) and no retention (a joiner rebuilds from
-    the first record). Refused otherwise, naming the setting and the fix; nothing is written."""
+    ``min_insync_replicas`` (a commit must reach that many replicas), no unclean leader election (an out-of-sync
+    replica made leader drops batches acks=all acknowledged) and no retention (a joiner rebuilds from the first
+    record). Refused otherwise, naming the setting and the fix; nothing is written."""
     try:
         future = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)],
                                         request_timeout=settings.timeout_s)
@@ -76,6 +77,10 @@ def check_durability(admin: AdminClient, settings: ReplicationSettings, topic: s
     if insync is not None and int(insync) < settings.min_insync_replicas:
         problems.append(f"min.insync.replicas is {insync}, below --min-insync-replicas "
                         f"{settings.min_insync_replicas}")
+    unclean = found.get("unclean.leader.election.enable")
+    if unclean is not None and unclean.lower() != "false":
+        problems.append(f"unclean.leader.election.enable is {unclean}: an out-of-sync replica made leader would "
+                        "drop acknowledged batches (it must be false)")
     for name in ("retention.ms", "retention.bytes"):
         if found.get(name) not in (None, "-1"):
             problems.append(f"{name} is {found[name]}: the topic must keep every batch (-1)")
