@@ -59,7 +59,7 @@ class TableReader:
         else:
             reader = self.spark.read.schema(schema(name))
             if name == HISTORY:  # event_date, the partition column, comes from the files' directories
-                reader = reader.option("basePath", self.tables.table_path(name).as_uri())
+                reader = reader.option("basePath", str(self.tables.table_path(name)))  # as the files: a path
             frame = reader.parquet(*files)
         self._frames[key] = (files, frame)
         return frame

@@ -41,13 +41,17 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from secmeta.core.errors import SecmetaError
 from secmeta.events.entities import KINDS
 
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
+
 __all__ = ["FORMAT", "HISTORY", "INTERVAL_NAMES", "LEGACY_MANIFEST", "OPEN_INTERVALS", "SNAPSHOT_NAMES", "TABLE_NAMES", "Kept", "Tables",
-           "TablesError", "Version"]
+           "TablesError", "Version", "local_files"]
 
 # 1 was Parquet plus a manifest, 2 interval tables without the open intervals, 3 SCRAM mechanisms by the enum's
 # name (SCRAM_SHA_256, not Kafka's SCRAM-SHA-256): development formats no release wrote, refused with a clear message.
@@ -257,19 +261,38 @@ class Tables:
                           f"secmeta record, up to {latest}); see `secmeta spark versions`")
 
     def files(self, name: str, version: Version | Kept) -> list[str]:
-        """The data files of table ``name`` at ``version`` (absolute paths), as its Delta log lists them.
+        """The data files of table ``name`` at ``version`` (absolute local paths: ``local_files``), as its Delta log
+        lists them.
 
         Raises TablesError if retention has deleted them (a version older than the kept ones).
         """
-        files = self.delta(name, version.tables[name]).file_uris()
+        files = local_files(self.delta(name, version.tables[name]))
         self.require_kept(name, version, files)
         return files
 
     def require_kept(self, name: str, version: Version | Kept, files: list[str]) -> None:
         """Raise TablesError if retention has deleted any of ``files``, table ``name``'s at ``version``
         (``files``' answer, checked again by a reader that keeps the list)."""
-        missing = [f for f in files if not os.path.exists(f.removeprefix("file://"))]
+        missing = [f for f in files if not os.path.exists(f)]
         if missing:
             raise TablesError(
                 f"version {version.delta_version} of {self.path} (offset {version.offset}) is no longer kept: "
                 f"retention deleted {len(missing)} of its {name} files; see `secmeta spark versions`")
+
+
+def local_files(table: DeltaTable) -> list[str]:
+    """The data files of a Delta table (a deltalake ``DeltaTable`` at the version it was loaded at) as local paths.
+
+    deltalake's ``file_uris()`` joins the table's URI, percent-encoded (``/tmp/a%20b/acls/``), with each file's
+    path as the Delta log holds it, decoded (a partition directory's own escapes, ``d=x%20y``, are its name on
+    disk): only the table's part is decoded. A file outside the table's directory is refused, naming it.
+    """
+    root = table.table_uri.removeprefix("file://").rstrip("/") + "/"
+    local = unquote(root)
+    paths = []
+    for uri in table.file_uris():
+        path = uri.removeprefix("file://")
+        if not path.startswith(root):
+            raise TablesError(f"the Delta table {local} lists a data file outside its directory: {uri}")
+        paths.append(local + path[len(root):])
+    return paths

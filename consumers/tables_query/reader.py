@@ -11,7 +11,6 @@ a reader sees one consistent state even while the compaction job commits newer o
 from __future__ import annotations
 
 import os
-from urllib.parse import unquote
 
 import polars as pl
 
@@ -52,7 +51,7 @@ class ArrowReader:
         """
         from arro3.core import Table
 
-        files = [unquote(f.removeprefix("file://")) for f in self.tables.files(name, at)]  # TablesError if vacuumed
+        files = self.tables.files(name, at)  # local paths; TablesError if vacuumed
         schema = pl.DataFrame(Table.from_batches([], schema=self.tables.delta(name, at.tables[name]).schema()
                                                  .to_arrow())).schema
         if not files:
