@@ -113,7 +113,14 @@ class BatchCommit:
     @property
     def done(self) -> bool:
         """Whether this batch was committed already (a replay: commit nothing)."""
-        return (self.pinned[HISTORY].transaction_version(self.stream) or -1) >= self.batch
+        return self._holds_batch(self.pinned[HISTORY])
+
+    def _holds_batch(self, table) -> bool:
+        """Whether ``table`` holds this batch (or a later one) of the stream: its Delta application transaction for
+        the stream is at this batch id or past it. Spark numbers batches from 0, so a transaction version of 0 is
+        batch 0 committed; None is no batch committed."""
+        committed = table.transaction_version(self.stream)
+        return committed is not None and committed >= self.batch
 
     def commit(self, files: Mapping[str, Sequence[tuple[Path, str]]], offsets: tuple[int, int],
                timestamp_ms: int | None, keep: int,
@@ -140,7 +147,7 @@ class BatchCommit:
 
     def _table(self, name: str, files: Sequence[tuple[Path, str]], batch: dict) -> int:
         table = self.pinned[name]
-        if (table.transaction_version(self.stream) or -1) >= self.batch:
+        if self._holds_batch(table):
             # an earlier attempt of this batch committed this table, then stopped: keep that commit
             last = table.history(1)[0]
             if last.get(BATCH) != batch:

@@ -1,5 +1,5 @@
 """The tables' Delta logs as ``commits`` writes them (deltalake) and the readers find them, without a JVM (but
-for Spark's own reader): a tables directory anywhere on disk."""
+for Spark's own reader): a tables directory anywhere on disk, and a batch committed exactly once."""
 
 from __future__ import annotations
 
@@ -76,3 +76,40 @@ def test_the_files_of_a_delta_table_are_its_files_on_disk_whatever_the_names(tmp
     on_disk = {str(f) for f in path.rglob("*.parquet")}
     assert len(on_disk) == len(values)
     assert sorted(local_files(DeltaTable(str(path)))) == sorted(on_disk)
+
+
+class _Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("batch", [0, 1, 7])
+def test_a_batch_is_committed_once_whatever_its_id_even_when_replayed(tmp_path, batch):
+    """Spark numbers micro-batches from 0. A batch committed in full is a replay when it comes again (``done``);
+    one that stopped after its first table keeps that table's commit when replayed (the module's exactly-once
+    rule), for batch 0 as for any other."""
+    from secmeta.consumers.spark.tables import TABLE_NAMES
+
+    tables = Tables(tmp_path / "tables")
+    create(tables, "store-1", {"super_users": [], "allow_everyone_if_no_acl_found": False})
+    first = TABLE_NAMES[0]
+
+    def crash_after_first(name: str) -> None:
+        if name == first:
+            raise _Crash(name)
+
+    def files() -> dict:
+        staged = tmp_path / f"staged-{len(list(tmp_path.iterdir()))}.parquet"
+        _history_file(staged)
+        return {HISTORY: [(staged, f"event_date=2027-01-15/part-{staged.stem}.parquet")]}
+
+    with pytest.raises(_Crash):
+        BatchCommit(tables, "stream-1", batch).commit(files(), (0, 0), None, keep=10, after_table=crash_after_first)
+    committed = tables.delta(first).version()
+    replay = BatchCommit(tables, "stream-1", batch)
+    assert not replay.done
+    version = replay.commit(files(), (0, 0), None, keep=10)
+    assert tables.delta(first).version() == committed, (
+        f"replaying batch {batch} committed {first} again (Delta version {committed} -> "
+        f"{tables.delta(first).version()}) instead of keeping the commit that already holds the batch")
+    assert version.tables[first] == committed
+    assert BatchCommit(tables, "stream-1", batch).done, f"batch {batch}, committed in full, is not seen as done"
