@@ -41,7 +41,13 @@ from zlib import crc32
 
 from secmeta.projections.acl_index import Group, Node
 from secmeta.projections.acl_match import ACL_BITS
-from secmeta.projections.acl_table import _SCAN_PRINCIPALS, AclColumns, AclTable, TableError
+from secmeta.projections.acl_table import (
+    _SCAN_PRINCIPALS,
+    UNLISTED,
+    AclColumns,
+    AclTable,
+    TableError,
+)
 from secmeta.projections.section_arrays import (
     SectionError,
     Strings,
@@ -139,7 +145,8 @@ def _listed(table: list[str], positions: memoryview) -> list[str]:
 class MappedAclTable(AclTable):
     """An ``AclTable`` whose columns are views of a format-5 section: each node is read when first made."""
 
-    __slots__ = ("section_ids", "nbytes", "_slots", "_mask", "_names", "_runs_by_type", "_nodes")
+    __slots__ = ("section_ids", "nbytes", "_slots", "_mask", "_names", "_runs_by_type", "_nodes", "_principal_at",
+                 "_principal_names")
 
     def __init__(self, section: memoryview, *, vouched: bool = True):  # noqa: PLW0231 - AclTable.__init__ checks
         """The table of ``section``; ``vouched``: an HMAC vouches for its bytes (else every column is checked whole
@@ -160,15 +167,21 @@ class MappedAclTable(AclTable):
             "resource_types": bytes(arrays["resource_types"]), "pattern_types": bytes(arrays["pattern_types"]),
             "group_start": signed(arrays["group_start"]), "acl_start": signed(arrays["acl_start"]),
             "names": names,
-            # Per group and per ACL as lists of the shared strings (one C-level map each): authorize reads them by
-            # position in its hot loop (AclTable.bits), where a view's Python __getitem__ doubled its p99.
-            "principals": _listed(principals, arrays["group_principals"]), "ids": self.section_ids,
+            # Per group and per ACL as lists of the shared strings: authorize reads them by position in its hot loop
+            # (AclTable.bits), where a view's Python __getitem__ doubled its p99.  The hosts are listed here (one
+            # C-level map); each node's principals when the node is first read (``_list_principals``; issue 24: listing
+            # the 2.9M groups' of the 10M-event mixed log's last checkpoint file was 0.11 s of its 0.5 s load, for a
+            # point that reads a few nodes).
+            "principals": [UNLISTED] * groups, "ids": self.section_ids,
             "hosts": _listed(hosts, arrays["acl_hosts"]), "operations": bytes(arrays["operations"]),
             "permissions": bytes(arrays["permissions"]),
         }
         for name, column in columns.items():
             setattr(self, name, column)
         self.acl_columns = AclColumns(self.ids, self.hosts, self.operations, self.permissions)
+        if arrays["group_principals"].format not in "BHIQ":  # a signed column could name one from the end of the list
+            raise TableError(f"a column of principal or host positions has typecode {arrays['group_principals'].format!r}")
+        self._principal_at, self._principal_names = arrays["group_principals"], principals
         self._nodes: list[Node | None] = [None] * nodes
         self._groups: dict[int, Group] = {}
         self._names: dict[int, tuple[dict[str, int], dict[str, int]]] = {}  # ``names_of``, by resource type
@@ -215,6 +228,7 @@ class MappedAclTable(AclTable):
         for ever; a start past its column would read another node's groups or ACLs)."""
         _, groups, acls = counts
         self._check_starts(groups, acls)
+        self.principals = _listed(self._principal_names, self._principal_at)  # every position checked
         self.stores()  # a node listed twice, refused now rather than when its type is first read (``index``)
         try:
             for column in strings:
@@ -233,7 +247,7 @@ class MappedAclTable(AclTable):
         if node is None:
             starts = self.group_start
             g, end = starts[i], starts[i + 1]
-            principals = self.principals[g:end]
+            principals = self.group_principals(i)
             count = end - g
             if count != 1 and count <= _SCAN_PRINCIPALS and len(set(principals)) != count:
                 self._repeated_principal(i)
@@ -285,7 +299,24 @@ class MappedAclTable(AclTable):
         with one search of each start column."""
         g = bisect_right(self.acl_start, position) - 1
         i = bisect_right(self.group_start, g) - 1
-        return (self.resource_types[i], self.pattern_types[i], self.names[i]), self.principals[g]
+        principal = self.principals[g]
+        if principal is UNLISTED:  # the one group's, read from the section (its node's are listed when it is read)
+            principal = self._read_principals(g, g + 1)[0]
+        return (self.resource_types[i], self.pattern_types[i], self.names[i]), principal
+
+    def _list_principals(self, g: int, end: int) -> list[str]:
+        """List the principals of a node's groups [g, end) into ``principals`` (a node's are listed whole, so its first
+        group's tells whether they are)."""
+        held = self.principals[g:end] = self._read_principals(g, end)
+        return held
+
+    def _read_principals(self, g: int, end: int) -> list[str]:
+        """The principals of groups [g, end) as the section lists them (TableError when one names a principal it does
+        not list: checked as its node is first read, as a node's other columns are)."""
+        try:
+            return list(map(self._principal_names.__getitem__, self._principal_at[g:end]))
+        except IndexError:
+            raise TableError("a group or ACL names a principal or host the section does not list") from None
 
     def acl_count(self, i: int) -> int:
         """How many ACLs node ``i`` holds."""

@@ -66,6 +66,25 @@ class TableError(InvalidValueError):
     """Columns that hold no index (a snapshot's chunk that is damaged or not ours)."""
 
 
+class _Unlisted:
+    """The principal of a group whose node's principals a table has not listed yet (``MappedAclTable`` lists them per
+    node, when the node is first read: ``group_principals``).  Comparing or hashing it raises TableError, so a read
+    that skipped the listing fails closed instead of matching no principal (a DENY passed over)."""
+
+    __slots__ = ()
+
+    def _unlisted(self, *_: object) -> bool:
+        raise TableError("a group's principal was read before its node's principals were listed")
+
+    __eq__ = __ne__ = __hash__ = _unlisted  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "<unlisted principal>"
+
+
+UNLISTED = _Unlisted()
+
+
 def _named(resource_type: int, pattern_type: int, name: str) -> str:
     """A node's pattern for an error message: TOPIC LITERAL 'name'."""
     kind = KINDS[resource_type, pattern_type]
@@ -304,8 +323,20 @@ class AclTable:
     def node(self, i: int) -> Node:
         """Node i, a ``Lazy`` view of its columns, made anew (the index's map keeps it in place of its placeholder:
         kept here too, it would refer back to the table, a reference cycle)."""
+        return self._lazy(i, self.group_start[i], self.group_principals(i))
+
+    def group_principals(self, i: int) -> list[str]:
+        """The principals of node i's groups, in order: what ``principals`` holds for them, listed first where a table
+        lists them only when a node is first read (``UNLISTED``, ``_list_principals``)."""
         g, end = self.group_start[i], self.group_start[i + 1]
-        return self._lazy(i, g, self.principals[g:end])
+        held = self.principals[g:end]
+        if held and held[0] is UNLISTED:
+            held = self._list_principals(g, end)
+        return held
+
+    def _list_principals(self, g: int, end: int) -> list[str]:
+        """List the principals of groups [g, end) into ``principals`` (a table that lists them when first read)."""
+        raise TableError("this table lists every group's principal when made")
 
     def _lazy(self, i: int, g: int, principals: list[str]) -> Lazy:
         """Node i (its first group at ``g``, its groups' ``principals``) as a view of the columns.
@@ -337,6 +368,8 @@ class AclTable:
         fails closed (TableError), as making it would."""
         starts = self.group_start
         g, end = starts[i], starts[i + 1]
+        if self.principals[g] is UNLISTED:  # never on a table that lists them when made
+            self._list_principals(g, end)
         if end - g == 1:  # most nodes of the benchmarks' shape: no list
             own = self.principals[g]
             return self.bits(i, g, host) if own == principal or own == WILDCARD_PRINCIPAL else 0
@@ -391,6 +424,8 @@ class AclTable:
         name = self.names[i]
         kind = KINDS[self.resource_types[i], self.pattern_types[i]]
         principal, ids, hosts = self.principals[g], self.ids, self.hosts
+        if principal is UNLISTED:
+            principal = self.group_principals(i)[g - self.group_start[i]]
         a, b = self.acl_start[g], self.acl_start[g + 1]
         if b - a == 1:
             bit = ACL_BITS[self.permissions[a]][self.operations[a]]
@@ -435,9 +470,11 @@ class AclTable:
         """The rows of node i's ACLs (``AclCreated.ROW``, the codes as ints)."""
         resource_type, pattern_type, name = self.resource_types[i], self.pattern_types[i], self.names[i]
         ids, hosts, operations, permissions = self.ids, self.hosts, self.operations, self.permissions
-        starts = self.acl_start
-        rows: list = [(ids[k], resource_type, name, pattern_type, self.principals[g], hosts[k], operations[k], permissions[k])
-                for g in range(self.group_start[i], self.group_start[i + 1]) for k in range(starts[g], starts[g + 1])]
+        starts, first = self.acl_start, self.group_start[i]
+        principals = self.group_principals(i)
+        rows: list = [(ids[k], resource_type, name, pattern_type, principals[g - first], hosts[k], operations[k],
+                       permissions[k])
+                      for g in range(first, self.group_start[i + 1]) for k in range(starts[g], starts[g + 1])]
         return rows
 
     def stores(self) -> dict[tuple[int, int], dict[str, int]]:

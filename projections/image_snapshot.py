@@ -331,9 +331,9 @@ class _NodesRow:
         first, end = table.group_start[i], table.group_start[i + 1]
         self.group_counts.append(end - first)
         principals, hosts, starts = self.principals, self.hosts, table.acl_start
-        for g in range(first, end):
+        for g, principal in zip(range(first, end), table.group_principals(i), strict=True):
             a, b = starts[g], starts[g + 1]
-            self.group_principals.append(principals.setdefault(table.principals[g], len(principals)))
+            self.group_principals.append(principals.setdefault(principal, len(principals)))
             self.acl_counts.append(b - a)
             self.ids += table.ids[a:b]
             self.acl_hosts.extend([hosts.setdefault(host, len(hosts)) for host in table.hosts[a:b]])

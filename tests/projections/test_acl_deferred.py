@@ -36,20 +36,22 @@ def with_changes(image: SecurityImage, events) -> SecurityImage:
 
 
 @settings(max_examples=10, deadline=None)
-@given(logs, st.integers(0, 100), st.integers(0, 100), st.integers(0, 2**16))
-def test_a_snapshot_image_plus_deferred_changes_answers_as_the_replayed_image(log, first, second, order):
+@given(logs, st.integers(0, 100), st.integers(0, 100), st.integers(0, 2**16), st.booleans())
+def test_a_snapshot_image_plus_deferred_changes_answers_as_the_replayed_image(log, first, second, order, signed):
     """A snapshot of a shape's first requests, the next ones merged as a deferred delta (creations and deletions,
     nodes emptied and new ones), the next merged again, then the rest written request by request: at each step
     every authorize, authorized_operations and describe answer, every id's binding, and the image (and its
     snapshot, loaded again) equal those of a replay of the same requests.  The loaded image is asked a few calls
-    first, or none: its index's maps of the types read (some nodes made) are what the first delta copies."""
+    first, or none: its index's maps of the types read (some nodes made) are what the first delta copies.  A
+    signed snapshot is read as time travel reads a checkpoint file (its HMAC vouching for it: each node's principals
+    listed when the node is first read, a deletion's group's read alone), an unsigned one checked whole at open."""
     shape, n, seed = log
     requests = shapes.shape_events(shape, n, seed)
     first = min(first, len(requests))
     second = min(first + second, len(requests))
     held = [b for _, b in shapes.final_pairs(shape, n, seed)]
     asked = calls(shape, n, order, held)
-    image = snapshot_loaded(replayed(requests[:first]))
+    image = snapshot_loaded(replayed(requests[:first]), signed=signed)
     answers(image.acls, asked[:order % 8])  # some types' maps and nodes made before changes are deferred onto it
     from_section = bool(image.acls)  # an empty snapshot loads as the empty image, which changes apply to as ever
     for cut in (second, len(requests)):
@@ -60,8 +62,8 @@ def test_a_snapshot_image_plus_deferred_changes_answers_as_the_replayed_image(lo
         assert answers(image.acls, _ASKED) == answers(expected.acls, _ASKED)
         assert sorted(image.acls) == sorted(expected.acls) and len(image.acls) == len(expected.acls)
         assert all(image.acls.get(acl_id) == binding for acl_id, binding in expected.acls)
-        assert image == expected == snapshot_loaded(image)
-    written = replayed(requests[second:], with_changes(snapshot_loaded(replayed(requests[:first])),
+        assert image == expected == snapshot_loaded(image, signed=signed)
+    written = replayed(requests[second:], with_changes(snapshot_loaded(replayed(requests[:first]), signed=signed),
                                                            [e for r in requests[first:second] for e in r]),
                        per_request=True)
     assert written == replayed(requests)
@@ -137,15 +139,15 @@ def _events_of(ops, held: dict[str, AclBinding]) -> list:
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(0, 8), _chained)
-def test_deferred_changes_applied_one_delta_after_another_read_as_replayed(loaded_ids, deltas):
+@given(st.integers(0, 8), _chained, st.booleans())
+def test_deferred_changes_applied_one_delta_after_another_read_as_replayed(loaded_ids, deltas, signed):
     """A loaded image, then several deltas merged one after another (each gathers only its own changes onto the
     image before it): ids of the file and ids added by an earlier delta deleted, re-created with another binding,
     deleted again; nodes emptied and new ones.  Every image on the way equals a replay of the same events, answers
     authorize, operations and describe as it does, and gives every id's binding back."""
     first = [AclCreated(f"id{i}", _chained_binding(i % 3, i % 4)) for i in range(loaded_ids)]
     held = {event.acl_id: event.binding for event in first}
-    image = snapshot_loaded(replayed([first])) if first else SecurityImage.EMPTY
+    image = snapshot_loaded(replayed([first]), signed=signed) if first else SecurityImage.EMPTY
     history = list(first)
     for ops in deltas:
         events = _events_of(ops, held)
@@ -159,15 +161,15 @@ def test_deferred_changes_applied_one_delta_after_another_read_as_replayed(loade
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.integers(1, 8), _chained)
-def test_each_image_of_a_chain_of_deferred_deltas_keeps_its_own_state(loaded_ids, deltas):
+@given(st.integers(1, 8), _chained, st.booleans())
+def test_each_image_of_a_chain_of_deferred_deltas_keeps_its_own_state(loaded_ids, deltas, signed):
     """Deltas merged one after another onto a loaded image, no image asked anything until the last is made: then each
     image, oldest first, still equals a replay of the events up to it, answers as it, gives its ids' bindings back and
     lists exactly its ids.  A later delta gathers onto what earlier images hold (persistent maps, node entries), so
     it must copy before it edits: time travel keeps the earlier images and makes their nodes later."""
     first = [AclCreated(f"id{i}", _chained_binding(i % 3, i % 4)) for i in range(loaded_ids)]
     held = {event.acl_id: event.binding for event in first}
-    image = snapshot_loaded(replayed([first]))
+    image = snapshot_loaded(replayed([first]), signed=signed)
     history, chain = list(first), []
     for ops in deltas:
         events = _events_of(ops, held)
