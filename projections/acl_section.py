@@ -79,6 +79,7 @@ _ARRAY = struct.Struct("<cxxxxxxxQQ")  # typecode, byte offset (from the section
 _LAYOUT = ("resource_types", "pattern_types", "names", "name_offsets", "group_start", "group_principals",
            "acl_start", "principals", "principal_offsets", "ids", "id_offsets", "id_slots", "hosts",
            "host_offsets", "acl_hosts", "operations", "permissions")
+_FOUND_KEPT = 1 << 16  # ids whose positions ``MappedAclTable.position`` keeps (~100 B each with its id text)
 _OPERATION_CODES, _PERMISSION_CODES = bytes(range(len(ACL_BITS[0]))), bytes(range(len(ACL_BITS)))
 
 
@@ -146,7 +147,7 @@ class MappedAclTable(AclTable):
     """An ``AclTable`` whose columns are views of a format-5 section: each node is read when first made."""
 
     __slots__ = ("section_ids", "nbytes", "_slots", "_mask", "_names", "_runs_by_type", "_nodes", "_principal_at",
-                 "_principal_names")
+                 "_principal_names", "_found")
 
     def __init__(self, section: memoryview, *, vouched: bool = True):  # noqa: PLW0231 - AclTable.__init__ checks
         """The table of ``section``; ``vouched``: an HMAC vouches for its bytes (else every column is checked whole
@@ -191,6 +192,7 @@ class MappedAclTable(AclTable):
             self._check_whole(counts, arrays["id_slots"], strings)
         self._slots = arrays["id_slots"]
         self._mask = len(self._slots) - 1
+        self._found: dict[str, int] = {}  # id -> position, of ids ``position`` found (at most _FOUND_KEPT)
 
     def _check_mapped(self, counts: tuple[int, int, int], arrays: dict) -> None:
         """The checks that need no Python work per ACL (the file's HMAC vouches for what it holds; each node's
@@ -263,6 +265,7 @@ class MappedAclTable(AclTable):
         time travel evicting a checkpoint file's image)."""
         super().forget_made()
         self._nodes = [None] * len(self._nodes)
+        self._found = {}
 
     def id_positions(self) -> dict[str, int]:
         raise TypeError("a mapped table finds ids through its section's hash table (position)")
@@ -273,23 +276,34 @@ class MappedAclTable(AclTable):
         A column of UUIDs (``Uuids``) has each probed slot's 16 bytes compared with the id's, converted once
         (``uuid_of``), with no call per slot; an id that is no canonical UUID is in no such column, so it is not
         probed at all (issue 24: a replay past a checkpoint file probes each id it changes, ~2 us a probe through
-        ``Uuids.find``).  A column of texts is asked through its ``find``."""
+        ``Uuids.find``).  A column of texts is asked through its ``find``.  An id whose first slot is empty is not
+        held, found without converting it.  The positions of the first ``_FOUND_KEPT`` ids found are kept: a replay's
+        removal is checked against the image (``AclsDelta.remove``), then gathered (``Deferred._gather``), and each
+        later point replayed past the same file probes the same ids again."""
         if type(acl_id) is not str:
             return -1
+        found = self._found.get(acl_id)
+        if found is not None:
+            return found
         encoded = acl_id.encode()
+        slots, mask = self._slots, self._mask
+        at = crc32(encoded) & mask
+        if not slots[at]:  # about half the ids a table does not hold: no conversion, no comparison
+            return -1
         ids = self.section_ids
         raw = ids.raw if type(ids) is Uuids else None
         if raw is not None:
             sought = uuid_of(encoded)
             if sought is None:
                 return -1
-        find, slots, mask = ids.find, self._slots, self._mask
-        at = crc32(encoded) & mask
+        find = ids.find
         for _ in range(len(slots)):  # at most the whole table: one with no empty slot is damaged, not a loop
             slot = slots[at]
             if not slot:
                 return -1
             if (raw[16 * slot - 16:16 * slot] == sought) if raw is not None else find(encoded, slot - 1):
+                if len(self._found) < _FOUND_KEPT:
+                    self._found[acl_id] = slot - 1
                 return slot - 1
             at = (at + 1) & mask
         raise TableError(f"the id table has no empty slot: it is damaged (looking up ACL id {acl_id!r})")
@@ -301,7 +315,10 @@ class MappedAclTable(AclTable):
         i = bisect_right(self.group_start, g) - 1
         principal = self.principals[g]
         if principal is UNLISTED:  # the one group's, read from the section (its node's are listed when it is read)
-            principal = self._read_principals(g, g + 1)[0]
+            try:
+                principal = self._principal_names[self._principal_at[g]]
+            except IndexError:
+                raise TableError("a group or ACL names a principal or host the section does not list") from None
         return (self.resource_types[i], self.pattern_types[i], self.names[i]), principal
 
     def _list_principals(self, g: int, end: int) -> list[str]:

@@ -96,3 +96,31 @@ def test_ids_that_join_into_uuids_come_back_from_a_snapshot_as_written(ids):
                                                       "*", AclOperation.READ, AclPermissionType.ALLOW)))
     image = delta.apply(len(ids))
     assert sorted(acl_id for acl_id, _ in snapshot_loaded(image).acls) == sorted(ids)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.uuids().map(str), min_size=1, max_size=40, unique=True), st.booleans(),
+       st.lists(st.one_of(st.integers(0, 39), _texts), max_size=60))
+def test_a_loaded_table_finds_each_id_it_holds_at_its_position_however_often_asked(held, texts, asked):
+    """A table read from a signed snapshot (``MappedAclTable.position``: its hash table, the ids it found kept) finds
+    each id it holds at the position its id column lists, every time it is asked and after ``forget_made``, and no
+    other id: a UUID's neighbours, texts a convention away, ids that are no UUID.  ``texts``: the ids written as other
+    texts (a column kept as text, probed through its ``find``)."""
+    from secmeta.projections.acl_deferred import deferred_of
+
+    ids = [f"{acl_id}-x" for acl_id in held] if texts else held
+    delta = SecurityDelta(SecurityImage.EMPTY)
+    for i, acl_id in enumerate(ids):
+        delta.replay(AclCreated(acl_id, AclBinding.of(ResourceType.TOPIC, f"t{i % 7}", PatternType.LITERAL,
+                                                      f"User:u{i % 3}", "*", AclOperation.READ,
+                                                      AclPermissionType.ALLOW)))
+    image = snapshot_loaded(delta.apply(len(ids)), signed=True)
+    table = deferred_of(image.acls.acls, image.acls.index).table  # type: ignore[union-attr]
+    listed = table.section_ids.all()
+    assert sorted(listed) == sorted(ids)
+    for round_ in range(3):
+        for item in asked:
+            acl_id = ids[item % len(ids)] if isinstance(item, int) else item
+            assert table.position(acl_id) == (listed.index(acl_id) if acl_id in listed else -1)
+        if round_ == 1:
+            table.forget_made()
