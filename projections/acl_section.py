@@ -149,9 +149,11 @@ class MappedAclTable(AclTable):
     __slots__ = ("section_ids", "nbytes", "_slots", "_mask", "_names", "_runs_by_type", "_nodes", "_principal_at",
                  "_principal_names", "_found")
 
-    def __init__(self, section: memoryview, *, vouched: bool = True):  # noqa: PLW0231 - AclTable.__init__ checks
+    def __init__(self, section: memoryview, *, vouched: bool = True,  # noqa: PLW0231 - AclTable.__init__ checks
+                 principals_when_read: bool = False):
         """The table of ``section``; ``vouched``: an HMAC vouches for its bytes (else every column is checked whole
-        at open: ``_check_whole``)."""
+        at open: ``_check_whole``); ``principals_when_read`` (given ``vouched``): each node's groups' principals are
+        listed when the node is first read (``_list_principals``), else all of them here."""
         arrays, separator, counts, uuid_ids = _views(section)
         nodes, groups, acls = counts
         self.nbytes = len(section)
@@ -170,10 +172,13 @@ class MappedAclTable(AclTable):
             "names": names,
             # Per group and per ACL as lists of the shared strings: authorize reads them by position in its hot loop
             # (AclTable.bits), where a view's Python __getitem__ doubled its p99.  The hosts are listed here (one
-            # C-level map); each node's principals when the node is first read (``_list_principals``; issue 24: listing
-            # the 2.9M groups' of the 10M-event mixed log's last checkpoint file was 0.11 s of its 0.5 s load, for a
-            # point that reads a few nodes).
-            "principals": [UNLISTED] * groups, "ids": self.section_ids,
+            # C-level map); the principals too, or each node's when the node is first read (``_list_principals``):
+            # issue 24, listing the 2.9M groups' of the 10M-event mixed log's last checkpoint file was 0.11 s of its
+            # 0.5 s load, for a point that reads a few nodes, while a store serving authorize from a snapshot would pay
+            # it node by node on its first pass (the diverse shape's first-pass p99 at 1M: 13.7 -> 20.1 us).
+            "principals": ([UNLISTED] * groups if principals_when_read and vouched
+                           else _listed(principals, arrays["group_principals"])),
+            "ids": self.section_ids,
             "hosts": _listed(hosts, arrays["acl_hosts"]), "operations": bytes(arrays["operations"]),
             "permissions": bytes(arrays["permissions"]),
         }
@@ -230,7 +235,6 @@ class MappedAclTable(AclTable):
         for ever; a start past its column would read another node's groups or ACLs)."""
         _, groups, acls = counts
         self._check_starts(groups, acls)
-        self.principals = _listed(self._principal_names, self._principal_at)  # every position checked
         self.stores()  # a node listed twice, refused now rather than when its type is first read (``index``)
         try:
             for column in strings:
@@ -382,7 +386,8 @@ def _views(section: memoryview) -> tuple[dict[str, memoryview], str, tuple[int, 
     return arrays, separator_named(separator), (nodes, groups, acls), uuid_ids
 
 
-def read_section(section: memoryview, *, vouched: bool = True) -> MappedAclTable:
+def read_section(section: memoryview, *, vouched: bool = True, principals_when_read: bool = False) -> MappedAclTable:
     """The table of a format-5 ACL section (TableError when it holds no index); ``vouched``: an HMAC vouches for
-    its bytes (else every column is checked whole at open)."""
-    return MappedAclTable(section, vouched=vouched)
+    its bytes (else every column is checked whole at open); ``principals_when_read``: each node's groups' principals
+    listed when the node is first read (``MappedAclTable``)."""
+    return MappedAclTable(section, vouched=vouched, principals_when_read=principals_when_read)

@@ -156,6 +156,12 @@ class SecurityImageSnapshot:
     kind = "security-image"
     schema = SCHEMA
 
+    def __init__(self, *, principals_when_read: bool = False):
+        """``principals_when_read``: a signed snapshot's ACL index lists each node's groups' principals when the node
+        is first read (time travel's checkpoint files: a point reads a few nodes), not all at load (a store or a
+        follower serving authorize: its first pass would pay it node by node); ``MappedAclTable``."""
+        self.principals_when_read = principals_when_read
+
     def rows(self, image: SecurityImage) -> Iterator[dict]:
         yield {"row": (_META_NAME, {"next_offset": image.next_offset})}
         for user, entry in image.scram:
@@ -214,7 +220,7 @@ class SecurityImageSnapshot:
         if section is None:  # format 3 or 4
             acl_image, token_image = acls.image(), tokens.apply()
         else:
-            acl_image, token_image = _sectioned(section, tokens.apply(), vouched)
+            acl_image, token_image = _sectioned(section, tokens.apply(), vouched, self.principals_when_read)
         return SecurityImage(scram.apply(), acl_image, token_image, next_offset, quotas.apply(), settings.apply())
 
 
@@ -224,10 +230,11 @@ def image_section(acls: list[bytes], tokens: list[bytes]) -> list[bytes]:
     return [_PARTS.pack(IMAGE_MAGIC, acl_size, token_size), *acls, bytes(aligned(acl_size) - acl_size), *tokens]
 
 
-def _sectioned(section: memoryview, token_rows: TokensImage, vouched: bool) -> tuple[AclsImage, TokensImage]:
+def _sectioned(section: memoryview, token_rows: TokensImage, vouched: bool, principals_when_read: bool = False
+               ) -> tuple[AclsImage, TokensImage]:
     """The ACLs and tokens of a section: format 6's parts, or format 5's ACL index (its tokens were rows)."""
     if section[:len(IMAGE_MAGIC)] != IMAGE_MAGIC:
-        return _mapped_acls(section, vouched), token_rows
+        return _mapped_acls(section, vouched, principals_when_read), token_rows
     if len(section) < _PARTS.size:
         raise CorruptSnapshotError("the image section is truncated")
     _, acl_size, token_size = _PARTS.unpack_from(section)
@@ -238,13 +245,13 @@ def _sectioned(section: memoryview, token_rows: TokensImage, vouched: bool) -> t
         tokens = read_tokens(section[token_at:token_at + token_size])
     except SectionError as exc:
         raise CorruptSnapshotError(f"the token section does not hold tokens: {exc}") from None
-    return _mapped_acls(section[_PARTS.size:_PARTS.size + acl_size], vouched), tokens
+    return _mapped_acls(section[_PARTS.size:_PARTS.size + acl_size], vouched, principals_when_read), tokens
 
 
-def _mapped_acls(section: memoryview, vouched: bool) -> AclsImage:
+def _mapped_acls(section: memoryview, vouched: bool, principals_when_read: bool = False) -> AclsImage:
     """The ACL image of a format-5 section: its ids and nodes read in place (checked whole unless ``vouched``)."""
     try:
-        table = read_section(section, vouched=vouched)
+        table = read_section(section, vouched=vouched, principals_when_read=principals_when_read)
         if not table.ids:
             return AclsImage.EMPTY
         deferred = Deferred.of(table)

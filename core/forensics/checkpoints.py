@@ -60,7 +60,7 @@ class CheckpointFiles:
         self.max_files = max_files
         self.directory = log.store.checkpoint_dir
         self.problems: list[str] = []  # files found bad (each reported once, then deleted)
-        self._codec = SecurityImageSnapshot()
+        self._codec = SecurityImageSnapshot(principals_when_read=True)  # a point reads a few nodes
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
         self._closed = threading.Event()

@@ -22,6 +22,11 @@ from secmeta.projections.image import SecurityDelta, SecurityImage
 from tests.projections.test_shape_properties import answers, calls, logs, replayed, snapshot_loaded
 
 
+def _loaded(image: SecurityImage, signed: bool) -> SecurityImage:
+    """``image`` as time travel reads a checkpoint file of it (signed: each node's principals listed when first read)."""
+    return snapshot_loaded(image, signed=signed, principals_when_read=True)
+
+
 def deferred(image: SecurityImage) -> bool:
     return deferred_of(image.acls.acls, image.acls.index) is not None
 
@@ -42,16 +47,16 @@ def test_a_snapshot_image_plus_deferred_changes_answers_as_the_replayed_image(lo
     nodes emptied and new ones), the next merged again, then the rest written request by request: at each step
     every authorize, authorized_operations and describe answer, every id's binding, and the image (and its
     snapshot, loaded again) equal those of a replay of the same requests.  The loaded image is asked a few calls
-    first, or none: its index's maps of the types read (some nodes made) are what the first delta copies.  A
-    signed snapshot is read as time travel reads a checkpoint file (its HMAC vouching for it: each node's principals
-    listed when the node is first read, a deletion's group's read alone), an unsigned one checked whole at open."""
+    first, or none: its index's maps of the types read (some nodes made) are what the first delta copies.  Snapshots
+    are read as time travel reads a checkpoint file: signed (its HMAC vouching for it: each node's principals listed
+    when the node is first read, a deletion's group's read alone), or unsigned (checked whole at open)."""
     shape, n, seed = log
     requests = shapes.shape_events(shape, n, seed)
     first = min(first, len(requests))
     second = min(first + second, len(requests))
     held = [b for _, b in shapes.final_pairs(shape, n, seed)]
     asked = calls(shape, n, order, held)
-    image = snapshot_loaded(replayed(requests[:first]), signed=signed)
+    image = _loaded(replayed(requests[:first]), signed)
     answers(image.acls, asked[:order % 8])  # some types' maps and nodes made before changes are deferred onto it
     from_section = bool(image.acls)  # an empty snapshot loads as the empty image, which changes apply to as ever
     for cut in (second, len(requests)):
@@ -62,8 +67,8 @@ def test_a_snapshot_image_plus_deferred_changes_answers_as_the_replayed_image(lo
         assert answers(image.acls, _ASKED) == answers(expected.acls, _ASKED)
         assert sorted(image.acls) == sorted(expected.acls) and len(image.acls) == len(expected.acls)
         assert all(image.acls.get(acl_id) == binding for acl_id, binding in expected.acls)
-        assert image == expected == snapshot_loaded(image, signed=signed)
-    written = replayed(requests[second:], with_changes(snapshot_loaded(replayed(requests[:first]), signed=signed),
+        assert image == expected == _loaded(image, signed)
+    written = replayed(requests[second:], with_changes(_loaded(replayed(requests[:first]), signed),
                                                            [e for r in requests[first:second] for e in r]),
                        per_request=True)
     assert written == replayed(requests)
@@ -147,7 +152,7 @@ def test_deferred_changes_applied_one_delta_after_another_read_as_replayed(loade
     authorize, operations and describe as it does, and gives every id's binding back."""
     first = [AclCreated(f"id{i}", _chained_binding(i % 3, i % 4)) for i in range(loaded_ids)]
     held = {event.acl_id: event.binding for event in first}
-    image = snapshot_loaded(replayed([first]), signed=signed) if first else SecurityImage.EMPTY
+    image = _loaded(replayed([first]), signed) if first else SecurityImage.EMPTY
     history = list(first)
     for ops in deltas:
         events = _events_of(ops, held)
@@ -169,7 +174,7 @@ def test_each_image_of_a_chain_of_deferred_deltas_keeps_its_own_state(loaded_ids
     it must copy before it edits: time travel keeps the earlier images and makes their nodes later."""
     first = [AclCreated(f"id{i}", _chained_binding(i % 3, i % 4)) for i in range(loaded_ids)]
     held = {event.acl_id: event.binding for event in first}
-    image = snapshot_loaded(replayed([first]), signed=signed)
+    image = _loaded(replayed([first]), signed)
     history, chain = list(first), []
     for ops in deltas:
         events = _events_of(ops, held)

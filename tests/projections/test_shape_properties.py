@@ -44,15 +44,18 @@ def replayed(requests, base: SecurityImage = SecurityImage.EMPTY, *, per_request
 KEYRING = Keyring.generate()
 
 
-def snapshot_loaded(image: SecurityImage, *, signed: bool = False) -> SecurityImage:
+def snapshot_loaded(image: SecurityImage, *, signed: bool = False, principals_when_read: bool = False
+                    ) -> SecurityImage:
     """The image as a snapshot of it loads: unsigned (read with no keyring: its section checked whole at open), or
     signed and read as a store's open reads it (its HMAC vouching for the section, each type's maps made when
-    first read)."""
+    first read), or with ``principals_when_read`` as time travel reads a checkpoint file (each node's principals
+    listed when the node is first read)."""
     keyring = KEYRING if signed else None
     with tempfile.TemporaryDirectory() as directory:
         info = write_snapshot(directory, CODEC, image, next_offset=image.next_offset, link=b"\0" * 32,
                               timestamp_ms=0, keyring=keyring)
-        return read_snapshot(info.path, CODEC, keyring)[1]
+        return read_snapshot(info.path, SecurityImageSnapshot(principals_when_read=principals_when_read),
+                             keyring)[1]
 
 
 def calls(shape: str, n: int, seed: int, held: list) -> list[tuple]:
@@ -80,16 +83,17 @@ def answers(acls: AclsImage, asked: list[tuple]) -> list:
 
 
 @settings(max_examples=30, deadline=None)
-@given(logs, st.integers(0, 2**16), st.booleans())
-def test_a_snapshot_loaded_image_answers_as_the_replayed_and_the_written_ones(log, order, signed):
-    """Snapshot-loaded (signed or not), replayed (one delta) and written (a delta per request) images of one shape's
-    log give the same authorize, authorized_operations and describe answers, which are the rules' brute-force
-    answers, and the same binding for every id (review 27: an id lookup on a loaded image raised AttributeError)."""
+@given(logs, st.integers(0, 2**16), st.booleans(), st.booleans())
+def test_a_snapshot_loaded_image_answers_as_the_replayed_and_the_written_ones(log, order, signed, when_read):
+    """Snapshot-loaded (signed or not; each node's principals listed at load or when the node is first read),
+    replayed (one delta) and written (a delta per request) images of one shape's log give the same authorize,
+    authorized_operations and describe answers, which are the rules' brute-force answers, and the same binding for
+    every id (review 27: an id lookup on a loaded image raised AttributeError)."""
     shape, n, seed = log
     requests = shapes.shape_events(shape, n, seed)
     replay = replayed(requests)
     written = replayed(requests, per_request=True)
-    loaded = snapshot_loaded(replay, signed=signed)
+    loaded = snapshot_loaded(replay, signed=signed, principals_when_read=when_read)
     held = [b for _, b in shapes.final_pairs(shape, n, seed)]
     asked = calls(shape, n, order, held)
     expected = answers(replay.acls, asked)
