@@ -368,8 +368,6 @@ class AclTable:
         fails closed (TableError), as making it would."""
         starts = self.group_start
         g, end = starts[i], starts[i + 1]
-        if self.principals[g] is UNLISTED:  # never on a table that lists them when made
-            self._list_principals(g, end)
         if end - g == 1:  # most nodes of the benchmarks' shape: no list
             own = self.principals[g]
             return self.bits(i, g, host) if own == principal or own == WILDCARD_PRINCIPAL else 0
