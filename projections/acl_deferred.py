@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping
 from typing import cast
 
 import immutables
@@ -87,16 +87,19 @@ class Deferred:
         """The image of ``table`` with no change deferred."""
         return Unchanged(table)
 
-    def applied(self, changes: Mapping[str, AclBinding | AclRow | None]) -> Deferred:
+    def applied(self, changes: Mapping[str, AclBinding | AclRow | None], held: Container[str] | None = None
+                ) -> Deferred:
         """This image with ``changes`` (later ones win) deferred too (given as bindings or rows).  The nodes the
-        new changes do not touch are this image's, made or not (their changes are the same)."""
+        new changes do not touch are this image's, made or not (their changes are the same).  ``held``, when
+        known, holds every id of ``changes`` that the table holds (a delta checkpoint file records them): the
+        others are not looked up in the table's hash table."""
         new = object.__new__(Changed)
         new.table, new._size, new._added = self.table, self._size, list(self._added)
         new.changes, new._pending, new._added_at = self.changes, self._pending, self._added_at
         new._added_keys, new._key_at = list(self._added_keys), dict(self._key_at)
         new._stores = {kind: dict(names) for kind, names in self._maps().items()}
         new._own = len(changes)
-        new._touch(new._gather(changes))
+        new._touch(new._gather(changes, held))
         new._acls, new._index = _not_made, _not_made
         return new
 
@@ -166,7 +169,8 @@ class Deferred:
 
     # -- the changes by node -------------------------------------------------------------
 
-    def _gather(self, changes: Mapping[str, AclBinding | AclRow | None]) -> dict[Key, Entry]:
+    def _gather(self, changes: Mapping[str, AclBinding | AclRow | None], held: Container[str] | None = None
+                ) -> dict[Key, Entry]:
         """Record ``changes`` onto the gathered state; the entries of the nodes they touch, by key (each copied from
         the image this one was applied to before its first edit here: those are shared with it).
 
@@ -175,8 +179,8 @@ class Deferred:
         the end (an id comes once in ``changes``, so what an earlier image recorded is all an id's change meets), and
         a removed ACL's node and principal are found with one search of each start column (``held_at``)."""
         table, old, rows = self.table, self.changes, self._added
-        fresh = [acl_id for acl_id in changes if acl_id not in old]
-        found = dict(zip(fresh, map(table.position, fresh)))
+        fresh = [acl_id for acl_id in changes if acl_id not in old and (held is None or acl_id in held)]
+        found = dict(zip(fresh, map(table.position, fresh)))  # the ids not looked up: -1, not in the table
         held_at, old_entry = table.held_at, self._pending.get
         edits: dict[Key, Entry] = {}
 
@@ -194,7 +198,7 @@ class Deferred:
             row = given if given is None or type(given) is tuple else acl_row(acl_id, given)  # type: ignore[arg-type]
             prior = old.get(acl_id, _MISSING)
             if prior is _MISSING:  # first changed here: the table's ACL, if it holds the id, is removed
-                position = found[acl_id]
+                position = found.get(acl_id, -1)
                 if position >= 0:
                     key, principal = held_at(position)
                     (edits.get(key) or entry(key))[0].setdefault(principal, set()).add(acl_id)

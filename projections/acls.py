@@ -8,7 +8,7 @@ one (persistent maps: O(k log n) for k changes).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import itemgetter
@@ -244,7 +244,7 @@ class AclsDelta:
     (as Kafka's AclsDelta.replay of a RemoveAccessControlEntryRecord).
     """
 
-    __slots__ = ("image", "_changes", "_bindings", "_runs", "defer_from", "_misfit")
+    __slots__ = ("image", "_changes", "_bindings", "_runs", "defer_from", "_misfit", "_held")
 
     def __init__(self, image: AclsImage):
         self.image = image
@@ -260,6 +260,10 @@ class AclsDelta:
         # The error of a removal recorded for later that did not fit: the runs after it were never keyed, so every
         # later read or apply raises it again rather than answer without them.
         self._misfit: InconsistentEventError | None = None
+        # The ids of the changes the base image holds, when known (``of_net``), and how many ids the changes held
+        # then, so an apply onto an image read in place looks the others up in no hash table (``Deferred.applied``);
+        # an id recorded since (more ids) makes it unknown again.
+        self._held: tuple[Container[str], int] | None = None
 
     def _keyed(self) -> dict[str, AclBinding | AclRow | None]:
         """The changes by id, the pending runs of rows recorded in them first (in order: a later row wins)."""
@@ -338,6 +342,31 @@ class AclsDelta:
         """Raise the InconsistentEventError of the first removal recorded for later that does not fit, if any."""
         self._keyed()
 
+    def net(self) -> dict[str, AclRow | None]:
+        """The net change to the base image, by id, in the order recorded: each ACL added or replaced as its row, and
+        None for an ACL of the base removed (an ACL added and removed again by these changes is left out).  A delta
+        ``of_net`` the base and this gives the same image as this one (a delta checkpoint file holds it)."""
+        held = self.image.acls
+        return {acl_id: _row(acl_id, change) for acl_id, change in self._keyed().items()
+                if change is not None or acl_id in held}
+
+    def held_of(self, acl_ids: Iterable[str]) -> set[str]:
+        """Those of ``acl_ids`` the base image holds."""
+        held = self.image.acls
+        return {acl_id for acl_id in acl_ids if acl_id in held}
+
+    @classmethod
+    def of_net(cls, image: AclsImage, net: Mapping[str, AclRow | None], held: Container[str] | None = None
+               ) -> AclsDelta:
+        """A delta onto ``image`` holding ``net`` (what ``net`` gave for a delta onto the same image), deferred onto an
+        image read in place however few the changes; ``held`` (when known: ``held_of`` of the ids) are the ids of
+        ``net`` that ``image`` holds."""
+        delta = cls(image)
+        delta._changes = dict(net)
+        delta.defer_from = 1
+        delta._held = None if held is None else (held, len(delta._changes))
+        return delta
+
     def _check_removal(self, changes: dict[str, AclBinding | AclRow | None], acl_id: str,
                        offset: int | None = None) -> None:
         """InconsistentEventError (naming ``offset`` when given) if ``acl_id`` is neither held nor added by now."""
@@ -356,7 +385,8 @@ class AclsDelta:
         changes = self._keyed()
         deferred = deferred_of(acls, base.index) if len(changes) >= min(self.defer_from, DEFER_FROM) else None
         if deferred is not None:  # a snapshot's image (and changes): merged, each node patched when first made
-            deferred = deferred.applied(changes)  # rows as replay recorded them (no binding made per ACL)
+            held = self._held[0] if self._held is not None and self._held[1] == len(changes) else None
+            deferred = deferred.applied(changes, held)  # rows as replay recorded them (no binding made per ACL)
             return AclsImage(deferred.acls, deferred.index)
         if not acls:
             with paused_gc(pause=len(changes) >= _BULK):

@@ -9,7 +9,7 @@ image, reusing every sub-image its events did not touch.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import singledispatchmethod
 from typing import Any, ClassVar
@@ -31,15 +31,16 @@ from secmeta.events.records import (
     ScramCredentialUpserted,
     SecuritySettingAltered,
 )
+from secmeta.events.types import ScramMechanism
 from secmeta.projections.acls import AclsDelta, AclsImage
 from secmeta.projections.errors import InconsistentEventError
 from secmeta.projections.gc_pause import paused_gc
 from secmeta.projections.quotas import QuotasDelta, QuotasImage
-from secmeta.projections.scram import ScramDelta, ScramImage
+from secmeta.projections.scram import ScramDelta, ScramEntry, ScramImage
 from secmeta.projections.settings import SettingsDelta, SettingsImage
 from secmeta.projections.tokens import TokenInfo, TokensDelta, TokensImage
 
-__all__ = ["SecurityDelta", "SecurityImage", "SecurityProjection"]
+__all__ = ["NetChanges", "SecurityDelta", "SecurityImage", "SecurityProjection"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +57,26 @@ class SecurityImage:
 
 
 SecurityImage.EMPTY = SecurityImage()
+
+
+@dataclass(frozen=True, slots=True)
+class NetChanges:
+    """The net change a delta makes to its base image, kind by kind (each sub-delta's ``net``): ACL id -> row or None
+    (removed), user -> mechanism -> credential or None, token id -> token or None, entity -> its quotas as they stand,
+    setting name -> value or None.  ``SecurityDelta.of_net(base, net).apply(offset)`` is the image the delta gave."""
+
+    acls: Mapping[str, AclRow | None]
+    scram: Mapping[str, Mapping[ScramMechanism, ScramEntry | None]]
+    tokens: Mapping[str, TokenInfo | None]
+    quotas: Mapping[str, Mapping[str, float]]
+    settings: Mapping[str, str | None]
+    acls_held: Container[str] | None = None  # the ids of ``acls`` the base image holds, when known
+
+
+    def __len__(self) -> int:
+        """How many entities change."""
+        return (len(self.acls) + sum(map(len, self.scram.values())) + len(self.tokens) + len(self.quotas)
+                + len(self.settings))
 
 
 class SecurityDelta:
@@ -202,6 +223,35 @@ class SecurityDelta:
             except InconsistentEventError as earlier:
                 raise earlier from None
             raise exc.at(offset_of(i)) from None
+
+    def net(self) -> NetChanges:
+        """The net change the events replayed so far make to the base image (replaying goes on as before)."""
+        acls = {} if self._acls is None else self._acls.net()
+        return NetChanges(
+            acls,
+            {} if self._scram is None else self._scram.net(),
+            {} if self._tokens is None else self._tokens.net(),
+            {} if self._quotas is None else self._quotas.net(),
+            {} if self._settings is None else self._settings.net(),
+            set() if self._acls is None else self._acls.held_of(acls),
+        )
+
+    @classmethod
+    def of_net(cls, image: SecurityImage, net: NetChanges) -> SecurityDelta:
+        """A delta onto ``image`` holding ``net`` (what ``net`` gave for a delta onto the same image): its ``apply``
+        gives the image that delta gave, ACLs deferred onto an image read in place (``acl_deferred``)."""
+        delta = cls(image)
+        if net.acls:
+            delta._acls = AclsDelta.of_net(image.acls, net.acls, net.acls_held)
+        if net.scram:
+            delta._scram = ScramDelta.of_net(image.scram, net.scram)
+        if net.tokens:
+            delta._tokens = TokensDelta.of_net(image.tokens, net.tokens)
+        if net.quotas:
+            delta._quotas = QuotasDelta.of_net(image.quotas, net.quotas)
+        if net.settings:
+            delta._settings = SettingsDelta.of_net(image.settings, net.settings)
+        return delta
 
     def apply(self, next_offset: int | None = None) -> SecurityImage:
         """The next image (at ``next_offset``, by default the base's), sharing untouched parts."""

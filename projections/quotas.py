@@ -67,6 +67,17 @@ class QuotasDelta:
         elif quotas.pop(key, None) is None:
             raise InconsistentEventError(f"removal of quota {key!r} of {entity!r}, which is not set")
 
+    def net(self) -> dict[str, dict[str, float]]:
+        """The net change to the base image: entity -> its quotas as they stand (empty: none left)."""
+        return {entity: dict(quotas) for entity, quotas in self._changes.items()}
+
+    @classmethod
+    def of_net(cls, image: QuotasImage, net: Mapping[str, Mapping[str, float]]) -> QuotasDelta:
+        """A delta onto ``image`` holding ``net`` (what ``net`` gave for a delta onto the same image)."""
+        delta = cls(image)
+        delta._changes = {entity: dict(quotas) for entity, quotas in net.items()}
+        return delta
+
     def apply(self) -> QuotasImage:
         """The image with the changes; the base image itself if none had an effect."""
         base = self.image.entities

@@ -101,6 +101,17 @@ class ScramDelta:
                 f"deletion of the {ScramMechanism(mechanism).name} credential of user {user!r}, which does not exist")
         self._changes.setdefault(user, {})[mechanism] = None
 
+    def net(self) -> dict[str, dict[ScramMechanism, ScramEntry | None]]:
+        """The net change to the base image: user -> mechanism -> the credential as it stands, or None (deleted)."""
+        return {user: dict(changes) for user, changes in self._changes.items()}
+
+    @classmethod
+    def of_net(cls, image: ScramImage, net: Mapping[str, Mapping[ScramMechanism, ScramEntry | None]]) -> ScramDelta:
+        """A delta onto ``image`` holding ``net`` (what ``net`` gave for a delta onto the same image)."""
+        delta = cls(image)
+        delta._changes = {user: dict(changes) for user, changes in net.items()}
+        return delta
+
     def apply(self) -> ScramImage:
         """The image with the changes; the base image itself if none had an effect."""
         base = self.image.users_map

@@ -7,7 +7,7 @@ the log set. What a value means, and the defaults, are core's (secmeta.core.sett
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -52,6 +52,17 @@ class SettingsDelta:
 
     def set(self, name: str, value: str | None) -> None:
         self._changes[name] = value
+
+    def net(self) -> dict[str, str | None]:
+        """The net change to the base image: name -> value as it stands (None: back to its default)."""
+        return dict(self._changes)
+
+    @classmethod
+    def of_net(cls, image: SettingsImage, net: Mapping[str, str | None]) -> SettingsDelta:
+        """A delta onto ``image`` holding ``net`` (what ``net`` gave for a delta onto the same image)."""
+        delta = cls(image)
+        delta._changes = dict(net)
+        return delta
 
     def apply(self) -> SettingsImage:
         """The image with the changes; the base image itself if none had an effect."""

@@ -122,6 +122,17 @@ class TokensDelta:
         self._existing(token_id, "removal")
         self._changes[token_id] = None
 
+    def net(self) -> dict[str, TokenInfo | None]:
+        """The net change to the base image: token id -> the token as it stands, or None (removed)."""
+        return dict(self._changes)
+
+    @classmethod
+    def of_net(cls, image: TokensImage, net: Mapping[str, TokenInfo | None]) -> TokensDelta:
+        """A delta onto ``image`` holding ``net`` (what ``net`` gave for a delta onto the same image)."""
+        delta = cls(image)
+        delta._changes = dict(net)
+        return delta
+
     def _existing(self, token_id: str, change: str) -> TokenInfo:
         current = self.get(token_id)
         if current is None:

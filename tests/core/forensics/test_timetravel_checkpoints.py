@@ -30,8 +30,9 @@ def store(tmp_path, keyring):
         yield s
 
 
-def filled(store, every: int = 40) -> CheckpointFiles:
-    files = CheckpointFiles(store.log, every=every)
+def filled(store, every: int = 40, deltas: int = 0) -> CheckpointFiles:
+    """Checkpoint files every ``every`` events, written by a fill (no delta files unless ``deltas``)."""
+    files = CheckpointFiles(store.log, every=every, deltas=deltas)
     files.fill(SecurityImage.EMPTY)
     files.wait()
     return files
@@ -189,7 +190,7 @@ def test_a_query_whose_file_retention_cuts_off_is_refused(truncating):
             return image
 
     filled(truncating, every=10)
-    files = RetentionAfterLoad(truncating.log, every=10)
+    files = RetentionAfterLoad(truncating.log, every=10, deltas=0)
     n = 57
     with pytest.raises(PointInTimeError, match=rf"offset {n} cannot be built.*retention"):
         cold(truncating, files).image_at(n)
@@ -288,7 +289,7 @@ def test_as_of_at_and_between_format_6_files_equals_a_replay(mixed_store):
 
     store, files = mixed_store
     offsets = files.offsets()
-    assert len(offsets) >= 4 and {read_snapshot_info(p).format for p in files.directory.iterdir()} == {6}
+    assert len(offsets) >= 4 and {read_snapshot_info(p).format for p in files.directory.glob("*.avro")} == {6}
     ends = [b.next_offset for b in store.log.batches(0, store.log.end_offset)]
     for n in sorted({*offsets, *ends}):
         travel = cold(store, files)

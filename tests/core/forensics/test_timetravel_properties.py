@@ -15,6 +15,8 @@ from secmeta.core import (
     AclOperation,
     AclPermissionType,
     ApiException,
+    ClientQuotaAlteration,
+    ClientQuotaOp,
     PatternType,
     ResourceType,
     ScramCredentialInfo,
@@ -89,6 +91,14 @@ def run(store: SecurityStore, clock: Clock, plan) -> None:
                 store.expire_delegation_token(tokens[request[1]].hmac, request[2], context=ADMIN)
             elif kind == "sweep":
                 store.sweep_expired_tokens()
+            elif kind == "quota":  # ("quota", user, value or None: removed)
+                ops = (ClientQuotaOp("producer_byte_rate", request[2]),)
+                store.alter_client_quotas([ClientQuotaAlteration({"user": request[1]}, ops)], context=ADMIN)
+            elif kind == "setting":  # ("setting", value or None: back to its default)
+                if request[1] is None:
+                    store.alter_settings(delete=["allow.everyone.if.no.acl.found"], context=ADMIN)
+                else:
+                    store.alter_settings({"allow.everyone.if.no.acl.found": request[1]}, context=ADMIN)
         except ApiException:
             pass  # e.g. renewing an expired token: nothing is logged
         clock.t += seconds
