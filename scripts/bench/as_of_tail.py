@@ -68,22 +68,36 @@ def _open(path: Path, key_file: Path, read_only: bool):
 
 
 def prepare(path: Path, key_file: Path, offsets: list[int]) -> dict:
-    """Replay the log once from its start, writing the checkpoint files at ``offsets``."""
+    """Replay the log once from its start, writing the checkpoint files at ``offsets`` and, from the first on to the
+    log's end, the delta files the fill writes between them (``CheckpointFiles.delta_spacing`` apart, each against
+    the newest full file; none with a checkout that has no delta files)."""
     from secmeta.core.forensics.checkpoints import CheckpointFiles
     from secmeta.projections.gc_pause import paused_gc
     from secmeta.projections.image import SecurityDelta, SecurityImage
     from secmeta.projections.image_snapshot import SecurityImageSnapshot
     from secmeta.projections.snapshot import SNAPSHOT_FORMAT, write_snapshot
 
-    out: dict = {"format": SNAPSHOT_FORMAT, "files": [], "write_cpu_s": []}
+    out: dict = {"format": SNAPSHOT_FORMAT, "files": [], "write_cpu_s": [], "deltas": []}
     cpu = time.process_time()
     with _open(path, key_file, read_only=False) as log:
-        directory = CheckpointFiles(log).directory
+        files = CheckpointFiles(log)
+        directory = files.directory
+        step = files.delta_spacing(files.fill_spacing()) if hasattr(files, "write_delta") else None
         delta, at = SecurityDelta(SecurityImage.EMPTY), log.start_offset
+        base = last = None  # the newest full file's offset, the newest file's
         with paused_gc():
-            for target in offsets:
+            for target in [*offsets, *[log.end_offset][:log.end_offset > offsets[-1]]]:
                 for batch in log.batches(at, target, strict=True):
                     delta.replay_all(log.decode(batch))
+                    end = batch.next_offset
+                    if step is not None and base is not None and end != target and end - last >= step:
+                        began = time.process_time()
+                        files.write_delta(base, delta, end)
+                        out["deltas"].append({"offset": end, "base": base, "changes": len(delta.net()),
+                                              "cpu_s": time.process_time() - began})
+                        last = end
+                if target not in offsets:
+                    break  # the log's end: no full file there
                 image = delta.apply(target)
                 began = time.process_time()
                 info = write_snapshot(directory, SecurityImageSnapshot(), image, next_offset=target,
@@ -91,7 +105,7 @@ def prepare(path: Path, key_file: Path, offsets: list[int]) -> dict:
                 out["write_cpu_s"].append(time.process_time() - began)
                 out["files"].append({"offset": target, "mb": info.size / 2**20, "acls": len(image.acls),
                                      "tokens": len(image.tokens), "users": len(image.scram)})
-                delta, at = SecurityDelta(image), target
+                delta, at, base, last = SecurityDelta(image), target, target, target
         out["events"] = log.end_offset
     out["prepare_cpu_s"] = time.process_time() - cpu
     return out
@@ -177,7 +191,7 @@ def side(python: str, shape: str, size: int, offsets: list[int], points: int, re
     logcache.fresh_copy(logcache.CachedLog(store, key_file, {}), copy)
     common = [str(copy), str(key_file)]
     out = _child(python, "--child-prepare", *common, "--offsets", *map(str, offsets))
-    out["disk_mb"] = sum(f.stat().st_size for f in (copy / "checkpoints").glob("*")) / 2**20
+    out["disk_mb"] = sum(f.stat().st_size for f in (copy / "checkpoints").rglob("*") if f.is_file()) / 2**20
     _write_questions(shape, size, points * repeat, copy / "questions.json")
     out["runs"] = [_child(python, "--child-measure", *common, "--points", str(points), "--seed", str(7 + i),
                           "--questions", str(copy / "questions.json")) for i in range(repeat)]
@@ -223,7 +237,15 @@ def table_rows(after: dict, before: dict | None, budget_mb: float) -> list[list]
          per_file(before, lambda b: f"{b['files'][-1]['mb'] * 2**20 / b['files'][-1]['acls']:.0f}"), "", ""],
         ["CPU to write the last file, s", f"{after['write_cpu_s'][-1]:.1f}",
          per_file(before, lambda b: f"{b['write_cpu_s'][-1]:.1f}"), "", ""],
+        ["disk of the files written (full / delta files), MB", _disk(after), per_file(before, _disk), "", ""],
     ]
+
+
+def _disk(row: dict) -> str:
+    """The files' bytes on disk, and how many full and delta files (the deltas' largest change count)."""
+    deltas = row.get("deltas", [])
+    most = max((d["changes"] for d in deltas), default=0)
+    return f"{row['disk_mb']:.0f} ({len(row['files'])} full, {len(deltas)} delta, largest {most:,} changes)"
 
 
 def main(argv: list[str] | None = None) -> int:
