@@ -148,6 +148,12 @@ class CheckpointFiles:
         """The offsets that have a delta file against the full file at ``base``, ascending."""
         return [int(p.stem.rsplit("-", 1)[-1]) for p in list_snapshots(self.delta_directory(base))]
 
+    def _deltas_within(self, base: int) -> list[int]:
+        """``delta_offsets(base)`` within the log (one past its end, left by a longer history, fits nothing: it is
+        refused when read and must not stop the fill writing the deltas the log has grown past)."""
+        end = self.log.end_offset
+        return [offset for offset in self.delta_offsets(base) if offset <= end]
+
     def delta_at_or_before(self, base: int, n: int) -> tuple[int, Path] | None:
         """The newest delta file of the full file at ``base`` whose offset is at most ``n``: (offset, path), or None."""
         offsets = self.delta_offsets(base)
@@ -204,7 +210,7 @@ class CheckpointFiles:
         """The offset of the newest file of either kind, or None."""
         if not offsets:
             return None
-        deltas = self.delta_offsets(offsets[-1])
+        deltas = self._deltas_within(offsets[-1])
         return max([offsets[-1], *deltas[-1:]])
 
     def delta_due(self) -> bool:
@@ -287,7 +293,7 @@ class CheckpointFiles:
         if base is None:
             return
         since = base.next_offset
-        written = self.delta_offsets(since) if from_file else []
+        written = self._deltas_within(since) if from_file else []
         last = max([since, *written[-1:]])
         with paused_gc():
             delta = SecurityDelta(base)

@@ -279,3 +279,24 @@ def test_a_delta_file_past_a_held_answer_is_taken(store):
     assert 66 not in travel.checkpoints
     assert travel.image_at(88) == replayed_store(store, 88)
     assert 66 in travel.checkpoints
+
+
+def test_a_delta_file_past_the_logs_end_does_not_stop_the_fill(store, tmp_path, keyring):
+    """A delta file past the log's end (another, longer history's, same key) names no point the fill has passed: the
+    fill still writes the files the log is due; the file itself is refused when a point reaches it."""
+    clock = Clock()
+    with store_at(tmp_path / "other", keyring, clock=clock) as other:
+        for i in range(14):
+            other.create_acls([acl(f"t{i}")] + [acl(f"c{i}-{j}") for j in range(5)], context=ADMIN)
+            other.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, f"c{i}-{j}", PatternType.ANY, None)
+                               for j in range(5)], context=ADMIN)
+        theirs = CheckpointFiles(other.log, deltas=0)
+        write_files(other, theirs, 22, [143])
+        source = snapshot_path(theirs.delta_directory(22), 143)
+    files = CheckpointFiles(store.log, every=40, deltas=3)
+    write_files(store, files, 22, [])
+    files.delta_directory(22).mkdir()
+    (files.delta_directory(22) / source.name).write_bytes(source.read_bytes())
+    files.fill(None)
+    files.wait()
+    assert [d for d in files.delta_offsets(22) if d <= store.log.end_offset] and len(files.offsets()) > 1
