@@ -22,7 +22,8 @@ bench-cache/kafka, the others as scripts.bench.shapes caches them), then ``--rep
   state topics, idempotent producer, acks=all, confirmed and checkpointed),
   and after each round Follower.catch_up applies it, checkpointing at its
   default cadence as ``kafka follow`` does (``--no-checkpoints``: only at the
-  end, as issue 15 measured it); with ``--local-log`` the follower is given the
+  end, as issue 15 measured it; the CPU of the forked children that write those
+  checkpoints is added to the follower's); with ``--local-log`` the follower is given the
   keyring and also logs what it applies, fsync'd, as ``kafka follow
   --key-file`` does; each side's time is summed over all events, and the
   follower's image must equal the one replayed from the log;
@@ -59,6 +60,7 @@ import functools
 import json
 import logging
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -278,6 +280,7 @@ def worker(store: Path, key_file: Path, step: int, state_entities: int, local_lo
         record("follow", mirror["published"], mirror["follow"])
         record("follower_checkpoint", count, mirror["checkpoint"])
         results["follower_same_image"] = mirror["same"]
+        results["follower_children_cpu_s"] = mirror["children_cpu_s"]
         entities, spent, same = bootstrap_rate(tmp, keyring, bootstrap, state_entities, broker_pid)
         record("bootstrap", entities, spent)
         results["bootstrap_same_image"] = same
@@ -403,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
                  "events/s (wall)", "target (by wall)", "events/CPU s (secmeta)",
                  "events/CPU s (secmeta + broker)"], rows)
     print("images equal to the log's: " + "; ".join(same))
+    print("CPU s of the follower's forked checkpoint writers, per run (in its catch-up CPU s above): " + "; ".join(
+        f"{shape} {side}: " + ", ".join(f"{r.get('follower_children_cpu_s', 0.0):.2f}" for r in shape_runs[side])
+        for shape, shape_runs in results["shapes"].items() for side in SIDES if side in shape_runs))
     print(f"wrote {write_json('kafka', results)}")
     return 0
 
@@ -421,6 +427,7 @@ def mirror_in_rounds(store: Path, keyring: Keyring, bootstrap: str, tmp: Path, n
     """
     history, state = f"bench-history-{uuid.uuid4().hex[:8]}", f"bench-state-{uuid.uuid4().hex[:8]}"
     spent = {"publish": [0.0, 0.0, 0.0], "follow": [0.0, 0.0, 0.0], "checkpoint": [0.0, 0.0, 0.0]}
+    children = _children_cpu_s()
     _timing = functools.partial(_timing_with, broker_pid)
     published = 0
     with Publisher(store, keyring, bootstrap, history_topic=history, state_topic=state, chunk_size=step,
@@ -436,9 +443,19 @@ def mirror_in_rounds(store: Path, keyring: Keyring, bootstrap: str, tmp: Path, n
                     raise SystemExit("the follower did not catch up")
     with _timing(spent["checkpoint"]):
         follower.close()
+    # The follower's checkpoint snapshots written by forked children: their CPU is the follower's, wherever the
+    # rounds were when each child was reaped (time.process_time counts none of it).
+    children = _children_cpu_s() - children
+    spent["follow"][1] += children
     expected = replayed(store, keyring)
     same = dict(iter(follower.image.acls)) == dict(iter(expected.acls)) and follower.image.next_offset == n
-    return {"published": published, "same": same, **spent}
+    return {"published": published, "same": same, "children_cpu_s": children, **spent}
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of this process's children reaped so far (the follower's forked checkpoint writers)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _process_cpu_s(pid: int | None) -> float:
