@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
 import tempfile
+import textwrap
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaError, Message
@@ -16,9 +22,11 @@ from secmeta.consumers.kafka.follower import Follower, FollowerError, HistoryGap
 from secmeta.consumers.kafka.publisher import Publisher
 from secmeta.consumers.kafka.wire import HEADER_FINGERPRINT, encode_message, message_encoder
 from secmeta.core import AclOperation, ClientQuotaAlteration, ClientQuotaOp, ResourceType
+from secmeta.core.snapshots import forked_snapshot
 from secmeta.core.store.view import StoreView
 from secmeta.events.codec import EventCodec
 from secmeta.events.records import Envelope
+from secmeta.projections.snapshot import partial_snapshot_path
 from tests.consumers.conftest import (
     ADMIN,
     described,
@@ -35,6 +43,7 @@ from tests.logkit import acl_created
 from tests.projections.test_shape_properties import replayed as shape_replayed
 
 CODEC = EventCodec()
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -312,10 +321,12 @@ def test_restart_resumes_from_the_checkpoint(store, clock, published, follow):
 
 
 def test_checkpoint_every_n_events(store, published, follow, tmp_path):
-    """With checkpoint_every=N the checkpoint file advances while following, before close."""
+    """With checkpoint_every=N the checkpoint file advances while following, before close (once its snapshot,
+    written in the background, is whole)."""
     store.create_acls([acl_created(i).event.binding for i in range(10)], context=ADMIN)
     follower = follow(*published(), checkpoint_every=8, max_batch=5)
     follower.catch_up(60)
+    follower.wait_for_checkpoint()
     saved = json.loads((tmp_path / "f" / "follower.json").read_text())
     # after the second batch of five messages (the first holds the format marker and four events)
     assert saved["next_offset"] == 9 and saved["position"] == 10
@@ -325,6 +336,7 @@ def test_a_checkpoint_waits_for_four_events_per_entity_its_image_held(store, pub
     """A checkpoint writes the whole image: once that holds more than a quarter of checkpoint_every entities, the
     next one waits for four events per entity it held (20 ACLs: no checkpoint 75 events on, one 80 events on)."""
     def saved() -> int:
+        follower.wait_for_checkpoint()
         return json.loads((tmp_path / "f" / "follower.json").read_text())["next_offset"]
 
     store.create_acls([acl_created(i).event.binding for i in range(20)], context=ADMIN)
@@ -336,6 +348,97 @@ def test_a_checkpoint_waits_for_four_events_per_entity_its_image_held(store, pub
     store.create_acls([acl_created(i).event.binding for i in range(95, 100)], context=ADMIN)
     published()
     assert follower.catch_up(60) and saved() == 100
+
+
+def _disk_full(directory, codec, state, *, next_offset, **kwargs):
+    """A snapshot writer (in the forked child) that leaves half a file and fails as a full disk does."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    partial_snapshot_path(Path(directory), next_offset).write_bytes(b"half a snapshot")
+    raise OSError(28, "No space left on device")
+
+
+def test_a_checkpoint_whose_snapshot_fails_is_not_recorded_and_is_retried(store, published, follow, tmp_path,
+                                                                           monkeypatch, caplog):
+    """A checkpoint's snapshot is written by a forked child; one that fails leaves the checkpoint where it was (here:
+    none), is logged naming the failure, and the next batch tries again, which is recorded once a child succeeds."""
+    store.create_acls([acl_created(i).event.binding for i in range(10)], context=ADMIN)
+    follower = follow(*published(), checkpoint_every=4, max_batch=5)
+    monkeypatch.setattr(forked_snapshot, "write_snapshot", _disk_full)
+    assert follower.catch_up(60)
+    follower.wait_for_checkpoint()
+    assert not (tmp_path / "f" / "follower.json").exists()
+    assert [p.name for p in (tmp_path / "f" / "snapshots").iterdir()] == []
+    assert "was not written" in caplog.text and "No space left on device" in caplog.text
+    monkeypatch.undo()
+    store.create_acls([acl_created(10).event.binding], context=ADMIN)
+    published()
+    assert follower.catch_up(60)
+    follower.wait_for_checkpoint()
+    saved = json.loads((tmp_path / "f" / "follower.json").read_text())
+    assert (saved["next_offset"], saved["position"]) == (11, 12)
+
+
+_KILLED = textwrap.dedent("""
+    import os, signal, sys, time
+    from pathlib import Path
+    from secmeta.consumers.kafka import follower as follower_module
+    from secmeta.consumers.kafka.follower import Follower
+    from secmeta.core.snapshots import forked_snapshot
+    from secmeta.projections.snapshot import partial_snapshot_path
+
+    bootstrap, history, state, directory, step = sys.argv[1:6]
+
+    def die(*args, **kwargs):  # no cleanup of any kind: as a crash
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def stuck(directory, codec, image, *, next_offset, **kwargs):  # in the forked child
+        partial_snapshot_path(Path(directory), next_offset).write_bytes(b"half a snapshot")
+        time.sleep(3600)
+
+    if step == "while its snapshot is written":
+        forked_snapshot.write_snapshot = stuck
+    elif step == "once its snapshot is written":
+        follower_module.write_atomically = die  # before follower.json names it
+    elif step == "once it is recorded":
+        follower_module.list_snapshots = die  # before the older snapshot is deleted
+    follower = Follower(bootstrap, history_topic=history, state_topic=state, checkpoint_dir=directory,
+                        checkpoint_every=5)
+    follower.catch_up(60)
+    if step == "while its snapshot is written":
+        while not list((Path(directory) / "snapshots").glob(".*.tmp")):
+            time.sleep(0.01)  # the child has begun writing
+        die()
+    follower.wait_for_checkpoint()  # the child writes the snapshot whole; recording it dies at the step
+    sys.exit(3)  # not reached: the follower must be killed at its step
+""")
+
+
+@pytest.mark.parametrize("step", ["while its snapshot is written", "once its snapshot is written",
+                                  "once it is recorded"])
+def test_a_follower_killed_at_any_step_of_a_checkpoint_restarts_from_the_last_recorded_one(
+        step, store, published, follow, kafka_bootstrap, tmp_path):
+    """SIGKILL while a checkpoint's snapshot is being written, after it is written but before follower.json names
+    it, or after that but before the older snapshot is deleted: the restarted follower loads the checkpoint
+    follower.json names (the older one in the first two cases), whole, and catches up to the store's image."""
+    store.create_acls([acl_created(i).event.binding for i in range(2)], context=ADMIN)
+    history, state = published()
+    first = follow(history, state)
+    assert first.catch_up(60)
+    first.close()  # the checkpoint at log offset 2
+    store.create_acls([acl_created(i).event.binding for i in range(2, 30)], context=ADMIN)
+    published()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = subprocess.run([sys.executable, "-c", _KILLED, kafka_bootstrap, history, state, str(tmp_path / "f"),
+                            step], cwd=REPO, env=env, capture_output=True, timeout=120)
+    assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
+    recorded = json.loads((tmp_path / "f" / "follower.json").read_text())["next_offset"]
+    if step == "once it is recorded":
+        assert 2 < recorded <= 30 and len(list((tmp_path / "f" / "snapshots").glob("*.avro"))) == 2
+    else:
+        assert recorded == 2
+    restarted = follow(history, state)
+    assert restarted.resumed_from == recorded
+    assert restarted.catch_up(60) and image_state(restarted.image) == image_state(store.image)
 
 
 def test_checkpoint_of_another_topic_is_refused(store, published, follow):
