@@ -420,6 +420,7 @@ def _crashed(bootstrap: str, history: str, keyring, tmp_path):
                        checkpoint_every=2, max_batch=2)
     try:
         assert running.catch_up(30) and running.next_offset == 4
+        running.wait_for_checkpoint()  # the checkpoint at 2, written in the background, recorded
         assert json.loads((tmp_path / "f" / "follower.json").read_text())["next_offset"] == 2
         shutil.copytree(tmp_path / "f", tmp_path / "crashed")   # the disk as a kill now leaves it
     finally:
