@@ -35,13 +35,15 @@ the chain link of the batch that ends at its offset, ``snapshot_misfit``), also 
 base and its own offset; a bad one is reported once, deleted and never served.  A delta directory goes before
 its full file (thinned or found bad) does.  The fill writes them, from the newest full file (read in place) to
 the log's end, when a store opens and, as the log grows, whenever the log is ``delta_spacing`` past the newest
-file of either kind (``write_in_background``).
+file of either kind (``write_in_background``).  The fill runs in a forked child, a stretch (load, replay,
+files) per child: the writers' interpreter only waits for it (``_fill_forked``).
 """
 
 from __future__ import annotations
 
 import bisect
 import logging
+import os
 import shutil
 import threading
 from dataclasses import replace
@@ -49,7 +51,8 @@ from pathlib import Path
 
 from secmeta.core.log import Log
 from secmeta.core.log.fit import snapshot_misfit
-from secmeta.core.snapshots.forked_snapshot import write_snapshot_forked
+from secmeta.core.snapshots.forked import ForkedCallError, call_forked
+from secmeta.core.snapshots.forked_snapshot import snapshot_timeout, write_snapshot_forked
 from secmeta.core.store.storedir import CHECKPOINT_DIR
 from secmeta.core.times import now_ms
 from secmeta.projections.delta_snapshot import DeltaState, SecurityDeltaSnapshot
@@ -61,6 +64,7 @@ from secmeta.projections.snapshot import (
     list_snapshots,
     read_snapshot,
     snapshot_path,
+    write_snapshot,
 )
 
 __all__ = ["CHECKPOINT_DIR", "DEFAULT_DELTAS", "DEFAULT_EVERY", "DEFAULT_MAX_FILES", "CheckpointFiles",
@@ -94,6 +98,7 @@ class CheckpointFiles:
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
         self._closed = threading.Event()
+        self._in_child = False  # True in the fill's forked child: it writes its files itself, not in another child
 
     def offsets(self) -> list[int]:
         """The offsets that have a checkpoint file, ascending."""
@@ -134,9 +139,20 @@ class CheckpointFiles:
 
     def _reject(self, path: Path, problem: str) -> None:
         self.problems.append(f"{path.name}: {problem}")
-        logger.warning("time-travel checkpoint %s ignored and deleted (it will be written again): %s",
-                       path, problem)
+        if not self._in_child:  # a child has no stderr: the parent reports the problems it sends back
+            _report(path.name, problem)
         path.unlink(missing_ok=True)
+
+    def _write_file(self, directory: Path, codec, state, offset: int, link: bytes) -> None:
+        """Write ``state`` as the file at ``offset`` of ``directory``, signed and fsynced before it is renamed into
+        place: in a forked child (off the writers' GIL; close() kills a child under way), unless this is the fill's
+        child already."""
+        if self._in_child:
+            write_snapshot(directory, codec, state, next_offset=offset, link=link,
+                           timestamp_ms=now_ms(self.log.clock), keyring=self.log.keyring)
+        else:
+            write_snapshot_forked(directory, codec, state, next_offset=offset, link=link,
+                                  timestamp_ms=now_ms(self.log.clock), keyring=self.log.keyring, abort=self._closed)
 
     # -- delta files -------------------------------------------------------------------
 
@@ -191,9 +207,8 @@ class CheckpointFiles:
         link = self.log.link_at(offset)
         if link is None or self._closed.is_set():
             return
-        write_snapshot_forked(self.delta_directory(base), self._delta_codec, DeltaState(base, offset, delta.net()),
-                              next_offset=offset, link=link, timestamp_ms=now_ms(self.log.clock),
-                              keyring=self.log.keyring, abort=self._closed)
+        self._write_file(self.delta_directory(base), self._delta_codec, DeltaState(base, offset, delta.net()),
+                         offset, link)
 
     def _remove_deltas(self, base: int) -> None:
         shutil.rmtree(self.delta_directory(base), ignore_errors=True)
@@ -224,9 +239,7 @@ class CheckpointFiles:
         link = self.log.link_at(image.next_offset)
         if link is None or self._closed.is_set():
             return
-        write_snapshot_forked(self.directory, self._codec, image, next_offset=image.next_offset, link=link,
-                              timestamp_ms=now_ms(self.log.clock), keyring=self.log.keyring,
-                              abort=self._closed)  # off the writers' GIL; close() kills a child under way
+        self._write_file(self.directory, self._codec, image, image.next_offset, link)
         self._thin()
 
     def _thin(self) -> None:
@@ -267,23 +280,62 @@ class CheckpointFiles:
 
     def _fill_quietly(self, base: SecurityImage | None) -> None:
         try:
-            self._fill(base)
+            self._fill_forked(base)
         except Exception as exc:  # noqa: BLE001
             logger.warning("time-travel checkpoints not written: %s", exc)
+
+    def _fill_forked(self, base: SecurityImage | None) -> None:
+        """The fill, each stretch (the newest full file's load, the replay past it, the delta files and the next full
+        file, encoded, signed and fsynced) in a forked child: the writers' interpreter only waits for it (issue 24:
+        in a thread, a delta's load and replay held the writers' GIL for 0.8-1.5 s of CPU at 10M events).  The
+        child sees the log and ``base`` as they stood at the fork and sends back the files it found bad; a child
+        that fails or is killed is reported (the caller logs it), its partial file removed, and leaves no file
+        that does not count: one counts once renamed into place, after its fsync."""
+        while not self._closed.is_set():
+            newest = self._newest_written(self.offsets())
+            try:
+                problems, more = call_forked(self._fill_in_child, base, timeout=2 * snapshot_timeout(
+                    self.log.end_offset), abort=self._closed)
+            except ForkedCallError:
+                self._remove_partial_files()
+                raise
+            for problem in problems:
+                self.problems.append(problem)
+                _report(*problem.split(": ", 1))
+            if not more or self._newest_written(self.offsets()) == newest:
+                return  # the log's end reached, or no progress (never a loop that writes nothing)
+            base = None  # the next stretch starts from the full file the child wrote
+
+    def _fill_in_child(self, base: SecurityImage | None) -> tuple[list[str], bool]:
+        """In the fill's forked child: one stretch of ``_fill``; (the files found bad, whether a full file was
+        written and more may be due)."""
+        self._in_child = True
+        self.problems = []
+        _reopen_for_child(self.log)
+        more = self._fill(base, one_stretch=True)
+        return self.problems, more
+
+    def _remove_partial_files(self) -> None:
+        """Delete the temporary files a killed or failed fill child left (write_snapshot's ``.*.tmp``)."""
+        for directory in [self.directory, *self.directory.glob(f"{DELTA_PREFIX}*")]:
+            for path in directory.glob(".*.tmp"):
+                path.unlink(missing_ok=True)
 
     def fill_spacing(self) -> int:
         """The events between the files the fill writes (``spacing`` of the log's last image, whatever the image
         it starts from): at least ``every``, and so sparse that no file it writes is thinned again at once."""
         return max(self.every, (self.log.end_offset - self.log.start_offset) // self.max_files)
 
-    def _fill(self, base: SecurityImage | None) -> None:
+    def _fill(self, base: SecurityImage | None, *, one_stretch: bool = False) -> bool:
+        """Replay from the newest good full file (else ``base``) to the log's end, writing files; with
+        ``one_stretch``, stop after the first full file written.  Whether it stopped there."""
         offsets = self.offsets()
         self._remove_orphans(offsets)
         spacing = self.fill_spacing()
         step = self.delta_spacing(spacing) if self.deltas > 0 else spacing
         newest = self._newest_written(offsets)
         if newest is not None and self.log.end_offset - newest < step:
-            return  # no file is due past the newest, whatever its image: a reopened store loads none
+            return False  # no file is due past the newest, whatever its image: a reopened store loads none
         from_file = False
         for offset in reversed(offsets):
             loaded = self.load(offset)
@@ -291,7 +343,7 @@ class CheckpointFiles:
                 base, from_file = loaded, True
                 break
         if base is None:
-            return
+            return False
         since = base.next_offset
         written = self._deltas_within(since) if from_file else []
         last = max([since, *written[-1:]])
@@ -299,12 +351,14 @@ class CheckpointFiles:
             delta = SecurityDelta(base)
             for first, events in self.log.replay_batches(since, strict=True):  # never onto a base retention cut off
                 if self._closed.is_set():
-                    return
+                    return False
                 delta.replay_events(first, events)  # replay's bulk route
                 end = first + len(events)
                 if end - since >= spacing:
                     image = delta.apply(end)
                     self.write(image)
+                    if one_stretch:
+                        return True
                     # Go on from the file just written: its image is read in place, so the fill holds a file's
                     # bytes rather than the whole image, and later changes are deferred onto it.
                     loaded = self.load(image.next_offset)
@@ -313,6 +367,7 @@ class CheckpointFiles:
                 elif from_file and step < spacing and end - last >= step:  # deltas only against a full file
                     self.write_delta(since, delta, end)
                     last = end
+        return False
 
     def wait(self) -> None:
         """Wait for a write under way."""
@@ -324,3 +379,17 @@ class CheckpointFiles:
         """Stop writing and wait for a write under way."""
         self._closed.set()
         self.wait()
+
+
+def _report(name: str, problem: str) -> None:
+    logger.warning("time-travel checkpoint %s ignored and deleted (it will be written again): %s", name, problem)
+
+
+def _reopen_for_child(log: Log) -> None:
+    """In a forked child: make ``log`` readable again.  The fork closed every descriptor but the result pipe, so
+    each segment is opened again (read only), and the lock guarding the segment list is a new one (a writer's
+    thread may have held the parent's at the fork, and is not in the child)."""
+    state = log.state
+    state.visible = threading.Condition(threading.Lock())
+    for segment in state.segments:
+        segment.fd = os.open(segment.path, os.O_RDONLY)

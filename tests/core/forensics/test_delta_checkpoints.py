@@ -300,3 +300,56 @@ def test_a_delta_file_past_the_logs_end_does_not_stop_the_fill(store, tmp_path, 
     files.fill(None)
     files.wait()
     assert [d for d in files.delta_offsets(22) if d <= store.log.end_offset] and len(files.offsets()) > 1
+
+
+def test_the_fill_replays_and_writes_in_a_forked_child(store, tmp_path, monkeypatch):
+    """The fill's load, replay and delta files run off the writers' interpreter (issue 24: in a thread they held the
+    GIL for a second a delta at 10M events): every event the fill replays is replayed in another process, and the
+    files it writes are served."""
+    import os
+
+    from secmeta.core.forensics import checkpoints
+
+    record = tmp_path / "pids"
+    record.write_text("")
+    original = checkpoints.SecurityDelta.replay_events
+
+    def replay_events(self, first, events):
+        with record.open("a") as out:
+            out.write(f"{os.getpid()}\n")
+        return original(self, first, events)
+
+    monkeypatch.setattr(checkpoints.SecurityDelta, "replay_events", replay_events)
+    files = CheckpointFiles(store.log, every=40, deltas=3)
+    files.fill(SecurityImage.EMPTY)
+    files.wait()
+    pids = set(record.read_text().split())
+    assert pids and str(os.getpid()) not in pids
+    assert files.offsets() and files.delta_offsets(files.offsets()[0]) and files.problems == []
+    n = files.delta_offsets(files.offsets()[0])[-1] + 1
+    assert cold(store, files).image_at(n) == replayed_store(store, n)
+
+
+def test_a_failed_fill_child_is_reported_and_records_nothing(store, monkeypatch, caplog):
+    """A fill child that fails while writing a file (here after leaving its temporary file half written) is
+    reported, leaves no partial file and no file that counts, and a later fill writes the files."""
+    from secmeta.core.forensics import checkpoints
+    from secmeta.projections.snapshot import partial_snapshot_path
+
+    def failing(directory, codec, state, *, next_offset, **kwargs):
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        partial_snapshot_path(Path(directory), next_offset).write_bytes(b"half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(checkpoints, "write_snapshot", failing)
+    files = CheckpointFiles(store.log, every=40, deltas=3)
+    with caplog.at_level("WARNING", logger="secmeta.checkpoints"):
+        files.fill(SecurityImage.EMPTY)
+        files.wait()
+    assert any("not written" in r.getMessage() and "disk full" in r.getMessage() for r in caplog.records)
+    assert files.offsets() == [] and not list(files.directory.rglob("*.tmp")) and not list(
+        files.directory.rglob("*.avro"))
+    monkeypatch.undo()
+    files.fill(SecurityImage.EMPTY)
+    files.wait()
+    assert files.offsets() and files.problems == []

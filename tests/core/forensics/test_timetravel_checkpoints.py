@@ -130,22 +130,30 @@ def test_a_fill_writes_no_more_than_max_files(store):
     assert 1 <= len(files.offsets()) <= 4
 
 
-def test_a_reopened_store_whose_files_cover_its_log_loads_none_of_them(store):
+def test_a_reopened_store_whose_files_cover_its_log_loads_none_of_them(store, tmp_path):
     """A process opening a store whose newest file is less than a spacing from the log's end has nothing to
     write, so it does not load that file (a whole image, in the background of every cold open)."""
     written = filled(store).offsets()
-    loaded = []
+    record = tmp_path / "loaded"  # the fill runs in a forked child: it records its loads in a file
+    record.write_text("")
     reopened = CheckpointFiles(store.log, every=40)
     original = reopened.load
-    reopened.load = lambda offset: loaded.append(offset) or original(offset)
+
+    def load(offset):
+        with record.open("a") as out:
+            out.write(f"{offset}\n")
+        return original(offset)
+
+    reopened.load = load
+    loaded = lambda: [int(line) for line in record.read_text().split()]  # noqa: E731
     reopened.fill(None)
     reopened.wait()
-    assert loaded == [] and reopened.offsets() == written
+    assert loaded() == [] and reopened.offsets() == written
     store.create_acls([acl(f"late-{i}") for i in range(40)], context=ADMIN)  # a file is due again: it loads one
     reopened.fill(None)
     reopened.wait()
-    # it goes on from the newest file, then from the one it wrote (read in place rather than held whole)
-    assert loaded == [written[-1], store.log.end_offset] and reopened.offsets() == [*written, store.log.end_offset]
+    # it goes on from the newest file (read in place rather than held whole), and loads none once the log is covered
+    assert loaded() == [written[-1]] and reopened.offsets() == [*written, store.log.end_offset]
 
 
 # -- retention moving the log's start under a replay ----------------------------------------
