@@ -53,7 +53,11 @@ from secmeta.core.log import Log
 from secmeta.core.log.fit import snapshot_misfit
 from secmeta.core.snapshots.forked import ForkedCallError, call_forked
 from secmeta.core.snapshots.forked_snapshot import snapshot_timeout, write_snapshot_forked
-from secmeta.core.store.storedir import CHECKPOINT_DIR
+from secmeta.core.store.storedir import (
+    CHECKPOINT_DELTA_PREFIX,
+    CHECKPOINT_DIR,
+    checkpoint_delta_dirs,
+)
 from secmeta.core.times import now_ms
 from secmeta.projections.delta_snapshot import DeltaState, SecurityDeltaSnapshot
 from secmeta.projections.gc_pause import paused_gc
@@ -74,12 +78,12 @@ logger = logging.getLogger("secmeta.checkpoints")
 DEFAULT_EVERY = 50_000
 DEFAULT_MAX_FILES = 96
 DEFAULT_DELTAS = 3  # delta files between two full ones: at 10M events of the mixed log ~26k events apart
-DELTA_PREFIX = "deltas-"
+DELTA_PREFIX = CHECKPOINT_DELTA_PREFIX
 
 
 def list_delta_files(directory: Path) -> list[Path]:
     """Every delta file under a checkpoint directory, by base then offset."""
-    return [path for base in sorted(directory.glob(f"{DELTA_PREFIX}*")) for path in list_snapshots(base)]
+    return [path for base in checkpoint_delta_dirs(directory) for path in list_snapshots(base)]
 
 
 class CheckpointFiles:
@@ -216,7 +220,7 @@ class CheckpointFiles:
     def _remove_orphans(self, offsets: list[int]) -> None:
         """Delete the delta directories whose full file is gone (a process stopped between the two deletions)."""
         held = set(offsets)
-        for path in self.directory.glob(f"{DELTA_PREFIX}*"):
+        for path in checkpoint_delta_dirs(self.directory):
             base = path.name[len(DELTA_PREFIX):]
             if not base.isdigit() or int(base) not in held:
                 shutil.rmtree(path, ignore_errors=True)
@@ -317,7 +321,7 @@ class CheckpointFiles:
 
     def _remove_partial_files(self) -> None:
         """Delete the temporary files a killed or failed fill child left (write_snapshot's ``.*.tmp``)."""
-        for directory in [self.directory, *self.directory.glob(f"{DELTA_PREFIX}*")]:
+        for directory in [self.directory, *checkpoint_delta_dirs(self.directory)]:
             for path in directory.glob(".*.tmp"):
                 path.unlink(missing_ok=True)
 

@@ -1,6 +1,6 @@
 """Rollback evidence: a derived file that records a point beyond the log's end.
 
-Snapshots, time-travel checkpoints and the history index are derived from the log and
+Snapshots, time-travel checkpoints (full and delta) and the history index are derived from the log and
 authenticated with the keyring; each records the offset it reached.  One that records an
 offset past the log's end was written when the log was longer: the log was cut (or the
 whole store put back with newer derived files left in place).  That is never a stale file
@@ -70,7 +70,7 @@ def derived_files_beyond(store: StoreDirectory, keyring: Keyring, end: int, *,
 
 def _beyond(store: StoreDirectory, keyring: Keyring, end: int) -> list[Evidence]:
     found = []
-    for directory in (store.snapshot_dir, store.checkpoint_dir):
+    for directory in (store.snapshot_dir, store.checkpoint_dir, *store.checkpoint_delta_dirs()):
         for path in list_snapshots(directory):
             if int(path.stem.rsplit("-", 1)[-1]) <= end:  # the name is cheap to read; only those past the end
                 continue  # are authenticated (a forged name proves nothing either way)

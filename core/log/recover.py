@@ -191,8 +191,10 @@ class Recovery:
                              plan.cut_link.hex() if plan.cut_link else "")
         write_pending(store, self.keyring, recovered_envelope(event, when))
         for path in plan.derived:
-            os.replace(path, qdir / path.name)
-        for directory in (store.snapshot_dir, store.checkpoint_dir):
+            target = qdir / _quarantined_as(store, path)
+            target.parent.mkdir(exist_ok=True)
+            os.replace(path, target)
+        for directory in (store.snapshot_dir, store.checkpoint_dir, *store.checkpoint_delta_dirs()):
             if directory.exists():
                 fsync_dir(directory)
         write_atomically(qdir / "recovery.json", json.dumps(
@@ -289,3 +291,10 @@ def _boundary(log_dir: Path, bases: list[int], offset: int, start: int, link: by
         f"no intact batch of the log ends at offset {offset}; give the offset named by the error "
         "(the first offset of the damaged batch)"
     )
+
+
+def _quarantined_as(store: StoreDirectory, path: Path) -> Path:
+    """Where in the quarantine a derived file goes: by name, a delta checkpoint under its directory (deltas-<base>,
+    whose files are named as full checkpoints are)."""
+    checkpoints = store.checkpoint_dir
+    return path.relative_to(checkpoints) if path.is_relative_to(checkpoints) else Path(path.name)

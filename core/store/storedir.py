@@ -35,6 +35,7 @@ FORMAT_VERSION = 1
 META_FILE = "secmeta.json"
 LOCAL_STORE_FILE = "secmeta-local-store"  # in a directory that is not a store: the subdirectory holding one
 CHECKPOINT_DIR = "checkpoints"
+CHECKPOINT_DELTA_PREFIX = "deltas-"  # DIR/checkpoints/deltas-<base>/: the delta checkpoints of the full one at base
 
 
 @dataclass
@@ -62,6 +63,10 @@ class StoreDirectory:
     @property
     def checkpoint_dir(self) -> Path:
         return self.path / CHECKPOINT_DIR
+
+    def checkpoint_delta_dirs(self) -> list[Path]:
+        """The directories of delta checkpoint files (one per full checkpoint they are against), by base."""
+        return checkpoint_delta_dirs(self.checkpoint_dir)
 
     @classmethod
     def open(cls, path: str | os.PathLike, *, create: bool = True, writer: bool = True,
@@ -228,3 +233,8 @@ def _names(path: Path, fd: int) -> bool:
         return False
     locked = os.fstat(fd)
     return (locked.st_dev, locked.st_ino) == (here.st_dev, here.st_ino)
+
+
+def checkpoint_delta_dirs(checkpoint_dir: Path) -> list[Path]:
+    """The directories of delta checkpoint files under ``checkpoint_dir``, by base."""
+    return sorted(checkpoint_dir.glob(f"{CHECKPOINT_DELTA_PREFIX}*"))

@@ -173,3 +173,39 @@ def test_a_checkpoint_past_the_end_is_evidence_too(grown):
     with pytest.raises(CorruptLogError, match=r"checkpoints/snapshot-0+2[1-7]\.avro records offset 2[1-7] .*but "
                                               r"the log holds offsets below 20"):
         SecurityStore.open(path, tamper_config(False), keyring=keyring, read_only=True)
+
+
+def test_a_delta_checkpoint_past_the_end_is_evidence_and_recover_quarantines_it(grown):
+    """A delta checkpoint (DIR/checkpoints/deltas-<base>/, the same authenticated format) past the cut is handled as
+    a full checkpoint past it is: both opens refuse naming it, and `log recover` moves it to the quarantine (under
+    its directory's name, beside the full files), after which the store opens and the full file before the cut
+    stays."""
+    from secmeta.core.forensics.checkpoints import CheckpointFiles
+    from secmeta.projections.image import SecurityDelta
+    from tests.storekit import replayed
+
+    path, older, keyring, sizes = grown
+    with SecurityStore.open(path, tamper_config(False), keyring=keyring) as store:
+        files = CheckpointFiles(store.log, deltas=0)
+        base = replayed(store, 10)
+        files.write(base)
+        delta = SecurityDelta(base)
+        delta.replay_all(list(store.log.read(10, 24)))
+        files.write_delta(10, delta, 24)
+        full, delta_file = files.directory / f"snapshot-{10:020d}.avro", files.delta_directory(10) / f"snapshot-{24:020d}.avro"
+    saved = delta_file.read_bytes()
+    roll_back(path, older, sizes)
+    shutil.rmtree(path / "history")
+    for snapshot in (path / "snapshots").glob("*.avro"):  # only the delta file records a point past the cut
+        if int(snapshot.stem.rsplit("-", 1)[-1]) > 20:
+            snapshot.unlink()
+    for read_only in (True, False):
+        with pytest.raises(CorruptLogError, match=r"deltas-0+10/snapshot-0+24\.avro records offset 24 .*but "
+                                                  r"the log holds offsets below 20"):
+            SecurityStore.open(path, tamper_config(False), keyring=keyring, read_only=read_only)
+    assert cli(path, "log", "recover", "--truncate-to", "20", "--reason", "rollback found", "--yes") == 0
+    (quarantine,) = (path / "quarantine").iterdir()
+    assert (quarantine / delta_file.parent.name / delta_file.name).read_bytes() == saved
+    assert not delta_file.exists() and full.exists()
+    with SecurityStore.open(path, tamper_config(False), keyring=keyring) as store:
+        assert store.image.next_offset == 21
