@@ -192,7 +192,7 @@ class Recovery:
         write_pending(store, self.keyring, recovered_envelope(event, when))
         for path in plan.derived:
             target = qdir / _quarantined_as(store, path)
-            target.parent.mkdir(exist_ok=True)
+            target.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, target)
         for directory in (store.snapshot_dir, store.checkpoint_dir, *store.checkpoint_delta_dirs()):
             if directory.exists():
@@ -294,7 +294,7 @@ def _boundary(log_dir: Path, bases: list[int], offset: int, start: int, link: by
 
 
 def _quarantined_as(store: StoreDirectory, path: Path) -> Path:
-    """Where in the quarantine a derived file goes: by name, a delta checkpoint under its directory (deltas-<base>,
-    whose files are named as full checkpoints are)."""
-    checkpoints = store.checkpoint_dir
-    return path.relative_to(checkpoints) if path.is_relative_to(checkpoints) else Path(path.name)
+    """Where in the quarantine a derived file goes: at its place in the store (snapshots/, checkpoints/,
+    checkpoints/deltas-<base>/, the history index), since a policy snapshot, a full checkpoint and a delta at the
+    same offset share one file name; ``recovery.json`` lists the same relative paths."""
+    return path.relative_to(store.path)

@@ -180,10 +180,24 @@ def test_recover_moves_snapshots_past_the_offset(damaged, capsys):
     (quarantine,) = (path / "quarantine").iterdir()
     assert "snapshots/snapshot-00000000000000000024.avro" in json.loads(
         (quarantine / "recovery.json").read_text())["derived"]
-    assert (quarantine / "snapshot-00000000000000000024.avro").exists()
+    assert (quarantine / "snapshots" / "snapshot-00000000000000000024.avro").exists()
     with SecurityStore.open(path, tamper_config(False), keyring=keyring) as store:
         assert store.image.next_offset == 21
     assert cli_verify(path, path.parent / "keys.json")[0] == 0
+
+
+def test_recover_keeps_a_snapshot_and_a_checkpoint_of_one_offset_apart(damaged, capsys):
+    """A policy snapshot and a time-travel checkpoint past the cut at the same offset share a file name: both are
+    kept in the quarantine, each at its place in the store, byte for byte (neither written over the other)."""
+    path, keyring, _ = damaged
+    snapshot = path / "snapshots" / "snapshot-00000000000000000024.avro"  # past the cut at 20
+    checkpoint = path / "checkpoints" / snapshot.name
+    checkpoint.parent.mkdir(exist_ok=True)
+    shutil.copyfile(snapshot, checkpoint)  # an authenticated image past the cut, as a checkpoint file
+    saved = {p.relative_to(path): p.read_bytes() for p in (snapshot, checkpoint)}
+    assert recover(path, "--truncate-to", "20", "--yes") == 0
+    (quarantine,) = (path / "quarantine").iterdir()
+    assert {where: (quarantine / where).read_bytes() for where in saved} == saved
 
 
 def test_recover_refuses_an_offset_inside_a_batch_or_past_the_damage(damaged, capsys):

@@ -205,7 +205,7 @@ def test_a_delta_checkpoint_past_the_end_is_evidence_and_recover_quarantines_it(
             SecurityStore.open(path, tamper_config(False), keyring=keyring, read_only=read_only)
     assert cli(path, "log", "recover", "--truncate-to", "20", "--reason", "rollback found", "--yes") == 0
     (quarantine,) = (path / "quarantine").iterdir()
-    assert (quarantine / delta_file.parent.name / delta_file.name).read_bytes() == saved
+    assert (quarantine / delta_file.relative_to(path)).read_bytes() == saved
     assert not delta_file.exists() and full.exists()
     with SecurityStore.open(path, tamper_config(False), keyring=keyring) as store:
         assert store.image.next_offset == 21
