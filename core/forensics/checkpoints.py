@@ -286,7 +286,10 @@ class CheckpointFiles:
         try:
             self._fill_forked(base)
         except Exception as exc:  # noqa: BLE001
-            logger.warning("time-travel checkpoints not written: %s", exc)
+            if self._closed.is_set():  # the close killed the child: the next open fills on
+                logger.debug("time-travel checkpoint fill stopped at close: %s", exc)
+            else:
+                logger.warning("time-travel checkpoints not written: %s", exc)
 
     def _fill_forked(self, base: SecurityImage | None) -> None:
         """The fill, each stretch (the newest full file's load, the replay past it, the delta files and the next full

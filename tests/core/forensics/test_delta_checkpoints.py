@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 
@@ -353,3 +354,23 @@ def test_a_failed_fill_child_is_reported_and_records_nothing(store, monkeypatch,
     files.fill(SecurityImage.EMPTY)
     files.wait()
     assert files.offsets() and files.problems == []
+
+
+def test_a_fill_stopped_by_close_warns_nothing_and_leaves_no_file(store, monkeypatch, caplog):
+    """Closing the files while a fill child runs kills the child (a CLI command's store closes at its end): that is
+    no failure, so nothing is logged at WARNING (a CLI command printed it on stderr), and no partial file is left."""
+    import time
+
+    from secmeta.core.forensics import checkpoints
+
+    def slow(directory, codec, state, *, next_offset, **kwargs):
+        time.sleep(60)  # the child is killed by the close long before
+
+    monkeypatch.setattr(checkpoints, "write_snapshot", slow)
+    files = CheckpointFiles(store.log, every=40, deltas=3)
+    with caplog.at_level("WARNING", logger="secmeta.checkpoints"):
+        files.fill(SecurityImage.EMPTY)
+        time.sleep(0.5)  # the child started (what it does then does not matter: it sleeps until killed)
+        files.close()
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert files.offsets() == [] and not list(files.directory.rglob("*.tmp"))
