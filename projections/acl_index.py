@@ -68,12 +68,15 @@ __all__ = [
     "TypeIndex",
     "frozen_map",
     "grant_key",
+    "group_entries",
     "group_of",
     "host_masks",
     "index_of",
     "lone_bit",
     "pending_index_of",
+    "node_entries",
     "node_of",
+    "node_pattern",
 ]
 
 EMPTY_MAP: immutables.Map = immutables.Map()
@@ -418,6 +421,19 @@ class Lazy:
     def groups(self) -> Iterable[Group]:
         return self.whole().groups()
 
+    def pattern(self) -> ResourcePattern:
+        """The pattern every group of the node sits under."""
+        return self.source.pattern(self.at)  # type: ignore[no-any-return]
+
+    def entries(self) -> list[AccessControlEntry]:
+        """The entry of every ACL of the node, read from its source's columns and making no group (so no id is read:
+        a describe returns bindings, not ids), or from its groups once it is made whole."""
+        whole = self._whole
+        if whole is not None:
+            return [entry for group in whole.groups() for entry in group_entries(group)]
+        source, at, first = self.source, self.at, self.first
+        return [entry for k in range(len(self.principals)) for entry in source.entries(at, first + k)]
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Group | Few | Multi | Lazy):
             return NotImplemented
@@ -427,6 +443,26 @@ class Lazy:
 
     def __repr__(self) -> str:
         return f"Lazy(<{len(self.principals)} principals>)"
+
+
+def group_entries(group: Group) -> tuple[AccessControlEntry, ...]:
+    """The entries of a group's ACLs (in ``acl_ids()`` order)."""
+    entries = group._entry_tuple()
+    return entries if entries is not None else (group.members()[0][1],)
+
+
+def node_entries(node: Node) -> list[AccessControlEntry]:
+    """The entries of every ACL of a node (a ``Lazy`` one's read without making its groups)."""
+    if type(node) is Lazy:
+        return node.entries()
+    return [entry for group in node.groups() for entry in group_entries(group)]
+
+
+def node_pattern(node: Node) -> ResourcePattern:
+    """The pattern of a node (every group's)."""
+    if type(node) is Lazy:
+        return node.pattern()
+    return next(iter(node.groups())).pattern()
 
 
 class Positions(dict):

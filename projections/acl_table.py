@@ -36,6 +36,7 @@ from secmeta.events.types import (
     AccessControlEntry,
     AclBinding,
     PatternType,
+    ResourcePattern,
 )
 from secmeta.projections.acl_entries import canonical_entry
 from secmeta.projections.acl_index import (
@@ -47,6 +48,7 @@ from secmeta.projections.acl_index import (
     Member,
     Node,
     Positions,
+    group_entries,
     host_masks,
     pending_index_of,
 )
@@ -444,6 +446,25 @@ class AclTable:
         any_host, masks, nets = host_masks([hosts[k] for k in positions],
                                            [ACL_BITS[permissions[k]][operations[k]] for k in positions])
         return TableGroup(principal, acl_ids, any_host, name, kind, masks, nets, self.acl_columns, order, g)
+
+    def entries(self, i: int, g: int) -> tuple[AccessControlEntry, ...]:
+        """The entries of the ACLs of group ``g`` (one of node i's), read from the columns (its group's, if made): no
+        group is made and no id read (``Lazy.entries``: a describe at a point past a checkpoint file made every group
+        of the nodes it returned, each decoding its ids as text, for answers that hold no id)."""
+        group = self._groups.get(g)
+        if group is not None:
+            return group_entries(group)
+        principal = self.principals[g]
+        if principal is UNLISTED:
+            principal = self.group_principals(i)[g - self.group_start[i]]
+        hosts, operations, permissions = self.hosts, self.operations, self.permissions
+        return tuple(canonical_entry(principal, hosts[k], operations[k], permissions[k])
+                     for k in range(self.acl_start[g], self.acl_start[g + 1]))
+
+    def pattern(self, i: int) -> ResourcePattern:
+        """The pattern of node i."""
+        resource_type, pattern_type = KINDS[self.resource_types[i], self.pattern_types[i]]
+        return ResourcePattern(resource_type, self.names[i], pattern_type)
 
     def index(self) -> AclIndex:
         """The index of the table's nodes (each made on first use), each resource type's name maps made when the

@@ -30,7 +30,15 @@ from secmeta.events.types import (
 from secmeta.projections.acl_deferred import DEFER_FROM, deferred_of
 from secmeta.projections.acl_entries import canonical_entry
 from secmeta.projections.acl_ids import AclIds
-from secmeta.projections.acl_index import AclIndex, Group, Node
+from secmeta.projections.acl_index import (
+    AclIndex,
+    Few,
+    Group,
+    Multi,
+    Node,
+    node_entries,
+    node_pattern,
+)
 from secmeta.projections.acl_match import entry_filter_matches
 from secmeta.projections.acl_table import AclTable, TableError
 from secmeta.projections.errors import InconsistentEventError
@@ -171,6 +179,21 @@ class AclsImage:
             for acl_id, entry in chosen:
                 yield acl_id, AclBinding(pattern, entry)
 
+    def bindings(self, f: AclBindingFilter) -> Iterator[AclBinding]:
+        """The binding of every ACL the filter selects, as ``matching`` gives them but without their ids: a whole node
+        (or group) selected gives its bindings from its entries (``node_entries``: a ``Lazy`` node's read from its
+        table's columns, making no group and reading no id), kept by node or group (``_GROUP_PAIRS``) as ``matching``
+        keeps a group's pairs.  Issue 24: a describe at a point past a checkpoint file made every group of the nodes
+        it returned (thousands of ACLs for a topic's short prefixes on the mixed log), each decoding its ids as text
+        for an answer that holds none."""
+        for item, chosen in self.selection(f, whole_nodes=True):
+            if chosen is None:
+                yield from _bindings_of(item)
+                continue
+            pattern = item.pattern()  # type: ignore[union-attr]  # only groups come with entries chosen
+            for _, entry in chosen:
+                yield AclBinding(pattern, entry)
+
     def describe(self, f: AclBindingFilter) -> list[tuple[str, AclBinding]]:
         """The ACLs a filter selects, as a list of (acl_id, binding) in no set order."""
         return list(self.matching(f))
@@ -189,6 +212,20 @@ def _pairs_of(group: Group) -> tuple[tuple[str, AclBinding], ...]:
         pairs = tuple(group.pairs())
         _GROUP_PAIRS.keep(group, 0, pairs, len(pairs))
     return pairs  # type: ignore[no-any-return]
+
+
+def _bindings_of(node: Node) -> Iterable[AclBinding]:
+    """The bindings of every ACL of a node or group (``node_entries``), kept while it lives (``KeptByObject``, in
+    its slot 1: slot 0 holds a group's pairs): a ``Lazy`` node's or a group's whole, a node of groups by group (a
+    write's node of a table's groups is never kept whole: ``holds_a_table``)."""
+    if type(node) is Few or type(node) is Multi:
+        return chain.from_iterable(map(_bindings_of, node.groups()))
+    bindings = _GROUP_PAIRS.find(node, 1)
+    if bindings is None:
+        pattern = node_pattern(node)
+        bindings = tuple([AclBinding(pattern, entry) for entry in node_entries(node)])
+        _GROUP_PAIRS.keep(node, 1, bindings, len(bindings))
+    return bindings  # type: ignore[no-any-return]
 
 
 # The enum members a describe compares with, read once: on Python 3.11 a member read off its class goes through

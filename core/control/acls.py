@@ -254,7 +254,7 @@ def describe_acls(image, f: AclBindingFilter, context: RequestContext, *,
     """The ACLs a filter selects (needs DESCRIBE on CLUSTER; an UNKNOWN field is INVALID_REQUEST).
 
     A read: it returns its answer, not a ControlResult."""
-    return [binding for _, binding in acls_of(image).matching(_readable_filter(f, context, decider))]
+    return list(acls_of(image).bindings(_readable_filter(f, context, decider)))
 
 
 def describe_acl_groups(image, f: AclBindingFilter, context: RequestContext, *,
