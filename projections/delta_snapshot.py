@@ -41,6 +41,7 @@ from secmeta.events.types import (
     ScramMechanism,
 )
 from secmeta.projections.image import NetChanges
+from secmeta.projections.image_snapshot import SCRAM_ROW_FIELDS, TOKEN_ROW_FIELDS
 from secmeta.projections.scram import ScramEntry
 from secmeta.projections.snapshot import CorruptSnapshotError
 from secmeta.projections.tokens import TokenInfo
@@ -87,28 +88,11 @@ _ACLS = _record(
     _field("operations", "bytes", "Per added row: its AclOperation code."),
     _field("permission_types", "bytes", "Per added row: its AclPermissionType code."),
 )
-_SCRAM = _record(
-    "ScramRow", "A SCRAM credential as it stands; salt and keys stay sealed.",
-    _field("user", "string", "The user the credential belongs to."),
-    _field("mechanism", "int", "ScramMechanism code (1 SHA-256, 2 SHA-512)."),
-    _field("iterations", "int", "PBKDF2 iteration count."),
-    _field("key_id", "string", "Keyring key id the secret is sealed under."),
-    _field("nonce", "bytes", "AES-GCM nonce of the sealed secret."),
-    _field("ciphertext", "bytes", "AES-GCM ciphertext and tag of the sealed secret."),
-)
+_SCRAM = _record("ScramRow", "A SCRAM credential as it stands; salt and keys stay sealed.", *SCRAM_ROW_FIELDS)
 _SCRAM_DELETED = _record("ScramDeletedRow", "A SCRAM credential deleted.",
                          _field("deleted_user", "string", "The user whose credential is deleted."),
                          _field("deleted_mechanism", "int", "ScramMechanism code."))
-_TOKEN = _record(
-    "TokenRow", "A delegation token as it stands (no HMAC).",
-    _field("token_id", "string", "The token's id."),
-    _field("owner", "string", "Owner principal."),
-    _field("requester", "string", "Principal that requested the token."),
-    _field("renewers", _STRINGS, "Renewer principals."),
-    _field("issue_timestamp_ms", "long", "Issue time, epoch ms."),
-    _field("expiry_timestamp_ms", "long", "Expiry time, epoch ms."),
-    _field("max_timestamp_ms", "long", "Maximum lifetime end, epoch ms."),
-)
+_TOKEN = _record("TokenRow", "A delegation token as it stands (no HMAC).", *TOKEN_ROW_FIELDS)
 _TOKEN_REMOVED = _record("TokenRemovedRow", "A delegation token removed.",
                          _field("removed_token_id", "string", "The token's id."))
 _QUOTA = _record("QuotaRow", "An entity's client quotas as they stand.",

@@ -49,6 +49,26 @@ def _field(name: str, avro_type, doc: str) -> dict:
     return {"name": name, "type": avro_type, "doc": doc}
 
 
+
+#: A SCRAM credential's and a token's row fields, as full snapshots and delta checkpoint files both write them.
+SCRAM_ROW_FIELDS = [
+    _field("user", "string", "The user the credential belongs to."),
+    _field("mechanism", "int", "ScramMechanism code (1 SHA-256, 2 SHA-512)."),
+    _field("iterations", "int", "PBKDF2 iteration count."),
+    _field("key_id", "string", "Keyring key id the secret is sealed under."),
+    _field("nonce", "bytes", "AES-GCM nonce of the sealed secret."),
+    _field("ciphertext", "bytes", "AES-GCM ciphertext and tag of the sealed secret."),
+]
+TOKEN_ROW_FIELDS = [
+    _field("token_id", "string", "The token's id."),
+    _field("owner", "string", "Owner principal."),
+    _field("requester", "string", "Principal that requested the token."),
+    _field("renewers", {"type": "array", "items": "string"}, "Renewer principals."),
+    _field("issue_timestamp_ms", "long", "Issue time, epoch ms."),
+    _field("expiry_timestamp_ms", "long", "Expiry time, epoch ms."),
+    _field("max_timestamp_ms", "long", "Maximum lifetime end, epoch ms."),
+]
+
 _META = {
     "type": "record",
     "name": "MetaRow",
@@ -59,14 +79,7 @@ _SCRAM = {
     "type": "record",
     "name": "ScramRow",
     "doc": "One SCRAM credential; salt and keys stay sealed.",
-    "fields": [
-        _field("user", "string", "The user the credential belongs to."),
-        _field("mechanism", "int", "ScramMechanism code (1 SHA-256, 2 SHA-512)."),
-        _field("iterations", "int", "PBKDF2 iteration count."),
-        _field("key_id", "string", "Keyring key id the secret is sealed under."),
-        _field("nonce", "bytes", "AES-GCM nonce of the sealed secret."),
-        _field("ciphertext", "bytes", "AES-GCM ciphertext and tag of the sealed secret."),
-    ],
+    "fields": SCRAM_ROW_FIELDS,
 }
 _ACL_NODES = {
     "type": "record",
@@ -93,15 +106,7 @@ _TOKEN = {
     "type": "record",
     "name": "TokenRow",
     "doc": "One delegation token (no HMAC); formats 3 to 5 (since format 6 tokens are in the section).",
-    "fields": [
-        _field("token_id", "string", "The token's id."),
-        _field("owner", "string", "Owner principal."),
-        _field("requester", "string", "Principal that requested the token."),
-        _field("renewers", {"type": "array", "items": "string"}, "Renewer principals."),
-        _field("issue_timestamp_ms", "long", "Issue time, epoch ms."),
-        _field("expiry_timestamp_ms", "long", "Expiry time, epoch ms."),
-        _field("max_timestamp_ms", "long", "Maximum lifetime end, epoch ms."),
-    ],
+    "fields": TOKEN_ROW_FIELDS,
 }
 
 _QUOTA = {
