@@ -517,11 +517,7 @@ class Publisher:
             try:
                 self._bind(producer)
             except (KafkaException, TopicReadError) as exc:
-                reason = exc.args[0].str() if isinstance(exc.args[0], KafkaError) else str(exc)
-                logger.warning("cannot check the topics against the checkpoint: %s; retrying", reason)
-                self._report("broker unreachable", reason)
-                self._retry_later(stop, deadline)
-                return False
+                return self._unreachable("cannot check the topics against the checkpoint", exc, stop, deadline)
         self._topics_ready = True
         self._broker_down = None
         self._backoff = 0.0
@@ -646,11 +642,7 @@ class Publisher:
                     aged.append(topic)
             self._mark(self._producer_ready(), aged)
         except KafkaException as exc:
-            reason = exc.args[0].str() if isinstance(exc.args[0], KafkaError) else str(exc)
-            logger.warning("cannot check that the topics hold the format marker: %s; retrying", reason)
-            self._report("broker unreachable", reason)
-            self._retry_later(stop, deadline)
-            return False
+            return self._unreachable("cannot check that the topics hold the format marker", exc, stop, deadline)
         self._markers_checked = time.monotonic()
         return True
 
@@ -833,6 +825,15 @@ class Publisher:
             self._topics_ready = False
         return 0
 
+    def _unreachable(self, what: str, exc: Exception, stop: threading.Event | None, deadline: float | None
+                     ) -> bool:
+        """Log and report a broker that could not be read (``what`` failed, for ``exc``), back off; False."""
+        reason = exc.args[0].str() if isinstance(exc.args[0], KafkaError) else str(exc)
+        logger.warning("%s: %s; retrying", what, reason)
+        self._report("broker unreachable", reason)
+        self._retry_later(stop, deadline)
+        return False
+
     def _hold(self, held: dict[bytes, int]) -> None:
         """What the state topic holds per key at or past the checkpoint, as read (``read_newest_per_key``): kept until
         the checkpoint passes all of it (from_beginning onto topics holding the events: the whole log)."""
@@ -848,11 +849,8 @@ class Publisher:
             self._hold(read_newest_per_key(consumer, self.state_topic, self._decoders[1], self._checkpoint,
                                            self.check_timeout))
         except (KafkaException, TopicReadError) as exc:
-            reason = exc.args[0].str() if isinstance(exc.args[0], KafkaError) else str(exc)
-            logger.warning("cannot read what the state topic holds since the checkpoint: %s; retrying", reason)
-            self._report("broker unreachable", reason)
-            self._retry_later(stop, deadline)
-            return False
+            return self._unreachable("cannot read what the state topic holds since the checkpoint", exc, stop,
+                                     deadline)
         finally:
             if consumer is not None:
                 consumer.close()
