@@ -217,22 +217,28 @@ def test_a_bad_delta_file_is_reported_once_deleted_and_not_served(store, tmp_pat
     assert len(files.problems) == 1  # reported once
 
 
-def test_a_delta_file_past_the_logs_end_does_not_fit(store, tmp_path, keyring):
-    """A delta file of a longer log of another store (same key) at an offset this log also ends a batch at: its link
-    is not this log's, so it is refused as a full file would be."""
-    clock = Clock()
-    with store_at(tmp_path / "other", keyring, clock=clock) as other:
-        for i in range(12):
+
+def _another_stores_delta(tmp_path, keyring, rounds: int, offset: int):
+    """The delta file at ``offset`` (on its full file at 22) of another store under the same key, whose ``rounds``
+    rounds of one kept and five removed ACLs make a longer log than ``store``'s."""
+    with store_at(tmp_path / "other", keyring, clock=Clock()) as other:
+        for i in range(rounds):
             other.create_acls([acl(f"x{i}")] + [acl(f"y{i}-{j}") for j in range(5)], context=ADMIN)
             other.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, f"y{i}-{j}", PatternType.ANY, None)
                                for j in range(5)], context=ADMIN)
         theirs = CheckpointFiles(other.log, deltas=0)
-        write_files(other, theirs, 22, [66])
-        ours = CheckpointFiles(store.log, deltas=0)
-        write_files(store, ours, 22, [])
-        ours.delta_directory(22).mkdir()
-        source = snapshot_path(theirs.delta_directory(22), 66)
-        (ours.delta_directory(22) / source.name).write_bytes(source.read_bytes())
+        write_files(other, theirs, 22, [offset])
+    return snapshot_path(theirs.delta_directory(22), offset)
+
+
+def test_a_delta_file_past_the_logs_end_does_not_fit(store, tmp_path, keyring):
+    """A delta file of a longer log of another store (same key) at an offset this log also ends a batch at: its link
+    is not this log's, so it is refused as a full file would be."""
+    source = _another_stores_delta(tmp_path, keyring, 12, 66)
+    ours = CheckpointFiles(store.log, deltas=0)
+    write_files(store, ours, 22, [])
+    ours.delta_directory(22).mkdir()
+    (ours.delta_directory(22) / source.name).write_bytes(source.read_bytes())
     travel = cold(store, ours)
     assert travel.image_at(70) == replayed_store(store, 70)
     [problem] = ours.problems
@@ -285,15 +291,7 @@ def test_a_delta_file_past_a_held_answer_is_taken(store):
 def test_a_delta_file_past_the_logs_end_does_not_stop_the_fill(store, tmp_path, keyring):
     """A delta file past the log's end (another, longer history's, same key) names no point the fill has passed: the
     fill still writes the files the log is due; the file itself is refused when a point reaches it."""
-    clock = Clock()
-    with store_at(tmp_path / "other", keyring, clock=clock) as other:
-        for i in range(14):
-            other.create_acls([acl(f"t{i}")] + [acl(f"c{i}-{j}") for j in range(5)], context=ADMIN)
-            other.delete_acls([AclBindingFilter.of(ResourceType.TOPIC, f"c{i}-{j}", PatternType.ANY, None)
-                               for j in range(5)], context=ADMIN)
-        theirs = CheckpointFiles(other.log, deltas=0)
-        write_files(other, theirs, 22, [143])
-        source = snapshot_path(theirs.delta_directory(22), 143)
+    source = _another_stores_delta(tmp_path, keyring, 14, 143)
     files = CheckpointFiles(store.log, every=40, deltas=3)
     write_files(store, files, 22, [])
     files.delta_directory(22).mkdir()
