@@ -1,4 +1,5 @@
-"""Keyed seals for the log's small side files: the high-water mark, the retention anchor, index files.
+"""Keyed seals for the log's small side files: the high-water mark, the retention anchor, index files, and
+the log topic's store record.
 
 A sealed file is its body followed by a trailer: the id of the keyring key that
 sealed it, that id's length (u8) and HMAC-SHA256 under the key's chain key over
@@ -26,6 +27,12 @@ def seal(keyring: Keyring, context: bytes, body: bytes) -> bytes:
     """``body`` with a trailer authenticating it (and ``context``) under the keyring's newest key."""
     key_id = keyring.newest_id.encode()
     return body + key_id + bytes([len(key_id)]) + _mac(keyring.chain_key(keyring.newest_id), context, body)
+
+
+def seal_trailer(keyring: Keyring, context: bytes, body: bytes) -> bytes:
+    """The trailer ``seal`` appends to ``body``, alone: for a record that carries its body in another form
+    (the log topic's store record); ``unseal(keyring, context, body + trailer)`` checks it."""
+    return seal(keyring, context, body)[len(body):]
 
 
 def unseal(keyring: Keyring, context: bytes, data: bytes) -> bytes:

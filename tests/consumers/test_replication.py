@@ -526,3 +526,90 @@ def test_a_node_following_a_silent_kafka_stops_following_at_once(tmp_path, keyri
         wait_for(lambda: not stopped.is_alive(), 15, "following stops while Kafka is silent")
         assert failures == []
         network.heal(1)
+
+
+def _copy_topic(settings: ReplicationSettings, topic: str, to: str, change_store) -> None:
+    """Copy ``topic``'s committed records into a new topic ``to``, the store record's JSON passed through
+    ``change_store`` (what one who can write to Kafka but holds no key can do)."""
+    import json
+
+    from confluent_kafka import Producer
+
+    from secmeta.consumers.kafka.replication.topic import ensure_topic
+
+    consumer = Consumer({"bootstrap.servers": settings.bootstrap, "group.id": "copy", "enable.partition.eof": True,
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    ensure_topic(settings, to)
+    producer = Producer({"bootstrap.servers": settings.bootstrap})
+    try:
+        while True:
+            msg = consumer.poll(10)
+            assert msg is not None, "the topic's end was not reached"
+            if msg.error():
+                break
+            value, headers = msg.value(), msg.headers()
+            if dict(headers)["secmeta.record"] == b"store":
+                value = json.dumps(change_store(json.loads(value)), sort_keys=True).encode()
+            producer.produce(to, value, headers=headers)
+        assert producer.flush(10) == 0
+    finally:
+        consumer.close()
+
+
+def test_a_joiner_refuses_a_store_record_whose_settings_were_altered_and_leaves_nothing(writer, settings, tmp_path,
+                                                                                       keyring):
+    """Finding 1 of the review: the store record's settings become a joiner's config.json (super users, the ACL
+    default). One who can write to Kafka but holds no key copies the topic with other settings: the joiner
+    refuses it, naming the topic and the seal, and writes nothing."""
+    from secmeta.consumers.kafka.replication.records import TopicFormatError
+
+    store, node = writer
+    forged = f"{node.topic}-forged"
+    _copy_topic(settings, node.topic, forged, lambda body: dict(
+        body, config={"super_users": ["User:mallory"], "allow_everyone_if_no_acl_found": True}))
+    with pytest.raises(TopicFormatError, match=f"log topic {forged}'s store record fails its seal"):
+        join(tmp_path / "node2", replace(settings, topic=forged), keyring)
+    assert not (tmp_path / "node2").exists()
+    with join(tmp_path / "node3", _of(settings, node), keyring) as joined:  # the topic it was copied from joins
+        assert not joined.authorize("User:mallory", "h", "Write", "topic", "orders")
+
+
+def test_a_node_refuses_a_store_record_with_other_settings_than_its_own_naming_what_differs(tmp_path, keyring,
+                                                                                          settings):
+    """A node reading the topic's store record (sealed, so written by a key holder) refuses it when the settings it
+    carries differ from the node's config.json, naming the setting and both values, and appends nothing."""
+    import json
+
+    from secmeta.consumers.kafka.replication.records import TopicFormatError
+
+    _open(tmp_path / "n1", keyring).close()
+    (tmp_path / "n1" / "config.json").write_text(json.dumps({"super_users": ["User:admin"]}))
+    with _open(tmp_path / "n1", keyring, commit_gate=NotWriterGate()) as store, \
+            ReplicatedNode(store, settings) as node:
+        node.become_writer()
+        store.create_acls([acl("a")], context=ADMIN)
+        topic = node.topic
+    join(tmp_path / "n2", replace(settings, topic=topic), keyring).close()
+    (tmp_path / "n2" / "config.json").write_text(json.dumps({"super_users": ["User:admin", "User:eve"]}))
+    with _open(tmp_path / "n2", keyring, commit_gate=NotWriterGate()) as standby:
+        end = standby.log.end_offset
+        with ReplicatedNode(standby, replace(settings, topic=topic)) as follower, \
+                pytest.raises(TopicFormatError, match=rf"log topic {topic}'s store record holds other saved settings"
+                                                      r".*super_users is \['User:admin'\] there, "
+                                                      r"\['User:admin', 'User:eve'\] here"):
+            follower.catch_up()
+        assert standby.log.end_offset == end
+
+
+def test_a_store_record_of_an_older_unsealed_format_is_refused_saying_what_to_do(writer, settings, tmp_path, keyring):
+    """A topic whose store record was written by a secmeta that did not seal it (format version 2) cannot be
+    trusted for its settings: a joiner refuses it, naming the version, why and the fix (a new topic)."""
+    store, node = writer
+    old = f"{node.topic}-v2"
+    _copy_topic(settings, node.topic, old, lambda body: {k: v for k, v in dict(body, version=2).items()
+                                                         if k != "seal"})
+    with pytest.raises(Exception, match="log topic format version 2.*did not seal its store record.*"
+                                        "--replication-topic"):
+        join(tmp_path / "node2", replace(settings, topic=old), keyring)
+    assert not (tmp_path / "node2").exists()

@@ -1,7 +1,8 @@
 """``secmeta init --join``: a node's store made from the log topic, verified link by link.
 
 The topic's store record carries the store's identity (id, creation time, the checks of the keys it was
-written with) and its saved settings: the new directory becomes a replica of that store (the keyring
+written with) and its saved settings, sealed under the store's keys (taken only once the seal verifies):
+the new directory becomes a replica of that store (the keyring
 given must hold its keys), then every batch is appended byte for byte, each checked to extend the chain
 before it (into the bare log; the store is opened once, at the end). A topic seeded from a log that starts
 after a retention anchor carries the anchor (sealed: it must be this store's) and a snapshot at or after it,
@@ -19,7 +20,11 @@ from pathlib import Path
 from confluent_kafka import KafkaException
 
 from secmeta.consumers.kafka.replication.reader import TopicReader
-from secmeta.consumers.kafka.replication.records import StoreRecord, TopicFormatError
+from secmeta.consumers.kafka.replication.records import (
+    StoreRecord,
+    TopicFormatError,
+    check_store_record,
+)
 from secmeta.consumers.kafka.replication.replica import TopicReplica
 from secmeta.consumers.kafka.replication.settings import TOPIC_PREFIX, ReplicationSettings
 from secmeta.consumers.kafka.replication.topic import ReplicationUnavailableError, admin_client
@@ -77,6 +82,7 @@ class _Joiner:
                                    "carries no retention anchor: a joiner cannot check where its log starts")
         anchor = create_replica(self.root, identity.store_id, identity.created_ms, self.keyring, identity.key_checks,
                                 anchor=identity.anchor)
+        check_store_record(identity, self.keyring, self.topic)  # its keys checked (create_replica): now its seal
         if anchor is not None and (anchor.next_offset, anchor.link) != (identity.start_offset, identity.start_link):
             raise TopicFormatError(f"the log topic {self.topic}'s retention anchor is at offset {anchor.next_offset}, "
                                    f"but its store record says the log starts at {identity.start_offset}")

@@ -8,7 +8,6 @@ the topic in a background thread; a divergence stops it and is reported to ``on_
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterator
@@ -22,7 +21,9 @@ from secmeta.consumers.kafka.replication.records import (
     Record,
     StoreRecord,
     batch_headers,
+    saved_config,
     schema_record,
+    seal_store_record,
     seeded_record,
     snapshot_records,
     store_record,
@@ -35,7 +36,6 @@ from secmeta.consumers.kafka.replication.resume import (
 )
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings
 from secmeta.consumers.kafka.replication.topic import ReplicationUnavailableError, ensure_topic
-from secmeta.core.config import CONFIG_FILE
 from secmeta.core.errors import SecmetaError
 from secmeta.core.log import Log
 from secmeta.core.log.anchor import ANCHOR_FILE
@@ -59,8 +59,7 @@ def seed_records(store: SecurityStore, node_id: int, part_bytes: int, resume_at:
         yield from (schema_record(text) for text in log.writer_schemas())
         yield from _batches_then_seeded(log, resume_at, node_id)
         return
-    config_path = log.store.path / CONFIG_FILE
-    config = json.loads(config_path.read_text()) if config_path.exists() else {}
+    config = saved_config(log.store.path)
     anchor, snapshot = None, []
     if log.start_offset > 0:
         anchor = (log.store.log_dir / ANCHOR_FILE).read_bytes()
@@ -74,7 +73,7 @@ def seed_records(store: SecurityStore, node_id: int, part_bytes: int, resume_at:
         snapshot = snapshot_records(covering[-1].read_bytes(), info.next_offset, part_bytes)
     identity = StoreRecord(log.store.store_id, log.store.created_ms, dict(log.store.key_checks), config,
                            log.start_offset, log.state.start_link, anchor)
-    yield store_record(identity)
+    yield store_record(seal_store_record(identity, log.keyring))
     yield from (schema_record(text) for text in log.writer_schemas())
     yield from snapshot
     yield from _batches_then_seeded(log, log.start_offset, node_id)

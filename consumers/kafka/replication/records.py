@@ -3,7 +3,10 @@
 Every record names its kind in the ``secmeta.record`` header:
 
 - ``store``: the first record of the topic: the store's identity (id, creation time, key checks), its
-  saved settings (config.json, no secrets) and where its log starts (offset and chain link), as JSON;
+  saved settings (config.json, no secrets) and where its log starts (offset and chain link), as JSON, with
+  a seal (``core.log.seal``: HMAC under the keyring's chain key) over all of it: a joiner takes its settings
+  only when the seal verifies (``check_store_record``), so one who can write to Kafka but holds no key
+  cannot give joiners other super users or ACL defaults;
 - ``schema``: a batch writer schema (JSON), before the first batch written with it;
 - ``snapshot``: when the log starts after a retention anchor (the store record then carries the sealed
   anchor), the bytes of a snapshot at or after that start, in parts (``secmeta.snapshot``: its offset,
@@ -21,21 +24,27 @@ A record that is none of these, or whose headers contradict its bytes, is refuse
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
+from secmeta.core.config import CONFIG_FILE
 from secmeta.core.errors import SecmetaError
 from secmeta.core.log.format import Batch, FrameError, decode_frame
+from secmeta.core.log.seal import BrokenSealError, seal_trailer, unseal
+from secmeta.events.keyring import Keyring
 
 __all__ = ["BatchRecord", "Headers", "Record", "SeededRecord", "SnapshotPart", "TopicRecord", "seeded_record",
            "snapshot_records", "SchemaRecord", "StoreRecord", "TopicFormatError", "batch_headers", "parse_record",
-           "schema_record", "store_record"]
+           "schema_record", "store_record", "check_store_record", "saved_config", "seal_store_record"]
 
 Headers = list[tuple[str, str | bytes | None]]  # as confluent-kafka takes and gives them
 Record = tuple[bytes, Headers]  # a value and its headers, to produce
 KIND = "secmeta.record"
 FORMAT = "secmeta-log-topic"
-VERSION = 2  # 2: the seeded record (a version-1 topic, from before any release, is refused)
+VERSION = 3  # 2: the seeded record (a version-1 topic, from before any release, is refused); 3: the store record's seal
+_SEAL_CONTEXT = b"secmeta log topic store record"
 
 
 class TopicFormatError(SecmetaError):
@@ -51,6 +60,7 @@ class StoreRecord:
     start_offset: int
     start_link: bytes = field(repr=False)
     anchor: bytes | None = field(default=None, repr=False)  # the sealed retention anchor file, when start_offset > 0
+    seal: bytes = field(default=b"", repr=False)  # seal_trailer over _store_body (seal_store_record makes it)
 
 
 @dataclass(frozen=True)
@@ -82,10 +92,44 @@ class BatchRecord:
 TopicRecord = StoreRecord | SchemaRecord | SeededRecord | SnapshotPart | BatchRecord
 
 
-def store_record(record: StoreRecord) -> Record:
-    body = {"format": FORMAT, "version": VERSION, "store_id": record.store_id, "created_ms": record.created_ms,
+def _store_fields(record: StoreRecord) -> dict[str, Any]:
+    return {"format": FORMAT, "version": VERSION, "store_id": record.store_id, "created_ms": record.created_ms,
             "key_checks": record.key_checks, "config": record.config, "start_offset": record.start_offset,
             "start_link": record.start_link.hex(), "anchor": None if record.anchor is None else record.anchor.hex()}
+
+
+def _store_body(record: StoreRecord) -> bytes:
+    """The bytes the store record's seal covers: every field, canonical JSON."""
+    return json.dumps(_store_fields(record), sort_keys=True).encode()
+
+
+def seal_store_record(record: StoreRecord, keyring: Keyring) -> StoreRecord:
+    """``record`` sealed under the keyring's newest key (the chain key, through core.log.seal)."""
+    return replace(record, seal=seal_trailer(keyring, _SEAL_CONTEXT, _store_body(record)))
+
+
+def check_store_record(record: StoreRecord, keyring: Keyring, topic: str) -> None:
+    """Refuse (TopicFormatError) a store record whose seal does not verify under ``keyring``: altered or forged
+    by someone without the store's keys, or sealed for another store's keyring."""
+    try:
+        unseal(keyring, _SEAL_CONTEXT, _store_body(record) + record.seal)
+    except BrokenSealError as exc:
+        raise TopicFormatError(f"the log topic {topic}'s store record fails its seal ({exc}): its identity and "
+                               "settings were not written by a holder of this store's keys; nothing is taken from "
+                               "it") from None
+
+
+def saved_config(store_dir: str | os.PathLike) -> dict[str, Any]:
+    """A store's saved settings as its config.json holds them (no file: none), which the store record carries."""
+    path = Path(store_dir) / CONFIG_FILE
+    return dict(json.loads(path.read_text())) if path.exists() else {}
+
+
+def store_record(record: StoreRecord) -> Record:
+    """The store record's value: its fields and its seal (``seal_store_record`` first)."""
+    if not record.seal:
+        raise ValueError("a store record is written sealed (seal_store_record)")
+    body = dict(_store_fields(record), seal=record.seal.hex())
     return json.dumps(body, sort_keys=True).encode(), [(KIND, b"store")]
 
 
@@ -149,13 +193,17 @@ def parse_record(value: bytes | None, headers: Headers | dict[str, str | bytes |
                 raise TopicFormatError(f"{where} has log topic format version {body['version']}; this secmeta "
                                        f"reads versions up to {VERSION}: upgrade secmeta")
             if int(body["version"]) < VERSION:
-                raise TopicFormatError(f"{where} has log topic format version {body['version']}, written by a "
-                                       "pre-release secmeta that did not mark a completed seed: replicate to a new "
-                                       "topic (--replication-topic)")
+                why = ("did not mark a completed seed" if int(body["version"]) < 2 else
+                       "did not seal its store record, so its settings (super users, ACL defaults) cannot be "
+                       "trusted")
+                raise TopicFormatError(f"{where} has log topic format version {body['version']}, written by an "
+                                       f"older secmeta that {why}: replicate to a new topic (--replication-topic), "
+                                       "which the first node seeds from its local log")
             return StoreRecord(str(body["store_id"]), int(body["created_ms"]), dict(body["key_checks"]),
                                dict(body.get("config") or {}), int(body["start_offset"]),
                                bytes.fromhex(body["start_link"]),
-                               None if body.get("anchor") is None else bytes.fromhex(body["anchor"]))
+                               None if body.get("anchor") is None else bytes.fromhex(body["anchor"]),
+                               bytes.fromhex(body["seal"]))
         except TopicFormatError:
             raise
         except (ValueError, KeyError, TypeError) as exc:

@@ -4,8 +4,9 @@ Each batch record is checked against the local log: one the local log already ho
 link at its end (else the two histories differ there); the next one is appended byte for byte once it
 extends the local chain (``SecurityStore.append_replicated``); anything else refuses. At the topic's end,
 a local log that holds more than the topic (rolled back or forged, item 7 of issue 25) refuses to serve.
-Every refusal is a DivergedError naming the offset and both links, or a TopicFormatError naming the
-Kafka offset; nothing is appended then.
+The store record must carry a seal that verifies under the node's keyring and the node's own saved
+settings (config.json). Every refusal is a DivergedError naming the offset and both links, or a
+TopicFormatError naming the topic; nothing is appended then.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from secmeta.consumers.kafka.replication.records import (
     StoreRecord,
     TopicFormatError,
     TopicRecord,
+    check_store_record,
+    saved_config,
 )
 from secmeta.core.log import DivergedError, Log
 
@@ -103,6 +106,16 @@ class TopicReplica:
             raise TopicFormatError(f"the log topic {self.topic} holds the log of store {record.store_id}, not of this "
                                    f"store ({own}): give the topic of this store, or join that store with "
                                    "`secmeta init --join` in a new directory")
+        check_store_record(record, self.log.keyring, self.topic)
+        own_config = saved_config(self.log.store.path)
+        if record.config != own_config:
+            differ = "; ".join(f"{name} is {record.config.get(name, '(unset)')!r} there, "
+                               f"{own_config.get(name, '(unset)')!r} here"
+                               for name in sorted(set(record.config) | set(own_config))
+                               if record.config.get(name) != own_config.get(name))
+            raise TopicFormatError(f"the log topic {self.topic}'s store record holds other saved settings than this "
+                                   f"store's config.json ({differ}): the nodes of one store decide access with the "
+                                   "same settings; make this node's config.json match, or replicate to a new topic")
         self.identity = record
         self.end = (record.start_offset, record.start_link)
 
