@@ -20,6 +20,7 @@ from secmeta.core.control.authz import (
     allowed_on_cluster,
     checked_context,
     require_cluster,
+    require_write_right,
 )
 from secmeta.core.control.result import ControlResult
 from secmeta.core.errors import ApiError, ErrorCode, InvalidRequestException
@@ -162,7 +163,7 @@ def create_acls(
 
     Each new ACL's id comes from ``new_id``, by default a random UUID (``random_uuids``).
     """
-    require_cluster(decider, context, AclOperation.ALTER)
+    require_write_right(decider, context, "create_acls")
     bindings = list(bindings)
     limit = config.max_acl_changes_per_request
     if len(bindings) > limit:
@@ -211,7 +212,7 @@ def delete_acls(
     decider: Decider,
 ) -> ControlResult[list[DeleteAclsResult]]:
     """One AclDeleted per matched ACL and, per filter, the bindings it removed."""
-    require_cluster(decider, context, AclOperation.ALTER)
+    require_write_right(decider, context, "delete_acls")
     acls = acls_of(image)
     removed: dict[str, AclBinding] = {}
     results: list[DeleteAclsResult] = []

@@ -15,8 +15,8 @@ from secmeta.events.types import CLUSTER_NAME, AclOperation, ResourceType
 from secmeta.projections.acls import AclsImage
 from secmeta.projections.authorizer import authorize
 
-__all__ = ["CLUSTER_DECISIONS_KEPT", "Decider", "acls_of", "allowed_on_cluster", "checked_context", "decider_for",
-           "require_cluster"]
+__all__ = ["CLUSTER_DECISIONS_KEPT", "WRITE_RIGHTS", "Decider", "acls_of", "allowed_on_cluster", "checked_context",
+           "decider_for", "require_cluster", "require_write_right"]
 
 Decider = Callable[[str, str, AclOperation, ResourceType, str], bool]
 
@@ -80,3 +80,23 @@ def require_cluster(decider: Decider, context: RequestContext, operation: AclOpe
         raise ClusterAuthorizationException(
             f"Principal {context.principal} is not authorized to {AclOperation(operation).name} "
             f"on the cluster{why}")
+
+
+#: The right on the cluster a write needs before anything else (Kafka's ControllerApis authorizes the whole request
+#: first: handleCreateAcls / handleDeleteAcls / handleAlterUserScramCredentials ALTER, handleAlterClientQuotas
+#: ALTER_CONFIGS), by the store call that makes it. Token writes have no such right (their checks are per token).
+WRITE_RIGHTS: dict[str, AclOperation] = {
+    "create_acls": AclOperation.ALTER,
+    "delete_acls": AclOperation.ALTER,
+    "alter_user_scram_credentials": AclOperation.ALTER,
+    "alter_client_quotas": AclOperation.ALTER_CONFIGS,
+}
+
+
+def require_write_right(decider: Decider, context: RequestContext, write: str) -> None:
+    """The one rule for who may make the write ``write`` (a store call's name) at all: ClusterAuthorizationException
+    unless the requester holds its WRITE_RIGHTS right; nothing for a write without one. The control function asks it
+    under the store's lock; the server asks it too before the write queues (on the published image)."""
+    right = WRITE_RIGHTS.get(write)
+    if right is not None:
+        require_cluster(decider, context, right)

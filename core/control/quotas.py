@@ -19,7 +19,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 
 from secmeta.core import validation
-from secmeta.core.control.authz import Decider, require_cluster
+from secmeta.core.control.authz import Decider, require_cluster, require_write_right
 from secmeta.core.control.result import ControlResult
 from secmeta.core.errors import (
     ApiError,
@@ -146,7 +146,7 @@ def alter_client_quotas(image, entries: Iterable[ClientQuotaAlteration], context
 
     ``validate_only`` computes the same results and returns no event.
     """
-    require_cluster(decider, context, AclOperation.ALTER_CONFIGS)
+    require_write_right(decider, context, "alter_client_quotas")
     results: dict[ClientQuotaEntity, ApiError] = {}
     accepted: dict[ClientQuotaEntity, list[ClientQuotaAltered]] = {}
     for entity, ops in _checked(entries):

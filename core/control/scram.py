@@ -24,7 +24,7 @@ from secmeta.core.auth.scram import (
     credential_from_salted_password,
 )
 from secmeta.core.config import StoreConfig
-from secmeta.core.control.authz import Decider, require_cluster
+from secmeta.core.control.authz import Decider, require_cluster, require_write_right
 from secmeta.core.control.result import ControlResult
 from secmeta.core.errors import ApiError, ErrorCode, InvalidRequestException
 from secmeta.core.types import (
@@ -182,7 +182,7 @@ def alter_scram_credentials(
     decider: Decider,
 ) -> ControlResult[dict[str, ApiError]]:
     """Events for the accepted users and one ApiError per user, in request order (needs ALTER on CLUSTER)."""
-    require_cluster(decider, context, AclOperation.ALTER)
+    require_write_right(decider, context, "alter_user_scram_credentials")
     items = list(alterations)
     for index, item in enumerate(items):  # a user names each result, so it must be a string
         if not isinstance(item, UserScramCredentialUpsertion | UserScramCredentialDeletion):

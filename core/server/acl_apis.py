@@ -40,7 +40,7 @@ def _per_creation(call: Call, error: ApiError) -> Any:
     return respond(call, results=[convert.error_fields(error)] * len(call.request.creations))
 
 
-@request_level(_per_creation, writes=True)
+@request_level(_per_creation, writes="create_acls")
 def create_acls(call: Call) -> Any:
     bindings = [convert.binding_from(creation) for creation in call.request.creations]
     errors = call.store.create_acls(bindings, context=call.context)
@@ -108,7 +108,7 @@ def _per_filter(call: Call, error: ApiError) -> Any:
     return respond(call, filter_results=[failed] * len(call.request.filters))
 
 
-@request_level(_per_filter, writes=True)
+@request_level(_per_filter, writes="delete_acls")
 def delete_acls(call: Call) -> Any:
     filters = [convert.filter_from(f) for f in call.request.filters]
     results = call.store.delete_acls(filters, context=call.context)

@@ -50,6 +50,8 @@ class ServerConfig:
     tls_handshake_timeout_ms: int = 10_000
     shutdown_drain_ms: int = 30_000                      # how long SIGTERM waits for in-flight requests
     workers: int = 8                                     # threads running handlers (blocking store calls)
+    write_workers: int = 8                               # threads running writes alone: a write stalled on its
+                                                         # commit (a Kafka stall) never holds a read's or login's
     process_apply_timeout_ms: int = 10_000               # serve --processes: how long a write waits for every
                                                          # serving process to apply it (a stuck one is restarted)
 
@@ -63,7 +65,7 @@ class ServerConfig:
         for name in ("socket_request_max_bytes", "sasl_server_max_receive_size", "connections_max_idle_ms",
                      "login_timeout_ms", "max_connections", "max_connections_per_ip", "max_connections_before_login",
                      "max_connections_before_login_per_ip", "frame_read_timeout_ms", "tls_handshake_timeout_ms",
-                     "workers", "failed_authentications_burst", "failed_authentications_max_pending",
+                     "workers", "write_workers", "failed_authentications_burst", "failed_authentications_max_pending",
                      "process_apply_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise InvalidValueError(f"{name} must be positive, not {getattr(self, name)}")

@@ -17,8 +17,11 @@ own size (ApiVersions, Metadata, DescribeCluster, SCRAM steps of user logins, an
 reads a handler's ``on_loop`` accepts: a DescribeAcls naming a resource, a
 DescribeUserScramCredentials naming a few users), and decodes frames up to
 ``ON_LOOP_BYTES``.  Everything else runs in the server's thread pool, response encoding
-included: writes (fsync), SCRAM alterations and token logins (PBKDF2), reads that may
-scan the store, and any large frame.
+included: SCRAM alterations and token logins (PBKDF2), reads that may scan the store, and
+any large frame.  Writes run in a pool of their own (``write_workers``), so a write waiting on
+its commit (fsync, a stalled Kafka in replicated mode) never holds a thread a read or a token
+login needs; a write the handler refuses before it queues (``Handler.refused``: NOT_CONTROLLER,
+a requester without the write's right) is answered on the loop.
 
 Anything the server cannot serve (garbage, a truncated frame, an unknown API key or
 version, a TLS handshake failure, a stall, idleness, a refused SASL state) closes this
@@ -315,6 +318,13 @@ class Connection:
             await self._write(encode_response(frame.correlation_id, response))
             if frame.api_key == ApiKey.API_VERSIONS and not auth.complete:
                 auth.api_versions_answered(int(response.error_code))
+        elif handler.writes:
+            refused = handler.refused(call)
+            if refused is not None:
+                await self._write(encode_response(frame.correlation_id, refused))
+            else:
+                await self._write(await asyncio.get_running_loop().run_in_executor(server.write_executor, _answer,
+                                                                                   handler, call))
         else:
             await self._write(await self._off_loop(_answer, handler, call))
 

@@ -6,8 +6,11 @@ the handler serves the request; an ``ApiException`` from the store becomes
 ``error_response`` with its own code and message; anything else is logged (API and
 exception type only, the traceback at DEBUG) and answered UNKNOWN_SERVER_ERROR, as
 Kafka's RequestHandlerHelper.handleError does, so one bad request never costs the
-connection.  A write API (``writes``) on a node of a replicated cluster that is not the
-active controller is answered NOT_CONTROLLER before the store sees it.  The connection also uses ``error_response`` to refuse a request during SASL
+connection.  A write API (``writes``: the store call it makes) on a node of a replicated cluster that
+is not the active controller is answered NOT_CONTROLLER before the store sees it; ``refused(call)``
+gives that answer, or the refusal of a requester without the write's right (the store's one rule,
+``require_write_right``, asked of the published image), before the write queues for the store's lock
+(the connection asks it on the event loop; the store asks the rule again under its lock).  The connection also uses ``error_response`` to refuse a request during SASL
 authentication (ILLEGAL_SASL_STATE), as Kafka's SaslServerAuthenticator does.
 
 ``on_loop(call)`` says whether a request may be answered on the event loop: only reads
@@ -62,8 +65,23 @@ class Handler:
     serve: Callable[[Call], Any]
     error_response: Callable[[Call, ApiError], Any]
     on_loop: Callable[[Call], bool] = _never
-    writes: bool = False    # a write API: only the active controller serves it (NOT_CONTROLLER elsewhere)
+    writes: str | None = None   # a write API's store call: only the active controller serves it (NOT_CONTROLLER elsewhere)
     raw: Callable[[bytes, Any, RequestContext, ImageAnswers | None], bytes | None] | None = None
+
+    def refused(self, call: Call) -> Any | None:
+        """A write's answer before it queues, or None (not a write, or not refused here): NOT_CONTROLLER on a node
+        that is not the active controller; the store's refusal of a requester without the write's right."""
+        if not self.writes:
+            return None
+        if call.cluster is not None and not call.cluster.accepts_writes:
+            return self.error_response(call, not_controller(call.cluster.node_id, call.cluster.active_id))
+        try:
+            call.store.require_write_right(self.writes, context=call.context)
+        except ApiException as exc:
+            return self.error_response(call, exc.error)
+        except Exception as exc:    # the write's own path decides (and the store authorizes it under its lock)
+            log_failure(f"{call.frame.name} v{call.version}: the early right check failed", exc)
+        return None
 
     def __call__(self, call: Call) -> Any:
         if self.writes and call.cluster is not None and not call.cluster.accepts_writes:
@@ -78,11 +96,12 @@ class Handler:
 
 
 def request_level(on_error: Callable[[Call, ApiError], Any], *, on_loop: Callable[[Call], bool] = _never,
-                  writes: bool = False,
+                  writes: str | None = None,
                   raw: Callable[[bytes, Any, RequestContext, ImageAnswers | None], bytes | None] | None = None,
                   ) -> Callable[[Callable[[Call], Any]], Handler]:
     """Make a ``Handler`` of the decorated function, answering failures with ``on_error(call, error)``;
-    ``writes``: the API changes the store, so a node that is not the active controller refuses it;
+    ``writes``: the store call of an API that changes the store (a node that is not the active controller
+    refuses it, and ``Handler.refused`` refuses a requester without its right before it queues);
     ``raw``: its answer straight from a frame's bytes (reads only, see the module's docstring)."""
     assert raw is None or not writes, "a write is never answered from its bytes alone"
 

@@ -31,7 +31,7 @@ def _alter_failed(call: Call, error: ApiError) -> Any:
     return respond(call, entries=convert.quota_alter_result_fields(dict.fromkeys(entities, error)))
 
 
-@request_level(_alter_failed, writes=True)
+@request_level(_alter_failed, writes="alter_client_quotas")
 def alter_client_quotas(call: Call) -> Any:
     results = call.store.alter_client_quotas(convert.quota_alterations_from_request(call.request),
                                              validate_only=bool(call.request.validate_only), context=call.context)

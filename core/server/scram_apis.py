@@ -43,7 +43,7 @@ def _alter_failed(call: Call, error: ApiError) -> Any:
     return respond(call, results=convert.alter_result_fields(dict.fromkeys(users, error)))
 
 
-@request_level(_alter_failed, writes=True)
+@request_level(_alter_failed, writes="alter_user_scram_credentials")
 def alter_user_scram_credentials(call: Call) -> Any:
     results = call.store.alter_user_scram_credentials(convert.alterations_from_request(call.request),
                                                       context=call.context)

@@ -86,6 +86,7 @@ class Server:
         self.limiter = limiter if limiter is not None else limiter_of(config)
         self.admission = admission if admission is not None else admission_of(config)
         self.executor: ThreadPoolExecutor | None = None
+        self.write_executor: ThreadPoolExecutor | None = None   # writes only (``Connection``): they wait on commits
         self.addresses: dict[str, tuple[str, int]] = {}     # listener name -> bound (host, port)
         self.brokers: dict[str, BrokerInfo] = {}            # listener name -> what Metadata advertises
         self._sockets: dict[str, Sequence[socket.socket]] | None = dict(sockets) if sockets is not None else None
@@ -107,6 +108,7 @@ class Server:
         """Bind every listener (port 0: an ephemeral port, see ``addresses``), or take the sockets given."""
         self._loop = asyncio.get_running_loop()
         self.executor = ThreadPoolExecutor(self.config.workers, thread_name_prefix="secmeta-serve")
+        self.write_executor = ThreadPoolExecutor(self.config.write_workers, thread_name_prefix="secmeta-write")
         the_cluster = cluster_id(self.store)
         try:
             if self._sockets is None:
@@ -124,6 +126,7 @@ class Server:
             await self._close_listeners()
             self._close_own_sockets()
             self.executor.shutdown(wait=False)
+            self.write_executor.shutdown(wait=False)
             raise
 
     async def accept(self, on: bool) -> None:
@@ -232,9 +235,11 @@ class Server:
                 log.warning("shutdown: %d connection(s) still busy after %d ms were closed",
                             len(pending), self.config.shutdown_drain_ms)
                 await asyncio.wait(pending, timeout=5)
-        if self.executor is not None:
-            executor, self.executor = self.executor, None
-            await asyncio.get_running_loop().run_in_executor(None, executor.shutdown, True)
+        for name in ("executor", "write_executor"):
+            executor = getattr(self, name)
+            if executor is not None:
+                setattr(self, name, None)
+                await asyncio.get_running_loop().run_in_executor(None, executor.shutdown, True)
 
     def _close_own_sockets(self) -> None:
         if self._own_sockets and self._sockets is not None:

@@ -25,7 +25,7 @@ def _create_failed(call: Call, error: ApiError) -> Any:
     return respond(call, **convert.create_token_error_fields(error, owner, call.context.principal))
 
 
-@request_level(_create_failed, writes=True)
+@request_level(_create_failed, writes="create_delegation_token")
 def create_delegation_token(call: Call) -> Any:
     token = call.store.create_delegation_token(context=call.context, **convert.create_token_args(call.request))
     return respond(call, **convert.create_token_response_fields(token))
@@ -40,14 +40,14 @@ def _expiry(call: Call, expiry_ms: int) -> Any:
     return respond(call, error_code=0, expiry_timestamp=ms_to_datetime(expiry_ms))
 
 
-@request_level(_expiry_failed, writes=True)
+@request_level(_expiry_failed, writes="renew_delegation_token")
 def renew_delegation_token(call: Call) -> Any:
     request = call.request
     return _expiry(call, call.store.renew_delegation_token(
         bytes(request.hmac), convert.ms_from(request.renew_period), context=call.context))
 
 
-@request_level(_expiry_failed, writes=True)
+@request_level(_expiry_failed, writes="expire_delegation_token")
 def expire_delegation_token(call: Call) -> Any:
     request = call.request
     return _expiry(call, call.store.expire_delegation_token(

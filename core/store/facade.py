@@ -522,6 +522,11 @@ class SecurityStore:
                                context: RequestContext | None) -> dict[ClientQuotaEntity, dict[str, float]]:
         return self._live_view().describe_client_quotas(filter, context=context)
 
+    def require_write_right(self, write: str, *, context: RequestContext | None) -> None:
+        """Refuse a requester without the right the write ``write`` needs at all, on the published image
+        (``StoreView.require_write_right``); the write asks the same rule again under the lock."""
+        self._live_view().require_write_right(write, context=context)
+
     def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *,
                                    context: RequestContext | None) -> list[DelegationToken]:
         return self._live_view().describe_delegation_tokens(owners, context=context)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from secmeta.core import control, validation
 from secmeta.core import settings as logged_settings
 from secmeta.core.config import StoreConfig
-from secmeta.core.control.authz import checked_context
+from secmeta.core.control.authz import checked_context, require_write_right
 from secmeta.core.control.quotas import EVERY_ENTITY, ClientQuotaFilter, describe_client_quotas
 from secmeta.core.control.settings import describe_settings
 from secmeta.core.errors import ApiError
@@ -106,6 +106,12 @@ class StoreView:
         """Whether the requester may describe ACLs (DESCRIBE on CLUSTER): the decision ``describe_acls`` makes,
         asked of the same decider (which keeps it for this image)."""
         return control.may_describe_acls(context, self._decider())
+
+    def require_write_right(self, write: str, *, context: RequestContext | None) -> None:
+        """ClusterAuthorizationException unless the requester holds the right the write ``write`` (a store call's
+        name) needs at all, decided on this view's image (``control.authz.require_write_right``, the rule the
+        write itself asks under the store's lock): the server refuses an unauthorized write before it queues."""
+        require_write_right(self._decider(), checked_context(context), write)
 
     def describe_delegation_tokens(self, owners: Iterable[str] | None = None, *,
                                    context: RequestContext | None) -> list[DelegationToken]:
