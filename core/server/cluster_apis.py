@@ -5,7 +5,8 @@ topics.  In replicated mode the brokers are every node announced and the control
 active one (``secmeta.core.server.controllership``).  Authorized-operations fields hold the
 KIP-430 bitfield when asked for, else Kafka's "not requested" value -2147483648; a caller
 without DESCRIBE on the cluster gets 0, as Kafka's AuthHelper.computeDescribeClusterResponse
-and KafkaApis' handleTopicMetadataRequest answer.  Throttle time is always 0.  All three only
+and KafkaApis' handleTopicMetadataRequest answer; a named topic the caller may describe gets
+its operations on that topic (a refused one keeps "not requested", as in handleTopicMetadataRequest).  Throttle time is always 0.  All three only
 read the store's immutable image and do work bounded by the request: they are answered on
 the event loop.
 
@@ -99,9 +100,23 @@ def _cluster_operations(call: Call, asked: bool) -> int:
     return operations if operations & _DESCRIBE_BIT else 0
 
 
-def _topic(name: str | None, topic_id: uuid.UUID | None, error: int) -> dict[str, Any]:
+def _topic(name: str | None, topic_id: uuid.UUID | None, error: int,
+           operations: int = AUTHORIZED_OPERATIONS_OMITTED) -> dict[str, Any]:
     return {"error_code": error, "name": name or "", "topic_id": topic_id or uuid.UUID(int=0),
-            "is_internal": False, "partitions": [], "topic_authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+            "is_internal": False, "partitions": [], "topic_authorized_operations": operations}
+
+
+def _named_topic(call: Call, name: str | None, topic_id: uuid.UUID | None, asked: bool) -> dict[str, Any]:
+    """A named topic's entry: its error (``_named_topic_error``) and, when asked (v8+), for a topic the caller may
+    describe (one Kafka looks up), the caller's operations on it by the store's one rule (KIP-430 bitfield), as
+    KafkaApis.handleTopicMetadataRequest sets them on the looked-up topics alone; a topic refused or given by id
+    alone keeps "not requested"."""
+    error = _named_topic_error(call, name)
+    if not asked or not name or error == TOPIC_AUTHORIZATION_FAILED:
+        return _topic(name, topic_id, error)
+    ctx = call.context
+    return _topic(name, topic_id, error,
+                  int(call.store.authorized_operations(ctx.principal, ctx.host, ResourceType.TOPIC, name)))
 
 
 def _named_topic_error(call: Call, name: str | None) -> int:
@@ -148,7 +163,8 @@ def metadata(call: Call) -> Any:
     view = cluster_view(broker, call.cluster)
     if not request.topics:      # all topics (null) or none: the same answer for every such request
         return _metadata_answer(call.version, broker.cluster_id, view, operations)
-    topics = [_topic(t.name, getattr(t, "topic_id", None), _named_topic_error(call, t.name)) for t in request.topics]
+    topic_operations = bool(getattr(request, "include_topic_authorized_operations", False))
+    topics = [_named_topic(call, t.name, getattr(t, "topic_id", None), topic_operations) for t in request.topics]
     return respond(call, **_metadata_fields(broker.cluster_id, view, topics, operations))
 
 

@@ -34,7 +34,7 @@ from secmeta.events.types import (
 from tests.serverkit import ADMIN_PASSWORD, TOKEN_SECRET, RawClient
 
 UNKNOWN_TOPIC_OR_PARTITION, ILLEGAL_SASL_STATE, UNSUPPORTED_SASL_MECHANISM = 3, 34, 33
-UNSUPPORTED_VERSION, SASL_AUTHENTICATION_FAILED = 35, 58
+UNSUPPORTED_VERSION, SASL_AUTHENTICATION_FAILED, TOPIC_AUTHORIZATION_FAILED = 35, 58, 29
 
 
 def _api_versions_frame(version: int, correlation_id: int) -> bytes:
@@ -106,6 +106,33 @@ def test_metadata_describes_this_broker_and_unknown_topics(serve):
     assert response.controller_id == 1 and response.cluster_id == server.cluster_id
     assert [(t.name, t.error_code) for t in response.topics] == [("orders", UNKNOWN_TOPIC_OR_PARTITION)]
     assert response.cluster_authorized_operations == AUTHORIZED_OPERATIONS_OMITTED
+
+
+def test_metadata_fills_each_described_topics_authorized_operations_when_asked(serve):
+    """Review finding 3. Metadata v8+ with include_topic_authorized_operations: a named topic the caller may describe
+    carries the caller's operations on it (KIP-430 bitfield); a topic it may not describe is TOPIC_AUTHORIZATION_FAILED
+    and keeps "not requested" (-2147483648), as Kafka's KafkaApis.handleTopicMetadataRequest
+    (core/src/main/scala/kafka/server/KafkaApis.scala) sets them on the looked-up topics only; without the flag every
+    topic keeps "not requested" (Kafka's DescribeAuthorizedOperationsTest.testTopicAuthorizedOperations:
+    core/src/test/scala/integration/kafka/api/DescribeAuthorizedOperationsTest.scala)."""
+    server = serve()
+    _allow_anonymous(server, "orders", AclOperation.DESCRIBE)
+    _allow_anonymous(server, "orders", AclOperation.READ)
+    prefixed = AclBinding.of(ResourceType.TOPIC, "ord", PatternType.PREFIXED, "User:ANONYMOUS", "*",
+                             AclOperation.WRITE, AclPermissionType.ALLOW)
+    assert not any(server.store.create_acls([prefixed], context=RequestContext("User:admin", "127.0.0.1")))
+    expected = (1 << 3) | (1 << 4) | (1 << 8)    # READ (3), WRITE (4), DESCRIBE (8): Kafka's AclOperation codes
+    for version in (8, 10, 12):
+        topics = [{"name": "orders", "topic_id": None}, {"name": "payroll", "topic_id": None}]
+        for asked in (True, False):
+            fields = {"include_cluster_authorized_operations": False} if version <= 10 else {}
+            request = build(request_class(3, version), topics=topics, include_topic_authorized_operations=asked,
+                            **fields)
+            with RawClient.connect(server) as raw:   # PLAINTEXT: User:ANONYMOUS
+                response = raw.request(request)
+            assert [(t.name, t.error_code, t.topic_authorized_operations) for t in response.topics] == [
+                ("orders", UNKNOWN_TOPIC_OR_PARTITION, expected if asked else AUTHORIZED_OPERATIONS_OMITTED),
+                ("payroll", TOPIC_AUTHORIZATION_FAILED, AUTHORIZED_OPERATIONS_OMITTED)], (version, asked)
 
 
 @pytest.mark.parametrize("endpoint_type", [0, 3, 127])
