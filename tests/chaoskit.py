@@ -44,7 +44,7 @@ from tests.storekit import ADMIN
 from tests.waiting import wait_for
 
 __all__ = ["KafkaCut", "NodeProcess", "ReplicatedCluster", "Trial", "acl_binding", "free_port", "run_trial", "tansu",
-           "tansu_with_cut", "wait_for"]
+           "tansu_process", "tansu_with_cut", "wait_for"]
 
 PYTHON = sys.executable
 _BECAME_ACTIVE = "secmeta.replication.election: node {} is the active controller"
@@ -74,6 +74,15 @@ def _tansu_binary() -> str:
 def tansu(directory: Path, *, advertised_port: int | None = None) -> Iterator[str]:
     """A Tansu broker (in memory) on a free port: its bootstrap address "127.0.0.1:PORT". ``advertised_port``: the
     port its Metadata names (a KafkaCut in front of it), else its own."""
+    with tansu_process(directory, advertised_port=advertised_port) as (_broker, bootstrap):
+        yield bootstrap
+
+
+@contextmanager
+def tansu_process(directory: Path, *, advertised_port: int | None = None
+                  ) -> Iterator[tuple[subprocess.Popen, str]]:
+    """``tansu``, with the broker's process too (a test may stop it with SIGSTOP; it is resumed and ended here)."""
+    import signal
     import socket
 
     port = free_port()
@@ -93,8 +102,10 @@ def tansu(directory: Path, *, advertised_port: int | None = None) -> Iterator[st
             if broker.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"tansu did not start: {log.read_text()[-2000:]}")
             time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
+        yield broker, f"127.0.0.1:{port}"
     finally:
+        if broker.poll() is None:
+            broker.send_signal(signal.SIGCONT)
         broker.terminate()
         broker.wait(10)
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
-import subprocess
 import threading
 import time
 
@@ -29,7 +27,7 @@ from secmeta.events.types import (
     PatternType,
     ResourceType,
 )
-from tests.chaoskit import _tansu_binary, free_port, wait_for
+from tests.chaoskit import tansu_process
 from tests.serverkit import ADMIN, ADMIN_PASSWORD, RawClient, running_server
 
 pytestmark = [pytest.mark.kafka, pytest.mark.server]
@@ -42,22 +40,8 @@ STALLED_WRITES = 12     # more than the server's 8 workers
 @pytest.fixture
 def stoppable_broker(tmp_path):
     """A Tansu broker of this test's own, which the test stops (SIGSTOP) and resumes."""
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    with open(tmp_path / "tansu.log", "wb") as out:
-        broker = subprocess.Popen([_tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                                   "--storage-engine", "memory://tansu/"], stdout=out, stderr=subprocess.STDOUT)
-
-    def listening() -> bool:
-        assert broker.poll() is None, "tansu exited"
-        with socket.socket() as sock:
-            return sock.connect_ex(("127.0.0.1", port)) == 0
-
-    wait_for(listening, 30, "tansu to listen")
-    yield broker, f"127.0.0.1:{port}"
-    os.kill(broker.pid, signal.SIGCONT)
-    broker.kill()
-    broker.wait(10)
+    with tansu_process(tmp_path) as broker:
+        yield broker
 
 
 def _binding(name: str) -> AclBinding:
