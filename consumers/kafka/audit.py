@@ -67,6 +67,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 
 from secmeta.consumers.audit_rules import Alert, AuditRules, load_rules
 from secmeta.consumers.kafka.client_config import client_settings
+from secmeta.consumers.kafka.history_gap import describe_gap, missing_offsets
 from secmeta.consumers.kafka.publisher import TopicError, ensure_topics
 from secmeta.consumers.kafka.wire import (
     HEADER_OFFSET,
@@ -544,14 +545,9 @@ class AuditJob:
             if offset <= self._settled:
                 self.stats.duplicates += 1
                 continue
-            if self._settled >= 0 and offset > self._settled + 1:
+            if self._settled >= 0 and missing_offsets(self._settled, offset):
                 self.stats.gaps += 1
-                logger.warning(
-                    "%s: log offsets %d..%d are missing (gap in the history topic)",
-                    self.history_topic,
-                    self._settled + 1,
-                    offset - 1,
-                )
+                logger.warning("%s", describe_gap(self.history_topic, self._settled, offset, msg.offset()))
             if offset <= self._audited:
                 alerts = self._file_alerts.get(offset, [])
             else:

@@ -67,6 +67,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER, side_client_logger
+from secmeta.consumers.kafka.history_gap import describe_gap
 from secmeta.consumers.kafka.replica import LocalReplica
 from secmeta.consumers.kafka.replica_end import END_FILE
 from secmeta.consumers.kafka.topic_end import TopicReadError, read_message, read_topic_end
@@ -342,7 +343,7 @@ class Follower:
             if offset <= last:
                 self.duplicates += 1
                 continue
-            if offset != last + 1:
+            if offset != last + 1:  # history_gap.missing_offsets(last, offset), inline: it runs for every event
                 self._replay(events, envelopes, applied_msg, links, positions)
                 self._stop_at_gap(last, offset, msg.offset())
             if replica is not None:
@@ -383,9 +384,7 @@ class Follower:
         self.position = kafka_offset
         self._consumer.assign([TopicPartition(self.history_topic, PARTITION, kafka_offset)])
         message = (
-            f"history topic {self.history_topic} jumps from log offset {last} to {found} at Kafka offset "
-            f"{kafka_offset}: events {last + 1}..{found - 1} are missing (deleted by retention, or "
-            "published elsewhere); the image stays at offset "
+            f"{describe_gap(self.history_topic, last, found, kafka_offset)}; the image stays at offset "
             f"{last}: rebuild it from the state topic with `secmeta kafka follow --bootstrap-from-state`"
         )
         logger.error("%s", message)

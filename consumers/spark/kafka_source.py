@@ -36,6 +36,9 @@ Options
     ``duplicateLookback``: Kafka messages a task reads before its range to know
         which events were already seen (default 10,000; 0: none), see below.
     ``notOurMessages``: ``skip`` (default) or ``fail``.
+    ``allowGaps``: ``false`` (default) or ``true``. A gap in the log offsets (events
+        missing from the topic, e.g. deleted by retention) fails the query, naming the
+        missing range; ``true`` reads on past it (each gap logged on the executor).
     ``pollTimeoutMs`` (default 120,000): a task that gets no message for this
         long fails, naming the topic, partition, range and position.
     ``metadataTimeoutMs`` (default 10,000): for metadata and watermark requests.
@@ -86,6 +89,15 @@ What a task skips, and why
       default chunk size; a longer lookback covers more, 0 turns it off (then
       a duplicate whose first copy lies before the task's range is kept).
       Within one task the rule is exact.
+    * Gaps in the log offsets: after duplicates are dropped, each event must be the
+      one after the last (``consumers.kafka.history_gap``, the follower's rule). A task
+      knows the last event before its range from its lookback, or, when the lookback
+      reaches the partition's earliest offset, that there is none (the first event must
+      then be log offset 0); with neither (``duplicateLookback`` 0 mid-topic) it checks
+      from its first event on. A gap fails the query (``SecmetaKafkaSourceError``
+      naming the topic, both log offsets and the missing range) unless ``allowGaps`` is
+      ``true``; so does a streaming query whose position was deleted by retention before
+      it read it (named in Kafka offsets: the log offsets there are gone).
     * Kafka offsets can have gaps (compaction, transaction markers): a task
       reads until its position reaches the range's end or the partition's end
       (the consumer's end-of-partition event), whichever comes first; Kafka
@@ -102,6 +114,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -287,6 +300,7 @@ class _Topic:
     lookback: int = DEFAULT_DUPLICATE_LOOKBACK
     fail_on_foreign: bool = False
     group_prefix: str = "secmeta-spark"
+    allow_gaps: bool = False
 
     @property
     def where(self) -> str:
@@ -375,8 +389,11 @@ class _PartitionRead:
         self.part = part
         self.seed_from = max(0, part.start - topic.lookback)
         self.last_log_offset = -1  # the highest log offset of an event seen in this partition so far
+        self.known = False          # last_log_offset is the event right before the next one (gaps are checked)
+        self._consumer: Any = None  # the read's consumer, while it reads
         self.duplicates = 0
         self.foreign = 0
+        self.gaps = 0
 
     def _fail(self, what: str, position: int) -> SecmetaKafkaSourceError:
         part = self.part
@@ -387,10 +404,11 @@ class _PartitionRead:
     def batches(self) -> Iterator:
         """Arrow batches of the range's new events, in Kafka order."""
         yield from arrow_batches(self._envelopes())
-        if self.duplicates or self.foreign:
+        if self.duplicates or self.foreign or self.gaps:
             part = self.part
-            logger.info("%s[%d] [%d, %d): skipped %d duplicate(s) and %d message(s) not ours", self.topic.topic,
-                        part.partition, part.start, part.end, self.duplicates, self.foreign)
+            logger.info("%s[%d] [%d, %d): skipped %d duplicate(s) and %d message(s) not ours; read past %d gap(s)",
+                        self.topic.topic, part.partition, part.start, part.end, self.duplicates, self.foreign,
+                        self.gaps)
 
     def _envelopes(self) -> Iterator:
         """The range's new events (duplicates and messages not ours dropped), in Kafka order."""
@@ -427,11 +445,24 @@ class _PartitionRead:
                 decode_message(codec, msg.key(), msg.value(), msg.headers(), KIND_HISTORY)
             except NotOurMessage:
                 continue
-            self.last_log_offset = log_offset
+            self.last_log_offset, self.known = log_offset, True
             return
+        self.known = self._lookback_reaches_beginning()   # then no event before the range: the first must be 0
+
+    def _lookback_reaches_beginning(self) -> bool:
+        """Whether the lookback read from the partition's earliest offset on (asked once its first message came)."""
+        kafka, topic = _kafka(), self.topic
+        try:
+            low, _high = self._consumer.get_watermark_offsets(
+                kafka.TopicPartition(topic.topic, self.part.partition), timeout=topic.metadata_timeout, cached=False)
+        except kafka.KafkaException as exc:
+            raise self._fail(f"cannot get the partition's earliest offset within {topic.metadata_timeout:g} s "
+                             f"(option metadataTimeoutMs): {_kafka_error(exc)}", self.part.start) from None
+        return self.seed_from <= low
 
     def _take(self, msg, offset: int):
         """The envelope of a message inside the range if it is a new event, else None (counted)."""
+        from secmeta.consumers.kafka.history_gap import describe_gap, missing_offsets
         from secmeta.consumers.kafka.wire import (
             KIND_HISTORY,
             FormatMarker,
@@ -449,7 +480,13 @@ class _PartitionRead:
         if envelope.offset <= self.last_log_offset:
             self.duplicates += 1
             return None
-        self.last_log_offset = envelope.offset
+        if self.known and missing_offsets(self.last_log_offset, envelope.offset):
+            gap = describe_gap(self.topic.topic, self.last_log_offset, envelope.offset, offset)
+            if not self.topic.allow_gaps:
+                raise self._fail(f"{gap}; option allowGaps=true reads on past a gap", offset)
+            self.gaps += 1
+            logger.warning("%s (option allowGaps=true: reading on)", gap)
+        self.last_log_offset, self.known = envelope.offset, True
         return envelope
 
     def _messages(self) -> Iterator:
@@ -463,6 +500,7 @@ class _PartitionRead:
         topic, part = self.topic, self.part
         consumer = topic.consumer()
         try:
+            self._consumer = consumer
             consumer.assign([kafka.TopicPartition(topic.topic, part.partition, self.seed_from)])
             position = self.seed_from
             progress = time.monotonic()
@@ -495,6 +533,7 @@ class _PartitionRead:
                         f"no message for {topic.poll_timeout:g} s (option pollTimeoutMs) from {topic.where}",
                         position)
         finally:
+            self._consumer = None
             consumer.close()
 
     def _ends_before(self, consumer, eof_offset: int) -> bool:
@@ -586,6 +625,9 @@ class SecmetaKafkaDataSource(DataSource):
         policy = (option(options, "notOurMessages") or "skip").strip().lower()
         if policy not in ("skip", "fail"):
             raise SecmetaKafkaSourceError(f"option notOurMessages must be skip or fail, not {policy!r}")
+        gaps = (option(options, "allowGaps") or "false").strip().lower()
+        if gaps not in ("true", "false"):
+            raise SecmetaKafkaSourceError(f"option allowGaps must be true or false, not {gaps!r}")
         prefix = (option(options, "groupIdPrefix") or "secmeta-spark").strip()
         if not prefix:
             raise SecmetaKafkaSourceError("option groupIdPrefix must not be empty")
@@ -593,7 +635,7 @@ class SecmetaKafkaDataSource(DataSource):
             topic, settings, metadata_timeout=metadata_ms / 1000, poll_timeout=poll_ms / 1000,
             per_partition=per_partition,
             lookback=DEFAULT_DUPLICATE_LOOKBACK if lookback is None else lookback,
-            fail_on_foreign=policy == "fail", group_prefix=prefix,
+            fail_on_foreign=policy == "fail", group_prefix=prefix, allow_gaps=gaps == "true",
         )
         # Fail here, on the driver, before any Spark job: bad client settings, no cluster, no topic.
         partitions = self.source.partitions()
@@ -693,6 +735,11 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = []
         for p, stop in sorted(_positions(end).items()):
             low = marks.get(p, (0, 0))[0]
+            if begun.get(p, low) < low and not self.source.allow_gaps:
+                raise SecmetaKafkaSourceError(
+                    f"{self.source.topic}[{p}]: Kafka offsets [{begun[p]}, {low}) were deleted (retention) before "
+                    "this query read them: the events there are missing; option allowGaps=true reads on from "
+                    f"offset {low}")
             ranges += self.source.ranges(p, max(begun.get(p, low), low), stop)
         return ranges
 

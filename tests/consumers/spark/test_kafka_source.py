@@ -291,6 +291,7 @@ BAD_OPTIONS = [
     ({"kafka.enable.auto.commit": "true"}, "option kafka.enable.auto.commit is not allowed"),
     ({"kafka.no.such.setting": "1"}, "No such configuration property: \"no.such.setting\""),
     ({"kafka.security.protocol": "carrier-pigeon"}, "security.protocol"),
+    ({"allowGaps": "sometimes"}, "option allowGaps must be true or false"),
 ]
 
 
@@ -360,3 +361,77 @@ def test_client_settings_stay_out_of_reprs():
 
     topic = _Topic("secmeta.history", {"bootstrap.servers": "b:9092", "sasl.password": "hunter2-secret"})
     assert "hunter2-secret" not in repr(topic) and "secmeta.history" in repr(topic)
+
+
+# -- gaps in the log offsets (review finding 4) -------------------------------------------------
+
+
+def _gapped_copy(workspace, kafka_bootstrap, keep) -> tuple[str, list[int]]:
+    """A copy of the history topic holding only the events ``keep`` picks (by index = log offset), as retention
+    or a publisher elsewhere leaves it; the topic and the log offsets it holds."""
+    messages = [(k, v, h) for _, k, v, h in read_topic(kafka_bootstrap, workspace.history)]
+    kept = [i for i in range(len(messages)) if keep(i)]
+    topic = unique_topic("spark-gap")
+    produce_raw(kafka_bootstrap, topic, [messages[i] for i in kept])
+    return topic, kept
+
+
+def _offsets_read(source, end: int, pieces: int) -> list[int]:
+    return [r["offset"] for start in range(0, end, pieces)
+            for b in source.batches(KafkaRange(0, start, min(end, start + pieces))) for r in b.to_pylist()]
+
+
+def test_a_gap_in_the_log_offsets_fails_the_read_naming_the_missing_range(workspace, kafka_bootstrap):
+    """Events 9..13 missing from the topic: a read of the whole range, and a task starting at the gap (which knows
+    the event before it from its lookback), fail naming the topic, both log offsets and the missing range;
+    allowGaps=true reads the rest."""
+    topic, kept = _gapped_copy(workspace, kafka_bootstrap, lambda i: not 9 <= i <= 13)
+    message = rf"{topic}\[0\].*jumps from log offset 8 to 14 at Kafka offset 9: events 9..13 are missing.*allowGaps"
+    for pieces in (len(kept), 9, 4):
+        with pytest.raises(SecmetaKafkaSourceError, match=message):
+            _offsets_read(_source(workspace, topic=topic), len(kept), pieces)
+    allowed = _source(workspace, topic=topic, allowGaps="true")
+    assert _offsets_read(allowed, len(kept), 4) == kept
+
+
+def test_a_history_whose_first_events_are_gone_fails_the_read(workspace, kafka_bootstrap):
+    """A topic whose first events were deleted (retention) starts past log offset 0: the read fails naming 0..4."""
+    topic, kept = _gapped_copy(workspace, kafka_bootstrap, lambda i: i >= 5)
+    with pytest.raises(SecmetaKafkaSourceError, match=rf"{topic}\[0\].*starts at log offset 5 \(Kafka offset 0\): "
+                                                      r"events 0..4 are missing"):
+        _offsets_read(_source(workspace, topic=topic), len(kept), len(kept))
+    # without a lookback, a task in mid-topic knows nothing before it: it checks from its first event on
+    blind = _source(workspace, topic=topic, duplicateLookback="0")
+    assert [r["offset"] for b in blind.batches(KafkaRange(0, 3, len(kept))) for r in b.to_pylist()] == kept[3:]
+
+
+def test_a_spark_query_over_a_gapped_topic_fails_unless_gaps_are_allowed(spark, workspace, kafka_bootstrap):
+    """What a Spark user sees: the query fails naming the missing range; with allowGaps=true it gives the rows the
+    topic holds."""
+    topic, kept = _gapped_copy(workspace, kafka_bootstrap, lambda i: not 9 <= i <= 13)
+    with pytest.raises(Exception, match="events 9..13 are missing"):
+        workspace.kafka(spark, topic).load().collect()
+    rows = workspace.kafka(spark, topic).option("allowGaps", "true").load().select("offset").collect()
+    assert [r["offset"] for r in rows] == kept
+
+
+
+def test_a_stream_whose_position_was_deleted_before_it_read_it_fails(workspace, kafka_bootstrap, monkeypatch):
+    """A stream whose next Kafka offset (2) lies below the partition's earliest one (6: retention deleted [2, 6)
+    between two micro-batches; the broker's watermarks say so, stubbed here as the mock cluster cannot delete
+    records) fails naming the Kafka offsets it never read; allowGaps=true reads on from the earliest offset."""
+    from pyspark.sql.datasource import CaseInsensitiveDict
+
+    from secmeta.consumers.spark import kafka_source
+
+    topic, kept = _gapped_copy(workspace, kafka_bootstrap, lambda i: True)
+    monkeypatch.setattr(kafka_source._Topic, "watermarks", lambda self: {0: (6, len(kept))})
+
+    def stream(**extra):
+        options = CaseInsensitiveDict(_options(workspace, {"topic": topic, **extra}))
+        return kafka_source.SecmetaKafkaDataSource(options).streamReader(SCHEMA)
+
+    with pytest.raises(SecmetaKafkaSourceError, match=rf"{topic}\[0\]: Kafka offsets \[2, 6\) were deleted"):
+        stream().partitions({"0": 2}, {"0": len(kept)})
+    ranges = stream(allowGaps="true").partitions({"0": 2}, {"0": len(kept)})
+    assert [(r.start, r.end) for r in ranges] == [(6, len(kept))]
