@@ -163,6 +163,16 @@ def decides_access(name: str) -> bool:
     return s is not None and AclOperation.ALTER in s.rights
 
 
+def access_settings_saved(saved: Mapping[str, object]) -> dict[str, object]:
+    """The settings that decide access (``decides_access``) a saved config (config.json's object, by field name)
+    gives, a default where it names none, super users as a set: two saved configs decide access alike exactly
+    when these are equal (tuning, paths and budgets may differ from node to node)."""
+    given = {s.field: saved.get(s.field, getattr(_DEFAULTS, s.field)) for s in LOGGED
+             if decides_access(s.name) and s.field != "token_secret_fingerprint"}
+    given["super_users"] = frozenset(given["super_users"])  # type: ignore[call-overload]
+    return given
+
+
 def setting(name: object) -> Setting:
     """The logged setting called ``name``; InvalidValueError listing the names otherwise."""
     if not isinstance(name, str) or name not in _BY_NAME:

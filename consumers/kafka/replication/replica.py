@@ -25,6 +25,7 @@ from secmeta.consumers.kafka.replication.records import (
     saved_config,
 )
 from secmeta.core.log import DivergedError, Log
+from secmeta.core.settings import access_settings_saved
 
 __all__ = ["ResumeMismatch", "TopicReplica"]
 
@@ -107,15 +108,14 @@ class TopicReplica:
                                    f"store ({own}): give the topic of this store, or join that store with "
                                    "`secmeta init --join` in a new directory")
         check_store_record(record, self.log.keyring, self.topic)
-        own_config = saved_config(self.log.store.path)
-        if record.config != own_config:
-            differ = "; ".join(f"{name} is {record.config.get(name, '(unset)')!r} there, "
-                               f"{own_config.get(name, '(unset)')!r} here"
-                               for name in sorted(set(record.config) | set(own_config))
-                               if record.config.get(name) != own_config.get(name))
-            raise TopicFormatError(f"the log topic {self.topic}'s store record holds other saved settings than this "
-                                   f"store's config.json ({differ}): the nodes of one store decide access with the "
-                                   "same settings; make this node's config.json match, or replicate to a new topic")
+        theirs, ours = access_settings_saved(record.config), access_settings_saved(saved_config(self.log.store.path))
+        if theirs != ours:
+            differ = "; ".join(f"{name} is {_shown(theirs[name])} there, {_shown(ours[name])} here"
+                               for name in sorted(ours) if theirs[name] != ours[name])
+            raise TopicFormatError(f"the log topic {self.topic}'s store record holds other settings that decide access "
+                                   f"than this store's config.json ({differ}): the nodes of one store decide access "
+                                   "with the same settings; make this node's config.json match, or replicate to a new "
+                                   "topic")
         self.identity = record
         self.end = (record.start_offset, record.start_link)
 
@@ -169,3 +169,7 @@ class TopicReplica:
                 f"log topic {self.topic} does not (it ends at offset {end} with link "
                 f"{_short(self.end[1] if self.end else None)}): nothing past the topic was ever committed, so "
                 "the local log was forged or the topic rolled back; this node does not serve", offset=end)
+
+
+def _shown(value: object) -> str:
+    return repr(sorted(value)) if isinstance(value, frozenset) else repr(value)
