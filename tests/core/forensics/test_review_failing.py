@@ -32,3 +32,25 @@ def test_a_bad_file_the_fill_child_deletes_is_reported_even_when_the_child_then_
     reported = [r.getMessage() for r in caplog.records if snapshot_path(files.directory, 44).name in r.getMessage()]
     assert reported or any(p.startswith(snapshot_path(files.directory, 44).name) for p in files.problems), (
         [r.getMessage() for r in caplog.records], files.problems)
+
+
+def test_a_reopened_writer_removes_the_partial_files_a_killed_fill_left(tmp_path, keyring):
+    """A writer killed while a fill child wrote a file (the child dies with it: no ``_remove_partial_files``) leaves
+    ``.snapshot-N.avro.tmp`` in checkpoints/ or a delta directory; the next writer's open removes them, as it does the
+    log's and the snapshots' leftovers (``remove_crash_leftovers``), else each kill leaks up to a full image's file."""
+    from secmeta.projections.snapshot import partial_snapshot_path
+    from tests.storekit import ADMIN, acl, store_at
+
+    with store_at(tmp_path / "s", keyring) as store:
+        store.create_acls([acl(f"t{i}") for i in range(5)], context=ADMIN)
+        end = store.log.end_offset
+        files = CheckpointFiles(store.log, deltas=0)
+        files.write(replayed_store(store, end))
+        leftovers = [partial_snapshot_path(files.directory, end + 7),
+                     partial_snapshot_path(files.delta_directory(end), end + 3)]
+        for path in leftovers:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"half a file")
+    with store_at(tmp_path / "s", keyring) as store:
+        store._timetravel.files.wait()  # the open's fill, if one ran, has ended (a close would kill it: its
+        assert [p for p in leftovers if p.exists()] == []  # _remove_partial_files would hide the leak)
