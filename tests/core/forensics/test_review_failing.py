@@ -54,3 +54,19 @@ def test_a_reopened_writer_removes_the_partial_files_a_killed_fill_left(tmp_path
     with store_at(tmp_path / "s", keyring) as store:
         store._timetravel.files.wait()  # the open's fill, if one ran, has ended (a close would kill it: its
         assert [p for p in leftovers if p.exists()] == []  # _remove_partial_files would hide the leak)
+
+
+def test_log_verify_reports_a_delta_file_filed_under_another_base(store, keyring):
+    """A delta file holding the change from the full file at 22, filed under the full file at 11 (deltas-11/), is
+    refused by time travel ("it holds the change from offset 22 ..."); ``secmeta log verify`` checks its CRC, HMAC
+    and link but not the base it names, so it passes verification while a read would delete it."""
+    from secmeta.core.cli.log_cmd import verify_store
+    from tests.core.forensics.test_delta_checkpoints import write_files
+
+    files = CheckpointFiles(store.log, deltas=0)
+    write_files(store, files, 11, [])
+    write_files(store, files, 22, [66])
+    files.delta_directory(11).mkdir()
+    moved = snapshot_path(files.delta_directory(22), 66).rename(snapshot_path(files.delta_directory(11), 66))
+    report, checked, problems = verify_store(str(files.directory.parent), keyring)
+    assert any(moved.name in p for p in problems), (report.ok, checked, problems)
