@@ -140,7 +140,7 @@ def verify_cmd(args: argparse.Namespace) -> int:
 def verify_store(path: str, ring: Keyring, codec: EventCodec | None = None,
                  witnesses: Sequence[WitnessLine] = ()) -> tuple[VerifyReport, int, list[str]]:
     """The log's report, how many snapshots were checked against it, and the snapshots that are unusable."""
-    from secmeta.core.forensics.checkpoints import CHECKPOINT_DIR, list_delta_files
+    from secmeta.core.forensics.checkpoints import CHECKPOINT_DIR, delta_misplaced, list_delta_files
     from secmeta.core.forensics.history_index import condemn, index_problem
     from secmeta.core.forensics.index_seal import INDEX_DIR, INDEX_FILE
     from secmeta.core.log import Log, verify_log
@@ -159,10 +159,14 @@ def verify_store(path: str, ring: Keyring, codec: EventCodec | None = None,
             problems.append(str(exc))
     for snap in list_delta_files(Path(path) / CHECKPOINT_DIR):  # delta checkpoints: checked as the full ones
         try:
-            info = read_snapshot(snap, SecurityDeltaSnapshot(), ring, check_crc=True)[0]
-            checkpoints.append((info.next_offset, info.link))
+            info, state = read_snapshot(snap, SecurityDeltaSnapshot(), ring, check_crc=True)
         except SnapshotError as exc:
             problems.append(f"{exc} (a delta checkpoint in {snap.parent.name})")
+            continue
+        if misplaced := delta_misplaced(snap, state):  # time travel refuses (and deletes) such a file at its read
+            problems.append(f"snapshot {snap.name}: {misplaced} (a delta checkpoint in {snap.parent.name})")
+        else:
+            checkpoints.append((info.next_offset, info.link))
     report = verify_log(path, keyring=ring, codec=codec, checkpoints=checkpoints, witnesses=witnesses)
     index = Path(path) / INDEX_DIR / INDEX_FILE
     if report.ok and index.exists():  # derived from the log: it must agree with it row by row

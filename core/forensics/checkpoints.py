@@ -72,7 +72,7 @@ from secmeta.projections.snapshot import (
 )
 
 __all__ = ["CHECKPOINT_DIR", "DEFAULT_DELTAS", "DEFAULT_EVERY", "DEFAULT_MAX_FILES", "CheckpointFiles",
-           "list_delta_files"]
+           "delta_misplaced", "list_delta_files"]
 
 logger = logging.getLogger("secmeta.checkpoints")
 DEFAULT_EVERY = 50_000
@@ -84,6 +84,17 @@ DELTA_PREFIX = CHECKPOINT_DELTA_PREFIX
 def list_delta_files(directory: Path) -> list[Path]:
     """Every delta file under a checkpoint directory, by base then offset."""
     return [path for base in checkpoint_delta_dirs(directory) for path in list_snapshots(base)]
+
+
+def delta_misplaced(path: Path, state: DeltaState) -> str | None:
+    """Why the delta file at ``path`` (``deltas-<base>/snapshot-<offset>.avro``) is not the change its place names,
+    the change from ``base`` to ``offset``, by the offsets its signed rows name (``state``); None when it is."""
+    base = path.parent.name[len(DELTA_PREFIX):]
+    offset = int(path.stem.rsplit("-", 1)[-1])
+    if base.isdigit() and (state.base_offset, state.next_offset) == (int(base), offset):
+        return None
+    return (f"it holds the change from offset {state.base_offset} to {state.next_offset}, "
+            f"not from {int(base) if base.isdigit() else base} to {offset}")
 
 
 class CheckpointFiles:
@@ -190,10 +201,7 @@ class CheckpointFiles:
         path = snapshot_path(self.delta_directory(base), offset)
         try:
             info, state = read_snapshot(path, self._delta_codec, self.log.keyring)
-            problem = self._misfit(info.next_offset, info.link, offset)
-            if problem is None and (state.base_offset, state.next_offset) != (base, offset):
-                problem = (f"it holds the change from offset {state.base_offset} to {state.next_offset}, "
-                           f"not from {base} to {offset}")
+            problem = self._misfit(info.next_offset, info.link, offset) or delta_misplaced(path, state)
         except FileNotFoundError:
             return None
         except (SnapshotError, OSError) as exc:

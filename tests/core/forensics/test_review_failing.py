@@ -58,8 +58,9 @@ def test_a_reopened_writer_removes_the_partial_files_a_killed_fill_left(tmp_path
 
 def test_log_verify_reports_a_delta_file_filed_under_another_base(store, keyring):
     """A delta file holding the change from the full file at 22, filed under the full file at 11 (deltas-11/), is
-    refused by time travel ("it holds the change from offset 22 ..."); ``secmeta log verify`` checks its CRC, HMAC
-    and link but not the base it names, so it passes verification while a read would delete it."""
+    refused by time travel ("it holds the change from offset 22 ..."); ``secmeta log verify`` reports it too (it
+    checked only its CRC, HMAC and link, and passed it), counts it among no snapshot that agrees, and deletes
+    nothing."""
     from secmeta.core.cli.log_cmd import verify_store
     from tests.core.forensics.test_delta_checkpoints import write_files
 
@@ -70,3 +71,4 @@ def test_log_verify_reports_a_delta_file_filed_under_another_base(store, keyring
     moved = snapshot_path(files.delta_directory(22), 66).rename(snapshot_path(files.delta_directory(11), 66))
     report, checked, problems = verify_store(str(files.directory.parent), keyring)
     assert any(moved.name in p for p in problems), (report.ok, checked, problems)
+    assert checked == 2 and moved.exists()  # the full files at 11 and 22 agree; verify deletes nothing
