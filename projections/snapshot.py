@@ -144,6 +144,13 @@ def partial_snapshot_path(directory: Path, next_offset: int) -> Path:
     return final.with_name(f".{final.name}.tmp")
 
 
+def list_partial_snapshots(directory: str | os.PathLike) -> list[Path]:
+    """The files in ``directory`` named as write_snapshot names a snapshot before its rename
+    (``partial_snapshot_path``): left by a writer killed mid-write, and by nothing else."""
+    return sorted(p for p in Path(directory).glob(f".{PREFIX}*{SUFFIX}.tmp")
+                  if p.name[len(PREFIX) + 1:-len(SUFFIX) - len(".tmp")].isdigit())
+
+
 def list_snapshots(directory: str | os.PathLike) -> list[Path]:
     """Snapshot files in ``directory``, oldest first."""
     d = Path(directory)

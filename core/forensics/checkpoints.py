@@ -65,6 +65,7 @@ from secmeta.projections.image import NetChanges, SecurityDelta, SecurityImage
 from secmeta.projections.image_snapshot import SecurityImageSnapshot
 from secmeta.projections.snapshot import (
     SnapshotError,
+    list_partial_snapshots,
     list_snapshots,
     read_snapshot,
     snapshot_path,
@@ -333,7 +334,7 @@ class CheckpointFiles:
     def _remove_partial_files(self) -> None:
         """Delete the temporary files a killed or failed fill child left (write_snapshot's ``.*.tmp``)."""
         for directory in [self.directory, *checkpoint_delta_dirs(self.directory)]:
-            for path in directory.glob(".*.tmp"):
+            for path in list_partial_snapshots(directory):
                 path.unlink(missing_ok=True)
 
     def fill_spacing(self) -> int:

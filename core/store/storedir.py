@@ -173,12 +173,19 @@ class StoreDirectory:
             )
 
     def remove_crash_leftovers(self) -> list[Path]:
-        """Delete temporary files a crashed writer left (only the lock holder writes them)."""
+        """Delete temporary files a crashed writer left (only the lock holder writes them), and the partial
+        checkpoint files of its time-travel fill (a forked child, killed with it), by their names alone."""
+        from secmeta.projections.snapshot import list_partial_snapshots
+
         if self._lock_fd is None:
             raise StoreLockedError(f"store {self.path} is not locked by this process: it must not clean it")
         removed = []
         for directory in (self.path, self.log_dir, self.schema_dir, self.snapshot_dir):
             for tmp in directory.glob(".*.tmp"):
+                tmp.unlink(missing_ok=True)
+                removed.append(tmp)
+        for directory in (self.checkpoint_dir, *self.checkpoint_delta_dirs()):
+            for tmp in list_partial_snapshots(directory):
                 tmp.unlink(missing_ok=True)
                 removed.append(tmp)
         return removed
