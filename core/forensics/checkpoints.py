@@ -51,7 +51,7 @@ from pathlib import Path
 
 from secmeta.core.log import Log
 from secmeta.core.log.fit import snapshot_misfit
-from secmeta.core.snapshots.forked import ForkedCallError, call_forked
+from secmeta.core.snapshots.forked import ForkedCallError, call_forked, note
 from secmeta.core.snapshots.forked_snapshot import snapshot_timeout, write_snapshot_forked
 from secmeta.core.store.storedir import (
     CHECKPOINT_DELTA_PREFIX,
@@ -155,7 +155,9 @@ class CheckpointFiles:
 
     def _reject(self, path: Path, problem: str) -> None:
         self.problems.append(f"{path.name}: {problem}")
-        if not self._in_child:  # a child has no stderr: the parent reports the problems it sends back
+        if self._in_child:  # a child has no stderr: the parent reports it, told before the file goes, whatever
+            note(self.problems[-1])  # becomes of the child (``_found_in_child``)
+        else:
             _report(path.name, problem)
         path.unlink(missing_ok=True)
 
@@ -304,32 +306,33 @@ class CheckpointFiles:
         """The fill, each stretch (the newest full file's load, the replay past it, the delta files and the next full
         file, encoded, signed and fsynced) in a forked child: the writers' interpreter only waits for it (issue 24:
         in a thread, a delta's load and replay held the writers' GIL for 0.8-1.5 s of CPU at 10M events).  The
-        child sees the log and ``base`` as they stood at the fork and sends back the files it found bad; a child
+        child sees the log and ``base`` as they stood at the fork and sends the files it finds bad as it finds them
+        (reported here even when it then fails or is killed: ``_found_in_child``); a child
         that fails or is killed is reported (the caller logs it), its partial file removed, and leaves no file
         that does not count: one counts once renamed into place, after its fsync."""
         while not self._closed.is_set():
             newest = self._newest_written(self.offsets())
             try:
-                problems, more = call_forked(self._fill_in_child, base, timeout=2 * snapshot_timeout(
-                    self.log.end_offset), abort=self._closed)
+                more = call_forked(self._fill_in_child, base, timeout=2 * snapshot_timeout(
+                    self.log.end_offset), abort=self._closed, on_note=self._found_in_child)
             except ForkedCallError:
                 self._remove_partial_files()
                 raise
-            for problem in problems:
-                self.problems.append(problem)
-                _report(*problem.split(": ", 1))
             if not more or self._newest_written(self.offsets()) == newest:
                 return  # the log's end reached, or no progress (never a loop that writes nothing)
             base = None  # the next stretch starts from the full file the child wrote
 
-    def _fill_in_child(self, base: SecurityImage | None) -> tuple[list[str], bool]:
-        """In the fill's forked child: one stretch of ``_fill``; (the files found bad, whether a full file was
-        written and more may be due)."""
+    def _fill_in_child(self, base: SecurityImage | None) -> bool:
+        """In the fill's forked child: one stretch of ``_fill``; whether a full file was written and more may be due
+        (the files found bad go to the parent as they are found)."""
         self._in_child = True
-        self.problems = []
         _reopen_for_child(self.log)
-        more = self._fill(base, one_stretch=True)
-        return self.problems, more
+        return self._fill(base, one_stretch=True)
+
+    def _found_in_child(self, problem: str) -> None:
+        """A file the fill's child found bad (``name: problem``), which it deletes once this is sent: reported."""
+        self.problems.append(problem)
+        _report(*problem.split(": ", 1))
 
     def _remove_partial_files(self) -> None:
         """Delete the temporary files a killed or failed fill child left (write_snapshot's ``.*.tmp``)."""

@@ -17,6 +17,10 @@ leaves through ``os._exit``: no buffered file of the parent is flushed twice,
 no atexit handler runs.  Where ``os.fork`` does not exist the call runs in
 the calling thread.
 
+A call may also send values to the parent as it goes (``note``, with ``call_forked``'s ``on_note``): each
+is handed on as it arrives, and those sent before a child fails, is killed or hangs are handed on too, so
+what a child found (a bad file it deletes) is never lost with it.
+
 The process forks while other threads run: a lock one of them held at that
 moment (inside OpenSSL, another C library, the import system) stays held for
 ever in the child, so a child can hang however correct its call.  The parent
@@ -34,16 +38,17 @@ import os
 import pickle
 import select
 import signal
+import struct
 import sys
 import threading
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from secmeta.core.errors import InvalidValueError, SecmetaError
 
-__all__ = ["ABORT_CHECK_S", "CHILD_NICENESS", "ForkedCallError", "call_forked"]
+__all__ = ["ABORT_CHECK_S", "CHILD_NICENESS", "ForkedCallError", "call_forked", "note"]
 
 T = TypeVar("T")
 _PR_SET_PDEATHSIG = 1
@@ -65,6 +70,11 @@ CHILD_NICENESS = 10
 _CHUNK = 1 << 16
 #: How often a wait looks at its ``abort`` event (a blocking poll on the pipe in between, never a spin).
 ABORT_CHECK_S = 0.05
+# What a child writes to the pipe: its notes, each _NOTE and its pickle's size (u32) then the pickle, and last
+# _RESULT then its result's pickle, up to the end of the pipe.
+_NOTE, _RESULT = b"N", b"R"
+_NOTE_HEADER = struct.Struct(">cI")
+_notes = threading.local()  # .send: where ``note`` sends in this thread's call (the child's pipe; inline, on_note)
 
 
 class ForkedCallError(SecmetaError):
@@ -72,8 +82,11 @@ class ForkedCallError(SecmetaError):
 
 
 def call_forked(fn: Callable[..., T], /, *args, timeout: float, abort: threading.Event | None = None,
-                **kwargs) -> T:
+                on_note: Callable[[Any], None] | None = None, **kwargs) -> T:
     """``fn(*args, **kwargs)`` computed in a forked child; its result must pickle.
+
+    With ``on_note``, the call may ``note`` values (each must pickle): each is handed to ``on_note``, in the
+    calling thread, as it arrives, before the call's outcome, also when the child then fails or is killed.
 
     An exception in the child is raised here as ForkedCallError naming its
     type and message (the exception object itself stays in the child).  A child
@@ -87,7 +100,11 @@ def call_forked(fn: Callable[..., T], /, *args, timeout: float, abort: threading
     if not timeout > 0:
         raise InvalidValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     if not hasattr(os, "fork"):
-        return fn(*args, **kwargs)
+        _notes.send = on_note
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _notes.send = None
     parent = os.getpid()
     read_end, write_end = os.pipe()
     try:
@@ -97,26 +114,50 @@ def call_forked(fn: Callable[..., T], /, *args, timeout: float, abort: threading
         os.close(write_end)
         raise
     if pid == 0:  # the child: never returns
-        _child(parent, write_end, fn, args, kwargs)
+        _child(parent, write_end, fn, args, kwargs, notes=on_note is not None)
     os.close(write_end)
     status = None
     deadline = _Deadline(timeout, partial(_cpu_seconds, f"/proc/{pid}/stat"))
+    received = _Received(on_note)
     try:
-        data = _read_all(read_end, deadline, abort)
+        data = _read_all(read_end, deadline, abort, received)
         if data is not None:  # the child closed the pipe: it is exiting
             _, status = os.waitpid(pid, 0)
     finally:
-        os.close(read_end)
-        if status is None:  # timed out, aborted, or this thread was interrupted: the child must not outlive the wait
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+        try:
+            if status is None:  # timed out, aborted, or this thread was interrupted: the child must not outlive the wait
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                received.add(_ready(read_end))  # the notes it sent before it died
+        finally:
+            os.close(read_end)
     if data is None:
         reason = "the wait was aborted" if abort is not None and abort.is_set() else deadline.reason
         raise ForkedCallError(f"the forked child was killed: {reason}")
     return _outcome(data, status)
 
 
-def _child(parent: int, write_end: int, fn, args, kwargs) -> None:
+def note(value: Any) -> None:
+    """Send ``value`` to the parent now, from a call ``call_forked`` runs with ``on_note`` (RuntimeError elsewhere):
+    once this returns, the parent hands it to ``on_note`` whatever becomes of the call."""
+    send = getattr(_notes, "send", None)
+    if send is None:
+        raise RuntimeError("note() sends only from a call that call_forked runs with on_note")
+    send(value)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _send_note(fd: int, value: Any) -> None:
+    data = pickle.dumps(value)
+    _write_all(fd, _NOTE_HEADER.pack(_NOTE, len(data)) + data)
+
+
+def _child(parent: int, write_end: int, fn, args, kwargs, *, notes: bool) -> None:
     code = 1
     try:
         if _PRCTL is not None:
@@ -128,13 +169,12 @@ def _child(parent: int, write_end: int, fn, args, kwargs) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; a ^C reaches it too
         os.closerange(3, write_end)
         os.closerange(write_end + 1, os.sysconf("SC_OPEN_MAX"))
+        _notes.send = partial(_send_note, write_end) if notes else None
         try:
             message = pickle.dumps((True, fn(*args, **kwargs)))
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
             message = pickle.dumps((False, f"{type(exc).__name__}: {exc}"))
-        view = memoryview(message)
-        while view:
-            view = view[os.write(write_end, view):]
+        _write_all(write_end, _RESULT + message)
         code = 0
     finally:
         os._exit(code)
@@ -187,10 +227,38 @@ def _cpu_seconds(stat_path: str) -> float | None:
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _read_all(fd: int, deadline: _Deadline, abort: threading.Event | None) -> bytes | None:
-    """Everything the child writes until it closes the pipe; None once ``deadline`` gives it up or ``abort`` is
-    set."""
+class _Received:
+    """What a child wrote so far: its notes handed to ``on_note`` as each is whole, the rest kept."""
+
+    def __init__(self, on_note: Callable[[Any], None] | None):
+        self._on_note = on_note
+        self.rest = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self.rest += chunk
+        while self.rest[:1] == _NOTE and len(self.rest) >= _NOTE_HEADER.size:
+            end = _NOTE_HEADER.size + _NOTE_HEADER.unpack_from(self.rest)[1]
+            if len(self.rest) < end:
+                return
+            value = pickle.loads(self.rest[_NOTE_HEADER.size:end])
+            del self.rest[:end]
+            if self._on_note is not None:
+                self._on_note(value)
+
+
+def _ready(fd: int) -> bytes:
+    """What the pipe holds now, read without waiting."""
     chunks = []
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    while poller.poll(0) and (chunk := os.read(fd, _CHUNK)):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _read_all(fd: int, deadline: _Deadline, abort: threading.Event | None, received: _Received) -> bytes | None:
+    """Everything the child writes until it closes the pipe but its notes (handed on by ``received`` as they
+    come); None once ``deadline`` gives it up or ``abort`` is set."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     while True:
@@ -205,16 +273,16 @@ def _read_all(fd: int, deadline: _Deadline, abort: threading.Event | None) -> by
             continue
         chunk = os.read(fd, _CHUNK)
         if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
+            return bytes(received.rest)
+        received.add(chunk)
 
 
 def _outcome(data: bytes, status: int):
     if os.WIFSIGNALED(status):
         raise ForkedCallError(f"the forked child was killed by signal {os.WTERMSIG(status)}")
-    if not data or os.WEXITSTATUS(status) != 0:
+    if data[:1] != _RESULT or os.WEXITSTATUS(status) != 0:
         raise ForkedCallError(f"the forked child exited with status {os.WEXITSTATUS(status)} and no result")
-    ok, value = pickle.loads(data)
+    ok, value = pickle.loads(memoryview(data)[1:])
     if not ok:
         raise ForkedCallError(value)
     return value

@@ -34,6 +34,33 @@ def test_a_bad_file_the_fill_child_deletes_is_reported_even_when_the_child_then_
         [r.getMessage() for r in caplog.records], files.problems)
 
 
+def test_a_bad_file_the_fill_child_deletes_is_reported_even_when_the_close_kills_the_child(store, monkeypatch,
+                                                                                           caplog):
+    """As above, the child hanging in its stretch's write instead: the close kills it (no result comes back), and
+    the tampered file it found and deleted is still reported."""
+    import threading
+    import time
+
+    from secmeta.core.forensics import checkpoints
+
+    files = CheckpointFiles(store.log, every=40, deltas=3)
+    files.write(replayed_store(store, 22))
+    files.write(replayed_store(store, 44))
+    bad = snapshot_path(files.directory, 44)
+    _flip(bad)
+    monkeypatch.setattr(checkpoints, "write_snapshot", lambda *args, **kwargs: threading.Event().wait())
+    with caplog.at_level("WARNING", logger="secmeta.checkpoints"):
+        files.fill(None)
+        deadline = time.monotonic() + 60
+        while bad.exists() and time.monotonic() < deadline:  # the child found it bad and deleted it
+            time.sleep(0.01)
+        files.close()
+    assert not bad.exists()
+    reported = [r.getMessage() for r in caplog.records if bad.name in r.getMessage()]
+    assert len(reported) == 1 and "ignored and deleted" in reported[0], [r.getMessage() for r in caplog.records]
+    assert len(files.problems) == 1 and files.problems[0].startswith(bad.name), files.problems
+
+
 def test_a_reopened_writer_removes_the_partial_files_a_killed_fill_left(tmp_path, keyring):
     """A writer killed while a fill child wrote a file (the child dies with it: no ``_remove_partial_files``) leaves
     ``.snapshot-N.avro.tmp`` in checkpoints/ or a delta directory; the next writer's open removes them, as it does the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -11,9 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from secmeta.core.errors import InvalidValueError
-from secmeta.core.snapshots.forked import CHILD_NICENESS, ForkedCallError, call_forked
+from secmeta.core.snapshots import forked
+from secmeta.core.snapshots.forked import CHILD_NICENESS, ForkedCallError, call_forked, note
 
 #: A deadline no call here comes near: the tests of the deadline itself set their own.
 GENEROUS = 600
@@ -201,6 +205,84 @@ def test_abort_kills_the_child_at_once(tmp_path):
     assert not waiting.is_alive()
     assert outcome == ["the forked child was killed: the wait was aborted"]
     assert _reaped(int((tmp_path / "pid").read_text()))
+
+
+# Notes of every size: empty, small, and larger than the pipe's buffer and a read's chunk (split across reads).
+notes = st.lists(st.one_of(st.text(max_size=20), st.binary(max_size=8), st.integers(1, 300_000).map(bytes)),
+                 max_size=6)
+
+
+@settings(max_examples=20, deadline=None)  # a fork per example
+@given(sent=notes, result=st.one_of(st.none(), st.text(max_size=10)))
+def test_notes_reach_the_parent_whole_and_in_order_before_the_result(sent, result):
+    """Whatever the call notes arrives as sent, in order, before call_forked returns its result unchanged."""
+    got = []
+
+    def call():
+        for value in sent:
+            note(value)
+        return result, len(got)  # the parent's list as the fork left it: empty
+
+    assert call_forked(call, timeout=GENEROUS, on_note=got.append) == (result, 0)
+    assert got == sent
+
+
+def test_the_notes_sent_before_the_call_fails_reach_the_parent():
+    """A call that notes what it found and then fails: the notes arrive, then its failure is raised."""
+    got = []
+
+    def call():
+        note("found bad: snapshot-44")
+        raise OSError("disk full")
+
+    with pytest.raises(ForkedCallError, match="^OSError: disk full$"):
+        call_forked(call, timeout=GENEROUS, on_note=got.append)
+    assert got == ["found bad: snapshot-44"]
+
+
+def test_the_notes_sent_before_the_child_is_killed_reach_the_parent():
+    """A child that notes, then hangs: aborted (here by the note itself), the note was handed on."""
+    got, abort = [], threading.Event()
+
+    def received(value):
+        got.append(value)
+        abort.set()
+
+    def call():
+        note("found bad: snapshot-44")
+        threading.Event().wait()
+
+    with pytest.raises(ForkedCallError, match="the wait was aborted"):
+        call_forked(call, timeout=GENEROUS, abort=abort, on_note=received)
+    assert got == ["found bad: snapshot-44"]
+
+
+def test_a_note_still_unread_when_the_child_is_given_up_is_read_after_the_kill(monkeypatch):
+    """A note the child sent just before the wait gave it up (not read yet) is read from the pipe once the child
+    is dead, and handed on."""
+    def given_up_once_the_note_is_in_the_pipe(fd, deadline, abort, received):
+        select.select([fd], [], [], GENEROUS)
+        return None
+
+    monkeypatch.setattr(forked, "_read_all", given_up_once_the_note_is_in_the_pipe)
+    got = []
+
+    def call():
+        note("found bad: snapshot-44")
+        threading.Event().wait()
+
+    with pytest.raises(ForkedCallError, match="killed"):
+        call_forked(call, timeout=GENEROUS, on_note=got.append)
+    assert got == ["found bad: snapshot-44"]
+
+
+def test_a_note_without_on_note_is_an_error():
+    """``note`` sends only to a parent that asked for notes: elsewhere, and in a call without ``on_note``, it
+    raises, never drops the value."""
+    with pytest.raises(RuntimeError, match="on_note"):
+        note("lost")
+    with pytest.raises(ForkedCallError, match="^RuntimeError: .*on_note"):
+        call_forked(note, "lost", timeout=GENEROUS)
 
 
 @pytest.mark.parametrize("timeout", [0, -1, float("nan")])
