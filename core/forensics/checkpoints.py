@@ -130,14 +130,15 @@ class CheckpointFiles:
         return image.next_offset - (offsets[-1] if offsets else self.log.start_offset) >= self.spacing(image)
 
     def load(self, offset: int) -> SecurityImage | None:
-        """The image in the file at ``offset``, or None (a bad file is reported once and deleted)."""
+        """The image in the file at ``offset``, or None (a bad file is reported once and deleted).  A file that cannot
+        be read (an OSError: too many open files, no memory) is no bad file: the error is raised, nothing deleted."""
         path = snapshot_path(self.directory, offset)
         try:
             info, image = read_snapshot(path, self._codec, self.log.keyring)
             problem = self._misfit(info.next_offset, info.link, offset)
         except FileNotFoundError:
             return None
-        except (SnapshotError, OSError) as exc:
+        except SnapshotError as exc:
             problem = str(exc)
         if problem is not None:
             self._remove_deltas(offset)  # they go before their base
@@ -200,14 +201,14 @@ class CheckpointFiles:
 
     def load_delta(self, base: int, offset: int) -> NetChanges | None:
         """The net change from the image at ``base`` to the image at ``offset`` in the delta file there, or None (a bad
-        file is reported once and deleted)."""
+        file is reported once and deleted; an OSError is raised, as by ``load``)."""
         path = snapshot_path(self.delta_directory(base), offset)
         try:
             info, state = read_snapshot(path, self._delta_codec, self.log.keyring)
             problem = self._misfit(info.next_offset, info.link, offset) or delta_misplaced(path, state)
         except FileNotFoundError:
             return None
-        except (SnapshotError, OSError) as exc:
+        except SnapshotError as exc:
             problem = str(exc)
         if problem is not None:
             self._reject(path, problem)

@@ -3,6 +3,8 @@ test that fails on the code reviewed (on purpose: the fix follows)."""
 
 from __future__ import annotations
 
+import pytest
+
 from secmeta.core.forensics.checkpoints import CheckpointFiles
 from secmeta.projections.snapshot import snapshot_path
 from tests.core.forensics.test_delta_checkpoints import _flip, keyring, store
@@ -103,3 +105,58 @@ def test_log_verify_reports_a_delta_file_filed_under_another_base(store, keyring
     report, checked, problems = verify_store(str(files.directory.parent), keyring)
     assert any(moved.name in p for p in problems), (report.ok, checked, problems)
     assert checked == 2 and moved.exists()  # the full files at 11 and 22 agree; verify deletes nothing
+
+
+def _unreadable(monkeypatch, path):
+    """Reading the checkpoint file at ``path`` fails as a process out of descriptors fails (EMFILE)."""
+    import errno
+    from pathlib import Path
+
+    from secmeta.core.forensics import checkpoints
+
+    real = checkpoints.read_snapshot
+
+    def read(at, *args, **kwargs):
+        if Path(at) == path:
+            raise OSError(errno.EMFILE, "Too many open files", str(at))
+        return real(at, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoints, "read_snapshot", read)
+
+
+@pytest.mark.parametrize("kind", ["full", "delta"])
+def test_a_checkpoint_file_that_cannot_be_read_for_now_fails_that_read_and_is_kept(store, monkeypatch, caplog,
+                                                                                   kind):
+    """A good full or delta file that the process cannot read at the moment (too many open files, no memory) is no
+    bad file: the point asked for fails with that error, the files stay, nothing is reported as bad, and the next
+    read, the error gone, answers from them as a replay does."""
+    from tests.core.forensics.test_delta_checkpoints import cold, write_files
+
+    files = CheckpointFiles(store.log, deltas=0)
+    write_files(store, files, 22, [66])
+    full, delta = snapshot_path(files.directory, 22), snapshot_path(files.delta_directory(22), 66)
+    _unreadable(monkeypatch, full if kind == "full" else delta)
+    with caplog.at_level("WARNING", logger="secmeta.checkpoints"), pytest.raises(OSError, match="Too many open"):
+        cold(store, files).image_at(88)
+    assert full.exists() and delta.exists() and files.problems == [], files.problems
+    assert [r.getMessage() for r in caplog.records] == []
+    monkeypatch.undo()
+    travel = cold(store, files)
+    assert travel.image_at(88) == replayed_store(store, 88) and files.problems == []
+    assert 66 in travel.checkpoints  # answered through the delta file
+
+
+def test_a_full_file_the_fill_child_cannot_read_for_now_is_kept(store, monkeypatch, caplog):
+    """The fill's child failing to read the newest full file (EMFILE) fails that stretch, reported as such; the file
+    is neither deleted nor reported as bad."""
+    files = CheckpointFiles(store.log, every=40, deltas=3)
+    files.write(replayed_store(store, 22))
+    files.write(replayed_store(store, 44))
+    newest = snapshot_path(files.directory, 44)
+    _unreadable(monkeypatch, newest)
+    with caplog.at_level("WARNING", logger="secmeta.checkpoints"):
+        files.fill(None)
+        files.wait()
+    assert newest.exists() and files.problems == [], files.problems
+    [logged] = [r.getMessage() for r in caplog.records]
+    assert "not written" in logged and "Too many open files" in logged, logged
