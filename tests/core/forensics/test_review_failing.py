@@ -1,5 +1,6 @@
-"""Review of the delta checkpoints, the fill's forked child and the follower's snapshots: defects found, each a
-test that fails on the code reviewed (on purpose: the fix follows)."""
+"""Review of the delta checkpoints, the fill's forked child and the follower's snapshots: the defects found, each a
+test that failed on the code reviewed and passes with its fix, and the fail-open-on-error note (an OSError reading a
+good checkpoint file deleted it as bad)."""
 
 from __future__ import annotations
 
