@@ -174,7 +174,8 @@ def _child(parent: int, write_end: int, fn, args, kwargs, *, notes: bool) -> Non
             message = pickle.dumps((True, fn(*args, **kwargs)))
         except BaseException as exc:  # noqa: BLE001 - every failure goes back to the parent
             message = pickle.dumps((False, f"{type(exc).__name__}: {exc}"))
-        _write_all(write_end, _RESULT + message)
+        _write_all(write_end, _RESULT)
+        _write_all(write_end, message)
         code = 0
     finally:
         os._exit(code)
@@ -228,22 +229,34 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 class _Received:
-    """What a child wrote so far: its notes handed to ``on_note`` as each is whole, the rest kept."""
+    """What a child wrote so far: its notes handed to ``on_note`` as each is whole, the rest kept (the result's
+    chunks as read: a large result is copied once, when joined)."""
 
     def __init__(self, on_note: Callable[[Any], None] | None):
         self._on_note = on_note
-        self.rest = bytearray()
+        self._head = bytearray()  # what is not yet a whole note
+        self._result: list[bytes] = []  # once the result has begun: its chunks
 
     def add(self, chunk: bytes) -> None:
-        self.rest += chunk
-        while self.rest[:1] == _NOTE and len(self.rest) >= _NOTE_HEADER.size:
-            end = _NOTE_HEADER.size + _NOTE_HEADER.unpack_from(self.rest)[1]
-            if len(self.rest) < end:
+        if self._result:
+            self._result.append(chunk)
+            return
+        self._head += chunk
+        while self._head[:1] == _NOTE and len(self._head) >= _NOTE_HEADER.size:
+            end = _NOTE_HEADER.size + _NOTE_HEADER.unpack_from(self._head)[1]
+            if len(self._head) < end:
                 return
-            value = pickle.loads(self.rest[_NOTE_HEADER.size:end])
-            del self.rest[:end]
+            value = pickle.loads(self._head[_NOTE_HEADER.size:end])
+            del self._head[:end]
             if self._on_note is not None:
                 self._on_note(value)
+        if self._head[:1] == _RESULT:
+            self._result.append(bytes(self._head))
+            self._head.clear()
+
+    def rest(self) -> bytes:
+        """What followed the notes (the result, when the child finished)."""
+        return b"".join(self._result) if self._result else bytes(self._head)
 
 
 def _ready(fd: int) -> bytes:
@@ -273,7 +286,7 @@ def _read_all(fd: int, deadline: _Deadline, abort: threading.Event | None, recei
             continue
         chunk = os.read(fd, _CHUNK)
         if not chunk:
-            return bytes(received.rest)
+            return received.rest()
         received.add(chunk)
 
 
