@@ -1,4 +1,4 @@
-"""Review: a delta file applied onto an image of another lineage held at its full file's offset."""
+"""A delta file applied onto an image of another lineage held at its full file's offset."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Review of the delta checkpoints, the fill's forked child and the follower's snapshots: the defects found, each a
-test that failed on the code reviewed and passes with its fix, and the fail-open-on-error note (an OSError reading a
-good checkpoint file deleted it as bad)."""
+"""Faults around checkpoint and delta files: a bad file the fill's forked child finds is always reported, a killed
+fill's partial files are removed, `log verify` refuses a delta filed under another base, and a file that cannot be
+read for now (an OS error) fails that read and is kept, never deleted as bad."""
 
 from __future__ import annotations
 

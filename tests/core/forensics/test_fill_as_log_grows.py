@@ -1,4 +1,4 @@
-"""Review: the real fill (forked children, thinning, deltas, growth) against a replay from the log's start."""
+"""The real fill (forked children, thinning, deltas, growth) against a replay from the log's start."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ rounds = st.lists(st.lists(st.tuples(more_requests, st.sampled_from([0, 1])), mi
                   min_size=3, max_size=8)
 
 
-@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=40,
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], max_examples=20,
           deadline=None)
 @given(plan=rounds, every=st.integers(2, 8), max_files=st.integers(2, 4), deltas=st.integers(1, 3))
 def test_the_fill_as_the_log_grows_answers_every_point_as_a_replay(keyring, plan, every, max_files, deltas):
