@@ -138,6 +138,13 @@ def snapshot_path(directory: Path, next_offset: int) -> Path:
     return Path(directory) / f"{PREFIX}{next_offset:020d}{SUFFIX}"
 
 
+def misnamed(path: Path, next_offset: int) -> str | None:
+    """Why the snapshot file at ``path``, which holds the state at ``next_offset``, is not the file its name names
+    (``snapshot_path``), or None."""
+    named = int(path.stem[len(PREFIX):])
+    return None if named == next_offset else f"it holds offset {next_offset}, not {named}"
+
+
 def partial_snapshot_path(directory: Path, next_offset: int) -> Path:
     """Where write_snapshot writes the snapshot at ``next_offset`` before renaming it into place."""
     final = snapshot_path(directory, next_offset)

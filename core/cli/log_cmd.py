@@ -147,16 +147,20 @@ def verify_store(path: str, ring: Keyring, codec: EventCodec | None = None,
     from secmeta.events.codec import EventCodec
     from secmeta.projections.delta_snapshot import SecurityDeltaSnapshot
     from secmeta.projections.image_snapshot import SecurityImageSnapshot
-    from secmeta.projections.snapshot import SnapshotError, list_snapshots, read_snapshot
+    from secmeta.projections.snapshot import SnapshotError, list_snapshots, misnamed, read_snapshot
 
     codec = codec or EventCodec()  # one for both reads of the log: building one costs tens of ms
     checkpoints, problems = [], []
     for snap in list_snapshots(f"{path}/snapshots") + list_snapshots(f"{path}/{CHECKPOINT_DIR}"):
         try:  # loaded as an open loads it (its sections' structure checked), its CRC checked too
             info = read_snapshot(snap, SecurityImageSnapshot(), ring, check_crc=True)[0]
-            checkpoints.append((info.next_offset, info.link))
         except SnapshotError as exc:
             problems.append(str(exc))
+            continue
+        if wrong := misnamed(snap, info.next_offset):  # time travel refuses (and deletes) such a checkpoint file
+            problems.append(f"snapshot {snap}: {wrong}")
+        else:
+            checkpoints.append((info.next_offset, info.link))
     for snap in list_delta_files(Path(path) / CHECKPOINT_DIR):  # delta checkpoints: checked as the full ones
         try:
             info, state = read_snapshot(snap, SecurityDeltaSnapshot(), ring, check_crc=True)

@@ -67,6 +67,7 @@ from secmeta.projections.snapshot import (
     SnapshotError,
     list_partial_snapshots,
     list_snapshots,
+    misnamed,
     read_snapshot,
     snapshot_path,
     write_snapshot,
@@ -150,9 +151,7 @@ class CheckpointFiles:
         """Why a file holding the image at ``next_offset`` (the batch there linked by ``link``), found as the file at
         ``offset``, does not fit the log, or None."""
         problem = snapshot_misfit(next_offset, link, self.log.start_offset, self.log.end_offset, self.log.link_at)
-        if problem is None and next_offset != offset:
-            problem = f"it holds offset {next_offset}, not {offset}"
-        return problem
+        return problem or misnamed(snapshot_path(self.directory, offset), next_offset)
 
     def _reject(self, path: Path, problem: str) -> None:
         self.problems.append(f"{path.name}: {problem}")

@@ -108,6 +108,23 @@ def test_log_verify_reports_a_delta_file_filed_under_another_base(store, keyring
     assert checked == 2 and moved.exists()  # the full files at 11 and 22 agree; verify deletes nothing
 
 
+def test_log_verify_reports_a_full_checkpoint_file_filed_under_another_offset(store, keyring):
+    """A full checkpoint file holding the image at 22, renamed to the file at 33: time travel refuses it at its read
+    ("it holds offset 22, not 33"), and ``secmeta log verify`` reports it too, naming the file, counts it among no
+    snapshot that agrees, and deletes nothing."""
+    from secmeta.core.cli.log_cmd import verify_store
+    from tests.core.forensics.test_delta_checkpoints import write_files
+
+    files = CheckpointFiles(store.log, deltas=0)
+    write_files(store, files, 11, [])
+    write_files(store, files, 22, [])
+    moved = snapshot_path(files.directory, 22).rename(snapshot_path(files.directory, 33))
+    report, checked, problems = verify_store(str(files.directory.parent), keyring)
+    assert [p for p in problems if moved.name in p and "it holds offset 22, not 33" in p], (report.ok, problems)
+    assert checked == 1 and moved.exists()
+    assert files.load(33) is None and files.problems == [f"{moved.name}: it holds offset 22, not 33"]
+
+
 def _unreadable(monkeypatch, path):
     """Reading the checkpoint file at ``path`` fails as a process out of descriptors fails (EMFILE)."""
     import errno
