@@ -17,6 +17,8 @@ from __future__ import annotations
 import sys
 import weakref
 from collections.abc import Callable, Container, Iterator, Mapping
+from itertools import repeat
+from operator import itemgetter
 from typing import cast
 
 import immutables
@@ -53,6 +55,10 @@ def _not_made() -> None:
     return None
 
 
+# A row's member of its group and its id (row[0] is the id its changes key it by: ``AclRow``).
+_MEMBER, _ACL_ID = itemgetter(0, 5, 6, 7), itemgetter(0)
+
+_ROW_TYPES = frozenset((tuple, type(None)))
 _TABLE_ACL_BYTES, _CHANGE_BYTES, _NAME_BYTES = 40, 1000, 70  # see ``table_bytes`` and ``own_bytes``
 Key = tuple[int, int, str]  # resource type, pattern type, name
 Entry = tuple[dict[str, set[str]], dict[str, list[Member]]]  # a node's changes: removed ids, added ACLs, by principal
@@ -175,58 +181,70 @@ class Deferred:
 
     def _gather(self, changes: Mapping[str, AclBinding | AclRow | None], held: Container[str] | None = None
                 ) -> dict[Key, Entry]:
-        """Record ``changes`` onto the gathered state; the entries of the nodes they touch, by key (each copied from
-        the image this one was applied to before its first edit here: those are shared with it).
+        """Record ``changes`` onto the gathered state; the entries of the nodes they touch, by key (each one's dicts
+        copied from the image this one was applied to before its first edit here, their sets and lists shared with it
+        and never changed in place: an edit puts a new one in).
 
         Issue 24: recording a change cost ~10 us, a replay of 100k events past a checkpoint over a second.  The ids
         changes, placeholders and node entries are gathered in plain dicts and each persistent map is updated once at
         the end (an id comes once in ``changes``, so what an earlier image recorded is all an id's change meets), and
-        a removed ACL's node and principal are found with one search of each start column (``held_at``)."""
+        a removed ACL's node and principal are found with one search of each start column (``held_at``).  The changes
+        are taken in three passes, each over only the ids it concerns (C-level passes split them): the table's ACLs
+        removed or replaced, the rows earlier images added taken back, then the rows added, in order (an id comes
+        once, so a row added here is never one taken back here; a member list keeps its order); removals and rows
+        are grouped by node and principal first, and each group's set or list joined to its entry's once."""
         table, old, rows = self.table, self.changes, self._added
-        fresh = [acl_id for acl_id in changes if acl_id not in old and (held is None or acl_id in held)]
-        found = dict(zip(fresh, map(table.position, fresh)))  # the ids not looked up: -1, not in the table
+        ids = list(changes)
+        values: list = list(changes.values())
+        if not _ROW_TYPES.issuperset(map(type, values)):  # bindings (a write's): as rows
+            values = [given if given is None or type(given) is tuple else acl_row(acl_id, given)
+                      for acl_id, given in zip(ids, values)]
+        if old:  # an id an earlier image changed: its row taken back (a removal left nothing to take back)
+            priors = list(map(old.get, ids, repeat(_MISSING)))
+            taken = [(acl_id, prior) for acl_id, prior in zip(ids, priors)
+                     if prior is not _MISSING and prior is not None]
+            first_here = [acl_id for acl_id, prior in zip(ids, priors) if prior is _MISSING]
+        else:
+            taken, first_here = [], ids
+        fresh = first_here if held is None else [acl_id for acl_id in first_here if acl_id in held]
         held_at, old_entry = table.held_at, self._pending.get
         edits: dict[Key, Entry] = {}
 
         def entry(key: Key) -> Entry:
             made = old_entry(key)
-            made = edits[key] = (({p: set(ids) for p, ids in made[0].items()},
-                                  {p: list(ms) for p, ms in made[1].items()}) if made is not None else ({}, {}))
+            made = edits[key] = (dict(made[0]), dict(made[1])) if made is not None else ({}, {})
             return made
 
-        recorded: dict[str, AclRow | None] = {}
-        added_at: dict[str, int] = {}
-        taken: list[str] = []  # ids earlier images added that these changes remove or replace
-        placeholder, size = len(table.section_ids) + len(rows), self._size
-        for acl_id, given in changes.items():
-            row = given if given is None or type(given) is tuple else acl_row(acl_id, given)  # type: ignore[arg-type]
-            prior = old.get(acl_id, _MISSING)
-            if prior is _MISSING:  # first changed here: the table's ACL, if it holds the id, is removed
-                position = found.get(acl_id, -1)
-                if position >= 0:
-                    key, principal = held_at(position)
-                    (edits.get(key) or entry(key))[0].setdefault(principal, set()).add(acl_id)
-                    size -= 1
-            elif prior is not None:  # added by earlier changes: taken back
-                was = cast(AclRow, prior)
-                taken.append(acl_id)
-                key = (was[1], was[3], was[2])
-                members = (edits.get(key) or entry(key))[1]
-                members[was[4]] = [m for m in members[was[4]] if m[0] != acl_id]
-                size -= 1
-            recorded[acl_id] = row
-            if row is not None:
-                key = (row[1], row[3], row[2])
-                (edits.get(key) or entry(key))[1].setdefault(row[4], []).append((acl_id, row[5], row[6], row[7]))
-                added_at[acl_id] = placeholder
-                placeholder += 1
-                rows.append(row)
-                size += 1
-        self._size = size
-        self.changes, self._pending = old.update(recorded), self._pending.update(edits)
+        removed: dict[tuple[Key, str], set[str]] = {}  # the table's ACLs removed, by node and principal
+        for acl_id, position in zip(fresh, map(table.position, fresh)):  # first changed here: the table's is removed
+            if position >= 0:
+                key, principal = held_at(position)
+                removed.setdefault((key, principal), set()).add(acl_id)
+        for (key, principal), ids_removed in removed.items():
+            gone = (edits.get(key) or entry(key))[0]
+            were = gone.get(principal)
+            gone[principal] = ids_removed if were is None else were | ids_removed
+        for acl_id, was in taken:  # added by earlier changes: taken back
+            key = (was[1], was[3], was[2])
+            members = (edits.get(key) or entry(key))[1]
+            members[was[4]] = [m for m in members[was[4]] if m[0] != acl_id]
+        added = list(filter(None, values))  # the rows (a row is a non-empty tuple, a removal None), in order
+        grouped: dict[tuple[Key, str], list[Member]] = {}  # the rows added, by node and principal, in order
+        for row, member in zip(added, map(_MEMBER, added)):
+            grouped.setdefault(((row[1], row[3], row[2]), row[4]), []).append(member)
+        for (key, principal), members_added in grouped.items():
+            members = (edits.get(key) or entry(key))[1]
+            listed = members.get(principal)
+            members[principal] = members_added if listed is None else listed + members_added
+        size = self._size - sum(map(len, removed.values()))
+        placeholder = len(table.section_ids) + len(rows)
+        added_at = dict(zip(map(_ACL_ID, added), range(placeholder, placeholder + len(added))))
+        rows += added
+        self._size = size - len(taken) + len(added)
+        self.changes, self._pending = old.update(zip(ids, values)), self._pending.update(edits)
         if taken:
             mutation = self._added_at.mutate()
-            for acl_id in taken:
+            for acl_id, _ in taken:
                 del mutation[acl_id]
             mutation.update(added_at)
             self._added_at = mutation.finish()
@@ -368,8 +386,8 @@ class Changed(Deferred):
                     i = key_at[key] = ends + len(self._added_keys)
                     self._added_keys.append(key)
                 store[name] = i
-            elif acl_count(i) - sum(map(len, removed.values())) + sum(map(len, added.values())) > 0:
-                store[name] = i
+            elif not removed or acl_count(i) - sum(map(len, removed.values())) + sum(map(len, added.values())) > 0:
+                store[name] = i  # none of the node's ACLs removed: it keeps them all (a table's node holds one at least)
             else:
                 store.pop(name, None)
 
