@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 import weakref
-from collections.abc import Callable, Container, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from itertools import repeat
 from operator import itemgetter
 from typing import cast
@@ -102,7 +102,8 @@ class Deferred:
         """This image with ``changes`` (later ones win) deferred too (given as bindings or rows).  The nodes the
         new changes do not touch are this image's, made or not (their changes are the same).  ``held``, when
         known, holds every id of ``changes`` that the table holds (a delta checkpoint file records them): the
-        others are not looked up in the table's hash table."""
+        others are not looked up in the table's hash table; given as a dict (``where``), where the table holds each
+        too, checked and used instead of a lookup (``MappedAclTable.located``)."""
         new = object.__new__(Changed)
         new.table, new._size, new._added = self.table, self._size, list(self._added)
         new.changes, new._pending, new._added_at = self.changes, self._pending, self._added_at
@@ -117,6 +118,12 @@ class Deferred:
         """(resource type, pattern type) -> name -> placeholder, or the node made for it: this image's index maps'
         dicts, for an image applied onto this one to copy (never changed)."""
         raise NotImplementedError
+
+    def where(self, acl_ids: Iterable[str]) -> dict[str, tuple[int, int]] | None:
+        """For an image with no change deferred: where its table holds those of ``acl_ids`` it holds (id -> (position,
+        group): ``MappedAclTable.where``), which a delta checkpoint file records and its ``applied`` (``held``) checks
+        and uses instead of a lookup per id; else None."""
+        return None
 
     # The image's ids and index refer to this object (their lookups make its nodes and groups); it refers to them
     # only weakly.  Issue 24: an image read in place was a reference cycle (index -> node maps -> self.node -> self
@@ -207,6 +214,7 @@ class Deferred:
         else:
             taken, first_here = [], ids
         fresh = first_here if held is None else [acl_id for acl_id in first_here if acl_id in held]
+        where = cast(dict[str, tuple[int, int]], held) if type(held) is dict else None  # see ``Deferred.where``
         held_at, old_entry = table.held_at, self._pending.get
         edits: dict[Key, Entry] = {}
 
@@ -216,10 +224,14 @@ class Deferred:
             return made
 
         removed: dict[tuple[Key, str], set[str]] = {}  # the table's ACLs removed, by node and principal
-        for acl_id, position in zip(fresh, map(table.position, fresh)):  # first changed here: the table's is removed
-            if position >= 0:
-                key, principal = held_at(position)
-                removed.setdefault((key, principal), set()).add(acl_id)
+        for acl_id in fresh:  # first changed here: the table's ACL, if it holds the id, is removed
+            found = None if where is None else table.located(acl_id, *where[acl_id])
+            if found is None:
+                position = table.position(acl_id)
+                if position < 0:
+                    continue
+                found = held_at(position)
+            removed.setdefault(found, set()).add(acl_id)
         for (key, principal), ids_removed in removed.items():
             gone = (edits.get(key) or entry(key))[0]
             were = gone.get(principal)
@@ -340,6 +352,9 @@ class Unchanged(Deferred):
 
     def _names(self) -> int:
         return len(self.table.names)
+
+    def where(self, acl_ids: Iterable[str]) -> dict[str, tuple[int, int]] | None:
+        return self.table.where(acl_ids)
 
     def group(self, placeholder: int) -> Group:
         return self.table.group_at(placeholder)

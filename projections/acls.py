@@ -387,10 +387,14 @@ class AclsDelta:
         return {acl_id: _row(acl_id, change) for acl_id, change in self._keyed().items()
                 if change is not None or acl_id in held}
 
-    def held_of(self, acl_ids: Iterable[str]) -> set[str]:
-        """Those of ``acl_ids`` the base image holds."""
+    def held_of(self, acl_ids: Iterable[str]) -> set[str] | dict[str, tuple[int, int]]:
+        """Those of ``acl_ids`` the base image holds; for a base read in place with no change deferred, as where its
+        table holds each (``Deferred.where``: a delta checkpoint file records it, and its apply then looks none of
+        them up)."""
         held = self.image.acls
-        return {acl_id for acl_id in acl_ids if acl_id in held}
+        deferred = deferred_of(held, self.image.index)
+        where = None if deferred is None else deferred.where(acl_ids)
+        return {acl_id for acl_id in acl_ids if acl_id in held} if where is None else where
 
     @classmethod
     def of_net(cls, image: AclsImage, net: Mapping[str, AclRow | None], held: Container[str] | None = None

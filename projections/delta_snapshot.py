@@ -12,9 +12,14 @@ Rows (an Avro union, one branch a row; no binary section):
     DeltaMetaRow       the base's offset and the delta's (the first row)
     AclChangesRow      the ACL changes as columns, in the order recorded: every changed id, a byte per change (1: its
                        row follows, 0: the base's ACL removed), a byte per change (1: the base holds the id; a reader
-                       that checked the HMAC looks up no other id in the base's hash table), and per added row its resource type, pattern type,
-                       operation and permission (a byte each) and its name, principal and host as positions in the
-                       row's distinct names, principals and hosts (u32 little-endian); one row per ``_CHUNK`` changes
+                       that checked the HMAC looks up no other id in the base's hash table), per id the base holds
+                       where the base file's ACL table holds it (its position and its group's, u32 little-endian; a
+                       reader checks both against the table before it uses them instead of a lookup, and looks the id
+                       up when they do not fit: ``MappedAclTable.located``; empty when the base was not read from its
+                       file, and absent from files written before them), and per added row its resource type, pattern
+                       type, operation and permission (a byte each) and its name, principal and host as positions in
+                       the row's distinct names, principals and hosts (u32 little-endian); one row per ``_CHUNK``
+                       changes
     ScramRow           a credential upserted (as the image snapshot's: its secret stays sealed)
     ScramDeletedRow    a credential deleted
     TokenRow           a token as it stands (issued, renewed or expired)
@@ -30,6 +35,7 @@ from array import array
 from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import compress
+from typing import cast
 
 from secmeta.events.keyring import SealedSecret
 from secmeta.events.records import AclRow
@@ -77,6 +83,10 @@ _ACLS = _record(
     _field("acl_ids", _STRINGS, "Per change: the ACL id."),
     _field("added", "bytes", "Per change: 1 when the id's row follows (added or replaced), 0 when the base's is removed."),
     _field("held", "bytes", "Per change: 1 when the base image holds the id (the others need no lookup in it)."),
+    _field("held_positions", "bytes", "Per change the base holds, in order: the id's position in the base file's "
+           "ACL table (u32 little-endian); empty when not recorded (a base not read from its file)."),
+    _field("held_groups", "bytes", "Per change the base holds, in order: the position of the group holding it in the "
+           "base file's ACL table (u32 little-endian); empty when not recorded."),
     _field("resource_types", "bytes", "Per added row: its ResourceType code."),
     _field("pattern_types", "bytes", "Per added row: its PatternType code."),
     _field("names", _STRINGS, "The distinct resource names of the added rows."),
@@ -167,6 +177,7 @@ class SecurityDeltaSnapshot:
             raise CorruptSnapshotError("a delta checkpoint has no binary section")
         acls: dict[str, AclRow | None] = {}
         held: set[str] = set()
+        where: dict[str, tuple[int, int]] = {}  # where the base file's table holds them, when recorded for every one
         scram: dict[str, dict[ScramMechanism, ScramEntry | None]] = {}
         tokens: dict[str, TokenInfo | None] = {}
         quotas: dict[str, dict[str, float]] = {}
@@ -179,7 +190,9 @@ class SecurityDeltaSnapshot:
                     offsets = (row["base_offset"], row["next_offset"])
                 elif "added" in row:
                     acls.update(_acl_changes(row))
-                    held.update(_held(row))
+                    ids_held = _held(row)
+                    held.update(ids_held)
+                    where.update(_where(row, ids_held))
                 elif "user" in row:
                     mechanism = ScramMechanism(row["mechanism"])
                     scram.setdefault(row["user"], {})[mechanism] = ScramEntry(
@@ -198,7 +211,8 @@ class SecurityDeltaSnapshot:
             raise CorruptSnapshotError(f"its rows do not hold a delta: {exc!r}") from None
         if offsets is None or not 0 <= offsets[0] < offsets[1]:
             raise CorruptSnapshotError(f"its rows do not name a base before the delta's offset: {offsets}")
-        return DeltaState(offsets[0], offsets[1], NetChanges(acls, scram, tokens, quotas, settings, held))
+        located = where if held and len(where) == len(held) else held
+        return DeltaState(offsets[0], offsets[1], NetChanges(acls, scram, tokens, quotas, settings, located))
 
 
 def _acl_columns(changes: list[tuple[str, AclRow | None]], held: Container[str] | None) -> dict:
@@ -210,15 +224,19 @@ def _acl_columns(changes: list[tuple[str, AclRow | None]], held: Container[str] 
     hosts: dict[str, int] = {}
 
     def positions(strings: dict[str, int], column: int) -> bytes:
-        at = array(_U32, [strings.setdefault(row[column], len(strings)) for row in rows])  # type: ignore[arg-type]
-        if sys.byteorder == "big":
-            at.byteswap()
-        return at.tobytes()
+        return _u32_bytes(strings.setdefault(row[column], len(strings)) for row in rows)  # type: ignore[arg-type]
 
+    held_flags = bytes(held is None or acl_id in held for acl_id, _ in changes)
+    where = cast(dict[str, tuple[int, int]], held) if type(held) is dict else {}
+    located = [where.get(acl_id) for acl_id in compress((acl_id for acl_id, _ in changes), held_flags)]
+    if None in located:
+        located = []
     return {
         "acl_ids": [acl_id for acl_id, _ in changes],
         "added": bytes(row is not None for _, row in changes),
-        "held": bytes(held is None or acl_id in held for acl_id, _ in changes),
+        "held": held_flags,
+        "held_positions": _u32_bytes(at[0] for at in located),  # type: ignore[index]  # no None left
+        "held_groups": _u32_bytes(at[1] for at in located),  # type: ignore[index]
         "resource_types": bytes(row[1] for row in rows),
         "pattern_types": bytes(row[3] for row in rows),
         "name_at": positions(names, 2), "names": list(names),
@@ -227,6 +245,14 @@ def _acl_columns(changes: list[tuple[str, AclRow | None]], held: Container[str] 
         "operations": bytes(row[6] for row in rows),
         "permission_types": bytes(row[7] for row in rows),
     }
+
+
+def _u32_bytes(values: Iterable[int]) -> bytes:
+    """A column of u32s, little-endian."""
+    at = array(_U32, values)
+    if sys.byteorder == "big":
+        at.byteswap()
+    return at.tobytes()
 
 
 def _u32s(blob: bytes, count: int) -> array:
@@ -247,12 +273,21 @@ def _members(codes: bytes, members: list, count: int) -> list:
     return found
 
 
-def _held(row: dict) -> Iterator[str]:
+def _held(row: dict) -> list[str]:
     """The ids of an AclChangesRow the base holds."""
     ids, held = row["acl_ids"], row["held"]
     if len(held) != len(ids) or not set(held) <= {0, 1}:
         raise ValueError("the held column disagrees with the ids")
-    return compress(ids, held)
+    return list(compress(ids, held))
+
+
+def _where(row: dict, held: list[str]) -> Iterator[tuple[str, tuple[int, int]]]:
+    """(id, (position, group)) of an AclChangesRow's ids the base holds, where its file's table holds them (none when
+    not recorded: a file written before the columns were, or against a base not read from its file)."""
+    positions, groups = row.get("held_positions") or b"", row.get("held_groups") or b""
+    if not positions and not groups:
+        return iter(())
+    return zip(held, zip(_u32s(positions, len(held)), _u32s(groups, len(held))))
 
 
 def _acl_changes(row: dict) -> Iterator[tuple[str, AclRow | None]]:

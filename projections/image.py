@@ -70,7 +70,9 @@ class NetChanges:
     tokens: Mapping[str, TokenInfo | None]
     quotas: Mapping[str, Mapping[str, float]]
     settings: Mapping[str, str | None]
-    acls_held: Container[str] | None = None  # the ids of ``acls`` the base image holds, when known
+    # the ids of ``acls`` the base image holds, when known; a dict of them to where the table of a base read in place
+    # holds each (position, group: ``Deferred.where``), when that is known too
+    acls_held: Container[str] | None = None
 
 
     def __len__(self) -> int:

@@ -70,7 +70,7 @@ def _open(path: Path, key_file: Path, read_only: bool):
 def prepare(path: Path, key_file: Path, offsets: list[int]) -> dict:
     """Replay the log once from its start, writing the checkpoint files at ``offsets`` and, from the first on to the
     log's end, the delta files the fill writes between them (``CheckpointFiles.delta_spacing`` apart, each against
-    the newest full file; none with a checkout that has no delta files)."""
+    the newest full file, read back in place as the fill reads it; none with a checkout that has no delta files)."""
     from secmeta.core.forensics.checkpoints import CheckpointFiles
     from secmeta.projections.gc_pause import paused_gc
     from secmeta.projections.image import SecurityDelta, SecurityImage
@@ -105,6 +105,9 @@ def prepare(path: Path, key_file: Path, offsets: list[int]) -> dict:
                 out["write_cpu_s"].append(time.process_time() - began)
                 out["files"].append({"offset": target, "mb": info.size / 2**20, "acls": len(image.acls),
                                      "tokens": len(image.tokens), "users": len(image.scram)})
+                # Go on from the file just written, read back in place, as the fill does: its delta files are
+                # written against the image a point loads (they record where its table holds the ACLs they change).
+                image = files.load(target) or image
                 delta, at, base, last = SecurityDelta(image), target, target, target
         out["events"] = log.end_offset
     out["prepare_cpu_s"] = time.process_time() - cpu

@@ -1,6 +1,7 @@
 """Deferred ACL images: a snapshot's image plus a large delta, each node patched when a lookup first makes it,
 answers as the image a replay builds (issue 24: as_of from a checkpoint of millions of ACLs)."""
 
+from dataclasses import replace
 from unittest.mock import patch
 
 import pytest
@@ -187,6 +188,41 @@ def test_each_image_of_a_chain_of_deferred_deltas_keeps_its_own_state(loaded_ids
         assert all(image.acls.get(acl_id) == b for acl_id, b in bindings.items())
         assert answers(image.acls, _ASKED) == answers(expected.acls, _ASKED)
         assert image == expected
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 8), st.lists(st.tuples(st.integers(0, 11), st.integers(0, 3), st.integers(0, 3), st.booleans()),
+                                   min_size=1, max_size=12), st.sampled_from(["as recorded", "rotated", "out of range"]),
+       st.booleans())
+def test_a_net_change_recording_where_the_table_holds_its_ids_applies_as_replayed(loaded_ids, ops, where, signed):
+    """The net change of a delta onto a loaded image records, for the ids the image's table holds, where it holds them
+    (position and group: what a delta checkpoint file keeps, so its apply probes no id).  Applied onto the image with
+    those places as recorded, or wrong (each id given another's place, or places past the table: a file against
+    another file of the same offset, or damaged but signed), the image equals a replay of the same events and
+    answers as it: a place is used only where the table holds that id."""
+    first = [AclCreated(f"id{i}", _chained_binding(i % 3, i % 4)) for i in range(loaded_ids)]
+    held = {event.acl_id: event.binding for event in first}
+    image = _loaded(replayed([first]), signed)
+    events = _events_of([(0, 0, 0, False), *ops], held)  # id0 deleted first: the table holds one id changed at least
+    delta = SecurityDelta(image)
+    for event in events:
+        delta.replay(event)
+    net = delta.net()
+    recorded = net.acls_held
+    assert type(recorded) is dict and set(recorded) == {acl_id for acl_id in net.acls if acl_id.startswith("id")
+                                                        and int(acl_id[2:]) < loaded_ids}
+    places = list(recorded.values())
+    if where == "rotated":
+        places = places[1:] + places[:1]
+    elif where == "out of range":
+        places = [(position + 1000, group + 1000) for position, group in places]
+    applied = SecurityDelta.of_net(image, replace(net, acls_held=dict(zip(recorded, places)))).apply(
+        image.next_offset + len(events))
+    expected = replayed([first + events])
+    assert applied == expected
+    assert sorted(applied.acls) == sorted(expected.acls)
+    assert all(applied.acls.get(acl_id) == b for acl_id, b in held.items())
+    assert answers(applied.acls, _ASKED) == answers(expected.acls, _ASKED)
 
 
 def test_a_deferred_image_holds_what_its_estimate_says():

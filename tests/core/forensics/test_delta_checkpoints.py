@@ -50,11 +50,16 @@ def cold(store, files: CheckpointFiles) -> TimeTravel:
     return travel
 
 
-def write_files(store, files: CheckpointFiles, full: int, deltas: list[int]) -> None:
-    """The full file at ``full`` and delta files against it at ``deltas``, as the fill writes them."""
+def write_files(store, files: CheckpointFiles, full: int, deltas: list[int], read_back: bool = False) -> None:
+    """The full file at ``full`` and delta files against it at ``deltas``: against its image as replayed, or with
+    ``read_back`` against the file read back in place, as the fill writes them (then they record where the file's
+    table holds the ACLs they remove or replace; the others record none, as files written before that did)."""
     events = list(store.log.read(0, store.log.end_offset))
     image = replayed(events[:full])
     files.write(image)
+    if read_back:
+        image = files.load(full)
+        assert image is not None
     delta, at = SecurityDelta(image), full
     for offset in deltas:
         delta.replay_all(events[at:offset])
@@ -75,7 +80,9 @@ def test_as_of_through_a_full_and_a_delta_file_answers_as_a_replay(keyring, befo
     """A full file at a batch end, delta files against it at later batch ends, and a cold process answering at every
     batch end from the first delta on: each answer (ACLs, SCRAM users, tokens, quotas, settings) is a replay's from
     the log's start, and it started from the newest delta at or before the point, whichever deltas exist; the ACLs
-    created before the full file are removed and one is created again between it and the deltas."""
+    created before the full file are removed and one is created again between it and the deltas.  The deltas are
+    written against the full file read back (recording where its table holds the ACLs they remove) or against its
+    image as replayed (recording none)."""
     clock = Clock()
     with tempfile.TemporaryDirectory() as tmp:
         with store_at(Path(tmp) / "store", keyring, clock=clock) as store:
@@ -89,7 +96,7 @@ def test_as_of_through_a_full_and_a_delta_file_answers_as_a_replay(keyring, befo
             deltas = sorted(data.draw(st.sets(st.sampled_from([e for e in ends if e >= middle]), min_size=1,
                                               max_size=3)))
             files = CheckpointFiles(store.log, deltas=0)
-            write_files(store, files, full, deltas)
+            write_files(store, files, full, deltas, read_back=data.draw(st.booleans(), label="read back"))
             assert files.delta_offsets(full) == deltas
             events = list(store.log.read(0, end))
             for n in sorted({*ends, *(d + 1 for d in deltas if d < end)}):
