@@ -36,7 +36,8 @@ from secmeta.core.auth.scram_server import ScramServer
 from secmeta.core.errors import ApiException, ErrorCode, InvalidValueError
 from secmeta.core.server.listeners import SecurityProtocol
 from secmeta.core.types import RequestContext
-from secmeta.core.wire.codec import ApiKey, RequestFrame, build, response_class
+from secmeta.core.wire.codec import ApiKey, RequestFrame
+from secmeta.core.wire.sasl_responses import sasl_authenticate_response, sasl_handshake_response
 from secmeta.events.types import ScramMechanism
 
 __all__ = ["AFTER_AUTHENTICATION", "Authenticator", "Evaluated", "Refusal", "Step", "claimed_name", "failure_message"]
@@ -54,7 +55,7 @@ def failure_message(mechanism: str) -> str:
 class Step:
     """What the connection does after an authentication request."""
 
-    response: Any = None          # a kio response to send
+    response: Any = None          # a response to send (a kio entity or an EncodedResponse)
     raw: bytes | None = None      # or a raw token to send (after SaslHandshake v0)
     close: str | None = None      # then close, for this reason (for the log)
     failed: bool = False          # the close is a failed authentication (counted, delayed)
@@ -177,36 +178,33 @@ class Authenticator:
 
     def refused_handshake(self, frame: RequestFrame) -> Any:
         """SaslHandshakeRequest.getErrorResponse(ILLEGAL_SASL_STATE): no mechanisms."""
-        return build(response_class(frame.api_key, frame.api_version), error_code=ErrorCode.ILLEGAL_SASL_STATE,
-                     mechanisms=[])
+        return sasl_handshake_response(frame.api_version, ErrorCode.ILLEGAL_SASL_STATE, ())
 
     def _handshake(self, frame: RequestFrame) -> Step:
         if self._state not in (_State.VERSIONS_OR_HANDSHAKE, _State.HANDSHAKE):
             return Step(self.refused_handshake(frame))
-        cls = response_class(frame.api_key, frame.api_version)
-        mechanism = frame.request.mechanism
+        version, mechanism = frame.api_version, frame.request.mechanism
         if mechanism not in self._mechanisms:
             self._state = _State.FAILED
-            response = build(cls, error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=list(self._mechanisms))
+            response = sasl_handshake_response(version, ErrorCode.UNSUPPORTED_SASL_MECHANISM, self._mechanisms)
             return Step(response, close="UNSUPPORTED_SASL_MECHANISM: the client asked for a mechanism not enabled",
                         failed=True)
         self._mechanism = mechanism
         self._scram = self._store.scram_server(mechanism)
-        self._state = _State.RAW if frame.api_version == 0 else _State.AUTHENTICATE
-        return Step(build(cls, error_code=ErrorCode.NONE, mechanisms=list(self._mechanisms)))
+        self._state = _State.RAW if version == 0 else _State.AUTHENTICATE
+        return Step(sasl_handshake_response(version, ErrorCode.NONE, self._mechanisms))
 
     def _authenticate(self, frame: RequestFrame, evaluated: Evaluated | None) -> Step:
-        cls = response_class(frame.api_key, frame.api_version)
+        version = frame.api_version
         if self._state is not _State.AUTHENTICATE:
-            return Step(build(cls, error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message=AFTER_AUTHENTICATION,
-                              auth_bytes=b"", session_lifetime=0))
+            return Step(sasl_authenticate_response(version, ErrorCode.ILLEGAL_SASL_STATE, AFTER_AUTHENTICATION, b""))
         reply, error = self._evaluate(frame.request.auth_bytes, evaluated)
         if error is not None:
             assert self._mechanism is not None
-            response = build(cls, error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
-                             error_message=failure_message(self._mechanism), auth_bytes=b"", session_lifetime=0)
+            response = sasl_authenticate_response(version, ErrorCode.SASL_AUTHENTICATION_FAILED,
+                                                  failure_message(self._mechanism), b"")
             return Step(response, close=error, failed=True)
-        return Step(build(cls, error_code=ErrorCode.NONE, error_message=None, auth_bytes=reply, session_lifetime=0))
+        return Step(sasl_authenticate_response(version, ErrorCode.NONE, None, reply))
 
     def _evaluate(self, message: bytes, evaluated: Evaluated | None) -> tuple[bytes, str | None]:
         """(reply, None) for the next SCRAM step, or (b"", reason) when the exchange failed; ``evaluated``:
