@@ -11,6 +11,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 import secrets
 from dataclasses import dataclass, field
 
@@ -153,9 +154,13 @@ def message_text(message: str | bytes) -> str:
         raise SaslAuthenticationException("Malformed SCRAM message: not UTF-8") from None
 
 
+#: RFC 5802's printable: %x21-2B / %x2D-7E (one regex match: a generator over the characters cost ~3 us a nonce).
+_PRINTABLE = re.compile(r"[\x21-\x2b\x2d-\x7e]+")
+
+
 def is_printable(text: str) -> bool:
     """A valid nonce: non-empty printable ASCII without ',' (RFC 5802's printable)."""
-    return bool(text) and all("\x21" <= c <= "\x7e" and c != "," for c in text)
+    return _PRINTABLE.fullmatch(text) is not None
 
 
 def new_nonce() -> str:

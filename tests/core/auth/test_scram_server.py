@@ -6,6 +6,8 @@ import hmac
 
 import pytest
 import scramp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from secmeta.core.auth.scram import (
     SALT_LENGTH,
@@ -483,3 +485,30 @@ def test_token_identity_repr_hides_the_hmac():
     """A TokenIdentity's repr shows the owner but not the HMAC."""
     text = repr(TokenIdentity(owner="User:alice", hmac=TOKEN_HMAC))
     assert "User:alice" in text and TOKEN_PASSWORD not in text and TOKEN_HMAC.hex() not in text
+
+
+# -- the client nonce: RFC 5802's printable (%x21-2B / %x2D-7E), at least one character ----------------------------
+
+_PRINTABLE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != ",")
+
+
+@settings(max_examples=200)
+@given(nonce=st.text(alphabet=_PRINTABLE, min_size=1, max_size=80))
+def test_a_printable_client_nonce_is_taken(nonce):
+    server = make_server(users=alice())
+    assert server.first(f"n,,n=alice,r={nonce}").startswith(f"r={nonce}")
+
+
+@settings(max_examples=200)
+@given(before=st.text(alphabet=_PRINTABLE, max_size=20), after=st.text(alphabet=_PRINTABLE, max_size=20),
+       bad=st.characters(blacklist_characters=_PRINTABLE + ",", blacklist_categories=("Cs",)))
+def test_a_client_nonce_with_any_other_character_is_refused(before, after, bad):
+    """A space, a control character, DEL or anything past ASCII, wherever it stands in the nonce."""
+    server = make_server(users=alice())
+    with pytest.raises(SaslAuthenticationException, match="client nonce"):
+        server.first(f"n,,n=alice,r={before}{bad}{after}")
+
+
+def test_an_empty_client_nonce_is_refused():
+    with pytest.raises(SaslAuthenticationException, match="client nonce"):
+        make_server(users=alice()).first("n,,n=alice,r=")
