@@ -181,8 +181,9 @@ def decode_request(frame: bytes, *, trailing_ok: bool = False) -> RequestFrame:
     return _decoded(frame, trailing_ok)
 
 
-#: Requests that clients repeat byte for byte and that carry no secret (never SASL): their decodings are kept.
-_RECURRING = frozenset({3, 18, 29, 60})     # Metadata, ApiVersions, DescribeAcls, DescribeCluster
+#: Requests that clients repeat byte for byte and that carry no secret: their decodings are kept.  SaslHandshake
+#: names only a mechanism (every login sends the same bytes); SaslAuthenticate, which carries SCRAM messages, never is.
+_RECURRING = frozenset({3, 17, 18, 29, 60})     # Metadata, SaslHandshake, ApiVersions, DescribeAcls, DescribeCluster
 _RECURRING_MAX_BYTES = 1024
 _RECURRING_KEPT = 512                       # distinct requests kept (at most 512 KiB of frames)
 

@@ -55,3 +55,23 @@ def test_build_refuses_a_field_no_version_has():
     with pytest.raises(TypeError, match="no version has the field.*'endpoint_typ'"):
         build(response_class(60, 1), throttle_time=0, error_code=0, error_message=None, endpoint_typ=1,
               cluster_id="c", controller_id=1, brokers=[])
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_a_repeated_sasl_handshake_decodes_with_its_own_correlation_id(version):
+    """Every login sends the same SaslHandshake bytes but its own correlation id: each decodes as itself."""
+    request = build(request_class(17, version), mechanism="SCRAM-SHA-256")
+    for correlation_id in (7, 8, 7):
+        frame = decode_request(encode_request(correlation_id, "client", request)[4:])
+        assert (frame.correlation_id, frame.request.mechanism) == (correlation_id, "SCRAM-SHA-256")
+
+
+def test_no_sasl_authenticate_message_is_kept_after_its_decoding():
+    """SCRAM messages are decoded afresh each time: none stays among the decodings kept for repeated requests."""
+    from secmeta.core.wire import codec
+
+    codec._decoded_without_correlation.cache_clear()
+    for n in range(3):
+        frame = decode_request(encode_request(n, "client", build(request_class(36, 2), auth_bytes=AUTH))[4:])
+        assert bytes(frame.request.auth_bytes) == AUTH
+    assert codec._decoded_without_correlation.cache_info().currsize == 0
