@@ -218,10 +218,12 @@ class Connection:
                 raise _Close(f"TLS handshake failed: {reason}") from None
             principal = tls_principal(self._writer.get_extra_info("ssl_object"))
         self._high_water = self._writer.transport.get_write_buffer_limits()[1]
-        # the server, not the client, names the principal (TLS, SASL or the listener's ANONYMOUS) and the peer host
-        context = RequestContext(principal=principal, host=self.peer.host, tls=self._listener.protocol.tls,
-                                 asserted=False)
-        return Authenticator(self._server.store, self._listener.protocol, self._server.sasl_mechanisms, context)
+        # the server, not the client, names the principal (TLS, SASL or the listener's ANONYMOUS) and the peer host;
+        # on a SASL listener it is not authenticated until its login succeeds (built so once, not built and replaced)
+        protocol = self._listener.protocol
+        context = RequestContext(principal=principal, host=self.peer.host, tls=protocol.tls,
+                                 authenticated=not protocol.sasl, asserted=False)
+        return Authenticator(self._server.store, protocol, self._server.sasl_mechanisms, context)
 
     # -- frames -------------------------------------------------------------------
 

@@ -93,7 +93,9 @@ class Authenticator:
         self._store = store
         self._mechanisms = tuple(m.mechanism_name for m in mechanisms)
         self._state = _State.VERSIONS_OR_HANDSHAKE if protocol.sasl else _State.COMPLETE
-        self._context = context if not protocol.sasl else dataclasses.replace(context, authenticated=False)
+        # on a SASL listener nothing is authenticated before login (a context built so is taken as it is)
+        self._context = dataclasses.replace(context, authenticated=False) if protocol.sasl and context.authenticated \
+            else context
         self._mechanism: str | None = None
         self._scram: ScramServer | None = None
         self._first_done = False
