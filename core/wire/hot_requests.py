@@ -1,4 +1,5 @@
-"""The hot request decoded by hand: DescribeAcls, the one read whose bytes differ per request.
+"""The hot requests decoded by hand: DescribeAcls, the one read whose bytes differ per request, and
+SaslAuthenticate, sent twice by every login with the exchange's own SCRAM message.
 
 A small request kio has not seen before costs ~30 us to decode, two thirds of it the length
 check (``secmeta.core.wire.bounds``) that must precede kio's native reader.  A DescribeAcls
@@ -8,6 +9,8 @@ the same kio entity kio's reader builds.  It answers only the plain shape (no ta
 valid UTF-8, no trailing bytes unless they are allowed): for anything else it returns None
 and the caller decodes with kio, which accepts or refuses it as before.
 tests/core/wire/test_hot_requests.py checks both properties at every served version.
+A SaslAuthenticate request is one byte string (int32 length; compact in the flexible v2) after the
+header: ``sasl_authenticate_request`` reads it the same way, and the same test file checks it likewise.
 
 ``describe_acls_fields`` is the same reading without the entity: the request's seven filter values
 as a tuple (``DescribeAclsFields``), for the server's inline answer (``secmeta.core.server.acl_apis``),
@@ -23,7 +26,7 @@ import struct
 from secmeta.core.wire.codec import ApiKey, RequestFrame, request_class
 
 __all__ = ["FIELD_NAMES", "DescribeAclsFields", "describe_acls_body", "describe_acls_fields", "describe_acls_key",
-           "describe_acls_request", "fields_of"]
+           "describe_acls_request", "fields_of", "sasl_authenticate_request"]
 
 #: The request's filter values in the order of ``DescribeAclsFields``: resource type, resource name, pattern type,
 #: principal, host, operation, permission type (kio's field names).
@@ -33,9 +36,11 @@ DescribeAclsFields = tuple[int, str | None, int, str | None, str | None, int, in
 
 _HEADER = struct.Struct(">hhih")      # api key, api version, correlation id, client id length
 _I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 _FLEXIBLE_FROM = 2                    # DescribeAcls v2 is the first flexible version (request header v2)
 _DESCRIBE_ACLS = ApiKey.DESCRIBE_ACLS     # read once: a member read off its class costs ~0.25 us on Python 3.11
-_SERVED = _DESCRIBE_ACLS.versions
+_SASL_AUTHENTICATE = ApiKey.SASL_AUTHENTICATE
+_SASL_FLEXIBLE_FROM = 2               # SaslAuthenticate v2 is its first flexible version
 
 
 class _Unsure(Exception):
@@ -92,10 +97,12 @@ def fields_of(request: object) -> DescribeAclsFields:
     return tuple(getattr(request, name) for name in FIELD_NAMES)  # type: ignore[return-value]
 
 
-def _header(frame: bytes) -> tuple[int, int, str | None, int]:
-    """(version, correlation id, client id, where the body starts) of a DescribeAcls request's plain header."""
+def _header(frame: bytes, api: ApiKey = _DESCRIBE_ACLS, flexible_from: int = _FLEXIBLE_FROM
+            ) -> tuple[int, int, str | None, int]:
+    """(version, correlation id, client id, where the body starts) of an ``api`` request's plain header."""
     api_key, version, correlation_id, size = _HEADER.unpack_from(frame)
-    if api_key != _DESCRIBE_ACLS or not _SERVED[0] <= version <= _SERVED[1]:
+    low, high = api.versions
+    if api_key != api or not low <= version <= high:
         raise _Unsure()
     pos = _HEADER.size
     client_id = None
@@ -103,9 +110,33 @@ def _header(frame: bytes) -> tuple[int, int, str | None, int]:
         client_id, pos = _text(frame, pos, size), pos + size
     elif size != -1:
         raise _Unsure()
-    if version >= _FLEXIBLE_FROM:
+    if version >= flexible_from:
         pos = _no_tags(frame, pos)
     return version, correlation_id, client_id, pos
+
+
+def sasl_authenticate_request(frame: bytes, *, trailing_ok: bool) -> RequestFrame | None:
+    """The decoded SaslAuthenticate request of ``frame`` (a served version), or None: decode it with kio."""
+    try:
+        version, correlation_id, client_id, pos = _header(frame, _SASL_AUTHENTICATE, _SASL_FLEXIBLE_FROM)
+        if version >= _SASL_FLEXIBLE_FROM:
+            size, pos = _uvarint(frame, pos)
+            size -= 1                   # compact bytes: length + 1 (0 is null, which this field may not be)
+        else:
+            (size,) = _I32.unpack_from(frame, pos)
+            pos += 4
+        end = pos + size
+        if size < 0 or end > len(frame):
+            raise _Unsure()
+        auth_bytes = frame[pos:end]
+        if version >= _SASL_FLEXIBLE_FROM:
+            end = _no_tags(frame, end)
+        if end < len(frame) and not trailing_ok:
+            raise _Unsure()
+    except (_Unsure, struct.error, IndexError, UnicodeDecodeError):
+        return None
+    request = request_class(_SASL_AUTHENTICATE, version)(auth_bytes=auth_bytes)
+    return RequestFrame(_SASL_AUTHENTICATE, version, correlation_id, client_id, request)
 
 
 def _read(frame: bytes, trailing_ok: bool) -> tuple[int, int, str | None, DescribeAclsFields]:
@@ -160,6 +191,18 @@ def _compact(frame: bytes, pos: int) -> tuple[str | None, int]:
         return None, pos + 1
     size = first - 1
     return _text(frame, pos + 1, size), pos + 1 + size
+
+
+def _uvarint(frame: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint of at most 4 bytes (a length below 2^28) at ``pos``, and where it ends."""
+    value = 0
+    for shift in (0, 7, 14, 21):
+        byte = frame[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+    raise _Unsure()
 
 
 def _no_tags(frame: bytes, pos: int) -> int:

@@ -1,4 +1,5 @@
-"""DescribeAcls requests read by hand: kio's decoding exactly, or no answer (kio decides), at every served version."""
+"""DescribeAcls and SaslAuthenticate requests read by hand: kio's decoding exactly, or no answer (kio decides), at
+every served version."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from secmeta.core.wire.hot_requests import (
     describe_acls_key,
     describe_acls_request,
     fields_of,
+    sasl_authenticate_request,
 )
 
 _VERSIONS = st.integers(*ApiKey.DESCRIBE_ACLS.versions)
@@ -29,9 +31,12 @@ _SHORT = st.none() | st.text(max_size=20)
 _ANY_TEXT = st.none() | st.text(max_size=20) | st.text(min_size=100, max_size=200)
 
 
-def _kio(frame: bytes, trailing_ok: bool) -> RequestFrame | None:
+def _kio(frame: bytes, trailing_ok: bool, api: ApiKey = ApiKey.DESCRIBE_ACLS) -> RequestFrame | None:
     """What kio decodes (after the length check the server runs first), or None if it refuses the frame."""
-    cls = request_class(ApiKey.DESCRIBE_ACLS, int.from_bytes(frame[2:4], "big", signed=True))
+    try:
+        cls = request_class(api, int.from_bytes(frame[2:4], "big", signed=True))
+    except Exception:  # noqa: BLE001 - a version kio does not know
+        return None
     try:
         bounds.check(cls, frame, bounds.check(cls.__header_schema__, frame, 0))
         header, header_size = entity_reader(cls.__header_schema__)(frame, 0)
@@ -40,7 +45,7 @@ def _kio(frame: bytes, trailing_ok: bool) -> RequestFrame | None:
         return None
     if header_size + size != len(frame) and not trailing_ok:
         return None
-    return RequestFrame(ApiKey.DESCRIBE_ACLS, cls.__version__, header.correlation_id, header.client_id, request)
+    return RequestFrame(api, cls.__version__, header.correlation_id, header.client_id, request)
 
 
 @st.composite
@@ -138,3 +143,44 @@ def test_requests_of_one_key_are_one_filter(first, second, data):
             assert describe_acls_body(frame, key[0], key[2], trailing_ok=True) == read[3]
     if None not in keys and keys[0][3] == keys[1][3] and None not in reads:
         assert (reads[0][0], reads[0][3]) == (reads[1][0], reads[1][3])
+
+
+# -- SaslAuthenticate: the SCRAM message after the header (int32-length bytes; compact bytes from v2) -----------------
+
+_SASL = ApiKey.SASL_AUTHENTICATE
+# SCRAM messages of every length class: empty, short, past one varint byte (127), two (16383)
+_AUTH_BYTES = st.binary(max_size=8) | st.binary(min_size=100, max_size=300) | st.binary(min_size=16380, max_size=16400)
+
+
+@st.composite
+def _sasl_frames(draw) -> bytes:
+    request = build(request_class(_SASL, draw(st.integers(*_SASL.versions))), auth_bytes=draw(_AUTH_BYTES))
+    return encode_request(draw(st.integers(-(2**31), 2**31 - 1)), draw(_ANY_TEXT), request)[4:]
+
+
+@settings(max_examples=80, deadline=None)
+@given(frame=_sasl_frames(), trailing=st.binary(max_size=4), trailing_ok=st.booleans())
+def test_a_sasl_authenticate_request_is_read_by_hand_as_kio_reads_it(frame, trailing, trailing_ok):
+    """What clients send (any client id, any message length) is read by hand, as kio reads it; trailing bytes as
+    kio takes them (accepted where the caller allows them, else left to kio, which refuses them)."""
+    frame += trailing
+    ours = sasl_authenticate_request(frame, trailing_ok=trailing_ok)
+    if trailing and not trailing_ok:
+        assert ours is None
+        return
+    assert ours is not None and ours == _kio(frame, trailing_ok, _SASL)
+    assert decode_request(frame, trailing_ok=trailing_ok) == ours
+
+
+@settings(max_examples=150, deadline=None)
+@given(frame=_sasl_frames(), data=st.data(), trailing_ok=st.booleans())
+def test_a_damaged_sasl_authenticate_request_is_never_read_otherwise_than_by_kio(frame, data, trailing_ok):
+    """Cut, or with a byte changed (its api key, version, lengths included), a SaslAuthenticate request the hand
+    reader accepts is one kio accepts alike."""
+    if data.draw(st.booleans()):
+        frame = frame[:data.draw(st.integers(0, len(frame) - 1))]
+    else:
+        at = data.draw(st.integers(0, min(len(frame) - 1, 40)))
+        frame = frame[:at] + bytes([data.draw(st.integers(0, 255))]) + frame[at + 1:]
+    ours = sasl_authenticate_request(frame, trailing_ok=trailing_ok)
+    assert ours is None or ours == _kio(frame, trailing_ok, _SASL)
