@@ -49,10 +49,7 @@ def _always(call: Call) -> bool:
     return True
 
 
-@cache
 def _versions_table() -> tuple[tuple[int, int, int], ...]:
-    """(key, lowest, highest version) of every API served: ApiKey is fixed at import, so built once (walking the
-    enum was about a tenth of an ApiVersions request's CPU)."""
     return tuple((int(api), *api.versions) for api in ApiKey)
 
 
