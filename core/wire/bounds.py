@@ -29,7 +29,7 @@ from kio.serial._introspect import (
 
 from secmeta.core.errors import SecmetaError
 
-__all__ = ["LengthError", "check"]
+__all__ = ["LengthError", "check", "read_uvarint"]
 
 
 class LengthError(SecmetaError):
@@ -57,7 +57,8 @@ def _need(frame: bytes, offset: int, n: int, what: str) -> int:
     return offset + n
 
 
-def _uvarint(frame: bytes, offset: int) -> tuple[int, int]:
+def read_uvarint(frame: bytes, offset: int) -> tuple[int, int]:
+    """(the unsigned varint at ``offset``, where it ends); LengthError past the frame's end or 10 bytes."""
     value, shift = 0, 0
     while True:
         if offset >= len(frame):
@@ -82,12 +83,12 @@ def _primitive_step(kafka_type: str, flexible: bool, name: str) -> Step:
         size = _FIXED[kafka_type]
         return lambda frame, offset: _need(frame, offset, size, name)
     if kafka_type in _VARINT:
-        return lambda frame, offset: _uvarint(frame, offset)[1]
+        return lambda frame, offset: read_uvarint(frame, offset)[1]
     if kafka_type not in _SIZED:
         raise TypeError(f"field {name}: unknown kafka_type {kafka_type!r}")
     if flexible:   # compact: unsigned varint length + 1, 0 = null
         def compact(frame: bytes, offset: int) -> int:
-            n, offset = _uvarint(frame, offset)
+            n, offset = read_uvarint(frame, offset)
             return offset if n == 0 else _need(frame, offset, n - 1, name)
         return compact
     width = 2 if kafka_type == "string" else 4   # legacy: int16 / int32 length, -1 = null
@@ -101,7 +102,7 @@ def _primitive_step(kafka_type: str, flexible: bool, name: str) -> Step:
 def _array_step(item: Step, flexible: bool, name: str) -> Step:
     def array(frame: bytes, offset: int) -> int:
         if flexible:
-            n, offset = _uvarint(frame, offset)
+            n, offset = read_uvarint(frame, offset)
             n -= 1
         else:
             n, offset = _int(frame, offset, 4, name)
@@ -156,12 +157,12 @@ def _entity_step(cls: type) -> Step:
             offset = step(frame, offset)
         if not flexible:
             return offset
-        count, offset = _uvarint(frame, offset)
+        count, offset = read_uvarint(frame, offset)
         if count > len(frame) - offset:
             raise LengthError(f"{cls.__name__} announces {count} tagged fields at offset {offset}")
         for _ in range(count):
-            tag, offset = _uvarint(frame, offset)
-            size, offset = _uvarint(frame, offset)
+            tag, offset = read_uvarint(frame, offset)
+            size, offset = read_uvarint(frame, offset)
             end = _need(frame, offset, size, f"{cls.__name__} tagged field {tag}")
             known = tagged.get(tag)
             if known is not None and known(frame[:end], offset) != end:

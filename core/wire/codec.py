@@ -56,6 +56,7 @@ __all__ = [
     "encode_request",
     "encode_response",
     "encoded",
+    "uvarint",
     "flexible_response_header",
     "frame_size",
     "peek_header",
@@ -277,6 +278,18 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
         return _SIZE_AND_ID.pack(len(body) + 4, correlation_id) + body
     header_cls = type(response).__header_schema__
     return _framed(header_cls, header_cls(correlation_id=correlation_id), response)
+
+
+def uvarint(n: int) -> bytes:
+    """``n`` as an unsigned varint (flexible versions' lengths: the length + 1, and tagged-field counts)."""
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def encoded(response: Any) -> EncodedResponse:

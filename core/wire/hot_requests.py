@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import struct
 
+from secmeta.core.wire import bounds
 from secmeta.core.wire.codec import ApiKey, RequestFrame, request_class
 
 __all__ = ["FIELD_NAMES", "DescribeAclsFields", "describe_acls_body", "describe_acls_fields", "describe_acls_key",
@@ -120,7 +121,7 @@ def sasl_authenticate_request(frame: bytes, *, trailing_ok: bool) -> RequestFram
     try:
         version, correlation_id, client_id, pos = _header(frame, _SASL_AUTHENTICATE, _SASL_FLEXIBLE_FROM)
         if version >= _SASL_FLEXIBLE_FROM:
-            size, pos = _uvarint(frame, pos)
+            size, pos = bounds.read_uvarint(frame, pos)
             size -= 1                   # compact bytes: length + 1 (0 is null, which this field may not be)
         else:
             (size,) = _I32.unpack_from(frame, pos)
@@ -133,7 +134,7 @@ def sasl_authenticate_request(frame: bytes, *, trailing_ok: bool) -> RequestFram
             end = _no_tags(frame, end)
         if end < len(frame) and not trailing_ok:
             raise _Unsure()
-    except (_Unsure, struct.error, IndexError, UnicodeDecodeError):
+    except (_Unsure, bounds.LengthError, struct.error, IndexError, UnicodeDecodeError):
         return None
     request = request_class(_SASL_AUTHENTICATE, version)(auth_bytes=auth_bytes)
     return RequestFrame(_SASL_AUTHENTICATE, version, correlation_id, client_id, request)
@@ -191,18 +192,6 @@ def _compact(frame: bytes, pos: int) -> tuple[str | None, int]:
         return None, pos + 1
     size = first - 1
     return _text(frame, pos + 1, size), pos + 1 + size
-
-
-def _uvarint(frame: bytes, pos: int) -> tuple[int, int]:
-    """An unsigned varint of at most 4 bytes (a length below 2^28) at ``pos``, and where it ends."""
-    value = 0
-    for shift in (0, 7, 14, 21):
-        byte = frame[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-    raise _Unsure()
 
 
 def _no_tags(frame: bytes, pos: int) -> int:

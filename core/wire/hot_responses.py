@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
-from secmeta.core.wire.codec import ApiKey, EncodedResponse, flexible_response_header
+from secmeta.core.wire.codec import ApiKey, EncodedResponse, flexible_response_header, uvarint
 from secmeta.events.types import AccessControlEntry
 from secmeta.projections.acl_index import Group, Node
 from secmeta.projections.kept_by_object import KeptByObject, holds_a_table
@@ -37,23 +37,12 @@ _FLEXIBLE_FROM = 2     # DescribeAcls v2 is the first flexible version
 _HEAD = {False: b"\0\0\0\0\0\0\xff\xff", True: b"\0\0\0\0\0\0\0"}
 
 
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _put_compact(out: bytearray, data: bytes) -> None:
     n = len(data) + 1
     if n < 0x80:
         out.append(n)
     else:
-        out += _uvarint(n)
+        out += uvarint(n)
     out += data
 
 
@@ -91,11 +80,11 @@ def describe_acls_response(version: int, groups: Iterable[Selected]) -> EncodedR
         counts.append(count)
         parts.append(data)
     out = bytearray(_HEAD[flexible])
-    out += _uvarint(len(resources) + 1) if flexible else _I32.pack(len(resources))
+    out += uvarint(len(resources) + 1) if flexible else _I32.pack(len(resources))
     for pattern_bytes, counts, parts in resources:
         out += pattern_bytes
         count = counts[0] if len(counts) == 1 else sum(counts)
-        out += _uvarint(count + 1) if flexible else _I32.pack(count)
+        out += uvarint(count + 1) if flexible else _I32.pack(count)
         out += parts[0] if len(parts) == 1 else b"".join(parts)
         if flexible:
             out.append(0)       # the resource's tagged fields

@@ -27,6 +27,7 @@ from secmeta.core.wire.codec import (
     encoded,
     flexible_response_header,
     response_class,
+    uvarint,
 )
 
 __all__ = ["sasl_authenticate_response", "sasl_handshake_response"]
@@ -35,15 +36,6 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _FLEXIBLE_FROM = 2      # SaslAuthenticate v2 is the first flexible version
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 @lru_cache(maxsize=64)
@@ -59,8 +51,8 @@ def sasl_authenticate_response(version: int, error_code: int, error_message: str
     message = None if error_message is None else error_message.encode("utf-8")
     parts = [_I16.pack(int(error_code))]
     if version >= _FLEXIBLE_FROM:
-        parts += [b"\0" if message is None else _uvarint(len(message) + 1), message or b"",
-                  _uvarint(len(auth_bytes) + 1), auth_bytes, _I64.pack(session_lifetime_ms), b"\0"]
+        parts += [b"\0" if message is None else uvarint(len(message) + 1), message or b"",
+                  uvarint(len(auth_bytes) + 1), auth_bytes, _I64.pack(session_lifetime_ms), b"\0"]
     else:
         parts += [_I16.pack(-1 if message is None else len(message)), message or b"",
                   _I32.pack(len(auth_bytes)), auth_bytes]

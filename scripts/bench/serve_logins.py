@@ -46,7 +46,8 @@ from scripts.bench.report import percentiles, print_table, spread, write_json
 from scripts.bench.serve import ServerProcess, build_store
 from secmeta.consumers.demo_ca import make_ca
 from secmeta.core import ScramMechanism
-from secmeta.core.wire.codec import build, encode_request, request_class
+from secmeta.core.wire.bounds import read_uvarint
+from secmeta.core.wire.codec import build, encode_request, request_class, uvarint
 from secmeta.events.keyring import Keyring
 
 #: Issue 24's figures for one process (the bench's "today"): logins/s and p99 ms at 1 / 10 / 50 concurrent.
@@ -115,7 +116,7 @@ _CLIENT_ID = struct.pack(">h", 5) + b"bench"
 def _authenticate(sock: socket.socket, correlation_id: int, message: bytes) -> str:
     """One SaslAuthenticate v2 round trip, framed by hand (header v2, compact bytes): the server's SCRAM message."""
     body = b"".join((_SASL_AUTHENTICATE_V2, struct.pack(">i", correlation_id), _CLIENT_ID, b"\0",
-                     _uvarint(len(message) + 1), message, b"\0"))
+                     uvarint(len(message) + 1), message, b"\0"))
     sock.sendall(struct.pack(">i", len(body)) + body)
     frame = _frame(sock)
     # response header v1 (correlation id, no tagged fields), then error_code, error_message, auth_bytes
@@ -123,29 +124,9 @@ def _authenticate(sock: socket.socket, correlation_id: int, message: bytes) -> s
     error_code = struct.unpack_from(">h", frame, pos)[0]
     if error_code != 0:
         raise ConnectionError(f"login failed: {error_code}")
-    size, pos = _read_uvarint(frame, pos + 2)           # error_message: null (0) when no error
-    size, pos = _read_uvarint(frame, pos + max(0, size - 1))
+    size, pos = read_uvarint(frame, pos + 2)           # error_message: null (0) when no error
+    size, pos = read_uvarint(frame, pos + max(0, size - 1))
     return frame[pos:pos + size - 1].decode()
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _read_uvarint(data: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
 
 
 def _frame(sock: socket.socket) -> bytes:
