@@ -8,7 +8,7 @@ One store with a user per concurrent client (SCRAM-SHA-256, 4096 iterations).  F
 value, ``secmeta serve --processes N`` runs in a subprocess (N = 1: one process, as before), and for each
 ``--concurrency`` C, C clients in closed loops each open a new connection, log in (TCP, ApiVersions,
 SaslHandshake, two SaslAuthenticate; the client's PBKDF2 included), send one Metadata and close, for
-``--seconds``: a lean client (fixed or hand-written frames, RFC 5802 SCRAM in hashlib, PBKDF2 every login), its threads spread over ``--client-processes``
+``--seconds``: a lean client (fixed frames, scramp for SCRAM), its threads spread over ``--client-processes``
 processes so that one client GIL is not the bound.  Each cell runs ``--repeats`` times: the median and
 the spread (min-max).
 With ``--before-python``, the server of another tree (its interpreter: the code before a change) runs beside this
@@ -24,9 +24,7 @@ Writes bench-results/serve_logins.json.  Nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import base64
 import hashlib
-import hmac
 import multiprocessing
 import os
 import resource
@@ -42,12 +40,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from scramp import ScramClient
+
 from scripts.bench.report import percentiles, print_table, spread, write_json
 from scripts.bench.serve import ServerProcess, build_store
 from secmeta.consumers.demo_ca import make_ca
 from secmeta.core import ScramMechanism
-from secmeta.core.wire.bounds import read_uvarint
-from secmeta.core.wire.codec import build, encode_request, request_class, uvarint
+from secmeta.core.wire.codec import build, decode_response, encode_request, request_class
 from secmeta.events.keyring import Keyring
 
 #: Issue 24's figures for one process (the bench's "today"): logins/s and p99 ms at 1 / 10 / 50 concurrent.
@@ -63,10 +62,9 @@ def _metadata(version: int) -> Any:
 
 
 class LeanLogin:
-    """A lean client: connect, ApiVersions, SaslHandshake, two SaslAuthenticate, Metadata, close.  Its frames are
-    fixed bytes or written by hand, and its SCRAM-SHA-256 is RFC 5802's client in a few lines of hashlib (PBKDF2
-    every login, the proof, and the server's signature checked), so the client's own Python costs little beyond
-    its PBKDF2, which any SCRAM client pays (scramp's ScramClient cost ~0.12 ms more a login; kio ~0.02 ms)."""
+    """A lean client (fixed frames, kio's for SaslAuthenticate, scramp for SCRAM): connect, ApiVersions,
+    SaslHandshake, two SaslAuthenticate, Metadata, close; so the client's own Python costs little beyond its
+    PBKDF2, which any SCRAM client pays."""
 
     API_VERSIONS = encode_request(1, "bench", build(request_class(18, 3), client_software_name="bench",
                                                     client_software_version="1"))
@@ -86,47 +84,23 @@ class LeanLogin:
             _frame(sock)
             sock.sendall(self.HANDSHAKE)
             _frame(sock)
-            client_nonce = base64.b64encode(os.urandom(18)).decode()
-            bare = f"n={user},r={client_nonce}"     # (the bench's user names need no saslname escaping)
-            server_first = _authenticate(sock, 3, f"n,,{bare}".encode())
-            attrs = dict(attr.split("=", 1) for attr in server_first.split(","))
-            nonce, salt, iterations = attrs["r"], base64.b64decode(attrs["s"]), int(attrs["i"])
-            if not nonce.startswith(client_nonce) or iterations < 4096:
-                raise ConnectionError("bad server-first")
-            salted = hashlib.pbkdf2_hmac("sha256", password.encode(), salt, iterations)
-            client_key = hmac.digest(salted, b"Client Key", "sha256")
-            without_proof = f"c=biws,r={nonce}"
-            auth_message = f"{bare},{server_first},{without_proof}".encode()
-            signature = hmac.digest(hashlib.sha256(client_key).digest(), auth_message, "sha256")
-            proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
-            server_final = _authenticate(sock, 4, f"{without_proof},p={base64.b64encode(proof).decode()}".encode())
-            server_signature = hmac.digest(hmac.digest(salted, b"Server Key", "sha256"), auth_message, "sha256")
-            if not hmac.compare_digest(server_final, f"v={base64.b64encode(server_signature).decode()}"):
-                raise ConnectionError("bad server signature")
+            client = ScramClient([MECHANISM], user, password)
+            first = _authenticate(sock, 3, client.get_client_first())
+            client.set_server_first(first)
+            client.set_server_final(_authenticate(sock, 4, client.get_client_final()))
             sock.sendall(self.METADATA)
             _frame(sock)
         finally:
             sock.close()
 
 
-_SASL_AUTHENTICATE_V2 = struct.pack(">hh", 36, 2)
-_CLIENT_ID = struct.pack(">h", 5) + b"bench"
-
-
-def _authenticate(sock: socket.socket, correlation_id: int, message: bytes) -> str:
-    """One SaslAuthenticate v2 round trip, framed by hand (header v2, compact bytes): the server's SCRAM message."""
-    body = b"".join((_SASL_AUTHENTICATE_V2, struct.pack(">i", correlation_id), _CLIENT_ID, b"\0",
-                     uvarint(len(message) + 1), message, b"\0"))
-    sock.sendall(struct.pack(">i", len(body)) + body)
-    frame = _frame(sock)
-    # response header v1 (correlation id, no tagged fields), then error_code, error_message, auth_bytes
-    pos = 5
-    error_code = struct.unpack_from(">h", frame, pos)[0]
-    if error_code != 0:
-        raise ConnectionError(f"login failed: {error_code}")
-    size, pos = read_uvarint(frame, pos + 2)           # error_message: null (0) when no error
-    size, pos = read_uvarint(frame, pos + max(0, size - 1))
-    return frame[pos:pos + size - 1].decode()
+def _authenticate(sock: socket.socket, correlation_id: int, message: str) -> str:
+    """One SaslAuthenticate v2 round trip (kio's frames): the server's SCRAM message."""
+    sock.sendall(encode_request(correlation_id, "bench", build(request_class(36, 2), auth_bytes=message.encode())))
+    _, response = decode_response(36, 2, _frame(sock))
+    if response.error_code != 0:
+        raise ConnectionError(f"login failed: {response.error_code}")
+    return bytes(response.auth_bytes).decode()
 
 
 def _frame(sock: socket.socket) -> bytes:
