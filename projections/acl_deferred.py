@@ -24,23 +24,20 @@ from typing import cast
 import immutables
 
 from secmeta.events.records import AclRow, acl_row
-from secmeta.events.types import AccessControlEntry, AclBinding, PatternType, ResourcePattern
+from secmeta.events.types import AclBinding, PatternType
 from secmeta.projections.acl_ids import AclIds
 from secmeta.projections.acl_index import (
     KINDS,
     AclIndex,
     Group,
-    Lazy,
     Member,
     Node,
-    Positions,
-    group_entries,
     group_of,
     index_of,
+    lazy_view,
     node_of,
 )
 from secmeta.projections.acl_section import MappedAclTable
-from secmeta.projections.acl_table import _SCAN_PRINCIPALS
 from secmeta.projections.layered_map import EMPTY_MAP
 
 __all__ = ["DEFER_FROM", "Deferred", "deferred_of"]
@@ -269,7 +266,7 @@ class Deferred:
     def node(self, i: int) -> Node:
         """Node ``i``: the table's, with its changes applied (a placeholder past the table's nodes: a new node).
 
-        A table's node is a ``Lazy`` view (``_Patched``) whose groups the changes touch are made with them, the others
+        A table's node is a ``Lazy`` view (``Patched``) whose groups the changes touch are made with them, the others
         read from the table as its own node reads them: an authorize reads its principal's and ``User:*``'s alone, a
         describe their entries from the columns (issue 24: a point past a checkpoint file made every group of a node
         its changes touched, each decoding its ids as text, ~0.08 s of a point's four questions on the mixed log)."""
@@ -305,8 +302,7 @@ class Deferred:
                 at.append(-1)
         if not principals:
             raise LookupError(f"node {key} was kept though its changes remove every ACL")
-        view = principals if len(principals) <= _SCAN_PRINCIPALS else Positions(zip(principals, range(len(principals))))
-        return Lazy(_Patched(table, at, made), i, 0, view)
+        return lazy_view(table, i, principals, at, made)
 
     def _new_node(self, key: Key) -> Node:
         """The node of a key no table node holds: the ACLs the changes add."""
@@ -427,34 +423,6 @@ class Changed(Deferred):
         if group is None:
             raise LookupError(f"no group of {principal} at {key} holds a listed ACL")
         return group
-
-
-class _Patched:
-    """The source a ``Lazy`` node of a table's node ``i`` patched with its changes reads (``Deferred.node``): its k-th
-    group is ``made[k]`` when the changes touch it, else the table's group at ``at[k]``, read as the table's own node
-    reads it (bits and entries from the columns, the group made only when asked for)."""
-
-    __slots__ = ("table", "at", "made", "__weakref__")  # weakly held by KeptByObject, as a table is
-
-    def __init__(self, table: MappedAclTable, at: list[int], made: dict[int, Group]):
-        self.table, self.at, self.made = table, at, made
-
-    def group(self, i: int, k: int) -> Group:
-        made = self.made.get(k)
-        return made if made is not None else self.table.group(i, self.at[k])
-
-    def bits(self, i: int, k: int, host: str) -> int:
-        made = self.made.get(k)
-        if made is None:
-            return self.table.bits(i, self.at[k], host)
-        return made.any_host if made.hosts is None else made.host_bits(host)
-
-    def entries(self, i: int, k: int) -> tuple[AccessControlEntry, ...]:
-        made = self.made.get(k)
-        return group_entries(made) if made is not None else self.table.entries(i, self.at[k])
-
-    def pattern(self, i: int) -> ResourcePattern:
-        return self.table.pattern(i)
 
 
 class _DeferredIds:

@@ -64,6 +64,7 @@ __all__ = [
     "Multi",
     "Node",
     "NodeMap",
+    "Patched",
     "Positions",
     "TypeIndex",
     "frozen_map",
@@ -77,12 +78,15 @@ __all__ = [
     "node_entries",
     "node_of",
     "node_pattern",
+    "lazy_view",
+    "SCAN_PRINCIPALS",
 ]
 
 EMPTY_MAP: immutables.Map = immutables.Map()
 _TYPE_CODES = 8  # ResourceType codes 0..7
 _PREFIXED_KEY = 2 * DENY_SHIFT
 _FEW = 8  # nodes with up to this many principals hold their groups in a tuple
+SCAN_PRINCIPALS = 16  # a Lazy node of up to this many principals scans a list for one, a larger one has a dict
 
 #: (ResourceType, PatternType) members by (type code, pattern code), for the patterns an image holds.
 KINDS: Mapping[tuple[int, int], tuple[ResourceType, PatternType]] = {
@@ -493,14 +497,89 @@ def node_of(groups: list[Group]) -> Node | None:
 _PRINCIPAL = attrgetter("principal")
 
 
+class Patched:
+    """The source a ``Lazy`` view of a table's node ``i`` with some groups replaced reads: its k-th group is
+    ``made[k]`` when given, else the table's group at ``at[k]``, read as the table's own node reads it (bits and
+    entries from the columns, the group made only when asked for).  ``table``: an ``AclTable`` (or a snapshot's
+    ``MappedAclTable``); a view of it always has ``first`` 0."""
+
+    __slots__ = ("table", "at", "made", "__weakref__")  # weakly held by KeptByObject, as a table is
+
+    def __init__(self, table, at: list[int], made: dict[int, Group]):
+        self.table, self.at, self.made = table, at, made
+
+    def group(self, i: int, k: int) -> Group:
+        made = self.made.get(k)
+        return made if made is not None else self.table.group(i, self.at[k])  # type: ignore[no-any-return]
+
+    def bits(self, i: int, k: int, host: str) -> int:
+        made = self.made.get(k)
+        if made is None:
+            return self.table.bits(i, self.at[k], host)  # type: ignore[no-any-return]
+        return made.any_host if made.hosts is None else made.host_bits(host)
+
+    def entries(self, i: int, k: int) -> tuple[AccessControlEntry, ...]:
+        made = self.made.get(k)
+        return group_entries(made) if made is not None else self.table.entries(i, self.at[k])  # type: ignore[no-any-return]
+
+    def pattern(self, i: int) -> ResourcePattern:
+        return self.table.pattern(i)  # type: ignore[no-any-return]
+
+
+def lazy_view(table, i: int, principals: list[str], at: list[int], made: dict[int, Group]) -> Lazy:
+    """A ``Lazy`` view of node ``i`` of ``table`` whose groups are ``principals``' (in order), the k-th read from
+    the table's group at ``at[k]`` unless ``made[k]`` replaces it (``Patched``)."""
+    view = principals if len(principals) <= SCAN_PRINCIPALS else Positions(zip(principals, range(len(principals))))
+    return Lazy(Patched(table, at, made), i, 0, view)
+
+
+def _lazy_with(node: Lazy, updates: dict[str, Group | None]) -> Node | None:
+    """A ``Lazy`` node after replacing (or, for None, dropping) some principals' groups: a ``Lazy`` view again, whose
+    other groups are still read from the table's columns and made only when asked for; a node of one group left is
+    that group (``node_of``).  Issue 24: a follower's batch deleting an ACL of a node of ten principals made the
+    node's every group (``Lazy.whole``), a third of applying a round of the diverse shape."""
+    source, i, first = node.source, node.at, node.first
+    if type(source) is Patched:  # a view patched before: patched again, over its table
+        table, held_at, held_made = source.table, source.at, source.made
+    else:
+        table, held_at, held_made = source, None, None
+    principals: list[str] = []
+    at: list[int] = []
+    made: dict[int, Group] = {}
+    for k, principal in enumerate(node.principals):
+        position = first + k if held_at is None else held_at[k]
+        if principal in updates:
+            group = updates[principal]
+            if group is None:
+                continue
+            made[len(principals)] = group
+        elif held_made is not None and k in held_made:
+            made[len(principals)] = held_made[k]
+        principals.append(principal)
+        at.append(position)
+    held = node.principals
+    for principal, group in updates.items():
+        if group is not None and principal not in held:
+            made[len(principals)] = group
+            principals.append(principal)
+            at.append(-1)
+    if len(principals) <= 1:
+        return node_of([made[0] if 0 in made else table.group(i, at[0])] if principals else [])
+    return lazy_view(table, i, principals, at, made)
+
+
 def _node_with(node: Node | None, updates: dict[str, Group | None]) -> Node | None:
     """The node after replacing (or, for None, dropping) some principals' groups.
 
     A ``Multi`` is edited through its persistent map (cost of the changes,
-    not of the principals held) while more than ``_FEW`` principals remain; a ``Lazy`` node is edited as its
-    whole node (made once, so writes to a node held by many principals stay flat).
+    not of the principals held) while more than ``_FEW`` principals remain; a ``Lazy`` node of up to
+    ``SCAN_PRINCIPALS`` principals stays a ``Lazy`` view whose untouched groups are read from its table as before
+    (``_lazy_with``); a larger one is edited as its whole node (made once, so writes to a node held by many
+    principals stay flat).
     """
     if type(node) is Lazy:
+        if len(node.principals) <= SCAN_PRINCIPALS:
+            return _lazy_with(node, updates)
         node = node.whole()
     if type(node) is Multi:
         mutation = node.by_principal.mutate()
@@ -720,8 +799,8 @@ class TypeIndex:
             kind = KINDS[resource_type, pattern_type]
             store = prefixed if is_prefixed else literal
             node = store.get(name)
-            if node is not None:
-                name = next(iter(node.groups())).name  # share the node's string
+            if node is not None:  # share the node's string (a Lazy one's from its table: no group made)
+                name = node.pattern().name if type(node) is Lazy else next(iter(node.groups())).name
             updates: dict[str, Group | None] = {}
             for principal, (gone, new) in per_principal.items():
                 old = None if node is None else node.group(principal)

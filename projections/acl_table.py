@@ -41,6 +41,7 @@ from secmeta.events.types import (
 from secmeta.projections.acl_entries import canonical_entry
 from secmeta.projections.acl_index import (
     KINDS,
+    SCAN_PRINCIPALS,
     AclIndex,
     Group,
     HostGroup,
@@ -58,7 +59,7 @@ __all__ = ["AclTable", "TableError"]
 
 _OFFSETS = "q"
 _FEW_ACLS = 8  # a group of up to this many ACLs is read from the columns, never made for an authorize
-_SCAN_PRINCIPALS = 16  # a node of up to this many principals is scanned for one, a larger one gets a dict
+_SCAN_PRINCIPALS = SCAN_PRINCIPALS  # a node of up to this many principals is scanned for one, a larger one gets a dict
 _NO_GROUP = "node {} holds no principal's group"  # TableError's message, naming the node
 _NO_ACL = "a group of node {} holds no ACL"
 _ID, _HOST, _OPERATION, _PERMISSION = itemgetter(0), itemgetter(5), itemgetter(6), itemgetter(7)  # of an AclRow

@@ -29,7 +29,7 @@ from secmeta.events.types import (
     ScramMechanism,
 )
 from secmeta.projections.acl_deferred import Deferred
-from secmeta.projections.acl_index import AclIndex, Lazy, Node
+from secmeta.projections.acl_index import AclIndex, Lazy, Node, Patched
 from secmeta.projections.acl_section import encode_section, read_section
 from secmeta.projections.acl_table import AclTable, TableError
 from secmeta.projections.acls import AclsImage
@@ -273,7 +273,8 @@ def _nodes(index: AclIndex) -> Iterator[tuple[int, int, str, Node | int, AclTabl
             source = nodes.source
             deferred = getattr(source, "__self__", None)
             for name, node in nodes.raw_items():
-                if type(node) is Lazy:  # a view of a table's node (a batch's, or a loaded one): copied from its columns
+                if type(node) is Lazy and type(node.source) is not Patched:
+                    # a view of a table's node (a batch's, or a loaded one): copied from its columns
                     yield resource_type, pattern_type, name, node.at, node.source
                     continue
                 if type(node) is not int:
