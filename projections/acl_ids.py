@@ -32,13 +32,13 @@ class AclIds(LayeredMap):
         return value
 
     def updated(self, removed: Iterable[str], groups: Iterable[Group], tables: Sequence = ()) -> AclIds:
-        """The ids without ``removed`` (all held), then every id of each of ``tables`` (``AclTable``) mapped to its
-        position there, then every id of each of ``groups`` mapped to it."""
+        """The ids without ``removed`` (all held), then every id of each of ``tables`` (``AclTable``; none held once
+        ``removed`` are gone) mapped to its position there, then every id of each of ``groups`` mapped to it."""
         mutation = self.mutate()
         for acl_id in removed:
             del mutation[acl_id]
-        for table in tables:
-            mutation.update(dict(zip(table.ids, zip(repeat(table), range(len(table.ids))))))
+        for table in tables:  # ids new to the image, or removed above (AclsDelta.apply): a level of their own
+            mutation.add_new(dict(zip(table.ids, zip(repeat(table), range(len(table.ids))))))
         mutation.update({acl_id: group for group in groups for acl_id in group.acl_ids()})
         return mutation.finish()  # type: ignore[return-value]
 

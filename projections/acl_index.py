@@ -630,7 +630,9 @@ class NodeMap(LayeredMap):
         super().__init__(base, resolve, overlay, size)
         self.columns = columns  # answers ``node_bits`` for this map's placeholders (None: it holds none)
 
-    def _with(self, base: dict, overlay: immutables.Map, size: int | None) -> NodeMap:
+    def _with(self, base: dict, overlay: immutables.Map, size: int | None, levels: tuple[dict, ...] = ()) -> NodeMap:
+        if levels:  # ``bits`` reads the overlay and the base alone
+            raise TypeError("a NodeMap holds no levels (LayeredMapMutation.add_new)")
         return NodeMap(base, self._resolve, overlay, size, self.columns)
 
     def bits(self, name: str, principal: str, host: str) -> int | None:

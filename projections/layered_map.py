@@ -7,6 +7,12 @@ to build than a persistent map, and smaller); a value may be a placeholder int t
 columnar ``AclTable`` makes only when touched).  Every later image records only its changes in a
 persistent (HAMT) overlay that shares structure with the image before it.  When the overlay holds as
 many entries as the base, the next change folds both into a new base (amortised O(1) per change).
+A large batch of keys the map does not hold (``LayeredMapMutation.add_new``: a follower's round of new ACL
+ids) is added as a level of its own instead, a plain dict between the overlay and the base: levels are
+merged as in a log-structured merge tree (a level absorbs the ones before it no larger than itself, each
+a C-level dict copy), and fold into the base with the overlay (issue 24: the overlay's per-key insert cost
+a diverse round's apply about 0.3 us per ACL id, a third of it).  Lookups read the overlay, then the levels,
+newest first, then the base; the overlay is always newer than a level for the same key.
 The base dict is never changed after it is wrapped but for a placeholder, which its value replaces when
 first made (the same meaning, so every map sharing the dict may see either).  Values are never ints or None.
 """
@@ -25,6 +31,7 @@ EMPTY_MAP: immutables.Map = immutables.Map()
 _GONE = object()  # overlay value of a key the base holds but the map does not
 _MISSING = object()
 _FOLD_FLOOR = 4096  # the overlay is folded into the base from this size, at the base's size
+_LEVEL_FROM = 1024  # keys added at once (``add_new``) from which they make a level, not overlay entries
 
 
 def _unresolvable(placeholder: int) -> Any:
@@ -34,19 +41,20 @@ def _unresolvable(placeholder: int) -> Any:
 class LayeredMap:
     """An immutable mapping: a base dict (values, or int placeholders made by ``resolve``) under an overlay."""
 
-    __slots__ = ("_base", "_overlay", "_size", "_resolve")
+    __slots__ = ("_base", "_overlay", "_size", "_resolve", "_levels")
     EMPTY: ClassVar[LayeredMap]
 
     def __init__(self, base: dict, resolve: Callable[[int], Any] = _unresolvable,
-                 overlay: immutables.Map = EMPTY_MAP, size: int | None = None):
+                 overlay: immutables.Map = EMPTY_MAP, size: int | None = None, levels: tuple[dict, ...] = ()):
         self._base = base
         self._resolve = resolve
         self._overlay = overlay
         self._size = len(base) if size is None else size
+        self._levels = levels  # dicts of keys added in bulk (``add_new``), oldest first: never changed once made
 
-    def _with(self, base: dict, overlay: immutables.Map, size: int | None) -> Self:
+    def _with(self, base: dict, overlay: immutables.Map, size: int | None, levels: tuple[dict, ...] = ()) -> Self:
         """A map of the same class and resolver (subclasses keep their type through changes)."""
-        return type(self)(base, self._resolve, overlay, size)
+        return type(self)(base, self._resolve, overlay, size, levels)
 
     def get(self, key, default=None):
         overlay = self._overlay
@@ -54,6 +62,10 @@ class LayeredMap:
             value = overlay.get(key, _MISSING)
             if value is not _MISSING:
                 return default if value is _GONE else value
+        for level in reversed(self._levels):
+            value = level.get(key, _MISSING)
+            if value is not _MISSING:
+                return value
         base = self._base
         value = base.get(key, default)
         if type(value) is int:
@@ -67,6 +79,10 @@ class LayeredMap:
             value = overlay.get(key, _MISSING)
             if value is not _MISSING:
                 return None if value is _GONE else value
+        for level in reversed(self._levels):
+            value = level.get(key, _MISSING)
+            if value is not _MISSING:
+                return value
         return self._base.get(key)
 
     def __getitem__(self, key):
@@ -79,17 +95,18 @@ class LayeredMap:
         value = self._overlay.get(key, _MISSING)
         if value is not _MISSING:
             return value is not _GONE
-        return key in self._base
+        return key in self._base or any(key in level for level in self._levels)
 
     def held(self, keys: Iterable) -> Iterator:
         """The keys among ``keys`` this map may hold, tested by the dicts' own lookups (no Python call per key):
         every key held is given, some maybe twice, and some no longer held (``get`` says which)."""
         contains = self._base.__contains__
-        overlay = self._overlay
-        if not overlay:
+        overlay, levels = self._overlay, self._levels
+        if not overlay and not levels:
             return filter(contains, keys)
         keys = tuple(keys)
-        return chain(filter(contains, keys), filter(overlay.__contains__, keys))
+        return chain(filter(contains, keys), *(filter(level.__contains__, keys) for level in levels),
+                     filter(overlay.__contains__, keys))
 
     def __len__(self) -> int:
         return self._size
@@ -98,13 +115,8 @@ class LayeredMap:
         return self._size > 0
 
     def __iter__(self) -> Iterator:
-        overlay = self._overlay
-        for key in self._base:
-            if key not in overlay:
-                yield key
-        for key, value in overlay.items():
-            if value is not _GONE:
-                yield key
+        for key, _ in self.raw_items():
+            yield key
 
     def keys(self) -> Iterator:
         return iter(self)
@@ -116,10 +128,12 @@ class LayeredMap:
 
     def raw_items(self) -> Iterator[tuple]:
         """(key, value) pairs where a value not made yet is its placeholder int (see ``source``)."""
-        overlay = self._overlay
-        for key, value in self._base.items():
-            if key not in overlay:
-                yield key, value
+        overlay, levels = self._overlay, self._levels
+        for at, layer in enumerate((self._base, *levels)):
+            newer = levels[at:]  # the levels that hide a key of this layer
+            for key, value in layer.items():
+                if key not in overlay and not any(key in level for level in newer):
+                    yield key, value
         for key, value in overlay.items():
             if value is not _GONE:
                 yield key, value
@@ -130,8 +144,8 @@ class LayeredMap:
         return self._base
 
     def changed(self) -> bool:
-        """Whether an overlay of changes lies over the base."""
-        return bool(self._overlay)
+        """Whether an overlay of changes (or a level) lies over the base."""
+        return bool(self._overlay) or bool(self._levels)
 
     @property
     def source(self) -> Callable[[int], Any]:
@@ -166,17 +180,26 @@ M = TypeVar("M", bound=LayeredMap)
 class LayeredMapMutation(Generic[M]):
     """Changes to a LayeredMap, made into a new one of its class by ``finish`` (the map itself is left as it was)."""
 
-    __slots__ = ("_map", "_overlay", "_size")
+    __slots__ = ("_map", "_overlay", "_size", "_levels")
 
     def __init__(self, layered: M):
         self._map = layered
         self._overlay = layered._overlay.mutate()
         self._size = layered._size
+        self._levels = layered._levels
+
+    def _below(self, key) -> bool:
+        """Whether the base or a level holds ``key`` (whatever the overlay says of it)."""
+        return key in self._map._base or any(key in level for level in self._levels)
 
     def get(self, key, default=None):
         value = self._overlay.get(key, _MISSING)
         if value is not _MISSING:
             return default if value is _GONE else value
+        for level in reversed(self._levels):
+            value = level.get(key, _MISSING)
+            if value is not _MISSING:
+                return value
         layered = self._map
         base = layered._base
         value = base.get(key, default)
@@ -189,7 +212,7 @@ class LayeredMapMutation(Generic[M]):
         value = self._overlay.get(key, _MISSING)
         if value is not _MISSING:
             return value is not _GONE
-        return key in self._map._base
+        return self._below(key)
 
     def __len__(self) -> int:
         return self._size
@@ -202,16 +225,38 @@ class LayeredMapMutation(Generic[M]):
     def update(self, items: Mapping) -> None:
         """``self[key] = value`` for every item, in bulk (the overlay's own update)."""
         base, overlay = self._map._base, self._overlay
-        held = sum(map(base.__contains__, items))
-        for key in filter(overlay.__contains__, items):  # the keys the overlay decides (mostly none)
-            held += (overlay[key] is not _GONE) - (key in base)
+        if self._levels:
+            held = sum(map(self.__contains__, items))
+        else:
+            held = sum(map(base.__contains__, items))
+            for key in filter(overlay.__contains__, items):  # the keys the overlay decides (mostly none)
+                held += (overlay[key] is not _GONE) - (key in base)
         self._size += len(items) - held
         overlay.update(items)
+
+    def add_new(self, items: dict) -> None:
+        """Add ``items``, none of whose keys the map holds now (the caller's word: each is new, or removed before in
+        this mutation), as a level of their own: the dict is kept as it is (the caller hands it over) and levels no
+        larger than it are merged into it, C-level copies, instead of one overlay insert per key."""
+        if len(items) < _LEVEL_FROM:
+            self.update(items)
+            return
+        self._size += len(items)
+        overlay = self._overlay
+        for key in [key for key in filter(overlay.__contains__, items)]:  # removed before (GONE): the level decides
+            del overlay[key]
+        levels = list(self._levels)
+        while levels and len(levels[-1]) <= len(items):
+            merged = dict(levels.pop())
+            merged.update(items)
+            items = merged
+        levels.append(items)
+        self._levels = tuple(levels)
 
     def __delitem__(self, key) -> None:
         if key not in self:
             raise KeyError(key)
-        if key in self._map._base:
+        if self._below(key):
             self._overlay[key] = _GONE
         else:
             del self._overlay[key]
@@ -227,12 +272,14 @@ class LayeredMapMutation(Generic[M]):
     def finish(self) -> M:
         layered = self._map
         overlay = self._overlay.finish()
-        base = layered._base
-        if len(overlay) >= max(_FOLD_FLOOR, len(base)):
+        base, levels = layered._base, self._levels
+        if len(overlay) + sum(map(len, levels)) >= max(_FOLD_FLOOR, len(base)):
             folded = dict(base)
+            for level in levels:
+                folded.update(level)
             folded.update(overlay)
-            if len(folded) != self._size:  # keys the overlay removed from the base
+            if len(folded) != self._size:  # keys the overlay removed from the base or a level
                 for key in [key for key, value in overlay.items() if value is _GONE]:
                     del folded[key]
             return layered._with(folded, EMPTY_MAP, None)
-        return layered._with(base, overlay, self._size)
+        return layered._with(base, overlay, self._size, levels)
