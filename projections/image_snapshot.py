@@ -29,7 +29,7 @@ from secmeta.events.types import (
     ScramMechanism,
 )
 from secmeta.projections.acl_deferred import Deferred
-from secmeta.projections.acl_index import AclIndex, Lazy, Node, Patched
+from secmeta.projections.acl_index import AclIndex, Group, Lazy, Node, Patched
 from secmeta.projections.acl_section import encode_section, read_section
 from secmeta.projections.acl_table import AclTable, TableError
 from secmeta.projections.acls import AclsImage
@@ -310,6 +310,8 @@ class _NodesRow:
         """A node, or (a placeholder) node ``node`` of table ``source``, copied from its columns."""
         if source is not None:
             self.add_columns(resource_type, pattern_type, name, source, cast(int, node))
+        elif type(node) is Lazy:  # a view of a table's node with some groups replaced (``Patched``)
+            self.add_patched(resource_type, pattern_type, name, node)
         else:
             self.add(resource_type, pattern_type, name, cast(Node, node))
 
@@ -325,16 +327,20 @@ class _NodesRow:
         self.names.append(name)
         groups = list(node.groups())
         self.group_counts.append(len(groups))
-        principals, hosts = self.principals, self.hosts
         for group in groups:
-            members = group.fields()
-            self.group_principals.append(principals.setdefault(group.principal, len(principals)))
-            self.acl_counts.append(len(members))
-            for acl_id, host, operation, permission in members:
-                self.ids.append(acl_id)
-                self.acl_hosts.append(hosts.setdefault(host, len(hosts)))
-                self.operations.append(operation)
-                self.permissions.append(permission)
+            self._add_group(group)
+
+    def _add_group(self, group: Group) -> None:
+        """A group's ACLs, as its members list them."""
+        members = group.fields()
+        principals, hosts = self.principals, self.hosts
+        self.group_principals.append(principals.setdefault(group.principal, len(principals)))
+        self.acl_counts.append(len(members))
+        for acl_id, host, operation, permission in members:
+            self.ids.append(acl_id)
+            self.acl_hosts.append(hosts.setdefault(host, len(hosts)))
+            self.operations.append(operation)
+            self.permissions.append(permission)
 
     def add_columns(self, resource_type: int, pattern_type: int, name: str, table: AclTable, i: int) -> None:
         """Node ``i`` of a table, as its columns list it."""
@@ -343,15 +349,37 @@ class _NodesRow:
         self.names.append(name)
         first, end = table.group_start[i], table.group_start[i + 1]
         self.group_counts.append(end - first)
-        principals, hosts, starts = self.principals, self.hosts, table.acl_start
         for g, principal in zip(range(first, end), table.group_principals(i), strict=True):
-            a, b = starts[g], starts[g + 1]
-            self.group_principals.append(principals.setdefault(principal, len(principals)))
-            self.acl_counts.append(b - a)
-            self.ids += table.ids[a:b]
-            self.acl_hosts.extend([hosts.setdefault(host, len(hosts)) for host in table.hosts[a:b]])
-            self.operations += table.operations[a:b]
-            self.permissions += table.permissions[a:b]
+            self._add_columns_group(table, g, principal)
+
+    def _add_columns_group(self, table: AclTable, g: int, principal: str) -> None:
+        """The ACLs of group ``g`` of a table (of ``principal``), as its columns list them."""
+        a, b = table.acl_start[g], table.acl_start[g + 1]
+        principals, hosts = self.principals, self.hosts
+        self.group_principals.append(principals.setdefault(principal, len(principals)))
+        self.acl_counts.append(b - a)
+        self.ids += table.ids[a:b]
+        self.acl_hosts.extend([hosts.setdefault(host, len(hosts)) for host in table.hosts[a:b]])
+        self.operations += table.operations[a:b]
+        self.permissions += table.permissions[a:b]
+
+    def add_patched(self, resource_type: int, pattern_type: int, name: str, node: Lazy) -> None:
+        """A view of a table's node with some groups replaced (``Patched``): those groups as ``add`` copies them, the
+        others from the table's columns as ``add_columns`` does (no group made: a follower's checkpoint holds tens of
+        thousands of such nodes on the diverse shape)."""
+        source = cast(Patched, node.source)
+        self.resource_types.append(resource_type)
+        self.pattern_types.append(pattern_type)
+        self.names.append(name)
+        principals = list(node.principals)
+        self.group_counts.append(len(principals))
+        made, at, table = source.made, source.at, source.table
+        for k, principal in enumerate(principals):
+            group = made.get(k)
+            if group is not None:
+                self._add_group(group)
+            else:
+                self._add_columns_group(table, at[k], principal)
 
 def _split(text: str, separator: str) -> list[str]:
     """The strings of a column joined by ``separator``, or each written as its length, ':' and itself when it is
