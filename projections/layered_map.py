@@ -115,8 +115,17 @@ class LayeredMap:
         return self._size > 0
 
     def __iter__(self) -> Iterator:
-        for key, _ in self.raw_items():
-            yield key
+        if self._levels:
+            for key, _ in self.raw_items():
+                yield key
+            return
+        overlay = self._overlay
+        for key in self._base:
+            if key not in overlay:
+                yield key
+        for key, value in overlay.items():
+            if value is not _GONE:
+                yield key
 
     def keys(self) -> Iterator:
         return iter(self)
@@ -131,6 +140,11 @@ class LayeredMap:
         overlay, levels = self._overlay, self._levels
         for at, layer in enumerate((self._base, *levels)):
             newer = levels[at:]  # the levels that hide a key of this layer
+            if not newer:
+                for key, value in layer.items():
+                    if key not in overlay:
+                        yield key, value
+                continue
             for key, value in layer.items():
                 if key not in overlay and not any(key in level for level in newer):
                     yield key, value
