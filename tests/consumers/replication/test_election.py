@@ -125,8 +125,11 @@ def test_announcements_read_outside_the_group_name_the_active_node_and_an_empty_
     from secmeta.consumers.kafka.replication.election import Announcements
 
     (active,) = wait_for(lambda: _actives(three) or None, what="a node becomes active")
-    node = three[0]
-    wait_for(lambda: node.cluster.active_id == active.cluster.node_id, what="node 1 names the active node")
+    # The active node names itself as soon as it activates, before its heartbeat saying so reaches Kafka; a node
+    # that read that heartbeat back from the topic (every other node) shows it is there for the watcher to read.
+    node = next(n for n in three if n is not active)
+    wait_for(lambda: node.cluster.active_id == active.cluster.node_id and set(node.cluster.nodes) == {1, 2, 3},
+             what="another node names the active node and knows all three")
     watcher = Controllership(9)
     announcements = Announcements({"bootstrap.servers": node.bootstrap}, node.store_id, watcher, QUICK).start()
     try:
