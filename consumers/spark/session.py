@@ -14,6 +14,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from secmeta.consumers.spark.py4j_fork import keep_connections_in_forked_children
+
 __all__ = ["DEFAULT_MASTER", "local_session", "session"]
 
 DEFAULT_MASTER = "local[2]"
@@ -29,6 +31,7 @@ def session(app: str = "secmeta", master: str | None = None, driver_memory: str 
 
     ``driver_memory`` (e.g. "4g") applies only when this call starts Spark.
     """
+    keep_connections_in_forked_children()  # before the gateway's first connection is made
     python = os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if master is None and not _under_spark_submit():
         master = DEFAULT_MASTER
