@@ -34,6 +34,15 @@ _FOLD_FLOOR = 4096  # the overlay is folded into the base from this size, at the
 _LEVEL_FROM = 1024  # keys added at once (``add_new``) from which they make a level, not overlay entries
 
 
+def _in_levels(levels: tuple[dict, ...], key) -> Any:
+    """The value the newest level holding ``key`` gives, or _MISSING."""
+    for level in reversed(levels):
+        value = level.get(key, _MISSING)
+        if value is not _MISSING:
+            return value
+    return _MISSING
+
+
 def _unresolvable(placeholder: int) -> Any:
     raise LookupError(f"a placeholder ({placeholder}) in a map that makes no values on first use")
 
@@ -62,10 +71,8 @@ class LayeredMap:
             value = overlay.get(key, _MISSING)
             if value is not _MISSING:
                 return default if value is _GONE else value
-        for level in reversed(self._levels):
-            value = level.get(key, _MISSING)
-            if value is not _MISSING:
-                return value
+        if self._levels and (value := _in_levels(self._levels, key)) is not _MISSING:
+            return value
         base = self._base
         value = base.get(key, default)
         if type(value) is int:
@@ -79,10 +86,8 @@ class LayeredMap:
             value = overlay.get(key, _MISSING)
             if value is not _MISSING:
                 return None if value is _GONE else value
-        for level in reversed(self._levels):
-            value = level.get(key, _MISSING)
-            if value is not _MISSING:
-                return value
+        if self._levels and (value := _in_levels(self._levels, key)) is not _MISSING:
+            return value
         return self._base.get(key)
 
     def __getitem__(self, key):
@@ -210,10 +215,8 @@ class LayeredMapMutation(Generic[M]):
         value = self._overlay.get(key, _MISSING)
         if value is not _MISSING:
             return default if value is _GONE else value
-        for level in reversed(self._levels):
-            value = level.get(key, _MISSING)
-            if value is not _MISSING:
-                return value
+        if self._levels and (value := _in_levels(self._levels, key)) is not _MISSING:
+            return value
         layered = self._map
         base = layered._base
         value = base.get(key, default)
