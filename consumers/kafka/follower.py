@@ -43,8 +43,10 @@ Given a keyring, the follower also keeps a local log of the events it applies
 store (``secmeta acls --list --store DIR``, history, ``--as-of``), and at start
 the image is the local log's when the checkpoint is not at its end (after a crash: the local log is appended at
 every poll, the checkpoint less often); the topic is then checked as from a checkpoint, from what the local log
-records of its last event (``replica_end``: cluster, topic, Kafka offset and link), and a local log that
-records none is refused.  It then signs the checkpoint's snapshot
+records of its last event (``replica_end``: cluster, topic, Kafka offset and link).  That record is not synced:
+when a power loss leaves it recording no end of the local log, the follower resumes from its checkpoint instead and
+checks each event it reads again against the local log up to its end (``_rejoin``); a checkpoint past the local
+log's end is refused.  It then signs the checkpoint's snapshot
 with that keyring and loads only a snapshot it signed (a forged one, CRC-valid, is logged as not trusted and the
 follower starts over); without a keyring only the CRC vouches, so the snapshot's ACL section is checked whole
 (review 26, 1.1).
@@ -68,7 +70,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from secmeta.consumers.kafka.client_config import client_settings
 from secmeta.consumers.kafka.client_log import LIBRDKAFKA_LOGGER, side_client_logger
 from secmeta.consumers.kafka.history_gap import describe_gap
-from secmeta.consumers.kafka.replica import LocalReplica
+from secmeta.consumers.kafka.replica import LocalReplica, ReplicaError
 from secmeta.consumers.kafka.replica_end import END_FILE
 from secmeta.consumers.kafka.topic_end import TopicReadError, read_message, read_topic_end
 from secmeta.consumers.kafka.topic_identity import TopicIdentity, read_identity
@@ -370,8 +372,12 @@ class Follower:
         envelopes (with their links and Kafka offsets), when the follower keeps a local log."""
         if events:
             if self.replica is not None:
-                for envelope, link, position in zip(envelopes, links, positions, strict=True):
-                    self.replica.add(envelope, link, position)
+                try:
+                    for envelope, link, position in zip(envelopes, links, positions, strict=True):
+                        self.replica.add(envelope, link, position)
+                except ReplicaError:
+                    self.position = positions[0]  # none of these is applied: a checkpoint must not skip them
+                    raise
             self.image = _PROJECTION.apply_events(self.image, events)  # under a paused collector
             self.applied += len(events)
             self._since_checkpoint += len(events)
@@ -664,18 +670,14 @@ class Follower:
         """At open: a checkpoint that is not at the local log's end gives way to the local log, whose events
         are replayed into the image; the topic is then read on from the local log's last event, once checked as a
         checkpoint's is (``_check_topic``) from what the local log records of it (``ReplicaEnd``): its cluster and
-        topic, its Kafka offset and link. FollowerError if that is not recorded: the topic could not be checked."""
+        topic, its Kafka offset and link. When that is not recorded (a power loss), ``_rejoin``."""
         replica = self.replica
         if replica is None or replica.next_offset == self.image.next_offset:
             return
         end = replica.end
         if end is None:
-            raise FollowerError(
-                f"follower checkpoint in {self.checkpoint_dir} is at log offset {self.image.next_offset}, its local "
-                f"log at {replica.next_offset}, but where the local log's last event lies on {self.history_topic} is "
-                f"not recorded ({self.checkpoint_dir / END_FILE} is missing, unreadable or of another end, as a power "
-                "loss can leave it): the topic cannot be checked against it. Follow with another --checkpoint-dir (or "
-                "remove this one) to rebuild the image from the topic")
+            self._rejoin(replica)
+            return
         image = SecurityImage.EMPTY
         with paused_gc(freeze=True):
             for batch in replica.read(0):
@@ -686,6 +688,25 @@ class Follower:
         self._checkpointed, self._checkpointed_entities = None, 0
         self._identity = replica.identity or self._identity
         self._applied_at, self._applied_link = end.kafka_offset, end.link
+
+    def _rejoin(self, replica: LocalReplica) -> None:
+        """At open, a local log ahead of the checkpoint whose end is not recorded (``replica_end`` is written without
+        a sync: a power loss can leave it behind, ahead or missing): the follower resumes from its checkpoint (its
+        image, position, cluster and topic, checked against the topic as always), and the events it reads again up
+        to the local log's end are checked against those logged (``LocalReplica.rejoin``), not appended. A
+        checkpoint past the local log's end does not fit it: FollowerError."""
+        if self.image.next_offset > replica.next_offset:
+            raise FollowerError(
+                f"follower checkpoint {self.checkpoint_dir / CHECKPOINT_FILE} is at log offset "
+                f"{self.image.next_offset}, past its local log's end {replica.next_offset} ({replica.log.store.path}): "
+                "the checkpoint does not fit the log. Follow with another --checkpoint-dir (or remove this one) to "
+                "rebuild the image from the topic")
+        replica.rejoin(self.image.next_offset)
+        logger.warning("follower checkpoint in %s is at log offset %d, its local log at %d, whose place on %s is not "
+                       "recorded (%s, written without a sync, is behind, ahead or missing after a power loss): "
+                       "following on from the checkpoint, checking the events read again against the local log",
+                       self.checkpoint_dir, self.image.next_offset, replica.log.end_offset, self.history_topic,
+                       self.checkpoint_dir / END_FILE)
 
     # -- bootstrap from the state topic --------------------------------------------------
 

@@ -7,8 +7,9 @@ bytes, each a CRC32 and length, then a JSON body with a sequence number.  Before
 end goes into the slot that does not hold its current end (one pwrite, no sync: the log's own append is
 fsynced, and a second sync per append slowed catch-up by up to half, 3.65 to 5.50 s wall for 200k events), so
 whichever end a kill leaves the log at (a torn append is cut at open), a slot records it, and a slot torn in the write fails its CRC; at open the
-newest slot recording the log's end is taken.  After a power loss the record may lag the durable log: no slot
-then records the log's end, and the follower refuses to open (fail closed) rather than follow unchecked.
+newest slot recording the log's end is taken.  After a power loss the record may lag the durable log (or be ahead
+of it, or gone): no slot then records the log's end, and the follower resumes from its checkpoint, checking what it
+reads again against the local log (``LocalReplica.rejoin``), rather than follow on from an end it cannot check.
 """
 
 from __future__ import annotations

@@ -95,8 +95,8 @@ def _tear_newest(path: Path) -> None:
 
 @pytest.mark.parametrize("damage", ["garbage", "cut short", "a byte flipped in each slot written"])
 def test_a_damaged_record_gives_no_end(tmp_path, damage):
-    """A record that fails its checks gives no end (a follower then refuses to start from a local log ahead of its
-    checkpoint: it could not check its topic)."""
+    """A record that fails its checks gives no end (a follower then resumes from its checkpoint, checking what it
+    reads again against the local log: ``LocalReplica.rejoin``)."""
     keyring, codec = make_keyring(tmp_path), EventCodec()
     with_events = LocalReplica(tmp_path / "f", keyring, codec)
     with_events.add(_event(0), _link(0), 0)
@@ -116,3 +116,79 @@ def test_a_damaged_record_gives_no_end(tmp_path, damage):
         assert reopened.next_offset == 1 and reopened.end is None
     finally:
         reopened.close()
+
+
+def _logged(tmp_path, count: int) -> tuple:
+    """A local log holding ``count`` events, one store batch each at Kafka offset = log offset, then closed."""
+    keyring, codec = make_keyring(tmp_path), EventCodec()
+    replica = LocalReplica(tmp_path / "f", keyring, codec)
+    replica.identity = IDENTITY
+    for offset in range(count):
+        replica.add(_event(offset), _link(offset), offset)
+    replica.close()
+    return keyring, codec
+
+
+def test_rejoining_checks_the_events_read_again_appends_none_and_records_the_end_once_reached(tmp_path):
+    """After a power loss left no record of the log's end (the record file gone), a replica taking events again
+    from offset 2 (its follower's checkpoint) appends none of those it holds, records the log's end again when it
+    reaches it (from the Kafka offset and link the last one came with), then appends the next as before."""
+    keyring, codec = _logged(tmp_path, 5)
+    (tmp_path / "f" / END_FILE).unlink()
+    replica = LocalReplica(tmp_path / "f", keyring, codec)
+    try:
+        assert replica.end is None
+        replica.identity = IDENTITY
+        replica.rejoin(2)
+        assert replica.next_offset == 2
+        for offset in range(2, 5):
+            replica.add(_event(offset), _link(offset), 100 + offset)
+            replica.flush()
+            assert replica.log.end_offset == 5
+        assert replica.next_offset == 5 and replica.end == ReplicaEnd(5, 104, _link(4), IDENTITY)
+        replica.add(_event(5), _link(5), 105)
+    finally:
+        replica.close()
+    reopened = LocalReplica(tmp_path / "f", keyring, codec)
+    try:
+        assert [e.offset for e in reopened.log.read(0)] == list(range(6))
+        assert reopened.end == ReplicaEnd(6, 105, _link(5), IDENTITY)
+    finally:
+        reopened.close()
+
+
+def test_rejoining_refuses_another_event_where_the_local_log_holds_one(tmp_path):
+    """Fail closed: the topic giving another event at an offset the local log holds (the topic rewritten, another
+    store's) is refused naming the local log and the offset, and nothing is appended."""
+    from dataclasses import replace
+
+    from secmeta.consumers.kafka.replica import ReplicaError
+
+    keyring, codec = _logged(tmp_path, 4)
+    (tmp_path / "f" / END_FILE).unlink()
+    replica = LocalReplica(tmp_path / "f", keyring, codec)
+    try:
+        replica.rejoin(1)
+        replica.add(_event(1), _link(1), 1)
+        with pytest.raises(ReplicaError, match=r"holds another event at log offset 2 than the topic gives there "
+                                               r"\(Kafka offset 2\)"):
+            replica.add(replace(_event(2), request_id="other"), _link(2), 2)
+        with pytest.raises(ReplicaError):  # nor does anything after it go in
+            replica.add(_event(3), _link(3), 3)
+        replica.flush()
+        assert replica.log.end_offset == 4 and replica.end is None
+    finally:
+        replica.close()
+
+
+@pytest.mark.parametrize("start", [-1, 4, 7])
+def test_rejoining_outside_the_log_is_refused(tmp_path, start):
+    from secmeta.consumers.kafka.replica import ReplicaError
+
+    keyring, codec = _logged(tmp_path, 4)
+    replica = LocalReplica(tmp_path / "f", keyring, codec)
+    try:
+        with pytest.raises(ReplicaError, match=f"cannot be checked again from log offset {start}"):
+            replica.rejoin(start)
+    finally:
+        replica.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
 
@@ -500,15 +501,129 @@ def test_a_follower_restarting_from_its_local_log_refuses_another_event_where_it
             restarted.catch_up(30)
 
 
-def test_a_follower_whose_local_log_end_is_not_recorded_refuses_to_start_from_it(kafka_bootstrap, topics,
-                                                                                 keyring, tmp_path):
-    """Fail closed: a local log ahead of its checkpoint without a record of where its last event lies (the file
-    removed, or written by a secmeta before it was kept) cannot be checked against the topic, so the follower
-    refuses to open, naming the file, rather than follow on unchecked."""
-    from secmeta.consumers.kafka.replica_end import END_FILE
+def _power_lost(bootstrap: str, history: str, keyring, tmp_path, state: str):
+    """A follower with a keyring whose checkpoint is at log offset 2 and its local log at 6 (one store batch per
+    event), ``history`` holding ``_history_of(0, 6, 1)``, as a power loss leaves it in ``state``: the record of where
+    the local log ends on the topic (``replica_end``, written without a sync) behind, ahead or missing, or the log
+    itself cut back to offset 4 (at a batch boundary, or in the middle of the next batch, a torn tail its open cuts),
+    its record then ahead of it. Made by the file states, not by timing: the checkpoint of an earlier run is put back
+    (a checkpoint is written after the local log's append, less often)."""
+    from secmeta.consumers.kafka.replica_end import END_FILE, SLOT, EndRecord, ReplicaEnd
+    from secmeta.core.log.highwater import HighWater, Mark
+
+    root = tmp_path / "f"
+    messages = _history_of(0, 6, 1)
+    produce_raw(bootstrap, history, messages[:2])
+    with Follower(bootstrap, history_topic=history, checkpoint_dir=root, keyring=keyring) as first:
+        assert first.catch_up(30) and first.next_offset == 2
+    shutil.copytree(root / "snapshots", tmp_path / "kept-snapshots")
+    shutil.copy(root / "follower.json", tmp_path / "kept-follower.json")
+    produce_raw(bootstrap, history, messages[2:])
+    with Follower(bootstrap, history_topic=history, checkpoint_dir=root, keyring=keyring) as second:
+        assert second.catch_up(30) and second.next_offset == 6
+    if state != "checkpoint past the log":
+        shutil.rmtree(root / "snapshots")
+        shutil.copytree(tmp_path / "kept-snapshots", root / "snapshots")
+        shutil.copy(tmp_path / "kept-follower.json", root / "follower.json")
+    record = root / END_FILE
+    if state == "record missing":
+        record.unlink()
+    elif state in ("record behind", "record ahead"):  # the newest slot (recording 6) lost: the other records 5
+        data = bytearray(record.read_bytes())
+        at = next(n for n in range(2) if json.loads(data[n * SLOT + 8:n * SLOT + 8 + int.from_bytes(
+            data[n * SLOT + 4:n * SLOT + 8], "big")])["next_offset"] == 6)
+        data[at * SLOT:(at + 1) * SLOT] = bytes(SLOT)
+        record.write_bytes(bytes(data))
+        if state == "record ahead":  # the record of an append the power loss then lost, in the slot freed
+            ahead = EndRecord(record)
+            ahead.write(ReplicaEnd(7, 6, bytes([1, 6]) * 16, None))
+            ahead.close()
+    else:  # the log cut back to offset 4 (with its high-water mark, which is written after the data)
+        log = Log.open(root / "store", keyring=keyring, read_only=True, create=False)
+        try:
+            [segment] = log.segments()
+            batches = {b.next_offset: b for b in segment.frames(0, segment.size)}
+            path, store_id, link = segment.path, log.store.store_id, log.link_at(4)
+        finally:
+            log.close()
+        cut = batches[4].position + batches[4].size
+        if state == "log cut mid-batch":
+            cut += batches[5].size // 2
+        os.truncate(path, cut)
+        assert link is not None
+        HighWater(root / "store" / "log", store_id, keyring).write(Mark(4, link))
+    return root
+
+
+def _replayed(bootstrap: str, history: str, tmp_path):
+    """The image a follower without a local log builds from the topic's start."""
+    with Follower(bootstrap, history_topic=history, checkpoint_dir=tmp_path / "replayed") as replay:
+        assert replay.catch_up(30)
+        return replay.image
+
+
+@pytest.mark.parametrize("state", ["record missing", "record behind", "record ahead", "log cut at a batch boundary",
+                                   "log cut mid-batch"])
+def test_a_follower_ahead_of_its_checkpoint_restarts_after_a_power_loss(kafka_bootstrap, topics, keyring, tmp_path,
+                                                                        state):
+    """A power loss can leave the local log's end unrecorded (the record is written without a sync): the follower
+    resumes from its checkpoint (its position, cluster and topic checked against the topic), reads the topic again
+    from there checking each event against the local log, which keeps every event once, and serves the image a
+    replay from the log's start gives; the local log's end is recorded again, so the next restart starts from it."""
+    from secmeta.consumers.kafka.replica_end import END_FILE, EndRecord
+    from secmeta.projections.image import SecurityImage, SecurityProjection
+    from tests.consumers.conftest import image_state
 
     history = topics("h")
-    crashed = _crashed(kafka_bootstrap, history, keyring, tmp_path)
-    (crashed / END_FILE).unlink()
-    with pytest.raises(FollowerError, match=f"{END_FILE} is missing"):
-        Follower(kafka_bootstrap, history_topic=history, checkpoint_dir=crashed, keyring=keyring).close()
+    root = _power_lost(kafka_bootstrap, history, keyring, tmp_path, state)
+    with Follower(kafka_bootstrap, history_topic=history, checkpoint_dir=root, keyring=keyring) as restarted:
+        assert restarted.resumed_from == 2 and restarted.catch_up(30)
+        assert restarted.next_offset == 6 and restarted.duplicates == 0
+        served = image_state(restarted.image)
+    assert served == image_state(_replayed(kafka_bootstrap, history, tmp_path))
+    log = Log.open(root / "store", keyring=keyring, read_only=True, create=False)
+    try:
+        logged = list(log.read(0))
+        replayed = SecurityImage.EMPTY
+        for batch in log.read_batches(0):
+            replayed = SecurityProjection().apply(replayed, batch)
+    finally:
+        log.close()
+    assert [(e.offset, e.request_id) for e in logged] == [(i, f"r{i}") for i in range(6)]
+    assert image_state(replayed) == served
+    record = EndRecord(root / END_FILE)
+    try:
+        assert record.read(6) is not None
+    finally:
+        record.close()
+
+
+def test_a_follower_whose_checkpoint_is_past_its_local_logs_end_refuses_to_start(kafka_bootstrap, topics, keyring,
+                                                                                 tmp_path):
+    """Fail closed: a checkpoint past the end of a local log whose end is not recorded does not fit it (a power
+    loss cannot leave that: the log is appended, synced, before a checkpoint is written); the follower refuses to
+    open, naming the checkpoint file, both offsets and the fix."""
+    history = topics("h")
+    root = _power_lost(kafka_bootstrap, history, keyring, tmp_path, "checkpoint past the log")
+    (root / "local-log-end").unlink()
+    with pytest.raises(FollowerError, match=r"follower checkpoint .*follower\.json is at log offset 6, past its local "
+                                            r"log's end 4 .*does not fit the log.*another --checkpoint-dir"):
+        Follower(kafka_bootstrap, history_topic=history, checkpoint_dir=root, keyring=keyring).close()
+
+
+def test_a_follower_restarting_after_a_power_loss_still_refuses_another_topic(kafka_bootstrap, other_kafka_cluster,
+                                                                              topics, keyring, tmp_path):
+    """Fail closed: resuming from its checkpoint after a power loss, the follower checks the topic against the
+    checkpoint's cluster, topic and last event: another cluster's topic of the same name holding other events is
+    refused, and the local log is left as it was."""
+    history = topics("h")
+    root = _power_lost(kafka_bootstrap, history, keyring, tmp_path, "record missing")
+    produce_raw(other_kafka_cluster, history, _history_of(100, 8, 2))
+    with Follower(other_kafka_cluster, history_topic=history, checkpoint_dir=root, keyring=keyring) as restarted:
+        with pytest.raises(FollowerError, match="follower checkpoint .* was made on another topic"):
+            restarted.catch_up(30)
+    log = Log.open(root / "store", keyring=keyring, read_only=True, create=False)
+    try:
+        assert [e.request_id for e in log.read(0)] == [f"r{i}" for i in range(6)]
+    finally:
+        log.close()
