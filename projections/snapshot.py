@@ -45,6 +45,8 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import fastavro
+from fastavro.read import SchemaResolutionError
+from fastavro.schema import SchemaParseException
 
 from secmeta.events.durable import fsync_dir
 from secmeta.events.errors import InvalidValueError, SecmetaError
@@ -73,6 +75,15 @@ class SnapshotError(SecmetaError):
 
 class CorruptSnapshotError(SnapshotError):
     """A snapshot whose bytes fail their CRC, HMAC or schema (not written by us, or damaged)."""
+
+
+#: What reading a snapshot's rows (fastavro) or building its state (a codec) raises on bytes that are no snapshot's:
+#: a file whose CRC is valid but whose content is crafted (or damaged and the CRC fixed up), when no keyring's HMAC
+#: was there to refuse it first. ``read_snapshot`` refuses it as CorruptSnapshotError naming the file, as a bad CRC.
+#: Not OSError (a read that failed says nothing of the file) nor MemoryError.
+DECODE_ERRORS: tuple[type[Exception], ...] = (
+    EOFError, ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError, struct.error,
+    SchemaParseException, SchemaResolutionError)
 
 
 class SnapshotCodec(Protocol[S]):
@@ -252,7 +263,17 @@ def read_snapshot(path: str | os.PathLike, codec: SnapshotCodec[S], keyring: Key
     verification asks, a valid CRC too).  The state is checked as its codec reads it: a verification that loads
     it reports what an open would refuse.
     """
-    info, reader, section = _open(Path(path), keyring, check_crc=check_crc)
+    try:
+        return _read(Path(path), codec, keyring, check_crc)
+    except SnapshotError:
+        raise
+    except DECODE_ERRORS as exc:  # content its CRC (no keyring) let through, which fastavro or the codec cannot read
+        raise CorruptSnapshotError(f"snapshot {Path(path).name} is not a readable snapshot: its content does not "
+                                   f"decode ({type(exc).__name__}: {exc})") from None
+
+
+def _read(path: Path, codec: SnapshotCodec[S], keyring: Keyring | None, check_crc: bool) -> tuple[SnapshotInfo, S]:
+    info, reader, section = _open(path, keyring, check_crc=check_crc)
     if info.kind != codec.kind:
         raise SnapshotError(
             f"snapshot {info.path.name} holds a {info.kind!r} state, not {codec.kind!r}"
@@ -272,7 +293,13 @@ def read_snapshot(path: str | os.PathLike, codec: SnapshotCodec[S], keyring: Key
 
 def read_snapshot_info(path: str | os.PathLike, keyring: Keyring | None = None) -> SnapshotInfo:
     """Verify a snapshot's CRC (and HMAC, given a keyring) and read its metadata, not its state."""
-    return _open(Path(path), keyring, check_crc=True)[0]
+    try:
+        return _open(Path(path), keyring, check_crc=True)[0]
+    except SnapshotError:
+        raise
+    except DECODE_ERRORS as exc:
+        raise CorruptSnapshotError(f"snapshot {Path(path).name} is not a readable snapshot: its metadata does not "
+                                   f"decode ({type(exc).__name__}: {exc})") from None
 
 
 def _mac(keyring: Keyring, key_id: str):
