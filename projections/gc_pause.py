@@ -12,6 +12,8 @@ time travel, the Kafka follower, the Spark sources) pauses it with
 from __future__ import annotations
 
 import gc
+import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,10 +31,46 @@ class GcPause:
     freeze: bool
 
 
+class _Pauses:
+    """The pauses in progress in this process, across threads: the collector is off while any is, and comes back
+    on when the last ends only if it was on when the first began (a count under a lock, not per block: a thread
+    must not turn it back on inside another thread's pause)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count = 0
+        self.restore = False
+
+    def begin(self) -> None:
+        with self.lock:
+            if self.count == 0:
+                self.restore = gc.isenabled()
+            self.count += 1
+            gc.disable()
+
+    def end(self) -> None:
+        with self.lock:
+            self.count -= 1
+            if self.count == 0 and self.restore:
+                gc.enable()
+
+    def after_fork(self) -> None:
+        """In a forked child: a new lock (another thread may have held the parent's at the fork). The pauses of the
+        parent's other threads never end in the child, so its collector stays off while they count."""
+        self.lock = threading.Lock()
+
+
+_PAUSES = _Pauses()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_PAUSES.after_fork)
+
+
 @contextmanager
 def paused_gc(*, pause: bool = True, freeze: bool = False) -> Iterator[GcPause]:
     """Keep the cyclic collector off inside the block (when ``pause``), then restore it as it was.
 
+    Pauses nest, within a thread and across threads: the collector comes back on only when the last pause in
+    progress ends, and only if it was on when the first began (``_Pauses``).
     With ``freeze`` (given here or set on the yielded GcPause), everything
     alive when the block ends is moved out of the collector's generations
     (``gc.freeze()``), so later full collections do not rescan a large
@@ -40,13 +78,12 @@ def paused_gc(*, pause: bool = True, freeze: bool = False) -> Iterator[GcPause]:
     A collector the caller had turned off stays off.
     """
     state = GcPause(freeze)
-    stop = pause and gc.isenabled()
-    if stop:
-        gc.disable()
+    if pause:
+        _PAUSES.begin()
     try:
         yield state
     finally:
         if state.freeze:
             gc.freeze()
-        if stop:
-            gc.enable()
+        if pause:
+            _PAUSES.end()
