@@ -115,7 +115,14 @@ class CheckpointFiles:
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
         self._closed = threading.Event()
-        self._in_child = False  # True in the fill's forked child: it writes its files itself, not in another child
+        self._pid = os.getpid()  # a process other than this one is the fill's forked child (``_in_child``)
+
+    @property
+    def _in_child(self) -> bool:
+        """In the fill's forked child: it writes its files itself (not in another child) and notes the files it finds
+        bad to the parent. Known by the process, not set by the fill: where ``os.fork`` does not exist the fill's
+        stretch runs in this process (``call_forked``), and nothing of a child's may stay on this object then."""
+        return os.getpid() != self._pid
 
     def offsets(self) -> list[int]:
         """The offsets that have a checkpoint file, ascending."""
@@ -325,8 +332,8 @@ class CheckpointFiles:
     def _fill_in_child(self, base: SecurityImage | None) -> bool:
         """In the fill's forked child: one stretch of ``_fill``; whether a full file was written and more may be due
         (the files found bad go to the parent as they are found)."""
-        self._in_child = True
-        _reopen_for_child(self.log)
+        if self._in_child:  # not where the stretch runs in this process (no os.fork): the log is this one's
+            _reopen_for_child(self.log)
         return self._fill(base, one_stretch=True)
 
     def _found_in_child(self, problem: str) -> None:

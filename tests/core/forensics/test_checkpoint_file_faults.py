@@ -178,3 +178,33 @@ def test_a_full_file_the_fill_child_cannot_read_for_now_is_kept(store, monkeypat
     assert newest.exists() and files.problems == [], files.problems
     [logged] = [r.getMessage() for r in caplog.records]
     assert "not written" in logged and "Too many open files" in logged, logged
+
+
+def test_a_fill_run_in_this_process_where_there_is_no_fork_leaves_nothing_of_a_child_behind(store, monkeypatch,
+                                                                                            caplog):
+    """Where ``os.fork`` does not exist the fill's stretch runs in the calling process (``call_forked``). It must
+    not leave that process acting as the fill's child: a bad file found afterwards is reported here and deleted (a
+    child would only send a note, which outside a forked call raises), and the store's log still takes writes
+    (a child reopens its segments read only)."""
+    import os
+
+    from tests.storekit import ADMIN, acl
+
+    monkeypatch.delattr(os, "fork")
+    files = CheckpointFiles(store.log, every=40, deltas=3)
+    files.write(replayed_store(store, 22))
+    files.fill(None)
+    files.wait()
+    written = files.offsets()
+    assert written[-1] > 22, written  # the fill wrote more full files, in this process
+    bad = snapshot_path(files.directory, written[-1])
+    _flip(bad)
+    with caplog.at_level("WARNING", logger="secmeta.checkpoints"):
+        assert files.load(written[-1]) is None
+    assert not bad.exists()
+    assert [r.getMessage() for r in caplog.records if bad.name in r.getMessage() and "ignored and deleted" in
+            r.getMessage()], [r.getMessage() for r in caplog.records]
+    end = store.log.end_offset
+    store.create_acls([acl("after-the-fill")], context=ADMIN)
+    assert store.log.end_offset == end + 1
+    files.close()
