@@ -523,11 +523,13 @@ class TimeTravel:
         return offset, _Held(image, held.lineage)
 
     def _files_at_or_before(self, n: int) -> list[tuple[int, Path]]:
-        """Policy snapshots and checkpoint files at or before ``n``: (offset, path), nearest first."""
+        """Policy snapshots and checkpoint files at or before ``n``: (offset, path), nearest first, and at one offset
+        the checkpoint file before the policy snapshot: only it may have delta files, and ``_start`` stops at the
+        first file whose image is held (listed after it, the checkpoint's deltas were never looked at)."""
         directories = [self.log.store.snapshot_dir] + ([self.files.directory] if self.files is not None else [])
-        found = [(int(path.stem.rsplit("-", 1)[-1]), path) for directory in directories
+        found = [(int(path.stem.rsplit("-", 1)[-1]), number, path) for number, directory in enumerate(directories)
                  for path in list_snapshots(directory)]
-        return sorted((f for f in found if f[0] <= n), reverse=True)
+        return [(offset, path) for offset, _, path in sorted((f for f in found if f[0] <= n), reverse=True)]
 
     def _load(self, offset: int, path: Path, size: int) -> SecurityImage | None:
         """The image in a checkpoint file (bad ones reported and deleted) or policy snapshot, or None."""
