@@ -621,3 +621,68 @@ def test_a_store_record_of_an_older_unsealed_format_is_refused_saying_what_to_do
                                         "--replication-topic"):
         join(tmp_path / "node2", replace(settings, topic=old), keyring)
     assert not (tmp_path / "node2").exists()
+
+
+def _resume_then_edit(writer, settings, tmp_path, keyring):
+    """node2 joined, caught up once as a standby (so it keeps a resume point), then closed; the writer wrote on."""
+    from secmeta.consumers.kafka.replication.resume import RESUME_FILE
+
+    store, node = writer
+    node2 = tmp_path / "node2"
+    join(node2, _of(settings, node), keyring).close()
+    with _open(node2, keyring, commit_gate=NotWriterGate()) as standby, ReplicatedNode(standby, _of(settings, node)) as r:
+        store.create_acls([acl("seen")], context=ADMIN)
+        r.catch_up()
+    assert (node2 / RESUME_FILE).exists()
+    store.create_acls([acl("while-away")], context=ADMIN)
+    return node2
+
+
+def test_a_resuming_node_checks_the_store_record_against_its_own_config(writer, settings, tmp_path, keyring):
+    """Review finding 1 (resuming nodes): a node that resumes mid-topic (replication-resume.json) still reads the
+    topic's store record first and refuses it when its config.json's settings that decide access differ, as a
+    node reading from the start does; nothing is appended."""
+    import json
+
+    from secmeta.consumers.kafka.replication.records import TopicFormatError
+
+    store, node = writer
+    node2 = _resume_then_edit(writer, settings, tmp_path, keyring)
+    (node2 / "config.json").write_text(json.dumps({"super_users": ["User:eve"]}))
+    with _open(node2, keyring, commit_gate=NotWriterGate()) as standby:
+        end = standby.log.end_offset
+        with pytest.raises(TopicFormatError, match=rf"log topic {node.topic}'s store record holds other settings "
+                                                   r"that decide access.*super_users is \['User:admin'\] there, "
+                                                   r"\['User:eve'\] here"):
+            with ReplicatedNode(standby, _of(settings, node)) as r:
+                r.catch_up()
+        assert standby.log.end_offset == end < store.log.end_offset
+
+
+def test_a_resuming_node_refuses_an_unsealed_older_topic_as_a_joiner_does(writer, settings, tmp_path, keyring):
+    """Review finding 1 (after an upgrade): a node whose resume point names a batch of a version-2 topic (an
+    unsealed store record) refuses it with the joiner's error instead of working on from its resume point."""
+    from secmeta.consumers.kafka.replication.resume import ResumePoint, write_resume_point
+
+    store, node = writer
+    old = f"{node.topic}-v2"
+    _copy_topic(settings, node.topic, old, lambda body: {k: v for k, v in dict(body, version=2).items()
+                                                         if k != "seal"})
+    consumer = Consumer({"bootstrap.servers": settings.bootstrap, "group.id": "find", "enable.partition.eof": True})
+    consumer.assign([TopicPartition(old, 0, OFFSET_BEGINNING)])
+    last = None
+    try:
+        while (msg := consumer.poll(10)) is not None and not msg.error():
+            if dict(msg.headers())["secmeta.record"] == b"batch":
+                last = msg.offset()
+    finally:
+        consumer.close()
+    assert last is not None
+    node2 = tmp_path / "node2"
+    join(node2, _of(settings, node), keyring).close()
+    with _open(node2, keyring, commit_gate=NotWriterGate()) as standby:
+        write_resume_point(standby.log, ResumePoint(old, last, standby.log.end_offset, standby.log.last_link, True))
+        with pytest.raises(Exception, match="log topic format version 2.*did not seal its store record.*"
+                                            "--replication-topic"):
+            with ReplicatedNode(standby, replace(settings, topic=old)) as r:
+                r.catch_up()

@@ -12,8 +12,6 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 
-from confluent_kafka import OFFSET_BEGINNING
-
 from secmeta.consumers.kafka.replication.gate import KafkaCommitGate
 from secmeta.consumers.kafka.replication.reader import ReadStopped, TopicReader
 from secmeta.consumers.kafka.replication.records import (
@@ -106,13 +104,24 @@ class ReplicatedNode:
         self.topic = settings.topic_for(store.log.store.store_id)
         ensure_topic(settings, self.topic)
         self.replica = TopicReplica(store.log, store.append_replicated, self.topic)
-        point = read_resume_point(store.log, self.topic)
-        if point is not None:
-            self.replica.resume(point.next_offset, point.link, point.seeded)
-        self._reader = TopicReader(settings, self.topic, OFFSET_BEGINNING if point is None else point.kafka_offset)
+        self._reader = TopicReader(settings, self.topic)
+        try:
+            self._resume(read_resume_point(store.log, self.topic))
+        except BaseException:
+            self._reader.close()
+            raise
         self.gate: KafkaCommitGate | None = None
         self._stop = threading.Event()
         self._follower: threading.Thread | None = None
+
+    def _resume(self, point: ResumePoint | None) -> None:
+        """With a resume point, read the topic's store record (its first record, one fetch) and check it as a
+        reader from the start does (``TopicReplica.apply``: the seal, the store, the settings that decide access
+        against config.json; refused with the same error), then read on from the point. An empty topic holds no
+        batch the point could name: read from the start."""
+        if point is not None and self._reader.read_first(self.replica.apply):
+            self.replica.resume(point.next_offset, point.link, point.seeded)
+            self._reader.skip_to(point.kafka_offset)
 
     @property
     def writing(self) -> bool:

@@ -96,16 +96,43 @@ class TopicReader:
         except ReplicationUnavailableError:
             return None
 
+    def read_first(self, apply: Apply) -> bool:
+        """Apply the topic's first committed record (its store record) and nothing more; False when the topic
+        ends before one (empty). ReplicationUnavailableError when neither comes within the timeout of a silent
+        broker. Read from Kafka offset 0, not OFFSET_BEGINNING, whose lookup costs a fresh consumer about 0.5 s
+        more (Tansu): the log topic keeps every record (check_durability), and were offset 0 gone,
+        auto.offset.reset=earliest would read from the earliest."""
+        deadline = time.monotonic() + self._timeout
+        try:
+            self._consumer.seek(TopicPartition(self.topic, 0, 0))
+        except KafkaException as exc:
+            raise ReplicationUnavailableError(f"reading the log topic {self.topic} failed: {exc.args[0].str()}") \
+                from None
+        while True:
+            reached = self._step(apply, 0.2, 1)
+            if self._progressed:
+                return True
+            if reached is not None:
+                return False
+            if time.monotonic() > deadline:
+                raise ReplicationUnavailableError(f"the first record of the log topic {self.topic} was not read "
+                                                  f"within {self._timeout:g} s: Kafka did not answer")
+
+    def skip_to(self, kafka_offset: int) -> None:
+        """Read on from ``kafka_offset`` (a resume point: the local log holds every batch before it)."""
+        self._next = kafka_offset
+
     def follow(self, apply: Apply, stop: threading.Event, poll_s: float = 0.1) -> None:
         """Apply records as they are committed until ``stop`` is set."""
         while not stop.is_set():
             self._step(apply, poll_s)
 
-    def _step(self, apply: Apply, timeout: float) -> int | None:
-        """Apply what one consume brings; the Kafka offset of the end-of-partition event it ended at, if it did."""
+    def _step(self, apply: Apply, timeout: float, most: int = BURST) -> int | None:
+        """Apply what one consume brings (at most ``most`` messages); the Kafka offset of the end-of-partition
+        event it ended at, if it did."""
         reached = None
         self._progressed = False
-        for msg in self._consumer.consume(BURST, timeout):
+        for msg in self._consumer.consume(most, timeout):
             err = msg.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:

@@ -5,7 +5,7 @@ link at its end (else the two histories differ there); the next one is appended 
 extends the local chain (``SecurityStore.append_replicated``); anything else refuses. At the topic's end,
 a local log that holds more than the topic (rolled back or forged, item 7 of issue 25) refuses to serve.
 The store record must carry a seal that verifies under the node's keyring and the node's own saved
-settings (config.json). Every refusal is a DivergedError naming the offset and both links, or a
+settings (config.json); a node that resumes mid-topic reads and checks it first too (``resume``). Every refusal is a DivergedError naming the offset and both links, or a
 TopicFormatError naming the topic; nothing is appended then.
 """
 
@@ -58,14 +58,15 @@ class TopicReplica:
         self._resuming: tuple[int, bytes] | None = None
 
     def resume(self, next_offset: int, link: bytes, seeded: bool) -> None:
-        """Read from a batch record in mid-topic (resume.py): the first record must be the batch ending at
-        ``next_offset`` with ``link`` (ResumeMismatch otherwise), which the local log holds."""
-        log = self.log
-        store = log.store
-        self.identity = StoreRecord(store.store_id, store.created_ms, dict(store.key_checks), {}, log.start_offset,
-                                    log.state.start_link)
+        """Read on from a batch record in mid-topic (resume.py), once the topic's store record was applied and
+        checked as every reader checks it (``apply``: its seal, and the settings that decide access against this
+        node's config.json): the next record must be the batch ending at ``next_offset`` with ``link``
+        (ResumeMismatch otherwise), which the local log holds."""
+        if self.identity is None:
+            raise TopicFormatError(f"the log topic {self.topic}'s store record must be read before resuming")
         self._resuming = (next_offset, link)
         self.seeded = seeded
+
     def apply(self, record: TopicRecord, kafka_offset: int) -> None:
         if self._resuming is not None and not isinstance(record, BatchRecord):
             raise ResumeMismatch(f"the log topic {self.topic}'s record at Kafka offset {kafka_offset} is not the "
