@@ -19,6 +19,7 @@ from secmeta.events.errors import SecmetaError as SecmetaError
 class ErrorCode(IntEnum):
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0
+    REQUEST_TIMED_OUT = 7
     CLUSTER_AUTHORIZATION_FAILED = 31
     UNSUPPORTED_SASL_MECHANISM = 33
     ILLEGAL_SASL_STATE = 34

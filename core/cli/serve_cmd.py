@@ -91,6 +91,14 @@ def register(commands: argparse._SubParsersAction) -> None:
     p.add_argument("--failed-authentications-max-pending", type=int,
                    default=_DEFAULTS.failed_authentications_max_pending, metavar="N",
                    help="failed logins held at once; beyond, a failing connection is closed at once, unanswered")
+    p.add_argument("--write-queue-max", type=int, default=_DEFAULTS.write_queue_max, metavar="N",
+                   help="writes waiting for or running on the write workers at most; one more (a stalled commit "
+                        "ahead of them) is answered REQUEST_TIMED_OUT at once and writes nothing "
+                        f"(default {_DEFAULTS.write_queue_max})")
+    p.add_argument("--write-timeout-ms", type=int, default=_DEFAULTS.write_timeout_ms, metavar="MS",
+                   help="a write not started this long after it came (the request's own timeout where it has one) "
+                        "is answered REQUEST_TIMED_OUT and never run, so never committed later "
+                        f"(default {_DEFAULTS.write_timeout_ms}, Kafka's request.timeout.ms)")
     p.add_argument("--processes", type=_processes, default=None, metavar="N",
                    help="serving processes sharing the listeners, each answering logins and reads from its own "
                         "image of the store, which follows the log; this process stays the store's one writer and "
@@ -136,6 +144,8 @@ def server_config(args: argparse.Namespace) -> tuple[tuple, ServerConfig]:
         failed_authentication_delay_ms=args.connection_failed_authentication_delay_ms,
         failed_authentications_per_second=args.failed_authentications_per_second,
         failed_authentications_max_pending=args.failed_authentications_max_pending,
+        write_queue_max=args.write_queue_max,
+        write_timeout_ms=args.write_timeout_ms,
     )
     return listeners, config
 

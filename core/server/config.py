@@ -52,6 +52,11 @@ class ServerConfig:
     workers: int = 8                                     # threads running handlers (blocking store calls)
     write_workers: int = 8                               # threads running writes alone: a write stalled on its
                                                          # commit (a Kafka stall) never holds a read's or login's
+    write_queue_max: int = 64                            # writes waiting for or on a write worker; one more is
+                                                         # answered REQUEST_TIMED_OUT at once (write_bound.py)
+    write_timeout_ms: int = 30_000                       # a write not started on a worker this long after it came
+                                                         # (its request's own timeout_ms if it has one) is answered
+                                                         # REQUEST_TIMED_OUT, never run (Kafka's request.timeout.ms)
     process_apply_timeout_ms: int = 10_000               # serve --processes: how long a write waits for every
                                                          # serving process to apply it (a stuck one is restarted)
 
@@ -65,7 +70,7 @@ class ServerConfig:
         for name in ("socket_request_max_bytes", "sasl_server_max_receive_size", "connections_max_idle_ms",
                      "login_timeout_ms", "max_connections", "max_connections_per_ip", "max_connections_before_login",
                      "max_connections_before_login_per_ip", "frame_read_timeout_ms", "tls_handshake_timeout_ms",
-                     "workers", "write_workers", "failed_authentications_burst", "failed_authentications_max_pending",
+                     "workers", "write_workers", "write_queue_max", "write_timeout_ms", "failed_authentications_burst", "failed_authentications_max_pending",
                      "process_apply_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise InvalidValueError(f"{name} must be positive, not {getattr(self, name)}")

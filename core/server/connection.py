@@ -21,7 +21,9 @@ included: SCRAM alterations and token logins (PBKDF2), reads that may scan the s
 any large frame.  Writes run in a pool of their own (``write_workers``), so a write waiting on
 its commit (fsync, a stalled Kafka in replicated mode) never holds a thread a read or a token
 login needs; a write the handler refuses before it queues (``Handler.refused``: NOT_CONTROLLER,
-a requester without the write's right) is answered on the loop.
+a requester without the write's right) is answered on the loop, and so is one the write bound refuses
+(``write_bound``: more than ``write_queue_max`` pending answers REQUEST_TIMED_OUT; a write a worker takes
+up after its deadline is answered REQUEST_TIMED_OUT there, never run).
 
 Anything the server cannot serve (garbage, a truncated frame, an unknown API key or
 version, a TLS handshake failure, a stall, idleness, a refused SASL state) closes this
@@ -49,6 +51,7 @@ from secmeta.core.server.inline import ServedProtocol
 from secmeta.core.server.listeners import Listener
 from secmeta.core.server.principals import ANONYMOUS, tls_principal
 from secmeta.core.server.sasl import Authenticator, Evaluated, Refusal, Step
+from secmeta.core.server.write_bound import answer_write
 from secmeta.core.types import RequestContext
 from secmeta.core.wire.codec import (
     ApiKey,
@@ -322,11 +325,18 @@ class Connection:
                 auth.api_versions_answered(int(response.error_code))
         elif handler.writes:
             refused = handler.refused(call)
+            bound = server.write_bound
+            if refused is None:
+                refused, deadline = bound.admit(handler, call)
             if refused is not None:
                 await self._write(encode_response(frame.correlation_id, refused))
-            else:
-                await self._write(await asyncio.get_running_loop().run_in_executor(server.write_executor, _answer,
-                                                                                   handler, call))
+                return
+            try:
+                answer = await asyncio.get_running_loop().run_in_executor(server.write_executor, answer_write,
+                                                                          handler, call, deadline)
+            finally:
+                bound.release()
+            await self._write(answer)
         else:
             await self._write(await self._off_loop(_answer, handler, call))
 

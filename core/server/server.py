@@ -33,6 +33,7 @@ from secmeta.core.server.controllership import Controllership
 from secmeta.core.server.image_answers import ImageAnswers
 from secmeta.core.server.inline import ServedProtocol
 from secmeta.core.server.listeners import Listener, ListenerError, parse_listeners, ssl_context
+from secmeta.core.server.write_bound import WriteBound
 from secmeta.events.types import ScramMechanism
 
 __all__ = ["Server", "ServerThread", "cluster_id"]
@@ -87,6 +88,7 @@ class Server:
         self.admission = admission if admission is not None else admission_of(config)
         self.executor: ThreadPoolExecutor | None = None
         self.write_executor: ThreadPoolExecutor | None = None   # writes only (``Connection``): they wait on commits
+        self.write_bound = WriteBound(config.write_queue_max, config.write_timeout_ms)   # the writes pending on it
         self.addresses: dict[str, tuple[str, int]] = {}     # listener name -> bound (host, port)
         self.brokers: dict[str, BrokerInfo] = {}            # listener name -> what Metadata advertises
         self._sockets: dict[str, Sequence[socket.socket]] | None = dict(sockets) if sockets is not None else None

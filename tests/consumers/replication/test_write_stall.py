@@ -110,3 +110,60 @@ def test_a_stalled_kafka_commit_holds_no_login_read_or_unauthorized_write(stoppa
 
                 threading.Thread(target=drain, daemon=True).start()
                 done.wait(COMMIT_TIMEOUT_S + 30)
+
+
+def test_writes_past_the_write_bound_are_answered_timed_out_and_never_committed(stoppable_broker, tmp_path):
+    """Review finding 2: queued writes are bounded. With one write worker stalled on its commit (Tansu stopped),
+    a write that finds ``write_queue_max`` writes pending is answered REQUEST_TIMED_OUT at once, and one that waited
+    past ``write_timeout_ms`` for the worker is answered REQUEST_TIMED_OUT when the stall ends, without running.
+    Kafka's controller does the same with a write it cannot start in time: ControllerApis gives each request a
+    deadline (``requestTimeoutMsToDeadlineNs`` from its ``timeoutMs``, ControllerRequestContext.deadlineNs), and
+    EventQueue.appendWithDeadline completes an event not run by its deadline with a TimeoutException (the
+    client's REQUEST_TIMED_OUT). Neither is committed, after the stall either: the log holds the stalled write
+    alone."""
+    from secmeta.core.server.config import ServerConfig
+
+    broker, bootstrap = stoppable_broker
+    bounded = ServerConfig(write_workers=1, write_queue_max=3, write_timeout_ms=1500)
+    with running_server(tmp_path, "SASL_PLAINTEXT://127.0.0.1:0", config=bounded) as srv:
+        store = srv.store
+        store.set_commit_gate(NotWriterGate())
+        settings = ReplicationSettings(bootstrap, replication_factor=1, min_insync_replicas=1,
+                                       timeout_s=COMMIT_TIMEOUT_S)
+        with ReplicatedNode(store, settings) as node:
+            node.become_writer()
+            clients = {}
+            for name in ("stalled", "waits-too-long", "waits-too", "finds-it-full"):
+                raw = clients[name] = RawClient.connect(srv, "SASL_PLAINTEXT", timeout=COMMIT_TIMEOUT_S + 30)
+                assert raw.sasl_login("admin", ADMIN_PASSWORD).error_code == 0
+            end = store.log.end_offset
+            os.kill(broker.pid, signal.SIGSTOP)
+            try:
+                clients["stalled"].send(_create_acls_request("stalled"))
+                time.sleep(0.5)             # on the one worker, waiting on its commit
+                clients["waits-too-long"].send(_create_acls_request("waits-too-long"))
+                clients["waits-too"].send(_create_acls_request("waits-too"))
+                time.sleep(0.2)
+                started = time.monotonic()
+                full = clients["finds-it-full"]
+                full.send(_create_acls_request("finds-it-full"))
+                full.sock.settimeout(PROMPT_S)
+                answer = decode_response(30, 3, full.read_frame())[1].results[0]
+                assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT and "write_queue_max 3" in answer.error_message
+                assert time.monotonic() - started < PROMPT_S
+                time.sleep(2.0)             # the two queued writes are now past write_timeout_ms
+            finally:
+                os.kill(broker.pid, signal.SIGCONT)
+            codes = {name: decode_response(30, 3, clients[name].read_frame())[1].results[0].error_code
+                     for name in ("stalled", "waits-too-long", "waits-too")}
+            assert codes == {"stalled": ErrorCode.NONE, "waits-too-long": ErrorCode.REQUEST_TIMED_OUT,
+                             "waits-too": ErrorCode.REQUEST_TIMED_OUT}
+            with RawClient.connect(srv, "SASL_PLAINTEXT", timeout=COMMIT_TIMEOUT_S) as after:
+                assert after.sasl_login("admin", ADMIN_PASSWORD).error_code == 0
+                after.request(_create_acls_request("after"))     # one more commit: nothing was left queued
+            time.sleep(0.5)
+            names = {b.pattern.name for b in store.describe_acls(AclBindingFilter(), context=ADMIN)}
+            assert names & {"stalled", "waits-too-long", "waits-too", "finds-it-full", "after"} == {"stalled", "after"}
+            assert store.log.end_offset == end + 2
+            for raw in clients.values():
+                raw.close()
