@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from secmeta.core.errors import ClusterAuthorizationException
+from secmeta.core.errors import ClusterAuthorizationException, UnsupportedByAuthenticationException
 from secmeta.core.types import RequestContext
 from secmeta.events.types import CLUSTER_NAME, AclOperation, ResourceType
 from secmeta.projections.acls import AclsImage
 from secmeta.projections.authorizer import authorize
 
-__all__ = ["CLUSTER_DECISIONS_KEPT", "WRITE_RIGHTS", "Decider", "acls_of", "allowed_on_cluster", "checked_context",
-           "decider_for", "require_cluster", "require_write_right"]
+__all__ = ["CLUSTER_DECISIONS_KEPT", "TOKEN_WRITES", "WRITE_RIGHTS", "Decider", "acls_of", "allowed_on_cluster",
+           "checked_context", "decider_for", "require_cluster", "require_token_request_allowed", "require_write_right"]
 
 Decider = Callable[[str, str, AclOperation, ResourceType, str], bool]
 
@@ -92,11 +92,29 @@ WRITE_RIGHTS: dict[str, AclOperation] = {
     "alter_client_quotas": AclOperation.ALTER_CONFIGS,
 }
 
+#: The token writes, whose first check is the connection's, whatever the token (Kafka's ControllerApis and KafkaApis
+#: handleCreate/Renew/ExpireDelegationTokenRequest ask ``allowTokenRequests`` before anything else).
+TOKEN_WRITES = frozenset({"create_delegation_token", "renew_delegation_token", "expire_delegation_token"})
+
+
+def require_token_request_allowed(context: RequestContext) -> None:
+    """The one rule for which connections may make token requests at all (Kafka's ``allowTokenRequests``):
+    UnsupportedByAuthenticationException (DELEGATION_TOKEN_REQUEST_NOT_ALLOWED) for a token-authenticated or
+    unauthenticated requester, or the anonymous principal (PLAINTEXT, one-way TLS)."""
+    checked_context(context)
+    if context.token_authenticated or not context.authenticated or context.principal == "User:ANONYMOUS":
+        how = "token-authenticated" if context.token_authenticated else "unauthenticated"
+        raise UnsupportedByAuthenticationException(
+            f"Delegation token requests are not allowed on {how} connections")
+
 
 def require_write_right(decider: Decider, context: RequestContext, write: str) -> None:
     """The one rule for who may make the write ``write`` (a store call's name) at all: ClusterAuthorizationException
-    unless the requester holds its WRITE_RIGHTS right; nothing for a write without one. The control function asks it
-    under the store's lock; the server asks it too before the write queues (on the published image)."""
+    unless the requester holds its WRITE_RIGHTS right; for a token write, ``require_token_request_allowed``;
+    nothing for another write. The control function asks it under the store's lock; the server asks it too
+    before the write queues (on the published image)."""
     right = WRITE_RIGHTS.get(write)
     if right is not None:
         require_cluster(decider, context, right)
+    elif write in TOKEN_WRITES:
+        require_token_request_allowed(context)

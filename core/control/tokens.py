@@ -16,7 +16,7 @@ from uuid import uuid4
 from secmeta.core import validation
 from secmeta.core.auth.token_hmac import TokenHmacs, token_hmac
 from secmeta.core.config import StoreConfig
-from secmeta.core.control.authz import Decider, checked_context
+from secmeta.core.control.authz import Decider, require_token_request_allowed
 from secmeta.core.control.result import ControlResult
 from secmeta.core.errors import (
     DelegationTokenAuthorizationException,
@@ -26,7 +26,6 @@ from secmeta.core.errors import (
     DelegationTokenOwnerMismatchException,
     InvalidPrincipalTypeException,
     InvalidRequestException,
-    UnsupportedByAuthenticationException,
 )
 from secmeta.core.settings import require_token_secret
 from secmeta.core.types import DelegationToken, RequestContext
@@ -53,14 +52,6 @@ USER_TYPE = "User"
 
 def _tokens_of(image) -> TokensImage:
     return image if isinstance(image, TokensImage) else image.tokens
-
-
-def _require_token_request_allowed(context: RequestContext) -> None:
-    checked_context(context)
-    if context.token_authenticated or not context.authenticated or context.principal == "User:ANONYMOUS":
-        how = "token-authenticated" if context.token_authenticated else "unauthenticated"
-        raise UnsupportedByAuthenticationException(
-            f"Delegation token requests are not allowed on {how} connections")
 
 
 def _require_enabled(config: StoreConfig) -> bytes:
@@ -96,7 +87,7 @@ def create_token(
     new_token_id: Callable[[], str] = lambda: str(uuid4()),
 ) -> ControlResult[DelegationToken]:
     """A DelegationTokenIssued event and the new token with its HMAC."""
-    _require_token_request_allowed(context)
+    require_token_request_allowed(context)
     requester = context.principal
     if owner == "":  # Kafka's KafkaApis reads an empty owner name as absent; an empty principal is no principal
         raise InvalidRequestException("owner must not be empty: give a Type:Name principal, or no owner "
@@ -149,7 +140,7 @@ def _token_to_change(image, hmacs: TokenHmacs, hmac: bytes, context: RequestCont
                      period_name: str, period: object) -> TokenInfo:
     """The token a renew or an expire names by ``hmac``, after the checks both make first, in this order: the
     connection may ask for tokens, tokens are enabled, the period is an int64, the token exists."""
-    _require_token_request_allowed(context)
+    require_token_request_allowed(context)
     _require_enabled(config)
     _require_int64(period_name, period)
     return _find(image, hmacs, hmac)
@@ -247,7 +238,7 @@ def describe_tokens(
     only when ``config.describe_tokens_include_hmac`` (Kafka always sends it).
     The live state needs tokens enabled (Kafka); a ``past`` one (as_of) needs the secret only to show HMACs.
     """
-    _require_token_request_allowed(context)
+    require_token_request_allowed(context)
     include_hmac = bool(config.describe_tokens_include_hmac)
     secret = _require_enabled(config) if include_hmac or not past else None
     if owners is not None:

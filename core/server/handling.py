@@ -70,7 +70,8 @@ class Handler:
 
     def refused(self, call: Call) -> Any | None:
         """A write's answer before it queues, or None (not a write, or not refused here): NOT_CONTROLLER on a node
-        that is not the active controller; the store's refusal of a requester without the write's right."""
+        that is not the active controller; the store's refusal of a requester without the write's right, or of a
+        token write from a connection that may make none (``control.authz.require_write_right``)."""
         if not self.writes:
             return None
         if call.cluster is not None and not call.cluster.accepts_writes:

@@ -109,7 +109,8 @@ class StoreView:
 
     def require_write_right(self, write: str, *, context: RequestContext | None) -> None:
         """ClusterAuthorizationException unless the requester holds the right the write ``write`` (a store call's
-        name) needs at all, decided on this view's image (``control.authz.require_write_right``, the rule the
+        name) needs at all (for a token write, DELEGATION_TOKEN_REQUEST_NOT_ALLOWED from a connection that may make
+        none), decided on this view's image (``control.authz.require_write_right``, the rule the
         write itself asks under the store's lock): the server refuses an unauthorized write before it queues."""
         require_write_right(self._decider(), checked_context(context), write)
 

@@ -9,6 +9,8 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -16,6 +18,7 @@ from secmeta.consumers.kafka.replication.node import ReplicatedNode
 from secmeta.consumers.kafka.replication.settings import ReplicationSettings
 from secmeta.core.errors import ErrorCode
 from secmeta.core.store.commit_gate import NotWriterGate
+from secmeta.core.types import DelegationToken
 from secmeta.core.wire import convert
 from secmeta.core.wire.codec import build, decode_response, request_class
 from secmeta.core.wire.scram_client import token_login
@@ -53,63 +56,94 @@ def _create_acls_request(name: str):
     return build(request_class(30, 3), creations=[convert.acl_creation_fields(_binding(name))])
 
 
+@contextmanager
+def _stalled_writes(broker, srv) -> Iterator[tuple[DelegationToken, int]]:
+    """The server's store the writer of a log topic on ``broker``, with a token issued through it, then
+    STALLED_WRITES writes in flight while the broker is stopped (SIGSTOP); yields the token and the log's end.
+    Afterwards the broker resumes and every stalled write is read off."""
+    store = srv.store
+    store.set_commit_gate(NotWriterGate())
+    settings = ReplicationSettings(broker[1], replication_factor=1, min_insync_replicas=1, timeout_s=COMMIT_TIMEOUT_S)
+    with ReplicatedNode(store, settings) as node:
+        node.become_writer()
+        token = store.create_delegation_token(context=ADMIN)    # committed through Kafka while it answers
+        writers = []
+        for _ in range(STALLED_WRITES):
+            raw = RawClient.connect(srv, "SASL_PLAINTEXT", timeout=COMMIT_TIMEOUT_S + 30)
+            assert raw.sasl_login("admin", ADMIN_PASSWORD).error_code == 0
+            writers.append(raw)
+        end = store.log.end_offset
+        os.kill(broker[0].pid, signal.SIGSTOP)
+        try:
+            for i, raw in enumerate(writers):
+                raw.send(_create_acls_request(f"stalled-{i}"))
+            time.sleep(1.0)             # every write is in the server, waiting on its commit
+            assert store.log.end_offset == end
+            yield token, end
+            assert store.log.end_offset == end     # the stall went on meanwhile
+        finally:
+            os.kill(broker[0].pid, signal.SIGCONT)
+            done = threading.Event()
+
+            def drain() -> None:
+                for raw in writers:
+                    try:
+                        decode_response(30, 3, raw.read_frame())
+                    except OSError:
+                        pass
+                    raw.close()
+                done.set()
+
+            threading.Thread(target=drain, daemon=True).start()
+            done.wait(COMMIT_TIMEOUT_S + 30)
+
+
+def _token_session(srv, token: DelegationToken) -> RawClient:
+    raw = RawClient.connect(srv, "SASL_PLAINTEXT", timeout=COMMIT_TIMEOUT_S)
+    assert raw.request(build(request_class(17, 1), mechanism="SCRAM-SHA-256")).error_code == 0
+    client = token_login("SCRAM-SHA-256", token.token_id, token.hmac)
+    first = raw.request(build(request_class(36, 2), auth_bytes=client.first().encode()))
+    assert raw.request(build(request_class(36, 2), auth_bytes=client.final(first.auth_bytes).encode())).error_code == 0
+    return raw
+
+
 def test_a_stalled_kafka_commit_holds_no_login_read_or_unauthorized_write(stoppable_broker, tmp_path):
-    broker, bootstrap = stoppable_broker
-    with running_server(tmp_path, "SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0") as srv:
-        store = srv.store
-        store.set_commit_gate(NotWriterGate())
-        settings = ReplicationSettings(bootstrap, replication_factor=1, min_insync_replicas=1,
-                                       timeout_s=COMMIT_TIMEOUT_S)
-        with ReplicatedNode(store, settings) as node:
-            node.become_writer()
-            token = store.create_delegation_token(context=ADMIN)    # committed through Kafka while it answers
-            writers = []
-            for _ in range(STALLED_WRITES):
-                raw = RawClient.connect(srv, "SASL_PLAINTEXT", timeout=COMMIT_TIMEOUT_S + 30)
-                assert raw.sasl_login("admin", ADMIN_PASSWORD).error_code == 0
-                writers.append(raw)
-            end = store.log.end_offset
-            os.kill(broker.pid, signal.SIGSTOP)
-            try:
-                for i, raw in enumerate(writers):
-                    raw.send(_create_acls_request(f"stalled-{i}"))
-                time.sleep(1.0)             # every write is in the server, waiting on its commit
-                assert store.log.end_offset == end
+    with running_server(tmp_path, "SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0") as srv, \
+            _stalled_writes(stoppable_broker, srv) as (token, end):
+        started = time.monotonic()
+        with _token_session(srv, token) as raw:
+            logged_in = time.monotonic() - started
+            # a filter without a name may scan every ACL: answered off the event loop
+            described = raw.request(build(request_class(29, 3), **convert.filter_fields(AclBindingFilter())))
+            assert described.error_code == 0
+            read = time.monotonic() - started
+        with RawClient.connect(srv, "PLAINTEXT", timeout=COMMIT_TIMEOUT_S) as anonymous:
+            refused = anonymous.request(_create_acls_request("not-allowed")).results[0]
+            assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+            unauthorized = time.monotonic() - started
+        assert (logged_in, read, unauthorized) < (PROMPT_S, PROMPT_S, PROMPT_S), \
+            f"answered after {logged_in:.1f} s, {read:.1f} s and {unauthorized:.1f} s of a stalled commit"
 
-                started = time.monotonic()
-                with RawClient.connect(srv, "SASL_PLAINTEXT", timeout=COMMIT_TIMEOUT_S) as raw:
-                    assert raw.request(build(request_class(17, 1), mechanism="SCRAM-SHA-256")).error_code == 0
-                    client = token_login("SCRAM-SHA-256", token.token_id, token.hmac)
-                    first = raw.request(build(request_class(36, 2), auth_bytes=client.first().encode()))
-                    final = raw.request(build(request_class(36, 2), auth_bytes=client.final(first.auth_bytes).encode()))
-                    assert final.error_code == 0
-                    logged_in = time.monotonic() - started
-                    # a filter without a name may scan every ACL: answered off the event loop
-                    described = raw.request(build(request_class(29, 3), **convert.filter_fields(AclBindingFilter())))
-                    assert described.error_code == 0
-                    read = time.monotonic() - started
-                with RawClient.connect(srv, "PLAINTEXT", timeout=COMMIT_TIMEOUT_S) as anonymous:
-                    refused = anonymous.request(_create_acls_request("not-allowed")).results[0]
-                    assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-                    unauthorized = time.monotonic() - started
-                assert store.log.end_offset == end     # the stall went on meanwhile
-                assert (logged_in, read, unauthorized) < (PROMPT_S, PROMPT_S, PROMPT_S), \
-                    f"answered after {logged_in:.1f} s, {read:.1f} s and {unauthorized:.1f} s of a stalled commit"
-            finally:
-                os.kill(broker.pid, signal.SIGCONT)
-                done = threading.Event()
 
-                def drain() -> None:
-                    for raw in writers:
-                        try:
-                            decode_response(30, 3, raw.read_frame())
-                        except OSError:
-                            pass
-                        raw.close()
-                    done.set()
-
-                threading.Thread(target=drain, daemon=True).start()
-                done.wait(COMMIT_TIMEOUT_S + 30)
+def test_a_token_request_its_connection_may_not_make_is_refused_at_once_during_a_stall(stoppable_broker, tmp_path):
+    """Review finding 3: a token write a connection may not make at all (Kafka's allowTokenRequests, asked before
+    anything else by KafkaApis/ControllerApis handleCreate/Renew/ExpireDelegationTokenRequest) is refused before it
+    queues: a token-authenticated session's CreateDelegationToken and an anonymous PLAINTEXT connection's Renew and
+    Expire are answered DELEGATION_TOKEN_REQUEST_NOT_ALLOWED at once while every write worker waits on a stalled
+    commit, and nothing is written."""
+    with running_server(tmp_path, "SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0") as srv, \
+            _stalled_writes(stoppable_broker, srv) as (token, end):
+        started = time.monotonic()
+        with _token_session(srv, token) as raw:
+            created = raw.request(build(request_class(38, 3), owner_principal_type=None,
+                                              owner_principal_name=None, renewers=[], max_lifetime=-1))
+        with RawClient.connect(srv, "PLAINTEXT", timeout=COMMIT_TIMEOUT_S) as anonymous:
+            renewed = anonymous.request(build(request_class(39, 2), hmac=token.hmac, renew_period=-1))
+            expired = anonymous.request(build(request_class(40, 2), hmac=token.hmac, expiry_time_period=-1))
+        took = time.monotonic() - started
+        assert [r.error_code for r in (created, renewed, expired)] == \
+            [ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED] * 3
+        assert took < PROMPT_S, f"answered after {took:.1f} s of a stalled commit"
 
 
 def test_writes_past_the_write_bound_are_answered_timed_out_and_never_committed(stoppable_broker, tmp_path):
