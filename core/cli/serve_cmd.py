@@ -92,8 +92,9 @@ def register(commands: argparse._SubParsersAction) -> None:
                    default=_DEFAULTS.failed_authentications_max_pending, metavar="N",
                    help="failed logins held at once; beyond, a failing connection is closed at once, unanswered")
     p.add_argument("--write-queue-max", type=int, default=_DEFAULTS.write_queue_max, metavar="N",
-                   help="writes waiting for or running on the write workers at most; one more (a stalled commit "
-                        "ahead of them) is answered REQUEST_TIMED_OUT at once and writes nothing "
+                   help="writes waiting for or running on the write workers at most; one more is held back (its "
+                        "connection not read) until one is answered, or REQUEST_TIMED_OUT at its timeout, writing "
+                        "nothing "
                         f"(default {_DEFAULTS.write_queue_max})")
     p.add_argument("--write-timeout-ms", type=int, default=_DEFAULTS.write_timeout_ms, metavar="MS",
                    help="a write not started this long after it came (the request's own timeout where it has one) "

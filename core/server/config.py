@@ -53,7 +53,7 @@ class ServerConfig:
     write_workers: int = 8                               # threads running writes alone: a write stalled on its
                                                          # commit (a Kafka stall) never holds a read's or login's
     write_queue_max: int = 64                            # writes waiting for or on a write worker; one more is
-                                                         # answered REQUEST_TIMED_OUT at once (write_bound.py)
+                                                         # held back until one is answered (write_bound.py)
     write_timeout_ms: int = 30_000                       # a write not started on a worker this long after it came
                                                          # (its request's own timeout_ms if it has one) is answered
                                                          # REQUEST_TIMED_OUT, never run (Kafka's request.timeout.ms)

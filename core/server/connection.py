@@ -21,9 +21,9 @@ included: SCRAM alterations and token logins (PBKDF2), reads that may scan the s
 any large frame.  Writes run in a pool of their own (``write_workers``), so a write waiting on
 its commit (fsync, a stalled Kafka in replicated mode) never holds a thread a read or a token
 login needs; a write the handler refuses before it queues (``Handler.refused``: NOT_CONTROLLER,
-a requester without the write's right) is answered on the loop, and so is one the write bound refuses
-(``write_bound``: more than ``write_queue_max`` pending answers REQUEST_TIMED_OUT; a write a worker takes
-up after its deadline is answered REQUEST_TIMED_OUT there, never run).
+a requester without the write's right) is answered on the loop.  The write bound (``write_bound``) holds a
+write back while ``write_queue_max`` are pending and answers REQUEST_TIMED_OUT if none frees by its deadline;
+a write a worker takes up after its deadline is answered REQUEST_TIMED_OUT there, never run.
 
 Anything the server cannot serve (garbage, a truncated frame, an unknown API key or
 version, a TLS handshake failure, a stall, idleness, a refused SASL state) closes this
@@ -327,7 +327,7 @@ class Connection:
             refused = handler.refused(call)
             bound = server.write_bound
             if refused is None:
-                refused, deadline = bound.admit(handler, call)
+                refused, deadline = await bound.admit(handler, call)
             if refused is not None:
                 await self._write(encode_response(frame.correlation_id, refused))
                 return

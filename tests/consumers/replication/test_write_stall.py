@@ -32,6 +32,7 @@ from secmeta.events.types import (
 )
 from tests.chaoskit import tansu_process
 from tests.serverkit import ADMIN, ADMIN_PASSWORD, RawClient, running_server
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.kafka, pytest.mark.server]
 
@@ -148,8 +149,9 @@ def test_a_token_request_its_connection_may_not_make_is_refused_at_once_during_a
 
 def test_writes_past_the_write_bound_are_answered_timed_out_and_never_committed(stoppable_broker, tmp_path):
     """Review finding 2: queued writes are bounded. With one write worker stalled on its commit (Tansu stopped),
-    a write that finds ``write_queue_max`` writes pending is answered REQUEST_TIMED_OUT at once, and one that waited
-    past ``write_timeout_ms`` for the worker is answered REQUEST_TIMED_OUT when the stall ends, without running.
+    a write that finds ``write_queue_max`` writes pending is held back and answered REQUEST_TIMED_OUT at its
+    timeout while the stall goes on, and one that waited past ``write_timeout_ms`` for the worker is answered
+    REQUEST_TIMED_OUT when the stall ends, without running.
     Kafka's controller does the same with a write it cannot start in time: ControllerApis gives each request a
     deadline (``requestTimeoutMsToDeadlineNs`` from its ``timeoutMs``, ControllerRequestContext.deadlineNs), and
     EventQueue.appendWithDeadline completes an event not run by its deadline with a TimeoutException (the
@@ -177,15 +179,15 @@ def test_writes_past_the_write_bound_are_answered_timed_out_and_never_committed(
                 time.sleep(0.5)             # on the one worker, waiting on its commit
                 clients["waits-too-long"].send(_create_acls_request("waits-too-long"))
                 clients["waits-too"].send(_create_acls_request("waits-too"))
-                time.sleep(0.2)
-                started = time.monotonic()
+                bound = srv.thread.server.write_bound
+                wait_for(lambda: bound.pending == 3, PROMPT_S, "the three writes to hold a slot")   # the next is held
                 full = clients["finds-it-full"]
                 full.send(_create_acls_request("finds-it-full"))
-                full.sock.settimeout(PROMPT_S)
-                answer = decode_response(30, 3, full.read_frame())[1].results[0]
-                assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT and "write_queue_max 3" in answer.error_message
-                assert time.monotonic() - started < PROMPT_S
-                time.sleep(2.0)             # the two queued writes are now past write_timeout_ms
+                full.sock.settimeout(PROMPT_S + 1.5)
+                answer = decode_response(30, 3, full.read_frame())[1].results[0]   # while the broker is stopped
+                assert answer.error_code == ErrorCode.REQUEST_TIMED_OUT
+                assert "write_queue_max" in answer.error_message and "(1500 ms" in answer.error_message
+                # the two queued writes came before it: they are past write_timeout_ms too
             finally:
                 os.kill(broker.pid, signal.SIGCONT)
             codes = {name: decode_response(30, 3, clients[name].read_frame())[1].results[0].error_code
