@@ -21,9 +21,11 @@ included: SCRAM alterations and token logins (PBKDF2), reads that may scan the s
 any large frame.  Writes run in a pool of their own (``write_workers``), so a write waiting on
 its commit (fsync, a stalled Kafka in replicated mode) never holds a thread a read or a token
 login needs; a write the handler refuses before it queues (``Handler.refused``: NOT_CONTROLLER,
-a requester without the write's right) is answered on the loop.  The write bound (``write_bound``) holds a
-write back while ``write_queue_max`` are pending and answers REQUEST_TIMED_OUT if none frees by its deadline;
-a write a worker takes up after its deadline is answered REQUEST_TIMED_OUT there, never run.
+a requester without the write's right) is answered on the loop, or in the thread pool (built and encoded
+there) when its frame is larger than ``ON_LOOP_BYTES``: a refusal has one result per item of the request.  The
+write bound (``write_bound``) holds a write back while ``write_queue_max`` are pending and answers
+REQUEST_TIMED_OUT if none frees by its deadline; a write a worker takes up after its deadline is answered
+REQUEST_TIMED_OUT there, never run.
 
 Anything the server cannot serve (garbage, a truncated frame, an unknown API key or
 version, a TLS handshake failure, a stall, idleness, a refused SASL state) closes this
@@ -324,19 +326,20 @@ class Connection:
             if frame.api_key == ApiKey.API_VERSIONS and not auth.complete:
                 auth.api_versions_answered(int(response.error_code))
         elif handler.writes:
-            refused = handler.refused(call)
-            bound = server.write_bound
+            large = len(data) > ON_LOOP_BYTES
+            refused = await self._maybe_off_loop(large, _early_refusal, handler, call)
             if refused is None:
-                refused, deadline = await bound.admit(handler, call)
-            if refused is not None:
-                await self._write(encode_response(frame.correlation_id, refused))
-                return
-            try:
-                answer = await asyncio.get_running_loop().run_in_executor(server.write_executor, answer_write,
-                                                                          handler, call, deadline)
-            finally:
-                bound.release()
-            await self._write(answer)
+                bound = server.write_bound
+                timed_out, deadline = await bound.admit(call)
+                if timed_out is not None:
+                    refused = await self._maybe_off_loop(large, _refused, handler, call, timed_out)
+                else:
+                    try:
+                        refused = await asyncio.get_running_loop().run_in_executor(
+                            server.write_executor, answer_write, handler, call, deadline)
+                    finally:
+                        bound.release()
+            await self._write(refused)
         else:
             await self._write(await self._off_loop(_answer, handler, call))
 
@@ -467,6 +470,12 @@ def _decode_large(data: bytes) -> RequestFrame:
 def _answer(handler: Any, call: Call) -> bytes:
     """A worker thread's whole job for one request: the handler, then the response frame."""
     return encode_response(call.frame.correlation_id, handler(call))
+
+
+def _early_refusal(handler: Any, call: Call) -> bytes | None:
+    """The response frame to a write the handler refuses before it queues (``Handler.refused``), or None."""
+    refused = handler.refused(call)
+    return None if refused is None else encode_response(call.frame.correlation_id, refused)
 
 
 def _refused(handler: Any, call: Call, error: ApiError) -> bytes:

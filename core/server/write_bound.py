@@ -41,9 +41,9 @@ class WriteBound:
         self.max_pending, self.timeout_ms = max_pending, timeout_ms
         self._slots = asyncio.Semaphore(max_pending)
 
-    async def admit(self, handler: Any, call: Call) -> tuple[Any, float]:
-        """(None, the deadline to start by) once the write holds a slot, or (its REQUEST_TIMED_OUT response, 0)
-        when no slot freed by its deadline; on the event loop. ``release()`` once an admitted write is answered."""
+    async def admit(self, call: Call) -> tuple[ApiError | None, float]:
+        """(None, the deadline to start by) once the write holds a slot, or (REQUEST_TIMED_OUT, 0) when no slot
+        freed by its deadline; on the event loop. ``release()`` once an admitted write is answered."""
         own = getattr(call.request, "timeout_ms", None)
         timeout_ms = own if isinstance(own, int) and own >= 0 else self.timeout_ms
         deadline = time.monotonic() + timeout_ms / 1000
@@ -53,11 +53,11 @@ class WriteBound:
         try:
             await asyncio.wait_for(self._slots.acquire(), max(0.0, deadline - time.monotonic()))
         except TimeoutError:
-            return handler.error_response(call, ApiError(
+            return ApiError(
                 ErrorCode.REQUEST_TIMED_OUT,
                 f"{self.max_pending} writes (write_queue_max) waited for or ran on the write workers throughout "
                 f"this one's timeout ({timeout_ms} ms; a commit stalls ahead of them): it was not started; nothing "
-                "was written")), 0.0
+                "was written"), 0.0
         return None, deadline
 
     def release(self) -> None:

@@ -3,6 +3,7 @@ local log a bit-identical, verified replica of it (issue 25 items 1, 2, 6 and 7)
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import replace
 
@@ -610,14 +611,20 @@ def test_a_node_refuses_a_store_record_with_other_settings_than_its_own_naming_w
         assert standby.log.end_offset == end
 
 
-def test_a_store_record_of_an_older_unsealed_format_is_refused_saying_what_to_do(writer, settings, tmp_path, keyring):
-    """A topic whose store record was written by a secmeta that did not seal it (format version 2) cannot be
-    trusted for its settings: a joiner refuses it, naming the version, why and the fix (a new topic)."""
+@pytest.mark.parametrize(("version", "why", "kept"), [
+    (2, "did not seal its store record", ()),
+    (3, "sealed its store record without the topic's name", ("seal",)),
+])
+def test_a_store_record_of_an_older_unsealed_format_is_refused_saying_what_to_do(writer, settings, tmp_path, keyring,
+                                                                                  version, why, kept):
+    """A topic whose store record was written by a secmeta that did not seal it (format version 2), or sealed it
+    without the topic it was written to (version 3, never released), cannot be trusted for its settings: a
+    joiner refuses it, naming the version, why and the fix (a new topic)."""
     store, node = writer
-    old = f"{node.topic}-v2"
-    _copy_topic(settings, node.topic, old, lambda body: {k: v for k, v in dict(body, version=2).items()
-                                                         if k != "seal"})
-    with pytest.raises(Exception, match="log topic format version 2.*did not seal its store record.*"
+    old = f"{node.topic}-v{version}"
+    _copy_topic(settings, node.topic, old, lambda body: {k: v for k, v in dict(body, version=version).items()
+                                                         if k != "seal" or k in kept})
+    with pytest.raises(Exception, match=f"log topic format version {version}.*{re.escape(why)}.*"
                                         "--replication-topic"):
         join(tmp_path / "node2", replace(settings, topic=old), keyring)
     assert not (tmp_path / "node2").exists()
@@ -686,3 +693,47 @@ def test_a_resuming_node_refuses_an_unsealed_older_topic_as_a_joiner_does(writer
                                             "--replication-topic"):
             with ReplicatedNode(standby, replace(settings, topic=old)) as r:
                 r.catch_up()
+
+
+def _first_record(settings: ReplicationSettings, topic: str) -> bytes:
+    """The value of ``topic``'s first committed record (its store record)."""
+    consumer = Consumer({"bootstrap.servers": settings.bootstrap, "group.id": "first", "enable.partition.eof": True,
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    try:
+        msg = consumer.poll(10)
+        assert msg is not None and not msg.error()
+        return msg.value()
+    finally:
+        consumer.close()
+
+
+
+def test_a_joiner_refuses_a_sealed_store_record_replayed_from_another_topic_of_the_store(tmp_path, keyring, settings):
+    """Review 2 (FAILING ON PURPOSE): the store record's seal covers its fields but not the topic it was written to,
+    so one who can write to Kafka but holds no key replays a genuine record from an older topic of the same store
+    (its settings since changed: User:eve no longer a super user) in front of the current topic's batches, and a
+    joiner takes the old settings as its config.json. Fix: seal the record to its topic (the topic's name in the
+    sealed bytes or the seal's context), so a record verifies only in the topic it was written to."""
+    import json
+
+    from secmeta.consumers.kafka.replication.records import TopicFormatError
+
+    n1 = tmp_path / "n1"
+    _open(n1, keyring).close()
+    (n1 / "config.json").write_text(json.dumps({"super_users": ["User:admin", "User:eve"]}))
+    old, new = f"secmeta-review2-old-{tmp_path.name}", f"secmeta-review2-new-{tmp_path.name}"
+    with _open(n1, keyring, commit_gate=NotWriterGate()) as store, \
+            ReplicatedNode(store, replace(settings, topic=old)) as node:
+        node.become_writer()
+    (n1 / "config.json").write_text(json.dumps({"super_users": ["User:admin"]}))   # eve's rights withdrawn
+    with _open(n1, keyring, commit_gate=NotWriterGate()) as store, \
+            ReplicatedNode(store, replace(settings, topic=new)) as node:
+        node.become_writer()           # the store replicated to a new topic with the new settings
+        store.create_acls([acl("a")], context=ADMIN)
+    stale = json.loads(_first_record(settings, old))
+    forged = f"{new}-forged"
+    _copy_topic(settings, new, forged, lambda body: stale)
+    with pytest.raises(TopicFormatError, match=f"log topic {re.escape(forged)}'s store record fails its seal"):
+        join(tmp_path / "n2", replace(settings, topic=forged), keyring).close()
+    assert not (tmp_path / "n2").exists()

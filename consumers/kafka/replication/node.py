@@ -46,9 +46,10 @@ __all__ = ["ReplicatedNode", "seed_records"]
 logger = logging.getLogger("secmeta.replication")
 
 
-def seed_records(store: SecurityStore, node_id: int, part_bytes: int, resume_at: int | None = None) -> Iterator[Record]:
-    """What an empty log topic is seeded with: the store record, every writer schema, then every batch, then
-    the seeded record; a log that starts after a retention anchor also sends the anchor (in the store record)
+def seed_records(store: SecurityStore, topic: str, node_id: int, part_bytes: int,
+                 resume_at: int | None = None) -> Iterator[Record]:
+    """What an empty log topic (``topic``) is seeded with: the store record (sealed for ``topic``), every writer
+    schema, then every batch, then the seeded record; a log that starts after a retention anchor also sends the anchor (in the store record)
     and the newest snapshot at or after its start (in parts of ``part_bytes``), which a joiner loads the
     deleted history from. ``resume_at``: the end of an interrupted seed's batches (the topic holds the rest
     up to there): the writer schemas and the batches from there on, then the seeded record."""
@@ -71,7 +72,7 @@ def seed_records(store: SecurityStore, node_id: int, part_bytes: int, resume_at:
         snapshot = snapshot_records(covering[-1].read_bytes(), info.next_offset, part_bytes)
     identity = StoreRecord(log.store.store_id, log.store.created_ms, dict(log.store.key_checks), config,
                            log.start_offset, log.state.start_link, anchor)
-    yield store_record(seal_store_record(identity, log.keyring))
+    yield store_record(seal_store_record(identity, log.keyring, topic))
     yield from (schema_record(text) for text in log.writer_schemas())
     yield from snapshot
     yield from _batches_then_seeded(log, log.start_offset, node_id)
@@ -141,7 +142,7 @@ class ReplicatedNode:
             if replica.identity is None or not replica.seeded:
                 # an empty topic, or one a seed was interrupted on: its batches are a prefix of this log (checked)
                 resume_at = None if replica.identity is None else replica.end[0] if replica.end else None
-                gate.seed(seed_records(self.store, self.settings.node_id, gate.max_bytes, resume_at))
+                gate.seed(seed_records(self.store, self.topic, self.settings.node_id, gate.max_bytes, resume_at))
                 logger.info("seeded the log topic %s with offsets %s to %s", self.topic,
                             log.start_offset if resume_at is None else resume_at, log.end_offset)
                 replica.seeded = True

@@ -4,9 +4,10 @@ Every record names its kind in the ``secmeta.record`` header:
 
 - ``store``: the first record of the topic: the store's identity (id, creation time, key checks), its
   saved settings (config.json, no secrets) and where its log starts (offset and chain link), as JSON, with
-  a seal (``core.log.seal``: HMAC under the keyring's chain key) over all of it: a joiner takes its settings
-  only when the seal verifies (``check_store_record``), so one who can write to Kafka but holds no key
-  cannot give joiners other super users or ACL defaults;
+  a seal (``core.log.seal``: HMAC under the keyring's chain key) over all of it and the name of the topic it
+  was written to: a joiner takes its settings only when the seal verifies for the topic it reads
+  (``check_store_record``), so one who can write to Kafka but holds no key cannot give joiners other super
+  users or ACL defaults, neither forged nor replayed from another topic of the store;
 - ``schema``: a batch writer schema (JSON), before the first batch written with it;
 - ``snapshot``: when the log starts after a retention anchor (the store record then carries the sealed
   anchor), the bytes of a snapshot at or after that start, in parts (``secmeta.snapshot``: its offset,
@@ -43,7 +44,9 @@ Headers = list[tuple[str, str | bytes | None]]  # as confluent-kafka takes and g
 Record = tuple[bytes, Headers]  # a value and its headers, to produce
 KIND = "secmeta.record"
 FORMAT = "secmeta-log-topic"
-VERSION = 3  # 2: the seeded record (a version-1 topic, from before any release, is refused); 3: the store record's seal
+VERSION = 4  # 2: the seeded record (a version-1 topic, from before any release, is refused); 3: the store record's
+# seal (versions 2 and 3 are refused: 3 sealed the record without its topic, so it could be replayed in another);
+# 4: the seal covers the topic's name
 _SEAL_CONTEXT = b"secmeta log topic store record"
 
 
@@ -103,20 +106,27 @@ def _store_body(record: StoreRecord) -> bytes:
     return json.dumps(_store_fields(record), sort_keys=True).encode()
 
 
-def seal_store_record(record: StoreRecord, keyring: Keyring) -> StoreRecord:
-    """``record`` sealed under the keyring's newest key (the chain key, through core.log.seal)."""
-    return replace(record, seal=seal_trailer(keyring, _SEAL_CONTEXT, _store_body(record)))
+def _seal_context(topic: str) -> bytes:
+    """What the store record's seal covers besides its body: its kind and the topic it was written to (seal's
+    context is length-prefixed, so the fixed kind and the name cannot run into each other)."""
+    return _SEAL_CONTEXT + b"\0" + topic.encode()
+
+
+def seal_store_record(record: StoreRecord, keyring: Keyring, topic: str) -> StoreRecord:
+    """``record`` sealed for ``topic`` under the keyring's newest key (the chain key, through core.log.seal)."""
+    return replace(record, seal=seal_trailer(keyring, _seal_context(topic), _store_body(record)))
 
 
 def check_store_record(record: StoreRecord, keyring: Keyring, topic: str) -> None:
-    """Refuse (TopicFormatError) a store record whose seal does not verify under ``keyring``: altered or forged
-    by someone without the store's keys, or sealed for another store's keyring."""
+    """Refuse (TopicFormatError) a store record whose seal does not verify under ``keyring`` for ``topic``:
+    altered or forged by someone without the store's keys, sealed for another store's keyring, or written to
+    another topic and replayed in this one."""
     try:
-        unseal(keyring, _SEAL_CONTEXT, _store_body(record) + record.seal)
+        unseal(keyring, _seal_context(topic), _store_body(record) + record.seal)
     except BrokenSealError as exc:
-        raise TopicFormatError(f"the log topic {topic}'s store record fails its seal ({exc}): its identity and "
-                               "settings were not written by a holder of this store's keys; nothing is taken from "
-                               "it") from None
+        raise TopicFormatError(f"the log topic {topic}'s store record fails its seal ({exc}): it was not written to "
+                               f"{topic} by a holder of this store's keys (altered, forged, or copied from another "
+                               "topic); nothing is taken from it") from None
 
 
 def saved_config(store_dir: str | os.PathLike) -> dict[str, Any]:
@@ -195,7 +205,9 @@ def parse_record(value: bytes | None, headers: Headers | dict[str, str | bytes |
             if int(body["version"]) < VERSION:
                 why = ("did not mark a completed seed" if int(body["version"]) < 2 else
                        "did not seal its store record, so its settings (super users, ACL defaults) cannot be "
-                       "trusted")
+                       "trusted" if int(body["version"]) < 3 else
+                       "sealed its store record without the topic's name, so a record replayed from another topic "
+                       "of the store would pass for this topic's")
                 raise TopicFormatError(f"{where} has log topic format version {body['version']}, written by an "
                                        f"older secmeta that {why}: replicate to a new topic (--replication-topic), "
                                        "which the first node seeds from its local log")
