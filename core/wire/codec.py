@@ -196,20 +196,18 @@ def _decoded_without_correlation(frame: bytes, trailing_ok: bool) -> RequestFram
 
 @cache
 def _hand_readers() -> dict[int, Callable[..., RequestFrame | None]]:
-    """The requests read by hand (DescribeAcls, SaslAuthenticate), their readers imported once, on first use (their
-    module imports this one; an import statement per request cost about a microsecond)."""
+    """The requests read by hand (DescribeAcls, SaslAuthenticate) and their readers (the one list of them), imported
+    once, on first use (their module imports this one; an import statement per request cost about a microsecond)."""
     from secmeta.core.wire.hot_requests import describe_acls_request, sasl_authenticate_request
 
     return {int(ApiKey.DESCRIBE_ACLS): describe_acls_request, int(ApiKey.SASL_AUTHENTICATE): sasl_authenticate_request}
 
 
-_HAND_READ = frozenset({int(ApiKey.DESCRIBE_ACLS), int(ApiKey.SASL_AUTHENTICATE)})
-
-
 def _decoded(frame: bytes, trailing_ok: bool) -> RequestFrame:
     api_key, api_version, correlation_id = peek_header(frame)
-    if api_key in _HAND_READ:
-        decoded = _hand_readers()[api_key](frame, trailing_ok=trailing_ok)
+    hand_reader = _hand_readers().get(api_key)
+    if hand_reader is not None:
+        decoded = hand_reader(frame, trailing_ok=trailing_ok)
         if decoded is not None:
             return decoded
     request_cls = request_class(api_key, api_version)
