@@ -57,6 +57,7 @@ __all__ = [
     "encode_response",
     "encoded",
     "uvarint",
+    "first_flexible_version",
     "flexible_response_header",
     "frame_size",
     "peek_header",
@@ -307,6 +308,17 @@ def _flexible_header(response_cls: type) -> bool:
 def flexible_response_header(api_key: int, api_version: int) -> bool:
     """Whether the response of this API version has response header v1 (tagged fields)."""
     return _flexible_header(response_class(api_key, api_version))
+
+
+@cache
+def first_flexible_version(api: ApiKey) -> int:
+    """The first served version of ``api`` that is flexible (compact lengths, tagged fields), as kio's schema says
+    (Kafka's flexibleVersions): the one owner of that number for the requests and answers read and written by hand."""
+    low, high = api.versions
+    for version in range(low, high + 1):
+        if request_class(api, version).__flexible__:
+            return version
+    raise ValueError(f"{api.kafka_name} has no flexible version among those served (v{low}-v{high})")
 
 
 def encode_request(correlation_id: int, client_id: str | None, request: Any) -> bytes:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import struct
 
 from secmeta.core.wire import bounds
-from secmeta.core.wire.codec import ApiKey, RequestFrame, request_class
+from secmeta.core.wire.codec import ApiKey, RequestFrame, first_flexible_version, request_class
 
 __all__ = ["FIELD_NAMES", "DescribeAclsFields", "describe_acls_body", "describe_acls_fields", "describe_acls_key",
            "describe_acls_request", "fields_of", "sasl_authenticate_request"]
@@ -38,10 +38,10 @@ DescribeAclsFields = tuple[int, str | None, int, str | None, str | None, int, in
 _HEADER = struct.Struct(">hhih")      # api key, api version, correlation id, client id length
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-_FLEXIBLE_FROM = 2                    # DescribeAcls v2 is the first flexible version (request header v2)
+_FLEXIBLE_FROM = first_flexible_version(ApiKey.DESCRIBE_ACLS)  # (request header v2 from there on)
 _DESCRIBE_ACLS = ApiKey.DESCRIBE_ACLS     # read once: a member read off its class costs ~0.25 us on Python 3.11
 _SASL_AUTHENTICATE = ApiKey.SASL_AUTHENTICATE
-_SASL_FLEXIBLE_FROM = 2               # SaslAuthenticate v2 is its first flexible version
+_SASL_FLEXIBLE_FROM = first_flexible_version(ApiKey.SASL_AUTHENTICATE)
 
 
 class _Unsure(Exception):

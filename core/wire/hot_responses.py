@@ -23,7 +23,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 
-from secmeta.core.wire.codec import ApiKey, EncodedResponse, flexible_response_header, uvarint
+from secmeta.core.wire.codec import (
+    ApiKey,
+    EncodedResponse,
+    first_flexible_version,
+    flexible_response_header,
+    uvarint,
+)
 from secmeta.events.types import AccessControlEntry
 from secmeta.projections.acl_index import Group, Node
 from secmeta.projections.kept_by_object import KeptByObject, holds_a_table
@@ -32,7 +38,7 @@ __all__ = ["describe_acls_response"]
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-_FLEXIBLE_FROM = 2     # DescribeAcls v2 is the first flexible version
+_FLEXIBLE_FROM = first_flexible_version(ApiKey.DESCRIBE_ACLS)
 #: throttle_time_ms 0, error_code 0, error_message null
 _HEAD = {False: b"\0\0\0\0\0\0\xff\xff", True: b"\0\0\0\0\0\0\0"}
 

@@ -25,6 +25,7 @@ from secmeta.core.wire.codec import (
     EncodedResponse,
     build,
     encoded,
+    first_flexible_version,
     flexible_response_header,
     response_class,
     uvarint,
@@ -35,7 +36,7 @@ __all__ = ["sasl_authenticate_response", "sasl_handshake_response"]
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_FLEXIBLE_FROM = 2      # SaslAuthenticate v2 is the first flexible version
+_FLEXIBLE_FROM = first_flexible_version(ApiKey.SASL_AUTHENTICATE)
 
 
 @lru_cache(maxsize=64)
