@@ -49,8 +49,12 @@ def _always(call: Call) -> bool:
     return True
 
 
+#: The APIs served, listed once (their versions are read at each ApiVersions: a test changes one at run time).
+_APIS = tuple(ApiKey)
+
+
 def _versions_table() -> tuple[tuple[int, int, int], ...]:
-    return tuple((int(api), *api.versions) for api in ApiKey)
+    return tuple([(api._value_, *api.versions) for api in _APIS])     # (not EnumType.__iter__: 11 -> 5 us)
 
 
 @cache
