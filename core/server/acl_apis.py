@@ -32,7 +32,7 @@ from secmeta.core.server.handling import request_level, respond
 from secmeta.core.server.image_answers import ImageAnswers
 from secmeta.core.types import RequestContext
 from secmeta.core.wire import convert, hot_requests, hot_responses
-from secmeta.core.wire.codec import EncodedResponse, encode_response
+from secmeta.core.wire.codec import EncodedResponse, response_frame_parts
 from secmeta.core.wire.hot_requests import DescribeAclsFields
 
 
@@ -74,9 +74,10 @@ def _answer(store: Any, context: RequestContext, answers: ImageAnswers | None, k
 
 
 def _answered_from_bytes(frame: bytes, store: Any, context: RequestContext, answers: ImageAnswers | None
-                         ) -> bytes | None:
+                         ) -> tuple[bytes, ...] | None:
     """The response frame of a DescribeAcls naming a resource, read by hand (``hot_requests``) and answered
-    without a kio entity, or None (not read by hand, no name, or not a success): the handler answers it.
+    without a kio entity, as the parts to write (``response_frame_parts``: the answer's body is not copied into
+    a frame), or None (not read by hand, no name, or not a success): the handler answers it.
     An answer kept for the same version and body (``hot_requests.describe_acls_key``) is sent without reading
     the body, to a caller the store lets describe ACLs."""
     keyed = hot_requests.describe_acls_key(frame)
@@ -86,7 +87,7 @@ def _answered_from_bytes(frame: bytes, store: Any, context: RequestContext, answ
     if answers is not None:
         kept = answers.kept(store, key, context, store.may_describe_acls)
         if kept is not None:
-            return encode_response(correlation_id, kept)
+            return response_frame_parts(correlation_id, kept)
     fields = hot_requests.describe_acls_body(frame, version, pos, trailing_ok=True)
     if fields is None or fields[1] is None:     # no resource name: it may scan, so not on the loop
         return None
@@ -94,7 +95,7 @@ def _answered_from_bytes(frame: bytes, store: Any, context: RequestContext, answ
         response = _answer(store, context, answers, key, version, fields)
     except Exception:           # a refusal or a failure: the handler's path answers (or logs) it
         return None
-    return encode_response(correlation_id, response)
+    return response_frame_parts(correlation_id, response)
 
 
 @request_level(_describe_failed, on_loop=_names_a_resource, raw=_answered_from_bytes)

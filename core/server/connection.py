@@ -64,6 +64,7 @@ from secmeta.core.wire.codec import (
     encode_response,
     frame_size,
     peek_header,
+    response_frame_parts,
 )
 
 if TYPE_CHECKING:
@@ -361,16 +362,17 @@ class Connection:
             response = self._answered_inline(data[pos + 4:end])     # (a slice of bytes: the frame's one copy)
             if response is None:
                 break
-            transport.write(response)
+            transport.writelines(response)      # (uvloop: one writev of the header and the kept body, no join)
             pos, answered = end, True
         if not answered:
             return data
         self._deadline.expect(self._config.connections_max_idle_ms / 1000, _IDLE)   # a request: not idle
         return data[pos:]
 
-    def _answered_inline(self, data: bytes) -> bytes | None:
-        """The response frame to a hot read (``INLINE_KEYS``) the loop answers, or None: not one (the reader
-        and ``_serve`` take it, its refusals and failures included)."""
+    def _answered_inline(self, data: bytes) -> tuple[bytes, ...] | None:
+        """The response frame to a hot read (``INLINE_KEYS``) the loop answers, as the parts to write
+        (``response_frame_parts``), or None: not one (the reader and ``_serve`` take it, its refusals and
+        failures included)."""
         auth = self._auth
         try:
             api_key, _, _ = peek_header(data)
@@ -386,7 +388,7 @@ class Connection:
             call = Call(server.store, auth.context, frame, self._broker, server.answers, server.cluster)
             if not handler.on_loop(call):
                 return None
-            return encode_response(frame.correlation_id, handler(call))
+            return response_frame_parts(frame.correlation_id, handler(call))
         except Exception:       # (a malformed or unsupported frame, ...): the reader's path answers or closes as always
             return None
 

@@ -17,7 +17,8 @@ authentication (ILLEGAL_SASL_STATE), as Kafka's SaslServerAuthenticator does.
 of the store's immutable image whose work is bounded by the request's own shape, never
 a write, a PBKDF2 or a scan of the whole store (see ``secmeta.core.server.connection``).
 ``raw(frame, store, context, answers)``, where an API has it, answers such a read straight
-from the request's bytes on a logged-in connection (the whole response frame), or returns
+from the request's bytes on a logged-in connection (the whole response frame, as the parts to write in
+order), or returns
 None for anything it does not answer as a success: the decoded path then answers it, its
 refusals and failures included.
 """
@@ -66,7 +67,7 @@ class Handler:
     error_response: Callable[[Call, ApiError], Any]
     on_loop: Callable[[Call], bool] = _never
     writes: str | None = None   # a write API's store call: only the active controller serves it (NOT_CONTROLLER elsewhere)
-    raw: Callable[[bytes, Any, RequestContext, ImageAnswers | None], bytes | None] | None = None
+    raw: Callable[[bytes, Any, RequestContext, ImageAnswers | None], tuple[bytes, ...] | None] | None = None
 
     def refused(self, call: Call) -> Any | None:
         """A write's answer before it queues, or None (not a write, or not refused here): NOT_CONTROLLER on a node
@@ -98,7 +99,7 @@ class Handler:
 
 def request_level(on_error: Callable[[Call, ApiError], Any], *, on_loop: Callable[[Call], bool] = _never,
                   writes: str | None = None,
-                  raw: Callable[[bytes, Any, RequestContext, ImageAnswers | None], bytes | None] | None = None,
+                  raw: Callable[[bytes, Any, RequestContext, ImageAnswers | None], tuple[bytes, ...] | None] | None = None,
                   ) -> Callable[[Callable[[Call], Any]], Handler]:
     """Make a ``Handler`` of the decorated function, answering failures with ``on_error(call, error)``;
     ``writes``: the store call of an API that changes the store (a node that is not the active controller

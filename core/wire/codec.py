@@ -55,6 +55,7 @@ __all__ = [
     "decode_response",
     "encode_request",
     "encode_response",
+    "response_frame_parts",
     "encoded",
     "uvarint",
     "first_flexible_version",
@@ -265,18 +266,28 @@ class EncodedResponse:
 
 
 _SIZE_AND_ID = struct.Struct(">ii")
+_SIZE_ID_AND_NO_TAGS = struct.Struct(">iiB")     # response header v1: the correlation id, no tagged fields
 
 
 def encode_response(correlation_id: int, response: Any) -> bytes:
     """A whole response frame (size prefix included) for ``response`` (a kio response entity
     or an ``EncodedResponse``)."""
     if type(response) is EncodedResponse:
-        body = response.body
-        if response.flexible_header:
-            return b"".join((_SIZE_AND_ID.pack(len(body) + 5, correlation_id), b"\0", body))
-        return _SIZE_AND_ID.pack(len(body) + 4, correlation_id) + body
+        return b"".join(response_frame_parts(correlation_id, response))
     header_cls = type(response).__header_schema__
     return _framed(header_cls, header_cls(correlation_id=correlation_id), response)
+
+
+def response_frame_parts(correlation_id: int, response: Any) -> tuple[bytes, ...]:
+    """``encode_response``'s frame as the parts to write one after the other (``transport.writelines``): an
+    ``EncodedResponse``'s size prefix and header, then its body as it is held, not copied into a frame (a
+    kept DescribeAcls answer is tens of KB); a kio entity's whole frame as one part."""
+    if type(response) is not EncodedResponse:
+        return (encode_response(correlation_id, response),)
+    body = response.body
+    if response.flexible_header:
+        return _SIZE_ID_AND_NO_TAGS.pack(len(body) + 5, correlation_id, 0), body
+    return _SIZE_AND_ID.pack(len(body) + 4, correlation_id), body
 
 
 def uvarint(n: int) -> bytes:

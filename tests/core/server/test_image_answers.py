@@ -83,9 +83,10 @@ def _raw(store, answers: ImageAnswers, context, correlation_id: int = 9, client_
     the_filter = AclBindingFilter.of(ResourceType.TOPIC, name, PatternType.MATCH)
     frame = encode_request(correlation_id, client_id,
                            build(request_class(29, 3), **convert.filter_fields(the_filter)))[4:]
-    answered = _answered_from_bytes(frame, store, context, answers)
-    if answered is None:
+    parts = _answered_from_bytes(frame, store, context, answers)
+    if parts is None:
         return None
+    answered = b"".join(parts)
     assert int.from_bytes(answered[4:8], "big") == correlation_id
     return decode_response(29, 3, answered[4:])[1]
 

@@ -15,6 +15,7 @@ from secmeta.core.wire.codec import (
     encode_response,
     encoded,
     response_class,
+    response_frame_parts,
 )
 from secmeta.events.types import (
     AclBinding,
@@ -86,6 +87,9 @@ def test_describe_acls_by_hand_is_kios_encoding(data, bindings, version, correla
         ours = encode_response(correlation_id, hot_responses.describe_acls_response(
             version, image.selection(f, whole_nodes=whole_nodes)))
         assert ours == kio
+        answer = hot_responses.describe_acls_response(version, image.selection(f, whole_nodes=whole_nodes))
+        parts = response_frame_parts(correlation_id, answer)    # the server's inline path writes these in order
+        assert b"".join(parts) == kio and parts[-1] is answer.body
     assert decode_response(ApiKey.DESCRIBE_ACLS, version, ours[4:])[0] == correlation_id
 
 
@@ -171,6 +175,8 @@ def test_a_kept_encoding_frames_as_kio_frames_the_entity(api, data, correlation_
     kept = encoded(entity)
     assert encode_response(correlation_id, kept) == encode_response(correlation_id, entity)
     assert kept.error_code == 0
+    parts = response_frame_parts(correlation_id, kept)     # written one after the other: the same frame
+    assert b"".join(parts) == encode_response(correlation_id, entity) and parts[-1] is kept.body
 
 
 def test_kept_encodings_do_not_pin_an_index_table_an_image_no_longer_holds():
