@@ -9,7 +9,7 @@
 
 ``--side-by-side`` runs only the comparison with Tansu (scripts.bench.serve_side): the same
 confluent-kafka code against ``secmeta serve`` and Tansu, the servers' CPU per request side by
-side with the target, and a large DescribeAcls answer against the in-process call.
+side with the target, and a large DescribeAcls answer against the computed in-process answer (the kept one and a transport floor beside it).
 
 Builds a store of ``--acls`` ACLs (scripts.bench.authz_core's AuthorizerBenchmark shape)
 and twin copies of it, then measures in one run:
@@ -39,7 +39,7 @@ py-spy) to the server during an extra DescribeAcls run at 10 clients and extra l
 rounds, and prints where the server's GIL-holding time goes.
 
 Targets (issue 24, the constants of serve_side and serve_logins): server CPU per request <= 1.5x Tansu's and a
-large answer's server CPU per ACL <= 2x the in-process call's (judged by ``--side-by-side``); connection + SCRAM
+large answer's server CPU per ACL <= 2x the computed in-process answer's (judged by ``--side-by-side``); connection + SCRAM
 login p99 <= 50 ms at 50 concurrent (judged here on the kio client's whole open at N = 50, and by
 scripts.bench.serve_logins).  The wire / in-process rate ratio and the SASL exchange alone (no connection) print
 as measures with no target.  Nothing is asserted; see bench-results/serve.json (profiles: bench-results/serve-profile-*.txt, py-spy raw format).
@@ -869,7 +869,7 @@ def issue_24_request_targets() -> str:
 
     return (f"issue 24's request targets, judged by --side-by-side (against Tansu), not by this table: server CPU "
             f"per request <= {TARGET_RATIO:g}x Tansu's; server CPU per ACL of a large answer <= {TARGET_BIG:g}x the "
-            "in-process call's")
+            "computed in-process answer's")
 
 
 def login_target_line(logins: list[Run]) -> str:
