@@ -111,20 +111,25 @@ def _role() -> Column:
 
 def _with_action(history: DataFrame) -> DataFrame:
     """``history`` with ``action``: EntityKind.action of each row's role and whether its entity was open before
-    (its previous row, by entity key, did not close it); the rule's words are asked of each kind."""
+    (its previous row, by entity key, did not close it); the rule's words are asked of each kind.
+
+    Built from few Column calls (each is a round trip to the JVM): the role and whether the entity was open are
+    columns of their own (one window), their six combinations are shared by every kind's words."""
     by_entity = Window.partitionBy("entity_key").orderBy("offset")
-    previous = F.lag("_role").over(by_entity)
-    was_open = F.coalesce(previous != F.lit("close"), F.lit(False))
+    role, was_open = F.col("_role"), F.col("_was_open")
+    cases = {(name, before): (role == F.lit(name)) & (was_open if before else ~was_open)
+             for name in ("open", "update", "close") for before in (True, False)}
     action = None
     for kind in KINDS:
+        words = None
+        for (name, before), test in cases.items():
+            word = kind.action(name, before)
+            words = F.when(test, word) if words is None else words.when(test, word)
         of_kind = F.col("event_type").isin(*kind.event_names)
-        for role in ("open", "update", "close"):
-            for before in (True, False):
-                test = of_kind & (F.col("_role") == role) & (was_open == F.lit(before))
-                word = kind.action(role, before)
-                action = F.when(test, word) if action is None else action.when(test, word)
+        action = F.when(of_kind, words) if action is None else action.when(of_kind, words)
     # entities.Parties: an opening event of a kind that carries its parties also involves those its entity's
     # previous opening event named (a super.users value replaced)
     replaced = F.when(F.col("event_type").isin(*_PARTY_OPENS), F.lag("principals").over(by_entity))
-    return (history.withColumn("_role", _role()).withColumn("action", action)
-            .withColumn("_replaced_principals", replaced).drop("_role"))
+    return (history.withColumn("_role", _role())
+            .withColumn("_was_open", F.coalesce(F.lag("_role").over(by_entity) != F.lit("close"), F.lit(False)))
+            .withColumn("action", action).withColumn("_replaced_principals", replaced).drop("_role", "_was_open"))
