@@ -15,6 +15,8 @@ def test_the_sessions_jvm_runs_with_the_test_options(spark):
     runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     arguments = list(runtime.getInputArguments())
     assert set(TEST_JVM_OPTIONS) <= set(arguments), arguments
+    # the system property among them is the session's static conf: no call site captured per Column call
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
 
 
 def test_a_child_forked_from_another_thread_leaves_the_drivers_connection_open(spark):
