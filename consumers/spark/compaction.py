@@ -15,6 +15,7 @@ Each micro-batch (``_Commit``) becomes one version of the tables:
    tokens, ...), ``intervals.advance`` turns the snapshot of the pinned version
    and the staged events into the new snapshot (the open intervals) and the
    intervals the batch closed, one Spark job per kind, all running side by side;
+   a kind with no event in the batch keeps its snapshot's files (linked, no job);
 4. the driver moves the files into the tables (the new snapshot's files also into the interval tables,
    replacing the previous version's open intervals there) and commits them, one Delta
    commit per table, the history table's last (see ``commits``): from there
@@ -158,7 +159,8 @@ class _Commit:
             "event_date", F.expr("date_from_unix_date(CAST(floor(timestamp_ms / 86400000) AS INT))")
         ).observe(observed, F.count(F.lit(1)).alias("n"), F.min("offset").alias("lo"),
                   F.max("offset").alias("hi"), F.max("timestamp_ms").alias("ts"),
-                  *[F.count_if(F.col("event_type").isin(*k.closes)).alias(f"closes:{k.name}") for k in _SINGLE_USE])
+                  *[F.count_if(F.col("event_type").isin(*k.closes)).alias(f"closes:{k.name}") for k in _SINGLE_USE],
+                  *[F.count_if(F.col("event_type").isin(*k.event_types)).alias(f"events:{k.name}") for k in KINDS])
         events.write.partitionBy("event_date").parquet(str(staging / HISTORY))
         stats = observed.get
         if not stats["n"]:  # an empty batch: no new version
@@ -178,6 +180,11 @@ class _Commit:
 
         def advance(kind: intervals.Kind) -> None:
             files = tables.files(kind.name, current)
+            if not stats[f"events:{kind.name}"]:
+                # no event of this kind: its snapshot is the pinned one and it closes nothing (advance would
+                # return the same rows), so its files are linked as the new snapshot, with no Spark job
+                _link_files(files, staging / kind.name / "open=true")
+                return
             reader = self.spark.read.schema(schema(kind.name))
             previous = reader.parquet(*files) if files else self.spark.createDataFrame([], schema(kind.name))
             few_closes = kind.single_use_keys and stats[f"closes:{kind.name}"] <= BROADCAST_CLOSES
@@ -209,16 +216,26 @@ class _Commit:
 
 
 def _link_tree(source: Path, target: Path) -> None:
-    """The Parquet files under ``source`` also under ``target`` (hard links; copies where links fail)."""
+    """The Parquet files under ``source`` also under ``target`` (partition directories kept)."""
     if not source.exists():
         return
     for file in source.rglob("*.parquet"):
-        to = target / file.relative_to(source)
-        to.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.link(file, to)
-        except OSError:
-            shutil.copyfile(file, to)
+        _link(file, target / file.relative_to(source))
+
+
+def _link_files(files: list[str], target: Path) -> None:
+    """``files`` (a snapshot's Parquet files, distinct names) also in ``target``."""
+    for file in files:
+        _link(Path(file), target / Path(file).name)
+
+
+def _link(file: Path, to: Path) -> None:
+    """A hard link ``to`` to ``file`` (a copy where links fail)."""
+    to.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(file, to)
+    except OSError:
+        shutil.copyfile(file, to)
 
 
 def _staged(directory: Path, prefix: str) -> list[tuple[Path, str]]:

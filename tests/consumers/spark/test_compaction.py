@@ -13,7 +13,14 @@ from secmeta.consumers.spark.compaction import CompactionError, _Commit, compact
 from secmeta.consumers.spark.table_reader import TableReader
 from secmeta.consumers.spark.tables import TABLE_NAMES, Tables, TablesError
 from secmeta.core.log import Log
-from tests.consumers.spark.sparkkit import acl_state, credential_state, make_workspace, token_state
+from tests.consumers.spark.sparkkit import (
+    acl_state,
+    credential_state,
+    make_workspace,
+    token_state,
+    topic_acl,
+)
+from tests.storekit import ADMIN
 
 
 def _ms(ts) -> int:
@@ -67,6 +74,39 @@ def test_shuffled_closes_give_the_same_intervals(spark, compacted, tmp_path, mon
               if r.valid_to_offset is not None]
     assert any(r.valid_from_offset < half <= r.valid_to_offset for r in closed)  # a close of the first batch's
     assert any(half <= r.valid_from_offset for r in closed)  # and of the second batch's own ACLs
+
+
+def test_a_batch_runs_spark_only_for_the_kinds_it_has_events_of(spark, tmp_path, monkeypatch):
+    """A batch of ACL requests only advances the ACLs in Spark; every other kind keeps its snapshot (the same
+    rows, now at the new version, in its interval table too) and the tables still equal the store."""
+    from secmeta.consumers.spark import intervals
+
+    space = make_workspace(tmp_path, seed=13, steps=12)
+    tables = tmp_path / "tables"
+    first = compact(spark, space.store_dir, tables, key_file=str(space.key_file))
+    reader = TableReader(spark, tables)
+    before = {k.name: sorted(map(tuple, reader.snapshot(k.name).collect()), key=repr) for k in intervals.KINDS}
+    assert before["scram_users"] and before["tokens"]  # kept snapshots that are not empty
+    with space.open() as store:
+        store.create_acls([topic_acl("only-acls", principal=f"User:p{i}") for i in range(3)], context=ADMIN)
+    advanced: list[str] = []
+    real = intervals.advance
+    monkeypatch.setattr(intervals, "advance", lambda kind, *a, **k: advanced.append(kind.name) or real(kind, *a, **k))
+    second = compact(spark, space.store_dir, tables, key_file=str(space.key_file))
+    assert advanced == ["acls"] and second.offset == first.offset + 3
+    reader = TableReader(spark, tables)
+    for kind in intervals.KINDS:
+        if kind.name != "acls":
+            assert sorted(map(tuple, reader.snapshot(kind.name).collect()), key=repr) == before[kind.name]
+    acls, creds = reader.intervals("acl_intervals").collect(), reader.intervals("credential_intervals").collect()
+    tokens = reader.intervals("token_intervals").collect()
+    with space.open() as store:
+        for n in (first.offset, second.offset):
+            view = store.as_of(offset=n)
+            assert {_acl(r) for r in _in_force(acls, n)} == acl_state(view), n
+            assert {(r.user, r.mechanism, r.iterations) for r in _in_force(creds, n)} == credential_state(view), n
+            assert {(r.token_id, r.owner, r.requester, _ms(r.expiry_timestamp))
+                    for r in _in_force(tokens, n)} == token_state(view), n
 
 
 def test_history_holds_every_event_once_by_date(spark, compacted):
