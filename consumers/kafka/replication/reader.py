@@ -57,11 +57,7 @@ class TopicReader:
         end-of-partition event it queued then may lie before batches committed since. The read then ends only at
         an end-of-partition event at or past the end Kafka gives after the seek (``end_now``)."""
         deadline = time.monotonic() + self._timeout
-        try:
-            self._consumer.seek(TopicPartition(self.topic, 0, self._next))
-        except KafkaException as exc:
-            raise ReplicationUnavailableError(f"reading the log topic {self.topic} failed: {exc.args[0].str()}") \
-                from None
+        self._seek(self._next)
         end = self._end_now()
         while True:
             reached = self._step(apply, 0.2)
@@ -103,11 +99,7 @@ class TopicReader:
         more (Tansu): the log topic keeps every record (check_durability), and were offset 0 gone,
         auto.offset.reset=earliest would read from the earliest."""
         deadline = time.monotonic() + self._timeout
-        try:
-            self._consumer.seek(TopicPartition(self.topic, 0, 0))
-        except KafkaException as exc:
-            raise ReplicationUnavailableError(f"reading the log topic {self.topic} failed: {exc.args[0].str()}") \
-                from None
+        self._seek(0)
         while True:
             reached = self._step(apply, 0.2, 1)
             if self._progressed:
@@ -127,9 +119,22 @@ class TopicReader:
         while not stop.is_set():
             self._step(apply, poll_s)
 
+    def _seek(self, kafka_offset: int) -> None:
+        try:
+            self._consumer.seek(TopicPartition(self.topic, 0, kafka_offset))
+        except KafkaException as exc:
+            raise ReplicationUnavailableError(f"reading the log topic {self.topic} failed: {exc.args[0].str()}") \
+                from None
+
     def _step(self, apply: Apply, timeout: float, most: int = BURST) -> int | None:
         """Apply what one consume brings (at most ``most`` messages); the Kafka offset of the end-of-partition
-        event it ended at, if it did."""
+        event it ended at, if it did.
+
+        A record below the offset after the last record applied is never applied again: librdkafka moves the
+        consumer's position back on its own (an offset query for OFFSET_BEGINNING answered after a later seek
+        re-arms its retry timer, whose answer sets the position to the topic's start, even after a seek to a
+        concrete offset; auto.offset.reset after a fetch error). The consumer is put back where reading stood
+        and the rest of that consume, fetched from the old position, is dropped."""
         reached = None
         self._progressed = False
         for msg in self._consumer.consume(most, timeout):
@@ -144,6 +149,9 @@ class TopicReader:
             reached = None
             offset = msg.offset()
             kafka_offset = -1 if offset is None else offset
+            if 0 <= kafka_offset < self._next:
+                self._seek(self._next)
+                return None
             apply(parse_record(msg.value(), msg.headers(), kafka_offset), kafka_offset)
             self._next = kafka_offset + 1
             self._progressed = True

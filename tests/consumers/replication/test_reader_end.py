@@ -263,3 +263,64 @@ def test_a_node_whose_read_ended_short_of_the_topics_end_does_not_become_the_wri
                     standby.become_writer()
                 assert not standby.writing
                 assert _batch_starts(tansu_bootstrap, writer.topic) == starts, "the refused writer wrote"
+
+
+class _RewoundAfterSeek:
+    """A reader's consumer whose position librdkafka moves back to Kafka offset 0 right after the reader's next
+    seek to a later offset, once ``armed`` is set: what an OFFSET_BEGINNING offset query answered after that seek
+    does (an outdated answer re-arms librdkafka's offset-query timer; the timer's query resets the position)."""
+
+    def __init__(self, consumer: Consumer, armed) -> None:
+        self._consumer, self.armed, self.rewound = consumer, armed, 0
+
+    def seek(self, partition: TopicPartition) -> None:
+        self._consumer.seek(partition)
+        if self.armed.is_set() and partition.offset > 0:
+            self.armed.clear()
+            self._consumer.seek(TopicPartition(partition.topic, partition.partition, 0))
+            self.rewound += 1
+
+    def __getattr__(self, name: str):
+        return getattr(self._consumer, name)
+
+
+def test_a_standby_whose_consumer_is_rewound_to_the_topics_start_while_it_is_promoted_becomes_the_writer(
+        tmp_path, tansu_bootstrap):
+    """A standby follows the topic, then becomes the writer; its consumer's position goes back to Kafka offset 0
+    just after ``become_writer``'s read seeks past what the follower applied (librdkafka re-delivers the store
+    record and every batch before). The records it already applied are not applied again: it becomes the writer
+    (no "second store record"), holding every batch the older writer committed, and its own writes go on after
+    them."""
+    import threading
+
+    from secmeta.consumers.kafka.replication.join import join
+
+    keyring = make_keyring(tmp_path)
+    one = ReplicationSettings(tansu_bootstrap, node_id=1, replication_factor=1, min_insync_replicas=1, timeout_s=10)
+    with SecurityStore.open(tmp_path / "node1", StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring) as store:
+        store.create_acls([acl("before")], context=ADMIN)
+        store.set_commit_gate(NotWriterGate())
+        with ReplicatedNode(store, one) as writer:
+            writer.become_writer()
+            two = replace(one, node_id=2, topic=writer.topic)
+            join(tmp_path / "node2", two, keyring).close()
+            with SecurityStore.open(tmp_path / "node2", StoreConfig(token_secret=TOKEN_SECRET), keyring=keyring,
+                                    commit_gate=NotWriterGate()) as second, ReplicatedNode(second, two) as newer:
+                armed = threading.Event()
+                consumer = _RewoundAfterSeek(newer._reader._consumer, armed)
+                newer._reader._consumer = consumer  # type: ignore[assignment]
+                failures: list[BaseException] = []
+                newer.follow(failures.append)
+                store.create_acls([acl("while-standby")], context=ADMIN)
+                assert second.log.wait_for(store.log.end_offset - 1, timeout=20)
+                acknowledged_end = store.log.end_offset
+                armed.set()
+                newer.become_writer()
+                assert consumer.rewound == 1, "the consumer was not rewound: the test did not test anything"
+                assert not failures
+                assert second.log.end_offset == acknowledged_end
+                second.create_acls([acl("from-node-2")], context=ADMIN)
+                names = {b.pattern.name for b in second.describe_acls(AclBindingFilter(), context=ADMIN)}
+                assert names == {"before", "while-standby", "from-node-2"}
+                starts = _batch_starts(tansu_bootstrap, writer.topic)
+                assert starts == sorted(set(starts)), f"the topic holds two batches at one offset: {starts}"
