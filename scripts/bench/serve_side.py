@@ -162,7 +162,30 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class TansuProcess:
+class _ServerSubprocess:
+    """A peer server in a subprocess (``self.proc``): its CPU from /proc as ``ServerProcess``'s, and its stop."""
+
+    proc: subprocess.Popen
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class TansuProcess(_ServerSubprocess):
     """Tansu in memory on one PLAINTEXT port; ``cpu_seconds`` as ``ServerProcess``'s."""
 
     def __init__(self, log: Path):
@@ -184,22 +207,6 @@ class TansuProcess:
                 raise SystemExit(f"tansu did not start: {log.read_text()[-2000:]}")
             time.sleep(0.05)
 
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 # ---------------------------------------------------------------- the same client code for both
@@ -440,7 +447,7 @@ def side_by_side(servers: Sequence[Secmeta], store_dir: Path, keyring: Keyring, 
     return {"side_by_side": out, "large_answer": big_figures}
 
 
-class FloorProcess:
+class FloorProcess(_ServerSubprocess):
     """``scripts.bench.serve_floor`` in a subprocess on one PLAINTEXT port, answering every DescribeAcls with
     ``resources`` (encoded by kio once per version); ``cpu_seconds`` as ``TansuProcess``'s."""
 
@@ -458,22 +465,8 @@ class FloorProcess:
             raise SystemExit(f"the floor server did not start: {line!r}")
         self.bootstrap = line.split()[-1]
 
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        super().stop()
         if self.proc.stdout:
             self.proc.stdout.close()
 
