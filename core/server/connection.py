@@ -328,19 +328,19 @@ class Connection:
                 auth.api_versions_answered(int(response.error_code))
         elif handler.writes:
             large = len(data) > ON_LOOP_BYTES
-            refused = await self._maybe_off_loop(large, _early_refusal, handler, call)
-            if refused is None:
+            answer = await self._maybe_off_loop(large, _early_refusal, handler, call)
+            if answer is None:
                 bound = server.write_bound
                 timed_out, deadline = await bound.admit(call)
                 if timed_out is not None:
-                    refused = await self._maybe_off_loop(large, _refused, handler, call, timed_out)
+                    answer = await self._maybe_off_loop(large, _refused, handler, call, timed_out)
                 else:
                     try:
-                        refused = await asyncio.get_running_loop().run_in_executor(
+                        answer = await asyncio.get_running_loop().run_in_executor(
                             server.write_executor, answer_write, handler, call, deadline)
                     finally:
                         bound.release()
-            await self._write(refused)
+            await self._write(answer)
         else:
             await self._write(await self._off_loop(_answer, handler, call))
 
